@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "strata/core/utf8.hpp"
 #include "strata/gguf/keys.hpp"
 
 namespace strata::rt {
@@ -63,10 +64,11 @@ std::string human_bytes(std::uint64_t b) {
 json::value scalar_json(const value& v) {
   switch (v.type()) {
     case value_type::boolean: return v.as<bool>();
-    case value_type::f32: return double(v.as<float>());
+    // A float prints as its shortest decimal form (1e-05), not as the widened double.
+    case value_type::f32: return std::stod(format_number(v.as<float>()));
     case value_type::f64: return v.as<double>();
     case value_type::u64: return v.as<std::uint64_t>();
-    case value_type::string: return json::string(v.as_string());
+    case value_type::string: return json::string(utf8::sanitize(v.as_string()));
     default: return v.as_int();
   }
 }
@@ -83,7 +85,7 @@ json::value value_json(const value& v, std::size_t max_items) {
   const std::size_t shown = std::min(n, max_items);
   json::array items;
   for (std::size_t i = 0; i < shown; ++i) {
-    if (v.elem_type() == value_type::string) items.emplace_back(json::string(v.strings()[i]));
+    if (v.elem_type() == value_type::string) items.emplace_back(json::string(utf8::sanitize(v.strings()[i])));
     else if (v.elem_type() == value_type::array) items.emplace_back(value_json(v.arrays()[i], max_items));
     else items.emplace_back(scalar_json(element_value(v, i)));
   }
@@ -245,20 +247,21 @@ std::string render_text(const model_summary& s) {
 
 std::string render_json(const model_summary& s, const gguf::reader& r) {
   json::object root;
-  root["architecture"] = s.architecture;
-  root["file"] = {{"path", s.path},
+  root["architecture"] = utf8::sanitize(s.architecture);
+  root["file"] = {{"path", utf8::sanitize(s.path)},
                   {"size", s.file_size},
                   {"gguf_version", s.gguf_version},
                   {"alignment", s.alignment},
                   {"data_offset", s.data_offset}};
   json::object meta;
-  for (const auto& [key, v] : r.metadata()) meta[key] = value_json(v, 64);
+  for (const auto& [key, v] : r.metadata()) meta[utf8::sanitize(key)] = value_json(v, 64);
   root["metadata"] = std::move(meta);
   json::array tensors;
   for (const auto& row : s.tensors) {
+    // names come from the file: keep the JSON valid even for invalid UTF-8
     json::array shape;
     for (auto d : row.shape) shape.emplace_back(d);
-    tensors.emplace_back(json::object{{"name", row.name},
+    tensors.emplace_back(json::object{{"name", utf8::sanitize(row.name)},
                                       {"type", row.type},
                                       {"shape", std::move(shape)},
                                       {"bytes", row.bytes},

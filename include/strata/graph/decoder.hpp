@@ -1,0 +1,256 @@
+// The decoder layer graph, written once for every architecture and backend. Architecture
+// differences are compile-time traits (Arch) and per-layer plans; the Backend either executes
+// each op at once (CPU) or records it (Vulkan). Spec: docs/spec/architectures.md §3.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/arch/architecture.hpp"
+#include "strata/core/error.hpp"
+#include "strata/gguf/reader.hpp"
+#include "strata/graph/batch.hpp"
+
+namespace strata::graph {
+
+struct decoder_options {
+  std::uint32_t max_batch = 512;  // most tokens per forward() call (prefill chunk)
+  std::uint32_t max_ctx = 4096;   // longest sequence attention must handle
+  std::uint32_t max_outputs = 0;  // most logits rows per forward() (0: max_batch)
+};
+
+template <arch::architecture Arch, class Backend>
+class decoder {
+ public:
+  using weight = typename Backend::weight;
+  using tensor = typename Backend::tensor;
+  using buffer = typename Backend::buffer;
+  using kv_state = typename Backend::kv_state;
+
+  struct layer_weights {
+    arch::layer_plan plan;
+    weight attn_norm, wq, wk, wv, wo;
+    weight q_norm, k_norm;                        // qwen3 / qwen3moe
+    weight ffn_norm;
+    weight ffn_gate, ffn_up, ffn_down;            // dense layers
+    weight gate_inp, gate_exps, up_exps, down_exps;  // MoE layers
+    weight gate_shexp, up_shexp, down_shexp;      // llama4 shared expert
+  };
+
+  decoder(Backend& be, const gguf::reader& r, const decoder_options& opt = {})
+      : be_(&be), hp_(Arch::load_hparams(r)), opt_(opt), source_(r.source()) {
+    load_weights(r);
+    allocate();
+  }
+
+  const arch::hparams& hparams() const noexcept { return hp_; }
+  Backend& backend() noexcept { return *be_; }
+  std::uint32_t max_batch() const noexcept { return opt_.max_batch; }
+  std::uint32_t max_outputs() const noexcept { return opt_.max_outputs ? opt_.max_outputs : opt_.max_batch; }
+
+  // Runs one step: b's tokens are appended to their sequences' KV (positions must continue
+  // each sequence), logits rows for flagged tokens go to `logits` (n_outputs × n_vocab).
+  void forward(const batch& b, kv_state& kv, std::span<float> logits) {
+    const std::uint32_t n = std::uint32_t(b.size());
+    if (n == 0) return;
+    if (n > opt_.max_batch)
+      throw error("batch of " + std::to_string(n) + " tokens exceeds the maximum " + std::to_string(opt_.max_batch));
+    const std::size_t n_out = b.n_outputs();
+    if (logits.size() < n_out * hp_.n_vocab) throw error("logits buffer too small");
+    if (n_out > max_outputs())
+      throw error("batch asks for " + std::to_string(n_out) + " logits rows, the maximum is " +
+                  std::to_string(max_outputs()));
+    for (auto t : b.tokens)
+      if (t < 0 || std::uint32_t(t) >= hp_.n_vocab)
+        throw error("token id " + std::to_string(t) + " out of range (vocabulary size " + std::to_string(hp_.n_vocab) + ")");
+
+    Backend& be = *be_;
+    be.begin(b);
+    const float eps = hp_.rms_eps;
+    tensor x = x_.view(n), a = a_.view(n), q = q_.view(n), k = k_.view(n), v = v_.view(n);
+    tensor att = att_.view(n), o = o_.view(n);
+    be.get_rows(tok_embd_, b.tokens, x);
+
+    for (std::uint32_t il = 0; il < hp_.n_layer; ++il) {
+      const layer_weights& L = layers_[il];
+      const arch::layer_plan& p = L.plan;
+      be.rms_norm(x, &L.attn_norm, eps, a);
+      be.matmul(L.wq, a, q);
+      be.matmul(L.wk, a, k);
+      be.matmul(L.wv, a, v);
+      tensor qh = q.split_rows(hp_.n_head), kh = k.split_rows(hp_.n_head_kv);
+      if constexpr (Arch::qk_norm == arch::qk_norm_kind::rms_weighted_before_rope) {
+        be.rms_norm(qh, &L.q_norm, eps, qh);
+        be.rms_norm(kh, &L.k_norm, eps, kh);
+      }
+      if (p.rope) {
+        const auto rp = rope_params(p);
+        be.rope(q, hp_.n_head, b.positions, rp);
+        be.rope(k, hp_.n_head_kv, b.positions, rp);
+      }
+      if constexpr (Arch::qk_norm == arch::qk_norm_kind::rms_unweighted_after_rope) {
+        if (p.qk_norm) {
+          be.rms_norm(qh, nullptr, eps, qh);
+          be.rms_norm(kh, nullptr, eps, kh);
+        }
+      }
+      if (p.temperature_tuning) be.scale_rows_llama4_temperature(q, b.positions);
+      be.kv_store(kv, il, b, k, v);
+      be.attention(kv, il, b, q,
+                   {hp_.n_head, hp_.n_head_kv, hp_.head_dim, p.attn_chunk, 1.0f / std::sqrt(float(hp_.head_dim))},
+                   att);
+      be.matmul(L.wo, att, o);
+      be.add(x, o, x);
+
+      be.rms_norm(x, &L.ffn_norm, eps, a);
+      if (p.moe) {
+        be.moe_ffn({&L.gate_inp, &L.gate_exps, &L.up_exps, &L.down_exps}, Arch::router, hp_.n_expert_used, a,
+                   {moe_logits_.view(n), moe_in_.all(), moe_gate_.all(), moe_up_.all(), moe_y_.all()}, o);
+        if constexpr (Arch::shared_expert) {
+          dense_ffn(L.gate_shexp, L.up_shexp, L.down_shexp, a, ff_gate_.view(n), ff_up_.view(n), att);
+          be.add(o, att, o);
+        }
+      } else {
+        dense_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, a, ff_gate_.view(n), ff_up_.view(n), o);
+      }
+      be.add(x, o, x);
+    }
+
+    if (n_out == 0) return;
+    tensor xo = a.first_rows(std::uint32_t(n_out));
+    if (n_out == n) be.rms_norm(x, &output_norm_, eps, xo);
+    else {
+      be.select_rows(x, b.logits, xo);
+      be.rms_norm(xo, &output_norm_, eps, xo);
+    }
+    tensor lg = logits_.view(std::uint32_t(n_out));
+    be.matmul(hp_.tied_output ? tok_embd_ : output_, xo, lg);
+    be.read(lg, logits);
+  }
+
+ private:
+  void dense_ffn(const weight& gate, const weight& up, const weight& down, tensor in, tensor g, tensor u, tensor out) {
+    const auto width = std::uint32_t(gate.ne[1]);  // scratch is as wide as the widest FFN
+    g = g.first_cols(width);
+    u = u.first_cols(width);
+    be_->matmul(gate, in, g);
+    be_->matmul(up, in, u);
+    be_->swiglu(g, u, g);
+    be_->matmul(down, g, out);
+  }
+
+  auto rope_params(const arch::layer_plan& p) const {
+    auto rp = be_->rope_params_for(p, hp_, rope_freqs_host_);
+    rp.neox = Arch::rope == arch::rope_kind::neox;
+    return rp;
+  }
+
+  // Loads a tensor and checks its shape (ggml ne order, trailing 1s omitted).
+  weight load(const gguf::reader& r, const std::string& name, std::vector<std::uint64_t> ne, bool required = true) {
+    const gguf::tensor_info* t = r.find_tensor(name);
+    if (!t) {
+      if (required) throw format_error(source_ + ": missing tensor '" + name + "' required by architecture '" +
+                                       std::string(Arch::gguf_name) + "'");
+      return weight{};
+    }
+    bool ok = t->n_dims <= ne.size() || (t->n_dims == ne.size() + 1 && t->ne[ne.size()] == 1);
+    for (std::size_t d = 0; d < 4 && ok; ++d) ok = t->ne[d] == (d < ne.size() ? ne[d] : 1);
+    if (!ok) {
+      std::string want = "[";
+      for (std::size_t d = 0; d < ne.size(); ++d) want += (d ? ", " : "") + std::to_string(ne[d]);
+      throw format_error(source_ + ": tensor '" + name + "' has shape " + t->shape_string() + ", expected " + want + "]");
+    }
+    return be_->load(*t);
+  }
+
+  void load_weights(const gguf::reader& r) {
+    const std::uint64_t E = hp_.n_embd, V = hp_.n_vocab, Q = hp_.n_embd_q(), KV = hp_.n_embd_kv();
+    tok_embd_ = load(r, "token_embd.weight", {E, V});
+    output_norm_ = load(r, "output_norm.weight", {E});
+    if (!hp_.tied_output) output_ = load(r, "output.weight", {E, V});
+    if (const auto* rf = r.find_tensor("rope_freqs.weight")) {
+      if (rf->type != gguf::type_id::f32 || rf->n_elements() != hp_.n_rot / 2)
+        throw format_error(source_ + ": tensor 'rope_freqs.weight' must be F32 with " + std::to_string(hp_.n_rot / 2) +
+                           " elements, found " + std::string(gguf::name_of(rf->type)) + " " + rf->shape_string());
+      rope_freqs_host_.resize(hp_.n_rot / 2);
+      std::memcpy(rope_freqs_host_.data(), rf->data.data(), rope_freqs_host_.size() * sizeof(float));
+    }
+    layers_.resize(hp_.n_layer);
+    for (std::uint32_t il = 0; il < hp_.n_layer; ++il) {
+      auto& L = layers_[il];
+      const std::string pre = "blk." + std::to_string(il) + ".";
+      L.plan = Arch::plan(hp_, il);
+      L.attn_norm = load(r, pre + "attn_norm.weight", {E});
+      L.wq = load(r, pre + "attn_q.weight", {E, Q});
+      L.wk = load(r, pre + "attn_k.weight", {E, KV});
+      L.wv = load(r, pre + "attn_v.weight", {E, KV});
+      L.wo = load(r, pre + "attn_output.weight", {Q, E});
+      if constexpr (Arch::qk_norm == arch::qk_norm_kind::rms_weighted_before_rope) {
+        L.q_norm = load(r, pre + "attn_q_norm.weight", {hp_.head_dim});
+        L.k_norm = load(r, pre + "attn_k_norm.weight", {hp_.head_dim});
+      }
+      L.ffn_norm = load(r, pre + "ffn_norm.weight", {E});
+      if (L.plan.moe) {
+        const std::uint64_t F = hp_.n_ff_exp, X = hp_.n_expert;
+        L.gate_inp = load(r, pre + "ffn_gate_inp.weight", {E, X});
+        L.gate_exps = load(r, pre + "ffn_gate_exps.weight", {E, F, X});
+        L.up_exps = load(r, pre + "ffn_up_exps.weight", {E, F, X});
+        L.down_exps = load(r, pre + "ffn_down_exps.weight", {F, E, X});
+        if constexpr (Arch::shared_expert) {
+          const std::uint64_t S = hp_.n_ff_shexp;
+          L.gate_shexp = load(r, pre + "ffn_gate_shexp.weight", {E, S});
+          L.up_shexp = load(r, pre + "ffn_up_shexp.weight", {E, S});
+          L.down_shexp = load(r, pre + "ffn_down_shexp.weight", {S, E});
+        }
+      } else {
+        const std::uint64_t F = hp_.n_ff;
+        L.ffn_gate = load(r, pre + "ffn_gate.weight", {E, F});
+        L.ffn_up = load(r, pre + "ffn_up.weight", {E, F});
+        L.ffn_down = load(r, pre + "ffn_down.weight", {F, E});
+      }
+    }
+  }
+
+  void allocate() {
+    Backend& be = *be_;
+    const std::uint32_t B = opt_.max_batch;
+    std::uint32_t ff = hp_.n_ff;
+    for (const auto& L : layers_)
+      if (L.plan.moe) ff = std::max(ff, std::max(hp_.n_ff_exp, hp_.n_ff_shexp));
+    const std::uint32_t wide = std::max({hp_.n_embd, hp_.n_embd_q(), ff});
+    x_ = be.alloc(B, hp_.n_embd);
+    a_ = be.alloc(B, hp_.n_embd);
+    q_ = be.alloc(B, hp_.n_embd_q());
+    k_ = be.alloc(B, hp_.n_embd_kv());
+    v_ = be.alloc(B, hp_.n_embd_kv());
+    att_ = be.alloc(B, std::max(hp_.n_embd_q(), hp_.n_embd));
+    o_ = be.alloc(B, hp_.n_embd);
+    ff_gate_ = be.alloc(B, ff);
+    ff_up_ = be.alloc(B, ff);
+    logits_ = be.alloc(max_outputs(), hp_.n_vocab);
+    std::uint32_t moe_rows = B;
+    if (hp_.n_expert) {
+      moe_rows = B * hp_.n_expert_used;
+      moe_logits_ = be.alloc(B, hp_.n_expert);
+      moe_in_ = be.alloc(moe_rows, hp_.n_embd);
+      moe_gate_ = be.alloc(moe_rows, hp_.n_ff_exp);
+      moe_up_ = be.alloc(moe_rows, hp_.n_ff_exp);
+      moe_y_ = be.alloc(moe_rows, hp_.n_embd);
+    }
+    be.reserve(moe_rows, std::max(wide, hp_.n_vocab), opt_.max_ctx);
+  }
+
+  Backend* be_;
+  arch::hparams hp_;
+  decoder_options opt_;
+  std::string source_;
+  weight tok_embd_, output_norm_, output_;
+  std::vector<float> rope_freqs_host_;
+  std::vector<layer_weights> layers_;
+  buffer x_, a_, q_, k_, v_, att_, o_, ff_gate_, ff_up_, logits_;
+  buffer moe_logits_, moe_in_, moe_gate_, moe_up_, moe_y_;
+};
+
+}  // namespace strata::graph

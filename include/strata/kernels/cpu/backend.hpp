@@ -1,0 +1,303 @@
+// The CPU backend: executes each graph op at once on host memory with a thread pool, using the
+// per-format kernels chosen at load time (kernel_table). Activations are quantized to the
+// weight format's `act` before quantized matmuls, as llama.cpp's CPU backend does.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/arch/architecture.hpp"
+#include "strata/core/error.hpp"
+#include "strata/gguf/reader.hpp"
+#include "strata/graph/batch.hpp"
+#include "strata/kernels/cpu/format_kernels.hpp"
+#include "strata/kernels/cpu/kv_storage.hpp"
+#include "strata/kernels/cpu/ops.hpp"
+#include "strata/kernels/cpu/tensor.hpp"
+#include "strata/kernels/cpu/thread_pool.hpp"
+
+namespace strata::kernels::cpu {
+
+struct rope_params {
+  bool neox = false;
+  std::uint32_t n_rot = 0;
+  float base = 10000.0f;
+  float freq_scale = 1.0f;
+  const float* freq_factors = nullptr;  // rope_freqs.weight, n_rot/2 floats, or null
+};
+
+struct attention_params {
+  std::uint32_t n_head = 0, n_head_kv = 0, head_dim = 0;
+  std::uint32_t chunk = 0;  // chunked-causal window (0: causal)
+  float scale = 1.0f;
+};
+
+class backend {
+ public:
+  using tensor = cpu::tensor;
+  using buffer = cpu::buffer;
+  using weight = cpu::weight;
+  using kv_state = kv_storage;
+
+  backend(unsigned n_threads, const kernel_table& kernels) : pool_(n_threads), kernels_(&kernels) {}
+
+  unsigned threads() const noexcept { return pool_.size(); }
+  thread_pool& pool() noexcept { return pool_; }
+
+  buffer alloc(std::uint32_t rows, std::uint32_t cols) { return buffer(rows, cols); }
+  kv_state make_kv(const kv::kv_config& cfg) { return kv_state(cfg); }
+
+  // Zero-copy view of a GGUF tensor; its format must have kernels on this backend.
+  weight load(const gguf::tensor_info& t) const {
+    const auto& k = (*kernels_)[std::size_t(t.type)];
+    if (!k.valid())
+      throw error("tensor '" + std::string(t.name) + "' has type " + std::string(gguf::name_of(t.type)) +
+                  ", which the CPU backend does not support");
+    weight w;
+    w.data = t.data.data();
+    w.type = t.type;
+    for (int d = 0; d < 4; ++d) w.ne[d] = t.ne[d];
+    w.row_bytes = t.row_bytes();
+    w.kernels = &k;
+    w.name = t.name;
+    return w;
+  }
+
+  // Scratch sized before the hot path: activation rows in the widest act format, attention
+  // scores per thread.
+  void reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint32_t max_ctx) {
+    const std::size_t act = std::size_t(max_rows) * (std::size_t(max_cols) * 4 + 64);
+    if (act_scratch_.size() < act) act_scratch_.resize(act);
+    const std::size_t sc = std::size_t(pool_.size()) * (max_ctx + 2 * 1024);
+    if (score_scratch_.size() < sc) score_scratch_.resize(sc);
+    score_stride_ = max_ctx + 2 * 1024;
+    if (route_ids_.size() < max_rows * 256u) {
+      route_ids_.resize(max_rows * 256u);
+      route_w_.resize(max_rows * 256u);
+      route_rows_.reserve(max_rows * 256u);
+      route_order_.reserve(1024);
+    }
+  }
+
+  void begin(const graph::batch&) noexcept {}
+
+  rope_params rope_params_for(const arch::layer_plan& p, const arch::hparams& hp,
+                              const std::vector<float>& freq_factors) const noexcept {
+    return {false, hp.n_rot, p.rope_base, hp.rope_freq_scale, freq_factors.empty() ? nullptr : freq_factors.data()};
+  }
+
+  void get_rows(const weight& table, std::span<const std::int32_t> ids, tensor out) {
+    const auto& k = *table.kernels;
+    pool_.parallel_for(ids.size(), 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t i = b; i < e; ++i) k.dequant_row(table.row(std::size_t(ids[i])), out.row(i), out.cols);
+    });
+  }
+
+  void rms_norm(tensor x, const weight* w, float eps, tensor y) {
+    const float* wd = w && *w ? reinterpret_cast<const float*>(w->data) : nullptr;
+    pool_.parallel_for(x.rows, 16, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t r = b; r < e; ++r) rms_norm_row(x.row(r), wd, eps, y.row(r), x.cols);
+    });
+  }
+
+  // y[t][n] = Σ_k w[n][k] x[t][k]. Activations are converted to the weight's act format once.
+  void matmul(const weight& w, tensor x, tensor y) {
+    const auto& k = *w.kernels;
+    if (x.cols != w.ne[0] || y.cols != w.ne[1] || x.rows != y.rows)
+      throw error("matmul shape mismatch for '" + std::string(w.name) + "': weight [" + std::to_string(w.ne[0]) +
+                  ", " + std::to_string(w.ne[1]) + "], input " + std::to_string(x.rows) + "x" + std::to_string(x.cols) +
+                  ", output " + std::to_string(y.rows) + "x" + std::to_string(y.cols));
+    const std::size_t K = x.cols, act_bytes = k.act_row_bytes(K);
+    std::byte* act = act_scratch_.data();
+    pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t t = b; t < e; ++t) k.quantize_act_row(x.row(t), act + t * act_bytes, K);
+    });
+    const std::size_t N = y.cols, n_tok = x.rows;
+    const std::size_t grain = std::max<std::size_t>(1, std::min<std::size_t>(64, N / (pool_.size() * 8)));
+    pool_.parallel_for(N, grain, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t n = b; n < e; ++n) {
+        const std::byte* wr = w.row(n);
+        for (std::size_t t = 0; t < n_tok; ++t) y.row(t)[n] = k.dot_row(wr, act + t * act_bytes, K);
+      }
+    });
+  }
+
+  void rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t> pos, const rope_params& p) {
+    pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      float c[512], s[512];
+      for (std::size_t t = b; t < e; ++t) {
+        rope_angles(pos[t], p.n_rot, p.base, p.freq_scale, p.freq_factors, c, s);
+        for (std::uint32_t h = 0; h < n_heads; ++h) rope_head(x.row(t) + h * p.n_rot, p.n_rot, p.neox, c, s);
+      }
+    });
+  }
+
+  void scale_rows_llama4_temperature(tensor q, std::span<const std::int32_t> pos) {
+    for (std::uint32_t t = 0; t < q.rows; ++t) {
+      const float f = llama4_attn_temperature(pos[t]);
+      for (std::uint32_t i = 0; i < q.cols; ++i) q.row(t)[i] *= f;
+    }
+  }
+
+  void kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor k, tensor v) {
+    for (std::size_t t = 0; t < b.size(); ++t)
+      kv.store(layer, kv.table().slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t));
+  }
+
+  // Softmax attention of each query head over its sequence's cached positions [start, pos].
+  void attention(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q,
+                 const attention_params& p, tensor out) {
+    const std::uint32_t gqa = p.n_head / p.n_head_kv, d = p.head_dim;
+    pool_.parallel_for(std::size_t(q.rows) * p.n_head, 1, [&](std::size_t beg, std::size_t end, unsigned tid) {
+      float* scores = score_scratch_.data() + std::size_t(tid) * score_stride_;
+      float* kbuf = scores + (score_stride_ - 2 * 1024);
+      float* vbuf = kbuf + 1024;
+      for (std::size_t i = beg; i < end; ++i) {
+        const std::uint32_t t = std::uint32_t(i / p.n_head), h = std::uint32_t(i % p.n_head), hk = h / gqa;
+        const std::uint32_t seq = b.seq_ids[t], pos = std::uint32_t(b.positions[t]);
+        const std::uint32_t start = p.chunk ? pos / p.chunk * p.chunk : 0;
+        const float* qh = q.row(t) + h * d;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (std::uint32_t j = start; j <= pos; ++j) {
+          kv.load_k(layer, kv.table().slot(seq, j), hk, kbuf);
+          float s = 0.0f;
+          for (std::uint32_t c = 0; c < d; ++c) s += qh[c] * kbuf[c];
+          s *= p.scale;
+          scores[j - start] = s;
+          mx = std::max(mx, s);
+        }
+        double sum = 0.0;
+        for (std::uint32_t j = start; j <= pos; ++j) {
+          const float e = std::exp(scores[j - start] - mx);
+          scores[j - start] = e;
+          sum += e;
+        }
+        float* o = out.row(t) + h * d;
+        std::fill(o, o + d, 0.0f);
+        for (std::uint32_t j = start; j <= pos; ++j) {
+          kv.load_v(layer, kv.table().slot(seq, j), hk, vbuf);
+          const float w = scores[j - start];
+          for (std::uint32_t c = 0; c < d; ++c) o[c] += w * vbuf[c];
+        }
+        const float inv = float(1.0 / sum);
+        for (std::uint32_t c = 0; c < d; ++c) o[c] *= inv;
+      }
+    });
+  }
+
+  // out = silu(gate) ⊙ up (out may alias gate).
+  void swiglu(tensor gate, tensor up, tensor out) {
+    pool_.parallel_for(gate.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t t = b; t < e; ++t)
+        for (std::uint32_t i = 0; i < gate.cols; ++i) out.row(t)[i] = silu(gate.row(t)[i]) * up.row(t)[i];
+    });
+  }
+
+  void add(tensor a, tensor b, tensor out) {
+    for (std::uint32_t t = 0; t < a.rows; ++t)
+      for (std::uint32_t i = 0; i < a.cols; ++i) out.row(t)[i] = a.row(t)[i] + b.row(t)[i];
+  }
+
+  // Rows whose flag is set, in order (the rows that produce logits).
+  void select_rows(tensor x, std::span<const std::uint8_t> flags, tensor out) {
+    std::uint32_t o = 0;
+    for (std::uint32_t t = 0; t < x.rows; ++t)
+      if (flags[t]) std::memcpy(out.row(o++), x.row(t), x.cols * sizeof(float));
+  }
+
+  void read(tensor src, std::span<float> dst) {
+    for (std::uint32_t r = 0; r < src.rows; ++r) std::memcpy(dst.data() + std::size_t(r) * src.cols, src.row(r), src.cols * 4);
+  }
+
+  struct moe_weights {
+    const weight* gate_inp;
+    const weight* gate_exps;
+    const weight* up_exps;
+    const weight* down_exps;
+  };
+  struct moe_scratch {
+    tensor logits;   // rows × n_expert
+    tensor xin;      // rows × n_embd (gathered / weighted inputs)
+    tensor gate;     // rows × n_ff_exp
+    tensor up;       // rows × n_ff_exp
+    tensor y;        // rows × n_embd
+  };
+
+  // Mixture of experts over the rows of x; only the selected experts run, grouped by expert so
+  // each expert's weights are read once per step. out = Σ_selected w_e · FFN_e(input_e).
+  void moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint32_t k, tensor x,
+               const moe_scratch& s, tensor out) {
+    const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]);
+    matmul(*mw.gate_inp, x, s.logits.first_rows(n));
+    std::int32_t* ids = route_ids_.data();
+    float* wts = route_w_.data();
+    std::vector<std::uint32_t>& order = route_order_;
+    for (std::uint32_t t = 0; t < n; ++t) {
+      const float* l = s.logits.row(t);
+      order.resize(E);
+      std::iota(order.begin(), order.end(), 0u);
+      // Highest first; stable so equal logits keep the lower expert index first.
+      std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return l[a] > l[b]; });
+      if (router == arch::router_kind::softmax_topk_renorm) {
+        const float mx = l[order[0]];
+        double sum = 0.0;
+        for (std::uint32_t e = 0; e < E; ++e) sum += std::exp(double(l[e] - mx));
+        float wsum = 0.0f;
+        for (std::uint32_t j = 0; j < k; ++j) {
+          wts[t * k + j] = float(std::exp(double(l[order[j]] - mx)) / sum);
+          wsum += wts[t * k + j];
+        }
+        wsum = std::max(wsum, 6.103515625e-5f);
+        for (std::uint32_t j = 0; j < k; ++j) wts[t * k + j] /= wsum;
+      } else {
+        for (std::uint32_t j = 0; j < k; ++j) wts[t * k + j] = sigmoid(l[order[j]]);
+      }
+      for (std::uint32_t j = 0; j < k; ++j) ids[t * k + j] = std::int32_t(order[j]);
+    }
+    for (std::uint32_t t = 0; t < n; ++t) std::fill(out.row(t), out.row(t) + out.cols, 0.0f);
+    const bool weight_input = router == arch::router_kind::sigmoid_topk_weight_input;
+    std::vector<std::uint32_t>& rows = route_rows_;
+    for (std::uint32_t e = 0; e < E; ++e) {
+      rows.clear();
+      for (std::uint32_t i = 0; i < n * k; ++i)
+        if (ids[i] == std::int32_t(e)) rows.push_back(i);
+      if (rows.empty()) continue;
+      const std::uint32_t m = std::uint32_t(rows.size());
+      for (std::uint32_t r = 0; r < m; ++r) {
+        const float* src = x.row(rows[r] / k);
+        float* dst = s.xin.row(r);
+        const float f = weight_input ? wts[rows[r]] : 1.0f;
+        for (std::uint32_t c = 0; c < x.cols; ++c) dst[c] = weight_input ? src[c] * f : src[c];
+      }
+      const weight g = mw.gate_exps->slab(e), u = mw.up_exps->slab(e), d = mw.down_exps->slab(e);
+      matmul(g, s.xin.first_rows(m), s.gate.first_rows(m));
+      matmul(u, s.xin.first_rows(m), s.up.first_rows(m));
+      swiglu(s.gate.first_rows(m), s.up.first_rows(m), s.gate.first_rows(m));
+      matmul(d, s.gate.first_rows(m), s.y.first_rows(m));
+      for (std::uint32_t r = 0; r < m; ++r) {
+        const float f = weight_input ? 1.0f : wts[rows[r]];
+        float* o = out.row(rows[r] / k);
+        const float* y = s.y.row(r);
+        for (std::uint32_t c = 0; c < out.cols; ++c) o[c] += f * y[c];
+      }
+    }
+  }
+
+ private:
+  thread_pool pool_;
+  const kernel_table* kernels_;
+  std::vector<std::byte> act_scratch_;
+  std::vector<float> score_scratch_;
+  std::size_t score_stride_ = 0;
+  std::vector<std::int32_t> route_ids_;
+  std::vector<float> route_w_;
+  std::vector<std::uint32_t> route_order_, route_rows_;
+};
+
+}  // namespace strata::kernels::cpu

@@ -1,0 +1,80 @@
+// Type-erased per-format CPU kernels (dequantize a row, quantize an activation row into the
+// format's `act`, dot a weight row with an activation row) and the table that maps GGUF type ids
+// to them. The reference table is built from each format's scalar functions; ISA tables
+// (runtime/cpu/) override entries with SIMD versions and are tested against this one.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "strata/gguf/type_id.hpp"
+#include "strata/kernels/cpu/isa.hpp"
+#include "strata/quant/all.hpp"
+
+namespace strata::kernels::cpu {
+
+struct format_kernels {
+  gguf::type_id type = gguf::type_id::f32;       // weight format
+  gguf::type_id act_type = gguf::type_id::f32;   // format activations are converted to
+  std::size_t block_elems = 0;                   // weight elements per block
+  std::size_t block_bytes = 0;
+  std::size_t act_block_elems = 0;
+  std::size_t act_block_bytes = 0;
+  void (*dequant_row)(const void* w, float* y, std::size_t n) = nullptr;
+  void (*quantize_act_row)(const float* x, void* a, std::size_t n) = nullptr;
+  float (*dot_row)(const void* w, const void* a, std::size_t n) = nullptr;
+
+  bool valid() const noexcept { return dot_row != nullptr; }
+  std::size_t row_bytes(std::size_t n) const noexcept { return n / block_elems * block_bytes; }
+  std::size_t act_row_bytes(std::size_t n) const noexcept { return n / act_block_elems * act_block_bytes; }
+};
+
+inline constexpr std::size_t max_type_id = 40;
+using kernel_table = std::array<format_kernels, max_type_id>;
+
+namespace detail {
+
+template <class Fmt>
+void ref_dequant_row(const void* w, float* y, std::size_t n) {
+  quant::dequant_row<Fmt>(static_cast<const typename Fmt::block*>(w), y, n);
+}
+template <class Fmt>
+void ref_quantize_act_row(const float* x, void* a, std::size_t n) {
+  quant::quantize_row<typename Fmt::act>(x, static_cast<typename Fmt::act::block*>(a), n);
+}
+template <class Fmt>
+float ref_dot_row(const void* w, const void* a, std::size_t n) {
+  return quant::dot_row<Fmt>(static_cast<const typename Fmt::block*>(w),
+                             static_cast<const typename Fmt::act::block*>(a), n);
+}
+
+template <class Fmt>
+constexpr format_kernels reference_kernels() {
+  using Act = typename Fmt::act;
+  return {Fmt::gguf_type,
+          Act::gguf_type,
+          Fmt::block_elems,
+          sizeof(typename Fmt::block),
+          Act::block_elems,
+          sizeof(typename Act::block),
+          &ref_dequant_row<Fmt>,
+          &ref_quantize_act_row<Fmt>,
+          &ref_dot_row<Fmt>};
+}
+
+template <class... Fmt>
+kernel_table make_reference_table(quant::type_list<Fmt...>) {
+  kernel_table t{};
+  ((t[std::size_t(Fmt::gguf_type)] = reference_kernels<Fmt>()), ...);
+  return t;
+}
+
+}  // namespace detail
+
+// Scalar reference kernels for every format in quant::all.
+inline const kernel_table& reference_table() {
+  static const kernel_table t = detail::make_reference_table(quant::all{});
+  return t;
+}
+
+}  // namespace strata::kernels::cpu

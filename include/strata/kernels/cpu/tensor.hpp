@@ -1,0 +1,72 @@
+// CPU activation tensors (row-major float views into owned buffers) and weight views
+// (zero-copy GGUF tensor data plus the format kernels chosen for it at load time).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <span>
+
+#include "strata/gguf/tensor_info.hpp"
+#include "strata/kernels/cpu/format_kernels.hpp"
+
+namespace strata::kernels::cpu {
+
+// View of `rows` rows of `cols` floats, consecutive rows `stride` floats apart.
+struct tensor {
+  float* data = nullptr;
+  std::uint32_t rows = 0;
+  std::uint32_t cols = 0;
+  std::uint32_t stride = 0;
+
+  float* row(std::size_t r) const noexcept { return data + r * stride; }
+  tensor first_rows(std::uint32_t n) const noexcept { return {data, n, cols, stride}; }
+  tensor first_cols(std::uint32_t n) const noexcept { return {data, rows, n, stride}; }
+  // Contiguous tensors only: view each row as `parts` rows (e.g. one row per attention head).
+  tensor split_rows(std::uint32_t parts) const noexcept {
+    return {data, rows * parts, cols / parts, cols / parts};
+  }
+};
+
+// 64-byte aligned float buffer for activations, sized once before the hot path.
+class buffer {
+ public:
+  buffer() = default;
+  buffer(std::uint32_t rows, std::uint32_t cols) : rows_(rows), cols_(cols) {
+    const std::size_t bytes = (std::size_t(rows) * cols * sizeof(float) + 63) / 64 * 64;
+    data_.reset(static_cast<float*>(::operator new(bytes ? bytes : 64, std::align_val_t(64))));
+  }
+  tensor view(std::uint32_t rows) const noexcept { return {data_.get(), rows, cols_, cols_}; }
+  tensor all() const noexcept { return view(rows_); }
+  std::uint32_t rows() const noexcept { return rows_; }
+
+ private:
+  struct deleter {
+    void operator()(float* p) const noexcept { ::operator delete(p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<float, deleter> data_;
+  std::uint32_t rows_ = 0, cols_ = 0;
+};
+
+// A weight matrix {ne0 = K inputs, ne1 = N outputs[, ne2 = experts]} in its GGUF format.
+struct weight {
+  const std::byte* data = nullptr;
+  gguf::type_id type = gguf::type_id::f32;
+  std::uint64_t ne[4] = {0, 1, 1, 1};
+  std::size_t row_bytes = 0;                 // bytes of one row of ne0 elements
+  const format_kernels* kernels = nullptr;   // chosen at load time for the running ISA
+  std::string_view name;
+
+  explicit operator bool() const noexcept { return data != nullptr; }
+  const std::byte* row(std::size_t r) const noexcept { return data + r * row_bytes; }
+  // Expert e of a 3-D expert tensor, as a 2-D {ne0, ne1} weight.
+  weight slab(std::size_t e) const noexcept {
+    weight w = *this;
+    w.data = data + e * row_bytes * ne[1];
+    w.ne[2] = 1;
+    return w;
+  }
+};
+
+}  // namespace strata::kernels::cpu

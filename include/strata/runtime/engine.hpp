@@ -1,0 +1,77 @@
+// Public API of the runtime engine: load a GGUF model on a backend (the architecture string
+// picks the template instantiation in one place, runtime/engine/load.cpp), evaluate batches,
+// and run sessions that reuse the common prefix of consecutive prompts.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/arch/architecture.hpp"
+#include "strata/gguf/reader.hpp"
+#include "strata/graph/batch.hpp"
+#include "strata/kv/block_table.hpp"
+#include "strata/kv/kv_config.hpp"
+
+namespace strata::rt {
+
+enum class backend_kind { cpu };
+
+struct engine_options {
+  backend_kind backend = backend_kind::cpu;
+  unsigned threads = 0;          // 0: physical cores
+  std::uint32_t n_ctx = 4096;    // KV slots shared by all sequences (0: the model's context_length)
+  std::uint32_t n_batch = 512;   // most tokens per forward step (prefill chunk)
+  std::uint32_t n_seq = 1;       // sequences resident at once
+  std::uint32_t max_outputs = 0; // most logits rows per step (0: n_batch)
+  kv::kv_type type_k = kv::kv_type::f16;
+  kv::kv_type type_v = kv::kv_type::f16;
+};
+
+// A loaded model with its KV cache; not thread-safe (one step at a time).
+class model {
+ public:
+  virtual ~model() = default;
+  static std::unique_ptr<model> load(const std::filesystem::path& path, const engine_options& opt = {});
+
+  virtual const arch::hparams& hparams() const noexcept = 0;
+  virtual const gguf::reader& gguf() const noexcept = 0;
+  virtual const engine_options& options() const noexcept = 0;
+  virtual std::string backend_description() const = 0;
+  virtual kv::block_table& kv() noexcept = 0;
+  // One forward step; positions must continue each sequence (kv().reserve_append() is done here).
+  virtual void forward(const graph::batch& b, std::span<float> logits) = 0;
+};
+
+// One sequence of a model: prefill with prefix reuse, then decode token by token.
+class session {
+ public:
+  explicit session(model& m, std::uint32_t seq = 0);
+
+  // Evaluates `prompt`, reusing the longest common prefix already in this sequence's cache.
+  // Returns the logits of the last prompt token. With all_logits, every prompt position's
+  // logits (row-major [n][n_vocab]) are written there (the whole prompt is then re-evaluated).
+  std::span<const float> prefill(std::span<const std::int32_t> prompt, std::vector<float>* all_logits = nullptr);
+  // Appends one token and returns its logits.
+  std::span<const float> decode(std::int32_t token);
+
+  std::uint32_t n_past() const { return model_->kv().length(seq_); }
+  std::uint32_t reused_tokens() const noexcept { return reused_; }  // of the last prefill
+  void clear() { model_->kv().clear(seq_); }
+  model& get_model() noexcept { return *model_; }
+
+ private:
+  void run(std::span<const std::int32_t> toks, std::uint32_t start_pos, bool every_row, float* out);
+  model* model_;
+  std::uint32_t seq_;
+  std::uint32_t reused_ = 0;
+  std::vector<float> last_;
+  std::vector<std::int32_t> pos_;
+  std::vector<std::uint32_t> seq_ids_;
+  std::vector<std::uint8_t> want_;
+  std::vector<float> chunk_logits_;
+};
+
+}  // namespace strata::rt

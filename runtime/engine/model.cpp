@@ -1,0 +1,92 @@
+// Model loading (architecture string -> template instantiation) and sessions.
+#include <algorithm>
+#include <memory>
+
+#include "cpu_model.hpp"
+#include "strata/arch/all.hpp"
+
+namespace strata::rt {
+
+STRATA_DECLARE_CPU_MODEL(arch::llama)
+STRATA_DECLARE_CPU_MODEL(arch::qwen3)
+STRATA_DECLARE_CPU_MODEL(arch::qwen3_moe)
+STRATA_DECLARE_CPU_MODEL(arch::llama4)
+
+std::unique_ptr<model> model::load(const std::filesystem::path& path, const engine_options& opt) {
+  if (opt.n_batch == 0) throw error("batch size must be at least 1");
+  if (opt.n_seq == 0) throw error("number of parallel sequences must be at least 1");
+  auto f = std::make_unique<gguf::file>(path);
+  const auto arch_name = std::string((*f)->get_string(gguf::keys::architecture));
+  try {
+    return arch::visit(arch_name, [&](auto a) -> std::unique_ptr<model> {
+      return make_cpu_model<decltype(a)>(std::move(f), opt);
+    });
+  } catch (const format_error&) {
+    throw;
+  } catch (const error& e) {
+    throw error(path.string() + ": " + e.what());
+  }
+}
+
+session::session(model& m, std::uint32_t seq) : model_(&m), seq_(seq) {
+  if (seq >= m.kv().n_seq())
+    throw error("session: sequence " + std::to_string(seq) + " out of range (" + std::to_string(m.kv().n_seq()) + ")");
+  const auto& opt = m.options();
+  const std::uint32_t B = opt.n_batch;
+  pos_.resize(B);
+  seq_ids_.assign(B, seq);
+  want_.resize(B);
+  last_.resize(m.hparams().n_vocab);
+  const std::uint32_t rows = opt.max_outputs ? std::min(opt.max_outputs, B) : B;
+  chunk_logits_.resize(std::size_t(rows) * m.hparams().n_vocab);
+}
+
+void session::run(std::span<const std::int32_t> toks, std::uint32_t start_pos, bool every_row, float* out) {
+  const std::uint32_t V = model_->hparams().n_vocab;
+  const std::uint32_t B = model_->options().n_batch;
+  const std::uint32_t max_rows = std::uint32_t(chunk_logits_.size() / V);
+  const std::uint32_t step = every_row ? std::min(B, max_rows) : B;
+  for (std::size_t i = 0; i < toks.size(); i += step) {
+    const std::uint32_t n = std::uint32_t(std::min<std::size_t>(step, toks.size() - i));
+    for (std::uint32_t j = 0; j < n; ++j) {
+      pos_[j] = std::int32_t(start_pos + i + j);
+      want_[j] = every_row || (i + j + 1 == toks.size());
+    }
+    const graph::batch b{toks.subspan(i, n), std::span(pos_).first(n), std::span(seq_ids_).first(n), std::span(want_).first(n)};
+    model_->forward(b, chunk_logits_);
+    if (every_row) std::copy_n(chunk_logits_.begin(), std::size_t(n) * V, out + i * V);
+    else if (i + n == toks.size()) std::copy_n(chunk_logits_.begin(), V, last_.begin());
+  }
+  if (every_row && !toks.empty()) std::copy_n(out + (toks.size() - 1) * V, V, last_.begin());
+}
+
+std::span<const float> session::prefill(std::span<const std::int32_t> prompt, std::vector<float>* all_logits) {
+  if (prompt.empty()) throw error("empty prompt");
+  const auto& hp = model_->hparams();
+  const std::uint32_t cap = model_->kv().n_slots();
+  if (prompt.size() > cap)
+    throw error("prompt of " + std::to_string(prompt.size()) + " tokens is longer than the context size " + std::to_string(cap));
+  auto& kv = model_->kv();
+  std::uint32_t keep = all_logits ? 0 : kv.common_prefix(seq_, prompt);
+  if (keep == prompt.size()) --keep;  // re-evaluate the last token to get its logits
+  kv.truncate(seq_, keep);
+  reused_ = keep;
+  const auto rest = prompt.subspan(keep);
+  if (all_logits) {
+    all_logits->resize(prompt.size() * std::size_t(hp.n_vocab));
+    run(rest, keep, true, all_logits->data());
+  } else {
+    run(rest, keep, false, nullptr);
+  }
+  return last_;
+}
+
+std::span<const float> session::decode(std::int32_t token) {
+  const std::int32_t t[1] = {token};
+  if (n_past() + 1 > model_->kv().n_slots())
+    throw error("context full: " + std::to_string(n_past()) + " tokens of " + std::to_string(model_->kv().n_slots()));
+  run(t, n_past(), false, nullptr);
+  return last_;
+}
+
+}  // namespace strata::rt

@@ -1,0 +1,67 @@
+// Fidelity against llama.cpp: for every golden model and prompt, the logits at every prompt
+// position (one batched prefill) and, where recorded, the logits of the 32 greedy tokens fed
+// one at a time through the KV cache (the decode path) stay within the model's tolerance_nmse.
+// tests/fixtures ships a subset; the full ../shared/fixtures set runs when present.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+
+#include "strata/runtime/engine.hpp"
+#include "support/fidelity.hpp"
+
+namespace {
+
+using strata::test::golden_model;
+
+void check_model(const golden_model& g) {
+  CAPTURE(g.name);
+  strata::rt::engine_options opt;
+  opt.threads = 2;
+  opt.n_ctx = 512;   // the fixtures were produced with n_ctx 512
+  opt.n_batch = 256;
+  auto model = strata::rt::model::load(g.path, opt);
+  const std::size_t V = model->hparams().n_vocab;
+  strata::rt::session s(*model);
+  for (const auto& run : g.runs) {
+    CAPTURE(run.prompt);
+    std::vector<float> all;
+    s.clear();
+    s.prefill(run.ids, &all);
+    const auto ref = strata::test::read_f32(run.logits);
+    REQUIRE(ref.size() == run.ids.size() * V);
+    const auto st = strata::test::compare_logits(all, ref, V);
+    MESSAGE(g.name << " " << run.prompt << " prefill: nmse " << st.nmse << " (tolerance " << g.tolerance_nmse
+                   << "), max_abs " << st.max_abs << ", top1 " << st.top1_agree << "/" << st.rows);
+    CHECK(st.nmse <= g.tolerance_nmse);
+
+    if (run.gen_logits.empty()) continue;
+    const auto gref = strata::test::read_f32(run.gen_logits);
+    std::vector<float> got;
+    got.reserve(gref.size());
+    for (std::size_t k = 0; k < run.greedy.size() && got.size() < gref.size(); ++k) {
+      const auto l = s.decode(run.greedy[k]);
+      got.insert(got.end(), l.begin(), l.end());
+    }
+    const auto gs = strata::test::compare_logits(got, gref, V);
+    MESSAGE(g.name << " " << run.prompt << " decode: nmse " << gs.nmse << ", max_abs " << gs.max_abs << ", top1 "
+                   << gs.top1_agree << "/" << gs.rows);
+    CHECK(gs.nmse <= g.tolerance_nmse);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fidelity: shipped fixture models match llama.cpp logits (prefill and decode)") {
+  const auto models = strata::test::local_golden();
+  REQUIRE(!models.empty());
+  for (const auto& g : models) check_model(g);
+}
+
+TEST_CASE("fidelity: full shared fixture set matches llama.cpp logits") {
+  const auto models = strata::test::shared_golden();
+  if (models.empty()) {
+    MESSAGE("../shared/fixtures not present: full fidelity set skipped");
+    return;
+  }
+  for (const auto& g : models) check_model(g);
+}

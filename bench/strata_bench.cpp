@@ -1,0 +1,178 @@
+// strata-bench: llama-bench-style throughput. pp<N>: prompt processing of N tokens in batches;
+// tg<N>: N single-token decode steps; "@ d<D>": after D tokens already in the KV cache.
+// Repetitions report mean ± sample standard deviation of tokens/s; --json prints one object.
+#include <CLI/CLI.hpp>
+#include <boost/json.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/kv/kv_config.hpp"
+#include "strata/runtime/engine.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct result {
+  std::string model, test, backend;
+  unsigned threads = 0;
+  std::uint32_t n_prompt = 0, n_gen = 0, depth = 0;
+  std::uint64_t model_bytes = 0, params = 0;
+  std::vector<double> samples;  // tokens/s per repetition
+  double mean() const {
+    double s = 0;
+    for (double x : samples) s += x;
+    return samples.empty() ? 0 : s / double(samples.size());
+  }
+  double sd() const {
+    if (samples.size() < 2) return 0;
+    const double m = mean();
+    double s = 0;
+    for (double x : samples) s += (x - m) * (x - m);
+    return std::sqrt(s / double(samples.size() - 1));
+  }
+};
+
+std::vector<std::int32_t> random_tokens(std::size_t n, std::uint32_t vocab, std::mt19937& rng) {
+  std::vector<std::int32_t> t(n);
+  for (auto& x : t) x = std::int32_t(rng() % vocab);
+  return t;
+}
+
+std::string human_size(double b) {
+  char buf[32];
+  if (b >= 1 << 30) std::snprintf(buf, sizeof buf, "%.2f GiB", b / double(1 << 30));
+  else std::snprintf(buf, sizeof buf, "%.2f MiB", b / double(1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> models;
+  std::vector<std::uint32_t> n_prompt{512}, n_gen{128}, depths{0};
+  std::vector<unsigned> threads{0};
+  unsigned reps = 5;
+  std::uint32_t n_batch = 512;
+  std::string kv_type = "f16", backend = "cpu";
+  bool json = false;
+  CLI::App app{"strata-bench: prompt-processing and generation throughput (llama-bench style)"};
+  app.add_option("-m,--model", models, "GGUF model file(s)")->required();
+  app.add_option("-p,--n-prompt", n_prompt, "prompt lengths to test (0 disables)")->delimiter(',');
+  app.add_option("-n,--n-gen", n_gen, "generation lengths to test (0 disables)")->delimiter(',');
+  app.add_option("-d,--n-depth", depths, "tokens already in the KV cache before each test")->delimiter(',');
+  app.add_option("-t,--threads", threads, "CPU threads (0: physical cores)")->delimiter(',');
+  app.add_option("-r,--repetitions", reps, "repetitions per test")->check(CLI::Range(1u, 1000u));
+  app.add_option("-b,--batch-size", n_batch, "tokens per prefill step")->check(CLI::Range(1u, 1u << 16));
+  app.add_option("--kv-type", kv_type, "KV cache type (f16, f32)");
+  app.add_option("--backend", backend, "backend (cpu)")->check(CLI::IsMember({"cpu"}));
+  app.add_flag("--json", json, "print one JSON object instead of a table");
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<result> results;
+  try {
+    for (const auto& path : models) {
+      for (unsigned th : threads) {
+        std::uint32_t need = 1;
+        for (auto d : depths) {
+          for (auto p : n_prompt) need = std::max(need, d + p);
+          for (auto g : n_gen) need = std::max(need, d + g);
+        }
+        strata::rt::engine_options opt;
+        opt.threads = th;
+        opt.n_ctx = need;
+        opt.n_batch = n_batch;
+        opt.max_outputs = 1;
+        opt.type_k = opt.type_v = strata::kv::parse_kv_type(kv_type);
+        auto m = strata::rt::model::load(path, opt);
+        const auto& hp = m->hparams();
+        std::uint64_t bytes = 0, params = 0;
+        for (const auto& t : m->gguf().tensors()) {
+          bytes += t.nbytes;
+          params += t.n_elements();
+        }
+        strata::rt::session s(*m);
+        std::mt19937 rng(42);
+        const std::string name = std::filesystem::path(path).filename().string();
+        auto warm = random_tokens(std::min<std::uint32_t>(need, 16), hp.n_vocab, rng);
+        s.prefill(warm);  // warm-up: page in weights, spin up threads
+        for (auto d : depths) {
+          for (auto p : n_prompt) {
+            if (!p) continue;
+            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}};
+            for (unsigned i = 0; i < reps; ++i) {
+              s.clear();
+              if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
+              // The timed prompt continues the depth tokens, so only the new p tokens are evaluated.
+              const auto cached = s.get_model().kv().tokens(0);
+              std::vector<std::int32_t> all(cached.begin(), cached.end());
+              const auto toks = random_tokens(p, hp.n_vocab, rng);
+              all.insert(all.end(), toks.begin(), toks.end());
+              const auto t0 = clock_type::now();
+              s.prefill(all);
+              const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
+              r.samples.push_back(double(p) / sec);
+            }
+            results.push_back(r);
+          }
+          for (auto g : n_gen) {
+            if (!g) continue;
+            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}};
+            for (unsigned i = 0; i < reps; ++i) {
+              s.clear();
+              if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
+              const auto toks = random_tokens(g, hp.n_vocab, rng);
+              const auto t0 = clock_type::now();
+              for (auto t : toks) s.decode(t);
+              const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
+              r.samples.push_back(double(g) / sec);
+            }
+            results.push_back(r);
+          }
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "strata-bench: error: " << e.what() << "\n";
+    return 1;
+  }
+
+  if (json) {
+    boost::json::array arr;
+    for (const auto& r : results) {
+      boost::json::array samples;
+      for (double x : r.samples) samples.emplace_back(x);
+      arr.emplace_back(boost::json::object{{"model", r.model},
+                                           {"model_bytes", r.model_bytes},
+                                           {"params", r.params},
+                                           {"backend", r.backend},
+                                           {"threads", r.threads},
+                                           {"test", r.test},
+                                           {"n_prompt", r.n_prompt},
+                                           {"n_gen", r.n_gen},
+                                           {"n_depth", r.depth},
+                                           {"avg_ts", r.mean()},
+                                           {"stddev_ts", r.sd()},
+                                           {"samples_ts", std::move(samples)}});
+    }
+    std::cout << boost::json::serialize(boost::json::object{{"results", std::move(arr)}}) << "\n";
+    return 0;
+  }
+  std::printf("| %-28s | %10s | %8s | %-24s | %14s | %20s |\n", "model", "size", "params", "backend", "test", "t/s");
+  std::printf("| %.28s | %.10s | %.8s | %.24s | %.14s | %.20s |\n", "------------------------------",
+              "------------", "----------", "--------------------------", "----------------", "----------------------");
+  for (const auto& r : results) {
+    char test[64], ts[64], params[32];
+    std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
+    std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean(), r.sd());
+    std::snprintf(params, sizeof params, "%.2f B", double(r.params) / 1e9);
+    std::printf("| %-28s | %10s | %8s | %-24s | %14s | %20s |\n", r.model.c_str(), human_size(double(r.model_bytes)).c_str(),
+                params, r.backend.c_str(), test, ts);
+  }
+  return 0;
+}

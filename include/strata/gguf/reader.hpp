@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -32,6 +33,15 @@ inline constexpr int max_array_nesting = 8;  // GGUF writers nest at most 2 deep
 
 namespace detail {
 
+// What a read is for, in an error message: a string, or a callable that builds one only when
+// the message is needed (per-element descriptions would otherwise cost more than the parse).
+inline const std::string& describe(const std::string& what) { return what; }
+template <class F>
+  requires std::is_invocable_r_v<std::string, const F&>
+std::string describe(const F& what) {
+  return what();
+}
+
 // Bounds-checked little-endian cursor; every read names what it reads for the error message.
 class cursor {
  public:
@@ -45,25 +55,27 @@ class cursor {
   }
   [[noreturn]] void fail(const std::string& what) const { fail(what, pos_); }
 
-  const std::byte* take(std::uint64_t n, const std::string& what) {
+  template <class What>
+  const std::byte* take(std::uint64_t n, const What& what) {
     if (n > remaining())
-      fail("truncated: " + what + " needs " + std::to_string(n) + " bytes but only " +
+      fail("truncated: " + describe(what) + " needs " + std::to_string(n) + " bytes but only " +
            std::to_string(remaining()) + " remain in the " + std::to_string(b_.size()) + "-byte file");
     const std::byte* p = b_.data() + pos_;
     pos_ += n;
     return p;
   }
-  template <class T>
-  T read(const std::string& what) {
+  template <class T, class What>
+  T read(const What& what) {
     T v{};
     std::memcpy(&v, take(sizeof(T), what), sizeof(T));
     return v;
   }
-  std::string_view read_string(const std::string& what) {
+  template <class What>
+  std::string_view read_string(const What& what) {
     const std::uint64_t at = pos_;
-    const auto len = read<std::uint64_t>(what + " length");
+    const auto len = read<std::uint64_t>([&] { return describe(what) + " length"; });
     if (len > remaining())
-      fail(what + " length " + std::to_string(len) + " exceeds the " + std::to_string(remaining()) +
+      fail(describe(what) + " length " + std::to_string(len) + " exceeds the " + std::to_string(remaining()) +
                " bytes left in the file",
            at);
     const auto* p = take(len, what);
@@ -202,10 +214,10 @@ class reader {
     metadata_.reserve(std::size_t(n_kv));
     for (std::uint64_t i = 0; i < n_kv; ++i) {
       const std::uint64_t at = c.pos();
-      const auto key = c.read_string("key of metadata entry " + std::to_string(i));
+      const auto key = c.read_string([&] { return "key of metadata entry " + std::to_string(i); });
       if (key.empty()) c.fail("metadata entry " + std::to_string(i) + " has an empty key", at);
       const std::string where = "metadata key '" + printable(key) + "'";
-      const auto t = c.read<std::uint32_t>(where + " value type");
+      const auto t = c.read<std::uint32_t>([&] { return where + " value type"; });
       value v = read_value(c, t, where, 0);
       if (!key_index_.emplace(key, metadata_.size()).second) c.fail("duplicate " + where, at);
       metadata_.emplace_back(key, std::move(v));
@@ -239,7 +251,7 @@ class reader {
     const auto t = value_type(raw_type);
     if (t == value_type::string) return value::string(c.read_string(where));
     if (t != value_type::array) {
-      const std::byte* p = c.take(scalar_size(t), where + " (" + std::string(name_of(t)) + ")");
+      const std::byte* p = c.take(scalar_size(t), [&] { return where + " (" + std::string(name_of(t)) + ")"; });
       value v = value::scalar(t, p);
       if (t == value_type::boolean && std::to_integer<unsigned>(*p) > 1)
         c.fail(where + " is a bool with byte value " + std::to_string(std::to_integer<unsigned>(*p)), c.pos() - 1);
@@ -247,11 +259,11 @@ class reader {
     }
     if (depth >= max_array_nesting)
       c.fail(where + " nests arrays deeper than " + std::to_string(max_array_nesting) + " levels", at);
-    const auto raw_elem = c.read<std::uint32_t>(where + " array element type");
+    const auto raw_elem = c.read<std::uint32_t>([&] { return where + " array element type"; });
     if (raw_elem > 12) c.fail(where + " has invalid array element type " + std::to_string(raw_elem), c.pos() - 4);
     const auto elem = value_type(raw_elem);
     const std::uint64_t count_at = c.pos();
-    const auto n = c.read<std::uint64_t>(where + " array length");
+    const auto n = c.read<std::uint64_t>([&] { return where + " array length"; });
     // Minimum encoded size per element bounds the length by the bytes left.
     const std::uint64_t min_elem = elem == value_type::string ? 8 : elem == value_type::array ? 12 : scalar_size(elem);
     if (n > c.remaining() / min_elem)
@@ -261,7 +273,8 @@ class reader {
     if (elem == value_type::string) {
       std::vector<std::string_view> s;
       s.reserve(std::size_t(n));
-      for (std::uint64_t i = 0; i < n; ++i) s.push_back(c.read_string(where + " element " + std::to_string(i)));
+      for (std::uint64_t i = 0; i < n; ++i)
+        s.push_back(c.read_string([&] { return where + " element " + std::to_string(i); }));
       return value::array_of_strings(std::move(s));
     }
     if (elem == value_type::array) {
@@ -275,7 +288,7 @@ class reader {
       return value::array_of_arrays(std::move(a));
     }
     const std::uint64_t nbytes = n * scalar_size(elem);
-    const std::byte* p = c.take(nbytes, where + " array data");
+    const std::byte* p = c.take(nbytes, [&] { return where + " array data"; });
     if (elem == value_type::boolean)
       for (std::uint64_t i = 0; i < n; ++i)
         if (std::to_integer<unsigned>(p[i]) > 1)
@@ -288,7 +301,7 @@ class reader {
   tensor_info read_tensor_info(detail::cursor& c, std::uint64_t index) {
     tensor_info t;
     t.info_offset = c.pos();
-    t.name = c.read_string("name of tensor " + std::to_string(index));
+    t.name = c.read_string([&] { return "name of tensor " + std::to_string(index); });
     const std::string where = "tensor '" + printable(t.name) + "'";
     if (t.name.empty()) c.fail("tensor " + std::to_string(index) + " has an empty name", t.info_offset);
     if (t.name.size() > max_tensor_name)
@@ -296,23 +309,29 @@ class reader {
                  std::to_string(max_tensor_name),
              t.info_offset);
     if (tensor_index_.count(t.name)) c.fail("duplicate " + where, t.info_offset);
-    t.n_dims = c.read<std::uint32_t>(where + " dimension count");
+    t.n_dims = c.read<std::uint32_t>([&] { return where + " dimension count"; });
     if (t.n_dims > max_dims)
       c.fail(where + " has " + std::to_string(t.n_dims) + " dimensions, at most " + std::to_string(max_dims) +
                  " are allowed",
              c.pos() - 4);
     for (std::uint32_t d = 0; d < t.n_dims; ++d) {
-      t.ne[d] = c.read<std::uint64_t>(where + " dimension " + std::to_string(d));
+      t.ne[d] = c.read<std::uint64_t>([&] { return where + " dimension " + std::to_string(d); });
       if (t.ne[d] > std::uint64_t(INT64_MAX))
         c.fail(where + " dimension " + std::to_string(d) + " = " + std::to_string(t.ne[d]) + " is out of range",
                c.pos() - 8);
     }
     const std::uint64_t type_at = c.pos();
-    const auto raw_type = c.read<std::uint32_t>(where + " type");
+    const auto raw_type = c.read<std::uint32_t>([&] { return where + " type"; });
     const auto tr = traits_of(raw_type);
-    if (!tr) c.fail(where + " has unknown ggml type id " + std::to_string(raw_type), type_at);
+    if (!tr) {
+      if (const auto old = removed_type_name(raw_type); !old.empty())
+        c.fail(where + " has ggml type id " + std::to_string(raw_type) + " (" + std::string(old) +
+                   "), which ggml removed",
+               type_at);
+      c.fail(where + " has unknown ggml type id " + std::to_string(raw_type), type_at);
+    }
     t.type = type_id(raw_type);
-    t.offset = c.read<std::uint64_t>(where + " data offset");
+    t.offset = c.read<std::uint64_t>([&] { return where + " data offset"; });
 
     std::uint64_t n = 1;
     for (std::uint32_t d = 0; d < max_dims; ++d)
@@ -346,19 +365,23 @@ class reader {
       t.data = bytes_.subspan(std::size_t(t.file_offset), std::size_t(t.nbytes));
     }
     // Tensors must not overlap: a corrupt offset would otherwise alias another tensor's bytes.
+    // Empty tensors occupy no bytes and may sit anywhere, so they are left out; each tensor is
+    // compared with the one reaching furthest so far, not merely its predecessor.
     std::vector<const tensor_info*> by_offset;
     by_offset.reserve(tensors_.size());
-    for (const auto& t : tensors_) by_offset.push_back(&t);
+    for (const auto& t : tensors_)
+      if (t.nbytes > 0) by_offset.push_back(&t);
     std::sort(by_offset.begin(), by_offset.end(),
               [](const tensor_info* a, const tensor_info* b) { return a->offset < b->offset; });
-    for (std::size_t i = 1; i < by_offset.size(); ++i) {
-      const auto* prev = by_offset[i - 1];
-      const auto* cur = by_offset[i];
-      if (prev->nbytes > 0 && cur->nbytes > 0 && cur->offset < prev->offset + prev->nbytes)
+    const tensor_info* furthest = nullptr;
+    for (const auto* cur : by_offset) {
+      if (furthest && cur->offset < furthest->offset + furthest->nbytes)
         throw format_error(source_ + ": tensor '" + printable(cur->name) + "' at data offset " +
-                           std::to_string(cur->offset) + " overlaps tensor '" + printable(prev->name) +
-                           "' (data offsets " + std::to_string(prev->offset) + ".." +
-                           std::to_string(prev->offset + prev->nbytes) + ")");
+                           std::to_string(cur->offset) + " overlaps tensor '" + printable(furthest->name) +
+                           "' (data offsets " + std::to_string(furthest->offset) + ".." +
+                           std::to_string(furthest->offset + furthest->nbytes) + ", tensor info at byte offset " +
+                           std::to_string(cur->info_offset) + ")");
+      if (!furthest || cur->offset + cur->nbytes > furthest->offset + furthest->nbytes) furthest = cur;
     }
   }
 

@@ -48,6 +48,16 @@ constexpr std::optional<type_traits> traits_of(std::uint32_t raw) noexcept {
   return detail::type_table[raw];
 }
 
+// ggml's name for an id it once had and removed (ggml.h keeps them as comments); empty otherwise.
+constexpr std::string_view removed_type_name(std::uint32_t raw) noexcept {
+  switch (raw) {
+    case 4: return "Q4_2";         case 5: return "Q4_3";
+    case 31: return "Q4_0_4_4";    case 32: return "Q4_0_4_8";    case 33: return "Q4_0_8_8";
+    case 36: return "IQ4_NL_4_4";  case 37: return "IQ4_NL_4_8";  case 38: return "IQ4_NL_8_8";
+    default: return {};
+  }
+}
+
 constexpr type_traits traits_of(type_id t) noexcept { return detail::type_table[std::uint32_t(t)]; }
 constexpr std::string_view name_of(type_id t) noexcept { return traits_of(t).name; }
 constexpr std::uint32_t block_elems(type_id t) noexcept { return traits_of(t).block_elems; }

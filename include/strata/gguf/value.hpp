@@ -131,7 +131,11 @@ class value {
     static_assert(is_gguf_scalar<T>);
     check_array_of(gguf_type_of<T>);
     std::vector<T> out(count_);
-    if (count_) std::memcpy(out.data(), raw_array_.data(), count_ * sizeof(T));
+    if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> is packed: no data()
+      for (std::size_t i = 0; i < count_; ++i) out[i] = raw_array_[i] != std::byte{0};
+    } else if (count_) {
+      std::memcpy(out.data(), raw_array_.data(), count_ * sizeof(T));
+    }
     return out;
   }
   std::span<const std::byte> raw_array_bytes() const noexcept { return raw_array_; }

@@ -114,15 +114,15 @@ using tensor_fill = std::function<void(std::uint64_t offset, std::span<std::byte
 
 class writer {
  public:
-  explicit writer(std::uint32_t alignment = default_alignment) : alignment_(alignment) {
-    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-      throw error("gguf writer: alignment " + std::to_string(alignment) + " is not a power of two");
+  explicit writer(std::uint32_t alignment = default_alignment) {
     if (alignment != default_alignment) set(std::string(alignment_key), owned_value::scalar(alignment));
   }
 
-  // Sets (or replaces, keeping its position) a metadata key.
+  // Sets (or replaces, keeping its position) a metadata key. Setting general.alignment also
+  // sets the alignment the data section is written with, so the file always says what it does.
   void set(std::string key, owned_value v) {
     if (key.empty()) throw error("gguf writer: empty metadata key");
+    if (key == alignment_key) alignment_ = checked_alignment(v);
     for (auto& kv : kv_)
       if (kv.first == key) {
         kv.second = std::move(v);
@@ -143,36 +143,27 @@ class writer {
   void set_array(std::string key, const std::vector<T>& xs) { set_array(std::move(key), std::span<const T>(xs)); }
   void set_strings(std::string key, std::vector<std::string> s) { set(std::move(key), owned_value::strings(std::move(s))); }
   void remove(std::string_view key) {
+    if (key == alignment_key) alignment_ = default_alignment;
     std::erase_if(kv_, [&](const auto& kv) { return kv.first == key; });
   }
+  std::uint32_t alignment() const noexcept { return alignment_; }
 
   // Adds a tensor; ne is in ggml order (ne[0] contiguous). Validates like the reader does.
   void add_tensor(std::string name, type_id type, std::vector<std::uint64_t> ne, tensor_fill fill) {
-    if (name.empty() || name.size() > max_tensor_name)
-      throw error("gguf writer: tensor name '" + name + "' must be 1.." + std::to_string(max_tensor_name) + " bytes");
+    const std::uint64_t nbytes = checked_nbytes(name, type, ne);
     for (const auto& t : tensors_)
       if (t.name == name) throw error("gguf writer: duplicate tensor '" + name + "'");
-    if (ne.size() > max_dims) throw error("gguf writer: tensor '" + name + "' has more than 4 dimensions");
-    std::uint64_t n = 1;
-    for (auto d : ne)
-      if (!checked_mul(n, d, n)) throw error("gguf writer: tensor '" + name + "' element count overflows");
-    const auto tr = traits_of(type);
-    if (ne.empty() ? tr.block_elems != 1 : ne[0] % tr.block_elems != 0)
-      throw error("gguf writer: tensor '" + name + "' row length is not a multiple of the " +
-                  std::string(tr.name) + " block size " + std::to_string(tr.block_elems));
-    std::uint64_t nbytes = 0;
-    if (!checked_mul(n / tr.block_elems, tr.block_bytes, nbytes))
-      throw error("gguf writer: tensor '" + name + "' byte size overflows");
     tensors_.push_back({std::move(name), type, std::move(ne), nbytes, std::move(fill)});
   }
-  // Convenience: tensor bytes given in full (copied when written).
+  // Convenience: tensor bytes given in full; the span must stay valid until write().
   void add_tensor(std::string name, type_id type, std::vector<std::uint64_t> ne, std::span<const std::byte> bytes) {
+    // Checked before adding: a tensor whose fill reads past `bytes` must never be queued.
+    if (const auto nbytes = checked_nbytes(name, type, ne); nbytes != bytes.size())
+      throw error("gguf writer: tensor '" + name + "' (" + std::string(name_of(type)) + ") expects " +
+                  std::to_string(nbytes) + " bytes, got " + std::to_string(bytes.size()));
     add_tensor(std::move(name), type, std::move(ne), [bytes](std::uint64_t off, std::span<std::byte> chunk) {
       std::memcpy(chunk.data(), bytes.data() + off, chunk.size());
     });
-    if (tensors_.back().nbytes != bytes.size())
-      throw error("gguf writer: tensor '" + tensors_.back().name + "' expects " +
-                  std::to_string(tensors_.back().nbytes) + " bytes, got " + std::to_string(bytes.size()));
   }
 
   std::size_t tensor_count() const noexcept { return tensors_.size(); }
@@ -228,9 +219,16 @@ class writer {
     {
       std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
       if (!f) throw error(tmp.string() + ": cannot open for writing");
-      write(f);
-      f.flush();
-      if (!f) throw error(tmp.string() + ": write failed (disk full?)");
+      try {
+        write(f);
+        f.flush();
+        if (!f) throw error(tmp.string() + ": write failed (disk full?)");
+      } catch (...) {
+        f.close();
+        std::error_code ignored;
+        std::filesystem::remove(tmp, ignored);
+        throw;
+      }
     }
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
@@ -254,6 +252,37 @@ class writer {
     std::uint64_t nbytes;
     tensor_fill fill;
   };
+
+  // The reader's rules: n_dims <= 4, element count < 2^63, rows whole blocks.
+  static std::uint64_t checked_nbytes(const std::string& name, type_id type, const std::vector<std::uint64_t>& ne) {
+    if (name.empty() || name.size() > max_tensor_name)
+      throw error("gguf writer: tensor name '" + name + "' must be 1.." + std::to_string(max_tensor_name) + " bytes");
+    if (ne.size() > max_dims) throw error("gguf writer: tensor '" + name + "' has more than 4 dimensions");
+    std::uint64_t n = 1;
+    for (auto d : ne)
+      if (!checked_mul(n, d, n) || n > std::uint64_t(INT64_MAX))
+        throw error("gguf writer: tensor '" + name + "' element count overflows");
+    const auto known = traits_of(std::uint32_t(type));
+    if (!known)
+      throw error("gguf writer: tensor '" + name + "' has invalid ggml type id " + std::to_string(std::uint32_t(type)));
+    const type_traits tr = *known;
+    if (ne.empty() ? tr.block_elems != 1 : ne[0] % tr.block_elems != 0)
+      throw error("gguf writer: tensor '" + name + "' row length is not a multiple of the " +
+                  std::string(tr.name) + " block size " + std::to_string(tr.block_elems));
+    std::uint64_t nbytes = 0;
+    if (!checked_mul(n / tr.block_elems, tr.block_bytes, nbytes))
+      throw error("gguf writer: tensor '" + name + "' byte size overflows");
+    return nbytes;
+  }
+  static std::uint32_t checked_alignment(const owned_value& v) {
+    const auto* s = std::get_if<owned_value::scalar_t>(&v.v);
+    if (!s || s->type != value_type::u32)
+      throw error("gguf writer: " + std::string(alignment_key) + " must be a u32, got " + std::string(name_of(v.type())));
+    const auto a = std::uint32_t(s->raw);
+    if (a == 0 || (a & (a - 1)) != 0)
+      throw error("gguf writer: " + std::string(alignment_key) + " = " + std::to_string(a) + " is not a power of two");
+    return a;
+  }
 
   std::uint64_t align(std::uint64_t x) const noexcept { return (x + alignment_ - 1) / alignment_ * alignment_; }
 
@@ -320,7 +349,7 @@ class writer {
     if (!out) throw error("gguf writer: write failed");
   }
 
-  std::uint32_t alignment_;
+  std::uint32_t alignment_ = default_alignment;
   std::vector<std::pair<std::string, owned_value>> kv_;
   std::vector<pending_tensor> tensors_;
 };

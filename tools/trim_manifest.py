@@ -21,7 +21,9 @@ import os
 import shutil
 import sys
 
-MODELS = ["llama-Q4_K_M", "qwen3-Q4_K_M", "qwen3moe-Q4_K_M", "llama4-Q4_K_M"]
+# One K-quant model per architecture, plus the only shipped F32 model (llama): F32 files of the
+# other architectures are not in the shared set.
+MODELS = ["llama-Q4_K_M", "qwen3-Q4_K_M", "qwen3moe-Q4_K_M", "llama4-Q4_K_M", "llama-F32"]
 MODEL_FIELDS = ["file", "arch", "variant", "size_bytes", "sha256", "tensor_type_counts", "tensors",
                 "tolerance_nmse", "runs"]
 TOP_LEVEL = ["architectures", "prompts"]
@@ -49,8 +51,7 @@ def main():
     out = {
         "generated_by": "tools/trim_manifest.py from the shared fixture manifest; do not edit",
         "llama_cpp_commit": full["llama_cpp_commit"],
-        "paths": "`file` is relative to the fixture root (tests/fixtures); `runs` paths exist only "
-                 "in the full shared fixture set",
+        "paths": "`file` and the `runs` logits paths are relative to the fixture root (tests/fixtures)",
     }
     for key in TOP_LEVEL:
         out[key] = full[key]
@@ -65,6 +66,16 @@ def main():
         dst = os.path.join(args.out, os.path.basename(entry["file"]))
         if not os.path.exists(dst) or sha256_of(dst) != entry["sha256"]:
             shutil.copyfile(src, dst)  # copyfile: the copy is writable, unlike the read-only source
+        # llama.cpp's logits for every prompt (and greedy continuation where recorded), for the
+        # fidelity suite on a fresh clone.
+        os.makedirs(os.path.join(os.path.dirname(args.out), "logits"), exist_ok=True)
+        for run in entry["runs"].values():
+            for key in ("logits_file", "gen_logits_file"):
+                if key in run:
+                    lsrc = os.path.join(args.shared, run[key])
+                    ldst = os.path.join(os.path.dirname(args.out), run[key])
+                    if not os.path.exists(ldst) or os.path.getsize(ldst) != os.path.getsize(lsrc):
+                        shutil.copyfile(lsrc, ldst)
         got = sha256_of(dst)
         if got != entry["sha256"] or os.path.getsize(dst) != entry["size_bytes"]:
             sys.exit(f"{dst}: sha256 {got} does not match the manifest's {entry['sha256']}")

@@ -10,6 +10,7 @@
 #include "strata/quant/f16.hpp"
 #include "strata/quant/f32.hpp"
 #include "strata/quant/iq4_nl.hpp"
+#include "strata/quant/iq4_xs.hpp"
 #include "strata/quant/mxfp4.hpp"
 #include "strata/quant/q2_k.hpp"
 #include "strata/quant/q3_k.hpp"
@@ -32,7 +33,7 @@ struct type_list {
 };
 
 using all = type_list<f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q2_k, q3_k, q4_k, q5_k, q6_k, q8_k,
-                      iq4_nl, mxfp4>;
+                      iq4_nl, iq4_xs, mxfp4>;
 
 namespace detail {
 template <class F, class... Fmt>

@@ -1,0 +1,25 @@
+// Q3_K against ggml's golden bytes and floats (tests/fixtures/quant/Q3_K.*), its reference
+// quantizer, and dot() against the dequantized float dot.
+#include "strata/quant/q3_k.hpp"
+
+#include "quant/k_quant_checks.hpp"
+
+using strata::quant::q3_k;
+namespace kq = strata::test::kq;
+
+TEST_CASE("q3_k: dequant of golden blocks is bitwise ggml") {
+  kq::check_dequant_bitwise<q3_k>("Q3_K.q.bin", "Q3_K.dequant.f32");
+  kq::check_dequant_bitwise<q3_k>("Q3_K.from_model.q.bin", "Q3_K.from_model.dequant.f32");
+}
+
+TEST_CASE("q3_k: quantize reproduces ggml_quantize_chunk bytes") {
+  kq::check_quantize_bytes<q3_k>("Q3_K.q.bin");
+  // The model file was quantized without an imatrix, so the reference quantizer applies too.
+  kq::check_quantize_bytes<q3_k>("Q3_K.from_model.q.bin", "Q3_K.from_model.input.f32");
+}
+
+TEST_CASE("q3_k: round-trip error per distribution") { kq::check_round_trip<q3_k>("Q3_K"); }
+
+TEST_CASE("q3_k: dot matches dequantized float dot") { kq::check_dot<q3_k>(0x3C); }
+
+TEST_CASE("q3_k: edge blocks") { kq::check_edge_blocks<q3_k>(); }

@@ -1,28 +1,70 @@
-// strata-run: model info today; generation, chat, logits dump and tokenization arrive with
-// later issues. Flags follow llama.cpp's names where an equivalent exists.
+// strata-run: generate, chat, dump logits, tokenize and inspect GGUF models. Flags follow
+// llama.cpp's (llama-cli, llama-tokenize) where an equivalent exists.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "modes.hpp"
 #include "strata/core/error.hpp"
 
 int main(int argc, char** argv) {
-  strata::app::run_options opt;
+  strata::app::run_options o;
   CLI::App app{"strata-run: run and inspect GGUF models"};
-  app.add_option("-m,--model", opt.model, "GGUF model file")->required();
-  app.add_flag("--info", opt.info, "print architecture, hyper-parameters, tokenizer and tensor table");
-  app.add_flag("--json", opt.json, "with --info: print one JSON object instead of text");
+  app.add_option("-m,--model", o.model, "GGUF model file")->required();
+  app.add_flag("--info", o.info, "print architecture, hyper-parameters, tokenizer and tensor table");
+  app.add_flag("--json", o.json, "with --info: print one JSON object instead of text");
+  auto* tk = app.add_option("--tokenize", o.tokenize_text, "print the token ids of TEXT as a JSON array (BOS/EOS as the GGUF says)");
+  auto* dt = app.add_option("--detokenize", o.detokenize_ids, "print the text of comma-separated token ids");
+  app.add_flag("--no-parse-special", o.no_parse_special, "with --tokenize: treat special-token text as plain text");
+  app.add_option("-p,--prompt", o.prompt, "prompt text (special-token text is recognised, BOS added per the GGUF)");
+  app.add_option("-f,--file", o.prompt_file, "read the prompt from a file");
+  app.add_option("--tokens", o.tokens, "prompt as comma-separated token ids (no BOS added)");
+  app.add_option("--system-prompt", o.system_prompt, "system prompt for -cnv");
+  app.add_flag("--conversation", o.conversation, "interactive chat using the model's chat template");
+  app.add_option("--chat-template", o.chat_template, "override the chat template: chatml, qwen3, llama3, llama4, generic");
+  app.add_flag("--no-think", o.no_think, "Qwen3 chat: enable_thinking=false (empty think block)");
+  auto* np = app.add_option("-n,--n-predict", o.n_predict, "tokens to generate (-1: until end of generation)");
+  app.add_option("-c,--ctx-size", o.n_ctx, "context size in tokens (0: the model's)");
+  app.add_option("-b,--batch-size", o.n_batch, "prompt tokens per forward step")->check(CLI::Range(1u, 1u << 16));
+  app.add_option("-t,--threads", o.threads, "CPU threads (0: physical cores)");
+  app.add_option("-s,--seed", o.seed, "RNG seed (default: random, printed)");
+  app.add_option("--temp", o.temp, "temperature (0: greedy)");
+  app.add_option("--top-k", o.top_k, "top-k (0: off)");
+  app.add_option("--top-p", o.top_p, "top-p (1: off)");
+  app.add_option("--min-p", o.min_p, "min-p (0: off)");
+  app.add_option("--repeat-penalty", o.repeat_penalty, "repetition penalty (1: off)");
+  app.add_option("--repeat-last-n", o.repeat_last_n, "tokens the penalties look back over");
+  app.add_option("--presence-penalty", o.presence_penalty, "presence penalty (0: off)");
+  app.add_option("--frequency-penalty", o.frequency_penalty, "frequency penalty (0: off)");
+  app.add_flag("--ignore-eos", o.ignore_eos, "do not stop at end-of-generation tokens");
+  app.add_option("--kv-type", o.kv_type, "KV cache element type: f16 (default), f32");
+  app.add_option("--backend", o.backend, "compute backend: auto, cpu");
+  app.add_option("--dump-logits", o.dump_logits,
+                 "evaluate the prompt in one batch and write float32 logits [n_tokens][n_vocab] to FILE");
+  app.add_flag("--print-ids", o.print_ids, "print the generated token ids as a JSON array on the last line");
+  app.add_flag("--no-display-prompt", o.no_display_prompt, "do not echo the prompt");
+  // llama.cpp's multi-letter single-dash flags (-cnv, -sys, -ngl), which CLI11 cannot declare.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) {
+    const std::string a = argv[i];
+    args.push_back(a == "-cnv" ? "--conversation" : a == "-sys" ? "--system-prompt" : a == "-ngl" ? "--n-gpu-layers" : a);
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  o.tokenize = tk->count() > 0;
+  o.detokenize = dt->count() > 0;
+  o.n_predict_set = np->count() > 0;
   try {
-    if (opt.info) return strata::app::run_info(opt);
-    std::cerr << "strata-run: nothing to do: pass --info (generation arrives with the CPU inference issue)\n";
-    return 2;
+    if (o.info) return strata::app::run_info(o);
+    if (o.tokenize) return strata::app::run_tokenize(o);
+    if (o.detokenize) return strata::app::run_detokenize(o);
+    return strata::app::run_generate(o);
   } catch (const std::exception& e) {
     std::cerr << "strata-run: error: " << e.what() << "\n";
     return 1;

@@ -1,15 +1,53 @@
 // strata-run modes: each takes the parsed options and returns the process exit code.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace strata::app {
 
 struct run_options {
-  std::string model;  // -m
-  bool info = false;  // --info
-  bool json = false;  // --json
+  std::string model;                 // -m
+  bool info = false;                 // --info
+  bool json = false;                 // --json (with --info)
+  // Tokenizer.
+  std::string tokenize_text;         // --tokenize TEXT
+  bool tokenize = false;
+  std::string detokenize_ids;        // --detokenize "1,2,3"
+  bool detokenize = false;
+  bool no_parse_special = false;     // --no-parse-special
+  // Prompt.
+  std::string prompt;                // -p
+  std::string prompt_file;           // -f
+  std::string tokens;                // --tokens "1,2,3" (raw ids, no BOS added)
+  std::string system_prompt;         // -sys
+  bool conversation = false;         // -cnv
+  std::string chat_template;         // --chat-template NAME
+  bool no_think = false;             // --no-think (Qwen3: enable_thinking = false)
+  // Generation.
+  std::int32_t n_predict = -1;       // -n (-1: until end of generation or context full)
+  bool n_predict_set = false;
+  std::uint32_t n_ctx = 4096;        // -c (0: the model's context_length)
+  std::uint32_t n_batch = 512;       // -b
+  unsigned threads = 0;              // -t (0: physical cores)
+  std::uint64_t seed = 0xFFFFFFFFu;  // -s (default: random, printed)
+  float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  std::int32_t top_k = 40, repeat_last_n = 64;
+  bool ignore_eos = false;
+  std::string kv_type = "f16";       // --kv-type
+  std::string backend = "auto";      // --backend
+  std::string dump_logits;           // --dump-logits FILE
+  bool print_ids = false;            // --print-ids
+  bool no_display_prompt = false;    // --no-display-prompt
 };
 
 int run_info(const run_options& opt);
+int run_tokenize(const run_options& opt);
+int run_detokenize(const run_options& opt);
+int run_generate(const run_options& opt);
+
+// "1, 2,3" -> {1, 2, 3}; throws strata::error naming the bad item.
+std::vector<std::int32_t> parse_id_list(const std::string& s, const char* flag);
 
 }  // namespace strata::app

@@ -63,7 +63,7 @@ void session::run(std::span<const std::int32_t> toks, std::uint32_t start_pos, b
 std::span<const float> session::prefill(std::span<const std::int32_t> prompt, std::vector<float>* all_logits) {
   if (prompt.empty()) throw error("empty prompt");
   const auto& hp = model_->hparams();
-  const std::uint32_t cap = model_->kv().n_slots();
+  const std::uint32_t cap = model_->kv().capacity();
   if (prompt.size() > cap)
     throw error("prompt of " + std::to_string(prompt.size()) + " tokens is longer than the context size " + std::to_string(cap));
   auto& kv = model_->kv();
@@ -83,8 +83,8 @@ std::span<const float> session::prefill(std::span<const std::int32_t> prompt, st
 
 std::span<const float> session::decode(std::int32_t token) {
   const std::int32_t t[1] = {token};
-  if (n_past() + 1 > model_->kv().n_slots())
-    throw error("context full: " + std::to_string(n_past()) + " tokens of " + std::to_string(model_->kv().n_slots()));
+  if (n_past() + 1 > model_->kv().capacity())
+    throw error("context full: " + std::to_string(n_past()) + " tokens of " + std::to_string(model_->kv().capacity()));
   run(t, n_past(), false, nullptr);
   return last_;
 }

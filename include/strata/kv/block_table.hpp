@@ -17,7 +17,7 @@ class block_table {
   block_table() = default;
   // n_slots total token slots in blocks of block_size; up to n_seq sequences.
   block_table(std::uint32_t n_slots, std::uint32_t block_size, std::uint32_t n_seq)
-      : block_size_(block_size), n_blocks_((n_slots + block_size - 1) / block_size), seqs_(n_seq) {
+      : block_size_(block_size), n_blocks_((n_slots + block_size - 1) / block_size), capacity_(n_slots), seqs_(n_seq) {
     if (block_size == 0 || n_seq == 0) throw error("kv cache: block size and sequence count must be non-zero");
     free_.reserve(n_blocks_);
     for (std::uint32_t b = n_blocks_; b-- > 0;) free_.push_back(b);
@@ -30,6 +30,8 @@ class block_table {
   std::uint32_t block_size() const noexcept { return block_size_; }
   std::uint32_t n_blocks() const noexcept { return n_blocks_; }
   std::uint32_t n_slots() const noexcept { return n_blocks_ * block_size_; }
+  // Context size as configured: no sequence grows beyond it (blocks may round the pool up).
+  std::uint32_t capacity() const noexcept { return capacity_; }
   std::uint32_t n_seq() const noexcept { return std::uint32_t(seqs_.size()); }
   std::uint32_t free_blocks() const noexcept { return std::uint32_t(free_.size()); }
   std::uint32_t used_slots() const noexcept {
@@ -52,6 +54,9 @@ class block_table {
   void reserve_append(std::uint32_t seq, std::uint32_t n) {
     auto& s = at(seq);
     const std::size_t need_tokens = s.tokens.size() + n;
+    if (need_tokens > capacity_)
+      throw error("context full: sequence " + std::to_string(seq) + " would hold " + std::to_string(need_tokens) +
+                  " tokens, the context size is " + std::to_string(capacity_));
     const std::size_t need_blocks = (need_tokens + block_size_ - 1) / block_size_;
     if (need_blocks > s.blocks.size() + free_.size())
       throw error("kv cache full: sequence " + std::to_string(seq) + " needs " + std::to_string(need_tokens) +
@@ -102,6 +107,7 @@ class block_table {
 
   std::uint32_t block_size_ = 32;
   std::uint32_t n_blocks_ = 0;
+  std::uint32_t capacity_ = 0;
   std::vector<std::uint32_t> free_;
   std::vector<sequence> seqs_;
 };

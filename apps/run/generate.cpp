@@ -1,0 +1,226 @@
+// Generation for strata-run: prompt (-p/-f/--tokens) -> prefill -> sample until a stop
+// condition, streaming text; --dump-logits writes every prompt position's logits; -cnv runs an
+// interactive chat using the model's chat template; a timing summary goes to stderr.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "modes.hpp"
+#include "strata/chat/template.hpp"
+#include "strata/core/error.hpp"
+#include "strata/gguf/reader.hpp"
+#include "strata/kv/kv_config.hpp"
+#include "strata/runtime/engine.hpp"
+#include "strata/sampling/all.hpp"
+#include "strata/tokenizer/streaming_detokenizer.hpp"
+#include "strata/tokenizer/tokenizer.hpp"
+
+namespace strata::app {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw error(path + ": cannot open prompt file");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+sampling::sampler_params sampler_params_from(const run_options& opt) {
+  sampling::sampler_params p;
+  p.temperature = opt.temp;
+  p.top_k = opt.top_k;
+  p.top_p = opt.top_p;
+  p.min_p = opt.min_p;
+  p.repeat_penalty = opt.repeat_penalty;
+  p.repeat_last_n = opt.repeat_last_n;
+  p.presence_penalty = opt.presence_penalty;
+  p.frequency_penalty = opt.frequency_penalty;
+  p.seed = opt.seed;
+  return p;
+}
+
+std::vector<std::int32_t> eog_ids(const tokenizer::tokenizer& tok) {
+  std::vector<std::int32_t> out;
+  for (std::int32_t id = 0; id < tok.n_vocab(); ++id)
+    if (tok.is_eog(id)) out.push_back(id);
+  return out;
+}
+
+struct timings {
+  std::size_t prompt_tokens = 0, reused = 0, gen_tokens = 0;
+  double prompt_s = 0, gen_s = 0;
+  void print(std::ostream& o) const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "\nstrata-run: prompt %zu tokens (%zu reused) in %.3f s = %.2f t/s\n",
+                  prompt_tokens, reused, prompt_s, prompt_s > 0 ? double(prompt_tokens - reused) / prompt_s : 0.0);
+    o << buf;
+    std::snprintf(buf, sizeof buf, "strata-run: generated %zu tokens in %.3f s = %.2f t/s\n", gen_tokens, gen_s,
+                  gen_s > 0 ? double(gen_tokens) / gen_s : 0.0);
+    o << buf;
+  }
+};
+
+// Samples from `logits` until a stop condition; streams text to stdout; returns generated ids.
+std::vector<std::int32_t> generate(rt::session& s, const tokenizer::tokenizer& tok, sampling::sampler& smp,
+                                   std::span<const float> first_logits, std::int32_t n_predict, bool ignore_eos,
+                                   timings& tm) {
+  sampling::stop_conditions stop(ignore_eos ? std::vector<std::int32_t>{} : eog_ids(tok), n_predict, {});
+  tokenizer::streaming_detokenizer detok(tok);
+  std::vector<std::int32_t> ids;
+  std::span<const float> logits = first_logits;
+  const auto t0 = clock_type::now();
+  const std::uint32_t capacity = s.get_model().kv().capacity();
+  while (!stop.finished()) {
+    const std::int32_t t = smp.sample(logits);
+    smp.accept(t);
+    ids.push_back(t);
+    const auto st = stop.on_token(t, stop.is_eog(t) ? std::string() : detok.feed(t));
+    std::cout << st.emit << std::flush;
+    if (st.reason != sampling::stop_reason::none) break;
+    if (s.n_past() >= capacity) {
+      std::cerr << "\nstrata-run: context full (" << capacity << " tokens), stopping\n";
+      break;
+    }
+    logits = s.decode(t);
+  }
+  std::cout << stop.finish(detok.flush()).emit << std::flush;
+  tm.gen_s += seconds_since(t0);
+  tm.gen_tokens += ids.size();
+  return ids;
+}
+
+void write_logits(const std::string& path, std::span<const float> logits) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw error(path + ": cannot open for writing");
+  f.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
+  if (!f) throw error(path + ": write failed");
+}
+
+int run_chat(const run_options& opt, rt::model& m, const tokenizer::tokenizer& tok, sampling::sampler& smp) {
+  chat::template_kind kind = chat::detect(m.gguf());
+  if (!opt.chat_template.empty()) {
+    const auto k = chat::kind_from_name(opt.chat_template);
+    if (!k) throw error("--chat-template: unknown template '" + opt.chat_template + "' (chatml, qwen3, llama3, llama4, generic)");
+    kind = *k;
+  }
+  std::cerr << "strata-run: chat template " << chat::name(kind) << "; type a message, /exit or end of input to quit\n";
+  std::vector<chat::message> msgs;
+  if (!opt.system_prompt.empty()) msgs.push_back({"system", opt.system_prompt, std::nullopt});
+  rt::session s(m);
+  timings tm;
+  std::string line;
+  while (true) {
+    std::cout << "\n> " << std::flush;
+    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (line.empty()) continue;
+    msgs.push_back({"user", line, std::nullopt});
+    const std::string text = chat::render(kind, msgs, {.add_generation_prompt = true, .enable_thinking = !opt.no_think});
+    const bool adds_bos = tok.add_bos();
+    const auto prompt = tok.encode(chat::prompt_for_tokenizer(text, kind, adds_bos), true, true);
+    if (prompt.size() >= m.kv().capacity()) throw error("conversation no longer fits the context size");
+    const auto t0 = clock_type::now();
+    const auto logits = s.prefill(prompt);
+    tm.prompt_s += seconds_since(t0);
+    tm.prompt_tokens += prompt.size();
+    tm.reused += s.reused_tokens();
+    const auto ids = generate(s, tok, smp, logits, opt.n_predict, false, tm);
+    std::string reply = tok.decode(ids);
+    // The reply as the template will see it next turn: without the end-of-turn token text.
+    msgs.push_back({"assistant", reply, std::nullopt});
+  }
+  tm.print(std::cerr);
+  return 0;
+}
+
+}  // namespace
+
+int run_generate(const run_options& opt) {
+  const int sources = !opt.prompt.empty() + !opt.prompt_file.empty() + !opt.tokens.empty();
+  if (sources > 1) throw error("give only one of -p, -f and --tokens");
+  if (opt.backend != "auto" && opt.backend != "cpu")
+    throw error("--backend " + opt.backend + ": not available in this build (supported: auto, cpu)");
+
+  // The tokenizer reads the same file the model maps; both are zero-copy views.
+  const gguf::file f(opt.model);
+  const auto tok = tokenizer::tokenizer::from_gguf(f.gguf());
+  std::vector<std::int32_t> prompt;
+  std::string prompt_text;
+  if (!opt.tokens.empty()) {
+    prompt = parse_id_list(opt.tokens, "--tokens");
+    for (auto id : prompt)
+      if (id >= tok.n_vocab())
+        throw error("--tokens: id " + std::to_string(id) + " out of range (vocabulary size " +
+                    std::to_string(tok.n_vocab()) + ")");
+  } else if (!opt.conversation) {
+    prompt_text = !opt.prompt_file.empty() ? read_file(opt.prompt_file) : opt.prompt;
+    prompt = tok.encode(prompt_text, /*add_special=*/true, /*parse_special=*/true);
+  }
+  if (!opt.conversation && prompt.empty()) throw error("empty prompt: give -p, -f or --tokens");
+
+  rt::engine_options eo;
+  eo.threads = opt.threads;
+  eo.n_ctx = opt.n_ctx;
+  eo.n_batch = opt.n_batch;
+  eo.type_k = eo.type_v = kv::parse_kv_type(opt.kv_type);
+  const bool dump = !opt.dump_logits.empty();
+  if (dump) {
+    // One batch for the whole prompt, every row's logits out (as llama.cpp produced the fixtures).
+    eo.n_batch = std::max<std::uint32_t>(eo.n_batch, std::uint32_t(prompt.size()));
+    eo.max_outputs = std::uint32_t(prompt.size());
+  } else {
+    eo.max_outputs = 1;
+  }
+  auto m = rt::model::load(opt.model, eo);
+  const std::uint32_t ctx = m->kv().capacity();
+  if (prompt.size() > ctx)
+    throw error("prompt of " + std::to_string(prompt.size()) + " tokens is longer than the context size " +
+                std::to_string(ctx) + " (raise -c)");
+  std::cerr << "strata-run: " << m->hparams().arch << ", " << m->hparams().n_layer << " layers, context " << ctx
+            << ", " << m->backend_description() << "\n";
+
+  auto params = sampler_params_from(opt);
+  sampling::sampler smp(params, std::int32_t(m->hparams().n_vocab));
+  std::cerr << "strata-run: seed " << smp.seed() << "\n";
+  if (opt.conversation) return run_chat(opt, *m, tok, smp);
+
+  rt::session s(*m);
+  timings tm;
+  tm.prompt_tokens = prompt.size();
+  if (!opt.no_display_prompt && !prompt_text.empty()) std::cout << prompt_text << std::flush;
+  const auto t0 = clock_type::now();
+  std::span<const float> logits;
+  std::vector<float> all;
+  if (dump) {
+    logits = s.prefill(prompt, &all);
+    write_logits(opt.dump_logits, all);
+    std::cerr << "strata-run: wrote " << prompt.size() << " x " << m->hparams().n_vocab << " logits to "
+              << opt.dump_logits << "\n";
+  } else {
+    logits = s.prefill(prompt);
+  }
+  tm.prompt_s = seconds_since(t0);
+  std::vector<std::int32_t> ids;
+  const bool go_on = dump ? (opt.n_predict_set && opt.n_predict > 0) : opt.n_predict != 0;
+  if (go_on) ids = generate(s, tok, smp, logits, opt.n_predict, opt.ignore_eos, tm);
+  std::cout << "\n";
+  tm.print(std::cerr);
+  if (opt.print_ids) {
+    std::ostringstream o;
+    o << "[";
+    for (std::size_t i = 0; i < ids.size(); ++i) o << (i ? ", " : "") << ids[i];
+    o << "]";
+    std::cout << o.str() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace strata::app

@@ -114,6 +114,7 @@ TEST_CASE("detect on the fixture models' tokenizer.chat_template") {
   // template, and detection follows the template, not general.architecture.
   const std::map<std::string, template_kind> expected = {
       {"llama-Q4_K_M.gguf", template_kind::llama3},
+      {"llama-F32.gguf", template_kind::llama3},
       {"llama4-Q4_K_M.gguf", template_kind::llama3},
       {"qwen3-Q4_K_M.gguf", template_kind::chatml},
       {"qwen3moe-Q4_K_M.gguf", template_kind::chatml},

@@ -23,6 +23,10 @@ struct format_kernels {
   void (*dequant_row)(const void* w, float* y, std::size_t n) = nullptr;
   void (*quantize_act_row)(const float* x, void* a, std::size_t n) = nullptr;
   float (*dot_row)(const void* w, const void* a, std::size_t n) = nullptr;
+  // Optional (null: callers use dot_row): one weight row against 4 activation rows at
+  // a, a + a_stride, a + 2·a_stride, a + 3·a_stride (bytes), so prefill unpacks each weight
+  // block once for 4 tokens. out[r] must equal dot_row(w, a + r·a_stride, n) bit for bit.
+  void (*dot_rows_4)(const void* w, const void* a, std::size_t a_stride, float* out, std::size_t n) = nullptr;
 
   bool valid() const noexcept { return dot_row != nullptr; }
   std::size_t row_bytes(std::size_t n) const noexcept { return n / block_elems * block_bytes; }

@@ -1,0 +1,21 @@
+// Every AVX2 kernel specialization; included only by runtime/cpu/avx2_table.cpp (built with
+// -mavx2 -mfma -mf16c), which assembles them into the avx2 overlay table.
+#pragma once
+#include "strata/kernels/cpu/x86_avx2/bf16.hpp"
+#include "strata/kernels/cpu/x86_avx2/f16.hpp"
+#include "strata/kernels/cpu/x86_avx2/f32.hpp"
+#include "strata/kernels/cpu/x86_avx2/iq4_nl.hpp"
+#include "strata/kernels/cpu/x86_avx2/iq4_xs.hpp"
+#include "strata/kernels/cpu/x86_avx2/mxfp4.hpp"
+#include "strata/kernels/cpu/x86_avx2/q2_k.hpp"
+#include "strata/kernels/cpu/x86_avx2/q3_k.hpp"
+#include "strata/kernels/cpu/x86_avx2/q4_0.hpp"
+#include "strata/kernels/cpu/x86_avx2/q4_1.hpp"
+#include "strata/kernels/cpu/x86_avx2/q4_k.hpp"
+#include "strata/kernels/cpu/x86_avx2/q5_0.hpp"
+#include "strata/kernels/cpu/x86_avx2/q5_1.hpp"
+#include "strata/kernels/cpu/x86_avx2/q5_k.hpp"
+#include "strata/kernels/cpu/x86_avx2/q6_k.hpp"
+#include "strata/kernels/cpu/x86_avx2/q8_0.hpp"
+#include "strata/kernels/cpu/x86_avx2/q8_1.hpp"
+#include "strata/kernels/cpu/x86_avx2/q8_k.hpp"

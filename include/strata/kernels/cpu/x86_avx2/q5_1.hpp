@@ -1,0 +1,38 @@
+// AVX2 Q5_1 · Q8_1 dot: unsigned 5-bit codes (nibble | high bit << 4) through the shared
+// 32-block driver, plus the min term m·s per block.
+#pragma once
+#include "strata/kernels/cpu/simd_kernels.hpp"
+#include "strata/kernels/cpu/x86_avx2/block32.hpp"
+#include "strata/quant/q5_1.hpp"
+
+namespace strata::kernels::cpu {
+namespace x86_avx2 {
+namespace {
+struct q5_1_unpack {
+  using block = quant::q5_1::block;
+  using act_block = quant::q8_1::block;
+  static constexpr bool is_signed = false, has_min = true;
+  static __m256i codes(const block& b) noexcept {
+    const __m256i hi = bits_to_bytes(load_u32(bytes_of(b.qh)));
+    return _mm256_or_si256(nibbles32(bytes_of(b.qs)), _mm256_and_si256(hi, _mm256_set1_epi8(0x10)));
+  }
+  static const float* scale(const block& b) noexcept { return fp16_ptr(b.d.bits); }
+  static const float* min(const block& b) noexcept { return fp16_ptr(b.m.bits); }
+};
+}  // namespace
+}  // namespace x86_avx2
+
+template <>
+struct dot_kernel<quant::q5_1, isa::avx2> {
+  static constexpr bool available = true;
+  static float dot_row(const void* w, const void* a, std::size_t n) noexcept {
+    float o;
+    x86_avx2::dot_block32<x86_avx2::q5_1_unpack, 1>(w, a, 0, &o, n);
+    return o;
+  }
+  static void dot_rows_4(const void* w, const void* a, std::size_t stride, float* o, std::size_t n) noexcept {
+    x86_avx2::dot_block32<x86_avx2::q5_1_unpack, 4>(w, a, stride, o, n);
+  }
+};
+
+}  // namespace strata::kernels::cpu

@@ -253,8 +253,14 @@ class backend {
       const float* l = s.logits.row(t);
       order.resize(E);
       std::iota(order.begin(), order.end(), 0u);
-      // Highest first; stable so equal logits keep the lower expert index first.
-      std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return l[a] > l[b]; });
+      // Top-k by selection, highest first; ties keep the lower expert index first. (No
+      // std::stable_sort: it may allocate, and this runs for every token.)
+      for (std::uint32_t j = 0; j < k; ++j) {
+        std::uint32_t best = j;
+        for (std::uint32_t e = j + 1; e < E; ++e)
+          if (l[order[e]] > l[order[best]] || (l[order[e]] == l[order[best]] && order[e] < order[best])) best = e;
+        std::swap(order[j], order[best]);
+      }
       if (router == arch::router_kind::softmax_topk_renorm) {
         const float mx = l[order[0]];
         double sum = 0.0;

@@ -33,7 +33,7 @@ TEST_CASE("quantize_act_row: byte-identical to the reference on every tier") {
           auto x = kind == 0 ? random_floats(n, rng) : tie_floats(n, rng);
           if (kind == 2)
             x[n / 3] = (n % 2) ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
-          skewed_rows src(n * 4, 4), a(bytes, 2), b(bytes, 2);
+          skewed_rows src(n * 4, 4), a(bytes, 4), b(bytes, 4);  // 4: alignof(q8_k::block)
           auto* xs = reinterpret_cast<float*>(src.data());
           std::memcpy(xs, x.data(), n * 4);
           std::memset(a.data(), 0xAA, bytes);

@@ -70,10 +70,11 @@ struct timings {
 };
 
 // Samples from `logits` until a stop condition; streams text to stdout; returns generated ids.
+// `eog`: end-of-generation ids (computed once per run, empty with --ignore-eos).
 std::vector<std::int32_t> generate(rt::session& s, const tokenizer::tokenizer& tok, sampling::sampler& smp,
-                                   std::span<const float> first_logits, std::int32_t n_predict, bool ignore_eos,
-                                   timings& tm) {
-  sampling::stop_conditions stop(ignore_eos ? std::vector<std::int32_t>{} : eog_ids(tok), n_predict, {});
+                                   std::span<const float> first_logits, std::int32_t n_predict,
+                                   const std::vector<std::int32_t>& eog, timings& tm) {
+  sampling::stop_conditions stop(eog, n_predict, {});
   tokenizer::streaming_detokenizer detok(tok);
   std::vector<std::int32_t> ids;
   std::span<const float> logits = first_logits;
@@ -117,6 +118,7 @@ int run_chat(const run_options& opt, rt::model& m, const tokenizer::tokenizer& t
   if (!opt.system_prompt.empty()) msgs.push_back({"system", opt.system_prompt, std::nullopt});
   rt::session s(m);
   timings tm;
+  const auto eog = eog_ids(tok);
   std::string line;
   while (true) {
     std::cout << "\n> " << std::flush;
@@ -132,7 +134,7 @@ int run_chat(const run_options& opt, rt::model& m, const tokenizer::tokenizer& t
     tm.prompt_s += seconds_since(t0);
     tm.prompt_tokens += prompt.size();
     tm.reused += s.reused_tokens();
-    const auto ids = generate(s, tok, smp, logits, opt.n_predict, false, tm);
+    const auto ids = generate(s, tok, smp, logits, opt.n_predict, eog, tm);
     std::string reply = tok.decode(ids);
     // The reply as the template will see it next turn: without the end-of-turn token text.
     msgs.push_back({"assistant", reply, std::nullopt});
@@ -210,7 +212,8 @@ int run_generate(const run_options& opt) {
   tm.prompt_s = seconds_since(t0);
   std::vector<std::int32_t> ids;
   const bool go_on = dump ? (opt.n_predict_set && opt.n_predict > 0) : opt.n_predict != 0;
-  if (go_on) ids = generate(s, tok, smp, logits, opt.n_predict, opt.ignore_eos, tm);
+  if (go_on)
+    ids = generate(s, tok, smp, logits, opt.n_predict, opt.ignore_eos ? std::vector<std::int32_t>{} : eog_ids(tok), tm);
   std::cout << "\n";
   tm.print(std::cerr);
   if (opt.print_ids) {

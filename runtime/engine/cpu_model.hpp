@@ -30,34 +30,33 @@ class cpu_model final : public model {
   kv::block_table& kv() noexcept override { return kv_.table(); }
 
   void forward(const graph::batch& b, std::span<float> logits) override {
-    // Reserve KV slots per sequence for the new tokens (positions continue the sequences).
+    // One pass: each token's position must continue its sequence (cached length + tokens of
+    // that sequence earlier in this batch); then reserve KV slots per sequence.
+    auto& t = kv_.table();
+    pending_.assign(t.n_seq(), 0);
     for (std::size_t i = 0; i < b.size(); ++i) {
       const std::uint32_t seq = b.seq_ids[i];
       const std::uint32_t pos = std::uint32_t(b.positions[i]);
-      auto& t = kv_.table();
-      if (pos != t.length(seq) + count_before(b, i, seq))
+      if (seq >= t.n_seq())
+        throw error("batch sequence id " + std::to_string(seq) + " out of range (" + std::to_string(t.n_seq()) + ")");
+      if (pos != t.length(seq) + pending_[seq])
         throw error("batch position " + std::to_string(pos) + " does not continue sequence " + std::to_string(seq) +
                     " (length " + std::to_string(t.length(seq)) + ")");
+      ++pending_[seq];
     }
-    for (std::uint32_t s = 0; s < kv_.table().n_seq(); ++s) {
-      const std::uint32_t n = count_before(b, b.size(), s);
-      if (n) kv_.table().reserve_append(s, n);
-    }
+    for (std::uint32_t s = 0; s < t.n_seq(); ++s)
+      if (pending_[s]) t.reserve_append(s, pending_[s]);
     dec_.forward(b, kv_, logits);
-    for (std::uint32_t s = 0; s < kv_.table().n_seq(); ++s) {
+    for (std::uint32_t s = 0; s < t.n_seq(); ++s) {
+      if (!pending_[s]) continue;
       seq_tokens_.clear();
       for (std::size_t i = 0; i < b.size(); ++i)
         if (b.seq_ids[i] == s) seq_tokens_.push_back(b.tokens[i]);
-      if (!seq_tokens_.empty()) kv_.table().commit(s, seq_tokens_);
+      t.commit(s, seq_tokens_);
     }
   }
 
  private:
-  static std::uint32_t count_before(const graph::batch& b, std::size_t end, std::uint32_t seq) {
-    std::uint32_t n = 0;
-    for (std::size_t i = 0; i < end; ++i) n += b.seq_ids[i] == seq;
-    return n;
-  }
   static std::uint32_t ctx_of(const gguf::file& f, const engine_options& opt) {
     if (opt.n_ctx) return opt.n_ctx;
     return Arch::load_hparams(f.gguf()).n_ctx_train;
@@ -83,6 +82,7 @@ class cpu_model final : public model {
   graph::decoder<Arch, kernels::cpu::backend> dec_;
   kernels::cpu::kv_storage kv_;
   std::vector<std::int32_t> seq_tokens_;
+  std::vector<std::uint32_t> pending_;  // tokens per sequence in the current batch
 };
 
 template <class Arch>

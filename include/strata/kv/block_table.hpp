@@ -42,6 +42,8 @@ class block_table {
 
   std::uint32_t length(std::uint32_t seq) const { return std::uint32_t(at(seq).tokens.size()); }
   std::span<const std::int32_t> tokens(std::uint32_t seq) const { return at(seq).tokens; }
+  // Block ids holding seq's positions in order (position p is in blocks(seq)[p / block_size()]).
+  std::span<const std::uint32_t> blocks(std::uint32_t seq) const { return at(seq).blocks; }
 
   // Slot of position pos of seq (pos < length, or < capacity after reserve()).
   std::uint32_t slot(std::uint32_t seq, std::uint32_t pos) const noexcept {

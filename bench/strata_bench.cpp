@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "strata/kv/kv_config.hpp"
+#include "strata/kernels/cpu/kv_storage.hpp"
 #include "strata/runtime/engine.hpp"
 
 namespace {
@@ -24,6 +25,8 @@ struct result {
   std::uint32_t n_prompt = 0, n_gen = 0, depth = 0;
   std::uint64_t model_bytes = 0, params = 0;
   std::vector<double> samples;  // tokens/s per repetition
+  std::string type_k, type_v;   // KV cache types
+  std::uint64_t kv_bytes_per_token = 0;  // K + V over all layers, compressed rows
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -59,7 +62,8 @@ int main(int argc, char** argv) {
   std::vector<unsigned> threads{0};
   unsigned reps = 5;
   std::uint32_t n_batch = 512;
-  std::string kv_type = "f16", backend = "cpu";
+  std::string kv_type = "f16", kv_type_k, kv_type_v, backend = "cpu";
+  std::uint32_t kv_window = strata::kv::default_full_precision_window;
   bool json = false;
   CLI::App app{"strata-bench: prompt-processing and generation throughput (llama-bench style)"};
   app.add_option("-m,--model", models, "GGUF model file(s)")->required();
@@ -69,7 +73,10 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", threads, "CPU threads (0: physical cores)")->delimiter(',');
   app.add_option("-r,--repetitions", reps, "repetitions per test")->check(CLI::Range(1u, 1000u));
   app.add_option("-b,--batch-size", n_batch, "tokens per prefill step")->check(CLI::Range(1u, 1u << 16));
-  app.add_option("--kv-type", kv_type, "KV cache type (f16, f32)");
+  app.add_option("--kv-type", kv_type, "KV cache type for K and V (f16, f32, q8_0, tq4, tq3, tq2)");
+  app.add_option("--kv-type-k", kv_type_k, "KV cache type for K only (overrides --kv-type)");
+  app.add_option("--kv-type-v", kv_type_v, "KV cache type for V only (overrides --kv-type)");
+  app.add_option("--kv-window", kv_window, "full-precision recent tokens for compressed KV types (0: none)");
   app.add_option("--backend", backend, "backend (cpu)")->check(CLI::IsMember({"cpu"}));
   app.add_flag("--json", json, "print one JSON object instead of a table");
   CLI11_PARSE(app, argc, argv);
@@ -88,7 +95,10 @@ int main(int argc, char** argv) {
         opt.n_ctx = need;
         opt.n_batch = n_batch;
         opt.max_outputs = 1;
-        opt.type_k = opt.type_v = strata::kv::parse_kv_type(kv_type);
+        const auto kv_types = strata::kv::parse_kv_cache_types(kv_type, kv_type_k, kv_type_v);
+        opt.type_k = kv_types.k;
+        opt.type_v = kv_types.v;
+        opt.kv_window = kv_window;
         auto m = strata::rt::model::load(path, opt);
         const auto& hp = m->hparams();
         std::uint64_t bytes = 0, params = 0;
@@ -96,6 +106,16 @@ int main(int argc, char** argv) {
           bytes += t.nbytes;
           params += t.n_elements();
         }
+        const std::uint64_t kv_bytes =
+            std::uint64_t(hp.n_layer) * hp.n_head_kv *
+            (strata::kernels::cpu::kv_codec(opt.type_k, hp.head_dim).head_bytes() +
+             strata::kernels::cpu::kv_codec(opt.type_v, hp.head_dim).head_bytes());
+        const auto tag = [&](result r) {
+          r.type_k = std::string(strata::kv::name_of(opt.type_k));
+          r.type_v = std::string(strata::kv::name_of(opt.type_v));
+          r.kv_bytes_per_token = kv_bytes;
+          return r;
+        };
         strata::rt::session s(*m);
         std::mt19937 rng(42);
         const std::string name = std::filesystem::path(path).filename().string();
@@ -104,7 +124,7 @@ int main(int argc, char** argv) {
         for (auto d : depths) {
           for (auto p : n_prompt) {
             if (!p) continue;
-            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}};
+            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0};
             for (unsigned i = 0; i < reps; ++i) {
               s.clear();
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
@@ -118,11 +138,11 @@ int main(int argc, char** argv) {
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
               r.samples.push_back(double(p) / sec);
             }
-            results.push_back(r);
+            results.push_back(tag(r));
           }
           for (auto g : n_gen) {
             if (!g) continue;
-            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}};
+            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0};
             for (unsigned i = 0; i < reps; ++i) {
               s.clear();
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
@@ -132,7 +152,7 @@ int main(int argc, char** argv) {
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
               r.samples.push_back(double(g) / sec);
             }
-            results.push_back(r);
+            results.push_back(tag(r));
           }
         }
       }
@@ -156,6 +176,9 @@ int main(int argc, char** argv) {
                                            {"n_prompt", r.n_prompt},
                                            {"n_gen", r.n_gen},
                                            {"n_depth", r.depth},
+                                           {"type_k", r.type_k},
+                                           {"type_v", r.type_v},
+                                           {"kv_bytes_per_token", r.kv_bytes_per_token},
                                            {"avg_ts", r.mean()},
                                            {"stddev_ts", r.sd()},
                                            {"samples_ts", std::move(samples)}});
@@ -163,16 +186,19 @@ int main(int argc, char** argv) {
     std::cout << boost::json::serialize(boost::json::object{{"results", std::move(arr)}}) << "\n";
     return 0;
   }
-  std::printf("| %-28s | %10s | %8s | %-24s | %14s | %20s |\n", "model", "size", "params", "backend", "test", "t/s");
-  std::printf("| %.28s | %.10s | %.8s | %.24s | %.14s | %.20s |\n", "------------------------------",
-              "------------", "----------", "--------------------------", "----------------", "----------------------");
+  std::printf("| %-28s | %10s | %8s | %-24s | %9s | %14s | %20s |\n", "model", "size", "params", "backend", "kv k/v",
+              "test", "t/s");
+  std::printf("| %.28s | %.10s | %.8s | %.24s | %.9s | %.14s | %.20s |\n", "------------------------------",
+              "------------", "----------", "--------------------------", "-----------", "----------------",
+              "----------------------");
   for (const auto& r : results) {
     char test[64], ts[64], params[32];
     std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
     std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean(), r.sd());
     std::snprintf(params, sizeof params, "%.2f B", double(r.params) / 1e9);
-    std::printf("| %-28s | %10s | %8s | %-24s | %14s | %20s |\n", r.model.c_str(), human_size(double(r.model_bytes)).c_str(),
-                params, r.backend.c_str(), test, ts);
+    const std::string kv = r.type_k + "/" + r.type_v;
+    std::printf("| %-28s | %10s | %8s | %-24s | %9s | %14s | %20s |\n", r.model.c_str(),
+                human_size(double(r.model_bytes)).c_str(), params, r.backend.c_str(), kv.c_str(), test, ts);
   }
   return 0;
 }

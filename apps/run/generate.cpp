@@ -172,7 +172,10 @@ int run_generate(const run_options& opt) {
   eo.threads = opt.threads;
   eo.n_ctx = opt.n_ctx;
   eo.n_batch = opt.n_batch;
-  eo.type_k = eo.type_v = kv::parse_kv_type(opt.kv_type);
+  const auto kv_types = kv::parse_kv_cache_types(opt.kv_type, opt.kv_type_k, opt.kv_type_v);
+  eo.type_k = kv_types.k;
+  eo.type_v = kv_types.v;
+  eo.kv_window = opt.kv_window;
   const bool dump = !opt.dump_logits.empty();
   if (dump) {
     // One batch for the whole prompt, every row's logits out (as llama.cpp produced the fixtures).

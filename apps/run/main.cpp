@@ -40,7 +40,11 @@ int main(int argc, char** argv) {
   app.add_option("--presence-penalty", o.presence_penalty, "presence penalty (0: off)");
   app.add_option("--frequency-penalty", o.frequency_penalty, "frequency penalty (0: off)");
   app.add_flag("--ignore-eos", o.ignore_eos, "do not stop at end-of-generation tokens");
-  app.add_option("--kv-type", o.kv_type, "KV cache element type: f16 (default), f32");
+  app.add_option("--kv-type", o.kv_type, "KV cache type for K and V: f16 (default), f32, q8_0, tq4, tq3, tq2");
+  app.add_option("--kv-type-k", o.kv_type_k, "KV cache type for K only (overrides --kv-type)");
+  app.add_option("--kv-type-v", o.kv_type_v, "KV cache type for V only (overrides --kv-type)");
+  app.add_option("--kv-window", o.kv_window,
+                 "recent tokens attention reads at full precision with compressed KV types (default 128, 0: none)");
   app.add_option("--backend", o.backend, "compute backend: auto, cpu");
   app.add_option("--dump-logits", o.dump_logits,
                  "evaluate the prompt in one batch and write float32 logits [n_tokens][n_vocab] to FILE");

@@ -35,7 +35,9 @@ struct run_options {
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;
   std::int32_t top_k = 40, repeat_last_n = 64;
   bool ignore_eos = false;
-  std::string kv_type = "f16";       // --kv-type
+  std::string kv_type = "f16";       // --kv-type (K and V)
+  std::string kv_type_k, kv_type_v;  // --kv-type-k, --kv-type-v (override one side)
+  std::uint32_t kv_window = 128;     // --kv-window (full-precision recent tokens, compressed types)
   std::string backend = "auto";      // --backend
   std::string dump_logits;           // --dump-logits FILE
   bool print_ids = false;            // --print-ids

@@ -73,6 +73,8 @@ class cpu_model final : public model {
     c.n_seq = opt.n_seq;
     c.type_k = opt.type_k;
     c.type_v = opt.type_v;
+    c.full_precision_window = opt.kv_window;
+    c.max_batch = opt.n_batch;
     return c;
   }
 

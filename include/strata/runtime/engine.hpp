@@ -28,6 +28,8 @@ struct engine_options {
   std::uint32_t max_outputs = 0; // most logits rows per step (0: n_batch)
   kv::kv_type type_k = kv::kv_type::f16;
   kv::kv_type type_v = kv::kv_type::f16;
+  // Compressed KV types (q8_0, tq4, tq3, tq2): recent tokens attention reads in f16 (0: none).
+  std::uint32_t kv_window = kv::default_full_precision_window;
 };
 
 // A loaded model with its KV cache; not thread-safe (one step at a time).

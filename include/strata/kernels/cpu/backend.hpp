@@ -74,9 +74,10 @@ class backend {
   void reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint32_t max_ctx) {
     const std::size_t act = std::size_t(max_rows) * (std::size_t(max_cols) * 4 + 64);
     if (act_scratch_.size() < act) act_scratch_.resize(act);
-    const std::size_t sc = std::size_t(pool_.size()) * (max_ctx + 2 * 1024);
+    // Per thread: scores, then 4 head vectors (K, V, rotated query, rotated V accumulator).
+    const std::size_t sc = std::size_t(pool_.size()) * (max_ctx + 4 * head_scratch);
     if (score_scratch_.size() < sc) score_scratch_.resize(sc);
-    score_stride_ = max_ctx + 2 * 1024;
+    score_stride_ = max_ctx + 4 * head_scratch;
     if (route_ids_.size() < max_rows * 256u) {
       route_ids_.resize(max_rows * 256u);
       route_w_.resize(max_rows * 256u);
@@ -158,17 +159,20 @@ class backend {
 
   void kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor k, tensor v) {
     for (std::size_t t = 0; t < b.size(); ++t)
-      kv.store(layer, kv.table().slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t));
+      kv.store(layer, b.seq_ids[t], std::uint32_t(b.positions[t]),
+               kv.table().slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t));
   }
 
   // Softmax attention of each query head over its sequence's cached positions [start, pos].
   void attention(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q,
                  const attention_params& p, tensor out) {
+    if (kv::is_compressed(kv.config().type_k) || kv::is_compressed(kv.config().type_v))
+      return attention_compressed(kv, layer, b, q, p, out);
     const std::uint32_t gqa = p.n_head / p.n_head_kv, d = p.head_dim;
     pool_.parallel_for(std::size_t(q.rows) * p.n_head, 1, [&](std::size_t beg, std::size_t end, unsigned tid) {
       float* scores = score_scratch_.data() + std::size_t(tid) * score_stride_;
-      float* kbuf = scores + (score_stride_ - 2 * 1024);
-      float* vbuf = kbuf + 1024;
+      float* kbuf = scores + (score_stride_ - 4 * head_scratch);
+      float* vbuf = kbuf + head_scratch;
       for (std::size_t i = beg; i < end; ++i) {
         const std::uint32_t t = std::uint32_t(i / p.n_head), h = std::uint32_t(i % p.n_head), hk = h / gqa;
         const std::uint32_t seq = b.seq_ids[t], pos = std::uint32_t(b.positions[t]);
@@ -307,6 +311,85 @@ class backend {
   }
 
  private:
+  static constexpr std::size_t head_scratch = 1024;  // floats per head vector buffer (max head_dim)
+
+  // Attention over a compressed cache (q8_0 or TurboQuant on either side). Positions within the
+  // full-precision window of the query read the f16 ring; older TurboQuant keys are scored
+  // against the query rotated once per head (⟨Rq, ỹ⟩, no dequantized key), TurboQuant values are
+  // summed in the rotated domain and rotated back once per head; q8_0 rows are dequantized.
+  void attention_compressed(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q,
+                            const attention_params& p, tensor out) {
+    const std::uint32_t gqa = p.n_head / p.n_head_kv, d = p.head_dim, window = kv.window();
+    const kv_codec &kc = kv.k_codec(), &vc = kv.v_codec();
+    const turboquant::format *ktq = kc.turboquant(), *vtq = vc.turboquant();
+    const auto kdot = kc.tq_kernels().dot_rotated;
+    const auto vacc = vc.tq_kernels().accumulate_rotated;
+    pool_.parallel_for(std::size_t(q.rows) * p.n_head, 1, [&](std::size_t beg, std::size_t end, unsigned tid) {
+      float* scores = score_scratch_.data() + std::size_t(tid) * score_stride_;
+      float* kbuf = scores + (score_stride_ - 4 * head_scratch);
+      float* vbuf = kbuf + head_scratch;
+      float* q_rot = vbuf + head_scratch;
+      float* v_rot = q_rot + head_scratch;
+      for (std::size_t i = beg; i < end; ++i) {
+        const std::uint32_t t = std::uint32_t(i / p.n_head), h = std::uint32_t(i % p.n_head), hk = h / gqa;
+        const std::uint32_t seq = b.seq_ids[t], pos = std::uint32_t(b.positions[t]);
+        const std::uint32_t start = p.chunk ? pos / p.chunk * p.chunk : 0;
+        // Positions ≥ recent_from are read at full precision (when the ring still holds them).
+        const std::uint32_t recent_from = pos + 1 >= window ? pos + 1 - window : 0;
+        const float* qh = q.row(t) + h * d;
+        if (ktq) {
+          std::copy(qh, qh + d, q_rot);
+          ktq->rotation().forward(q_rot);
+        }
+        float mx = -std::numeric_limits<float>::infinity();
+        for (std::uint32_t j = start; j <= pos; ++j) {
+          float s = 0.0f;
+          const fp16* r = window && j >= recent_from ? kv.k_recent(layer, seq, j, hk) : nullptr;
+          if (r) {
+            for (std::uint32_t c = 0; c < d; ++c) s += qh[c] * to_float(r[c]);
+          } else if (ktq) {
+            s = kdot(*ktq, q_rot, kv.k_head(layer, kv.table().slot(seq, j), hk));
+          } else {
+            kv.load_k(layer, kv.table().slot(seq, j), hk, kbuf);
+            for (std::uint32_t c = 0; c < d; ++c) s += qh[c] * kbuf[c];
+          }
+          s *= p.scale;
+          scores[j - start] = s;
+          mx = std::max(mx, s);
+        }
+        double sum = 0.0;
+        for (std::uint32_t j = start; j <= pos; ++j) {
+          const float e = std::exp(scores[j - start] - mx);
+          scores[j - start] = e;
+          sum += e;
+        }
+        float* o = out.row(t) + h * d;
+        std::fill(o, o + d, 0.0f);
+        if (vtq) std::fill(v_rot, v_rot + d, 0.0f);
+        bool any_rot = false;
+        for (std::uint32_t j = start; j <= pos; ++j) {
+          const float w = scores[j - start];
+          const fp16* r = window && j >= recent_from ? kv.v_recent(layer, seq, j, hk) : nullptr;
+          if (r) {
+            for (std::uint32_t c = 0; c < d; ++c) o[c] += w * to_float(r[c]);
+          } else if (vtq) {
+            vacc(*vtq, w, kv.v_head(layer, kv.table().slot(seq, j), hk), v_rot);
+            any_rot = true;
+          } else {
+            kv.load_v(layer, kv.table().slot(seq, j), hk, vbuf);
+            for (std::uint32_t c = 0; c < d; ++c) o[c] += w * vbuf[c];
+          }
+        }
+        if (any_rot) {
+          vtq->rotation().inverse(v_rot);
+          for (std::uint32_t c = 0; c < d; ++c) o[c] += v_rot[c];
+        }
+        const float inv = float(1.0 / sum);
+        for (std::uint32_t c = 0; c < d; ++c) o[c] *= inv;
+      }
+    });
+  }
+
   thread_pool pool_;
   const kernel_table* kernels_;
   std::vector<std::byte> act_scratch_;

@@ -148,8 +148,7 @@ int run_chat(const run_options& opt, rt::model& m, const tokenizer::tokenizer& t
 int run_generate(const run_options& opt) {
   const int sources = !opt.prompt.empty() + !opt.prompt_file.empty() + !opt.tokens.empty();
   if (sources > 1) throw error("give only one of -p, -f and --tokens");
-  if (opt.backend != "auto" && opt.backend != "cpu")
-    throw error("--backend " + opt.backend + ": not available in this build (supported: auto, cpu)");
+  const rt::backend_kind backend = rt::parse_backend_kind(opt.backend);
 
   // The tokenizer reads the same file the model maps; both are zero-copy views.
   const gguf::file f(opt.model);
@@ -170,6 +169,9 @@ int run_generate(const run_options& opt) {
 
   rt::engine_options eo;
   eo.threads = opt.threads;
+  eo.backend = backend;
+  eo.device = opt.device;
+  eo.n_gpu_layers = opt.n_gpu_layers;
   eo.n_ctx = opt.n_ctx;
   eo.n_batch = opt.n_batch;
   const auto kv_types = kv::parse_kv_cache_types(opt.kv_type, opt.kv_type_k, opt.kv_type_v);

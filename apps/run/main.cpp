@@ -9,6 +9,7 @@
 
 #include "modes.hpp"
 #include "strata/core/error.hpp"
+#include "strata/runtime/engine.hpp"
 
 int main(int argc, char** argv) {
   strata::app::run_options o;
@@ -45,7 +46,20 @@ int main(int argc, char** argv) {
   app.add_option("--kv-type-v", o.kv_type_v, "KV cache type for V only (overrides --kv-type)");
   app.add_option("--kv-window", o.kv_window,
                  "recent tokens attention reads at full precision with compressed KV types (default 128, 0: none)");
-  app.add_option("--backend", o.backend, "compute backend: auto, cpu");
+  app.add_option("--backend", o.backend, "compute backend: auto (Vulkan on a GPU, else CPU), cpu, vulkan")
+      ->check(CLI::IsMember({"auto", "cpu", "vulkan"}));
+  app.add_option("--device", o.device, "Vulkan device index (see --list-devices; default: the best GPU)");
+  app.add_option("--n-gpu-layers", o.n_gpu_layers, "layers on the GPU (-ngl; -1: all)");
+  app.add_flag_callback(
+      "--list-devices",
+      [] {
+        const auto devs = strata::rt::vulkan_devices();
+        if (!strata::rt::vulkan_compiled_in()) std::cout << "this build has no Vulkan backend\n";
+        else if (devs.empty()) std::cout << "no Vulkan devices (no loader or driver)\n";
+        for (std::size_t i = 0; i < devs.size(); ++i) std::cout << i << ": " << devs[i] << "\n";
+        throw CLI::Success();
+      },
+      "list the Vulkan devices and exit");
   app.add_option("--dump-logits", o.dump_logits,
                  "evaluate the prompt in one batch and write float32 logits [n_tokens][n_vocab] to FILE");
   app.add_flag("--print-ids", o.print_ids, "print the generated token ids as a JSON array on the last line");

@@ -39,6 +39,8 @@ struct run_options {
   std::string kv_type_k, kv_type_v;  // --kv-type-k, --kv-type-v (override one side)
   std::uint32_t kv_window = 128;     // --kv-window (full-precision recent tokens, compressed types)
   std::string backend = "auto";      // --backend
+  int device = -1;                   // --device (Vulkan device index)
+  int n_gpu_layers = -1;             // -ngl / --n-gpu-layers (-1: all)
   std::string dump_logits;           // --dump-logits FILE
   bool print_ids = false;            // --print-ids
   bool no_display_prompt = false;    // --no-display-prompt

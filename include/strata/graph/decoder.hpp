@@ -1,6 +1,6 @@
 // The decoder layer graph, written once for every architecture and backend. Architecture
 // differences are compile-time traits (Arch) and per-layer plans; the Backend either executes
-// each op at once (CPU) or records it (Vulkan). Spec: docs/spec/architectures.md §3.
+// each op at once (CPU) or records it (Vulkan; finish() then submits the step). Spec: docs/spec/architectures.md §3.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -118,7 +118,7 @@ class decoder {
       be.add(x, o, x);
     }
 
-    if (n_out == 0) return;
+    if (n_out == 0) return be.finish();
     tensor xo = a.first_rows(std::uint32_t(n_out));
     if (n_out == n) be.rms_norm(x, &output_norm_, eps, xo);
     else {
@@ -128,6 +128,7 @@ class decoder {
     tensor lg = logits_.view(std::uint32_t(n_out));
     be.matmul(hp_.tied_output ? tok_embd_ : output_, xo, lg);
     be.read(lg, logits);
+    be.finish();
   }
 
  private:

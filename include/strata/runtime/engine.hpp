@@ -7,9 +7,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "strata/arch/architecture.hpp"
+#include "strata/core/error.hpp"
 #include "strata/gguf/reader.hpp"
 #include "strata/graph/batch.hpp"
 #include "strata/kv/block_table.hpp"
@@ -17,11 +19,28 @@
 
 namespace strata::rt {
 
-enum class backend_kind { cpu };
+// auto_select: Vulkan when this build has it and a GPU (not a CPU emulation) is present, else
+// the CPU; the chosen backend is always reported (model::backend_description), never silent.
+enum class backend_kind { cpu, vulkan, auto_select };
+
+inline backend_kind parse_backend_kind(std::string_view s) {
+  if (s == "cpu") return backend_kind::cpu;
+  if (s == "vulkan") return backend_kind::vulkan;
+  if (s == "auto") return backend_kind::auto_select;
+  throw error("unknown backend '" + std::string(s) + "' (expected auto, cpu or vulkan)");
+}
+
+// True when this build includes the Vulkan backend.
+bool vulkan_compiled_in() noexcept;
+// Names of the Vulkan devices the loader reports (empty, not an error, when there is none).
+std::vector<std::string> vulkan_devices();
 
 struct engine_options {
   backend_kind backend = backend_kind::cpu;
   unsigned threads = 0;          // 0: physical cores
+  int device = -1;               // Vulkan device index (-1: the best GPU)
+  std::int32_t n_gpu_layers = -1; // Vulkan: layers placed on the GPU (-1 or >= n_layer: all)
+  bool gpu_profile = false;      // Vulkan: per-kernel timestamps (slower; for strata-bench)
   std::uint32_t n_ctx = 4096;    // KV slots shared by all sequences (0: the model's context_length)
   std::uint32_t n_batch = 512;   // most tokens per forward step (prefill chunk)
   std::uint32_t n_seq = 1;       // sequences resident at once
@@ -42,6 +61,16 @@ class model {
   virtual const gguf::reader& gguf() const noexcept = 0;
   virtual const engine_options& options() const noexcept = 0;
   virtual std::string backend_description() const = 0;
+  // Vulkan: pipelines built / taken from the cache and upload time at load (empty on CPU).
+  virtual std::string startup_report() const { return {}; }
+  // Vulkan with gpu_profile: GPU time per kernel since load (or the last reset), slowest first.
+  struct kernel_time {
+    std::string label;
+    double total_ms = 0;
+    std::uint64_t calls = 0;
+  };
+  virtual std::vector<kernel_time> kernel_profile() const { return {}; }
+  virtual void reset_kernel_profile() {}
   virtual kv::block_table& kv() noexcept = 0;
   // One forward step; positions must continue each sequence (kv().reserve_append() is done here).
   virtual void forward(const graph::batch& b, std::span<float> logits) = 0;

@@ -226,6 +226,9 @@ class backend {
       if (flags[t]) std::memcpy(out.row(o++), x.row(t), x.cols * sizeof(float));
   }
 
+  // Ops run as they are called: nothing is pending at the end of a step.
+  void finish() noexcept {}
+
   void read(tensor src, std::span<float> dst) {
     for (std::uint32_t r = 0; r < src.rows; ++r) std::memcpy(dst.data() + std::size_t(r) * src.cols, src.row(r), src.cols * 4);
   }

@@ -1,0 +1,71 @@
+// strata-serve: OpenAI- and Anthropic-compatible HTTP server for one GGUF model, with
+// continuous batching over --parallel sequences. Flags follow llama-server's where they exist.
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "serve/server.hpp"
+#include "strata/kv/kv_config.hpp"
+
+int main(int argc, char** argv) {
+  using namespace strata;
+  std::string model_path, backend = "auto", kv_type = "f16";
+  serve::server_options so;
+  rt::engine_options eo;
+  rt::scheduler_options sched;
+  std::uint32_t parallel = 4, ctx = 4096;
+  double read_timeout = 30, ping = 10;
+  std::size_t max_body_mb = 8;
+  CLI::App app{"strata-serve: OpenAI and Anthropic APIs over HTTP for a GGUF model"};
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("--host", so.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", so.port, "port (0: any free port)")->capture_default_str();
+  app.add_option("--api-key", so.api_key, "require this key (Authorization: Bearer KEY or x-api-key: KEY)");
+  app.add_option("--alias", so.model_id, "model id in the API (default: the file name without extension)");
+  app.add_option("-c,--ctx-size", ctx, "KV cache tokens shared by all sequences; also the longest sequence")
+      ->capture_default_str()->check(CLI::Range(16u, 1u << 24));
+  app.add_option("--parallel", parallel, "sequences decoded together (slots)")->capture_default_str()
+      ->check(CLI::Range(1u, 256u));
+  app.add_option("-b,--batch-size", eo.n_batch, "most tokens per forward step (prompt chunk + decodes)")
+      ->capture_default_str()->check(CLI::Range(1u, 1u << 16));
+  app.add_option("-t,--threads", eo.threads, "CPU threads (0: physical cores)");
+  app.add_option("--backend", backend, "compute backend: auto, cpu")->capture_default_str();
+  app.add_option("--kv-type", kv_type, "KV cache element type (f16, f32, ...)")->capture_default_str();
+  app.add_option("--queue", sched.max_queue, "requests waiting beyond the slots before 429")->capture_default_str();
+  app.add_option("--timeout", read_timeout, "seconds a client has to send its request")->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--sse-ping", ping, "seconds of silence before an SSE keepalive")->capture_default_str()
+      ->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--max-body-mb", max_body_mb, "largest request body in MiB (larger: 413)")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  // llama-server spells the slot count -np; CLI11 cannot declare a two-letter single-dash flag.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) args.push_back(std::string(argv[i]) == "-np" ? "--parallel" : argv[i]);
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (backend != "auto" && backend != "cpu")
+      throw error("--backend " + backend + ": not available in this build (supported: auto, cpu)");
+    eo.type_k = eo.type_v = kv::parse_kv_type(kv_type);
+    eo.n_ctx = ctx;
+    eo.n_seq = parallel;
+    if (eo.n_batch < parallel) eo.n_batch = parallel;  // every slot must fit one step
+    eo.max_outputs = parallel;  // one logits row per sequence per step is all the scheduler asks
+    so.read_timeout = std::chrono::milliseconds(std::int64_t(read_timeout * 1000));
+    so.ping_interval = std::chrono::milliseconds(std::int64_t(ping * 1000));
+    so.max_body_bytes = max_body_mb << 20;
+    serve::server srv(so);
+    srv.run(model_path, eo, sched, [&](std::uint16_t port) {
+      std::cerr << "strata-serve: listening on http://" << so.host << ":" << port << " (loading " << model_path
+                << ")\n";
+    });
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "strata-serve: error: " << e.what() << "\n";
+    return 1;
+  }
+}

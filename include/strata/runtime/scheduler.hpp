@@ -1,0 +1,183 @@
+// Continuous-batching scheduler over one rt::model: requests queue up (bounded), take a KV
+// sequence ("slot") whose cached tokens share the longest prefix with their prompt, and then every
+// step runs ONE forward pass holding the next token of every decoding sequence plus chunks of
+// pending prompts, so weights are read once per step and running streams never wait for a whole
+// prefill. Results flow back through generation_stream objects that a server polls.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/runtime/engine.hpp"
+#include "strata/sampling/chain.hpp"
+#include "strata/sampling/stop.hpp"
+#include "strata/tokenizer/tokenizer.hpp"
+
+namespace strata::rt {
+
+enum class finish_reason : std::uint8_t {
+  none,
+  eog,           // the model ended its turn
+  max_tokens,    // the request's token limit
+  stop_string,   // a stop string matched (stop_index says which)
+  context_full,  // the sequence or the KV pool ran out of room
+  cancelled,     // the client went away
+  error,         // see generation_stream::state::error
+};
+
+// The output side of one request, shared by the scheduler thread (writer) and a server
+// connection (reader). The writer appends text and calls the notify hook; the reader takes
+// whatever accumulated since its last take().
+class generation_stream {
+ public:
+  struct state {
+    std::string text;               // new text since the previous take()
+    bool prefill_done = false;      // the prompt has been evaluated (first token sampled)
+    bool done = false;
+    finish_reason reason = finish_reason::none;
+    std::size_t stop_index = 0;     // for finish_reason::stop_string
+    std::string error;              // for finish_reason::error
+    std::uint32_t prompt_tokens = 0;
+    std::uint32_t cached_tokens = 0;      // prompt tokens reused from the prefix cache
+    std::uint32_t completion_tokens = 0;  // generated tokens, end-of-turn token excluded
+  };
+
+  // Called (from the scheduler thread) after new output; must be cheap and thread-safe.
+  void set_notify(std::function<void()> fn) { notify_ = std::move(fn); }
+
+  // Moves new text into `out.text` (replacing it) and copies the rest of the state.
+  void take(state& out) {
+    std::lock_guard lk(mu_);
+    out.text.clear();
+    out.text.swap(st_.text);
+    out.prefill_done = st_.prefill_done;
+    out.done = st_.done;
+    out.reason = st_.reason;
+    out.stop_index = st_.stop_index;
+    out.error = st_.error;
+    out.prompt_tokens = st_.prompt_tokens;
+    out.cached_tokens = st_.cached_tokens;
+    out.completion_tokens = st_.completion_tokens;
+  }
+  void cancel() noexcept { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_relaxed); }
+
+  // Scheduler side.
+  void on_prefill(std::uint32_t prompt_tokens, std::uint32_t cached) {
+    std::lock_guard lk(mu_);
+    st_.prefill_done = true;
+    st_.prompt_tokens = prompt_tokens;
+    st_.cached_tokens = cached;
+  }
+  void on_text(std::string_view t, std::uint32_t completion_tokens) {
+    std::lock_guard lk(mu_);
+    st_.text += t;
+    st_.completion_tokens = completion_tokens;
+  }
+  void on_finish(finish_reason r, std::size_t stop_index = 0, std::string err = {}) {
+    {
+      std::lock_guard lk(mu_);
+      st_.done = true;
+      st_.reason = r;
+      st_.stop_index = stop_index;
+      st_.error = std::move(err);
+    }
+    notify();
+  }
+  void notify() {
+    if (notify_) notify_();
+  }
+
+ private:
+  std::mutex mu_;
+  state st_;
+  std::atomic<bool> cancelled_{false};
+  std::function<void()> notify_;
+};
+
+// What to generate. The sampler and stop conditions are built (and validated) by the caller, so
+// bad parameters are reported before anything is queued.
+struct generation_request {
+  std::vector<std::int32_t> prompt;
+  sampling::sampler sampler;
+  sampling::stop_conditions stop;
+};
+
+struct scheduler_options {
+  std::uint32_t max_queue = 64;      // waiting requests beyond the running ones; more: rejected
+  std::uint32_t prefill_chunk = 0;   // most prompt tokens per step (0: the model's n_batch)
+};
+
+// Counters for /metrics (monotonic unless noted).
+struct scheduler_stats {
+  std::uint64_t prompt_tokens = 0;        // evaluated prompt tokens (cache hits excluded)
+  std::uint64_t cached_prompt_tokens = 0; // prompt tokens served from the prefix cache
+  std::uint64_t prefix_cache_hits = 0;    // requests that reused at least one cached token
+  std::uint64_t generated_tokens = 0;
+  std::uint64_t requests_finished = 0;
+  std::uint64_t steps = 0;                // forward passes
+  double busy_seconds = 0;                // time spent in forward passes and sampling
+  std::uint32_t running = 0;              // gauge: sequences holding a slot
+  std::uint32_t waiting = 0;              // gauge: queued requests
+  std::uint32_t kv_used = 0, kv_total = 0;  // gauge: KV token slots in use / in the pool
+};
+
+class scheduler {
+ public:
+  scheduler(model& m, const tokenizer::tokenizer& tok, scheduler_options opt = {});
+  ~scheduler();
+  scheduler(const scheduler&) = delete;
+  scheduler& operator=(const scheduler&) = delete;
+
+  // Queues a request; false when the queue is full (the caller answers 429/503). Throws
+  // strata::error for an empty prompt or one that cannot fit the context.
+  bool submit(std::shared_ptr<generation_stream> out, generation_request req);
+  scheduler_stats stats() const;
+  std::uint32_t context_size() const noexcept { return model_->kv().capacity(); }
+  std::uint32_t slots() const noexcept { return model_->kv().n_seq(); }
+  // Finishes every request (reason: cancelled) and joins the worker; idempotent.
+  void shutdown();
+
+ private:
+  struct slot;
+  struct job {
+    std::shared_ptr<generation_stream> out;
+    generation_request req;
+  };
+  void loop();
+  void admit(std::unique_lock<std::mutex>& lk);
+  bool step();
+  void finish(slot& s, finish_reason r, std::size_t stop_index = 0, std::string err = {});
+  bool make_room(std::uint32_t seq, std::uint32_t n_tokens);
+
+  model* model_;
+  const tokenizer::tokenizer* tok_;
+  scheduler_options opt_;
+  std::vector<slot> slots_;
+  std::uint64_t clock_ = 0;  // admission counter: least recently used idle slot is evicted first
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<job> queue_;
+  bool stopping_ = false;
+  scheduler_stats stats_;
+
+  // Per-step buffers, sized once.
+  std::vector<std::int32_t> tokens_, positions_;
+  std::vector<std::uint32_t> seq_ids_;
+  std::vector<std::uint8_t> want_;
+  std::vector<std::uint32_t> row_slot_;
+  std::vector<slot*> prefill_order_;
+  std::vector<float> logits_;
+  std::thread worker_;
+};
+
+}  // namespace strata::rt

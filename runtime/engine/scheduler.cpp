@@ -1,0 +1,306 @@
+// Continuous batching: one worker thread owns the model. Each step gathers the next token of
+// every decoding sequence and fills the rest of the batch with prompt chunks, runs one forward
+// pass, samples every output row and streams text back. Batching never changes a sequence's
+// numbers: every op is row-wise (the CPU matmul's 4-token kernel equals its 1-token kernel bit
+// for bit), so a request decodes the same tokens alone or among 31 others.
+#include "strata/runtime/scheduler.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "strata/tokenizer/streaming_detokenizer.hpp"
+
+namespace strata::rt {
+
+struct scheduler::slot {
+  std::uint32_t seq = 0;
+  std::shared_ptr<generation_stream> out;  // null: idle (the KV cache keeps its tokens)
+  std::optional<generation_request> req;
+  std::optional<tokenizer::streaming_detokenizer> detok;
+  std::uint32_t prompt_done = 0;  // prompt tokens already in the KV cache
+  bool decoding = false;          // prompt evaluated; next_token is to be fed
+  std::int32_t next_token = 0;
+  std::uint64_t last_used = 0;
+  std::uint32_t cached = 0;       // prompt tokens reused from the cache at admission
+};
+
+scheduler::scheduler(model& m, const tokenizer::tokenizer& tok, scheduler_options opt)
+    : model_(&m), tok_(&tok), opt_(opt) {
+  const auto& eo = m.options();
+  const std::uint32_t n_seq = m.kv().n_seq();
+  if (opt_.prefill_chunk == 0 || opt_.prefill_chunk > eo.n_batch) opt_.prefill_chunk = eo.n_batch;
+  const std::uint32_t max_rows = eo.max_outputs ? std::min(eo.max_outputs, eo.n_batch) : eo.n_batch;
+  if (max_rows < std::min(n_seq, eo.n_batch))
+    throw error("scheduler: the model must allow one logits row per sequence (max_outputs " +
+                std::to_string(max_rows) + " < " + std::to_string(n_seq) + " sequences)");
+  if (eo.n_batch < n_seq)
+    throw error("scheduler: batch size " + std::to_string(eo.n_batch) + " is smaller than the " +
+                std::to_string(n_seq) + " parallel sequences");
+  slots_.resize(n_seq);
+  for (std::uint32_t i = 0; i < n_seq; ++i) slots_[i].seq = i;
+  tokens_.resize(eo.n_batch);
+  positions_.resize(eo.n_batch);
+  seq_ids_.resize(eo.n_batch);
+  want_.resize(eo.n_batch);
+  row_slot_.resize(eo.n_batch);
+  logits_.resize(std::size_t(std::min(max_rows, eo.n_batch)) * m.hparams().n_vocab);
+  stats_.kv_total = m.kv().n_slots();
+  worker_ = std::thread([this] { loop(); });
+}
+
+scheduler::~scheduler() { shutdown(); }
+
+void scheduler::shutdown() {
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_ && !worker_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  for (auto& s : slots_)
+    if (s.out) finish(s, finish_reason::cancelled);
+  std::lock_guard lk(mu_);
+  for (auto& j : queue_) j.out->on_finish(finish_reason::cancelled);
+  queue_.clear();
+}
+
+bool scheduler::submit(std::shared_ptr<generation_stream> out, generation_request req) {
+  if (req.prompt.empty()) throw error("empty prompt");
+  const std::uint32_t cap = context_size();
+  if (req.prompt.size() >= cap)
+    throw error("the prompt has " + std::to_string(req.prompt.size()) + " tokens; the context size is " +
+                std::to_string(cap) + " (one more token must fit)");
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) return false;
+    std::uint32_t busy = 0;
+    for (const auto& s : slots_) busy += s.out != nullptr;
+    // Requests waiting beyond the free slots count against the queue bound.
+    if (queue_.size() >= opt_.max_queue + (slots_.size() - std::min<std::size_t>(busy, slots_.size()))) return false;
+    queue_.push_back({std::move(out), std::move(req)});
+    stats_.waiting = std::uint32_t(queue_.size());
+  }
+  cv_.notify_one();
+  return true;
+}
+
+scheduler_stats scheduler::stats() const {
+  std::lock_guard lk(mu_);
+  return stats_;
+}
+
+void scheduler::finish(slot& s, finish_reason r, std::size_t stop_index, std::string err) {
+  if (!s.out) return;
+  if (r != finish_reason::cancelled && r != finish_reason::error && s.detok) {
+    const auto f = s.req->stop.finish(s.detok->flush());
+    if (f.reason == sampling::stop_reason::stop_string) {
+      r = finish_reason::stop_string;
+      stop_index = f.stop_index;
+    }
+    s.out->on_text(f.emit, std::uint32_t(s.req->stop.n_generated()));
+  }
+  s.out->on_finish(r, stop_index, std::move(err));
+  s.out.reset();
+  s.req.reset();
+  s.detok.reset();
+  s.decoding = false;
+  std::lock_guard lk(mu_);
+  ++stats_.requests_finished;
+}
+
+// Takes queued requests into idle slots, choosing the slot whose cached tokens share the
+// longest prefix with the prompt (ties: least recently used), so shared system prompts and
+// repeated conversations are not recomputed.
+void scheduler::admit(std::unique_lock<std::mutex>& lk) {
+  auto& kv = model_->kv();
+  while (!queue_.empty()) {
+    slot* best = nullptr;
+    std::uint32_t best_len = 0;
+    for (auto& s : slots_) {
+      if (s.out) continue;
+      const std::uint32_t n = kv.common_prefix(s.seq, queue_.front().req.prompt);
+      if (!best || n > best_len || (n == best_len && s.last_used < best->last_used)) {
+        best = &s;
+        best_len = n;
+      }
+    }
+    if (!best) break;
+    job j = std::move(queue_.front());
+    queue_.pop_front();
+    stats_.waiting = std::uint32_t(queue_.size());
+    if (j.out->cancelled()) {
+      lk.unlock();
+      j.out->on_finish(finish_reason::cancelled);
+      lk.lock();
+      continue;
+    }
+    const auto n_prompt = std::uint32_t(j.req.prompt.size());
+    // The last prompt token is always evaluated again: its logits give the first token.
+    const std::uint32_t keep = std::min(best_len, n_prompt - 1);
+    kv.truncate(best->seq, keep);
+    best->out = std::move(j.out);
+    best->req.emplace(std::move(j.req));
+    best->detok.emplace(*tok_);
+    best->prompt_done = keep;
+    best->cached = keep;
+    best->decoding = false;
+    best->last_used = ++clock_;
+    stats_.cached_prompt_tokens += keep;
+    stats_.prefix_cache_hits += keep > 0;
+    stats_.prompt_tokens += n_prompt - keep;
+  }
+}
+
+// Ensures seq can grow by n tokens, evicting idle slots' cached prefixes (least recently used
+// first) when the shared block pool is short.
+bool scheduler::make_room(std::uint32_t seq, std::uint32_t n) {
+  auto& kv = model_->kv();
+  const std::uint32_t bs = kv.block_size();
+  const auto blocks_for = [&](std::uint32_t len) { return (len + bs - 1) / bs; };
+  const std::uint32_t len = kv.length(seq);
+  if (len + n > kv.capacity()) return false;
+  const std::uint32_t need = blocks_for(len + n) - blocks_for(len);
+  while (kv.free_blocks() < need) {
+    slot* victim = nullptr;
+    for (auto& s : slots_)
+      if (!s.out && kv.length(s.seq) > 0 && (!victim || s.last_used < victim->last_used)) victim = &s;
+    if (!victim) return false;
+    kv.clear(victim->seq);
+  }
+  return true;
+}
+
+bool scheduler::step() {
+  auto& kv = model_->kv();
+  for (auto& s : slots_)
+    if (s.out && s.out->cancelled()) finish(s, finish_reason::cancelled);
+
+  std::uint32_t n = 0;
+  const std::uint32_t n_batch = std::uint32_t(tokens_.size());
+  // Decode rows first: every running stream advances by one token each step.
+  for (auto& s : slots_) {
+    if (!s.out || !s.decoding) continue;
+    if (!make_room(s.seq, 1)) {
+      finish(s, finish_reason::context_full);
+      continue;
+    }
+    tokens_[n] = s.next_token;
+    positions_[n] = std::int32_t(kv.length(s.seq));
+    seq_ids_[n] = s.seq;
+    want_[n] = 1;
+    row_slot_[n] = s.seq;
+    ++n;
+  }
+  // Then prompt chunks, oldest admission first, within the prefill budget.
+  std::uint32_t budget = std::min(opt_.prefill_chunk, n_batch - n);
+  std::vector<slot*>& order = prefill_order_;
+  order.clear();
+  for (auto& s : slots_)
+    if (s.out && !s.decoding) order.push_back(&s);
+  std::sort(order.begin(), order.end(), [](const slot* a, const slot* b) { return a->last_used < b->last_used; });
+  for (slot* sp : order) {
+    slot& s = *sp;
+    if (budget == 0) break;
+    const auto& prompt = s.req->prompt;
+    const std::uint32_t take = std::min<std::uint32_t>(budget, std::uint32_t(prompt.size()) - s.prompt_done);
+    if (!make_room(s.seq, take)) {
+      bool others_running = false;
+      for (const auto& o : slots_) others_running |= (o.out && &o != &s);
+      if (!others_running) finish(s, finish_reason::error, 0, "the KV cache cannot hold this prompt");
+      continue;  // wait for running sequences to free blocks
+    }
+    for (std::uint32_t i = 0; i < take; ++i) {
+      tokens_[n] = prompt[s.prompt_done + i];
+      positions_[n] = std::int32_t(s.prompt_done + i);
+      seq_ids_[n] = s.seq;
+      want_[n] = s.prompt_done + i + 1 == prompt.size();
+      row_slot_[n] = s.seq;
+      ++n;
+    }
+    s.prompt_done += take;
+    budget -= take;
+  }
+  if (n == 0) return false;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const graph::batch b{std::span(tokens_).first(n), std::span(positions_).first(n), std::span(seq_ids_).first(n),
+                       std::span(want_).first(n)};
+  try {
+    model_->forward(b, logits_);
+  } catch (const std::exception& e) {
+    // A failed step leaves the rows' sequences unusable: end them and drop their caches.
+    for (std::uint32_t i = 0; i < n; ++i) {
+      slot& s = slots_[row_slot_[i]];
+      if (s.out) finish(s, finish_reason::error, 0, e.what());
+      kv.clear(s.seq);
+    }
+    return true;
+  }
+
+  const std::uint32_t V = model_->hparams().n_vocab;
+  std::uint32_t row = 0, generated = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (!want_[i]) continue;
+    slot& s = slots_[row_slot_[i]];
+    const std::span<const float> lg(logits_.data() + std::size_t(row++) * V, V);
+    if (!s.out) continue;
+    try {
+      auto& r = *s.req;
+      if (!s.decoding) {
+        s.decoding = true;
+        s.out->on_prefill(std::uint32_t(r.prompt.size()), s.cached);
+      }
+      const std::int32_t t = r.sampler.sample(lg);
+      r.sampler.accept(t);
+      const bool eog = r.stop.is_eog(t);
+      const auto st = r.stop.on_token(t, eog ? std::string() : s.detok->feed(t));
+      generated += !eog;
+      s.out->on_text(st.emit, std::uint32_t(r.stop.n_generated()));
+      switch (st.reason) {
+        case sampling::stop_reason::none:
+          s.next_token = t;
+          if (kv.length(s.seq) + 1 >= kv.capacity()) finish(s, finish_reason::context_full);
+          else s.out->notify();
+          break;
+        case sampling::stop_reason::eog: finish(s, finish_reason::eog); break;
+        case sampling::stop_reason::max_tokens: finish(s, finish_reason::max_tokens); break;
+        case sampling::stop_reason::stop_string: finish(s, finish_reason::stop_string, st.stop_index); break;
+      }
+    } catch (const std::exception& e) {
+      finish(s, finish_reason::error, 0, e.what());
+    }
+  }
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard lk(mu_);
+  ++stats_.steps;
+  stats_.busy_seconds += dt;
+  stats_.generated_tokens += generated;
+  stats_.kv_used = kv.used_slots();
+  return true;
+}
+
+void scheduler::loop() {
+  while (true) {
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] {
+        if (stopping_ || !queue_.empty()) return true;
+        for (const auto& s : slots_)
+          if (s.out) return true;
+        return false;
+      });
+      if (stopping_) return;
+      admit(lk);
+      std::uint32_t running = 0;
+      for (const auto& s : slots_) running += s.out != nullptr;
+      stats_.running = running;
+    }
+    if (!step()) {
+      // Nothing runnable (e.g. prompts waiting for KV room): yield briefly instead of spinning.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+}
+
+}  // namespace strata::rt

@@ -1,0 +1,70 @@
+// Prometheus text for /metrics (metrics.hpp).
+#include "metrics.hpp"
+
+#include <cstdio>
+
+namespace strata::serve {
+namespace {
+void family(std::string& out, const char* name, const char* type, const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+void sample(std::string& out, const char* name, double v, const std::string& labels = {}) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  out += name;
+  out += labels;
+  out += ' ';
+  out += buf;
+  out += '\n';
+}
+}  // namespace
+
+std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t slots) const {
+  std::string out;
+  {
+    std::lock_guard lk(mu_);
+    family(out, "strata_requests_total", "counter", "HTTP requests by endpoint and status.");
+    for (const auto& [key, n] : requests_)
+      sample(out, "strata_requests_total", double(n),
+             "{endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"}");
+    family(out, "strata_time_to_first_token_seconds_sum", "counter", "Summed time to first token of generations.");
+    sample(out, "strata_time_to_first_token_seconds_sum", ttft_sum_);
+    family(out, "strata_time_to_first_token_seconds_count", "counter", "Generations that produced a first token.");
+    sample(out, "strata_time_to_first_token_seconds_count", double(ttft_count_));
+  }
+  family(out, "strata_prompt_tokens_total", "counter", "Prompt tokens evaluated (prefix-cache hits excluded).");
+  sample(out, "strata_prompt_tokens_total", double(s.prompt_tokens));
+  family(out, "strata_generation_tokens_total", "counter", "Tokens generated.");
+  sample(out, "strata_generation_tokens_total", double(s.generated_tokens));
+  family(out, "strata_prompt_cache_hit_tokens_total", "counter", "Prompt tokens reused from the prefix cache.");
+  sample(out, "strata_prompt_cache_hit_tokens_total", double(s.cached_prompt_tokens));
+  family(out, "strata_prefix_cache_hits_total", "counter", "Requests that reused a cached prefix.");
+  sample(out, "strata_prefix_cache_hits_total", double(s.prefix_cache_hits));
+  family(out, "strata_forward_steps_total", "counter", "Batched forward passes.");
+  sample(out, "strata_forward_steps_total", double(s.steps));
+  family(out, "strata_busy_seconds_total", "counter", "Seconds spent in forward passes and sampling.");
+  sample(out, "strata_busy_seconds_total", s.busy_seconds);
+  family(out, "strata_generation_tokens_per_second", "gauge", "Generated tokens per busy second since start.");
+  sample(out, "strata_generation_tokens_per_second", s.busy_seconds > 0 ? double(s.generated_tokens) / s.busy_seconds : 0.0);
+  family(out, "strata_requests_running", "gauge", "Sequences holding a slot.");
+  sample(out, "strata_requests_running", s.running);
+  family(out, "strata_requests_waiting", "gauge", "Requests queued for a slot.");
+  sample(out, "strata_requests_waiting", s.waiting);
+  family(out, "strata_slots", "gauge", "Sequences that can run at once.");
+  sample(out, "strata_slots", slots);
+  family(out, "strata_kv_cache_used_tokens", "gauge", "KV cache token slots in use (cached prefixes included).");
+  sample(out, "strata_kv_cache_used_tokens", s.kv_used);
+  family(out, "strata_kv_cache_usage_ratio", "gauge", "Fraction of the KV cache pool in use.");
+  sample(out, "strata_kv_cache_usage_ratio", s.kv_total ? double(s.kv_used) / s.kv_total : 0.0);
+  return out;
+}
+
+}  // namespace strata::serve

@@ -1,0 +1,46 @@
+// strata-serve's HTTP server: Boost.Beast HTTP/1.1 with keep-alive over one Asio thread, routes
+// for the OpenAI and Anthropic APIs plus /health, /metrics, /tokenize and /detokenize, and one
+// rt::scheduler that batches every request's generation. The server listens before the model is
+// loaded, answering 503 until it is ready.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "strata/runtime/engine.hpp"
+#include "strata/runtime/scheduler.hpp"
+
+namespace strata::serve {
+
+struct server_options {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8080;                    // 0: any free port (printed)
+  std::string api_key;                          // empty: no authentication
+  std::string model_id;                         // empty: the GGUF file name without extension
+  std::size_t max_body_bytes = 8u << 20;        // larger bodies get 413
+  std::chrono::milliseconds read_timeout{30000};  // a request must arrive within this
+  std::chrono::milliseconds ping_interval{10000}; // SSE keepalive while nothing else is sent
+};
+
+class server {
+ public:
+  explicit server(server_options opt);
+  ~server();
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  // Listens, loads the model, serves until SIGINT/SIGTERM (or stop()). Throws strata::error when
+  // the address cannot be bound or the model cannot be loaded. `on_listening` gets the bound port.
+  void run(const std::filesystem::path& model_path, const rt::engine_options& eo, const rt::scheduler_options& so,
+           const std::function<void(std::uint16_t)>& on_listening = {});
+  void stop();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace strata::serve

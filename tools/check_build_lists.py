@@ -61,6 +61,7 @@ def tests_meson():
         "fx = meson.current_source_dir() / 'fixtures' / 'models'",
         "test('strata-run-tokenize', find_program('sh'), args: ['-c', '\"$0\" -m \"$1\" --tokenize \"It was a good day.\" | grep -q \"\\\\[1019, 40, 83, 574, 264, 733, 347, 294, 352, 13\\\\]\"', strata_run, fx / 'llama-Q4_K_M.gguf'])",
         "test('strata-run-info', find_program('sh'), args: ['-c', '\"$0\" -m \"$1\" --info | grep -q \"total: *40 tensors\"', strata_run, fx / 'llama-Q4_K_M.gguf'])",
+        "test('strata-quantcheck-quick', strata_quantcheck)",
         "test('strata-run-bad-file', find_program('sh'), args: ['-c', '! \"$0\" -m \"$1\" --info 2>&1 | grep -q \"not a GGUF file\" && exit 1 || exit 0', strata_run, meson.project_source_root() / 'README.md'])",
     ]
     return "\n".join(lines) + "\n"

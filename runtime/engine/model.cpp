@@ -4,6 +4,9 @@
 
 #include "cpu_model.hpp"
 #include "strata/arch/all.hpp"
+#ifdef STRATA_HAS_VULKAN
+#include "../vulkan/devices.hpp"
+#endif
 
 namespace strata::rt {
 
@@ -12,13 +15,58 @@ STRATA_DECLARE_CPU_MODEL(arch::qwen3)
 STRATA_DECLARE_CPU_MODEL(arch::qwen3_moe)
 STRATA_DECLARE_CPU_MODEL(arch::llama4)
 
+#ifdef STRATA_HAS_VULKAN
+template <class Arch>
+std::unique_ptr<model> make_vulkan_model(std::unique_ptr<gguf::file>, const engine_options&);
+extern template std::unique_ptr<model> make_vulkan_model<arch::llama>(std::unique_ptr<gguf::file>, const engine_options&);
+extern template std::unique_ptr<model> make_vulkan_model<arch::qwen3>(std::unique_ptr<gguf::file>, const engine_options&);
+extern template std::unique_ptr<model> make_vulkan_model<arch::qwen3_moe>(std::unique_ptr<gguf::file>, const engine_options&);
+extern template std::unique_ptr<model> make_vulkan_model<arch::llama4>(std::unique_ptr<gguf::file>, const engine_options&);
+#endif
+
+bool vulkan_compiled_in() noexcept {
+#ifdef STRATA_HAS_VULKAN
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+// auto: the Vulkan backend when a real GPU is present (lavapipe, a CPU emulation, is slower
+// than the CPU backend), else the CPU backend.
+backend_kind resolve(backend_kind k, int device) {
+  if (k != backend_kind::auto_select) return k;
+#ifdef STRATA_HAS_VULKAN
+  try {
+    const auto devs = gpu_device_kinds();
+    if (device >= 0) return std::size_t(device) < devs.size() ? backend_kind::vulkan : backend_kind::cpu;
+    for (bool is_gpu : devs)
+      if (is_gpu) return backend_kind::vulkan;
+  } catch (const std::exception&) {  // no loader or driver: the CPU it is
+  }
+#else
+  (void)device;
+#endif
+  return backend_kind::cpu;
+}
+}  // namespace
+
 std::unique_ptr<model> model::load(const std::filesystem::path& path, const engine_options& opt) {
   if (opt.n_batch == 0) throw error("batch size must be at least 1");
   if (opt.n_seq == 0) throw error("number of parallel sequences must be at least 1");
   auto f = std::make_unique<gguf::file>(path);
   const auto arch_name = std::string((*f)->get_string(gguf::keys::architecture));
   try {
+    const backend_kind kind = resolve(opt.backend, opt.device);
     return arch::visit(arch_name, [&](auto a) -> std::unique_ptr<model> {
+      if (kind == backend_kind::vulkan) {
+#ifdef STRATA_HAS_VULKAN
+        return make_vulkan_model<decltype(a)>(std::move(f), opt);
+#else
+        throw error("this build of Strata has no Vulkan backend (configure with -DSTRATA_VULKAN=ON); use --backend cpu");
+#endif
+      }
       return make_cpu_model<decltype(a)>(std::move(f), opt);
     });
   } catch (const format_error&) {
@@ -89,4 +137,18 @@ std::span<const float> session::decode(std::int32_t token) {
   return last_;
 }
 
+}  // namespace strata::rt
+
+namespace strata::rt {
+std::vector<std::string> vulkan_devices() {
+#ifdef STRATA_HAS_VULKAN
+  try {
+    return gpu::list_devices();
+  } catch (const std::exception&) {
+    return {};
+  }
+#else
+  return {};
+#endif
+}
 }  // namespace strata::rt

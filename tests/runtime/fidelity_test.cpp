@@ -13,9 +13,10 @@ namespace {
 
 using strata::test::golden_model;
 
-void check_model(const golden_model& g) {
+void check_model(const golden_model& g, strata::rt::backend_kind backend = strata::rt::backend_kind::cpu) {
   CAPTURE(g.name);
   strata::rt::engine_options opt;
+  opt.backend = backend;
   opt.threads = 2;
   opt.n_ctx = 512;   // the fixtures were produced with n_ctx 512
   opt.n_batch = 256;
@@ -55,6 +56,33 @@ TEST_CASE("fidelity: shipped fixture models match llama.cpp logits (prefill and 
   const auto models = strata::test::local_golden();
   REQUIRE(!models.empty());
   for (const auto& g : models) check_model(g);
+}
+
+// The Vulkan backend runs the same suite on whatever device the loader offers (in CI: Mesa's
+// lavapipe). Without a Vulkan build or device it says so and checks nothing.
+bool vulkan_available() {
+  if (!strata::rt::vulkan_compiled_in()) {
+    MESSAGE("this build has no Vulkan backend: Vulkan fidelity skipped");
+    return false;
+  }
+  if (strata::rt::vulkan_devices().empty()) {
+    MESSAGE("no Vulkan device (install mesa-vulkan-drivers for lavapipe): Vulkan fidelity skipped");
+    return false;
+  }
+  return true;
+}
+
+TEST_CASE("fidelity: Vulkan backend, shipped fixture models match llama.cpp logits (prefill and decode)") {
+  if (!vulkan_available()) return;
+  const auto models = strata::test::local_golden();
+  REQUIRE(!models.empty());
+  for (const auto& g : models) check_model(g, strata::rt::backend_kind::vulkan);
+}
+
+TEST_CASE("fidelity: Vulkan backend, full shared fixture set matches llama.cpp logits" * doctest::skip(true)) {
+  // Run explicitly (--no-skip, or -tc='*Vulkan*full*'): ~25 models, minutes on lavapipe.
+  if (!vulkan_available()) return;
+  for (const auto& g : strata::test::shared_golden()) check_model(g, strata::rt::backend_kind::vulkan);
 }
 
 TEST_CASE("fidelity: full shared fixture set matches llama.cpp logits") {

@@ -1,0 +1,91 @@
+// Vulkan-backed model: the same decoder<Arch> graph over gpu::backend, weights and KV cache
+// resident on the GPU. Instantiated once per architecture in runtime/instantiate/vk_arch_*.cpp.
+#pragma once
+#include <memory>
+
+#include "../vulkan/backend.hpp"
+#include "step_bookkeeping.hpp"
+#include "strata/graph/decoder.hpp"
+#include "strata/runtime/engine.hpp"
+
+namespace strata::rt {
+
+template <class Arch>
+class vulkan_model final : public model {
+ public:
+  vulkan_model(std::unique_ptr<gguf::file> f, const engine_options& opt)
+      : file_(std::move(f)),
+        opt_(checked(opt, Arch::load_hparams(file_->gguf()))),
+        be_(std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}})),
+        dec_(*be_, file_->gguf(), graph_options()),
+        kv_(be_->make_kv(kv_config())) {}
+
+  const arch::hparams& hparams() const noexcept override { return dec_.hparams(); }
+  const gguf::reader& gguf() const noexcept override { return file_->gguf(); }
+  const engine_options& options() const noexcept override { return opt_; }
+  std::string backend_description() const override { return be_->description(); }
+  std::string startup_report() const override {
+    const auto& s = be_->startup();
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "%u pipelines in %.0f ms (%u SPIR-V compiled, %u from cache); %.2f GiB of weights uploaded in %.0f ms",
+                  s.pipelines, s.pipelines_ms, s.spirv_compiled, s.spirv_cached, double(s.weight_bytes) / double(1ull << 30),
+                  s.upload_ms);
+    return buf;
+  }
+  std::vector<kernel_time> kernel_profile() const override {
+    std::vector<kernel_time> out;
+    for (const auto& k : be_->profile()) out.push_back({k.label, k.total_ms, k.calls});
+    return out;
+  }
+  void reset_kernel_profile() override { be_->reset_profile(); }
+  kv::block_table& kv() noexcept override { return kv_.table(); }
+
+  void forward(const graph::batch& b, std::span<float> logits) override {
+    steps_.before(kv_.table(), b);
+    dec_.forward(b, kv_, logits);
+    steps_.after(kv_.table(), b);
+  }
+
+ private:
+  static const engine_options& checked(const engine_options& opt, const arch::hparams& hp) {
+    if (opt.n_gpu_layers >= 0 && std::uint32_t(opt.n_gpu_layers) < hp.n_layer)
+      throw error("-ngl " + std::to_string(opt.n_gpu_layers) + " asks for a CPU/GPU split of the " +
+                  std::to_string(hp.n_layer) + " layers, which the Vulkan backend does not implement yet; use -ngl -1 "
+                  "(all layers on the GPU) or --backend cpu");
+    for (auto t : {opt.type_k, opt.type_v})
+      if (t != kv::kv_type::f16 && t != kv::kv_type::f32)
+        throw error("KV cache type '" + std::string(kv::name_of(t)) + "' is not supported by the Vulkan backend yet (use f16 or f32)");
+    return opt;
+  }
+  std::uint32_t n_ctx() const { return opt_.n_ctx ? opt_.n_ctx : Arch::load_hparams(file_->gguf()).n_ctx_train; }
+  graph::decoder_options graph_options() const {
+    return {.max_batch = opt_.n_batch, .max_ctx = n_ctx(), .max_outputs = opt_.max_outputs};
+  }
+  kv::kv_config kv_config() const {
+    const auto& hp = dec_.hparams();
+    kv::kv_config c;
+    c.n_layer = hp.n_layer;
+    c.n_head_kv = hp.n_head_kv;
+    c.head_dim = hp.head_dim;
+    c.n_ctx = n_ctx();
+    c.n_seq = opt_.n_seq;
+    c.type_k = opt_.type_k;
+    c.type_v = opt_.type_v;
+    return c;
+  }
+
+  std::unique_ptr<gguf::file> file_;
+  engine_options opt_;
+  std::unique_ptr<gpu::backend> be_;
+  graph::decoder<Arch, gpu::backend> dec_;
+  gpu::kv_state kv_;
+  step_bookkeeping steps_;
+};
+
+template <class Arch>
+std::unique_ptr<model> make_vulkan_model(std::unique_ptr<gguf::file> f, const engine_options& opt) {
+  return std::make_unique<vulkan_model<Arch>>(std::move(f), opt);
+}
+
+}  // namespace strata::rt

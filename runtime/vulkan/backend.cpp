@@ -1,0 +1,624 @@
+#include "backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "commands.hpp"
+#include "context.hpp"
+#include "memory.hpp"
+#include "pipelines.hpp"
+#include "quant_layout.hpp"
+#include "strata/core/error.hpp"
+
+namespace strata::gpu {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+constexpr std::uint32_t wg = 128;         // workgroup size of the elementwise / row kernels
+constexpr std::uint32_t mv_rows = 2;      // weight rows per matvec workgroup
+constexpr std::uint32_t max_cached_steps = 16;
+constexpr std::uint64_t section_align = 256;
+
+std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return std::uint32_t((a + b - 1) / b); }
+std::string gib(std::uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1ull << 30));
+  return buf;
+}
+
+std::string kv_define(kv::kv_type t) { return t == kv::kv_type::f32 ? "1" : ""; }
+
+// Push-constant blocks, field for field as declared in the shaders.
+struct matvec_pc {
+  std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, in_div, ids_off;
+};
+struct get_rows_pc {
+  std::uint32_t K, row_bytes, o_off, o_stride;
+};
+struct rms_norm_pc {
+  std::uint32_t cols, x_off, x_stride, y_off, y_stride;
+  float eps;
+};
+struct rope_pc {
+  std::uint32_t n_tok, n_heads, n_rot, head_stride, x_off, x_stride;
+  float base, freq_scale;
+  std::uint32_t neox, has_ff;
+};
+struct temperature_pc {
+  std::uint32_t n_tok, cols, q_off, q_stride;
+};
+struct kv_store_pc {
+  std::uint32_t n_tok, row, k_off, k_stride, v_off, v_stride;
+};
+struct attention_pc {
+  std::uint32_t n_head, n_head_kv, D, chunk, q_off, q_stride, o_off, o_stride, block_size, max_blocks;
+  float scale;
+};
+struct elementwise_pc {
+  std::uint32_t cols, a_off, a_stride, b_off, b_stride, o_off, o_stride;
+};
+struct copy_rows_pc {
+  std::uint32_t cols, s_off, s_stride, d_off, d_stride;
+};
+struct moe_pc {
+  std::uint32_t n_expert, k, cols, s_off, s_stride, d_off, d_stride, weighted;
+};
+
+}  // namespace
+
+struct backend::impl {
+  backend_options opt;
+  context ctx;
+  pipeline_registry pipes;
+  startup_stats stats;
+
+  // Activation buffers and KV buffers (id = index + 1; id 0 marks read-only ranges).
+  std::vector<gpu_buffer> buffers;
+  std::vector<std::uint64_t> buffer_floats;
+
+  struct weight_entry {
+    const gguf::tensor_info* info = nullptr;
+    std::uint32_t chunk = 0;
+    std::uint64_t offset = 0, bytes = 0;
+  };
+  std::vector<weight_entry> weights;
+  std::vector<gpu_buffer> chunks;
+  bool uploaded = false;
+  std::optional<std::uint32_t> freq_factors;  // buffer id
+
+  // Per-step inputs (host-visible), one section each.
+  gpu_buffer step;
+  std::uint32_t max_rows = 0;
+  std::uint64_t off_tokens = 0, off_pos = 0, off_slots = 0, off_seq_row = 0, off_out_rows = 0, off_blocks = 0;
+  std::uint64_t blocks_bytes = 0;
+  std::uint32_t max_blocks = 0;
+  std::uint32_t moe_ids = 0, moe_wts = 0;  // buffer ids
+  gpu_buffer readback;
+
+  // Recorded steps by shape.
+  struct recorded_step {
+    vk::raii::CommandBuffer cmd{nullptr};
+    std::vector<std::string> labels;
+  };
+  vk::raii::CommandPool pool{nullptr};
+  vk::raii::Fence fence{nullptr};
+  vk::raii::QueryPool queries{nullptr};
+  std::uint32_t query_capacity = 0;
+  std::map<std::uint64_t, recorded_step> steps;
+  recorded_step* current = nullptr;
+  recorded_step pending;  // being recorded
+  bool replay = false, recording = false, kv_written = false;
+  std::uint64_t current_key = 0;
+  command_recorder rec;
+  float* read_dst = nullptr;
+  std::size_t read_floats = 0;
+  std::uint32_t last_dispatches = 0;
+  std::map<std::string, kernel_time> prof;
+
+  explicit impl(const backend_options& o)
+      : opt(o), ctx(o.device), pipes(ctx, o.cache_dir.empty() ? default_cache_dir() : o.cache_dir) {
+    pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
+                                                                         ctx.queue_family()));
+    fence = vk::raii::Fence(ctx.device(), vk::FenceCreateInfo());
+    if (opt.profile) {
+      if (!ctx.info().timestamps) throw error("GPU '" + ctx.info().name + "' has no timestamp queries: cannot profile");
+      query_capacity = 16384;
+      queries = vk::raii::QueryPool(ctx.device(), vk::QueryPoolCreateInfo({}, vk::QueryType::eTimestamp, query_capacity));
+    }
+  }
+
+  std::uint32_t new_buffer(std::uint64_t bytes, memory_kind kind, const std::string& what) {
+    buffers.emplace_back(ctx, bytes, kind, what);
+    buffer_floats.push_back(bytes / 4);
+    return std::uint32_t(buffers.size());
+  }
+  const gpu_buffer& buf(std::uint32_t id) const { return buffers.at(id - 1); }
+  binding bind(const tensor& t, bool written) const {
+    return {{buf(t.buf).handle(), 0, buf(t.buf).size(), t.buf}, written};
+  }
+  binding bind_id(std::uint32_t id, bool written) const { return {{buf(id).handle(), 0, buf(id).size(), id}, written}; }
+  binding bind_weight(const weight& w) const {
+    const auto& e = weights.at(w.id);
+    return {{chunks.at(e.chunk).handle(), e.offset, e.bytes, 0}, false};
+  }
+  binding bind_step(std::uint64_t off, std::uint64_t bytes) const { return {{step.handle(), off, bytes, 0}, false}; }
+
+  void dispatch(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
+                std::uint32_t gx, std::uint32_t gy = 1) {
+    // Workgroup counts above the device limit (e.g. vocabulary rows) spill into z.
+    const std::uint32_t lim = ctx.info().max_workgroups_x;
+    std::uint32_t gz = 1;
+    if (gx > lim) {
+      gz = div_up(gx, lim);
+      gx = div_up(gx, gz);
+    }
+    rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+  }
+
+  static pipeline_request req(std::string shader, std::optional<gguf::type_id> fmt,
+                              std::vector<std::pair<std::string, std::string>> defs, std::uint32_t bindings) {
+    return {std::move(shader), fmt, std::move(defs), bindings};
+  }
+  static pipeline_request matvec_req(gguf::type_id t, std::uint32_t nt, bool ids) {
+    std::vector<std::pair<std::string, std::string>> d{{"NR", std::to_string(mv_rows)}, {"NT", std::to_string(nt)}};
+    if (ids) d.emplace_back("MOE_IDS", "1");
+    return req("matvec", t, std::move(d), ids ? 4 : 3);
+  }
+  static pipeline_request elementwise_req(const char* op) { return req("elementwise", {}, {{op, "1"}}, 4); }
+  static pipeline_request copy_req(bool indexed) {
+    return indexed ? req("copy_rows", {}, {{"INDEXED", "1"}}, 4) : req("copy_rows", {}, {}, 3);
+  }
+  static pipeline_request norm_req(bool weighted) {
+    return weighted ? req("rms_norm", {}, {{"HAS_NORM_WEIGHT", "1"}}, 4) : req("rms_norm", {}, {}, 3);
+  }
+  static pipeline_request moe_req(const char* stage, bool sigmoid = false) {
+    std::vector<std::pair<std::string, std::string>> d{{stage, "1"}};
+    if (sigmoid) d.emplace_back("ROUTER_SIGMOID", "1");
+    return req("moe", {}, std::move(d), 5);
+  }
+  static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c) {
+    std::vector<std::pair<std::string, std::string>> d;
+    if (c.type_k == kv::kv_type::f32) d.emplace_back("KV_K_F32", "1");
+    if (c.type_v == kv::kv_type::f32) d.emplace_back("KV_V_F32", "1");
+    return d;
+  }
+};
+
+backend::backend(const backend_options& opt) : p_(std::make_unique<impl>(opt)) {}
+backend::~backend() = default;
+
+std::string backend::description() const {
+  const auto& i = p_->ctx.info();
+  return "vulkan (" + i.name + ", " + i.driver + ", subgroup " + std::to_string(i.subgroup_size) + ")";
+}
+std::string backend::device_name() const { return p_->ctx.info().name; }
+bool backend::is_cpu_device() const { return p_->ctx.info().is_cpu; }
+const startup_stats& backend::startup() const noexcept { return p_->stats; }
+std::uint32_t backend::dispatches_per_step() const { return p_->last_dispatches; }
+
+std::vector<kernel_time> backend::profile() const {
+  std::vector<kernel_time> out;
+  for (const auto& [k, v] : p_->prof) out.push_back(v);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+  return out;
+}
+void backend::reset_profile() { p_->prof.clear(); }
+
+buffer backend::alloc(std::uint32_t rows, std::uint32_t cols) {
+  const std::uint32_t id = p_->new_buffer(std::uint64_t(rows) * cols * 4, memory_kind::device,
+                                          "activations " + std::to_string(rows) + "x" + std::to_string(cols));
+  return buffer(id, rows, cols);
+}
+
+weight backend::load(const gguf::tensor_info& t) {
+  if (!gpu_supports(t.type))
+    throw error("tensor '" + std::string(t.name) + "' has type " + std::string(gguf::name_of(t.type)) +
+                ", which the Vulkan backend does not support");
+  if (t.ne[0] % 16 != 0)
+    throw error("tensor '" + std::string(t.name) + "' has rows of " + std::to_string(t.ne[0]) +
+                " elements; the Vulkan kernels need a multiple of 16");
+  weight w;
+  w.id = std::uint32_t(p_->weights.size());
+  w.type = t.type;
+  for (int d = 0; d < 4; ++d) w.ne[d] = t.ne[d];
+  w.row_bytes = t.row_bytes();
+  w.name = t.name;
+  p_->weights.push_back({&t, 0, 0, t.data.size()});
+  return w;
+}
+
+void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint32_t max_ctx) {
+  auto& P = *p_;
+  (void)max_cols;
+  (void)max_ctx;
+  if (P.uploaded) return;
+  const auto& info = P.ctx.info();
+  // Weights: pack into chunks the device can bind whole, check they fit, upload.
+  const std::uint64_t limit = std::min<std::uint64_t>({info.max_storage_range, info.max_allocation, 2ull << 30});
+  arena_layout layout(limit, std::max<std::uint64_t>(section_align, info.min_storage_align));
+  std::uint64_t total = 0;
+  for (auto& e : P.weights) {
+    const auto pl = layout.place(e.bytes, std::string(e.info->name));
+    e.chunk = pl.chunk;
+    e.offset = pl.offset;
+    total += e.bytes;
+  }
+  if (info.device_local_bytes && total > info.device_local_bytes)
+    throw error("model weights need " + gib(total) + " of GPU memory but '" + info.name + "' has " +
+                gib(info.device_local_bytes) + "; use -ngl to keep some layers on the CPU, or --backend cpu");
+  const auto t0 = clock_type::now();
+  for (std::size_t c = 0; c < layout.chunk_sizes().size(); ++c)
+    P.chunks.emplace_back(P.ctx, layout.chunk_sizes()[c], memory_kind::device, "weights (chunk " + std::to_string(c) + ")");
+  {
+    uploader up(P.ctx);
+    for (const auto& e : P.weights) up.copy(e.info->data, P.chunks[e.chunk].handle(), e.offset);
+    up.flush();
+  }
+  P.stats.upload_ms = ms_since(t0);
+  P.stats.weight_bytes = total;
+  P.uploaded = true;
+  P.max_rows = max_rows;
+
+  // Pipelines every model needs, plus per-format matvecs, built in parallel now.
+  std::vector<pipeline_request> reqs;
+  std::set<gguf::type_id> mat_formats, id_formats;
+  for (const auto& e : P.weights) {
+    const auto* t = e.info;
+    if (t->ne[2] > 1) id_formats.insert(t->type);
+    else if (t->ne[1] > 1) mat_formats.insert(t->type);
+    if (t->name == "token_embd.weight") reqs.push_back(impl::req("get_rows", t->type, {}, 3));
+  }
+  for (auto f : mat_formats)
+    for (std::uint32_t nt : {1u, 2u, 4u, 8u}) reqs.push_back(impl::matvec_req(f, nt, false));
+  for (auto f : id_formats) reqs.push_back(impl::matvec_req(f, 1, true));
+  if (!id_formats.empty()) {
+    reqs.push_back(impl::moe_req("MOE_TOPK"));
+    reqs.push_back(impl::moe_req("MOE_TOPK", true));
+    reqs.push_back(impl::moe_req("MOE_GATHER"));
+    reqs.push_back(impl::moe_req("MOE_COMBINE"));
+  }
+  for (bool w : {false, true}) reqs.push_back(impl::norm_req(w));
+  reqs.push_back(impl::req("rope", {}, {}, 4));
+  reqs.push_back(impl::req("temperature", {}, {}, 3));
+  reqs.push_back(impl::elementwise_req("OP_ADD"));
+  reqs.push_back(impl::elementwise_req("OP_SWIGLU"));
+  reqs.push_back(impl::copy_req(false));
+  reqs.push_back(impl::copy_req(true));
+  const auto t1 = clock_type::now();
+  P.pipes.prepare(reqs);
+  P.stats.pipelines_ms += ms_since(t1);
+
+  // Host-visible copy target of read(): as large as the largest activation buffer (the logits).
+  std::uint64_t largest = 0;
+  for (const auto& b : P.buffers) largest = std::max(largest, b.size());
+  P.readback = gpu_buffer(P.ctx, largest, memory_kind::readback, "logits readback");
+
+  // MoE routing buffers.
+  P.moe_ids = P.new_buffer(std::uint64_t(max_rows) * 4 + 16, memory_kind::device, "MoE expert ids");
+  P.moe_wts = P.new_buffer(std::uint64_t(max_rows) * 4 + 16, memory_kind::device, "MoE expert weights");
+}
+
+kv_state backend::make_kv(const kv::kv_config& cfg) {
+  auto& P = *p_;
+  const std::uint32_t n_slots = (cfg.n_ctx + cfg.block_size - 1) / cfg.block_size * cfg.block_size;
+  const std::uint64_t row = cfg.row_elems();
+  const std::uint64_t k_bytes = std::uint64_t(n_slots) * row * (cfg.type_k == kv::kv_type::f32 ? 4 : 2);
+  const std::uint64_t v_bytes = std::uint64_t(n_slots) * row * (cfg.type_v == kv::kv_type::f32 ? 4 : 2);
+  const auto& info = P.ctx.info();
+  if (k_bytes > info.max_storage_range || v_bytes > info.max_storage_range)
+    throw error("KV cache of " + std::to_string(cfg.n_ctx) + " tokens needs " + gib(std::max(k_bytes, v_bytes)) +
+                " per layer, more than '" + info.name + "' can bind (" + gib(info.max_storage_range) + "); use a smaller -c");
+  const std::uint64_t total = (k_bytes + v_bytes) * cfg.n_layer;
+  if (info.device_local_bytes && total + P.stats.weight_bytes > info.device_local_bytes)
+    throw error("KV cache of " + std::to_string(cfg.n_ctx) + " tokens needs " + gib(total) + " and the weights " +
+                gib(P.stats.weight_bytes) + ", more than the " + gib(info.device_local_bytes) + " of '" + info.name +
+                "'; use a smaller -c");
+  std::vector<std::uint32_t> k, v;
+  for (std::uint32_t l = 0; l < cfg.n_layer; ++l) {
+    k.push_back(P.new_buffer(k_bytes, memory_kind::device, "KV cache K, layer " + std::to_string(l)));
+    v.push_back(P.new_buffer(v_bytes, memory_kind::device, "KV cache V, layer " + std::to_string(l)));
+  }
+  // Step buffer: batch inputs plus the block table of every sequence.
+  P.max_blocks = n_slots / cfg.block_size;
+  const std::uint64_t B = std::max<std::uint32_t>(P.max_rows, 1);
+  auto section = [](std::uint64_t& at, std::uint64_t bytes) {
+    const std::uint64_t o = at;
+    at += (bytes + section_align - 1) / section_align * section_align;
+    return o;
+  };
+  std::uint64_t at = 0;
+  P.off_tokens = section(at, B * 4);
+  P.off_pos = section(at, B * 4);
+  P.off_slots = section(at, B * 4);
+  P.off_seq_row = section(at, B * 4);
+  P.off_out_rows = section(at, B * 4);
+  P.blocks_bytes = std::uint64_t(cfg.n_seq) * P.max_blocks * 4;
+  P.off_blocks = section(at, P.blocks_bytes);
+  P.step = gpu_buffer(P.ctx, at, memory_kind::upload, "per-step inputs");
+  const auto defs = impl::kv_defs(cfg);
+  const auto t1 = clock_type::now();
+  const pipeline_request reqs[] = {impl::req("kv_store", {}, defs, 6), impl::req("attention", {}, defs, 8)};
+  P.pipes.prepare(reqs);
+  P.stats.pipelines_ms += ms_since(t1);
+  P.stats.pipelines = std::uint32_t(P.pipes.size());
+  P.stats.spirv_compiled = P.pipes.compiler().compiled();
+  P.stats.spirv_cached = P.pipes.compiler().cache_hits();
+  return kv_state(cfg, std::move(k), std::move(v));
+}
+
+void backend::begin(const graph::batch& b) {
+  auto& P = *p_;
+  const std::uint32_t n = std::uint32_t(b.size());
+  if (!P.step) throw error("Vulkan backend: make_kv() must run before the first step");
+  if (n > P.max_rows) throw error("batch of " + std::to_string(n) + " tokens exceeds the reserved " + std::to_string(P.max_rows));
+  std::byte* s = P.step.mapped();
+  std::memcpy(s + P.off_tokens, b.tokens.data(), n * 4);
+  std::memcpy(s + P.off_pos, b.positions.data(), n * 4);
+  auto* out_rows = reinterpret_cast<std::uint32_t*>(s + P.off_out_rows);
+  std::uint32_t n_out = 0;
+  for (std::uint32_t t = 0; t < n; ++t)
+    if (b.logits[t]) out_rows[n_out++] = t;
+  P.kv_written = false;
+  P.read_dst = nullptr;
+  P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32;
+  if (auto it = P.steps.find(P.current_key); it != P.steps.end()) {
+    P.current = &it->second;
+    P.replay = true;
+    return;
+  }
+  if (P.steps.size() >= max_cached_steps) P.steps.clear();  // shapes churn: start over rather than grow
+  P.replay = false;
+  P.recording = true;
+  P.pending = {};
+  P.pending.cmd = std::move(vk::raii::CommandBuffers(
+      P.ctx.device(), vk::CommandBufferAllocateInfo(*P.pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  P.rec.begin(P.pending.cmd, P.opt.profile ? *P.queries : vk::QueryPool{}, P.query_capacity);
+}
+
+rope_params backend::rope_params_for(const arch::layer_plan& p, const arch::hparams& hp,
+                                     const std::vector<float>& freq_factors) {
+  auto& P = *p_;
+  if (!freq_factors.empty() && !P.freq_factors) {
+    const std::uint32_t id = P.new_buffer(freq_factors.size() * 4, memory_kind::device, "rope_freqs");
+    uploader up(P.ctx, freq_factors.size() * 4);
+    up.copy(std::as_bytes(std::span(freq_factors)), P.buf(id).handle(), 0);
+    up.flush();
+    P.freq_factors = id;
+  }
+  return {false, hp.n_rot, p.rope_base, hp.rope_freq_scale, !freq_factors.empty()};
+}
+
+void backend::get_rows(const weight& table, std::span<const std::int32_t> ids, tensor out) {
+  auto& P = *p_;
+  if (P.replay) return;
+  const std::uint32_t n = std::uint32_t(ids.size());
+  const get_rows_pc pc{std::uint32_t(table.ne[0]), std::uint32_t(table.row_bytes), out.off, out.stride};
+  const binding b[] = {P.bind_weight(table), P.bind_step(P.off_tokens, std::uint64_t(P.max_rows) * 4), P.bind(out, true)};
+  P.dispatch(impl::req("get_rows", table.type, {}, 3), b, &pc, sizeof pc, div_up(table.ne[0] / 16, wg), n);
+}
+
+void backend::rms_norm(tensor x, const weight* w, float eps, tensor y) {
+  auto& P = *p_;
+  if (P.replay) return;
+  const bool weighted = w && *w;
+  if (weighted && (w->type != gguf::type_id::f32 || w->ne[0] != x.cols))
+    throw error("norm weight '" + std::string(w->name) + "' must be F32 with " + std::to_string(x.cols) + " elements");
+  const rms_norm_pc pc{x.cols, x.off, x.stride, y.off, y.stride, eps};
+  std::vector<binding> b{P.bind(x, false), P.bind(y, true)};
+  b.insert(b.begin(), weighted ? P.bind_weight(*w) : P.bind(x, false));
+  if (weighted) b.push_back(P.bind_weight(*w));
+  P.dispatch(impl::norm_req(weighted), b, &pc, sizeof pc, x.rows);
+}
+
+void backend::matmul(const weight& w, tensor x, tensor y) {
+  auto& P = *p_;
+  if (P.replay) return;
+  if (x.cols != w.ne[0] || y.cols != w.ne[1] || x.rows != y.rows)
+    throw error("matmul shape mismatch for '" + std::string(w.name) + "': weight [" + std::to_string(w.ne[0]) + ", " +
+                std::to_string(w.ne[1]) + "], input " + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", output " +
+                std::to_string(y.rows) + "x" + std::to_string(y.cols));
+  const std::uint32_t n = x.rows;
+  const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+  const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), x.off, x.stride,
+                     y.off, y.stride, 0, 1, 0};
+  const binding b[] = {P.bind_weight(w), P.bind(x, false), P.bind(y, true)};
+  P.dispatch(impl::matvec_req(w.type, nt, false), b, &pc, sizeof pc, div_up(w.ne[1], mv_rows), div_up(n, nt));
+}
+
+void backend::rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t> pos, const rope_params& rp) {
+  auto& P = *p_;
+  if (P.replay) return;
+  (void)pos;
+  const rope_pc pc{x.rows, n_heads, rp.n_rot, x.cols / n_heads, x.off, x.stride, rp.base, rp.freq_scale,
+                   rp.neox ? 1u : 0u, rp.freq_factors ? 1u : 0u};
+  const binding b[] = {P.bind(x, true), P.bind(x, true), P.bind_step(P.off_pos, std::uint64_t(P.max_rows) * 4),
+                       rp.freq_factors ? P.bind_id(*P.freq_factors, false) : P.bind(x, true)};
+  P.dispatch(impl::req("rope", {}, {}, 4), b, &pc, sizeof pc, div_up(std::uint64_t(x.rows) * n_heads * (rp.n_rot / 2), wg));
+}
+
+void backend::scale_rows_llama4_temperature(tensor q, std::span<const std::int32_t> pos) {
+  auto& P = *p_;
+  if (P.replay) return;
+  (void)pos;
+  const temperature_pc pc{q.rows, q.cols, q.off, q.stride};
+  const binding b[] = {P.bind(q, true), P.bind(q, true), P.bind_step(P.off_pos, std::uint64_t(P.max_rows) * 4)};
+  P.dispatch(impl::req("temperature", {}, {}, 3), b, &pc, sizeof pc, div_up(q.cols, wg), q.rows);
+}
+
+void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor k, tensor v) {
+  auto& P = *p_;
+  const auto& table = kv.table();
+  if (!P.kv_written) {  // once per step: slots of the new tokens and the block tables
+    std::byte* s = P.step.mapped();
+    auto* slots = reinterpret_cast<std::uint32_t*>(s + P.off_slots);
+    auto* seq_row = reinterpret_cast<std::uint32_t*>(s + P.off_seq_row);
+    auto* blocks = reinterpret_cast<std::uint32_t*>(s + P.off_blocks);
+    std::uint32_t last_seq = ~0u;
+    for (std::size_t t = 0; t < b.size(); ++t) {
+      const std::uint32_t seq = b.seq_ids[t];
+      slots[t] = table.slot(seq, std::uint32_t(b.positions[t]));
+      seq_row[t] = seq;
+      if (seq != last_seq) {
+        const auto bl = table.blocks(seq);
+        std::memcpy(blocks + std::size_t(seq) * P.max_blocks, bl.data(), bl.size() * 4);
+        last_seq = seq;
+      }
+    }
+    P.kv_written = true;
+  }
+  if (P.replay) return;
+  const auto& cfg = kv.config();
+  const kv_store_pc pc{k.rows, cfg.row_elems(), k.off, k.stride, v.off, v.stride};
+  const binding bd[] = {P.bind(k, false), P.bind(k, false), P.bind(v, false), P.bind_id(kv.k_buffer(layer), true),
+                        P.bind_id(kv.v_buffer(layer), true), P.bind_step(P.off_slots, std::uint64_t(P.max_rows) * 4)};
+  P.dispatch(impl::req("kv_store", {}, impl::kv_defs(cfg), 6), bd, &pc, sizeof pc, div_up(cfg.row_elems(), wg), k.rows);
+}
+
+void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q,
+                        const attention_params& ap, tensor out) {
+  auto& P = *p_;
+  if (P.replay) return;
+  (void)b;
+  if (ap.head_dim > 256 || ap.head_dim % 4)
+    throw error("Vulkan attention supports head dimensions up to 256 in multiples of 4, the model has " +
+                std::to_string(ap.head_dim));
+  const auto& cfg = kv.config();
+  const attention_pc pc{ap.n_head, ap.n_head_kv, ap.head_dim, ap.chunk, q.off, q.stride, out.off, out.stride,
+                        cfg.block_size, P.max_blocks, ap.scale};
+  const std::uint64_t B4 = std::uint64_t(P.max_rows) * 4;
+  const binding bd[] = {P.bind(q, false),
+                        P.bind(q, false),
+                        P.bind_id(kv.k_buffer(layer), false),
+                        P.bind_id(kv.v_buffer(layer), false),
+                        P.bind_step(P.off_pos, B4),
+                        P.bind_step(P.off_seq_row, B4),
+                        P.bind_step(P.off_blocks, P.blocks_bytes),
+                        P.bind(out, true)};
+  P.dispatch(impl::req("attention", {}, impl::kv_defs(cfg), 8), bd, &pc, sizeof pc, ap.n_head, q.rows);
+}
+
+void backend::swiglu(tensor gate, tensor up, tensor out) {
+  auto& P = *p_;
+  if (P.replay) return;
+  const elementwise_pc pc{gate.cols, gate.off, gate.stride, up.off, up.stride, out.off, out.stride};
+  const binding b[] = {P.bind(gate, false), P.bind(gate, false), P.bind(up, false), P.bind(out, true)};
+  P.dispatch(impl::elementwise_req("OP_SWIGLU"), b, &pc, sizeof pc, div_up(gate.cols, wg), gate.rows);
+}
+
+void backend::add(tensor a, tensor b2, tensor out) {
+  auto& P = *p_;
+  if (P.replay) return;
+  const elementwise_pc pc{a.cols, a.off, a.stride, b2.off, b2.stride, out.off, out.stride};
+  const binding b[] = {P.bind(a, false), P.bind(a, false), P.bind(b2, false), P.bind(out, true)};
+  P.dispatch(impl::elementwise_req("OP_ADD"), b, &pc, sizeof pc, div_up(a.cols, wg), a.rows);
+}
+
+void backend::select_rows(tensor x, std::span<const std::uint8_t> flags, tensor out) {
+  auto& P = *p_;
+  if (P.replay) return;
+  (void)flags;
+  const copy_rows_pc pc{x.cols, x.off, x.stride, out.off, out.stride};
+  const binding b[] = {P.bind(x, false), P.bind(x, false), P.bind(out, true),
+                       P.bind_step(P.off_out_rows, std::uint64_t(P.max_rows) * 4)};
+  P.dispatch(impl::copy_req(true), b, &pc, sizeof pc, div_up(x.cols, wg), out.rows);
+}
+
+void backend::read(tensor src, std::span<float> dst) {
+  auto& P = *p_;
+  const std::size_t n = std::size_t(src.rows) * src.cols;
+  if (dst.size() < n) throw error("read: destination too small");
+  if (P.readback.size() < n * 4) throw error("read: " + std::to_string(n) + " floats exceed the readback buffer");
+  P.read_dst = dst.data();
+  P.read_floats = n;
+  if (P.replay) return;
+  const copy_rows_pc pc{src.cols, src.off, src.stride, 0, src.cols};
+  const binding b[] = {P.bind(src, false), P.bind(src, false),
+                       {{P.readback.handle(), 0, P.readback.size(), 0}, true}};
+  P.dispatch(impl::copy_req(false), b, &pc, sizeof pc, div_up(src.cols, wg), src.rows);
+}
+
+void backend::finish() {
+  auto& P = *p_;
+  if (!P.replay) {
+    if (!P.recording) return;
+    P.rec.end();
+    P.recording = false;
+    P.pending.labels = P.rec.labels();
+    P.last_dispatches = P.rec.dispatches();
+    P.current = &P.steps.insert_or_assign(P.current_key, std::move(P.pending)).first->second;
+  }
+  const vk::CommandBuffer c = *P.current->cmd;
+  P.ctx.queue().submit(vk::SubmitInfo({}, {}, c), *P.fence);
+  if (P.ctx.device().waitForFences(*P.fence, VK_TRUE, UINT64_MAX) != vk::Result::eSuccess)
+    throw error("GPU step did not complete");
+  P.ctx.device().resetFences(*P.fence);
+  if (P.read_dst) std::memcpy(P.read_dst, P.readback.mapped(), P.read_floats * 4);
+  if (P.opt.profile) {
+    const auto n = std::uint32_t(P.current->labels.size());
+    const auto [r, ts] = P.queries.getResults<std::uint64_t>(
+        0, n + 1, (n + 1) * 8, 8, vk::QueryResultFlagBits::e64 | vk::QueryResultFlagBits::eWait);
+    if (r == vk::Result::eSuccess)
+      for (std::uint32_t i = 0; i < n; ++i) {
+        auto& k = P.prof[P.current->labels[i]];
+        k.label = P.current->labels[i];
+        k.total_ms += double(ts[i + 1] - ts[i]) * P.ctx.info().timestamp_period_ns * 1e-6;
+        ++k.calls;
+      }
+  }
+}
+
+void backend::moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint32_t k, tensor x, const moe_scratch& s,
+                      tensor out) {
+  auto& P = *p_;
+  if (P.replay) return;
+  const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]), pairs = n * k;
+  if (E > 256) throw error("MoE with " + std::to_string(E) + " experts: the GPU router supports up to 256");
+  const tensor logits = s.logits.first_rows(n);
+  matmul(*mw.gate_inp, x, logits);
+  const bool sigmoid = router != arch::router_kind::softmax_topk_renorm;
+  const bool weight_input = router == arch::router_kind::sigmoid_topk_weight_input;
+  {
+    const moe_pc pc{E, k, 0, logits.off, logits.stride, 0, 0, 0};
+    const binding b[] = {P.bind_id(P.moe_ids, true), P.bind_id(P.moe_ids, true), P.bind_id(P.moe_wts, true),
+                         P.bind(logits, false), P.bind(logits, false)};
+    P.dispatch(impl::moe_req("MOE_TOPK", sigmoid), b, &pc, sizeof pc, n);
+  }
+  tensor in = x;
+  std::uint32_t in_div = k;
+  if (weight_input) {
+    const tensor xin = s.xin.first_rows(pairs);
+    const moe_pc pc{E, k, x.cols, x.off, x.stride, xin.off, xin.stride, 0};
+    const binding b[] = {P.bind_id(P.moe_ids, false), P.bind_id(P.moe_ids, false), P.bind_id(P.moe_wts, false),
+                         P.bind(x, false), P.bind(xin, true)};
+    P.dispatch(impl::moe_req("MOE_GATHER"), b, &pc, sizeof pc, div_up(x.cols, wg), pairs);
+    in = xin;
+    in_div = 1;
+  }
+  auto matvec_id = [&](const weight& w, tensor xi, std::uint32_t div, tensor y) {
+    const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), xi.off,
+                       xi.stride, y.off, y.stride, std::uint32_t(w.row_bytes * w.ne[1]), div, 0};
+    const binding b[] = {P.bind_weight(w), P.bind(xi, false), P.bind(y, true), P.bind_id(P.moe_ids, false)};
+    P.dispatch(impl::matvec_req(w.type, 1, true), b, &pc, sizeof pc, div_up(w.ne[1], mv_rows), pairs);
+  };
+  const tensor g = s.gate.first_rows(pairs), u = s.up.first_rows(pairs), y = s.y.first_rows(pairs);
+  matvec_id(*mw.gate_exps, in, in_div, g);
+  matvec_id(*mw.up_exps, in, in_div, u);
+  swiglu(g, u, g);
+  matvec_id(*mw.down_exps, g, 1, y);
+  {
+    const moe_pc pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u};
+    const binding b[] = {P.bind_id(P.moe_ids, false), P.bind_id(P.moe_ids, false), P.bind_id(P.moe_wts, false),
+                         P.bind(y, false), P.bind(out, true)};
+    P.dispatch(impl::moe_req("MOE_COMBINE"), b, &pc, sizeof pc, div_up(out.cols, wg), n);
+  }
+}
+
+}  // namespace strata::gpu

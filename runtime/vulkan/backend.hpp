@@ -1,0 +1,168 @@
+// The Vulkan backend of the decoder graph: each op records a compute dispatch instead of
+// running it. A whole forward step (all layers) is one command buffer, recorded once per
+// batch shape (tokens, logits rows) and replayed: per-step inputs (token ids, positions, KV
+// slots, block tables, output rows) live in a host-visible step buffer that the recorded
+// kernels read, so a decode step costs one buffer write, one submit and one wait.
+// This header does not include Vulkan: the decoder instantiations stay light to compile.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/arch/architecture.hpp"
+#include "strata/gguf/reader.hpp"
+#include "strata/graph/batch.hpp"
+#include "strata/kv/block_table.hpp"
+#include "strata/kv/kv_config.hpp"
+
+namespace strata::gpu {
+
+struct rope_params {
+  bool neox = false;
+  std::uint32_t n_rot = 0;
+  float base = 10000.0f;
+  float freq_scale = 1.0f;
+  bool freq_factors = false;  // rope_freqs.weight uploaded by rope_params_for
+};
+
+struct attention_params {
+  std::uint32_t n_head = 0, n_head_kv = 0, head_dim = 0;
+  std::uint32_t chunk = 0;  // chunked-causal window (0: causal)
+  float scale = 1.0f;
+};
+
+// View of rows x cols floats in GPU buffer `buf`, starting `off` floats in, rows `stride` apart.
+struct tensor {
+  std::uint32_t buf = 0;
+  std::uint32_t off = 0;
+  std::uint32_t rows = 0, cols = 0, stride = 0;
+
+  tensor first_rows(std::uint32_t n) const noexcept { return {buf, off, n, cols, stride}; }
+  tensor first_cols(std::uint32_t n) const noexcept { return {buf, off, rows, n, stride}; }
+  tensor split_rows(std::uint32_t parts) const noexcept { return {buf, off, rows * parts, cols / parts, cols / parts}; }
+};
+
+class buffer {
+ public:
+  buffer() = default;
+  buffer(std::uint32_t id, std::uint32_t rows, std::uint32_t cols) : id_(id), rows_(rows), cols_(cols) {}
+  tensor view(std::uint32_t rows) const noexcept { return {id_, 0, rows, cols_, cols_}; }
+  tensor all() const noexcept { return view(rows_); }
+  std::uint32_t rows() const noexcept { return rows_; }
+
+ private:
+  std::uint32_t id_ = 0, rows_ = 0, cols_ = 0;
+};
+
+struct weight {
+  std::uint32_t id = ~0u;  // index into the backend's weight table
+  gguf::type_id type = gguf::type_id::f32;
+  std::uint64_t ne[4] = {0, 1, 1, 1};
+  std::size_t row_bytes = 0;
+  std::string_view name;
+  explicit operator bool() const noexcept { return id != ~0u; }
+};
+
+// KV cache resident on the GPU: one K and one V buffer per layer, [slot][n_head_kv * head_dim].
+class kv_state {
+ public:
+  kv_state() = default;
+  kv_state(const kv::kv_config& cfg, std::vector<std::uint32_t> k, std::vector<std::uint32_t> v)
+      : cfg_(cfg), table_(cfg.n_ctx, cfg.block_size, cfg.n_seq), k_(std::move(k)), v_(std::move(v)) {}
+  kv::block_table& table() noexcept { return table_; }
+  const kv::block_table& table() const noexcept { return table_; }
+  const kv::kv_config& config() const noexcept { return cfg_; }
+  std::uint32_t k_buffer(std::uint32_t layer) const { return k_.at(layer); }
+  std::uint32_t v_buffer(std::uint32_t layer) const { return v_.at(layer); }
+
+ private:
+  kv::kv_config cfg_;
+  kv::block_table table_;
+  std::vector<std::uint32_t> k_, v_;
+};
+
+struct backend_options {
+  int device = -1;                    // Vulkan device index (-1: best)
+  bool profile = false;               // per-kernel timestamps (adds a barrier per dispatch)
+  std::filesystem::path cache_dir;    // SPIR-V + pipeline cache (empty: default_cache_dir())
+};
+
+struct kernel_time {
+  std::string label;
+  double total_ms = 0;
+  std::uint64_t calls = 0;
+};
+
+struct startup_stats {
+  double pipelines_ms = 0;            // compile + create
+  std::uint32_t pipelines = 0, spirv_compiled = 0, spirv_cached = 0;
+  double upload_ms = 0;
+  std::uint64_t weight_bytes = 0;
+};
+
+class backend {
+ public:
+  using tensor = gpu::tensor;
+  using buffer = gpu::buffer;
+  using weight = gpu::weight;
+  using kv_state = gpu::kv_state;
+
+  explicit backend(const backend_options& opt = {});
+  ~backend();
+  backend(const backend&) = delete;
+  backend& operator=(const backend&) = delete;
+
+  std::string description() const;
+  std::string device_name() const;
+  bool is_cpu_device() const;
+  const startup_stats& startup() const noexcept;
+  std::vector<kernel_time> profile() const;  // accumulated since start (profile option)
+  void reset_profile();
+  std::uint32_t dispatches_per_step() const;  // of the last recorded step
+
+  buffer alloc(std::uint32_t rows, std::uint32_t cols);
+  kv_state make_kv(const kv::kv_config& cfg);
+  weight load(const gguf::tensor_info& t);
+  // Called once after every load()/alloc(): uploads the weights and builds the pipelines.
+  void reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint32_t max_ctx);
+
+  void begin(const graph::batch& b);
+  rope_params rope_params_for(const arch::layer_plan& p, const arch::hparams& hp, const std::vector<float>& freq_factors);
+
+  void get_rows(const weight& table, std::span<const std::int32_t> ids, tensor out);
+  void rms_norm(tensor x, const weight* w, float eps, tensor y);
+  void matmul(const weight& w, tensor x, tensor y);
+  void rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t> pos, const rope_params& p);
+  void scale_rows_llama4_temperature(tensor q, std::span<const std::int32_t> pos);
+  void kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor k, tensor v);
+  void attention(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q, const attention_params& p,
+                 tensor out);
+  void swiglu(tensor gate, tensor up, tensor out);
+  void add(tensor a, tensor b, tensor out);
+  void select_rows(tensor x, std::span<const std::uint8_t> flags, tensor out);
+  void read(tensor src, std::span<float> dst);
+  // Ends the step: submits it (recording it first if its shape is new) and waits.
+  void finish();
+
+  struct moe_weights {
+    const weight* gate_inp;
+    const weight* gate_exps;
+    const weight* up_exps;
+    const weight* down_exps;
+  };
+  struct moe_scratch {
+    tensor logits, xin, gate, up, y;
+  };
+  void moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint32_t k, tensor x, const moe_scratch& s,
+               tensor out);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> p_;
+};
+
+}  // namespace strata::gpu

@@ -1,0 +1,81 @@
+#include "commands.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "strata/core/error.hpp"
+
+namespace strata::gpu {
+namespace {
+bool contains(const std::vector<std::uint32_t>& v, std::uint32_t id) { return std::find(v.begin(), v.end(), id) != v.end(); }
+}  // namespace
+
+void command_recorder::begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool queries, std::uint32_t query_capacity) {
+  cmd_ = &cmd;
+  queries_ = queries;
+  query_capacity_ = query_capacity;
+  written_.clear();
+  read_.clear();
+  labels_.clear();
+  barriers_ = 0;
+  cmd_->begin(vk::CommandBufferBeginInfo());
+  if (queries_) {
+    cmd_->resetQueryPool(queries_, 0, query_capacity_);
+    cmd_->writeTimestamp(vk::PipelineStageFlagBits::eComputeShader, queries_, 0);
+  }
+}
+
+void command_recorder::barrier() {
+  const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite, vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite);
+  cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
+  written_.clear();
+  read_.clear();
+  ++barriers_;
+}
+
+void command_recorder::dispatch(const pipeline& p, std::span<const binding> bindings, const void* push,
+                                std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
+  if (bindings.size() > p.bindings)
+    throw error("kernel '" + p.label + "' takes " + std::to_string(p.bindings) + " buffers, got " + std::to_string(bindings.size()));
+  if (push_bytes > push_constant_bytes) throw error("kernel '" + p.label + "': push constants too large");
+  bool hazard = false;
+  for (const auto& b : bindings) {
+    if (b.range.id == 0) continue;  // read-only constants (weights)
+    hazard |= contains(written_, b.range.id) || (b.written && contains(read_, b.range.id));
+  }
+  if (hazard) barrier();
+  for (const auto& b : bindings) {
+    if (b.range.id == 0) continue;
+    (b.written ? written_ : read_).push_back(b.range.id);
+  }
+  cmd_->bindPipeline(vk::PipelineBindPoint::eCompute, *p.handle);
+  constexpr std::uint32_t max_bindings = 8;
+  if (p.bindings > max_bindings || bindings.empty()) throw error("kernel '" + p.label + "': bad binding count");
+  std::array<vk::DescriptorBufferInfo, max_bindings> infos;
+  std::array<vk::WriteDescriptorSet, max_bindings> writes;
+  for (std::uint32_t i = 0; i < p.bindings; ++i) {
+    const auto& r = bindings[std::min<std::size_t>(i, bindings.size() - 1)].range;  // unused slots repeat the last
+    infos[i] = vk::DescriptorBufferInfo(r.buffer, r.offset, r.bytes ? r.bytes : VK_WHOLE_SIZE);
+    writes[i] = vk::WriteDescriptorSet(vk::DescriptorSet{}, i, 0, 1, vk::DescriptorType::eStorageBuffer, nullptr, &infos[i]);
+  }
+  cmd_->pushDescriptorSetKHR(vk::PipelineBindPoint::eCompute, *p.layout, 0,
+                             vk::ArrayProxy<const vk::WriteDescriptorSet>(p.bindings, writes.data()));
+  if (push_bytes)
+    cmd_->pushConstants<std::uint8_t>(*p.layout, vk::ShaderStageFlagBits::eCompute, 0,
+                                      vk::ArrayProxy<const std::uint8_t>(push_bytes, static_cast<const std::uint8_t*>(push)));
+  cmd_->dispatch(gx, gy, gz);
+  labels_.push_back(p.label);
+  if (queries_) {
+    if (labels_.size() + 1 > query_capacity_) throw error("profiling: too many dispatches for the query pool");
+    cmd_->writeTimestamp(vk::PipelineStageFlagBits::eComputeShader, queries_, std::uint32_t(labels_.size()));
+    barrier();
+  }
+}
+
+void command_recorder::end() {
+  const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite, vk::AccessFlagBits::eHostRead);
+  cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eHost, {}, mb, {}, {});
+  cmd_->end();
+}
+
+}  // namespace strata::gpu

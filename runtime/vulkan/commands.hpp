@@ -1,0 +1,45 @@
+// Command recording: binds a pipeline, pushes its descriptors and constants, dispatches, and
+// inserts a compute->compute barrier only where a dispatch touches a buffer written since the
+// last barrier (or writes one read since then), so independent kernels (Q, K, V projections)
+// overlap. Optionally brackets every dispatch with timestamps for per-kernel profiles.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "memory.hpp"
+#include "pipelines.hpp"
+
+namespace strata::gpu {
+
+struct binding {
+  buffer_range range;
+  bool written = false;
+};
+
+class command_recorder {
+ public:
+  // profile: one timestamp per dispatch into `queries` (capacity dispatches + 1), and a
+  // barrier after every dispatch so each kernel's time is its own.
+  void begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool queries = {}, std::uint32_t query_capacity = 0);
+  void dispatch(const pipeline& p, std::span<const binding> bindings, const void* push, std::uint32_t push_bytes,
+                std::uint32_t gx, std::uint32_t gy = 1, std::uint32_t gz = 1);
+  // Makes every shader write visible to the host (before the fence the host waits on).
+  void end();
+
+  std::uint32_t dispatches() const noexcept { return std::uint32_t(labels_.size()); }
+  std::uint32_t barriers() const noexcept { return barriers_; }
+  const std::vector<std::string>& labels() const noexcept { return labels_; }
+
+ private:
+  void barrier();
+  const vk::raii::CommandBuffer* cmd_ = nullptr;
+  vk::QueryPool queries_;
+  std::uint32_t query_capacity_ = 0;
+  std::vector<std::uint32_t> written_, read_;  // buffer ids since the last barrier
+  std::vector<std::string> labels_;
+  std::uint32_t barriers_ = 0;
+};
+
+}  // namespace strata::gpu

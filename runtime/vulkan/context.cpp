@@ -1,0 +1,187 @@
+#include "context.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "strata/core/error.hpp"
+
+namespace strata::gpu {
+namespace {
+
+vk::raii::Context make_context() {
+  try {
+    return vk::raii::Context();
+  } catch (const std::exception& e) {
+    throw error(std::string("Vulkan is not available: could not load the Vulkan loader (libvulkan.so.1): ") +
+                e.what() + ". Install a Vulkan driver and loader (Debian: libvulkan1 mesa-vulkan-drivers), or use --backend cpu");
+  }
+}
+
+vk::raii::Instance make_instance(const vk::raii::Context& ctx) {
+  const vk::ApplicationInfo app("strata", 1, "strata", 1, VK_API_VERSION_1_3);
+  std::vector<const char*> ext;
+  vk::InstanceCreateFlags flags;
+  for (const auto& e : ctx.enumerateInstanceExtensionProperties())
+    if (std::string_view(e.extensionName) == VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME) {
+      ext.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+      flags |= vk::InstanceCreateFlagBits::eEnumeratePortabilityKHR;
+    }
+  try {
+    return vk::raii::Instance(ctx, vk::InstanceCreateInfo(flags, &app, {}, ext));
+  } catch (const vk::SystemError& e) {
+    throw error(std::string("Vulkan instance creation failed (needs Vulkan 1.3): ") + e.what());
+  }
+}
+
+bool has_extension(const vk::raii::PhysicalDevice& pd, std::string_view name) {
+  for (const auto& e : pd.enumerateDeviceExtensionProperties())
+    if (std::string_view(e.extensionName) == name) return true;
+  return false;
+}
+
+std::string hex(const std::uint8_t* p, std::size_t n) {
+  std::string s;
+  char buf[3];
+  for (std::size_t i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof buf, "%02x", p[i]);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> list_devices() {
+  vk::raii::Context ctx = make_context();
+  vk::raii::Instance inst = make_instance(ctx);
+  std::vector<std::string> out;
+  for (const auto& pd : vk::raii::PhysicalDevices(inst)) out.emplace_back(pd.getProperties().deviceName.data());
+  return out;
+}
+
+context::context(int device_index) : vk_context_(make_context()) {
+  instance_ = make_instance(vk_context_);
+  vk::raii::PhysicalDevices devices(instance_);
+  if (devices.empty()) throw error("no Vulkan device found (the loader sees no driver); use --backend cpu");
+  std::size_t pick = 0;
+  if (device_index >= 0) {
+    if (std::size_t(device_index) >= devices.size()) {
+      std::string names;
+      for (std::size_t i = 0; i < devices.size(); ++i)
+        names += (i ? ", " : "") + std::to_string(i) + ": " + std::string(devices[i].getProperties().deviceName.data());
+      throw error("Vulkan device " + std::to_string(device_index) + " does not exist (devices: " + names + ")");
+    }
+    pick = std::size_t(device_index);
+  } else {
+    auto rank = [](vk::PhysicalDeviceType t) {
+      return t == vk::PhysicalDeviceType::eDiscreteGpu ? 0 : t == vk::PhysicalDeviceType::eIntegratedGpu ? 1 : 2;
+    };
+    for (std::size_t i = 1; i < devices.size(); ++i)
+      if (rank(devices[i].getProperties().deviceType) < rank(devices[pick].getProperties().deviceType)) pick = i;
+  }
+  physical_ = std::move(devices[pick]);
+
+  const auto props = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties,
+                                              vk::PhysicalDeviceVulkan11Properties, vk::PhysicalDeviceDriverProperties>();
+  const auto& p = props.get<vk::PhysicalDeviceProperties2>().properties;
+  if (p.apiVersion < VK_API_VERSION_1_2)
+    throw error(std::string("Vulkan device '") + p.deviceName.data() + "' supports only Vulkan " +
+                std::to_string(VK_API_VERSION_MAJOR(p.apiVersion)) + "." + std::to_string(VK_API_VERSION_MINOR(p.apiVersion)) +
+                "; Strata needs 1.2 or newer");
+  info_.name = p.deviceName.data();
+  const auto& drv = props.get<vk::PhysicalDeviceDriverProperties>();
+  info_.driver = std::string(drv.driverName.data()) + " " + drv.driverInfo.data();
+  info_.vendor_id = p.vendorID;
+  info_.driver_version = p.driverVersion;
+  info_.uuid = hex(p.pipelineCacheUUID.data(), VK_UUID_SIZE);
+  info_.is_cpu = p.deviceType == vk::PhysicalDeviceType::eCpu;
+  info_.subgroup_size = props.get<vk::PhysicalDeviceSubgroupProperties>().subgroupSize;
+  info_.max_shared_bytes = p.limits.maxComputeSharedMemorySize;
+  info_.max_storage_range = p.limits.maxStorageBufferRange;
+  info_.max_allocation = props.get<vk::PhysicalDeviceVulkan11Properties>().maxMemoryAllocationSize;
+  info_.min_storage_align = p.limits.minStorageBufferOffsetAlignment;
+  info_.max_push_constants = p.limits.maxPushConstantsSize;
+  info_.max_workgroups_x = p.limits.maxComputeWorkGroupCount[0];
+  info_.timestamp_period_ns = p.limits.timestampPeriod;
+  info_.nv_coopmat = has_extension(physical_, "VK_NV_cooperative_matrix");
+
+  const auto feats = physical_.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features,
+                                            vk::PhysicalDeviceVulkan12Features>();
+  const auto& f11 = feats.get<vk::PhysicalDeviceVulkan11Features>();
+  const auto& f12 = feats.get<vk::PhysicalDeviceVulkan12Features>();
+  std::string missing;
+  if (!f11.storageBuffer16BitAccess) missing += " storageBuffer16BitAccess";
+  if (!f12.storageBuffer8BitAccess) missing += " storageBuffer8BitAccess";
+  if (!f12.shaderFloat16) missing += " shaderFloat16";
+  if (!f12.shaderInt8) missing += " shaderInt8";
+  if (!feats.get<vk::PhysicalDeviceFeatures2>().features.shaderInt16) missing += " shaderInt16";
+  if (!has_extension(physical_, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME)) missing += " " VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+  if (!missing.empty()) throw error("Vulkan device '" + info_.name + "' lacks features Strata needs:" + missing);
+
+  const auto families = physical_.getQueueFamilyProperties();
+  bool found = false;
+  for (std::uint32_t i = 0; i < families.size() && !found; ++i)
+    if (families[i].queueFlags & vk::QueueFlagBits::eCompute) {
+      queue_family_ = i;
+      found = true;
+      info_.timestamps = families[i].timestampValidBits != 0;
+    }
+  if (!found) throw error("Vulkan device '" + info_.name + "' has no compute queue");
+
+  mem_props_ = physical_.getMemoryProperties();
+  for (std::uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h)
+    if (mem_props_.memoryHeaps[h].flags & vk::MemoryHeapFlagBits::eDeviceLocal)
+      info_.device_local_bytes = std::max<std::uint64_t>(info_.device_local_bytes, mem_props_.memoryHeaps[h].size);
+
+  const float priority = 1.0f;
+  const vk::DeviceQueueCreateInfo qci({}, queue_family_, 1, &priority);
+  vk::PhysicalDeviceFeatures2 enable;
+  enable.features.shaderInt16 = VK_TRUE;
+  enable.features.shaderInt64 = feats.get<vk::PhysicalDeviceFeatures2>().features.shaderInt64;
+  vk::PhysicalDeviceVulkan11Features e11;
+  e11.storageBuffer16BitAccess = VK_TRUE;
+  vk::PhysicalDeviceVulkan12Features e12;
+  e12.storageBuffer8BitAccess = VK_TRUE;
+  e12.shaderFloat16 = VK_TRUE;
+  e12.shaderInt8 = VK_TRUE;
+  e12.timelineSemaphore = f12.timelineSemaphore;
+  e12.hostQueryReset = f12.hostQueryReset;
+  enable.pNext = &e11;
+  e11.pNext = &e12;
+  std::vector<const char*> ext{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  vk::DeviceCreateInfo dci({}, qci, {}, ext);
+  dci.pNext = &enable;
+  try {
+    device_ = vk::raii::Device(physical_, dci);
+  } catch (const vk::SystemError& e) {
+    throw error("Vulkan device '" + info_.name + "' could not be opened: " + e.what());
+  }
+  queue_ = device_.getQueue(queue_family_, 0);
+}
+
+std::optional<std::uint32_t> context::memory_type(std::uint32_t type_bits, vk::MemoryPropertyFlags required,
+                                                  vk::MemoryPropertyFlags preferred) const {
+  std::optional<std::uint32_t> fallback;
+  for (std::uint32_t i = 0; i < mem_props_.memoryTypeCount; ++i) {
+    if (!(type_bits & (1u << i))) continue;
+    const auto f = mem_props_.memoryTypes[i].propertyFlags;
+    if ((f & required) != required) continue;
+    if ((f & preferred) == preferred) return i;
+    if (!fallback) fallback = i;
+  }
+  return fallback;
+}
+
+}  // namespace strata::gpu
+
+#include "devices.hpp"
+
+namespace strata::gpu {
+std::vector<bool> gpu_device_kinds() {
+  vk::raii::Context ctx = make_context();
+  vk::raii::Instance inst = make_instance(ctx);
+  std::vector<bool> out;
+  for (const auto& pd : vk::raii::PhysicalDevices(inst)) out.push_back(pd.getProperties().deviceType != vk::PhysicalDeviceType::eCpu);
+  return out;
+}
+}  // namespace strata::gpu

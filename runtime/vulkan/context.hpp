@@ -1,0 +1,64 @@
+// Vulkan instance, physical-device choice and logical device with one compute queue.
+// Vulkan-Hpp RAII handles carry their own dispatch tables: no global loader state, and the
+// loader (libvulkan.so.1) is opened at run time, so a machine without Vulkan gets a clear
+// error instead of a binary that does not start.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <vulkan/vulkan_raii.hpp>
+
+namespace strata::gpu {
+
+struct device_info {
+  std::string name;
+  std::string driver;        // driver name and version text
+  std::string uuid;          // pipeline-cache identity (hex)
+  std::uint32_t vendor_id = 0;
+  std::uint32_t driver_version = 0;
+  bool is_cpu = false;       // lavapipe / llvmpipe
+  std::uint32_t subgroup_size = 32;
+  std::uint32_t max_shared_bytes = 0;
+  std::uint64_t max_storage_range = 0;
+  std::uint64_t max_allocation = 0;
+  std::uint64_t min_storage_align = 16;
+  std::uint32_t max_push_constants = 128;
+  std::uint32_t max_workgroups_x = 65535;
+  float timestamp_period_ns = 1.0f;
+  bool timestamps = false;
+  bool nv_coopmat = false;
+  std::uint64_t device_local_bytes = 0;
+};
+
+// Names of the Vulkan devices visible to the loader, in index order (for --list-devices).
+std::vector<std::string> list_devices();
+
+class context {
+ public:
+  // device_index < 0 picks the first discrete GPU, else the first integrated, else the first
+  // device (lavapipe). Throws strata::error naming what is missing.
+  explicit context(int device_index = -1);
+
+  const vk::raii::Device& device() const noexcept { return device_; }
+  const vk::raii::PhysicalDevice& physical() const noexcept { return physical_; }
+  const vk::raii::Queue& queue() const noexcept { return queue_; }
+  std::uint32_t queue_family() const noexcept { return queue_family_; }
+  const device_info& info() const noexcept { return info_; }
+  // A memory type with all `required` flags (and `preferred` ones if any type has them).
+  std::optional<std::uint32_t> memory_type(std::uint32_t type_bits, vk::MemoryPropertyFlags required,
+                                           vk::MemoryPropertyFlags preferred = {}) const;
+
+ private:
+  vk::raii::Context vk_context_;
+  vk::raii::Instance instance_{nullptr};
+  vk::raii::PhysicalDevice physical_{nullptr};
+  vk::raii::Device device_{nullptr};
+  vk::raii::Queue queue_{nullptr};
+  std::uint32_t queue_family_ = 0;
+  device_info info_;
+  vk::PhysicalDeviceMemoryProperties mem_props_;
+};
+
+}  // namespace strata::gpu

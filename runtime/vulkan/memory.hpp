@@ -1,0 +1,79 @@
+// GPU buffers and the weight arena. Every buffer is one VkBuffer bound to its own memory;
+// weights are packed into arena chunks (each at most the device's binding limit: 4 GiB on
+// NVIDIA, 128 MiB on lavapipe) and addressed as (chunk, offset, bytes).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+
+namespace strata::gpu {
+
+enum class memory_kind {
+  device,    // device-local, not mapped
+  upload,    // host-visible + coherent (staging, per-step inputs)
+  readback,  // host-visible, preferably host-cached (results read by the CPU)
+};
+
+class gpu_buffer {
+ public:
+  gpu_buffer() = default;
+  gpu_buffer(const context& ctx, std::uint64_t bytes, memory_kind kind, const std::string& what);
+
+  vk::Buffer handle() const noexcept { return *buffer_; }
+  std::uint64_t size() const noexcept { return size_; }
+  std::byte* mapped() const noexcept { return mapped_; }
+  explicit operator bool() const noexcept { return size_ != 0; }
+
+ private:
+  vk::raii::DeviceMemory memory_{nullptr};
+  vk::raii::Buffer buffer_{nullptr};
+  std::uint64_t size_ = 0;
+  std::byte* mapped_ = nullptr;
+};
+
+// A sub-range of a buffer, as bound to one shader binding.
+struct buffer_range {
+  vk::Buffer buffer;
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t id = 0;  // for hazard tracking: ranges with equal ids may overlap
+};
+
+// First-fit packing of weight tensors into chunks no larger than `chunk_limit`.
+class arena_layout {
+ public:
+  struct placement {
+    std::uint32_t chunk = 0;
+    std::uint64_t offset = 0;
+  };
+  arena_layout(std::uint64_t chunk_limit, std::uint64_t alignment) : limit_(chunk_limit), align_(alignment) {}
+  placement place(std::uint64_t bytes, const std::string& what);
+  const std::vector<std::uint64_t>& chunk_sizes() const noexcept { return sizes_; }
+
+ private:
+  std::uint64_t limit_, align_;
+  std::vector<std::uint64_t> sizes_;
+};
+
+// Copies host bytes into device buffers through a host-visible staging buffer.
+class uploader {
+ public:
+  explicit uploader(const context& ctx, std::uint64_t staging_bytes = 64ull << 20);
+  void copy(std::span<const std::byte> src, vk::Buffer dst, std::uint64_t dst_offset);
+  void flush();  // waits until every queued copy has landed
+
+ private:
+  const context* ctx_;
+  gpu_buffer staging_;
+  vk::raii::CommandPool pool_{nullptr};
+  vk::raii::CommandBuffer cmd_{nullptr};
+  vk::raii::Fence fence_{nullptr};
+  std::uint64_t used_ = 0;
+  bool open_ = false;
+};
+
+}  // namespace strata::gpu

@@ -1,0 +1,153 @@
+#include "pipelines.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "quant_layout.hpp"
+#include "shader_sources.hpp"
+#include "strata/core/error.hpp"
+
+namespace strata::gpu {
+namespace fs = std::filesystem;
+
+std::string pipeline_request::key() const {
+  std::string k = shader + "|" + (format ? std::string(gguf::name_of(*format)) : "") + "|" + std::to_string(bindings);
+  for (const auto& [n, v] : defines) k += "|" + n + "=" + v;
+  return k;
+}
+
+std::string pipeline_request::label() const {
+  std::string l = shader;
+  if (format) l += "." + std::string(gguf::name_of(*format));
+  for (const auto& [n, v] : defines)
+    if (n != "WG") l += "." + n + (v.empty() || v == "1" ? "" : "=" + v);
+  return l;
+}
+
+pipeline_registry::pipeline_registry(const context& ctx, fs::path cache_dir)
+    : ctx_(&ctx),
+      compiler_(cache_dir, ctx.info().name + "|" + ctx.info().driver + "|" + std::to_string(ctx.info().driver_version)) {
+  std::vector<char> blob;
+  if (!compiler_.cache_dir().empty()) {
+    cache_file_ = compiler_.cache_dir() / ("pipelines-" + ctx.info().uuid + ".bin");
+    std::ifstream in(cache_file_, std::ios::binary | std::ios::ate);
+    if (in) {
+      blob.resize(std::size_t(in.tellg()));
+      in.seekg(0);
+      if (!in.read(blob.data(), std::streamsize(blob.size()))) blob.clear();
+    }
+  }
+  // The driver validates the blob header (vendor, device, UUID) and ignores a stale one.
+  cache_ = vk::raii::PipelineCache(ctx.device(), vk::PipelineCacheCreateInfo({}, blob.size(), blob.data()));
+}
+
+pipeline_registry::~pipeline_registry() {
+  try {
+    save_cache();
+  } catch (...) {  // a cache that cannot be written only costs start-up time next run
+  }
+}
+
+void pipeline_registry::save_cache() const {
+  if (cache_file_.empty()) return;
+  const auto data = cache_.getData();
+  const fs::path tmp = cache_file_.string() + ".tmp";
+  std::ofstream out(tmp, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
+  out.close();
+  std::error_code ec;
+  if (out) fs::rename(tmp, cache_file_, ec);
+}
+
+std::string pipeline_registry::source_of(const pipeline_request& r) const {
+  std::string s = "#version 450\n";
+  bool has_wg = false;
+  for (const auto& [n, v] : r.defines) {
+    s += "#define " + n + " " + v + "\n";
+    has_wg |= n == "WG";
+  }
+  if (!has_wg) s += "#define WG 128\n";
+  s += "#define MIN_SUBGROUP 4\n";  // lower bound on any device's subgroup size: sizes shared arrays
+  if (r.format) s += "#define HAS_WEIGHTS 1\n" + glsl_layout(*r.format);
+  s += shader_source("common");
+  if (r.format) s += shader_source(glsl_dequant_source(*r.format));
+  s += shader_source(r.shader);
+  return s;
+}
+
+std::unique_ptr<pipeline> pipeline_registry::build(const pipeline_request& r) {
+  const std::string src = source_of(r);
+  const auto spirv = compiler_.compile(r.label(), src);
+  auto p = std::make_unique<pipeline>();
+  p->label = r.label();
+  p->bindings = r.bindings;
+  std::vector<vk::DescriptorSetLayoutBinding> b;
+  for (std::uint32_t i = 0; i < r.bindings; ++i)
+    b.emplace_back(i, vk::DescriptorType::eStorageBuffer, 1, vk::ShaderStageFlagBits::eCompute);
+  const auto& dev = ctx_->device();
+  p->set_layout = vk::raii::DescriptorSetLayout(
+      dev, vk::DescriptorSetLayoutCreateInfo(vk::DescriptorSetLayoutCreateFlagBits::ePushDescriptorKHR, b));
+  const vk::PushConstantRange pc(vk::ShaderStageFlagBits::eCompute, 0, push_constant_bytes);
+  const vk::DescriptorSetLayout sl = *p->set_layout;
+  p->layout = vk::raii::PipelineLayout(dev, vk::PipelineLayoutCreateInfo({}, sl, pc));
+  const vk::raii::ShaderModule module(dev, vk::ShaderModuleCreateInfo({}, spirv.size() * 4, spirv.data()));
+  const vk::PipelineShaderStageCreateInfo stage({}, vk::ShaderStageFlagBits::eCompute, *module, "main");
+  try {
+    p->handle = vk::raii::Pipeline(dev, cache_, vk::ComputePipelineCreateInfo({}, stage, *p->layout));
+  } catch (const vk::SystemError& e) {
+    throw error("creating pipeline '" + r.label() + "' failed: " + e.what());
+  }
+  return p;
+}
+
+void pipeline_registry::prepare(std::span<const pipeline_request> requests) {
+  std::vector<const pipeline_request*> todo;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& r : requests)
+      if (!built_.count(r.key()) &&
+          std::none_of(todo.begin(), todo.end(), [&](auto* t) { return t->key() == r.key(); }))
+        todo.push_back(&r);
+  }
+  if (todo.empty()) return;
+  std::vector<std::unique_ptr<pipeline>> out(todo.size());
+  std::vector<std::string> errors(todo.size());
+  std::atomic<std::size_t> next{0};
+  const unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), unsigned(todo.size())));
+  std::vector<std::thread> workers;
+  for (unsigned w = 0; w < n; ++w)
+    workers.emplace_back([&] {
+      for (std::size_t i; (i = next++) < todo.size();) {
+        try {
+          out[i] = build(*todo[i]);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      }
+    });
+  for (auto& t : workers) t.join();
+  for (const auto& e : errors)
+    if (!e.empty()) throw error(e);
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < todo.size(); ++i) built_.emplace(todo[i]->key(), std::move(out[i]));
+  save_cache();
+}
+
+const pipeline& pipeline_registry::get(const pipeline_request& r) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = built_.find(r.key()); it != built_.end()) return *it->second;
+  }
+  prepare(std::span(&r, 1));
+  std::lock_guard lock(mu_);
+  return *built_.at(r.key());
+}
+
+std::size_t pipeline_registry::size() const {
+  std::lock_guard lock(mu_);
+  return built_.size();
+}
+
+}  // namespace strata::gpu

@@ -1,0 +1,98 @@
+#include "quant_layout.hpp"
+
+#include <cstddef>
+#include <string_view>
+
+#include "strata/core/error.hpp"
+#include "strata/quant/all.hpp"
+
+namespace strata::gpu {
+namespace {
+
+template <class Fmt>
+struct layout_writer {
+  std::string out;
+  std::string prefix;
+  layout_writer() {
+    for (char c : Fmt::name) prefix += char(c >= 'a' && c <= 'z' ? c - 32 : c);
+    const std::size_t qk = Fmt::block_elems == 1 ? 16 : Fmt::block_elems;
+    const std::size_t bytes = Fmt::block_elems == 1 ? 16 * sizeof(typename Fmt::block) : sizeof(typename Fmt::block);
+    out += "#define QK " + std::to_string(qk) + "u\n#define BLOCK_BYTES " + std::to_string(bytes) + "u\n";
+  }
+  layout_writer& field(std::string_view name, std::size_t offset) {
+    out += "#define " + prefix + "_OFF_" + std::string(name) + " " + std::to_string(offset) + "u\n";
+    return *this;
+  }
+  template <class T, std::size_t N>
+  layout_writer& table(std::string_view name, const std::array<T, N>& v) {
+    out += "const float " + prefix + "_" + std::string(name) + "[" + std::to_string(N) + "] = float[](";
+    for (std::size_t i = 0; i < N; ++i) out += (i ? ", " : "") + std::to_string(float(v[i]));
+    out += ");\n";
+    return *this;
+  }
+};
+
+#define STRATA_FIELD(F, member, NAME) field(NAME, offsetof(quant::F::block, member))
+
+std::string layout_of(gguf::type_id t) {
+  using gguf::type_id;
+  switch (t) {
+    case type_id::f32: return layout_writer<quant::f32>().out;
+    case type_id::f16: return layout_writer<quant::f16>().out;
+    case type_id::bf16: return layout_writer<quant::bf16>().out;
+    case type_id::q4_0: return layout_writer<quant::q4_0>().STRATA_FIELD(q4_0, d, "D").STRATA_FIELD(q4_0, qs, "QS").out;
+    case type_id::q4_1:
+      return layout_writer<quant::q4_1>().STRATA_FIELD(q4_1, d, "D").STRATA_FIELD(q4_1, m, "M").STRATA_FIELD(q4_1, qs, "QS").out;
+    case type_id::q5_0:
+      return layout_writer<quant::q5_0>().STRATA_FIELD(q5_0, d, "D").STRATA_FIELD(q5_0, qh, "QH").STRATA_FIELD(q5_0, qs, "QS").out;
+    case type_id::q5_1:
+      return layout_writer<quant::q5_1>()
+          .STRATA_FIELD(q5_1, d, "D").STRATA_FIELD(q5_1, m, "M").STRATA_FIELD(q5_1, qh, "QH").STRATA_FIELD(q5_1, qs, "QS").out;
+    case type_id::q8_0: return layout_writer<quant::q8_0>().STRATA_FIELD(q8_0, d, "D").STRATA_FIELD(q8_0, qs, "QS").out;
+    case type_id::q2_k:
+      return layout_writer<quant::q2_k>()
+          .STRATA_FIELD(q2_k, scales, "SCALES").STRATA_FIELD(q2_k, qs, "QS").STRATA_FIELD(q2_k, d, "D").STRATA_FIELD(q2_k, dmin, "DMIN").out;
+    case type_id::q3_k:
+      return layout_writer<quant::q3_k>()
+          .STRATA_FIELD(q3_k, hmask, "HMASK").STRATA_FIELD(q3_k, qs, "QS").STRATA_FIELD(q3_k, scales, "SCALES").STRATA_FIELD(q3_k, d, "D").out;
+    case type_id::q4_k:
+      return layout_writer<quant::q4_k>()
+          .STRATA_FIELD(q4_k, d, "D").STRATA_FIELD(q4_k, dmin, "DMIN").STRATA_FIELD(q4_k, scales, "SCALES").STRATA_FIELD(q4_k, qs, "QS").out;
+    case type_id::q5_k:
+      return layout_writer<quant::q5_k>()
+          .STRATA_FIELD(q5_k, d, "D").STRATA_FIELD(q5_k, dmin, "DMIN").STRATA_FIELD(q5_k, scales, "SCALES")
+          .STRATA_FIELD(q5_k, qh, "QH").STRATA_FIELD(q5_k, qs, "QS").out;
+    case type_id::q6_k:
+      return layout_writer<quant::q6_k>()
+          .STRATA_FIELD(q6_k, ql, "QL").STRATA_FIELD(q6_k, qh, "QH").STRATA_FIELD(q6_k, scales, "SCALES").STRATA_FIELD(q6_k, d, "D").out;
+    case type_id::iq4_nl:
+      return layout_writer<quant::iq4_nl>()
+          .STRATA_FIELD(iq4_nl, d, "D").STRATA_FIELD(iq4_nl, qs, "QS").table("VALUES", quant::iq4_nl::values).out;
+    case type_id::iq4_xs:
+      return layout_writer<quant::iq4_xs>()
+          .STRATA_FIELD(iq4_xs, d, "D").STRATA_FIELD(iq4_xs, scales_h, "SCALES_H").STRATA_FIELD(iq4_xs, scales_l, "SCALES_L")
+          .STRATA_FIELD(iq4_xs, qs, "QS").table("VALUES", quant::iq4_nl::values).out;
+    default: return {};
+  }
+}
+#undef STRATA_FIELD
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = char(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  return r;
+}
+
+}  // namespace
+
+bool gpu_supports(gguf::type_id t) noexcept { return !layout_of(t).empty(); }
+
+std::string glsl_layout(gguf::type_id t) {
+  std::string s = layout_of(t);
+  if (s.empty()) throw error("the Vulkan backend has no kernels for tensor type " + std::string(gguf::name_of(t)));
+  return s;
+}
+
+std::string glsl_dequant_source(gguf::type_id t) { return "quant/" + lower(gguf::name_of(t)); }
+
+}  // namespace strata::gpu

@@ -1,0 +1,108 @@
+// Causal (optionally chunked) attention over the paged KV cache with grouped-query heads:
+// one workgroup per (token, query head) walks its sequence's positions [start, pos] in tiles
+// of WG keys with an online softmax (running max m, sum l; flash-attention style), so any
+// context length runs in fixed shared memory. Thread i scores key i of a tile; the value
+// accumulation gives each thread head dims i, i + WG, ...
+layout(local_size_x = WG) in;
+layout(binding = 1, std430) readonly buffer Q { float q[]; };
+#ifdef KV_K_F32
+layout(binding = 2, std430) readonly buffer Kc { float kc[]; };
+#else
+layout(binding = 2, std430) readonly buffer Kc { f16vec4 kc[]; };
+#endif
+#ifdef KV_V_F32
+layout(binding = 3, std430) readonly buffer Vc { float vc[]; };
+#else
+layout(binding = 3, std430) readonly buffer Vc { float16_t vc[]; };
+#endif
+layout(binding = 4, std430) readonly buffer Pos { int pos[]; };
+layout(binding = 5, std430) readonly buffer SeqRow { uint seq_row[]; };
+layout(binding = 6, std430) readonly buffer Blocks { uint blocks[]; };
+layout(binding = 7, std430) writeonly buffer O { float o[]; };
+layout(push_constant) uniform Params {
+  uint n_head, n_head_kv, D, chunk;
+  uint q_off, q_stride, o_off, o_stride;
+  uint block_size, max_blocks;
+  float scale;
+} p;
+
+const uint DMAX = 256;
+const uint PER_THREAD = (DMAX + WG - 1) / WG;
+shared vec4 qs[DMAX / 4];
+shared float probs[WG];
+shared uint slot_of[WG];
+shared float red[WG / MIN_SUBGROUP];
+
+float wg_max(float v) {
+  v = subgroupMax(v);
+  barrier();
+  if (subgroupElect()) red[gl_SubgroupID] = v;
+  barrier();
+  float r = red[0];
+  for (uint g = 1; g < gl_NumSubgroups; ++g) r = max(r, red[g]);
+  return r;
+}
+float wg_sum(float v) {
+  v = subgroupAdd(v);
+  barrier();
+  if (subgroupElect()) red[gl_SubgroupID] = v;
+  barrier();
+  float r = 0.0;
+  for (uint g = 0; g < gl_NumSubgroups; ++g) r += red[g];
+  return r;
+}
+
+void main() {
+  const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint hk = h / (p.n_head / p.n_head_kv);
+  const uint D = p.D, row = p.n_head_kv * D;
+  const uint P = uint(pos[t]);
+  const uint start = p.chunk != 0 ? P / p.chunk * p.chunk : 0;
+  const uint btab = seq_row[t] * p.max_blocks;
+  for (uint i = tid; i < D / 4; i += WG) {
+    const uint qb = p.q_off + t * p.q_stride + h * D + 4 * i;
+    qs[i] = vec4(q[qb], q[qb + 1], q[qb + 2], q[qb + 3]);
+  }
+  barrier();
+  float m = -1.0 / 0.0, l = 0.0;
+  float acc[PER_THREAD];
+  for (uint k = 0; k < PER_THREAD; ++k) acc[k] = 0.0;
+
+  for (uint j0 = start; j0 <= P; j0 += WG) {
+    const uint j = j0 + tid;
+    float s = -1.0 / 0.0;
+    uint slot = 0;
+    if (j <= P) {
+      slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
+      const uint kb = slot * row + hk * D;
+      float d = 0.0;
+#ifdef KV_K_F32
+      for (uint c = 0; c < D / 4; ++c)
+        d += dot(qs[c], vec4(kc[kb + 4 * c], kc[kb + 4 * c + 1], kc[kb + 4 * c + 2], kc[kb + 4 * c + 3]));
+#else
+      for (uint c = 0; c < D / 4; ++c) d += dot(qs[c], vec4(kc[kb / 4 + c]));
+#endif
+      s = d * p.scale;
+    }
+    const float m_new = max(m, wg_max(s));
+    const float e = j <= P ? exp(s - m_new) : 0.0;
+    const float corr = exp(m - m_new);
+    probs[tid] = e;
+    slot_of[tid] = slot;
+    l = l * corr + wg_sum(e);  // wg_sum's barriers also publish probs / slot_of
+    m = m_new;
+    const uint n_keys = min(WG, P + 1 - j0);
+    for (uint k = 0; k < PER_THREAD; ++k) {
+      const uint d = tid + k * WG;
+      if (d >= D) break;
+      float a = acc[k] * corr;
+      for (uint jj = 0; jj < n_keys; ++jj) a += probs[jj] * float(vc[slot_of[jj] * row + hk * D + d]);
+      acc[k] = a;
+    }
+    barrier();  // probs / slot_of are rewritten by the next tile
+  }
+  for (uint k = 0; k < PER_THREAD; ++k) {
+    const uint d = tid + k * WG;
+    if (d < D) o[p.o_off + t * p.o_stride + h * D + d] = acc[k] / l;
+  }
+}

@@ -1,0 +1,31 @@
+// y = x / sqrt(mean(x^2) + eps) [* w], one workgroup per row (y may alias x).
+layout(local_size_x = WG) in;
+layout(binding = 1, std430) readonly buffer X { float x[]; };
+layout(binding = 2, std430) buffer Y { float y[]; };
+#ifdef HAS_NORM_WEIGHT
+layout(binding = 3, std430) readonly buffer Wt { float w[]; };
+#endif
+layout(push_constant) uniform Params { uint cols, x_off, x_stride, y_off, y_stride; float eps; } p;
+
+shared float red[WG / MIN_SUBGROUP];
+
+void main() {
+  const uint r = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.y;
+  const uint xb = p.x_off + r * p.x_stride, yb = p.y_off + r * p.y_stride;
+  float s = 0.0;
+  for (uint i = gl_LocalInvocationID.x; i < p.cols; i += WG) s += x[xb + i] * x[xb + i];
+  s = subgroupAdd(s);
+  if (subgroupElect()) red[gl_SubgroupID] = s;
+  barrier();
+  float sum = 0.0;
+  for (uint g = 0; g < gl_NumSubgroups; ++g) sum += red[g];
+  const float scale = 1.0 / sqrt(sum / float(p.cols) + p.eps);
+  barrier();  // x and y may alias: every thread has read its x before anyone writes
+  for (uint i = gl_LocalInvocationID.x; i < p.cols; i += WG) {
+#ifdef HAS_NORM_WEIGHT
+    y[yb + i] = (x[xb + i] * scale) * w[i];
+#else
+    y[yb + i] = x[xb + i] * scale;
+#endif
+  }
+}

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <string_view>
 
+#include "shader_sources.hpp"
 #include "strata/core/error.hpp"
 #include "strata/quant/all.hpp"
 
@@ -71,7 +72,10 @@ std::string layout_of(gguf::type_id t) {
     case type_id::iq4_xs:
       return layout_writer<quant::iq4_xs>()
           .STRATA_FIELD(iq4_xs, d, "D").STRATA_FIELD(iq4_xs, scales_h, "SCALES_H").STRATA_FIELD(iq4_xs, scales_l, "SCALES_L")
-          .STRATA_FIELD(iq4_xs, qs, "QS").table("VALUES", quant::iq4_nl::values).out;
+          .STRATA_FIELD(iq4_xs, qs, "QS").table("VALUES", quant::iq4_xs::values).out;
+    case type_id::mxfp4:
+      return layout_writer<quant::mxfp4>()
+          .STRATA_FIELD(mxfp4, e, "E").STRATA_FIELD(mxfp4, qs, "QS").table("VALUES", quant::mxfp4::values).out;
     default: return {};
   }
 }
@@ -85,7 +89,14 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
-bool gpu_supports(gguf::type_id t) noexcept { return !layout_of(t).empty(); }
+// A layout without its shaders/quant/<fmt>.glsl would only fail later, at pipeline build.
+bool gpu_supports(gguf::type_id t) noexcept {
+  if (layout_of(t).empty()) return false;
+  const std::string src = glsl_dequant_source(t);
+  for (const auto& e : embedded_shaders())
+    if (e.name == src) return true;
+  return false;
+}
 
 std::string glsl_layout(gguf::type_id t) {
   std::string s = layout_of(t);

@@ -1,5 +1,6 @@
 // Q4_K (include/strata/quant/q4_k.hpp): 8 sub-blocks of 32, x = d*sc_j*q - dmin*m_j with
 // 6-bit sc/m packed in 12 bytes. Part p covers elements 16p..16p+15 of sub-block j = p/2.
+// `precise`: d1*q - m1 is rounded twice like the C++ reference (no FMA), so get_rows is bit-exact.
 void dequant16(uint blk, uint part, out float v[16]) {
   const uint j = part >> 1;
   const uint s = blk + Q4_K_OFF_SCALES;
@@ -18,9 +19,9 @@ void dequant16(uint blk, uint part, out float v[16]) {
   const uint shift = 4 * (j & 1);
   for (uint i = 0; i < 16; i += 4) {
     const uint w = w32[(q + i) >> 2] >> shift;
-    v[i] = d1 * float(w & 0xFu) - m1;
-    v[i + 1] = d1 * float((w >> 8) & 0xFu) - m1;
-    v[i + 2] = d1 * float((w >> 16) & 0xFu) - m1;
-    v[i + 3] = d1 * float((w >> 24) & 0xFu) - m1;
+    for (uint b = 0; b < 4; ++b) {
+      precise float y = d1 * float((w >> (8 * b)) & 0xFu) - m1;
+      v[i + b] = y;
+    }
   }
 }

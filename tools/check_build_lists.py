@@ -17,6 +17,7 @@ SUITE_DEPS = {
     "runtime": ["strata_runtime_dep"],
     "apps": ["mkmodel_dep"],
     "kernels": ["strata_runtime_dep"],
+    "vulkan": ["strata_runtime_dep"],
 }
 
 

@@ -1,0 +1,164 @@
+// Shared pieces of the Vulkan backend tests (llama.cpp test-backend-ops style): the skip rule
+// (no Vulkan build or no device: say so, check nothing), host weights handed to the backends as
+// gguf::tensor_info views, activation upload through get_rows from an F32 table (the backend has
+// no upload op and needs none on its hot path), error metrics and the suite's tolerance table.
+//
+// A gpu::backend records a step once per batch shape and replays it afterwards, so every
+// scenario here builds its own backend (one graph per backend, as in the decoder); SPIR-V and
+// pipelines come from the on-disk caches after the first run.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/gguf/tensor_info.hpp"
+#include "strata/graph/batch.hpp"
+#include "strata/kv/kv_config.hpp"
+#include "strata/runtime/engine.hpp"
+#include "support/fixtures.hpp"
+
+// runtime/vulkan/ is private to strata_runtime; its backend header includes no Vulkan.
+#ifdef STRATA_HAS_VULKAN
+#include "../../runtime/vulkan/backend.hpp"
+#include "../../runtime/vulkan/quant_layout.hpp"
+#endif
+
+namespace strata::test::vk {
+
+// True when this build has the Vulkan backend and the loader offers a device (in CI: lavapipe).
+inline bool available() {
+  if (!rt::vulkan_compiled_in()) {
+    MESSAGE("this build has no Vulkan backend: Vulkan tests skipped");
+    return false;
+  }
+  static const bool has_device = !rt::vulkan_devices().empty();
+  if (!has_device) MESSAGE("no Vulkan device (install mesa-vulkan-drivers for lavapipe): Vulkan tests skipped");
+  return has_device;
+}
+
+// Host bytes of test weights; the tensor_info views stay valid (deque) as long as the store,
+// which must outlive the backends that loaded them.
+class weight_store {
+ public:
+  const gguf::tensor_info& add(const std::string& name, gguf::type_id type, std::vector<std::byte> bytes,
+                               std::uint64_t ne0, std::uint64_t ne1 = 1, std::uint64_t ne2 = 1) {
+    auto& b = bytes_.emplace_back(std::move(bytes));
+    auto& n = names_.emplace_back(name);
+    auto& t = infos_.emplace_back();
+    t.name = n;
+    t.type = type;
+    t.n_dims = ne2 > 1 ? 3 : ne1 > 1 ? 2 : 1;
+    t.ne = {ne0, ne1, ne2, 1};
+    t.nbytes = b.size();
+    t.data = std::span<const std::byte>(b);
+    REQUIRE(t.row_bytes() * t.n_rows() == b.size());
+    return t;
+  }
+  const gguf::tensor_info& add_f32(const std::string& name, std::span<const float> v, std::uint64_t ne0,
+                                   std::uint64_t ne1 = 1, std::uint64_t ne2 = 1) {
+    std::vector<std::byte> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return add(name, gguf::type_id::f32, std::move(b), ne0, ne1, ne2);
+  }
+  template <class Block>
+  const gguf::tensor_info& add_blocks(const std::string& name, gguf::type_id type, const std::vector<Block>& blocks,
+                                      std::uint64_t ne0, std::uint64_t ne1 = 1, std::uint64_t ne2 = 1) {
+    std::vector<std::byte> b(blocks.size() * sizeof(Block));
+    std::memcpy(b.data(), blocks.data(), b.size());
+    return add(name, type, std::move(b), ne0, ne1, ne2);
+  }
+
+ private:
+  std::deque<std::vector<std::byte>> bytes_;
+  std::deque<std::string> names_;
+  std::deque<gguf::tensor_info> infos_;
+};
+
+// Normal(0, sigma) floats with a fixed seed.
+inline std::vector<float> normal_floats(std::size_t n, std::mt19937& rng, float sigma = 1.0f) {
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+// Normalised mean squared error Σ(a − ref)² / Σ ref² against a float64 reference (the float
+// one is strata::test::nmse in support/fixtures.hpp), as test-backend-ops computes it.
+inline double nmse_f64(std::span<const float> a, std::span<const double> ref) {
+  REQUIRE(a.size() == ref.size());
+  double err = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = double(a[i]) - ref[i];
+    err += d * d;
+    den += ref[i] * ref[i];
+  }
+  return den > 0 ? err / den : err;
+}
+
+// The arrays a graph::batch views: tokens (here: rows of the input tables), positions,
+// sequence ids and logits flags.
+struct batch_data {
+  std::vector<std::int32_t> tokens, positions;
+  std::vector<std::uint32_t> seq_ids;
+  std::vector<std::uint8_t> logits;
+
+  // n tokens reading table rows first_row.., at positions pos0.. of sequence 0.
+  static batch_data rows(std::uint32_t n, std::int32_t first_row = 0, std::int32_t pos0 = 0) {
+    batch_data b;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      b.tokens.push_back(first_row + std::int32_t(i));
+      b.positions.push_back(pos0 + std::int32_t(i));
+      b.seq_ids.push_back(0);
+      b.logits.push_back(1);
+    }
+    return b;
+  }
+  graph::batch view() const { return {tokens, positions, seq_ids, logits}; }
+};
+
+#ifdef STRATA_HAS_VULKAN
+// A KV cache for scenarios that need none: begin() needs the step buffer make_kv() creates.
+inline gpu::kv_state dummy_kv(gpu::backend& be) {
+  kv::kv_config c;
+  c.n_layer = 1;
+  c.n_head_kv = 1;
+  c.head_dim = 16;
+  c.n_ctx = 32;
+  return be.make_kv(c);
+}
+#endif
+
+// --- tolerances (one table for the suite; NMSE unless said otherwise) ------------------------
+// Elementwise ops (add, select_rows, kv_store + read): one float rounding or none on either
+// side, so the results agree bit for bit in practice; 1e-12 leaves room for nothing but
+// -0/+0 style differences.
+inline constexpr double tol_exact = 1e-12;
+// rms_norm, swiglu, llama4 temperature: sums in a different order (GPU: subgroup tree in float,
+// CPU: double) and exp/sqrt from different libraries; a few ulp per element.
+inline constexpr double tol_float_op = 1e-10;
+// RoPE: the GPU computes theta = pos·base^(−2i/n_rot) with pow, the CPU by repeated float
+// multiplication (ggml); at positions in the thousands the angles differ by a few ulp of the
+// angle, i.e. ~1e-4 rad at pos 4000, and GPU sin/cos are not correctly rounded.
+inline constexpr double tol_rope = 1e-7;
+// Attention: online softmax in float tiles vs. two-pass softmax with a double sum; f16 KV is
+// rounded identically on both sides.
+inline constexpr double tol_attention = 1e-9;
+// GPU matmul vs a float64 product of the dequantized weights with the float activations: only
+// the GPU's float accumulation error, ~sqrt(K)·u relative per output.
+inline constexpr double tol_matmul_f64 = 1e-10;
+// GPU matmul vs the CPU backend, which quantizes activations to the weight format's act type
+// (Q8_0/Q8_1/Q8_K, ~1e-4 relative each) before the dot product: a sanity gate only.
+inline constexpr double tol_matmul_cpu = 5e-3;
+// MoE FFN: three quantized matmuls per expert on the CPU side (each with activation
+// quantization) and the router weights through exp; compared with the CPU backend.
+inline constexpr double tol_moe_cpu = 5e-3;
+
+}  // namespace strata::test::vk

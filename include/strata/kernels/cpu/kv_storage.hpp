@@ -40,7 +40,7 @@ class kv_codec {
         break;
       default:
         try {
-          tq_.emplace(head_dim, kv::turboquant_bits(t));
+          tq_.emplace(head_dim, kv::turboquant_bits(t), turboquant::scale_mode::norm_corrected);
         } catch (const error&) {
           throw error("KV cache type " + std::string(kv::name_of(t)) + " does not support this model's head_dim " +
                       std::to_string(head_dim) +

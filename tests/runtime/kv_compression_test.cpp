@@ -1,0 +1,137 @@
+// Compressed KV caches on the fixture models: logits NMSE and top-1 agreement against the f16
+// cache at every prompt position (one batched prefill) and over 32 decoded tokens, for tq4, tq3,
+// K q8_0 + V tq3, K tq4 + V tq3 and q8_0, with no full-precision window (every position reads
+// compressed keys and values) and with the default window of 128. Prefix reuse must give the
+// same logits as evaluating the whole prompt at once. The gates are regression limits set from
+// the measured values with headroom, not accuracy claims (the fixtures have random weights).
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "strata/kernels/cpu/kv_storage.hpp"
+#include "strata/kv/kv_config.hpp"
+#include "strata/runtime/engine.hpp"
+#include "support/fidelity.hpp"
+
+namespace {
+
+using strata::kv::kv_type;
+
+struct kv_case {
+  const char* name;
+  kv_type k, v;
+  std::uint32_t window;
+  double max_nmse;     // gate on prefill and decode NMSE vs f16 KV
+  double min_top1;     // gate on the fraction of prompt positions whose argmax matches f16 KV
+};
+
+// Limits from the measured worst case over the shipped fixtures (tests/runtime output, also in
+// bench/RESULTS.md) with 2-3x headroom. top-1 is gated on the prefill positions only: the 32
+// greedy decode steps of these random-weight models are full of near-ties (q8_0 already flips
+// up to 6 of 32), so decode top-1 is reported, not gated.
+constexpr kv_case cases[] = {
+    {"q8_0", kv_type::q8_0, kv_type::q8_0, 0, 2e-3, 0.85},
+    {"tq4", kv_type::tq4, kv_type::tq4, 0, 5e-2, 0.65},
+    {"tq3", kv_type::tq3, kv_type::tq3, 0, 0.15, 0.5},
+    {"tq2", kv_type::tq2, kv_type::tq2, 0, 0.5, 0.25},
+    {"k-q8_0/v-tq3", kv_type::q8_0, kv_type::tq3, 0, 0.15, 0.5},
+    {"k-tq4/v-tq3", kv_type::tq4, kv_type::tq3, 0, 0.15, 0.5},
+    {"tq3 window 128", kv_type::tq3, kv_type::tq3, 128, 2e-2, 0.9},
+};
+
+struct run_logits {
+  std::vector<float> prefill, decode;
+};
+
+run_logits evaluate(const strata::test::golden_model& g, const strata::test::golden_run& run, kv_type k, kv_type v,
+                    std::uint32_t window) {
+  strata::rt::engine_options opt;
+  opt.threads = 2;
+  opt.n_ctx = 512;
+  opt.n_batch = 256;
+  opt.type_k = k;
+  opt.type_v = v;
+  opt.kv_window = window;
+  auto model = strata::rt::model::load(g.path, opt);
+  strata::rt::session s(*model);
+  run_logits out;
+  s.prefill(run.ids, &out.prefill);
+  for (std::size_t i = 0; i < run.greedy.size(); ++i) {
+    const auto l = s.decode(run.greedy[i]);
+    out.decode.insert(out.decode.end(), l.begin(), l.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("compressed KV vs f16 KV on the fixture models: NMSE and top-1 at every position") {
+  const auto models = strata::test::local_golden();
+  REQUIRE(!models.empty());
+  for (const auto& g : models) {
+    CAPTURE(g.name);
+    // The long prompt (~160 tokens) exercises the most cached positions.
+    const auto& run = g.runs.back();
+    CAPTURE(run.prompt);
+    const auto ref = evaluate(g, run, kv_type::f16, kv_type::f16, 0);
+    const std::size_t V = ref.prefill.size() / run.ids.size();
+    for (const auto& c : cases) {
+      CAPTURE(c.name);
+      const auto got = evaluate(g, run, c.k, c.v, c.window);
+      const auto p = strata::test::compare_logits(got.prefill, ref.prefill, V);
+      const auto d = strata::test::compare_logits(got.decode, ref.decode, V);
+      MESSAGE(g.name << " " << run.prompt << " [" << std::string(c.name) << "] prefill nmse " << p.nmse << " top1 " << p.top1_agree
+                     << "/" << p.rows << "; decode nmse " << d.nmse << " top1 " << d.top1_agree << "/" << d.rows);
+      CHECK(p.nmse <= c.max_nmse);
+      CHECK(d.nmse <= c.max_nmse);
+      CHECK(double(p.top1_agree) >= c.min_top1 * double(p.rows));
+    }
+  }
+}
+
+TEST_CASE("compressed KV: prefix reuse gives the logits of a full evaluation") {
+  const auto models = strata::test::local_golden();
+  REQUIRE(!models.empty());
+  const auto& g = models.front();
+  const auto& ids = g.runs.back().ids;
+  for (const kv_type t : {kv_type::tq3, kv_type::q8_0}) {
+    CAPTURE(strata::kv::name_of(t));
+    strata::rt::engine_options opt;
+    opt.threads = 2;
+    opt.n_ctx = 512;
+    opt.n_batch = 64;  // the prompt spans several batches; the window ring is 16 + 64 rows
+    opt.type_k = opt.type_v = t;
+    opt.kv_window = 16;
+    auto model = strata::rt::model::load(g.path, opt);
+    strata::rt::session s(*model);
+    const std::vector<std::int32_t> head(ids.begin(), ids.begin() + std::ptrdiff_t(ids.size() / 2));
+    s.prefill(head);
+    const auto a = s.prefill(ids);
+    const std::vector<float> reused(a.begin(), a.end());
+    CHECK(s.reused_tokens() == head.size());
+    s.clear();
+    const auto b = s.prefill(ids);
+    REQUIRE(b.size() == reused.size());
+    for (std::size_t i = 0; i < b.size(); ++i) CHECK(reused[i] == b[i]);
+  }
+}
+
+TEST_CASE("compressed KV: unsupported head dims are named") {
+  const auto models = strata::test::local_golden();
+  REQUIRE(!models.empty());
+  strata::kv::kv_config c;
+  c.n_layer = 1;
+  c.n_head_kv = 1;
+  c.head_dim = 72;
+  c.n_ctx = 32;
+  c.type_k = kv_type::tq3;
+  CHECK_THROWS_WITH(strata::kernels::cpu::kv_storage{c}, doctest::Contains("head_dim 72"));
+  c.type_k = kv_type::q8_0;
+  c.head_dim = 48;
+  CHECK_THROWS_WITH(strata::kernels::cpu::kv_storage{c}, doctest::Contains("head_dim is 48"));
+  CHECK(strata::kv::parse_kv_cache_types("tq3", "q8_0", "").k == kv_type::q8_0);
+  CHECK(strata::kv::parse_kv_cache_types("tq3", "q8_0", "").v == kv_type::tq3);
+  CHECK_THROWS_WITH(strata::kv::parse_kv_type("tq5"), doctest::Contains("supported: f16, f32, q8_0, tq4, tq3, tq2"));
+}

@@ -77,7 +77,13 @@ int main(int argc, char** argv) {
   app.add_option("--kv-type-k", kv_type_k, "KV cache type for K only (overrides --kv-type)");
   app.add_option("--kv-type-v", kv_type_v, "KV cache type for V only (overrides --kv-type)");
   app.add_option("--kv-window", kv_window, "full-precision recent tokens for compressed KV types (0: none)");
-  app.add_option("--backend", backend, "backend (cpu)")->check(CLI::IsMember({"cpu"}));
+  int device = -1;
+  bool profile = false;
+  app.add_option("--backend", backend, "backend: cpu (default), vulkan, auto")->check(CLI::IsMember({"cpu", "vulkan", "auto"}));
+  app.add_option("--device", device, "Vulkan device index (default: the best GPU)");
+  app.add_flag("--profile", profile,
+               "Vulkan: per-kernel GPU time of each test from timestamp queries (serialises kernels: "
+               "throughput figures of a profiled run are lower)");
   app.add_flag("--json", json, "print one JSON object instead of a table");
   CLI11_PARSE(app, argc, argv);
 
@@ -92,6 +98,9 @@ int main(int argc, char** argv) {
         }
         strata::rt::engine_options opt;
         opt.threads = th;
+        opt.backend = strata::rt::parse_backend_kind(backend);
+        opt.device = device;
+        opt.gpu_profile = profile;
         opt.n_ctx = need;
         opt.n_batch = n_batch;
         opt.max_outputs = 1;
@@ -121,6 +130,19 @@ int main(int argc, char** argv) {
         const std::string name = std::filesystem::path(path).filename().string();
         auto warm = random_tokens(std::min<std::uint32_t>(need, 16), hp.n_vocab, rng);
         s.prefill(warm);  // warm-up: page in weights, spin up threads
+        if (const auto st = m->startup_report(); !st.empty()) std::fprintf(stderr, "strata-bench: %s: %s\n", name.c_str(), st.c_str());
+        // Per-kernel GPU time of one test, per evaluated token (from the last repetition set).
+        const auto report_profile = [&](const std::string& test, std::uint64_t tokens) {
+          if (!profile) return;
+          const auto prof = m->kernel_profile();
+          double total = 0;
+          for (const auto& k : prof) total += k.total_ms;
+          std::fprintf(stderr, "\nprofile %s %s: %.3f ms GPU per token\n", name.c_str(), test.c_str(), total / double(tokens));
+          for (const auto& k : prof)
+            std::fprintf(stderr, "  %-40s %8.1f calls/tok %9.4f ms/tok %5.1f%%\n", k.label.c_str(),
+                         double(k.calls) / double(tokens), k.total_ms / double(tokens), 100.0 * k.total_ms / total);
+          m->reset_kernel_profile();
+        };
         for (auto d : depths) {
           for (auto p : n_prompt) {
             if (!p) continue;
@@ -128,6 +150,7 @@ int main(int argc, char** argv) {
             for (unsigned i = 0; i < reps; ++i) {
               s.clear();
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
+              m->reset_kernel_profile();
               // The timed prompt continues the depth tokens, so only the new p tokens are evaluated.
               const auto cached = s.get_model().kv().tokens(0);
               std::vector<std::int32_t> all(cached.begin(), cached.end());
@@ -138,6 +161,7 @@ int main(int argc, char** argv) {
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
               r.samples.push_back(double(p) / sec);
             }
+            report_profile(r.test, p);
             results.push_back(tag(r));
           }
           for (auto g : n_gen) {
@@ -146,12 +170,14 @@ int main(int argc, char** argv) {
             for (unsigned i = 0; i < reps; ++i) {
               s.clear();
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
+              m->reset_kernel_profile();
               const auto toks = random_tokens(g, hp.n_vocab, rng);
               const auto t0 = clock_type::now();
               for (auto t : toks) s.decode(t);
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
               r.samples.push_back(double(g) / sec);
             }
+            report_profile(r.test, g);
             results.push_back(tag(r));
           }
         }

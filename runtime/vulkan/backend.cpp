@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <cstdlib>
 #include <set>
 
 #include "commands.hpp"
@@ -38,7 +39,9 @@ std::string kv_define(kv::kv_type t) { return t == kv::kv_type::f32 ? "1" : ""; 
 
 // Push-constant blocks, field for field as declared in the shaders.
 struct matvec_pc {
-  std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, in_div, ids_off;
+  std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, in_div, ids_off, up_off;
+  std::uint32_t r_off, r_stride;
+  float eps;
 };
 struct get_rows_pc {
   std::uint32_t K, row_bytes, o_off, o_stride;
@@ -123,8 +126,30 @@ struct backend::impl {
   std::uint32_t last_dispatches = 0;
   std::map<std::string, kernel_time> prof;
 
+  // Peephole fusion while recording (STRATA_VK_FUSE=0 turns it off): an RMS norm whose only
+  // consumers are matmuls is not dispatched but folded into their input (NORM_INPUT); matmuls
+  // are held back one op so a following residual add (ADD_RESIDUAL) or, for a gate/up pair,
+  // the SwiGLU (SWIGLU) joins their dispatch.
+  struct pending_norm {
+    tensor x, y;
+    const weight* w = nullptr;
+    float eps = 0;
+  };
+  struct pending_matmul {
+    const weight* w = nullptr;
+    tensor x, y;
+    std::optional<pending_norm> norm;
+    std::optional<tensor> residual;
+    const weight* up = nullptr;
+  };
+  bool fuse = true;
+  std::vector<pending_norm> norms;
+  std::vector<pending_matmul> mats;
+  std::vector<tensor> dropped;  // results of norms dropped unread: reading one is a bug
+
   explicit impl(const backend_options& o)
       : opt(o), ctx(o.device), pipes(ctx, o.cache_dir.empty() ? default_cache_dir() : o.cache_dir) {
+    if (const char* f = std::getenv("STRATA_VK_FUSE"); f && std::string_view(f) == "0") fuse = false;
     pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
                                                                          ctx.queue_family()));
     fence = vk::raii::Fence(ctx.device(), vk::FenceCreateInfo());
@@ -161,6 +186,82 @@ struct backend::impl {
       gx = div_up(gx, gz);
     }
     rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+  }
+
+  static bool same(const tensor& a, const tensor& b) {
+    return a.buf == b.buf && a.off == b.off && a.rows == b.rows && a.cols == b.cols && a.stride == b.stride;
+  }
+
+  void record_norm(const pending_norm& n) {
+    const rms_norm_pc pc{n.x.cols, n.x.off, n.x.stride, n.y.off, n.y.stride, n.eps};
+    const bool weighted = n.w != nullptr;
+    std::vector<binding> b{weighted ? bind_weight(*n.w) : bind(n.x, false), bind(n.x, false), bind(n.y, true)};
+    if (weighted) b.push_back(bind_weight(*n.w));
+    dispatch(norm_req(weighted), b, &pc, sizeof pc, n.x.rows);
+  }
+
+  void record_matmul(const pending_matmul& m) {
+    const weight& w = *m.w;
+    const std::uint32_t n = m.x.rows;
+    const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+    const tensor& x = m.norm ? m.norm->x : m.x;
+    matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), x.off, x.stride,
+                 m.y.off, m.y.stride, 0, 1, 0, 0, 0, 0, m.norm ? m.norm->eps : 0.0f};
+    binding wb = bind_weight(w);
+    if (m.up) {  // one binding over gate .. up (same chunk, up after gate)
+      const auto& g = weights.at(w.id);
+      const auto& u = weights.at(m.up->id);
+      wb.range.bytes = u.offset + u.bytes - g.offset;
+      pc.up_off = std::uint32_t(u.offset - g.offset);
+    }
+    if (m.residual) {
+      pc.r_off = m.residual->off;
+      pc.r_stride = m.residual->stride;
+    }
+    const binding b[] = {wb, bind(x, false), bind(m.y, true), bind(x, false),
+                         m.norm ? bind_weight(*m.norm->w) : bind(x, false), m.residual ? bind(*m.residual, false) : bind(x, false)};
+    std::vector<std::pair<std::string, std::string>> d{{"NR", std::to_string(mv_rows)}, {"NT", std::to_string(nt)}};
+    if (m.norm) d.emplace_back("NORM_INPUT", "1");
+    if (m.up) d.emplace_back("SWIGLU", "1");
+    if (m.residual) d.emplace_back("ADD_RESIDUAL", "1");
+    dispatch(req("matvec", w.type, std::move(d), 6), b, &pc, sizeof pc, div_up(w.ne[1], mv_rows), div_up(n, nt));
+  }
+
+  void flush_mats() {
+    for (const auto& m : mats) record_matmul(m);
+    mats.clear();
+  }
+
+  // Before an op that reads `reads` and writes `writes` (buffer ids) is recorded: deferred
+  // matmuls go first; a pending norm is dispatched when its result is read, and dropped when
+  // its input or output is overwritten first (then its result is never needed).
+  void prepare(std::initializer_list<tensor> reads, std::initializer_list<tensor> writes) {
+    flush_mats();
+    for (const auto& r : reads)
+      for (const auto& d : dropped)
+        if (r.buf == d.buf) throw error("internal: Vulkan backend read a normalised tensor it had dropped");
+    for (std::size_t i = 0; i < norms.size();) {
+      bool read = false, overwritten = false;
+      for (const auto& r : reads) read |= r.buf == norms[i].y.buf;
+      for (const auto& w : writes) overwritten |= w.buf == norms[i].x.buf || w.buf == norms[i].y.buf;
+      if (read) {
+        record_norm(norms[i]);
+        norms.erase(norms.begin() + std::ptrdiff_t(i));
+      } else if (overwritten) {
+        dropped.push_back(norms[i].y);
+        norms.erase(norms.begin() + std::ptrdiff_t(i));
+      } else {
+        ++i;
+      }
+    }
+    for (const auto& w : writes)
+      std::erase_if(dropped, [&](const tensor& d) { return d.buf == w.buf; });
+  }
+  void flush_all() {
+    flush_mats();
+    for (const auto& n : norms) record_norm(n);
+    norms.clear();
+    dropped.clear();
   }
 
   static pipeline_request req(std::string shader, std::optional<gguf::type_id> fmt,
@@ -276,8 +377,16 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
     else if (t->ne[1] > 1) mat_formats.insert(t->type);
     if (t->name == "token_embd.weight") reqs.push_back(impl::req("get_rows", t->type, {}, 3));
   }
+  // Decode-shaped matvecs (one token) in the variants fusion produces; other token counts are
+  // built on first use (and cached on disk like the rest).
   for (auto f : mat_formats)
-    for (std::uint32_t nt : {1u, 2u, 4u, 8u}) reqs.push_back(impl::matvec_req(f, nt, false));
+    for (const auto& v : std::vector<std::vector<std::pair<std::string, std::string>>>{
+             {}, {{"NORM_INPUT", "1"}}, {{"NORM_INPUT", "1"}, {"SWIGLU", "1"}}, {{"ADD_RESIDUAL", "1"}}}) {
+      if (!P.fuse && !v.empty()) continue;
+      std::vector<std::pair<std::string, std::string>> d{{"NR", std::to_string(mv_rows)}, {"NT", "1"}};
+      d.insert(d.end(), v.begin(), v.end());
+      reqs.push_back(impl::req("matvec", f, std::move(d), 6));
+    }
   for (auto f : id_formats) reqs.push_back(impl::matvec_req(f, 1, true));
   if (!id_formats.empty()) {
     reqs.push_back(impl::moe_req("MOE_TOPK"));
@@ -399,6 +508,7 @@ rope_params backend::rope_params_for(const arch::layer_plan& p, const arch::hpar
 void backend::get_rows(const weight& table, std::span<const std::int32_t> ids, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
+  P.prepare({}, {out});
   const std::uint32_t n = std::uint32_t(ids.size());
   const get_rows_pc pc{std::uint32_t(table.ne[0]), std::uint32_t(table.row_bytes), out.off, out.stride};
   const binding b[] = {P.bind_weight(table), P.bind_step(P.off_tokens, std::uint64_t(P.max_rows) * 4), P.bind(out, true)};
@@ -411,11 +521,17 @@ void backend::rms_norm(tensor x, const weight* w, float eps, tensor y) {
   const bool weighted = w && *w;
   if (weighted && (w->type != gguf::type_id::f32 || w->ne[0] != x.cols))
     throw error("norm weight '" + std::string(w->name) + "' must be F32 with " + std::to_string(x.cols) + " elements");
-  const rms_norm_pc pc{x.cols, x.off, x.stride, y.off, y.stride, eps};
-  std::vector<binding> b{P.bind(x, false), P.bind(y, true)};
-  b.insert(b.begin(), weighted ? P.bind_weight(*w) : P.bind(x, false));
-  if (weighted) b.push_back(P.bind_weight(*w));
-  P.dispatch(impl::norm_req(weighted), b, &pc, sizeof pc, x.rows);
+  const impl::pending_norm n{x, y, weighted ? w : nullptr, eps};
+  // Full-width weighted norms are deferred (fused into the matmuls that read them); per-head
+  // norms (Q/K norm) run as their own dispatch.
+  if (P.fuse && weighted && x.rows == y.rows && x.cols == y.cols && x.cols % 16 == 0) {
+    P.prepare({x}, {y});
+    std::erase_if(P.norms, [&](const impl::pending_norm& o) { return o.y.buf == y.buf; });
+    P.norms.push_back(n);
+    return;
+  }
+  P.prepare({x}, {y});
+  P.record_norm(n);
 }
 
 void backend::matmul(const weight& w, tensor x, tensor y) {
@@ -425,17 +541,44 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
     throw error("matmul shape mismatch for '" + std::string(w.name) + "': weight [" + std::to_string(w.ne[0]) + ", " +
                 std::to_string(w.ne[1]) + "], input " + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", output " +
                 std::to_string(y.rows) + "x" + std::to_string(y.cols));
-  const std::uint32_t n = x.rows;
-  const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
-  const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), x.off, x.stride,
-                     y.off, y.stride, 0, 1, 0};
-  const binding b[] = {P.bind_weight(w), P.bind(x, false), P.bind(y, true)};
-  P.dispatch(impl::matvec_req(w.type, nt, false), b, &pc, sizeof pc, div_up(w.ne[1], mv_rows), div_up(n, nt));
+  impl::pending_matmul m{&w, x, y, {}, {}, nullptr};
+  if (!P.fuse) {
+    P.prepare({x}, {y});
+    P.record_matmul(m);
+    return;
+  }
+  // Input from a deferred norm: fold it in. Otherwise the usual read/write preparation, but
+  // keep earlier deferred matmuls of the same input waiting (a gate/up pair may follow).
+  const auto it = std::find_if(P.norms.begin(), P.norms.end(), [&](const auto& n) { return impl::same(n.y, x); });
+  if (it != P.norms.end()) m.norm = *it;
+  const bool chain = !P.mats.empty() && impl::same(P.mats.back().x, x) && !P.mats.back().residual && !P.mats.back().up;
+  if (!chain) P.flush_mats();
+  if (!m.norm) {
+    std::vector<impl::pending_matmul> held;
+    held.swap(P.mats);
+    P.prepare({x}, {y});
+    P.mats.swap(held);
+  } else {
+    for (std::size_t i = 0; i < P.norms.size();) {  // norms reading / writing y
+      if (P.norms[i].x.buf == y.buf || (P.norms[i].y.buf == y.buf && !impl::same(P.norms[i].y, x))) {
+        P.dropped.push_back(P.norms[i].y);
+        P.norms.erase(P.norms.begin() + std::ptrdiff_t(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+  if (P.mats.size() == 2) {
+    P.record_matmul(P.mats.front());
+    P.mats.erase(P.mats.begin());
+  }
+  P.mats.push_back(m);
 }
 
 void backend::rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t> pos, const rope_params& rp) {
   auto& P = *p_;
   if (P.replay) return;
+  P.prepare({x}, {x});
   (void)pos;
   const rope_pc pc{x.rows, n_heads, rp.n_rot, x.cols / n_heads, x.off, x.stride, rp.base, rp.freq_scale,
                    rp.neox ? 1u : 0u, rp.freq_factors ? 1u : 0u};
@@ -447,6 +590,7 @@ void backend::rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t
 void backend::scale_rows_llama4_temperature(tensor q, std::span<const std::int32_t> pos) {
   auto& P = *p_;
   if (P.replay) return;
+  P.prepare({q}, {q});
   (void)pos;
   const temperature_pc pc{q.rows, q.cols, q.off, q.stride};
   const binding b[] = {P.bind(q, true), P.bind(q, true), P.bind_step(P.off_pos, std::uint64_t(P.max_rows) * 4)};
@@ -475,6 +619,7 @@ void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b,
     P.kv_written = true;
   }
   if (P.replay) return;
+  P.prepare({k, v}, {});
   const auto& cfg = kv.config();
   const kv_store_pc pc{k.rows, cfg.row_elems(), k.off, k.stride, v.off, v.stride};
   const binding bd[] = {P.bind(k, false), P.bind(k, false), P.bind(v, false), P.bind_id(kv.k_buffer(layer), true),
@@ -486,6 +631,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
                         const attention_params& ap, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
+  P.prepare({q}, {out});
   (void)b;
   if (ap.head_dim > 256 || ap.head_dim % 4)
     throw error("Vulkan attention supports head dimensions up to 256 in multiples of 4, the model has " +
@@ -508,6 +654,20 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
 void backend::swiglu(tensor gate, tensor up, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
+  if (P.fuse && P.mats.size() == 2 && impl::same(P.mats[0].y, gate) && impl::same(P.mats[1].y, up) &&
+      impl::same(out, gate) && !P.mats[0].residual && !P.mats[1].residual) {
+    const auto& g = P.weights.at(P.mats[0].w->id);
+    const auto& u = P.weights.at(P.mats[1].w->id);
+    if (P.mats[0].w->type == P.mats[1].w->type && P.mats[0].w->row_bytes == P.mats[1].w->row_bytes &&
+        P.mats[0].w->ne[1] == P.mats[1].w->ne[1] && g.chunk == u.chunk && u.offset > g.offset &&
+        u.offset - g.offset < (1ull << 32)) {
+      P.mats[0].up = P.mats[1].w;
+      P.mats.pop_back();
+      P.flush_mats();
+      return;
+    }
+  }
+  P.prepare({gate, up}, {out});
   const elementwise_pc pc{gate.cols, gate.off, gate.stride, up.off, up.stride, out.off, out.stride};
   const binding b[] = {P.bind(gate, false), P.bind(gate, false), P.bind(up, false), P.bind(out, true)};
   P.dispatch(impl::elementwise_req("OP_SWIGLU"), b, &pc, sizeof pc, div_up(gate.cols, wg), gate.rows);
@@ -516,6 +676,14 @@ void backend::swiglu(tensor gate, tensor up, tensor out) {
 void backend::add(tensor a, tensor b2, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
+  if (P.fuse && P.mats.size() == 1 && impl::same(P.mats.back().y, b2) && impl::same(out, a) && !P.mats.back().up &&
+      !P.mats.back().residual && a.buf != P.mats.back().x.buf && (!P.mats.back().norm || P.mats.back().norm->x.buf != a.buf)) {
+    P.mats.back().residual = a;  // y = a + W.x, written over a
+    P.mats.back().y = out;
+    P.prepare({}, {out});
+    return;
+  }
+  P.prepare({a, b2}, {out});
   const elementwise_pc pc{a.cols, a.off, a.stride, b2.off, b2.stride, out.off, out.stride};
   const binding b[] = {P.bind(a, false), P.bind(a, false), P.bind(b2, false), P.bind(out, true)};
   P.dispatch(impl::elementwise_req("OP_ADD"), b, &pc, sizeof pc, div_up(a.cols, wg), a.rows);
@@ -524,6 +692,7 @@ void backend::add(tensor a, tensor b2, tensor out) {
 void backend::select_rows(tensor x, std::span<const std::uint8_t> flags, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
+  P.prepare({x}, {out});
   (void)flags;
   const copy_rows_pc pc{x.cols, x.off, x.stride, out.off, out.stride};
   const binding b[] = {P.bind(x, false), P.bind(x, false), P.bind(out, true),
@@ -539,6 +708,7 @@ void backend::read(tensor src, std::span<float> dst) {
   P.read_dst = dst.data();
   P.read_floats = n;
   if (P.replay) return;
+  P.prepare({src}, {});
   const copy_rows_pc pc{src.cols, src.off, src.stride, 0, src.cols};
   const binding b[] = {P.bind(src, false), P.bind(src, false),
                        {{P.readback.handle(), 0, P.readback.size(), 0}, true}};
@@ -549,6 +719,7 @@ void backend::finish() {
   auto& P = *p_;
   if (!P.replay) {
     if (!P.recording) return;
+    P.flush_all();
     P.rec.end();
     P.recording = false;
     P.pending.labels = P.rec.labels();
@@ -579,10 +750,12 @@ void backend::moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint
                       tensor out) {
   auto& P = *p_;
   if (P.replay) return;
+  P.prepare({x}, {s.logits, s.xin, s.gate, s.up, s.y, out});
   const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]), pairs = n * k;
   if (E > 256) throw error("MoE with " + std::to_string(E) + " experts: the GPU router supports up to 256");
   const tensor logits = s.logits.first_rows(n);
   matmul(*mw.gate_inp, x, logits);
+  P.flush_mats();
   const bool sigmoid = router != arch::router_kind::softmax_topk_renorm;
   const bool weight_input = router == arch::router_kind::sigmoid_topk_weight_input;
   {

@@ -22,6 +22,8 @@
 #include "strata/gguf/tensor_info.hpp"
 #include "strata/graph/batch.hpp"
 #include "strata/kv/kv_config.hpp"
+#include "strata/kernels/cpu/backend.hpp"
+#include "strata/runtime/cpu_kernels.hpp"
 #include "strata/runtime/engine.hpp"
 #include "support/fixtures.hpp"
 
@@ -124,15 +126,38 @@ struct batch_data {
   graph::batch view() const { return {tokens, positions, seq_ids, logits}; }
 };
 
-#ifdef STRATA_HAS_VULKAN
-// A KV cache for scenarios that need none: begin() needs the step buffer make_kv() creates.
-inline gpu::kv_state dummy_kv(gpu::backend& be) {
+// The CPU backend the GPU is compared with (2 threads, the best kernel tier of this CPU).
+struct cpu_backend : kernels::cpu::backend {
+  cpu_backend() : kernels::cpu::backend(2, rt::select_kernel_table(rt::best_isa())) {}
+};
+
+// One step on either backend: begin, `ops()` (which uploads its inputs with get_rows from F32
+// tables and returns the tensor to read back), read, finish.
+template <class Backend, class Ops>
+std::vector<float> run_step(Backend& be, const batch_data& b, Ops&& ops) {
+  be.begin(b.view());
+  const auto out = ops();
+  std::vector<float> y(std::size_t(out.rows) * out.cols);
+  be.read(out, y);
+  be.finish();
+  return y;
+}
+
+// KV geometry for scenarios that need no cache (begin() on the GPU needs the step buffer
+// make_kv() creates).
+inline kv::kv_config small_kv() {
   kv::kv_config c;
   c.n_layer = 1;
   c.n_head_kv = 1;
   c.head_dim = 16;
   c.n_ctx = 32;
-  return be.make_kv(c);
+  return c;
+}
+
+#ifdef STRATA_HAS_VULKAN
+// A KV cache for scenarios that need none: begin() needs the step buffer make_kv() creates.
+inline gpu::kv_state dummy_kv(gpu::backend& be) {
+  return be.make_kv(small_kv());
 }
 #endif
 

@@ -1,0 +1,123 @@
+// GPU matmul (shaders/matvec.glsl over every dequantizer) for every weight format, at token
+// counts that run every NT variant with and without leftover tokens, on strided input and output
+// views (the decoder narrows its scratch with first_cols). The gate is a float64 product of the
+// C++-dequantized weights with the float activations: the GPU multiplies float activations, so
+// only its float accumulation differs. The CPU backend is compared too, loosely: it quantizes
+// activations to the format's act type (Q8_0, Q8_1, Q8_K, F16, BF16) first, as ggml does.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "strata/quant/all.hpp"
+#include "vulkan/vk_harness.hpp"
+
+namespace {
+
+using namespace strata;
+namespace vkt = strata::test::vk;
+
+#ifdef STRATA_HAS_VULKAN
+
+constexpr std::uint32_t K = 2304;  // 9 super-blocks; 144 16-element parts: some threads take two
+constexpr std::uint32_t N = 67;    // odd: the last workgroup has a row past the end
+constexpr std::uint32_t table_rows = 96;
+constexpr std::uint32_t token_counts[] = {1, 2, 3, 4, 5, 8, 9, 17, 64};
+constexpr std::uint32_t max_tokens = 64;
+
+template <class... F, class G>
+void for_each_format(quant::type_list<F...>, G&& g) {
+  (g(F{}), ...);
+}
+
+std::vector<std::int32_t> rows_for(std::uint32_t n) {
+  std::vector<std::int32_t> r(n);
+  for (std::uint32_t i = 0; i < n; ++i) r[i] = std::int32_t((7 * i + n) % table_rows);
+  return r;
+}
+
+// One step per token count; inputs rows of an F32 table, input stride K + 48, output stride N + 5.
+template <class Backend>
+std::vector<std::vector<float>> run_matmuls(Backend& be, const gguf::tensor_info& w_info, const gguf::tensor_info& x_info) {
+  const auto w = be.load(w_info);
+  const auto xt = be.load(x_info);
+  const auto xb = be.alloc(max_tokens, K + 48);
+  const auto yb = be.alloc(max_tokens, N + 5);
+  be.reserve(max_tokens, K + 48, 32);
+  auto kv = be.make_kv(vkt::small_kv());
+  std::vector<std::vector<float>> out;
+  for (const std::uint32_t n : token_counts) {
+    auto b = vkt::batch_data::rows(n);
+    b.tokens = rows_for(n);
+    out.push_back(vkt::run_step(be, b, [&] {
+      const auto x = xb.view(n).first_cols(K), y = yb.view(n).first_cols(N);
+      be.get_rows(xt, b.tokens, x);
+      be.matmul(w, x, y);
+      return y;
+    }));
+  }
+  return out;
+}
+
+TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequantized weights") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(99);
+  const auto x = vkt::normal_floats(std::size_t(table_rows) * K, rng);
+  for_each_format(quant::all{}, [&](auto fmt) {
+    using Fmt = decltype(fmt);
+    using B = typename Fmt::block;
+    if (!gpu::gpu_supports(Fmt::gguf_type)) return;  // activation-only formats (dequant_test checks which)
+    CAPTURE(Fmt::name);
+    // Weight rows quantized by the reference quantizer from weight-like floats.
+    std::vector<B> blocks(std::size_t(N) * K / Fmt::block_elems);
+    std::vector<float> wdq(std::size_t(N) * K);
+    {
+      std::normal_distribution<float> nd(0.0f, 0.05f);
+      std::vector<float> w(std::size_t(N) * K);
+      for (auto& v : w) v = nd(rng);
+      for (std::uint32_t r = 0; r < N; ++r) {
+        quant::quantize_row<Fmt>(w.data() + std::size_t(r) * K, blocks.data() + std::size_t(r) * K / Fmt::block_elems, K);
+        quant::dequant_row<Fmt>(blocks.data() + std::size_t(r) * K / Fmt::block_elems, wdq.data() + std::size_t(r) * K, K);
+      }
+    }
+    vkt::weight_store store;
+    const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
+    const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
+    std::vector<std::vector<float>> gpu_out, cpu_out;
+    {
+      gpu::backend be;
+      gpu_out = run_matmuls(be, wi, xi);
+    }
+    {
+      vkt::cpu_backend be;
+      cpu_out = run_matmuls(be, wi, xi);
+    }
+    double worst_f64 = 0, worst_cpu = 0;
+    for (std::size_t c = 0; c < std::size(token_counts); ++c) {
+      const std::uint32_t n = token_counts[c];
+      CAPTURE(n);
+      const auto rows = rows_for(n);
+      std::vector<double> ref(std::size_t(n) * N);
+      for (std::uint32_t t = 0; t < n; ++t)
+        for (std::uint32_t r = 0; r < N; ++r) {
+          const float* xr = x.data() + std::size_t(rows[t]) * K;
+          const float* wr = wdq.data() + std::size_t(r) * K;
+          double s = 0;
+          for (std::uint32_t k = 0; k < K; ++k) s += double(wr[k]) * double(xr[k]);
+          ref[std::size_t(t) * N + r] = s;
+        }
+      const double e64 = vkt::nmse_f64(gpu_out[c], ref);
+      const double ecpu = test::nmse(gpu_out[c], cpu_out[c]);
+      worst_f64 = std::max(worst_f64, e64);
+      worst_cpu = std::max(worst_cpu, ecpu);
+      CHECK(e64 <= vkt::tol_matmul_f64);
+      CHECK(ecpu <= vkt::tol_matmul_cpu);
+    }
+    MESSAGE(Fmt::name << ": NMSE vs float64 " << worst_f64 << ", vs CPU backend " << worst_cpu << " (worst token count)");
+  });
+}
+
+#endif
+
+}  // namespace

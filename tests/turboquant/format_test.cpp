@@ -114,3 +114,27 @@ TEST_CASE("blocked head dims: 96 = 64 + 32 segments with their own scales; bad d
   CHECK_THROWS_WITH(tq::format(100, 3), doctest::Contains("head_dim 100 is not supported"));
   CHECK_THROWS_WITH(tq::format(128, 5), doctest::Contains("5 bits"));
 }
+
+TEST_CASE("SIMD fused kernels are bit-identical to the scalar reference") {
+  std::mt19937 rng(11);
+  for (std::uint32_t d : {64u, 80u, 128u, 256u})
+    for (std::uint32_t b = 1; b <= 4; ++b) {
+      CAPTURE(d);
+      CAPTURE(b);
+      const tq::format f(d, b);
+      const auto fast = tq::kernels_for(b), ref = tq::reference_kernels_for(b);
+      std::vector<std::uint8_t> row(f.row_bytes());
+      std::vector<float> scratch(d), a1(d, 0.5f), a2(d, 0.5f);
+      for (int t = 0; t < 20; ++t) {
+        const auto x = gaussian(d, rng), q = gaussian(d, rng);
+        f.quantize(x.data(), row.data(), scratch.data());
+        CHECK(fast.dot_rotated(f, q.data(), row.data()) == ref.dot_rotated(f, q.data(), row.data()));
+        fast.accumulate_rotated(f, 0.3f, row.data(), a1.data());
+        ref.accumulate_rotated(f, 0.3f, row.data(), a2.data());
+      }
+      CHECK(a1 == a2);
+    }
+#if defined(STRATA_TURBOQUANT_AVX2)
+  MESSAGE("AVX2 TurboQuant kernels " << (tq::avx2::cpu_has_avx2() ? "tested" : "not available on this CPU"));
+#endif
+}

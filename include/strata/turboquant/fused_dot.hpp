@@ -3,11 +3,13 @@
 //   accumulate_rotated: acc += w·ỹ, in the rotated domain; the caller applies Rᵀ once per head.
 // Indices are decoded 8 at a time: 8 consecutive elements always occupy `bits` bytes (block.hpp),
 // which is also the natural unit of a GLSL port (one uint32 load of the low plane covers 16
-// elements at p = 2). kernels_for() picks the per-bit-width functions once per cache.
+// elements at p = 2). kernels_for() picks the per-bit-width functions (AVX2 when the CPU has
+// it, fused_dot_avx2.hpp) once per cache; reference_kernels_for() is the scalar definition.
 #pragma once
 #include <cstdint>
 
 #include "strata/turboquant/format.hpp"
+#include "strata/turboquant/fused_dot_avx2.hpp"
 
 namespace strata::turboquant {
 
@@ -77,13 +79,27 @@ struct fused_kernels {
   void (*accumulate_rotated)(const format&, float w, const std::uint8_t* row, float* acc) noexcept;
 };
 
-inline fused_kernels kernels_for(std::uint32_t bits) noexcept {
+// The scalar reference kernels (what the SIMD versions are tested against).
+inline fused_kernels reference_kernels_for(std::uint32_t bits) noexcept {
   switch (bits) {
     case 1: return {detail::dot_rotated<1>, detail::accumulate_rotated<1>};
     case 2: return {detail::dot_rotated<2>, detail::accumulate_rotated<2>};
     case 3: return {detail::dot_rotated<3>, detail::accumulate_rotated<3>};
     default: return {detail::dot_rotated<4>, detail::accumulate_rotated<4>};
   }
+}
+
+// The fastest kernels this CPU runs (AVX2 when present), chosen once per cache.
+inline fused_kernels kernels_for(std::uint32_t bits) noexcept {
+#if defined(STRATA_TURBOQUANT_AVX2)
+  if (avx2::cpu_has_avx2()) switch (bits) {
+      case 1: return {avx2::dot_rotated<1>, avx2::accumulate_rotated<1>};
+      case 2: return {avx2::dot_rotated<2>, avx2::accumulate_rotated<2>};
+      case 3: return {avx2::dot_rotated<3>, avx2::accumulate_rotated<3>};
+      default: return {avx2::dot_rotated<4>, avx2::accumulate_rotated<4>};
+    }
+#endif
+  return reference_kernels_for(bits);
 }
 
 }  // namespace strata::turboquant

@@ -349,7 +349,8 @@ class backend {
           float s = 0.0f;
           const fp16* r = window && j >= recent_from ? kv.k_recent(layer, seq, j, hk) : nullptr;
           if (r) {
-            for (std::uint32_t c = 0; c < d; ++c) s += qh[c] * to_float(r[c]);
+            kv.widen(r, kbuf, d);
+            for (std::uint32_t c = 0; c < d; ++c) s += qh[c] * kbuf[c];
           } else if (ktq) {
             s = kdot(*ktq, q_rot, kv.k_head(layer, kv.table().slot(seq, j), hk));
           } else {
@@ -374,7 +375,8 @@ class backend {
           const float w = scores[j - start];
           const fp16* r = window && j >= recent_from ? kv.v_recent(layer, seq, j, hk) : nullptr;
           if (r) {
-            for (std::uint32_t c = 0; c < d; ++c) o[c] += w * to_float(r[c]);
+            kv.widen(r, vbuf, d);
+            for (std::uint32_t c = 0; c < d; ++c) o[c] += w * vbuf[c];
           } else if (vtq) {
             vacc(*vtq, w, kv.v_head(layer, kv.table().slot(seq, j), hk), v_rot);
             any_rot = true;

@@ -1,0 +1,213 @@
+// The GPU's row ops against the CPU backend on random inputs (llama.cpp test-backend-ops style,
+// NMSE gates from vk_harness.hpp): rms_norm, rope, the Llama 4 temperature, swiglu, add and
+// select_rows. Each scenario is one template run on both backends; its steps use distinct token
+// counts because a GPU backend records one graph per batch shape and replays it after that.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/arch/architecture.hpp"
+#include "vulkan/vk_harness.hpp"
+
+namespace {
+
+using namespace strata;
+namespace vkt = strata::test::vk;
+
+#ifdef STRATA_HAS_VULKAN
+
+using results = std::vector<std::vector<float>>;
+
+struct ops_inputs {
+  static constexpr std::uint32_t rows = 64;  // rows of each input table
+  static constexpr std::uint32_t C = 2064;   // row width: 16 full passes of 128 threads and a tail of 16
+  static constexpr std::uint32_t H = 8, D = 64;  // heads for the split-head norms and RoPE
+  vkt::weight_store store;
+  const gguf::tensor_info *a, *b, *q, *norm_w, *head_w;
+  std::vector<float> freq_factors;
+
+  explicit ops_inputs(std::mt19937& rng) {
+    a = &store.add_f32("test.a", vkt::normal_floats(std::size_t(rows) * C, rng, 3.0f), C, rows);
+    b = &store.add_f32("test.b", vkt::normal_floats(std::size_t(rows) * C, rng), C, rows);
+    q = &store.add_f32("test.q", vkt::normal_floats(std::size_t(rows) * H * D, rng), H * D, rows);
+    auto w = vkt::normal_floats(C, rng, 0.5f);
+    for (auto& v : w) v += 1.0f;
+    norm_w = &store.add_f32("test.norm", w, C);
+    head_w = &store.add_f32("test.head_norm", vkt::normal_floats(D, rng, 0.5f), D);
+    std::uniform_real_distribution<float> ff(1.0f, 8.0f);
+    for (std::uint32_t i = 0; i < D / 2; ++i) freq_factors.push_back(i < 4 ? 1.0f : ff(rng));
+  }
+};
+
+// n tokens reading table rows `first`.. (distinct per step), positions from `pos`.
+vkt::batch_data tokens(std::uint32_t n, std::int32_t first, std::vector<std::int32_t> pos = {}) {
+  auto b = vkt::batch_data::rows(n, first);
+  if (!pos.empty()) b.positions = pos;
+  return b;
+}
+
+template <class Backend>
+results run_norms(Backend& be, const ops_inputs& in) {
+  const auto a = be.load(*in.a), q = be.load(*in.q), w = be.load(*in.norm_w), hw = be.load(*in.head_w);
+  const auto x = be.alloc(16, ops_inputs::C + 8), y = be.alloc(16, ops_inputs::C), qb = be.alloc(16, ops_inputs::H * ops_inputs::D);
+  be.reserve(16, ops_inputs::C + 8, 32);
+  auto kv = be.make_kv(vkt::small_kv());
+  const float eps = 1e-6f;
+  results r;
+  for (const bool weighted : {true, false}) {  // rows of a strided view into a second buffer
+    const std::uint32_t n = weighted ? 5 : 6;
+    const auto b = tokens(n, weighted ? 0 : 10);
+    r.push_back(vkt::run_step(be, b, [&] {
+      const auto xi = x.view(n).first_cols(ops_inputs::C);
+      be.get_rows(a, b.tokens, xi);
+      be.rms_norm(xi, weighted ? &w : nullptr, 1e-5f, y.view(n));
+      return y.view(n);
+    }));
+  }
+  for (const bool weighted : {true, false}) {  // in place on split heads (QK norm)
+    const std::uint32_t n = weighted ? 7 : 9;
+    const auto b = tokens(n, weighted ? 20 : 30);
+    r.push_back(vkt::run_step(be, b, [&] {
+      const auto qv = qb.view(n), qh = qv.split_rows(ops_inputs::H);
+      be.get_rows(q, b.tokens, qv);
+      be.rms_norm(qh, weighted ? &hw : nullptr, eps, qh);
+      return qv;
+    }));
+  }
+  return r;
+}
+
+template <class Backend>
+results run_ropes(Backend& be, const ops_inputs& in) {
+  const auto q = be.load(*in.q);
+  const auto qb = be.alloc(16, ops_inputs::H * ops_inputs::D);
+  be.reserve(16, ops_inputs::H * ops_inputs::D, 32);
+  auto kv = be.make_kv(vkt::small_kv());
+  arch::hparams hp;
+  hp.n_rot = ops_inputs::D;
+  results r;
+  const std::vector<float> none;
+  std::uint32_t n = 3;
+  for (const bool ff : {false, true})
+    for (const bool neox : {false, true}) {
+      arch::layer_plan plan;
+      plan.rope_base = ff ? 500000.0f : 10000.0f;
+      hp.rope_freq_scale = ff ? 0.25f : 1.0f;
+      auto rp = be.rope_params_for(plan, hp, ff ? in.freq_factors : none);
+      rp.neox = neox;
+      std::vector<std::int32_t> pos{0, 1, 2, 31, 32, 200, 1023, 4097, 8191, 12000};
+      pos.resize(n);
+      const auto b = tokens(n, std::int32_t(4 * n), pos);
+      r.push_back(vkt::run_step(be, b, [&] {
+        const auto qv = qb.view(n);
+        be.get_rows(q, b.tokens, qv);
+        be.rope(qv, ops_inputs::H, b.positions, rp);
+        return qv;
+      }));
+      n += 2;
+    }
+  return r;
+}
+
+// Llama 4 temperature (positions around the 8192 steps), swiglu (into a third buffer and in
+// place, as the decoder runs it), add (out of place and in place) and select_rows.
+template <class Backend>
+results run_elementwise(Backend& be, const ops_inputs& in) {
+  constexpr std::uint32_t C = ops_inputs::C;
+  const auto a = be.load(*in.a), bw = be.load(*in.b), q = be.load(*in.q);
+  const auto x = be.alloc(16, C), y = be.alloc(16, C + 16), o = be.alloc(16, C), qb = be.alloc(16, ops_inputs::H * ops_inputs::D);
+  be.reserve(16, C + 16, 32);
+  auto kv = be.make_kv(vkt::small_kv());
+  results r;
+  {
+    const auto b = tokens(8, 0, {0, 8190, 8191, 8192, 16383, 16384, 100000, 1000000});
+    r.push_back(vkt::run_step(be, b, [&] {
+      be.get_rows(q, b.tokens, qb.view(8));
+      be.scale_rows_llama4_temperature(qb.view(8), b.positions);
+      return qb.view(8);
+    }));
+  }
+  for (const bool in_place : {false, true}) {
+    const std::uint32_t n = in_place ? 3 : 2;
+    const auto b = tokens(n, in_place ? 40 : 50);
+    r.push_back(vkt::run_step(be, b, [&] {
+      const auto g = x.view(n), u = y.view(n).first_cols(C);
+      be.get_rows(a, b.tokens, g);
+      be.get_rows(bw, b.tokens, u);
+      be.swiglu(g, u, in_place ? g : o.view(n));
+      return in_place ? g : o.view(n);
+    }));
+  }
+  for (const bool in_place : {false, true}) {
+    const std::uint32_t n = in_place ? 5 : 4;
+    const auto b = tokens(n, in_place ? 11 : 22);
+    r.push_back(vkt::run_step(be, b, [&] {
+      const auto s = x.view(n), t = y.view(n).first_cols(C);
+      be.get_rows(a, b.tokens, s);
+      be.get_rows(bw, b.tokens, t);
+      be.add(s, t, in_place ? s : o.view(n));
+      return in_place ? s : o.view(n);
+    }));
+  }
+  {
+    auto b = tokens(7, 3);
+    b.logits = {1, 0, 0, 1, 1, 0, 1};
+    r.push_back(vkt::run_step(be, b, [&] {
+      be.get_rows(a, b.tokens, x.view(7));
+      be.select_rows(x.view(7), b.logits, o.view(4));
+      return o.view(4);
+    }));
+  }
+  return r;
+}
+
+template <class F>
+void compare(const char* op, const std::vector<std::string>& names, const std::vector<double>& tols, F&& run) {
+  std::mt19937 rng(2024);
+  const ops_inputs in(rng);
+  results g, c;
+  {
+    gpu::backend be;
+    g = run(be, in);
+  }
+  {
+    vkt::cpu_backend be;
+    c = run(be, in);
+  }
+  REQUIRE(g.size() == names.size());
+  REQUIRE(c.size() == names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    CAPTURE(names[i]);
+    const double e = test::nmse(g[i], c[i]);
+    MESSAGE(std::string(op) << " " << names[i] << ": NMSE GPU vs CPU " << e << " (tolerance " << tols[i] << ")");
+    CHECK(e <= tols[i]);
+  }
+}
+
+TEST_CASE("vulkan ops: rms_norm (weighted, unweighted, in place on split heads) vs CPU") {
+  if (!vkt::available()) return;
+  compare("rms_norm", {"weighted", "unweighted", "split heads weighted in place", "split heads unweighted in place"},
+          {vkt::tol_float_op, vkt::tol_float_op, vkt::tol_float_op, vkt::tol_float_op},
+          [](auto& be, const ops_inputs& in) { return run_norms(be, in); });
+}
+
+TEST_CASE("vulkan ops: rope (normal, NEOX, with freq factors and freq scale) vs CPU") {
+  if (!vkt::available()) return;
+  compare("rope", {"normal", "neox", "normal + freq factors", "neox + freq factors"},
+          {vkt::tol_rope, vkt::tol_rope, vkt::tol_rope, vkt::tol_rope},
+          [](auto& be, const ops_inputs& in) { return run_ropes(be, in); });
+}
+
+TEST_CASE("vulkan ops: llama4 temperature, swiglu, add, select_rows vs CPU") {
+  if (!vkt::available()) return;
+  compare("elementwise",
+          {"llama4 temperature", "swiglu", "swiglu in place", "add", "add in place", "select_rows"},
+          {vkt::tol_float_op, vkt::tol_float_op, vkt::tol_float_op, vkt::tol_exact, vkt::tol_exact, vkt::tol_exact},
+          [](auto& be, const ops_inputs& in) { return run_elementwise(be, in); });
+}
+
+#endif
+
+}  // namespace

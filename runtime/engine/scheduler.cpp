@@ -221,7 +221,10 @@ bool scheduler::step() {
     s.prompt_done += take;
     budget -= take;
   }
-  if (n == 0) return false;
+  if (n == 0) {
+    publish(false, 0.0, 0);
+    return false;
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
   const graph::batch b{std::span(tokens_).first(n), std::span(positions_).first(n), std::span(seq_ids_).first(n),
@@ -271,13 +274,19 @@ bool scheduler::step() {
       finish(s, finish_reason::error, 0, e.what());
     }
   }
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::lock_guard lk(mu_);
-  ++stats_.steps;
-  stats_.busy_seconds += dt;
-  stats_.generated_tokens += generated;
-  stats_.kv_used = kv.used_slots();
+  publish(true, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), generated);
   return true;
+}
+
+void scheduler::publish(bool stepped, double step_seconds, std::uint32_t generated) {
+  std::uint32_t running = 0;
+  for (const auto& s : slots_) running += s.out != nullptr;
+  std::lock_guard lk(mu_);
+  stats_.running = running;
+  stats_.steps += stepped;
+  stats_.busy_seconds += step_seconds;
+  stats_.generated_tokens += generated;
+  stats_.kv_used = model_->kv().used_slots();
 }
 
 void scheduler::loop() {

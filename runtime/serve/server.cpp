@@ -267,7 +267,9 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
       const auto fl = target.starts_with("/v1/messages") ? api_flavor::anthropic : api_flavor::openai;
       const std::string rid = new_id("req_");
       metrics.count_request(target.substr(0, target.find('?')), 413);
-      co_await send(s, {http::status::payload_too_large, "application/json", error_body(fl, e, rid), 0}, false, rid);
+      // Named, not a braced temporary: GCC 12 destroys temporaries in co_await operands twice.
+      const reply r{http::status::payload_too_large, "application/json", error_body(fl, e, rid), 0};
+      co_await send(s, r, false, rid);
       break;
     }
     if (ec) {
@@ -276,8 +278,8 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
           ec != http::error::partial_message) {
         const std::string rid = new_id("req_");
         const api_error e(400, "invalid_request_error", "malformed HTTP request: " + ec.message());
-        co_await send(s, {http::status::bad_request, "application/json", error_body(api_flavor::openai, e, rid), 0},
-                      false, rid);
+        const reply r{http::status::bad_request, "application/json", error_body(api_flavor::openai, e, rid), 0};
+        co_await send(s, r, false, rid);
       }
       break;
     }

@@ -157,6 +157,7 @@ class scheduler {
   bool step();
   void finish(slot& s, finish_reason r, std::size_t stop_index = 0, std::string err = {});
   bool make_room(std::uint32_t seq, std::uint32_t n_tokens);
+  void publish(bool stepped, double step_seconds, std::uint32_t generated);  // stats_ after a step
 
   model* model_;
   const tokenizer::tokenizer* tok_;

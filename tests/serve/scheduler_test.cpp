@@ -1,0 +1,174 @@
+// rt::scheduler on the fixture model: batched greedy generations equal single-sequence runs
+// (rt::session), small prefill chunks change nothing, the prefix cache is reused, cancellation
+// frees the slot, a full queue refuses, an oversized prompt is an error.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "strata/core/utf8.hpp"
+#include "strata/runtime/engine.hpp"
+#include "strata/runtime/scheduler.hpp"
+#include "strata/tokenizer/tokenizer.hpp"
+
+using namespace strata;
+
+namespace {
+
+const char* model_path = STRATA_TEST_FIXTURES "/models/qwen3-Q4_K_M.gguf";
+
+std::unique_ptr<rt::model> load(std::uint32_t n_seq, std::uint32_t n_ctx = 1024) {
+  rt::engine_options eo;
+  eo.threads = 1;
+  eo.n_ctx = n_ctx;
+  eo.n_seq = n_seq;
+  eo.n_batch = 64;
+  eo.max_outputs = n_seq;
+  return rt::model::load(model_path, eo);
+}
+
+std::vector<std::int32_t> eog_ids(const tokenizer::tokenizer& tok) {
+  std::vector<std::int32_t> out;
+  for (std::int32_t i = 0; i < tok.n_vocab(); ++i)
+    if (tok.is_eog(i)) out.push_back(i);
+  return out;
+}
+
+rt::generation_request greedy(const tokenizer::tokenizer& tok, const std::string& prompt, std::int32_t n) {
+  sampling::sampler_params p;
+  p.temperature = 0;
+  p.max_tokens = n;
+  return {tok.encode(prompt, true, true), sampling::sampler(p, tok.n_vocab()), sampling::stop_conditions(eog_ids(tok), n, {})};
+}
+
+struct outcome {
+  std::string text;
+  rt::finish_reason reason = rt::finish_reason::none;
+  std::uint32_t cached = 0, completion = 0;
+};
+
+outcome wait(rt::generation_stream& s) {
+  outcome o;
+  rt::generation_stream::state st;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (true) {
+    s.take(st);
+    o.text += st.text;
+    if (st.done) break;
+    REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  o.reason = st.reason;
+  o.cached = st.cached_tokens;
+  o.completion = st.completion_tokens;
+  return o;
+}
+
+// Greedy generation with one rt::session: the reference every batched run must equal.
+std::string solo(rt::model& m, const tokenizer::tokenizer& tok, const std::string& prompt, std::int32_t n) {
+  rt::session s(m);
+  auto logits = s.prefill(tok.encode(prompt, true, true));
+  std::vector<std::int32_t> ids;
+  for (std::int32_t i = 0; i < n; ++i) {
+    const auto t = std::int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (tok.is_eog(t)) break;
+    ids.push_back(t);
+    if (i + 1 < n) logits = s.decode(t);
+  }
+  return utf8::sanitize(tok.decode(ids));
+}
+
+const std::vector<std::string> prompts = {"Once upon a time", "The capital of France is", "1, 2, 3, 4,",
+                                          "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n",
+                                          "A long time ago in a galaxy far", "def fib(n):"};
+
+}  // namespace
+
+TEST_CASE("batched greedy generations equal single-sequence runs, whatever the prefill chunk") {
+  auto ref_model = load(1);
+  const auto tok = tokenizer::tokenizer::from_gguf(ref_model->gguf());
+  std::vector<std::string> want;
+  for (std::size_t i = 0; i < prompts.size(); ++i) want.push_back(solo(*ref_model, tok, prompts[i], 12 + std::int32_t(i)));
+
+  for (const std::uint32_t chunk : {0u, 3u}) {
+    CAPTURE(chunk);
+    auto m = load(4);
+    rt::scheduler sched(*m, tok, {.max_queue = 16, .prefill_chunk = chunk});
+    std::vector<std::shared_ptr<rt::generation_stream>> streams;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      streams.push_back(std::make_shared<rt::generation_stream>());
+      REQUIRE(sched.submit(streams.back(), greedy(tok, prompts[i], 12 + std::int32_t(i))));
+    }
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+      const auto o = wait(*streams[i]);
+      CAPTURE(i);
+      CHECK(o.text == want[i]);
+      CHECK((o.reason == rt::finish_reason::max_tokens || o.reason == rt::finish_reason::eog));
+    }
+    CHECK(sched.stats().running == 0);
+  }
+}
+
+TEST_CASE("the prefix cache reuses a slot's tokens across requests") {
+  auto m = load(2);
+  const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
+  rt::scheduler sched(*m, tok);
+  const std::string p = "The quick brown fox jumps over the lazy dog";
+  const auto n_prompt = std::uint32_t(tok.encode(p, true, true).size());
+  auto a = std::make_shared<rt::generation_stream>();
+  REQUIRE(sched.submit(a, greedy(tok, p, 4)));
+  const auto oa = wait(*a);
+  CHECK(oa.cached == 0);
+  auto b = std::make_shared<rt::generation_stream>();
+  REQUIRE(sched.submit(b, greedy(tok, p + " again", 4)));
+  const auto ob = wait(*b);
+  CHECK(ob.cached == n_prompt);  // the whole first prompt (its last token is not the new last)
+  auto c = std::make_shared<rt::generation_stream>();
+  REQUIRE(sched.submit(c, greedy(tok, p, 4)));
+  const auto oc = wait(*c);
+  CHECK(oc.cached == n_prompt - 1);  // the last prompt token is evaluated again for its logits
+  CHECK(oc.text == oa.text);
+  const auto st = sched.stats();
+  CHECK(st.prefix_cache_hits == 2);
+  CHECK(st.cached_prompt_tokens == 2 * n_prompt - 1);
+}
+
+TEST_CASE("cancel frees the slot; a full queue refuses; oversized prompts are errors") {
+  auto m = load(1, 256);
+  const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
+  rt::scheduler sched(*m, tok, {.max_queue = 0});
+  auto a = std::make_shared<rt::generation_stream>();
+  REQUIRE(sched.submit(a, greedy(tok, "Once upon a time", 100000)));
+  rt::generation_stream::state st;
+  while (!st.prefill_done) {
+    a->take(st);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  auto b = std::make_shared<rt::generation_stream>();
+  CHECK_FALSE(sched.submit(b, greedy(tok, "Hello", 4)));  // the one slot is busy, no queue
+  a->cancel();
+  const auto oa = wait(*a);
+  CHECK((oa.reason == rt::finish_reason::cancelled || oa.reason == rt::finish_reason::context_full ||
+         oa.reason == rt::finish_reason::eog));
+  CHECK(sched.stats().running == 0);
+  CHECK(sched.submit(b, greedy(tok, "Hello", 4)));
+  CHECK(wait(*b).completion > 0);
+
+  std::string huge;
+  for (int i = 0; i < 300; ++i) huge += " word";
+  auto c = std::make_shared<rt::generation_stream>();
+  CHECK_THROWS_WITH_AS(sched.submit(c, greedy(tok, huge, 4)), doctest::Contains("context size is 256"), error);
+}
+
+TEST_CASE("a generation that fills the context ends with context_full") {
+  auto m = load(1, 32);
+  const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
+  rt::scheduler sched(*m, tok);
+  auto a = std::make_shared<rt::generation_stream>();
+  auto req = greedy(tok, "Once upon a time", 1000);
+  req.stop = sampling::stop_conditions({}, 1000, {});  // no end-of-generation tokens: run until full
+  REQUIRE(sched.submit(a, std::move(req)));
+  const auto o = wait(*a);
+  CHECK(o.reason == rt::finish_reason::context_full);
+  CHECK(m->kv().length(0) <= 32);
+}

@@ -14,6 +14,7 @@
 layout(binding = 0, std430) readonly buffer W8 { uint8_t w8[]; };
 layout(binding = 0, std430) readonly buffer W16 { uint16_t w16[]; };
 layout(binding = 0, std430) readonly buffer W32 { uint w32[]; };
+layout(binding = 0, std430) readonly buffer W128 { uvec4 w128[]; };
 
 uint w_u8(uint byte_off) { return uint(w8[byte_off]); }
 int w_i8(uint byte_off) { return int(int8_t(w8[byte_off])); }

@@ -1,20 +1,25 @@
 // Quantized matrix x activations for small token counts (decode and short batches):
 // y[t][n] = sum_k W[n][k] * x[t][k]. A workgroup owns NR weight rows and NT tokens and reads
-// each weight block once for all NT tokens; threads stride over the row in 16-element parts.
+// each weight block once for all NT tokens; its threads stride over the row in units (64
+// elements where the format has a dequant64 fast path and NT <= 2, else 16), so each thread
+// loads its slice of x once for all NR rows.
 // Fused variants (each saves a dispatch and a barrier per use):
-//  NORM_INPUT    x is RMS-normalised on the fly: x' = (x * rsqrt(mean(x^2) + eps)) * w_norm
+//  NORM_INPUT    x is RMS-normalised: W.((x * s) * w_norm) = s * W.(x * w_norm), with
+//                s = rsqrt(mean(x^2) + eps) from the x slices the threads load anyway
 //  SWIGLU        two weights (gate at 0, up at up_off bytes further in the same binding):
 //                y = silu(gate . x) * (up . x)
 //  ADD_RESIDUAL  y = r + W . x (r may alias y)
 //  MOE_IDS       workgroup y is a (token, expert slot) pair; the weight is that expert's slab
 layout(local_size_x = WG) in;
 layout(binding = 1, std430) readonly buffer X { float x[]; };
+layout(binding = 1, std430) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 2, std430) buffer Y { float y[]; };
 #ifdef MOE_IDS
 layout(binding = 3, std430) readonly buffer Ids { int ids[]; };
 #endif
 #ifdef NORM_INPUT
 layout(binding = 4, std430) readonly buffer NormW { float norm_w[]; };
+layout(binding = 4, std430) readonly buffer NormW4 { vec4 norm_w4[]; };
 #endif
 #ifdef ADD_RESIDUAL
 layout(binding = 5, std430) readonly buffer R { float r[]; };
@@ -32,11 +37,37 @@ const uint NW = 2;
 #else
 const uint NW = 1;
 #endif
-const uint PARTS = QK / 16;
-shared float partial[NW * NR * NT][WG / MIN_SUBGROUP];
-#ifdef NORM_INPUT
-shared float norm_scale[NT];
+#if defined(HAS_UNIT64) && NT <= 2
+#define MV_UNIT 64
+const uint UNIT_RUNS = UNIT64_RUNS;
+uint unit_run_start(uint u, uint k) { return unit64_run_start(u, k); }
+#else
+#define MV_UNIT 16
+const uint UNIT_RUNS = 1;
+uint unit_run_start(uint u, uint k) { return 16 * u; }
 #endif
+const uint UNIT = MV_UNIT;
+const uint RUN = UNIT / UNIT_RUNS;
+#ifdef NORM_INPUT
+const uint NSS = NT;
+#else
+const uint NSS = 0;
+#endif
+shared float partial[NW * NR * NT + NSS][WG / MIN_SUBGROUP];
+
+// Dot of one weight-row unit with one token's x slice (xs: the slice's group sums, for
+// formats whose dot64 factors scales and offsets out).
+float dot_unit(uint row_base, uint u, float xv[UNIT], float xs[4]) {
+#if MV_UNIT == 64
+  return dot64(row_base, u, xv, xs);
+#else
+  float v[16];
+  dequant16(row_base + (u / (QK / 16)) * BLOCK_BYTES, u % (QK / 16), v);
+  float s = 0.0;
+  for (uint i = 0; i < 16; ++i) s += v[i] * xv[i];
+  return s;
+#endif
+}
 
 void main() {
   const uint row0 = (gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z) * NR;
@@ -54,66 +85,63 @@ void main() {
   const uint nt = min(NT, p.n_tok - t0);
 #endif
 
-#ifdef NORM_INPUT
-  for (uint t = 0; t < NT; ++t) {
-    float ss = 0.0;
-    if (t < nt) {
-      const uint xo = p.x_off + (xrow0 + t) * p.x_stride;
-      for (uint k = gl_LocalInvocationID.x; k < p.K; k += WG) ss += x[xo + k] * x[xo + k];
-    }
-    ss = subgroupAdd(ss);
-    if (subgroupElect()) partial[t][gl_SubgroupID] = ss;
-  }
-  barrier();
-  if (gl_LocalInvocationID.x < NT) {
-    float s = 0.0;
-    for (uint g = 0; g < gl_NumSubgroups; ++g) s += partial[gl_LocalInvocationID.x][g];
-    norm_scale[gl_LocalInvocationID.x] = 1.0 / sqrt(s / float(p.K) + p.eps);
-  }
-  barrier();
-#endif
-
   float acc[NW * NR][NT];
   for (uint r = 0; r < NW * NR; ++r)
     for (uint t = 0; t < NT; ++t) acc[r][t] = 0.0;
+  float ss[NT];
+  for (uint t = 0; t < NT; ++t) ss[t] = 0.0;
 
-  const uint n_parts = p.K / 16;
-  for (uint c = gl_LocalInvocationID.x; c < n_parts; c += WG) {
-    const uint blk_off = (c / PARTS) * BLOCK_BYTES, part = c % PARTS;
-    float xv[NT][16];
+  const uint n_units = p.K / UNIT;
+  for (uint u = gl_LocalInvocationID.x; u < n_units; u += WG) {
+    float xv[NT][UNIT];
     for (uint t = 0; t < NT; ++t) {
       if (t < nt) {
-        const uint xo = p.x_off + (xrow0 + t) * p.x_stride + 16 * c;
-        for (uint i = 0; i < 16; ++i) {
+        const uint xo = p.x_off + (xrow0 + t) * p.x_stride;
+        for (uint k = 0; k < UNIT_RUNS; ++k) {
+          const uint e0 = unit_run_start(u, k);
+          for (uint i = 0; i < RUN; i += 4) {
+            const vec4 xx = x4[(xo + e0 + i) >> 2];
 #ifdef NORM_INPUT
-          xv[t][i] = (x[xo + i] * norm_scale[t]) * norm_w[16 * c + i];
+            ss[t] += dot(xx, xx);
+            const vec4 xw = xx * norm_w4[(e0 + i) >> 2];
 #else
-          xv[t][i] = x[xo + i];
+            const vec4 xw = xx;
 #endif
+            xv[t][k * RUN + i] = xw.x;
+            xv[t][k * RUN + i + 1] = xw.y;
+            xv[t][k * RUN + i + 2] = xw.z;
+            xv[t][k * RUN + i + 3] = xw.w;
+          }
         }
+      } else {
+        for (uint i = 0; i < UNIT; ++i) xv[t][i] = 0.0;
       }
+    }
+    float xs[NT][4];
+    for (uint t = 0; t < NT; ++t) {
+      for (uint g = 0; g < 4; ++g) xs[t][g] = 0.0;
+#if MV_UNIT == 64
+      for (uint g = 0; g < UNIT64_GROUPS; ++g)
+        for (uint i = 0; i < UNIT / UNIT64_GROUPS; ++i) xs[t][g] += xv[t][g * (UNIT / UNIT64_GROUPS) + i];
+#endif
     }
     for (uint r = 0; r < NR; ++r) {
       const uint row = min(row0 + r, p.N - 1);
-      for (uint w = 0; w < NW; ++w) {
-        float v[16];
-        dequant16(wbase + w * p.up_off + row * p.row_bytes + blk_off, part, v);
-        for (uint t = 0; t < NT; ++t) {
-          float s = 0.0;
-          for (uint i = 0; i < 16; ++i) s += v[i] * xv[t][i];
-          acc[r * NW + w][t] += s;
-        }
-      }
+      for (uint w = 0; w < NW; ++w)
+        for (uint t = 0; t < NT; ++t) acc[r * NW + w][t] += dot_unit(wbase + w * p.up_off + row * p.row_bytes, u, xv[t], xs[t]);
     }
   }
-#ifdef NORM_INPUT
-  barrier();  // partial is reused below
-#endif
   for (uint r = 0; r < NW * NR; ++r)
     for (uint t = 0; t < NT; ++t) {
       const float s = subgroupAdd(acc[r][t]);
       if (subgroupElect()) partial[r * NT + t][gl_SubgroupID] = s;
     }
+#ifdef NORM_INPUT
+  for (uint t = 0; t < NT; ++t) {
+    const float s = subgroupAdd(ss[t]);
+    if (subgroupElect()) partial[NW * NR * NT + t][gl_SubgroupID] = s;
+  }
+#endif
   barrier();
   const uint i = gl_LocalInvocationID.x;
   if (i < NR * NT) {
@@ -123,6 +151,12 @@ void main() {
       s[w] = 0.0;
       for (uint g = 0; g < gl_NumSubgroups; ++g) s[w] += partial[(ri * NW + w) * NT + t][g];
     }
+#ifdef NORM_INPUT
+    float sq = 0.0;
+    for (uint g = 0; g < gl_NumSubgroups; ++g) sq += partial[NW * NR * NT + t][g];
+    const float scale = 1.0 / sqrt(sq / float(p.K) + p.eps);
+    for (uint w = 0; w < NW; ++w) s[w] *= scale;
+#endif
     if (row0 + ri < p.N && t < nt) {
 #ifdef SWIGLU
       const float v = s[0] / (1.0 + exp(-s[0])) * s[1];

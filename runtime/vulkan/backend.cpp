@@ -24,7 +24,6 @@ double ms_since(clock_type::time_point t0) {
 }
 
 constexpr std::uint32_t wg = 128;         // workgroup size of the elementwise / row kernels
-constexpr std::uint32_t mv_rows = 2;      // weight rows per matvec workgroup
 constexpr std::uint32_t max_cached_steps = 16;
 constexpr std::uint64_t section_align = 256;
 
@@ -143,6 +142,8 @@ struct backend::impl {
     const weight* up = nullptr;
   };
   bool fuse = true;
+  // Matvec shape: rows per workgroup and workgroup size (STRATA_VK_MV_NR / _WG to experiment).
+  std::uint32_t mv_rows = 8, mv_wg = 64;
   std::vector<pending_norm> norms;
   std::vector<pending_matmul> mats;
   std::vector<tensor> dropped;  // results of norms dropped unread: reading one is a bug
@@ -150,6 +151,8 @@ struct backend::impl {
   explicit impl(const backend_options& o)
       : opt(o), ctx(o.device), pipes(ctx, o.cache_dir.empty() ? default_cache_dir() : o.cache_dir) {
     if (const char* f = std::getenv("STRATA_VK_FUSE"); f && std::string_view(f) == "0") fuse = false;
+    if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
+    if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
     pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
                                                                          ctx.queue_family()));
     fence = vk::raii::Fence(ctx.device(), vk::FenceCreateInfo());
@@ -205,6 +208,8 @@ struct backend::impl {
     const std::uint32_t n = m.x.rows;
     const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
     const tensor& x = m.norm ? m.norm->x : m.x;
+    if (x.off % 4 || x.stride % 4)  // the kernel reads x as vec4
+      throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
     matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), x.off, x.stride,
                  m.y.off, m.y.stride, 0, 1, 0, 0, 0, 0, m.norm ? m.norm->eps : 0.0f};
     binding wb = bind_weight(w);
@@ -220,7 +225,8 @@ struct backend::impl {
     }
     const binding b[] = {wb, bind(x, false), bind(m.y, true), bind(x, false),
                          m.norm ? bind_weight(*m.norm->w) : bind(x, false), m.residual ? bind(*m.residual, false) : bind(x, false)};
-    std::vector<std::pair<std::string, std::string>> d{{"NR", std::to_string(mv_rows)}, {"NT", std::to_string(nt)}};
+    std::vector<std::pair<std::string, std::string>> d{
+        {"NR", std::to_string(mv_rows)}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
     if (m.norm) d.emplace_back("NORM_INPUT", "1");
     if (m.up) d.emplace_back("SWIGLU", "1");
     if (m.residual) d.emplace_back("ADD_RESIDUAL", "1");
@@ -268,8 +274,9 @@ struct backend::impl {
                               std::vector<std::pair<std::string, std::string>> defs, std::uint32_t bindings) {
     return {std::move(shader), fmt, std::move(defs), bindings};
   }
-  static pipeline_request matvec_req(gguf::type_id t, std::uint32_t nt, bool ids) {
-    std::vector<std::pair<std::string, std::string>> d{{"NR", std::to_string(mv_rows)}, {"NT", std::to_string(nt)}};
+  pipeline_request matvec_req(gguf::type_id t, std::uint32_t nt, bool ids) const {
+    std::vector<std::pair<std::string, std::string>> d{
+        {"NR", std::to_string(mv_rows)}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
     if (ids) d.emplace_back("MOE_IDS", "1");
     return req("matvec", t, std::move(d), ids ? 4 : 3);
   }
@@ -383,11 +390,12 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
     for (const auto& v : std::vector<std::vector<std::pair<std::string, std::string>>>{
              {}, {{"NORM_INPUT", "1"}}, {{"NORM_INPUT", "1"}, {"SWIGLU", "1"}}, {{"ADD_RESIDUAL", "1"}}}) {
       if (!P.fuse && !v.empty()) continue;
-      std::vector<std::pair<std::string, std::string>> d{{"NR", std::to_string(mv_rows)}, {"NT", "1"}};
+      std::vector<std::pair<std::string, std::string>> d{
+          {"NR", std::to_string(P.mv_rows)}, {"NT", "1"}, {"WG", std::to_string(P.mv_wg)}};
       d.insert(d.end(), v.begin(), v.end());
       reqs.push_back(impl::req("matvec", f, std::move(d), 6));
     }
-  for (auto f : id_formats) reqs.push_back(impl::matvec_req(f, 1, true));
+  for (auto f : id_formats) reqs.push_back(P.matvec_req(f, 1, true));
   if (!id_formats.empty()) {
     reqs.push_back(impl::moe_req("MOE_TOPK"));
     reqs.push_back(impl::moe_req("MOE_TOPK", true));
@@ -779,7 +787,7 @@ void backend::moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint
     const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), xi.off,
                        xi.stride, y.off, y.stride, std::uint32_t(w.row_bytes * w.ne[1]), div, 0};
     const binding b[] = {P.bind_weight(w), P.bind(xi, false), P.bind(y, true), P.bind_id(P.moe_ids, false)};
-    P.dispatch(impl::matvec_req(w.type, 1, true), b, &pc, sizeof pc, div_up(w.ne[1], mv_rows), pairs);
+    P.dispatch(P.matvec_req(w.type, 1, true), b, &pc, sizeof pc, div_up(w.ne[1], P.mv_rows), pairs);
   };
   const tensor g = s.gate.first_rows(pairs), u = s.up.first_rows(pairs), y = s.y.first_rows(pairs);
   matvec_id(*mw.gate_exps, in, in_div, g);

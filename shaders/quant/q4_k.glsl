@@ -25,3 +25,48 @@ void dequant16(uint blk, uint part, out float v[16]) {
     }
   }
 }
+
+// Decode fast path: a 64-element unit u of a row (sub-blocks 2(u%4) and 2(u%4)+1 of block u/4)
+// from two 16-byte loads of qs (144-byte blocks keep qs 16-byte aligned) and three words of
+// scales; its elements are contiguous. dot64 factors the scales out of the sums,
+// sum_i (d_j q_i - m_j) x_i = d_j sum_i q_i x_i - m_j sum_i x_i, so each element costs one
+// exact int->float (magic-number OR + subtract, full rate unlike I2F) and one FMA.
+#define HAS_UNIT64 1
+const uint UNIT64_RUNS = 1;
+const uint UNIT64_GROUPS = 2;  // x sums the caller provides: elements 0-31, 32-63
+uint unit64_run_start(uint u, uint k) { return 64 * u; }
+float q4k_nib(uint w, uint shift) { return uintBitsToFloat(((w >> shift) & 0xFu) | 0x4B000000u) - 8388608.0; }
+float dot64(uint row_base, uint u, float xv[64], float xs[4]) {
+  const uint blk = row_base + (u >> 2) * BLOCK_BYTES, pair = u & 3u;
+  const vec2 dm = unpackHalf2x16(w32[(blk + Q4_K_OFF_D) >> 2]);  // d, dmin (adjacent halves)
+  const uint s0 = w32[(blk + Q4_K_OFF_SCALES) >> 2], s1 = w32[(blk + Q4_K_OFF_SCALES + 4) >> 2],
+             s2 = w32[(blk + Q4_K_OFF_SCALES + 8) >> 2];
+  uint sc[2], mn[2];
+  for (uint h = 0; h < 2; ++h) {
+    const uint j = 2 * pair + h;
+    // bytes j, j+4, j-4 of the 12 scale bytes (see detail/k_scale_min.hpp)
+    const uint bj = j < 4 ? (s0 >> (8 * j)) & 0xFFu : (s1 >> (8 * (j - 4))) & 0xFFu;
+    const uint bj4 = j < 4 ? (s1 >> (8 * j)) & 0xFFu : (s2 >> (8 * (j - 4))) & 0xFFu;
+    if (j < 4) {
+      sc[h] = bj & 63u;
+      mn[h] = bj4 & 63u;
+    } else {
+      const uint bjm4 = (s0 >> (8 * (j - 4))) & 0xFFu;
+      sc[h] = (bj4 & 0xFu) | ((bjm4 >> 6) << 4);
+      mn[h] = (bj4 >> 4) | ((bj >> 6) << 4);
+    }
+  }
+  const uint q = (blk + Q4_K_OFF_QS + 32 * pair) >> 4;
+  float lo = 0.0, hi = 0.0;
+  for (uint h = 0; h < 2; ++h) {
+    const uvec4 w = w128[q + h];
+    for (uint c = 0; c < 4; ++c)
+      for (uint b = 0; b < 4; ++b) {
+        const uint i = 16 * h + 4 * c + b;
+        lo += q4k_nib(w[c], 8 * b) * xv[i];
+        hi += q4k_nib(w[c], 8 * b + 4) * xv[32 + i];
+      }
+  }
+  return (dm.x * float(sc[0])) * lo - (dm.y * float(mn[0])) * xs[0] + (dm.x * float(sc[1])) * hi -
+         (dm.y * float(mn[1])) * xs[1];
+}

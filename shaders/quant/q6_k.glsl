@@ -17,3 +17,34 @@ void dequant16(uint blk, uint part, out float v[16]) {
     }
   }
 }
+
+// Decode fast path: unit u of a row is block u/4, half h = (u%4)/2, lanes l in
+// [16(u%2), 16(u%2)+16) of all four quarters k: xv[16k + i] is element 128h + 32k + 16(u%2) + i.
+// It reads 16 bytes of ql from each of its two 32-byte halves, 16 of qh and 4 scales; Q6_K
+// blocks (210 bytes) are only 2-byte aligned, hence 16-bit loads. As in Q4_K, scales and the
+// -32 offset are factored out: d sc_k (sum q x - 32 sum x).
+#define HAS_UNIT64 1
+const uint UNIT64_RUNS = 4;
+const uint UNIT64_GROUPS = 4;  // x sums per quarter k
+uint unit64_run_start(uint u, uint k) { return 256 * (u >> 2) + 128 * ((u >> 1) & 1u) + 32 * k + 16 * (u & 1u); }
+float q6k_code(uint v) { return uintBitsToFloat(v | 0x4B000000u) - 8388608.0; }
+float dot64(uint row_base, uint u, float xv[64], float xs[4]) {
+  const uint blk = row_base + (u >> 2) * BLOCK_BYTES, h = (u >> 1) & 1u, lh = 16 * (u & 1u);
+  const uint ql = blk + Q6_K_OFF_QL + 64 * h + lh, qh = blk + Q6_K_OFF_QH + 32 * h + lh;
+  float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+  for (uint i = 0; i < 16; i += 4) {
+    const uint lo01 = w_u32_2(ql + i), lo23 = w_u32_2(ql + 32 + i), hi = w_u32_2(qh + i);
+    for (uint b = 0; b < 4; ++b) {
+      const uint a = (lo01 >> (8 * b)) & 0xFFu, c = (lo23 >> (8 * b)) & 0xFFu, e = (hi >> (8 * b)) & 0xFFu;
+      acc[0] += q6k_code((a & 0xFu) | ((e & 3u) << 4)) * xv[i + b];
+      acc[1] += q6k_code((c & 0xFu) | (((e >> 2) & 3u) << 4)) * xv[16 + i + b];
+      acc[2] += q6k_code((a >> 4) | (((e >> 4) & 3u) << 4)) * xv[32 + i + b];
+      acc[3] += q6k_code((c >> 4) | (((e >> 6) & 3u) << 4)) * xv[48 + i + b];
+    }
+  }
+  const float d = w_f16(blk + Q6_K_OFF_D);
+  float r = 0.0;
+  for (uint k = 0; k < 4; ++k)
+    r += (d * float(w_i8(blk + Q6_K_OFF_SCALES + 8 * h + 2 * k + (u & 1u)))) * (acc[k] - 32.0 * xs[k]);
+  return r;
+}

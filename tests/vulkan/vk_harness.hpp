@@ -23,6 +23,7 @@
 #include "strata/graph/batch.hpp"
 #include "strata/kv/kv_config.hpp"
 #include "strata/kernels/cpu/backend.hpp"
+#include "strata/quant/all.hpp"
 #include "strata/runtime/cpu_kernels.hpp"
 #include "strata/runtime/engine.hpp"
 #include "support/fixtures.hpp"
@@ -92,6 +93,27 @@ inline std::vector<float> normal_floats(std::size_t n, std::mt19937& rng, float 
   std::vector<float> v(n);
   for (auto& x : v) x = nd(rng);
   return v;
+}
+
+// rows × K weights of type t quantized by the format's reference quantizer from normal(0, sigma)
+// floats: the bytes, and their C++ dequantization (what a float64 reference multiplies).
+struct random_weight {
+  std::vector<std::byte> bytes;
+  std::vector<float> dequant;
+};
+inline random_weight make_weight(gguf::type_id t, std::size_t rows, std::size_t K, std::mt19937& rng, float sigma) {
+  random_weight w;
+  const auto x = normal_floats(rows * K, rng, sigma);
+  w.dequant.resize(rows * K);
+  quant::visit(t, [&](auto fmt) {
+    using Fmt = decltype(fmt);
+    std::vector<typename Fmt::block> blocks(rows * K / Fmt::block_elems);
+    quant::quantize_row<Fmt>(x.data(), blocks.data(), rows * K);
+    quant::dequant_row<Fmt>(blocks.data(), w.dequant.data(), rows * K);
+    w.bytes.resize(blocks.size() * sizeof(typename Fmt::block));
+    std::memcpy(w.bytes.data(), blocks.data(), w.bytes.size());
+  });
+  return w;
 }
 
 // Normalised mean squared error Σ(a − ref)² / Σ ref² against a float64 reference (the float
@@ -185,8 +207,11 @@ inline constexpr double tol_matmul_f64 = 1e-10;
 // GPU matmul vs the CPU backend, which quantizes activations to the weight format's act type
 // (Q8_0/Q8_1/Q8_K, ~1e-4 relative each) before the dot product: a sanity gate only.
 inline constexpr double tol_matmul_cpu = 5e-3;
-// MoE FFN: three quantized matmuls per expert on the CPU side (each with activation
-// quantization) and the router weights through exp; compared with the CPU backend.
+// MoE FFN vs float64 on the dequantized weights (same routing): float accumulation in three
+// matmuls, the router's exp/sigmoid and SiLU.
+inline constexpr double tol_moe_f64 = 1e-10;
+// MoE FFN vs the CPU backend: three quantized matmuls per expert, each with activation
+// quantization on the CPU side; a sanity gate only.
 inline constexpr double tol_moe_cpu = 5e-3;
 
 }  // namespace strata::test::vk

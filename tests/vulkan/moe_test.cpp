@@ -1,0 +1,156 @@
+// moe_ffn on the GPU (router matmul, top-k, expert matvecs by id, SwiGLU, combine) for the
+// softmax router (Qwen3-MoE) and the sigmoid routers (Llama 4, which weights the expert input;
+// and sigmoid weights applied at the combine, the GPU's other sigmoid path), k = 1..8. Gate: a
+// float64 evaluation of the same routing and experts on the C++-dequantized weights. The CPU
+// backend, which quantizes activations before each matmul, is compared loosely.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/arch/architecture.hpp"
+#include "vulkan/vk_harness.hpp"
+
+namespace {
+
+using namespace strata;
+namespace vkt = strata::test::vk;
+
+#ifdef STRATA_HAS_VULKAN
+
+constexpr std::uint32_t n_embd = 256, n_ff = 256, table_rows = 32;
+
+struct moe_case {
+  const char* name;
+  arch::router_kind router;
+  std::uint32_t n_expert, k, n_tok;
+  gguf::type_id up, down;  // gate and up share a format, as in llama-quantize's mixes
+};
+
+struct moe_model {
+  vkt::weight_store store;
+  const gguf::tensor_info *x, *inp, *gate, *up, *down;
+  std::vector<float> xs, inp_f;
+  vkt::random_weight g, u, d;
+};
+
+template <class Backend>
+std::vector<float> run_moe(Backend& be, const moe_case& c, const moe_model& m) {
+  const auto xt = be.load(*m.x), inp = be.load(*m.inp), gate = be.load(*m.gate), up = be.load(*m.up),
+             down = be.load(*m.down);
+  const std::uint32_t n = c.n_tok, pairs = n * c.k;
+  const auto x = be.alloc(n, n_embd), out = be.alloc(n, n_embd), logits = be.alloc(n, c.n_expert);
+  const auto xin = be.alloc(pairs, n_embd), g = be.alloc(pairs, n_ff), u = be.alloc(pairs, n_ff), y = be.alloc(pairs, n_embd);
+  be.reserve(pairs, n_embd, 32);
+  auto kv = be.make_kv(vkt::small_kv());
+  const auto b = vkt::batch_data::rows(n, 3);
+  return vkt::run_step(be, b, [&] {
+    be.get_rows(xt, b.tokens, x.all());
+    be.moe_ffn({&inp, &gate, &up, &down}, c.router, c.k, x.all(), {logits.all(), xin.all(), g.all(), u.all(), y.all()},
+               out.all());
+    return out.all();
+  });
+}
+
+// The same FFN in float64: softmax over all experts renormalised over the top k (weights
+// floored at 2^-14 as ggml does), or sigmoid of the top-k logits; ties keep the lower id.
+std::vector<double> reference(const moe_case& c, const moe_model& m) {
+  const std::uint32_t E = c.n_expert;
+  const bool weight_input = c.router == arch::router_kind::sigmoid_topk_weight_input;
+  auto matvec = [](const float* w, std::uint32_t rows, std::uint32_t K, const std::vector<double>& v) {
+    std::vector<double> r(rows);
+    for (std::uint32_t i = 0; i < rows; ++i) {
+      double s = 0;
+      for (std::uint32_t k = 0; k < K; ++k) s += double(w[std::size_t(i) * K + k]) * v[k];
+      r[i] = s;
+    }
+    return r;
+  };
+  std::vector<double> out(std::size_t(c.n_tok) * n_embd, 0.0);
+  for (std::uint32_t t = 0; t < c.n_tok; ++t) {
+    const float* xr = m.xs.data() + std::size_t(3 + t) * n_embd;
+    const std::vector<double> x(xr, xr + n_embd);
+    const auto l = matvec(m.inp_f.data(), E, n_embd, x);
+    std::vector<std::uint32_t> order(E);
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return l[a] > l[b]; });
+    std::vector<double> w(c.k);
+    if (c.router == arch::router_kind::softmax_topk_renorm) {
+      const double mx = l[order[0]];
+      double sum = 0, wsum = 0;
+      for (const double v : l) sum += std::exp(v - mx);
+      for (std::uint32_t j = 0; j < c.k; ++j) wsum += w[j] = std::exp(l[order[j]] - mx) / sum;
+      for (auto& v : w) v /= std::max(wsum, 6.103515625e-5);
+    } else {
+      for (std::uint32_t j = 0; j < c.k; ++j) w[j] = 1.0 / (1.0 + std::exp(-l[order[j]]));
+    }
+    for (std::uint32_t j = 0; j < c.k; ++j) {
+      const std::size_t e = order[j];
+      std::vector<double> xi = x;
+      if (weight_input)
+        for (auto& v : xi) v *= w[j];
+      const auto gv = matvec(m.g.dequant.data() + e * n_ff * n_embd, n_ff, n_embd, xi);
+      const auto uv = matvec(m.u.dequant.data() + e * n_ff * n_embd, n_ff, n_embd, xi);
+      std::vector<double> h(n_ff);
+      for (std::uint32_t i = 0; i < n_ff; ++i) h[i] = gv[i] / (1.0 + std::exp(-gv[i])) * uv[i];
+      const auto yv = matvec(m.d.dequant.data() + e * n_embd * n_ff, n_embd, n_ff, h);
+      for (std::uint32_t i = 0; i < n_embd; ++i) out[std::size_t(t) * n_embd + i] += (weight_input ? 1.0 : w[j]) * yv[i];
+    }
+  }
+  return out;
+}
+
+TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float64 and the CPU backend") {
+  if (!vkt::available()) return;
+  using arch::router_kind;
+  using gguf::type_id;
+  // Two format pairs only: every format's matvec runs in matmul_test, and each new shader costs
+  // lavapipe about a second of LLVM compilation at its first dispatch.
+  const moe_case cases[] = {
+      {"softmax top-2 of 16, 5 tokens, Q4_K/Q6_K", router_kind::softmax_topk_renorm, 16, 2, 5, type_id::q4_k, type_id::q6_k},
+      {"softmax top-8 of 64, 9 tokens, Q8_0", router_kind::softmax_topk_renorm, 64, 8, 9, type_id::q8_0, type_id::q8_0},
+      {"softmax top-5 of 16, 1 token, Q4_K/Q6_K", router_kind::softmax_topk_renorm, 16, 5, 1, type_id::q4_k, type_id::q6_k},
+      {"sigmoid top-1 of 16 (weighted input), 7 tokens, Q4_K/Q6_K", router_kind::sigmoid_topk_weight_input, 16, 1, 7,
+       type_id::q4_k, type_id::q6_k},
+      {"sigmoid top-4 of 16 (weighted input), 3 tokens, Q8_0", router_kind::sigmoid_topk_weight_input, 16, 4, 3,
+       type_id::q8_0, type_id::q8_0},
+      {"sigmoid top-3 of 16 (weighted combine), 4 tokens, Q4_K/Q6_K", router_kind::none, 16, 3, 4, type_id::q4_k,
+       type_id::q6_k},
+  };
+  std::mt19937 rng(4242);
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    moe_model m;
+    m.xs = vkt::normal_floats(std::size_t(table_rows) * n_embd, rng);
+    m.inp_f = vkt::normal_floats(std::size_t(c.n_expert) * n_embd, rng, 0.1f);
+    m.g = vkt::make_weight(c.up, std::size_t(c.n_expert) * n_ff, n_embd, rng, 0.1f);
+    m.u = vkt::make_weight(c.up, std::size_t(c.n_expert) * n_ff, n_embd, rng, 0.1f);
+    m.d = vkt::make_weight(c.down, std::size_t(c.n_expert) * n_embd, n_ff, rng, 0.1f);
+    m.x = &m.store.add_f32("test.x", m.xs, n_embd, table_rows);
+    m.inp = &m.store.add_f32("blk.0.ffn_gate_inp.weight", m.inp_f, n_embd, c.n_expert);
+    m.gate = &m.store.add("blk.0.ffn_gate_exps.weight", c.up, m.g.bytes, n_embd, n_ff, c.n_expert);
+    m.up = &m.store.add("blk.0.ffn_up_exps.weight", c.up, m.u.bytes, n_embd, n_ff, c.n_expert);
+    m.down = &m.store.add("blk.0.ffn_down_exps.weight", c.down, m.d.bytes, n_ff, n_embd, c.n_expert);
+    std::vector<float> g, cpu;
+    {
+      gpu::backend be;
+      g = run_moe(be, c, m);
+    }
+    {
+      vkt::cpu_backend be;
+      cpu = run_moe(be, c, m);
+    }
+    const double e64 = vkt::nmse_f64(g, reference(c, m)), ecpu = test::nmse(g, cpu);
+    MESSAGE(std::string(c.name) << ": NMSE vs float64 " << e64 << ", vs CPU backend " << ecpu);
+    CHECK(e64 <= vkt::tol_moe_f64);
+    CHECK(ecpu <= vkt::tol_moe_cpu);
+  }
+}
+
+#endif
+
+}  // namespace

@@ -52,3 +52,20 @@ TEST_CASE("pack/unpack round trip for every segment size and bit width") {
       CHECK(idx == back);
     }
 }
+
+#include "strata/turboquant/glsl_layout.hpp"
+
+TEST_CASE("GLSL layout is generated from the C++ constants") {
+  const tq::format f3(128, 3);
+  const std::string g = tq::glsl_layout(f3, "K");
+  CHECK(g.find("#define TQK_ROW_BYTES 50u\n") != std::string::npos);
+  CHECK(g.find("#define TQK_LOW_BITS 2u\n") != std::string::npos);
+  CHECK(g.find("#define TQK_HIGH_BITS 1u\n") != std::string::npos);
+  CHECK(g.find("const uint TQK_SEG_HIGH_OFFSET[1] = uint[](34u);") != std::string::npos);
+  CHECK(g.find("const float TQK_CENTROIDS[16] = float[](-2.131470919e+00") != std::string::npos);
+  CHECK(g.find("const uint TQK_SIGN_BITS[12] = uint[](2028495683u,") != std::string::npos);
+  const std::string g96 = tq::glsl_layout(tq::format(96, 4), "V");
+  CHECK(g96.find("const uint TQV_SEG_N[2] = uint[](64u, 32u);") != std::string::npos);
+  CHECK(g96.find("const uint TQV_SEG_BYTE_OFFSET[2] = uint[](0u, 34u);") != std::string::npos);
+  MESSAGE(g);
+}

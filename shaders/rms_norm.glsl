@@ -5,12 +5,14 @@ layout(binding = 2, std430) buffer Y { float y[]; };
 #ifdef HAS_NORM_WEIGHT
 layout(binding = 3, std430) readonly buffer Wt { float w[]; };
 #endif
-layout(push_constant) uniform Params { uint cols, x_off, x_stride, y_off, y_stride; float eps; } p;
+layout(push_constant) uniform Params { uint cols, x_off, x_stride, y_off, y_stride; float eps; uint rows; } p;
 
 shared float red[WG / MIN_SUBGROUP];
 
 void main() {
-  const uint r = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.y;
+  // More rows than the device's x limit spill into z (backend dispatch()), rounded up.
+  const uint r = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z;
+  if (r >= p.rows) return;  // uniform per workgroup, before any barrier
   const uint xb = p.x_off + r * p.x_stride, yb = p.y_off + r * p.y_stride;
   float s = 0.0;
   for (uint i = gl_LocalInvocationID.x; i < p.cols; i += WG) s += x[xb + i] * x[xb + i];

@@ -12,7 +12,8 @@ layout(push_constant) uniform Params {
 
 void main() {
   const uint half_rot = p.n_rot / 2;
-  const uint g = gl_GlobalInvocationID.x;
+  // More workgroups than the device's x limit spill into z (backend dispatch()).
+  const uint g = gl_GlobalInvocationID.x + gl_NumWorkGroups.x * WG * gl_WorkGroupID.z;
   if (g >= p.n_tok * p.n_heads * half_rot) return;
   const uint i = g % half_rot, h = (g / half_rot) % p.n_heads, t = g / (half_rot * p.n_heads);
   const float theta = float(pos[t]) * pow(p.base, -2.0 * float(i) / float(p.n_rot));

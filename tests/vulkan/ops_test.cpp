@@ -163,10 +163,46 @@ results run_elementwise(Backend& be, const ops_inputs& in) {
   return r;
 }
 
-template <class F>
+// A prefill-sized step whose dispatches exceed the device's workgroup-count limit in x (65535
+// on lavapipe and NVIDIA), so the backend spills them into z: RoPE over 1030 tokens x 64 heads
+// x 128 pairs (65920 workgroups of 128) and the QK norm over 65920 head rows.
+struct large_inputs {
+  static constexpr std::uint32_t rows = 64, H = 64, D = 256, n = 1030;
+  vkt::weight_store store;
+  const gguf::tensor_info* q;
+  explicit large_inputs(std::mt19937& rng) {
+    q = &store.add_f32("test.q", vkt::normal_floats(std::size_t(rows) * H * D, rng), H * D, rows);
+  }
+};
+
+template <class Backend>
+results run_large(Backend& be, const large_inputs& in) {
+  constexpr std::uint32_t H = large_inputs::H, D = large_inputs::D, n = large_inputs::n;
+  const auto q = be.load(*in.q);
+  const auto qb = be.alloc(n, H * D);
+  be.reserve(n, H * D, 32);
+  auto kv = be.make_kv(vkt::small_kv());
+  arch::hparams hp;
+  hp.n_rot = D;
+  const std::vector<float> none;
+  const auto rp = be.rope_params_for(arch::layer_plan{}, hp, none);
+  auto b = vkt::batch_data::rows(n);
+  for (std::uint32_t i = 0; i < n; ++i) b.tokens[i] = std::int32_t(i % large_inputs::rows);
+  results r;
+  r.push_back(vkt::run_step(be, b, [&] {
+    const auto qv = qb.view(n), qh = qv.split_rows(H);
+    be.get_rows(q, b.tokens, qv);
+    be.rope(qv, H, b.positions, rp);
+    be.rms_norm(qh, nullptr, 1e-6f, qh);
+    return qv;
+  }));
+  return r;
+}
+
+template <class Inputs = ops_inputs, class F>
 void compare(const char* op, const std::vector<std::string>& names, const std::vector<double>& tols, F&& run) {
   std::mt19937 rng(2024);
-  const ops_inputs in(rng);
+  const Inputs in(rng);
   results g, c;
   {
     gpu::backend be;
@@ -206,6 +242,12 @@ TEST_CASE("vulkan ops: llama4 temperature, swiglu, add, select_rows vs CPU") {
           {"llama4 temperature", "swiglu", "swiglu in place", "add", "add in place", "select_rows"},
           {vkt::tol_float_op, vkt::tol_float_op, vkt::tol_float_op, vkt::tol_exact, vkt::tol_exact, vkt::tol_exact},
           [](auto& be, const ops_inputs& in) { return run_elementwise(be, in); });
+}
+
+TEST_CASE("vulkan ops: dispatches past the workgroup-count limit (rope and QK norm of a 1030-token step) vs CPU") {
+  if (!vkt::available()) return;
+  compare<large_inputs>("large step", {"rope + split-head rms_norm"}, {vkt::tol_rope},
+                        [](auto& be, const large_inputs& in) { return run_large(be, in); });
 }
 
 #endif

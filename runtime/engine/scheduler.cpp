@@ -74,10 +74,8 @@ bool scheduler::submit(std::shared_ptr<generation_stream> out, generation_reques
   {
     std::lock_guard lk(mu_);
     if (stopping_) return false;
-    std::uint32_t busy = 0;
-    for (const auto& s : slots_) busy += s.out != nullptr;
     // Requests waiting beyond the free slots count against the queue bound.
-    if (queue_.size() >= opt_.max_queue + (slots_.size() - std::min<std::size_t>(busy, slots_.size()))) return false;
+    if (queue_.size() >= opt_.max_queue + (slots_.size() - busy_)) return false;
     queue_.push_back({std::move(out), std::move(req)});
     stats_.waiting = std::uint32_t(queue_.size());
   }
@@ -100,13 +98,18 @@ void scheduler::finish(slot& s, finish_reason r, std::size_t stop_index, std::st
     }
     s.out->on_text(f.emit, std::uint32_t(s.req->stop.n_generated()));
   }
-  s.out->on_finish(r, stop_index, std::move(err));
+  {
+    // The slot counts as free before the client hears of the finish, so its next request fits.
+    std::lock_guard lk(mu_);
+    --busy_;
+    ++stats_.requests_finished;
+  }
+  const auto out = std::move(s.out);
   s.out.reset();
   s.req.reset();
   s.detok.reset();
   s.decoding = false;
-  std::lock_guard lk(mu_);
-  ++stats_.requests_finished;
+  out->on_finish(r, stop_index, std::move(err));
 }
 
 // Takes queued requests into idle slots, choosing the slot whose cached tokens share the
@@ -139,6 +142,7 @@ void scheduler::admit(std::unique_lock<std::mutex>& lk) {
     // The last prompt token is always evaluated again: its logits give the first token.
     const std::uint32_t keep = std::min(best_len, n_prompt - 1);
     kv.truncate(best->seq, keep);
+    ++busy_;
     best->out = std::move(j.out);
     best->req.emplace(std::move(j.req));
     best->detok.emplace(*tok_);

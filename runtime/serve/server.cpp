@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 #include <simdjson.h>
 
+#include <array>
 #include <atomic>
 #include <csignal>
 #include <iostream>
@@ -224,6 +225,24 @@ struct server::impl {
     }
   }
 
+  // How long an idle keep-alive connection is kept (advertised in the Keep-Alive header).
+  std::chrono::milliseconds keep_alive_timeout{5000};
+
+  // After refusing a body we will not read, keep reading (and discarding) what the client still
+  // sends for a moment: closing at once would reset the connection before it reads the answer.
+  net::awaitable<void> drain(beast::tcp_stream& s) {
+    beast::error_code ec;
+    s.socket().shutdown(tcp::socket::shutdown_send, ec);
+    std::array<char, 65536> sink;
+    std::size_t total = 0;
+    s.expires_after(std::chrono::seconds(2));
+    while (total < 64 * opt.max_body_bytes) {
+      auto [e, n] = co_await s.async_read_some(net::buffer(sink), tuple_awaitable);
+      if (e) break;
+      total += n;
+    }
+  }
+
   net::awaitable<void> session(tcp::socket sock);
   net::awaitable<bool> handle(beast::tcp_stream& s, http::request<http::string_body>& req, simdjson::dom::parser& jp);
   net::awaitable<bool> send(beast::tcp_stream& s, const reply& r, bool keep_alive, const std::string& request_id);
@@ -244,6 +263,7 @@ net::awaitable<bool> server::impl::send(beast::tcp_stream& s, const reply& r, bo
   // Deterministic client errors: retrying cannot help (the SDKs honour this header).
   if (code >= 400 && code < 500 && code != 429 && code != 408) res.set("x-should-retry", "false");
   res.keep_alive(keep_alive);
+  if (keep_alive) res.set("keep-alive", "timeout=" + std::to_string(keep_alive_timeout.count() / 1000));
   res.body() = r.body;
   res.prepare_payload();
   s.expires_after(std::chrono::seconds(60));
@@ -258,6 +278,15 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
   while (true) {
     http::request_parser<http::string_body> p;
     p.body_limit(opt.max_body_bytes);
+    if (buf.size() == 0) {
+      // An idle keep-alive connection may wait keep_alive_timeout for its next request (clients
+      // learn it from the Keep-Alive header and close first); once bytes arrive, the whole
+      // request must come within read_timeout, so a slow client cannot hold the connection.
+      s.expires_after(keep_alive_timeout);
+      auto [ec0, n0] = co_await s.async_read_some(buf.prepare(4096), tuple_awaitable);
+      if (ec0) break;
+      buf.commit(n0);
+    }
     s.expires_after(opt.read_timeout);
     auto [ec, n] = co_await http::async_read(s, buf, p, tuple_awaitable);
     if (ec == http::error::body_limit) {
@@ -270,6 +299,7 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
       // Named, not a braced temporary: GCC 12 destroys temporaries in co_await operands twice.
       const reply r{http::status::payload_too_large, "application/json", error_body(fl, e, rid), 0};
       co_await send(s, r, false, rid);
+      co_await drain(s);
       break;
     }
     if (ec) {
@@ -498,6 +528,7 @@ net::awaitable<bool> server::impl::generate(beast::tcp_stream& s, const http::re
   head.set("request-id", rid);
   head.set("x-request-id", rid);
   head.keep_alive(keep);
+  if (keep) head.set("keep-alive", "timeout=" + std::to_string(keep_alive_timeout.count() / 1000));
   head.chunked(true);
   http::response_serializer<http::empty_body> sr(head);
   s.expires_after(std::chrono::seconds(60));

@@ -168,6 +168,7 @@ class scheduler {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<job> queue_;
+  std::size_t busy_ = 0;  // slots holding a request (guarded by mu_; slots_ is the worker's)
   bool stopping_ = false;
   scheduler_stats stats_;
 

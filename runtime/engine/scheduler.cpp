@@ -102,6 +102,7 @@ void scheduler::finish(slot& s, finish_reason r, std::size_t stop_index, std::st
     // The slot counts as free before the client hears of the finish, so its next request fits.
     std::lock_guard lk(mu_);
     --busy_;
+    stats_.running = std::uint32_t(busy_);
     ++stats_.requests_finished;
   }
   const auto out = std::move(s.out);
@@ -283,10 +284,7 @@ bool scheduler::step() {
 }
 
 void scheduler::publish(bool stepped, double step_seconds, std::uint32_t generated) {
-  std::uint32_t running = 0;
-  for (const auto& s : slots_) running += s.out != nullptr;
   std::lock_guard lk(mu_);
-  stats_.running = running;
   stats_.steps += stepped;
   stats_.busy_seconds += step_seconds;
   stats_.generated_tokens += generated;
@@ -305,9 +303,7 @@ void scheduler::loop() {
       });
       if (stopping_) return;
       admit(lk);
-      std::uint32_t running = 0;
-      for (const auto& s : slots_) running += s.out != nullptr;
-      stats_.running = running;
+      stats_.running = std::uint32_t(busy_);
     }
     if (!step()) {
       // Nothing runnable (e.g. prompts waiting for KV room): yield briefly instead of spinning.

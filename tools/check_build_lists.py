@@ -18,6 +18,7 @@ SUITE_DEPS = {
     "apps": ["mkmodel_dep"],
     "kernels": ["strata_runtime_dep"],
     "vulkan": ["strata_runtime_dep"],
+    "serve": ["strata_serve_dep"],
 }
 
 

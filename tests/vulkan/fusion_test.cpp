@@ -1,0 +1,133 @@
+// The decoder's dense FFN block, x += W_down (silu(W_gate a) * (W_up a)) with a = rms_norm(x) * w,
+// recorded as the decoder records it, so the GPU's recording-time fusion applies (the norm
+// folded into the gate/up matvec, gate + up + SwiGLU in one dispatch, the residual add folded
+// into the down matvec). Gate: float64 on the dequantized weights, with fusion on and off
+// (STRATA_VK_FUSE=0), at decode and prefill token counts.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "vulkan/vk_harness.hpp"
+
+namespace {
+
+using namespace strata;
+namespace vkt = strata::test::vk;
+
+#ifdef STRATA_HAS_VULKAN
+
+constexpr std::uint32_t E = 512, F = 768, table_rows = 32;
+constexpr std::uint32_t token_counts[] = {1, 2, 3, 8, 17};
+constexpr float eps = 1e-5f;
+
+struct ffn_model {
+  vkt::weight_store store;
+  std::vector<float> xs, norm_w;
+  vkt::random_weight g, u, d;
+  const gguf::tensor_info *x, *norm, *gate, *up, *down;
+};
+
+std::vector<std::int32_t> rows_for(std::uint32_t n) {
+  std::vector<std::int32_t> r(n);
+  for (std::uint32_t i = 0; i < n; ++i) r[i] = std::int32_t((5 * i + n) % table_rows);
+  return r;
+}
+
+std::vector<std::vector<float>> run_ffn(gpu::backend& be, const ffn_model& m) {
+  const auto xt = be.load(*m.x), nw = be.load(*m.norm), gate = be.load(*m.gate), up = be.load(*m.up),
+             down = be.load(*m.down);
+  const std::uint32_t B = 32;
+  const auto x = be.alloc(B, E), a = be.alloc(B, E), o = be.alloc(B, E), g = be.alloc(B, F), u = be.alloc(B, F);
+  be.reserve(B, F, 32);
+  auto kv = vkt::dummy_kv(be);
+  std::vector<std::vector<float>> out;
+  for (const std::uint32_t n : token_counts) {
+    auto b = vkt::batch_data::rows(n);
+    b.tokens = rows_for(n);
+    out.push_back(vkt::run_step(be, b, [&] {
+      const auto xv = x.view(n), av = a.view(n), ov = o.view(n), gv = g.view(n), uv = u.view(n);
+      be.get_rows(xt, b.tokens, xv);
+      be.rms_norm(xv, &nw, eps, av);
+      be.matmul(gate, av, gv);
+      be.matmul(up, av, uv);
+      be.swiglu(gv, uv, gv);
+      be.matmul(down, gv, ov);
+      be.add(xv, ov, xv);
+      return xv;
+    }));
+  }
+  return out;
+}
+
+std::vector<double> reference(const ffn_model& m, std::uint32_t n) {
+  const auto rows = rows_for(n);
+  std::vector<double> out(std::size_t(n) * E);
+  for (std::uint32_t t = 0; t < n; ++t) {
+    const float* x = m.xs.data() + std::size_t(rows[t]) * E;
+    double ss = 0;
+    for (std::uint32_t i = 0; i < E; ++i) ss += double(x[i]) * x[i];
+    const double s = 1.0 / std::sqrt(ss / E + eps);
+    std::vector<double> a(E), h(F);
+    for (std::uint32_t i = 0; i < E; ++i) a[i] = x[i] * s * m.norm_w[i];
+    for (std::uint32_t r = 0; r < F; ++r) {
+      double gs = 0, us = 0;
+      for (std::uint32_t i = 0; i < E; ++i) {
+        gs += double(m.g.dequant[std::size_t(r) * E + i]) * a[i];
+        us += double(m.u.dequant[std::size_t(r) * E + i]) * a[i];
+      }
+      h[r] = gs / (1.0 + std::exp(-gs)) * us;
+    }
+    for (std::uint32_t r = 0; r < E; ++r) {
+      double ys = 0;
+      for (std::uint32_t i = 0; i < F; ++i) ys += double(m.d.dequant[std::size_t(r) * F + i]) * h[i];
+      out[std::size_t(t) * E + r] = x[r] + ys;
+    }
+  }
+  return out;
+}
+
+TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + residual) vs float64, fused and not") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(31337);
+  ffn_model m;
+  m.xs = vkt::normal_floats(std::size_t(table_rows) * E, rng);
+  m.norm_w = vkt::normal_floats(E, rng, 0.3f);
+  for (auto& v : m.norm_w) v += 1.0f;
+  m.g = vkt::make_weight(gguf::type_id::q4_k, F, E, rng, 0.05f);
+  m.u = vkt::make_weight(gguf::type_id::q4_k, F, E, rng, 0.05f);
+  m.d = vkt::make_weight(gguf::type_id::q6_k, E, F, rng, 0.05f);
+  m.x = &m.store.add_f32("test.x", m.xs, E, table_rows);
+  m.norm = &m.store.add_f32("blk.0.ffn_norm.weight", m.norm_w, E);
+  // Gate and up next to each other, as in a model file (the fused SwiGLU binds both at once).
+  m.gate = &m.store.add("blk.0.ffn_gate.weight", gguf::type_id::q4_k, m.g.bytes, E, F);
+  m.up = &m.store.add("blk.0.ffn_up.weight", gguf::type_id::q4_k, m.u.bytes, E, F);
+  m.down = &m.store.add("blk.0.ffn_down.weight", gguf::type_id::q6_k, m.d.bytes, F, E);
+  for (const bool fuse : {true, false}) {
+    CAPTURE(fuse);
+    std::vector<std::vector<float>> got;
+    {
+      const char* old = std::getenv("STRATA_VK_FUSE");
+      const std::string saved = old ? old : "";
+      if (fuse) ::unsetenv("STRATA_VK_FUSE");
+      else ::setenv("STRATA_VK_FUSE", "0", 1);
+      gpu::backend be;  // reads STRATA_VK_FUSE when it is built
+      if (old) ::setenv("STRATA_VK_FUSE", saved.c_str(), 1);
+      else ::unsetenv("STRATA_VK_FUSE");
+      got = run_ffn(be, m);
+    }
+    for (std::size_t c = 0; c < std::size(token_counts); ++c) {
+      CAPTURE(token_counts[c]);
+      const double e = vkt::nmse_f64(got[c], reference(m, token_counts[c]));
+      MESSAGE(std::string(fuse ? "fused" : "unfused") << ", " << token_counts[c] << " tokens: NMSE vs float64 " << e);
+      CHECK(e <= vkt::tol_matmul_f64);
+    }
+  }
+}
+
+#endif
+
+}  // namespace

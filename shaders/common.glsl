@@ -9,6 +9,10 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#ifdef COOPMAT
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#endif
 
 #ifdef HAS_WEIGHTS
 layout(binding = 0, std430) readonly buffer W8 { uint8_t w8[]; };

@@ -26,6 +26,7 @@ double ms_since(clock_type::time_point t0) {
 constexpr std::uint32_t wg = 128;         // workgroup size of the elementwise / row kernels
 constexpr std::uint32_t max_cached_steps = 16;
 constexpr std::uint64_t section_align = 256;
+constexpr std::uint32_t mm_min_tokens = 16;  // from here on matmuls use the tiled kernel
 
 std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return std::uint32_t((a + b - 1) / b); }
 std::string gib(std::uint64_t b) {
@@ -143,6 +144,8 @@ struct backend::impl {
     const weight* up = nullptr;
   };
   bool fuse = true;
+  bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)
+  bool coopmat = false;   // tensor-core tile product in mul_mm
   // Matvec shape: rows per workgroup and workgroup size (STRATA_VK_MV_NR / _WG to experiment).
   std::uint32_t mv_rows = 8, mv_wg = 64;
   std::vector<pending_norm> norms;
@@ -152,6 +155,8 @@ struct backend::impl {
   explicit impl(const backend_options& o)
       : opt(o), ctx(o.device), pipes(ctx, o.cache_dir.empty() ? default_cache_dir() : o.cache_dir) {
     if (const char* f = std::getenv("STRATA_VK_FUSE"); f && std::string_view(f) == "0") fuse = false;
+    coopmat = ctx.info().nv_coopmat;
+    if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
     if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
     if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
     pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
@@ -208,6 +213,7 @@ struct backend::impl {
     const weight& w = *m.w;
     const std::uint32_t n = m.x.rows;
     const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+    if (n >= mm_min_tokens && !m.norm && !m.up && !m.residual && w.ne[0] % 32 == 0) return record_mul_mm(m);
     const tensor& x = m.norm ? m.norm->x : m.x;
     if (x.off % 4 || x.stride % 4)  // the kernel reads x as vec4
       throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
@@ -232,6 +238,21 @@ struct backend::impl {
     if (m.up) d.emplace_back("SWIGLU", "1");
     if (m.residual) d.emplace_back("ADD_RESIDUAL", "1");
     dispatch(req("matvec", w.type, std::move(d), 6), b, &pc, sizeof pc, div_up(w.ne[1], mv_rows), div_up(n, nt));
+  }
+
+  // Prefill: tiles of 64 weight rows x 64 tokens (mul_mm.glsl).
+  void record_mul_mm(const pending_matmul& m) {
+    const weight& w = *m.w;
+    if (m.x.off % 4 || m.x.stride % 4)
+      throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
+    const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), m.x.rows, std::uint32_t(w.row_bytes), m.x.off,
+                       m.x.stride, m.y.off, m.y.stride, 0, 0, 0, 0, 0, 0, 0.0f};
+    const binding b[] = {bind_weight(w), bind(m.x, false), bind(m.y, true)};
+    dispatch(mul_mm_req(w.type), b, &pc, sizeof pc, div_up(w.ne[1], 64), div_up(m.x.rows, 64));
+  }
+  pipeline_request mul_mm_req(gguf::type_id t) const {
+    if (coopmat) return req("mul_mm", t, {{"WG", "128"}, {"COOPMAT", "1"}}, 3);
+    return req("mul_mm", t, {{"WG", "128"}}, 3);
   }
 
   void flush_mats() {
@@ -396,6 +417,7 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
       d.insert(d.end(), v.begin(), v.end());
       reqs.push_back(impl::req("matvec", f, std::move(d), 6));
     }
+  for (auto f : mat_formats) reqs.push_back(P.mul_mm_req(f));
   for (auto f : id_formats) reqs.push_back(P.matvec_req(f, 1, true));
   if (!id_formats.empty()) {
     reqs.push_back(impl::moe_req("MOE_TOPK"));
@@ -486,6 +508,7 @@ void backend::begin(const graph::batch& b) {
     if (b.logits[t]) out_rows[n_out++] = t;
   P.kv_written = false;
   P.read_dst = nullptr;
+  P.fuse_step = P.fuse && n <= 8;
   P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32;
   if (auto it = P.steps.find(P.current_key); it != P.steps.end()) {
     P.current = &it->second;
@@ -533,7 +556,7 @@ void backend::rms_norm(tensor x, const weight* w, float eps, tensor y) {
   const impl::pending_norm n{x, y, weighted ? w : nullptr, eps};
   // Full-width weighted norms are deferred (fused into the matmuls that read them); per-head
   // norms (Q/K norm) run as their own dispatch.
-  if (P.fuse && weighted && x.rows == y.rows && x.cols == y.cols && x.cols % 16 == 0) {
+  if (P.fuse_step && weighted && x.rows == y.rows && x.cols == y.cols && x.cols % 16 == 0) {
     P.prepare({x}, {y});
     std::erase_if(P.norms, [&](const impl::pending_norm& o) { return o.y.buf == y.buf; });
     P.norms.push_back(n);
@@ -551,7 +574,7 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
                 std::to_string(w.ne[1]) + "], input " + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", output " +
                 std::to_string(y.rows) + "x" + std::to_string(y.cols));
   impl::pending_matmul m{&w, x, y, {}, {}, nullptr};
-  if (!P.fuse) {
+  if (!P.fuse_step) {
     P.prepare({x}, {y});
     P.record_matmul(m);
     return;
@@ -663,7 +686,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
 void backend::swiglu(tensor gate, tensor up, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
-  if (P.fuse && P.mats.size() == 2 && impl::same(P.mats[0].y, gate) && impl::same(P.mats[1].y, up) &&
+  if (P.fuse_step && P.mats.size() == 2 && impl::same(P.mats[0].y, gate) && impl::same(P.mats[1].y, up) &&
       impl::same(out, gate) && !P.mats[0].residual && !P.mats[1].residual) {
     const auto& g = P.weights.at(P.mats[0].w->id);
     const auto& u = P.weights.at(P.mats[1].w->id);
@@ -685,7 +708,7 @@ void backend::swiglu(tensor gate, tensor up, tensor out) {
 void backend::add(tensor a, tensor b2, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
-  if (P.fuse && P.mats.size() == 1 && impl::same(P.mats.back().y, b2) && impl::same(out, a) && !P.mats.back().up &&
+  if (P.fuse_step && P.mats.size() == 1 && impl::same(P.mats.back().y, b2) && impl::same(out, a) && !P.mats.back().up &&
       !P.mats.back().residual && a.buf != P.mats.back().x.buf && (!P.mats.back().norm || P.mats.back().norm->x.buf != a.buf)) {
     P.mats.back().residual = a;  // y = a + W.x, written over a
     P.mats.back().y = out;

@@ -103,7 +103,14 @@ context::context(int device_index) : vk_context_(make_context()) {
   info_.max_push_constants = p.limits.maxPushConstantsSize;
   info_.max_workgroups_x = p.limits.maxComputeWorkGroupCount[0];
   info_.timestamp_period_ns = p.limits.timestampPeriod;
-  info_.nv_coopmat = has_extension(physical_, "VK_NV_cooperative_matrix");
+  // Tensor cores: VK_NV_cooperative_matrix with a 16x16x16 f16 x f16 -> f32 shape.
+  if (has_extension(physical_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && info_.subgroup_size == 32) {
+    for (const auto& c : physical_.getCooperativeMatrixPropertiesNV())
+      if (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 && c.AType == vk::ComponentTypeNV::eFloat16 &&
+          c.BType == vk::ComponentTypeNV::eFloat16 && c.CType == vk::ComponentTypeNV::eFloat32 &&
+          c.DType == vk::ComponentTypeNV::eFloat32 && c.scope == vk::ScopeNV::eSubgroup)
+        info_.nv_coopmat = true;
+  }
 
   const auto feats = physical_.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features,
                                             vk::PhysicalDeviceVulkan12Features>();
@@ -149,6 +156,12 @@ context::context(int device_index) : vk_context_(make_context()) {
   enable.pNext = &e11;
   e11.pNext = &e12;
   std::vector<const char*> ext{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  vk::PhysicalDeviceCooperativeMatrixFeaturesNV coop;
+  if (info_.nv_coopmat) {
+    coop.cooperativeMatrix = VK_TRUE;
+    e12.pNext = &coop;
+    ext.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
   vk::DeviceCreateInfo dci({}, qci, {}, ext);
   dci.pNext = &enable;
   try {

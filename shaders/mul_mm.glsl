@@ -1,0 +1,110 @@
+// Quantized matrix x many tokens (prefill): Y[t][n] = sum_k X[t][k] W[n][k], tiled: a workgroup
+// computes BM weight rows x BN tokens, stepping K by BK; each step dequantizes its weight tile
+// (any format, through dequant16) and its activation tile into shared memory once, so a weight
+// element is read from memory once per BN tokens instead of once per token.
+// COOPMAT: the tile product runs on tensor cores (VK_NV_cooperative_matrix, f16 x f16 -> f32,
+// 16x16x16 per subgroup op); otherwise each thread accumulates a TM x TN block in f32 (the
+// portable path, tested on lavapipe).
+layout(local_size_x = WG) in;
+layout(binding = 1, std430) readonly buffer X4 { vec4 x4[]; };
+layout(binding = 2, std430) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform Params {
+  uint K, N, n_tok, row_bytes;
+  uint x_off, x_stride, y_off, y_stride;
+} p;
+
+const uint BM = 64, BN = 64, BK = 32;
+const uint PARTS = QK / 16;
+#ifdef COOPMAT
+shared float16_t ws[BM * BK];  // [n][k]
+shared float16_t xs[BN * BK];  // [t][k]
+shared float cs[BN * BM];      // staging of the result tile for bounds-checked stores
+#else
+shared float ws[BM][BK + 1];
+shared float xs[BN][BK + 1];
+const uint TM = 4, TN = 8;  // per thread: TM rows x TN tokens (64*64 / 128 threads = 32)
+#endif
+
+void main() {
+  const uint n0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN, tid = gl_LocalInvocationID.x;
+#ifdef COOPMAT
+  // Subgroup s (of 4, 32 lanes each) owns token rows [16s, 16s+16) and all BM weight columns.
+  const uint mt = 16 * gl_SubgroupID;
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[4];
+  for (uint j = 0; j < 4; ++j) acc[j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+#else
+  const uint tr = (tid % (BM / TM)) * TM, tt = (tid / (BM / TM)) * TN;
+  float acc[TM][TN];
+  for (uint i = 0; i < TM; ++i)
+    for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+#endif
+
+  for (uint k0 = 0; k0 < p.K; k0 += BK) {
+    // Weight tile: BM rows x BK = BM * (BK/16) parts of 16.
+    for (uint q = tid; q < BM * (BK / 16); q += WG) {
+      const uint r = q / (BK / 16), c = (k0 / 16) + q % (BK / 16);
+      float v[16];
+      if (n0 + r < p.N) dequant16((n0 + r) * p.row_bytes + (c / PARTS) * BLOCK_BYTES, c % PARTS, v);
+      else for (uint i = 0; i < 16; ++i) v[i] = 0.0;
+      const uint kk = 16 * (q % (BK / 16));
+      for (uint i = 0; i < 16; ++i) {
+#ifdef COOPMAT
+        ws[r * BK + kk + i] = float16_t(v[i]);
+#else
+        ws[r][kk + i] = v[i];
+#endif
+      }
+    }
+    // Activation tile: BN tokens x BK, as vec4.
+    for (uint q = tid; q < BN * (BK / 4); q += WG) {
+      const uint t = q / (BK / 4), kk = 4 * (q % (BK / 4));
+      vec4 v = vec4(0.0);
+      if (t0 + t < p.n_tok) v = x4[(p.x_off + (t0 + t) * p.x_stride + k0 + kk) >> 2];
+#ifdef COOPMAT
+      xs[t * BK + kk] = float16_t(v.x);
+      xs[t * BK + kk + 1] = float16_t(v.y);
+      xs[t * BK + kk + 2] = float16_t(v.z);
+      xs[t * BK + kk + 3] = float16_t(v.w);
+#else
+      xs[t][kk] = v.x;
+      xs[t][kk + 1] = v.y;
+      xs[t][kk + 2] = v.z;
+      xs[t][kk + 3] = v.w;
+#endif
+    }
+    barrier();
+#ifdef COOPMAT
+    for (uint kk = 0; kk < BK; kk += 16) {
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;
+      coopMatLoadNV(a, xs, mt * BK + kk, BK, false);  // X rows (tokens) x k
+      for (uint j = 0; j < 4; ++j) {
+        fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b;
+        coopMatLoadNV(b, ws, (16 * j) * BK + kk, BK, true);  // k x W rows: column-major view of [n][k]
+        acc[j] = coopMatMulAddNV(a, b, acc[j]);
+      }
+    }
+#else
+    for (uint kk = 0; kk < BK; ++kk) {
+      float wv[TM], xv[TN];
+      for (uint i = 0; i < TM; ++i) wv[i] = ws[tr + i][kk];
+      for (uint j = 0; j < TN; ++j) xv[j] = xs[tt + j][kk];
+      for (uint i = 0; i < TM; ++i)
+        for (uint j = 0; j < TN; ++j) acc[i][j] += wv[i] * xv[j];
+    }
+#endif
+    barrier();
+  }
+
+#ifdef COOPMAT
+  for (uint j = 0; j < 4; ++j) coopMatStoreNV(acc[j], cs, mt * BM + 16 * j, BM, false);
+  barrier();
+  for (uint q = tid; q < BN * BM; q += WG) {
+    const uint t = q / BM, r = q % BM;
+    if (t0 + t < p.n_tok && n0 + r < p.N) y[p.y_off + (t0 + t) * p.y_stride + n0 + r] = cs[q];
+  }
+#else
+  for (uint i = 0; i < TM; ++i)
+    for (uint j = 0; j < TN; ++j)
+      if (n0 + tr + i < p.N && t0 + tt + j < p.n_tok) y[p.y_off + (t0 + tt + j) * p.y_stride + n0 + tr + i] = acc[i][j];
+#endif
+}

@@ -12,6 +12,7 @@ const model = srv.model;
 const auth = { authorization: 'Bearer test-key', 'content-type': 'application/json' };
 const post = (path, body, headers = auth) =>
   fetch(srv.base + path, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+const post2 = (server, path, body) => fetch(server.base + path, { method: 'POST', headers: auth, body: JSON.stringify(body) });
 const chat = (extra = {}) => ({ model, max_tokens: 4, messages: [{ role: 'user', content: 'hi' }], ...extra });
 const anth = (extra = {}) => ({ model, max_tokens: 4, messages: [{ role: 'user', content: 'hi' }], ...extra });
 
@@ -170,6 +171,36 @@ await run('malformed', [
   ['server healthy and stops cleanly', async () => {
     assert.equal((await fetch(srv.base + '/health')).status, 200);
     await srv.stop();
+  }],
+  ['SSE keepalives while a stream waits (queue or long prefill), then it completes', async () => {
+    // A second server: one slot, pings every 50 ms. Request A holds the slot; B's streams wait.
+    const ps = await startServer(['--parallel', '1', '--queue', '4', '--sse-ping', '0.05']);
+    try {
+      const ctl = new AbortController();
+      const a = await fetch(ps.base + '/v1/chat/completions', {
+        method: 'POST', headers: auth, signal: ctl.signal, body: JSON.stringify(chat({ max_tokens: 100000, stream: true })),
+      });
+      const ra = a.body.getReader();
+      await ra.read();
+      const readAll = async (res) => {
+        const r = res.body.getReader();
+        let text = '';
+        for (;;) { const { value, done } = await r.read(); if (done) return text; text += Buffer.from(value).toString(); }
+      };
+      const b = readAll(await post2(ps, '/v1/chat/completions', chat({ stream: true })));
+      const c = readAll(await post2(ps, '/v1/messages', anth({ stream: true })));
+      await new Promise((r) => setTimeout(r, 400));
+      ctl.abort();
+      ra.cancel().catch(() => {});
+      const [tb, tc] = await Promise.all([b, c]);
+      assert.ok((tb.match(/^: keepalive$/gm) ?? []).length >= 2, 'OpenAI stream got comment keepalives:\n' + tb);
+      assert.ok(tb.trimEnd().endsWith('data: [DONE]'), tb);
+      assert.ok((tc.match(/^event: ping$/gm) ?? []).length >= 3, 'Anthropic stream got ping events:\n' + tc);
+      assert.ok(tc.trimEnd().endsWith('data: {"type":"message_stop"}'), tc);
+      await ps.stop();
+    } finally {
+      if (!ps.exited()) ps.child.kill('SIGKILL');
+    }
   }],
 ]);
 if (!srv.exited()) srv.child.kill('SIGKILL');

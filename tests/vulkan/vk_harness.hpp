@@ -202,8 +202,12 @@ inline constexpr double tol_rope = 1e-6;
 // rounded identically on both sides.
 inline constexpr double tol_attention = 1e-9;
 // GPU matmul vs a float64 product of the dequantized weights with the float activations: only
-// the GPU's float accumulation error, ~sqrt(K)·u relative per output.
+// the GPU's float accumulation error, ~sqrt(K)·u relative per output (lavapipe: ~2e-14).
 inline constexpr double tol_matmul_f64 = 1e-10;
+// The same on a real GPU, where prefill-sized matmuls may run the tensor-core tile product
+// (mul_mm.glsl COOPMAT), which rounds weights and activations to f16 (2^-11 relative each).
+inline constexpr double tol_matmul_f64_f16_tiles = 1e-6;
+inline double matmul_f64_tolerance(bool cpu_device) { return cpu_device ? tol_matmul_f64 : tol_matmul_f64_f16_tiles; }
 // GPU matmul vs the CPU backend, which quantizes activations to the weight format's act type
 // (Q8_0/Q8_1/Q8_K, ~1e-4 relative each) before the dot product: a sanity gate only.
 inline constexpr double tol_matmul_cpu = 5e-3;

@@ -109,3 +109,22 @@ TEST_CASE("attention over compressed KV equals attention over the cached values"
         check_attention(k, v, d);
       }
 }
+
+TEST_CASE("KV row kernels: the fast set equals the scalar reference bit for bit") {
+  const auto fast = kernels::cpu::kv_rows::best(), ref = kernels::cpu::kv_rows::reference();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  for (const std::size_t n : {16u, 64u, 96u, 128u, 256u}) {
+    CAPTURE(n);
+    std::vector<float> a(n), b(n), y1(n, 1.0f), y2(n, 1.0f), w1(n), w2(n);
+    std::vector<fp16> h(n);
+    for (std::size_t i = 0; i < n; ++i) a[i] = nd(rng), b[i] = nd(rng), h[i] = to_fp16(nd(rng));
+    CHECK(fast.dot(a.data(), b.data(), n) == ref.dot(a.data(), b.data(), n));
+    fast.axpy(0.37f, a.data(), y1.data(), n);
+    ref.axpy(0.37f, a.data(), y2.data(), n);
+    CHECK(y1 == y2);
+    fast.widen_f16(h.data(), w1.data(), n);
+    ref.widen_f16(h.data(), w2.data(), n);
+    CHECK(w1 == w2);
+  }
+}

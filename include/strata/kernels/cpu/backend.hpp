@@ -327,6 +327,7 @@ class backend {
     const turboquant::format *ktq = kc.turboquant(), *vtq = vc.turboquant();
     const auto kdot = kc.tq_kernels().dot_rotated;
     const auto vacc = vc.tq_kernels().accumulate_rotated;
+    const kv_rows::kernels& rk = kv.rows();
     pool_.parallel_for(std::size_t(q.rows) * p.n_head, 1, [&](std::size_t beg, std::size_t end, unsigned tid) {
       float* scores = score_scratch_.data() + std::size_t(tid) * score_stride_;
       float* kbuf = scores + (score_stride_ - 4 * head_scratch);
@@ -349,13 +350,13 @@ class backend {
           float s = 0.0f;
           const fp16* r = window && j >= recent_from ? kv.k_recent(layer, seq, j, hk) : nullptr;
           if (r) {
-            kv.widen(r, kbuf, d);
-            for (std::uint32_t c = 0; c < d; ++c) s += qh[c] * kbuf[c];
+            rk.widen_f16(r, kbuf, d);
+            s = rk.dot(qh, kbuf, d);
           } else if (ktq) {
             s = kdot(*ktq, q_rot, kv.k_head(layer, kv.table().slot(seq, j), hk));
           } else {
             kv.load_k(layer, kv.table().slot(seq, j), hk, kbuf);
-            for (std::uint32_t c = 0; c < d; ++c) s += qh[c] * kbuf[c];
+            s = rk.dot(qh, kbuf, d);
           }
           s *= p.scale;
           scores[j - start] = s;
@@ -375,14 +376,14 @@ class backend {
           const float w = scores[j - start];
           const fp16* r = window && j >= recent_from ? kv.v_recent(layer, seq, j, hk) : nullptr;
           if (r) {
-            kv.widen(r, vbuf, d);
-            for (std::uint32_t c = 0; c < d; ++c) o[c] += w * vbuf[c];
+            rk.widen_f16(r, vbuf, d);
+            rk.axpy(w, vbuf, o, d);
           } else if (vtq) {
             vacc(*vtq, w, kv.v_head(layer, kv.table().slot(seq, j), hk), v_rot);
             any_rot = true;
           } else {
             kv.load_v(layer, kv.table().slot(seq, j), hk, vbuf);
-            for (std::uint32_t c = 0; c < d; ++c) o[c] += w * vbuf[c];
+            rk.axpy(w, vbuf, o, d);
           }
         }
         if (any_rot) {

@@ -19,40 +19,13 @@
 #include "strata/core/error.hpp"
 #include "strata/core/fp16.hpp"
 #include "strata/kv/block_table.hpp"
+#include "strata/kernels/cpu/kv_row_kernels.hpp"
 #include "strata/kv/kv_config.hpp"
 #include "strata/quant/q8_0.hpp"
 #include "strata/turboquant/fused_dot.hpp"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#endif
 
 namespace strata::kernels::cpu {
-
-namespace detail {
-
-inline void widen_f16_scalar(const fp16* s, float* d, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) d[i] = to_float(s[i]);
-}
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// vcvtph2ps is exact, like to_float (the software widening costs ~5 ns per element).
-__attribute__((target("avx,f16c"))) inline void widen_f16_f16c(const fp16* s, float* d, std::size_t n) noexcept {
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
-  for (; i < n; ++i) d[i] = to_float(s[i]);
-}
-#endif
-using widen_f16_fn = void (*)(const fp16*, float*, std::size_t) noexcept;
-// Chosen once per cache.
-inline widen_f16_fn pick_widen_f16() noexcept {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) return widen_f16_f16c;
-#endif
-  return widen_f16_scalar;
-}
-
-}  // namespace detail
 
 // How one side (K or V) stores a head vector.
 class kv_codec {
@@ -107,7 +80,7 @@ class kv_codec {
   void decode(const std::uint8_t* src, float* out) const noexcept {
     switch (type_) {
       case kv::kv_type::f32: std::memcpy(out, src, head_dim_ * 4); break;
-      case kv::kv_type::f16: widen_f16_(reinterpret_cast<const fp16*>(src), out, head_dim_); break;
+      case kv::kv_type::f16: rows_.widen_f16(reinterpret_cast<const fp16*>(src), out, head_dim_); break;
       case kv::kv_type::q8_0: {
         const auto* b = reinterpret_cast<const quant::q8_0::block*>(src);
         for (std::uint32_t i = 0; i < head_dim_ / 32; ++i) quant::q8_0::dequant(b[i], std::span<float, 32>(out + 32 * i, 32));
@@ -123,7 +96,7 @@ class kv_codec {
   std::size_t head_bytes_ = 0;
   std::optional<turboquant::format> tq_;
   turboquant::fused_kernels tq_kernels_{};
-  detail::widen_f16_fn widen_f16_ = detail::pick_widen_f16();
+  kv_rows::kernels rows_ = kv_rows::best();
 };
 
 class kv_storage {
@@ -152,8 +125,8 @@ class kv_storage {
   const kv::block_table& table() const noexcept { return table_; }
   const kv_codec& k_codec() const noexcept { return k_; }
   const kv_codec& v_codec() const noexcept { return v_; }
-  // Widens n f16 values (ring rows) to floats, exactly.
-  void widen(const fp16* src, float* dst, std::size_t n) const noexcept { widen_f16_(src, dst, n); }
+  // Row kernels for the compressed-attention path (widen f16, dot, axpy), chosen once.
+  const kv_rows::kernels& rows() const noexcept { return rows_; }
   // Full-precision window in effect (0 when neither side is compressed).
   std::uint32_t window() const noexcept {
     return kv::is_compressed(cfg_.type_k) || kv::is_compressed(cfg_.type_v) ? cfg_.full_precision_window : 0;
@@ -243,7 +216,7 @@ class kv_storage {
   std::uint32_t ring_rows_;
   std::vector<layer> layers_;
   std::vector<float> scratch_;  // head_dim floats for TurboQuant encoding (store is single-threaded)
-  detail::widen_f16_fn widen_f16_ = detail::pick_widen_f16();
+  kv_rows::kernels rows_ = kv_rows::best();
 };
 
 }  // namespace strata::kernels::cpu

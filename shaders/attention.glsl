@@ -3,6 +3,9 @@
 // of WG keys with an online softmax (running max m, sum l; flash-attention style), so any
 // context length runs in fixed shared memory. Thread i scores key i of a tile; the value
 // accumulation gives each thread head dims i, i + WG, ...
+// SPLIT (decode): workgroup z takes keys [z * split_len, (z + 1) * split_len) only and writes
+// its unnormalised partial (acc, m, l) to `part`; COMBINE merges the partials per head
+// (flash-decoding), so a long context is read by many workgroups instead of one per head.
 layout(local_size_x = WG) in;
 layout(binding = 1, std430) readonly buffer Q { float q[]; };
 #ifdef KV_K_F32
@@ -18,13 +21,39 @@ layout(binding = 3, std430) readonly buffer Vc { float16_t vc[]; };
 layout(binding = 4, std430) readonly buffer Pos { int pos[]; };
 layout(binding = 5, std430) readonly buffer SeqRow { uint seq_row[]; };
 layout(binding = 6, std430) readonly buffer Blocks { uint blocks[]; };
-layout(binding = 7, std430) writeonly buffer O { float o[]; };
+layout(binding = 7, std430) buffer O { float o[]; };
 layout(push_constant) uniform Params {
   uint n_head, n_head_kv, D, chunk;
   uint q_off, q_stride, o_off, o_stride;
   uint block_size, max_blocks;
   float scale;
+  uint split_len, n_splits;
 } p;
+// SPLIT partials: per (token, head, split) D accumulators then m and l.
+layout(binding = 0, std430) buffer Part { float part[]; };
+
+#ifdef COMBINE
+void main() {
+  const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+  const uint base = (t * p.n_head + h) * p.n_splits * (p.D + 2);
+  float M = -1.0 / 0.0;
+  for (uint s = 0; s < p.n_splits; ++s) M = max(M, part[base + s * (p.D + 2) + p.D]);
+  float L = 0.0;
+  for (uint s = 0; s < p.n_splits; ++s) {
+    const uint b = base + s * (p.D + 2);
+    L += part[b + p.D + 1] * exp(part[b + p.D] - M);
+  }
+  for (uint d = gl_LocalInvocationID.x; d < p.D; d += WG) {
+    float a = 0.0;
+    for (uint s = 0; s < p.n_splits; ++s) {
+      const uint b = base + s * (p.D + 2);
+      const float mv = part[b + p.D];
+      if (mv > -1.0 / 0.0) a += part[b + d] * exp(mv - M);
+    }
+    o[p.o_off + t * p.o_stride + h * p.D + d] = a / L;
+  }
+}
+#else
 
 const uint DMAX = 256;
 const uint PER_THREAD = (DMAX + WG - 1) / WG;
@@ -57,7 +86,21 @@ void main() {
   const uint hk = h / (p.n_head / p.n_head_kv);
   const uint D = p.D, row = p.n_head_kv * D;
   const uint P = uint(pos[t]);
-  const uint start = p.chunk != 0 ? P / p.chunk * p.chunk : 0;
+  uint start = p.chunk != 0 ? P / p.chunk * p.chunk : 0;
+  uint last = P;
+#ifdef SPLIT
+  const uint split = gl_WorkGroupID.z;
+  const uint pbase = ((t * p.n_head + h) * p.n_splits + split) * (p.D + 2);
+  start = max(start, split * p.split_len);
+  last = min(P, (split + 1) * p.split_len - 1);
+  if (start > last) {  // nothing of this split is visible to the token (uniform per workgroup)
+    if (tid == 0) {
+      part[pbase + p.D] = -1.0 / 0.0;
+      part[pbase + p.D + 1] = 0.0;
+    }
+    return;
+  }
+#endif
   const uint btab = seq_row[t] * p.max_blocks;
   for (uint i = tid; i < D / 4; i += WG) {
     const uint qb = p.q_off + t * p.q_stride + h * D + 4 * i;
@@ -68,11 +111,11 @@ void main() {
   float acc[PER_THREAD];
   for (uint k = 0; k < PER_THREAD; ++k) acc[k] = 0.0;
 
-  for (uint j0 = start; j0 <= P; j0 += WG) {
+  for (uint j0 = start; j0 <= last; j0 += WG) {
     const uint j = j0 + tid;
     float s = -1.0 / 0.0;
     uint slot = 0;
-    if (j <= P) {
+    if (j <= last) {
       slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
       const uint kb = slot * row + hk * D;
       float d = 0.0;
@@ -85,13 +128,13 @@ void main() {
       s = d * p.scale;
     }
     const float m_new = max(m, wg_max(s));
-    const float e = j <= P ? exp(s - m_new) : 0.0;
+    const float e = j <= last ? exp(s - m_new) : 0.0;
     const float corr = exp(m - m_new);
     probs[tid] = e;
     slot_of[tid] = slot;
     l = l * corr + wg_sum(e);  // wg_sum's barriers also publish probs / slot_of
     m = m_new;
-    const uint n_keys = min(WG, P + 1 - j0);
+    const uint n_keys = min(WG, last + 1 - j0);
     for (uint k = 0; k < PER_THREAD; ++k) {
       const uint d = tid + k * WG;
       if (d >= D) break;
@@ -101,8 +144,20 @@ void main() {
     }
     barrier();  // probs / slot_of are rewritten by the next tile
   }
+#ifdef SPLIT
+  for (uint k = 0; k < PER_THREAD; ++k) {
+    const uint d = tid + k * WG;
+    if (d < D) part[pbase + d] = acc[k];
+  }
+  if (tid == 0) {
+    part[pbase + D] = m;
+    part[pbase + D + 1] = l;
+  }
+#else
   for (uint k = 0; k < PER_THREAD; ++k) {
     const uint d = tid + k * WG;
     if (d < D) o[p.o_off + t * p.o_stride + h * D + d] = acc[k] / l;
   }
+#endif
 }
+#endif

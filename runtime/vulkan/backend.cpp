@@ -65,6 +65,7 @@ struct kv_store_pc {
 struct attention_pc {
   std::uint32_t n_head, n_head_kv, D, chunk, q_off, q_stride, o_off, o_stride, block_size, max_blocks;
   float scale;
+  std::uint32_t split_len, n_splits;
 };
 struct elementwise_pc {
   std::uint32_t cols, a_off, a_stride, b_off, b_stride, o_off, o_stride;
@@ -105,6 +106,8 @@ struct backend::impl {
   std::uint64_t blocks_bytes = 0;
   std::uint32_t max_blocks = 0;
   std::uint32_t moe_ids = 0, moe_wts = 0;  // buffer ids
+  std::uint32_t attn_part = 0;             // split-attention partials (allocated on first use)
+  bool split_attention = true;             // STRATA_VK_SPLIT_ATTN=0 disables
   gpu_buffer readback;
 
   // Recorded steps by shape.
@@ -156,6 +159,7 @@ struct backend::impl {
       : opt(o), ctx(o.device), pipes(ctx, o.cache_dir.empty() ? default_cache_dir() : o.cache_dir) {
     if (const char* f = std::getenv("STRATA_VK_FUSE"); f && std::string_view(f) == "0") fuse = false;
     coopmat = ctx.info().nv_coopmat;
+    if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
     if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
     if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
     if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
@@ -290,6 +294,12 @@ struct backend::impl {
     for (const auto& n : norms) record_norm(n);
     norms.clear();
     dropped.clear();
+  }
+
+  // A 3-D grid whose dimensions all fit the device limits.
+  void dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
+                 std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
+    rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
   }
 
   static pipeline_request req(std::string shader, std::optional<gguf::type_id> fmt,
@@ -485,7 +495,11 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
   P.step = gpu_buffer(P.ctx, at, memory_kind::upload, "per-step inputs");
   const auto defs = impl::kv_defs(cfg);
   const auto t1 = clock_type::now();
-  const pipeline_request reqs[] = {impl::req("kv_store", {}, defs, 6), impl::req("attention", {}, defs, 8)};
+  auto split_defs = defs, combine_defs = defs;
+  split_defs.emplace_back("SPLIT", "1");
+  combine_defs.emplace_back("COMBINE", "1");
+  const pipeline_request reqs[] = {impl::req("kv_store", {}, defs, 6), impl::req("attention", {}, defs, 8),
+                                   impl::req("attention", {}, split_defs, 8), impl::req("attention", {}, combine_defs, 8)};
   P.pipes.prepare(reqs);
   P.stats.pipelines_ms += ms_since(t1);
   P.stats.pipelines = std::uint32_t(P.pipes.size());
@@ -669,18 +683,43 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
     throw error("Vulkan attention supports head dimensions up to 256 in multiples of 4, the model has " +
                 std::to_string(ap.head_dim));
   const auto& cfg = kv.config();
-  const attention_pc pc{ap.n_head, ap.n_head_kv, ap.head_dim, ap.chunk, q.off, q.stride, out.off, out.stride,
-                        cfg.block_size, P.max_blocks, ap.scale};
   const std::uint64_t B4 = std::uint64_t(P.max_rows) * 4;
-  const binding bd[] = {P.bind(q, false),
+  attention_pc pc{ap.n_head, ap.n_head_kv, ap.head_dim, ap.chunk, q.off, q.stride, out.off, out.stride,
+                  cfg.block_size, P.max_blocks, ap.scale, 0, 1};
+  // Decode: split the context over workgroups (flash-decoding) so a long context is not read
+  // by one workgroup per head; the split length follows the context size so the dispatch
+  // shape, recorded once, holds for every length up to it.
+  constexpr std::uint32_t split_tokens = 8, max_splits = 64;
+  const bool split = P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 256;
+  if (split) {
+    pc.split_len = std::max<std::uint32_t>(256, div_up(div_up(cfg.n_ctx, max_splits), 128) * 128);
+    pc.n_splits = div_up(cfg.n_ctx, pc.split_len);
+    const std::uint64_t need = std::uint64_t(split_tokens) * ap.n_head * pc.n_splits * (ap.head_dim + 2) * 4;
+    if (!P.attn_part || P.buf(P.attn_part).size() < need)
+      P.attn_part = P.new_buffer(need, memory_kind::device, "split attention partials");
+  }
+  const binding part = split ? P.bind_id(P.attn_part, true) : P.bind(q, false);
+  const binding bd[] = {part,
                         P.bind(q, false),
                         P.bind_id(kv.k_buffer(layer), false),
                         P.bind_id(kv.v_buffer(layer), false),
                         P.bind_step(P.off_pos, B4),
                         P.bind_step(P.off_seq_row, B4),
                         P.bind_step(P.off_blocks, P.blocks_bytes),
-                        P.bind(out, true)};
-  P.dispatch(impl::req("attention", {}, impl::kv_defs(cfg), 8), bd, &pc, sizeof pc, ap.n_head, q.rows);
+                        P.bind(out, !split)};
+  auto defs = impl::kv_defs(cfg);
+  if (!split) {
+    P.dispatch(impl::req("attention", {}, defs, 8), bd, &pc, sizeof pc, ap.n_head, q.rows);
+    return;
+  }
+  auto split_defs = defs;
+  split_defs.emplace_back("SPLIT", "1");
+  P.dispatch3(impl::req("attention", {}, split_defs, 8), bd, &pc, sizeof pc, ap.n_head, q.rows, pc.n_splits);
+  const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
+                        P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
+  auto combine_defs = defs;
+  combine_defs.emplace_back("COMBINE", "1");
+  P.dispatch(impl::req("attention", {}, combine_defs, 8), cb, &pc, sizeof pc, ap.n_head, q.rows);
 }
 
 void backend::swiglu(tensor gate, tensor up, tensor out) {

@@ -13,37 +13,44 @@ layout(push_constant) uniform Params { uint n_expert, k, cols, s_off, s_stride, 
 
 #if defined(MOE_TOPK)
 shared float logit[256];
-shared uint taken[256];
+shared float wsel[64];
 void main() {
+  // Each thread ranks its experts against all others (ties: lower id first), so the top-k
+  // needs no serial selection; max and softmax sum are taken in the same sweep.
   const uint t = gl_WorkGroupID.x;
-  for (uint e = gl_LocalInvocationID.x; e < p.n_expert; e += WG) {
-    logit[e] = s[p.s_off + t * p.s_stride + e];
-    taken[e] = 0;
-  }
+  for (uint e = gl_LocalInvocationID.x; e < p.n_expert; e += WG) logit[e] = s[p.s_off + t * p.s_stride + e];
   barrier();
-  if (gl_LocalInvocationID.x != 0) return;
   float mx = logit[0];
   for (uint e = 1; e < p.n_expert; ++e) mx = max(mx, logit[e]);
   float sum = 0.0;
   for (uint e = 0; e < p.n_expert; ++e) sum += exp(logit[e] - mx);
-  float wsum = 0.0;
-  for (uint j = 0; j < p.k; ++j) {
-    uint best = 0xFFFFFFFFu;
-    for (uint e = 0; e < p.n_expert; ++e)
-      if (taken[e] == 0 && (best == 0xFFFFFFFFu || logit[e] > logit[best])) best = e;
-    taken[best] = 1;
-    ids[t * p.k + j] = int(best);
+  uint my_rank[2] = uint[2](0xFFFFFFFFu, 0xFFFFFFFFu);
+  for (uint i = 0; i < 2; ++i) {
+    const uint e = gl_LocalInvocationID.x + i * WG;
+    if (e >= p.n_expert) break;
+    const float v = logit[e];
+    uint rank = 0;
+    for (uint o = 0; o < p.n_expert; ++o) rank += (logit[o] > v || (logit[o] == v && o < e)) ? 1u : 0u;
+    if (rank < p.k) {
+      my_rank[i] = rank;
+      ids[t * p.k + rank] = int(e);
 #ifdef ROUTER_SIGMOID
-    wts[t * p.k + j] = 1.0 / (1.0 + exp(-logit[best]));
+      wsel[rank] = 1.0 / (1.0 + exp(-v));
 #else
-    const float w = exp(logit[best] - mx) / sum;
-    wts[t * p.k + j] = w;
-    wsum += w;
+      wsel[rank] = exp(v - mx) / sum;
 #endif
+    }
   }
-#ifndef ROUTER_SIGMOID
+  barrier();
+#ifdef ROUTER_SIGMOID
+  for (uint i = 0; i < 2; ++i)
+    if (my_rank[i] != 0xFFFFFFFFu) wts[t * p.k + my_rank[i]] = wsel[my_rank[i]];
+#else
+  float wsum = 0.0;
+  for (uint r = 0; r < p.k; ++r) wsum += wsel[r];
   wsum = max(wsum, 6.103515625e-5);
-  for (uint j = 0; j < p.k; ++j) wts[t * p.k + j] /= wsum;
+  for (uint i = 0; i < 2; ++i)
+    if (my_rank[i] != 0xFFFFFFFFu) wts[t * p.k + my_rank[i]] = wsel[my_rank[i]] / wsum;
 #endif
 }
 #elif defined(MOE_GATHER)

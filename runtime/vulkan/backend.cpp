@@ -823,7 +823,8 @@ void backend::moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint
   if (P.replay) return;
   P.prepare({x}, {s.logits, s.xin, s.gate, s.up, s.y, out});
   const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]), pairs = n * k;
-  if (E > 256) throw error("MoE with " + std::to_string(E) + " experts: the GPU router supports up to 256");
+  if (E > 256 || k > 64)
+    throw error("MoE with " + std::to_string(E) + " experts, " + std::to_string(k) + " used: the GPU router supports up to 256 and 64");
   const tensor logits = s.logits.first_rows(n);
   matmul(*mw.gate_inp, x, logits);
   P.flush_mats();

@@ -74,14 +74,24 @@ def bench_meson():
              "executable('strata-bench', files('strata_bench.cpp'), dependencies: [strata_runtime_dep, cli11_dep, boost_json_dep], install: true)"]
     for b in benches():
         name = pathlib.PurePosixPath(b).stem
-        deps = "strata_runtime_dep" if b.startswith("kernels/") else "strata_dep"
+        # As bench/CMakeLists.txt: nested areas (kernels/cpu/, runtime/engine/) link the runtime.
+        deps = "strata_runtime_dep" if b.count("/") >= 2 else "strata_dep"
         lines.append(f"executable('{name}', files('{b}'), dependencies: [{deps}, threads_dep])")
     return "\n".join(lines) + "\n"
 
 
+# Sources the builds generate (tools/embed_shaders.py), named in the build files but not in the tree.
+GENERATED = {"embedded_shaders.cpp"}
+
+
+def uncommented(path):
+    return "\n".join(line.split("#", 1)[0] for line in (ROOT / path).read_text().splitlines())
+
+
 def listed(path):
-    text = "\n".join(line.split("#", 1)[0] for line in (ROOT / path).read_text().splitlines())
-    return set(re.findall(r"'([^']+\.cpp)'", text)) | set(re.findall(r"\b([\w/]+\.cpp)\b", text))
+    text = uncommented(path)
+    names = set(re.findall(r"'([^']+\.cpp)'", text)) | set(re.findall(r"\b([\w/]+\.cpp)\b", text))
+    return {n for n in names if pathlib.PurePosixPath(n).name not in GENERATED}
 
 
 def main():
@@ -103,6 +113,14 @@ def main():
             for s in sorted(names - srcs):
                 if not (ROOT / folder / s).exists():
                     problems.append(f"{build} names {folder}/{s}, which does not exist")
+    # The Vulkan shaders: CMake globs shaders/**/*.glsl, Meson names each one as a dependency of
+    # the embedding step (runtime/meson.build), so an unlisted shader would go stale there.
+    shaders = {p.relative_to(ROOT).as_posix() for p in (ROOT / "shaders").rglob("*.glsl")}
+    names = set(re.findall(r"'\.\./(shaders/[^']+\.glsl)'", uncommented("runtime/meson.build")))
+    for s in sorted(shaders - names):
+        problems.append(f"runtime/meson.build does not list {s} in shader_files")
+    for s in sorted(names - shaders):
+        problems.append(f"runtime/meson.build lists {s}, which does not exist")
     for p in problems:
         print("check_build_lists:", p)
     if problems:

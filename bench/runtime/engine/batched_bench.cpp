@@ -1,0 +1,144 @@
+// Aggregate throughput of rt::scheduler vs the number of concurrent streams, in the manner of
+// llama-batched-bench: for each stream count N, N requests with distinct PP-token prompts are
+// submitted at once and each generates TG tokens (end-of-generation ignored). Reports the mean
+// and worst time to first token, the aggregate decode rate once every stream is decoding, and
+// the speed-up of that rate over one stream.
+// Each configuration runs -r times and the run with the best decode rate is reported (the
+// machine may be shared; the best run is the least disturbed one).
+//   batched_bench -m MODEL.gguf [-pp 64] [-tg 32] [-npl 1,2,4,8,16,32] [-t 0] [-b 512] [-r 3]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/runtime/engine.hpp"
+#include "strata/runtime/scheduler.hpp"
+#include "strata/tokenizer/tokenizer.hpp"
+
+using namespace strata;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct options {
+  std::string model;
+  std::uint32_t pp = 64, tg = 32, threads = 0, batch = 512, reps = 3;
+  std::vector<std::uint32_t> npl = {1, 2, 4, 8, 16, 32};
+};
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw error("missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "-m") o.model = next();
+    else if (a == "-pp") o.pp = std::uint32_t(std::stoul(next()));
+    else if (a == "-tg") o.tg = std::uint32_t(std::stoul(next()));
+    else if (a == "-t") o.threads = std::uint32_t(std::stoul(next()));
+    else if (a == "-b") o.batch = std::uint32_t(std::stoul(next()));
+    else if (a == "-r") o.reps = std::max(1u, std::uint32_t(std::stoul(next())));
+    else if (a == "-npl") {
+      o.npl.clear();
+      std::stringstream ss(next());
+      for (std::string x; std::getline(ss, x, ',');) o.npl.push_back(std::uint32_t(std::stoul(x)));
+    } else throw error("unknown argument '" + a + "' (usage: -m MODEL [-pp N] [-tg N] [-npl 1,2,4] [-t N] [-b N])");
+  }
+  if (o.model.empty()) throw error("-m MODEL is required");
+  if (o.pp == 0 || o.tg < 2 || o.npl.empty()) throw error("-pp must be >= 1, -tg >= 2, -npl non-empty");
+  return o;
+}
+
+double since(clock_type::time_point t0, clock_type::time_point t) { return std::chrono::duration<double>(t - t0).count(); }
+
+struct run_result {
+  double ttft_mean_ms = 0, ttft_max_ms = 0, decode_tps = 0, e2e_tps = 0, wall_s = 0;
+};
+
+// One run: n streams submitted at once, each PP prompt tokens (distinct per stream, so no
+// prefix is shared) and TG generated tokens.
+run_result run_once(rt::model& m, const tokenizer::tokenizer& tok, const options& o, std::uint32_t n) {
+  for (std::uint32_t s = 0; s < m.kv().n_seq(); ++s) m.kv().clear(s);  // no prefix reuse between runs
+  rt::scheduler sched(m, tok, {.max_queue = n});
+  std::vector<std::shared_ptr<rt::generation_stream>> streams(n);
+  std::vector<std::atomic<std::int64_t>> first_ns(n);  // time of each stream's first token
+  const auto t0 = clock_type::now();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    std::vector<std::int32_t> prompt(o.pp);
+    for (std::uint32_t j = 0; j < o.pp; ++j) prompt[j] = std::int32_t((i * 7919u + j * 104729u + 13u) % tok.n_vocab());
+    sampling::sampler_params p;
+    p.temperature = 0;
+    p.max_tokens = std::int32_t(o.tg);
+    first_ns[i] = 0;
+    streams[i] = std::make_shared<rt::generation_stream>();
+    streams[i]->set_notify([&first_ns, i, t0] {
+      if (first_ns[i].load() == 0)
+        first_ns[i] = std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count();
+    });
+    if (!sched.submit(streams[i], {std::move(prompt), sampling::sampler(p, tok.n_vocab()),
+                                   sampling::stop_conditions({}, std::int32_t(o.tg), {})}))
+      throw error("queue refused a request");
+  }
+  rt::generation_stream::state st;
+  for (std::uint32_t i = 0; i < n; ++i)
+    while (true) {
+      streams[i]->take(st);
+      if (st.done) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  const double wall = since(t0, clock_type::now());
+  double ttft_sum = 0, ttft_max = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const double t = double(first_ns[i].load()) * 1e-9;
+    ttft_sum += t;
+    ttft_max = std::max(ttft_max, t);
+  }
+  // Decode phase: from the moment every stream has its first token to the end; the tokens made
+  // in it are all but each stream's first.
+  const double decode_s = wall - ttft_max;
+  return {1e3 * ttft_sum / n, 1e3 * ttft_max, decode_s > 0 ? double(n) * (o.tg - 1) / decode_s : 0.0,
+          double(sched.stats().generated_tokens) / wall, wall};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const options o = parse(argc, argv);
+  const std::uint32_t max_n = *std::max_element(o.npl.begin(), o.npl.end());
+  rt::engine_options eo;
+  eo.threads = o.threads;
+  eo.n_seq = max_n;
+  eo.n_batch = std::max(o.batch, max_n);
+  eo.max_outputs = max_n;
+  eo.n_ctx = max_n * (o.pp + o.tg + 32);
+  auto m = rt::model::load(o.model, eo);
+  const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
+  std::printf("model %s, %s, PP %u, TG %u, n_batch %u, best of %u runs\n\n", o.model.c_str(),
+              m->backend_description().c_str(), o.pp, o.tg, eo.n_batch, o.reps);
+  std::printf("| streams | TTFT mean ms | TTFT max ms | decode t/s (all streams) | speed-up vs 1 | end-to-end t/s | wall s |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+  double single = 0;  // decode t/s per stream of the first configuration
+  for (const std::uint32_t n : o.npl) {
+    run_result best;
+    for (std::uint32_t rep = 0; rep < o.reps; ++rep) {
+      const run_result r = run_once(*m, tok, o, n);
+      if (r.decode_tps > best.decode_tps) best = r;
+    }
+    if (n == o.npl.front()) single = best.decode_tps / n;
+    std::printf("| %u | %.1f | %.1f | %.2f | %.2fx | %.2f | %.2f |\n", n, best.ttft_mean_ms, best.ttft_max_ms,
+                best.decode_tps, single > 0 ? best.decode_tps / single : 0.0, best.e2e_tps, best.wall_s);
+    std::fflush(stdout);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "batched_bench: error: %s\n", e.what());
+  return 1;
+}

@@ -151,6 +151,14 @@ struct backend::impl {
   bool coopmat = false;   // tensor-core tile product in mul_mm
   // Matvec shape: rows per workgroup and workgroup size (STRATA_VK_MV_NR / _WG to experiment).
   std::uint32_t mv_rows = 8, mv_wg = 64;
+  bool mv_rows_fixed = false;
+  // Rows per workgroup for an N-row matvec: as many as keep >= 512 workgroups in flight (the
+  // H100 has 132 SMs), so small projections (K/V: 1024 rows) still fill the GPU.
+  std::uint32_t rows_for(std::uint64_t n) const {
+    if (mv_rows_fixed) return mv_rows;
+    for (std::uint32_t r : {8u, 4u}) if (n / r >= 512) return r;
+    return 2;
+  }
   std::vector<pending_norm> norms;
   std::vector<pending_matmul> mats;
   std::vector<tensor> dropped;  // results of norms dropped unread: reading one is a bug
@@ -161,7 +169,10 @@ struct backend::impl {
     coopmat = ctx.info().nv_coopmat;
     if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
     if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
-    if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
+    if (const char* v = std::getenv("STRATA_VK_MV_NR")) {
+      mv_rows = std::clamp(std::atoi(v), 1, 16);
+      mv_rows_fixed = true;
+    }
     if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
     pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
                                                                          ctx.queue_family()));
@@ -237,11 +248,11 @@ struct backend::impl {
     const binding b[] = {wb, bind(x, false), bind(m.y, true), bind(x, false),
                          m.norm ? bind_weight(*m.norm->w) : bind(x, false), m.residual ? bind(*m.residual, false) : bind(x, false)};
     std::vector<std::pair<std::string, std::string>> d{
-        {"NR", std::to_string(mv_rows)}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
+        {"NR", std::to_string(rows_for(w.ne[1]))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
     if (m.norm) d.emplace_back("NORM_INPUT", "1");
     if (m.up) d.emplace_back("SWIGLU", "1");
     if (m.residual) d.emplace_back("ADD_RESIDUAL", "1");
-    dispatch(req("matvec", w.type, std::move(d), 6), b, &pc, sizeof pc, div_up(w.ne[1], mv_rows), div_up(n, nt));
+    dispatch(req("matvec", w.type, std::move(d), 6), b, &pc, sizeof pc, div_up(w.ne[1], rows_for(w.ne[1])), div_up(n, nt));
   }
 
   // Prefill: tiles of 64 weight rows x 64 tokens (mul_mm.glsl).
@@ -306,9 +317,9 @@ struct backend::impl {
                               std::vector<std::pair<std::string, std::string>> defs, std::uint32_t bindings) {
     return {std::move(shader), fmt, std::move(defs), bindings};
   }
-  pipeline_request matvec_req(gguf::type_id t, std::uint32_t nt, bool ids) const {
+  pipeline_request matvec_req(gguf::type_id t, std::uint32_t nt, bool ids, std::uint64_t n_rows) const {
     std::vector<std::pair<std::string, std::string>> d{
-        {"NR", std::to_string(mv_rows)}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
+        {"NR", std::to_string(rows_for(n_rows))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
     if (ids) d.emplace_back("MOE_IDS", "1");
     return req("matvec", t, std::move(d), ids ? 4 : 3);
   }
@@ -418,17 +429,21 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
   }
   // Decode-shaped matvecs (one token) in the variants fusion produces; other token counts are
   // built on first use (and cached on disk like the rest).
-  for (auto f : mat_formats)
+  std::set<std::pair<gguf::type_id, std::uint32_t>> mat_shapes;
+  for (const auto& e : P.weights)
+    if (e.info->ne[2] == 1 && e.info->ne[1] > 1) mat_shapes.insert({e.info->type, P.rows_for(e.info->ne[1])});
+  for (const auto& [f, nr] : mat_shapes)
     for (const auto& v : std::vector<std::vector<std::pair<std::string, std::string>>>{
              {}, {{"NORM_INPUT", "1"}}, {{"NORM_INPUT", "1"}, {"SWIGLU", "1"}}, {{"ADD_RESIDUAL", "1"}}}) {
       if (!P.fuse && !v.empty()) continue;
       std::vector<std::pair<std::string, std::string>> d{
-          {"NR", std::to_string(P.mv_rows)}, {"NT", "1"}, {"WG", std::to_string(P.mv_wg)}};
+          {"NR", std::to_string(nr)}, {"NT", "1"}, {"WG", std::to_string(P.mv_wg)}};
       d.insert(d.end(), v.begin(), v.end());
       reqs.push_back(impl::req("matvec", f, std::move(d), 6));
     }
   for (auto f : mat_formats) reqs.push_back(P.mul_mm_req(f));
-  for (auto f : id_formats) reqs.push_back(P.matvec_req(f, 1, true));
+  for (const auto& e : P.weights)
+    if (e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
   if (!id_formats.empty()) {
     reqs.push_back(impl::moe_req("MOE_TOPK"));
     reqs.push_back(impl::moe_req("MOE_TOPK", true));
@@ -851,7 +866,7 @@ void backend::moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint
     const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), xi.off,
                        xi.stride, y.off, y.stride, std::uint32_t(w.row_bytes * w.ne[1]), div, 0};
     const binding b[] = {P.bind_weight(w), P.bind(xi, false), P.bind(y, true), P.bind_id(P.moe_ids, false)};
-    P.dispatch(P.matvec_req(w.type, 1, true), b, &pc, sizeof pc, div_up(w.ne[1], P.mv_rows), pairs);
+    P.dispatch(P.matvec_req(w.type, 1, true, w.ne[1]), b, &pc, sizeof pc, div_up(w.ne[1], P.rows_for(w.ne[1])), pairs);
   };
   const tensor g = s.gate.first_rows(pairs), u = s.up.first_rows(pairs), y = s.y.first_rows(pairs);
   matvec_id(*mw.gate_exps, in, in_div, g);

@@ -136,6 +136,66 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
   CHECK(dispatches[0] < dispatches[1]);
 }
 
+// The attention input projections: one weighted norm read by three matmuls of different
+// formats (the norm is folded into each: Q4_K and Q6_K through their 64-element units, Q8_0
+// through dequant16). Step n reads projection n - 1 (a step reads one tensor back).
+TEST_CASE("vulkan fusion: one norm folded into Q/K/V matmuls of three formats vs float64") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(4711);
+  constexpr std::uint32_t Q = 512, KV = 256;
+  const gguf::type_id types[3] = {gguf::type_id::q4_k, gguf::type_id::q6_k, gguf::type_id::q8_0};
+  const std::uint32_t widths[3] = {Q, KV, KV};
+  vkt::weight_store store;
+  const auto xs = vkt::normal_floats(std::size_t(table_rows) * E, rng);
+  auto norm_w = vkt::normal_floats(E, rng, 0.3f);
+  for (auto& v : norm_w) v += 1.0f;
+  std::vector<vkt::random_weight> w;
+  std::vector<const gguf::tensor_info*> wi;
+  const auto& xi = store.add_f32("test.x", xs, E, table_rows);
+  const auto& ni = store.add_f32("blk.0.attn_norm.weight", norm_w, E);
+  const char* names[3] = {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"};
+  for (int i = 0; i < 3; ++i) {
+    w.push_back(vkt::make_weight(types[i], widths[i], E, rng, 0.05f));
+    wi.push_back(&store.add(names[i], types[i], w.back().bytes, E, widths[i]));
+  }
+  gpu::backend be;
+  const auto xt = be.load(xi), nw = be.load(ni);
+  const gpu::weight proj[3] = {be.load(*wi[0]), be.load(*wi[1]), be.load(*wi[2])};
+  const auto x = be.alloc(8, E), a = be.alloc(8, E), q = be.alloc(8, Q), k = be.alloc(8, KV), v = be.alloc(8, KV);
+  be.reserve(8, Q, 32);
+  auto kv = vkt::dummy_kv(be);
+  const double tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
+  for (std::uint32_t n = 1; n <= 3; ++n) {
+    CAPTURE(n);
+    auto b = vkt::batch_data::rows(n);
+    b.tokens = rows_for(n);
+    const auto got = vkt::run_step(be, b, [&] {
+      be.get_rows(xt, b.tokens, x.view(n));
+      be.rms_norm(x.view(n), &nw, eps, a.view(n));
+      be.matmul(proj[0], a.view(n), q.view(n));
+      be.matmul(proj[1], a.view(n), k.view(n));
+      be.matmul(proj[2], a.view(n), v.view(n));
+      return n == 1 ? q.view(n) : n == 2 ? k.view(n) : v.view(n);
+    });
+    const std::uint32_t p = n - 1, N = widths[p];
+    std::vector<double> ref(std::size_t(n) * N);
+    for (std::uint32_t t = 0; t < n; ++t) {
+      const float* xr = xs.data() + std::size_t(b.tokens[t]) * E;
+      double ss = 0;
+      for (std::uint32_t i = 0; i < E; ++i) ss += double(xr[i]) * xr[i];
+      const double s = 1.0 / std::sqrt(ss / E + eps);
+      for (std::uint32_t r = 0; r < N; ++r) {
+        double acc = 0;
+        for (std::uint32_t i = 0; i < E; ++i) acc += double(w[p].dequant[std::size_t(r) * E + i]) * (xr[i] * s * norm_w[i]);
+        ref[std::size_t(t) * N + r] = acc;
+      }
+    }
+    const double e = vkt::nmse_f64(got, ref);
+    MESSAGE(std::string(names[p]) << " (" << gguf::name_of(types[p]) << "), " << n << " tokens: NMSE vs float64 " << e);
+    CHECK(e <= tol);
+  }
+}
+
 #endif
 
 }  // namespace

@@ -158,9 +158,22 @@ class backend {
   }
 
   void kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor k, tensor v) {
-    for (std::size_t t = 0; t < b.size(); ++t)
-      kv.store(layer, b.seq_ids[t], std::uint32_t(b.positions[t]),
-               kv.table().slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t));
+    const bool compressed = kv::is_compressed(kv.config().type_k) || kv::is_compressed(kv.config().type_v);
+    if (!compressed || b.size() < 4 || score_scratch_.empty()) {
+      for (std::size_t t = 0; t < b.size(); ++t)
+        kv.store(layer, b.seq_ids[t], std::uint32_t(b.positions[t]),
+                 kv.table().slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t));
+      return;
+    }
+    // Quantizing on append (3 Hadamard rounds per head vector) is worth spreading over the pool
+    // in prefill; tokens write distinct slots and ring rows. Each thread encodes in its own
+    // attention scratch (unused until attention runs).
+    pool_.parallel_for(b.size(), 4, [&](std::size_t beg, std::size_t end, unsigned tid) {
+      float* scratch = score_scratch_.data() + std::size_t(tid) * score_stride_ + (score_stride_ - head_scratch);
+      for (std::size_t t = beg; t < end; ++t)
+        kv.store(layer, b.seq_ids[t], std::uint32_t(b.positions[t]),
+                 kv.table().slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t), scratch);
+    });
   }
 
   // Softmax attention of each query head over its sequence's cached positions [start, pos].

@@ -133,14 +133,16 @@ class kv_storage {
   }
 
   // Stores the K and V rows (n_head_kv·head_dim floats each) of token `pos` of `seq` at `slot`:
-  // compressed on append, plus the f16 ring copy for compressed types.
+  // compressed on append, plus the f16 ring copy for compressed types. `scratch` (head_dim
+  // floats) lets several threads store different tokens at once; null uses the cache's own.
   void store(std::uint32_t layer, std::uint32_t seq, std::uint32_t pos, std::uint32_t slot, const float* k,
-             const float* v) noexcept {
+             const float* v, float* scratch = nullptr) noexcept {
     auto& l = layers_[layer];
     const std::uint32_t d = cfg_.head_dim;
+    if (!scratch) scratch = scratch_.data();
     for (std::uint32_t h = 0; h < cfg_.n_head_kv; ++h) {
-      k_.encode(k + h * d, l.k.data() + (std::size_t(slot) * cfg_.n_head_kv + h) * k_.head_bytes(), scratch_.data());
-      v_.encode(v + h * d, l.v.data() + (std::size_t(slot) * cfg_.n_head_kv + h) * v_.head_bytes(), scratch_.data());
+      k_.encode(k + h * d, l.k.data() + (std::size_t(slot) * cfg_.n_head_kv + h) * k_.head_bytes(), scratch);
+      v_.encode(v + h * d, l.v.data() + (std::size_t(slot) * cfg_.n_head_kv + h) * v_.head_bytes(), scratch);
     }
     if (!ring_rows_) return;
     const std::size_t r = std::size_t(seq) * ring_rows_ + pos % ring_rows_, n = cfg_.row_elems();

@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
   app.add_option("-t,--threads", eo.threads, "CPU threads (0: physical cores)");
   app.add_option("--backend", backend, "compute backend: auto, cpu")->capture_default_str();
   app.add_option("--kv-type", kv_type, "KV cache element type (f16, f32, ...)")->capture_default_str();
+  app.add_option("--prefill-chunk", sched.prefill_chunk,
+                 "most prompt tokens per step beside the decodes (0: the batch size); smaller keeps streams smoother")
+      ->capture_default_str();
   app.add_option("--queue", sched.max_queue, "requests waiting beyond the slots before 429")->capture_default_str();
   app.add_option("--timeout", read_timeout, "seconds a client has to send its request")->capture_default_str()
       ->check(CLI::Range(0.1, 86400.0));

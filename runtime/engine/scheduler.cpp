@@ -157,8 +157,9 @@ void scheduler::admit(std::unique_lock<std::mutex>& lk) {
   }
 }
 
-// Ensures seq can grow by n tokens, evicting idle slots' cached prefixes (least recently used
-// first) when the shared block pool is short.
+// Ensures seq can grow by n tokens in this step, on top of the blocks earlier rows of the step
+// will take (step_blocks_), evicting idle slots' cached prefixes (least recently used first)
+// when the shared block pool is short.
 bool scheduler::make_room(std::uint32_t seq, std::uint32_t n) {
   auto& kv = model_->kv();
   const std::uint32_t bs = kv.block_size();
@@ -166,13 +167,14 @@ bool scheduler::make_room(std::uint32_t seq, std::uint32_t n) {
   const std::uint32_t len = kv.length(seq);
   if (len + n > kv.capacity()) return false;
   const std::uint32_t need = blocks_for(len + n) - blocks_for(len);
-  while (kv.free_blocks() < need) {
+  while (kv.free_blocks() < step_blocks_ + need) {
     slot* victim = nullptr;
     for (auto& s : slots_)
       if (!s.out && kv.length(s.seq) > 0 && (!victim || s.last_used < victim->last_used)) victim = &s;
     if (!victim) return false;
     kv.clear(victim->seq);
   }
+  step_blocks_ += need;
   return true;
 }
 
@@ -182,6 +184,7 @@ bool scheduler::step() {
     if (s.out && s.out->cancelled()) finish(s, finish_reason::cancelled);
 
   std::uint32_t n = 0;
+  step_blocks_ = 0;
   const std::uint32_t n_batch = std::uint32_t(tokens_.size());
   // Decode rows first: every running stream advances by one token each step.
   for (auto& s : slots_) {
@@ -204,15 +207,14 @@ bool scheduler::step() {
   for (auto& s : slots_)
     if (s.out && !s.decoding) order.push_back(&s);
   std::sort(order.begin(), order.end(), [](const slot* a, const slot* b) { return a->last_used < b->last_used; });
+  slot* starved = nullptr;  // first prompt that found no KV room
   for (slot* sp : order) {
     slot& s = *sp;
     if (budget == 0) break;
     const auto& prompt = s.req->prompt;
     const std::uint32_t take = std::min<std::uint32_t>(budget, std::uint32_t(prompt.size()) - s.prompt_done);
     if (!make_room(s.seq, take)) {
-      bool others_running = false;
-      for (const auto& o : slots_) others_running |= (o.out && &o != &s);
-      if (!others_running) finish(s, finish_reason::error, 0, "the KV cache cannot hold this prompt");
+      if (!starved) starved = &s;
       continue;  // wait for running sequences to free blocks
     }
     for (std::uint32_t i = 0; i < take; ++i) {
@@ -225,6 +227,12 @@ bool scheduler::step() {
     }
     s.prompt_done += take;
     budget -= take;
+  }
+  if (n == 0 && starved) {
+    // Nothing can run and nothing will free blocks: give up on one prompt so its blocks become
+    // evictable and the others can proceed.
+    finish(*starved, finish_reason::error, 0, "the KV cache cannot hold this prompt (context size " +
+                                                  std::to_string(kv.capacity()) + " tokens shared by all slots)");
   }
   if (n == 0) {
     publish(false, 0.0, 0);

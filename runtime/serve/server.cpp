@@ -364,7 +364,7 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
                                                       "/v1/messages"};
     const bool is_gen = std::find(std::begin(gen_routes), std::end(gen_routes), path) != std::end(gen_routes);
     const bool is_post_route = is_gen || path == "/v1/messages/count_tokens" || path == "/tokenize" ||
-                               path == "/detokenize" || path == "/v1/chat/completions";
+                               path == "/detokenize";
     if (get && (path == "/v1/models" || path == "/models")) {
       r = models_list();
     } else if (get && path.starts_with("/v1/models/")) {

@@ -172,3 +172,23 @@ TEST_CASE("a generation that fills the context ends with context_full") {
   CHECK(o.reason == rt::finish_reason::context_full);
   CHECK(m->kv().length(0) <= 32);
 }
+
+TEST_CASE("a KV pool smaller than the demand: idle caches are evicted, nothing fails") {
+  auto m = load(4, 64);  // 64 token slots shared by 4 sequences
+  const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
+  rt::scheduler sched(*m, tok);
+  std::vector<std::shared_ptr<rt::generation_stream>> streams;
+  for (int round = 0; round < 2; ++round)
+    for (std::size_t i = 0; i < 4; ++i) {
+      streams.push_back(std::make_shared<rt::generation_stream>());
+      auto req = greedy(tok, prompts[i], 40);
+      req.stop = sampling::stop_conditions({}, 40, {});
+      REQUIRE(sched.submit(streams.back(), std::move(req)));
+    }
+  for (auto& s : streams) {
+    const auto o = wait(*s);
+    CHECK((o.reason == rt::finish_reason::max_tokens || o.reason == rt::finish_reason::context_full));
+    CHECK(o.completion > 0);
+  }
+  CHECK(m->kv().used_slots() <= m->kv().n_slots());
+}

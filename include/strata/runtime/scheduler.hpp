@@ -163,7 +163,8 @@ class scheduler {
   const tokenizer::tokenizer* tok_;
   scheduler_options opt_;
   std::vector<slot> slots_;
-  std::uint64_t clock_ = 0;  // admission counter: least recently used idle slot is evicted first
+  std::uint64_t clock_ = 0;
+  std::uint32_t step_blocks_ = 0;  // KV blocks the rows gathered so far in this step will take  // admission counter: least recently used idle slot is evicted first
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

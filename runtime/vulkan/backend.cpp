@@ -151,14 +151,10 @@ struct backend::impl {
   bool coopmat = false;   // tensor-core tile product in mul_mm
   // Matvec shape: rows per workgroup and workgroup size (STRATA_VK_MV_NR / _WG to experiment).
   std::uint32_t mv_rows = 8, mv_wg = 64;
-  bool mv_rows_fixed = false;
-  // Rows per workgroup for an N-row matvec: as many as keep >= 512 workgroups in flight (the
-  // H100 has 132 SMs), so small projections (K/V: 1024 rows) still fill the GPU.
-  std::uint32_t rows_for(std::uint64_t n) const {
-    if (mv_rows_fixed) return mv_rows;
-    for (std::uint32_t r : {8u, 4u}) if (n / r >= 512) return r;
-    return 2;
-  }
+  // Rows per workgroup of a matvec. Measured on the H100 (bench/RESULTS.md): 8 for every
+  // matrix beats fewer rows for small ones (K/V projections), since x is then read from L2 once
+  // per 8 rows; fewer only when the matrix has fewer rows than that.
+  std::uint32_t rows_for(std::uint64_t n) const { return n >= mv_rows ? mv_rows : 1; }
   std::vector<pending_norm> norms;
   std::vector<pending_matmul> mats;
   std::vector<tensor> dropped;  // results of norms dropped unread: reading one is a bug
@@ -169,10 +165,7 @@ struct backend::impl {
     coopmat = ctx.info().nv_coopmat;
     if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
     if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
-    if (const char* v = std::getenv("STRATA_VK_MV_NR")) {
-      mv_rows = std::clamp(std::atoi(v), 1, 16);
-      mv_rows_fixed = true;
-    }
+    if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
     if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
     pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
                                                                          ctx.queue_family()));

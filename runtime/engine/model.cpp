@@ -22,6 +22,12 @@ extern template std::unique_ptr<model> make_vulkan_model<arch::llama>(std::uniqu
 extern template std::unique_ptr<model> make_vulkan_model<arch::qwen3>(std::unique_ptr<gguf::file>, const engine_options&);
 extern template std::unique_ptr<model> make_vulkan_model<arch::qwen3_moe>(std::unique_ptr<gguf::file>, const engine_options&);
 extern template std::unique_ptr<model> make_vulkan_model<arch::llama4>(std::unique_ptr<gguf::file>, const engine_options&);
+template <class Arch>
+std::unique_ptr<model> make_hybrid_model(std::unique_ptr<gguf::file>, const engine_options&);
+extern template std::unique_ptr<model> make_hybrid_model<arch::llama>(std::unique_ptr<gguf::file>, const engine_options&);
+extern template std::unique_ptr<model> make_hybrid_model<arch::qwen3>(std::unique_ptr<gguf::file>, const engine_options&);
+extern template std::unique_ptr<model> make_hybrid_model<arch::qwen3_moe>(std::unique_ptr<gguf::file>, const engine_options&);
+extern template std::unique_ptr<model> make_hybrid_model<arch::llama4>(std::unique_ptr<gguf::file>, const engine_options&);
 #endif
 
 bool vulkan_compiled_in() noexcept {
@@ -62,6 +68,11 @@ std::unique_ptr<model> model::load(const std::filesystem::path& path, const engi
     return arch::visit(arch_name, [&](auto a) -> std::unique_ptr<model> {
       if (kind == backend_kind::vulkan) {
 #ifdef STRATA_HAS_VULKAN
+        // -ngl: all layers (-1 or >= n_layer) on the GPU, none (0) on the CPU, else split.
+        const std::uint32_t n_layer = decltype(a)::load_hparams(f->gguf()).n_layer;
+        if (opt.n_gpu_layers == 0) return make_cpu_model<decltype(a)>(std::move(f), opt);
+        if (opt.n_gpu_layers > 0 && std::uint32_t(opt.n_gpu_layers) < n_layer)
+          return make_hybrid_model<decltype(a)>(std::move(f), opt);
         return make_vulkan_model<decltype(a)>(std::move(f), opt);
 #else
         throw error("this build of Strata has no Vulkan backend (configure with -DSTRATA_VULKAN=ON); use --backend cpu");

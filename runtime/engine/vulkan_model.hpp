@@ -50,9 +50,7 @@ class vulkan_model final : public model {
  private:
   static const engine_options& checked(const engine_options& opt, const arch::hparams& hp) {
     if (opt.n_gpu_layers >= 0 && std::uint32_t(opt.n_gpu_layers) < hp.n_layer)
-      throw error("-ngl " + std::to_string(opt.n_gpu_layers) + " asks for a CPU/GPU split of the " +
-                  std::to_string(hp.n_layer) + " layers, which the Vulkan backend does not implement yet; use -ngl -1 "
-                  "(all layers on the GPU) or --backend cpu");
+      throw error("internal: -ngl " + std::to_string(opt.n_gpu_layers) + " splits the layers; use make_hybrid_model");
     for (auto t : {opt.type_k, opt.type_v})
       if (t != kv::kv_type::f16 && t != kv::kv_type::f32)
         throw error("KV cache type '" + std::string(kv::name_of(t)) + "' is not supported by the Vulkan backend yet (use f16 or f32)");

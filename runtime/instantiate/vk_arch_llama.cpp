@@ -1,8 +1,10 @@
-// Explicit instantiation of the Vulkan model for the llama architecture (declared extern in
+// Explicit instantiation of the Vulkan and the GPU/CPU split models for the llama architecture (declared extern in
 // runtime/engine/model.cpp; built only with STRATA_VULKAN).
+#include "../engine/hybrid_model.hpp"
 #include "../engine/vulkan_model.hpp"
 #include "strata/arch/llama.hpp"
 
 namespace strata::rt {
 template std::unique_ptr<model> make_vulkan_model<arch::llama>(std::unique_ptr<gguf::file>, const engine_options&);
+template std::unique_ptr<model> make_hybrid_model<arch::llama>(std::unique_ptr<gguf::file>, const engine_options&);
 }  // namespace strata::rt

@@ -107,6 +107,7 @@ struct backend::impl {
   std::uint32_t max_blocks = 0;
   std::uint32_t moe_ids = 0, moe_wts = 0;  // buffer ids
   std::uint32_t attn_part = 0;             // split-attention partials (allocated on first use)
+  std::uint32_t input = 0;                 // host-visible staging of write()
   bool split_attention = true;             // STRATA_VK_SPLIT_ATTN=0 disables
   gpu_buffer readback;
 
@@ -792,6 +793,25 @@ void backend::read(tensor src, std::span<float> dst) {
   const binding b[] = {P.bind(src, false), P.bind(src, false),
                        {{P.readback.handle(), 0, P.readback.size(), 0}, true}};
   P.dispatch(impl::copy_req(false), b, &pc, sizeof pc, div_up(src.cols, wg), src.rows);
+}
+
+void backend::write(tensor dst, std::span<const float> src) {
+  auto& P = *p_;
+  const std::size_t n = std::size_t(dst.rows) * dst.cols;
+  if (src.size() < n) throw error("write: source too small");
+  if (!P.input) {
+    if (P.replay) throw error("internal: write() first seen while replaying a step");
+    std::uint64_t largest = 0;
+    for (const auto& b : P.buffers) largest = std::max(largest, b.size());
+    P.input = P.new_buffer(largest, memory_kind::upload, "hidden-state input");
+  }
+  if (P.buf(P.input).size() < n * 4) throw error("write: " + std::to_string(n) + " floats exceed the input buffer");
+  std::memcpy(P.buf(P.input).mapped(), src.data(), n * 4);
+  if (P.replay) return;
+  P.prepare({}, {dst});
+  const copy_rows_pc pc{dst.cols, 0, dst.cols, dst.off, dst.stride};
+  const binding b[] = {P.bind_id(P.input, false), P.bind_id(P.input, false), P.bind(dst, true)};
+  P.dispatch(impl::copy_req(false), b, &pc, sizeof pc, div_up(dst.cols, wg), dst.rows);
 }
 
 void backend::finish() {

@@ -145,6 +145,9 @@ class backend {
   void add(tensor a, tensor b, tensor out);
   void select_rows(tensor x, std::span<const std::uint8_t> flags, tensor out);
   void read(tensor src, std::span<float> dst);
+  // Host rows into dst at the start of the step (hidden states from another backend): staged in
+  // host-visible memory every step, copied by a recorded dispatch.
+  void write(tensor dst, std::span<const float> src);
   // Ends the step: submits it (recording it first if its shape is new) and waits.
   void finish();
 

@@ -13,10 +13,12 @@ namespace {
 
 using strata::test::golden_model;
 
-void check_model(const golden_model& g, strata::rt::backend_kind backend = strata::rt::backend_kind::cpu) {
+void check_model(const golden_model& g, strata::rt::backend_kind backend = strata::rt::backend_kind::cpu,
+                 int n_gpu_layers = -1) {
   CAPTURE(g.name);
   strata::rt::engine_options opt;
   opt.backend = backend;
+  opt.n_gpu_layers = n_gpu_layers;
   opt.threads = 2;
   opt.n_ctx = 512;   // the fixtures were produced with n_ctx 512
   opt.n_batch = 256;
@@ -77,6 +79,19 @@ TEST_CASE("fidelity: Vulkan backend, shipped fixture models match llama.cpp logi
   const auto models = strata::test::local_golden();
   REQUIRE(!models.empty());
   for (const auto& g : models) check_model(g, strata::rt::backend_kind::vulkan);
+}
+
+// -ngl 2: the embedding and layers 0-1 on the GPU, layers 2.. and the head on the CPU, the hidden
+// state handed over every step (a dense and a MoE model).
+TEST_CASE("fidelity: Vulkan/CPU layer split (-ngl 2) matches llama.cpp logits") {
+  if (!vulkan_available()) return;
+  int ran = 0;
+  for (const auto& g : strata::test::local_golden())
+    if (g.name == "qwen3-Q4_K_M" || g.name == "qwen3moe-Q4_K_M") {
+      check_model(g, strata::rt::backend_kind::vulkan, 2);
+      ++ran;
+    }
+  CHECK(ran == 2);
 }
 
 TEST_CASE("fidelity: Vulkan backend, full shared fixture set matches llama.cpp logits" * doctest::skip(true)) {

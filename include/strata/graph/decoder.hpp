@@ -19,6 +19,14 @@ struct decoder_options {
   std::uint32_t max_batch = 512;  // most tokens per forward() call (prefill chunk)
   std::uint32_t max_ctx = 4096;   // longest sequence attention must handle
   std::uint32_t max_outputs = 0;  // most logits rows per forward() (0: max_batch)
+  // A slice of the network, for splitting it over backends (-ngl): layers
+  // [first_layer, first_layer + n_layers) (n_layers 0: through the last). Without `embed` the
+  // step starts from hidden states handed to forward(); without `head` it ends by handing the
+  // hidden states out instead of computing logits. The KV cache holds the slice's layers only.
+  std::uint32_t first_layer = 0;
+  std::uint32_t n_layers = 0;
+  bool embed = true;
+  bool head = true;
 };
 
 template <arch::architecture Arch, class Backend>
@@ -41,9 +49,20 @@ class decoder {
 
   decoder(Backend& be, const gguf::reader& r, const decoder_options& opt = {})
       : be_(&be), hp_(Arch::load_hparams(r)), opt_(opt), source_(r.source()) {
+    if (opt_.first_layer >= hp_.n_layer)
+      throw error("layer slice starts at " + std::to_string(opt_.first_layer) + " but the model has " +
+                  std::to_string(hp_.n_layer) + " layers");
+    end_layer_ = opt_.n_layers ? opt_.first_layer + opt_.n_layers : hp_.n_layer;
+    if (end_layer_ > hp_.n_layer)
+      throw error("layer slice [" + std::to_string(opt_.first_layer) + ", " + std::to_string(end_layer_) +
+                  ") exceeds the model's " + std::to_string(hp_.n_layer) + " layers");
     load_weights(r);
     allocate();
   }
+
+  // Layers this decoder runs (its KV cache is indexed from 0 = first_layer()).
+  std::uint32_t first_layer() const noexcept { return opt_.first_layer; }
+  std::uint32_t n_layers() const noexcept { return end_layer_ - opt_.first_layer; }
 
   const arch::hparams& hparams() const noexcept { return hp_; }
   Backend& backend() noexcept { return *be_; }
@@ -52,13 +71,19 @@ class decoder {
 
   // Runs one step: b's tokens are appended to their sequences' KV (positions must continue
   // each sequence), logits rows for flagged tokens go to `logits` (n_outputs × n_vocab).
-  void forward(const batch& b, kv_state& kv, std::span<float> logits) {
+  // A slice without `embed` reads its input rows from hidden_in (n × n_embd); one without
+  // `head` writes its output rows to hidden_out and produces no logits.
+  void forward(const batch& b, kv_state& kv, std::span<float> logits, std::span<const float> hidden_in = {},
+               std::span<float> hidden_out = {}) {
     const std::uint32_t n = std::uint32_t(b.size());
     if (n == 0) return;
     if (n > opt_.max_batch)
       throw error("batch of " + std::to_string(n) + " tokens exceeds the maximum " + std::to_string(opt_.max_batch));
-    const std::size_t n_out = b.n_outputs();
+    const std::size_t n_out = opt_.head ? b.n_outputs() : 0;
     if (logits.size() < n_out * hp_.n_vocab) throw error("logits buffer too small");
+    const std::size_t hidden = std::size_t(n) * hp_.n_embd;
+    if (!opt_.embed && hidden_in.size() < hidden) throw error("hidden-state input too small for the batch");
+    if (!opt_.head && hidden_out.size() < hidden) throw error("hidden-state output too small for the batch");
     if (n_out > max_outputs())
       throw error("batch asks for " + std::to_string(n_out) + " logits rows, the maximum is " +
                   std::to_string(max_outputs()));
@@ -71,10 +96,12 @@ class decoder {
     const float eps = hp_.rms_eps;
     tensor x = x_.view(n), a = a_.view(n), q = q_.view(n), k = k_.view(n), v = v_.view(n);
     tensor att = att_.view(n), o = o_.view(n);
-    be.get_rows(tok_embd_, b.tokens, x);
+    if (opt_.embed) be.get_rows(tok_embd_, b.tokens, x);
+    else be.write(x, hidden_in.first(hidden));
 
-    for (std::uint32_t il = 0; il < hp_.n_layer; ++il) {
-      const layer_weights& L = layers_[il];
+    for (std::uint32_t il = opt_.first_layer; il < end_layer_; ++il) {
+      const layer_weights& L = layers_[il - opt_.first_layer];
+      const std::uint32_t kl = il - opt_.first_layer;  // this slice's KV layer
       const arch::layer_plan& p = L.plan;
       be.rms_norm(x, &L.attn_norm, eps, a);
       be.matmul(L.wq, a, q);
@@ -97,8 +124,8 @@ class decoder {
         }
       }
       if (p.temperature_tuning) be.scale_rows_llama4_temperature(q, b.positions);
-      be.kv_store(kv, il, b, k, v);
-      be.attention(kv, il, b, q,
+      be.kv_store(kv, kl, b, k, v);
+      be.attention(kv, kl, b, q,
                    {hp_.n_head, hp_.n_head_kv, hp_.head_dim, p.attn_chunk, 1.0f / std::sqrt(float(hp_.head_dim))},
                    att);
       be.matmul(L.wo, att, o);
@@ -118,6 +145,10 @@ class decoder {
       be.add(x, o, x);
     }
 
+    if (!opt_.head) {
+      be.read(x, hidden_out.first(hidden));
+      return be.finish();
+    }
     if (n_out == 0) return be.finish();
     tensor xo = a.first_rows(std::uint32_t(n_out));
     if (n_out == n) be.rms_norm(x, &output_norm_, eps, xo);
@@ -168,9 +199,11 @@ class decoder {
 
   void load_weights(const gguf::reader& r) {
     const std::uint64_t E = hp_.n_embd, V = hp_.n_vocab, Q = hp_.n_embd_q(), KV = hp_.n_embd_kv();
-    tok_embd_ = load(r, "token_embd.weight", {E, V});
-    output_norm_ = load(r, "output_norm.weight", {E});
-    if (!hp_.tied_output) output_ = load(r, "output.weight", {E, V});
+    if (opt_.embed || (opt_.head && hp_.tied_output)) tok_embd_ = load(r, "token_embd.weight", {E, V});
+    if (opt_.head) {
+      output_norm_ = load(r, "output_norm.weight", {E});
+      if (!hp_.tied_output) output_ = load(r, "output.weight", {E, V});
+    }
     if (const auto* rf = r.find_tensor("rope_freqs.weight")) {
       if (rf->type != gguf::type_id::f32 || rf->n_elements() != hp_.n_rot / 2)
         throw format_error(source_ + ": tensor 'rope_freqs.weight' must be F32 with " + std::to_string(hp_.n_rot / 2) +
@@ -178,9 +211,9 @@ class decoder {
       rope_freqs_host_.resize(hp_.n_rot / 2);
       std::memcpy(rope_freqs_host_.data(), rf->data.data(), rope_freqs_host_.size() * sizeof(float));
     }
-    layers_.resize(hp_.n_layer);
-    for (std::uint32_t il = 0; il < hp_.n_layer; ++il) {
-      auto& L = layers_[il];
+    layers_.resize(end_layer_ - opt_.first_layer);
+    for (std::uint32_t il = opt_.first_layer; il < end_layer_; ++il) {
+      auto& L = layers_[il - opt_.first_layer];
       const std::string pre = "blk." + std::to_string(il) + ".";
       L.plan = Arch::plan(hp_, il);
       L.attn_norm = load(r, pre + "attn_norm.weight", {E});
@@ -230,7 +263,7 @@ class decoder {
     o_ = be.alloc(B, hp_.n_embd);
     ff_gate_ = be.alloc(B, ff);
     ff_up_ = be.alloc(B, ff);
-    logits_ = be.alloc(max_outputs(), hp_.n_vocab);
+    if (opt_.head) logits_ = be.alloc(max_outputs(), hp_.n_vocab);
     std::uint32_t moe_rows = B;
     if (hp_.n_expert) {
       moe_rows = B * hp_.n_expert_used;
@@ -240,12 +273,13 @@ class decoder {
       moe_up_ = be.alloc(moe_rows, hp_.n_ff_exp);
       moe_y_ = be.alloc(moe_rows, hp_.n_embd);
     }
-    be.reserve(moe_rows, std::max(wide, hp_.n_vocab), opt_.max_ctx);
+    be.reserve(moe_rows, std::max(wide, opt_.head ? hp_.n_vocab : 0u), opt_.max_ctx);
   }
 
   Backend* be_;
   arch::hparams hp_;
   decoder_options opt_;
+  std::uint32_t end_layer_ = 0;
   std::string source_;
   weight tok_embd_, output_norm_, output_;
   std::vector<float> rope_freqs_host_;

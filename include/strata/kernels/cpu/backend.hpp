@@ -242,6 +242,12 @@ class backend {
   // Ops run as they are called: nothing is pending at the end of a step.
   void finish() noexcept {}
 
+  // Host rows into a tensor (hidden states handed over from another backend).
+  void write(tensor dst, std::span<const float> src) {
+    for (std::uint32_t r = 0; r < dst.rows; ++r)
+      std::memcpy(dst.row(r), src.data() + std::size_t(r) * dst.cols, dst.cols * sizeof(float));
+  }
+
   void read(tensor src, std::span<float> dst) {
     for (std::uint32_t r = 0; r < src.rows; ++r) std::memcpy(dst.data() + std::size_t(r) * src.cols, src.row(r), src.cols * 4);
   }

@@ -12,6 +12,8 @@ packages=(
 )
 missing=()
 for p in "${packages[@]}"; do
+  # NodeSource's nodejs package bundles npm and conflicts with Debian's: take the command.
+  [[ $p == npm ]] && command -v npm >/dev/null && continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then

@@ -81,6 +81,8 @@ int main(int argc, char** argv) {
   bool profile = false;
   app.add_option("--backend", backend, "backend: cpu (default), vulkan, auto")->check(CLI::IsMember({"cpu", "vulkan", "auto"}));
   app.add_option("--device", device, "Vulkan device index (default: the best GPU)");
+  int n_gpu_layers = -1;
+  app.add_option("--n-gpu-layers,--ngl", n_gpu_layers, "Vulkan: layers on the GPU, the rest on the CPU (-1: all)");
   app.add_flag("--profile", profile,
                "Vulkan: per-kernel GPU time of each test from timestamp queries (serialises kernels: "
                "throughput figures of a profiled run are lower)");
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
         opt.threads = th;
         opt.backend = strata::rt::parse_backend_kind(backend);
         opt.device = device;
+        opt.n_gpu_layers = n_gpu_layers;
         opt.gpu_profile = profile;
         opt.n_ctx = need;
         opt.n_batch = n_batch;

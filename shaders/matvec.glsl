@@ -125,19 +125,11 @@ void main() {
         for (uint i = 0; i < UNIT / UNIT64_GROUPS; ++i) xs[t][g] += xv[t][g * (UNIT / UNIT64_GROUPS) + i];
 #endif
     }
-#if MV_UNIT == 64 && defined(HAS_UNIT64_SPLIT)
-    unit64_data ld[NR * NW];  // every row's loads first, then the math
-    for (uint r = 0; r < NR; ++r)
-      for (uint w = 0; w < NW; ++w) ld[r * NW + w] = unit64_load(wbase + w * p.up_off + min(row0 + r, p.N - 1) * p.row_bytes, u);
-    for (uint r = 0; r < NR * NW; ++r)
-      for (uint t = 0; t < NT; ++t) acc[r][t] += unit64_dot(ld[r], u, xv[t], xs[t]);
-#else
     for (uint r = 0; r < NR; ++r) {
       const uint row = min(row0 + r, p.N - 1);
       for (uint w = 0; w < NW; ++w)
         for (uint t = 0; t < NT; ++t) acc[r * NW + w][t] += dot_unit(wbase + w * p.up_off + row * p.row_bytes, u, xv[t], xs[t]);
     }
-#endif
   }
   for (uint r = 0; r < NW * NR; ++r)
     for (uint t = 0; t < NT; ++t) {

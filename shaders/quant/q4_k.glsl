@@ -36,45 +36,30 @@ const uint UNIT64_RUNS = 1;
 const uint UNIT64_GROUPS = 2;  // x sums the caller provides: elements 0-31, 32-63
 uint unit64_run_start(uint u, uint k) { return 64 * u; }
 float q4k_nib(uint w, uint shift) { return uintBitsToFloat(((w >> shift) & 0xFu) | 0x4B000000u) - 8388608.0; }
-// Loads and math are split (unit64_load / unit64_dot) so the matvec can issue every row's
-// loads before the first multiply: more bytes in flight per thread.
-#define HAS_UNIT64_SPLIT 1
-struct unit64_data {
-  uvec4 q0, q1;
-  uint dm, s0, s1, s2;
-};
-unit64_data unit64_load(uint row_base, uint u) {
+float dot64(uint row_base, uint u, float xv[64], float xs[4]) {
   const uint blk = row_base + (u >> 2) * BLOCK_BYTES, pair = u & 3u;
-  const uint q = (blk + Q4_K_OFF_QS + 32 * pair) >> 4;
-  unit64_data d;
-  d.q0 = w128[q];
-  d.q1 = w128[q + 1];
-  d.dm = w32[(blk + Q4_K_OFF_D) >> 2];
-  d.s0 = w32[(blk + Q4_K_OFF_SCALES) >> 2];
-  d.s1 = w32[(blk + Q4_K_OFF_SCALES + 4) >> 2];
-  d.s2 = w32[(blk + Q4_K_OFF_SCALES + 8) >> 2];
-  return d;
-}
-float unit64_dot(unit64_data d, uint u, float xv[64], float xs[4]) {
-  const uint pair = u & 3u;
-  const vec2 dm = unpackHalf2x16(d.dm);
+  const vec2 dm = unpackHalf2x16(w32[(blk + Q4_K_OFF_D) >> 2]);  // d, dmin (adjacent halves)
+  const uint s0 = w32[(blk + Q4_K_OFF_SCALES) >> 2], s1 = w32[(blk + Q4_K_OFF_SCALES + 4) >> 2],
+             s2 = w32[(blk + Q4_K_OFF_SCALES + 8) >> 2];
   uint sc[2], mn[2];
   for (uint h = 0; h < 2; ++h) {
     const uint j = 2 * pair + h;
-    const uint bj = j < 4 ? (d.s0 >> (8 * j)) & 0xFFu : (d.s1 >> (8 * (j - 4))) & 0xFFu;
-    const uint bj4 = j < 4 ? (d.s1 >> (8 * j)) & 0xFFu : (d.s2 >> (8 * (j - 4))) & 0xFFu;
+    // bytes j, j+4, j-4 of the 12 scale bytes (see detail/k_scale_min.hpp)
+    const uint bj = j < 4 ? (s0 >> (8 * j)) & 0xFFu : (s1 >> (8 * (j - 4))) & 0xFFu;
+    const uint bj4 = j < 4 ? (s1 >> (8 * j)) & 0xFFu : (s2 >> (8 * (j - 4))) & 0xFFu;
     if (j < 4) {
       sc[h] = bj & 63u;
       mn[h] = bj4 & 63u;
     } else {
-      const uint bjm4 = (d.s0 >> (8 * (j - 4))) & 0xFFu;
+      const uint bjm4 = (s0 >> (8 * (j - 4))) & 0xFFu;
       sc[h] = (bj4 & 0xFu) | ((bjm4 >> 6) << 4);
       mn[h] = (bj4 >> 4) | ((bj >> 6) << 4);
     }
   }
+  const uint q = (blk + Q4_K_OFF_QS + 32 * pair) >> 4;
   float lo = 0.0, hi = 0.0;
   for (uint h = 0; h < 2; ++h) {
-    const uvec4 w = h == 0 ? d.q0 : d.q1;
+    const uvec4 w = w128[q + h];
     for (uint c = 0; c < 4; ++c)
       for (uint b = 0; b < 4; ++b) {
         const uint i = 16 * h + 4 * c + b;
@@ -85,4 +70,3 @@ float unit64_dot(unit64_data d, uint u, float xv[64], float xs[4]) {
   return (dm.x * float(sc[0])) * lo - (dm.y * float(mn[0])) * xs[0] + (dm.x * float(sc[1])) * hi -
          (dm.y * float(mn[1])) * xs[1];
 }
-float dot64(uint row_base, uint u, float xv[64], float xs[4]) { return unit64_dot(unit64_load(row_base, u), u, xv, xs); }

@@ -57,6 +57,17 @@ struct waker {
 };
 
 // Compares without an early exit, so response time does not reveal the key's prefix.
+// The /metrics label of a request path: known routes by name, anything else as "other" (a
+// scanner probing random paths must not grow the label set without bound).
+std::string endpoint_label(std::string_view path) {
+  static constexpr std::string_view known[] = {
+      "/health", "/v1/health", "/v1/models", "/models", "/metrics", "/v1/chat/completions", "/v1/completions",
+      "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/tokenize", "/detokenize"};
+  for (const auto k : known)
+    if (path == k) return std::string(k);
+  return path.starts_with("/v1/models/") ? "/v1/models/{id}" : "other";
+}
+
 bool same_key(std::string_view a, std::string_view b) {
   unsigned diff = a.size() != b.size();
   for (std::size_t i = 0; i < a.size(); ++i) diff |= unsigned(a[i]) ^ unsigned(i < b.size() ? b[i] : 0);
@@ -295,7 +306,7 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
       const std::string target(p.get().target());
       const auto fl = target.starts_with("/v1/messages") ? api_flavor::anthropic : api_flavor::openai;
       const std::string rid = new_id("req_");
-      metrics.count_request(target.substr(0, target.find('?')), 413);
+      metrics.count_request(endpoint_label(target.substr(0, target.find('?'))), 413);
       // Named, not a braced temporary: GCC 12 destroys temporaries in co_await operands twice.
       const reply r{http::status::payload_too_large, "application/json", error_body(fl, e, rid), 0};
       co_await send(s, r, false, rid);
@@ -340,7 +351,7 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
       } else {
         r = json_reply(json::object{{"status", "ok"}});
       }
-      metrics.count_request(path, int(r.status));
+      metrics.count_request(endpoint_label(path), int(r.status));
       co_return co_await send(s, r, keep, rid);
     }
     if (!ready.load(std::memory_order_acquire)) {
@@ -413,7 +424,7 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
     const api_error ie(500, "server_error", std::string("internal error: ") + e.what());
     r = {http::status::internal_server_error, "application/json", error_body(fl, ie, rid), 0};
   }
-  metrics.count_request(path, int(r.status));
+  metrics.count_request(endpoint_label(path), int(r.status));
   co_return co_await send(s, r, keep, rid);
 }
 

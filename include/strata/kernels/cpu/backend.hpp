@@ -122,10 +122,14 @@ class backend {
     const std::size_t N = y.cols, n_tok = x.rows;
     // Batches walk their tokens 4 at a time over a chunk of weight rows kept small enough
     // (≤ 256 KiB) to stay in L2, so dot_rows_4 unpacks each weight block once per 4 tokens.
-    // Leftover tokens use dot_row, which dot_rows_4 matches bit for bit.
+    // Leftover tokens use dot_row, which dot_rows_4 matches bit for bit; a leftover group of 2 or
+    // 3 (a 2- or 3-sequence decode step) still goes through dot_rows_4, padded with spare
+    // activation rows of the scratch whose outputs are dropped, so its weights are unpacked once.
     const std::size_t n_tok4 = k.dot_rows_4 ? n_tok / 4 * 4 : 0;
+    const std::size_t rest = n_tok - n_tok4;
+    const bool pad = k.dot_rows_4 && rest >= 2 && (n_tok4 + 4) * act_bytes <= act_scratch_.size();
     std::size_t grain = std::max<std::size_t>(1, std::min<std::size_t>(64, N / (pool_.size() * 8)));
-    if (n_tok4) grain = std::max<std::size_t>(1, std::min<std::size_t>(grain, (256u << 10) / w.row_bytes));
+    if (n_tok4 || pad) grain = std::max<std::size_t>(1, std::min<std::size_t>(grain, (256u << 10) / w.row_bytes));
     pool_.parallel_for(N, grain, [&](std::size_t b, std::size_t e, unsigned) {
       float o[4];
       for (std::size_t t = 0; t < n_tok4; t += 4)
@@ -133,6 +137,13 @@ class backend {
           k.dot_rows_4(w.row(n), act + t * act_bytes, act_bytes, o, K);
           for (std::size_t r = 0; r < 4; ++r) y.row(t + r)[n] = o[r];
         }
+      if (pad) {
+        for (std::size_t n = b; n < e; ++n) {
+          k.dot_rows_4(w.row(n), act + n_tok4 * act_bytes, act_bytes, o, K);
+          for (std::size_t r = 0; r < rest; ++r) y.row(n_tok4 + r)[n] = o[r];
+        }
+        return;
+      }
       for (std::size_t n = b; n < e; ++n) {
         const std::byte* wr = w.row(n);
         for (std::size_t t = n_tok4; t < n_tok; ++t) y.row(t)[n] = k.dot_row(wr, act + t * act_bytes, K);

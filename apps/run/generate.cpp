@@ -80,8 +80,12 @@ std::vector<std::int32_t> generate(rt::session& s, const tokenizer::tokenizer& t
   std::span<const float> logits = first_logits;
   const auto t0 = clock_type::now();
   const std::uint32_t capacity = s.get_model().kv().capacity();
+  // Plain greedy (no penalties or biases): the backend returns the argmax itself, so the logits
+  // never travel (on the GPU: 4 bytes per token instead of the vocabulary).
+  const bool backend_argmax = smp.plain_greedy();
+  std::int32_t next = -1;
   while (!stop.finished()) {
-    const std::int32_t t = smp.sample(logits);
+    const std::int32_t t = next >= 0 ? next : smp.sample(logits);
     smp.accept(t);
     ids.push_back(t);
     const auto st = stop.on_token(t, stop.is_eog(t) ? std::string() : detok.feed(t));
@@ -91,7 +95,8 @@ std::vector<std::int32_t> generate(rt::session& s, const tokenizer::tokenizer& t
       std::cerr << "\nstrata-run: context full (" << capacity << " tokens), stopping\n";
       break;
     }
-    logits = s.decode(t);
+    if (backend_argmax) next = s.decode_argmax(t);
+    else logits = s.decode(t);
   }
   std::cout << stop.finish(detok.flush()).emit << std::flush;
   tm.gen_s += seconds_since(t0);

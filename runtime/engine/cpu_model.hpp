@@ -29,7 +29,11 @@ class cpu_model final : public model {
   }
   kv::block_table& kv() noexcept override { return kv_.table(); }
 
-  void forward(const graph::batch& b, std::span<float> logits) override {
+  void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override { step(b, {}, ids); }
+  void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }
+
+ private:
+  void step(const graph::batch& b, std::span<float> logits, std::span<std::int32_t> ids) {
     // One pass: each token's position must continue its sequence (cached length + tokens of
     // that sequence earlier in this batch); then reserve KV slots per sequence.
     auto& t = kv_.table();
@@ -46,7 +50,7 @@ class cpu_model final : public model {
     }
     for (std::uint32_t s = 0; s < t.n_seq(); ++s)
       if (pending_[s]) t.reserve_append(s, pending_[s]);
-    dec_.forward(b, kv_, logits);
+    dec_.forward(b, kv_, logits, {}, {}, ids);
     for (std::uint32_t s = 0; s < t.n_seq(); ++s) {
       if (!pending_[s]) continue;
       seq_tokens_.clear();

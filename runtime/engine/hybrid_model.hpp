@@ -41,7 +41,11 @@ class hybrid_model final : public model {
   }
   kv::block_table& kv() noexcept override { return gpu_kv_.table(); }
 
-  void forward(const graph::batch& b, std::span<float> logits) override {
+  void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override { step(b, {}, ids); }
+  void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }
+
+ private:
+  void step(const graph::batch& b, std::span<float> logits, std::span<std::int32_t> ids) {
     auto& g = gpu_kv_.table();
     auto& c = cpu_kv_.table();
     for (std::uint32_t s = 0; s < g.n_seq(); ++s)  // callers truncate through kv() = the GPU table
@@ -49,7 +53,7 @@ class hybrid_model final : public model {
     gpu_steps_.before(g, b);
     cpu_steps_.before(c, b);
     gpu_dec_.forward(b, gpu_kv_, {}, {}, hidden_);
-    cpu_dec_.forward(b, cpu_kv_, logits, hidden_, {});
+    cpu_dec_.forward(b, cpu_kv_, logits, hidden_, {}, ids);
     gpu_steps_.after(g, b);
     cpu_steps_.after(c, b);
   }

@@ -140,6 +140,18 @@ std::span<const float> session::prefill(std::span<const std::int32_t> prompt, st
   return last_;
 }
 
+std::int32_t session::decode_argmax(std::int32_t token) {
+  if (n_past() + 1 > model_->kv().capacity())
+    throw error("context full: " + std::to_string(n_past()) + " tokens of " + std::to_string(model_->kv().capacity()));
+  const std::int32_t t[1] = {token};
+  pos_[0] = std::int32_t(n_past());
+  want_[0] = 1;
+  const graph::batch b{t, std::span(pos_).first(1), std::span(seq_ids_).first(1), std::span(want_).first(1)};
+  std::int32_t id = -1;
+  model_->forward_argmax(b, std::span(&id, 1));
+  return id;
+}
+
 std::span<const float> session::decode(std::int32_t token) {
   const std::int32_t t[1] = {token};
   if (n_past() + 1 > model_->kv().capacity())

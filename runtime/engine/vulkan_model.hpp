@@ -41,9 +41,13 @@ class vulkan_model final : public model {
   void reset_kernel_profile() override { be_->reset_profile(); }
   kv::block_table& kv() noexcept override { return kv_.table(); }
 
-  void forward(const graph::batch& b, std::span<float> logits) override {
+  void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override { step(b, {}, ids); }
+  void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }
+
+ private:
+  void step(const graph::batch& b, std::span<float> logits, std::span<std::int32_t> ids) {
     steps_.before(kv_.table(), b);
-    dec_.forward(b, kv_, logits);
+    dec_.forward(b, kv_, logits, {}, {}, ids);
     steps_.after(kv_.table(), b);
   }
 

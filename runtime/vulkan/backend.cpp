@@ -110,6 +110,9 @@ struct backend::impl {
   std::uint32_t input = 0;                 // host-visible staging of write()
   bool split_attention = true;             // STRATA_VK_SPLIT_ATTN=0 disables
   gpu_buffer readback;
+  gpu_buffer ids_readback;                 // argmax results (host-visible)
+  std::int32_t* ids_dst = nullptr;
+  std::size_t ids_count = 0;
 
   // Recorded steps by shape.
   struct recorded_step {
@@ -517,7 +520,7 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
   return kv_state(cfg, std::move(k), std::move(v));
 }
 
-void backend::begin(const graph::batch& b) {
+void backend::begin(const graph::batch& b, bool greedy) {
   auto& P = *p_;
   const std::uint32_t n = std::uint32_t(b.size());
   if (!P.step) throw error("Vulkan backend: make_kv() must run before the first step");
@@ -532,7 +535,8 @@ void backend::begin(const graph::batch& b) {
   P.kv_written = false;
   P.read_dst = nullptr;
   P.fuse_step = P.fuse && n <= 8;
-  P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32;
+  P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32 | std::uint64_t(greedy) << 63;
+  P.ids_dst = nullptr;
   if (auto it = P.steps.find(P.current_key); it != P.steps.end()) {
     P.current = &it->second;
     P.replay = true;
@@ -795,6 +799,26 @@ void backend::read(tensor src, std::span<float> dst) {
   P.dispatch(impl::copy_req(false), b, &pc, sizeof pc, div_up(src.cols, wg), src.rows);
 }
 
+void backend::argmax(tensor src, std::span<std::int32_t> dst) {
+  auto& P = *p_;
+  if (dst.size() < src.rows) throw error("argmax: destination too small");
+  if (!P.ids_readback || P.ids_readback.size() < std::uint64_t(src.rows) * 4) {
+    if (P.replay) throw error("internal: argmax() first seen while replaying a step");
+    P.steps.clear();  // recorded steps may reference a smaller buffer
+    P.ids_readback = gpu_buffer(P.ctx, std::max<std::uint64_t>(std::uint64_t(P.max_rows) * 4, 16), memory_kind::readback,
+                                "argmax readback");
+  }
+  P.ids_dst = dst.data();
+  P.ids_count = src.rows;
+  if (P.replay) return;
+  P.prepare({src}, {});
+  struct {
+    std::uint32_t cols, s_off, s_stride;
+  } pc{src.cols, src.off, src.stride};
+  const binding b[] = {P.bind(src, false), P.bind(src, false), {{P.ids_readback.handle(), 0, P.ids_readback.size(), 0}, true}};
+  P.dispatch(impl::req("argmax", {}, {{"WG", "256"}}, 3), b, &pc, sizeof pc, src.rows);
+}
+
 void backend::write(tensor dst, std::span<const float> src) {
   auto& P = *p_;
   const std::size_t n = std::size_t(dst.rows) * dst.cols;
@@ -831,6 +855,7 @@ void backend::finish() {
     throw error("GPU step did not complete");
   P.ctx.device().resetFences(*P.fence);
   if (P.read_dst) std::memcpy(P.read_dst, P.readback.mapped(), P.read_floats * 4);
+  if (P.ids_dst) std::memcpy(P.ids_dst, P.ids_readback.mapped(), P.ids_count * 4);
   if (P.opt.profile) {
     const auto n = std::uint32_t(P.current->labels.size());
     const auto [r, ts] = P.queries.getResults<std::uint64_t>(

@@ -130,7 +130,8 @@ class backend {
   // Called once after every load()/alloc(): uploads the weights and builds the pipelines.
   void reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint32_t max_ctx);
 
-  void begin(const graph::batch& b);
+  // greedy: the step ends with argmax() instead of read() (its own recorded command buffer).
+  void begin(const graph::batch& b, bool greedy = false);
   rope_params rope_params_for(const arch::layer_plan& p, const arch::hparams& hp, const std::vector<float>& freq_factors);
 
   void get_rows(const weight& table, std::span<const std::int32_t> ids, tensor out);
@@ -145,6 +146,8 @@ class backend {
   void add(tensor a, tensor b, tensor out);
   void select_rows(tensor x, std::span<const std::uint8_t> flags, tensor out);
   void read(tensor src, std::span<float> dst);
+  // Index of the largest value of each row (lowest among ties), computed on the GPU.
+  void argmax(tensor src, std::span<std::int32_t> dst);
   // Host rows into dst at the start of the step (hidden states from another backend): staged in
   // host-visible memory every step, copied by a recorded dispatch.
   void write(tensor dst, std::span<const float> src);

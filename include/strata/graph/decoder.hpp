@@ -73,14 +73,18 @@ class decoder {
   // each sequence), logits rows for flagged tokens go to `logits` (n_outputs × n_vocab).
   // A slice without `embed` reads its input rows from hidden_in (n × n_embd); one without
   // `head` writes its output rows to hidden_out and produces no logits.
+  // With argmax_out (one id per logits row) the step returns each row's argmax instead of the
+  // logits (greedy decoding; the GPU then reads back 4 bytes per row).
   void forward(const batch& b, kv_state& kv, std::span<float> logits, std::span<const float> hidden_in = {},
-               std::span<float> hidden_out = {}) {
+               std::span<float> hidden_out = {}, std::span<std::int32_t> argmax_out = {}) {
     const std::uint32_t n = std::uint32_t(b.size());
     if (n == 0) return;
     if (n > opt_.max_batch)
       throw error("batch of " + std::to_string(n) + " tokens exceeds the maximum " + std::to_string(opt_.max_batch));
     const std::size_t n_out = opt_.head ? b.n_outputs() : 0;
-    if (logits.size() < n_out * hp_.n_vocab) throw error("logits buffer too small");
+    const bool greedy = !argmax_out.empty();
+    if (greedy ? argmax_out.size() < n_out : logits.size() < n_out * hp_.n_vocab)
+      throw error(greedy ? "argmax buffer too small" : "logits buffer too small");
     const std::size_t hidden = std::size_t(n) * hp_.n_embd;
     if (!opt_.embed && hidden_in.size() < hidden) throw error("hidden-state input too small for the batch");
     if (!opt_.head && hidden_out.size() < hidden) throw error("hidden-state output too small for the batch");
@@ -92,7 +96,7 @@ class decoder {
         throw error("token id " + std::to_string(t) + " out of range (vocabulary size " + std::to_string(hp_.n_vocab) + ")");
 
     Backend& be = *be_;
-    be.begin(b);
+    be.begin(b, greedy);
     const float eps = hp_.rms_eps;
     tensor x = x_.view(n), a = a_.view(n), q = q_.view(n), k = k_.view(n), v = v_.view(n);
     tensor att = att_.view(n), o = o_.view(n);
@@ -158,7 +162,8 @@ class decoder {
     }
     tensor lg = logits_.view(std::uint32_t(n_out));
     be.matmul(hp_.tied_output ? tok_embd_ : output_, xo, lg);
-    be.read(lg, logits);
+    if (greedy) be.argmax(lg, argmax_out);
+    else be.read(lg, logits);
     be.finish();
   }
 

@@ -74,6 +74,9 @@ class model {
   virtual kv::block_table& kv() noexcept = 0;
   // One forward step; positions must continue each sequence (kv().reserve_append() is done here).
   virtual void forward(const graph::batch& b, std::span<float> logits) = 0;
+  // The same step for greedy decoding: each logits row's argmax (lowest id among ties), computed
+  // on the backend (on the GPU only 4 bytes per row come back).
+  virtual void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) = 0;
 };
 
 // One sequence of a model: prefill with prefix reuse, then decode token by token.
@@ -87,6 +90,9 @@ class session {
   std::span<const float> prefill(std::span<const std::int32_t> prompt, std::vector<float>* all_logits = nullptr);
   // Appends one token and returns its logits.
   std::span<const float> decode(std::int32_t token);
+  // Appends one token and returns the argmax of its logits (greedy decoding without reading the
+  // logits back).
+  std::int32_t decode_argmax(std::int32_t token);
 
   std::uint32_t n_past() const { return model_->kv().length(seq_); }
   std::uint32_t reused_tokens() const noexcept { return reused_; }  // of the last prefill

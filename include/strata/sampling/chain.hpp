@@ -51,6 +51,12 @@ class sampler {
   sampler(sampler&&) noexcept = default;  // vector moves keep their storage, so last_ stays valid
   sampler& operator=(sampler&&) noexcept = default;
 
+  // Greedy with nothing that changes a logit (no bias, no penalties): the argmax of the raw
+  // logits, which a backend can compute itself (rt::session::decode_argmax).
+  bool plain_greedy() const noexcept {
+    return is_greedy(params_) && params_.logit_bias.empty() && !penalties_active(params_);
+  }
+
   // Next token for one logits row (n_vocab floats). Does not record the token: call accept()
   // with whatever the engine keeps, as llama.cpp's common_sampler_sample/accept split does.
   token_id sample(std::span<const float> logits) {

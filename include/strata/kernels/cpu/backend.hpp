@@ -86,7 +86,7 @@ class backend {
     }
   }
 
-  void begin(const graph::batch&) noexcept {}
+  void begin(const graph::batch&, bool /*greedy*/ = false) noexcept {}
 
   rope_params rope_params_for(const arch::layer_plan& p, const arch::hparams& hp,
                               const std::vector<float>& freq_factors) const noexcept {
@@ -252,6 +252,17 @@ class backend {
 
   // Ops run as they are called: nothing is pending at the end of a step.
   void finish() noexcept {}
+
+  // Index of each row's largest value, lowest index among ties (greedy decoding).
+  void argmax(tensor src, std::span<std::int32_t> dst) {
+    for (std::uint32_t r = 0; r < src.rows; ++r) {
+      const float* x = src.row(r);
+      std::uint32_t best = 0;
+      for (std::uint32_t i = 1; i < src.cols; ++i)
+        if (x[i] > x[best]) best = i;
+      dst[r] = std::int32_t(best);
+    }
+  }
 
   // Host rows into a tensor (hidden states handed over from another backend).
   void write(tensor dst, std::span<const float> src) {

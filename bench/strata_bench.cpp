@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend, "backend: cpu (default), vulkan, auto")->check(CLI::IsMember({"cpu", "vulkan", "auto"}));
   app.add_option("--device", device, "Vulkan device index (default: the best GPU)");
   int n_gpu_layers = -1;
+  bool argmax = false;
+  app.add_flag("--argmax", argmax,
+               "tg: decode with the backend's greedy argmax (session::decode_argmax: ids come back, not logits)");
   app.add_option("--n-gpu-layers,--ngl", n_gpu_layers, "Vulkan: layers on the GPU, the rest on the CPU (-1: all)");
   app.add_flag("--profile", profile,
                "Vulkan: per-kernel GPU time of each test from timestamp queries (serialises kernels: "
@@ -176,7 +179,10 @@ int main(int argc, char** argv) {
               m->reset_kernel_profile();
               const auto toks = random_tokens(g, hp.n_vocab, rng);
               const auto t0 = clock_type::now();
-              for (auto t : toks) s.decode(t);
+              if (argmax)
+                for (auto t : toks) s.decode_argmax(t);
+              else
+                for (auto t : toks) s.decode(t);
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
               r.samples.push_back(double(g) / sec);
             }

@@ -32,7 +32,126 @@ layout(push_constant) uniform Params {
 // SPLIT partials: per (token, head, split) D accumulators then m and l.
 layout(binding = 0, std430) buffer Part { float part[]; };
 
-#ifdef COMBINE
+float q_in(uint t, uint h, uint d) { return q[p.q_off + t * p.q_stride + h * p.D + d]; }
+#ifdef KV_K_F32
+float k_at(uint i) { return kc[i]; }
+#else
+float k_at(uint i) { return float(kc[i / 4][i % 4]); }
+#endif
+float v_at(uint i) { return float(vc[i]); }
+
+#if defined(QTILE)
+// Prefill: a workgroup takes QT consecutive query tokens of one sequence for one head and walks
+// the keys in tiles of KT held in shared memory (f16), so each key is read once per QT queries
+// instead of once per query. 8 threads per query row; online softmax per row.
+#if defined(KV_K_F32) || defined(KV_V_F32)
+// f32 caches keep f32 tiles (exact), half as many keys per tile to fit 32 KiB of shared memory.
+#define KV_TILE_T float
+const uint KT = 16;
+#else
+#define KV_TILE_T float16_t
+const uint KT = 32;
+#endif
+const uint QT = 16, DQ = 128;
+shared float qt[QT][DQ];
+shared KV_TILE_T kt[KT][DQ];
+shared KV_TILE_T vt[KT][DQ];
+shared float pt[QT][KT + 1];
+shared uint slot_t[KT];
+shared float rred[QT][8];
+shared uint range_lo, range_hi;
+
+void main() {
+  const uint h = gl_WorkGroupID.x, t0 = gl_WorkGroupID.y * QT, tid = gl_LocalInvocationID.x;
+  const uint D = p.D, row = p.n_head_kv * D, hk = h / (p.n_head / p.n_head_kv);
+  const uint n_tok = p.n_splits;  // tokens in the batch (push constant reused)
+  const uint qi = tid / 8, part = tid % 8;
+  const uint t = t0 + qi;
+  const bool live = t < n_tok;
+  const uint P = live ? uint(pos[t]) : 0;
+  const uint start = live ? (p.chunk != 0 ? P / p.chunk * p.chunk : 0) : 0;
+  const uint btab = seq_row[t0] * p.max_blocks;  // every token of the tile is in one sequence
+  if (tid == 0) {
+    range_lo = 0xFFFFFFFFu;
+    range_hi = 0;
+  }
+  for (uint i = tid; i < QT * D; i += WG) {
+    const uint q = i / D, d = i % D;
+    qt[q][d] = t0 + q < n_tok ? q_in(t0 + q, h, d) : 0.0;
+  }
+  barrier();
+  if (live && part == 0) {
+    atomicMin(range_lo, start);
+    atomicMax(range_hi, P);
+  }
+  barrier();
+  const uint lo = range_lo, hi = range_hi;
+  float m = -1.0 / 0.0, l = 0.0;
+  float acc[DQ / 8];
+  for (uint i = 0; i < DQ / 8; ++i) acc[i] = 0.0;
+
+  for (uint j0 = lo; j0 <= hi; j0 += KT) {
+    for (uint i = tid; i < KT; i += WG) {
+      const uint j = j0 + i;
+      slot_t[i] = j <= hi ? blocks[btab + j / p.block_size] * p.block_size + j % p.block_size : 0;
+    }
+    barrier();
+    for (uint i = tid; i < KT * D; i += WG) {
+      const uint k = i / D, d = i % D;
+      const bool ok = j0 + k <= hi;
+      kt[k][d] = KV_TILE_T(ok ? k_at(slot_t[k] * row + hk * D + d) : 0.0);
+      vt[k][d] = KV_TILE_T(ok ? v_at(slot_t[k] * row + hk * D + d) : 0.0);
+    }
+    barrier();
+    // Scores of this thread's 4 keys (k = part + 8 * i) for its query row.
+    float sc[KT / 8];
+    float rmax = -1.0 / 0.0;
+    for (uint i = 0; i < KT / 8; ++i) {
+      const uint k = part + 8 * i, j = j0 + k;
+      float s = -1.0 / 0.0;
+      if (live && j >= start && j <= P) {
+        float d = 0.0;
+        for (uint c = 0; c < D; ++c) d += qt[qi][c] * float(kt[k][c]);
+        s = d * p.scale;
+      }
+      sc[i] = s;
+      rmax = max(rmax, s);
+    }
+    rred[qi][part] = rmax;
+    barrier();
+    float tile_max = -1.0 / 0.0;
+    for (uint i = 0; i < 8; ++i) tile_max = max(tile_max, rred[qi][i]);
+    const float m_new = max(m, tile_max);
+    float psum = 0.0;
+    for (uint i = 0; i < KT / 8; ++i) {
+      const float e = sc[i] > -1.0 / 0.0 ? exp(sc[i] - m_new) : 0.0;
+      pt[qi][part + 8 * i] = e;
+      psum += e;
+    }
+    barrier();  // rred reads done before it is rewritten; pt complete
+    rred[qi][part] = psum;
+    barrier();
+    float tile_sum = 0.0;
+    for (uint i = 0; i < 8; ++i) tile_sum += rred[qi][i];
+    const float corr = m_new > -1.0 / 0.0 ? exp(m - m_new) : 1.0;
+    l = l * corr + tile_sum;
+    m = m_new;
+    for (uint i = 0; i < DQ / 8; ++i) {
+      const uint d = part + 8 * i;
+      if (d >= D) break;
+      float a = acc[i] * corr;
+      for (uint k = 0; k < KT; ++k) a += pt[qi][k] * float(vt[k][d]);
+      acc[i] = a;
+    }
+    barrier();  // tiles are rewritten next
+  }
+  if (live)
+    for (uint i = 0; i < DQ / 8; ++i) {
+      const uint d = part + 8 * i;
+      if (d < D) o[p.o_off + t * p.o_stride + h * D + d] = acc[i] / l;
+    }
+}
+#elif defined(COMBINE)
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
   const uint base = (t * p.n_head + h) * p.n_splits * (p.D + 2);

@@ -30,9 +30,13 @@ constexpr std::uint32_t max_tokens = 160;
 
 // (sequence, tokens appended) per step, in batch order; the last two steps have the same shape,
 // so the GPU replays its recorded command buffer for the second one.
+// Single-sequence steps of >= 16 tokens take the query-tiled prefill kernel (QTILE), with a
+// partial last tile and positions crossing the chunk windows.
 const std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> steps = {
     {{0, 100}, {1, 37}, {2, 5}},
     {{1, 60}, {0, 90}, {2, 1}},
+    {{2, 40}},
+    {{2, 70}},
     {{0, 1}, {1, 1}, {2, 1}},
     {{0, 1}, {1, 1}, {2, 1}},
 };

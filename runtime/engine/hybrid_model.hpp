@@ -62,10 +62,6 @@ class hybrid_model final : public model {
   static std::uint32_t checked_layers(const engine_options& opt, const arch::hparams& hp) {
     if (opt.n_gpu_layers <= 0 || std::uint32_t(opt.n_gpu_layers) >= hp.n_layer)
       throw error("internal: hybrid model needs 0 < -ngl < n_layer");
-    for (auto t : {opt.type_k, opt.type_v})
-      if (t != kv::kv_type::f16 && t != kv::kv_type::f32)
-        throw error("KV cache type '" + std::string(kv::name_of(t)) +
-                    "' is not supported by the Vulkan backend yet (use f16 or f32, or --backend cpu)");
     return std::uint32_t(opt.n_gpu_layers);
   }
   std::uint32_t n_ctx() const { return opt_.n_ctx ? opt_.n_ctx : hp_.n_ctx_train; }

@@ -55,9 +55,6 @@ class vulkan_model final : public model {
   static const engine_options& checked(const engine_options& opt, const arch::hparams& hp) {
     if (opt.n_gpu_layers >= 0 && std::uint32_t(opt.n_gpu_layers) < hp.n_layer)
       throw error("internal: -ngl " + std::to_string(opt.n_gpu_layers) + " splits the layers; use make_hybrid_model");
-    for (auto t : {opt.type_k, opt.type_v})
-      if (t != kv::kv_type::f16 && t != kv::kv_type::f32)
-        throw error("KV cache type '" + std::string(kv::name_of(t)) + "' is not supported by the Vulkan backend yet (use f16 or f32)");
     return opt;
   }
   std::uint32_t n_ctx() const { return opt_.n_ctx ? opt_.n_ctx : Arch::load_hparams(file_->gguf()).n_ctx_train; }
@@ -74,6 +71,8 @@ class vulkan_model final : public model {
     c.n_seq = opt_.n_seq;
     c.type_k = opt_.type_k;
     c.type_v = opt_.type_v;
+    c.full_precision_window = opt_.kv_window;
+    c.max_batch = opt_.n_batch;
     return c;
   }
 

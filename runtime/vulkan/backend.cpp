@@ -14,6 +14,7 @@
 #include "pipelines.hpp"
 #include "quant_layout.hpp"
 #include "strata/core/error.hpp"
+#include "strata/turboquant/format.hpp"
 
 namespace strata::gpu {
 namespace {
@@ -66,7 +67,35 @@ struct attention_pc {
   std::uint32_t n_head, n_head_kv, D, chunk, q_off, q_stride, o_off, o_stride, block_size, max_blocks;
   float scale;
   std::uint32_t split_len, n_splits;
+  std::uint32_t window, ring_rows;  // attention_q only (compressed KV)
 };
+struct kv_store_q_pc {
+  std::uint32_t n_tok, n_head_kv, k_off, k_stride, v_off, v_stride, ring_rows;
+};
+
+// Bytes of one head vector of a KV side (the CPU's kv_codec layout); throws for a head_dim the
+// type cannot store.
+std::uint64_t kv_head_bytes(kv::kv_type t, std::uint32_t d) {
+  switch (t) {
+    case kv::kv_type::f32: return std::uint64_t(d) * 4;
+    case kv::kv_type::f16: return std::uint64_t(d) * 2;
+    case kv::kv_type::q8_0:
+      if (d % 32)
+        throw error("KV cache type q8_0 needs a head_dim that is a multiple of 32; this model's head_dim is " +
+                    std::to_string(d));
+      return std::uint64_t(d) / 32 * 34;
+    default:
+      try {
+        return turboquant::format(d, kv::turboquant_bits(t)).row_bytes();
+      } catch (const error&) {
+        throw error("KV cache type " + std::string(kv::name_of(t)) + " does not support this model's head_dim " +
+                    std::to_string(d) + " (TurboQuant supports multiples of 16 up to 1024, e.g. 64, 80, 96, 128, 256)");
+      }
+  }
+}
+std::uint32_t kv_kind(kv::kv_type t) {
+  return t == kv::kv_type::f32 ? 0 : t == kv::kv_type::f16 ? 1 : t == kv::kv_type::q8_0 ? 2 : 3;
+}
 struct elementwise_pc {
   std::uint32_t cols, a_off, a_stride, b_off, b_stride, o_off, o_stride;
 };
@@ -341,6 +370,17 @@ struct backend::impl {
     if (c.type_v == kv::kv_type::f32) d.emplace_back("KV_V_F32", "1");
     return d;
   }
+  // kv_store_q / attention_q: kinds, head_dim, TurboQuant bits per side, the window ring.
+  static std::vector<std::pair<std::string, std::string>> kvq_defs(const kv_state& kv) {
+    const auto& c = kv.config();
+    std::vector<std::pair<std::string, std::string>> d{{"KV_D", std::to_string(c.head_dim)},
+                                                       {"KV_K_KIND", std::to_string(kv_kind(c.type_k))},
+                                                       {"KV_V_KIND", std::to_string(kv_kind(c.type_v))}};
+    if (const auto b = kv::turboquant_bits(c.type_k)) d.emplace_back("KV_K_TQ", std::to_string(b));
+    if (const auto b = kv::turboquant_bits(c.type_v)) d.emplace_back("KV_V_TQ", std::to_string(b));
+    if (kv.window_ring().rows) d.emplace_back("KV_RING", "1");
+    return d;
+  }
 };
 
 backend::backend(const backend_options& opt) : p_(std::make_unique<impl>(opt)) {}
@@ -475,13 +515,24 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
   auto& P = *p_;
   const std::uint32_t n_slots = (cfg.n_ctx + cfg.block_size - 1) / cfg.block_size * cfg.block_size;
   const std::uint64_t row = cfg.row_elems();
-  const std::uint64_t k_bytes = std::uint64_t(n_slots) * row * (cfg.type_k == kv::kv_type::f32 ? 4 : 2);
-  const std::uint64_t v_bytes = std::uint64_t(n_slots) * row * (cfg.type_v == kv::kv_type::f32 ? 4 : 2);
+  const auto round4 = [](std::uint64_t b) { return (b + 3) / 4 * 4; };
+  const std::uint64_t k_bytes = round4(std::uint64_t(n_slots) * cfg.n_head_kv * kv_head_bytes(cfg.type_k, cfg.head_dim));
+  const std::uint64_t v_bytes = round4(std::uint64_t(n_slots) * cfg.n_head_kv * kv_head_bytes(cfg.type_v, cfg.head_dim));
+  const bool compressed = kv::is_compressed(cfg.type_k) || kv::is_compressed(cfg.type_v);
+  if (compressed && (cfg.head_dim > 256 || cfg.head_dim % 16))
+    throw error("Vulkan compressed KV cache supports head dimensions up to 256 in multiples of 16, the model has " +
+                std::to_string(cfg.head_dim));
+  kv_state::ring ring;
+  ring.rows = compressed && cfg.full_precision_window ? cfg.full_precision_window + std::max<std::uint32_t>(cfg.max_batch, 1) : 0;
+  const std::uint64_t ring_side = std::uint64_t(cfg.n_seq) * ring.rows * row * 2;
+  const std::uint64_t ring_bytes = ring.rows ? ring_side * (kv::is_compressed(cfg.type_k) + kv::is_compressed(cfg.type_v)) +
+                                                   std::uint64_t(cfg.n_seq) * ring.rows * 4
+                                             : 0;
   const auto& info = P.ctx.info();
   if (k_bytes > info.max_storage_range || v_bytes > info.max_storage_range)
     throw error("KV cache of " + std::to_string(cfg.n_ctx) + " tokens needs " + gib(std::max(k_bytes, v_bytes)) +
                 " per layer, more than '" + info.name + "' can bind (" + gib(info.max_storage_range) + "); use a smaller -c");
-  const std::uint64_t total = (k_bytes + v_bytes) * cfg.n_layer;
+  const std::uint64_t total = (k_bytes + v_bytes + ring_bytes) * cfg.n_layer;
   if (info.device_local_bytes && total + P.stats.weight_bytes > info.device_local_bytes)
     throw error("KV cache of " + std::to_string(cfg.n_ctx) + " tokens needs " + gib(total) + " and the weights " +
                 gib(P.stats.weight_bytes) + ", more than the " + gib(info.device_local_bytes) + " of '" + info.name +
@@ -490,6 +541,18 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
   for (std::uint32_t l = 0; l < cfg.n_layer; ++l) {
     k.push_back(P.new_buffer(k_bytes, memory_kind::device, "KV cache K, layer " + std::to_string(l)));
     v.push_back(P.new_buffer(v_bytes, memory_kind::device, "KV cache V, layer " + std::to_string(l)));
+  }
+  if (ring.rows) {  // f16 window rings; tags start at ~0 (no position held)
+    const std::vector<std::uint32_t> none(std::size_t(cfg.n_seq) * ring.rows, ~0u);
+    uploader up(P.ctx, none.size() * 4);
+    for (std::uint32_t l = 0; l < cfg.n_layer; ++l) {
+      const std::string ls = ", layer " + std::to_string(l);
+      ring.k.push_back(kv::is_compressed(cfg.type_k) ? P.new_buffer(ring_side, memory_kind::device, "KV window ring K" + ls) : 0);
+      ring.v.push_back(kv::is_compressed(cfg.type_v) ? P.new_buffer(ring_side, memory_kind::device, "KV window ring V" + ls) : 0);
+      ring.tags.push_back(P.new_buffer(none.size() * 4, memory_kind::device, "KV window ring tags" + ls));
+      up.copy(std::as_bytes(std::span(none)), P.buf(ring.tags.back()).handle(), 0);
+      up.flush();
+    }
   }
   // Step buffer: batch inputs plus the block table of every sequence.
   P.max_blocks = n_slots / cfg.block_size;
@@ -513,14 +576,24 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
   auto split_defs = defs, combine_defs = defs;
   split_defs.emplace_back("SPLIT", "1");
   combine_defs.emplace_back("COMBINE", "1");
-  const pipeline_request reqs[] = {impl::req("kv_store", {}, defs, 6), impl::req("attention", {}, defs, 8),
-                                   impl::req("attention", {}, split_defs, 8), impl::req("attention", {}, combine_defs, 8)};
-  P.pipes.prepare(reqs);
+  kv_state st(cfg, std::move(k), std::move(v), std::move(ring));
+  if (compressed) {
+    const auto qd = impl::kvq_defs(st);
+    auto qsplit = qd;
+    qsplit.emplace_back("SPLIT", "1");
+    const pipeline_request reqs[] = {impl::req("kv_store_q", {}, qd, 10), impl::req("attention_q", {}, qd, 11),
+                                     impl::req("attention_q", {}, qsplit, 11), impl::req("attention", {}, combine_defs, 8)};
+    P.pipes.prepare(reqs);
+  } else {
+    const pipeline_request reqs[] = {impl::req("kv_store", {}, defs, 6), impl::req("attention", {}, defs, 8),
+                                     impl::req("attention", {}, split_defs, 8), impl::req("attention", {}, combine_defs, 8)};
+    P.pipes.prepare(reqs);
+  }
   P.stats.pipelines_ms += ms_since(t1);
   P.stats.pipelines = std::uint32_t(P.pipes.size());
   P.stats.spirv_compiled = P.pipes.compiler().compiled();
   P.stats.spirv_cached = P.pipes.compiler().cache_hits();
-  return kv_state(cfg, std::move(k), std::move(v));
+  return st;
 }
 
 void backend::begin(const graph::batch& b, bool greedy) {
@@ -685,6 +758,24 @@ void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b,
   if (P.replay) return;
   P.prepare({k, v}, {});
   const auto& cfg = kv.config();
+  if (kv.compressed()) {
+    const auto& r = kv.window_ring();
+    const kv_store_q_pc pc{k.rows, cfg.n_head_kv, k.off, k.stride, v.off, v.stride, r.rows};
+    const std::uint64_t B4 = std::uint64_t(P.max_rows) * 4;
+    const binding dummy = P.bind(k, false);
+    const binding bd[] = {P.bind_id(kv.k_buffer(layer), true),
+                          P.bind(k, false),
+                          P.bind(v, false),
+                          P.bind_id(kv.v_buffer(layer), true),
+                          P.bind_step(P.off_slots, B4),
+                          r.rows && r.k[layer] ? P.bind_id(r.k[layer], true) : dummy,
+                          r.rows && r.v[layer] ? P.bind_id(r.v[layer], true) : dummy,
+                          r.rows ? P.bind_id(r.tags[layer], true) : dummy,
+                          P.bind_step(P.off_pos, B4),
+                          P.bind_step(P.off_seq_row, B4)};
+    P.dispatch(impl::req("kv_store_q", {}, impl::kvq_defs(kv), 10), bd, &pc, sizeof pc, cfg.n_head_kv, k.rows);
+    return;
+  }
   const kv_store_pc pc{k.rows, cfg.row_elems(), k.off, k.stride, v.off, v.stride};
   const binding bd[] = {P.bind(k, false), P.bind(k, false), P.bind(v, false), P.bind_id(kv.k_buffer(layer), true),
                         P.bind_id(kv.v_buffer(layer), true), P.bind_step(P.off_slots, std::uint64_t(P.max_rows) * 4)};
@@ -702,8 +793,9 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
                 std::to_string(ap.head_dim));
   const auto& cfg = kv.config();
   const std::uint64_t B4 = std::uint64_t(P.max_rows) * 4;
+  const auto& ring = kv.window_ring();
   attention_pc pc{ap.n_head, ap.n_head_kv, ap.head_dim, ap.chunk, q.off, q.stride, out.off, out.stride,
-                  cfg.block_size, P.max_blocks, ap.scale, 0, 1};
+                  cfg.block_size, P.max_blocks, ap.scale, 0, 1, ring.rows ? cfg.full_precision_window : 0, ring.rows};
   // Decode: split the context over workgroups (flash-decoding) so a long context is not read
   // by one workgroup per head; the split length follows the context size so the dispatch
   // shape, recorded once, holds for every length up to it.
@@ -725,6 +817,26 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
                         P.bind_step(P.off_seq_row, B4),
                         P.bind_step(P.off_blocks, P.blocks_bytes),
                         P.bind(out, !split)};
+  if (kv.compressed()) {  // attention_q (f16 window ring, codes read directly), then COMBINE
+    const binding dummy = P.bind(q, false);
+    const binding qb[] = {bd[0], bd[1], bd[2], bd[3], bd[4], bd[5], bd[6], bd[7],
+                          ring.rows && ring.k[layer] ? P.bind_id(ring.k[layer], false) : dummy,
+                          ring.rows && ring.v[layer] ? P.bind_id(ring.v[layer], false) : dummy,
+                          ring.rows ? P.bind_id(ring.tags[layer], false) : dummy};
+    auto qd = impl::kvq_defs(kv);
+    if (!split) {
+      P.dispatch(impl::req("attention_q", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, q.rows);
+      return;
+    }
+    qd.emplace_back("SPLIT", "1");
+    P.dispatch3(impl::req("attention_q", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, q.rows, pc.n_splits);
+    const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
+                          P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
+    auto combine_defs = impl::kv_defs(cfg);
+    combine_defs.emplace_back("COMBINE", "1");
+    P.dispatch(impl::req("attention", {}, combine_defs, 8), cb, &pc, sizeof pc, ap.n_head, q.rows);
+    return;
+  }
   auto defs = impl::kv_defs(cfg);
   // Prefill of one sequence: query tiles share each key tile (attention.glsl QTILE).
   constexpr std::uint32_t qtile = 16;

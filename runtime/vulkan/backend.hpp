@@ -67,22 +67,34 @@ struct weight {
   explicit operator bool() const noexcept { return id != ~0u; }
 };
 
-// KV cache resident on the GPU: one K and one V buffer per layer, [slot][n_head_kv * head_dim].
+// KV cache resident on the GPU: one K and one V buffer per layer, [slot][n_head_kv] head vectors
+// in the side's type (f32, f16, q8_0 blocks or one packed TurboQuant row, the CPU's kv_codec
+// layout, so bytes per token match). Compressed types also keep the full-precision window: per
+// layer an f16 ring of ring_rows = window + max_batch rows per sequence for each compressed
+// side, [seq][ring row][n_head_kv·head_dim], and the position each ring row holds (tags).
+struct kv_window_ring {
+  std::uint32_t rows = 0;                    // per sequence (0: no window)
+  std::vector<std::uint32_t> k, v, tags;     // buffer ids per layer (0: none)
+};
 class kv_state {
  public:
+  using ring = kv_window_ring;
   kv_state() = default;
-  kv_state(const kv::kv_config& cfg, std::vector<std::uint32_t> k, std::vector<std::uint32_t> v)
-      : cfg_(cfg), table_(cfg.n_ctx, cfg.block_size, cfg.n_seq), k_(std::move(k)), v_(std::move(v)) {}
+  kv_state(const kv::kv_config& cfg, std::vector<std::uint32_t> k, std::vector<std::uint32_t> v, ring r = {})
+      : cfg_(cfg), table_(cfg.n_ctx, cfg.block_size, cfg.n_seq), k_(std::move(k)), v_(std::move(v)), ring_(std::move(r)) {}
   kv::block_table& table() noexcept { return table_; }
   const kv::block_table& table() const noexcept { return table_; }
   const kv::kv_config& config() const noexcept { return cfg_; }
   std::uint32_t k_buffer(std::uint32_t layer) const { return k_.at(layer); }
   std::uint32_t v_buffer(std::uint32_t layer) const { return v_.at(layer); }
+  const ring& window_ring() const noexcept { return ring_; }
+  bool compressed() const noexcept { return kv::is_compressed(cfg_.type_k) || kv::is_compressed(cfg_.type_v); }
 
  private:
   kv::kv_config cfg_;
   kv::block_table table_;
   std::vector<std::uint32_t> k_, v_;
+  ring ring_;
 };
 
 struct backend_options {

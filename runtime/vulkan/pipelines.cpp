@@ -8,6 +8,7 @@
 #include "quant_layout.hpp"
 #include "shader_sources.hpp"
 #include "strata/core/error.hpp"
+#include "strata/turboquant/glsl_layout.hpp"
 
 namespace strata::gpu {
 namespace fs = std::filesystem;
@@ -71,7 +72,17 @@ std::string pipeline_registry::source_of(const pipeline_request& r) const {
   if (!has_wg) s += "#define WG 128\n";
   s += "#define MIN_SUBGROUP 4\n";  // lower bound on any device's subgroup size: sizes shared arrays
   if (r.format) s += "#define HAS_WEIGHTS 1\n" + glsl_layout(*r.format);
+  // Compressed KV kernels: the TurboQuant layout of each TurboQuant side, generated from the
+  // C++ format (KV_D = head_dim, KV_K_TQ / KV_V_TQ = bits), then the shared KV helpers.
+  std::uint32_t kv_d = 0;
+  for (const auto& [n, v] : r.defines)
+    if (n == "KV_D") kv_d = std::uint32_t(std::stoul(v));
+  if (kv_d)
+    for (const auto& [n, v] : r.defines)
+      if (n == "KV_K_TQ" || n == "KV_V_TQ")
+        s += turboquant::glsl_layout(turboquant::format(kv_d, std::uint32_t(std::stoul(v))), n == "KV_K_TQ" ? "K" : "V");
   s += shader_source("common");
+  if (kv_d) s += shader_source("kv_codec");
   if (r.format) s += shader_source(glsl_dequant_source(*r.format));
   s += shader_source(r.shader);
   return s;

@@ -201,6 +201,10 @@ inline constexpr double tol_rope = 1e-6;
 // Attention: online softmax in float tiles vs. two-pass softmax with a double sum; f16 KV is
 // rounded identically on both sides.
 inline constexpr double tol_attention = 1e-9;
+// Attention over compressed KV (q8_0, TurboQuant): the same codes on both sides up to a rare
+// code at a cell boundary (kv_compressed_test counts them), dots over codes and the rotations
+// summed in a different order.
+inline constexpr double tol_attention_compressed = 1e-6;
 // GPU matmul vs a float64 product of the dequantized weights with the float activations: only
 // the GPU's float accumulation error, ~sqrt(K)·u relative per output (lavapipe: ~2e-14).
 inline constexpr double tol_matmul_f64 = 1e-10;

@@ -51,6 +51,17 @@ inline std::string glsl_layout(const format& f, std::string_view prefix = "") {
       s += (i || k ? ", " : "") + std::string(buf);
     }
   s += ");\n";
+  // Cell boundaries of segment i at [i·16, i·16 + 2^bits − 1) (codebook::index_of: the index
+  // is the number of boundaries below z), so a quantizing shader picks the same cells.
+  s += "const float " + p + "BOUNDARIES[" + std::to_string(16 * segs.size()) + "] = float[](";
+  for (std::size_t i = 0; i < segs.size(); ++i)
+    for (std::size_t k = 0; k < 16; ++k) {
+      const float b = k < segs[i].cb.boundaries.size() ? segs[i].cb.boundaries[k] : 0.0f;
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.9e", double(b));
+      s += (i || k ? ", " : "") + std::string(buf);
+    }
+  s += ");\n";
   s += "const float " + p + "SEG_INV_SQRT_N[" + std::to_string(segs.size()) + "] = float[](";
   for (std::size_t i = 0; i < segs.size(); ++i) {
     char buf[32];

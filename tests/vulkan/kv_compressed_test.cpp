@@ -1,0 +1,240 @@
+// Compressed KV caches (q8_0, TurboQuant tq4/tq3/tq2, mixed K/V types) on the Vulkan backend
+// against the CPU backend: (1) quantize-on-append: the packed bytes kv_store_q writes vs
+// kernels::cpu::kv_codec::encode on random head vectors; (2) kv_store + attention over several
+// sequences, positions over many KV blocks, prefill and decode (the split decode path at
+// n_ctx 512), head dims 64 and 128, without a full-precision window and with a window whose
+// f16 ring wraps (window 16 + max_batch 160 rows, positions up to 191).
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strata/kernels/cpu/kv_storage.hpp"
+#include "vulkan/vk_harness.hpp"
+
+namespace {
+
+using namespace strata;
+namespace vkt = strata::test::vk;
+
+#ifdef STRATA_HAS_VULKAN
+
+// Bytes of the GPU cache buffer `id` (floats copied bit for bit by read(), in a step of its own).
+std::vector<std::uint8_t> read_bytes(gpu::backend& be, const vkt::batch_data& b, std::uint32_t id, std::size_t bytes,
+                                     std::uint32_t cols) {
+  const std::uint32_t rows = std::uint32_t((bytes + 4 * cols - 1) / (4 * cols));
+  std::vector<float> f(std::size_t(rows) * cols);
+  be.begin(b.view());
+  be.read(gpu::tensor{id, 0, rows, cols, cols}, f);
+  be.finish();
+  std::vector<std::uint8_t> out(bytes);
+  std::memcpy(out.data(), f.data(), bytes);
+  return out;
+}
+
+TEST_CASE("vulkan ops: compressed KV quantize-on-append matches the CPU codec byte for byte") {
+  if (!vkt::available()) return;
+  using kv::kv_type;
+  struct store_case {
+    kv_type k, v;
+    std::uint32_t D;
+  };
+  const store_case cases[] = {{kv_type::tq3, kv_type::q8_0, 128}, {kv_type::tq4, kv_type::tq2, 128},
+                              {kv_type::tq3, kv_type::tq4, 64},   {kv_type::q8_0, kv_type::tq2, 64},
+                              {kv_type::tq3, kv_type::f16, 96}};
+  constexpr std::uint32_t Hkv = 2, n_tok = 48, table = 64;
+  std::mt19937 rng(5);
+  for (const auto& c : cases) {
+    CAPTURE(kv::name_of(c.k));
+    CAPTURE(kv::name_of(c.v));
+    CAPTURE(c.D);
+    const std::uint32_t W = Hkv * c.D;
+    vkt::weight_store store;
+    auto kx = vkt::normal_floats(std::size_t(table) * W, rng, 1.5f), vx = vkt::normal_floats(std::size_t(table) * W, rng);
+    for (std::uint32_t i = 0; i < c.D; ++i) kx[i] = i == 3 ? 7.0f : 0.0f;  // one-hot row, row 1 all zero
+    for (std::uint32_t i = 0; i < W; ++i) kx[W + i] = 0.0f;
+    const auto& kt = store.add_f32("k", kx, W, table);
+    const auto& vt = store.add_f32("v", vx, W, table);
+    gpu::backend be;
+    const auto k = be.load(kt), v = be.load(vt);
+    const auto kb = be.alloc(n_tok, W), vb = be.alloc(n_tok, W), big = be.alloc(64, 1024);
+    be.reserve(n_tok, 1024, 64);
+    kv::kv_config cfg;
+    cfg.n_layer = 1;
+    cfg.n_head_kv = Hkv;
+    cfg.head_dim = c.D;
+    cfg.n_ctx = 64;
+    cfg.block_size = 16;
+    cfg.type_k = c.k;
+    cfg.type_v = c.v;
+    cfg.max_batch = n_tok;
+    auto kv = be.make_kv(cfg);
+    kv.table().reserve_append(0, n_tok);
+    const auto b = vkt::batch_data::rows(n_tok);
+    const kernels::cpu::kv_codec kc(c.k, c.D), vc(c.v, c.D);
+    const std::size_t n_slots = 64;
+    be.begin(b.view());
+    be.get_rows(k, b.tokens, kb.view(n_tok));
+    be.get_rows(v, b.tokens, vb.view(n_tok));
+    be.kv_store(kv, 0, b.view(), kb.view(n_tok), vb.view(n_tok));
+    be.finish();
+    // Two step shapes: a recorded step is replayed for a shape it has seen.
+    const auto gk = read_bytes(be, vkt::batch_data::rows(1), kv.k_buffer(0), n_slots * Hkv * kc.head_bytes(), 1024);
+    const auto gv = read_bytes(be, vkt::batch_data::rows(2), kv.v_buffer(0), n_slots * Hkv * vc.head_bytes(), 1024);
+    (void)big;
+    std::vector<float> scratch(c.D);
+    for (int side = 0; side < 2; ++side) {
+      const auto& codec = side == 0 ? kc : vc;
+      const auto& x = side == 0 ? kx : vx;
+      const auto& g = side == 0 ? gk : gv;
+      std::size_t rows_differ = 0, idx_differ = 0, scale_differ = 0, n_idx = 0;
+      std::vector<std::uint8_t> ref(codec.head_bytes());
+      for (std::uint32_t t = 0; t < n_tok; ++t)
+        for (std::uint32_t h = 0; h < Hkv; ++h) {
+          codec.encode(x.data() + std::size_t(t) * W + h * c.D, ref.data(), scratch.data());
+          const std::uint8_t* got = g.data() + (std::size_t(kv.table().slot(0, t)) * Hkv + h) * codec.head_bytes();
+          if (std::memcmp(got, ref.data(), ref.size()) == 0) {
+            n_idx += c.D;
+            continue;
+          }
+          ++rows_differ;
+          if (const auto* f = codec.turboquant()) {  // count differing codes and scales
+            for (const auto& sg : f->segments()) {
+              std::vector<std::uint8_t> a(sg.n), r(sg.n);
+              turboquant::unpack_indices(got + sg.byte_offset, sg.n, f->bits(), a.data());
+              turboquant::unpack_indices(ref.data() + sg.byte_offset, sg.n, f->bits(), r.data());
+              for (std::uint32_t i = 0; i < sg.n; ++i) idx_differ += a[i] != r[i];
+              const int sa = got[sg.byte_offset] | got[sg.byte_offset + 1] << 8;
+              const int sr = ref[sg.byte_offset] | ref[sg.byte_offset + 1] << 8;
+              scale_differ += sa != sr;
+              CHECK(std::abs(sa - sr) <= 1);  // at most one fp16 ulp
+            }
+          } else {
+            CHECK(false);  // q8_0, f16 and f32 rows must match exactly
+          }
+          n_idx += c.D;
+        }
+      MESSAGE(kv::name_of(side == 0 ? c.k : c.v) << " D " << c.D << ": " << rows_differ << " of " << n_tok * Hkv
+                                                << " head rows differ; codes differing " << idx_differ << " of " << n_idx
+                                                << ", scales " << scale_differ);
+      // Codes can differ only for a coordinate within float rounding of a cell boundary (the CPU
+      // sums the norm in double, the GPU in float-float): bound it at 1 in 2000.
+      CHECK(idx_differ * 2000 <= n_idx);
+    }
+  }
+}
+
+struct attn_case {
+  const char* name;
+  std::uint32_t H, Hkv, D, window;
+  kv::kv_type k, v;
+};
+
+constexpr std::uint32_t table_rows = 256;
+constexpr std::uint32_t max_tokens = 160;
+
+const std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> steps = {
+    {{0, 100}, {1, 37}, {2, 5}},
+    {{1, 60}, {0, 90}, {2, 1}},
+    {{0, 1}, {1, 1}, {2, 1}},
+    {{0, 1}, {1, 1}, {2, 1}},
+};
+
+template <class Backend>
+std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, const vkt::weight_store::infos& t) {
+  const std::uint32_t QW = c.H * c.D, KW = c.Hkv * c.D;
+  const auto qt = be.load(*t[0]), kt = be.load(*t[1]), vt = be.load(*t[2]);
+  const auto q = be.alloc(max_tokens, QW), k = be.alloc(max_tokens, KW), v = be.alloc(max_tokens, KW);
+  const auto o = be.alloc(max_tokens, QW);
+  be.reserve(max_tokens, QW, 512);
+  kv::kv_config cfg;
+  cfg.n_layer = 1;
+  cfg.n_head_kv = c.Hkv;
+  cfg.head_dim = c.D;
+  cfg.n_ctx = 512;
+  cfg.n_seq = 3;
+  cfg.block_size = 16;
+  cfg.type_k = c.k;
+  cfg.type_v = c.v;
+  cfg.full_precision_window = c.window;
+  cfg.max_batch = max_tokens;
+  auto kv = be.make_kv(cfg);
+  std::vector<std::vector<float>> out;
+  std::int32_t next_row = 0;
+  for (const auto& st : steps) {
+    vkt::batch_data b;
+    for (const auto& [seq, count] : st) {
+      const std::uint32_t len = kv.table().length(seq);
+      kv.table().reserve_append(seq, count);
+      for (std::uint32_t i = 0; i < count; ++i) {
+        b.tokens.push_back(next_row++ % std::int32_t(table_rows));
+        b.positions.push_back(std::int32_t(len + i));
+        b.seq_ids.push_back(seq);
+        b.logits.push_back(0);
+      }
+    }
+    const std::uint32_t n = std::uint32_t(b.tokens.size());
+    const graph::batch bv = b.view();
+    out.push_back(vkt::run_step(be, b, [&] {
+      be.get_rows(qt, b.tokens, q.view(n));
+      be.get_rows(kt, b.tokens, k.view(n));
+      be.get_rows(vt, b.tokens, v.view(n));
+      be.kv_store(kv, 0, bv, k.view(n), v.view(n));
+      be.attention(kv, 0, bv, q.view(n), {c.H, c.Hkv, c.D, 0, 1.0f / std::sqrt(float(c.D))}, o.view(n));
+      return o.view(n);
+    }));
+    std::size_t at = 0;
+    for (const auto& [seq, count] : st) {
+      kv.table().commit(seq, std::span(b.tokens).subspan(at, count));
+      at += count;
+    }
+  }
+  return out;
+}
+
+TEST_CASE("vulkan ops: kv_store + attention with compressed KV (q8_0, tq4/3/2, mixed, window ring) vs CPU") {
+  if (!vkt::available()) return;
+  using kv::kv_type;
+  const attn_case cases[] = {
+      {"q8_0, D 128, window 16", 4, 2, 128, 16, kv_type::q8_0, kv_type::q8_0},
+      {"tq4, D 128, window 0", 4, 2, 128, 0, kv_type::tq4, kv_type::tq4},
+      {"tq3, D 64, window 16", 8, 2, 64, 16, kv_type::tq3, kv_type::tq3},
+      {"tq3, D 128, window 0", 4, 1, 128, 0, kv_type::tq3, kv_type::tq3},
+      {"tq2, D 64, window 0", 4, 2, 64, 0, kv_type::tq2, kv_type::tq2},
+      {"K q8_0 + V tq3, D 128, window 16", 4, 2, 128, 16, kv_type::q8_0, kv_type::tq3},
+      {"K tq4 + V tq3, D 64, window 0", 4, 2, 64, 0, kv_type::tq4, kv_type::tq3},
+      {"K tq4 + V tq3, D 128, window 128", 4, 2, 128, 128, kv_type::tq4, kv_type::tq3},
+      {"K f16 + V tq3, D 64, window 16", 4, 2, 64, 16, kv_type::f16, kv_type::tq3},
+      {"K tq3 + V f32, D 128, window 16", 4, 2, 128, 16, kv_type::tq3, kv_type::f32},
+  };
+  std::mt19937 rng(91);
+  for (const auto& c : cases) {
+    CAPTURE(std::string(c.name));
+    vkt::weight_store store;
+    const vkt::weight_store::infos t = {
+        &store.add_f32("test.q", vkt::normal_floats(std::size_t(table_rows) * c.H * c.D, rng, 1.5f), c.H * c.D, table_rows),
+        &store.add_f32("test.k", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, table_rows),
+        &store.add_f32("test.v", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, table_rows)};
+    std::vector<std::vector<float>> g, cpu;
+    {
+      gpu::backend be;
+      g = run_attention(be, c, t);
+    }
+    {
+      vkt::cpu_backend be;
+      cpu = run_attention(be, c, t);
+    }
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      CAPTURE(s);
+      const double e = test::nmse(g[s], cpu[s]);
+      MESSAGE(std::string(c.name) << ", step " << s << " (" << g[s].size() / (c.H * c.D) << " tokens): NMSE GPU vs CPU " << e);
+      CHECK(e <= vkt::tol_attention_compressed);
+    }
+  }
+}
+
+#endif
+
+}  // namespace

@@ -5,6 +5,8 @@
 // with new positions, slots and block tables.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include <map>
 #include <random>
 #include <string>
@@ -108,10 +110,16 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
         &store.add_f32("test.q", vkt::normal_floats(std::size_t(table_rows) * c.H * c.D, rng, 1.5f), c.H * c.D, table_rows),
         &store.add_f32("test.k", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, table_rows),
         &store.add_f32("test.v", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, table_rows)};
-    std::vector<std::vector<float>> g, cpu;
+    std::vector<std::vector<float>> g, g_tiled, cpu;
     {
       gpu::backend be;
       g = run_attention(be, c, t);
+    }
+    {  // the opt-in query-tiled prefill kernel (single-sequence steps of >= 16 tokens)
+      ::setenv("STRATA_VK_QTILE_ATTN", "1", 1);
+      gpu::backend be;
+      g_tiled = run_attention(be, c, t);
+      ::unsetenv("STRATA_VK_QTILE_ATTN");
     }
     {
       vkt::cpu_backend be;
@@ -122,6 +130,7 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       const double e = test::nmse(g[s], cpu[s]);
       MESSAGE(std::string(c.name) << ", step " << s << " (" << g[s].size() / (c.H * c.D) << " tokens): NMSE GPU vs CPU " << e);
       CHECK(e <= vkt::tol_attention);
+      CHECK(test::nmse(g_tiled[s], cpu[s]) <= vkt::tol_attention);
     }
   }
 }

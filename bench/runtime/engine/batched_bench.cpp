@@ -6,6 +6,7 @@
 // Each configuration runs -r times and the run with the best decode rate is reported (the
 // machine may be shared; the best run is the least disturbed one).
 //   batched_bench -m MODEL.gguf [-pp 64] [-tg 32] [-npl 1,2,4,8,16,32] [-t 0] [-b 512] [-r 3]
+//                 [--backend cpu|vulkan|auto]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -30,6 +31,7 @@ struct options {
   std::string model;
   std::uint32_t pp = 64, tg = 32, threads = 0, batch = 512, reps = 3;
   std::vector<std::uint32_t> npl = {1, 2, 4, 8, 16, 32};
+  std::string backend = "cpu";
 };
 
 options parse(int argc, char** argv) {
@@ -45,12 +47,13 @@ options parse(int argc, char** argv) {
     else if (a == "-tg") o.tg = std::uint32_t(std::stoul(next()));
     else if (a == "-t") o.threads = std::uint32_t(std::stoul(next()));
     else if (a == "-b") o.batch = std::uint32_t(std::stoul(next()));
+    else if (a == "--backend") o.backend = next();
     else if (a == "-r") o.reps = std::max(1u, std::uint32_t(std::stoul(next())));
     else if (a == "-npl") {
       o.npl.clear();
       std::stringstream ss(next());
       for (std::string x; std::getline(ss, x, ',');) o.npl.push_back(std::uint32_t(std::stoul(x)));
-    } else throw error("unknown argument '" + a + "' (usage: -m MODEL [-pp N] [-tg N] [-npl 1,2,4] [-t N] [-b N])");
+    } else throw error("unknown argument '" + a + "' (usage: -m MODEL [-pp N] [-tg N] [-npl 1,2,4] [-t N] [-b N] [--backend cpu|vulkan|auto])");
   }
   if (o.model.empty()) throw error("-m MODEL is required");
   if (o.pp == 0 || o.tg < 2 || o.npl.empty()) throw error("-pp must be >= 1, -tg >= 2, -npl non-empty");
@@ -115,6 +118,7 @@ int main(int argc, char** argv) try {
   const std::uint32_t max_n = *std::max_element(o.npl.begin(), o.npl.end());
   rt::engine_options eo;
   eo.threads = o.threads;
+  eo.backend = rt::parse_backend_kind(o.backend);
   eo.n_seq = max_n;
   eo.n_batch = std::max(o.batch, max_n);
   eo.max_outputs = max_n;

@@ -10,7 +10,7 @@
 
 int main(int argc, char** argv) {
   using namespace strata;
-  std::string model_path, backend = "auto", kv_type = "f16";
+  std::string model_path, backend = "auto", kv_type = "f16", kv_type_k, kv_type_v;
   serve::server_options so;
   rt::engine_options eo;
   rt::scheduler_options sched;
@@ -30,8 +30,16 @@ int main(int argc, char** argv) {
   app.add_option("-b,--batch-size", eo.n_batch, "most tokens per forward step (prompt chunk + decodes)")
       ->capture_default_str()->check(CLI::Range(1u, 1u << 16));
   app.add_option("-t,--threads", eo.threads, "CPU threads (0: physical cores)");
-  app.add_option("--backend", backend, "compute backend: auto, cpu")->capture_default_str();
-  app.add_option("--kv-type", kv_type, "KV cache element type (f16, f32, ...)")->capture_default_str();
+  app.add_option("--backend", backend, "compute backend: auto (Vulkan on a GPU, else CPU), cpu, vulkan")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "vulkan"}));
+  app.add_option("--device", eo.device, "Vulkan device index (default: the best GPU)");
+  app.add_option("--n-gpu-layers", eo.n_gpu_layers, "layers on the GPU, the rest on the CPU (-ngl; -1: all)");
+  app.add_option("--kv-type", kv_type, "KV cache type for K and V: f16, f32, q8_0, tq4, tq3, tq2")->capture_default_str();
+  app.add_option("--kv-type-k", kv_type_k, "KV cache type for K only (overrides --kv-type)");
+  app.add_option("--kv-type-v", kv_type_v, "KV cache type for V only (overrides --kv-type)");
+  app.add_option("--kv-window", eo.kv_window,
+                 "recent tokens attention reads at full precision with compressed KV types (0: none)")
+      ->capture_default_str();
   app.add_option("--prefill-chunk", sched.prefill_chunk,
                  "most prompt tokens per step beside the decodes (0: the batch size); smaller keeps streams smoother")
       ->capture_default_str();
@@ -44,16 +52,20 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   // llama-server spells the slot count -np; CLI11 cannot declare a two-letter single-dash flag.
   std::vector<std::string> args;
-  for (int i = argc - 1; i >= 1; --i) args.push_back(std::string(argv[i]) == "-np" ? "--parallel" : argv[i]);
+  for (int i = argc - 1; i >= 1; --i) {
+    const std::string a = argv[i];
+    args.push_back(a == "-np" ? "--parallel" : a == "-ngl" ? "--n-gpu-layers" : a);
+  }
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   try {
-    if (backend != "auto" && backend != "cpu")
-      throw error("--backend " + backend + ": not available in this build (supported: auto, cpu)");
-    eo.type_k = eo.type_v = kv::parse_kv_type(kv_type);
+    eo.backend = rt::parse_backend_kind(backend);
+    const auto kv_types = kv::parse_kv_cache_types(kv_type, kv_type_k, kv_type_v);
+    eo.type_k = kv_types.k;
+    eo.type_v = kv_types.v;
     eo.n_ctx = ctx;
     eo.n_seq = parallel;
     if (eo.n_batch < parallel) eo.n_batch = parallel;  // every slot must fit one step

@@ -51,13 +51,30 @@ std::string hex(const std::uint8_t* p, std::size_t n) {
 
 }  // namespace
 
-std::vector<std::string> list_devices() {
+namespace {
+// What the loader reports, probed once per process. The probe's instance is kept alive on
+// purpose: destroying it makes the loader unload the driver, and Mesa's lavapipe then leaves
+// allocations no live module references, which leak checkers report (ASan in CI).
+struct device_probe {
   vk::raii::Context ctx = make_context();
-  vk::raii::Instance inst = make_instance(ctx);
-  std::vector<std::string> out;
-  for (const auto& pd : vk::raii::PhysicalDevices(inst)) out.emplace_back(pd.getProperties().deviceName.data());
-  return out;
+  vk::raii::Instance instance = make_instance(ctx);
+  std::vector<std::string> names;
+  std::vector<bool> is_gpu;
+  device_probe() {
+    for (const auto& pd : vk::raii::PhysicalDevices(instance)) {
+      const auto p = pd.getProperties();
+      names.emplace_back(p.deviceName.data());
+      is_gpu.push_back(p.deviceType != vk::PhysicalDeviceType::eCpu);
+    }
+  }
+};
+const device_probe& probe() {
+  static const device_probe* p = new device_probe();  // never destroyed (see above)
+  return *p;
 }
+}  // namespace
+
+std::vector<std::string> list_devices() { return probe().names; }
 
 context::context(int device_index) : vk_context_(make_context()) {
   instance_ = make_instance(vk_context_);
@@ -190,11 +207,5 @@ std::optional<std::uint32_t> context::memory_type(std::uint32_t type_bits, vk::M
 #include "devices.hpp"
 
 namespace strata::gpu {
-std::vector<bool> gpu_device_kinds() {
-  vk::raii::Context ctx = make_context();
-  vk::raii::Instance inst = make_instance(ctx);
-  std::vector<bool> out;
-  for (const auto& pd : vk::raii::PhysicalDevices(inst)) out.push_back(pd.getProperties().deviceType != vk::PhysicalDeviceType::eCpu);
-  return out;
-}
+std::vector<bool> gpu_device_kinds() { return probe().is_gpu; }
 }  // namespace strata::gpu

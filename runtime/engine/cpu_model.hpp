@@ -3,6 +3,8 @@
 #pragma once
 #include <memory>
 
+#include "model_config.hpp"
+#include "step_bookkeeping.hpp"
 #include "strata/graph/decoder.hpp"
 #include "strata/kernels/cpu/backend.hpp"
 #include "strata/runtime/cpu_kernels.hpp"
@@ -34,52 +36,18 @@ class cpu_model final : public model {
 
  private:
   void step(const graph::batch& b, std::span<float> logits, std::span<std::int32_t> ids) {
-    // One pass: each token's position must continue its sequence (cached length + tokens of
-    // that sequence earlier in this batch); then reserve KV slots per sequence.
-    auto& t = kv_.table();
-    pending_.assign(t.n_seq(), 0);
-    for (std::size_t i = 0; i < b.size(); ++i) {
-      const std::uint32_t seq = b.seq_ids[i];
-      const std::uint32_t pos = std::uint32_t(b.positions[i]);
-      if (seq >= t.n_seq())
-        throw error("batch sequence id " + std::to_string(seq) + " out of range (" + std::to_string(t.n_seq()) + ")");
-      if (pos != t.length(seq) + pending_[seq])
-        throw error("batch position " + std::to_string(pos) + " does not continue sequence " + std::to_string(seq) +
-                    " (length " + std::to_string(t.length(seq)) + ")");
-      ++pending_[seq];
-    }
-    for (std::uint32_t s = 0; s < t.n_seq(); ++s)
-      if (pending_[s]) t.reserve_append(s, pending_[s]);
+    steps_.before(kv_.table(), b);
     dec_.forward(b, kv_, logits, {}, {}, ids);
-    for (std::uint32_t s = 0; s < t.n_seq(); ++s) {
-      if (!pending_[s]) continue;
-      seq_tokens_.clear();
-      for (std::size_t i = 0; i < b.size(); ++i)
-        if (b.seq_ids[i] == s) seq_tokens_.push_back(b.tokens[i]);
-      t.commit(s, seq_tokens_);
-    }
+    steps_.after(kv_.table(), b);
   }
 
  private:
-  static std::uint32_t ctx_of(const gguf::file& f, const engine_options& opt) {
-    if (opt.n_ctx) return opt.n_ctx;
-    return Arch::load_hparams(f.gguf()).n_ctx_train;
-  }
   static graph::decoder_options graph_options(const gguf::file& f, const engine_options& opt) {
-    return {.max_batch = opt.n_batch, .max_ctx = ctx_of(f, opt), .max_outputs = opt.max_outputs};
+    return {.max_batch = opt.n_batch, .max_ctx = context_size(Arch::load_hparams(f.gguf()), opt),
+            .max_outputs = opt.max_outputs};
   }
   static kv::kv_config kv_config(const arch::hparams& hp, const engine_options& opt) {
-    kv::kv_config c;
-    c.n_layer = hp.n_layer;
-    c.n_head_kv = hp.n_head_kv;
-    c.head_dim = hp.head_dim;
-    c.n_ctx = opt.n_ctx ? opt.n_ctx : hp.n_ctx_train;
-    c.n_seq = opt.n_seq;
-    c.type_k = opt.type_k;
-    c.type_v = opt.type_v;
-    c.full_precision_window = opt.kv_window;
-    c.max_batch = opt.n_batch;
-    return c;
+    return kv_config_for(hp, opt, hp.n_layer);
   }
 
   std::unique_ptr<gguf::file> file_;
@@ -87,8 +55,7 @@ class cpu_model final : public model {
   kernels::cpu::backend be_;
   graph::decoder<Arch, kernels::cpu::backend> dec_;
   kernels::cpu::kv_storage kv_;
-  std::vector<std::int32_t> seq_tokens_;
-  std::vector<std::uint32_t> pending_;  // tokens per sequence in the current batch
+  step_bookkeeping steps_;
 };
 
 template <class Arch>

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../vulkan/backend.hpp"
+#include "model_config.hpp"
 #include "step_bookkeeping.hpp"
 #include "strata/graph/decoder.hpp"
 #include "strata/kernels/cpu/backend.hpp"
@@ -64,24 +65,11 @@ class hybrid_model final : public model {
       throw error("internal: hybrid model needs 0 < -ngl < n_layer");
     return std::uint32_t(opt.n_gpu_layers);
   }
-  std::uint32_t n_ctx() const { return opt_.n_ctx ? opt_.n_ctx : hp_.n_ctx_train; }
   graph::decoder_options slice(std::uint32_t first, std::uint32_t n, bool embed, bool head) const {
-    return {.max_batch = opt_.n_batch, .max_ctx = n_ctx(), .max_outputs = opt_.max_outputs, .first_layer = first,
-            .n_layers = n, .embed = embed, .head = head};
+    return {.max_batch = opt_.n_batch, .max_ctx = context_size(hp_, opt_), .max_outputs = opt_.max_outputs,
+            .first_layer = first, .n_layers = n, .embed = embed, .head = head};
   }
-  kv::kv_config kv_config(std::uint32_t layers) const {
-    kv::kv_config c;
-    c.n_layer = layers;
-    c.n_head_kv = hp_.n_head_kv;
-    c.head_dim = hp_.head_dim;
-    c.n_ctx = n_ctx();
-    c.n_seq = opt_.n_seq;
-    c.type_k = opt_.type_k;
-    c.type_v = opt_.type_v;
-    c.full_precision_window = opt_.kv_window;
-    c.max_batch = opt_.n_batch;
-    return c;
-  }
+  kv::kv_config kv_config(std::uint32_t layers) const { return kv_config_for(hp_, opt_, layers); }
 
   std::unique_ptr<gguf::file> file_;
   engine_options opt_;

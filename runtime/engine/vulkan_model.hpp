@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "../vulkan/backend.hpp"
+#include "model_config.hpp"
 #include "step_bookkeeping.hpp"
 #include "strata/graph/decoder.hpp"
 #include "strata/runtime/engine.hpp"
@@ -57,24 +58,11 @@ class vulkan_model final : public model {
       throw error("internal: -ngl " + std::to_string(opt.n_gpu_layers) + " splits the layers; use make_hybrid_model");
     return opt;
   }
-  std::uint32_t n_ctx() const { return opt_.n_ctx ? opt_.n_ctx : Arch::load_hparams(file_->gguf()).n_ctx_train; }
   graph::decoder_options graph_options() const {
-    return {.max_batch = opt_.n_batch, .max_ctx = n_ctx(), .max_outputs = opt_.max_outputs};
+    return {.max_batch = opt_.n_batch, .max_ctx = context_size(Arch::load_hparams(file_->gguf()), opt_),
+            .max_outputs = opt_.max_outputs};
   }
-  kv::kv_config kv_config() const {
-    const auto& hp = dec_.hparams();
-    kv::kv_config c;
-    c.n_layer = hp.n_layer;
-    c.n_head_kv = hp.n_head_kv;
-    c.head_dim = hp.head_dim;
-    c.n_ctx = n_ctx();
-    c.n_seq = opt_.n_seq;
-    c.type_k = opt_.type_k;
-    c.type_v = opt_.type_v;
-    c.full_precision_window = opt_.kv_window;
-    c.max_batch = opt_.n_batch;
-    return c;
-  }
+  kv::kv_config kv_config() const { return kv_config_for(dec_.hparams(), opt_, dec_.hparams().n_layer); }
 
   std::unique_ptr<gguf::file> file_;
   engine_options opt_;

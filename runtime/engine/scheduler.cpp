@@ -1,12 +1,14 @@
 // Continuous batching: one worker thread owns the model. Each step gathers the next token of
-// every decoding sequence and fills the rest of the batch with prompt chunks, runs one forward
-// pass, samples every output row and streams text back. Batching never changes a sequence's
+// every decoding sequence and fills the rest of the batch with prompt chunks (at most
+// prefill_chunk tokens, shortest remaining prompt first), runs one forward pass, samples every
+// output row and streams text back. Batching never changes a sequence's
 // numbers: every op is row-wise (the CPU matmul's 4-token kernel equals its 1-token kernel bit
 // for bit), so a request decodes the same tokens alone or among 31 others.
 #include "strata/runtime/scheduler.hpp"
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 
 #include "strata/tokenizer/streaming_detokenizer.hpp"
 
@@ -22,6 +24,7 @@ struct scheduler::slot {
   std::int32_t next_token = 0;
   std::uint64_t last_used = 0;
   std::uint32_t cached = 0;       // prompt tokens reused from the cache at admission
+  std::uint32_t skipped = 0;      // steps in a row this prompt got no prefill tokens
 };
 
 scheduler::scheduler(model& m, const tokenizer::tokenizer& tok, scheduler_options opt)
@@ -150,6 +153,7 @@ void scheduler::admit(std::unique_lock<std::mutex>& lk) {
     best->prompt_done = keep;
     best->cached = keep;
     best->decoding = false;
+    best->skipped = 0;
     best->last_used = ++clock_;
     stats_.cached_prompt_tokens += keep;
     stats_.prefix_cache_hits += keep > 0;
@@ -179,14 +183,25 @@ bool scheduler::make_room(std::uint32_t seq, std::uint32_t n) {
 }
 
 bool scheduler::step() {
-  auto& kv = model_->kv();
   for (auto& s : slots_)
     if (s.out && s.out->cancelled()) finish(s, finish_reason::cancelled);
-
-  std::uint32_t n = 0;
   step_blocks_ = 0;
-  const std::uint32_t n_batch = std::uint32_t(tokens_.size());
-  // Decode rows first: every running stream advances by one token each step.
+  const std::uint32_t n = gather_prompts(gather_decodes());
+  if (n == 0) {
+    publish(false, 0.0, 0);
+    return false;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!run_forward(n)) return true;
+  const std::uint32_t generated = sample_rows(n);
+  publish(true, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), generated);
+  return true;
+}
+
+// Decode rows first: every running stream advances by one token each step.
+std::uint32_t scheduler::gather_decodes() {
+  auto& kv = model_->kv();
+  std::uint32_t n = 0;
   for (auto& s : slots_) {
     if (!s.out || !s.decoding) continue;
     if (!make_room(s.seq, 1)) {
@@ -200,22 +215,33 @@ bool scheduler::step() {
     row_slot_[n] = s.seq;
     ++n;
   }
-  // Then prompt chunks, oldest admission first, within the prefill budget.
-  std::uint32_t budget = std::min(opt_.prefill_chunk, n_batch - n);
+  return n;
+}
+
+// Then prompt chunks within the prefill budget: shortest remaining prompt first (a short request
+// starts at once beside a long one), except that a prompt passed over max_prefill_skips steps in
+// a row goes first. Returns the batch's row count.
+std::uint32_t scheduler::gather_prompts(std::uint32_t n) {
+  auto& kv = model_->kv();
+  std::uint32_t budget = std::min(opt_.prefill_chunk, std::uint32_t(tokens_.size()) - n);
   std::vector<slot*>& order = prefill_order_;
   order.clear();
   for (auto& s : slots_)
     if (s.out && !s.decoding) order.push_back(&s);
-  std::sort(order.begin(), order.end(), [](const slot* a, const slot* b) { return a->last_used < b->last_used; });
+  const auto rank = [&](const slot* s) {
+    const bool starving = opt_.max_prefill_skips && s->skipped >= opt_.max_prefill_skips;
+    return std::tuple(!starving, std::uint32_t(s->req->prompt.size()) - s->prompt_done, s->last_used);
+  };
+  std::sort(order.begin(), order.end(), [&](const slot* a, const slot* b) { return rank(a) < rank(b); });
   slot* starved = nullptr;  // first prompt that found no KV room
   for (slot* sp : order) {
     slot& s = *sp;
-    if (budget == 0) break;
     const auto& prompt = s.req->prompt;
     const std::uint32_t take = std::min<std::uint32_t>(budget, std::uint32_t(prompt.size()) - s.prompt_done);
-    if (!make_room(s.seq, take)) {
-      if (!starved) starved = &s;
-      continue;  // wait for running sequences to free blocks
+    if (take == 0 || !make_room(s.seq, take)) {
+      if (take && !starved) starved = &s;  // waits for running sequences to free blocks
+      ++s.skipped;
+      continue;
     }
     for (std::uint32_t i = 0; i < take; ++i) {
       tokens_[n] = prompt[s.prompt_done + i];
@@ -226,6 +252,7 @@ bool scheduler::step() {
       ++n;
     }
     s.prompt_done += take;
+    s.skipped = 0;
     budget -= take;
   }
   if (n == 0 && starved) {
@@ -234,26 +261,29 @@ bool scheduler::step() {
     finish(*starved, finish_reason::error, 0, "the KV cache cannot hold this prompt (context size " +
                                                   std::to_string(kv.capacity()) + " tokens shared by all slots)");
   }
-  if (n == 0) {
-    publish(false, 0.0, 0);
-    return false;
-  }
+  return n;
+}
 
-  const auto t0 = std::chrono::steady_clock::now();
+// One forward pass over the gathered rows; false when it failed (its sequences are ended).
+bool scheduler::run_forward(std::uint32_t n) {
   const graph::batch b{std::span(tokens_).first(n), std::span(positions_).first(n), std::span(seq_ids_).first(n),
                        std::span(want_).first(n)};
   try {
     model_->forward(b, logits_);
+    return true;
   } catch (const std::exception& e) {
     // A failed step leaves the rows' sequences unusable: end them and drop their caches.
     for (std::uint32_t i = 0; i < n; ++i) {
       slot& s = slots_[row_slot_[i]];
       if (s.out) finish(s, finish_reason::error, 0, e.what());
-      kv.clear(s.seq);
+      model_->kv().clear(s.seq);
     }
-    return true;
+    return false;
   }
+}
 
+// Samples every output row of the step; returns the tokens generated (end-of-turn excluded).
+std::uint32_t scheduler::sample_rows(std::uint32_t n) {
   const std::uint32_t V = model_->hparams().n_vocab;
   std::uint32_t row = 0, generated = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -262,33 +292,36 @@ bool scheduler::step() {
     const std::span<const float> lg(logits_.data() + std::size_t(row++) * V, V);
     if (!s.out) continue;
     try {
-      auto& r = *s.req;
-      if (!s.decoding) {
-        s.decoding = true;
-        s.out->on_prefill(std::uint32_t(r.prompt.size()), s.cached);
-      }
-      const std::int32_t t = r.sampler.sample(lg);
-      r.sampler.accept(t);
-      const bool eog = r.stop.is_eog(t);
-      const auto st = r.stop.on_token(t, eog ? std::string() : s.detok->feed(t));
-      generated += !eog;
-      s.out->on_text(st.emit, std::uint32_t(r.stop.n_generated()));
-      switch (st.reason) {
-        case sampling::stop_reason::none:
-          s.next_token = t;
-          if (kv.length(s.seq) + 1 >= kv.capacity()) finish(s, finish_reason::context_full);
-          else s.out->notify();
-          break;
-        case sampling::stop_reason::eog: finish(s, finish_reason::eog); break;
-        case sampling::stop_reason::max_tokens: finish(s, finish_reason::max_tokens); break;
-        case sampling::stop_reason::stop_string: finish(s, finish_reason::stop_string, st.stop_index); break;
-      }
+      sample_row(s, lg, generated);
     } catch (const std::exception& e) {
       finish(s, finish_reason::error, 0, e.what());
     }
   }
-  publish(true, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), generated);
-  return true;
+  return generated;
+}
+
+void scheduler::sample_row(slot& s, std::span<const float> lg, std::uint32_t& generated) {
+  auto& r = *s.req;
+  if (!s.decoding) {
+    s.decoding = true;
+    s.out->on_prefill(std::uint32_t(r.prompt.size()), s.cached);
+  }
+  const std::int32_t t = r.sampler.sample(lg);
+  r.sampler.accept(t);
+  const bool eog = r.stop.is_eog(t);
+  const auto st = r.stop.on_token(t, eog ? std::string() : s.detok->feed(t));
+  generated += !eog;
+  s.out->on_text(st.emit, std::uint32_t(r.stop.n_generated()));
+  switch (st.reason) {
+    case sampling::stop_reason::none:
+      s.next_token = t;
+      if (model_->kv().length(s.seq) + 1 >= model_->kv().capacity()) finish(s, finish_reason::context_full);
+      else s.out->notify();
+      break;
+    case sampling::stop_reason::eog: finish(s, finish_reason::eog); break;
+    case sampling::stop_reason::max_tokens: finish(s, finish_reason::max_tokens); break;
+    case sampling::stop_reason::stop_string: finish(s, finish_reason::stop_string, st.stop_index); break;
+  }
 }
 
 void scheduler::publish(bool stepped, double step_seconds, std::uint32_t generated) {

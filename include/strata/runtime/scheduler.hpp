@@ -1,8 +1,11 @@
 // Continuous-batching scheduler over one rt::model: requests queue up (bounded), take a KV
 // sequence ("slot") whose cached tokens share the longest prefix with their prompt, and then every
-// step runs ONE forward pass holding the next token of every decoding sequence plus chunks of
-// pending prompts, so weights are read once per step and running streams never wait for a whole
-// prefill. Results flow back through generation_stream objects that a server polls.
+// step runs ONE forward pass holding the next token of every decoding sequence plus at most
+// prefill_chunk prompt tokens (chunked prefill), so weights are read once per step, running
+// streams never wait for a whole prefill, and the shortest pending prompt goes first so a short
+// request starts promptly beside a long one. The design is backend-agnostic: only the per-step
+// token budget (n_batch, prefill_chunk) differs between a CPU and a GPU model. Results flow back
+// through generation_stream objects that a server polls.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -113,7 +116,13 @@ struct generation_request {
 
 struct scheduler_options {
   std::uint32_t max_queue = 64;      // waiting requests beyond the running ones; more: rejected
-  std::uint32_t prefill_chunk = 0;   // most prompt tokens per step (0: the model's n_batch)
+  // Most prompt tokens per step, shared by every prompt being prefilled (0: the model's n_batch).
+  // Each step's cost grows with it, so it bounds the inter-token latency of running streams
+  // while prompts are prefilled; decode rows come on top (one per running stream).
+  std::uint32_t prefill_chunk = 0;
+  // A prompt passed over this many steps in a row (shorter ones took the budget) goes first, so
+  // a stream of short requests cannot starve a long prompt.
+  std::uint32_t max_prefill_skips = 8;
 };
 
 // Counters for /metrics (monotonic unless noted).
@@ -155,6 +164,12 @@ class scheduler {
   void loop();
   void admit(std::unique_lock<std::mutex>& lk);
   bool step();
+  // step()'s parts: rows of the batch (decodes, then prompt chunks), the pass, the sampling.
+  std::uint32_t gather_decodes();
+  std::uint32_t gather_prompts(std::uint32_t n);
+  bool run_forward(std::uint32_t n);
+  std::uint32_t sample_rows(std::uint32_t n);
+  void sample_row(slot& s, std::span<const float> logits, std::uint32_t& generated);
   void finish(slot& s, finish_reason r, std::size_t stop_index = 0, std::string err = {});
   bool make_room(std::uint32_t seq, std::uint32_t n_tokens);
   void publish(bool stepped, double step_seconds, std::uint32_t generated);  // stats_ after a step
@@ -163,8 +178,8 @@ class scheduler {
   const tokenizer::tokenizer* tok_;
   scheduler_options opt_;
   std::vector<slot> slots_;
-  std::uint64_t clock_ = 0;
-  std::uint32_t step_blocks_ = 0;  // KV blocks the rows gathered so far in this step will take  // admission counter: least recently used idle slot is evicted first
+  std::uint64_t clock_ = 0;        // admission counter: least recently used idle slot is evicted first
+  std::uint32_t step_blocks_ = 0;  // KV blocks the rows gathered so far in this step will take
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

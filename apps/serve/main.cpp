@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   rt::engine_options eo;
   rt::scheduler_options sched;
   std::uint32_t parallel = 4, ctx = 4096;
-  double read_timeout = 30, ping = 10;
+  double read_timeout = 30, ping = 10, shutdown_timeout = 10;
   std::size_t max_body_mb = 8;
   CLI::App app{"strata-serve: OpenAI and Anthropic APIs over HTTP for a GGUF model"};
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--kv-window", eo.kv_window,
                  "recent tokens attention reads at full precision with compressed KV types (0: none)")
       ->capture_default_str();
+  // 128 keeps each step short, so running streams keep their pace while a long prompt is
+  // prefilled; 0 (the batch size) favours prompt throughput instead.
+  sched.prefill_chunk = 128;
   app.add_option("--prefill-chunk", sched.prefill_chunk,
                  "most prompt tokens per step beside the decodes (0: the batch size); smaller keeps streams smoother")
       ->capture_default_str();
@@ -48,6 +51,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 86400.0));
   app.add_option("--sse-ping", ping, "seconds of silence before an SSE keepalive")->capture_default_str()
       ->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--shutdown-timeout", shutdown_timeout,
+                 "seconds running generations get to finish after SIGTERM/SIGINT (a second signal exits at once)")
+      ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
   app.add_option("--max-body-mb", max_body_mb, "largest request body in MiB (larger: 413)")->capture_default_str()
       ->check(CLI::Range(1, 1024));
   // llama-server spells the slot count -np; CLI11 cannot declare a two-letter single-dash flag.
@@ -73,6 +79,7 @@ int main(int argc, char** argv) {
     so.read_timeout = std::chrono::milliseconds(std::int64_t(read_timeout * 1000));
     so.ping_interval = std::chrono::milliseconds(std::int64_t(ping * 1000));
     so.max_body_bytes = max_body_mb << 20;
+    so.shutdown_timeout = std::chrono::milliseconds(std::int64_t(shutdown_timeout * 1000));
     serve::server srv(so);
     srv.run(model_path, eo, sched, [&](std::uint16_t port) {
       std::cerr << "strata-serve: listening on http://" << so.host << ":" << port << " (loading " << model_path

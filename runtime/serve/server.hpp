@@ -23,6 +23,7 @@ struct server_options {
   std::size_t max_body_bytes = 8u << 20;        // larger bodies get 413
   std::chrono::milliseconds read_timeout{30000};  // a request must arrive within this
   std::chrono::milliseconds ping_interval{10000}; // SSE keepalive while nothing else is sent
+  std::chrono::milliseconds shutdown_timeout{10000};  // running generations' time to finish on SIGTERM
 };
 
 class server {
@@ -32,10 +33,13 @@ class server {
   server(const server&) = delete;
   server& operator=(const server&) = delete;
 
-  // Listens, loads the model, serves until SIGINT/SIGTERM (or stop()). Throws strata::error when
-  // the address cannot be bound or the model cannot be loaded. `on_listening` gets the bound port.
+  // Listens, loads the model, serves until SIGINT/SIGTERM (or stop()), then drains: new requests
+  // get 503, running generations have shutdown_timeout to finish, the rest end with the API's
+  // in-band error; a second signal exits at once. Throws strata::error when the address cannot be
+  // bound or the model cannot be loaded. `on_listening` gets the bound port.
   void run(const std::filesystem::path& model_path, const rt::engine_options& eo, const rt::scheduler_options& so,
            const std::function<void(std::uint16_t)>& on_listening = {});
+  // Starts the graceful shutdown (as SIGTERM does); run() returns when it is done.
   void stop();
 
  private:

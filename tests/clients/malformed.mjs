@@ -135,6 +135,28 @@ await run('malformed', [
     assert.match(r.got, /^HTTP\/1\.1 400/);
     assert.ok(r.closed);
   }],
+  ['over-long header -> the 400 arrives although the client is still sending', async () => {
+    // The client writes a 1 MiB header line in pieces; the server answers 400 after its header
+    // limit and must read the rest before closing, or the client gets a reset instead of the 400.
+    const r = await new Promise((resolve) => {
+      const sock = net.connect(srv.port, '127.0.0.1');
+      let got = '', err = null;
+      sock.on('data', (d) => { got += d; });
+      sock.on('error', (e) => { err = e; });
+      sock.on('close', () => resolve({ got, err }));
+      sock.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Big: ');
+      let sent = 0;
+      const piece = 'a'.repeat(16384);
+      const more = () => {
+        if (sent >= (1 << 20) || sock.destroyed) { sock.end(); return; }
+        sent += piece.length;
+        sock.write(piece, () => setImmediate(more));
+      };
+      more();
+      setTimeout(() => sock.destroy(), 5000);
+    });
+    assert.match(r.got, /^HTTP\/1\.1 400/, `got ${JSON.stringify(r.got.slice(0, 80))}, error ${r.err?.code}`);
+  }],
   ['keep-alive: two requests on one connection', async () => {
     const req = `GET /health HTTP/1.1\r\nHost: x\r\n\r\n`;
     const r = await raw(req + req, 500);

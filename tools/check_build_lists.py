@@ -130,6 +130,13 @@ def main():
             for s in sorted(names - srcs):
                 if not (ROOT / folder / s).exists():
                     problems.append(f"{build} names {folder}/{s}, which does not exist")
+    # examples/ is its own project (built against an installed Strata): both builds name every example.
+    examples = {p.stem for p in (ROOT / "examples").glob("*.cpp")}
+    for build in ("examples/CMakeLists.txt", "examples/meson.build"):
+        text = uncommented(build)
+        for e in sorted(examples):
+            if not re.search(rf"\b{e}\b", text):
+                problems.append(f"{build} does not build examples/{e}.cpp")
     # The Vulkan shaders: CMake globs shaders/**/*.glsl, Meson names each one as a dependency of
     # the embedding step (runtime/meson.build), so an unlisted shader would go stale there.
     shaders = {p.relative_to(ROOT).as_posix() for p in (ROOT / "shaders").rglob("*.glsl")}

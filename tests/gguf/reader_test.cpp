@@ -199,3 +199,22 @@ TEST_CASE("reader: typed accessor errors name the file and the key") {
     CHECK(r.find_tensor("blk.9.attn_q.weight") == nullptr);
   }
 }
+
+TEST_CASE("reader: gguf::open owns its mapping and survives a move") {
+  const auto path = test::fixture_dir() / "models" / "qwen3-Q4_K_M.gguf";
+  auto f = gguf::open(path);
+  const std::size_t n = f->tensors().size();
+  REQUIRE(n > 0);
+  const auto first = std::string(f->tensors()[0].name);
+  const gguf::file moved = std::move(f);  // views still point into the same mapping
+  CHECK(moved->tensors().size() == n);
+  CHECK(std::string(moved->tensors()[0].name) == first);
+  CHECK(moved->get_string(gguf::keys::architecture) == "qwen3");
+  CHECK(moved.path() == path);
+  try {
+    (void)gguf::open(test::fixture_dir() / "models" / "no-such-model.gguf");
+    FAIL("opening a missing file must throw");
+  } catch (const error& e) {
+    CHECK(std::string(e.what()).find("no-such-model.gguf: cannot open") != std::string::npos);
+  }
+}

@@ -412,7 +412,8 @@ class reader {
   std::unordered_map<std::string_view, std::size_t> tensor_index_;
 };
 
-// A GGUF file on disk: the mapping and the reader over it, kept together.
+// A GGUF file on disk: the mapping and the reader over it, kept together (movable: the mapping's
+// address, which every view points into, does not change when the object moves).
 class file {
  public:
   explicit file(const std::filesystem::path& path)
@@ -425,5 +426,9 @@ class file {
   mapped_file map_;
   reader reader_;
 };
+
+// Maps and parses a GGUF file: `auto f = gguf::open(path); for (auto& t : f->tensors()) ...`.
+// Throws strata::error (cannot open/map) or format_error (malformed, naming the offset).
+inline file open(const std::filesystem::path& path) { return file(path); }
 
 }  // namespace strata::gguf

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "strata/core/utf8.hpp"
+#include "strata/json/write.hpp"
 
 namespace strata::chat::detail {
 
@@ -68,36 +69,8 @@ constexpr std::string_view after_last(std::string_view s, std::string_view sep) 
   return p == std::string_view::npos ? s : s.substr(p + sep.size());
 }
 
-// Python json.dumps(s, ensure_ascii=False) of a string, the `tojson` HF transformers installs:
-// quotes, backslash and C0 controls escaped (\n \r \t \b \f short forms, else \u00xx, lower-case
-// hex); everything else, DEL and non-ASCII included, passes through.
-inline std::string json_quote(std::string_view s) {
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 0xF];
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
+// Python json.dumps(s, ensure_ascii=False) of a string, the `tojson` HF transformers installs
+// (json/write.hpp).
+inline std::string json_quote(std::string_view s) { return json::quote(s); }
 
 }  // namespace strata::chat::detail

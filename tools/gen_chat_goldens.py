@@ -18,11 +18,19 @@ trim_blocks, lstrip_blocks and loopcontrols, and `tojson` replaced by json.dumps
 Before writing, every case of chat_templates.json is re-rendered and must match byte for byte, which
 checks that this environment is the one that produced the shared fixture.
 
+It also writes tests/fixtures/chat/chat_tools.json: tool definitions, assistant tool calls and tool
+results through the Qwen3, Llama 3.1 (text from apps/mkmodel/chat_templates.cpp, Meta's
+Llama-3.1-8B-Instruct template) and Llama 4 templates. Each case stores the conversation as the C++
+side holds it (tool call arguments as JSON text) plus "tools" and "tools_in_user_message"; the
+rendering passes Qwen3 the arguments as the string a client sends, the Llama templates the parsed
+object (as llama.cpp does for templates that need object arguments).
+
 Usage (from the repository root; needs Jinja2):
     python3 tools/gen_chat_goldens.py
 """
 import json
 import os
+import re
 import sys
 
 from jinja2.ext import loopcontrols
@@ -162,6 +170,120 @@ def build(env, template, table):
     return cases
 
 
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather for a city — «quoted», 日本.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City name"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 14}},
+        "required": ["city"], "additionalProperties": False}}}
+SEARCH = {"type": "function", "function": {
+    "name": "search", "description": "Search the web",
+    "parameters": {"type": "object", "properties": {
+        "query": {"type": "string"}, "limit": {"type": "number", "default": 2.5},
+        "tags": {"type": "array", "items": {"type": "string"}}}, "required": ["query"]}}}
+
+
+def C(name, arguments, call_id="call_1"):
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def AC(content, calls, reasoning=None):
+    m = {"role": "assistant", "content": content, "tool_calls": calls}
+    if reasoning is not None:
+        m["reasoning_content"] = reasoning
+    return m
+
+
+W_ARGS = '{"city": "Paris", "unit": "celsius"}'
+S_ARGS = '{"query":"strata \\"llm\\"","tags":["a","b"],"limit":3}'
+
+# (name, tools (None: undefined), messages, add_generation_prompt values, enable_thinking=false too,
+#  tools_in_user_message (None: undefined))
+QWEN3_TOOLS = [
+    ("tools_system_first", [WEATHER, SEARCH], [S("Be brief."), U("Weather in Paris?")], [True, False], True, None),
+    ("tools_no_system", [WEATHER], [U("Weather in Paris?")], [True], False, None),
+    ("tools_empty_list", [], [S("sys"), U("Hi")], [True], False, None),
+    ("tool_call_round_trip", [WEATHER],
+     [S("You can call tools."), U("Weather in Paris?"), AC("", [C("get_weather", W_ARGS)]),
+      T('{"temp": 22, "sky": "clear"}'), A("It is 22C and clear.")], [True, False], False, None),
+    ("parallel_calls_with_content", [WEATHER, SEARCH],
+     [U("Weather and news?"), AC("Let me check both.", [C("get_weather", W_ARGS), C("search", S_ARGS, "call_2")]),
+      T("sunny"), T("nothing new")], [True], False, None),
+    ("call_after_reasoning", [WEATHER],
+     [U("Weather?"), AC("<think>\nI need the tool.\n</think>\n\n", [C("get_weather", W_ARGS)]), T("rain")],
+     [True, False], False, None),
+    ("call_with_reasoning_content", [WEATHER],
+     [U("Weather?"), AC("\n", [C("get_weather", '{"city":"Oslo"}')], reasoning="Use the tool."), T("snow")],
+     [True], False, None),
+    ("calls_in_history", [SEARCH],
+     [U("Find x"), AC("", [C("search", S_ARGS)]), T("found"), A("Here."), U("Thanks")], [True], False, None),
+]
+
+LLAMA31_TOOLS = [
+    ("no_tools_plain", None, [U("Hi")], [True, False], False, None),
+    ("no_tools_system", None, [S("  Be kind. "), U("Hi"), A(" Hello "), U("Bye")], [True], False, None),
+    ("tools_in_user", [WEATHER, SEARCH], [S("Be brief."), U("  Weather in Paris? ")], [True], False, None),
+    ("tools_in_system", [WEATHER], [S("Be brief."), U("Weather in Paris?")], [True], False, False),
+    ("tools_empty_list", [], [U("Hi")], [True], False, None),
+    ("tool_call_round_trip", [WEATHER],
+     [S("sys"), U("Weather?"), AC("", [C("get_weather", W_ARGS)]), T('{"temp": 22}'), A("It is 22C.")],
+     [True, False], False, None),
+    ("ipython_role", [SEARCH],
+     [U("Find"), AC("", [C("search", S_ARGS)]), {"role": "ipython", "content": "result \"x\""}], [True], False, None),
+]
+
+LLAMA4_TOOLS = [
+    ("tools_with_system", [WEATHER, SEARCH], [S("Be brief."), U("  Weather in Paris? ")], [True], False, None),
+    ("tools_without_system", [WEATHER], [U("Weather in Paris?")], [True, False], False, None),
+    ("tools_in_system", [WEATHER], [S("Be brief."), U("Weather?")], [True], False, False),
+    ("tool_call_round_trip", [WEATHER, SEARCH],
+     [S("sys"), U("Weather and news?"),
+      AC("", [C("get_weather", W_ARGS), C("search", S_ARGS, "call_2")]),
+      T('{"temp": 22}'), T("no news"), A("It is 22C.")], [True, False], False, None),
+    ("call_with_content", [WEATHER], [U("Weather?"), AC("Checking.", [C("get_weather", W_ARGS)])], [False], False, None),
+]
+
+
+def to_template_messages(messages, object_arguments):
+    out = []
+    for m in messages:
+        m = dict(m)
+        if "tool_calls" in m:
+            m["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
+                "name": c["name"],
+                "arguments": json.loads(c["arguments"]) if object_arguments else c["arguments"]}}
+                for c in m["tool_calls"]]
+        out.append(m)
+    return out
+
+
+def build_tools(env, template, table, object_arguments):
+    cases = {}
+    for name, tools, messages, agps, with_nothink, in_user in table:
+        for agp in agps:
+            for nothink in ([False, True] if with_nothink and agp else [False]):
+                kw = dict(messages=to_template_messages(messages, object_arguments), add_generation_prompt=agp,
+                          bos_token=BOS, eos_token="")
+                if tools is not None:
+                    kw["tools"] = tools
+                if in_user is not None:
+                    kw["tools_in_user_message"] = in_user
+                if nothink:
+                    kw["enable_thinking"] = False
+                key = f"{name}/agp={int(agp)}" + ("/enable_thinking=0" if nothink else "")
+                case = {"messages": messages, "add_generation_prompt": agp,
+                        "rendered": env.from_string(template).render(**kw)}
+                if tools is not None:
+                    case["tools"] = tools
+                if in_user is not None:
+                    case["tools_in_user_message"] = in_user
+                if nothink:
+                    case["enable_thinking"] = False
+                cases[key] = case
+    return cases
+
+
 def main():
     env = make_env()
     with open(os.path.join(FIXTURES, "chat_templates.json"), encoding="utf-8") as f:
@@ -185,6 +307,25 @@ def main():
         json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")
     n = sum(len(v["cases"]) for v in out.values())
+    print(f"wrote {path}: {n} cases")
+
+    with open(os.path.join(ROOT, "apps", "mkmodel", "chat_templates.cpp"), encoding="utf-8") as f:
+        m = re.search(r'llama31_chat_template\(\) noexcept \{\s*static constexpr std::string_view t = R"tmpl\((.*?)\)tmpl";',
+                      f.read(), re.S)
+    llama31_template = m.group(1)
+    tools_out = {
+        "qwen3": {"template": shared["qwen3"]["template"],
+                  "cases": build_tools(env, shared["qwen3"]["template"], QWEN3_TOOLS, object_arguments=False)},
+        "llama31": {"template": llama31_template,
+                    "cases": build_tools(env, llama31_template, LLAMA31_TOOLS, object_arguments=True)},
+        "llama4": {"template": llama4_template,
+                   "cases": build_tools(env, llama4_template, LLAMA4_TOOLS, object_arguments=True)},
+    }
+    path = os.path.join(FIXTURES, "chat_tools.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(tools_out, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    n = sum(len(v["cases"]) for v in tools_out.values())
     print(f"wrote {path}: {n} cases")
 
 

@@ -68,10 +68,10 @@ TEST_CASE("llama4: enable_thinking and reasoning_content do not exist here") {
 }
 
 TEST_CASE("llama4: unknown roles and empty conversations are errors") {
-  const std::vector<message> bad = {msg("user", "a"), msg("ipython", "b")};
+  const std::vector<message> bad = {msg("user", "a"), msg("function", "b")};
   CHECK_THROWS_WITH_AS(llama4::render(bad),
-                       "chat: message 1 has role 'ipython', which the llama4 template does not support "
-                       "(expected system, user, assistant or tool)",
+                       "chat: message 1 has role 'function', which the llama4 template does not support "
+                       "(expected system, user, assistant, tool or ipython)",
                        strata::error);
   CHECK_THROWS_AS(llama4::render(std::vector<message>{}), strata::error);
 }

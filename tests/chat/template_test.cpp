@@ -148,6 +148,7 @@ TEST_CASE("detect by markers, anything else is generic") {
   CHECK(chat::detect("{{ '<|im_start|>' + role }}") == template_kind::chatml);
   CHECK(chat::detect("<|start_header_id|>x<|end_header_id|>") == template_kind::llama3);
   CHECK(chat::detect("<|header_start|>x<|header_end|>") == template_kind::llama4);
+  CHECK(chat::detect("<|start_header_id|>x<|end_header_id|>Cutting Knowledge Date") == template_kind::llama31);
   CHECK(chat::detect("<|start_header_id|> alone") == template_kind::generic);
   CHECK(chat::detect("{{ bos_token }}[INST] {{ content }} [/INST]") == template_kind::generic);
   CHECK(chat::detect("") == template_kind::generic);
@@ -158,12 +159,14 @@ TEST_CASE("kind_from_name accepts the CLI names and round-trips name()") {
   CHECK(chat::kind_from_name("qwen3") == template_kind::chatml);
   CHECK(chat::kind_from_name("llama3") == template_kind::llama3);
   CHECK(chat::kind_from_name("llama4") == template_kind::llama4);
+  CHECK(chat::kind_from_name("llama31") == template_kind::llama31);
   CHECK(chat::kind_from_name("generic") == template_kind::generic);
   CHECK_FALSE(chat::kind_from_name("Llama3").has_value());
   CHECK_FALSE(chat::kind_from_name("").has_value());
   CHECK_FALSE(chat::kind_from_name("llama2").has_value());
   for (const auto n : chat::template_names) CHECK(chat::kind_from_name(n).has_value());
-  for (const auto k : {template_kind::chatml, template_kind::llama3, template_kind::llama4, template_kind::generic})
+  for (const auto k : {template_kind::chatml, template_kind::llama3, template_kind::llama31, template_kind::llama4,
+                       template_kind::generic})
     CHECK(chat::kind_from_name(chat::name(k)) == k);
 }
 

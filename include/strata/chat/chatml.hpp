@@ -1,7 +1,7 @@
 // ChatML as the Qwen3 chat template renders it: <|im_start|>role\ncontent<|im_end|>\n per turn.
 // Must match, byte for byte, HF transformers' Jinja2 rendering of the `chat_template` in Qwen3's
 // tokenizer_config.json (also the GGUF's tokenizer.chat_template); checked against those renderings
-// in tests/chat/. Tool *definitions* and assistant tool_calls are not modelled; tool results are.
+// in tests/chat/, tool definitions, assistant tool_calls and tool results included.
 #pragma once
 #include <array>
 #include <span>
@@ -10,6 +10,7 @@
 
 #include "strata/chat/detail/text.hpp"
 #include "strata/chat/message.hpp"
+#include "strata/json/write.hpp"
 
 namespace strata::chat {
 
@@ -25,6 +26,10 @@ namespace strata::chat {
 //   with none, every assistant turn counts as history.
 // - Consecutive tool messages share one user turn, each wrapped in <tool_response>\n…\n</tool_response>.
 // - enable_thinking = false adds an empty <think>\n\n</think>\n\n after the generation prompt.
+// - Tools (a non-empty list): a system turn "# Tools ... <tools>" with one tojson line per tool
+//   and the <tool_call> instructions, the first system message's content (if any) leading it.
+//   Each assistant tool call follows the content as <tool_call>\n{"name": "…", "arguments": …}\n
+//   </tool_call>, separated by "\n" (and from the content when the content is not empty).
 // No BOS: Qwen3 vocabularies have add_bos_token = false.
 struct chatml {
   static constexpr std::string_view name = "chatml";
@@ -35,9 +40,21 @@ struct chatml {
     detail::check_roles(msgs, name, roles);
     const std::size_t last_query = last_query_index(msgs);
     std::string out;
+    const bool tools = opt.tools != nullptr && !opt.tools->empty();
+    if (tools) {
+      out += "<|im_start|>system\n";
+      if (msgs[0].role == "system") out += msgs[0].content + "\n\n";
+      out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+             "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+      for (const json::value& t : *opt.tools) out += "\n" + json::dumps(t);
+      out += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+             "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+             "<args-json-object>}\n</tool_call><|im_end|>\n";
+    }
     for (std::size_t i = 0; i < msgs.size(); ++i) {
       const message& m = msgs[i];
       const bool last = i + 1 == msgs.size();
+      if (m.role == "system" && i == 0 && tools) continue;  // already in the tools turn
       if (m.role == "system" || m.role == "user") {
         turn(out, m.role, m.content);
       } else if (m.role == "assistant") {
@@ -59,6 +76,11 @@ struct chatml {
           out += detail::lstrip(content, '\n');
         } else {
           out += content;
+        }
+        for (std::size_t k = 0; k < m.tool_calls.size(); ++k) {
+          if (k > 0 || !content.empty()) out += '\n';
+          out += "<tool_call>\n{\"name\": \"" + m.tool_calls[k].name + "\", \"arguments\": " +
+                 m.tool_calls[k].arguments + "}\n</tool_call>";
         }
         out += "<|im_end|>\n";
       } else {  // tool

@@ -8,3 +8,4 @@
 #include "strata/grammar/matcher.hpp"
 #include "strata/grammar/rule_set.hpp"
 #include "strata/grammar/token_trie.hpp"
+#include "strata/grammar/lazy_matcher.hpp"

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -58,21 +59,53 @@ schema_grammar json_schema_to_gbnf(std::string_view schema_json, const schema_op
 std::string json_object_gbnf(const schema_options& opt = {});
 
 namespace detail {
+struct schema_output;
+}
+
+// Several schemas in one grammar (e.g. each tool's arguments): each gets its own rules, the
+// primitive rules (ws, string, number, ...) are written once. Warnings accumulate.
+class schema_set {
+ public:
+  explicit schema_set(const schema_options& opt = {});
+  ~schema_set();
+  // Adds `schema`'s rules; returns the name of the rule matching it ("root" only if asked for it
+  // first, otherwise `name` sanitized and made unique). Throws schema_error.
+  std::string add(const json::value& schema, std::string_view name);
+  // "root ::= root_body" (omitted when empty), `extra_rules` (whole lines), the added rules, the
+  // primitives; checked by parsing it (schema_error if it cannot work, e.g. a $ref loop with no
+  // JSON in between).
+  std::string gbnf(std::string_view root_body, std::string_view extra_rules = {}) const;
+  const std::vector<std::string>& warnings() const noexcept;
+
+ private:
+  std::unique_ptr<detail::schema_output> out_;
+};
+
+namespace detail {
+
+// What the conversions of one grammar share: rules written so far, names taken, primitives used.
+struct schema_output {
+  explicit schema_output(const schema_options& o) : opt(o), prim(o.ws == whitespace::compact) {}
+  schema_options opt;
+  schema_primitives prim;
+  std::vector<std::pair<std::string, std::string>> rules;
+  std::set<std::string> used = {"root"};
+  std::vector<std::string> warnings;
+};
 
 class schema_converter {
  public:
-  schema_converter(const json::value& root, const schema_options& opt) : root_(root), opt_(opt), prim_(opt.ws == whitespace::compact) {}
+  schema_converter(const json::value& root, schema_output& out) : root_(root), opt_(out.opt), out_(out) {}
 
-  schema_grammar run() {
-    rules_.emplace_back("root", "");
+  // Writes the rules for the schema; `name` (which must be free, or "root") is the rule that
+  // matches it.
+  void run(const std::string& name) {
+    out_.used.insert(name);
+    const std::size_t slot = out_.rules.size();
+    out_.rules.emplace_back(name, "");
     direct_ = true;
-    const std::string body = visit(root_, "", "root");
-    rules_[0].second = body;
-    schema_grammar out;
-    for (const auto& [name, rule_body] : rules_) out.gbnf += name + " ::= " + rule_body + "\n";
-    out.gbnf += prim_.text();
-    out.warnings = std::move(warnings_);
-    return out;
+    const std::string body = visit(root_, "", name);
+    out_.rules[slot].second = body;
   }
 
  private:
@@ -80,7 +113,7 @@ class schema_converter {
     throw schema_error("json schema: at " + (path.empty() ? std::string("/") : path) + ": " + what);
   }
   void warn(const std::string& path, const std::string& what) {
-    warnings_.push_back((path.empty() ? std::string("/") : path) + ": " + what);
+    out_.warnings.push_back((path.empty() ? std::string("/") : path) + ": " + what);
   }
   static std::string escape_pointer(std::string_view key) {
     std::string s;
@@ -100,13 +133,13 @@ class schema_converter {
     if (n.size() > 48) n.resize(48);
     if (n.empty()) n = "r";
     std::string name = n;
-    for (int k = 1; used_.count(name) || detail::schema_primitives::reserved(name); ++k) name = n + "-" + std::to_string(k);
-    used_.insert(name);
+    for (int k = 1; out_.used.count(name) || detail::schema_primitives::reserved(name); ++k) name = n + "-" + std::to_string(k);
+    out_.used.insert(name);
     return name;
   }
   std::string add_rule(const std::string& hint, const std::string& body) {
     const std::string name = new_name(hint);
-    rules_.emplace_back(name, body);
+    out_.rules.emplace_back(name, body);
     return name;
   }
 
@@ -145,11 +178,8 @@ class schema_converter {
 
   const json::value& root_;
   const schema_options& opt_;
-  schema_primitives prim_;
-  std::vector<std::pair<std::string, std::string>> rules_;
-  std::set<std::string> used_ = {"root"};
-  std::map<std::string, std::string> ref_rules_;  // $ref -> rule name
-  std::vector<std::string> warnings_;
+  schema_output& out_;
+  std::map<std::string, std::string> ref_rules_;  // $ref -> rule name (per document)
   bool direct_ = false;  // the next visit() writes the body of an existing rule (root, a $ref)
 };
 

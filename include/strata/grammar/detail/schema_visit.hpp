@@ -2,6 +2,7 @@
 // the supported subset).
 #pragma once
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -39,7 +40,7 @@ inline std::string schema_converter::visit(const json::value& s, const std::stri
   const bool direct = std::exchange(direct_, false);  // the caller's rule body: no rule of its own
   if (s.is_bool()) {
     if (!s.as_bool()) fail(path, "schema false allows nothing");
-    return prim_.use("value");
+    return out_.prim.use("value");
   }
   if (!s.is_object()) fail(path, "a schema must be an object or a boolean, got " + std::string(json::kind_name(s.type())));
   for (const auto& [k, v] : s.members()) {
@@ -65,11 +66,11 @@ inline std::string schema_converter::visit(const json::value& s, const std::stri
     if (const auto it = ref_rules_.find(r); it != ref_rules_.end()) return it->second;
     const std::string name = new_name(r.substr(r.rfind('/') + 1));
     ref_rules_[r] = name;
-    const std::size_t slot = rules_.size();
-    rules_.emplace_back(name, "");
+    const std::size_t slot = out_.rules.size();
+    out_.rules.emplace_back(name, "");
     direct_ = true;
     const std::string body = visit(resolve(r, path), r.size() > 1 ? r.substr(1) : "", name);
-    rules_[slot].second = body;
+    out_.rules[slot].second = body;
     return name;
   }
   if (s.find("allOf")) {
@@ -79,7 +80,7 @@ inline std::string schema_converter::visit(const json::value& s, const std::stri
   if (const json::value* n = s.find("nullable"); n && n->is_bool() && n->as_bool()) {
     json::value rest = s;
     rest.set("nullable", json::value::boolean(false));
-    return "( " + visit(rest, path, hint) + " | " + prim_.use("null") + " )";
+    return "( " + visit(rest, path, hint) + " | " + out_.prim.use("null") + " )";
   }
   if (const json::value* c = s.find("const")) return literal(json::dumps(*c, {.compact = true}));
   if (const json::value* e = s.find("enum")) {
@@ -121,7 +122,7 @@ inline std::string schema_converter::visit(const json::value& s, const std::stri
     else if (has({"items", "prefixItems", "minItems", "maxItems"})) types = {"array"};
     else if (has({"minLength", "maxLength", "pattern", "format"})) types = {"string"};
     else if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) types = {"number"};
-    else return prim_.use("value");
+    else return out_.prim.use("value");
   }
   std::string alts;
   for (const std::string& t : types) {
@@ -131,8 +132,8 @@ inline std::string schema_converter::visit(const json::value& s, const std::stri
     else if (t == "array") e = visit_array(s, path, hint);
     else if (t == "string") e = visit_string(s, path);
     else if (t == "number" || t == "integer") e = visit_number(s, path, t == "integer");
-    else if (t == "boolean") e = prim_.use("boolean");
-    else if (t == "null") e = prim_.use("null");
+    else if (t == "boolean") e = out_.prim.use("boolean");
+    else if (t == "null") e = out_.prim.use("null");
     else fail(path + "/type", "unknown type '" + t + "'");
     if ((t == "object" || t == "array") && own_rule) e = add_rule(hint, e);
     alts += (alts.empty() ? "" : " | ") + e;
@@ -150,7 +151,7 @@ inline std::string schema_converter::visit_object(const json::value& s, const st
   const json::value* add = s.find("additionalProperties");
   if (add && !add->is_bool() && !add->is_object()) fail(path + "/additionalProperties", "must be a boolean or a schema");
   if (add ? !(add->is_bool() && !add->as_bool()) : opt_.additional_properties_default)
-    extra = add && add->is_object() ? visit(*add, path + "/additionalProperties", hint + "-additional") : prim_.use("value");
+    extra = add && add->is_object() ? visit(*add, path + "/additionalProperties", hint + "-additional") : out_.prim.use("value");
   std::vector<std::string> required;
   if (const json::value* r = s.find("required")) {
     if (!r->is_array()) fail(path + "/required", "must be an array of strings");
@@ -172,13 +173,13 @@ inline std::string schema_converter::visit_object(const json::value& s, const st
     if (!extra) fail(path + "/required", "required property '" + k + "' is not in properties and additionalProperties is false");
     props.push_back({k, *extra, true});
   }
-  const std::string ws = prim_.use("ws");
+  const std::string ws = out_.prim.use("ws");
   const auto kv = [&](const prop& p) { return literal(json::quote(p.key)) + " " + ws + " \":\" " + ws + " " + p.value; };
   std::string extra_kv;
   if (extra) {
     std::vector<std::string> keys;
     for (const prop& p : props) keys.push_back(p.key);
-    const std::string key = keys.empty() ? prim_.use("string") : not_keys_rule(keys, hint + "-other-key");
+    const std::string key = keys.empty() ? out_.prim.use("string") : not_keys_rule(keys, hint + "-other-key");
     extra_kv = add_rule(hint + "-additional-kv", key + " " + ws + " \":\" " + ws + " " + *extra);
   }
   const std::string open = "\"{\" " + ws + " ", close = " " + ws + " \"}\"";
@@ -209,7 +210,7 @@ inline std::string schema_converter::not_keys_rule(const std::vector<std::string
   // A JSON string that differs from every key: walk the keys' common prefixes; at each point
   // the string may end (unless a key ends there), continue with a key's next character, or
   // take any other character and then anything.
-  const std::string ch = prim_.use("char");
+  const std::string ch = out_.prim.use("char");
   std::map<std::string, std::string> memo;
   std::function<std::string(const std::string&)> node = [&](const std::string& prefix) -> std::string {
     std::set<std::string> next;
@@ -276,12 +277,12 @@ inline std::string schema_converter::visit_array(const json::value& s, const std
   }
   if (max && fixed.size() > *max) fail(path, "prefixItems has more items than maxItems allows");
   std::optional<std::string> item;  // schema of the items after the fixed ones; none: no more
-  if (!rest_schema) item = prim_.use("value");
+  if (!rest_schema) item = out_.prim.use("value");
   else if (!(rest_schema->is_bool() && !rest_schema->as_bool())) item = visit(*rest_schema, path + "/items", hint + "-item");
   const std::uint64_t k = fixed.size();
   const std::uint64_t more_min = min > k ? min - k : 0;
   if (!item && more_min > 0) fail(path, "minItems needs more items than prefixItems gives and items is false");
-  const std::string ws = prim_.use("ws");
+  const std::string ws = out_.prim.use("ws");
   const std::string sep = ws + " \",\" " + ws + " ";
   std::string body;
   for (std::size_t i = 0; i < fixed.size(); ++i) body += (i ? " " + sep : "") + fixed[i];
@@ -325,12 +326,12 @@ inline std::string schema_converter::visit_string(const json::value& s, const st
   if (format) {
     if (!format->is_string()) fail(path + "/format", "must be a string");
     const std::string& f = format->as_string();
-    if (f == "date" || f == "time" || f == "date-time" || f == "uuid") return "\"\\\"\" " + prim_.use(f) + " \"\\\"\"";
+    if (f == "date" || f == "time" || f == "date-time" || f == "uuid") return "\"\\\"\" " + out_.prim.use(f) + " \"\\\"\"";
     warn(path + "/format", "format '" + f + "' is not enforced (any string)");
   }
-  if (!min && !max) return prim_.use("string");
+  if (!min && !max) return out_.prim.use("string");
   const std::string bound = "{" + std::to_string(min.value_or(0)) + "," + (max ? std::to_string(*max) : "") + "}";
-  return "\"\\\"\" " + prim_.use("char") + bound + " \"\\\"\"";
+  return "\"\\\"\" " + out_.prim.use("char") + bound + " \"\\\"\"";
 }
 
 inline std::string schema_converter::visit_number(const json::value& s, const std::string& path, bool integer) {
@@ -351,7 +352,7 @@ inline std::string schema_converter::visit_number(const json::value& s, const st
   read("exclusiveMinimum", true, lo, true);
   read("maximum", false, hi, false);
   read("exclusiveMaximum", true, hi, false);
-  if (!lo && !hi) return prim_.use(integer ? "integer" : "number");
+  if (!lo && !hi) return out_.prim.use(integer ? "integer" : "number");
   const double cap = double(integer ? max_integer_magnitude : max_number_magnitude);
   std::string e;
   if (integer) {
@@ -435,14 +436,43 @@ inline json::value schema_converter::merge_all_of(const json::value& s, const st
 
 }  // namespace detail
 
-inline schema_grammar json_schema_to_gbnf(const json::value& schema, const schema_options& opt) {
-  schema_grammar g = detail::schema_converter(schema, opt).run();
+inline schema_set::schema_set(const schema_options& opt) : out_(std::make_unique<detail::schema_output>(opt)) {}
+inline schema_set::~schema_set() = default;
+
+inline std::string schema_set::add(const json::value& schema, std::string_view name) {
+  std::string n(name);
+  if (n != "root" || std::any_of(out_->rules.begin(), out_->rules.end(), [](const auto& r) { return r.first == "root"; })) {
+    // A fresh name from `name` (sanitized and made unique).
+    std::string base;
+    for (const char c : name) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+    if (base.empty()) base = "schema";
+    n = base;
+    for (int k = 1; out_->used.count(n) || detail::schema_primitives::reserved(n); ++k) n = base + "-" + std::to_string(k);
+  }
+  detail::schema_converter(schema, *out_).run(n);
+  return n;
+}
+
+inline std::string schema_set::gbnf(std::string_view root_body, std::string_view extra_rules) const {
+  std::string g;
+  if (!root_body.empty()) g += "root ::= " + std::string(root_body) + "\n";
+  g += extra_rules;
+  for (const auto& [name, body] : out_->rules) g += name + " ::= " + body + "\n";
+  g += out_->prim.text();
   try {
-    (void)parse_gbnf(g.gbnf);  // catches schemas that recurse without structure in between
+    (void)parse_gbnf(g);  // catches schemas that recurse without structure in between
   } catch (const grammar_error& e) {
     throw schema_error(std::string("json schema: cannot be turned into a grammar: ") + e.what());
   }
   return g;
+}
+
+inline const std::vector<std::string>& schema_set::warnings() const noexcept { return out_->warnings; }
+
+inline schema_grammar json_schema_to_gbnf(const json::value& schema, const schema_options& opt) {
+  schema_set set(opt);
+  set.add(schema, "root");
+  return {set.gbnf(""), set.warnings()};
 }
 
 inline schema_grammar json_schema_to_gbnf(std::string_view schema_json, const schema_options& opt) {

@@ -20,7 +20,7 @@ class Config:
     n_head: int = 4
     n_head_kv: int = 2
     head_dim: int = 64
-    n_ff: int = 768
+    n_ff: int = 512
     rope_base: float = 10000.0
     rms_eps: float = 1e-6
 

@@ -62,7 +62,17 @@ struct iq4_xs {
   // ggml's search (quantize_row_iq4_nl_impl with ntry = 7, weights x²): per sub-block a
   // scale fit over 16 candidate grid mappings, then 6-bit scales relative to the largest,
   // then grid indices re-chosen against d·(ls − 32) in fp32 (not the fp16-rounded d).
-  static block quantize(std::span<const float, block_elems> x) noexcept;
+  static block quantize(std::span<const float, block_elems> x) noexcept { return quantize_block(x, {}); }
+
+  // ggml's importance-weighted quantizer (quantize_iq4_xs with an imatrix): the same search with
+  // weights qw·√(σ² + x²), σ² = 2·mean square of the super-block.
+  static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
+    for (std::size_t i = 0; i < x.size() / block_elems; ++i)
+      out[i] = quantize_block(x.subspan(i * block_elems).first<block_elems>(), qw.subspan(i * block_elems, block_elems));
+  }
+
+  // One super-block; qw: its 256 importance weights, or empty for the reference (weights x²).
+  static block quantize_block(std::span<const float, block_elems> x, std::span<const float> qw) noexcept;
 
   // ggml vec_dot_iq4_xs_q8_K for one block, in its float order: each sub-block's integer
   // Σ values[q]·a.q is scaled by (d·a.d)·(ls − 32) and accumulated in float.
@@ -80,8 +90,9 @@ struct iq4_xs {
 
 // Out of line so that it sits in a no-FMA-contraction region (see detail/fp_exact_push.hpp).
 #include "strata/quant/detail/fp_exact_push.hpp"
-inline iq4_xs::block iq4_xs::quantize(std::span<const float, block_elems> x) noexcept {
+inline iq4_xs::block iq4_xs::quantize_block(std::span<const float, block_elems> x, std::span<const float> qw) noexcept {
   constexpr int ntry = 7;
+  const float sigma2 = qw.empty() ? 0.0f : detail::sum_squares(x) * (2.0f / 256.0f);
   const float v0 = float(values[0]);  // −127: the grid end the candidate mappings aim at
   std::array<float, 8> scales{};
   float max_scale = 0.0f, amax_scale = 0.0f;  // the scale of largest magnitude, with its sign
@@ -92,14 +103,19 @@ inline iq4_xs::block iq4_xs::quantize(std::span<const float, block_elems> x) noe
       if (std::fabs(v) > amax) { amax = std::fabs(v); max = v; }
     }
     if (amax < detail::group_max_eps) continue;  // scale stays 0
-    // Weighted (w = x²) fit of the scale for the indices chosen under inverse scale id.
-    const auto fit = [&xb](float id, float& sumqx, float& sumq2) {
+    // Weighted (w = x², or the imatrix weights) fit of the scale for the indices chosen under
+    // inverse scale id.
+    std::array<float, 32> w;
+    if (qw.empty())
+      for (std::size_t j = 0; j < 32; ++j) w[j] = xb[j] * xb[j];
+    else
+      detail::importance_weights(xb, qw.subspan(32 * ib, 32), sigma2, w);
+    const auto fit = [&xb, &w](float id, float& sumqx, float& sumq2) {
       sumqx = sumq2 = 0.0f;
-      for (const float v : xb) {
-        const float q = float(values[std::size_t(iq4_nl::nearest_index(id * v))]);
-        const float w = v * v;
-        sumqx += w * q * v;
-        sumq2 += w * q * q;
+      for (std::size_t j = 0; j < 32; ++j) {
+        const float q = float(values[std::size_t(iq4_nl::nearest_index(id * xb[j]))]);
+        sumqx += w[j] * q * xb[j];
+        sumq2 += w[j] * q * q;
       }
     };
     float sumqx = 0.0f, sumq2 = 0.0f;

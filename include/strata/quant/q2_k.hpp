@@ -56,6 +56,17 @@ struct q2_k {
   // scales and mins relative to the largest of each, then codes re-rounded as stored.
   static block quantize(std::span<const float, block_elems> x) noexcept;
 
+  // ggml's importance-weighted quantizer (quantize_row_q2_K_impl, used with an imatrix): per
+  // sub-block make_qkx3_quants with weights qw·√(σ² + x²) (σ² = mean square of the block), the
+  // 4-bit scales and mins by make_qp_quants weighted by each sub-block's total weight.
+  static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept;
+
+ private:
+  // Both quantizers end alike: codes re-rounded against the stored scales, then packed.
+  static void finish(block& b, std::span<const float, block_elems> x, std::array<std::uint8_t, 256>& L) noexcept;
+
+ public:
+
   // ggml vec_dot_q2_K_q8_K for one block: Σ_j sc_j·(q·a)_j exactly in int, the mins term
   // from the activation's 16-sums (Σ_j m_j·bsums_j), then two float products.
   static constexpr float dot(const block& w, const act::block& a) noexcept {
@@ -105,6 +116,11 @@ inline q2_k::block q2_k::quantize(std::span<const float, block_elems> x) noexcep
     b.dmin = to_fp16(max_min / q4scale);
   }
 
+  finish(b, x, L);
+  return b;
+}
+
+inline void q2_k::finish(block& b, std::span<const float, block_elems> x, std::array<std::uint8_t, 256>& L) noexcept {
   // Re-round every code against the scales as stored (fp16 d times 4-bit sc). A sub-block
   // whose stored scale is 0 keeps the codes of its search, as ggml does.
   const float d_all = to_float(b.d);
@@ -125,7 +141,32 @@ inline q2_k::block q2_k::quantize(std::span<const float, block_elems> x) noexcep
       const std::size_t e = 128 * h + r;
       b.qs[32 * h + r] = std::uint8_t(L[e] | L[e + 32] << 2 | L[e + 64] << 4 | L[e + 96] << 6);
     }
-  return b;
+}
+
+inline void q2_k::quantize_row_weighted(std::span<const float> row, std::span<const float> qw, block* out) noexcept {
+  for (std::size_t i = 0; i < row.size() / block_elems; ++i) {
+    const auto x = row.subspan(i * block_elems).first<block_elems>();
+    const auto q = qw.subspan(i * block_elems, block_elems);
+    const float sigma2 = detail::sum_squares(x) / 256.0f;
+    std::array<std::uint8_t, 256> L{};
+    std::array<float, 16> scales{}, mins{}, sw{};
+    for (std::size_t j = 0; j < 16; ++j) {
+      std::array<float, 16> w;
+      detail::importance_weights(x.subspan(16 * j, 16), q.subspan(16 * j, 16), sigma2, w);
+      for (const float v : w) sw[j] += v;
+      scales[j] = detail::make_qkx3_quants(x.subspan(16 * j, 16), w, std::span(L).subspan(16 * j, 16), mins[j],
+                                           {.nmax = 3, .rmin = -0.9f, .rdelta = 0.05f, .nstep = 36, .use_mad = false});
+    }
+    std::array<std::uint8_t, 16> Ls{}, Lm{};
+    const float dm = detail::make_qp_quants(scales, 15, Ls, sw);
+    const float mm = detail::make_qp_quants(mins, 15, Lm, sw);
+    block b{};
+    b.d = to_fp16(dm);
+    b.dmin = to_fp16(mm);
+    for (std::size_t j = 0; j < 16; ++j) b.scales[j] = std::uint8_t(Ls[j] | Lm[j] << 4);
+    finish(b, x, L);
+    out[i] = b;
+  }
 }
 #include "strata/quant/detail/fp_exact_pop.hpp"
 

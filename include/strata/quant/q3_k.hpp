@@ -64,6 +64,17 @@ struct q3_k {
   // then every code re-rounded against the scale as stored.
   static block quantize(std::span<const float, block_elems> x) noexcept;
 
+  // ggml's importance-weighted quantizer (quantize_row_q3_K_impl, used with an imatrix): per
+  // sub-block make_qx_quants with weights qw·√(σ² + x²) (σ² = 2·mean square of the block),
+  // the 6-bit scales by make_qx_quants weighted by each sub-block's total weight.
+  static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept;
+
+ private:
+  // Both quantizers end alike: codes re-rounded against the stored scales, then packed.
+  static void finish(block& b, std::span<const float, block_elems> x, std::array<std::int8_t, 256>& L) noexcept;
+
+ public:
+
   // ggml vec_dot_q3_K_q8_K for one block: Σ_j (s_j − 32)·(q·a)_j exactly in int, times d·a.d.
   // Q3_K has no min, so the activation's bsums are not needed.
   static constexpr float dot(const block& w, const act::block& a) noexcept {
@@ -105,6 +116,11 @@ inline q3_k::block q3_k::quantize(std::span<const float, block_elems> x) noexcep
     b.d = to_fp16(1.0f / iscale);
   }
 
+  finish(b, x, L);
+  return b;
+}
+
+inline void q3_k::finish(block& b, std::span<const float, block_elems> x, std::array<std::int8_t, 256>& L) noexcept {
   // Re-round every code against the stored scale (fp16 d times 6-bit s). A sub-block whose
   // stored scale is 0 keeps its search codes, as ggml does.
   const float d_all = to_float(b.d);
@@ -129,7 +145,34 @@ inline q3_k::block q3_k::quantize(std::span<const float, block_elems> x) noexcep
       const std::size_t e = 128 * h + r;
       b.qs[32 * h + r] = std::uint8_t(L[e] | L[e + 32] << 2 | L[e + 64] << 4 | L[e + 96] << 6);
     }
-  return b;
+}
+
+inline void q3_k::quantize_row_weighted(std::span<const float> row, std::span<const float> qw, block* out) noexcept {
+  for (std::size_t i = 0; i < row.size() / block_elems; ++i) {
+    const auto x = row.subspan(i * block_elems).first<block_elems>();
+    const auto q = qw.subspan(i * block_elems, block_elems);
+    const float sigma2 = 2.0f * detail::sum_squares(x) / 256.0f;
+    std::array<std::int8_t, 256> L{};
+    std::array<float, 16> scales{}, sw{};
+    for (std::size_t j = 0; j < 16; ++j) {
+      std::array<float, 16> w;
+      detail::importance_weights(x.subspan(16 * j, 16), q.subspan(16 * j, 16), sigma2, w);
+      for (const float v : w) sw[j] += v;
+      scales[j] = detail::make_qx_quants(x.subspan(16 * j, 16), 4, std::span(L).subspan(16 * j, 16), w);
+    }
+    std::array<std::int8_t, 16> Ls{};
+    const float d_block = detail::make_qx_quants(scales, 32, Ls, sw);  // 6-bit codes, stored as they are
+    block b{};
+    for (std::size_t j = 0; j < 16; ++j) {
+      const unsigned l = unsigned(Ls[j]);
+      if (j < 8) b.scales[j] = std::uint8_t(l & 0xF);
+      else b.scales[j - 8] = std::uint8_t(b.scales[j - 8] | (l & 0xF) << 4);
+      b.scales[8 + j % 4] = std::uint8_t(b.scales[8 + j % 4] | (l >> 4) << (2 * (j / 4)));
+    }
+    b.d = to_fp16(d_block);
+    finish(b, x, L);
+    out[i] = b;
+  }
 }
 #include "strata/quant/detail/fp_exact_pop.hpp"
 

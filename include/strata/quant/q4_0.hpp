@@ -11,6 +11,7 @@
 
 #include "strata/quant/detail/rounding.hpp"
 #include "strata/quant/q8_0.hpp"
+#include "strata/quant/detail/k_quant_search.hpp"
 #include "strata/quant/quant_format.hpp"
 
 namespace strata::quant {
@@ -58,6 +59,11 @@ struct q4_0 {
     return b;
   }
 
+  // ggml's importance-weighted quantizer (quantize_row_q4_0_impl, used with an imatrix): per
+  // block, make_qx_quants with weights qw·√(σ² + x²), σ² the mean square of the whole row; the
+  // codes are not re-rounded against the fp16 d.
+  static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept;
+
   // Σ (q − 8)·a.q in integers, then (sumi·d_w)·d_a as ggml's generic kernel orders it.
   static constexpr float dot(const block& w, const act::block& a) noexcept {
     int sumi = 0;
@@ -68,6 +74,21 @@ struct q4_0 {
     return float(sumi) * to_float(w.d) * to_float(a.d);
   }
 };
+#include "strata/quant/detail/fp_exact_push.hpp"
+inline void q4_0::quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
+  const float sigma2 = detail::sum_squares(x) / float(x.size());
+  for (std::size_t ib = 0; ib < x.size() / block_elems; ++ib) {
+    const auto xb = x.subspan(ib * block_elems, block_elems);
+    std::array<float, block_elems> w;
+    detail::importance_weights(xb, qw.subspan(ib * block_elems, block_elems), sigma2, w);
+    std::array<std::int8_t, block_elems> L;
+    const float d = detail::make_qx_quants(xb, 8, L, w);
+    out[ib].d = to_fp16(d);
+    for (std::size_t j = 0; j < 16; ++j) out[ib].qs[j] = std::uint8_t(L[j] | L[j + 16] << 4);
+  }
+}
+#include "strata/quant/detail/fp_exact_pop.hpp"
+
 static_assert(sizeof(q4_0::block) == 18);
 static_assert(quant_format<q4_0>);
 

@@ -53,8 +53,20 @@ struct q4_k {
   // ggml's reference; its float work (search, scales, re-rounding) is in
   // detail::quantize_scale_min_k4, inside a no-FMA region. Only the bit packing is here.
   static block quantize(std::span<const float, block_elems> x) noexcept {
-    const auto s = detail::quantize_scale_min_k4(
-        x, {.nmax = 15, .rmin = -1.0f, .rdelta = 0.1f, .nstep = 20, .use_mad = false});
+    return pack(detail::quantize_scale_min_k4(
+        x, {.nmax = 15, .rmin = -1.0f, .rdelta = 0.1f, .nstep = 20, .use_mad = false}));
+  }
+
+  // ggml's importance-weighted quantizer (quantize_row_q4_K_impl, used with an imatrix);
+  // the float work is detail::quantize_scale_min_k4_weighted.
+  static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
+    for (std::size_t i = 0; i < x.size() / block_elems; ++i)
+      out[i] = pack(detail::quantize_scale_min_k4_weighted(x.subspan(i * block_elems).first<block_elems>(),
+                                                            qw.subspan(i * block_elems, block_elems), 15, false));
+  }
+
+  // The block bits of a quantized super-block (scales, super-scales and codes).
+  static block pack(const detail::k4_super_block& s) noexcept {
     block b{.d = s.d, .dmin = s.dmin, .scales = s.scales, .qs = {}};
     for (std::size_t c = 0; c < 4; ++c)
       for (std::size_t l = 0; l < 32; ++l)

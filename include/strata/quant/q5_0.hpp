@@ -11,6 +11,7 @@
 
 #include "strata/quant/detail/rounding.hpp"
 #include "strata/quant/q8_0.hpp"
+#include "strata/quant/detail/k_quant_search.hpp"
 #include "strata/quant/quant_format.hpp"
 
 namespace strata::quant {
@@ -64,6 +65,10 @@ struct q5_0 {
     return b;
   }
 
+  // ggml's importance-weighted quantizer (quantize_row_q5_0_impl, used with an imatrix): per
+  // block, make_qx_quants with weights qw·√(σ² + x²), σ² the mean square of the whole row.
+  static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept;
+
   // Σ (q − 16)·a.q in integers, then (d_w·d_a)·sumi as ggml's generic kernel orders it.
   static constexpr float dot(const block& w, const act::block& a) noexcept {
     int sumi = 0;
@@ -71,6 +76,26 @@ struct q5_0 {
     return to_float(w.d) * to_float(a.d) * float(sumi);
   }
 };
+#include "strata/quant/detail/fp_exact_push.hpp"
+inline void q5_0::quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
+  const float sigma2 = detail::sum_squares(x) / float(x.size());
+  for (std::size_t ib = 0; ib < x.size() / block_elems; ++ib) {
+    const auto xb = x.subspan(ib * block_elems, block_elems);
+    std::array<float, block_elems> w;
+    detail::importance_weights(xb, qw.subspan(ib * block_elems, block_elems), sigma2, w);
+    std::array<std::int8_t, block_elems> L;
+    block b{};
+    b.d = to_fp16(detail::make_qx_quants(xb, 16, L, w));
+    for (std::size_t j = 0; j < 16; ++j) {
+      b.qs[j] = std::uint8_t((L[j] & 0x0F) | (L[j + 16] & 0x0F) << 4);
+      b.qh[j / 8] = std::uint8_t(b.qh[j / 8] | ((L[j] >> 4) & 1) << (j % 8));
+      b.qh[2 + j / 8] = std::uint8_t(b.qh[2 + j / 8] | ((L[j + 16] >> 4) & 1) << (j % 8));
+    }
+    out[ib] = b;
+  }
+}
+#include "strata/quant/detail/fp_exact_pop.hpp"
+
 static_assert(sizeof(q5_0::block) == 22);
 static_assert(quant_format<q5_0>);
 

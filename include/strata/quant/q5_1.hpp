@@ -11,6 +11,7 @@
 
 #include "strata/quant/detail/rounding.hpp"
 #include "strata/quant/q8_1.hpp"
+#include "strata/quant/detail/k_quant_search.hpp"
 #include "strata/quant/quant_format.hpp"
 
 namespace strata::quant {
@@ -65,6 +66,11 @@ struct q5_1 {
     return b;
   }
 
+  // ggml's importance-weighted quantizer (quantize_row_q5_1_impl, used with an imatrix): per
+  // block, make_qkx3_quants (codes 0..31, offset ≤ 0) with weights qw·√(σ² + x²), σ² the mean
+  // square of the whole row.
+  static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept;
+
   // As Q4_1: d_w·d_a·Σ q_w·q_a + m·s, with s = d_a·Σq_a carried (fp16-rounded) by the activation.
   static constexpr float dot(const block& w, const act::block& a) noexcept {
     int sumi = 0;
@@ -72,6 +78,29 @@ struct q5_1 {
     return to_float(w.d) * to_float(a.d) * float(sumi) + to_float(w.m) * to_float(a.s);
   }
 };
+#include "strata/quant/detail/fp_exact_push.hpp"
+inline void q5_1::quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
+  const float sigma2 = detail::sum_squares(x) / float(x.size());
+  for (std::size_t ib = 0; ib < x.size() / block_elems; ++ib) {
+    const auto xb = x.subspan(ib * block_elems, block_elems);
+    std::array<float, block_elems> w;
+    detail::importance_weights(xb, qw.subspan(ib * block_elems, block_elems), sigma2, w);
+    std::array<std::uint8_t, block_elems> L;
+    float min = 0.0f;
+    const float d = detail::make_qkx3_quants(xb, w, L, min, {.nmax = 31, .rmin = -0.9f, .rdelta = 0.05f, .nstep = 36, .use_mad = false});
+    block b{};
+    b.d = to_fp16(d);
+    b.m = to_fp16(-min);
+    for (std::size_t j = 0; j < 16; ++j) {
+      b.qs[j] = std::uint8_t((L[j] & 0x0F) | (L[j + 16] & 0x0F) << 4);
+      b.qh[j / 8] = std::uint8_t(b.qh[j / 8] | ((L[j] >> 4) & 1) << (j % 8));
+      b.qh[2 + j / 8] = std::uint8_t(b.qh[2 + j / 8] | ((L[j + 16] >> 4) & 1) << (j % 8));
+    }
+    out[ib] = b;
+  }
+}
+#include "strata/quant/detail/fp_exact_pop.hpp"
+
 static_assert(sizeof(q5_1::block) == 24);
 static_assert(quant_format<q5_1>);
 

@@ -56,8 +56,20 @@ struct q5_k {
   // ggml's reference; its float work (search, scales, re-rounding) is in
   // detail::quantize_scale_min_k4, inside a no-FMA region. Only the bit packing is here.
   static block quantize(std::span<const float, block_elems> x) noexcept {
-    const auto s = detail::quantize_scale_min_k4(
-        x, {.nmax = 31, .rmin = -0.5f, .rdelta = 0.1f, .nstep = 15, .use_mad = false});
+    return pack(detail::quantize_scale_min_k4(
+        x, {.nmax = 31, .rmin = -0.5f, .rdelta = 0.1f, .nstep = 15, .use_mad = false}));
+  }
+
+  // ggml's importance-weighted quantizer (quantize_row_q5_K_impl, used with an imatrix);
+  // the float work is detail::quantize_scale_min_k4_weighted.
+  static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
+    for (std::size_t i = 0; i < x.size() / block_elems; ++i)
+      out[i] = pack(detail::quantize_scale_min_k4_weighted(x.subspan(i * block_elems).first<block_elems>(),
+                                                            qw.subspan(i * block_elems, block_elems), 31, true));
+  }
+
+  // The block bits of a quantized super-block (scales, super-scales and codes).
+  static block pack(const detail::k4_super_block& s) noexcept {
     block b{.d = s.d, .dmin = s.dmin, .scales = s.scales, .qh = {}, .qs = {}};
     for (std::size_t e = 0; e < 256; ++e) {
       if (s.L[e] > 15) b.qh[e % 32] = std::uint8_t(b.qh[e % 32] | 1u << (e / 32));  // fifth bit

@@ -55,7 +55,17 @@ struct q6_k {
 
   // ggml's reference: make_qx_quants per sub-block, int8 scales relative to the largest one,
   // then every code re-rounded against the scale as stored.
-  static block quantize(std::span<const float, block_elems> x) noexcept;
+  static block quantize(std::span<const float, block_elems> x) noexcept { return quantize_block(x, {}); }
+
+  // ggml's importance-weighted quantizer (quantize_row_q6_K_impl, used with an imatrix): the
+  // reference algorithm with the imatrix values themselves as make_qx_quants' weights.
+  static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
+    for (std::size_t i = 0; i < x.size() / block_elems; ++i)
+      out[i] = quantize_block(x.subspan(i * block_elems).first<block_elems>(), qw.subspan(i * block_elems, block_elems));
+  }
+
+  // One block; qw: the 256 importance weights, or empty for the reference quantizer.
+  static block quantize_block(std::span<const float, block_elems> x, std::span<const float> qw) noexcept;
 
   // ggml vec_dot_q6_K_q8_K for one block: Σ_j sc_j·(q·a)_j exactly in int, times d·a.d.
   static constexpr float dot(const block& w, const act::block& a) noexcept {
@@ -71,13 +81,14 @@ struct q6_k {
 
 // Out of line so that it sits in a no-FMA-contraction region (see detail/fp_exact_push.hpp).
 #include "strata/quant/detail/fp_exact_push.hpp"
-inline q6_k::block q6_k::quantize(std::span<const float, block_elems> x) noexcept {
+inline q6_k::block q6_k::quantize_block(std::span<const float, block_elems> x, std::span<const float> qw) noexcept {
   // Sub-block pass: codes in [0, 63] (stored +32) and signed scales from make_qx_quants.
   std::array<std::int8_t, 256> L{};
   std::array<float, 16> scales{};
   float max_scale = 0.0f, max_abs_scale = 0.0f;  // the scale of largest magnitude, with its sign
   for (std::size_t j = 0; j < 16; ++j) {
-    scales[j] = detail::make_qx_quants(x.subspan(16 * j, 16), 32, std::span(L).subspan(16 * j, 16));
+    scales[j] = detail::make_qx_quants(x.subspan(16 * j, 16), 32, std::span(L).subspan(16 * j, 16),
+                                       qw.empty() ? qw : qw.subspan(16 * j, 16));
     const float a = std::fabs(scales[j]);
     if (a > max_abs_scale) { max_abs_scale = a; max_scale = scales[j]; }
   }

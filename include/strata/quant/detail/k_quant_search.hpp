@@ -1,5 +1,6 @@
-// Scale searches of ggml's K-quant reference quantizers (ggml-quants.c: make_qx_quants,
-// make_q3_quants, make_qkx2_quants), without importance weights (no imatrix).
+// Scale searches of ggml's K-quant and legacy quantizers (ggml-quants.c: make_qx_quants,
+// make_q3_quants, make_qkx2_quants for the reference quantizers; make_qkx3_quants and
+// make_qp_quants for the importance-weighted ones, quantize_*_impl with an imatrix).
 // Quantized bytes must match ggml_quantize_chunk, so every float expression keeps ggml's
 // operand order: (w*x)*l is not w*(x*l) in binary32, and one flipped L changes the bytes.
 #pragma once
@@ -20,13 +21,15 @@ inline constexpr float group_max_eps = 1e-15f;
 
 #include "strata/quant/detail/fp_exact_push.hpp"
 
-// Symmetric search: x ≈ scale·(L − nmax) with L in [0, 2·nmax), weights w = x² (ggml's
-// rmse_type 1). Starts at scale = max/(−nmax), takes the least-squares scale for those
-// codes, then retries 18 nearby inverse scales −(nmax + 0.1·is)/max, is ∈ [−9, 9] \ {0},
+// Symmetric search: x ≈ scale·(L − nmax) with L in [0, 2·nmax), weights w = qw if given, else
+// x² (ggml's rmse_type 1). Starts at scale = max/(−nmax), takes the least-squares scale for
+// those codes, then retries 18 nearby inverse scales −(nmax + 0.1·is)/max, is ∈ [−9, 9] \ {0},
 // keeping the codes whose weighted fit sumlx²/suml2 is largest. Returns the scale.
-inline float make_qx_quants(std::span<const float> x, int nmax, std::span<std::int8_t> L) noexcept {
+inline float make_qx_quants(std::span<const float> x, int nmax, std::span<std::int8_t> L,
+                            std::span<const float> qw = {}) noexcept {
   const std::size_t n = x.size();
-  assert(L.size() >= n);
+  assert(L.size() >= n && (qw.empty() || qw.size() >= n));
+  const auto weight = [&](std::size_t i) { return qw.empty() ? x[i] * x[i] : qw[i]; };
   float max = 0.0f, amax = 0.0f;  // max keeps its sign: the scale is negative when max > 0
   for (std::size_t i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
@@ -42,7 +45,7 @@ inline float make_qx_quants(std::span<const float> x, int nmax, std::span<std::i
   for (std::size_t i = 0; i < n; ++i) {
     const int l = code(iscale * x[i]);
     L[i] = std::int8_t(l + nmax);
-    const float w = x[i] * x[i];
+    const float w = weight(i);
     sumlx += w * x[i] * float(l);
     suml2 += w * float(l) * float(l);
   }
@@ -54,7 +57,7 @@ inline float make_qx_quants(std::span<const float> x, int nmax, std::span<std::i
     sumlx = suml2 = 0.0f;
     for (std::size_t i = 0; i < n; ++i) {
       const int l = code(iscale * x[i]);
-      const float w = x[i] * x[i];
+      const float w = weight(i);
       sumlx += w * x[i] * float(l);
       suml2 += w * float(l) * float(l);
     }
@@ -204,6 +207,166 @@ inline float make_qkx2_quants(std::span<const float> x, std::span<const float> w
   }
   the_min = -min;
   return scale;
+}
+
+// Σ x² in ggml's summation order (a plain left-to-right float sum).
+inline float sum_squares(std::span<const float> x) noexcept {
+  float s = 0.0f;
+  for (const float v : x) s += v * v;
+  return s;
+}
+
+// The per-element weights of ggml's imatrix quantizers: w = qw·√(σ² + x²), where qw is the
+// column's importance and σ² a mean square of the surrounding values (its span differs by format).
+inline void importance_weights(std::span<const float> x, std::span<const float> qw, float sigma2,
+                               std::span<float> w) noexcept {
+  for (std::size_t i = 0; i < x.size(); ++i) w[i] = qw[i] * std::sqrt(sigma2 + x[i] * x[i]);
+}
+
+// make_qkx2_quants' importance-weighted sibling (ggml make_qkx3_quants): the same search with
+// the caller's weights and squared error, except that it also gives up when max <= min (not
+// only max == min) and tries nstep + 1 scales (rmin + rdelta·is + nmax)/(max − min). n <= 32.
+inline float make_qkx3_quants(std::span<const float> x, std::span<const float> weights, std::span<std::uint8_t> L,
+                              float& the_min, const qkx2_params& p) noexcept {
+  const std::size_t n = x.size();
+  assert(n >= 1 && n <= 32 && weights.size() >= n && L.size() >= n && !p.use_mad);
+  const int nmax = p.nmax;
+  float min = x[0], max = x[0];
+  float sum_w = weights[0];
+  float sum_x = sum_w * x[0];
+  for (std::size_t i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    const float w = weights[i];
+    sum_w += w;
+    sum_x += w * x[i];
+  }
+  if (min > 0.0f) min = 0.0f;
+  if (max <= min) {
+    std::fill_n(L.begin(), n, std::uint8_t{0});
+    the_min = -min;
+    return 0.0f;
+  }
+  const auto code = [nmax](float v) { return std::clamp(nearest_int(v), 0, nmax); };
+  float iscale = float(nmax) / (max - min);
+  float scale = 1.0f / iscale;
+  float best_error = 0.0f;
+  for (std::size_t i = 0; i < n; ++i) {
+    L[i] = std::uint8_t(code(iscale * (x[i] - min)));
+    const float diff = scale * float(L[i]) + min - x[i];
+    best_error += weights[i] * (diff * diff);
+  }
+  if (p.nstep < 1) {
+    the_min = -min;
+    return scale;
+  }
+  std::array<std::uint8_t, 32> Laux{};
+  for (int is = 0; is <= p.nstep; ++is) {
+    iscale = (p.rmin + p.rdelta * float(is) + float(nmax)) / (max - min);
+    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int l = code(iscale * (x[i] - min));
+      Laux[i] = std::uint8_t(l);
+      const float w = weights[i];
+      sum_l += w * float(l);
+      sum_l2 += w * float(l) * float(l);
+      sum_xl += w * float(l) * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0.0f) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (this_min > 0.0f) {
+        this_min = 0.0f;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur_error = 0.0f;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float diff = this_scale * float(Laux[i]) + this_min - x[i];
+        cur_error += weights[i] * (diff * diff);
+      }
+      if (cur_error < best_error) {
+        std::copy_n(Laux.begin(), n, L.begin());
+        best_error = cur_error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  the_min = -min;
+  return scale;
+}
+
+// Quantizes the non-negative sub-block scales (or mins) x of a super-block to L ∈ [0, nmax]
+// with one shared scale (ggml make_qp_quants), weighting each by qw (the sub-block's summed
+// importance): the best of 9 inverse scales (nmax + 0.1·is)/max by weighted squared error,
+// then up to 5 sweeps of coordinate descent on the codes. L wraps like ggml's uint8_t codes
+// (a negative input would give a large code), and the fits read the wrapped values.
+inline float make_qp_quants(std::span<const float> x, int nmax, std::span<std::uint8_t> L,
+                            std::span<const float> qw) noexcept {
+  const std::size_t n = x.size();
+  assert(L.size() >= n && qw.size() >= n);
+  float max = 0.0f;
+  for (std::size_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (max < group_max_eps) {
+    std::fill_n(L.begin(), n, std::uint8_t{0});
+    return 0.0f;
+  }
+  float iscale = float(nmax) / max;
+  for (std::size_t i = 0; i < n; ++i) L[i] = std::uint8_t(nearest_int(iscale * x[i]));
+  const float scale = 1.0f / iscale;
+  float best_mse = 0.0f;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float diff = x[i] - scale * float(L[i]);
+    best_mse += qw[i] * diff * diff;
+  }
+  for (int is = -4; is <= 4; ++is) {
+    if (is == 0) continue;
+    const float iscale_is = (0.1f * float(is) + float(nmax)) / max;
+    const float scale_is = 1.0f / iscale_is;
+    float mse = 0.0f;
+    for (std::size_t i = 0; i < n; ++i) {
+      const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
+      const float diff = x[i] - scale_is * float(l);
+      mse += qw[i] * diff * diff;
+    }
+    if (mse < best_mse) {
+      best_mse = mse;
+      iscale = iscale_is;
+    }
+  }
+  float sumlx = 0.0f, suml2 = 0.0f;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int l = std::min(nmax, nearest_int(iscale * x[i]));
+    L[i] = std::uint8_t(l);
+    const float w = qw[i];
+    sumlx += w * x[i] * float(l);  // the int code here, the stored (wrapped) one below: as ggml
+    suml2 += w * float(l) * float(l);
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int n_changed = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float w = qw[i];
+      const float li = float(L[i]);
+      float slx = sumlx - w * x[i] * li;
+      float sl2 = suml2 - w * li * li;
+      if (slx > 0.0f && sl2 > 0.0f) {
+        const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+        if (new_l != int(L[i])) {
+          slx += w * x[i] * float(new_l);
+          sl2 += w * float(new_l) * float(new_l);
+          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = std::uint8_t(new_l);
+            sumlx = slx;
+            suml2 = sl2;
+            ++n_changed;
+          }
+        }
+      }
+    }
+    if (n_changed == 0) break;
+  }
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 #include "strata/quant/detail/fp_exact_pop.hpp"

@@ -58,12 +58,33 @@ struct k4_super_block {
   std::array<std::uint8_t, 256> L;     // codes in [0, nmax], element order
 };
 
+#include "strata/quant/detail/fp_exact_push.hpp"
+// Packs the scales and mins, stores the fp16 super-scales and re-rounds every code against what
+// was stored (a sub-block whose stored scale is 0 keeps its search codes, as ggml does).
+inline void store_k4(k4_super_block& out, std::span<const float, 256> x, const std::array<std::uint8_t, 8>& ls,
+                     const std::array<std::uint8_t, 8>& lm, float d, float dmin, int nmax) noexcept {
+  out.scales = pack_scale_min_k4(ls, lm);
+  out.d = to_fp16(d);
+  out.dmin = to_fp16(dmin);
+  const float d_all = to_float(out.d);
+  const float dmin_all = to_float(out.dmin);
+  for (std::size_t j = 0; j < 8; ++j) {
+    const auto [sc, m] = unpack_scale_min_k4(out.scales, j);
+    const float dj = d_all * float(sc);
+    if (dj == 0.0f) continue;
+    const float dm = dmin_all * float(m);
+    for (std::size_t e = 32 * j; e < 32 * j + 32; ++e) {
+      const int l = nearest_int((x[e] + dm) / dj);
+      out.L[e] = std::uint8_t(l < 0 ? 0 : l > nmax ? nmax : l);
+    }
+  }
+}
+
 // ggml's reference quantizer for the Q4_K/Q5_K family up to code packing:
 // 1. per sub-block of 32, weights w = rms(x_sub) + |x| and make_qkx2_quants (squared error);
 // 2. 6-bit sc_j = round(63·scale_j / max scale), m_j likewise; d, dmin = max/63 in fp16;
 // 3. every code re-rounded against the stored d·sc_j and dmin·m_j (a sub-block whose stored
 //    scale is 0 keeps its search codes, as ggml does).
-#include "strata/quant/detail/fp_exact_push.hpp"
 inline k4_super_block quantize_scale_min_k4(std::span<const float, 256> x, const qkx2_params& p) noexcept {
   k4_super_block out{};
   std::array<float, 8> scales{}, mins{};
@@ -90,22 +111,36 @@ inline k4_super_block quantize_scale_min_k4(std::span<const float, 256> x, const
     ls[j] = s < 63 ? s : 63;
     lm[j] = m < 63 ? m : 63;
   }
-  out.scales = pack_scale_min_k4(ls, lm);
-  out.d = to_fp16(max_scale / 63.0f);
-  out.dmin = to_fp16(max_min / 63.0f);
+  store_k4(out, x, ls, lm, max_scale / 63.0f, max_min / 63.0f, p.nmax);
+  return out;
+}
 
-  const float d_all = to_float(out.d);
-  const float dmin_all = to_float(out.dmin);
+// ggml's importance-weighted quantizer for the family (quantize_row_q4_K_impl /
+// quantize_row_q5_K_impl, used with an imatrix): per sub-block weights qw·√(σ² + x²)
+// (σ² = 2·mean square of the block) and make_qkx3_quants; the 6-bit scales and mins by
+// make_qp_quants weighted by each sub-block's total weight (Q5_K caps them at 63, Q4_K
+// stores them as they come).
+inline k4_super_block quantize_scale_min_k4_weighted(std::span<const float, 256> x, std::span<const float> qw,
+                                                    int nmax, bool cap_at_63) noexcept {
+  k4_super_block out{};
+  const float sigma2 = 2.0f * sum_squares(x) / 256.0f;
+  std::array<float, 8> scales{}, mins{}, sw{};
   for (std::size_t j = 0; j < 8; ++j) {
-    const auto [sc, m] = unpack_scale_min_k4(out.scales, j);
-    const float d = d_all * float(sc);
-    if (d == 0.0f) continue;
-    const float dm = dmin_all * float(m);
-    for (std::size_t e = 32 * j; e < 32 * j + 32; ++e) {
-      const int l = nearest_int((x[e] + dm) / d);
-      out.L[e] = std::uint8_t(l < 0 ? 0 : l > p.nmax ? p.nmax : l);
-    }
+    std::array<float, 32> w;
+    importance_weights(x.subspan(32 * j, 32), qw.subspan(32 * j, 32), sigma2, w);
+    for (const float v : w) sw[j] += v;
+    scales[j] = make_qkx3_quants(x.subspan(32 * j, 32), w, std::span(out.L).subspan(32 * j, 32), mins[j],
+                                 {.nmax = nmax, .rmin = -0.9f, .rdelta = 0.05f, .nstep = 36, .use_mad = false});
   }
+  std::array<std::uint8_t, 8> ls{}, lm{};
+  const float d_block = make_qp_quants(scales, 63, ls, sw);
+  const float m_block = make_qp_quants(mins, 63, lm, sw);
+  if (cap_at_63)
+    for (std::size_t j = 0; j < 8; ++j) {
+      ls[j] = ls[j] < 63 ? ls[j] : 63;
+      lm[j] = lm[j] < 63 ? lm[j] : 63;
+    }
+  store_k4(out, x, ls, lm, d_block, m_block, nmax);
   return out;
 }
 #include "strata/quant/detail/fp_exact_pop.hpp"

@@ -1,9 +1,10 @@
-// llama-quantize's type choice for the k-quant and legacy file types, restated for the four
-// architectures Strata supports (no imatrix, not Falcon; the 70B-only attn_v bump of llama.cpp
-// needs an 80-layer Llama and no preset has one).
+// strata-mkmodel's file types; the per-tensor choice is quant::choose_types (llama-quantize's
+// rules, shared with strata-quantize), applied to a preset's tensors converted to F32.
 #include "quant_mix.hpp"
 
 #include <algorithm>
+
+#include "strata/quant/mix.hpp"
 
 namespace strata::mkmodel {
 
@@ -37,100 +38,6 @@ constexpr ftype_info table[] = {
 };
 // clang-format on
 
-bool is_quantized(type_id t) noexcept { return gguf::block_elems(t) > 1; }
-
-enum class category { output, token_embd, attn_v, attn_k, attn_q, attn_output, ffn_up, ffn_gate, ffn_down, other };
-
-category category_of(const std::string& name) {
-  const auto has = [&](std::string_view s) { return name.find(s) != std::string::npos; };
-  if (name == "output.weight") return category::output;
-  if (name == "token_embd.weight") return category::token_embd;
-  if (has("attn_v.weight")) return category::attn_v;
-  if (has("attn_k.weight")) return category::attn_k;
-  if (has("attn_q.weight")) return category::attn_q;
-  if (has("attn_output.weight")) return category::attn_output;
-  if (has("ffn_up")) return category::ffn_up;  // ffn_up, ffn_up_exps, ffn_up_shexp
-  if (has("ffn_gate")) return category::ffn_gate;
-  if (has("ffn_down")) return category::ffn_down;
-  return category::other;
-}
-
-// Layers that get more bits in the _M mixes: the first and last eighth, and every third
-// layer in between.
-bool use_more_bits(int i_layer, int n_layer) {
-  return i_layer < n_layer / 8 || i_layer >= 7 * n_layer / 8 || (i_layer - n_layer / 8) % 3 == 2;
-}
-
-// Block-size fallback for a row length the chosen type does not divide (tensor_type_fallback).
-type_id shape_fallback(type_id t, std::uint64_t ncols) {
-  if (ncols % gguf::block_elems(t) == 0) return t;
-  type_id f = t;
-  switch (t) {
-    case type_id::q2_k: case type_id::q3_k: f = type_id::q4_0; break;
-    case type_id::q4_k: f = type_id::q5_0; break;
-    case type_id::q5_k: f = type_id::q5_1; break;
-    case type_id::q6_k: f = type_id::q8_0; break;
-    default: break;  // 32-element blocks: F16 below
-  }
-  return ncols % gguf::block_elems(f) == 0 ? f : type_id::f16;
-}
-
-struct mix_state {
-  int n_attn_v = 0;      // attn_v tensors in the model
-  int i_attn_v = 0;      // attn_v tensors seen so far
-  int i_ffn_down = 0;    // ffn_down* tensors seen so far
-  bool tied = true;      // no output.weight
-};
-
-type_id mixed_type(const preset& p, const tensor_spec& t, ftype ft, type_id base, mix_state& s) {
-  using F = ftype;
-  const int n_layer = int(p.n_layer);
-  const bool eight_experts = p.n_expert == 8;
-  const std::uint32_t n_gqa = p.n_head_kv ? p.n_head / p.n_head_kv : 0;
-  const category c = category_of(t.name);
-  type_id ty = base;
-
-  if (c == category::output || (s.tied && c == category::token_embd)) {
-    // The LM head keeps 6 bits unless the file is Q8_0 (or the base block does not fit a row).
-    if (t.ne[0] % gguf::block_elems(base) != 0) ty = type_id::q8_0;
-    else if (base != type_id::q8_0) ty = type_id::q6_k;
-  } else if (c == category::token_embd) {
-    // Untied embeddings keep the base type for these file types.
-  } else if (c == category::attn_v) {
-    if (ft == F::mostly_q2_k) ty = n_gqa >= 4 ? type_id::q4_k : type_id::q3_k;
-    else if (ft == F::mostly_q3_k_m) ty = s.i_attn_v < 2 ? type_id::q5_k : type_id::q4_k;
-    else if (ft == F::mostly_q3_k_l) ty = type_id::q5_k;
-    else if ((ft == F::mostly_q4_k_m || ft == F::mostly_q5_k_m) && use_more_bits(s.i_attn_v, s.n_attn_v))
-      ty = type_id::q6_k;
-    else if (ft == F::mostly_q4_k_s && s.i_attn_v < 4) ty = type_id::q5_k;
-    if (eight_experts) ty = type_id::q8_0;  // Mixtral-style bump, applies to every file type
-    ++s.i_attn_v;
-  } else if (c == category::attn_k) {
-    if (eight_experts) ty = type_id::q8_0;
-  } else if (c == category::ffn_down) {
-    // MoE models take the layer from the name (expert tensors are not one per layer in order).
-    const int il = p.n_expert > 1 ? t.layer : s.i_ffn_down;
-    if (ft == F::mostly_q2_k) ty = type_id::q3_k;
-    else if (ft == F::mostly_q3_k_m) ty = il < n_layer / 16 ? type_id::q5_k : type_id::q4_k;
-    else if (ft == F::mostly_q3_k_l) ty = type_id::q5_k;
-    else if (ft == F::mostly_q4_k_m) { if (use_more_bits(il, n_layer)) ty = type_id::q6_k; }
-    else if (ft == F::mostly_q5_k_m) { if (use_more_bits(il, n_layer)) ty = type_id::q6_k; }
-    else if (ft == F::mostly_q4_k_s && il < n_layer / 8) ty = type_id::q5_k;
-    ++s.i_ffn_down;
-  } else if (c == category::attn_output) {
-    if (eight_experts) {
-      if (ft == F::mostly_q2_k || ft == F::mostly_q3_k_s || ft == F::mostly_q3_k_m ||
-          ft == F::mostly_q4_k_s || ft == F::mostly_q4_k_m)
-        ty = type_id::q5_k;
-    } else {
-      if (ft == F::mostly_q2_k) ty = type_id::q3_k;
-      else if (ft == F::mostly_q3_k_m) ty = type_id::q4_k;
-      else if (ft == F::mostly_q3_k_l) ty = type_id::q5_k;
-    }
-  }
-  return ty;
-}
-
 }  // namespace
 
 std::span<const ftype_info> ftypes() noexcept { return table; }
@@ -143,36 +50,27 @@ const ftype_info* find_ftype(std::string_view name) noexcept {
 }
 
 bool quantizable(const tensor_spec& t) noexcept {
-  if (t.ne.size() < 2) return false;
-  if (!t.name.ends_with("weight")) return false;
-  if (t.name.find("_norm.weight") != std::string::npos) return false;
-  return t.name.find("ffn_gate_inp.weight") == std::string::npos;
+  quant::mix_tensor m{.name = t.name};
+  for (std::size_t d = 0; d < t.ne.size() && d < 4; ++d) m.ne[d] = t.ne[d];
+  return quant::allows_quantization(t.name, m.n_dims(), true);
 }
 
 std::vector<gguf::type_id> assign_types(const preset& p, std::span<const tensor_spec> specs,
                                         const ftype_info& ft, bool pure) {
-  mix_state s;
-  for (const auto& t : specs) {
-    if (category_of(t.name) == category::attn_v) ++s.n_attn_v;
-    if (t.name == "output.weight") s.tied = false;
+  const quant::model_shape shape{.arch = std::string(arch_name(p.architecture)), .n_layer = p.n_layer,
+                                 .n_head = p.n_head, .n_head_kv = p.n_head_kv, .n_expert = p.n_expert};
+  // The converter writes every tensor F32 before quantization; what the rules leave alone stays F32.
+  std::vector<quant::mix_tensor> tensors(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    tensors[i].name = specs[i].name;
+    for (std::size_t d = 0; d < specs[i].ne.size() && d < 4; ++d) tensors[i].ne[d] = specs[i].ne[d];
   }
-  pure = pure || ft.pure;
+  quant::mix_options o;
+  o.pure = pure || ft.pure;
+  const auto choices = quant::choose_types(shape, tensors, ft.file_type, o);
   std::vector<gguf::type_id> out;
-  out.reserve(specs.size());
-  for (const auto& t : specs) {
-    // The converter writes every tensor F32 before quantization; 1-D tensors, norms and the
-    // router stay F32.
-    if (!quantizable(t)) {
-      out.push_back(gguf::type_id::f32);
-      continue;
-    }
-    type_id ty = ft.base;
-    if (is_quantized(ty)) {
-      if (!pure) ty = mixed_type(p, t, ft.file_type, ft.base, s);
-      ty = shape_fallback(ty, t.ne[0]);
-    }
-    out.push_back(ty);
-  }
+  out.reserve(choices.size());
+  for (const auto& c : choices) out.push_back(c.type);
   return out;
 }
 

@@ -1,7 +1,5 @@
-// File types (llama_ftype, include/llama.h) and the per-tensor ggml type each one gives, following
-// the rules llama-quantize applies without an importance matrix (src/llama-quant.cpp,
-// llama_tensor_get_type): output/attn_v/ffn_down get more bits on some layers, 8-expert models
-// bump attention, rows that a block size does not divide fall back to another type.
+// strata-mkmodel's --type names and the per-tensor ggml type each gives: llama-quantize's rules
+// (include/strata/quant/mix.hpp, shared with strata-quantize) applied to a preset's tensors.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -10,16 +8,11 @@
 
 #include "presets.hpp"
 #include "strata/gguf/type_id.hpp"
+#include "strata/quant/ftype.hpp"
 
 namespace strata::mkmodel {
 
-// llama_ftype values (general.file_type).
-enum class ftype : std::uint32_t {
-  all_f32 = 0, mostly_f16 = 1, mostly_q4_0 = 2, mostly_q4_1 = 3, mostly_q8_0 = 7,
-  mostly_q5_0 = 8, mostly_q5_1 = 9, mostly_q2_k = 10, mostly_q3_k_s = 11, mostly_q3_k_m = 12,
-  mostly_q3_k_l = 13, mostly_q4_k_s = 14, mostly_q4_k_m = 15, mostly_q5_k_s = 16,
-  mostly_q5_k_m = 17, mostly_q6_k = 18, mostly_bf16 = 32,
-};
+using ftype = quant::ftype;
 
 struct ftype_info {
   std::string_view name;      // --type value

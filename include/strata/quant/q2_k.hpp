@@ -57,7 +57,7 @@ struct q2_k {
   static block quantize(std::span<const float, block_elems> x) noexcept;
 
   // ggml's importance-weighted quantizer (quantize_row_q2_K_impl, used with an imatrix): per
-  // sub-block make_qkx3_quants with weights qw·√(σ² + x²) (σ² = mean square of the block), the
+  // sub-block make_qkx2_quants with weights qw·√(σ² + x²) (σ² = mean square of the block), the
   // 4-bit scales and mins by make_qp_quants weighted by each sub-block's total weight.
   static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept;
 
@@ -154,7 +154,7 @@ inline void q2_k::quantize_row_weighted(std::span<const float> row, std::span<co
       std::array<float, 16> w;
       detail::importance_weights(x.subspan(16 * j, 16), q.subspan(16 * j, 16), sigma2, w);
       for (const float v : w) sw[j] += v;
-      scales[j] = detail::make_qkx3_quants(x.subspan(16 * j, 16), w, std::span(L).subspan(16 * j, 16), mins[j],
+      scales[j] = detail::make_qkx2_quants(x.subspan(16 * j, 16), w, std::span(L).subspan(16 * j, 16), mins[j],
                                            {.nmax = 3, .rmin = -0.9f, .rdelta = 0.05f, .nstep = 36, .use_mad = false});
     }
     std::array<std::uint8_t, 16> Ls{}, Lm{};

@@ -76,16 +76,12 @@ struct q4_0 {
 };
 #include "strata/quant/detail/fp_exact_push.hpp"
 inline void q4_0::quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
-  const float sigma2 = detail::sum_squares(x) / float(x.size());
-  for (std::size_t ib = 0; ib < x.size() / block_elems; ++ib) {
-    const auto xb = x.subspan(ib * block_elems, block_elems);
-    std::array<float, block_elems> w;
-    detail::importance_weights(xb, qw.subspan(ib * block_elems, block_elems), sigma2, w);
+  detail::for_each_weighted_block<block_elems>(x, qw, [out](std::size_t ib, auto xb, auto w) {
     std::array<std::int8_t, block_elems> L;
     const float d = detail::make_qx_quants(xb, 8, L, w);
     out[ib].d = to_fp16(d);
     for (std::size_t j = 0; j < 16; ++j) out[ib].qs[j] = std::uint8_t(L[j] | L[j + 16] << 4);
-  }
+  });
 }
 #include "strata/quant/detail/fp_exact_pop.hpp"
 

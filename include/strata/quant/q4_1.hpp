@@ -61,7 +61,7 @@ struct q4_1 {
   }
 
   // ggml's importance-weighted quantizer (quantize_row_q4_1_impl, used with an imatrix): per
-  // block, make_qkx3_quants (codes 0..15, offset ≤ 0) with weights qw·√(σ² + x²), σ² the mean
+  // block, make_qkx2_quants (codes 0..15, offset ≤ 0) with weights qw·√(σ² + x²), σ² the mean
   // square of the whole row.
   static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept;
 
@@ -78,20 +78,17 @@ struct q4_1 {
 };
 #include "strata/quant/detail/fp_exact_push.hpp"
 inline void q4_1::quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
-  const float sigma2 = detail::sum_squares(x) / float(x.size());
-  for (std::size_t ib = 0; ib < x.size() / block_elems; ++ib) {
-    const auto xb = x.subspan(ib * block_elems, block_elems);
-    std::array<float, block_elems> w;
-    detail::importance_weights(xb, qw.subspan(ib * block_elems, block_elems), sigma2, w);
+  detail::for_each_weighted_block<block_elems>(x, qw, [out](std::size_t ib, auto xb, auto w) {
     std::array<std::uint8_t, block_elems> L;
     float min = 0.0f;
-    const float d = detail::make_qkx3_quants(xb, w, L, min, {.nmax = 15, .rmin = -0.9f, .rdelta = 0.05f, .nstep = 36, .use_mad = false});
+    const float d = detail::make_qkx2_quants(xb, w, L, min,
+                                             {.nmax = 15, .rmin = -0.9f, .rdelta = 0.05f, .nstep = 36, .use_mad = false});
     block b{};
     b.d = to_fp16(d);
     b.m = to_fp16(-min);
     for (std::size_t j = 0; j < 16; ++j) b.qs[j] = std::uint8_t(L[j] | L[j + 16] << 4);
     out[ib] = b;
-  }
+  });
 }
 #include "strata/quant/detail/fp_exact_pop.hpp"
 

@@ -78,11 +78,7 @@ struct q5_0 {
 };
 #include "strata/quant/detail/fp_exact_push.hpp"
 inline void q5_0::quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
-  const float sigma2 = detail::sum_squares(x) / float(x.size());
-  for (std::size_t ib = 0; ib < x.size() / block_elems; ++ib) {
-    const auto xb = x.subspan(ib * block_elems, block_elems);
-    std::array<float, block_elems> w;
-    detail::importance_weights(xb, qw.subspan(ib * block_elems, block_elems), sigma2, w);
+  detail::for_each_weighted_block<block_elems>(x, qw, [out](std::size_t ib, auto xb, auto w) {
     std::array<std::int8_t, block_elems> L;
     block b{};
     b.d = to_fp16(detail::make_qx_quants(xb, 16, L, w));
@@ -92,7 +88,7 @@ inline void q5_0::quantize_row_weighted(std::span<const float> x, std::span<cons
       b.qh[2 + j / 8] = std::uint8_t(b.qh[2 + j / 8] | ((L[j + 16] >> 4) & 1) << (j % 8));
     }
     out[ib] = b;
-  }
+  });
 }
 #include "strata/quant/detail/fp_exact_pop.hpp"
 

@@ -67,7 +67,7 @@ struct q5_1 {
   }
 
   // ggml's importance-weighted quantizer (quantize_row_q5_1_impl, used with an imatrix): per
-  // block, make_qkx3_quants (codes 0..31, offset ≤ 0) with weights qw·√(σ² + x²), σ² the mean
+  // block, make_qkx2_quants (codes 0..31, offset ≤ 0) with weights qw·√(σ² + x²), σ² the mean
   // square of the whole row.
   static void quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept;
 
@@ -80,14 +80,11 @@ struct q5_1 {
 };
 #include "strata/quant/detail/fp_exact_push.hpp"
 inline void q5_1::quantize_row_weighted(std::span<const float> x, std::span<const float> qw, block* out) noexcept {
-  const float sigma2 = detail::sum_squares(x) / float(x.size());
-  for (std::size_t ib = 0; ib < x.size() / block_elems; ++ib) {
-    const auto xb = x.subspan(ib * block_elems, block_elems);
-    std::array<float, block_elems> w;
-    detail::importance_weights(xb, qw.subspan(ib * block_elems, block_elems), sigma2, w);
+  detail::for_each_weighted_block<block_elems>(x, qw, [out](std::size_t ib, auto xb, auto w) {
     std::array<std::uint8_t, block_elems> L;
     float min = 0.0f;
-    const float d = detail::make_qkx3_quants(xb, w, L, min, {.nmax = 31, .rmin = -0.9f, .rdelta = 0.05f, .nstep = 36, .use_mad = false});
+    const float d = detail::make_qkx2_quants(xb, w, L, min,
+                                             {.nmax = 31, .rmin = -0.9f, .rdelta = 0.05f, .nstep = 36, .use_mad = false});
     block b{};
     b.d = to_fp16(d);
     b.m = to_fp16(-min);
@@ -97,7 +94,7 @@ inline void q5_1::quantize_row_weighted(std::span<const float> x, std::span<cons
       b.qh[2 + j / 8] = std::uint8_t(b.qh[2 + j / 8] | ((L[j + 16] >> 4) & 1) << (j % 8));
     }
     out[ib] = b;
-  }
+  });
 }
 #include "strata/quant/detail/fp_exact_pop.hpp"
 

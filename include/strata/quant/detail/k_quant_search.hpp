@@ -1,6 +1,7 @@
 // Scale searches of ggml's K-quant and legacy quantizers (ggml-quants.c: make_qx_quants,
-// make_q3_quants, make_qkx2_quants for the reference quantizers; make_qkx3_quants and
-// make_qp_quants for the importance-weighted ones, quantize_*_impl with an imatrix).
+// make_q3_quants, make_qkx2_quants for the reference quantizers; make_qkx2_quants as
+// make_qkx3_quants with squared error, make_qp_quants and weighted make_qx_quants for the
+// importance-weighted ones, quantize_*_impl with an imatrix).
 // Quantized bytes must match ggml_quantize_chunk, so every float expression keeps ggml's
 // operand order: (w*x)*l is not w*(x*l) in binary32, and one flipped L changes the bytes.
 #pragma once
@@ -223,78 +224,17 @@ inline void importance_weights(std::span<const float> x, std::span<const float> 
   for (std::size_t i = 0; i < x.size(); ++i) w[i] = qw[i] * std::sqrt(sigma2 + x[i] * x[i]);
 }
 
-// make_qkx2_quants' importance-weighted sibling (ggml make_qkx3_quants): the same search with
-// the caller's weights and squared error, except that it also gives up when max <= min (not
-// only max == min) and tries nstep + 1 scales (rmin + rdelta·is + nmax)/(max − min). n <= 32.
-inline float make_qkx3_quants(std::span<const float> x, std::span<const float> weights, std::span<std::uint8_t> L,
-                              float& the_min, const qkx2_params& p) noexcept {
-  const std::size_t n = x.size();
-  assert(n >= 1 && n <= 32 && weights.size() >= n && L.size() >= n && !p.use_mad);
-  const int nmax = p.nmax;
-  float min = x[0], max = x[0];
-  float sum_w = weights[0];
-  float sum_x = sum_w * x[0];
-  for (std::size_t i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    const float w = weights[i];
-    sum_w += w;
-    sum_x += w * x[i];
+// The legacy formats' weighted quantizers (Q4_0, Q4_1, Q5_0, Q5_1) share their outer loop: σ² is
+// the mean square of the whole row, and each block of N gets fn(ib, x_block, weights).
+template <std::size_t N, class F>
+void for_each_weighted_block(std::span<const float> x, std::span<const float> qw, F&& fn) {
+  const float sigma2 = sum_squares(x) / float(x.size());
+  for (std::size_t ib = 0; ib < x.size() / N; ++ib) {
+    const auto xb = x.subspan(ib * N, N);
+    std::array<float, N> w;
+    importance_weights(xb, qw.subspan(ib * N, N), sigma2, w);
+    fn(ib, xb, std::span<const float>(w));
   }
-  if (min > 0.0f) min = 0.0f;
-  if (max <= min) {
-    std::fill_n(L.begin(), n, std::uint8_t{0});
-    the_min = -min;
-    return 0.0f;
-  }
-  const auto code = [nmax](float v) { return std::clamp(nearest_int(v), 0, nmax); };
-  float iscale = float(nmax) / (max - min);
-  float scale = 1.0f / iscale;
-  float best_error = 0.0f;
-  for (std::size_t i = 0; i < n; ++i) {
-    L[i] = std::uint8_t(code(iscale * (x[i] - min)));
-    const float diff = scale * float(L[i]) + min - x[i];
-    best_error += weights[i] * (diff * diff);
-  }
-  if (p.nstep < 1) {
-    the_min = -min;
-    return scale;
-  }
-  std::array<std::uint8_t, 32> Laux{};
-  for (int is = 0; is <= p.nstep; ++is) {
-    iscale = (p.rmin + p.rdelta * float(is) + float(nmax)) / (max - min);
-    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
-    for (std::size_t i = 0; i < n; ++i) {
-      const int l = code(iscale * (x[i] - min));
-      Laux[i] = std::uint8_t(l);
-      const float w = weights[i];
-      sum_l += w * float(l);
-      sum_l2 += w * float(l) * float(l);
-      sum_xl += w * float(l) * x[i];
-    }
-    const float D = sum_w * sum_l2 - sum_l * sum_l;
-    if (D > 0.0f) {
-      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-      if (this_min > 0.0f) {
-        this_min = 0.0f;
-        this_scale = sum_xl / sum_l2;
-      }
-      float cur_error = 0.0f;
-      for (std::size_t i = 0; i < n; ++i) {
-        const float diff = this_scale * float(Laux[i]) + this_min - x[i];
-        cur_error += weights[i] * (diff * diff);
-      }
-      if (cur_error < best_error) {
-        std::copy_n(Laux.begin(), n, L.begin());
-        best_error = cur_error;
-        scale = this_scale;
-        min = this_min;
-      }
-    }
-  }
-  the_min = -min;
-  return scale;
 }
 
 // Quantizes the non-negative sub-block scales (or mins) x of a super-block to L ∈ [0, nmax]

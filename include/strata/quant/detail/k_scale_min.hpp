@@ -117,7 +117,7 @@ inline k4_super_block quantize_scale_min_k4(std::span<const float, 256> x, const
 
 // ggml's importance-weighted quantizer for the family (quantize_row_q4_K_impl /
 // quantize_row_q5_K_impl, used with an imatrix): per sub-block weights qw·√(σ² + x²)
-// (σ² = 2·mean square of the block) and make_qkx3_quants; the 6-bit scales and mins by
+// (σ² = 2·mean square of the block) and make_qkx2_quants; the 6-bit scales and mins by
 // make_qp_quants weighted by each sub-block's total weight (Q5_K caps them at 63, Q4_K
 // stores them as they come).
 inline k4_super_block quantize_scale_min_k4_weighted(std::span<const float, 256> x, std::span<const float> qw,
@@ -129,7 +129,7 @@ inline k4_super_block quantize_scale_min_k4_weighted(std::span<const float, 256>
     std::array<float, 32> w;
     importance_weights(x.subspan(32 * j, 32), qw.subspan(32 * j, 32), sigma2, w);
     for (const float v : w) sw[j] += v;
-    scales[j] = make_qkx3_quants(x.subspan(32 * j, 32), w, std::span(out.L).subspan(32 * j, 32), mins[j],
+    scales[j] = make_qkx2_quants(x.subspan(32 * j, 32), w, std::span(out.L).subspan(32 * j, 32), mins[j],
                                  {.nmax = nmax, .rmin = -0.9f, .rdelta = 0.05f, .nstep = 36, .use_mad = false});
   }
   std::array<std::uint8_t, 8> ls{}, lm{};

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   std::uint32_t parallel = 4, ctx = 4096;
   double read_timeout = 30, ping = 10, shutdown_timeout = 10;
   std::size_t max_body_mb = 8;
+  std::uint32_t max_header_kb = 8;
   CLI::App app{"strata-serve: OpenAI and Anthropic APIs over HTTP for a GGUF model"};
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("--host", so.host, "address to listen on")->capture_default_str();
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
   app.add_option("--max-body-mb", max_body_mb, "largest request body in MiB (larger: 413)")->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  app.add_option("--max-header-kb", max_header_kb, "largest request line + headers in KiB (larger: 400)")
+      ->capture_default_str()->check(CLI::Range(1u, 1024u));
   // llama-server spells the slot count -np; CLI11 cannot declare a two-letter single-dash flag.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
     so.read_timeout = std::chrono::milliseconds(std::int64_t(read_timeout * 1000));
     so.ping_interval = std::chrono::milliseconds(std::int64_t(ping * 1000));
     so.max_body_bytes = max_body_mb << 20;
+    so.max_header_bytes = max_header_kb << 10;
     so.shutdown_timeout = std::chrono::milliseconds(std::int64_t(shutdown_timeout * 1000));
     serve::server srv(so);
     srv.run(model_path, eo, sched, [&](std::uint16_t port) {

@@ -32,6 +32,7 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
   while (true) {
     http::request_parser<http::string_body> p;
     p.body_limit(opt.max_body_bytes);
+    p.header_limit(opt.max_header_bytes);
     if (buf.size() == 0) {
       // An idle keep-alive connection may wait keep_alive_timeout for its next request (clients
       // learn it from the Keep-Alive header and close first); once bytes arrive, the whole
@@ -223,6 +224,10 @@ void server::run(const std::filesystem::path& model_path, const rt::engine_optio
   try {
     d.model = rt::model::load(model_path, eo);
     d.tok = std::make_unique<tokenizer::tokenizer>(tokenizer::tokenizer::from_gguf(d.model->gguf()));
+    // The sampler draws ids below the logits' width and the detokenizer reads them: both must agree.
+    if (std::uint32_t(d.tok->n_vocab()) != d.model->hparams().n_vocab)
+      throw format_error(model_path.string() + ": the tokenizer has " + std::to_string(d.tok->n_vocab()) +
+                         " tokens but token_embd.weight has " + std::to_string(d.model->hparams().n_vocab) + " rows");
     d.tmpl = chat::detect(d.model->gguf());
     for (std::int32_t id = 0; id < d.tok->n_vocab(); ++id)
       if (d.tok->is_eog(id)) d.eog.push_back(id);

@@ -21,6 +21,7 @@ struct server_options {
   std::string api_key;                          // empty: no authentication
   std::string model_id;                         // empty: the GGUF file name without extension
   std::size_t max_body_bytes = 8u << 20;        // larger bodies get 413
+  std::uint32_t max_header_bytes = 8u << 10;    // request line + headers; larger: 400
   std::chrono::milliseconds read_timeout{30000};  // a request must arrive within this
   std::chrono::milliseconds ping_interval{10000}; // SSE keepalive while nothing else is sent
   std::chrono::milliseconds shutdown_timeout{10000};  // running generations' time to finish on SIGTERM

@@ -24,6 +24,7 @@ constexpr const char* grammars[] = {
     R"g(root ::= item ("," item)*
 item ::= "[" root? "]" | [a-c]+ | "\"" [^"]* "\"")g",
     "root ::= ([\xC3\xA0-\xC3\xBF] | [\xE3\x81\x81-\xE3\x82\x9F] | [a-b] | \"\xF0\x9F\x99\x82\")* \".\"",
+    "root ::= [^a]* \"a\" .",
     R"g(root ::= [^a-z\n]{2,4} ("\n" root)?)g",
     R"g(root ::= x y
 x ::= "p"? "q"*
@@ -33,7 +34,9 @@ y ::= x "r" | "s")g",
 // Bytes that exercise every grammar above, including multi-byte characters cut anywhere.
 const std::string alphabet[] = {"a", "b", "c", "x", "y", "z", "!", ",", "[", "]", "\"", "p", "q", "r", "s",
                                 "\n", ".", "A", "\xC3", "\xA9", "\xE3", "\x81", "\x82", "\xF0", "\x9F", "\x99",
-                                "\xC3\xA9", "\xE3\x81\x82", "\xF0\x9F\x99\x82", "\xFF", "\x80"};
+                                "\xC3\xA9", "\xE3\x81\x82", "\xF0\x9F\x99\x82", "\xFF", "\x80",
+                                // lead bytes that restrict the next byte (overlong, surrogate, > U+10FFFF)
+                                "\xE0", "\xED", "\xA0", "\x9F", "\xBF", "\xF4\x8F", "\xF4\x90", "\xF0\x90"};
 
 std::string random_text(std::mt19937& rng, std::size_t max_len) {
   std::string s;

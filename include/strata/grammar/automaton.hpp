@@ -44,8 +44,9 @@ class automaton {
  public:
   using state_id = std::uint32_t;  // 0 = dead
   // A configuration: stack node id in the low 32 bits, partial UTF-8 character in the high 32
-  // (bits 0-1 continuation bytes still expected, 2-4 sequence length, 5-25 value so far). The
-  // value 0 is the empty stack: the grammar is complete.
+  // (bits 0-1 continuation bytes still expected, 2-4 sequence length, 5-25 value so far, or
+  // all ones when the class accepts every completion). The value 0 is the empty stack: the
+  // grammar is complete.
   using config = std::uint64_t;
 
   automaton(std::shared_ptr<const rule_set> rules, std::shared_ptr<const token_trie> trie,
@@ -144,25 +145,31 @@ class automaton {
   void compute_mask(state_id s, std::uint64_t* words) {
     ++stats_.masks_computed;
     std::fill(words, words + mask_words(), 0);
-    const auto set = [&](token_id t) { words[std::size_t(t) >> 6] |= std::uint64_t(1) << (t & 63); };
+    const auto set = [words](token_id t) { words[std::size_t(t) >> 6] |= std::uint64_t(1) << (t & 63); };
     if (accepting(s))
       for (const token_id t : trie_->end_of_generation()) set(t);
-    const auto nodes = trie_->nodes();
-    const std::uint32_t* tok_begin = trie_->token_begin();
+    const token_trie::node* nodes = trie_->node_data();
+    const std::uint32_t n = static_cast<std::uint32_t>(trie_->nodes().size());
     const token_id* toks = trie_->tokens();
     std::uint32_t* ds = depth_state_.data();
+    const std::uint32_t* trans = trans_.data();  // reloaded after compute(), which may grow it
     ds[0] = s;
     std::uint64_t visited = 0;
-    for (std::uint32_t i = 1; i < nodes.size();) {
+    for (std::uint32_t i = 1; i < n;) {
       const token_trie::node nd = nodes[i];
       ++visited;
-      const std::uint32_t to = step(ds[nd.depth - 1], nd.byte);
+      const std::uint32_t from = ds[nd.depth - 1];
+      std::uint32_t to = trans[std::size_t(from) * 256 + nd.byte];
+      if (to == detail::no_id) {
+        to = compute(from, nd.byte);
+        trans = trans_.data();
+      }
       if (to == 0) {
         i = nd.end;
         continue;
       }
       ds[nd.depth] = to;
-      for (std::uint32_t k = tok_begin[i]; k < tok_begin[i + 1]; ++k) set(toks[k]);
+      for (std::uint32_t k = nd.first_token, e = nodes[i + 1].first_token; k < e; ++k) set(toks[k]);
       ++i;
     }
     stats_.trie_nodes_visited += visited;
@@ -254,6 +261,12 @@ class automaton {
     const char_class& cls = rules_->classes()[elems_[nodes_[n].pos].value];
     auto partial = static_cast<std::uint32_t>(c >> 32);
     std::uint32_t rem = partial & 3, len = (partial >> 2) & 7, value = partial >> 5;
+    if (value == covered && rem > 0) {  // every completion is a member: only count the bytes
+      if ((b & 0xC0) != 0x80) return;
+      if (--rem == 0) advanced(n, out);
+      else out.push_back(n | std::uint64_t(rem | len << 2 | covered << 5) << 32);
+      return;
+    }
     if (rem == 0) {
       if (b < 0x80) {
         if (cls.contains(b)) advanced(n, out);
@@ -284,10 +297,19 @@ class automaton {
     if (lo > hi) return;
     const bool ok = (lo < 0xD800 && cls.intersects(lo, std::min<std::uint32_t>(hi, 0xD7FF))) ||
                     (hi > 0xDFFF && cls.intersects(std::max<std::uint32_t>(lo, 0xE000), hi));
-    if (ok) out.push_back(n | std::uint64_t(rem | len << 2 | value << 5) << 32);
+    if (!ok) return;
+    // When the class takes every completion and no later byte can make the sequence invalid
+    // (after a lead byte E0, ED, F0 or F4 the second byte is restricted), the value no longer
+    // matters: one canonical configuration per byte count instead of one per prefix value keeps
+    // a permissive class from creating thousands of states per position.
+    const bool restricted_next = rem == len - 1 && ((len == 3 && (value == 0 || value == 0xD)) ||
+                                                    (len == 4 && (value == 0 || value == 4)));
+    if (!restricted_next && cls.covers(lo, hi)) value = covered;
+    out.push_back(n | std::uint64_t(rem | len << 2 | value << 5) << 32);
   }
+  static constexpr std::uint32_t covered = 0x1FFFFF;  // partial value marker (no real prefix has it)
 
-  state_id compute(state_id s, std::uint8_t b) {
+  [[gnu::noinline]] state_id compute(state_id s, std::uint8_t b) {
     scratch_.clear();
     for (const config c : configs(s)) step_config(c, b, scratch_);
     normalize(scratch_);

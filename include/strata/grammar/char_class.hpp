@@ -64,6 +64,21 @@ class char_class {
     return false;
   }
 
+  // Whether every code point in [lo, hi] is a member, UTF-16 surrogates (never text) excepted.
+  bool covers(char32_t lo, char32_t hi) const noexcept {
+    const auto inside = [&](char32_t a, char32_t b) {
+      if (a > b) return true;
+      for (const cp_range r : ranges_)
+        if (r.lo <= a) {
+          if (r.hi >= b) return true;
+        } else {
+          break;
+        }
+      return false;
+    };
+    return inside(lo, std::min<char32_t>(hi, 0xD7FF)) && inside(std::max<char32_t>(lo, 0xE000), hi);
+  }
+
   bool empty() const noexcept { return ranges_.empty(); }
   std::span<const cp_range> ranges() const noexcept { return ranges_; }
   friend bool operator==(const char_class& a, const char_class& b) noexcept {

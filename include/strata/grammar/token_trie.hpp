@@ -32,10 +32,12 @@ enum class token_kind : std::uint8_t {
 
 class token_trie {
  public:
+  // The walk reads nodes in order, so what it needs of one sits together (12 bytes).
   struct node {
-    std::uint32_t end;    // one past the last node of this node's subtree
-    std::uint16_t depth;  // bytes from the root; the root is node 0 at depth 0
-    std::uint8_t byte;    // byte on the edge from the parent
+    std::uint32_t end;          // one past the last node of this node's subtree
+    std::uint32_t first_token;  // tokens ending here: tokens()[first_token, next node's first_token)
+    std::uint16_t depth;        // bytes from the root; the root is node 0 at depth 0
+    std::uint8_t byte;          // byte on the edge from the parent
     std::uint8_t unused;
   };
   static constexpr std::size_t max_token_bytes = 65535;  // longer tokens are excluded
@@ -75,12 +77,13 @@ class token_trie {
     return std::string_view(bytes_).substr(piece_begin_[i], piece_begin_[i + 1] - piece_begin_[i]);
   }
   std::span<const token_id> end_of_generation() const noexcept { return eog_; }
-  std::span<const node> nodes() const noexcept { return nodes_; }
+  // Preorder nodes, root first; one sentinel node past the last closes the token ranges.
+  std::span<const node> nodes() const noexcept { return {nodes_.data(), nodes_.size() - 1}; }
   // Tokens whose bytes end at node i.
   std::span<const token_id> tokens_at(std::uint32_t i) const noexcept {
-    return {tokens_.data() + token_begin_[i], tokens_.data() + token_begin_[i + 1]};
+    return {tokens_.data() + nodes_[i].first_token, tokens_.data() + nodes_[i + 1].first_token};
   }
-  const std::uint32_t* token_begin() const noexcept { return token_begin_.data(); }
+  const node* node_data() const noexcept { return nodes_.data(); }
   const token_id* tokens() const noexcept { return tokens_.data(); }
   std::size_t max_depth() const noexcept { return max_depth_; }
 
@@ -107,8 +110,7 @@ class token_trie {
     });
     // Sorted pieces visit the trie in preorder: a new piece shares its longest common prefix
     // with the previous one, closes the nodes below it and opens nodes for its remaining bytes.
-    nodes_.push_back({0, 0, 0, 0});
-    token_begin_.push_back(0);
+    nodes_.push_back({0, 0, 0, 0, 0});
     std::vector<std::uint32_t> path = {0};
     std::string_view prev;
     for (const token_id t : order) {
@@ -121,23 +123,22 @@ class token_trie {
       }
       for (std::size_t k = l; k < p.size(); ++k) {
         path.push_back(static_cast<std::uint32_t>(nodes_.size()));
-        nodes_.push_back({0, static_cast<std::uint16_t>(k + 1), static_cast<std::uint8_t>(p[k]), 0});
-        token_begin_.push_back(static_cast<std::uint32_t>(tokens_.size()));
+        nodes_.push_back({0, static_cast<std::uint32_t>(tokens_.size()), static_cast<std::uint16_t>(k + 1),
+                          static_cast<std::uint8_t>(p[k]), 0});
       }
       tokens_.push_back(t);
       max_depth_ = std::max(max_depth_, p.size());
       prev = p;
     }
     for (const std::uint32_t i : path) nodes_[i].end = static_cast<std::uint32_t>(nodes_.size());
-    token_begin_.push_back(static_cast<std::uint32_t>(tokens_.size()));
+    nodes_.push_back({0, static_cast<std::uint32_t>(tokens_.size()), 0, 0, 0});  // sentinel
   }
 
   std::vector<token_kind> kinds_;
   std::string bytes_;                      // text tokens' bytes, back to back
   std::vector<std::uint32_t> piece_begin_;  // n_vocab + 1 offsets into bytes_
   std::vector<token_id> eog_;
-  std::vector<node> nodes_;                 // preorder
-  std::vector<std::uint32_t> token_begin_;  // nodes + 1 offsets into tokens_
+  std::vector<node> nodes_;  // preorder, then the sentinel
   std::vector<token_id> tokens_;
   std::size_t max_depth_ = 0;
 };

@@ -3,6 +3,7 @@
 // Checked against llama.cpp src/models/llama.cpp (spec §3.4).
 #pragma once
 #include "strata/arch/architecture.hpp"
+#include "strata/arch/hparams_limits.hpp"
 
 namespace strata::arch {
 
@@ -17,7 +18,7 @@ struct llama {
   static hparams load_hparams(const gguf::reader& r) {
     hparams hp = detail::load_common(r, gguf_name);
     if (hp.n_ff == 0) throw format_error(r.source() + ": missing metadata key 'llama.feed_forward_length'");
-    return hp;
+    return validate(hp, r.source());
   }
   static layer_plan plan(const hparams& hp, std::uint32_t) { return {.rope_base = hp.rope_base}; }
 };

@@ -5,6 +5,7 @@
 // and HF modeling_llama4.py (spec §3.7; chunk size hard-wired to 8192 as llama.cpp does).
 #pragma once
 #include "strata/arch/architecture.hpp"
+#include "strata/arch/hparams_limits.hpp"
 
 namespace strata::arch {
 
@@ -36,7 +37,7 @@ struct llama4 {
       hp.nope_step = 4;
       hp.swa_pattern = detail::read_u32(r, arch_key(gguf_name, "attention.sliding_window_pattern"), 4, false);
     }
-    return hp;
+    return validate(hp, r.source());
   }
 
   static layer_plan plan(const hparams& hp, std::uint32_t il) {

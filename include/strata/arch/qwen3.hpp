@@ -2,6 +2,7 @@
 // NEOX RoPE. Usually tied output on small models. llama.cpp src/models/qwen3.cpp (spec §3.5).
 #pragma once
 #include "strata/arch/architecture.hpp"
+#include "strata/arch/hparams_limits.hpp"
 
 namespace strata::arch {
 
@@ -16,7 +17,7 @@ struct qwen3 {
   static hparams load_hparams(const gguf::reader& r) {
     hparams hp = detail::load_common(r, gguf_name);
     if (hp.n_ff == 0) throw format_error(r.source() + ": missing metadata key 'qwen3.feed_forward_length'");
-    return hp;
+    return validate(hp, r.source());
   }
   static layer_plan plan(const hparams& hp, std::uint32_t) { return {.qk_norm = true, .rope_base = hp.rope_base}; }
 };

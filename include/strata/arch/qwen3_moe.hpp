@@ -3,6 +3,7 @@
 // outputs. llama.cpp src/models/qwen3moe.cpp (spec §3.6).
 #pragma once
 #include "strata/arch/architecture.hpp"
+#include "strata/arch/hparams_limits.hpp"
 
 namespace strata::arch {
 
@@ -19,7 +20,7 @@ struct qwen3_moe {
     detail::load_moe(r, hp, false);
     if (hp.n_ff_exp == 0)
       throw format_error(r.source() + ": missing metadata key 'qwen3moe.expert_feed_forward_length'");
-    return hp;
+    return validate(hp, r.source());
   }
   static layer_plan plan(const hparams& hp, std::uint32_t) {
     return {.moe = true, .qk_norm = true, .rope_base = hp.rope_base};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "strata/arch/architecture.hpp"
+#include "strata/arch/hparams_limits.hpp"
 #include "strata/core/error.hpp"
 #include "strata/gguf/reader.hpp"
 #include "strata/graph/batch.hpp"
@@ -78,12 +79,14 @@ class backend {
     const std::size_t sc = std::size_t(pool_.size()) * (max_ctx + 4 * head_scratch);
     if (score_scratch_.size() < sc) score_scratch_.resize(sc);
     score_stride_ = max_ctx + 4 * head_scratch;
-    if (route_ids_.size() < max_rows * 256u) {
-      route_ids_.resize(max_rows * 256u);
-      route_w_.resize(max_rows * 256u);
-      route_rows_.reserve(max_rows * 256u);
-      route_order_.reserve(1024);
+    // MoE routing: max_rows is the batch times expert_used_count for a MoE model (one entry per
+    // routed row); the expert order holds expert_count entries (validated <= limits::max_experts).
+    if (route_ids_.size() < max_rows) {
+      route_ids_.resize(max_rows);
+      route_w_.resize(max_rows);
+      route_rows_.reserve(max_rows);
     }
+    route_order_.reserve(arch::limits::max_experts);
   }
 
   void begin(const graph::batch&, bool /*greedy*/ = false) noexcept {}
@@ -152,8 +155,12 @@ class backend {
   }
 
   void rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t> pos, const rope_params& p) {
+    if (p.n_rot > arch::limits::max_head_dim || p.n_rot * n_heads > x.cols)
+      throw error("rope: " + std::to_string(n_heads) + " heads of " + std::to_string(p.n_rot) +
+                  " rotated dims do not fit a row of " + std::to_string(x.cols) + " (limit " +
+                  std::to_string(arch::limits::max_head_dim) + " per head)");
     pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
-      float c[512], s[512];
+      float c[arch::limits::max_head_dim / 2], s[arch::limits::max_head_dim / 2];
       for (std::size_t t = b; t < e; ++t) {
         rope_angles(pos[t], p.n_rot, p.base, p.freq_scale, p.freq_factors, c, s);
         for (std::uint32_t h = 0; h < n_heads; ++h) rope_head(x.row(t) + h * p.n_rot, p.n_rot, p.neox, c, s);
@@ -190,6 +197,9 @@ class backend {
   // Softmax attention of each query head over its sequence's cached positions [start, pos].
   void attention(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q,
                  const attention_params& p, tensor out) {
+    if (p.head_dim > head_scratch || p.n_head_kv == 0 || p.n_head % p.n_head_kv)
+      throw error("attention: head_dim " + std::to_string(p.head_dim) + " (limit " + std::to_string(head_scratch) +
+                  "), " + std::to_string(p.n_head) + " heads over " + std::to_string(p.n_head_kv) + " KV heads");
     if (kv::is_compressed(kv.config().type_k) || kv::is_compressed(kv.config().type_v))
       return attention_compressed(kv, layer, b, q, p, out);
     const std::uint32_t gqa = p.n_head / p.n_head_kv, d = p.head_dim;
@@ -293,6 +303,9 @@ class backend {
   void moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint32_t k, tensor x,
                const moe_scratch& s, tensor out) {
     const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]);
+    if (E > arch::limits::max_experts || k > E || std::size_t(n) * k > route_ids_.size())
+      throw error("moe: " + std::to_string(n) + " rows x " + std::to_string(k) + " of " + std::to_string(E) +
+                  " experts exceed the routing buffers (" + std::to_string(route_ids_.size()) + " entries)");
     matmul(*mw.gate_inp, x, s.logits.first_rows(n));
     std::int32_t* ids = route_ids_.data();
     float* wts = route_w_.data();
@@ -355,7 +368,7 @@ class backend {
   }
 
  private:
-  static constexpr std::size_t head_scratch = 1024;  // floats per head vector buffer (max head_dim)
+  static constexpr std::size_t head_scratch = arch::limits::max_head_dim;  // floats per head vector buffer
 
   // Attention over a compressed cache (q8_0 or TurboQuant on either side). Positions within the
   // full-precision window of the query read the f16 ring; older TurboQuant keys are scored

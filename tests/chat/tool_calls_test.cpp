@@ -12,7 +12,10 @@
 #include "strata/chat/tool_call_parser.hpp"
 #include "strata/chat/tool_calls.hpp"
 #include "strata/grammar/lazy_matcher.hpp"
+#include "strata/gguf/reader.hpp"
 #include "strata/json/parse.hpp"
+#include "strata/tokenizer/tokenizer.hpp"
+#include "support/fixtures.hpp"
 
 using namespace strata;
 using chat::template_kind;
@@ -283,4 +286,23 @@ TEST_CASE("lazy_matcher: free text until the trigger, then the grammar") {
   for (const char c : std::string("\n {\"name\": \"")) at_start2.accept(grammar::token_id(c));
   CHECK(at_start2.active());
   CHECK_FALSE(at_start2.failed());
+}
+
+TEST_CASE("Qwen3's <tool_call> is one token the forced grammar allows, as are its spelled-out bytes") {
+  const auto path = test::fixture_dir() / "tokenizer" / "ggml-vocab-qwen3.gguf";
+  const gguf::file vocab_file(path);
+  const auto tok = tokenizer::tokenizer::from_gguf(vocab_file.gguf());
+  const auto open = tok.encode("<tool_call>", false, true);
+  REQUIRE(open.size() == 1);
+  const auto trie = std::make_shared<const grammar::token_trie>(grammar::token_trie::from_tokenizer(tok));
+  CHECK(trie->kind(open[0]) == grammar::token_kind::text);
+  CHECK(tok.token_to_piece(open[0], false) == "<tool_call>");  // user-defined: shown in the output text
+  const auto specs = chat::tool_specs(example_tools());
+  const auto a = grammar::compile_gbnf(chat::tool_call_grammar(template_kind::chatml, specs, {}, true).gbnf, trie);
+  grammar::matcher m(a);
+  CHECK(m.allows(open[0]));
+  CHECK(m.allows(tok.encode("<", false, false)[0]));
+  CHECK_FALSE(m.allows(tok.encode("Sure", false, false)[0]));
+  m.accept(open[0]);
+  CHECK(m.allows(tok.encode("\n", false, false)[0]));
 }

@@ -46,7 +46,10 @@ struct chatml {
       if (msgs[0].role == "system") out += msgs[0].content + "\n\n";
       out += "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
              "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
-      for (const json::value& t : *opt.tools) out += "\n" + json::dumps(t);
+      for (const json::value& t : *opt.tools) {
+        out += '\n';
+        out += json::dumps(t);
+      }
       out += "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
              "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
              "<args-json-object>}\n</tool_call><|im_end|>\n";

@@ -151,9 +151,15 @@ class schema_converter {
     if (i < ref.size() && ref[i] != '/') fail(path, "$ref '" + ref + "' is not a JSON pointer");
     while (i < ref.size()) {
       const std::size_t j = ref.find('/', i + 1);
-      std::string token = ref.substr(i + 1, j == std::string::npos ? std::string::npos : j - i - 1);
-      for (std::size_t k = 0; (k = token.find('~', k)) != std::string::npos; ++k)
-        token.replace(k, 2, k + 1 < token.size() && token[k + 1] == '1' ? "/" : "~");
+      const std::string_view raw = std::string_view(ref).substr(i + 1, j == std::string::npos ? std::string::npos : j - i - 1);
+      std::string token;  // ~1 is '/', ~0 is '~' (RFC 6901)
+      for (std::size_t k = 0; k < raw.size(); ++k) {
+        if (raw[k] == '~' && k + 1 < raw.size() && (raw[k + 1] == '0' || raw[k + 1] == '1')) {
+          token += raw[++k] == '1' ? '/' : '~';
+        } else {
+          token += raw[k];
+        }
+      }
       if (v->is_object()) {
         v = v->find(token);
       } else if (v->is_array() && !token.empty() && token.find_first_not_of("0123456789") == std::string::npos &&

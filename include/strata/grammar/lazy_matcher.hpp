@@ -23,6 +23,7 @@ class lazy_matcher final : public sampling::token_constraint {
       : inner_(a), trie_(&a->trie()), trigger_(std::move(trigger)), at_start_(at_start),
         all_(a->mask_words(), ~std::uint64_t(0)) {
     if (trigger_.empty()) throw error("grammar: lazy_matcher needs a non-empty trigger");
+    seen_.reserve(256);
     const std::size_t tail = std::size_t(trie_->n_vocab()) % 64;
     if (tail) all_.back() = (std::uint64_t(1) << tail) - 1;
   }

@@ -22,7 +22,10 @@ namespace strata::grammar {
 
 class matcher final : public sampling::token_constraint {
  public:
-  explicit matcher(std::shared_ptr<automaton> a) : a_(std::move(a)), none_(a_->mask_words(), 0) { reset(); }
+  explicit matcher(std::shared_ptr<automaton> a) : a_(std::move(a)), none_(a_->mask_words(), 0) {
+    configs_.reserve(64);  // a position rarely holds more stacks: accept() then never allocates
+    reset();
+  }
 
   // Back to the start of the grammar.
   void reset() {

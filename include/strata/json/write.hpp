@@ -67,16 +67,23 @@ inline std::string python_float_repr(double d) {
   std::string out = std::signbit(d) ? "-" : "";
   if (decpt > -4 && decpt <= 16) {
     if (decpt <= 0) {
-      out += "0." + std::string(std::size_t(-decpt), '0') + digits;
+      out += "0.";
+      out.append(std::size_t(-decpt), '0');
+      out += digits;
     } else if (std::size_t(decpt) >= digits.size()) {
       out += digits + std::string(std::size_t(decpt) - digits.size(), '0') + ".0";
     } else {
-      out += digits.substr(0, std::size_t(decpt)) + "." + digits.substr(std::size_t(decpt));
+      out.append(digits, 0, std::size_t(decpt));
+      out += '.';
+      out.append(digits, std::size_t(decpt));
     }
     return out;
   }
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  out += digits[0];
+  if (digits.size() > 1) {
+    out += '.';
+    out.append(digits, 1);
+  }
   const int e = decpt - 1;
   out += e < 0 ? "e-" : "e+";
   const std::string ed = std::to_string(std::abs(e));

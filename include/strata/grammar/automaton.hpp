@@ -11,8 +11,9 @@
 // misses) allocate, and `max_states` bounds the memory: past it the states, transitions and
 // masks are dropped (flush) and rebuilt on demand.
 //
-// Not thread-safe: one automaton serves any number of matchers on one thread (e.g. the n choices
-// of a request). The rule_set and token_trie it reads are immutable and may be shared widely.
+// Not thread-safe: one automaton serves any number of matchers on one thread at a time (e.g.
+// every request with the same grammar, on the scheduler's thread); it may be built on another
+// thread and handed over. The rule_set and token_trie it reads are immutable and may be shared.
 #pragma once
 #include <algorithm>
 #include <cstdint>

@@ -4,7 +4,8 @@
 //   token = sampler.sample(logits, m);        // mask_first, or constraint_mode::check_first
 //   m.accept(token);
 // A GPU backend needs only allowed() (n_vocab bits) uploaded per step. Copies are independent
-// positions sharing the automaton (n > 1 choices); use them on the automaton's thread.
+// positions sharing the automaton (n > 1 choices). Constructing, copying and reset() touch only
+// the matcher; every other call uses the automaton: keep those on one thread per automaton.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -27,13 +28,13 @@ class matcher final : public sampling::token_constraint {
     reset();
   }
 
-  // Back to the start of the grammar.
+  // Back to the start of the grammar. Like the constructor, it does not touch the automaton
+  // (the state is found on first use), so matchers may be made on any thread.
   void reset() {
     const auto init = a_->initial_configs();
     configs_.assign(init.begin(), init.end());
     gen_ = 0;
     ended_ = false;
-    resolve();
   }
 
   bool allows(token_id t) override {

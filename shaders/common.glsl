@@ -9,6 +9,9 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#if defined(NEED_DOT4) && defined(HAS_DOT4)
+#extension GL_EXT_spirv_intrinsics : require
+#endif
 #ifdef COOPMAT
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -28,4 +31,43 @@ float w_bf16(uint byte_off) { return uintBitsToFloat(uint(w16[byte_off >> 1]) <<
 float w_f32(uint byte_off) { return uintBitsToFloat(w32[byte_off >> 2]); }
 // Four bytes starting at a 2-aligned offset (Q6_K and friends are only 2-byte aligned).
 uint w_u32_2(uint byte_off) { return uint(w16[byte_off >> 1]) | (uint(w16[(byte_off >> 1) + 1]) << 16); }
+// 16 / 8 bytes at a 2-aligned offset from aligned words, without branches: word k of the result
+// is bits [sh, sh + 32) of words k, k+1 (sh = 0 or 16). The extra word is only read when the
+// range is misaligned, so nothing past the range is touched.
+uint funnel16(uint lo, uint hi, uint sh) { return (lo >> sh) | ((hi << 16) << (16u - sh)); }
+uvec4 w_u128_2(uint byte_off) {
+  const uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
+  const uint a0 = w32[i], a1 = w32[i + 1], a2 = w32[i + 2], a3 = w32[i + 3], a4 = w32[i + 3 + (sh >> 4)];
+  return uvec4(funnel16(a0, a1, sh), funnel16(a1, a2, sh), funnel16(a2, a3, sh), funnel16(a3, a4, sh));
+}
+uvec2 w_u64_2(uint byte_off) {
+  const uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
+  const uint a0 = w32[i], a1 = w32[i + 1], a2 = w32[i + 1 + (sh >> 4)];
+  return uvec2(funnel16(a0, a1, sh), funnel16(a1, a2, sh));
+}
+#endif
+
+#ifdef MMVQ
+// int8 activations of the integer matvec (quantize_q8.glsl writes them): codes in 32-element
+// blocks, 16 per uvec4, and per block (d, d·sum of codes 0-15, d·sum of codes 16-31, d·sum).
+layout(binding = 1, std430) readonly buffer XQ { uvec4 xq[]; };
+layout(binding = 2, std430) readonly buffer XS { vec4 xs[]; };
+#endif
+
+#ifdef NEED_DOT4
+// Dot product of four packed signed bytes: a hardware instruction where the device has
+// VK_KHR_shader_integer_dot_product (HAS_DOT4, SPIR-V OpSDot through GL_EXT_spirv_intrinsics,
+// since glslang 12 has no GL_EXT_integer_dot_product), else plain integer math.
+#ifdef HAS_DOT4
+// OpSDot (4450); capabilities DotProduct (6019), DotProductInput4x8BitPacked (6018); fmt 0 = 4x8-bit packed
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot4_packed(uint a, uint b, spirv_literal int fmt);
+int dot4(uint a, uint b) { return sdot4_packed(a, b, 0); }
+#else
+int dot4(uint a, uint b) {
+  const ivec4 x = ivec4(int(a << 24) >> 24, int(a << 16) >> 24, int(a << 8) >> 24, int(a) >> 24);
+  const ivec4 y = ivec4(int(b << 24) >> 24, int(b << 16) >> 24, int(b << 8) >> 24, int(b) >> 24);
+  return x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
+}
+#endif
 #endif

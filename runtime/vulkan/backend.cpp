@@ -38,10 +38,23 @@ std::string gib(std::uint64_t b) {
 
 std::string kv_define(kv::kv_type t) { return t == kv::kv_type::f32 ? "1" : ""; }
 
+// Weight formats with an int8-activation unit in shaders/quant/<fmt>.glsl (MMVQ).
+bool has_mmvq(gguf::type_id t) {
+  return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k || t == gguf::type_id::q8_0;
+}
+
 // Push-constant blocks, field for field as declared in the shaders.
 struct matvec_pc {
   std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, in_div, ids_off, up_off;
   std::uint32_t r_off, r_stride;
+  float eps;
+};
+struct mmvq_pc {
+  std::uint32_t K, N, n_tok, row_bytes, q_off, q_stride, s_off, s_stride, y_off, y_stride, r_off, r_stride, up_off,
+      expert_bytes, ids_off, in_div;
+};
+struct quantize_pc {
+  std::uint32_t K, x_off, x_stride, q_off, q_stride, s_off, s_stride;
   float eps;
 };
 struct get_rows_pc {
@@ -183,6 +196,21 @@ struct backend::impl {
     std::optional<tensor> residual;
     const weight* up = nullptr;
   };
+  // Integer matvec (mmvq.glsl): activations quantized once per input to int8 blocks (xq/xs
+  // scratch), then packed 4x8-bit dot products. STRATA_VK_MMVQ=0 turns it off (f32 matvec);
+  // STRATA_VK_MMVQ_SHAPE=WG:RPG:U overrides the workgroup shape for experiments.
+  bool mmvq = true;
+  std::uint32_t mmvq_wg = 64, mmvq_rpg = 2, mmvq_u = 2;
+  bool mmvq_shape_forced = false;
+  std::uint32_t xq = 0, xs = 0;  // buffer ids
+  std::uint32_t max_k = 0;        // widest matmul input
+  // The input the xq/xs scratch holds now (valid until its buffer is written).
+  struct quantized_input {
+    tensor x;
+    const weight* norm_w = nullptr;
+    float eps = 0;
+  };
+  std::optional<quantized_input> quantized;
   bool fuse = true;
   bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)
   bool coopmat = false;   // tensor-core tile product in mul_mm
@@ -205,6 +233,13 @@ struct backend::impl {
     if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
     if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
     if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
+    if (const char* v = std::getenv("STRATA_VK_MMVQ"); v && std::string_view(v) == "0") mmvq = false;
+    if (const char* v = std::getenv("STRATA_VK_MMVQ_SHAPE")) {
+      unsigned a = 0, b = 0, c = 0;
+      if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || a < 32 || a > 1024 || b < 1 || b > 8 || c < 1 || c > 8)
+        throw error("STRATA_VK_MMVQ_SHAPE must be WG:RPG:U (e.g. 64:2:2), got '" + std::string(v) + "'");
+      mmvq_wg = a, mmvq_rpg = b, mmvq_u = c, mmvq_shape_forced = true;
+    }
     pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
                                                                          ctx.queue_family()));
     fence = vk::raii::Fence(ctx.device(), vk::FenceCreateInfo());
@@ -255,11 +290,83 @@ struct backend::impl {
     dispatch(norm_req(weighted), b, &pc, sizeof pc, n.x.rows);
   }
 
+  // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group. Short matrices (the K/V
+  // projections) keep one row per group so enough workgroups exist to fill the GPU.
+  pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
+                            bool ids) const {
+    const std::uint32_t rpg = mmvq_shape_forced || n_rows >= 4096 ? mmvq_rpg : 1;
+    std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(mmvq_wg)},
+                                                       {"LPR", "32"}, {"RPG", std::to_string(rpg)},
+                                                       {"U", std::to_string(mmvq_u)}, {"NT", std::to_string(nt)}};
+    if (ctx.info().int_dot) d.emplace_back("HAS_DOT4", "1");
+    if (ctx.info().subgroup_size == 32) d.emplace_back("SG_LPR", "1");
+    if (swiglu) d.emplace_back("SWIGLU", "1");
+    if (residual) d.emplace_back("ADD_RESIDUAL", "1");
+    if (ids) d.emplace_back("MOE_IDS", "1");
+    return req("mmvq", t, std::move(d), 6);
+  }
+  std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const {
+    std::uint32_t wgs = 0, rpg = 0;
+    for (const auto& [k, v] : r.defines) {
+      if (k == "WG") wgs = std::uint32_t(std::stoul(v));
+      if (k == "RPG") rpg = std::uint32_t(std::stoul(v));
+    }
+    return wgs / 32 * rpg;
+  }
+  bool use_mmvq(const weight& w, std::uint32_t n) const {
+    return mmvq && n < mm_min_tokens && has_mmvq(w.type) && w.ne[0] % 256 == 0;
+  }
+
+  // Quantizes x (RMS-normalised with norm_w first, if given) into the xq/xs scratch, unless the
+  // scratch already holds exactly that input.
+  void quantize_input(const tensor& x, const weight* norm_w, float eps) {
+    if (quantized && same(quantized->x, x) && quantized->norm_w == norm_w && quantized->eps == eps) return;
+    if (x.off % 4 || x.stride % 4)
+      throw error("internal: quantized matmul input rows must start at multiples of 4 floats");
+    if (x.cols > max_k || x.rows > max_rows) throw error("internal: quantized input larger than its scratch");
+    const quantize_pc pc{x.cols, x.off, x.stride, 0, max_k / 16, 0, max_k / 32, eps};
+    const binding b[] = {bind(x, false), norm_w ? bind_weight(*norm_w) : bind(x, false), bind_id(xq, true), bind_id(xs, true)};
+    dispatch(quantize_req(norm_w != nullptr), b, &pc, sizeof pc, x.rows);
+    quantized = quantized_input{x, norm_w, eps};
+  }
+  pipeline_request quantize_req(bool norm) const {
+    std::vector<std::pair<std::string, std::string>> d{{"WG", "128"}};
+    if (norm) d.emplace_back("NORM", "1");
+    return req("quantize_q8", {}, std::move(d), 4);
+  }
+
+  void record_mmvq(const pending_matmul& m) {
+    const weight& w = *m.w;
+    const std::uint32_t n = m.x.rows;
+    const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+    if (m.norm) quantize_input(m.norm->x, m.norm->w, m.norm->eps);
+    else quantize_input(m.x, nullptr, 0.0f);
+    mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32,
+               m.y.off, m.y.stride, 0, 0, 0, 0, 0, 1};
+    binding wb = bind_weight(w);
+    if (m.up) {  // one binding over gate .. up (same chunk, up after gate)
+      const auto& g = weights.at(w.id);
+      const auto& u = weights.at(m.up->id);
+      wb.range.bytes = u.offset + u.bytes - g.offset;
+      pc.up_off = std::uint32_t(u.offset - g.offset);
+    }
+    if (m.residual) {
+      pc.r_off = m.residual->off;
+      pc.r_stride = m.residual->stride;
+    }
+    const binding b[] = {wb, bind_id(xq, false), bind_id(xs, false), bind(m.y, true),
+                         m.residual ? bind(*m.residual, false) : bind(m.y, false), bind_id(xq, false)};
+    const auto r = mmvq_req(w.type, nt, w.ne[1], m.up != nullptr, m.residual.has_value(), false);
+    dispatch(r, b, &pc, sizeof pc, div_up(w.ne[1], mmvq_rows_per_wg(r)), div_up(n, nt));
+    if (quantized && quantized->x.buf == m.y.buf) quantized.reset();
+  }
+
   void record_matmul(const pending_matmul& m) {
     const weight& w = *m.w;
     const std::uint32_t n = m.x.rows;
     const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
     if (n >= mm_min_tokens && !m.norm && !m.up && !m.residual && w.ne[0] % 32 == 0) return record_mul_mm(m);
+    if (use_mmvq(w, n)) return record_mmvq(m);
     const tensor& x = m.norm ? m.norm->x : m.x;
     if (x.off % 4 || x.stride % 4)  // the kernel reads x as vec4
       throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
@@ -284,6 +391,7 @@ struct backend::impl {
     if (m.up) d.emplace_back("SWIGLU", "1");
     if (m.residual) d.emplace_back("ADD_RESIDUAL", "1");
     dispatch(req("matvec", w.type, std::move(d), 6), b, &pc, sizeof pc, div_up(w.ne[1], rows_for(w.ne[1])), div_up(n, nt));
+    if (quantized && quantized->x.buf == m.y.buf) quantized.reset();
   }
 
   // Prefill: tiles of 64 weight rows x 64 tokens (mul_mm.glsl).
@@ -328,8 +436,10 @@ struct backend::impl {
         ++i;
       }
     }
-    for (const auto& w : writes)
+    for (const auto& w : writes) {
       std::erase_if(dropped, [&](const tensor& d) { return d.buf == w.buf; });
+      if (quantized && quantized->x.buf == w.buf) quantized.reset();
+    }
   }
   void flush_all() {
     flush_mats();
@@ -484,6 +594,18 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
       reqs.push_back(impl::req("matvec", f, std::move(d), 6));
     }
   for (auto f : mat_formats) reqs.push_back(P.mul_mm_req(f));
+  // Integer matvec: scratch for one quantized input, decode-shaped pipelines per format.
+  for (const auto& e : P.weights)
+    if (has_mmvq(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
+  if (P.mmvq && P.max_k) {
+    P.max_k = (P.max_k + 255) / 256 * 256;
+    P.xq = P.new_buffer(std::uint64_t(max_rows) * P.max_k, memory_kind::device, "int8 activations");
+    P.xs = P.new_buffer(std::uint64_t(max_rows) * P.max_k / 32 * 16, memory_kind::device, "int8 activation scales");
+    for (bool norm : {false, true}) reqs.push_back(P.quantize_req(norm));
+    for (const auto& e : P.weights)
+      if (has_mmvq(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1)
+        for (int v = 0; v < 3; ++v) reqs.push_back(P.mmvq_req(e.info->type, 1, e.info->ne[1], v == 1, v == 2, false));
+  }
   for (const auto& e : P.weights)
     if (e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
   if (!id_formats.empty()) {
@@ -611,6 +733,7 @@ void backend::begin(const graph::batch& b, bool greedy) {
   for (std::uint32_t t = 0; t < n; ++t)
     if (b.logits[t]) out_rows[n_out++] = t;
   P.kv_written = false;
+  P.quantized.reset();
   P.read_dst = nullptr;
   P.fuse_step = P.fuse && n <= 8;
   P.single_seq = std::all_of(b.seq_ids.begin(), b.seq_ids.end(), [&](std::uint32_t s) { return s == b.seq_ids[0]; });

@@ -130,7 +130,10 @@ context::context(int device_index) : vk_context_(make_context()) {
   }
 
   const auto feats = physical_.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features,
-                                            vk::PhysicalDeviceVulkan12Features>();
+                                            vk::PhysicalDeviceVulkan12Features, vk::PhysicalDeviceVulkan13Features>();
+  // Packed int8 dot products (Vulkan 1.3 core feature): the integer matvec uses them when present.
+  info_.int_dot = p.apiVersion >= VK_API_VERSION_1_3 &&
+                  feats.get<vk::PhysicalDeviceVulkan13Features>().shaderIntegerDotProduct;
   const auto& f11 = feats.get<vk::PhysicalDeviceVulkan11Features>();
   const auto& f12 = feats.get<vk::PhysicalDeviceVulkan12Features>();
   std::string missing;
@@ -170,14 +173,21 @@ context::context(int device_index) : vk_context_(make_context()) {
   e12.shaderInt8 = VK_TRUE;
   e12.timelineSemaphore = f12.timelineSemaphore;
   e12.hostQueryReset = f12.hostQueryReset;
+  vk::PhysicalDeviceVulkan13Features e13;
+  e13.shaderIntegerDotProduct = info_.int_dot;
   enable.pNext = &e11;
   e11.pNext = &e12;
+
   std::vector<const char*> ext{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
   vk::PhysicalDeviceCooperativeMatrixFeaturesNV coop;
   if (info_.nv_coopmat) {
     coop.cooperativeMatrix = VK_TRUE;
     e12.pNext = &coop;
     ext.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  }
+  if (p.apiVersion >= VK_API_VERSION_1_3) {  // chained only where the struct is known
+    e13.pNext = e12.pNext;
+    e12.pNext = &e13;
   }
   vk::DeviceCreateInfo dci({}, qci, {}, ext);
   dci.pNext = &enable;

@@ -29,6 +29,7 @@ struct device_info {
   float timestamp_period_ns = 1.0f;
   bool timestamps = false;
   bool nv_coopmat = false;
+  bool int_dot = false;      // packed 4x8-bit integer dot products (shaderIntegerDotProduct)
   std::uint64_t device_local_bytes = 0;
 };
 

@@ -70,3 +70,46 @@ float dot64(uint row_base, uint u, float xv[64], float xs[4]) {
   return (dm.x * float(sc[0])) * lo - (dm.y * float(mn[0])) * xs[0] + (dm.x * float(sc[1])) * hi -
          (dm.y * float(mn[1])) * xs[1];
 }
+
+#ifdef MMVQ
+// Integer matvec unit (mmvq.glsl): pair j of a block = 32 bytes of qs holding sub-block 2j in the
+// low nibbles and 2j+1 in the high ones, 64 elements; the 16-byte block header (d, dmin, 12 scale
+// bytes) is one aligned load (144-byte blocks keep every field 16-byte aligned).
+// sum_i (d sc q_i - dmin m) x_i = d sc dx sum_i q_i qx_i - dmin m (dx sum_i qx_i), per sub-block.
+const uint MMVQ_UNIT = 64;
+struct mmvq_w {
+  uvec4 hdr, q0, q1;
+};
+mmvq_w mmvq_load(uint row_base, uint u) {
+  const uint blk = (row_base + (u >> 2) * BLOCK_BYTES) >> 4;
+  const uint q = blk + 1 + 2 * (u & 3u);  // qs starts 16 bytes into the block
+  return mmvq_w(w128[blk], w128[q], w128[q + 1]);
+}
+float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
+  const uint j = u & 3u, b = u >> 2;
+  const uint xi = qb + 16 * b + 4 * j;
+  const uvec4 a0 = xq[xi], a1 = xq[xi + 1], a2 = xq[xi + 2], a3 = xq[xi + 3];
+  const vec4 s_lo = xs[sb + 8 * b + 2 * j], s_hi = xs[sb + 8 * b + 2 * j + 1];
+  const uint M = 0x0F0F0F0Fu;
+  int lo = dot4(w.q0.x & M, a0.x) + dot4(w.q0.y & M, a0.y) + dot4(w.q0.z & M, a0.z) + dot4(w.q0.w & M, a0.w) +
+           dot4(w.q1.x & M, a1.x) + dot4(w.q1.y & M, a1.y) + dot4(w.q1.z & M, a1.z) + dot4(w.q1.w & M, a1.w);
+  int hi = dot4((w.q0.x >> 4) & M, a2.x) + dot4((w.q0.y >> 4) & M, a2.y) + dot4((w.q0.z >> 4) & M, a2.z) +
+           dot4((w.q0.w >> 4) & M, a2.w) + dot4((w.q1.x >> 4) & M, a3.x) + dot4((w.q1.y >> 4) & M, a3.y) +
+           dot4((w.q1.z >> 4) & M, a3.z) + dot4((w.q1.w >> 4) & M, a3.w);
+  // 6-bit scales and mins of sub-blocks 2j, 2j+1 (detail/k_scale_min.hpp): bytes 2j', 2j'+1 of
+  // each 4-byte group, j' = j & 1; the upper two pairs borrow their top bits from bytes 0-7.
+  const uint sh = 16 * (j & 1u);
+  uint sc, mn;
+  if (j < 2) {
+    sc = (w.hdr.y >> sh) & 0x3F3Fu;
+    mn = (w.hdr.z >> sh) & 0x3F3Fu;
+  } else {
+    const uint h = w.hdr.w >> sh;
+    sc = (h & 0x0F0Fu) | (((w.hdr.y >> sh) >> 2) & 0x3030u);
+    mn = ((h >> 4) & 0x0F0Fu) | (((w.hdr.z >> sh) >> 2) & 0x3030u);
+  }
+  const vec2 dm = unpackHalf2x16(w.hdr.x);
+  return dm.x * (float(sc & 0xFFu) * s_lo.x * float(lo) + float((sc >> 8) & 0xFFu) * s_hi.x * float(hi)) -
+         dm.y * (float(mn & 0xFFu) * s_lo.w + float((mn >> 8) & 0xFFu) * s_hi.w);
+}
+#endif

@@ -48,3 +48,46 @@ float dot64(uint row_base, uint u, float xv[64], float xs[4]) {
     r += (d * float(w_i8(blk + Q6_K_OFF_SCALES + 8 * h + 2 * k + (u & 1u)))) * (acc[k] - 32.0 * xs[k]);
   return r;
 }
+
+#ifdef MMVQ
+// Integer matvec unit (mmvq.glsl): the 64 elements of dot64's unit u (block u/4, half h, lanes
+// l in [16(u%2), 16(u%2)+16) of the four quarters k): 16 bytes of ql from each 32-byte half,
+// 16 of qh, the quarter scales sc[8h + u%2 + 2k] and d. Blocks are only 2-byte aligned, so
+// 16-byte ranges come from aligned words (w_u128_2). Codes are lo | hi << 4 in 0..63: the -32
+// is applied through the activation sums, sum (q - 32) qx = sum q qx - 32 sum qx.
+const uint MMVQ_UNIT = 64;
+struct mmvq_w {
+  uvec4 l01, l23, hh;
+  uvec2 sc;
+  uint d;
+};
+mmvq_w mmvq_load(uint row_base, uint u) {
+  const uint blk = row_base + (u >> 2) * BLOCK_BYTES, h = (u >> 1) & 1u, lh = 16 * (u & 1u);
+  const uint ql = blk + Q6_K_OFF_QL + 64 * h + lh;
+  return mmvq_w(w_u128_2(ql), w_u128_2(ql + 32), w_u128_2(blk + Q6_K_OFF_QH + 32 * h + lh),
+                w_u64_2(blk + Q6_K_OFF_SCALES + 8 * h), w_u16(blk + Q6_K_OFF_D));
+}
+float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
+  const uint b = u >> 2, h = (u >> 1) & 1u, lh = u & 1u;
+  // Quarter k holds elements 128h + 32k + 16lh + i: half lh of 32-block 8b + 4h + k.
+  const uint blk32 = 8 * b + 4 * h;
+  const uint xi = qb + 2 * blk32 + lh;
+  const uint M = 0x0F0F0F0Fu, M2 = 0x03030303u;
+  ivec4 acc = ivec4(0);
+  for (uint c = 0; c < 4; ++c) {
+    const uint a = w.l01[c], e = w.l23[c], hb = w.hh[c];
+    acc.x += dot4((a & M) | ((hb & M2) << 4), xq[xi][c]);
+    acc.y += dot4((e & M) | (((hb >> 2) & M2) << 4), xq[xi + 2][c]);
+    acc.z += dot4(((a >> 4) & M) | (((hb >> 4) & M2) << 4), xq[xi + 4][c]);
+    acc.w += dot4(((e >> 4) & M) | (((hb >> 6) & M2) << 4), xq[xi + 6][c]);
+  }
+  float r = 0.0;
+  for (uint k = 0; k < 4; ++k) {
+    const vec4 s = xs[sb + blk32 + k];
+    const uint sbyte = (w.sc[k >> 1] >> (16 * (k & 1u) + 8 * lh)) & 0xFFu;  // sc[2k + lh]
+    const float part = s.x * float(acc[k]) - 32.0 * (lh == 0u ? s.y : s.z);
+    r += float(int(sbyte << 24) >> 24) * part;
+  }
+  return unpackHalf2x16(w.d).x * r;
+}
+#endif

@@ -1,0 +1,336 @@
+// Decode matvec lab for the Vulkan backend: every kernel variant on real decode shapes, checked
+// against a float64 CPU product of the same weights, then timed over enough weight copies
+// (rotated) that each dispatch reads from device memory, not L2, with a barrier between
+// dispatches as in a decode step. Prints time per call and weight GB/s per variant.
+//   vk_matvec_bench [--formats q4_k,q6_k,q8_0] [--shapes 4096x4096,4096x1024,...]
+//                   [--variants mv,q:WG=128:RPG=1:U=2,...] [--tokens 1] [--iters 200] [--rotate-mb 1024]
+// Variant "mv" is the f32-activation matvec.glsl; "q:..." is mmvq.glsl (int8 activations) with
+// the given defines (WG, LPR, RPG, U; NT = --tokens).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "context.hpp"
+#include "memory.hpp"
+#include "pipelines.hpp"
+#include "shader_compiler.hpp"
+#include "strata/core/error.hpp"
+#include "strata/core/fp16.hpp"
+#include "strata/quant/all.hpp"
+
+using namespace strata;
+using namespace strata::gpu;
+
+namespace {
+
+struct matvec_pc {
+  std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, in_div, ids_off, up_off;
+  std::uint32_t r_off, r_stride;
+  float eps;
+};
+struct mmvq_pc {
+  std::uint32_t K, N, n_tok, row_bytes, q_off, q_stride, s_off, s_stride, y_off, y_stride, r_off, r_stride, up_off,
+      expert_bytes, ids_off, in_div;
+};
+struct quantize_pc {
+  std::uint32_t K, x_off, x_stride, q_off, q_stride, s_off, s_stride;
+  float eps;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    const std::size_t e = s.find(sep, at);
+    out.push_back(s.substr(at, e == std::string::npos ? std::string::npos : e - at));
+    if (e == std::string::npos) break;
+    at = e + 1;
+  }
+  return out;
+}
+
+// Random blocks with finite, small scales: every byte random, then the fp16 scale fields set.
+template <class Fmt>
+std::vector<std::byte> random_weights(std::uint64_t rows, std::uint64_t K, std::mt19937_64& rng) {
+  using B = typename Fmt::block;
+  const std::uint64_t nb = rows * K / Fmt::block_elems;
+  std::vector<B> blocks(nb);
+  auto* bytes = reinterpret_cast<std::uint64_t*>(blocks.data());
+  for (std::size_t i = 0; i < nb * sizeof(B) / 8; ++i) bytes[i] = rng();
+  std::uniform_real_distribution<float> u(0.5f, 1.5f);
+  for (auto& b : blocks) {
+    if constexpr (requires { b.d; }) b.d = to_fp16(0.01f * u(rng));
+    if constexpr (requires { b.dmin; }) b.dmin = to_fp16(0.005f * u(rng));
+  }
+  std::vector<std::byte> out(nb * sizeof(B));
+  std::memcpy(out.data(), blocks.data(), out.size());
+  return out;
+}
+
+template <class Fmt>
+std::vector<double> reference(const std::vector<std::byte>& w, std::uint64_t rows, std::uint64_t K,
+                              const std::vector<float>& x, std::uint32_t n_tok) {
+  std::vector<double> y(std::size_t(n_tok) * rows);
+  std::vector<float> row(K);
+  const auto* blocks = reinterpret_cast<const typename Fmt::block*>(w.data());
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    quant::dequant_row<Fmt>(blocks + r * (K / Fmt::block_elems), row.data(), K);
+    for (std::uint32_t t = 0; t < n_tok; ++t) {
+      double s = 0;
+      for (std::uint64_t k = 0; k < K; ++k) s += double(row[k]) * double(x[t * K + k]);
+      y[t * rows + r] = s;
+    }
+  }
+  return y;
+}
+
+struct lab {
+  context ctx;
+  pipeline_registry pipes;
+  vk::raii::CommandPool pool{nullptr};
+  vk::raii::Fence fence{nullptr};
+  vk::raii::QueryPool queries{nullptr};
+
+  lab() : ctx(-1), pipes(ctx, default_cache_dir()) {
+    pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
+                                                                         ctx.queue_family()));
+    fence = vk::raii::Fence(ctx.device(), vk::FenceCreateInfo());
+    queries = vk::raii::QueryPool(ctx.device(), vk::QueryPoolCreateInfo({}, vk::QueryType::eTimestamp, 2));
+  }
+
+  // Records `body` into a one-shot command buffer bracketed by timestamps; returns GPU ms.
+  template <class F>
+  double run(F&& body) {
+    auto cmds = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1));
+    command_recorder rec;
+    rec.begin(cmds[0]);
+    cmds[0].resetQueryPool(*queries, 0, 2);
+    cmds[0].writeTimestamp(vk::PipelineStageFlagBits::eTopOfPipe, *queries, 0);
+    body(rec);
+    cmds[0].writeTimestamp(vk::PipelineStageFlagBits::eBottomOfPipe, *queries, 1);
+    rec.end();
+    const vk::CommandBuffer c = *cmds[0];
+    ctx.queue().submit(vk::SubmitInfo({}, {}, c), *fence);
+    if (ctx.device().waitForFences(*fence, VK_TRUE, UINT64_MAX) != vk::Result::eSuccess) throw error("GPU did not finish");
+    ctx.device().resetFences(*fence);
+    const auto [r, ts] = queries.getResults<std::uint64_t>(0, 2, 16, 8, vk::QueryResultFlagBits::e64 | vk::QueryResultFlagBits::eWait);
+    return double(ts[1] - ts[0]) * ctx.info().timestamp_period_ns * 1e-6;
+  }
+
+  void copy(const gpu_buffer& src, const gpu_buffer& dst) {
+    auto cmds = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1));
+    cmds[0].begin(vk::CommandBufferBeginInfo());
+    cmds[0].copyBuffer(src.handle(), dst.handle(), vk::BufferCopy(0, 0, src.size()));
+    cmds[0].end();
+    const vk::CommandBuffer c = *cmds[0];
+    ctx.queue().submit(vk::SubmitInfo({}, {}, c), *fence);
+    if (ctx.device().waitForFences(*fence, VK_TRUE, UINT64_MAX) != vk::Result::eSuccess) throw error("GPU did not finish");
+    ctx.device().resetFences(*fence);
+  }
+
+  void upload(const gpu_buffer& dst, const void* src, std::size_t bytes) {
+    uploader up(ctx);
+    up.copy(std::span(static_cast<const std::byte*>(src), bytes), dst.handle(), 0);
+    up.flush();
+  }
+};
+
+struct variant {
+  bool mmvq = false;
+  std::vector<std::pair<std::string, std::string>> defines;
+  std::string name;
+  std::uint32_t rows_per_wg = 8;
+};
+
+variant parse_variant(const std::string& s, std::uint32_t nt, const device_info& info) {
+  variant v;
+  v.name = s;
+  if (s == "mv") {
+    v.defines = {{"NR", "8"}, {"NT", std::to_string(nt)}, {"WG", "64"}};
+    v.rows_per_wg = 8;
+    return v;
+  }
+  if (s.rfind("q", 0) != 0) throw error("unknown variant '" + s + "'");
+  v.mmvq = true;
+  std::uint32_t wg = 128, lpr = 32, rpg = 1, u = 2;
+  for (const auto& kv : split(s, ':')) {
+    if (kv == "q") continue;
+    const auto p = split(kv, '=');
+    if (p.size() != 2) throw error("bad variant field '" + kv + "'");
+    const std::uint32_t n = std::uint32_t(std::stoul(p[1]));
+    if (p[0] == "WG") wg = n;
+    else if (p[0] == "LPR") lpr = n;
+    else if (p[0] == "RPG") rpg = n;
+    else if (p[0] == "U") u = n;
+    else throw error("unknown variant field '" + p[0] + "'");
+  }
+  v.defines = {{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wg)}, {"LPR", std::to_string(lpr)},
+               {"RPG", std::to_string(rpg)}, {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
+  if (info.int_dot && !std::getenv("STRATA_VK_NO_DOT4")) v.defines.emplace_back("HAS_DOT4", "1");
+  if (info.subgroup_size == lpr) v.defines.emplace_back("SG_LPR", "1");
+  v.rows_per_wg = wg / lpr * rpg;
+  return v;
+}
+
+template <class Fmt>
+void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& shapes,
+                  const std::vector<std::string>& variant_names, std::uint32_t nt, std::uint32_t iters,
+                  std::uint64_t rotate_bytes) {
+  std::mt19937_64 rng(42);
+  const auto fmt = Fmt::gguf_type;
+  for (const auto& [K, N] : shapes) {
+    const auto w = random_weights<Fmt>(N, K, rng);
+    const std::uint32_t row_bytes = std::uint32_t(w.size() / N);
+    const std::uint32_t copies = std::uint32_t(std::max<std::uint64_t>(1, (rotate_bytes + w.size() - 1) / w.size()));
+    std::vector<gpu_buffer> wb;
+    for (std::uint32_t c = 0; c < copies; ++c) {
+      wb.emplace_back(L.ctx, w.size(), memory_kind::device, "weights");
+      L.upload(wb.back(), w.data(), w.size());
+    }
+    std::vector<float> x(std::size_t(nt) * K);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    for (auto& v : x) v = g(rng);
+    const auto ref = reference<Fmt>(w, N, K, x, nt);
+    double ref_norm = 0;
+    for (double v : ref) ref_norm += v * v;
+
+    gpu_buffer xb(L.ctx, x.size() * 4, memory_kind::device, "x");
+    L.upload(xb, x.data(), x.size() * 4);
+    gpu_buffer qb(L.ctx, std::size_t(nt) * K, memory_kind::device, "xq");
+    gpu_buffer sb(L.ctx, std::size_t(nt) * K / 32 * 16, memory_kind::device, "xs");
+    gpu_buffer yb(L.ctx, std::size_t(nt) * N * 4, memory_kind::device, "y");
+    gpu_buffer yr(L.ctx, std::size_t(nt) * N * 4, memory_kind::readback, "y readback");
+    const auto whole = [](const gpu_buffer& b, std::uint32_t id, bool written) {
+      return binding{{b.handle(), 0, b.size(), id}, written};
+    };
+    // int8 activations, once (as a decode step does once per input vector).
+    const pipeline_request qreq{"quantize_q8", std::nullopt, {{"WG", "128"}}, 4};
+    const quantize_pc qpc{K, 0, K, 0, K / 16, 0, K / 32, 0.0f};
+    const double q_ms = L.run([&](command_recorder& rec) {
+      const binding b[] = {whole(xb, 1, false), whole(xb, 1, false), whole(qb, 2, true), whole(sb, 3, true)};
+      rec.dispatch(L.pipes.get(qreq), b, &qpc, sizeof qpc, nt);
+    });
+
+    std::printf("\n%s %ux%u (K x N), %u token(s), %.2f MB per copy, %u copies; quantize %.1f us\n",
+                std::string(Fmt::name).c_str(), K, N, nt, double(w.size()) / 1e6, copies, q_ms * 1e3);
+    std::printf("  %-36s %10s %10s %10s\n", "variant", "us/call", "GB/s", "rel.err");
+    // Build every variant first, so no compilation falls between timed runs (the GPU's clocks
+    // drop within milliseconds of idling and ramp up again only under sustained load).
+    struct prepared {
+      std::string name;
+      variant v;
+      const pipeline* pl = nullptr;
+      double rel = 0, best_us = 1e30;
+    };
+    std::vector<prepared> vs;
+    for (const auto& vn : variant_names) {
+      prepared pv{vn, parse_variant(vn, nt, L.ctx.info())};
+      try {
+        pv.pl = &L.pipes.get({pv.v.mmvq ? "mmvq" : "matvec", fmt, pv.v.defines, 6});
+      } catch (const std::exception& e) {
+        std::printf("  %-36s build failed: %s\n", vn.c_str(), e.what());
+        continue;
+      }
+      vs.push_back(std::move(pv));
+    }
+    auto record = [&](const prepared& pv, command_recorder& rec, std::uint32_t copy) {
+      const variant& v = pv.v;
+      const std::uint32_t groups = (N + v.rows_per_wg - 1) / v.rows_per_wg;
+      const binding wbind{{wb[copy].handle(), 0, wb[copy].size(), 0}, false};
+      if (v.mmvq) {
+        const mmvq_pc pc{K, N, nt, row_bytes, 0, K / 16, 0, K / 32, 0, N, 0, N, 0, 0, 0, 1};
+        const binding b[] = {wbind, whole(qb, 2, false), whole(sb, 3, false), whole(yb, 4, true), whole(yb, 4, false),
+                             whole(qb, 2, false)};
+        rec.dispatch(*pv.pl, b, &pc, sizeof pc, groups, 1);
+      } else {
+        const matvec_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 1, 0, 0, 0, 0, 0.0f};
+        const binding b[] = {wbind, whole(xb, 1, false), whole(yb, 4, true), whole(xb, 1, false), whole(xb, 1, false),
+                             whole(xb, 1, false)};
+        rec.dispatch(*pv.pl, b, &pc, sizeof pc, groups, (nt + 7) / 8);
+      }
+    };
+    // Correctness: poison y, one call on copy 0, compare with the float64 product.
+    for (auto& pv : vs) {
+      std::vector<float> poison(std::size_t(nt) * N, std::nanf(""));
+      L.upload(yb, poison.data(), poison.size() * 4);
+      L.run([&](command_recorder& rec) { record(pv, rec, 0); });
+      L.copy(yb, yr);
+      std::vector<float> y(std::size_t(nt) * N);
+      std::memcpy(y.data(), yr.mapped(), y.size() * 4);
+      double err = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) err += (double(y[i]) - ref[i]) * (double(y[i]) - ref[i]);
+      pv.rel = std::sqrt(err / ref_norm);  // NaN if any output was left unwritten
+    }
+    // Timing: ~0.3 s of warm-up load, then three passes over all variants, best pass kept;
+    // `iters` dependent calls per pass, rotating over the copies.
+    for (double spent = 0; spent < 300.0 && !vs.empty();)
+      spent += L.run([&](command_recorder& rec) {
+        for (std::uint32_t i = 0; i < iters; ++i) record(vs[0], rec, i % copies);
+      });
+    for (int pass = 0; pass < 3; ++pass)
+      for (auto& pv : vs) {
+        const double ms = L.run([&](command_recorder& rec) {
+          for (std::uint32_t i = 0; i < iters; ++i) record(pv, rec, i % copies);
+        });
+        pv.best_us = std::min(pv.best_us, ms * 1e3 / iters);
+      }
+    for (const auto& pv : vs)
+      std::printf("  %-36s %10.2f %10.1f %10.2e\n", pv.name.c_str(), pv.best_us, double(w.size()) / (pv.best_us * 1e3),
+                  pv.rel);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  std::vector<std::string> formats{"q4_k", "q6_k", "q8_0"};
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> shapes{{4096, 4096}, {4096, 1024}, {4096, 12288}, {12288, 4096}};
+  std::vector<std::string> variants{"mv", "q:WG=128:RPG=1:U=2"};
+  std::uint32_t nt = 1, iters = 200;
+  std::uint64_t rotate_mb = 1024;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--formats") formats = split(next(), ',');
+    else if (a == "--variants") variants = split(next(), ',');
+    else if (a == "--tokens") nt = std::uint32_t(std::stoul(next()));
+    else if (a == "--iters") iters = std::uint32_t(std::stoul(next()));
+    else if (a == "--rotate-mb") rotate_mb = std::stoull(next());
+    else if (a == "--shapes") {
+      shapes.clear();
+      for (const auto& s : split(next(), ',')) {
+        const auto p = split(s, 'x');
+        if (p.size() != 2) throw error("shape '" + s + "' is not KxN");
+        shapes.emplace_back(std::uint32_t(std::stoul(p[0])), std::uint32_t(std::stoul(p[1])));
+      }
+    } else throw error("unknown option " + a);
+  }
+  lab L;
+  std::printf("device: %s (%s), subgroup %u, int8 dot products %s\n", L.ctx.info().name.c_str(),
+              L.ctx.info().driver.c_str(), L.ctx.info().subgroup_size,
+              L.ctx.info().int_dot ? (std::getenv("STRATA_VK_NO_DOT4") ? "off (STRATA_VK_NO_DOT4)" : "on") : "no");
+  for (const auto& f : formats) {
+    const auto t = gguf::type_from_name(f);
+    if (!t) throw error("unknown format " + f);
+    quant::visit(*t, [&](auto fmt) {
+      using Fmt = decltype(fmt);
+      if constexpr (Fmt::block_elems > 1 && !std::is_same_v<Fmt, quant::q8_1> && !std::is_same_v<Fmt, quant::q8_k>)
+        bench_format<Fmt>(L, shapes, variants, nt, iters, rotate_mb << 20);
+      else
+        throw error("format " + f + " is not a weight format the lab covers");
+    });
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "vk_matvec_bench: %s\n", e.what());
+  return 1;
+}

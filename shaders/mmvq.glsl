@@ -1,0 +1,119 @@
+// Quantized weights x int8 activations for decode and small batches: y[t][n] = sum_k W[n][k] x[t][k]
+// with x already in 32-element int8 blocks (quantize_q8.glsl). Each weight format supplies, in
+// its shaders/quant/<fmt>.glsl under MMVQ, a unit of MMVQ_UNIT elements: mmvq_load() issues the
+// unit's weight loads, mmvq_dot() multiplies it with one token's codes using packed 4x8-bit
+// integer dot products (dot4) and applies the block scales.
+// Layout: a workgroup has WG / LPR lane groups; a group owns RPG consecutive rows and its LPR
+// lanes stride over the row's units, U units in flight per lane (all loads issued before any
+// math), so a warp reads contiguous weight bytes and each lane keeps several loads outstanding.
+// Every weight unit is read once for the NT tokens of the workgroup.
+// Variants:
+//  SWIGLU        two weights (gate at 0, up at up_off bytes further in the binding): y = silu(g.x) * (u.x)
+//  ADD_RESIDUAL  y = r + W.x (r may alias y)
+//  MOE_IDS       workgroup y is a (token, expert slot) pair; the weight is that expert's slab
+layout(local_size_x = WG) in;
+// Bindings 1 (xq: int8 codes) and 2 (xs: block scales and sums) are declared in common.glsl,
+// before the formats' MMVQ units that read them.
+layout(binding = 3, std430) buffer Y { float y[]; };
+#ifdef ADD_RESIDUAL
+layout(binding = 4, std430) readonly buffer R { float res[]; };
+#endif
+#ifdef MOE_IDS
+layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
+#endif
+layout(push_constant) uniform Params {
+  uint K, N, n_tok, row_bytes;
+  uint q_off, q_stride;   // int8 codes, in uvec4 (16 codes)
+  uint s_off, s_stride;   // block scales and sums, in vec4 (one per 32 codes)
+  uint y_off, y_stride;
+  uint r_off, r_stride;
+  uint up_off, expert_bytes, ids_off, in_div;
+} p;
+
+#ifdef SWIGLU
+const uint NW = 2;
+#else
+const uint NW = 1;
+#endif
+const uint GROUPS = WG / LPR;
+const uint ROWS = RPG * NW;
+#ifndef SG_LPR
+shared float red[ROWS * NT][WG];
+#endif
+
+void main() {
+  const uint lane = gl_LocalInvocationID.x % LPR, grp = gl_LocalInvocationID.x / LPR;
+  const uint wgx = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z;
+  const uint row0 = (wgx * GROUPS + grp) * RPG;
+#ifdef MOE_IDS
+  const uint t0 = gl_WorkGroupID.y;
+  const uint wbase = uint(ids[p.ids_off + t0]) * p.expert_bytes;
+  const uint xrow0 = t0 / p.in_div;
+  const uint nt = 1;
+#else
+  const uint t0 = gl_WorkGroupID.y * NT;
+  const uint wbase = 0;
+  const uint xrow0 = t0;
+  const uint nt = min(NT, p.n_tok - t0);
+#endif
+  uint rbase[ROWS];
+  for (uint r = 0; r < RPG; ++r)
+    for (uint w = 0; w < NW; ++w) rbase[r * NW + w] = wbase + w * p.up_off + min(row0 + r, p.N - 1) * p.row_bytes;
+
+  float acc[ROWS][NT];
+  for (uint r = 0; r < ROWS; ++r)
+    for (uint t = 0; t < NT; ++t) acc[r][t] = 0.0;
+
+  const uint n_units = p.K / MMVQ_UNIT;
+  for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
+    mmvq_w wv[U][ROWS];
+    for (uint k = 0; k < U; ++k) {
+      const uint u = min(u0 + k * LPR, n_units - 1);  // a clamped unit is loaded but not used
+      for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
+    }
+    for (uint k = 0; k < U; ++k) {
+      const uint u = u0 + k * LPR;
+      if (u >= n_units) break;
+      for (uint t = 0; t < NT; ++t) {
+        if (t >= nt) break;
+        const uint qb = p.q_off + (xrow0 + t) * p.q_stride, sb = p.s_off + (xrow0 + t) * p.s_stride;
+        for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dot(wv[k][r], u, qb, sb);
+      }
+    }
+  }
+
+#ifdef SG_LPR  // a lane group is exactly one subgroup
+  for (uint r = 0; r < ROWS; ++r)
+    for (uint t = 0; t < NT; ++t) acc[r][t] = subgroupAdd(acc[r][t]);
+#else
+  for (uint r = 0; r < ROWS; ++r)
+    for (uint t = 0; t < NT; ++t) red[r * NT + t][gl_LocalInvocationID.x] = acc[r][t];
+  barrier();
+  if (lane == 0)
+    for (uint r = 0; r < ROWS; ++r)
+      for (uint t = 0; t < NT; ++t) {
+        float s = 0.0;
+        for (uint l = 0; l < LPR; ++l) s += red[r * NT + t][grp * LPR + l];
+        acc[r][t] = s;
+      }
+#endif
+  if (lane != 0) return;
+  for (uint r = 0; r < RPG; ++r) {
+    const uint row = row0 + r;
+    if (row >= p.N) break;
+    for (uint t = 0; t < NT; ++t) {
+      if (t >= nt) break;
+#ifdef SWIGLU
+      const float g = acc[r * 2][t];
+      const float v = g / (1.0 + exp(-g)) * acc[r * 2 + 1][t];
+#else
+      const float v = acc[r][t];
+#endif
+#ifdef ADD_RESIDUAL
+      y[p.y_off + (t0 + t) * p.y_stride + row] = res[p.r_off + (t0 + t) * p.r_stride + row] + v;
+#else
+      y[p.y_off + (t0 + t) * p.y_stride + row] = v;
+#endif
+    }
+  }
+}

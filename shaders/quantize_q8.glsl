@@ -1,0 +1,67 @@
+// f32 activation rows -> int8 blocks of 32 for the integer matvec (mmvq.glsl): per block
+// d = max|x| / 127 and codes q = round(x / d) packed four to a uint, plus the sums the weight
+// formats factor out (Q4_K's mins, Q6_K's -32 offset): s = (d, d·sum q[0..15], d·sum q[16..31],
+// d·sum q). One workgroup per row; each thread owns whole blocks.
+//  NORM  the row is RMS-normalised and scaled by a weight first: x · rsqrt(mean(x²) + eps) · w
+//        (the decoder's pre-attention / pre-FFN norm folded into the quantization).
+layout(local_size_x = WG) in;
+layout(binding = 0, std430) readonly buffer X4 { vec4 x4[]; };
+layout(binding = 1, std430) readonly buffer NormW4 { vec4 norm_w4[]; };
+layout(binding = 2, std430) writeonly buffer XQ { uvec4 xq[]; };
+layout(binding = 3, std430) writeonly buffer XS { vec4 xs[]; };
+layout(push_constant) uniform Params {
+  uint K;                 // row length (multiple of 32)
+  uint x_off, x_stride;   // in floats (multiples of 4)
+  uint q_off, q_stride;   // in uvec4 (16 codes)
+  uint s_off, s_stride;   // in vec4 (one per 32 codes)
+  float eps;
+} p;
+
+shared float red[WG / MIN_SUBGROUP];
+
+void main() {
+  const uint row = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+  const uint xo = (p.x_off + row * p.x_stride) >> 2;
+  const uint n_blocks = p.K / 32;
+  float scale = 1.0;
+#ifdef NORM
+  float ss = 0.0;
+  for (uint i = tid; i < p.K / 4; i += WG) {
+    const vec4 v = x4[xo + i];
+    ss += dot(v, v);
+  }
+  ss = subgroupAdd(ss);
+  if (subgroupElect()) red[gl_SubgroupID] = ss;
+  barrier();
+  float total = 0.0;
+  for (uint g = 0; g < gl_NumSubgroups; ++g) total += red[g];
+  scale = 1.0 / sqrt(total / float(p.K) + p.eps);
+#endif
+  for (uint b = tid; b < n_blocks; b += WG) {
+    vec4 v[8];
+    float amax = 0.0;
+    for (uint i = 0; i < 8; ++i) {
+      v[i] = x4[xo + 8 * b + i] * scale;
+#ifdef NORM
+      v[i] *= norm_w4[8 * b + i];
+#endif
+      const vec4 a = abs(v[i]);
+      amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+    }
+    const float d = amax / 127.0;
+    const float id = d > 0.0 ? 1.0 / d : 0.0;
+    uint packed[8];
+    int sum_lo = 0, sum_hi = 0;
+    for (uint i = 0; i < 8; ++i) {
+      const ivec4 q = ivec4(round(v[i] * id));
+      packed[i] = (uint(q.x) & 0xFFu) | ((uint(q.y) & 0xFFu) << 8) | ((uint(q.z) & 0xFFu) << 16) | (uint(q.w) << 24);
+      const int s = q.x + q.y + q.z + q.w;
+      if (i < 4) sum_lo += s;
+      else sum_hi += s;
+    }
+    const uint qo = p.q_off + row * p.q_stride + 2 * b;
+    xq[qo] = uvec4(packed[0], packed[1], packed[2], packed[3]);
+    xq[qo + 1] = uvec4(packed[4], packed[5], packed[6], packed[7]);
+    xs[p.s_off + row * p.s_stride + b] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
+  }
+}

@@ -21,6 +21,12 @@ layout(binding = 4, std430) readonly buffer R { float res[]; };
 #ifdef MOE_IDS
 layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
 #endif
+#ifdef QUANT_OUT
+// The outputs again as the next matvec's int8 input (quantize_q8.glsl's layout and rounding):
+// a workgroup owns whole 32-row blocks, so it quantizes its own rows.
+layout(binding = 6, std430) writeonly buffer XQO { uint xqo[]; };
+layout(binding = 7, std430) writeonly buffer XSO { vec4 xso[]; };
+#endif
 layout(push_constant) uniform Params {
   uint K, N, n_tok, row_bytes;
   uint q_off, q_stride;   // int8 codes, in uvec4 (16 codes)
@@ -39,6 +45,10 @@ const uint GROUPS = WG / LPR;
 const uint ROWS = RPG * NW;
 #ifndef SG_LPR
 shared float red[ROWS * NT][WG];
+#endif
+#ifdef QUANT_OUT
+const uint WG_ROWS = GROUPS * RPG;
+shared float outv[NT][WG_ROWS];
 #endif
 
 void main() {
@@ -97,23 +107,56 @@ void main() {
         acc[r][t] = s;
       }
 #endif
-  if (lane != 0) return;
-  for (uint r = 0; r < RPG; ++r) {
-    const uint row = row0 + r;
-    if (row >= p.N) break;
-    for (uint t = 0; t < NT; ++t) {
-      if (t >= nt) break;
+  if (lane == 0)
+    for (uint r = 0; r < RPG; ++r) {
+      const uint row = row0 + r;
+      if (row >= p.N) break;
+      for (uint t = 0; t < NT; ++t) {
+        if (t >= nt) break;
 #ifdef SWIGLU
-      const float g = acc[r * 2][t];
-      const float v = g / (1.0 + exp(-g)) * acc[r * 2 + 1][t];
+        const float g = acc[r * 2][t];
+        const float v = g / (1.0 + exp(-g)) * acc[r * 2 + 1][t];
 #else
-      const float v = acc[r][t];
+        const float v = acc[r][t];
 #endif
 #ifdef ADD_RESIDUAL
-      y[p.y_off + (t0 + t) * p.y_stride + row] = res[p.r_off + (t0 + t) * p.r_stride + row] + v;
+        y[p.y_off + (t0 + t) * p.y_stride + row] = res[p.r_off + (t0 + t) * p.r_stride + row] + v;
 #else
-      y[p.y_off + (t0 + t) * p.y_stride + row] = v;
+        y[p.y_off + (t0 + t) * p.y_stride + row] = v;
 #endif
+#ifdef QUANT_OUT
+        outv[t][grp * RPG + r] = v;
+#endif
+      }
+    }
+#ifdef QUANT_OUT
+  // N is a multiple of 32 and a workgroup's first row is a multiple of WG_ROWS (itself a
+  // multiple of 32): every block this workgroup quantizes is complete.
+  barrier();
+  const uint tid = gl_LocalInvocationID.x, row_base = wgx * WG_ROWS;
+  if (tid < NT * (WG_ROWS / 32)) {
+    const uint t = tid / (WG_ROWS / 32), b = tid % (WG_ROWS / 32);
+    const uint r0 = b * 32;
+    if (t < nt && row_base + r0 < p.N) {
+      float amax = 0.0;
+      for (uint i = 0; i < 32; ++i) amax = max(amax, abs(outv[t][r0 + i]));
+      const float d = amax / 127.0;
+      const float id = d > 0.0 ? 1.0 / d : 0.0;
+      int sum_lo = 0, sum_hi = 0;
+      const uint blk = (row_base + r0) / 32;
+      const uint qo = (p.q_off + (t0 + t) * p.q_stride) * 4 + blk * 8;  // in uints
+      for (uint w4 = 0; w4 < 8; ++w4) {
+        uint packed = 0;
+        for (uint k = 0; k < 4; ++k) {
+          const int q = int(round(outv[t][r0 + 4 * w4 + k] * id));
+          packed |= (uint(q) & 0xFFu) << (8 * k);
+          if (w4 < 4) sum_lo += q;
+          else sum_hi += q;
+        }
+        xqo[qo + w4] = packed;
+      }
+      xso[p.s_off + (t0 + t) * p.s_stride + blk] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
     }
   }
+#endif
 }

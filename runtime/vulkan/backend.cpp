@@ -57,6 +57,11 @@ struct quantize_pc {
   std::uint32_t K, x_off, x_stride, q_off, q_stride, s_off, s_stride;
   float eps;
 };
+struct attn_prep_pc {
+  std::uint32_t n_head, n_kv, D, n_rot, q_off, q_stride, k_off, k_stride, v_off, v_stride;
+  float base, freq_scale, eps;
+  std::uint32_t flags;
+};
 struct get_rows_pc {
   std::uint32_t K, row_bytes, o_off, o_stride;
 };
@@ -154,6 +159,7 @@ struct backend::impl {
   // Query-tiled prefill attention: correct, but measured slower on the H100 (pp4096 752 vs 1154
   // t/s, bench/RESULTS.md: shared-memory bank conflicts in its key loop), so opt-in for now.
   bool tiled_attention = false;            // STRATA_VK_QTILE_ATTN=1 enables
+  bool gqa_attention = true;               // decode attention per KV head group; STRATA_VK_GQA_ATTN=0 disables
   bool single_seq = false;                 // every token of the step belongs to one sequence
   gpu_buffer readback;
   gpu_buffer ids_readback;                 // argmax results (host-visible)
@@ -202,15 +208,36 @@ struct backend::impl {
   bool mmvq = true;
   std::uint32_t mmvq_wg = 64, mmvq_rpg = 2, mmvq_u = 2;
   bool mmvq_shape_forced = false;
-  std::uint32_t xq = 0, xs = 0;  // buffer ids
-  std::uint32_t max_k = 0;        // widest matmul input
-  // The input the xq/xs scratch holds now (valid until its buffer is written).
+  // Two scratch slots, so a matvec can read its quantized input from one and write its output,
+  // quantized for the next matvec (QUANT_OUT), into the other.
+  std::uint32_t xq[2] = {0, 0}, xs[2] = {0, 0};  // buffer ids
+  std::uint32_t max_k = 0;                         // widest matmul input
+  bool quant_out = true;                           // STRATA_VK_QUANT_OUT=0 disables
+  // The input each slot holds now (valid until its buffer is written).
   struct quantized_input {
     tensor x;
     const weight* norm_w = nullptr;
     float eps = 0;
   };
-  std::optional<quantized_input> quantized;
+  std::optional<quantized_input> quantized[2];
+  std::uint32_t last_slot = 1;
+  // Per-head ops on Q and K (weighted / plain RMS norm, RoPE, temperature) wait here until
+  // kv_store(), which records them with the KV append as one attn_prep dispatch. Any other op
+  // first records them one by one, in order (flush_heads), so deferral never changes results.
+  struct head_op {
+    enum kind_t { norm_w, norm, rope, temp } kind;
+    const weight* w = nullptr;
+    float eps = 0;
+    rope_params rp{};
+  };
+  struct head_tensor {
+    tensor t;  // all heads of the step's tokens: rows = tokens, cols = n_heads * head_dim
+    std::uint32_t n_heads = 0;
+    std::vector<head_op> ops;
+  };
+  std::vector<head_tensor> heads;
+  bool keep_heads = false;  // set while a head op or kv_store() prepares its inputs
+  std::uint32_t step_tokens = 0;
   bool fuse = true;
   bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)
   bool coopmat = false;   // tensor-core tile product in mul_mm
@@ -230,10 +257,12 @@ struct backend::impl {
     coopmat = ctx.info().nv_coopmat;
     if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
     if (const char* c = std::getenv("STRATA_VK_QTILE_ATTN"); c && std::string_view(c) == "1") tiled_attention = true;
+    if (const char* c = std::getenv("STRATA_VK_GQA_ATTN"); c && std::string_view(c) == "0") gqa_attention = false;
     if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
     if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
     if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
     if (const char* v = std::getenv("STRATA_VK_MMVQ"); v && std::string_view(v) == "0") mmvq = false;
+    if (const char* v = std::getenv("STRATA_VK_QUANT_OUT"); v && std::string_view(v) == "0") quant_out = false;
     if (const char* v = std::getenv("STRATA_VK_MMVQ_SHAPE")) {
       unsigned a = 0, b = 0, c = 0;
       if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || a < 32 || a > 1024 || b < 1 || b > 8 || c < 1 || c > 8)
@@ -290,20 +319,34 @@ struct backend::impl {
     dispatch(norm_req(weighted), b, &pc, sizeof pc, n.x.rows);
   }
 
-  // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group. Short matrices (the K/V
-  // projections) keep one row per group so enough workgroups exist to fill the GPU.
+  // Workgroup size, rows per lane group and units in flight per lane, per format and height,
+  // from vk_matvec_bench on the H100 (bench/RESULTS.md): short matrices (the K/V projections)
+  // keep one row per group so enough workgroups exist to fill the GPU; Q6_K's costlier units
+  // want more rows per group on tall matrices; Q8_0 is load-bound and likes one row per group.
+  struct mmvq_shape_t {
+    std::uint32_t wg, rpg, u;
+  };
+  mmvq_shape_t mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const {
+    if (mmvq_shape_forced) return {mmvq_wg, mmvq_rpg, mmvq_u};
+    const bool tall = n_rows >= 4096;
+    if (t == gguf::type_id::q8_0) return {128, 1, 2};
+    if (t == gguf::type_id::q6_k) return tall ? mmvq_shape_t{64, 4, 1} : mmvq_shape_t{64, 2, 2};
+    return tall ? mmvq_shape_t{64, 2, 2} : mmvq_shape_t{128, 1, 2};
+  }
+  // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group.
   pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
-                            bool ids) const {
-    const std::uint32_t rpg = mmvq_shape_forced || n_rows >= 4096 ? mmvq_rpg : 1;
-    std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(mmvq_wg)},
+                            bool ids, bool qout = false) const {
+    auto [wgs, rpg, u] = qout ? mmvq_shape_t{256, 4, 1} : mmvq_shape(t, n_rows);  // QUANT_OUT: 32 rows a workgroup
+    std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},
                                                        {"LPR", "32"}, {"RPG", std::to_string(rpg)},
-                                                       {"U", std::to_string(mmvq_u)}, {"NT", std::to_string(nt)}};
+                                                       {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
     if (ctx.info().int_dot) d.emplace_back("HAS_DOT4", "1");
     if (ctx.info().subgroup_size == 32) d.emplace_back("SG_LPR", "1");
     if (swiglu) d.emplace_back("SWIGLU", "1");
     if (residual) d.emplace_back("ADD_RESIDUAL", "1");
     if (ids) d.emplace_back("MOE_IDS", "1");
-    return req("mmvq", t, std::move(d), 6);
+    if (qout) d.emplace_back("QUANT_OUT", "1");
+    return req("mmvq", t, std::move(d), 8);
   }
   std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const {
     std::uint32_t wgs = 0, rpg = 0;
@@ -314,20 +357,25 @@ struct backend::impl {
     return wgs / 32 * rpg;
   }
   bool use_mmvq(const weight& w, std::uint32_t n) const {
-    return mmvq && n < mm_min_tokens && has_mmvq(w.type) && w.ne[0] % 256 == 0;
+    return mmvq && n < mm_min_tokens && has_mmvq(w.type) && w.ne[0] % 256 == 0;  // as int8_activations()
   }
 
   // Quantizes x (RMS-normalised with norm_w first, if given) into the xq/xs scratch, unless the
   // scratch already holds exactly that input.
-  void quantize_input(const tensor& x, const weight* norm_w, float eps) {
-    if (quantized && same(quantized->x, x) && quantized->norm_w == norm_w && quantized->eps == eps) return;
+  // Returns the slot.
+  std::uint32_t quantize_input(const tensor& x, const weight* norm_w, float eps) {
+    for (std::uint32_t sl = 0; sl < 2; ++sl)
+      if (const auto& q = quantized[sl]; q && same(q->x, x) && q->norm_w == norm_w && q->eps == eps) return last_slot = sl;
     if (x.off % 4 || x.stride % 4)
       throw error("internal: quantized matmul input rows must start at multiples of 4 floats");
     if (x.cols > max_k || x.rows > max_rows) throw error("internal: quantized input larger than its scratch");
+    const std::uint32_t sl = last_slot ^ 1u;  // keep the slot read last (a gate/up pair may still need it)
     const quantize_pc pc{x.cols, x.off, x.stride, 0, max_k / 16, 0, max_k / 32, eps};
-    const binding b[] = {bind(x, false), norm_w ? bind_weight(*norm_w) : bind(x, false), bind_id(xq, true), bind_id(xs, true)};
+    const binding b[] = {bind(x, false), norm_w ? bind_weight(*norm_w) : bind(x, false), bind_id(xq[sl], true),
+                         bind_id(xs[sl], true)};
     dispatch(quantize_req(norm_w != nullptr), b, &pc, sizeof pc, x.rows);
-    quantized = quantized_input{x, norm_w, eps};
+    quantized[sl] = quantized_input{x, norm_w, eps};
+    return last_slot = sl;
   }
   pipeline_request quantize_req(bool norm) const {
     std::vector<std::pair<std::string, std::string>> d{{"WG", "128"}};
@@ -335,12 +383,18 @@ struct backend::impl {
     return req("quantize_q8", {}, std::move(d), 4);
   }
 
+  // A recorded matmul wrote y outside prepare(): forget what y's buffer held.
+  void wrote(const tensor& y) {
+    for (auto& q : quantized)
+      if (q && q->x.buf == y.buf) q.reset();
+    std::erase_if(dropped, [&](const tensor& d) { return d.buf == y.buf; });
+  }
+
   void record_mmvq(const pending_matmul& m) {
     const weight& w = *m.w;
     const std::uint32_t n = m.x.rows;
     const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
-    if (m.norm) quantize_input(m.norm->x, m.norm->w, m.norm->eps);
-    else quantize_input(m.x, nullptr, 0.0f);
+    const std::uint32_t sl = m.norm ? quantize_input(m.norm->x, m.norm->w, m.norm->eps) : quantize_input(m.x, nullptr, 0.0f);
     mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32,
                m.y.off, m.y.stride, 0, 0, 0, 0, 0, 1};
     binding wb = bind_weight(w);
@@ -354,11 +408,21 @@ struct backend::impl {
       pc.r_off = m.residual->off;
       pc.r_stride = m.residual->stride;
     }
-    const binding b[] = {wb, bind_id(xq, false), bind_id(xs, false), bind(m.y, true),
-                         m.residual ? bind(*m.residual, false) : bind(m.y, false), bind_id(xq, false)};
-    const auto r = mmvq_req(w.type, nt, w.ne[1], m.up != nullptr, m.residual.has_value(), false);
+    // A SwiGLU output is only ever a matvec input: quantize it in the same dispatch, into the
+    // other slot, when a workgroup owns whole 32-row blocks of it.
+    const bool qout = quant_out && m.up && !m.residual && w.ne[1] % 32 == 0 && m.y.off % 4 == 0 && m.y.stride % 4 == 0 &&
+                      m.y.cols <= max_k;
+    const std::uint32_t so = sl ^ 1u;
+    const binding b[] = {wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(m.y, true),
+                         m.residual ? bind(*m.residual, false) : bind(m.y, false), bind_id(xq[sl], false),
+                         bind_id(xq[so], qout), bind_id(xs[so], qout)};
+    const auto r = mmvq_req(w.type, nt, w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout);
     dispatch(r, b, &pc, sizeof pc, div_up(w.ne[1], mmvq_rows_per_wg(r)), div_up(n, nt));
-    if (quantized && quantized->x.buf == m.y.buf) quantized.reset();
+    wrote(m.y);
+    if (qout) {
+      quantized[so] = quantized_input{m.y, nullptr, 0.0f};
+      last_slot = sl;  // the next quantize goes to the other slot than the one just read
+    }
   }
 
   void record_matmul(const pending_matmul& m) {
@@ -391,7 +455,7 @@ struct backend::impl {
     if (m.up) d.emplace_back("SWIGLU", "1");
     if (m.residual) d.emplace_back("ADD_RESIDUAL", "1");
     dispatch(req("matvec", w.type, std::move(d), 6), b, &pc, sizeof pc, div_up(w.ne[1], rows_for(w.ne[1])), div_up(n, nt));
-    if (quantized && quantized->x.buf == m.y.buf) quantized.reset();
+    wrote(m.y);
   }
 
   // Prefill: tiles of 64 weight rows x 64 tokens (mul_mm.glsl).
@@ -403,6 +467,7 @@ struct backend::impl {
                        m.x.stride, m.y.off, m.y.stride, 0, 0, 0, 0, 0, 0, 0.0f};
     const binding b[] = {bind_weight(w), bind(m.x, false), bind(m.y, true)};
     dispatch(mul_mm_req(w.type), b, &pc, sizeof pc, div_up(w.ne[1], 64), div_up(m.x.rows, 64));
+    wrote(m.y);
   }
   pipeline_request mul_mm_req(gguf::type_id t) const {
     if (coopmat) return req("mul_mm", t, {{"WG", "128"}, {"COOPMAT", "1"}}, 3);
@@ -419,6 +484,7 @@ struct backend::impl {
   // its input or output is overwritten first (then its result is never needed).
   void prepare(std::initializer_list<tensor> reads, std::initializer_list<tensor> writes) {
     flush_mats();
+    if (!keep_heads) flush_heads();
     for (const auto& r : reads)
       for (const auto& d : dropped)
         if (r.buf == d.buf) throw error("internal: Vulkan backend read a normalised tensor it had dropped");
@@ -438,14 +504,123 @@ struct backend::impl {
     }
     for (const auto& w : writes) {
       std::erase_if(dropped, [&](const tensor& d) { return d.buf == w.buf; });
-      if (quantized && quantized->x.buf == w.buf) quantized.reset();
+      for (auto& q : quantized)
+        if (q && q->x.buf == w.buf) q.reset();
     }
   }
   void flush_all() {
     flush_mats();
+    flush_heads();
     for (const auto& n : norms) record_norm(n);
     norms.clear();
     dropped.clear();
+  }
+
+  void record_rope(const tensor& x, std::uint32_t n_heads, const rope_params& rp) {
+    const rope_pc pc{x.rows, n_heads, rp.n_rot, x.cols / n_heads, x.off, x.stride, rp.base, rp.freq_scale,
+                     rp.neox ? 1u : 0u, rp.freq_factors ? 1u : 0u};
+    const binding b[] = {bind(x, true), bind(x, true), bind_step(off_pos, std::uint64_t(max_rows) * 4),
+                         rp.freq_factors ? bind_id(*freq_factors, false) : bind(x, true)};
+    dispatch(req("rope", {}, {}, 4), b, &pc, sizeof pc, div_up(std::uint64_t(x.rows) * n_heads * (rp.n_rot / 2), wg));
+  }
+  void record_temperature(const tensor& q) {
+    const temperature_pc pc{q.rows, q.cols, q.off, q.stride};
+    const binding b[] = {bind(q, true), bind(q, true), bind_step(off_pos, std::uint64_t(max_rows) * 4)};
+    dispatch(req("temperature", {}, {}, 3), b, &pc, sizeof pc, div_up(q.cols, wg), q.rows);
+  }
+  // The pending entry of `parent` (created if new). n_heads 0: the op does not say (temperature).
+  head_tensor& head_entry(const tensor& parent, std::uint32_t n_heads) {
+    for (auto& h : heads)
+      if (h.t.buf == parent.buf && h.t.off == parent.off) {
+        if (n_heads) h.n_heads = n_heads;
+        return h;
+      }
+    heads.push_back({parent, n_heads, {}});
+    return heads.back();
+  }
+  // Records every deferred head op on its own, in the order it was asked for.
+  void flush_heads() {
+    std::vector<head_tensor> hs;
+    hs.swap(heads);
+    for (const auto& h : hs)
+      for (const auto& op : h.ops) {
+        switch (op.kind) {  // norms come with their head count (n_heads 0 only for temperature)
+          case head_op::norm_w: record_norm({h.t.split_rows(h.n_heads), h.t.split_rows(h.n_heads), op.w, op.eps}); break;
+          case head_op::norm: record_norm({h.t.split_rows(h.n_heads), h.t.split_rows(h.n_heads), nullptr, op.eps}); break;
+          case head_op::rope: record_rope(h.t, h.n_heads, op.rp); break;
+          case head_op::temp: record_temperature(h.t); break;
+        }
+      }
+  }
+  // attn_prep flag bits of one side's ops, if its order is the kernel's (weighted norm, RoPE,
+  // plain norm, temperature) and its norms / RoPE agree with the other side's.
+  std::optional<std::uint32_t> head_flags(const head_tensor& h, std::optional<float>& eps, std::optional<rope_params>& rp) const {
+    std::uint32_t flags = 0, stage = 0;
+    for (const auto& op : h.ops) {
+      const std::uint32_t bit = op.kind == head_op::norm_w ? 1u : op.kind == head_op::rope ? 2u : op.kind == head_op::norm ? 4u : 8u;
+      if (bit <= stage) return std::nullopt;  // out of the kernel's order, or repeated
+      stage = bit;
+      flags |= bit;
+      if (op.kind == head_op::norm_w || op.kind == head_op::norm) {
+        if (eps && *eps != op.eps) return std::nullopt;
+        eps = op.eps;
+      }
+      if (op.kind == head_op::rope) {
+        if (rp && (rp->neox != op.rp.neox || rp->n_rot != op.rp.n_rot || rp->base != op.rp.base ||
+                   rp->freq_scale != op.rp.freq_scale || rp->freq_factors != op.rp.freq_factors))
+          return std::nullopt;
+        rp = op.rp;
+      }
+    }
+    return flags;
+  }
+  // kv_store() with the deferred Q/K head ops folded in; false when they cannot be fused.
+  bool record_attn_prep(const kv_state& kv, std::uint32_t layer, const tensor& k, const tensor& v) {
+    const auto& cfg = kv.config();
+    const std::uint32_t D = cfg.head_dim;
+    if (D > 256 || D % 2 || k.cols != cfg.n_head_kv * D || v.cols != k.cols) return false;
+    const head_tensor* kh = nullptr;
+    const head_tensor* qh = nullptr;
+    for (const auto& h : heads) {
+      if (h.t.buf == k.buf && h.t.off == k.off) kh = &h;
+      else if (qh) return false;  // more than one other pending tensor
+      else qh = &h;
+    }
+    std::optional<float> eps;
+    std::optional<rope_params> rp;
+    const std::uint32_t kf = kh ? head_flags(*kh, eps, rp).value_or(~0u) : 0u;
+    const std::uint32_t qf = qh ? head_flags(*qh, eps, rp).value_or(~0u) : 0u;
+    if (kf == ~0u || qf == ~0u) return false;
+    if (kh && (kh->n_heads != cfg.n_head_kv || kh->t.rows != k.rows)) return false;
+    if (qh && (qh->t.cols % D || (qh->n_heads && qh->t.cols / D != qh->n_heads) || qh->t.rows != k.rows)) return false;
+    const weight* qw = nullptr;
+    const weight* kw = nullptr;
+    if (qh)
+      for (const auto& op : qh->ops)
+        if (op.kind == head_op::norm_w) qw = op.w;
+    if (kh)
+      for (const auto& op : kh->ops)
+        if (op.kind == head_op::norm_w) kw = op.w;
+    const rope_params r = rp.value_or(rope_params{});
+    const std::uint32_t n_q = qh ? qh->t.cols / D : 0;
+    const attn_prep_pc pc{n_q, cfg.n_head_kv, D, r.n_rot, qh ? qh->t.off : 0, qh ? qh->t.stride : 0, k.off, k.stride,
+                          v.off, v.stride, r.base, r.freq_scale, eps.value_or(0.0f),
+                          qf | kf << 8 | (r.neox ? 1u << 16 : 0u) | (r.freq_factors ? 1u << 17 : 0u)};
+    const std::uint64_t B4 = std::uint64_t(max_rows) * 4;
+    const binding b[] = {qh ? bind(qh->t, true) : bind(k, false),
+                         bind(k, false),
+                         bind(v, false),
+                         qw ? bind_weight(*qw) : bind(k, false),
+                         kw ? bind_weight(*kw) : bind(k, false),
+                         bind_id(kv.k_buffer(layer), true),
+                         bind_id(kv.v_buffer(layer), true),
+                         bind_step(off_slots, B4),
+                         bind_step(off_pos, B4),
+                         r.freq_factors ? bind_id(*freq_factors, false) : bind(k, false)};
+    dispatch(req("attn_prep", {}, kv_defs(cfg), 10), b, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+    if (kh && !kh->ops.empty()) dropped.push_back(k);  // k itself was not rewritten: reading it is a bug
+    heads.clear();
+    return true;
   }
 
   // A 3-D grid whose dimensions all fit the device limits.
@@ -506,6 +681,9 @@ std::string backend::device_name() const { return p_->ctx.info().name; }
 bool backend::is_cpu_device() const { return p_->ctx.info().is_cpu; }
 const startup_stats& backend::startup() const noexcept { return p_->stats; }
 std::uint32_t backend::dispatches_per_step() const { return p_->last_dispatches; }
+bool backend::int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
+  return p_->mmvq && tokens < mm_min_tokens && has_mmvq(t) && K % 256 == 0;
+}
 
 std::vector<kernel_time> backend::profile() const {
   std::vector<kernel_time> out;
@@ -599,12 +777,16 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
     if (has_mmvq(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
   if (P.mmvq && P.max_k) {
     P.max_k = (P.max_k + 255) / 256 * 256;
-    P.xq = P.new_buffer(std::uint64_t(max_rows) * P.max_k, memory_kind::device, "int8 activations");
-    P.xs = P.new_buffer(std::uint64_t(max_rows) * P.max_k / 32 * 16, memory_kind::device, "int8 activation scales");
+    for (int sl = 0; sl < 2; ++sl) {
+      P.xq[sl] = P.new_buffer(std::uint64_t(max_rows) * P.max_k, memory_kind::device, "int8 activations");
+      P.xs[sl] = P.new_buffer(std::uint64_t(max_rows) * P.max_k / 32 * 16, memory_kind::device, "int8 activation scales");
+    }
     for (bool norm : {false, true}) reqs.push_back(P.quantize_req(norm));
     for (const auto& e : P.weights)
       if (has_mmvq(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1)
-        for (int v = 0; v < 3; ++v) reqs.push_back(P.mmvq_req(e.info->type, 1, e.info->ne[1], v == 1, v == 2, false));
+        for (int v = 0; v < 3; ++v)
+          reqs.push_back(P.mmvq_req(e.info->type, 1, e.info->ne[1], v == 1, v == 2, false,
+                                    v == 1 && P.quant_out && e.info->ne[1] % 32 == 0));
   }
   for (const auto& e : P.weights)
     if (e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
@@ -709,7 +891,8 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
                                      impl::req("attention_q", {}, qsplit, 11), impl::req("attention", {}, combine_defs, 8)};
     P.pipes.prepare(reqs);
   } else {
-    const pipeline_request reqs[] = {impl::req("kv_store", {}, defs, 6), impl::req("attention", {}, defs, 8),
+    const pipeline_request reqs[] = {impl::req("kv_store", {}, defs, 6), impl::req("attn_prep", {}, defs, 10),
+                                     impl::req("attention", {}, defs, 8),
                                      impl::req("attention", {}, split_defs, 8), impl::req("attention", {}, combine_defs, 8)};
     P.pipes.prepare(reqs);
   }
@@ -733,7 +916,9 @@ void backend::begin(const graph::batch& b, bool greedy) {
   for (std::uint32_t t = 0; t < n; ++t)
     if (b.logits[t]) out_rows[n_out++] = t;
   P.kv_written = false;
-  P.quantized.reset();
+  for (auto& q : P.quantized) q.reset();
+  P.heads.clear();
+  P.step_tokens = n;
   P.read_dst = nullptr;
   P.fuse_step = P.fuse && n <= 8;
   P.single_seq = std::all_of(b.seq_ids.begin(), b.seq_ids.end(), [&](std::uint32_t s) { return s == b.seq_ids[0]; });
@@ -784,8 +969,20 @@ void backend::rms_norm(tensor x, const weight* w, float eps, tensor y) {
   if (weighted && (w->type != gguf::type_id::f32 || w->ne[0] != x.cols))
     throw error("norm weight '" + std::string(w->name) + "' must be F32 with " + std::to_string(x.cols) + " elements");
   const impl::pending_norm n{x, y, weighted ? w : nullptr, eps};
-  // Full-width weighted norms are deferred (fused into the matmuls that read them); per-head
-  // norms (Q/K norm) run as their own dispatch.
+  // Per-head norms in place (Q/K norms: rows = tokens x heads, one head per row) wait for
+  // kv_store()'s attn_prep dispatch.
+  if (P.fuse && impl::same(x, y) && x.cols == x.stride && x.cols <= 256 && P.step_tokens &&
+      x.rows % P.step_tokens == 0) {
+    P.keep_heads = true;
+    P.prepare({x}, {});
+    P.keep_heads = false;
+    const std::uint32_t n_heads = x.rows / P.step_tokens;
+    const tensor parent{x.buf, x.off, P.step_tokens, x.cols * n_heads, x.cols * n_heads};
+    P.head_entry(parent, n_heads).ops.push_back({weighted ? impl::head_op::norm_w : impl::head_op::norm,
+                                                 weighted ? w : nullptr, eps, {}});
+    return;
+  }
+  // Full-width weighted norms are deferred (fused into the matmuls that read them).
   if (P.fuse_step && weighted && x.rows == y.rows && x.cols == y.cols && x.cols % 16 == 0) {
     P.prepare({x}, {y});
     std::erase_if(P.norms, [&](const impl::pending_norm& o) { return o.y.buf == y.buf; });
@@ -840,23 +1037,31 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
 void backend::rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t> pos, const rope_params& rp) {
   auto& P = *p_;
   if (P.replay) return;
-  P.prepare({x}, {x});
   (void)pos;
-  const rope_pc pc{x.rows, n_heads, rp.n_rot, x.cols / n_heads, x.off, x.stride, rp.base, rp.freq_scale,
-                   rp.neox ? 1u : 0u, rp.freq_factors ? 1u : 0u};
-  const binding b[] = {P.bind(x, true), P.bind(x, true), P.bind_step(P.off_pos, std::uint64_t(P.max_rows) * 4),
-                       rp.freq_factors ? P.bind_id(*P.freq_factors, false) : P.bind(x, true)};
-  P.dispatch(impl::req("rope", {}, {}, 4), b, &pc, sizeof pc, div_up(std::uint64_t(x.rows) * n_heads * (rp.n_rot / 2), wg));
+  if (P.fuse && x.cols == x.stride && x.rows == P.step_tokens) {  // waits for kv_store()'s attn_prep
+    P.keep_heads = true;
+    P.prepare({x}, {});
+    P.keep_heads = false;
+    P.head_entry(x, n_heads).ops.push_back({impl::head_op::rope, nullptr, 0.0f, rp});
+    return;
+  }
+  P.prepare({x}, {x});
+  P.record_rope(x, n_heads, rp);
 }
 
 void backend::scale_rows_llama4_temperature(tensor q, std::span<const std::int32_t> pos) {
   auto& P = *p_;
   if (P.replay) return;
-  P.prepare({q}, {q});
   (void)pos;
-  const temperature_pc pc{q.rows, q.cols, q.off, q.stride};
-  const binding b[] = {P.bind(q, true), P.bind(q, true), P.bind_step(P.off_pos, std::uint64_t(P.max_rows) * 4)};
-  P.dispatch(impl::req("temperature", {}, {}, 3), b, &pc, sizeof pc, div_up(q.cols, wg), q.rows);
+  if (P.fuse && q.cols == q.stride && q.rows == P.step_tokens) {  // waits for kv_store()'s attn_prep
+    P.keep_heads = true;
+    P.prepare({q}, {});
+    P.keep_heads = false;
+    P.head_entry(q, 0).ops.push_back({impl::head_op::temp, nullptr, 0.0f, {}});
+    return;
+  }
+  P.prepare({q}, {q});
+  P.record_temperature(q);
 }
 
 void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor k, tensor v) {
@@ -881,8 +1086,14 @@ void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b,
     P.kv_written = true;
   }
   if (P.replay) return;
-  P.prepare({k, v}, {});
   const auto& cfg = kv.config();
+  if (P.fuse && !kv.compressed()) {
+    P.keep_heads = true;
+    P.prepare({k, v}, {});
+    P.keep_heads = false;
+    if (P.record_attn_prep(kv, layer, k, v)) return;
+  }
+  P.prepare({k, v}, {});
   if (kv.compressed()) {
     const auto& r = kv.window_ring();
     const kv_store_q_pc pc{k.rows, cfg.n_head_kv, k.off, k.stride, v.off, v.stride, r.rows};
@@ -963,6 +1174,23 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
     return;
   }
   auto defs = impl::kv_defs(cfg);
+  // Decode: one workgroup per KV head scores its whole query-head group (attention_dec.glsl).
+  const std::uint32_t group = ap.n_head_kv ? ap.n_head / ap.n_head_kv : 0;
+  if (P.gqa_attention && q.rows <= split_tokens && ap.head_dim % 4 == 0 && group >= 1 && group <= 8 &&
+      ap.n_head % ap.n_head_kv == 0) {
+    auto ddefs = defs;
+    ddefs.emplace_back("HEAD_D", std::to_string(ap.head_dim));
+    ddefs.emplace_back("GQA_G", std::to_string(group));
+    if (split) ddefs.emplace_back("SPLIT", "1");
+    P.dispatch3(impl::req("attention_dec", {}, ddefs, 8), bd, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
+    if (!split) return;
+    const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
+                          P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
+    auto combine_defs = defs;
+    combine_defs.emplace_back("COMBINE", "1");
+    P.dispatch(impl::req("attention", {}, combine_defs, 8), cb, &pc, sizeof pc, ap.n_head, q.rows);
+    return;
+  }
   // Prefill of one sequence: query tiles share each key tile (attention.glsl QTILE).
   constexpr std::uint32_t qtile = 16;
   if (!split && P.tiled_attention && P.single_seq && q.rows >= qtile && ap.head_dim <= 128) {

@@ -135,6 +135,9 @@ class backend {
   std::vector<kernel_time> profile() const;  // accumulated since start (profile option)
   void reset_profile();
   std::uint32_t dispatches_per_step() const;  // of the last recorded step
+  // Whether a matmul of `tokens` rows over a K-wide weight of type t multiplies int8-quantized
+  // activations (the integer matvec; tests pick their reference by it).
+  bool int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;
 
   buffer alloc(std::uint32_t rows, std::uint32_t cols);
   kv_state make_kv(const kv::kv_config& cfg);

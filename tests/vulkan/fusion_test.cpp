@@ -65,7 +65,8 @@ std::vector<std::vector<float>> run_ffn(gpu::backend& be, const ffn_model& m, st
   return out;
 }
 
-std::vector<double> reference(const ffn_model& m, std::uint32_t n) {
+// int8: the integer matvec's view, a and h quantized to int8 blocks (vkt::q8_activations).
+std::vector<double> reference(const ffn_model& m, std::uint32_t n, bool int8) {
   const auto rows = rows_for(n);
   std::vector<double> out(std::size_t(n) * E);
   for (std::uint32_t t = 0; t < n; ++t) {
@@ -75,6 +76,7 @@ std::vector<double> reference(const ffn_model& m, std::uint32_t n) {
     const double s = 1.0 / std::sqrt(ss / E + eps);
     std::vector<double> a(E), h(F);
     for (std::uint32_t i = 0; i < E; ++i) a[i] = x[i] * s * m.norm_w[i];
+    if (int8) a = vkt::q8_activations(std::vector<float>(a.begin(), a.end()));
     for (std::uint32_t r = 0; r < F; ++r) {
       double gs = 0, us = 0;
       for (std::uint32_t i = 0; i < E; ++i) {
@@ -83,6 +85,7 @@ std::vector<double> reference(const ffn_model& m, std::uint32_t n) {
       }
       h[r] = gs / (1.0 + std::exp(-gs)) * us;
     }
+    if (int8) h = vkt::q8_activations(std::vector<float>(h.begin(), h.end()));
     for (std::uint32_t r = 0; r < E; ++r) {
       double ys = 0;
       for (std::uint32_t i = 0; i < F; ++i) ys += double(m.d.dequant[std::size_t(r) * F + i]) * h[i];
@@ -112,6 +115,7 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
   for (const bool fuse : {true, false}) {
     CAPTURE(fuse);
     std::vector<std::vector<float>> got;
+    std::vector<bool> int8(std::size(token_counts));
     double tol = 0;
     {
       const char* old = std::getenv("STRATA_VK_FUSE");
@@ -123,10 +127,13 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
       else ::unsetenv("STRATA_VK_FUSE");
       got = run_ffn(be, m, dispatches[fuse ? 0 : 1]);
       tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
+      for (std::size_t c = 0; c < std::size(token_counts); ++c)
+        int8[c] = be.int8_activations(gguf::type_id::q4_k, E, token_counts[c]) &&
+                  be.int8_activations(gguf::type_id::q6_k, F, token_counts[c]);
     }
     for (std::size_t c = 0; c < std::size(token_counts); ++c) {
       CAPTURE(token_counts[c]);
-      const double e = vkt::nmse_f64(got[c], reference(m, token_counts[c]));
+      const double e = vkt::nmse_f64(got[c], reference(m, token_counts[c], int8[c]));
       MESSAGE(std::string(fuse ? "fused" : "unfused") << ", " << token_counts[c] << " tokens: NMSE vs float64 " << e);
       CHECK(e <= tol);
     }
@@ -137,8 +144,8 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
 }
 
 // The attention input projections: one weighted norm read by three matmuls of different
-// formats (the norm is folded into each: Q4_K and Q6_K through their 64-element units, Q8_0
-// through dequant16). Step n reads projection n - 1 (a step reads one tensor back).
+// formats (the norm is folded into each: into the int8 quantization of the input for the
+// integer matvec, else into the f32 matvec's 64-element units or dequant16). Step n reads projection n - 1 (a step reads one tensor back).
 TEST_CASE("vulkan fusion: one norm folded into Q/K/V matmuls of three formats vs float64") {
   if (!vkt::available()) return;
   std::mt19937 rng(4711);
@@ -184,9 +191,12 @@ TEST_CASE("vulkan fusion: one norm folded into Q/K/V matmuls of three formats vs
       double ss = 0;
       for (std::uint32_t i = 0; i < E; ++i) ss += double(xr[i]) * xr[i];
       const double s = 1.0 / std::sqrt(ss / E + eps);
+      std::vector<double> a(E);
+      for (std::uint32_t i = 0; i < E; ++i) a[i] = xr[i] * s * norm_w[i];
+      if (be.int8_activations(types[p], E, n)) a = vkt::q8_activations(std::vector<float>(a.begin(), a.end()));
       for (std::uint32_t r = 0; r < N; ++r) {
         double acc = 0;
-        for (std::uint32_t i = 0; i < E; ++i) acc += double(w[p].dequant[std::size_t(r) * E + i]) * (xr[i] * s * norm_w[i]);
+        for (std::uint32_t i = 0; i < E; ++i) acc += double(w[p].dequant[std::size_t(r) * E + i]) * a[i];
         ref[std::size_t(t) * N + r] = acc;
       }
     }

@@ -2,7 +2,8 @@
 // counts that run every NT variant with and without leftover tokens, on strided input and output
 // views (the decoder narrows its scratch with first_cols). The gate is a float64 product of the
 // C++-dequantized weights with the float activations: the GPU multiplies float activations, so
-// only its float accumulation differs. The CPU backend is compared too, loosely: it quantizes
+// only its float accumulation differs (for the integer matvec, with the activations replaced by
+// the int8 values it multiplies, vkt::q8_activations). The CPU backend is compared too, loosely: it quantizes
 // activations to the format's act type (Q8_0, Q8_1, Q8_K, F16, BF16) first, as ggml does.
 #include <doctest/doctest.h>
 
@@ -85,11 +86,14 @@ TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequant
     const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
     const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
     std::vector<std::vector<float>> gpu_out, cpu_out;
+    std::vector<bool> int8(std::size(token_counts));
     double tol = 0;
     {
       gpu::backend be;
       gpu_out = run_matmuls(be, wi, xi);
       tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
+      for (std::size_t c = 0; c < std::size(token_counts); ++c)
+        int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
     }
     {
       vkt::cpu_backend be;
@@ -101,14 +105,17 @@ TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequant
       CAPTURE(n);
       const auto rows = rows_for(n);
       std::vector<double> ref(std::size_t(n) * N);
-      for (std::uint32_t t = 0; t < n; ++t)
+      for (std::uint32_t t = 0; t < n; ++t) {
+        const std::span<const float> xs(x.data() + std::size_t(rows[t]) * K, K);
+        std::vector<double> xr(xs.begin(), xs.end());
+        if (int8[c]) xr = vkt::q8_activations(xs);  // what the integer matvec multiplies
         for (std::uint32_t r = 0; r < N; ++r) {
-          const float* xr = x.data() + std::size_t(rows[t]) * K;
           const float* wr = wdq.data() + std::size_t(r) * K;
           double s = 0;
-          for (std::uint32_t k = 0; k < K; ++k) s += double(wr[k]) * double(xr[k]);
+          for (std::uint32_t k = 0; k < K; ++k) s += double(wr[k]) * xr[k];
           ref[std::size_t(t) * N + r] = s;
         }
+      }
       const double e64 = vkt::nmse_f64(gpu_out[c], ref);
       const double ecpu = test::nmse(gpu_out[c], cpu_out[c]);
       worst_f64 = std::max(worst_f64, e64);
@@ -116,7 +123,7 @@ TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequant
       CHECK(e64 <= tol);
       CHECK(ecpu <= vkt::tol_matmul_cpu);
     }
-    MESSAGE(Fmt::name << ": NMSE vs float64 " << worst_f64 << ", vs CPU backend " << worst_cpu << " (worst token count)");
+    MESSAGE(std::string(Fmt::name) + (int8[0] ? " (int8 activations below 16 tokens)" : "") << ": NMSE vs float64 " << worst_f64 << ", vs CPU backend " << worst_cpu << " (worst token count)");
   });
 }
 

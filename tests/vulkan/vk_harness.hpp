@@ -178,6 +178,21 @@ inline kv::kv_config small_kv() {
   return c;
 }
 
+// The activations the GPU's integer matvec multiplies (quantize_q8.glsl, and mmvq.glsl's
+// QUANT_OUT): per 32-element block d = max|x| / 127 and codes round(x / d), in float as the
+// shader computes them; returned as d·code in double, the exact value each code stands for.
+inline std::vector<double> q8_activations(std::span<const float> x) {
+  std::vector<double> out(x.size());
+  for (std::size_t b = 0; b + 32 <= x.size(); b += 32) {
+    float amax = 0.0f;
+    for (std::size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    for (std::size_t i = 0; i < 32; ++i) out[b + i] = double(d) * double(std::round(x[b + i] * id));
+  }
+  return out;
+}
+
 #ifdef STRATA_HAS_VULKAN
 // A KV cache for scenarios that need none: begin() needs the step buffer make_kv() creates.
 inline gpu::kv_state dummy_kv(gpu::backend& be) {
@@ -212,6 +227,9 @@ inline constexpr double tol_matmul_f64 = 1e-10;
 // (mul_mm.glsl COOPMAT), which rounds weights and activations to f16 (2^-11 relative each).
 inline constexpr double tol_matmul_f64_f16_tiles = 1e-6;
 inline double matmul_f64_tolerance(bool cpu_device) { return cpu_device ? tol_matmul_f64 : tol_matmul_f64_f16_tiles; }
+// The integer matvec (int8 activations) is gated against the same float64 product with the
+// activations replaced by q8_activations(): the integer dots are exact, so again only float
+// rounding of the scales remains, and tol_matmul_f64 applies.
 // GPU matmul vs the CPU backend, which quantizes activations to the weight format's act type
 // (Q8_0/Q8_1/Q8_K, ~1e-4 relative each) before the dot product: a sanity gate only.
 inline constexpr double tol_matmul_cpu = 5e-3;

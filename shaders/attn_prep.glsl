@@ -1,0 +1,118 @@
+// Q and K heads prepared for attention and the step's K/V rows appended to the cache, in one
+// dispatch (it replaces per-head norms, two RoPE passes and the KV append: four barriers per
+// layer). Workgroup (x, t): x < n_head is query head x of token t, rewritten in place; x >= n_head
+// is KV head x - n_head, whose K row goes to the cache after its ops and whose V row is copied.
+// Ops per side, in this order, each switched by a flag bit (q in bits 0-3, k in bits 8-11):
+//   1 PRE_NORM   RMS norm with a weight (Qwen3 q_norm / k_norm)
+//   2 ROPE       rotary embedding (NORM pairs 2i,2i+1 or NEOX pairs i,i+n_rot/2; bit 16 = NEOX,
+//                bit 17 = rope_freqs factors)
+//   4 POST_NORM  RMS norm without weight (Llama 4 RoPE layers)
+//   8 TEMP       Llama 4 attention temperature, q *= log(floor((pos+1)/8192)+1)*0.1+1
+layout(local_size_x = WG) in;
+layout(binding = 0, std430) buffer Q { float q[]; };
+layout(binding = 1, std430) readonly buffer Ksrc { float ks[]; };
+layout(binding = 2, std430) readonly buffer Vsrc { float vs[]; };
+layout(binding = 3, std430) readonly buffer QNorm { float qnw[]; };
+layout(binding = 4, std430) readonly buffer KNorm { float knw[]; };
+#ifdef KV_K_F32
+layout(binding = 5, std430) writeonly buffer Kc { float kc[]; };
+#else
+layout(binding = 5, std430) writeonly buffer Kc { float16_t kc[]; };
+#endif
+#ifdef KV_V_F32
+layout(binding = 6, std430) writeonly buffer Vc { float vc[]; };
+#else
+layout(binding = 6, std430) writeonly buffer Vc { float16_t vc[]; };
+#endif
+layout(binding = 7, std430) readonly buffer Slots { uint slots[]; };
+layout(binding = 8, std430) readonly buffer Pos { int pos[]; };
+layout(binding = 9, std430) readonly buffer FreqFactors { float ff[]; };
+layout(push_constant) uniform Params {
+  uint n_head, n_kv, D, n_rot;
+  uint q_off, q_stride, k_off, k_stride, v_off, v_stride;
+  float base, freq_scale, eps;
+  uint flags;
+} p;
+
+const uint MAXD = 256;
+shared float h[MAXD];
+shared float red[WG / MIN_SUBGROUP];
+
+float row_sum(float v) {
+  v = subgroupAdd(v);
+  barrier();  // red[] may still be read by the previous reduction
+  if (subgroupElect()) red[gl_SubgroupID] = v;
+  barrier();
+  float s = 0.0;
+  for (uint g = 0; g < gl_NumSubgroups; ++g) s += red[g];
+  return s;
+}
+
+void main() {
+  const uint x = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const bool is_q = x < p.n_head;
+  const uint head = is_q ? x : x - p.n_head;
+  const uint ops = is_q ? (p.flags & 15u) : ((p.flags >> 8) & 15u);
+  const uint src = is_q ? p.q_off + t * p.q_stride + head * p.D : p.k_off + t * p.k_stride + head * p.D;
+  for (uint i = tid; i < p.D; i += WG) h[i] = is_q ? q[src + i] : ks[src + i];
+  barrier();
+
+  if ((ops & 1u) != 0) {
+    float s = 0.0;
+    for (uint i = tid; i < p.D; i += WG) s += h[i] * h[i];
+    const float scale = 1.0 / sqrt(row_sum(s) / float(p.D) + p.eps);
+    for (uint i = tid; i < p.D; i += WG) h[i] = (h[i] * scale) * (is_q ? qnw[i] : knw[i]);
+    barrier();
+  }
+  if ((ops & 2u) != 0) {
+    const uint half_rot = p.n_rot / 2;
+    const bool neox = (p.flags & (1u << 16)) != 0, has_ff = (p.flags & (1u << 17)) != 0;
+    float r0[MAXD / 2 / WG + 1], r1[MAXD / 2 / WG + 1];
+    uint k = 0;
+    for (uint i = tid; i < half_rot; i += WG, ++k) {  // read every pair before any is written
+      const float theta = float(pos[t]) * pow(p.base, -2.0 * float(i) / float(p.n_rot));
+      const float f = p.freq_scale * (theta / (has_ff ? ff[i] : 1.0));
+      const float c = cos(f), sn = sin(f);
+      const uint a = neox ? i : 2 * i, b = neox ? i + half_rot : 2 * i + 1;
+      const float x0 = h[a], x1 = h[b];
+      r0[k] = x0 * c - x1 * sn;
+      r1[k] = x0 * sn + x1 * c;
+    }
+    barrier();
+    k = 0;
+    for (uint i = tid; i < half_rot; i += WG, ++k) {
+      h[neox ? i : 2 * i] = r0[k];
+      h[neox ? i + half_rot : 2 * i + 1] = r1[k];
+    }
+    barrier();
+  }
+  if ((ops & 4u) != 0) {
+    float s = 0.0;
+    for (uint i = tid; i < p.D; i += WG) s += h[i] * h[i];
+    const float scale = 1.0 / sqrt(row_sum(s) / float(p.D) + p.eps);
+    for (uint i = tid; i < p.D; i += WG) h[i] *= scale;
+    barrier();
+  }
+  float temp = 1.0;
+  if ((ops & 8u) != 0) temp = log(floor((float(pos[t]) + 1.0) / 8192.0) + 1.0) * 0.1 + 1.0;
+
+  if (is_q) {
+    for (uint i = tid; i < p.D; i += WG) q[src + i] = h[i] * temp;
+    return;
+  }
+  const uint row = p.n_kv * p.D;
+  const uint dst = slots[t] * row + head * p.D;
+  const uint vsrc = p.v_off + t * p.v_stride + head * p.D;
+  for (uint i = tid; i < p.D; i += WG) {
+#ifdef KV_K_F32
+    kc[dst + i] = h[i];
+#else
+    kc[dst + i] = float16_t(h[i]);
+#endif
+#ifdef KV_V_F32
+    vc[dst + i] = vs[vsrc + i];
+#else
+    vc[dst + i] = float16_t(vs[vsrc + i]);
+#endif
+  }
+}

@@ -136,6 +136,12 @@ int main(int argc, char** argv) {
         const std::string name = std::filesystem::path(path).filename().string();
         auto warm = random_tokens(std::min<std::uint32_t>(need, 16), hp.n_vocab, rng);
         s.prefill(warm);  // warm-up: page in weights, spin up threads
+        // ... and one decode step, so the first timed token does not build and record the
+        // decode step's pipelines (GPU) or pay first-touch costs.
+        if (warm.size() < need) {
+          if (argmax) s.decode_argmax(warm.front());
+          else s.decode(warm.front());
+        }
         if (const auto st = m->startup_report(); !st.empty()) std::fprintf(stderr, "strata-bench: %s: %s\n", name.c_str(), st.c_str());
         // Per-kernel GPU time of one test, per evaluated token (from the last repetition set).
         const auto report_profile = [&](const std::string& test, std::uint64_t tokens) {

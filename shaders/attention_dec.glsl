@@ -2,8 +2,10 @@
 // the G = n_head / n_head_kv query heads that share a KV head are scored together, so each K
 // and V row is read once per group instead of once per query head. HEAD_D and GQA_G are
 // compile-time, so a key row's loads are unrolled and all in flight at once.
-// Thread i scores key i of a tile of WG keys for all G heads; then each thread accumulates
-// value dims tid, tid + WG, ... for all G heads. Online softmax per head.
+// Scores: thread i takes key i of a tile of WG keys, for all G heads (online softmax per head).
+// Values: the warps split the tile's keys and each lane owns 4 dims of every 128-dim chunk, so a
+// warp reads a whole V row per key in one coalesced load and keeps 8 keys' loads in flight; the
+// warps' sums meet in shared memory at the end.
 // SPLIT: workgroup z covers keys [z * split_len, (z + 1) * split_len) and writes unnormalised
 // partials (acc, m, l) in attention.glsl's layout, merged by its COMBINE pass.
 layout(local_size_x = WG) in;
@@ -32,13 +34,15 @@ layout(push_constant) uniform Params {
 } p;
 
 const uint D = HEAD_D, G = GQA_G;
-const uint DPT = (D + WG - 1) / WG;  // value dims per thread
+const uint NW = WG / 32;           // warps; warp w accumulates keys w, w + NW, ... of a tile
+const uint DCH = (D + 127) / 128;  // 128-dim chunks; lane l owns dims 128c + 4l .. 128c + 4l + 3
 shared vec4 qs[G][D / 4];
 shared float probs[G][WG];
 shared uint slot_of[WG];
 shared float red[G][WG / MIN_SUBGROUP];
+shared float vsum[G][D];
 
-// Per-head maximum (MAX) or sum over the workgroup of one value per thread and head.
+// Per-head maximum or sum over the workgroup of one value per thread and head.
 void wg_reduce(inout float v[G], bool is_max) {
   for (uint g = 0; g < G; ++g) v[g] = is_max ? subgroupMax(v[g]) : subgroupAdd(v[g]);
   barrier();  // red[] may still be read by the previous reduction
@@ -52,8 +56,17 @@ void wg_reduce(inout float v[G], bool is_max) {
   }
 }
 
+vec4 v_at(uint base, uint d) {  // 4 dims of a V row from d (D is a multiple of 4)
+#ifdef KV_V_F32
+  return vec4(vc[base + d], vc[base + d + 1], vc[base + d + 2], vc[base + d + 3]);
+#else
+  return vec4(float(vc[base + d]), float(vc[base + d + 1]), float(vc[base + d + 2]), float(vc[base + d + 3]));
+#endif
+}
+
 void main() {
   const uint hk = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint warp = tid / 32, lane = tid % 32;
   const uint h0 = hk * G, row = p.n_head_kv * D;
   const uint P = uint(pos[t]);
   uint start = p.chunk != 0 ? P / p.chunk * p.chunk : 0;
@@ -78,11 +91,12 @@ void main() {
     qs[g][c] = vec4(q[qb], q[qb + 1], q[qb + 2], q[qb + 3]) * p.scale;
   }
   barrier();
-  float m[G], l[G], acc[G][DPT];
+  float m[G], l[G];
+  vec4 acc[G][DCH];
   for (uint g = 0; g < G; ++g) {
     m[g] = -1.0 / 0.0;
     l[g] = 0.0;
-    for (uint k = 0; k < DPT; ++k) acc[g][k] = 0.0;
+    for (uint c = 0; c < DCH; ++c) acc[g][c] = vec4(0.0);
   }
 
   for (uint j0 = start; j0 <= last; j0 += WG) {
@@ -116,44 +130,51 @@ void main() {
     wg_reduce(e, false);  // its barriers also publish probs / slot_of
     for (uint g = 0; g < G; ++g) {
       l[g] = l[g] * corr[g] + e[g];
-      for (uint k = 0; k < DPT; ++k) acc[g][k] *= corr[g];
+      for (uint c = 0; c < DCH; ++c) acc[g][c] *= corr[g];
     }
     const uint n_keys = min(WG, last + 1 - j0);
-    for (uint k = 0; k < DPT; ++k) {
-      const uint d = tid + k * WG;
+    for (uint c = 0; c < DCH; ++c) {
+      const uint d = 128 * c + 4 * lane;
       if (d >= D) break;
-      const uint vb = hk * D + d;
-      uint jj = 0;
-      for (; jj + 4 <= n_keys; jj += 4) {
-        const float v0 = float(vc[slot_of[jj] * row + vb]), v1 = float(vc[slot_of[jj + 1] * row + vb]);
-        const float v2 = float(vc[slot_of[jj + 2] * row + vb]), v3 = float(vc[slot_of[jj + 3] * row + vb]);
-        for (uint g = 0; g < G; ++g)
-          acc[g][k] += probs[g][jj] * v0 + probs[g][jj + 1] * v1 + probs[g][jj + 2] * v2 + probs[g][jj + 3] * v3;
+      const uint vb = hk * D;
+      uint jj = warp;
+      for (; jj + 7 * NW < n_keys; jj += 8 * NW) {  // 8 keys' loads in flight
+        vec4 v[8];
+        for (uint u = 0; u < 8; ++u) v[u] = v_at(slot_of[jj + u * NW] * row + vb, d);
+        for (uint u = 0; u < 8; ++u)
+          for (uint g = 0; g < G; ++g) acc[g][c] += probs[g][jj + u * NW] * v[u];
       }
-      for (; jj < n_keys; ++jj) {
-        const float v0 = float(vc[slot_of[jj] * row + vb]);
-        for (uint g = 0; g < G; ++g) acc[g][k] += probs[g][jj] * v0;
+      for (; jj < n_keys; jj += NW) {
+        const vec4 v = v_at(slot_of[jj] * row + vb, d);
+        for (uint g = 0; g < G; ++g) acc[g][c] += probs[g][jj] * v;
       }
     }
     barrier();  // probs / slot_of are rewritten by the next tile
   }
-  for (uint g = 0; g < G; ++g) {
-    const uint h = h0 + g;
+  // The warps' partial sums, added in turn (vsum is G x D: small enough for any device).
+  for (uint w = 0; w < NW; ++w) {
+    if (warp == w)
+      for (uint g = 0; g < G; ++g)
+        for (uint c = 0; c < DCH; ++c) {
+          const uint d = 128 * c + 4 * lane;
+          if (d >= D) break;
+          for (uint i = 0; i < 4; ++i) vsum[g][d + i] = (w == 0 ? 0.0 : vsum[g][d + i]) + acc[g][c][i];
+        }
+    barrier();
+  }
+  for (uint i = tid; i < G * D; i += WG) {
+    const uint g = i / D, d = i % D, h = h0 + g;
 #ifdef SPLIT
-    const uint pb = ((t * p.n_head + h) * p.n_splits + split) * (D + 2);
-    for (uint k = 0; k < DPT; ++k) {
-      const uint d = tid + k * WG;
-      if (d < D) part[pb + d] = acc[g][k];
-    }
-    if (tid == 0) {
-      part[pb + D] = m[g];
-      part[pb + D + 1] = l[g];
-    }
+    part[((t * p.n_head + h) * p.n_splits + split) * (D + 2) + d] = vsum[g][d];
 #else
-    for (uint k = 0; k < DPT; ++k) {
-      const uint d = tid + k * WG;
-      if (d < D) o[p.o_off + t * p.o_stride + h * D + d] = acc[g][k] / l[g];
-    }
+    o[p.o_off + t * p.o_stride + h * D + d] = vsum[g][d] / l[g];
 #endif
   }
+#ifdef SPLIT
+  if (tid < G) {
+    const uint pb = ((t * p.n_head + h0 + tid) * p.n_splits + split) * (D + 2);
+    part[pb + D] = m[tid];
+    part[pb + D + 1] = l[tid];
+  }
+#endif
 }

@@ -1135,10 +1135,16 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
   // Decode: split the context over workgroups (flash-decoding) so a long context is not read
   // by one workgroup per head; the split length follows the context size so the dispatch
   // shape, recorded once, holds for every length up to it.
-  constexpr std::uint32_t split_tokens = 8, max_splits = 64;
-  const bool split = P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 256;
+  // The grouped decode kernel (attention_dec) has a quarter of the workgroups of the per-head
+  // one, so it splits finer: 128-key splits, up to 128 of them.
+  constexpr std::uint32_t split_tokens = 8;
+  const std::uint32_t group = ap.n_head_kv ? ap.n_head / ap.n_head_kv : 0;
+  const bool grouped = P.gqa_attention && !kv.compressed() && q.rows <= split_tokens && group >= 1 && group <= 8 &&
+                       ap.n_head % ap.n_head_kv == 0;
+  const std::uint32_t max_splits = grouped ? 128 : 64, min_split = grouped ? 128 : 256;
+  const bool split = P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 2 * min_split;
   if (split) {
-    pc.split_len = std::max<std::uint32_t>(256, div_up(div_up(cfg.n_ctx, max_splits), 128) * 128);
+    pc.split_len = std::max<std::uint32_t>(min_split, div_up(div_up(cfg.n_ctx, max_splits), 128) * 128);
     pc.n_splits = div_up(cfg.n_ctx, pc.split_len);
     const std::uint64_t need = std::uint64_t(split_tokens) * ap.n_head * pc.n_splits * (ap.head_dim + 2) * 4;
     if (!P.attn_part || P.buf(P.attn_part).size() < need)
@@ -1175,9 +1181,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
   }
   auto defs = impl::kv_defs(cfg);
   // Decode: one workgroup per KV head scores its whole query-head group (attention_dec.glsl).
-  const std::uint32_t group = ap.n_head_kv ? ap.n_head / ap.n_head_kv : 0;
-  if (P.gqa_attention && q.rows <= split_tokens && ap.head_dim % 4 == 0 && group >= 1 && group <= 8 &&
-      ap.n_head % ap.n_head_kv == 0) {
+  if (grouped) {
     auto ddefs = defs;
     ddefs.emplace_back("HEAD_D", std::to_string(ap.head_dim));
     ddefs.emplace_back("GQA_G", std::to_string(group));

@@ -123,7 +123,7 @@ TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequant
       CHECK(e64 <= tol);
       CHECK(ecpu <= vkt::tol_matmul_cpu);
     }
-    MESSAGE(std::string(Fmt::name) + (int8[0] ? " (int8 activations below 16 tokens)" : "") << ": NMSE vs float64 " << worst_f64 << ", vs CPU backend " << worst_cpu << " (worst token count)");
+    MESSAGE((std::string(Fmt::name) + (int8[0] ? " (int8 activations below 16 tokens)" : "")) << ": NMSE vs float64 " << worst_f64 << ", vs CPU backend " << worst_cpu << " (worst token count)");
   });
 }
 

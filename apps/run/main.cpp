@@ -9,12 +9,13 @@
 
 #include "modes.hpp"
 #include "strata/core/error.hpp"
+#include "strata/runtime/default_model.hpp"
 #include "strata/runtime/engine.hpp"
 
 int main(int argc, char** argv) {
   strata::app::run_options o;
   CLI::App app{"strata-run: run and inspect GGUF models"};
-  app.add_option("-m,--model", o.model, "GGUF model file")->required();
+  app.add_option("-m,--model", o.model, "GGUF model file (default: the bundled demo model, models/strata-demo.gguf)");
   app.add_flag("--info", o.info, "print architecture, hyper-parameters, tokenizer and tensor table");
   app.add_flag("--json", o.json, "with --info: print one JSON object instead of text");
   auto* tk = app.add_option("--tokenize", o.tokenize_text, "print the token ids of TEXT as a JSON array (BOS/EOS as the GGUF says)");
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
   app.add_option("--chat-template", o.chat_template, "override the chat template: chatml, qwen3, llama3, llama4, generic");
   app.add_flag("--no-think", o.no_think, "Qwen3 chat: enable_thinking=false (empty think block)");
   auto* np = app.add_option("-n,--n-predict", o.n_predict, "tokens to generate (-1: until end of generation)");
-  app.add_option("-c,--ctx-size", o.n_ctx, "context size in tokens (0: the model's)");
+  auto* cs = app.add_option("-c,--ctx-size", o.n_ctx, "context size in tokens (0: the model's; --perplexity: 512)");
   app.add_option("-b,--batch-size", o.n_batch, "prompt tokens per forward step")->check(CLI::Range(1u, 1u << 16));
   app.add_option("-t,--threads", o.threads, "CPU threads (0: physical cores)");
   app.add_option("-s,--seed", o.seed, "RNG seed (default: random, printed)");
@@ -64,6 +65,8 @@ int main(int argc, char** argv) {
                  "evaluate the prompt in one batch and write float32 logits [n_tokens][n_vocab] to FILE");
   app.add_flag("--print-ids", o.print_ids, "print the generated token ids as a JSON array on the last line");
   app.add_flag("--no-display-prompt", o.no_display_prompt, "do not echo the prompt");
+  app.add_option("--perplexity", o.perplexity_file, "perplexity of a text file, as llama-perplexity computes it (-c chunk size)");
+  app.add_option("--chunks", o.n_chunks, "with --perplexity: at most this many chunks");
   // llama.cpp's multi-letter single-dash flags (-cnv, -sys, -ngl), which CLI11 cannot declare.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {
@@ -78,10 +81,13 @@ int main(int argc, char** argv) {
   o.tokenize = tk->count() > 0;
   o.detokenize = dt->count() > 0;
   o.n_predict_set = np->count() > 0;
+  o.n_ctx_set = cs->count() > 0;
   try {
+    if (o.model.empty()) o.model = strata::rt::find_default_model().string();
     if (o.info) return strata::app::run_info(o);
     if (o.tokenize) return strata::app::run_tokenize(o);
     if (o.detokenize) return strata::app::run_detokenize(o);
+    if (!o.perplexity_file.empty()) return strata::app::run_perplexity(o);
     return strata::app::run_generate(o);
   } catch (const std::exception& e) {
     std::cerr << "strata-run: error: " << e.what() << "\n";

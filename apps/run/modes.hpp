@@ -28,6 +28,7 @@ struct run_options {
   std::int32_t n_predict = -1;       // -n (-1: until end of generation or context full)
   bool n_predict_set = false;
   std::uint32_t n_ctx = 4096;        // -c (0: the model's context_length)
+  bool n_ctx_set = false;
   std::uint32_t n_batch = 512;       // -b
   unsigned threads = 0;              // -t (0: physical cores)
   std::uint64_t seed = 0xFFFFFFFFu;  // -s (default: random, printed)
@@ -44,12 +45,15 @@ struct run_options {
   std::string dump_logits;           // --dump-logits FILE
   bool print_ids = false;            // --print-ids
   bool no_display_prompt = false;    // --no-display-prompt
+  std::string perplexity_file;       // --perplexity FILE
+  std::int32_t n_chunks = -1;        // --chunks (with --perplexity; -1: all)
 };
 
 int run_info(const run_options& opt);
 int run_tokenize(const run_options& opt);
 int run_detokenize(const run_options& opt);
 int run_generate(const run_options& opt);
+int run_perplexity(const run_options& opt);
 
 // "1, 2,3" -> {1, 2, 3}; throws strata::error naming the bad item.
 std::vector<std::int32_t> parse_id_list(const std::string& s, const char* flag);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "serve/server.hpp"
+#include "strata/runtime/default_model.hpp"
 #include "strata/kv/kv_config.hpp"
 
 int main(int argc, char** argv) {
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   std::size_t max_body_mb = 8;
   std::uint32_t max_header_kb = 8;
   CLI::App app{"strata-serve: OpenAI and Anthropic APIs over HTTP for a GGUF model"};
-  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("-m,--model", model_path, "GGUF model file (default: the bundled demo model, id strata-demo)");
   app.add_option("--host", so.host, "address to listen on")->capture_default_str();
   app.add_option("--port", so.port, "port (0: any free port)")->capture_default_str();
   app.add_option("--api-key", so.api_key, "require this key (Authorization: Bearer KEY or x-api-key: KEY)");
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    if (model_path.empty()) model_path = rt::find_default_model().string();
     eo.backend = rt::parse_backend_kind(backend);
     const auto kv_types = kv::parse_kv_cache_types(kv_type, kv_type_k, kv_type_v);
     eo.type_k = kv_types.k;

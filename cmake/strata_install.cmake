@@ -5,6 +5,9 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/strata DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The bundled demo model: strata-run/strata-serve load it when no -m is given
+# (include/strata/runtime/default_model.hpp looks in <prefix>/share/strata/models).
+install(FILES models/strata-demo.gguf DESTINATION share/strata/models)
 install(TARGETS strata strata_runtime EXPORT strataTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

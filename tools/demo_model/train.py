@@ -39,11 +39,12 @@ def prepare(out, args):
     """Corpus, tokenizer and token stream; cached in `out` (each is deterministic)."""
     os.makedirs(os.path.join(out, "corpus"), exist_ok=True)
     tok_path = os.path.join(out, "tokenizer.json")
-    stream_path = os.path.join(out, "corpus", f"train_tokens_{args.train_tokens}.npy")
+    need = args.data_offset + args.train_tokens
+    stream_path = os.path.join(out, "corpus", f"train_tokens_{need}.npy")
     stats_path = os.path.join(out, "corpus", "stats.json")
     if os.path.exists(stream_path):
         tok = bpe.Tokenizer(json.load(open(tok_path))["merges"])
-        return tok, np.load(stream_path), json.load(open(stats_path))
+        return tok, np.load(stream_path)[args.data_offset:], json.load(open(stats_path))
     log("building the corpus")
     docs, heldout, stats = corpus.build(args.seed)
     open(os.path.join(out, "corpus", "heldout.txt"), "w").write(heldout)
@@ -62,16 +63,16 @@ def prepare(out, args):
         ids.extend(tok.encode(d))
         ids.append(eot)
         n_docs += 1
-        if len(ids) >= args.train_tokens:
+        if len(ids) >= need:
             break
-    if len(ids) < args.train_tokens:
-        raise SystemExit(f"the corpus has only {len(ids)} tokens, --train-tokens asks for {args.train_tokens}")
-    stream = np.array(ids[:args.train_tokens], dtype=np.int32)
+    if len(ids) < need:
+        raise SystemExit(f"the corpus has only {len(ids)} tokens, --data-offset + --train-tokens ask for {need}")
+    stream = np.array(ids[:need], dtype=np.int32)
     stats.update(train_documents_used=n_docs, train_tokens=int(len(stream)),
                  corpus_bytes=sum(map(len, docs)), heldout_bytes=len(heldout))
     json.dump(stats, open(stats_path, "w"), indent=1)
     np.save(stream_path, stream)
-    return tok, stream, stats
+    return tok, stream[args.data_offset:], stats
 
 
 def lr_at(step, total, peak, warmup):
@@ -110,6 +111,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--no-bf16", action="store_true", help="fp32 matmuls (bf16 autocast is 1.6x faster on AVX512-BF16)")
+    ap.add_argument("--init", help="start from these weights (a model.pt) instead of a random init")
+    ap.add_argument("--data-offset", type=int, default=0, help="skip this many tokens of the sampled stream")
     ap.add_argument("--max-steps", type=int, default=0, help="stop early (timing runs)")
     args = ap.parse_args()
 
@@ -127,6 +130,8 @@ def main():
     order = np.random.default_rng(args.seed).permutation(n_win)
     steps = n_win // args.batch
     model = Qwen3(cfg)
+    if args.init:
+        model.load_state_dict(torch.load(args.init)["model"])
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -141,7 +146,7 @@ def main():
         log(f"resumed at step {start}")
     log(f"model: {cfg.to_dict()} params {model.n_params()} | {steps} steps of {args.batch}x{cfg.n_ctx} tokens")
     logf = open(os.path.join(out, "train.log"), "a")
-    t_last, cpu_last = time.time(), time.process_time()
+    t_last, cpu_last, last_logged = time.time(), time.process_time(), start
     for step in range(start, steps):
         idx = order[step * args.batch:(step + 1) * args.batch]
         batch = torch.from_numpy(np.stack([stream[i * cfg.n_ctx:i * cfg.n_ctx + cfg.n_ctx + 1] for i in idx])).long()
@@ -156,12 +161,12 @@ def main():
         opt.step()
         if step % 10 == 0 or step == steps - 1:
             now, cpu = time.time(), time.process_time()
-            n = 10 if step % 10 == 0 and step > start else 1
+            n = max(1, step - last_logged) if step > start else 1
             rec = {"step": step, "loss": round(loss.item(), 4), "lr": round(opt.param_groups[0]["lr"], 6),
                    "gnorm": round(gnorm, 3), "wall_s_per_step": round((now - t_last) / n, 3),
                    "cpu_s_per_step": round((cpu - cpu_last) / n, 3), "elapsed_s": round(elapsed + now - t_last, 1)}
             elapsed += now - t_last
-            t_last, cpu_last = now, cpu
+            t_last, cpu_last, last_logged = now, cpu, step
             logf.write(json.dumps(rec) + "\n")
             logf.flush()
             log(json.dumps(rec))
@@ -182,7 +187,7 @@ def main():
                "train_tokens": int(steps * args.batch * cfg.n_ctx), "params": model.n_params(),
                "train_wall_s": round(elapsed, 1), "seed": args.seed, "lr": args.lr,
                "torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
-               "threads": args.threads, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "bf16_autocast": not args.no_bf16,
+               "init": args.init, "data_offset": args.data_offset, "threads": args.threads, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "bf16_autocast": not args.no_bf16,
                "blas": os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3"), "corpus": stats}
     json.dump(metrics, open(os.path.join(out, "metrics.json"), "w"), indent=1)
     log(f"held-out perplexity {ppl:.4f} over {n_scored} tokens ({n_chunk} chunks of {cfg.n_ctx})")

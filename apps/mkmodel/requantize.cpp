@@ -1,31 +1,15 @@
 #include "requantize.hpp"
 
+#include <algorithm>
+#include <numeric>
+
 #include "strata/core/error.hpp"
 #include "strata/quant/all.hpp"
+#include "strata/quant/mix.hpp"
 
 namespace strata::mkmodel {
 
 namespace {
-
-// The preset fields quant_mix reads (layer count, heads, experts), from the file's hyper-parameters.
-preset preset_of(const gguf::reader& r) {
-  const std::string a(r.get_string("general.architecture"));
-  const auto u32 = [&](const char* k, std::uint32_t def) {
-    const auto* v = r.find(a + "." + k);
-    return v ? std::uint32_t(v->as_uint()) : def;
-  };
-  preset p{};
-  p.n_layer = u32("block_count", 0);
-  p.n_head = u32("attention.head_count", 0);
-  p.n_head_kv = u32("attention.head_count_kv", p.n_head);
-  p.n_expert = u32("expert_count", 0);
-  return p;
-}
-
-int layer_of(std::string_view name) {
-  if (!name.starts_with("blk.")) return -1;
-  return std::stoi(std::string(name.substr(4, name.find('.', 4) - 4)));
-}
 
 std::vector<float> dequantize(const gguf::tensor_info& t) {
   std::vector<float> x(t.n_elements());
@@ -55,26 +39,32 @@ std::vector<std::byte> quantize(const std::vector<float>& x, gguf::type_id type,
 
 }  // namespace
 
-requantized requantize(const gguf::reader& in, const ftype_info& ft) {
-  std::vector<tensor_spec> specs;
-  for (const auto& t : in.tensors()) {
-    const bool norm = t.n_dims < 2 || t.name.find("_norm") != std::string_view::npos;
-    specs.push_back({std::string(t.name), std::vector<std::uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims),
-                     norm ? tensor_role::norm : tensor_role::weight, layer_of(t.name)});
-  }
-  const auto types = assign_types(preset_of(in), specs, ft, false);
+requantized requantize(const gguf::reader& in, quant::ftype ft) {
+  const auto tensors = in.tensors();
+  // The mix counts attn_v/ffn_down in llama-quantize's visiting order; choose in that order.
+  std::vector<std::size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return quant::tensor_order_less(tensors[a].name, tensors[b].name); });
+  std::vector<quant::mix_tensor> mt;
+  for (const std::size_t i : order) mt.push_back({tensors[i].name, tensors[i].ne, tensors[i].type});
+  const auto chosen = quant::choose_types(quant::model_shape_of(in), mt, ft);
+  std::vector<gguf::type_id> types(tensors.size());
+  for (std::size_t k = 0; k < order.size(); ++k) types[order[k]] = chosen[k].type;
+
   requantized out;
   for (const auto& [key, value] : in.metadata())
     if (key != "general.alignment") out.writer.set(std::string(key), gguf::owned_value::from(value));
-  out.writer.set("general.file_type", std::uint32_t(ft.file_type));
+  out.writer.set("general.file_type", std::uint32_t(ft));
   out.writer.set("general.quantization_version", std::uint32_t(2));
-  out.data.resize(specs.size());
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const auto& t = in.tensors()[i];
+  out.data.resize(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
     out.data[i] = t.type == types[i] ? std::vector<std::byte>(t.data.begin(), t.data.end())
                                      : quantize(dequantize(t), types[i], t.name);
-    out.writer.add_tensor(specs[i].name, types[i], specs[i].ne, std::span<const std::byte>(out.data[i]));
-    out.types.emplace_back(specs[i].name, types[i]);
+    out.writer.add_tensor(std::string(t.name), types[i], std::vector<std::uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims),
+                          std::span<const std::byte>(out.data[i]));
+    out.types.emplace_back(std::string(t.name), types[i]);
   }
   return out;
 }

@@ -1,18 +1,18 @@
 // Requantization of a whole GGUF: every tensor is dequantized to F32 and quantized again with
 // Strata's reference quantizers (byte-exact with ggml's quantize_row_*_ref, what llama-quantize
 // runs without an importance matrix) to the per-tensor types of llama-quantize's mix for the file
-// type (quant_mix.hpp). Metadata is copied; general.file_type/quantization_version are updated.
-// Used by the demo-model recipe (tools/demo_model/quantize.cpp) and by the tests that derive the
-// Q4_K_M demo model from the committed Q8_0 file.
+// type (include/strata/quant/mix.hpp). Metadata is copied; general.file_type and
+// general.quantization_version are updated. Used by the demo-model recipe
+// (tools/demo_model/quantize.cpp) and by the tests that derive the Q4_K_M demo model from the
+// committed Q8_0 file.
 #pragma once
-#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "quant_mix.hpp"
 #include "strata/gguf/reader.hpp"
 #include "strata/gguf/writer.hpp"
+#include "strata/quant/ftype.hpp"
 
 namespace strata::mkmodel {
 
@@ -25,6 +25,6 @@ struct requantized {
 };
 
 // Throws strata::error naming the tensor when a type has no dequantizer or quantizer.
-requantized requantize(const gguf::reader& in, const ftype_info& ft);
+requantized requantize(const gguf::reader& in, quant::ftype ft);
 
 }  // namespace strata::mkmodel

@@ -73,7 +73,7 @@ fs::path model_in(const std::string& type) {
   if (type == "Q8_0") return q8;
   const fs::path out = fs::temp_directory_path() / ("strata-demo-" + type + "-" + std::to_string(::getpid()) + ".gguf");
   const strata::gguf::file in(q8);
-  strata::mkmodel::requantize(in.gguf(), *strata::mkmodel::find_ftype(type)).writer.write(out);
+  strata::mkmodel::requantize(in.gguf(), strata::quant::find_ftype(type)->id).writer.write(out);
   return out;
 }
 

@@ -11,7 +11,7 @@ mkdir -p "$out"
 nice -n 10 /usr/bin/python3 tools/demo_model/train.py --out "$out" 2>&1 | tee -a "$out/train.out"
 /usr/bin/python3 tools/demo_model/export_gguf.py --out "$out"
 c++ -std=c++20 -O2 -ffp-contract=off -Iinclude -Iapps/mkmodel tools/demo_model/quantize.cpp \
-  apps/mkmodel/requantize.cpp apps/mkmodel/quant_mix.cpp apps/mkmodel/presets.cpp -o "$out/quantize"
+  apps/mkmodel/requantize.cpp -o "$out/quantize"
 "$out/quantize" "$out/strata-demo-F32.gguf" "$out/strata-demo.gguf" Q8_0
 "$out/quantize" "$out/strata-demo.gguf" "$out/strata-demo-Q4_K_M.gguf" Q4_K_M  # as the tests derive it
 cp "$out/corpus/heldout.txt" "$out/heldout.txt"

@@ -4,7 +4,7 @@
 // element is read from memory once per BN tokens instead of once per token.
 // COOPMAT: the tile product runs on tensor cores (VK_NV_cooperative_matrix, f16 x f16 -> f32,
 // 16x16x16 per subgroup op); otherwise each thread accumulates a TM x TN block in f32 (the
-// portable path, tested on lavapipe).
+// portable path, tested on lavapipe). MMA2 (with COOPMAT): larger, double-buffered tiles.
 layout(local_size_x = WG) in;
 layout(binding = 1, std430) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 2, std430) writeonly buffer Y { float y[]; };
@@ -12,9 +12,10 @@ layout(push_constant) uniform Params {
   uint K, N, n_tok, row_bytes;
   uint x_off, x_stride, y_off, y_stride;
 } p;
-
-const uint BM = 64, BN = 64, BK = 32;
 const uint PARTS = QK / 16;
+
+#if !defined(MMA2)
+const uint BM = 64, BN = 64, BK = 32;
 #ifdef COOPMAT
 shared float16_t ws[BM * BK];  // [n][k]
 shared float16_t xs[BN * BK];  // [t][k]
@@ -108,3 +109,80 @@ void main() {
       if (n0 + tr + i < p.N && t0 + tt + j < p.n_tok) y[p.y_off + (t0 + tt + j) * p.y_stride + n0 + tr + i] = acc[i][j];
 #endif
 }
+#elif defined(MMA2)
+// Tensor-core tiles, second generation: BM weight rows x BN tokens per workgroup, each warp a
+// WM x WN block of 16x16 accumulators (tokens x weights), weight and activation tiles in f16
+// shared memory double-buffered over BK = 32 (the next tile is dequantized while the warps
+// multiply the current one), results stored straight from the accumulators when the tile is
+// whole and through a per-warp 16x16 staging square at the edges.
+const uint BK = 32;
+const uint WARPS_M = BM / WM, WARPS_N = BN / WN;
+const uint TI = WN / 16, TJ = WM / 16;  // accumulator tiles per warp: tokens x weights
+shared float16_t ws[2][BM * BK];  // [n][k]
+shared float16_t xs[2][BN * BK];  // [t][k]
+shared float stage[WG / 32][256];
+
+void load_tiles(uint buf, uint n0, uint t0, uint k0) {
+  const uint tid = gl_LocalInvocationID.x;
+  for (uint q = tid; q < BM * (BK / 16); q += WG) {
+    const uint r = q / (BK / 16), c = (k0 / 16) + q % (BK / 16);
+    float v[16];
+    if (n0 + r < p.N) dequant16((n0 + r) * p.row_bytes + (c / PARTS) * BLOCK_BYTES, c % PARTS, v);
+    else for (uint i = 0; i < 16; ++i) v[i] = 0.0;
+    const uint kk = 16 * (q % (BK / 16));
+    for (uint i = 0; i < 16; ++i) ws[buf][r * BK + kk + i] = float16_t(v[i]);
+  }
+  for (uint q = tid; q < BN * (BK / 4); q += WG) {
+    const uint t = q / (BK / 4), kk = 4 * (q % (BK / 4));
+    vec4 v = vec4(0.0);
+    if (t0 + t < p.n_tok) v = x4[(p.x_off + (t0 + t) * p.x_stride + k0 + kk) >> 2];
+    xs[buf][t * BK + kk] = float16_t(v.x);
+    xs[buf][t * BK + kk + 1] = float16_t(v.y);
+    xs[buf][t * BK + kk + 2] = float16_t(v.z);
+    xs[buf][t * BK + kk + 3] = float16_t(v.w);
+  }
+}
+
+void main() {
+  const uint n0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
+  const uint warp = gl_SubgroupID;
+  const uint wn = (warp % WARPS_M) * WM, wt = (warp / WARPS_M) * WN;  // weight / token offsets
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TI][TJ];
+  for (uint i = 0; i < TI; ++i)
+    for (uint j = 0; j < TJ; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+
+  load_tiles(0, n0, t0, 0);
+  barrier();
+  uint buf = 0;
+  for (uint k0 = 0; k0 < p.K; k0 += BK) {
+    if (k0 + BK < p.K) load_tiles(buf ^ 1u, n0, t0, k0 + BK);  // overlaps the products below
+    for (uint kk = 0; kk < BK; kk += 16) {
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TI], b[TJ];
+      for (uint i = 0; i < TI; ++i) coopMatLoadNV(a[i], xs[buf], (wt + 16 * i) * BK + kk, BK, false);
+      for (uint j = 0; j < TJ; ++j) coopMatLoadNV(b[j], ws[buf], (wn + 16 * j) * BK + kk, BK, true);
+      for (uint i = 0; i < TI; ++i)
+        for (uint j = 0; j < TJ; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+    }
+    barrier();  // the next buffer is complete, and nobody still reads this one
+    buf ^= 1u;
+  }
+
+  const bool whole = n0 + BM <= p.N && t0 + BN <= p.n_tok && p.y_off % 4 == 0 && p.y_stride % 4 == 0;
+  for (uint i = 0; i < TI; ++i)
+    for (uint j = 0; j < TJ; ++j) {
+      const uint t = t0 + wt + 16 * i, n = n0 + wn + 16 * j;
+      if (whole) {
+        coopMatStoreNV(acc[i][j], y, p.y_off + t * p.y_stride + n, p.y_stride, false);
+      } else {
+        coopMatStoreNV(acc[i][j], stage[warp], 0, 16, false);
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        for (uint e = gl_SubgroupInvocationID; e < 256; e += 32) {
+          const uint tt = t + e / 16, nn = n + e % 16;
+          if (tt < p.n_tok && nn < p.N) y[p.y_off + tt * p.y_stride + nn] = stage[warp][e];
+        }
+        subgroupBarrier();
+      }
+    }
+}
+#endif

@@ -62,6 +62,10 @@ struct attn_prep_pc {
   float base, freq_scale, eps;
   std::uint32_t flags;
 };
+// Workgroup tile of mul_mm.glsl's MMA2 path: BM weight rows x BN tokens, WM x WN per warp.
+struct mma2_tile {
+  std::uint32_t bm, bn, wm, wn;
+};
 struct get_rows_pc {
   std::uint32_t K, row_bytes, o_off, o_stride;
 };
@@ -241,6 +245,9 @@ struct backend::impl {
   bool fuse = true;
   bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)
   bool coopmat = false;   // tensor-core tile product in mul_mm
+  bool mma2 = true;       // its larger double-buffered tiles (STRATA_VK_MMA2=0: the 64x64 kernel)
+  bool mma2_forced = false;
+  mma2_tile mma2_shape{128, 128, 64, 32};
   // Matvec shape: rows per workgroup and workgroup size (STRATA_VK_MV_NR / _WG to experiment).
   std::uint32_t mv_rows = 8, mv_wg = 64;
   // Rows per workgroup of a matvec. Measured on the H100 (bench/RESULTS.md): 8 for every
@@ -263,6 +270,15 @@ struct backend::impl {
     if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
     if (const char* v = std::getenv("STRATA_VK_MMVQ"); v && std::string_view(v) == "0") mmvq = false;
     if (const char* v = std::getenv("STRATA_VK_QUANT_OUT"); v && std::string_view(v) == "0") quant_out = false;
+    if (const char* v = std::getenv("STRATA_VK_MMA2"); v && std::string_view(v) == "0") mma2 = false;
+    if (const char* v = std::getenv("STRATA_VK_MMA2_SHAPE")) {
+      unsigned a = 0, b = 0, c = 0, d = 0;
+      if (std::sscanf(v, "%u:%u:%u:%u", &a, &b, &c, &d) != 4 || !c || !d || a % c || b % d || a % 16 || b % 16 ||
+          c % 16 || d % 16 || a / c * (b / d) * 32 > 1024)
+        throw error("STRATA_VK_MMA2_SHAPE must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + std::string(v) + "'");
+      mma2_shape = {a, b, c, d};
+      mma2_forced = true;
+    }
     if (const char* v = std::getenv("STRATA_VK_MMVQ_SHAPE")) {
       unsigned a = 0, b = 0, c = 0;
       if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || a < 32 || a > 1024 || b < 1 || b > 8 || c < 1 || c > 8)
@@ -466,8 +482,28 @@ struct backend::impl {
     const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), m.x.rows, std::uint32_t(w.row_bytes), m.x.off,
                        m.x.stride, m.y.off, m.y.stride, 0, 0, 0, 0, 0, 0, 0.0f};
     const binding b[] = {bind_weight(w), bind(m.x, false), bind(m.y, true)};
-    dispatch(mul_mm_req(w.type), b, &pc, sizeof pc, div_up(w.ne[1], 64), div_up(m.x.rows, 64));
+    if (coopmat && mma2) {
+      const mma2_tile t = mma2_tile_for(w.ne[1], m.x.rows);
+      dispatch(mma2_req(w.type, t), b, &pc, sizeof pc, div_up(w.ne[1], t.bm), div_up(m.x.rows, t.bn));
+    } else {
+      dispatch(mul_mm_req(w.type), b, &pc, sizeof pc, div_up(w.ne[1], 64), div_up(m.x.rows, 64));
+    }
     wrote(m.y);
+  }
+  // Tensor-core tiles (mul_mm.glsl MMA2): the largest tile that still gives the GPU a few
+  // hundred workgroups (STRATA_VK_MMA2_SHAPE=BM:BN:WM:WN forces one).
+  mma2_tile mma2_tile_for(std::uint64_t n_rows, std::uint32_t tokens) const {
+    if (mma2_forced) return mma2_shape;
+    for (const mma2_tile t : {mma2_tile{128, 128, 64, 32}, mma2_tile{128, 64, 64, 32}, mma2_tile{64, 64, 32, 32}})
+      if (std::uint64_t(div_up(n_rows, t.bm)) * div_up(tokens, t.bn) >= 256) return t;
+    return {64, 64, 32, 32};
+  }
+  pipeline_request mma2_req(gguf::type_id t, const mma2_tile& s) const {
+    return req("mul_mm", t,
+               {{"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"}, {"MMA2", "1"},
+                {"BM", std::to_string(s.bm)}, {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)},
+                {"WN", std::to_string(s.wn)}},
+               3);
   }
   pipeline_request mul_mm_req(gguf::type_id t) const {
     if (coopmat) return req("mul_mm", t, {{"WG", "128"}, {"COOPMAT", "1"}}, 3);
@@ -771,7 +807,12 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
       d.insert(d.end(), v.begin(), v.end());
       reqs.push_back(impl::req("matvec", f, std::move(d), 6));
     }
-  for (auto f : mat_formats) reqs.push_back(P.mul_mm_req(f));
+  for (auto f : mat_formats) {
+    reqs.push_back(P.mul_mm_req(f));
+    if (P.coopmat && P.mma2)
+      for (const mma2_tile t : {mma2_tile{128, 128, 64, 32}, mma2_tile{128, 64, 64, 32}, mma2_tile{64, 64, 32, 32}})
+        reqs.push_back(P.mma2_req(f, P.mma2_forced ? P.mma2_shape : t));
+  }
   // Integer matvec: scratch for one quantized input, decode-shaped pipelines per format.
   for (const auto& e : P.weights)
     if (has_mmvq(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));

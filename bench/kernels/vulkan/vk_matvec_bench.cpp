@@ -73,15 +73,26 @@ std::vector<std::byte> random_weights(std::uint64_t rows, std::uint64_t K, std::
   return out;
 }
 
+// Tokens the check covers: all of a small batch; the first 8 and the last one of a large one
+// (a float64 product over 512 tokens of a big matrix would take longer than the timing).
+std::vector<std::uint32_t> checked_tokens(std::uint32_t n_tok) {
+  std::vector<std::uint32_t> t;
+  for (std::uint32_t i = 0; i < n_tok && i < 8; ++i) t.push_back(i);
+  if (n_tok > 8) t.push_back(n_tok - 1);
+  return t;
+}
+
+// y[t][r] for the checked tokens (other rows stay 0 and are not compared).
 template <class Fmt>
 std::vector<double> reference(const std::vector<std::byte>& w, std::uint64_t rows, std::uint64_t K,
                               const std::vector<float>& x, std::uint32_t n_tok) {
   std::vector<double> y(std::size_t(n_tok) * rows);
   std::vector<float> row(K);
   const auto* blocks = reinterpret_cast<const typename Fmt::block*>(w.data());
+  const auto toks = checked_tokens(n_tok);
   for (std::uint64_t r = 0; r < rows; ++r) {
     quant::dequant_row<Fmt>(blocks + r * (K / Fmt::block_elems), row.data(), K);
-    for (std::uint32_t t = 0; t < n_tok; ++t) {
+    for (const std::uint32_t t : toks) {
       double s = 0;
       for (std::uint64_t k = 0; k < K; ++k) s += double(row[k]) * double(x[t * K + k]);
       y[t * rows + r] = s;
@@ -143,6 +154,8 @@ struct lab {
 
 struct variant {
   bool mmvq = false;
+  bool mm = false;  // mul_mm.glsl (tiled, tensor cores where the device has them)
+  std::uint32_t bm = 64, bn = 64;
   std::vector<std::pair<std::string, std::string>> defines;
   std::string name;
   std::uint32_t rows_per_wg = 8;
@@ -154,6 +167,31 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
   if (s == "mv") {
     v.defines = {{"NR", "8"}, {"NT", std::to_string(nt)}, {"WG", "64"}};
     v.rows_per_wg = 8;
+    return v;
+  }
+  if (s.rfind("mm", 0) == 0) {  // "mm" = the 64x64 tile kernel; "mm:BM=..:BN=..:WM=..:WN=.." = MMA2
+    v.mm = true;
+    if (s == "mm") {
+      v.defines = {{"WG", "128"}};
+      if (info.nv_coopmat) v.defines.emplace_back("COOPMAT", "1");
+      return v;
+    }
+    std::uint32_t bm = 128, bn = 128, wm = 64, wn = 32;
+    for (const auto& kv : split(s, ':')) {
+      if (kv == "mm") continue;
+      const auto f = split(kv, '=');
+      if (f.size() != 2) throw error("bad variant field '" + kv + "'");
+      const std::uint32_t n = std::uint32_t(std::stoul(f[1]));
+      if (f[0] == "BM") bm = n;
+      else if (f[0] == "BN") bn = n;
+      else if (f[0] == "WM") wm = n;
+      else if (f[0] == "WN") wn = n;
+      else throw error("unknown variant field '" + f[0] + "'");
+    }
+    if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
+    v.bm = bm, v.bn = bn;
+    v.defines = {{"WG", std::to_string(bm / wm * (bn / wn) * 32)}, {"COOPMAT", "1"}, {"MMA2", "1"},
+                 {"BM", std::to_string(bm)}, {"BN", std::to_string(bn)}, {"WM", std::to_string(wm)}, {"WN", std::to_string(wn)}};
     return v;
   }
   if (s.rfind("q", 0) != 0) throw error("unknown variant '" + s + "'");
@@ -232,7 +270,7 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
     for (const auto& vn : variant_names) {
       prepared pv{vn, parse_variant(vn, nt, L.ctx.info())};
       try {
-        pv.pl = &L.pipes.get({pv.v.mmvq ? "mmvq" : "matvec", fmt, pv.v.defines, 6});
+        pv.pl = &L.pipes.get({pv.v.mmvq ? "mmvq" : pv.v.mm ? "mul_mm" : "matvec", fmt, pv.v.defines, pv.v.mm ? 3u : 6u});
       } catch (const std::exception& e) {
         std::printf("  %-36s build failed: %s\n", vn.c_str(), e.what());
         continue;
@@ -243,7 +281,11 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
       const variant& v = pv.v;
       const std::uint32_t groups = (N + v.rows_per_wg - 1) / v.rows_per_wg;
       const binding wbind{{wb[copy].handle(), 0, wb[copy].size(), 0}, false};
-      if (v.mmvq) {
+      if (v.mm) {
+        const matvec_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 0, 0, 0, 0, 0, 0.0f};
+        const binding b[] = {wbind, whole(xb, 1, false), whole(yb, 4, true)};
+        rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + v.bm - 1) / v.bm, (nt + v.bn - 1) / v.bn);
+      } else if (v.mmvq) {
         const mmvq_pc pc{K, N, nt, row_bytes, 0, K / 16, 0, K / 32, 0, N, 0, N, 0, 0, 0, 1};
         const binding b[] = {wbind, whole(qb, 2, false), whole(sb, 3, false), whole(yb, 4, true), whole(yb, 4, false),
                              whole(qb, 2, false)};
@@ -264,7 +306,11 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
       std::vector<float> y(std::size_t(nt) * N);
       std::memcpy(y.data(), yr.mapped(), y.size() * 4);
       double err = 0;
-      for (std::size_t i = 0; i < y.size(); ++i) err += (double(y[i]) - ref[i]) * (double(y[i]) - ref[i]);
+      for (const std::uint32_t t : checked_tokens(nt))
+        for (std::size_t r = 0; r < N; ++r) {
+          const std::size_t i = std::size_t(t) * N + r;
+          err += (double(y[i]) - ref[i]) * (double(y[i]) - ref[i]);
+        }
       pv.rel = std::sqrt(err / ref_norm);  // NaN if any output was left unwritten
     }
     // Timing: ~0.3 s of warm-up load, then three passes over all variants, best pass kept;
@@ -280,9 +326,11 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
         });
         pv.best_us = std::min(pv.best_us, ms * 1e3 / iters);
       }
-    for (const auto& pv : vs)
-      std::printf("  %-36s %10.2f %10.1f %10.2e\n", pv.name.c_str(), pv.best_us, double(w.size()) / (pv.best_us * 1e3),
-                  pv.rel);
+    for (const auto& pv : vs) {
+      std::printf("  %-36s %10.2f %10.1f %10.2e", pv.name.c_str(), pv.best_us, double(w.size()) / (pv.best_us * 1e3), pv.rel);
+      if (nt > 1) std::printf("  %.1f TFLOP/s", 2.0 * K * N * nt / (pv.best_us * 1e6));
+      std::printf("\n");
+    }
   }
 }
 

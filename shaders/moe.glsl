@@ -3,27 +3,53 @@
 //               first) and their weights (softmax over all experts renormalised over the k,
 //               or sigmoid for Llama 4) -> ids[t*k + j], wts[t*k + j].
 //  MOE_GATHER   Llama 4 weights the expert input: xin[pair] = x[pair / k] * wts[pair].
-//  MOE_COMBINE  out[t] = sum_j f_j * y[t*k + j], f_j = wts (or 1 when the input was weighted).
+//  MOE_COMBINE  out[t] = sum_j f_j * y[t*k + j], f_j = wts (or 1 when the input was weighted);
+//               RESIDUAL: out[t] = r[t] + that sum (the decoder's residual add, r may alias out).
 layout(local_size_x = WG) in;
 layout(binding = 1, std430) buffer Ids { int ids[]; };
 layout(binding = 2, std430) buffer Wts { float wts[]; };
 layout(binding = 3, std430) readonly buffer S { float s[]; };
 layout(binding = 4, std430) writeonly buffer D { float d[]; };
-layout(push_constant) uniform Params { uint n_expert, k, cols, s_off, s_stride, d_off, d_stride, weighted; } p;
+layout(push_constant) uniform Params { uint n_expert, k, cols, s_off, s_stride, d_off, d_stride, weighted, r_off, r_stride; } p;
+#ifdef RESIDUAL
+layout(binding = 5, std430) readonly buffer R { float r[]; };
+#endif
 
 #if defined(MOE_TOPK)
 shared float logit[256];
 shared float wsel[64];
+shared float red[WG / MIN_SUBGROUP];
+float wg_max(float v) {
+  v = subgroupMax(v);
+  barrier();
+  if (subgroupElect()) red[gl_SubgroupID] = v;
+  barrier();
+  float r = red[0];
+  for (uint g = 1; g < gl_NumSubgroups; ++g) r = max(r, red[g]);
+  return r;
+}
+float wg_sum(float v) {
+  v = subgroupAdd(v);
+  barrier();
+  if (subgroupElect()) red[gl_SubgroupID] = v;
+  barrier();
+  float r = 0.0;
+  for (uint g = 0; g < gl_NumSubgroups; ++g) r += red[g];
+  return r;
+}
 void main() {
   // Each thread ranks its experts against all others (ties: lower id first), so the top-k
   // needs no serial selection; max and softmax sum are taken in the same sweep.
-  const uint t = gl_WorkGroupID.x;
-  for (uint e = gl_LocalInvocationID.x; e < p.n_expert; e += WG) logit[e] = s[p.s_off + t * p.s_stride + e];
-  barrier();
-  float mx = logit[0];
-  for (uint e = 1; e < p.n_expert; ++e) mx = max(mx, logit[e]);
-  float sum = 0.0;
-  for (uint e = 0; e < p.n_expert; ++e) sum += exp(logit[e] - mx);
+  const uint t = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+  float lmax = -1.0 / 0.0;
+  for (uint e = tid; e < p.n_expert; e += WG) {
+    logit[e] = s[p.s_off + t * p.s_stride + e];
+    lmax = max(lmax, logit[e]);
+  }
+  const float mx = wg_max(lmax);  // its barriers also publish logit[]
+  float lsum = 0.0;
+  for (uint e = tid; e < p.n_expert; e += WG) lsum += exp(logit[e] - mx);
+  const float sum = wg_sum(lsum);
   uint my_rank[2] = uint[2](0xFFFFFFFFu, 0xFFFFFFFFu);
   for (uint i = 0; i < 2; ++i) {
     const uint e = gl_LocalInvocationID.x + i * WG;
@@ -68,6 +94,9 @@ void main() {
     const float f = p.weighted != 0 ? wts[t * p.k + j] : 1.0;
     acc += f * s[p.s_off + (t * p.k + j) * p.s_stride + i];
   }
+#ifdef RESIDUAL
+  acc = r[p.r_off + t * p.r_stride + i] + acc;
+#endif
   d[p.d_off + t * p.d_stride + i] = acc;
 }
 #endif

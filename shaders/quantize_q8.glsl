@@ -4,17 +4,22 @@
 // d·sum q). One workgroup per row; each thread owns whole blocks.
 //  NORM  the row is RMS-normalised and scaled by a weight first: x · rsqrt(mean(x²) + eps) · w
 //        (the decoder's pre-attention / pre-FFN norm folded into the quantization).
+//  WRITE_Y  the (normalised) f32 row is written too, for a reader that needs floats (an MoE router).
 layout(local_size_x = WG) in;
 layout(binding = 0, std430) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 1, std430) readonly buffer NormW4 { vec4 norm_w4[]; };
 layout(binding = 2, std430) writeonly buffer XQ { uvec4 xq[]; };
 layout(binding = 3, std430) writeonly buffer XS { vec4 xs[]; };
+#ifdef WRITE_Y
+layout(binding = 4, std430) writeonly buffer Y4 { vec4 y4[]; };
+#endif
 layout(push_constant) uniform Params {
   uint K;                 // row length (multiple of 32)
   uint x_off, x_stride;   // in floats (multiples of 4)
   uint q_off, q_stride;   // in uvec4 (16 codes)
   uint s_off, s_stride;   // in vec4 (one per 32 codes)
   float eps;
+  uint y_off, y_stride;   // WRITE_Y, in floats (multiples of 4)
 } p;
 
 shared float red[WG / MIN_SUBGROUP];
@@ -44,6 +49,9 @@ void main() {
       v[i] = x4[xo + 8 * b + i] * scale;
 #ifdef NORM
       v[i] *= norm_w4[8 * b + i];
+#endif
+#ifdef WRITE_Y
+      y4[(p.y_off + row * p.y_stride) / 4 + 8 * b + i] = v[i];
 #endif
       const vec4 a = abs(v[i]);
       amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));

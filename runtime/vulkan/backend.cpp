@@ -56,6 +56,7 @@ struct mmvq_pc {
 struct quantize_pc {
   std::uint32_t K, x_off, x_stride, q_off, q_stride, s_off, s_stride;
   float eps;
+  std::uint32_t y_off = 0, y_stride = 0;  // WRITE_Y
 };
 struct attn_prep_pc {
   std::uint32_t n_head, n_kv, D, n_rot, q_off, q_stride, k_off, k_stride, v_off, v_stride;
@@ -126,6 +127,7 @@ struct copy_rows_pc {
 };
 struct moe_pc {
   std::uint32_t n_expert, k, cols, s_off, s_stride, d_off, d_stride, weighted;
+  std::uint32_t r_off = 0, r_stride = 0;  // MOE_COMBINE RESIDUAL
 };
 
 }  // namespace
@@ -240,6 +242,12 @@ struct backend::impl {
     std::vector<head_op> ops;
   };
   std::vector<head_tensor> heads;
+  // An MoE layer's combine waits one op, so the decoder's residual add can join it (RESIDUAL).
+  struct pending_combine {
+    moe_pc pc;
+    tensor y, out;
+  };
+  std::optional<pending_combine> combine;
   bool keep_heads = false;  // set while a head op or kv_store() prepares its inputs
   std::uint32_t step_tokens = 0;
   bool fuse = true;
@@ -253,7 +261,9 @@ struct backend::impl {
   // Rows per workgroup of a matvec. Measured on the H100 (bench/RESULTS.md): 8 for every
   // matrix beats fewer rows for small ones (K/V projections), since x is then read from L2 once
   // per 8 rows; fewer only when the matrix has fewer rows than that.
-  std::uint32_t rows_for(std::uint64_t n) const { return n >= mv_rows ? mv_rows : 1; }
+  // Short matrices (an MoE router's 64-256 rows) take one row per workgroup, so they still
+  // spread over the whole GPU.
+  std::uint32_t rows_for(std::uint64_t n) const { return n > 512 && n >= mv_rows ? mv_rows : 1; }
   std::vector<pending_norm> norms;
   std::vector<pending_matmul> mats;
   std::vector<tensor> dropped;  // results of norms dropped unread: reading one is a bug
@@ -520,6 +530,7 @@ struct backend::impl {
   // its input or output is overwritten first (then its result is never needed).
   void prepare(std::initializer_list<tensor> reads, std::initializer_list<tensor> writes) {
     flush_mats();
+    flush_combine();
     if (!keep_heads) flush_heads();
     for (const auto& r : reads)
       for (const auto& d : dropped)
@@ -546,6 +557,7 @@ struct backend::impl {
   }
   void flush_all() {
     flush_mats();
+    flush_combine();
     flush_heads();
     for (const auto& n : norms) record_norm(n);
     norms.clear();
@@ -659,6 +671,58 @@ struct backend::impl {
     return true;
   }
 
+  void record_combine(const pending_combine& c, const tensor* residual) {
+    moe_pc pc = c.pc;
+    if (residual) {
+      pc.r_off = residual->off;
+      pc.r_stride = residual->stride;
+    }
+    const binding b[] = {bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_wts, false),
+                         bind(c.y, false), bind(c.out, true), residual ? bind(*residual, false) : bind(c.y, false)};
+    std::vector<std::pair<std::string, std::string>> d{{"MOE_COMBINE", "1"}};
+    if (residual) d.emplace_back("RESIDUAL", "1");
+    dispatch(req("moe", {}, std::move(d), 6), b, &pc, sizeof pc, div_up(c.out.cols, wg), c.out.rows);  // as moe_req
+  }
+  void flush_combine() {
+    if (!combine) return;
+    const pending_combine c = *combine;
+    combine.reset();
+    record_combine(c, nullptr);
+  }
+
+  // Experts' matvec by id (mmvq.glsl MOE_IDS): workgroup row y is a (token, slot) pair reading
+  // its token's int8 row (pair / in_div) of slot `sl`; with `up`, gate and up of the same expert
+  // in one dispatch (SWIGLU), and with qout its output quantized into the other slot.
+  void record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
+                       const tensor& y, bool qout) {
+    mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0,
+               max_k / 32, y.off, y.stride, 0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), 0, in_div};
+    binding wb = bind_weight(w);
+    if (up) {
+      const auto& g = weights.at(w.id);
+      const auto& u = weights.at(up->id);
+      wb.range.bytes = u.offset + u.bytes - g.offset;
+      pc.up_off = std::uint32_t(u.offset - g.offset);
+    }
+    const std::uint32_t so = sl ^ 1u;
+    const binding b[] = {wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
+                         bind_id(moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
+    const auto r = mmvq_req(w.type, 1, w.ne[1], up != nullptr, false, true, qout);
+    dispatch(r, b, &pc, sizeof pc, div_up(w.ne[1], mmvq_rows_per_wg(r)), pairs);
+    wrote(y);
+    if (qout) {
+      quantized[so] = quantized_input{y, nullptr, 0.0f};
+      last_slot = sl;
+    }
+  }
+  // Gate and up expert slabs bindable as one range (up after gate, same chunk and layout).
+  bool adjacent(const weight& g, const weight& u) const {
+    const auto& ge = weights.at(g.id);
+    const auto& ue = weights.at(u.id);
+    return g.type == u.type && g.row_bytes == u.row_bytes && g.ne[1] == u.ne[1] && g.ne[2] == u.ne[2] &&
+           ge.chunk == ue.chunk && ue.offset > ge.offset && ue.offset - ge.offset < (1ull << 32);
+  }
+
   // A 3-D grid whose dimensions all fit the device limits.
   void dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                  std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
@@ -685,7 +749,7 @@ struct backend::impl {
   static pipeline_request moe_req(const char* stage, bool sigmoid = false) {
     std::vector<std::pair<std::string, std::string>> d{{stage, "1"}};
     if (sigmoid) d.emplace_back("ROUTER_SIGMOID", "1");
-    return req("moe", {}, std::move(d), 5);
+    return req("moe", {}, std::move(d), 6);  // binding 5: COMBINE RESIDUAL
   }
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c) {
     std::vector<std::pair<std::string, std::string>> d;
@@ -836,6 +900,8 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
     reqs.push_back(impl::moe_req("MOE_TOPK", true));
     reqs.push_back(impl::moe_req("MOE_GATHER"));
     reqs.push_back(impl::moe_req("MOE_COMBINE"));
+    reqs.push_back(impl::req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}}, 6));
+    if (P.mmvq && P.max_k) reqs.push_back(impl::req("quantize_q8", {}, {{"WG", "128"}, {"NORM", "1"}, {"WRITE_Y", "1"}}, 5));
   }
   for (bool w : {false, true}) reqs.push_back(impl::norm_req(w));
   reqs.push_back(impl::req("rope", {}, {}, 4));
@@ -1284,6 +1350,23 @@ void backend::swiglu(tensor gate, tensor up, tensor out) {
 void backend::add(tensor a, tensor b2, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
+  // The residual add after an MoE layer joins its deferred combine: out = other + sum.
+  if (P.combine && P.mats.empty()) {
+    const impl::pending_combine c = *P.combine;
+    const tensor* other = impl::same(b2, c.out) ? &a : impl::same(a, c.out) ? &b2 : nullptr;
+    if (other && other->rows == c.out.rows && other->cols == c.out.cols && out.rows == c.out.rows &&
+        out.cols == c.out.cols && other->buf != c.y.buf && out.buf != c.y.buf) {
+      P.combine.reset();
+      const tensor r = *other;
+      P.prepare({r}, {out});
+      impl::pending_combine f = c;
+      f.out = out;
+      f.pc.d_off = out.off;
+      f.pc.d_stride = out.stride;
+      P.record_combine(f, &r);
+      return;
+    }
+  }
   if (P.fuse_step && P.mats.size() == 1 && impl::same(P.mats.back().y, b2) && impl::same(out, a) && !P.mats.back().up &&
       !P.mats.back().residual && a.buf != P.mats.back().x.buf && (!P.mats.back().norm || P.mats.back().norm->x.buf != a.buf)) {
     P.mats.back().residual = a;  // y = a + W.x, written over a
@@ -1398,15 +1481,38 @@ void backend::moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint
                       tensor out) {
   auto& P = *p_;
   if (P.replay) return;
-  P.prepare({x}, {s.logits, s.xin, s.gate, s.up, s.y, out});
   const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]), pairs = n * k;
   if (E > 256 || k > 64)
     throw error("MoE with " + std::to_string(E) + " experts, " + std::to_string(k) + " used: the GPU router supports up to 256 and 64");
+  const bool sigmoid = router != arch::router_kind::softmax_topk_renorm;
+  const bool weight_input = router == arch::router_kind::sigmoid_topk_weight_input;
+  // Integer expert matvecs (decode-sized steps, formats with an int8 unit).
+  const bool int8 = P.use_mmvq(*mw.gate_exps, n) && P.use_mmvq(*mw.up_exps, n) && P.use_mmvq(*mw.down_exps, n) &&
+                    mw.gate_exps->ne[0] <= P.max_k && mw.down_exps->ne[0] <= P.max_k;
+  // x is the FFN norm's output: when that norm is still deferred, one quantize dispatch writes
+  // both x (f32, for the router) and its int8 rows (for the experts).
+  std::optional<impl::pending_norm> norm;
+  if (int8 && !weight_input && x.cols % 32 == 0 && x.cols <= P.max_k)
+    if (const auto it = std::find_if(P.norms.begin(), P.norms.end(), [&](const auto& nm) { return impl::same(nm.y, x); });
+        it != P.norms.end() && it->w) {
+      norm = *it;
+      P.norms.erase(it);
+    }
+  P.prepare({norm ? norm->x : x}, {s.logits, s.xin, s.gate, s.up, s.y, out});
+  if (norm) {
+    const std::uint32_t sl = P.last_slot ^ 1u;
+    quantize_pc pc{x.cols, norm->x.off, norm->x.stride, 0, P.max_k / 16, 0, P.max_k / 32, norm->eps, x.off, x.stride};
+    const binding b[] = {P.bind(norm->x, false), P.bind_weight(*norm->w), P.bind_id(P.xq[sl], true), P.bind_id(P.xs[sl], true),
+                         P.bind(x, true)};
+    P.dispatch(impl::req("quantize_q8", {}, {{"WG", "128"}, {"NORM", "1"}, {"WRITE_Y", "1"}}, 5), b, &pc, sizeof pc, n);
+    for (auto& q : P.quantized)
+      if (q && q->x.buf == x.buf) q.reset();
+    P.quantized[sl] = impl::quantized_input{x, nullptr, 0.0f};
+    P.last_slot = sl;
+  }
   const tensor logits = s.logits.first_rows(n);
   matmul(*mw.gate_inp, x, logits);
   P.flush_mats();
-  const bool sigmoid = router != arch::router_kind::softmax_topk_renorm;
-  const bool weight_input = router == arch::router_kind::sigmoid_topk_weight_input;
   {
     const moe_pc pc{E, k, 0, logits.off, logits.stride, 0, 0, 0};
     const binding b[] = {P.bind_id(P.moe_ids, true), P.bind_id(P.moe_ids, true), P.bind_id(P.moe_wts, true),
@@ -1424,23 +1530,37 @@ void backend::moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint
     in = xin;
     in_div = 1;
   }
-  auto matvec_id = [&](const weight& w, tensor xi, std::uint32_t div, tensor y) {
-    const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), xi.off,
-                       xi.stride, y.off, y.stride, std::uint32_t(w.row_bytes * w.ne[1]), div, 0};
-    const binding b[] = {P.bind_weight(w), P.bind(xi, false), P.bind(y, true), P.bind_id(P.moe_ids, false)};
-    P.dispatch(P.matvec_req(w.type, 1, true, w.ne[1]), b, &pc, sizeof pc, div_up(w.ne[1], P.rows_for(w.ne[1])), pairs);
-  };
   const tensor g = s.gate.first_rows(pairs), u = s.up.first_rows(pairs), y = s.y.first_rows(pairs);
-  matvec_id(*mw.gate_exps, in, in_div, g);
-  matvec_id(*mw.up_exps, in, in_div, u);
-  swiglu(g, u, g);
-  matvec_id(*mw.down_exps, g, 1, y);
-  {
-    const moe_pc pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u};
-    const binding b[] = {P.bind_id(P.moe_ids, false), P.bind_id(P.moe_ids, false), P.bind_id(P.moe_wts, false),
-                         P.bind(y, false), P.bind(out, true)};
-    P.dispatch(impl::moe_req("MOE_COMBINE"), b, &pc, sizeof pc, div_up(out.cols, wg), n);
+  if (int8) {
+    const std::uint32_t sl = P.quantize_input(in, nullptr, 0.0f);
+    const std::uint64_t F = mw.gate_exps->ne[1];
+    if (P.adjacent(*mw.gate_exps, *mw.up_exps)) {
+      const bool qout = P.quant_out && F % 32 == 0 && F <= P.max_k && g.off % 4 == 0 && g.stride % 4 == 0;
+      P.record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, in_div, pairs, g, qout);
+    } else {
+      P.record_mmvq_ids(*mw.gate_exps, nullptr, sl, in_div, pairs, g, false);
+      P.record_mmvq_ids(*mw.up_exps, nullptr, sl, in_div, pairs, u, false);
+      swiglu(g, u, g);
+      P.flush_mats();
+    }
+    const std::uint32_t sd = P.quantize_input(g, nullptr, 0.0f);
+    P.record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false);
+  } else {
+    auto matvec_id = [&](const weight& w, tensor xi, std::uint32_t div, tensor yo) {
+      const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), xi.off,
+                         xi.stride, yo.off, yo.stride, std::uint32_t(w.row_bytes * w.ne[1]), div, 0};
+      const binding b[] = {P.bind_weight(w), P.bind(xi, false), P.bind(yo, true), P.bind_id(P.moe_ids, false)};
+      P.dispatch(P.matvec_req(w.type, 1, true, w.ne[1]), b, &pc, sizeof pc, div_up(w.ne[1], P.rows_for(w.ne[1])), pairs);
+      P.wrote(yo);
+    };
+    matvec_id(*mw.gate_exps, in, in_div, g);
+    matvec_id(*mw.up_exps, in, in_div, u);
+    swiglu(g, u, g);
+    P.flush_mats();
+    matvec_id(*mw.down_exps, g, 1, y);
   }
+  // The combine waits for the decoder's residual add (add() folds it in), else the next op.
+  P.combine = impl::pending_combine{moe_pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u}, y, out};
 }
 
 }  // namespace strata::gpu

@@ -58,7 +58,9 @@ std::vector<float> run_moe(Backend& be, const moe_case& c, const moe_model& m) {
 
 // The same FFN in float64: softmax over all experts renormalised over the top k (weights
 // floored at 2^-14 as ggml does), or sigmoid of the top-k logits; ties keep the lower id.
-std::vector<double> reference(const moe_case& c, const moe_model& m) {
+// int8: the experts' inputs (x, or x weighted for Llama 4, and the SwiGLU output) as the
+// integer matvec sees them, quantized to int8 blocks (vkt::q8_activations).
+std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8) {
   const std::uint32_t E = c.n_expert;
   const bool weight_input = c.router == arch::router_kind::sigmoid_topk_weight_input;
   auto matvec = [](const float* w, std::uint32_t rows, std::uint32_t K, const std::vector<double>& v) {
@@ -92,11 +94,13 @@ std::vector<double> reference(const moe_case& c, const moe_model& m) {
       const std::size_t e = order[j];
       std::vector<double> xi = x;
       if (weight_input)
-        for (auto& v : xi) v *= w[j];
+        for (auto& v : xi) v *= float(w[j]);  // the GPU's weights are floats
+      if (int8) xi = vkt::q8_activations(std::vector<float>(xi.begin(), xi.end()));
       const auto gv = matvec(m.g.dequant.data() + e * n_ff * n_embd, n_ff, n_embd, xi);
       const auto uv = matvec(m.u.dequant.data() + e * n_ff * n_embd, n_ff, n_embd, xi);
       std::vector<double> h(n_ff);
       for (std::uint32_t i = 0; i < n_ff; ++i) h[i] = gv[i] / (1.0 + std::exp(-gv[i])) * uv[i];
+      if (int8) h = vkt::q8_activations(std::vector<float>(h.begin(), h.end()));
       const auto yv = matvec(m.d.dequant.data() + e * n_embd * n_ff, n_embd, n_ff, h);
       for (std::uint32_t i = 0; i < n_embd; ++i) out[std::size_t(t) * n_embd + i] += (weight_input ? 1.0 : w[j]) * yv[i];
     }
@@ -136,16 +140,18 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
     m.up = &m.store.add("blk.0.ffn_up_exps.weight", c.up, m.u.bytes, n_embd, n_ff, c.n_expert);
     m.down = &m.store.add("blk.0.ffn_down_exps.weight", c.down, m.d.bytes, n_ff, n_embd, c.n_expert);
     std::vector<float> g, cpu;
+    bool int8 = false;
     {
       gpu::backend be;
       g = run_moe(be, c, m);
+      int8 = be.int8_activations(c.up, n_embd, c.n_tok) && be.int8_activations(c.down, n_ff, c.n_tok);
     }
     {
       vkt::cpu_backend be;
       cpu = run_moe(be, c, m);
     }
-    const double e64 = vkt::nmse_f64(g, reference(c, m)), ecpu = test::nmse(g, cpu);
-    MESSAGE(std::string(c.name) << ": NMSE vs float64 " << e64 << ", vs CPU backend " << ecpu);
+    const double e64 = vkt::nmse_f64(g, reference(c, m, int8)), ecpu = test::nmse(g, cpu);
+    MESSAGE((std::string(c.name) + (int8 ? " (int8 experts)" : "")) << ": NMSE vs float64 " << e64 << ", vs CPU backend " << ecpu);
     CHECK(e64 <= vkt::tol_moe_f64);
     CHECK(ecpu <= vkt::tol_moe_cpu);
   }

@@ -114,32 +114,39 @@ void main() {
 // WM x WN block of 16x16 accumulators (tokens x weights), weight and activation tiles in f16
 // shared memory double-buffered over BK = 32 (the next tile is dequantized while the warps
 // multiply the current one), results stored straight from the accumulators when the tile is
-// whole and through a per-warp 16x16 staging square at the edges.
+// whole and through a per-warp 16x16 staging square at the edges. Tiles are written 8 halves
+// (one uvec4) at a time, rows padded to 5 uvec4 so neighbouring rows start in other banks.
 const uint BK = 32;
+const uint RS = BK / 8 + 1;  // row stride in uvec4
 const uint WARPS_M = BM / WM, WARPS_N = BN / WN;
 const uint TI = WN / 16, TJ = WM / 16;  // accumulator tiles per warp: tokens x weights
-shared float16_t ws[2][BM * BK];  // [n][k]
-shared float16_t xs[2][BN * BK];  // [t][k]
+shared uvec4 ws[2][BM * RS];  // [n][k] as f16 pairs
+shared uvec4 xs[2][BN * RS];  // [t][k]
 shared float stage[WG / 32][256];
+
+uvec4 pack8(vec4 a, vec4 b) {
+  return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+}
 
 void load_tiles(uint buf, uint n0, uint t0, uint k0) {
   const uint tid = gl_LocalInvocationID.x;
   for (uint q = tid; q < BM * (BK / 16); q += WG) {
-    const uint r = q / (BK / 16), c = (k0 / 16) + q % (BK / 16);
+    const uint r = q / (BK / 16), c = q % (BK / 16), part = k0 / 16 + c;
     float v[16];
-    if (n0 + r < p.N) dequant16((n0 + r) * p.row_bytes + (c / PARTS) * BLOCK_BYTES, c % PARTS, v);
+    if (n0 + r < p.N) dequant16((n0 + r) * p.row_bytes + (part / PARTS) * BLOCK_BYTES, part % PARTS, v);
     else for (uint i = 0; i < 16; ++i) v[i] = 0.0;
-    const uint kk = 16 * (q % (BK / 16));
-    for (uint i = 0; i < 16; ++i) ws[buf][r * BK + kk + i] = float16_t(v[i]);
+    ws[buf][r * RS + 2 * c] = pack8(vec4(v[0], v[1], v[2], v[3]), vec4(v[4], v[5], v[6], v[7]));
+    ws[buf][r * RS + 2 * c + 1] = pack8(vec4(v[8], v[9], v[10], v[11]), vec4(v[12], v[13], v[14], v[15]));
   }
-  for (uint q = tid; q < BN * (BK / 4); q += WG) {
-    const uint t = q / (BK / 4), kk = 4 * (q % (BK / 4));
-    vec4 v = vec4(0.0);
-    if (t0 + t < p.n_tok) v = x4[(p.x_off + (t0 + t) * p.x_stride + k0 + kk) >> 2];
-    xs[buf][t * BK + kk] = float16_t(v.x);
-    xs[buf][t * BK + kk + 1] = float16_t(v.y);
-    xs[buf][t * BK + kk + 2] = float16_t(v.z);
-    xs[buf][t * BK + kk + 3] = float16_t(v.w);
+  for (uint q = tid; q < BN * (BK / 8); q += WG) {
+    const uint t = q / (BK / 8), c = q % (BK / 8);
+    vec4 a = vec4(0.0), b = vec4(0.0);
+    if (t0 + t < p.n_tok) {
+      const uint xo = (p.x_off + (t0 + t) * p.x_stride + k0 + 8 * c) >> 2;
+      a = x4[xo];
+      b = x4[xo + 1];
+    }
+    xs[buf][t * RS + c] = pack8(a, b);
   }
 }
 
@@ -158,8 +165,9 @@ void main() {
     if (k0 + BK < p.K) load_tiles(buf ^ 1u, n0, t0, k0 + BK);  // overlaps the products below
     for (uint kk = 0; kk < BK; kk += 16) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TI], b[TJ];
-      for (uint i = 0; i < TI; ++i) coopMatLoadNV(a[i], xs[buf], (wt + 16 * i) * BK + kk, BK, false);
-      for (uint j = 0; j < TJ; ++j) coopMatLoadNV(b[j], ws[buf], (wn + 16 * j) * BK + kk, BK, true);
+      // Offsets and strides in uvec4 (8 halves) of the shared arrays.
+      for (uint i = 0; i < TI; ++i) coopMatLoadNV(a[i], xs[buf], (wt + 16 * i) * RS + kk / 8, RS, false);
+      for (uint j = 0; j < TJ; ++j) coopMatLoadNV(b[j], ws[buf], (wn + 16 * j) * RS + kk / 8, RS, true);
       for (uint i = 0; i < TI; ++i)
         for (uint j = 0; j < TJ; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
     }

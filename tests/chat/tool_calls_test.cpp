@@ -277,6 +277,18 @@ TEST_CASE("lazy_matcher: free text until the trigger, then the grammar") {
   CHECK(m.allows('n'));
   CHECK_FALSE(m.allows('x'));
 
+  // In Qwen3's think block the trigger does not count; after it, it does.
+  grammar::lazy_matcher thinking(a, trig.text, trig.at_start, trig.skip_open, trig.skip_close);
+  for (const char c : std::string("\n<think>\nmaybe <tool_call>\n{\"name\": \"x\" no\n</think>\n\n"))
+    thinking.accept(grammar::token_id(static_cast<unsigned char>(c)));
+  CHECK_FALSE(thinking.active());
+  for (const char c : std::string("<tool_call>\n{\"")) thinking.accept(grammar::token_id(c));
+  CHECK(thinking.active());
+  CHECK_FALSE(thinking.failed());
+  grammar::lazy_matcher no_think(a, trig.text, trig.at_start, trig.skip_open, trig.skip_close);
+  for (const char c : std::string("Sure. <tool_call>\n")) no_think.accept(grammar::token_id(c));
+  CHECK(no_think.active());
+
   auto l = grammar_test::compile(chat::tool_call_grammar(template_kind::llama31, specs, {}, true).gbnf);
   const auto lt = chat::tool_call_trigger(template_kind::llama31);
   grammar::lazy_matcher at_start(l, lt.text, lt.at_start);

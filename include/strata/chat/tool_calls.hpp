@@ -92,14 +92,18 @@ constexpr bool has_native_tools(template_kind k) noexcept {
   return k == template_kind::chatml || k == template_kind::llama31 || k == template_kind::llama4;
 }
 
-// Text the output starts with when it is a call; for tool_choice auto, a lazy grammar starts
-// constraining there. at_start: only at the start of the output (after whitespace).
+// Text a call starts with; for tool_choice auto, a lazy grammar starts constraining there
+// (grammar::lazy_matcher(automaton, text, at_start, skip_open, skip_close)). at_start: only at
+// the start of the output (after whitespace). skip_open/skip_close: a leading block in which the
+// trigger does not count (Qwen3's reasoning, where tool_call_parser does not look for calls
+// either).
 struct call_trigger {
   std::string text;
   bool at_start;
+  std::string skip_open = {}, skip_close = {};
 };
 inline call_trigger tool_call_trigger(template_kind k) {
-  if (k == template_kind::chatml) return {"<tool_call>", false};
+  if (k == template_kind::chatml) return {"<tool_call>", false, "<think>", "</think>"};
   return {"{\"name\": \"", true};
 }
 

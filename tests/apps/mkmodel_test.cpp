@@ -233,6 +233,11 @@ TEST_CASE("big presets have the real tensor shapes (plan only, no data)") {
     double gb_lo, gb_hi;  // Q4_K_M file size bounds (real files: 5.03, 4.92, 18.6, 65.6 GB)
   };
   const expect cases[] = {
+      {"qwen3-0.6b", 2 + 28 * 11,  // tied: no output.weight
+       {{"token_embd.weight", {1024, 151936}}, {"blk.27.attn_q.weight", {1024, 2048}},
+        {"blk.0.attn_k.weight", {1024, 1024}}, {"blk.0.attn_output.weight", {2048, 1024}},
+        {"blk.3.ffn_down.weight", {3072, 1024}}},
+       0.35, 0.55},
       {"qwen3-8b", 2 + 36 * 11 + 1,
        {{"token_embd.weight", {4096, 151936}}, {"output.weight", {4096, 151936}},
         {"blk.35.attn_q.weight", {4096, 4096}}, {"blk.0.attn_k.weight", {4096, 1024}},

@@ -9,13 +9,18 @@
 #endif
 #include "strata/kernels/cpu/simd_kernels.hpp"
 #include "strata/kernels/cpu/x86_avx512/all.hpp"
+#include "strata/kernels/cpu/x86/attention.hpp"
+#include "strata/kernels/cpu/x86/packed_gemm.hpp"
 #include "tier_tables.hpp"
 
 namespace strata::rt {
 
 const kernels::cpu::kernel_table& avx512_vnni_kernel_table() {
-  static constexpr kernels::cpu::kernel_table t =
-      kernels::cpu::make_overlay<kernels::cpu::isa::avx512_vnni>(quant::all{});
+  static constexpr kernels::cpu::kernel_table t = [] {
+    auto k = kernels::cpu::make_overlay<kernels::cpu::isa::avx512_vnni>(quant::all{});
+    k.attention = &kernels::cpu::x86::attention_tile_simd<kernels::cpu::x86::v512<true>>;
+    return k;
+  }();
   return t;
 }
 

@@ -28,6 +28,9 @@ kernel_table lay_over(const kernel_table& base, const kernel_table& top) {
       t[i].dot_rows_4 = o.dot_rows_4;
     }
   }
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (base[i].valid() && top[i].gemm) t[i].gemm = top[i].gemm;  // packing stays the reference's
+  if (top.attention) t.attention = top.attention;
   return t;
 }
 

@@ -15,20 +15,6 @@ namespace {
 using namespace strata;
 using namespace strata::test::kernels;
 
-// S of dot_tolerance: Σ|w_e·a_e| over dequantized rows plus Σ_b |reference block dot|.
-template <class Fmt>
-double dot_magnitude(const typename Fmt::block* w, const void* a, std::size_t n) {
-  using Act = typename Fmt::act;
-  std::vector<float> wf(n), af(n);
-  quant::dequant_row<Fmt>(w, wf.data(), n);
-  quant::dequant_row<Act>(static_cast<const typename Act::block*>(a), af.data(), n);
-  double s = 0.0;
-  for (std::size_t e = 0; e < n; ++e) s += std::fabs(double(wf[e]) * double(af[e]));
-  const auto* ab = static_cast<const typename Act::block*>(a);
-  for (std::size_t b = 0; b < n / Fmt::block_elems; ++b) s += std::fabs(double(Fmt::dot(w[b], ab[b])));
-  return s;
-}
-
 TEST_CASE("dot_row and dot_rows_4: every format on every tier") {
   const auto& ref = strata::kernels::cpu::reference_table();
   for_each_tier([&](isa tier, const kernel_table& tab) {

@@ -11,13 +11,14 @@
 #include <vector>
 
 #include "strata/kernels/cpu/backend.hpp"
+#include "strata/runtime/cpu_kernels.hpp"
 
 namespace {
 
 using namespace strata;
 using kv::kv_type;
 
-void check_attention(kv_type tk, kv_type tv, std::uint32_t d) {
+void check_attention(kv_type tk, kv_type tv, std::uint32_t d, const kernels::cpu::kernel_table& tab) {
   constexpr std::uint32_t n_head = 4, n_head_kv = 2, n_pos = 40, window = 5, n_seq = 2;
   kv::kv_config cfg;
   cfg.n_layer = 1;
@@ -54,7 +55,7 @@ void check_attention(kv_type tk, kv_type tv, std::uint32_t d) {
   const graph::batch b{toks, pos, seqs, want};
   std::vector<float> q(toks.size() * n_head * d), out(q.size());
   for (auto& x : q) x = nd(rng);
-  kernels::cpu::backend be(2, kernels::cpu::reference_table());
+  kernels::cpu::backend be(2, tab);
   be.reserve(std::uint32_t(toks.size()), n_head * d, n_pos + 1);
   const float scale = 1.0f / std::sqrt(float(d));
   be.attention(kv, 0, b, {q.data(), std::uint32_t(toks.size()), n_head * d, n_head * d}, {n_head, n_head_kv, d, 0, scale},
@@ -106,7 +107,8 @@ TEST_CASE("attention over compressed KV equals attention over the cached values"
         CAPTURE(d);
         CAPTURE(kv::name_of(k));
         CAPTURE(kv::name_of(v));
-        check_attention(k, v, d);
+        check_attention(k, v, d, kernels::cpu::reference_table());
+        check_attention(k, v, d, rt::select_kernel_table(rt::best_isa()));
       }
 }
 

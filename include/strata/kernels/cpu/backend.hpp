@@ -17,6 +17,7 @@
 #include "strata/core/error.hpp"
 #include "strata/gguf/reader.hpp"
 #include "strata/graph/batch.hpp"
+#include "strata/kernels/cpu/attention.hpp"
 #include "strata/kernels/cpu/format_kernels.hpp"
 #include "strata/kernels/cpu/kv_storage.hpp"
 #include "strata/kernels/cpu/ops.hpp"
@@ -31,12 +32,6 @@ struct rope_params {
   float base = 10000.0f;
   float freq_scale = 1.0f;
   const float* freq_factors = nullptr;  // rope_freqs.weight, n_rot/2 floats, or null
-};
-
-struct attention_params {
-  std::uint32_t n_head = 0, n_head_kv = 0, head_dim = 0;
-  std::uint32_t chunk = 0;  // chunked-causal window (0: causal)
-  float scale = 1.0f;
 };
 
 class backend {
@@ -54,8 +49,10 @@ class backend {
   buffer alloc(std::uint32_t rows, std::uint32_t cols) { return buffer(rows, cols); }
   kv_state make_kv(const kv::kv_config& cfg) { return kv_state(cfg); }
 
-  // Zero-copy view of a GGUF tensor; its format must have kernels on this backend.
-  weight load(const gguf::tensor_info& t) const {
+  // Zero-copy view of a GGUF tensor; its format must have kernels on this backend. Matrices of
+  // a format with a packed layout are also packed (a copy the backend owns), except the token
+  // embedding, which get_rows reads by row (a tied LM head then uses the row kernels).
+  weight load(const gguf::tensor_info& t) {
     const auto& k = (*kernels_)[std::size_t(t.type)];
     if (!k.valid())
       throw error("tensor '" + std::string(t.name) + "' has type " + std::string(gguf::name_of(t.type)) +
@@ -67,6 +64,7 @@ class backend {
     w.row_bytes = t.row_bytes();
     w.kernels = &k;
     w.name = t.name;
+    if (k.pack_group && k.gemm && t.name != "token_embd.weight") pack(w);
     return w;
   }
 
@@ -75,10 +73,7 @@ class backend {
   void reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint32_t max_ctx) {
     const std::size_t act = std::size_t(max_rows) * (std::size_t(max_cols) * 4 + 64);
     if (act_scratch_.size() < act) act_scratch_.resize(act);
-    // Per thread: scores, then 4 head vectors (K, V, rotated query, rotated V accumulator).
-    const std::size_t sc = std::size_t(pool_.size()) * (max_ctx + 4 * head_scratch);
-    if (score_scratch_.size() < sc) score_scratch_.resize(sc);
-    score_stride_ = max_ctx + 4 * head_scratch;
+    attn_.reserve(pool_.size(), max_rows, max_ctx);
     // MoE routing: max_rows is the batch times expert_used_count for a MoE model (one entry per
     // routed row); the expert order holds expert_count entries (validated <= limits::max_experts).
     if (route_ids_.size() < max_rows) {
@@ -117,6 +112,7 @@ class backend {
       throw error("matmul shape mismatch for '" + std::string(w.name) + "': weight [" + std::to_string(w.ne[0]) +
                   ", " + std::to_string(w.ne[1]) + "], input " + std::to_string(x.rows) + "x" + std::to_string(x.cols) +
                   ", output " + std::to_string(y.rows) + "x" + std::to_string(y.cols));
+    if (w.packed) return matmul_packed(w, x, y);
     const std::size_t K = x.cols, act_bytes = k.act_row_bytes(K);
     std::byte* act = act_scratch_.data();
     pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
@@ -154,6 +150,40 @@ class backend {
     });
   }
 
+  // The packed path of matmul: gemm over groups of 16 rows, split over threads in chunks of
+  // groups whose weights stay in L2 while every token tile passes over them.
+  void matmul_packed(const weight& w, tensor x, tensor y) {
+    const auto& k = *w.kernels;
+    const std::size_t K = x.cols, stride = k.gemm_act_bytes(K), N = y.cols;
+    std::byte* act = act_scratch_.data();
+    pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t t = b; t < e; ++t) {
+        k.quantize_act_row(x.row(t), act + t * stride, K);
+        if (k.prepare_act) k.prepare_act(act + t * stride, K);
+      }
+    });
+    const std::size_t groups = packed_groups(N), group_bytes = pack_rows * w.row_bytes;
+    const std::size_t per_thread = std::max<std::size_t>(1, groups / (pool_.size() * (x.rows > 1 ? 4 : 8)));
+    const std::size_t grain = std::min(per_thread, std::max<std::size_t>(1, (256u << 10) / group_bytes));
+    gemm_args a;
+    a.w = w.packed;
+    a.group_bytes = group_bytes;
+    a.act = reinterpret_cast<const std::uint8_t*>(act);
+    a.act_stride = stride;
+    a.act_row_bytes = k.act_row_bytes(K);
+    a.n_tok = x.rows;
+    a.y = y.data;
+    a.y_stride = y.stride;
+    a.n_rows = N;
+    a.k = K;
+    pool_.parallel_for(groups, grain, [&](std::size_t b, std::size_t e, unsigned) {
+      gemm_args part = a;
+      part.group_begin = b;
+      part.group_end = e;
+      k.gemm(part);
+    });
+  }
+
   void rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t> pos, const rope_params& p) {
     if (p.n_rot > arch::limits::max_head_dim || p.n_rot * n_heads > x.cols)
       throw error("rope: " + std::to_string(n_heads) + " heads of " + std::to_string(p.n_rot) +
@@ -177,7 +207,7 @@ class backend {
 
   void kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor k, tensor v) {
     const bool compressed = kv::is_compressed(kv.config().type_k) || kv::is_compressed(kv.config().type_v);
-    if (!compressed || b.size() < 4 || score_scratch_.empty()) {
+    if (!compressed || b.size() < 4 || !attn_.reserved()) {
       for (std::size_t t = 0; t < b.size(); ++t)
         kv.store(layer, b.seq_ids[t], std::uint32_t(b.positions[t]),
                  kv.table().slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t));
@@ -187,57 +217,22 @@ class backend {
     // in prefill; tokens write distinct slots and ring rows. Each thread encodes in its own
     // attention scratch (unused until attention runs).
     pool_.parallel_for(b.size(), 4, [&](std::size_t beg, std::size_t end, unsigned tid) {
-      float* scratch = score_scratch_.data() + std::size_t(tid) * score_stride_ + (score_stride_ - head_scratch);
+      float* scratch = attn_.encode_scratch(tid);
       for (std::size_t t = beg; t < end; ++t)
         kv.store(layer, b.seq_ids[t], std::uint32_t(b.positions[t]),
                  kv.table().slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t), scratch);
     });
   }
 
-  // Softmax attention of each query head over its sequence's cached positions [start, pos].
+  // Softmax attention of each query head over its sequence's cached positions [start, pos]
+  // (kernels/cpu/attention.hpp).
   void attention(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q,
                  const attention_params& p, tensor out) {
-    if (p.head_dim > head_scratch || p.n_head_kv == 0 || p.n_head % p.n_head_kv)
-      throw error("attention: head_dim " + std::to_string(p.head_dim) + " (limit " + std::to_string(head_scratch) +
-                  "), " + std::to_string(p.n_head) + " heads over " + std::to_string(p.n_head_kv) + " KV heads");
-    if (kv::is_compressed(kv.config().type_k) || kv::is_compressed(kv.config().type_v))
-      return attention_compressed(kv, layer, b, q, p, out);
-    const std::uint32_t gqa = p.n_head / p.n_head_kv, d = p.head_dim;
-    pool_.parallel_for(std::size_t(q.rows) * p.n_head, 1, [&](std::size_t beg, std::size_t end, unsigned tid) {
-      float* scores = score_scratch_.data() + std::size_t(tid) * score_stride_;
-      float* kbuf = scores + (score_stride_ - 4 * head_scratch);
-      float* vbuf = kbuf + head_scratch;
-      for (std::size_t i = beg; i < end; ++i) {
-        const std::uint32_t t = std::uint32_t(i / p.n_head), h = std::uint32_t(i % p.n_head), hk = h / gqa;
-        const std::uint32_t seq = b.seq_ids[t], pos = std::uint32_t(b.positions[t]);
-        const std::uint32_t start = p.chunk ? pos / p.chunk * p.chunk : 0;
-        const float* qh = q.row(t) + h * d;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (std::uint32_t j = start; j <= pos; ++j) {
-          kv.load_k(layer, kv.table().slot(seq, j), hk, kbuf);
-          float s = 0.0f;
-          for (std::uint32_t c = 0; c < d; ++c) s += qh[c] * kbuf[c];
-          s *= p.scale;
-          scores[j - start] = s;
-          mx = std::max(mx, s);
-        }
-        double sum = 0.0;
-        for (std::uint32_t j = start; j <= pos; ++j) {
-          const float e = std::exp(scores[j - start] - mx);
-          scores[j - start] = e;
-          sum += e;
-        }
-        float* o = out.row(t) + h * d;
-        std::fill(o, o + d, 0.0f);
-        for (std::uint32_t j = start; j <= pos; ++j) {
-          kv.load_v(layer, kv.table().slot(seq, j), hk, vbuf);
-          const float w = scores[j - start];
-          for (std::uint32_t c = 0; c < d; ++c) o[c] += w * vbuf[c];
-        }
-        const float inv = float(1.0 / sum);
-        for (std::uint32_t c = 0; c < d; ++c) o[c] *= inv;
-      }
-    });
+    if (p.head_dim > attention_runner::max_head_dim || p.n_head_kv == 0 || p.n_head % p.n_head_kv)
+      throw error("attention: head_dim " + std::to_string(p.head_dim) + " (limit " +
+                  std::to_string(attention_runner::max_head_dim) + "), " + std::to_string(p.n_head) + " heads over " +
+                  std::to_string(p.n_head_kv) + " KV heads");
+    attn_.run(pool_, *kernels_, kv, layer, b, q, p, out);
   }
 
   // out = silu(gate) ⊙ up (out may alias gate).
@@ -368,93 +363,28 @@ class backend {
   }
 
  private:
-  static constexpr std::size_t head_scratch = arch::limits::max_head_dim;  // floats per head vector buffer
-
-  // Attention over a compressed cache (q8_0 or TurboQuant on either side). Positions within the
-  // full-precision window of the query read the f16 ring; older TurboQuant keys are scored
-  // against the query rotated once per head (⟨Rq, ỹ⟩, no dequantized key), TurboQuant values are
-  // summed in the rotated domain and rotated back once per head; q8_0 rows are dequantized.
-  void attention_compressed(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q,
-                            const attention_params& p, tensor out) {
-    const std::uint32_t gqa = p.n_head / p.n_head_kv, d = p.head_dim, window = kv.window();
-    const kv_codec &kc = kv.k_codec(), &vc = kv.v_codec();
-    const turboquant::format *ktq = kc.turboquant(), *vtq = vc.turboquant();
-    const auto kdot = kc.tq_kernels().dot_rotated;
-    const auto vacc = vc.tq_kernels().accumulate_rotated;
-    const kv_rows::kernels& rk = kv.rows();
-    pool_.parallel_for(std::size_t(q.rows) * p.n_head, 1, [&](std::size_t beg, std::size_t end, unsigned tid) {
-      float* scores = score_scratch_.data() + std::size_t(tid) * score_stride_;
-      float* kbuf = scores + (score_stride_ - 4 * head_scratch);
-      float* vbuf = kbuf + head_scratch;
-      float* q_rot = vbuf + head_scratch;
-      float* v_rot = q_rot + head_scratch;
-      for (std::size_t i = beg; i < end; ++i) {
-        const std::uint32_t t = std::uint32_t(i / p.n_head), h = std::uint32_t(i % p.n_head), hk = h / gqa;
-        const std::uint32_t seq = b.seq_ids[t], pos = std::uint32_t(b.positions[t]);
-        const std::uint32_t start = p.chunk ? pos / p.chunk * p.chunk : 0;
-        // Positions ≥ recent_from are read at full precision (when the ring still holds them).
-        const std::uint32_t recent_from = pos + 1 >= window ? pos + 1 - window : 0;
-        const float* qh = q.row(t) + h * d;
-        if (ktq) {
-          std::copy(qh, qh + d, q_rot);
-          ktq->rotation().forward(q_rot);
-        }
-        float mx = -std::numeric_limits<float>::infinity();
-        for (std::uint32_t j = start; j <= pos; ++j) {
-          float s = 0.0f;
-          const fp16* r = window && j >= recent_from ? kv.k_recent(layer, seq, j, hk) : nullptr;
-          if (r) {
-            rk.widen_f16(r, kbuf, d);
-            s = rk.dot(qh, kbuf, d);
-          } else if (ktq) {
-            s = kdot(*ktq, q_rot, kv.k_head(layer, kv.table().slot(seq, j), hk));
-          } else {
-            kv.load_k(layer, kv.table().slot(seq, j), hk, kbuf);
-            s = rk.dot(qh, kbuf, d);
-          }
-          s *= p.scale;
-          scores[j - start] = s;
-          mx = std::max(mx, s);
-        }
-        double sum = 0.0;
-        for (std::uint32_t j = start; j <= pos; ++j) {
-          const float e = std::exp(scores[j - start] - mx);
-          scores[j - start] = e;
-          sum += e;
-        }
-        float* o = out.row(t) + h * d;
-        std::fill(o, o + d, 0.0f);
-        if (vtq) std::fill(v_rot, v_rot + d, 0.0f);
-        bool any_rot = false;
-        for (std::uint32_t j = start; j <= pos; ++j) {
-          const float w = scores[j - start];
-          const fp16* r = window && j >= recent_from ? kv.v_recent(layer, seq, j, hk) : nullptr;
-          if (r) {
-            rk.widen_f16(r, vbuf, d);
-            rk.axpy(w, vbuf, o, d);
-          } else if (vtq) {
-            vacc(*vtq, w, kv.v_head(layer, kv.table().slot(seq, j), hk), v_rot);
-            any_rot = true;
-          } else {
-            kv.load_v(layer, kv.table().slot(seq, j), hk, vbuf);
-            rk.axpy(w, vbuf, o, d);
-          }
-        }
-        if (any_rot) {
-          vtq->rotation().inverse(v_rot);
-          for (std::uint32_t c = 0; c < d; ++c) o[c] += v_rot[c];
-        }
-        const float inv = float(1.0 / sum);
-        for (std::uint32_t c = 0; c < d; ++c) o[c] *= inv;
+  // Packs every 2-D slab of w into a new buffer (in parallel) and points w at it.
+  void pack(weight& w) {
+    const auto& k = *w.kernels;
+    const std::size_t rows = w.ne[1], slabs = w.ne[2] * w.ne[3], groups = packed_groups(rows);
+    const std::size_t slab_bytes = groups * pack_rows * w.row_bytes;
+    const std::uint8_t* src = reinterpret_cast<const std::uint8_t*>(w.data);
+    std::uint8_t* dst = packed_.emplace_back(slab_bytes * slabs).data();
+    pool_.parallel_for(slabs * groups, 4, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t i = b; i < e; ++i) {
+        const std::size_t s = i / groups, g = i % groups;
+        k.pack_group(src + s * rows * w.row_bytes, rows, w.ne[0], g, dst + s * slab_bytes + g * pack_rows * w.row_bytes);
       }
     });
+    w.packed = dst;
+    w.packed_slab_bytes = slab_bytes;
   }
 
   thread_pool pool_;
   const kernel_table* kernels_;
   std::vector<std::byte> act_scratch_;
-  std::vector<float> score_scratch_;
-  std::size_t score_stride_ = 0;
+  attention_runner attn_;
+  std::vector<byte_buffer> packed_;  // packed weights (load)
   std::vector<std::int32_t> route_ids_;
   std::vector<float> route_w_;
   std::vector<std::uint32_t> route_order_, route_rows_;

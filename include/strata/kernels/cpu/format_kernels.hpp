@@ -6,9 +6,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "strata/gguf/type_id.hpp"
+#include "strata/kernels/cpu/attention_tile.hpp"
 #include "strata/kernels/cpu/isa.hpp"
+#include "strata/kernels/cpu/packed/all.hpp"
+#include "strata/kernels/cpu/packed_gemm.hpp"
 #include "strata/quant/all.hpp"
 
 namespace strata::kernels::cpu {
@@ -27,14 +31,35 @@ struct format_kernels {
   // a, a + a_stride, a + 2·a_stride, a + 3·a_stride (bytes), so prefill unpacks each weight
   // block once for 4 tokens. out[r] must equal dot_row(w, a + r·a_stride, n) bit for bit.
   void (*dot_rows_4)(const void* w, const void* a, std::size_t a_stride, float* out, std::size_t n) = nullptr;
+  // Optional packed layout for matmul (kernels/cpu/packed_gemm.hpp; null: rows as stored).
+  // pack_group writes rows [16g, 16g + 16) of a `rows` × k matrix (16 row sizes of bytes);
+  // gemm computes a range of groups for a batch. Activation rows for gemm carry act_extra
+  // bytes per act block after the row, written by prepare_act (when act_extra > 0).
+  void (*pack_group)(const void* w, std::size_t rows, std::size_t k, std::size_t g, void* dst) = nullptr;
+  void (*gemm)(const gemm_args& args) = nullptr;
+  void (*prepare_act)(void* act_row, std::size_t k) = nullptr;
+  std::size_t act_extra = 0;
 
   bool valid() const noexcept { return dot_row != nullptr; }
   std::size_t row_bytes(std::size_t n) const noexcept { return n / block_elems * block_bytes; }
   std::size_t act_row_bytes(std::size_t n) const noexcept { return n / act_block_elems * act_block_bytes; }
+  // Bytes of an activation row for gemm: the row, then its extras.
+  std::size_t gemm_act_bytes(std::size_t n) const noexcept { return act_row_bytes(n) + n / act_block_elems * act_extra; }
 };
 
 inline constexpr std::size_t max_type_id = 40;
-using kernel_table = std::array<format_kernels, max_type_id>;
+
+// An ISA tier's kernels: one entry per GGUF type id, plus the ops that do not depend on a
+// weight format. attention may return false for a tile it cannot handle (head_dim not a
+// multiple of its vector width); the caller then runs attention_tile_reference.
+struct kernel_table {
+  std::array<format_kernels, max_type_id> formats{};
+  bool (*attention)(attention_tile&) noexcept = nullptr;
+
+  constexpr format_kernels& operator[](std::size_t i) noexcept { return formats[i]; }
+  constexpr const format_kernels& operator[](std::size_t i) const noexcept { return formats[i]; }
+  static constexpr std::size_t size() noexcept { return max_type_id; }
+};
 
 namespace detail {
 
@@ -55,21 +80,37 @@ float ref_dot_row(const void* w, const void* a, std::size_t n) {
 template <class Fmt>
 constexpr format_kernels reference_kernels() {
   using Act = typename Fmt::act;
-  return {Fmt::gguf_type,
-          Act::gguf_type,
-          Fmt::block_elems,
-          sizeof(typename Fmt::block),
-          Act::block_elems,
-          sizeof(typename Act::block),
-          &ref_dequant_row<Fmt>,
-          &ref_quantize_act_row<Fmt>,
-          &ref_dot_row<Fmt>};
+  format_kernels k{Fmt::gguf_type,
+                   Act::gguf_type,
+                   Fmt::block_elems,
+                   sizeof(typename Fmt::block),
+                   Act::block_elems,
+                   sizeof(typename Act::block),
+                   &ref_dequant_row<Fmt>,
+                   &ref_quantize_act_row<Fmt>,
+                   &ref_dot_row<Fmt>};
+  // The packed layout and its scalar gemm: the scalar tier packs too, and every tier's gemm
+  // must equal this one bit for bit.
+  using P = typename packed_layout<Fmt>::type;
+  if constexpr (!std::is_void_v<P>) {
+    k.pack_group = &P::pack_group;
+    k.gemm = &gemm_reference<P>;
+    if constexpr (P::act_extra > 0) k.prepare_act = &P::prepare_act;
+    k.act_extra = P::act_extra;
+  }
+  return k;
+}
+
+inline bool reference_attention(attention_tile& t) noexcept {
+  attention_tile_reference(t);
+  return true;
 }
 
 template <class... Fmt>
 kernel_table make_reference_table(quant::type_list<Fmt...>) {
   kernel_table t{};
   ((t[std::size_t(Fmt::gguf_type)] = reference_kernels<Fmt>()), ...);
+  t.attention = &reference_attention;
   return t;
 }
 

@@ -38,6 +38,13 @@ struct dequant_kernel {
   static constexpr bool available = false;
 };
 
+// Weight format Fmt with a packed layout (packed/all.hpp): gemm(const gemm_args&), bit-identical
+// to gemm_reference of the layout.
+template <class Fmt, isa Isa>
+struct gemm_kernel {
+  static constexpr bool available = false;
+};
+
 namespace detail {
 
 template <isa Isa, class Fmt>
@@ -56,6 +63,7 @@ constexpr format_kernels overlay_entry() {
     k.dot_row = &dot_kernel<Fmt, Isa>::dot_row;
     k.dot_rows_4 = dot_kernel<Fmt, Isa>::dot_rows_4;
   }
+  if constexpr (gemm_kernel<Fmt, Isa>::available) k.gemm = &gemm_kernel<Fmt, Isa>::gemm;
   return k;
 }
 

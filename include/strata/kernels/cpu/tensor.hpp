@@ -49,6 +49,20 @@ class buffer {
   std::uint32_t rows_ = 0, cols_ = 0;
 };
 
+// 64-byte aligned bytes owned by the backend (packed weights), sized once at load.
+class byte_buffer {
+ public:
+  explicit byte_buffer(std::size_t bytes)
+      : data_(static_cast<std::uint8_t*>(::operator new(bytes ? bytes : 64, std::align_val_t(64)))) {}
+  std::uint8_t* data() const noexcept { return data_.get(); }
+
+ private:
+  struct deleter {
+    void operator()(std::uint8_t* p) const noexcept { ::operator delete(p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<std::uint8_t, deleter> data_;
+};
+
 // A weight matrix {ne0 = K inputs, ne1 = N outputs[, ne2 = experts]} in its GGUF format.
 struct weight {
   const std::byte* data = nullptr;
@@ -57,6 +71,10 @@ struct weight {
   std::size_t row_bytes = 0;                 // bytes of one row of ne0 elements
   const format_kernels* kernels = nullptr;   // chosen at load time for the running ISA
   std::string_view name;
+  // The same matrix in the format's packed layout (packed_gemm.hpp), which matmul then uses;
+  // null when the format has none or the tensor is not packed (token_embd: get_rows only).
+  const std::uint8_t* packed = nullptr;
+  std::size_t packed_slab_bytes = 0;         // bytes per expert (2-D slab) of `packed`
 
   explicit operator bool() const noexcept { return data != nullptr; }
   const std::byte* row(std::size_t r) const noexcept { return data + r * row_bytes; }
@@ -64,6 +82,7 @@ struct weight {
   weight slab(std::size_t e) const noexcept {
     weight w = *this;
     w.data = data + e * row_bytes * ne[1];
+    if (packed) w.packed = packed + e * packed_slab_bytes;
     w.ne[2] = 1;
     return w;
   }

@@ -13,31 +13,20 @@
 #include <cstring>
 
 #include "strata/kernels/cpu/scale_tables.hpp"
+#include "strata/kernels/cpu/x86/vec.hpp"
 
 namespace strata::kernels::cpu::x86_avx2 {
 namespace {
 
-// Raw bytes of a block member (a std::array or fp16), without calling any member function.
-template <class T>
-inline const std::uint8_t* bytes_of(const T& member) noexcept {
-  return reinterpret_cast<const std::uint8_t*>(&member);
-}
+using x86::bytes_of;
+using x86::load_u32;
+using x86::load_u64;
+using x86::prefetch_weights;
 
 // Activation row r of a batch whose rows are `stride` bytes apart, as blocks of type B.
 template <class B>
 inline const B* act_row(const void* a, std::size_t stride, int r) noexcept {
   return reinterpret_cast<const B*>(static_cast<const std::byte*>(a) + std::size_t(r) * stride);
-}
-
-inline std::uint32_t load_u32(const void* p) noexcept {
-  std::uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline std::uint64_t load_u64(const void* p) noexcept {
-  std::uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
 }
 
 inline float bits_to_f32(std::uint32_t u) noexcept {
@@ -54,19 +43,6 @@ inline const float* fp16_ptr(std::uint16_t h) noexcept { return &fp16_table.v[h]
 inline std::uint16_t f32_to_fp16(float f) noexcept {
   return std::uint16_t(
       _mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 0));
-}
-
-// Software prefetch of the weight stream, `weight_prefetch_distance` bytes ahead. Decoding
-// reads each weight once from DRAM, and a quantized row is consumed at ≈ 15 GB/s per core
-// (its compute rate from L2); without help the hardware prefetchers keep too few misses in
-// flight for that (measured on a Xeon VM, 2 cores, DRAM-resident 4096-wide matrices:
-// 9.7 → 15 GB/s for Q4_0, 11.5 → 15-19 GB/s for Q4_K, 12.6 → 19-24 for Q8_0 with 2-8 KiB).
-// 4 KiB ≈ 150-200 ns of DRAM latency × 15 GB/s, with margin. Rows of a matrix are
-// contiguous, so running past a row's end prefetches the next row (and a prefetch never
-// faults, even past the matrix).
-inline constexpr std::size_t weight_prefetch_distance = 4096;
-inline void prefetch_weights(const void* p, std::size_t offset = 0) noexcept {
-  _mm_prefetch(static_cast<const char*>(p) + weight_prefetch_distance + offset, _MM_HINT_T0);
 }
 
 // Fixed reduction trees, so every caller (dot_row, dot_rows_4) rounds identically.

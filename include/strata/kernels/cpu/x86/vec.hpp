@@ -1,0 +1,286 @@
+// ISA traits for the x86 kernels: one kernel template per operation is written against these
+// names and instantiated with v256 (AVX2 + FMA + F16C) or v512<Vnni> (AVX-512 F/BW/VL/DQ, with
+// or without VNNI) in the tier's own translation unit (runtime/cpu/*_table.cpp).
+//
+// Everything here has internal linkage (anonymous namespace): the same helper compiled with
+// AVX2 flags in one TU and AVX-512 flags in another must stay two functions, never one weak
+// symbol the linker picks at random (see kernels/cpu/simd_kernels.hpp).
+//
+// Integer dot products: dot4(acc, u, s) adds Σ u·s over 4 byte pairs to each int32 lane (u
+// unsigned, s signed): one vpdpbusd with VNNI, else vpmaddubsw + vpmaddwd, whose int16 pair
+// sums must stay ≤ 32767 (callers keep 2·max|u|·max|s| below that). Both give the same exact
+// int32 result, so kernels built on dot4 agree bit for bit across tiers.
+#pragma once
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "strata/kernels/cpu/isa.hpp"
+
+namespace strata::kernels::cpu::x86 {
+namespace {
+
+// Raw bytes of a block member (a std::array or fp16), without calling any member function.
+template <class T>
+inline const std::uint8_t* bytes_of(const T& member) noexcept {
+  return reinterpret_cast<const std::uint8_t*>(&member);
+}
+
+inline std::uint32_t load_u32(const void* p) noexcept {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline std::uint64_t load_u64(const void* p) noexcept {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// Software prefetch of the weight stream, `weight_prefetch_distance` bytes ahead. Decoding
+// reads each weight once from DRAM, and a quantized row is consumed at ≈ 15 GB/s per core
+// (its compute rate from L2); without help the hardware prefetchers keep too few misses in
+// flight for that (measured on a Xeon VM, 2 cores, DRAM-resident 4096-wide matrices:
+// 9.7 → 15 GB/s for Q4_0, 11.5 → 15-19 GB/s for Q4_K, 12.6 → 19-24 for Q8_0 with 2-8 KiB).
+// 4 KiB ≈ 150-200 ns of DRAM latency × 15 GB/s, with margin. A prefetch never faults, even
+// past the end of a matrix.
+inline constexpr std::size_t weight_prefetch_distance = 4096;
+inline void prefetch_weights(const void* p, std::size_t offset = 0) noexcept {
+  _mm_prefetch(static_cast<const char*>(p) + weight_prefetch_distance + offset, _MM_HINT_T0);
+}
+
+// Fixed reduction trees, so every caller rounds identically.
+inline float hsum128(__m128 s) noexcept {
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float hmax128(__m128 s) noexcept {
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 256-bit traits: AVX2 + FMA + F16C.
+struct v256 {
+  static constexpr int lanes = 8;  // float / int32 lanes
+  static constexpr bool vnni = false;
+  using f = __m256;
+  using i = __m256i;
+
+  static f zero() noexcept { return _mm256_setzero_ps(); }
+  static f set1(float x) noexcept { return _mm256_set1_ps(x); }
+  static f load(const float* p) noexcept { return _mm256_loadu_ps(p); }
+  static void store(float* p, f v) noexcept { _mm256_storeu_ps(p, v); }
+  static f bcast(const float* p) noexcept { return _mm256_broadcast_ss(p); }
+  static f add(f a, f b) noexcept { return _mm256_add_ps(a, b); }
+  static f sub(f a, f b) noexcept { return _mm256_sub_ps(a, b); }
+  static f mul(f a, f b) noexcept { return _mm256_mul_ps(a, b); }
+  static f max(f a, f b) noexcept { return _mm256_max_ps(a, b); }
+  static f fmadd(f a, f b, f c) noexcept { return _mm256_fmadd_ps(a, b, c); }  // a·b + c
+  static f fnmadd(f a, f b, f c) noexcept { return _mm256_fnmadd_ps(a, b, c); }  // c − a·b
+  // binary16 → binary32, exact (vcvtph2ps).
+  static f load_f16(const void* p) noexcept {
+    return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+  }
+  static f cvt(i v) noexcept { return _mm256_cvtepi32_ps(v); }
+  static float hsum(f v) noexcept {
+    return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+  }
+  static float hmax(f v) noexcept {
+    return hmax128(_mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+  }
+  // Lane k of the result = Σ lanes of a[k] (8 vectors in, one out), by a fixed tree.
+  static f reduce(const f* a) noexcept {
+    const f s01 = _mm256_hadd_ps(a[0], a[1]), s23 = _mm256_hadd_ps(a[2], a[3]);
+    const f s45 = _mm256_hadd_ps(a[4], a[5]), s67 = _mm256_hadd_ps(a[6], a[7]);
+    const f s0123 = _mm256_hadd_ps(s01, s23), s4567 = _mm256_hadd_ps(s45, s67);
+    // s0123 = [a0 a1 a2 a3 (low halves) | a0 a1 a2 a3 (high halves)], same for s4567.
+    return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
+  }
+  // blend: b where mask (all ones from lt) is set, else a. lt: lanes where a < b.
+  static f blend(f a, f b, f mask) noexcept { return _mm256_blendv_ps(a, b, mask); }
+  static f lt(f a, f b) noexcept { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static f iota() noexcept { return _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7); }
+  // round to nearest even, to int32, and int32 bits as float (for exp's 2^n).
+  static f round(f v) noexcept { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static i cvt_i(f v) noexcept { return _mm256_cvtps_epi32(v); }
+  static f as_f(i v) noexcept { return _mm256_castsi256_ps(v); }
+
+  // Integer side.
+  static i zero_i() noexcept { return _mm256_setzero_si256(); }
+  static i load_i(const void* p) noexcept { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static i set1_i8(int x) noexcept { return _mm256_set1_epi8(char(x)); }
+  static i set1_i32(int x) noexcept { return _mm256_set1_epi32(x); }
+  static i bcast_i32(const void* p) noexcept { return _mm256_set1_epi32(int(load_u32(p))); }
+  static i and_i(i a, i b) noexcept { return _mm256_and_si256(a, b); }
+  static i or_i(i a, i b) noexcept { return _mm256_or_si256(a, b); }
+  static i xor_i(i a, i b) noexcept { return _mm256_xor_si256(a, b); }
+  template <int N>
+  static i srli16(i a) noexcept { return _mm256_srli_epi16(a, N); }
+  template <int N>
+  static i slli16(i a) noexcept { return _mm256_slli_epi16(a, N); }
+  template <int N>
+  static i srli32(i a) noexcept { return _mm256_srli_epi32(a, N); }
+  template <int N>
+  static i slli32(i a) noexcept { return _mm256_slli_epi32(a, N); }
+  static i add32(i a, i b) noexcept { return _mm256_add_epi32(a, b); }
+  static i sub32(i a, i b) noexcept { return _mm256_sub_epi32(a, b); }
+  static i mullo32(i a, i b) noexcept { return _mm256_mullo_epi32(a, b); }
+  static i madd16(i a, i b) noexcept { return _mm256_madd_epi16(a, b); }
+  static i dot4(i acc, i u, i s) noexcept {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+  static i abs8(i a) noexcept { return _mm256_abs_epi8(a); }
+  static i sign8(i a, i w) noexcept { return _mm256_sign_epi8(a, w); }  // a·sign(w) per byte
+  static i u8_to_i32(const void* p) noexcept {  // `lanes` bytes, zero-extended
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p)));
+  }
+  static i i8_to_i32(const void* p) noexcept {  // `lanes` bytes, sign-extended
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p)));
+  }
+};
+
+// 512-bit traits: AVX-512 F/BW/VL/DQ (+ VNNI when Vnni).
+template <bool Vnni>
+struct v512 {
+  static constexpr int lanes = 16;
+  static constexpr bool vnni = Vnni;
+  using f = __m512;
+  using i = __m512i;
+
+  static f zero() noexcept { return _mm512_setzero_ps(); }
+  static f set1(float x) noexcept { return _mm512_set1_ps(x); }
+  static f load(const float* p) noexcept { return _mm512_loadu_ps(p); }
+  static void store(float* p, f v) noexcept { _mm512_storeu_ps(p, v); }
+  static f bcast(const float* p) noexcept { return _mm512_set1_ps(*p); }
+  static f add(f a, f b) noexcept { return _mm512_add_ps(a, b); }
+  static f sub(f a, f b) noexcept { return _mm512_sub_ps(a, b); }
+  static f mul(f a, f b) noexcept { return _mm512_mul_ps(a, b); }
+  static f max(f a, f b) noexcept { return _mm512_max_ps(a, b); }
+  static f fmadd(f a, f b, f c) noexcept { return _mm512_fmadd_ps(a, b, c); }
+  static f fnmadd(f a, f b, f c) noexcept { return _mm512_fnmadd_ps(a, b, c); }
+  static f load_f16(const void* p) noexcept {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+  }
+  static f cvt(i v) noexcept { return _mm512_cvtepi32_ps(v); }
+  static float hsum(f v) noexcept {
+    return v256::hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+  }
+  static float hmax(f v) noexcept {
+    return v256::hmax(_mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+  }
+  // Lane k of the result = Σ lanes of a[k] (16 vectors in, one out), by a fixed tree: each
+  // step adds pairs of vectors while halving the lanes each one still has to sum.
+  static f reduce(const f* a) noexcept {
+    f s[8], t[4], u[2];
+    // Step 1: s[j] holds a[2j] and a[2j+1] interleaved by pairs of lanes (8 partial sums each).
+    for (int j = 0; j < 8; ++j)
+      s[j] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * j], a[2 * j + 1]), _mm512_unpackhi_ps(a[2 * j], a[2 * j + 1]));
+    // Step 2: per 128-bit lane, [x0 y0 x1 y1] + [x2 y2 x3 y3] → 4 vectors (4 sums each).
+    for (int j = 0; j < 4; ++j)
+      t[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(s[2 * j]), _mm512_castps_pd(s[2 * j + 1]))),
+                           _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(s[2 * j]), _mm512_castps_pd(s[2 * j + 1]))));
+    // Each 128-bit lane of t[j] now holds one partial sum of a[4j..4j+3] in order.
+    // Step 3: fold the 4 x 128-bit lanes: (0,2)+(1,3) pairs, then again.
+    for (int j = 0; j < 2; ++j)
+      u[j] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * j], t[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(t[2 * j], t[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    // u[j]: 128-bit lanes [t2j(0+1), t2j(2+3), t2j+1(0+1), t2j+1(2+3)].
+    return _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  static f blend(f a, f b, f mask) noexcept {
+    return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(mask)), a, b);
+  }
+  static f lt(f a, f b) noexcept {
+    return _mm512_castsi512_ps(_mm512_movm_epi32(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)));
+  }
+  static f iota() noexcept { return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+  static f round(f v) noexcept { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static i cvt_i(f v) noexcept { return _mm512_cvtps_epi32(v); }
+  static f as_f(i v) noexcept { return _mm512_castsi512_ps(v); }
+
+  static i zero_i() noexcept { return _mm512_setzero_si512(); }
+  static i load_i(const void* p) noexcept { return _mm512_loadu_si512(p); }
+  static i set1_i8(int x) noexcept { return _mm512_set1_epi8(char(x)); }
+  static i set1_i32(int x) noexcept { return _mm512_set1_epi32(x); }
+  static i bcast_i32(const void* p) noexcept { return _mm512_set1_epi32(int(load_u32(p))); }
+  static i and_i(i a, i b) noexcept { return _mm512_and_si512(a, b); }
+  static i or_i(i a, i b) noexcept { return _mm512_or_si512(a, b); }
+  static i xor_i(i a, i b) noexcept { return _mm512_xor_si512(a, b); }
+  template <int N>
+  static i srli16(i a) noexcept { return _mm512_srli_epi16(a, N); }
+  template <int N>
+  static i slli16(i a) noexcept { return _mm512_slli_epi16(a, N); }
+  template <int N>
+  static i srli32(i a) noexcept { return _mm512_srli_epi32(a, N); }
+  template <int N>
+  static i slli32(i a) noexcept { return _mm512_slli_epi32(a, N); }
+  static i add32(i a, i b) noexcept { return _mm512_add_epi32(a, b); }
+  static i sub32(i a, i b) noexcept { return _mm512_sub_epi32(a, b); }
+  static i mullo32(i a, i b) noexcept { return _mm512_mullo_epi32(a, b); }
+  static i madd16(i a, i b) noexcept { return _mm512_madd_epi16(a, b); }
+  static i dot4(i acc, i u, i s) noexcept {
+    if constexpr (Vnni)
+      return _mm512_dpbusd_epi32(acc, u, s);
+    else
+      return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+  }
+  static i abs8(i a) noexcept { return _mm512_abs_epi8(a); }
+  // a·sign(w) per byte, except a (not 0) where w = 0; callers pair it with |w| = 0 there.
+  static i sign8(i a, i w) noexcept {
+    return _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(w), _mm512_setzero_si512(), a);
+  }
+  static i u8_to_i32(const void* p) noexcept {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+  }
+  static i i8_to_i32(const void* p) noexcept {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+  }
+};
+
+// The traits of an x86 tier.
+template <isa Isa>
+struct vec_of;
+template <>
+struct vec_of<isa::avx2> {
+  using type = v256;
+};
+template <>
+struct vec_of<isa::avx512> {
+  using type = v512<false>;
+};
+template <>
+struct vec_of<isa::avx512_vnni> {
+  using type = v512<true>;
+};
+template <isa Isa>
+using vec_for = typename vec_of<Isa>::type;
+
+// e^x for x ≤ 0 (softmax weights), relative error ≈ 2 ulp: n = round(x·log2 e), r = x − n·ln 2
+// in two parts (Cody-Waite), e^r by Cephes' expf polynomial, times 2^n through the exponent
+// bits. Lanes below −87.3 (including −inf) give 0 rather than a subnormal.
+template <class V>
+inline typename V::f exp_nonpositive(typename V::f x) noexcept {
+  using f = typename V::f;
+  const f tiny = V::lt(x, V::set1(-87.3f));
+  x = V::max(x, V::set1(-87.3f));
+  const f n = V::round(V::mul(x, V::set1(1.44269504088896341f)));
+  f r = V::fnmadd(n, V::set1(0.693359375f), x);
+  r = V::fnmadd(n, V::set1(-2.12194440e-4f), r);
+  f p = V::set1(1.9875691500e-4f);
+  p = V::fmadd(p, r, V::set1(1.3981999507e-3f));
+  p = V::fmadd(p, r, V::set1(8.3334519073e-3f));
+  p = V::fmadd(p, r, V::set1(4.1665795894e-2f));
+  p = V::fmadd(p, r, V::set1(1.6666665459e-1f));
+  p = V::fmadd(p, r, V::set1(5.0000001201e-1f));
+  p = V::fmadd(p, V::mul(r, r), V::add(r, V::set1(1.0f)));
+  const f scale = V::as_f(V::template slli32<23>(V::add32(V::cvt_i(n), V::set1_i32(127))));
+  return V::blend(V::mul(p, scale), V::zero(), tiny);
+}
+
+}  // namespace
+}  // namespace strata::kernels::cpu::x86

@@ -1,0 +1,120 @@
+// The planner's cost model: predicted seconds per token of one placement for a step of B tokens
+// (decode: B = 1; prefill: B = the batch). The hidden state walks the layers in order, so the
+// GPU's and the CPU's compute add up (one token's work is a chain), while copies that can be
+// issued ahead - host->GPU uploads of dense weights, NVMe reads - overlap that chain on their own
+// links: a step costs max(chain, upload link busy, NVMe busy) (design.md: max, not sum, when
+// prefetched). Routed experts are known only once their layer's router ran, so their uploads
+// and reads sit on the chain.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "strata/tiers/demand.hpp"
+#include "strata/tiers/links.hpp"
+
+namespace strata::tiers {
+
+enum class home_tier { gpu, ram, disk };  // where the bytes live between uses
+enum class exec_unit { gpu, cpu };        // who multiplies by them
+
+struct tensor_placement {
+  home_tier home = home_tier::ram;
+  exec_unit decode = exec_unit::cpu;
+  exec_unit prefill = exec_unit::cpu;
+};
+
+// What the four placements are called: resident, streamed, CPU-computed, disk-backed.
+inline std::string_view label(const tensor_placement& p) {
+  if (p.home == home_tier::gpu) return "gpu-resident";
+  if (p.home == home_tier::disk) return "disk-backed";
+  return p.decode == exec_unit::gpu ? "gpu-streamed" : "cpu-computed";
+}
+
+struct phase_cost {
+  std::uint32_t batch = 1;
+  double seconds_per_token = 0;
+  double chain_s = 0;            // GPU + CPU compute and unprefetchable copies, per token
+  double upload_s = 0;           // host->GPU link busy per token
+  double nvme_s = 0;             // NVMe busy per token
+  // Bytes per token on each link.
+  double gpu_read_bytes = 0, host_to_gpu_bytes = 0, cpu_read_bytes = 0, nvme_bytes = 0;
+  double handoffs = 0;           // GPU <-> CPU switches per step
+
+  double tokens_per_second() const noexcept { return seconds_per_token > 0 ? 1.0 / seconds_per_token : 0; }
+};
+
+namespace detail {
+
+// Execution order inside a step: embedding, then each block (its norms and attention, router,
+// experts, FFN), then the output norm and head.
+inline long exec_rank(const tensor_demand& t) {
+  if (t.layer < 0) return t.kind == tensor_kind::embedding ? -1 : 1L << 40;
+  return long(t.layer) * 16 + (t.kind == tensor_kind::attention || t.kind == tensor_kind::norm ? 0 : 1);
+}
+
+}  // namespace detail
+
+// Tensors in execution order (indices into d.tensors); the cost walk and the report use it.
+inline std::vector<std::size_t> execution_order(const model_demand& d) {
+  std::vector<std::size_t> order(d.tensors.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return detail::exec_rank(d.tensors[a]) < detail::exec_rank(d.tensors[b]);
+  });
+  return order;
+}
+
+// Predicted cost of `p` (parallel to d.tensors) for steps of `batch` tokens. KV is read where
+// each layer's attention runs.
+inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_placement>& p, const link_speeds& l,
+                           std::uint32_t batch, const std::vector<std::size_t>& order) {
+  phase_cost c;
+  c.batch = batch;
+  const bool decode = batch == 1;
+  const double B = batch;
+  std::vector<char> kv_counted(d.n_layer, 0);
+  int last = -1;  // exec unit of the previous non-norm tensor
+  for (const std::size_t i : order) {
+    const tensor_demand& t = d.tensors[i];
+    const tensor_placement& pl = p[i];
+    const exec_unit ex = decode ? pl.decode : pl.prefill;
+    double bytes = double(t.bytes) * t.share_touched(batch) / B;  // per token
+    const double flops = 2.0 * t.elements * t.share_per_token();
+    // Attention reads this layer's KV wherever it runs (counted once per layer).
+    double kv = 0;
+    if (t.kind == tensor_kind::attention && t.layer >= 0 && std::uint32_t(t.layer) < d.n_layer &&
+        !kv_counted[t.layer]) {
+      kv_counted[t.layer] = 1;
+      kv = double(d.kv_bytes_per_layer);
+    }
+    const bool on_chain = t.kind == tensor_kind::routed_experts && decode;  // known only after the router
+    if (pl.home == home_tier::disk) {
+      c.nvme_bytes += bytes;
+      if (on_chain) c.chain_s += bytes / l.nvme_qd32;
+    }
+    if (ex == exec_unit::gpu) {
+      c.gpu_read_bytes += bytes + kv;
+      c.chain_s += std::max((bytes + kv) / l.gpu_read, flops / l.gpu_flops);
+      if (pl.home != home_tier::gpu) {
+        c.host_to_gpu_bytes += bytes;
+        if (on_chain) c.chain_s += bytes / l.host_to_gpu;
+      }
+    } else {
+      c.cpu_read_bytes += bytes + kv;
+      c.chain_s += std::max((bytes + kv) / l.cpu_read, flops / l.cpu_flops);
+    }
+    if (t.kind != tensor_kind::norm) {
+      if (last >= 0 && last != int(ex)) c.handoffs += 1;
+      last = int(ex);
+    }
+  }
+  // A hand-off: one synchronisation per step plus the batch's hidden states over the link.
+  c.chain_s += c.handoffs * (l.handoff_s + B * double(d.hidden_bytes) / l.host_to_gpu) / B;
+  c.upload_s = c.host_to_gpu_bytes / l.host_to_gpu;
+  c.nvme_s = c.nvme_bytes / l.nvme_qd32;
+  c.seconds_per_token = std::max({c.chain_s, c.upload_s, c.nvme_s});
+  return c;
+}
+
+}  // namespace strata::tiers

@@ -1,0 +1,320 @@
+// Placement planner on synthetic models (dense and MoE, tiny budgets, overrides), against a
+// brute-force search on small models, and on a fixture GGUF.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include "strata/arch/all.hpp"
+#include "strata/tiers/planner.hpp"
+#include "strata/tiers/report.hpp"
+
+using namespace strata::tiers;
+
+namespace {
+
+constexpr std::uint64_t MiB = 1ull << 20;
+
+void add(model_demand& d, std::string name, tensor_kind kind, std::int32_t layer, std::uint64_t bytes,
+         std::uint32_t n_expert = 0, std::uint32_t n_used = 0) {
+  tensor_demand t;
+  t.name = std::move(name);
+  t.kind = kind;
+  t.layer = layer;
+  t.bytes = bytes;
+  t.elements = double(bytes) * 2;  // ~4.5 bits per weight
+  t.n_expert = n_expert;
+  t.n_expert_used = n_used;
+  if (kind == tensor_kind::embedding) t.rows_total = 32000;
+  d.tensors.push_back(std::move(t));
+}
+
+// n_layer blocks of attention (attn MiB) + FFN (ffn MiB; MoE: n_expert experts, k used).
+model_demand synthetic(std::uint32_t n_layer, std::uint64_t attn, std::uint64_t ffn, std::uint32_t n_expert = 0,
+                       std::uint32_t k = 0) {
+  model_demand d;
+  d.n_layer = n_layer;
+  d.kv_bytes_per_layer = 1 * MiB;
+  d.scratch_bytes = 4 * MiB;
+  d.hidden_bytes = 4096 * 4;
+  add(d, "token_embd.weight", tensor_kind::embedding, -1, 100 * MiB);
+  for (std::uint32_t il = 0; il < n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    add(d, b + "attn_norm.weight", tensor_kind::norm, int(il), 16 << 10);
+    add(d, b + "attn_q.weight", tensor_kind::attention, int(il), attn * MiB / 2);
+    add(d, b + "attn_output.weight", tensor_kind::attention, int(il), attn * MiB / 2);
+    add(d, b + "ffn_norm.weight", tensor_kind::norm, int(il), 16 << 10);
+    if (n_expert) {
+      add(d, b + "ffn_gate_inp.weight", tensor_kind::router, int(il), MiB / 4);
+      for (const char* m : {"gate", "up", "down"})
+        add(d, b + "ffn_" + m + "_exps.weight", tensor_kind::routed_experts, int(il), ffn * MiB / 3, n_expert, k);
+    } else {
+      for (const char* m : {"gate", "up", "down"})
+        add(d, b + "ffn_" + m + ".weight", tensor_kind::dense_ffn, int(il), ffn * MiB / 3);
+    }
+  }
+  add(d, "output_norm.weight", tensor_kind::norm, -1, 16 << 10);
+  add(d, "output.weight", tensor_kind::head, -1, 100 * MiB);
+  return d;
+}
+
+std::uint64_t total_bytes(const model_demand& d) {
+  std::uint64_t s = 0;
+  for (const auto& t : d.tensors) s += t.bytes;
+  return s;
+}
+
+const tensor_placement& placement_of(const model_demand& d, const placement_plan& p, const std::string& name) {
+  for (std::size_t i = 0; i < d.tensors.size(); ++i)
+    if (d.tensors[i].name == name) return p.tensors[i];
+  FAIL("no tensor " << name);
+  return p.tensors.front();
+}
+
+void check_budgets(const placement_plan& p, const plan_options& o) {
+  CHECK(p.gpu_total() <= o.gpu_budget);
+  CHECK(p.ram_total() <= o.ram_budget);
+}
+
+}  // namespace
+
+TEST_CASE("planner: a budget that holds everything puts everything on the GPU") {
+  const model_demand d = synthetic(8, 32, 96);
+  plan_options o{.gpu_budget = 64ull << 30, .ram_budget = 64ull << 30};
+  const placement_plan p = plan_placement(d, o);
+  for (const auto& t : p.tensors) CHECK(label(t) == std::string("gpu-resident"));
+  CHECK(p.decode.cpu_read_bytes == 0);
+  CHECK(p.decode.host_to_gpu_bytes == 0);
+  CHECK(p.decode.handoffs == 0);
+  CHECK(p.gpu_kv == 8 * MiB);
+  check_budgets(p, o);
+}
+
+TEST_CASE("planner: no GPU, or a GPU budget below one layer, still runs everything on the CPU") {
+  const model_demand d = synthetic(4, 32, 96);
+  for (const std::uint64_t gpu : {std::uint64_t(0), 2 * MiB, 10 * MiB}) {
+    CAPTURE(gpu);
+    plan_options o{.gpu_budget = gpu, .ram_budget = 64ull << 30};
+    const placement_plan p = plan_placement(d, o);
+    std::uint64_t resident = 0;
+    for (std::size_t i = 0; i < d.tensors.size(); ++i)
+      if (p.tensors[i].home == home_tier::gpu) resident += d.tensors[i].bytes;
+    CHECK(resident == p.gpu_weights);
+    CHECK(p.decode.tokens_per_second() > 0);
+    CHECK(p.prefill.tokens_per_second() > 0);
+    check_budgets(p, o);
+    if (gpu == 0) {
+      CHECK(p.gpu_total() == 0);
+      CHECK(p.decode.gpu_read_bytes == 0);
+    }
+  }
+}
+
+TEST_CASE("planner: dense model, partial budget: attention of every layer before any FFN") {
+  const model_demand d = synthetic(8, 32, 96);  // 8 x (32 + 96) MiB
+  // Room for the scratch, every attention with its KV, and a few FFNs.
+  plan_options o{.gpu_budget = 4 * MiB + 8 * 33 * MiB + 300 * MiB, .ram_budget = 64ull << 30};
+  const placement_plan p = plan_placement(d, o);
+  int ffn_resident = 0;
+  for (std::size_t i = 0; i < d.tensors.size(); ++i) {
+    const auto& t = d.tensors[i];
+    if (t.kind == tensor_kind::attention) CHECK(p.tensors[i].home == home_tier::gpu);
+    if (t.kind == tensor_kind::dense_ffn && p.tensors[i].home == home_tier::gpu) ++ffn_resident;
+  }
+  CHECK(ffn_resident > 0);
+  CHECK(ffn_resident < 24);
+  // Decode computes cold dense weights on the CPU (60 GB/s DRAM beats a 24 GB/s upload)...
+  CHECK(label(placement_of(d, p, "blk.7.ffn_up.weight")) == std::string("cpu-computed"));
+  // ...prefill uploads them once per batch of 512.
+  CHECK(placement_of(d, p, "blk.7.ffn_up.weight").prefill == exec_unit::gpu);
+  CHECK(p.gpu_ring > 0);
+  check_budgets(p, o);
+}
+
+TEST_CASE("planner: MoE keeps attention and routers resident, experts spill first; MoE decodes faster than dense") {
+  const model_demand moe = synthetic(8, 32, 960, 128, 8);
+  const model_demand dense = synthetic(8, 32, 960);
+  CHECK(total_bytes(moe) > total_bytes(dense));
+  // Room for attention, routers and head, and for an upload ring, but for no layer's experts.
+  plan_options o{.gpu_budget = 1ull << 30, .ram_budget = 64ull << 30};
+  const placement_plan pm = plan_placement(moe, o);
+  const placement_plan pd = plan_placement(dense, o);
+  for (std::size_t i = 0; i < moe.tensors.size(); ++i) {
+    const auto& t = moe.tensors[i];
+    if (t.kind == tensor_kind::attention || t.kind == tensor_kind::router || t.kind == tensor_kind::head)
+      CHECK(pm.tensors[i].home == home_tier::gpu);
+  }
+  // k/n = 1/16 of the experts per token: decode reads far fewer bytes than the dense model.
+  CHECK(pm.decode.tokens_per_second() > 4 * pd.decode.tokens_per_second());
+  // A prefill batch of 512 touches every expert: uploading them once per batch beats the CPU
+  // until the upload link is as busy as the compute chain, so most layers upload, not all.
+  int uploaded = 0;
+  for (std::size_t i = 0; i < moe.tensors.size(); ++i)
+    if (moe.tensors[i].kind == tensor_kind::routed_experts) {
+      CHECK(pm.tensors[i].decode == exec_unit::cpu);
+      uploaded += pm.tensors[i].prefill == exec_unit::gpu;
+    }
+  CHECK(uploaded >= 12);
+  CHECK(pm.gpu_ring > 0);
+  CHECK(pm.prefill.upload_s == doctest::Approx(pm.prefill.chain_s).epsilon(0.35));
+  check_budgets(pm, o);
+  check_budgets(pd, o);
+}
+
+TEST_CASE("planner: weights beyond the RAM budget are disk-backed and read from NVMe") {
+  const model_demand d = synthetic(8, 32, 96);
+  plan_options o{.gpu_budget = 0, .ram_budget = 600 * MiB};
+  const placement_plan p = plan_placement(d, o);
+  CHECK(p.disk_weights > 0);
+  CHECK(p.decode.nvme_bytes > 0);
+  CHECK(p.ram_total() <= o.ram_budget);
+  // The embedding (one row per token) is the least valuable in RAM.
+  CHECK(label(placement_of(d, p, "token_embd.weight")) == std::string("disk-backed"));
+  CHECK(p.decode.seconds_per_token >= p.decode.nvme_bytes / o.links.nvme_qd32);
+}
+
+TEST_CASE("planner: overrides -ot, --cpu-moe, --n-cpu-moe") {
+  const model_demand d = synthetic(4, 32, 960, 128, 8);
+  SUBCASE("--cpu-moe keeps every routed expert computed on the CPU despite room") {
+    plan_options o{.gpu_budget = 64ull << 30, .ram_budget = 64ull << 30};
+    add_cpu_moe_rules(true, 0, o.overrides);
+    const placement_plan p = plan_placement(d, o);
+    for (std::size_t i = 0; i < d.tensors.size(); ++i) {
+      const bool exps = d.tensors[i].kind == tensor_kind::routed_experts;
+      CHECK(label(p.tensors[i]) == std::string(exps ? "cpu-computed" : "gpu-resident"));
+    }
+    CHECK(p.decode.handoffs == 8);  // to the CPU and back in each of 4 layers
+  }
+  SUBCASE("--n-cpu-moe 2: only the first two layers' experts") {
+    plan_options o{.gpu_budget = 64ull << 30, .ram_budget = 64ull << 30};
+    add_cpu_moe_rules(false, 2, o.overrides);
+    const placement_plan p = plan_placement(d, o);
+    CHECK(label(placement_of(d, p, "blk.1.ffn_up_exps.weight")) == std::string("cpu-computed"));
+    CHECK(label(placement_of(d, p, "blk.2.ffn_up_exps.weight")) == std::string("gpu-resident"));
+    CHECK(label(placement_of(d, p, "blk.1.attn_q.weight")) == std::string("gpu-resident"));
+  }
+  SUBCASE("-ot: the first matching rule wins; disk; gpu beyond the budget is an error") {
+    plan_options o{.gpu_budget = 64ull << 30, .ram_budget = 64ull << 30};
+    parse_override_rules(R"(blk\.0\.ffn_up=disk,ffn_up=cpu)", o.overrides);
+    const placement_plan p = plan_placement(d, o);
+    CHECK(label(placement_of(d, p, "blk.0.ffn_up_exps.weight")) == std::string("disk-backed"));
+    CHECK(label(placement_of(d, p, "blk.1.ffn_up_exps.weight")) == std::string("cpu-computed"));
+    CHECK(label(placement_of(d, p, "blk.1.ffn_gate_exps.weight")) == std::string("gpu-resident"));
+    CHECK(plan_text(d, p, o).find("[-ot disk]") != std::string::npos);
+
+    plan_options small{.gpu_budget = 1ull << 30, .ram_budget = 64ull << 30};
+    parse_override_rules("exps=gpu", small.overrides);
+    CHECK_THROWS_WITH_AS(plan_placement(d, small), doctest::Contains("--gpu-budget 1.00 GiB"), strata::error);
+  }
+  SUBCASE("bad rules are refused naming the rule") {
+    std::vector<override_rule> r;
+    CHECK_THROWS_WITH_AS(parse_override_rules("exps=vram", r), doctest::Contains("'exps=vram'"), strata::error);
+    CHECK_THROWS_WITH_AS(parse_override_rules("exps", r), doctest::Contains("REGEX=gpu|cpu|disk"), strata::error);
+    CHECK_THROWS_WITH_AS(parse_override_rules("ex(ps=cpu", r), doctest::Contains("bad regex 'ex(ps'"), strata::error);
+    parse_override_rules("A=GPU,b=Cpu", r);
+    CHECK(r.size() == 2);
+  }
+}
+
+TEST_CASE("planner: never over a budget, and within 2% of the best GPU subset (under the design's rule) found by brute force") {
+  std::mt19937 rng(7);
+  const model_demand d = synthetic(3, 24, 72, 16, 2);  // 3 layers: 3 groups each + embedding + head
+  int compared = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    plan_options o{.gpu_budget = std::uniform_int_distribution<std::uint64_t>(0, 600)(rng) * MiB,
+                   .ram_budget = std::uniform_int_distribution<std::uint64_t>(300, 800)(rng) * MiB};
+    CAPTURE(o.gpu_budget);
+    CAPTURE(o.ram_budget);
+    placement_plan p;
+    try {
+      p = plan_placement(d, o);
+    } catch (const strata::error& e) {
+      // Only a RAM budget too small for the CPU's KV and scratch may be refused.
+      CHECK(std::string(e.what()).find("--ram-budget") != std::string::npos);
+      continue;
+    }
+    check_budgets(p, o);
+    // Brute force: every subset of groups resident (each group = one layer's attention, its
+    // router, its experts, or a non-layer tensor), the rest computed on the CPU from RAM.
+    std::vector<std::vector<std::size_t>> groups;
+    std::vector<std::uint64_t> resident;
+    std::vector<std::string> keys;
+    for (std::size_t i = 0; i < d.tensors.size(); ++i) {
+      const auto& t = d.tensors[i];
+      const std::string key = std::to_string(t.layer) + (t.kind == tensor_kind::norm && t.layer >= 0
+                                                             ? std::string("attention")
+                                                             : std::string(kind_name(t.kind)));
+      auto it = std::find(keys.begin(), keys.end(), key);
+      if (it == keys.end()) {
+        keys.push_back(key);
+        groups.emplace_back();
+        resident.push_back(t.kind == tensor_kind::attention || (t.kind == tensor_kind::norm && t.layer >= 0)
+                               ? d.kv_bytes_per_layer
+                               : 0);
+        it = keys.end() - 1;
+      }
+      const std::size_t g = std::size_t(it - keys.begin());
+      groups[g].push_back(i);
+      resident[g] += t.bytes;
+    }
+    // The design's rule keeps norms, attention and routers resident first: when they all fit,
+    // search only the subsets holding them.
+    std::uint32_t rule = 0;
+    std::uint64_t rule_bytes = d.scratch_bytes;
+    for (std::size_t g = 0; g < groups.size(); ++g)
+      if (d.tensors[groups[g].front()].kind <= tensor_kind::shared_expert)
+        rule |= 1u << g, rule_bytes += resident[g];
+    if (rule_bytes > o.gpu_budget) continue;
+    double best = 1e30;
+    for (std::uint32_t mask = 0; mask < (1u << groups.size()); ++mask) {
+      if ((mask & rule) != rule) continue;
+      std::uint64_t used = d.scratch_bytes;
+      std::vector<tensor_placement> q(d.tensors.size());
+      for (std::size_t g = 0; g < groups.size(); ++g) {
+        if (!(mask >> g & 1)) continue;
+        used += resident[g];
+        for (const std::size_t i : groups[g]) q[i] = {home_tier::gpu, exec_unit::gpu, exec_unit::gpu};
+      }
+      if (used > o.gpu_budget) continue;
+      best = std::min(best, evaluate(d, q, o.links, 1, p.order).seconds_per_token);
+    }
+    // The planner may also use the disk when RAM is short, which the brute force ignores;
+    // compare only when everything fit in RAM.
+    if (p.disk_weights == 0) {
+      CHECK(p.decode.seconds_per_token <= best * 1.02);
+      ++compared;
+    }
+  }
+  CHECK(compared >= 10);
+}
+
+TEST_CASE("planner: a fixture GGUF (qwen3moe) gives a demand with every tensor and a plan that reports") {
+  const strata::gguf::file f(std::string(STRATA_TEST_FIXTURES) + "/models/qwen3moe-Q4_K_M.gguf");
+  const strata::arch::hparams hp = strata::arch::visit(f.gguf().get_string("general.architecture"),
+                                                       [&](auto a) { return decltype(a)::load_hparams(f.gguf()); });
+  const model_demand d = demand_from_gguf(f.gguf(), hp, {.n_ctx = 256, .max_batch = 64});
+  CHECK(d.tensors.size() == f.gguf().tensors().size());
+  std::uint64_t file_bytes = 0, exps = 0;
+  for (const auto& t : f.gguf().tensors()) file_bytes += t.nbytes;
+  for (const auto& t : d.tensors)
+    if (t.kind == tensor_kind::routed_experts) {
+      ++exps;
+      CHECK(t.n_expert == hp.n_expert);
+      CHECK(t.n_expert_used == hp.n_expert_used);
+    }
+  CHECK(exps == 3 * hp.n_layer);
+  CHECK(total_bytes(d) == file_bytes);
+  CHECK(d.kv_bytes_per_layer == 2ull * 256 * hp.n_embd_kv() * 2);
+  plan_options o{.gpu_budget = file_bytes / 2 + d.scratch_bytes, .ram_budget = 1ull << 30, .prefill_batch = 64};
+  const placement_plan p = plan_placement(d, o);
+  check_budgets(p, o);
+  const std::string text = plan_text(d, p, o);
+  CHECK(text.find("ASSUMED") != std::string::npos);
+  CHECK(text.find("blk 0") != std::string::npos);
+  const std::string json = plan_json(d, p, o);
+  CHECK(json.find("\"assumed\":true") != std::string::npos);
+  CHECK(json.find("\"name\":\"blk.0.ffn_up_exps.weight\"") != std::string::npos);
+  CHECK(json.front() == '{');
+  CHECK(json.back() == '}');
+}

@@ -5,6 +5,7 @@
 // COOPMAT: the tile product runs on tensor cores (VK_NV_cooperative_matrix, f16 x f16 -> f32,
 // 16x16x16 per subgroup op); otherwise each thread accumulates a TM x TN block in f32 (the
 // portable path, tested on lavapipe). MMA2 (with COOPMAT): larger, double-buffered tiles.
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = WG) in;
 layout(binding = 1, std430) readonly buffer X4 { vec4 x4[]; };
 layout(binding = 2, std430) writeonly buffer Y { float y[]; };
@@ -32,12 +33,12 @@ void main() {
   // Subgroup s (of 4, 32 lanes each) owns token rows [16s, 16s+16) and all BM weight columns.
   const uint mt = 16 * gl_SubgroupID;
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[4];
-  for (uint j = 0; j < 4; ++j) acc[j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  [[unroll]] for (uint j = 0; j < 4; ++j) acc[j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 #else
   const uint tr = (tid % (BM / TM)) * TM, tt = (tid / (BM / TM)) * TN;
   float acc[TM][TN];
-  for (uint i = 0; i < TM; ++i)
-    for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+  [[unroll]] for (uint i = 0; i < TM; ++i)
+    [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
 #endif
 
   for (uint k0 = 0; k0 < p.K; k0 += BK) {
@@ -48,7 +49,7 @@ void main() {
       if (n0 + r < p.N) dequant16((n0 + r) * p.row_bytes + (c / PARTS) * BLOCK_BYTES, c % PARTS, v);
       else for (uint i = 0; i < 16; ++i) v[i] = 0.0;
       const uint kk = 16 * (q % (BK / 16));
-      for (uint i = 0; i < 16; ++i) {
+      [[unroll]] for (uint i = 0; i < 16; ++i) {
 #ifdef COOPMAT
         ws[r * BK + kk + i] = float16_t(v[i]);
 #else
@@ -75,37 +76,37 @@ void main() {
     }
     barrier();
 #ifdef COOPMAT
-    for (uint kk = 0; kk < BK; kk += 16) {
+    [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;
       coopMatLoadNV(a, xs, mt * BK + kk, BK, false);  // X rows (tokens) x k
-      for (uint j = 0; j < 4; ++j) {
+      [[unroll]] for (uint j = 0; j < 4; ++j) {
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b;
         coopMatLoadNV(b, ws, (16 * j) * BK + kk, BK, true);  // k x W rows: column-major view of [n][k]
         acc[j] = coopMatMulAddNV(a, b, acc[j]);
       }
     }
 #else
-    for (uint kk = 0; kk < BK; ++kk) {
+    [[unroll]] for (uint kk = 0; kk < BK; ++kk) {
       float wv[TM], xv[TN];
-      for (uint i = 0; i < TM; ++i) wv[i] = ws[tr + i][kk];
-      for (uint j = 0; j < TN; ++j) xv[j] = xs[tt + j][kk];
-      for (uint i = 0; i < TM; ++i)
-        for (uint j = 0; j < TN; ++j) acc[i][j] += wv[i] * xv[j];
+      [[unroll]] for (uint i = 0; i < TM; ++i) wv[i] = ws[tr + i][kk];
+      [[unroll]] for (uint j = 0; j < TN; ++j) xv[j] = xs[tt + j][kk];
+      [[unroll]] for (uint i = 0; i < TM; ++i)
+        [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] += wv[i] * xv[j];
     }
 #endif
     barrier();
   }
 
 #ifdef COOPMAT
-  for (uint j = 0; j < 4; ++j) coopMatStoreNV(acc[j], cs, mt * BM + 16 * j, BM, false);
+  [[unroll]] for (uint j = 0; j < 4; ++j) coopMatStoreNV(acc[j], cs, mt * BM + 16 * j, BM, false);
   barrier();
   for (uint q = tid; q < BN * BM; q += WG) {
     const uint t = q / BM, r = q % BM;
     if (t0 + t < p.n_tok && n0 + r < p.N) y[p.y_off + (t0 + t) * p.y_stride + n0 + r] = cs[q];
   }
 #else
-  for (uint i = 0; i < TM; ++i)
-    for (uint j = 0; j < TN; ++j)
+  [[unroll]] for (uint i = 0; i < TM; ++i)
+    [[unroll]] for (uint j = 0; j < TN; ++j)
       if (n0 + tr + i < p.N && t0 + tt + j < p.n_tok) y[p.y_off + (t0 + tt + j) * p.y_stride + n0 + tr + i] = acc[i][j];
 #endif
 }
@@ -155,29 +156,29 @@ void main() {
   const uint warp = gl_SubgroupID;
   const uint wn = (warp % WARPS_M) * WM, wt = (warp / WARPS_M) * WN;  // weight / token offsets
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TI][TJ];
-  for (uint i = 0; i < TI; ++i)
-    for (uint j = 0; j < TJ; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  [[unroll]] for (uint i = 0; i < TI; ++i)
+    [[unroll]] for (uint j = 0; j < TJ; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
   load_tiles(0, n0, t0, 0);
   barrier();
   uint buf = 0;
   for (uint k0 = 0; k0 < p.K; k0 += BK) {
     if (k0 + BK < p.K) load_tiles(buf ^ 1u, n0, t0, k0 + BK);  // overlaps the products below
-    for (uint kk = 0; kk < BK; kk += 16) {
+    [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TI], b[TJ];
       // Offsets and strides in uvec4 (8 halves) of the shared arrays.
-      for (uint i = 0; i < TI; ++i) coopMatLoadNV(a[i], xs[buf], (wt + 16 * i) * RS + kk / 8, RS, false);
-      for (uint j = 0; j < TJ; ++j) coopMatLoadNV(b[j], ws[buf], (wn + 16 * j) * RS + kk / 8, RS, true);
-      for (uint i = 0; i < TI; ++i)
-        for (uint j = 0; j < TJ; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+      [[unroll]] for (uint i = 0; i < TI; ++i) coopMatLoadNV(a[i], xs[buf], (wt + 16 * i) * RS + kk / 8, RS, false);
+      [[unroll]] for (uint j = 0; j < TJ; ++j) coopMatLoadNV(b[j], ws[buf], (wn + 16 * j) * RS + kk / 8, RS, true);
+      [[unroll]] for (uint i = 0; i < TI; ++i)
+        [[unroll]] for (uint j = 0; j < TJ; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
     }
     barrier();  // the next buffer is complete, and nobody still reads this one
     buf ^= 1u;
   }
 
   const bool whole = n0 + BM <= p.N && t0 + BN <= p.n_tok && p.y_off % 4 == 0 && p.y_stride % 4 == 0;
-  for (uint i = 0; i < TI; ++i)
-    for (uint j = 0; j < TJ; ++j) {
+  [[unroll]] for (uint i = 0; i < TI; ++i)
+    [[unroll]] for (uint j = 0; j < TJ; ++j) {
       const uint t = t0 + wt + 16 * i, n = n0 + wn + 16 * j;
       if (whole) {
         coopMatStoreNV(acc[i][j], y, p.y_off + t * p.y_stride + n, p.y_stride, false);

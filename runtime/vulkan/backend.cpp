@@ -67,6 +67,12 @@ struct attn_prep_pc {
 struct mma2_tile {
   std::uint32_t bm, bn, wm, wn;
 };
+struct mm_f16_pc {
+  std::uint32_t K, N, n_tok, w_off, x_off, x_stride, y_off, y_stride;
+};
+struct dequant_f16_pc {
+  std::uint32_t K, row_bytes, row0, rows, o_off;
+};
 struct get_rows_pc {
   std::uint32_t K, row_bytes, o_off, o_stride;
 };
@@ -256,6 +262,14 @@ struct backend::impl {
   bool mma2 = false;      // its larger double-buffered tiles (STRATA_VK_MMA2=1; off until faster than the 64x64 kernel)
   bool mma2_forced = false;
   mma2_tile mma2_shape{128, 128, 64, 32};
+  // Prefill on tensor cores over f16 weights (mul_mm_f16.glsl): a quantized matrix is expanded
+  // into f16 scratch (dequant_f16.glsl) a slice of rows at a time, then multiplied with
+  // register-prefetched tiles. STRATA_VK_MM3=0 returns to mul_mm.glsl; STRATA_VK_MM3_SHAPE forces a tile.
+  bool mm3 = true;
+  bool mm3_forced = false;
+  mma2_tile mm3_shape{128, 64, 64, 32};
+  std::uint32_t mm_scratch = 0;          // buffer id of the f16 weight scratch
+  std::uint64_t mm_scratch_halves = 0;
   // Matvec shape: rows per workgroup and workgroup size (STRATA_VK_MV_NR / _WG to experiment).
   std::uint32_t mv_rows = 8, mv_wg = 64;
   // Rows per workgroup of a matvec. Measured on the H100 (bench/RESULTS.md): 8 for every
@@ -288,6 +302,15 @@ struct backend::impl {
         throw error("STRATA_VK_MMA2_SHAPE must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + std::string(v) + "'");
       mma2_shape = {a, b, c, d};
       mma2_forced = true;
+    }
+    if (const char* v = std::getenv("STRATA_VK_MM3"); v && std::string_view(v) == "0") mm3 = false;
+    if (const char* v = std::getenv("STRATA_VK_MM3_SHAPE")) {
+      unsigned a = 0, b = 0, c = 0, d = 0;
+      if (std::sscanf(v, "%u:%u:%u:%u", &a, &b, &c, &d) != 4 || !c || !d || a % c || b % d || a % 16 || b % 16 ||
+          c % 16 || d % 16 || a / c * (b / d) * 32 > 1024)
+        throw error("STRATA_VK_MM3_SHAPE must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + std::string(v) + "'");
+      mm3_shape = {a, b, c, d};
+      mm3_forced = true;
     }
     if (const char* v = std::getenv("STRATA_VK_MMVQ_SHAPE")) {
       unsigned a = 0, b = 0, c = 0;
@@ -491,6 +514,7 @@ struct backend::impl {
       throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
     const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), m.x.rows, std::uint32_t(w.row_bytes), m.x.off,
                        m.x.stride, m.y.off, m.y.stride, 0, 0, 0, 0, 0, 0, 0.0f};
+    if (coopmat && mm3 && w.ne[0] % 16 == 0 && (mm_scratch || w.type == gguf::type_id::f16)) return record_mul_mm_f16(m);
     const binding b[] = {bind_weight(w), bind(m.x, false), bind(m.y, true)};
     if (coopmat && mma2) {
       const mma2_tile t = mma2_tile_for(w.ne[1], m.x.rows);
@@ -500,6 +524,51 @@ struct backend::impl {
     }
     wrote(m.y);
   }
+  // Tensor-core GEMM over f16 weights: an F16 matrix is read in place; any other format is
+  // expanded into the scratch a slice of rows at a time (the recorder orders each expansion
+  // after the previous slice's GEMM has read the scratch).
+  void record_mul_mm_f16(const pending_matmul& m) {
+    const weight& w = *m.w;
+    const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
+    const mma2_tile t = mm3_tile_for(n);
+    const pipeline_request g = mm3_req(t);
+    if (w.type == gguf::type_id::f16) {  // weights start section_align (256 bytes) apart
+      const mm_f16_pc pc{K, N, n, 0, m.x.off, m.x.stride, m.y.off, m.y.stride};
+      const binding b[] = {bind_weight(w), bind(m.x, false), bind(m.y, true)};
+      dispatch(g, b, &pc, sizeof pc, div_up(N, t.bm), div_up(n, t.bn));
+      wrote(m.y);
+      return;
+    }
+    const std::uint32_t slice = std::uint32_t(std::max<std::uint64_t>(128, mm_scratch_halves / K / 128 * 128));
+    for (std::uint32_t r0 = 0; r0 < N; r0 += slice) {
+      const std::uint32_t rows = std::min(slice, N - r0);
+      const dequant_f16_pc dq{K, std::uint32_t(w.row_bytes), r0, rows, 0};
+      const binding db[] = {bind_weight(w), bind_id(mm_scratch, true)};
+      dispatch(dequant_req(w.type), db, &dq, sizeof dq, div_up(std::uint64_t(rows) * (K / 16), 256));
+      const mm_f16_pc pc{K, rows, n, 0, m.x.off, m.x.stride, m.y.off + r0, m.y.stride};
+      const binding b[] = {bind_id(mm_scratch, false), bind(m.x, false), bind(m.y, true)};
+      dispatch(g, b, &pc, sizeof pc, div_up(rows, t.bm), div_up(n, t.bn));
+    }
+    wrote(m.y);
+  }
+  // Tile per batch width, from vk_matvec_bench on the H100 (bench/RESULTS.md): 128 x 128 with
+  // 32 x 64 per warp from 128 tokens on, even where that leaves fewer workgroups than SMs
+  // (qwen3-8b pp512 4,281 vs 3,777 t/s with 128 x 64 tiles there); narrower tiles below.
+  static constexpr mma2_tile mm3_tiles[] = {{128, 128, 32, 64}, {64, 64, 32, 32}, {64, 32, 32, 16}, {64, 16, 16, 16}};
+  mma2_tile mm3_tile_for(std::uint32_t tokens) const {
+    if (mm3_forced) return mm3_shape;
+    for (const mma2_tile t : mm3_tiles)
+      if (tokens >= t.bn) return t;
+    return mm3_tiles[std::size(mm3_tiles) - 1];
+  }
+  pipeline_request mm3_req(const mma2_tile& s) const {
+    return req("mul_mm_f16", gguf::type_id::f16,
+               {{"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"},
+                {"BM", std::to_string(s.bm)}, {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)},
+                {"WN", std::to_string(s.wn)}, {"BK", "32"}},
+               3);
+  }
+  static pipeline_request dequant_req(gguf::type_id t) { return req("dequant_f16", t, {{"WG", "256"}}, 2); }
   // Tensor-core tiles (mul_mm.glsl MMA2): the largest tile that still gives the GPU a few
   // hundred workgroups (STRATA_VK_MMA2_SHAPE=BM:BN:WM:WN forces one).
   mma2_tile mma2_tile_for(std::uint64_t n_rows, std::uint32_t tokens) const {
@@ -871,6 +940,21 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
       d.insert(d.end(), v.begin(), v.end());
       reqs.push_back(impl::req("matvec", f, std::move(d), 6));
     }
+  // f16 scratch of the tensor-core GEMM: the largest matrix the tiled path multiplies, at most
+  // 64 Mi halves (bigger ones are expanded a slice of rows at a time).
+  if (P.coopmat && P.mm3) {
+    std::uint64_t most = 0;
+    for (const auto& e : P.weights)
+      if (e.info->ne[2] == 1 && e.info->ne[1] > 1 && e.info->ne[0] % 16 == 0 && e.info->type != gguf::type_id::f16)
+        most = std::max<std::uint64_t>(most, std::uint64_t(e.info->ne[0]) * e.info->ne[1]);
+    if (most) {
+      P.mm_scratch_halves = std::min<std::uint64_t>(most, 64ull << 20);
+      P.mm_scratch = P.new_buffer(P.mm_scratch_halves * 2, memory_kind::device, "f16 weight scratch (prefill)");
+      for (auto f : mat_formats)
+        if (f != gguf::type_id::f16) reqs.push_back(impl::dequant_req(f));
+    }
+    for (const mma2_tile t : impl::mm3_tiles) reqs.push_back(P.mm3_req(P.mm3_forced ? P.mm3_shape : t));
+  }
   for (auto f : mat_formats) {
     reqs.push_back(P.mul_mm_req(f));
     if (P.coopmat && P.mma2)

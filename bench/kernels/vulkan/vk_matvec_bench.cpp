@@ -6,11 +6,13 @@
 //                   [--variants mv,q:WG=128:RPG=1:U=2,...] [--tokens 1] [--iters 200] [--rotate-mb 1024]
 // Variant "mv" is the f32-activation matvec.glsl; "q:..." is mmvq.glsl (int8 activations) with
 // the given defines (WG, LPR, RPG, U; NT = --tokens).
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -155,6 +157,9 @@ struct lab {
 struct variant {
   bool mmvq = false;
   bool mm = false;  // mul_mm.glsl (tiled, tensor cores where the device has them)
+  // mul_mm_f16.glsl over weights dequant_f16.glsl expanded: "mm3:..." expands every call (as a
+  // prefill step does), "mm3g:..." times the GEMM alone on weights expanded once.
+  bool mm3 = false, mm3_expand = false;
   std::uint32_t bm = 64, bn = 64;
   std::vector<std::pair<std::string, std::string>> defines;
   std::string name;
@@ -167,6 +172,31 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
   if (s == "mv") {
     v.defines = {{"NR", "8"}, {"NT", std::to_string(nt)}, {"WG", "64"}};
     v.rows_per_wg = 8;
+    return v;
+  }
+  if (s.rfind("mm3", 0) == 0) {  // "mm3[g]:BM=..:BN=..:WM=..:WN=..:BK=.."
+    v.mm3 = true;
+    v.mm3_expand = s.rfind("mm3g", 0) != 0;
+    std::uint32_t bm = 128, bn = 128, wm = 64, wn = 32, bk = 32, lab_bits = 0;
+    for (const auto& kv : split(s, ':')) {
+      if (kv == "mm3" || kv == "mm3g") continue;
+      const auto f = split(kv, '=');
+      if (f.size() != 2) throw error("bad variant field '" + kv + "'");
+      const std::uint32_t n = std::uint32_t(std::stoul(f[1]));
+      if (f[0] == "BM") bm = n;
+      else if (f[0] == "BN") bn = n;
+      else if (f[0] == "WM") wm = n;
+      else if (f[0] == "WN") wn = n;
+      else if (f[0] == "BK") bk = n;
+      else if (f[0] == "LAB") lab_bits = n;  // mul_mm_f16.glsl's LAB knobs (results are then wrong)
+      else throw error("unknown variant field '" + f[0] + "'");
+    }
+    if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
+    v.bm = bm, v.bn = bn;
+    v.defines = {{"WG", std::to_string(bm / wm * (bn / wn) * 32)}, {"COOPMAT", "1"}, {"BM", std::to_string(bm)},
+                 {"BN", std::to_string(bn)}, {"WM", std::to_string(wm)}, {"WN", std::to_string(wn)},
+                 {"BK", std::to_string(bk)}};
+    if (lab_bits) v.defines.emplace_back("LAB", std::to_string(lab_bits));
     return v;
   }
   if (s.rfind("mm", 0) == 0) {  // "mm" = the 64x64 tile kernel; "mm:BM=..:BN=..:WM=..:WN=.." = MMA2
@@ -267,9 +297,29 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
       double rel = 0, best_us = 1e30;
     };
     std::vector<prepared> vs;
+    // mm3 variants: the expansion kernel and f16 scratch (expanded from copy 0 once for mm3g).
+    const pipeline_request dq_req{"dequant_f16", fmt, {{"WG", "256"}}, 2};
+    struct dq_pc_t {
+      std::uint32_t K, row_bytes, row0, rows, o_off;
+    };
+    const dq_pc_t dq_pc{K, row_bytes, 0, N, 0};
+    std::optional<gpu_buffer> w16;
+    auto expand = [&](command_recorder& rec, std::uint32_t copy) {
+      const binding b[] = {{{wb[copy].handle(), 0, wb[copy].size(), 0}, false}, whole(*w16, 5, true)};
+      const std::uint32_t groups = (N * (K / 16) + 255) / 256;
+      rec.dispatch(L.pipes.get(dq_req), b, &dq_pc, sizeof dq_pc, std::min<std::uint32_t>(groups, 65535),
+                   (groups + 65534) / 65535);
+    };
     for (const auto& vn : variant_names) {
       prepared pv{vn, parse_variant(vn, nt, L.ctx.info())};
       try {
+        if (pv.v.mm3) {
+          if (!w16) {
+            w16.emplace(L.ctx, std::size_t(N) * K * 2, memory_kind::device, "f16 weights");
+            L.run([&](command_recorder& rec) { expand(rec, 0); });
+          }
+          pv.pl = &L.pipes.get({"mul_mm_f16", gguf::type_id::f16, pv.v.defines, 3u});
+        } else
         pv.pl = &L.pipes.get({pv.v.mmvq ? "mmvq" : pv.v.mm ? "mul_mm" : "matvec", fmt, pv.v.defines, pv.v.mm ? 3u : 6u});
       } catch (const std::exception& e) {
         std::printf("  %-36s build failed: %s\n", vn.c_str(), e.what());
@@ -281,7 +331,12 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
       const variant& v = pv.v;
       const std::uint32_t groups = (N + v.rows_per_wg - 1) / v.rows_per_wg;
       const binding wbind{{wb[copy].handle(), 0, wb[copy].size(), 0}, false};
-      if (v.mm) {
+      if (v.mm3) {
+        if (v.mm3_expand) expand(rec, copy);
+        const std::uint32_t pc[8] = {K, N, nt, 0, 0, K, 0, N};
+        const binding b[] = {whole(*w16, 5, false), whole(xb, 1, false), whole(yb, 4, true)};
+        rec.dispatch(*pv.pl, b, pc, sizeof pc, (N + v.bm - 1) / v.bm, (nt + v.bn - 1) / v.bn);
+      } else if (v.mm) {
         const matvec_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 0, 0, 0, 0, 0, 0.0f};
         const binding b[] = {wbind, whole(xb, 1, false), whole(yb, 4, true)};
         rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + v.bm - 1) / v.bm, (nt + v.bn - 1) / v.bn);
@@ -334,6 +389,50 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
   }
 }
 
+// Raw tensor-core rate of every f16 shape the device lists for VK_NV_cooperative_matrix
+// (shaders/probe_mma.glsl): TFLOP/s of register-only multiply-accumulates.
+void mma_probe(lab& L) {
+  std::printf("\nVK_NV_cooperative_matrix shapes (M x N x K, A/B/C/D types, scope):\n");
+  std::vector<std::array<std::uint32_t, 4>> shapes;  // M, N, K, acc16
+  for (const auto& c : L.ctx.physical().getCooperativeMatrixPropertiesNV()) {
+    std::printf("  %ux%ux%u  %s/%s/%s/%s  %s\n", c.MSize, c.NSize, c.KSize, vk::to_string(c.AType).c_str(),
+                vk::to_string(c.BType).c_str(), vk::to_string(c.CType).c_str(), vk::to_string(c.DType).c_str(),
+                vk::to_string(c.scope).c_str());
+    if (c.AType == vk::ComponentTypeNV::eFloat16 && c.BType == vk::ComponentTypeNV::eFloat16 &&
+        c.scope == vk::ScopeNV::eSubgroup && c.CType == c.DType)
+      shapes.push_back({c.MSize, c.NSize, c.KSize, c.CType == vk::ComponentTypeNV::eFloat16 ? 1u : 0u});
+  }
+  gpu_buffer x(L.ctx, 1 << 16, memory_kind::device, "probe x");
+  std::vector<std::uint16_t> ones(1 << 15, 0x3c00);
+  L.upload(x, ones.data(), ones.size() * 2);
+  const std::uint32_t groups = 132 * 8, wg = 128, iters = 2048;
+  gpu_buffer y(L.ctx, std::size_t(groups) * (wg / 32) * 16 * 16 * 4, memory_kind::device, "probe y");
+  for (const auto& [m, n, k, acc16] : shapes) {
+    std::vector<std::pair<std::string, std::string>> d{{"WG", std::to_string(wg)}, {"COOPMAT", "1"}, {"MM", std::to_string(m)},
+                                                       {"NN", std::to_string(n)}, {"KK", std::to_string(k)}};
+    if (acc16) d.emplace_back("ACC16", "1");
+    const pipeline* pl = nullptr;
+    try {
+      pl = &L.pipes.get({"probe_mma", std::nullopt, d, 2});
+    } catch (const std::exception& e) {
+      std::printf("  %ux%ux%u%s: build failed: %s\n", m, n, k, acc16 ? " acc16" : "", e.what());
+      continue;
+    }
+    const std::uint32_t pc = iters;
+    auto once = [&] {
+      return L.run([&](command_recorder& rec) {
+        const binding b[] = {{{y.handle(), 0, y.size(), 1}, true}, {{x.handle(), 0, x.size(), 2}, false}};
+        rec.dispatch(*pl, b, &pc, sizeof pc, groups);
+      });
+    };
+    double best = 1e30;
+    for (int r = 0; r < 4; ++r) best = std::min(best, once());
+    const double flops = 2.0 * m * n * k * 4 * iters * (wg / 32) * groups;
+    std::printf("  probe %ux%ux%u %s: %.3f ms, %.1f TFLOP/s\n", m, n, k, acc16 ? "f16 acc" : "f32 acc", best,
+                flops / (best * 1e9));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -342,6 +441,7 @@ int main(int argc, char** argv) try {
   std::vector<std::string> variants{"mv", "q:WG=128:RPG=1:U=2"};
   std::uint32_t nt = 1, iters = 200;
   std::uint64_t rotate_mb = 1024;
+  bool probe = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -353,6 +453,7 @@ int main(int argc, char** argv) try {
     else if (a == "--tokens") nt = std::uint32_t(std::stoul(next()));
     else if (a == "--iters") iters = std::uint32_t(std::stoul(next()));
     else if (a == "--rotate-mb") rotate_mb = std::stoull(next());
+    else if (a == "--mma-probe") probe = true;
     else if (a == "--shapes") {
       shapes.clear();
       for (const auto& s : split(next(), ',')) {
@@ -366,6 +467,10 @@ int main(int argc, char** argv) try {
   std::printf("device: %s (%s), subgroup %u, int8 dot products %s\n", L.ctx.info().name.c_str(),
               L.ctx.info().driver.c_str(), L.ctx.info().subgroup_size,
               L.ctx.info().int_dot ? (std::getenv("STRATA_VK_NO_DOT4") ? "off (STRATA_VK_NO_DOT4)" : "on") : "no");
+  if (probe) {
+    mma_probe(L);
+    return 0;
+  }
   for (const auto& f : formats) {
     const auto t = gguf::type_from_name(f);
     if (!t) throw error("unknown format " + f);

@@ -1,7 +1,12 @@
 // Persistent worker threads for the CPU backend. parallel_for() hands a non-owning job to the
-// workers and the caller, which split [0, n) dynamically with an atomic counter, then waits.
-// No allocation and no mutex per call: workers sleep on an atomic generation counter
-// (std::atomic::wait, a futex on Linux) after a short spin, so back-to-back ops stay hot.
+// workers and the caller, which split [0, n) dynamically, then waits for the chunks, not for
+// the workers: a worker that the OS has not scheduled yet (a box with more runnable threads than
+// cores) is simply not waited for, and finds nothing left when it wakes. Chunks are claimed by a
+// compare-and-swap on one word holding (job generation, next index), so a late worker can never
+// take a chunk of a later job with the previous job's function. No allocation and no mutex per
+// call: idle workers spin briefly, then sleep on the generation counter (std::atomic::wait, a
+// futex on Linux); the caller spins, then sleeps on the done count, while another thread finishes
+// its last chunk.
 #pragma once
 #include <atomic>
 #include <cstdio>
@@ -41,24 +46,35 @@ class thread_pool {
 
   unsigned size() const noexcept { return n_threads_; }
 
-  // Runs f over [0, n) in chunks of `grain` items; returns when every chunk is done.
+  // Runs f over [0, n) in chunks of `grain` items; returns when every chunk is done. f(b, e,
+  // tid) runs on the caller (tid 0) or a worker (tid 1..size()-1), never on two threads with the
+  // same tid at once.
   void parallel_for(std::size_t n, std::size_t grain, job f) {
     if (n == 0) return;
     if (grain == 0) grain = 1;
-    if (n_threads_ == 1 || n <= grain) {
+    // The claim word keeps the index in its low 32 bits; nothing in the backend comes near.
+    if (n_threads_ == 1 || n <= grain || n >= index_mask) {
       f(0, n, 0);
       return;
     }
-    job_ = &f;
-    n_ = n;
-    grain_ = grain;
-    next_.store(0, std::memory_order_relaxed);
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    const std::uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
+    job_.store(&f, std::memory_order_relaxed);
+    n_.store(n, std::memory_order_relaxed);
+    grain_.store(grain, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    claim_.store(std::uint64_t(g) << 32, std::memory_order_release);
+    generation_.store(g, std::memory_order_release);
     generation_.notify_all();
-    run_chunks(0);
-    while (pending_.load(std::memory_order_acquire) != 0) STRATA_CPU_RELAX();
-    job_ = nullptr;
+    caller_asleep_.store(false, std::memory_order_relaxed);
+    run_chunks(g, 0);
+    for (int spin = 0; done_.load(std::memory_order_acquire) != n && spin < caller_spins; ++spin) STRATA_CPU_RELAX();
+    // A chunk still running belongs to a worker that may have been descheduled mid-chunk: sleep
+    // until the last chunk's thread wakes us instead of burning the time slice it needs. The
+    // flag and done_ are seq_cst on both sides, so either we see the last chunk done or its
+    // thread sees the flag and notifies.
+    caller_asleep_.store(true, std::memory_order_seq_cst);
+    for (std::size_t d = done_.load(std::memory_order_seq_cst); d != n; d = done_.load(std::memory_order_seq_cst))
+      done_.wait(d, std::memory_order_seq_cst);
   }
 
   // Physical cores (hyper-threads share execution units; matmul is bound by them).
@@ -87,21 +103,38 @@ class thread_pool {
   }
 
  private:
-  void run_chunks(unsigned tid) {
-    const job& f = *job_;
+  static constexpr std::uint64_t index_mask = 0xFFFFFFFFull;
+  static constexpr int caller_spins = 4000, worker_spins = 4000;
+
+  // Takes chunks of job generation g until none is left or the job is no longer g's. The CAS
+  // validates what was read before it: while the claim word still holds (g, begin < n), job g
+  // is unfinished, so job_, n_ and grain_ still hold g's values.
+  void run_chunks(std::uint32_t g, unsigned tid) {
+    std::uint64_t cur = claim_.load(std::memory_order_acquire);
     for (;;) {
-      const std::size_t begin = next_.fetch_add(grain_, std::memory_order_relaxed);
-      if (begin >= n_) break;
-      f(begin, begin + grain_ < n_ ? begin + grain_ : n_, tid);
+      if (std::uint32_t(cur >> 32) != g) return;
+      const std::size_t begin = std::size_t(cur & index_mask);
+      const std::size_t n = n_.load(std::memory_order_relaxed), grain = grain_.load(std::memory_order_relaxed);
+      const job* f = job_.load(std::memory_order_relaxed);
+      if (begin >= n) return;
+      const std::size_t end = begin + grain < n ? begin + grain : n;
+      if (!claim_.compare_exchange_weak(cur, (std::uint64_t(g) << 32) | end, std::memory_order_acq_rel,
+                                        std::memory_order_acquire))
+        continue;
+      (*f)(begin, end, tid);
+      if (done_.fetch_add(end - begin, std::memory_order_seq_cst) + (end - begin) == n &&
+          caller_asleep_.load(std::memory_order_seq_cst))
+        done_.notify_all();
+      cur = claim_.load(std::memory_order_acquire);
     }
   }
 
   void worker_loop(unsigned tid) {
-    std::uint64_t seen = 0;
+    std::uint32_t seen = 0;
     for (;;) {
       // Spin briefly (ops follow each other within microseconds), then sleep on the counter.
-      std::uint64_t g = generation_.load(std::memory_order_acquire);
-      for (int spin = 0; g == seen && spin < 20000; ++spin) {
+      std::uint32_t g = generation_.load(std::memory_order_acquire);
+      for (int spin = 0; g == seen && spin < worker_spins; ++spin) {
         STRATA_CPU_RELAX();
         g = generation_.load(std::memory_order_acquire);
       }
@@ -111,20 +144,19 @@ class thread_pool {
       }
       seen = g;
       if (stop_.load(std::memory_order_relaxed)) return;
-      run_chunks(tid);
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      run_chunks(g, tid);
     }
   }
 
   unsigned n_threads_;
   std::vector<std::thread> workers_;
-  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<std::uint32_t> generation_{0};
   std::atomic<bool> stop_{false};
-  std::atomic<std::size_t> next_{0};
-  std::atomic<unsigned> pending_{0};
-  const job* job_ = nullptr;
-  std::size_t n_ = 0;
-  std::size_t grain_ = 1;
+  std::atomic<std::uint64_t> claim_{0};  // (generation << 32) | next index
+  std::atomic<std::size_t> done_{0};     // items finished in the current job
+  std::atomic<const job*> job_{nullptr};
+  std::atomic<std::size_t> n_{0}, grain_{1};
+  std::atomic<bool> caller_asleep_{false};  // the caller waits on done_ (notify it at the end)
 };
 
 }  // namespace strata::kernels::cpu

@@ -1,0 +1,72 @@
+// The CPU thread pool (kernels/cpu/thread_pool.hpp): every item of every job runs exactly once,
+// with the job it was submitted with, on a thread index below size() that no other thread uses
+// at the same time; many back-to-back jobs (where a late worker could otherwise run a chunk of
+// the next job with the previous function) and more threads than cores (workers that wake
+// after the caller has done everything) included.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "strata/kernels/cpu/thread_pool.hpp"
+
+namespace {
+
+using strata::kernels::cpu::thread_pool;
+
+void check_jobs(unsigned threads, int jobs, std::uint32_t seed) {
+  thread_pool pool(threads);
+  REQUIRE(pool.size() == threads);
+  std::mt19937 rng(seed);
+  const std::size_t max_n = 700;
+  std::unique_ptr<std::atomic<int>[]> hits(new std::atomic<int>[max_n]);
+  std::unique_ptr<std::atomic<int>[]> busy(new std::atomic<int>[threads]);
+  for (unsigned t = 0; t < threads; ++t) busy[t] = 0;
+  std::atomic<int> bad_tid{0}, shared_tid{0};
+  for (int j = 0; j < jobs; ++j) {
+    const std::size_t n = std::size_t(rng() % max_n);
+    const std::size_t grain = std::size_t(rng() % 9);  // 0 means 1
+    for (std::size_t i = 0; i < max_n; ++i) hits[i] = 0;
+    // Each job adds its own number: a chunk run with another job's function shows as a wrong sum.
+    const int tag = j + 1;
+    pool.parallel_for(n, grain, [&](std::size_t b, std::size_t e, unsigned tid) {
+      if (tid >= threads) {
+        bad_tid.fetch_add(1);
+        return;
+      }
+      if (busy[tid].fetch_add(1) != 0) shared_tid.fetch_add(1);
+      for (std::size_t i = b; i < e; ++i) hits[i].fetch_add(tag);
+      busy[tid].fetch_sub(1);
+    });
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < max_n; ++i) wrong += hits[i].load() != (i < n ? tag : 0);
+    REQUIRE_MESSAGE(wrong == 0, "job " << j << ": n " << n << ", grain " << grain);
+  }
+  CHECK(bad_tid.load() == 0);
+  CHECK(shared_tid.load() == 0);
+}
+
+TEST_CASE("thread_pool: every item once, with its own job, on a distinct thread index") {
+  SUBCASE("one thread") { check_jobs(1, 200, 1); }
+  SUBCASE("two threads") { check_jobs(2, 3000, 2); }
+  SUBCASE("more threads than cores") { check_jobs(4 * std::max(1u, std::thread::hardware_concurrency()), 500, 3); }
+}
+
+TEST_CASE("thread_pool: many tiny jobs, most done by the caller before any worker wakes") {
+  // Plain (non-atomic) writes: each job's writes must be visible to the caller, and to the
+  // next job's threads, once parallel_for returns.
+  thread_pool pool(8);
+  std::vector<int> out(64, 0);
+  for (int rep = 0; rep < 2000; ++rep)
+    pool.parallel_for(out.size(), 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t i = b; i < e; ++i) out[i] += 1;
+    });
+  std::size_t wrong = 0;
+  for (int v : out) wrong += v != 2000;
+  CHECK(wrong == 0);
+}
+
+}  // namespace

@@ -51,6 +51,15 @@ constexpr preset table[] = {
    32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000.0f, 1e-5f, false,
    0, 0, 0, 0, llama31_rope, vocab_kind::llama3,
    false, true, true, "", "meta-llama/Llama-3.1-8B-Instruct config.json"},
+  // meta-llama/Llama-3.1-70B-Instruct config.json: hidden_size 8192, num_hidden_layers 80,
+  // num_attention_heads 64, num_key_value_heads 8 (no head_dim key: 8192/64 = 128),
+  // intermediate_size 28672, vocab_size 128256, rope_theta 500000, rms_norm_eps 1e-5,
+  // max_position_embeddings 131072, rope_scaling {llama3, factor 8, low 1, high 4, orig 8192}.
+  // The dense model of issue 14's tier targets (larger than any desktop GPU).
+  {"llama-3.1-70b", "Meta Llama 3.1 70B Instruct", "70B", llama,
+   80, 8192, 64, 8, 128, 28672, 128256, 131072, 500000.0f, 1e-5f, false,
+   0, 0, 0, 0, llama31_rope, vocab_kind::llama3,
+   false, true, true, "", "meta-llama/Llama-3.1-70B-Instruct config.json"},
   // Qwen/Qwen3-30B-A3B config.json: hidden_size 2048, num_hidden_layers 48, num_attention_heads 32,
   // num_key_value_heads 4, head_dim 128, intermediate_size 6144, moe_intermediate_size 768,
   // num_experts 128, num_experts_per_tok 8, decoder_sparse_step 1 (every layer MoE),

@@ -230,7 +230,7 @@ TEST_CASE("big presets have the real tensor shapes (plan only, no data)") {
     const char* preset;
     std::size_t tensors;
     std::vector<std::pair<const char*, std::vector<std::uint64_t>>> shapes;
-    double gb_lo, gb_hi;  // Q4_K_M file size bounds (real files: 5.03, 4.92, 18.6, 65.6 GB)
+    double gb_lo, gb_hi;  // Q4_K_M file size bounds (real files: 5.03, 4.92, 42.5, 18.6, 65.6 GB)
   };
   const expect cases[] = {
       {"qwen3-0.6b", 2 + 28 * 11,  // tied: no output.weight
@@ -246,6 +246,10 @@ TEST_CASE("big presets have the real tensor shapes (plan only, no data)") {
       {"llama-3.1-8b", 3 + 32 * 9 + 1,
        {{"rope_freqs.weight", {64}}, {"blk.31.ffn_gate.weight", {4096, 14336}}, {"blk.0.attn_v.weight", {4096, 1024}}},
        4.8, 5.0},
+      {"llama-3.1-70b", 3 + 80 * 9 + 1,
+       {{"token_embd.weight", {8192, 128256}}, {"blk.79.attn_q.weight", {8192, 8192}},
+        {"blk.0.attn_k.weight", {8192, 1024}}, {"blk.79.ffn_down.weight", {28672, 8192}}},
+       41.5, 43.5},  // bartowski's Meta-Llama-3.1-70B-Instruct-Q4_K_M.gguf: 42.5 GB
       {"qwen3-30b-a3b", 3 + 48 * 12,
        {{"blk.0.attn_q.weight", {2048, 4096}}, {"blk.0.attn_output.weight", {4096, 2048}},
         {"blk.47.ffn_gate_inp.weight", {2048, 128}}, {"blk.47.ffn_up_exps.weight", {2048, 768, 128}},

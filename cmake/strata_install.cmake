@@ -24,7 +24,7 @@ install(FILES ${PROJECT_BINARY_DIR}/strataConfig.cmake ${PROJECT_BINARY_DIR}/str
 # pkg-config: the static runtime needs its private dependencies on the consumer's link line.
 # glslang is a set of static archives on Debian 12 whose glslang.pc leaves some out (see
 # runtime/meson.build), so they are named here, grouped because they depend on each other.
-set(STRATA_PC_RUNTIME_LIBS "-lstrata_runtime -lboost_json")
+set(STRATA_PC_RUNTIME_LIBS "-lstrata_runtime -lboost_json -luring")
 set(STRATA_PC_RUNTIME_CFLAGS "")
 if(STRATA_VULKAN)
   set(STRATA_PC_RUNTIME_CFLAGS "-DSTRATA_HAS_VULKAN")

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "devices.hpp"
+
 #include "strata/core/error.hpp"
 
 namespace strata::gpu {
@@ -76,9 +78,9 @@ const device_probe& probe() {
 
 std::vector<std::string> list_devices() { return probe().names; }
 
-context::context(int device_index) : vk_context_(make_context()) {
-  instance_ = make_instance(vk_context_);
-  vk::raii::PhysicalDevices devices(instance_);
+namespace {
+// device_index < 0: the first discrete GPU, else the first integrated, else the first device.
+std::size_t pick_device(const vk::raii::PhysicalDevices& devices, int device_index) {
   if (devices.empty()) throw error("no Vulkan device found (the loader sees no driver); use --backend cpu");
   std::size_t pick = 0;
   if (device_index >= 0) {
@@ -88,15 +90,48 @@ context::context(int device_index) : vk_context_(make_context()) {
         names += (i ? ", " : "") + std::to_string(i) + ": " + std::string(devices[i].getProperties().deviceName.data());
       throw error("Vulkan device " + std::to_string(device_index) + " does not exist (devices: " + names + ")");
     }
-    pick = std::size_t(device_index);
-  } else {
-    auto rank = [](vk::PhysicalDeviceType t) {
-      return t == vk::PhysicalDeviceType::eDiscreteGpu ? 0 : t == vk::PhysicalDeviceType::eIntegratedGpu ? 1 : 2;
-    };
-    for (std::size_t i = 1; i < devices.size(); ++i)
-      if (rank(devices[i].getProperties().deviceType) < rank(devices[pick].getProperties().deviceType)) pick = i;
+    return std::size_t(device_index);
   }
-  physical_ = std::move(devices[pick]);
+  auto rank = [](vk::PhysicalDeviceType t) {
+    return t == vk::PhysicalDeviceType::eDiscreteGpu ? 0 : t == vk::PhysicalDeviceType::eIntegratedGpu ? 1 : 2;
+  };
+  for (std::size_t i = 1; i < devices.size(); ++i)
+    if (rank(devices[i].getProperties().deviceType) < rank(devices[pick].getProperties().deviceType)) pick = i;
+  return pick;
+}
+}  // namespace
+
+device_memory query_device_memory(int index) {
+  vk::raii::PhysicalDevices devices(probe().instance);
+  const vk::raii::PhysicalDevice& pd = devices[pick_device(devices, index)];
+  const auto props = pd.getProperties();
+  device_memory m;
+  m.name = props.deviceName.data();
+  m.is_cpu = props.deviceType == vk::PhysicalDeviceType::eCpu;
+  m.budget_ext = has_extension(pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  // The budget struct may be chained only when the extension is there.
+  vk::PhysicalDeviceMemoryBudgetPropertiesEXT budget;
+  vk::PhysicalDeviceMemoryProperties mp;
+  if (m.budget_ext) {
+    const auto chain = pd.getMemoryProperties2<vk::PhysicalDeviceMemoryProperties2, vk::PhysicalDeviceMemoryBudgetPropertiesEXT>();
+    mp = chain.get<vk::PhysicalDeviceMemoryProperties2>().memoryProperties;
+    budget = chain.get<vk::PhysicalDeviceMemoryBudgetPropertiesEXT>();
+  } else {
+    mp = pd.getMemoryProperties();
+  }
+  for (std::uint32_t h = 0; h < mp.memoryHeapCount; ++h) {
+    if (!(mp.memoryHeaps[h].flags & vk::MemoryHeapFlagBits::eDeviceLocal)) continue;
+    m.heap_bytes += mp.memoryHeaps[h].size;
+    m.budget_bytes += m.budget_ext ? budget.heapBudget[h] : mp.memoryHeaps[h].size;
+    m.usage_bytes += m.budget_ext ? budget.heapUsage[h] : 0;
+  }
+  return m;
+}
+
+context::context(int device_index) : vk_context_(make_context()) {
+  instance_ = make_instance(vk_context_);
+  vk::raii::PhysicalDevices devices(instance_);
+  physical_ = std::move(devices[pick_device(devices, device_index)]);
 
   const auto props = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceSubgroupProperties,
                                               vk::PhysicalDeviceVulkan11Properties, vk::PhysicalDeviceDriverProperties>();
@@ -199,6 +234,29 @@ context::context(int device_index) : vk_context_(make_context()) {
   queue_ = device_.getQueue(queue_family_, 0);
 }
 
+memory_use classify_buffer_label(const std::string& label) noexcept {
+  if (label.starts_with("weights")) return memory_use::weights;
+  if (label.starts_with("KV")) return memory_use::kv;
+  return memory_use::scratch;
+}
+
+void context::charge(std::uint64_t bytes, const std::string& label) const {
+  const memory_use use = classify_buffer_label(label);
+  if (ledger_.budget && ledger_.total() + bytes > ledger_.budget) {
+    const auto mib = [](std::uint64_t b) { return std::to_string((b + (1ull << 20) - 1) >> 20) + " MiB"; };
+    throw error("GPU memory budget exceeded: " + label + " needs " + mib(bytes) + " but --gpu-budget " +
+                mib(ledger_.budget) + " has " + mib(ledger_.budget - ledger_.total()) + " left (weights " +
+                mib(ledger_.weights) + ", KV " + mib(ledger_.kv) + ", scratch " + mib(ledger_.scratch) +
+                " allocated on '" + info_.name + "'); raise --gpu-budget, lower -c or -ngl, or use --backend cpu");
+  }
+  (use == memory_use::weights ? ledger_.weights : use == memory_use::kv ? ledger_.kv : ledger_.scratch) += bytes;
+}
+
+void context::release(std::uint64_t bytes, memory_use use) const noexcept {
+  std::uint64_t& n = use == memory_use::weights ? ledger_.weights : use == memory_use::kv ? ledger_.kv : ledger_.scratch;
+  n -= std::min(n, bytes);
+}
+
 std::optional<std::uint32_t> context::memory_type(std::uint32_t type_bits, vk::MemoryPropertyFlags required,
                                                   vk::MemoryPropertyFlags preferred) const {
   std::optional<std::uint32_t> fallback;
@@ -213,8 +271,6 @@ std::optional<std::uint32_t> context::memory_type(std::uint32_t type_bits, vk::M
 }
 
 }  // namespace strata::gpu
-
-#include "devices.hpp"
 
 namespace strata::gpu {
 std::vector<bool> gpu_device_kinds() { return probe().is_gpu; }

@@ -36,6 +36,18 @@ struct device_info {
 // Names of the Vulkan devices visible to the loader, in index order (for --list-devices).
 std::vector<std::string> list_devices();
 
+// What device-local memory a context's buffers hold, by the first word of each buffer's label
+// ("weights (chunk 0)", "KV cache K, layer 3", anything else: scratch), and the hard cap on it
+// (--gpu-budget; 0: none) that allocation checks before asking the driver.
+enum class memory_use { weights, kv, scratch };
+memory_use classify_buffer_label(const std::string& label) noexcept;
+
+struct memory_ledger {
+  std::uint64_t budget = 0;  // 0: no cap
+  std::uint64_t weights = 0, kv = 0, scratch = 0;
+  std::uint64_t total() const noexcept { return weights + kv + scratch; }
+};
+
 class context {
  public:
   // device_index < 0 picks the first discrete GPU, else the first integrated, else the first
@@ -51,6 +63,14 @@ class context {
   std::optional<std::uint32_t> memory_type(std::uint32_t type_bits, vk::MemoryPropertyFlags required,
                                            vk::MemoryPropertyFlags preferred = {}) const;
 
+  // The cap applies to allocations made after it is set (set it before loading weights).
+  void set_memory_budget(std::uint64_t bytes) noexcept { ledger_.budget = bytes; }
+  const memory_ledger& ledger() const noexcept { return ledger_; }
+  // Counts `bytes` of device-local memory for `label`; throws strata::error naming the budget,
+  // what is already held and the request when the cap would be passed.
+  void charge(std::uint64_t bytes, const std::string& label) const;
+  void release(std::uint64_t bytes, memory_use use) const noexcept;
+
  private:
   vk::raii::Context vk_context_;
   vk::raii::Instance instance_{nullptr};
@@ -60,6 +80,7 @@ class context {
   std::uint32_t queue_family_ = 0;
   device_info info_;
   vk::PhysicalDeviceMemoryProperties mem_props_;
+  mutable memory_ledger ledger_;  // buffers are created through const contexts
 };
 
 }  // namespace strata::gpu

@@ -1,5 +1,6 @@
 // Device enumeration for backend selection, without exposing Vulkan types.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,29 @@ namespace strata::gpu {
 std::vector<bool> gpu_device_kinds();
 // Names of the Vulkan devices in index order.
 std::vector<std::string> list_devices();
+
+// Device-local memory of one device, asked at the time of the call.
+struct device_memory {
+  std::string name;
+  bool is_cpu = false;             // lavapipe: "device-local" is host RAM
+  std::uint64_t heap_bytes = 0;    // sum of the device-local heaps
+  std::uint64_t budget_bytes = 0;  // VK_EXT_memory_budget: what this process may allocate (else heap_bytes)
+  std::uint64_t usage_bytes = 0;   // VK_EXT_memory_budget: what this process holds (else 0)
+  bool budget_ext = false;         // whether the two above come from VK_EXT_memory_budget
+};
+// index < 0: the device a context with device_index -1 picks. Throws strata::error (no device,
+// no such index).
+device_memory query_device_memory(int index);
+
+// Copy speeds on one device's compute queue, best of a few repetitions (B/s): host-visible
+// (pinned) -> device-local, and device-local -> device-local counted as bytes read (each copied
+// byte is read once and written once: a proxy for kernel reads of resident weights).
+struct transfer_speeds {
+  std::string device;
+  double host_to_device = 0;
+  double device_read = 0;
+};
+transfer_speeds probe_transfers(int index, std::uint64_t bytes);
 }  // namespace strata::gpu
 
 namespace strata::rt {

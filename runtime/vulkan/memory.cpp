@@ -33,14 +33,41 @@ gpu_buffer::gpu_buffer(const context& ctx, std::uint64_t bytes, memory_kind kind
       break;
   }
   if (!type) throw error("GPU '" + ctx.info().name + "' has no suitable memory type for " + what);
+  // The budget is checked before the driver is asked; a failed constructor returns the charge.
+  if (kind == memory_kind::device) ctx.charge(req.size, what);
   try {
     memory_ = vk::raii::DeviceMemory(ctx.device(), vk::MemoryAllocateInfo(req.size, *type));
+    buffer_.bindMemory(*memory_, 0);
   } catch (const vk::SystemError& e) {
+    if (kind == memory_kind::device) ctx.release(req.size, classify_buffer_label(what));
     throw error("out of GPU memory allocating " + gib(req.size) + " for " + what + " on '" + ctx.info().name +
                 "' (" + e.what() + "); use a smaller context (-c), fewer GPU layers (-ngl) or --backend cpu");
   }
-  buffer_.bindMemory(*memory_, 0);
+  if (kind == memory_kind::device) {
+    charged_ctx_ = &ctx;
+    charged_ = req.size;
+    use_ = classify_buffer_label(what);
+  }
   if (kind != memory_kind::device) mapped_ = static_cast<std::byte*>(memory_.mapMemory(0, VK_WHOLE_SIZE));
+}
+
+gpu_buffer& gpu_buffer::operator=(gpu_buffer&& o) noexcept {
+  if (this == &o) return *this;
+  uncharge();
+  buffer_ = std::move(o.buffer_);  // the buffer before its memory: destroyed in that order below
+  memory_ = std::move(o.memory_);
+  size_ = std::exchange(o.size_, 0);
+  mapped_ = std::exchange(o.mapped_, nullptr);
+  charged_ctx_ = std::exchange(o.charged_ctx_, nullptr);
+  charged_ = std::exchange(o.charged_, 0);
+  use_ = o.use_;
+  return *this;
+}
+
+void gpu_buffer::uncharge() noexcept {
+  if (charged_ctx_) charged_ctx_->release(charged_, use_);
+  charged_ctx_ = nullptr;
+  charged_ = 0;
 }
 
 arena_layout::placement arena_layout::place(std::uint64_t bytes, const std::string& what) {

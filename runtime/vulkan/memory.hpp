@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "context.hpp"
@@ -22,6 +23,9 @@ class gpu_buffer {
  public:
   gpu_buffer() = default;
   gpu_buffer(const context& ctx, std::uint64_t bytes, memory_kind kind, const std::string& what);
+  gpu_buffer(gpu_buffer&& o) noexcept { *this = std::move(o); }
+  gpu_buffer& operator=(gpu_buffer&& o) noexcept;
+  ~gpu_buffer() { uncharge(); }
 
   vk::Buffer handle() const noexcept { return *buffer_; }
   std::uint64_t size() const noexcept { return size_; }
@@ -33,6 +37,12 @@ class gpu_buffer {
   vk::raii::Buffer buffer_{nullptr};
   std::uint64_t size_ = 0;
   std::byte* mapped_ = nullptr;
+  // Device-local bytes counted in the context's ledger (returned when the buffer goes).
+  const context* charged_ctx_ = nullptr;
+  std::uint64_t charged_ = 0;
+  memory_use use_ = memory_use::scratch;
+
+  void uncharge() noexcept;
 };
 
 // A sub-range of a buffer, as bound to one shader binding.

@@ -10,6 +10,7 @@
 #include <glslang/SPIRV/GlslangToSpv.h>
 #include <glslang/build_info.h>
 
+#include "strata/runtime/cache_dir.hpp"
 #include "strata/core/error.hpp"
 
 namespace strata::gpu {
@@ -23,12 +24,7 @@ std::uint64_t stable_hash(std::string_view s, std::uint64_t h) noexcept {
   return h;
 }
 
-fs::path default_cache_dir() {
-  if (const char* d = std::getenv("STRATA_CACHE_DIR"); d && *d) return fs::path(d);
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return fs::path(d) / "strata";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "strata";
-  return {};
-}
+fs::path default_cache_dir() { return rt::default_cache_dir(); }
 
 namespace {
 std::once_flag glslang_once;

@@ -1,0 +1,266 @@
+// The link probe (strata/runtime/link_probe.hpp): host DRAM read by T threads, O_DIRECT reads
+// through io_uring at QD1 and QD32, the GPU copies (runtime/vulkan/transfer_probe.cpp), and the
+// per-machine cache file.
+#include "strata/runtime/link_probe.hpp"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "strata/core/error.hpp"
+#include "strata/runtime/cache_dir.hpp"
+#include "strata/kernels/cpu/thread_pool.hpp"
+
+#ifdef STRATA_HAS_VULKAN
+#include "devices.hpp"
+#endif
+
+namespace strata::rt {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// Best of 3 sweeps of `bytes` by `threads` threads, each summing its slice (B/s).
+double dram_read(std::uint64_t bytes, unsigned threads) {
+  const std::size_t n = bytes / sizeof(std::uint64_t);
+  std::vector<std::uint64_t> buf(n);
+  for (std::size_t i = 0; i < n; ++i) buf[i] = i;  // fault every page in before timing
+  std::vector<std::uint64_t> sums(threads);
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = clock_type::now();
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        const std::size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+        std::uint64_t s = 0;
+        for (std::size_t i = lo; i < hi; ++i) s += buf[i];
+        sums[t] = s;
+      });
+    for (auto& th : pool) th.join();
+    best = std::min(best, seconds_since(t0));
+  }
+  std::uint64_t check = 0;
+  for (const auto s : sums) check += s;
+  if (check != std::uint64_t(n) * (n - 1) / 2) throw error("link probe: DRAM sweep summed wrong");  // keeps the loop
+  return double(n * sizeof(std::uint64_t)) / best;
+}
+
+struct fd_guard {
+  int fd = -1;
+  ~fd_guard() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// O_DIRECT reads of 1 MiB at random aligned offsets of `file`, `depth` in flight, until `bytes`
+// or `seconds` (B/s). Throws naming the file and the reason when O_DIRECT reads cannot be done.
+double direct_read(const std::filesystem::path& file, unsigned depth, std::uint64_t bytes, double seconds) {
+  constexpr std::size_t chunk = 1 << 20;
+  fd_guard f{::open(file.c_str(), O_RDONLY | O_DIRECT)};
+  if (f.fd < 0) throw error("cannot open '" + file.string() + "' with O_DIRECT: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) throw error("cannot stat '" + file.string() + "': " + std::strerror(errno));
+  const std::uint64_t blocks = std::uint64_t(st.st_size) / chunk;
+  if (blocks == 0) throw error("'" + file.string() + "' is smaller than one 1 MiB read");
+  io_uring ring{};
+  if (const int rc = io_uring_queue_init(depth, &ring, 0); rc < 0)
+    throw error(std::string("io_uring_queue_init failed: ") + std::strerror(-rc));
+  const std::unique_ptr<io_uring, void (*)(io_uring*)> ring_guard(&ring, io_uring_queue_exit);
+  std::vector<void*> buffers(depth, nullptr);
+  const auto free_all = [&] {
+    for (void* b : buffers) std::free(b);
+  };
+  for (void*& b : buffers)
+    if (posix_memalign(&b, 4096, chunk) != 0) {
+      free_all();
+      throw error("link probe: out of memory for O_DIRECT buffers");
+    }
+  std::mt19937_64 rng(42);
+  std::uint64_t done = 0, issued = 0;
+  unsigned in_flight = 0;
+  const auto t0 = clock_type::now();
+  const auto submit = [&](std::uintptr_t slot) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_prep_read(sqe, f.fd, buffers[slot], chunk, (rng() % blocks) * chunk);
+    io_uring_sqe_set_data(sqe, reinterpret_cast<void*>(slot));
+    ++in_flight;
+    issued += chunk;
+  };
+  std::string failure;
+  for (unsigned s = 0; s < depth; ++s) submit(s);
+  io_uring_submit(&ring);
+  while (in_flight > 0) {
+    io_uring_cqe* cqe = nullptr;
+    if (const int rc = io_uring_wait_cqe(&ring, &cqe); rc < 0) {
+      failure = std::string("io_uring_wait_cqe: ") + std::strerror(-rc);
+      break;
+    }
+    const int res = cqe->res;
+    const auto slot = reinterpret_cast<std::uintptr_t>(io_uring_cqe_get_data(cqe));
+    io_uring_cqe_seen(&ring, cqe);
+    --in_flight;
+    if (res < 0 && failure.empty()) failure = std::strerror(-res);
+    if (res > 0) done += std::uint64_t(res);
+    if (failure.empty() && issued < bytes && seconds_since(t0) < seconds) {
+      submit(slot);
+      io_uring_submit(&ring);
+    }
+  }
+  const double elapsed = seconds_since(t0);
+  free_all();
+  if (!failure.empty()) throw error("O_DIRECT read of '" + file.string() + "' failed: " + failure);
+  return double(done) / elapsed;
+}
+
+std::string first_line_value(const char* path, std::string_view key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with(key)) {
+      const auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  return {};
+}
+
+std::string fmt_rate(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+tiers::link_speeds probe_links(const probe_options& o) {
+  tiers::link_speeds l = tiers::assumed_desktop_links();
+  std::string measured, assumed = " gpu_flops cpu_flops handoff";
+  const unsigned threads = o.threads ? o.threads : kernels::cpu::thread_pool::physical_cores();
+  l.cpu_read = dram_read(o.dram_bytes, threads);
+  measured += " cpu_read(" + std::to_string(threads) + " threads)";
+  std::string notes;
+  if (!o.disk_file.empty()) {
+    try {
+      l.nvme_qd1 = direct_read(o.disk_file, 1, o.disk_bytes, o.seconds_per_test);
+      l.nvme_qd32 = direct_read(o.disk_file, 32, o.disk_bytes, o.seconds_per_test);
+      measured += " nvme_qd1 nvme_qd32";
+    } catch (const error& e) {
+      assumed += " nvme_qd1 nvme_qd32";
+      notes += "; disk not measured: " + std::string(e.what());
+    }
+  } else {
+    assumed += " nvme_qd1 nvme_qd32";
+  }
+  bool gpu_done = false;
+#ifdef STRATA_HAS_VULKAN
+  if (o.gpu) {
+    try {
+      const gpu::transfer_speeds t = gpu::probe_transfers(o.device, o.gpu_bytes);
+      l.host_to_gpu = t.host_to_device;
+      l.gpu_read = t.device_read;
+      measured += " host_to_gpu gpu_read('" + t.device + "' copies)";
+      gpu_done = true;
+    } catch (const std::exception& e) {
+      notes += "; GPU not measured: " + std::string(e.what());
+    }
+  }
+#endif
+  if (!gpu_done) assumed += " host_to_gpu gpu_read";
+  l.source = "probe: measured" + measured + "; assumed" + assumed + notes;
+  return l;
+}
+
+std::filesystem::path link_cache_path(const probe_options& o) {
+  const std::filesystem::path dir = default_cache_dir();
+  if (dir.empty()) return {};
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on "|" + std::string.
+  std::string key = host;
+  key += '|';
+  key += first_line_value("/proc/cpuinfo", "model name");
+  key += '|';
+  key += std::to_string(o.threads ? o.threads : kernels::cpu::thread_pool::physical_cores());
+#ifdef STRATA_HAS_VULKAN
+  if (o.gpu) {
+    try {
+      key += '|';
+      key += gpu::query_device_memory(o.device).name;
+    } catch (const std::exception&) {
+      key += "|no-gpu";
+    }
+  }
+#endif
+  struct stat st {};
+  if (!o.disk_file.empty() && ::stat(o.disk_file.c_str(), &st) == 0)
+    key += "|dev " + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (const unsigned char c : key) h = (h ^ c) * 0x100000001b3ull;
+  char name[40];
+  std::snprintf(name, sizeof name, "links-%016llx.txt", static_cast<unsigned long long>(h));
+  return dir / name;
+}
+
+void save_cached_links(const std::filesystem::path& file, const tiers::link_speeds& l) {
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream out(file);
+  out << "strata-link-probe 1\n"
+      << "gpu_read " << fmt_rate(l.gpu_read) << "\nhost_to_gpu " << fmt_rate(l.host_to_gpu) << "\ncpu_read "
+      << fmt_rate(l.cpu_read) << "\nnvme_qd1 " << fmt_rate(l.nvme_qd1) << "\nnvme_qd32 " << fmt_rate(l.nvme_qd32)
+      << "\ngpu_flops " << fmt_rate(l.gpu_flops) << "\ncpu_flops " << fmt_rate(l.cpu_flops) << "\nhandoff_s "
+      << fmt_rate(l.handoff_s) << "\nsource " << l.source << "\n";
+  if (!out) throw error("cannot write the link probe cache '" + file.string() + "'");
+}
+
+std::optional<tiers::link_speeds> load_cached_links(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) return std::nullopt;
+  std::string line;
+  if (!std::getline(in, line) || line != "strata-link-probe 1")
+    throw error("link probe cache '" + file.string() + "': line 1 is not 'strata-link-probe 1' (delete the file)");
+  tiers::link_speeds l;
+  int line_no = 1, numbers = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const auto sp = line.find(' ');
+    const std::string key = line.substr(0, sp), value = sp == std::string::npos ? "" : line.substr(sp + 1);
+    if (key == "source") {
+      l.source = "probe cache " + file.string() + " (" + value + ")";
+      continue;
+    }
+    double* field = key == "gpu_read" ? &l.gpu_read : key == "host_to_gpu" ? &l.host_to_gpu
+                  : key == "cpu_read" ? &l.cpu_read : key == "nvme_qd1" ? &l.nvme_qd1
+                  : key == "nvme_qd32" ? &l.nvme_qd32 : key == "gpu_flops" ? &l.gpu_flops
+                  : key == "cpu_flops" ? &l.cpu_flops : key == "handoff_s" ? &l.handoff_s : nullptr;
+    char* end = nullptr;
+    const double v = field ? std::strtod(value.c_str(), &end) : 0;
+    if (!field || value.empty() || *end != '\0' || !(v > 0))
+      throw error("link probe cache '" + file.string() + "' line " + std::to_string(line_no) + ": '" + line +
+                  "' is not '<link> <positive number>' (delete the file to probe again)");
+    *field = v;
+    ++numbers;
+  }
+  if (numbers != 8 || l.source.empty())
+    throw error("link probe cache '" + file.string() + "' is incomplete (delete the file to probe again)");
+  return l;
+}
+
+}  // namespace strata::rt

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   CLI::App app{"strata-run: run and inspect GGUF models"};
   app.add_option("-m,--model", o.model, "GGUF model file (default: the bundled demo model, models/strata-demo.gguf)");
   app.add_flag("--info", o.info, "print architecture, hyper-parameters, tokenizer and tensor table");
-  app.add_flag("--json", o.json, "with --info: print one JSON object instead of text");
+  app.add_flag("--json", o.json, "with --info or --plan: print one JSON object instead of text");
   auto* tk = app.add_option("--tokenize", o.tokenize_text, "print the token ids of TEXT as a JSON array (BOS/EOS as the GGUF says)");
   auto* dt = app.add_option("--detokenize", o.detokenize_ids, "print the text of comma-separated token ids");
   app.add_flag("--no-parse-special", o.no_parse_special, "with --tokenize: treat special-token text as plain text");
@@ -67,11 +67,26 @@ int main(int argc, char** argv) {
   app.add_flag("--no-display-prompt", o.no_display_prompt, "do not echo the prompt");
   app.add_option("--perplexity", o.perplexity_file, "perplexity of a text file, as llama-perplexity computes it (-c chunk size)");
   app.add_option("--chunks", o.n_chunks, "with --perplexity: at most this many chunks");
+  app.add_flag("--plan", o.plan,
+               "print where each tensor would live and run (GPU-resident, GPU-streamed, CPU-computed, disk-backed), "
+               "bytes per token per link and predicted decode/prefill t/s, then exit (--json: one JSON object)");
+  auto* pr = app.add_flag("--probe", o.probe, "with --plan: measure the links (DRAM, GPU copies, O_DIRECT reads of the model's "
+                                              "drive) now and cache them per machine; without it --plan uses the cache, "
+                                              "else assumed speeds");
+  auto* gb = app.add_option("--gpu-budget", o.gpu_budget, "with --plan: GPU memory for weights, KV and scratch, e.g. 12G "
+                                                         "(default: free GPU memory minus a margin)");
+  auto* rb = app.add_option("--ram-budget", o.ram_budget, "with --plan: RAM for weights, CPU KV and scratch, e.g. 48G "
+                                                         "(default: MemAvailable minus a margin)");
+  auto* ot = app.add_option("--override-tensor", o.override_tensor,
+                            "with --plan: -ot REGEX=gpu|cpu|disk[,...]: tensors whose name matches go there (first match wins)");
+  auto* cm = app.add_flag("--cpu-moe", o.cpu_moe, "with --plan: every routed-expert tensor stays in RAM, computed on the CPU");
+  auto* ncm = app.add_option("--n-cpu-moe", o.n_cpu_moe, "with --plan: the routed experts of the first N layers stay on the CPU");
   // llama.cpp's multi-letter single-dash flags (-cnv, -sys, -ngl), which CLI11 cannot declare.
   std::vector<std::string> args;
   for (int i = argc - 1; i >= 1; --i) {
     const std::string a = argv[i];
-    args.push_back(a == "-cnv" ? "--conversation" : a == "-sys" ? "--system-prompt" : a == "-ngl" ? "--n-gpu-layers" : a);
+    args.push_back(a == "-cnv" ? "--conversation" : a == "-sys" ? "--system-prompt" : a == "-ngl" ? "--n-gpu-layers"
+                   : a == "-ot" ? "--override-tensor" : a);
   }
   try {
     app.parse(args);
@@ -82,9 +97,15 @@ int main(int argc, char** argv) {
   o.detokenize = dt->count() > 0;
   o.n_predict_set = np->count() > 0;
   o.n_ctx_set = cs->count() > 0;
+  o.tier_options_set = pr->count() + gb->count() + rb->count() + ot->count() + cm->count() + ncm->count() > 0;
   try {
+    // The engine does not place tensors by plan yet: these options must not look as if it did.
+    if (o.tier_options_set && !o.plan)
+      throw strata::error("--probe, --gpu-budget, --ram-budget, -ot, --cpu-moe and --n-cpu-moe are only read by --plan so far "
+                          "(the engine does not execute placement plans yet; -ngl splits layers)");
     if (o.model.empty()) o.model = strata::rt::find_default_model().string();
     if (o.info) return strata::app::run_info(o);
+    if (o.plan) return strata::app::run_plan(o);
     if (o.tokenize) return strata::app::run_tokenize(o);
     if (o.detokenize) return strata::app::run_detokenize(o);
     if (!o.perplexity_file.empty()) return strata::app::run_perplexity(o);

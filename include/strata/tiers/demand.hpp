@@ -3,6 +3,7 @@
 // embedding: one row), plus the KV cache and activation scratch. The placement planner
 // (tiers/planner.hpp) works on this and nothing else, so tests build synthetic models directly.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>

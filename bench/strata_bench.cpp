@@ -1,12 +1,17 @@
 // strata-bench: llama-bench-style throughput. pp<N>: prompt processing of N tokens in batches;
 // tg<N>: N single-token decode steps; "@ d<D>": after D tokens already in the KV cache.
 // Repetitions report mean ± sample standard deviation of tokens/s; --json prints one object.
+// Each row also gives the memory-tier cost model's prediction for the placement that ran
+// (include/strata/tiers/, link speeds from `strata-run --plan --probe`'s cache, else assumed):
+// a gap over 20% between predicted and measured is a fault in the model or the engine.
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +19,8 @@
 #include "strata/kv/kv_config.hpp"
 #include "strata/kernels/cpu/kv_storage.hpp"
 #include "strata/runtime/engine.hpp"
+#include "strata/runtime/link_probe.hpp"
+#include "strata/tiers/layer_split.hpp"
 
 namespace {
 
@@ -27,6 +34,7 @@ struct result {
   std::vector<double> samples;  // tokens/s per repetition
   std::string type_k, type_v;   // KV cache types
   std::uint64_t kv_bytes_per_token = 0;  // K + V over all layers, compressed rows
+  double predicted_ts = 0;      // cost model (tiers/cost.hpp) for the placement that ran
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -131,6 +139,28 @@ int main(int argc, char** argv) {
           r.kv_bytes_per_token = kv_bytes;
           return r;
         };
+        // The cost model's view of this run: -ngl's layer split, links from the probe cache.
+        const bool on_gpu = !m->backend_description().starts_with("cpu");
+        strata::rt::probe_options probe;
+        probe.disk_file = path;
+        probe.threads = th;
+        probe.gpu = on_gpu;
+        probe.device = device;
+        const auto cache = strata::rt::link_cache_path(probe);
+        auto cached = cache.empty() ? std::nullopt : strata::rt::load_cached_links(cache);
+        const strata::tiers::link_speeds links = cached ? *cached : strata::tiers::assumed_desktop_links();
+        std::fprintf(stderr, "strata-bench: predicted t/s from link speeds: %s\n", links.source.c_str());
+        const auto predict = [&](std::uint32_t depth, std::uint32_t tokens, bool prefill) {
+          strata::tiers::demand_options dopt;
+          dopt.n_ctx = depth + (prefill ? tokens : tokens / 2 + 1);  // the average context a token sees
+          dopt.kv_bytes_per_element = double(kv_bytes) / (2.0 * hp.n_layer * hp.n_embd_kv());
+          dopt.max_batch = n_batch;
+          const auto demand = strata::tiers::demand_from_gguf(m->gguf(), hp, dopt);
+          const auto placement = strata::tiers::layer_split_placement(demand, on_gpu ? n_gpu_layers : 0);
+          const std::uint32_t batch = prefill ? std::min(tokens, n_batch) : 1;
+          return strata::tiers::evaluate(demand, placement, links, batch, strata::tiers::execution_order(demand))
+              .tokens_per_second();
+        };
         strata::rt::session s(*m);
         std::mt19937 rng(42);
         const std::string name = std::filesystem::path(path).filename().string();
@@ -174,6 +204,7 @@ int main(int argc, char** argv) {
               r.samples.push_back(double(p) / sec);
             }
             report_profile(r.test, p);
+            r.predicted_ts = predict(d, p, true);
             results.push_back(tag(r));
           }
           for (auto g : n_gen) {
@@ -193,6 +224,7 @@ int main(int argc, char** argv) {
               r.samples.push_back(double(g) / sec);
             }
             report_profile(r.test, g);
+            r.predicted_ts = predict(d, g, false);
             results.push_back(tag(r));
           }
         }
@@ -222,24 +254,26 @@ int main(int argc, char** argv) {
                                            {"kv_bytes_per_token", r.kv_bytes_per_token},
                                            {"avg_ts", r.mean()},
                                            {"stddev_ts", r.sd()},
+                                           {"predicted_ts", r.predicted_ts},
                                            {"samples_ts", std::move(samples)}});
     }
     std::cout << boost::json::serialize(boost::json::object{{"results", std::move(arr)}}) << "\n";
     return 0;
   }
-  std::printf("| %-28s | %10s | %8s | %-24s | %9s | %14s | %20s |\n", "model", "size", "params", "backend", "kv k/v",
-              "test", "t/s");
-  std::printf("| %.28s | %.10s | %.8s | %.24s | %.9s | %.14s | %.20s |\n", "------------------------------",
+  std::printf("| %-28s | %10s | %8s | %-24s | %9s | %14s | %20s | %10s |\n", "model", "size", "params", "backend",
+              "kv k/v", "test", "t/s", "predicted");
+  std::printf("| %.28s | %.10s | %.8s | %.24s | %.9s | %.14s | %.20s | %.10s |\n", "------------------------------",
               "------------", "----------", "--------------------------", "-----------", "----------------",
-              "----------------------");
+              "----------------------", "------------");
   for (const auto& r : results) {
-    char test[64], ts[64], params[32];
+    char test[64], ts[64], params[32], predicted[32];
+    std::snprintf(predicted, sizeof predicted, "%.2f", r.predicted_ts);
     std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
     std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean(), r.sd());
     std::snprintf(params, sizeof params, "%.2f B", double(r.params) / 1e9);
     const std::string kv = r.type_k + "/" + r.type_v;
-    std::printf("| %-28s | %10s | %8s | %-24s | %9s | %14s | %20s |\n", r.model.c_str(),
-                human_size(double(r.model_bytes)).c_str(), params, r.backend.c_str(), kv.c_str(), test, ts);
+    std::printf("| %-28s | %10s | %8s | %-24s | %9s | %14s | %20s | %10s |\n", r.model.c_str(),
+                human_size(double(r.model_bytes)).c_str(), params, r.backend.c_str(), kv.c_str(), test, ts, predicted);
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "strata/arch/all.hpp"
+#include "strata/tiers/layer_split.hpp"
 #include "strata/tiers/planner.hpp"
 #include "strata/tiers/report.hpp"
 
@@ -317,4 +318,25 @@ TEST_CASE("planner: a fixture GGUF (qwen3moe) gives a demand with every tensor a
   CHECK(json.find("\"name\":\"blk.0.ffn_up_exps.weight\"") != std::string::npos);
   CHECK(json.front() == '{');
   CHECK(json.back() == '}');
+}
+
+TEST_CASE("layer_split_placement: what -ngl N runs, in the planner's terms") {
+  const model_demand d = synthetic(4, 32, 96);
+  const link_speeds l = assumed_desktop_links();
+  const auto order = execution_order(d);
+  const auto all_gpu = layer_split_placement(d, -1);
+  const auto half = layer_split_placement(d, 2);
+  const auto none = layer_split_placement(d, 0);
+  for (const auto& p : all_gpu) CHECK(p.home == home_tier::gpu);
+  for (const auto& p : none) CHECK(p.decode == exec_unit::cpu);
+  for (std::size_t i = 0; i < d.tensors.size(); ++i) {
+    const auto& t = d.tensors[i];
+    const bool gpu = t.layer >= 0 ? t.layer < 2 : t.kind == tensor_kind::embedding;
+    CHECK(half[i].home == (gpu ? home_tier::gpu : home_tier::ram));
+  }
+  // One hand-off (GPU -> CPU after block 1) and times in between the two extremes.
+  const phase_cost h = evaluate(d, half, l, 1, order);
+  CHECK(h.handoffs == 1);
+  CHECK(h.seconds_per_token > evaluate(d, all_gpu, l, 1, order).seconds_per_token);
+  CHECK(h.seconds_per_token < evaluate(d, none, l, 1, order).seconds_per_token);
 }

@@ -28,6 +28,7 @@ constexpr std::uint32_t wg = 128;         // workgroup size of the elementwise /
 constexpr std::uint32_t max_cached_steps = 16;
 constexpr std::uint64_t section_align = 256;
 constexpr std::uint32_t mm_min_tokens = 16;  // from here on matmuls use the tiled kernel
+constexpr std::uint32_t flash_min_tokens = 16;  // and attention the tensor cores (one sequence, f16 KV)
 
 std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return std::uint32_t((a + b - 1) / b); }
 std::string gib(std::uint64_t b) {
@@ -172,6 +173,7 @@ struct backend::impl {
   // t/s, bench/RESULTS.md: shared-memory bank conflicts in its key loop), so opt-in for now.
   bool tiled_attention = false;            // STRATA_VK_QTILE_ATTN=1 enables
   bool gqa_attention = true;               // decode attention per KV head group; STRATA_VK_GQA_ATTN=0 disables
+  bool flash_attention = true;             // prefill attention on tensor cores; STRATA_VK_FA=0 disables
   bool single_seq = false;                 // every token of the step belongs to one sequence
   gpu_buffer readback;
   gpu_buffer ids_readback;                 // argmax results (host-visible)
@@ -289,6 +291,7 @@ struct backend::impl {
     if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
     if (const char* c = std::getenv("STRATA_VK_QTILE_ATTN"); c && std::string_view(c) == "1") tiled_attention = true;
     if (const char* c = std::getenv("STRATA_VK_GQA_ATTN"); c && std::string_view(c) == "0") gqa_attention = false;
+    if (const char* c = std::getenv("STRATA_VK_FA"); c && std::string_view(c) == "0") flash_attention = false;
     if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
     if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
     if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
@@ -854,6 +857,11 @@ bool backend::int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t t
   return p_->mmvq && tokens < mm_min_tokens && has_mmvq(t) && K % 256 == 0;
 }
 
+bool backend::tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const {
+  return p_->coopmat && p_->flash_attention && tokens >= flash_min_tokens &&
+         (head_dim == 64 || head_dim == 128) && k == kv::kv_type::f16 && v == kv::kv_type::f16;
+}
+
 std::vector<kernel_time> backend::profile() const {
   std::vector<kernel_time> out;
   for (const auto& [k, v] : p_->prof) out.push_back(v);
@@ -1387,6 +1395,13 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
     auto combine_defs = defs;
     combine_defs.emplace_back("COMBINE", "1");
     P.dispatch(impl::req("attention", {}, combine_defs, 8), cb, &pc, sizeof pc, ap.n_head, q.rows);
+    return;
+  }
+  // Prefill of one sequence on tensor cores (attention_mma.glsl): f16 caches, head_dim 64 or 128.
+  if (!split && P.single_seq && tensor_core_attention(q.rows, ap.head_dim, cfg.type_k, cfg.type_v)) {
+    pc.n_splits = q.rows;  // the kernel's token count
+    P.dispatch(impl::req("attention_mma", {}, {{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", std::to_string(ap.head_dim)}}, 8),
+               bd, &pc, sizeof pc, ap.n_head, div_up(q.rows, 64));
     return;
   }
   // Prefill of one sequence: query tiles share each key tile (attention.glsl QTILE).

@@ -216,6 +216,10 @@ inline constexpr double tol_rope = 1e-6;
 // Attention: online softmax in float tiles vs. two-pass softmax with a double sum; f16 KV is
 // rounded identically on both sides.
 inline constexpr double tol_attention = 1e-9;
+// Attention on tensor cores (attention_mma.glsl): the scaled queries and the softmax weights are
+// rounded to f16 (unit roundoff u = 2^-11) before their products; two such roundings bound the
+// relative error of an output by ~2u, an NMSE by (2u)^2 ~ 1e-6 (measured on the H100: 1e-7).
+inline constexpr double tol_attention_f16 = 1e-6;
 // Attention over compressed KV (q8_0, TurboQuant): the same codes on both sides up to a rare
 // code at a cell boundary (kv_compressed_test counts them), dots over codes and the rotations
 // summed in a different order.

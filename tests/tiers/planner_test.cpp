@@ -340,3 +340,14 @@ TEST_CASE("layer_split_placement: what -ngl N runs, in the planner's terms") {
   CHECK(h.seconds_per_token > evaluate(d, all_gpu, l, 1, order).seconds_per_token);
   CHECK(h.seconds_per_token < evaluate(d, none, l, 1, order).seconds_per_token);
 }
+
+TEST_CASE("layers_that_fit: leading blocks within a GPU budget, the head only with the last") {
+  const model_demand d = synthetic(4, 32, 96);  // blocks of 128 MiB + 32 KiB norms, 1 MiB KV each
+  const std::uint64_t block = 128 * MiB + 32 * 1024 + 1 * MiB, base = 4 * MiB + 100 * MiB;  // scratch + embedding
+  CHECK(layers_that_fit(d, 0) == 0);
+  CHECK(layers_that_fit(d, base + block - 1) == 0);
+  CHECK(layers_that_fit(d, base + block) == 1);
+  CHECK(layers_that_fit(d, base + 3 * block + 10 * MiB) == 3);
+  CHECK(layers_that_fit(d, base + 4 * block) == 3);  // the head (100 MiB + norm) does not fit beside block 3
+  CHECK(layers_that_fit(d, base + 4 * block + 100 * MiB + 16 * 1024) == 4);
+}

@@ -1,7 +1,8 @@
 // The placement the engine executes today, in the planner's terms, so benchmarks can print the
 // cost model's prediction beside what they measure: `-ngl N` puts the embedding and blocks
 // [0, N) on the GPU (resident) and blocks [N, n_layer), the output norm and the head on the CPU
-// (the staged model's stages: the first holds the embedding, the last the head).
+// (the staged model's stages: the first holds the embedding, the last the head), and how many
+// blocks fit a GPU budget that way.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,6 +27,24 @@ inline std::vector<tensor_placement> layer_split_placement(const model_demand& d
     if (on_gpu) p[i] = gpu;
   }
   return p;
+}
+
+// The most leading blocks -ngl may put on the GPU within `gpu_budget`: their weights and KV, the
+// embedding (with the first GPU block), the activation scratch, and the output norm and head
+// when every block is there. 0 when not even one block fits (everything then runs on the CPU).
+inline std::uint32_t layers_that_fit(const model_demand& d, std::uint64_t gpu_budget) {
+  std::vector<std::uint64_t> block(d.n_layer, 0);
+  std::uint64_t embedding = 0, tail = 0;
+  for (const tensor_demand& t : d.tensors) {
+    if (t.layer >= 0 && std::uint32_t(t.layer) < d.n_layer) block[t.layer] += t.bytes;
+    else if (t.kind == tensor_kind::embedding) embedding += t.bytes;
+    else tail += t.bytes;
+  }
+  std::uint64_t used = d.scratch_bytes + embedding;
+  std::uint32_t n = 0;
+  while (n < d.n_layer && used + block[n] + d.kv_bytes_per_layer <= gpu_budget) used += block[n++] + d.kv_bytes_per_layer;
+  if (n == d.n_layer && used + tail > gpu_budget) --n;  // the head comes with the last block
+  return n;
 }
 
 }  // namespace strata::tiers

@@ -1,0 +1,114 @@
+// Which routed experts of one MoE layer sit in the GPU's expert slots (issue 14 item 3): a
+// fixed number of slots, filled on a miss, with LRU or segmented LRU eviction. SLRU keeps
+// experts hit at least twice in a protected segment (80% of the slots) that first-time experts
+// cannot flush: a burst of one-off experts only cycles through the probation segment, so the
+// hot experts of skewed routing stay resident (recency and frequency, as design.md asks).
+// Fixed arrays sized at construction: access() allocates nothing (it runs per token per layer).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "strata/core/error.hpp"
+
+namespace strata::tiers {
+
+enum class cache_policy { lru, slru };
+
+class expert_slot_cache {
+ public:
+  struct result {
+    bool hit = false;
+    std::uint32_t slot = 0;      // where the expert is (hit) or is to be uploaded (miss)
+    std::int32_t evicted = -1;   // the expert whose slot was taken, -1 if a free slot was used
+  };
+
+  expert_slot_cache(std::uint32_t n_expert, std::uint32_t slots, cache_policy policy)
+      : n_(n_expert), slots_(slots), policy_(policy), protected_cap_(policy == cache_policy::slru ? slots * 4 / 5 : 0),
+        prev_(n_expert, none), next_(n_expert, none), where_(n_expert, absent), slot_of_(n_expert, 0) {
+    if (slots == 0 || slots > n_expert)
+      throw error("expert cache: " + std::to_string(slots) + " slots for " + std::to_string(n_expert) +
+                  " experts (need 1..n_expert)");
+    free_slots_.reserve(slots);
+    for (std::uint32_t s = slots; s-- > 0;) free_slots_.push_back(s);
+  }
+
+  result access(std::uint32_t e) {
+    if (e >= n_) throw error("expert cache: expert " + std::to_string(e) + " of " + std::to_string(n_));
+    result r;
+    if (where_[e] != absent) {
+      r.hit = true;
+      r.slot = slot_of_[e];
+      ++hits_;
+      if (policy_ == cache_policy::slru && where_[e] == probation) {
+        unlink(e);
+        push_front(protected_seg, e);
+        if (size_[protected_seg] > protected_cap_) {  // demote the protected segment's LRU
+          const std::uint32_t d = tail_[protected_seg];
+          unlink(d);
+          push_front(probation, d);
+        }
+      } else {
+        const segment s = where_[e];
+        unlink(e);
+        push_front(s, e);
+      }
+      return r;
+    }
+    ++misses_;
+    if (free_slots_.empty()) {
+      // Victim: the probation segment's LRU (SLRU), else the protected one's (all of LRU).
+      const segment from = size_[probation] > 0 ? probation : protected_seg;
+      const std::uint32_t v = tail_[from];
+      unlink(v);
+      where_[v] = absent;
+      free_slots_.push_back(slot_of_[v]);
+      r.evicted = std::int32_t(v);
+    }
+    r.slot = free_slots_.back();
+    free_slots_.pop_back();
+    slot_of_[e] = r.slot;
+    push_front(policy_ == cache_policy::slru ? probation : protected_seg, e);
+    return r;
+  }
+
+  bool resident(std::uint32_t e) const noexcept { return e < n_ && where_[e] != absent; }
+  std::uint64_t hits() const noexcept { return hits_; }
+  std::uint64_t misses() const noexcept { return misses_; }
+  double hit_rate() const noexcept { return hits_ + misses_ ? double(hits_) / double(hits_ + misses_) : 0; }
+
+ private:
+  // LRU keeps one list (the "protected" segment, unbounded up to the slots).
+  enum segment : std::uint8_t { probation = 0, protected_seg = 1, absent = 2 };
+  static constexpr std::uint32_t none = 0xFFFFFFFFu;
+
+  void push_front(segment s, std::uint32_t e) {
+    prev_[e] = none;
+    next_[e] = head_[s];
+    if (head_[s] != none) prev_[head_[s]] = e;
+    head_[s] = e;
+    if (tail_[s] == none) tail_[s] = e;
+    where_[e] = s;
+    ++size_[s];
+  }
+  void unlink(std::uint32_t e) {
+    const segment s = where_[e];
+    if (prev_[e] != none) next_[prev_[e]] = next_[e];
+    else head_[s] = next_[e];
+    if (next_[e] != none) prev_[next_[e]] = prev_[e];
+    else tail_[s] = prev_[e];
+    prev_[e] = next_[e] = none;
+    --size_[s];
+  }
+
+  std::uint32_t n_, slots_;
+  cache_policy policy_;
+  std::uint32_t protected_cap_;
+  std::vector<std::uint32_t> prev_, next_;  // per expert: its neighbours in its segment's list
+  std::vector<segment> where_;
+  std::vector<std::uint32_t> slot_of_;
+  std::vector<std::uint32_t> free_slots_;
+  std::uint32_t head_[2] = {none, none}, tail_[2] = {none, none}, size_[2] = {0, 0};
+  std::uint64_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace strata::tiers

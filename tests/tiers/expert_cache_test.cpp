@@ -1,0 +1,133 @@
+// Expert slot cache (LRU, SLRU) against a plain std::list reference on random traces, its scan
+// resistance and slot bookkeeping; the synthetic routing traces' skew, reuse and distinctness.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <list>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "strata/tiers/expert_cache.hpp"
+#include "strata/tiers/routing_trace.hpp"
+
+using namespace strata::tiers;
+
+namespace {
+
+// The policies written the obvious way: lists front = most recent.
+struct reference_cache {
+  std::uint32_t slots;
+  cache_policy policy;
+  std::list<std::uint32_t> probation, prot;  // LRU uses `prot` only
+  // Returns (hit, evicted or -1).
+  std::pair<bool, int> access(std::uint32_t e) {
+    const std::size_t cap = policy == cache_policy::slru ? slots * 4 / 5 : 0;
+    if (auto it = std::find(prot.begin(), prot.end(), e); it != prot.end()) {
+      prot.erase(it);
+      prot.push_front(e);
+      return {true, -1};
+    }
+    if (auto it = std::find(probation.begin(), probation.end(), e); it != probation.end()) {
+      probation.erase(it);
+      prot.push_front(e);
+      if (prot.size() > cap) {
+        probation.push_front(prot.back());
+        prot.pop_back();
+      }
+      return {true, -1};
+    }
+    int evicted = -1;
+    if (probation.size() + prot.size() == slots) {
+      auto& from = probation.empty() ? prot : probation;
+      evicted = int(from.back());
+      from.pop_back();
+    }
+    (policy == cache_policy::slru ? probation : prot).push_front(e);
+    return {false, evicted};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("expert cache: LRU evicts the least recently used") {
+  expert_slot_cache c(8, 2, cache_policy::lru);
+  CHECK(!c.access(0).hit);
+  CHECK(!c.access(1).hit);
+  CHECK(c.access(0).hit);
+  const auto r = c.access(2);
+  CHECK(!r.hit);
+  CHECK(r.evicted == 1);
+  CHECK(c.resident(0));
+  CHECK(!c.resident(1));
+  CHECK(c.hits() == 1);
+  CHECK(c.misses() == 3);
+}
+
+TEST_CASE("expert cache: SLRU keeps twice-used experts through a scan of one-off experts; LRU does not") {
+  for (const auto policy : {cache_policy::slru, cache_policy::lru}) {
+    expert_slot_cache c(64, 5, policy);
+    for (std::uint32_t e : {0u, 0u, 1u, 1u}) c.access(e);
+    for (std::uint32_t e = 2; e < 40; ++e) c.access(e);
+    CHECK(c.resident(0) == (policy == cache_policy::slru));
+    CHECK(c.resident(1) == (policy == cache_policy::slru));
+  }
+}
+
+TEST_CASE("expert cache: equal to the list reference on random skewed traces; slots stay a permutation") {
+  std::mt19937 rng(3);
+  for (const auto policy : {cache_policy::lru, cache_policy::slru})
+    for (const std::uint32_t slots : {1u, 2u, 5u, 16u, 64u}) {
+      CAPTURE(slots);
+      expert_slot_cache c(64, slots, policy);
+      reference_cache ref{slots, policy, {}, {}};
+      std::vector<int> owner(slots, -1);
+      std::geometric_distribution<std::uint32_t> pick(0.08);
+      for (int i = 0; i < 20000; ++i) {
+        const std::uint32_t e = std::min<std::uint32_t>(pick(rng), 63);
+        const auto r = c.access(e);
+        const auto [hit, evicted] = ref.access(e);
+        REQUIRE(r.hit == hit);
+        REQUIRE(r.evicted == evicted);
+        REQUIRE(r.slot < slots);
+        if (r.hit) {
+          REQUIRE(owner[r.slot] == int(e));
+        } else {
+          REQUIRE(owner[r.slot] == r.evicted);  // the victim's slot, or a free one
+          owner[r.slot] = int(e);
+        }
+      }
+    }
+  CHECK_THROWS_AS(expert_slot_cache(8, 0, cache_policy::lru), strata::error);
+  CHECK_THROWS_AS(expert_slot_cache(8, 9, cache_policy::lru), strata::error);
+  expert_slot_cache c(8, 2, cache_policy::slru);
+  CHECK_THROWS_AS(c.access(8), strata::error);
+}
+
+TEST_CASE("routing trace: k distinct experts; Zipf skews popularity; reuse repeats the previous token's experts") {
+  const auto stats = [](routing_params p, int tokens) {
+    routing_trace t(p);
+    std::vector<double> count(p.n_expert, 0);
+    double overlap = 0;
+    std::vector<std::uint32_t> prev;
+    for (int i = 0; i < tokens; ++i) {
+      const auto ex = t.next();
+      REQUIRE(std::set<std::uint32_t>(ex.begin(), ex.end()).size() == p.k);
+      for (auto e : ex) {
+        REQUIRE(e < p.n_expert);
+        count[e] += 1;
+        overlap += std::find(prev.begin(), prev.end(), e) != prev.end();
+      }
+      prev.assign(ex.begin(), ex.end());
+    }
+    const double top = *std::max_element(count.begin(), count.end()) / (double(tokens) * p.k);
+    return std::pair{top, overlap / (double(tokens - 1) * p.k)};
+  };
+  const auto [top_u, overlap_u] = stats({128, 8, 0, 0, 1}, 20000);
+  const auto [top_z, overlap_z] = stats({128, 8, 0.5, 0, 1}, 20000);
+  const auto [top_r, overlap_r] = stats({128, 8, 0.5, 0.5, 1}, 20000);
+  CHECK(top_u < 0.012);  // uniform: 1/128 = 0.0078 plus sampling noise
+  CHECK(top_z > 0.03);
+  CHECK(overlap_u == doctest::Approx(8.0 / 128).epsilon(0.15));
+  CHECK(overlap_r > overlap_z + 0.3);
+}

@@ -6,6 +6,7 @@
 #include "strata/sampling/dist.hpp"
 #include "strata/sampling/greedy.hpp"
 #include "strata/sampling/logit_bias.hpp"
+#include "strata/sampling/logprobs.hpp"
 #include "strata/sampling/min_p.hpp"
 #include "strata/sampling/penalties.hpp"
 #include "strata/sampling/rng.hpp"

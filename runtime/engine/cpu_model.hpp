@@ -33,11 +33,13 @@ class cpu_model final : public model {
 
   void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override { step(b, {}, ids); }
   void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }
+  void forward_embeddings(const graph::batch& b, std::span<float> out) override { step(b, {}, {}, out); }
+  bool supports_embeddings() const noexcept override { return true; }
 
  private:
-  void step(const graph::batch& b, std::span<float> logits, std::span<std::int32_t> ids) {
+  void step(const graph::batch& b, std::span<float> logits, std::span<std::int32_t> ids, std::span<float> embd = {}) {
     steps_.before(kv_.table(), b);
-    dec_.forward(b, kv_, logits, {}, {}, ids);
+    dec_.forward(b, kv_, logits, {}, {}, ids, embd);
     steps_.after(kv_.table(), b);
   }
 

@@ -27,6 +27,7 @@ inline constexpr std::string_view rope_dimension_count = "rope.dimension_count";
 inline constexpr std::string_view expert_count = "expert_count";
 inline constexpr std::string_view expert_used_count = "expert_used_count";
 inline constexpr std::string_view vocab_size = "vocab_size";
+inline constexpr std::string_view pooling_type = "pooling_type";  // embedding models: 0 none, 1 mean, 2 cls, 3 last, 4 rank
 
 inline constexpr std::string_view tok_model = "tokenizer.ggml.model";
 inline constexpr std::string_view tok_pre = "tokenizer.ggml.pre";

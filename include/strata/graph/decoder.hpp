@@ -74,21 +74,25 @@ class decoder {
   // A slice without `embed` reads its input rows from hidden_in (n × n_embd); one without
   // `head` writes its output rows to hidden_out and produces no logits.
   // With argmax_out (one id per logits row) the step returns each row's argmax instead of the
-  // logits (greedy decoding; the GPU then reads back 4 bytes per row).
+  // logits (greedy decoding; the GPU then reads back 4 bytes per row). With embd_out the flagged
+  // rows' final-norm hidden states (n_outputs × n_embd, what embedding models pool) are written
+  // there and the LM head is skipped.
   void forward(const batch& b, kv_state& kv, std::span<float> logits, std::span<const float> hidden_in = {},
-               std::span<float> hidden_out = {}, std::span<std::int32_t> argmax_out = {}) {
+               std::span<float> hidden_out = {}, std::span<std::int32_t> argmax_out = {},
+               std::span<float> embd_out = {}) {
     const std::uint32_t n = std::uint32_t(b.size());
     if (n == 0) return;
     if (n > opt_.max_batch)
       throw error("batch of " + std::to_string(n) + " tokens exceeds the maximum " + std::to_string(opt_.max_batch));
     const std::size_t n_out = opt_.head ? b.n_outputs() : 0;
-    const bool greedy = !argmax_out.empty();
-    if (greedy ? argmax_out.size() < n_out : logits.size() < n_out * hp_.n_vocab)
-      throw error(greedy ? "argmax buffer too small" : "logits buffer too small");
+    const bool greedy = !argmax_out.empty(), embed = !embd_out.empty();
+    if (embed ? embd_out.size() < n_out * hp_.n_embd
+              : greedy ? argmax_out.size() < n_out : logits.size() < n_out * hp_.n_vocab)
+      throw error(embed ? "embedding buffer too small" : greedy ? "argmax buffer too small" : "logits buffer too small");
     const std::size_t hidden = std::size_t(n) * hp_.n_embd;
     if (!opt_.embed && hidden_in.size() < hidden) throw error("hidden-state input too small for the batch");
     if (!opt_.head && hidden_out.size() < hidden) throw error("hidden-state output too small for the batch");
-    if (n_out > max_outputs())
+    if (!embed && n_out > max_outputs())  // embedding rows live in the activation scratch (max_batch rows)
       throw error("batch asks for " + std::to_string(n_out) + " logits rows, the maximum is " +
                   std::to_string(max_outputs()));
     for (auto t : b.tokens)
@@ -159,6 +163,10 @@ class decoder {
     else {
       be.select_rows(x, b.logits, xo);
       be.rms_norm(xo, &output_norm_, eps, xo);
+    }
+    if (embed) {
+      be.read(xo, embd_out.first(n_out * hp_.n_embd));
+      return be.finish();
     }
     tensor lg = logits_.view(std::uint32_t(n_out));
     be.matmul(hp_.tied_output ? tok_embd_ : output_, xo, lg);

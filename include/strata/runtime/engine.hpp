@@ -1,5 +1,5 @@
 // Public API of the runtime engine: load a GGUF model on a backend (the architecture string
-// picks the template instantiation in one place, runtime/engine/load.cpp), evaluate batches,
+// picks the template instantiation in one place, runtime/engine/model.cpp), evaluate batches,
 // and run sessions that reuse the common prefix of consecutive prompts.
 #pragma once
 #include <cstdint>
@@ -77,6 +77,14 @@ class model {
   // The same step for greedy decoding: each logits row's argmax (lowest id among ties), computed
   // on the backend (on the GPU only 4 bytes per row come back).
   virtual void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) = 0;
+  // The same step for embeddings: each flagged row's hidden state after the output norm
+  // (n_embd floats per row, what llama.cpp pools), without the LM head. Backends that cannot
+  // (supports_embeddings() false) throw.
+  virtual void forward_embeddings(const graph::batch& b, std::span<float> out) {
+    (void)b, (void)out;
+    throw error("embeddings are not implemented on the " + backend_description() + " backend");
+  }
+  virtual bool supports_embeddings() const noexcept { return false; }
 };
 
 // One sequence of a model: prefill with prefix reuse, then decode token by token.

@@ -25,6 +25,7 @@ struct scheduler::slot {
   std::uint64_t last_used = 0;
   std::uint32_t cached = 0;       // prompt tokens reused from the cache at admission
   std::uint32_t skipped = 0;      // steps in a row this prompt got no prefill tokens
+  std::vector<float> pooled;      // embedding requests: sum (mean) or copy (cls, last) of rows
 };
 
 scheduler::scheduler(model& m, const tokenizer::tokenizer& tok, scheduler_options opt)
@@ -47,6 +48,8 @@ scheduler::scheduler(model& m, const tokenizer::tokenizer& tok, scheduler_option
   want_.resize(eo.n_batch);
   row_slot_.resize(eo.n_batch);
   logits_.resize(std::size_t(std::min(max_rows, eo.n_batch)) * m.hparams().n_vocab);
+  // Embedding rows are not logits rows: any prompt token may be one (mean pooling wants all).
+  if (m.supports_embeddings()) embd_.resize(std::size_t(eo.n_batch) * m.hparams().n_embd);
   stats_.kv_total = m.kv().n_slots();
   worker_ = std::thread([this] { loop(); });
 }
@@ -70,6 +73,11 @@ void scheduler::shutdown() {
 
 bool scheduler::submit(std::shared_ptr<generation_stream> out, generation_request req) {
   if (req.prompt.empty()) throw error("empty prompt");
+  if (req.embed != pooling::none && embd_.empty())
+    throw error("embeddings are not implemented on the " + model_->backend_description() + " backend");
+  if (req.top_logprobs > std::int32_t(token_logprobs::max_top))
+    throw error("top_logprobs " + std::to_string(req.top_logprobs) + " exceeds the maximum of " +
+                std::to_string(token_logprobs::max_top));
   const std::uint32_t cap = context_size();
   if (req.prompt.size() >= cap)
     throw error("the prompt has " + std::to_string(req.prompt.size()) + " tokens; the context size is " +
@@ -143,8 +151,11 @@ void scheduler::admit(std::unique_lock<std::mutex>& lk) {
       continue;
     }
     const auto n_prompt = std::uint32_t(j.req.prompt.size());
-    // The last prompt token is always evaluated again: its logits give the first token.
-    const std::uint32_t keep = std::min(best_len, n_prompt - 1);
+    // The last prompt token is always evaluated again: its logits give the first token. Mean
+    // and cls pooling need every (the first) token's hidden state: nothing is reused for them.
+    const pooling pool = j.req.embed;
+    const std::uint32_t keep =
+        pool == pooling::mean || pool == pooling::cls ? 0 : std::min(best_len, n_prompt - 1);
     kv.truncate(best->seq, keep);
     ++busy_;
     best->out = std::move(j.out);
@@ -154,6 +165,7 @@ void scheduler::admit(std::unique_lock<std::mutex>& lk) {
     best->cached = keep;
     best->decoding = false;
     best->skipped = 0;
+    if (pool != pooling::none) best->pooled.assign(model_->hparams().n_embd, 0.0f);
     best->last_used = ++clock_;
     stats_.cached_prompt_tokens += keep;
     stats_.prefix_cache_hits += keep > 0;
@@ -185,11 +197,13 @@ bool scheduler::make_room(std::uint32_t seq, std::uint32_t n) {
 bool scheduler::step() {
   for (auto& s : slots_)
     if (s.out && s.out->cancelled()) finish(s, finish_reason::cancelled);
+  embed_pass();
   step_blocks_ = 0;
   const std::uint32_t n = gather_prompts(gather_decodes());
   if (n == 0) {
-    publish(false, 0.0, 0);
-    return false;
+    const bool embedded = embedded_ > 0;
+    publish(embedded, 0.0, 0);
+    return embedded;
   }
   const auto t0 = std::chrono::steady_clock::now();
   if (!run_forward(n)) return true;
@@ -227,7 +241,7 @@ std::uint32_t scheduler::gather_prompts(std::uint32_t n) {
   std::vector<slot*>& order = prefill_order_;
   order.clear();
   for (auto& s : slots_)
-    if (s.out && !s.decoding) order.push_back(&s);
+    if (s.out && !s.decoding && s.req->embed == pooling::none) order.push_back(&s);
   const auto rank = [&](const slot* s) {
     const bool starving = opt_.max_prefill_skips && s->skipped >= opt_.max_prefill_skips;
     return std::tuple(!starving, std::uint32_t(s->req->prompt.size()) - s->prompt_done, s->last_used);
@@ -306,12 +320,31 @@ void scheduler::sample_row(slot& s, std::span<const float> lg, std::uint32_t& ge
     s.decoding = true;
     s.out->on_prefill(std::uint32_t(r.prompt.size()), s.cached);
   }
-  const std::int32_t t = r.sampler.sample(lg);
+  // Log-probabilities come from the raw row (the sampler masks its own copy).
+  double lse = 0;
+  if (r.top_logprobs >= 0) {
+    lse = sampling::log_sum_exp(lg);
+    lp_.n_top = std::uint32_t(sampling::top_logprobs(lg, lse, std::span(lp_.top).first(std::size_t(r.top_logprobs))));
+  }
+  std::int32_t t;
+  if (r.constraint) {
+    const auto tc = std::chrono::steady_clock::now();
+    t = r.constraint->active() ? r.sampler.sample(lg, *r.constraint) : r.sampler.sample(lg);
+    r.constraint->accept(t);
+    constraint_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
+    ++constrained_;
+  } else {
+    t = r.sampler.sample(lg);
+  }
   r.sampler.accept(t);
   const bool eog = r.stop.is_eog(t);
   const auto st = r.stop.on_token(t, eog ? std::string() : s.detok->feed(t));
   generated += !eog;
-  s.out->on_text(st.emit, std::uint32_t(r.stop.n_generated()));
+  if (r.top_logprobs >= 0) {
+    lp_.token = t;
+    lp_.logprob = sampling::logprob_of(lg[std::size_t(t)], lse);
+  }
+  s.out->on_text(st.emit, std::uint32_t(r.stop.n_generated()), r.top_logprobs >= 0 && !eog ? &lp_ : nullptr);
   switch (st.reason) {
     case sampling::stop_reason::none:
       s.next_token = t;
@@ -324,8 +357,86 @@ void scheduler::sample_row(slot& s, std::span<const float> lg, std::uint32_t& ge
   }
 }
 
+// Embedding requests' prompt chunks (within the prefill budget) go through forward_embeddings; each finished prompt's pooled
+// vector is normalized and handed to its stream.
+void scheduler::embed_pass() {
+  if (embd_.empty()) return;
+  const std::uint32_t E = model_->hparams().n_embd;
+  const std::uint32_t max_rows = std::uint32_t(embd_.size() / E);
+  std::uint32_t n = 0, budget = std::min(opt_.prefill_chunk, max_rows);
+  step_blocks_ = 0;
+  slot* starved = nullptr;  // first prompt that found no KV room
+  bool others = false;      // generation requests that may free blocks
+  for (auto& s : slots_) {
+    others = others || (s.out && s.req->embed == pooling::none);
+    if (!s.out || s.req->embed == pooling::none || budget == 0) continue;
+    const auto& prompt = s.req->prompt;
+    const std::uint32_t take = std::min<std::uint32_t>(budget, std::uint32_t(prompt.size()) - s.prompt_done);
+    if (take == 0) continue;
+    if (!make_room(s.seq, take)) {
+      if (!starved) starved = &s;
+      continue;
+    }
+    if (s.prompt_done == s.cached) s.out->on_prefill(std::uint32_t(prompt.size()), s.cached);
+    const pooling pool = s.req->embed;
+    for (std::uint32_t i = 0; i < take; ++i) {
+      const std::uint32_t pos = s.prompt_done + i;
+      tokens_[n] = prompt[pos];
+      positions_[n] = std::int32_t(pos);
+      seq_ids_[n] = s.seq;
+      want_[n] = pool == pooling::mean || (pool == pooling::cls && pos == 0) ||
+                 (pool == pooling::last && pos + 1 == prompt.size());
+      row_slot_[n] = s.seq;
+      ++n;
+    }
+    s.prompt_done += take;
+    budget -= take;
+  }
+  step_blocks_ = 0;
+  if (n == 0 && starved && !others) {
+    // Only embedding prompts hold the pool and none can grow: end one so the others can proceed.
+    finish(*starved, finish_reason::error, 0, "the KV cache cannot hold this input (context size " +
+                                                  std::to_string(model_->kv().capacity()) + " tokens shared by all slots)");
+  }
+  if (n == 0) return;
+  const graph::batch b{std::span(tokens_).first(n), std::span(positions_).first(n), std::span(seq_ids_).first(n),
+                       std::span(want_).first(n)};
+  try {
+    model_->forward_embeddings(b, embd_);
+  } catch (const std::exception& e) {
+    for (std::uint32_t i = 0; i < n; ++i) {
+      slot& s = slots_[row_slot_[i]];
+      if (s.out) finish(s, finish_reason::error, 0, e.what());
+      model_->kv().clear(s.seq);
+    }
+    return;
+  }
+  embedded_ += n;
+  std::uint32_t row = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (!want_[i]) continue;
+    slot& s = slots_[row_slot_[i]];
+    const float* h = embd_.data() + std::size_t(row++) * E;
+    if (s.req->embed == pooling::mean)
+      for (std::uint32_t k = 0; k < E; ++k) s.pooled[k] += h[k];
+    else
+      std::copy_n(h, E, s.pooled.begin());
+  }
+  for (auto& s : slots_) {
+    if (!s.out || s.req->embed == pooling::none || s.prompt_done < s.req->prompt.size()) continue;
+    if (s.req->embed == pooling::mean)
+      for (float& x : s.pooled) x /= float(s.req->prompt.size());
+    l2_normalize(s.pooled);
+    s.out->on_embedding(s.pooled);
+    finish(s, finish_reason::embedded);
+  }
+}
+
 void scheduler::publish(bool stepped, double step_seconds, std::uint32_t generated) {
   std::lock_guard lk(mu_);
+  stats_.constrained_tokens += std::exchange(constrained_, 0);
+  stats_.constraint_seconds += std::exchange(constraint_seconds_, 0.0);
+  stats_.embedded_tokens += std::exchange(embedded_, 0);
   stats_.steps += stepped;
   stats_.busy_seconds += step_seconds;
   stats_.generated_tokens += generated;

@@ -7,6 +7,7 @@
 // token budget (n_batch, prefill_chunk) differs between a CPU and a GPU model. Results flow back
 // through generation_stream objects that a server polls.
 #pragma once
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,7 +21,10 @@
 #include <vector>
 
 #include "strata/runtime/engine.hpp"
+#include "strata/runtime/pooling.hpp"
+#include "strata/runtime/token_constraint.hpp"
 #include "strata/sampling/chain.hpp"
+#include "strata/sampling/logprobs.hpp"
 #include "strata/sampling/stop.hpp"
 #include "strata/tokenizer/tokenizer.hpp"
 
@@ -34,6 +38,16 @@ enum class finish_reason : std::uint8_t {
   context_full,  // the sequence or the KV pool ran out of room
   cancelled,     // the client went away
   error,         // see generation_stream::state::error
+  embedded,      // an embedding request: state::embedding holds the pooled vector
+};
+
+// Log-probabilities of one generated token (OpenAI logprobs), from the raw logits.
+struct token_logprobs {
+  static constexpr std::size_t max_top = 20;  // the OpenAI API's top_logprobs limit
+  std::int32_t token = 0;
+  float logprob = 0;
+  std::uint32_t n_top = 0;                    // entries of `top` in use, most likely first
+  std::array<sampling::token_logprob, max_top> top{};
 };
 
 // The output side of one request, shared by the scheduler thread (writer) and a server
@@ -51,6 +65,8 @@ class generation_stream {
     std::uint32_t prompt_tokens = 0;
     std::uint32_t cached_tokens = 0;      // prompt tokens reused from the prefix cache
     std::uint32_t completion_tokens = 0;  // generated tokens, end-of-turn token excluded
+    std::vector<token_logprobs> logprobs; // new tokens' log-probabilities, when requested
+    std::vector<float> embedding;         // finish_reason::embedded: the pooled, L2-normalized vector
   };
 
   // Called (from the scheduler thread) after new output; must be cheap and thread-safe.
@@ -61,6 +77,9 @@ class generation_stream {
     std::lock_guard lk(mu_);
     out.text.clear();
     out.text.swap(st_.text);
+    out.logprobs.clear();  // the two vectors trade storage, so neither side reallocates for long
+    out.logprobs.swap(st_.logprobs);
+    if (st_.done) out.embedding = st_.embedding;
     out.prefill_done = st_.prefill_done;
     out.done = st_.done;
     out.reason = st_.reason;
@@ -80,10 +99,15 @@ class generation_stream {
     st_.prompt_tokens = prompt_tokens;
     st_.cached_tokens = cached;
   }
-  void on_text(std::string_view t, std::uint32_t completion_tokens) {
+  void on_text(std::string_view t, std::uint32_t completion_tokens, const token_logprobs* lp = nullptr) {
     std::lock_guard lk(mu_);
     st_.text += t;
     st_.completion_tokens = completion_tokens;
+    if (lp) st_.logprobs.push_back(*lp);
+  }
+  void on_embedding(std::span<const float> v) {
+    std::lock_guard lk(mu_);
+    st_.embedding.assign(v.begin(), v.end());
   }
   void on_finish(finish_reason r, std::size_t stop_index = 0, std::string err = {}) {
     {
@@ -112,6 +136,11 @@ struct generation_request {
   std::vector<std::int32_t> prompt;
   sampling::sampler sampler;
   sampling::stop_conditions stop;
+  std::unique_ptr<token_constraint> constraint{};  // grammar etc.; null: any token
+  std::int32_t top_logprobs = -1;  // -1: no logprobs; 0..token_logprobs::max_top: chosen + that many
+  // Not none: an embedding request; the prompt is evaluated without the LM head, its final-norm
+  // hidden states pooled and L2-normalized, and nothing is generated (sampler and stop unused).
+  pooling embed = pooling::none;
 };
 
 struct scheduler_options {
@@ -134,6 +163,9 @@ struct scheduler_stats {
   std::uint64_t requests_finished = 0;
   std::uint64_t steps = 0;                // forward passes
   double busy_seconds = 0;                // time spent in forward passes and sampling
+  std::uint64_t constrained_tokens = 0;   // tokens sampled under a token_constraint mask
+  double constraint_seconds = 0;          // time spent sampling those under the mask and advancing the constraint
+  std::uint64_t embedded_tokens = 0;      // prompt tokens evaluated for embedding requests
   std::uint32_t running = 0;              // gauge: sequences holding a slot
   std::uint32_t waiting = 0;              // gauge: queued requests
   std::uint32_t kv_used = 0, kv_total = 0;  // gauge: KV token slots in use / in the pool
@@ -170,6 +202,7 @@ class scheduler {
   bool run_forward(std::uint32_t n);
   std::uint32_t sample_rows(std::uint32_t n);
   void sample_row(slot& s, std::span<const float> logits, std::uint32_t& generated);
+  void embed_pass();  // the step's embedding rows, in a forward pass of their own
   void finish(slot& s, finish_reason r, std::size_t stop_index = 0, std::string err = {});
   bool make_room(std::uint32_t seq, std::uint32_t n_tokens);
   void publish(bool stepped, double step_seconds, std::uint32_t generated);  // stats_ after a step
@@ -195,6 +228,10 @@ class scheduler {
   std::vector<std::uint32_t> row_slot_;
   std::vector<slot*> prefill_order_;
   std::vector<float> logits_;
+  std::vector<float> embd_;           // [max rows][n_embd] of an embedding pass
+  token_logprobs lp_;                 // the row being sampled
+  double constraint_seconds_ = 0;     // since the last publish()
+  std::uint32_t constrained_ = 0, embedded_ = 0;
   std::thread worker_;
 };
 

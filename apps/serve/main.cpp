@@ -56,6 +56,13 @@ int main(int argc, char** argv) {
   app.add_option("--shutdown-timeout", shutdown_timeout,
                  "seconds running generations get to finish after SIGTERM/SIGINT (a second signal exits at once)")
       ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
+  std::string pooling;
+  app.add_flag("--embeddings", so.embeddings,
+               "serve POST /v1/embeddings with the model's pooling (GGUF <arch>.pooling_type; an error if it has none)");
+  app.add_option("--pooling", pooling,
+                 "serve POST /v1/embeddings with this pooling of the final hidden states: mean, cls or last "
+                 "(overrides the model's); embedding models carrying pooling metadata need neither flag")
+      ->check(CLI::IsMember({"mean", "cls", "last", "none"}));
   app.add_option("--max-body-mb", max_body_mb, "largest request body in MiB (larger: 413)")->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_option("--max-header-kb", max_header_kb, "largest request line + headers in KiB (larger: 400)")
@@ -73,6 +80,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (model_path.empty()) model_path = rt::find_default_model().string();
+    if (!pooling.empty()) so.pooling = rt::parse_pooling(pooling);
     eo.backend = rt::parse_backend_kind(backend);
     const auto kv_types = kv::parse_kv_cache_types(kv_type, kv_type_k, kv_type_v);
     eo.type_k = kv_types.k;

@@ -1,8 +1,10 @@
 // Anthropic Messages: parsing and the response / SSE shapes (anthropic_api.hpp). Golden
-// transcript: docs/spec/api.md §1.4.
+// transcripts: docs/spec/api.md §1.3, §1.4.
 #include "anthropic_api.hpp"
 
 #include <boost/json.hpp>
+
+#include "tools.hpp"
 
 namespace strata::serve::anthropic {
 namespace json = boost::json;
@@ -10,34 +12,67 @@ using namespace json_in;
 
 namespace {
 
-// A string, or text blocks (other block types are refused by name).
-std::string blocks_text(const element& c, const std::string& path) {
-  if (c.is_string()) return std::string(std::string_view(c));
+constexpr std::string_view text_blocks[] = {"text"};
+
+// Appends one message's content blocks to `out`: text and thinking (assistant) into the turn,
+// tool_use into its tool_calls, each tool_result as a "tool" message of its own.
+void read_blocks(const std::string& role, const element& c, const std::string& path, std::vector<chat::message>& out) {
+  if (c.is_string()) {
+    out.push_back({role, std::string(std::string_view(c)), std::nullopt});
+    return;
+  }
   if (!c.is_array()) throw bad_request("'" + path + "' must be a string or an array of content blocks", path);
-  std::string out;
+  chat::message turn{role, {}, std::nullopt};
+  bool has_turn = false;
   std::size_t i = 0;
   for (auto b : array(c)) {
     const std::string bp = path + "[" + std::to_string(i++) + "]";
     const object bo = as_object(b, bp);
     const auto type = get_string(bo, "type", bp);
     if (!type) throw bad_request("'" + bp + ".type' is required", bp + ".type");
-    if (*type != "text")
-      throw bad_request("'" + bp + "' has type '" + std::string(*type) + "'; only text blocks are supported", bp + ".type");
-    const auto t = get_string(bo, "text", bp);
-    if (!t) throw bad_request("'" + bp + ".text' is required", bp + ".text");
-    out += *t;
+    if (*type == "text") {
+      const auto t = get_string(bo, "text", bp);
+      if (!t) throw bad_request("'" + bp + ".text' is required", bp + ".text");
+      turn.content += *t;
+      has_turn = true;
+    } else if (*type == "thinking" && role == "assistant") {
+      turn.reasoning_content = std::string(get_string(bo, "thinking", bp).value_or(""));
+    } else if (*type == "redacted_thinking" && role == "assistant") {
+      // Encrypted reasoning of another model: nothing a local model can read.
+    } else if (*type == "tool_use" && role == "assistant") {
+      const auto id = get_string(bo, "id", bp);
+      const auto name = get_string(bo, "name", bp);
+      if (!id || !name) throw bad_request("'" + bp + "' needs 'id' and 'name'", bp);
+      const auto input = field(bo, "input");
+      if (input && !input->is_object()) throw bad_request("'" + bp + ".input' must be an object", bp + ".input");
+      turn.tool_calls.push_back({std::string(*id), std::string(*name), input ? simdjson::minify(*input) : "{}"});
+      has_turn = true;
+    } else if (*type == "tool_result" && role == "user") {
+      if (has_turn && !turn.content.empty()) out.push_back(std::move(turn));  // text before a result stays before it
+      turn = {role, {}, std::nullopt};
+      has_turn = false;
+      const auto id = get_string(bo, "tool_use_id", bp);
+      if (!id) throw bad_request("'" + bp + ".tool_use_id' is required", bp + ".tool_use_id");
+      chat::message result{"tool", {}, std::nullopt};
+      if (auto rc = field(bo, "content")) result.content = content_text(*rc, bp + ".content", text_blocks, "content blocks");
+      result.tool_call_id = std::string(*id);
+      out.push_back(std::move(result));
+    } else {
+      throw bad_request("'" + bp + "' has type '" + std::string(*type) + "', which is not supported in " + role +
+                            " turns (text, tool_use, tool_result and thinking are)", bp + ".type");
+    }
   }
-  return out;
+  if (has_turn || turn.reasoning_content || i == 0) out.push_back(std::move(turn));
 }
 
 }  // namespace
 
-const char* stop_reason_name(rt::finish_reason r) {
-  switch (r) {
+const char* stop_reason_name(const choice_result& c) {
+  switch (c.reason) {
     case rt::finish_reason::max_tokens: return "max_tokens";
     case rt::finish_reason::stop_string: return "stop_sequence";
     case rt::finish_reason::context_full: return "model_context_window_exceeded";
-    default: return "end_turn";
+    default: return c.tool_calls.empty() ? "end_turn" : "tool_use";
   }
 }
 
@@ -46,47 +81,41 @@ parsed_request parse_messages(const object& body, bool count_tokens) {
   const auto model = get_string(body, "model");
   if (!model) throw bad_request("model: Field required", "model");
   r.model = std::string(*model);
-  if (!count_tokens) {
-    const auto mt = read_max_tokens(body, "max_tokens");
-    if (!mt) throw bad_request("max_tokens: Field required", "max_tokens");
-    r.sampling.max_tokens = *mt;
-  }
+  if (!count_tokens && !field(body, "max_tokens")) throw bad_request("max_tokens: Field required", "max_tokens");
   if (const auto sys = field(body, "system")) {
-    const std::string text = blocks_text(*sys, "system");
+    const std::string text = content_text(*sys, "system", text_blocks, "content blocks");
     if (!text.empty()) r.messages.push_back({"system", text, std::nullopt});
   }
-  const auto msgs = get_array(body, "messages");
-  if (!msgs) throw bad_request("messages: Field required", "messages");
-  std::size_t i = 0;
-  for (auto m : *msgs) {
-    const std::string path = "messages[" + std::to_string(i++) + "]";
-    const object mo = as_object(m, path);
-    const auto role = get_string(mo, "role", path);
-    if (!role) throw bad_request("'" + path + ".role' is required", path + ".role");
-    if (*role != "user" && *role != "assistant" && *role != "system")
-      throw bad_request("'" + path + ".role' must be user or assistant, got '" + std::string(*role) + "'", path + ".role");
+  std::size_t n = 0;
+  for_each_message(body, "messages: Field required", [&](const std::string& path, const object& mo, const std::string& role) {
+    ++n;
+    if (role != "user" && role != "assistant" && role != "system")
+      throw bad_request("'" + path + ".role' must be user or assistant, got '" + role + "'", path + ".role");
     const auto c = field(mo, "content");
     if (!c) throw bad_request("'" + path + ".content' is required", path + ".content");
-    r.messages.push_back({std::string(*role), blocks_text(*c, path + ".content"), std::nullopt});
-  }
-  if (i == 0) throw bad_request("messages: at least one message is required", "messages");
+    read_blocks(role, *c, path + ".content", r.messages);
+  });
+  if (n == 0) throw bad_request("messages: at least one message is required", "messages");
   if (r.messages.back().role == "assistant") {  // prefill: the reply continues this text
+    if (!r.messages.back().tool_calls.empty())
+      throw bad_request("the last message is an assistant turn with tool_use: send the tool_result blocks in a user turn",
+                        "messages");
     r.assistant_prefill = std::move(r.messages.back().content);
     r.messages.pop_back();
   }
-  if (auto t = get_array(body, "tools"); t && t->size() > 0)
-    throw bad_request("tools: tool use is not supported yet", "tools");
-  read_sampling(body, r.sampling);
-  r.stop = read_stop(body, "stop_sequences");
-  r.stream = get_bool(body, "stream").value_or(false);
+  read_common(body, r, {"max_tokens"}, "stop_sequences");
+  read_tools(body, tool_shape::anthropic, r);
+  read_anthropic_tool_choice(body, r);
   return r;
 }
 
 namespace {
 
+// message_start, then content blocks in order (a text block opened at once unless a tool call is
+// forced, tool_use blocks with input_json_delta), message_delta with usage, message_stop.
 class messages_stream final : public response_format {
  public:
-  explicit messages_stream(response_meta m) : m_(std::move(m)) {}
+  messages_stream(response_meta m, const parsed_request& req) : m_(std::move(m)), text_first_(!req.forced_tool_call()) {}
   api_flavor flavor() const noexcept override { return api_flavor::anthropic; }
 
   void begin(std::string& out) override {
@@ -96,44 +125,78 @@ class messages_stream final : public response_format {
     msg["stop_sequence"] = nullptr;
     msg["usage"] = json::object{{"input_tokens", m_.prompt_tokens}, {"output_tokens", 0}};
     event(out, "message_start", {{"message", std::move(msg)}});
-    event(out, "content_block_start",
-          {{"index", 0}, {"content_block", json::object{{"type", "text"}, {"text", ""}}}});
+    if (text_first_) open_text(out);
     ping(out);
   }
-  void text(std::string_view t, std::string& out) override {
+  void text(std::uint32_t, std::string_view t, std::span<const logprob_entry>, std::string& out) override {
     if (t.empty()) return;
-    event(out, "content_block_delta", {{"index", 0}, {"delta", json::object{{"type", "text_delta"}, {"text", t}}}});
+    if (!text_open_) open_text(out);
+    event(out, "content_block_delta", {{"index", index_}, {"delta", json::object{{"type", "text_delta"}, {"text", t}}}});
   }
+  void tool_call_begin(std::uint32_t, std::uint32_t, const tool_call& call, std::string& out) override {
+    close_block(out);
+    block_open_ = true;
+    json::object block{{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", json::object{}}};
+    event(out, "content_block_start", {{"index", index_}, {"content_block", std::move(block)}});
+  }
+  void tool_call_arguments(std::uint32_t, std::uint32_t, std::string_view d, std::string& out) override {
+    if (d.empty()) return;
+    event(out, "content_block_delta",
+          {{"index", index_}, {"delta", json::object{{"type", "input_json_delta"}, {"partial_json", d}}}});
+  }
+  void tool_call_end(std::uint32_t, std::uint32_t, const tool_call&, std::string& out) override { close_block(out); }
   void end(const generation_result& r, std::string& out) override {
-    event(out, "content_block_stop", {{"index", 0}});
+    close_block(out);
+    const choice_result& c = r.choices.at(0);
     event(out, "message_delta",
-          {{"delta", json::object{{"stop_reason", stop_reason_name(r.reason)}, {"stop_sequence", stop_sequence(r)}}},
+          {{"delta", json::object{{"stop_reason", stop_reason_name(c)}, {"stop_sequence", stop_sequence(c)}}},
            {"usage", usage(r)}});
     event(out, "message_stop", {});
   }
   void ping(std::string& out) override { event(out, "ping", {}); }
   std::string body(const generation_result& r) override {
+    const choice_result& c = r.choices.at(0);
     json::object msg = message_head();
-    msg["content"] = json::array{json::object{{"type", "text"}, {"text", r.text}}};
-    msg["stop_reason"] = stop_reason_name(r.reason);
-    msg["stop_sequence"] = stop_sequence(r);
+    json::array content;
+    if (!c.text.empty() || c.tool_calls.empty()) content.push_back(json::object{{"type", "text"}, {"text", c.text}});
+    for (const auto& t : c.tool_calls)
+      content.push_back(json::object{{"type", "tool_use"}, {"id", t.id}, {"name", t.name}, {"input", input_of(t)}});
+    msg["content"] = std::move(content);
+    msg["stop_reason"] = stop_reason_name(c);
+    msg["stop_sequence"] = stop_sequence(c);
     msg["usage"] = usage(r);
     return json::serialize(msg);
   }
 
  private:
+  void open_text(std::string& out) {
+    close_block(out);
+    text_open_ = block_open_ = true;
+    event(out, "content_block_start", {{"index", index_}, {"content_block", json::object{{"type", "text"}, {"text", ""}}}});
+  }
+  void close_block(std::string& out) {
+    if (!block_open_) return;
+    event(out, "content_block_stop", {{"index", index_++}});
+    block_open_ = text_open_ = false;
+  }
+  // A call cut short by max_tokens has no complete JSON: its input is then {}.
+  static json::value input_of(const tool_call& t) {
+    boost::system::error_code ec;
+    json::value v = json::parse(t.arguments, ec);
+    return !ec && v.is_object() ? v : json::object{};
+  }
   json::object message_head() const {
     return {{"id", m_.id}, {"type", "message"}, {"role", "assistant"}, {"model", m_.model}};
   }
-  static json::value stop_sequence(const generation_result& r) {
-    return r.reason == rt::finish_reason::stop_string ? json::value(r.stop_sequence) : json::value(nullptr);
+  static json::value stop_sequence(const choice_result& c) {
+    return c.reason == rt::finish_reason::stop_string ? json::value(c.stop_sequence) : json::value(nullptr);
   }
   // input_tokens excludes prefix-cache hits, reported apart as llama-server does.
   static json::object usage(const generation_result& r) {
     return {{"input_tokens", r.prompt_tokens - r.cached_tokens},
             {"cache_read_input_tokens", r.cached_tokens},
             {"cache_creation_input_tokens", 0},
-            {"output_tokens", r.completion_tokens}};
+            {"output_tokens", r.completion_tokens()}};
   }
   static void event(std::string& out, std::string_view type, const json::object& fields) {
     json::object o{{"type", type}};  // "type" first, as the API sends it
@@ -141,12 +204,15 @@ class messages_stream final : public response_format {
     sse(out, type, json::serialize(o));
   }
   response_meta m_;
+  bool text_first_;
+  bool block_open_ = false, text_open_ = false;
+  std::uint32_t index_ = 0;  // of the open block, or of the next one
 };
 
 }  // namespace
 
-std::unique_ptr<response_format> messages_format(response_meta meta) {
-  return std::make_unique<messages_stream>(std::move(meta));
+std::unique_ptr<response_format> messages_format(response_meta meta, const parsed_request& req) {
+  return std::make_unique<messages_stream>(std::move(meta), req);
 }
 
 }  // namespace strata::serve::anthropic

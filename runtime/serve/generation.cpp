@@ -17,15 +17,23 @@ net::awaitable<bool> server::impl::generate(beast::tcp_stream& s, const http::re
   // The executor first, in its own statement: GCC 12 mishandles co_await inside a braced init.
   const auto ex = co_await net::this_coro::executor;
   generation g{s, req.keep_alive(), endpoint, rid, std::move(pr), std::move(fmt), std::make_shared<waker>(ex),
-               std::make_shared<rt::generation_stream>(), std::chrono::steady_clock::now()};
-  g.out->set_notify([w = g.w] {
+               {}, std::chrono::steady_clock::now()};
+  const auto notify = [w = g.w] {
     if (!w->pending.exchange(true))
       net::post(w->timer.get_executor(), [w] {
         w->pending = false;
         w->signaled = true;
         w->timer.cancel();
       });
-  });
+  };
+  const std::string call_prefix = g.fmt->flavor() == api_flavor::anthropic ? "toolu_" : "call_";
+  for (std::uint32_t c = 0; c < g.pr.n; ++c) {
+    auto out = std::make_shared<rt::generation_stream>();
+    out->set_notify(notify);
+    choice_output co(c, *tok, g.pr.tool_calls_possible() ? std::optional(tmpl) : std::nullopt,
+                     [this, call_prefix] { return new_id(call_prefix); });
+    g.choices.push_back({std::move(out), {}, std::move(co)});
+  }
   if (std::optional<reply> early = submit(g, std::move(prompt))) {
     metrics.count_request(endpoint, int(early->status));
     co_return co_await send(s, *early, g.keep, rid);
@@ -41,37 +49,52 @@ reply server::impl::error_reply(const generation& g, const api_error& e) const {
   return r;
 }
 
-// Queues the request; an answer when it cannot be queued (full queue, prompt too long).
+// Queues every choice; an answer when they cannot all be queued (full queue, prompt too long,
+// bad parameters), in which case the ones already queued are cancelled.
 std::optional<reply> server::impl::submit(generation& g, std::vector<std::int32_t> prompt) {
+  std::size_t queued = 0;
+  std::optional<api_error> err;
+  // Choices queue like requests: more than the slots and the queue can hold would never fit.
+  if (g.pr.n > sched->slots() + max_queue)
+    return error_reply(g, bad_request("'n' is " + std::to_string(g.pr.n) + "; this server runs at most " +
+                                          std::to_string(sched->slots() + max_queue) + " sequences at once (slots + queue)",
+                                      "n"));
   try {
-    if (!sched->submit(g.out, make_request(g.pr, std::move(prompt))))
-      return error_reply(g, draining() ? shutting_down_error()
-                                       : api_error(429, "rate_limit_error", "the request queue is full; retry later"));
+    const auto grammar = grammar_of(g.pr);
+    for (auto& c : g.choices) {
+      const bool last = &c == &g.choices.back();
+      if (!sched->submit(c.out, make_request(g.pr, last ? std::move(prompt) : prompt, std::uint32_t(queued), grammar))) {
+        err = draining() ? shutting_down_error() : api_error(429, "rate_limit_error", "the request queue is full; retry later");
+        break;
+      }
+      ++queued;
+    }
   } catch (const api_error& e) {
-    return error_reply(g, e);
+    err = e;
   } catch (const error& e) {  // prompt too long for the context
-    return error_reply(g, bad_request(e.what(), g.pr.chat ? "messages" : "prompt"));
+    err = bad_request(e.what(), g.pr.chat ? "messages" : "prompt");
   }
-  return std::nullopt;
+  if (!err) return std::nullopt;
+  for (std::size_t i = 0; i < queued; ++i) g.choices[i].out->cancel();
+  return error_reply(g, *err);
 }
 
 // Waits for output, a ping deadline or the client leaving (EOF while we wait: gone).
-net::awaitable<server::impl::wake> server::impl::wait_output(generation& g) {
-  waker& w = *g.w;
+net::awaitable<server::impl::wake> server::impl::wait_for(beast::tcp_stream& s, waker& w, bool& watch_socket) {
   if (w.signaled) {
     w.signaled = false;
     co_return wake::output;
   }
   w.timer.expires_after(opt.ping_interval);
-  if (g.watch_socket) {
+  if (watch_socket) {
     auto r = co_await (w.timer.async_wait(tuple_awaitable) ||
-                       g.s.socket().async_wait(tcp::socket::wait_read, tuple_awaitable));
+                       s.socket().async_wait(tcp::socket::wait_read, tuple_awaitable));
     if (r.index() == 1) {
       char c;
       beast::error_code ec;
-      const std::size_t n = g.s.socket().receive(net::buffer(&c, 1), tcp::socket::message_peek, ec);
+      const std::size_t n = s.socket().receive(net::buffer(&c, 1), tcp::socket::message_peek, ec);
       if (ec || n == 0) co_return wake::gone;
-      g.watch_socket = false;  // the client pipelined its next request: stop watching
+      watch_socket = false;  // the client pipelined its next request: stop watching
     }
   } else {
     co_await w.timer.async_wait(tuple_awaitable);
@@ -81,52 +104,72 @@ net::awaitable<server::impl::wake> server::impl::wait_output(generation& g) {
   co_return sig ? wake::output : wake::timeout;
 }
 
-// Takes the stream's new state; counts the time to first token once.
-void server::impl::take(generation& g) {
-  g.out->take(g.st);
-  if (!g.first_seen && g.st.prefill_done) {
-    g.first_seen = true;
-    metrics.add_ttft(std::chrono::duration<double>(std::chrono::steady_clock::now() - g.t0).count());
-  }
+net::awaitable<server::impl::wake> server::impl::wait_output(generation& g) {
+  co_return co_await wait_for(g.s, *g.w, g.watch_socket);
 }
 
-generation_result server::impl::result_of(const generation& g, std::string text) const {
+bool server::impl::take(generation& g, std::string* buf) {
+  bool all_done = true;
+  std::string sink;
+  for (auto& c : g.choices) {
+    if (c.ended) continue;
+    c.out->take(c.st);
+    if (!g.first_seen && c.st.prefill_done) {
+      g.first_seen = true;
+      metrics.add_ttft(std::chrono::duration<double>(std::chrono::steady_clock::now() - g.t0).count());
+    }
+    response_format* fmt = buf ? g.fmt.get() : nullptr;
+    std::string& out = buf ? *buf : sink;
+    c.output.feed(c.st, fmt, out);
+    if (!c.st.done) {
+      all_done = false;
+      continue;
+    }
+    c.ended = true;
+    // A failed choice ends the whole response with an error: no finish chunk for it.
+    if (!failed(g)) c.output.finish(c.st, g.pr.stop, fmt, out);
+  }
+  return all_done;
+}
+
+void server::impl::cancel(generation& g) {
+  for (auto& c : g.choices) c.out->cancel();
+}
+
+generation_result server::impl::result_of(const generation& g) const {
   generation_result res;
-  res.text = std::move(text);
-  res.reason = g.st.reason;
-  res.prompt_tokens = g.st.prompt_tokens;
-  res.cached_tokens = g.st.cached_tokens;
-  res.completion_tokens = g.st.completion_tokens;
-  if (g.st.reason == rt::finish_reason::stop_string && g.st.stop_index < g.pr.stop.size())
-    res.stop_sequence = g.pr.stop[g.st.stop_index];
+  for (const auto& c : g.choices) res.choices.push_back(c.output.result());
+  // n choices of one prompt: the prompt is counted once, as the API does.
+  res.prompt_tokens = g.choices.front().st.prompt_tokens;
+  res.cached_tokens = g.choices.front().st.cached_tokens;
   return res;
 }
 
 // The error a generation that ended without a result reports (cancelled: only by shutdown, since
 // a client that left hears nothing).
 api_error server::impl::failure_of(const generation& g) const {
-  return g.st.reason == rt::finish_reason::cancelled ? shutting_down_error()
-                                                      : api_error(500, "server_error", "generation failed: " + g.st.error);
+  for (const auto& c : g.choices)
+    if (c.st.reason == rt::finish_reason::error) return api_error(500, "server_error", "generation failed: " + c.st.error);
+  return shutting_down_error();
 }
 
 bool server::impl::failed(const generation& g) {
-  return g.st.reason == rt::finish_reason::error || g.st.reason == rt::finish_reason::cancelled;
+  for (const auto& c : g.choices)
+    if (c.st.reason == rt::finish_reason::error || c.st.reason == rt::finish_reason::cancelled) return true;
+  return false;
 }
 
 net::awaitable<bool> server::impl::reply_whole(generation& g) {
-  std::string text;
-  while (true) {
-    take(g);
-    text += g.st.text;
-    if (g.st.done) break;
+  while (!take(g, nullptr) && !failed(g)) {
     if (co_await wait_output(g) == wake::gone) {
-      g.out->cancel();
+      cancel(g);
       metrics.count_request(g.endpoint, 499);
       co_return false;
     }
   }
+  if (failed(g)) cancel(g);
   const reply r = failed(g) ? error_reply(g, failure_of(g))
-                            : reply{http::status::ok, "application/json", g.fmt->body(result_of(g, std::move(text))), 0};
+                            : reply{http::status::ok, "application/json", g.fmt->body(result_of(g)), 0};
   metrics.count_request(g.endpoint, int(r.status));
   co_return co_await send(g.s, r, g.keep && !draining(), g.rid);
 }
@@ -146,7 +189,7 @@ net::awaitable<bool> server::impl::stream_events(generation& g) {
   http::response_serializer<http::empty_body> sr(head);
   s.expires_after(std::chrono::seconds(60));
   if (auto [ec, n] = co_await http::async_write_header(s, sr, tuple_awaitable); ec) {
-    g.out->cancel();
+    cancel(g);
     co_return false;
   }
   std::string buf;
@@ -159,21 +202,24 @@ net::awaitable<bool> server::impl::stream_events(generation& g) {
     co_return !ec;
   };
   while (true) {
-    take(g);
-    g.fmt->text(g.st.text, buf);
-    if (g.st.done) {
-      if (failed(g)) g.fmt->error(failure_of(g), buf);
-      else g.fmt->end(result_of(g, {}), buf);
+    const bool done = take(g, &buf);
+    if (failed(g)) {  // one choice failed: the response ends with the error
+      cancel(g);
+      g.fmt->error(failure_of(g), buf);
+      break;
+    }
+    if (done) {
+      g.fmt->end(result_of(g), buf);
       break;
     }
     if (!co_await flush()) {
-      g.out->cancel();  // the client went away mid-stream: free its slot
+      cancel(g);  // the client went away mid-stream: free its slots
       metrics.count_request(g.endpoint, 499);
       co_return false;
     }
     const wake wk = co_await wait_output(g);
     if (wk == wake::gone) {
-      g.out->cancel();
+      cancel(g);
       metrics.count_request(g.endpoint, 499);
       co_return false;
     }

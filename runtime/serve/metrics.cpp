@@ -52,6 +52,13 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
   sample(out, "strata_forward_steps_total", double(s.steps));
   family(out, "strata_busy_seconds_total", "counter", "Seconds spent in forward passes and sampling.");
   sample(out, "strata_busy_seconds_total", s.busy_seconds);
+  family(out, "strata_constrained_tokens_total", "counter", "Tokens sampled under a grammar (structured output, tool calls).");
+  sample(out, "strata_constrained_tokens_total", double(s.constrained_tokens));
+  family(out, "strata_constraint_seconds_total", "counter",
+         "Seconds spent sampling grammar-constrained tokens (the mask, the masked draw, advancing the grammar).");
+  sample(out, "strata_constraint_seconds_total", s.constraint_seconds);
+  family(out, "strata_embedding_tokens_total", "counter", "Input tokens evaluated for /v1/embeddings.");
+  sample(out, "strata_embedding_tokens_total", double(s.embedded_tokens));
   family(out, "strata_generation_tokens_per_second", "gauge", "Generated tokens per busy second since start.");
   sample(out, "strata_generation_tokens_per_second", s.busy_seconds > 0 ? double(s.generated_tokens) / s.busy_seconds : 0.0);
   family(out, "strata_requests_running", "gauge", "Sequences holding a slot.");

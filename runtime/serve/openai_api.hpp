@@ -1,6 +1,8 @@
-// The OpenAI wire formats: POST /v1/chat/completions, /v1/completions and /v1/responses
-// (docs/spec/api.md §2): request parsing into parsed_request and the response/SSE shapes the
-// official `openai` SDK accepts (role in the first chunk, finish_reason, usage chunk, [DONE]).
+// The OpenAI wire formats (docs/spec/api.md §2): POST /v1/chat/completions (openai_chat.cpp),
+// /v1/completions (openai_completions.cpp) and /v1/responses (openai_responses.cpp): request
+// parsing into parsed_request and the response/SSE shapes the official `openai` SDK accepts (role
+// in the first chunk, tool-call deltas, finish_reason, usage chunk, [DONE]; numbered Responses
+// events).
 #pragma once
 #include <memory>
 
@@ -13,11 +15,8 @@ parsed_request parse_chat(const json_in::object& body);
 parsed_request parse_completion(const json_in::object& body);
 parsed_request parse_responses(const json_in::object& body);
 
-std::unique_ptr<response_format> chat_format(response_meta meta, bool include_usage);
-std::unique_ptr<response_format> completion_format(response_meta meta, bool include_usage);
+std::unique_ptr<response_format> chat_format(response_meta meta, const parsed_request& req);
+std::unique_ptr<response_format> completion_format(response_meta meta, const parsed_request& req);
 std::unique_ptr<response_format> responses_format(response_meta meta, const parsed_request& req);
-
-// "stop" / "length" for an engine finish reason.
-const char* finish_reason_name(rt::finish_reason r);
 
 }  // namespace strata::serve::openai

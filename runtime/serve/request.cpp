@@ -6,6 +6,7 @@
 
 #include "request.hpp"
 #include "response_format.hpp"
+#include "strata/json/parse.hpp"
 
 namespace strata::serve {
 
@@ -48,6 +49,47 @@ void read_sampling(const json_in::object& o, sampling::sampler_params& p) {
                               bias <= -100 ? -INFINITY : float(bias)});
     }
   }
+}
+
+void read_common(const json_in::object& o, parsed_request& r, std::initializer_list<const char*> max_token_keys,
+                 const char* stop_key) {
+  read_sampling(o, r.sampling);
+  for (const char* key : max_token_keys)
+    if (auto v = read_max_tokens(o, key)) {
+      r.sampling.max_tokens = *v;
+      break;
+    }
+  if (stop_key) r.stop = read_stop(o, stop_key);
+  r.stream = json_in::get_bool(o, "stream").value_or(false);
+  if (auto so = json_in::get_object(o, "stream_options"))
+    r.include_usage = json_in::get_bool(*so, "include_usage", "stream_options").value_or(false);
+}
+
+std::string content_text(const json_in::element& c, const std::string& path, std::span<const std::string_view> text_types,
+                         std::string_view what) {
+  using namespace json_in;
+  if (c.is_string()) return std::string(std::string_view(c));
+  if (!c.is_array()) throw bad_request("'" + path + "' must be a string or an array of " + std::string(what), path);
+  std::string out;
+  std::size_t i = 0;
+  for (auto part : json_in::array(c)) {
+    const std::string pp = path + "[" + std::to_string(i++) + "]";
+    const json_in::object po = as_object(part, pp);
+    const auto type = get_string(po, "type", pp);
+    if (!type) throw bad_request("'" + pp + ".type' is required", pp + ".type");
+    if (std::find(text_types.begin(), text_types.end(), *type) == text_types.end())
+      throw bad_request("'" + pp + "' has type '" + std::string(*type) + "'; only text " + std::string(what) +
+                            " are supported here", pp + ".type");
+    const auto t = get_string(po, "text", pp);
+    if (!t) throw bad_request("'" + pp + ".text' is required", pp + ".text");
+    out += *t;
+  }
+  return out;
+}
+
+strata::json::value to_json_tree(const json_in::element& e) {
+  // simdjson's minified text, parsed by the order-keeping parser (both accept the same JSON).
+  return strata::json::parse(simdjson::minify(e), "request");
 }
 
 std::optional<std::int32_t> read_max_tokens(const json_in::object& o, const char* key) {

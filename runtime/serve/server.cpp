@@ -126,8 +126,8 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
     static constexpr std::string_view gen_routes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses",
                                                       "/v1/messages"};
     const bool is_gen = std::find(std::begin(gen_routes), std::end(gen_routes), path) != std::end(gen_routes);
-    const bool is_post_route = is_gen || path == "/v1/messages/count_tokens" || path == "/tokenize" ||
-                               path == "/detokenize";
+    const bool is_post_route = is_gen || path == "/v1/messages/count_tokens" || path == "/v1/embeddings" ||
+                               path == "/tokenize" || path == "/detokenize";
     if (get && (path == "/v1/models" || path == "/models")) {
       r = models_list();
     } else if (get && path.starts_with("/v1/models/")) {
@@ -141,6 +141,7 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
       const json_in::object body = json_in::parse_object(jp, req.body());
       if (path == "/tokenize") r = tokenize(body);
       else if (path == "/detokenize") r = detokenize(body);
+      else if (path == "/v1/embeddings") co_return co_await embed(s, keep, rid, body);
       else if (path == "/v1/messages/count_tokens") {
         const parsed_request pr = anthropic::parse_messages(body, true);
         check_model(pr);
@@ -157,12 +158,12 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
                            model_id,
                            std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count(),
-                           std::uint32_t(prompt.size())};
+                           std::uint32_t(prompt.size()), pr.n};
         std::unique_ptr<response_format> fmt =
-            path == "/v1/chat/completions" ? openai::chat_format(std::move(meta), pr.include_usage)
-            : path == "/v1/completions"    ? openai::completion_format(std::move(meta), pr.include_usage)
+            path == "/v1/chat/completions" ? openai::chat_format(std::move(meta), pr)
+            : path == "/v1/completions"    ? openai::completion_format(std::move(meta), pr)
             : path == "/v1/responses"      ? openai::responses_format(std::move(meta), pr)
-                                           : anthropic::messages_format(std::move(meta));
+                                           : anthropic::messages_format(std::move(meta), pr);
         co_return co_await generate(s, req, path, rid, std::move(pr), std::move(fmt), std::move(prompt));
       }
     } else {
@@ -233,6 +234,14 @@ void server::run(const std::filesystem::path& model_path, const rt::engine_optio
       if (d.tok->is_eog(id)) d.eog.push_back(id);
     d.model_id = d.opt.model_id.empty() ? model_path.stem().string() : d.opt.model_id;
     d.sched = std::make_unique<rt::scheduler>(*d.model, *d.tok, so);
+    d.grammars = std::make_unique<grammar_cache>(*d.tok);
+    d.max_queue = so.max_queue;
+    d.pooling = d.opt.pooling ? *d.opt.pooling : rt::pooling_of(d.model->gguf()).value_or(rt::pooling::none);
+    if (d.opt.embeddings && d.pooling == rt::pooling::none)
+      throw error("--embeddings: the model has no pooling metadata (<arch>.pooling_type); choose one with --pooling");
+    if (d.pooling != rt::pooling::none && !d.model->supports_embeddings())
+      throw error("embeddings (pooling " + std::string(rt::name(d.pooling)) + ") are not implemented on the " +
+                  d.model->backend_description() + " backend; use --backend cpu or leave out --pooling/--embeddings");
   } catch (...) {
     d.halt();
     io.join();
@@ -240,7 +249,9 @@ void server::run(const std::filesystem::path& model_path, const rt::engine_optio
   }
   d.ready.store(true, std::memory_order_release);
   std::cerr << "strata-serve: model '" << d.model_id << "' ready (" << d.model->backend_description() << ", "
-            << d.sched->slots() << " slots, context " << d.sched->context_size() << ")\n";
+            << d.sched->slots() << " slots, context " << d.sched->context_size()
+            << (d.pooling != rt::pooling::none ? ", embeddings: " + std::string(rt::name(d.pooling)) + " pooling" : "")
+            << ")\n";
   {
     std::unique_lock lk(d.stop_mu);
     d.stop_cv.wait(lk, [&d] { return d.draining(); });

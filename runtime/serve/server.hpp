@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "strata/runtime/engine.hpp"
@@ -25,6 +26,10 @@ struct server_options {
   std::chrono::milliseconds read_timeout{30000};  // a request must arrive within this
   std::chrono::milliseconds ping_interval{10000}; // SSE keepalive while nothing else is sent
   std::chrono::milliseconds shutdown_timeout{10000};  // running generations' time to finish on SIGTERM
+  // POST /v1/embeddings: with the model's pooling (GGUF <arch>.pooling_type) when `embeddings`
+  // is set or the model carries one, or with `pooling` when given (it overrides the model's).
+  bool embeddings = false;
+  std::optional<rt::pooling> pooling;
 };
 
 class server {

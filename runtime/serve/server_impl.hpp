@@ -26,6 +26,8 @@
 #include <random>
 
 #include "anthropic_api.hpp"
+#include "choice_output.hpp"
+#include "constraints.hpp"
 #include "metrics.hpp"
 #include "openai_api.hpp"
 #include "strata/chat/template.hpp"
@@ -68,7 +70,7 @@ struct waker {
 inline std::string endpoint_label(std::string_view path) {
   static constexpr std::string_view known[] = {
       "/health", "/v1/health", "/v1/models", "/models", "/metrics", "/v1/chat/completions", "/v1/completions",
-      "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/tokenize", "/detokenize"};
+      "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/embeddings", "/tokenize", "/detokenize"};
   for (const auto k : known)
     if (path == k) return std::string(k);
   return path.starts_with("/v1/models/") ? "/v1/models/{id}" : "other";
@@ -114,6 +116,9 @@ struct server::impl {
   chat::template_kind tmpl = chat::template_kind::generic;
   std::vector<std::int32_t> eog;
   std::string model_id;
+  std::unique_ptr<grammar_cache> grammars;   // network thread only
+  rt::pooling pooling = rt::pooling::none;   // none: /v1/embeddings is off
+  std::uint32_t max_queue = 0;               // scheduler_options::max_queue
 
   explicit impl(server_options o) : opt(std::move(o)) {}
 
@@ -215,12 +220,18 @@ struct server::impl {
       }
       return tok->encode(r.prompt, true, true);
     }
+    // Tools the model may call are shown to it; with tool_choice none they are left out, so it
+    // is not told to call what it must not. Forced structure starts at once (Qwen3: an empty
+    // think block closes the reasoning first).
+    chat::render_options ro;
+    if (r.may_call_tools()) ro.tools = &r.tools;
     std::string text;
     try {
-      text = chat::render(tmpl, r.messages, {.add_generation_prompt = true, .enable_thinking = true});
+      text = chat::render(tmpl, r.messages, ro);
     } catch (const error& e) {
       throw bad_request(e.what(), "messages");
     }
+    if (r.forced_structure()) text += chat::forced_output_prefix(tmpl, ro);
     if (r.assistant_prefill) text += *r.assistant_prefill;
     return tok->encode(chat::prompt_for_tokenizer(text, tmpl, tok->add_bos()), true, true);
   }
@@ -231,16 +242,43 @@ struct server::impl {
                       "model '" + r.model + "' does not exist; this server serves '" + model_id + "'", "model");
   }
 
-  rt::generation_request make_request(const parsed_request& r, std::vector<std::int32_t> prompt) const {
+  // The request's grammar, compiled (null automaton: free text). Network thread only.
+  struct compiled_grammar {
+    std::shared_ptr<grammar::automaton> automaton;
+    std::string trigger;
+    bool at_start = false;
+  };
+  compiled_grammar grammar_of(const parsed_request& r) {
+    request_grammar g = grammar_for(r, tmpl);
+    if (g.gbnf.empty()) return {};
     try {
-      sampling::sampler smp(r.sampling, tok->n_vocab());
+      return {grammars->get(g.gbnf), std::move(g.trigger), g.at_start};
+    } catch (const error& e) {
+      throw bad_request(e.what(), r.format != output_format::text ? r.schema_param : "tools");
+    }
+  }
+
+  // Choice `index` of the request: its own sampler (seeded seed + index when a seed is given, so
+  // choices differ yet replay) and its own position in the grammar.
+  rt::generation_request make_request(const parsed_request& r, std::vector<std::int32_t> prompt, std::uint32_t index,
+                                      const compiled_grammar& g) const {
+    try {
+      sampling::sampler_params sp = r.sampling;
+      if (sp.seed != sampling::default_seed) sp.seed += index;
+      sampling::sampler smp(sp, tok->n_vocab());
       sampling::stop_conditions stop(eog, r.sampling.max_tokens, r.stop);
-      return {std::move(prompt), std::move(smp), std::move(stop)};
+      rt::generation_request req{std::move(prompt), std::move(smp), std::move(stop)};
+      if (g.automaton) req.constraint = std::make_unique<grammar_constraint>(g.automaton, g.trigger, g.at_start);
+      req.top_logprobs = r.top_logprobs;
+      return req;
     } catch (const error& e) {
       const std::string m = e.what();
       throw bad_request(m, param_of(m));
     }
   }
+
+  // POST /v1/embeddings (embeddings.cpp).
+  net::awaitable<bool> embed(beast::tcp_stream& s, bool keep, const std::string& rid, const json_in::object& body);
 
   std::uint16_t listen() {
     beast::error_code ec;
@@ -289,6 +327,13 @@ struct server::impl {
   net::awaitable<bool> send(beast::tcp_stream& s, const reply& r, bool keep_alive, const std::string& request_id);
 
   // ---- one generation (generate() and its parts) -------------------------------------------
+  // One choice (OpenAI n): a request of its own in the scheduler.
+  struct choice_run {
+    std::shared_ptr<rt::generation_stream> out;
+    rt::generation_stream::state st{};
+    choice_output output;
+    bool ended = false;  // finished and its end sent
+  };
   struct generation {
     beast::tcp_stream& s;
     bool keep;
@@ -297,9 +342,8 @@ struct server::impl {
     parsed_request pr;
     std::unique_ptr<response_format> fmt;
     std::shared_ptr<waker> w;
-    std::shared_ptr<rt::generation_stream> out;
+    std::vector<choice_run> choices;
     std::chrono::steady_clock::time_point t0;
-    rt::generation_stream::state st{};
     bool first_seen = false;    // the first token arrived (time to first token counted)
     bool watch_socket = true;   // until the client pipelines its next request
   };
@@ -308,12 +352,16 @@ struct server::impl {
                                 const std::string& endpoint, const std::string& request_id, parsed_request pr,
                                 std::unique_ptr<response_format> fmt, std::vector<std::int32_t> prompt);
   std::optional<reply> submit(generation& g, std::vector<std::int32_t> prompt);
+  net::awaitable<wake> wait_for(beast::tcp_stream& s, waker& w, bool& watch_socket);
   net::awaitable<wake> wait_output(generation& g);
-  void take(generation& g);
+  // Takes every choice's new output; streaming (buf non-null), its events go to *buf. True when
+  // every choice has finished.
+  bool take(generation& g, std::string* buf);
+  void cancel(generation& g);
   net::awaitable<bool> reply_whole(generation& g);
   net::awaitable<bool> stream_events(generation& g);
   reply error_reply(const generation& g, const api_error& e) const;
-  generation_result result_of(const generation& g, std::string text) const;
+  generation_result result_of(const generation& g) const;
   api_error failure_of(const generation& g) const;
   static bool failed(const generation& g);
 };

@@ -97,7 +97,8 @@ await run('malformed', [
     await expectOpenAIError(await post('/v1/chat/completions', chat({ logit_bias: { 999999: 1 } })), 400, 'logit_bias');
     await expectOpenAIError(await post('/v1/chat/completions', chat({ messages: [{ role: 'wizard', content: 'x' }] })), 400, 'messages[0].role');
     await expectOpenAIError(await post('/v1/chat/completions', chat({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] })), 400, 'messages[0].content[0].type');
-    await expectOpenAIError(await post('/v1/chat/completions', chat({ n: 3 })), 400, 'n');
+    await expectOpenAIError(await post('/v1/chat/completions', chat({ n: 17 })), 400, 'n');
+    await expectOpenAIError(await post('/v1/chat/completions', chat({ n: 3 })), 400, 'n');  // more than 1 slot + 0 queue
     await expectOpenAIError(await post('/v1/completions', { model, prompt: ['a', 'b'] }), 400, 'prompt');
     await expectOpenAIError(await post('/v1/completions', { model, prompt: [1, -5] }), 400, 'prompt');
     await expectOpenAIError(await post('/v1/responses', { model, input: 7 }), 400, 'input');

@@ -105,7 +105,7 @@ await run('openai', [
     });
   }],
   ['bad request -> BadRequestError naming the field', async () => {
-    await assert.rejects(client.chat.completions.create({ model, messages: msgs, n: 2 }), (e) => {
+    await assert.rejects(client.chat.completions.create({ model, messages: msgs, n: 17 }), (e) => {
       assert.ok(e instanceof OpenAI.BadRequestError, String(e));
       assert.equal(e.param, 'n');
       return true;

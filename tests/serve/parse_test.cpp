@@ -58,17 +58,80 @@ TEST_CASE("chat: messages, sampling fields, stop, stream options") {
   CHECK(r.include_usage);
 }
 
-TEST_CASE("chat: response_format json_object adds an instruction") {
+TEST_CASE("chat: response_format, n, logprobs") {
   const auto a = openai::parse_chat(body(R"({"model":"m","messages":[{"role":"user","content":"x"}],
-      "response_format":{"type":"json_object"}})"));
-  REQUIRE(a.messages.size() == 2);
-  CHECK(a.messages[0].role == "system");
-  CHECK(a.messages[0].content.find("JSON") != std::string::npos);
-  const auto b = openai::parse_chat(body(R"({"model":"m","messages":[{"role":"system","content":"S"},{"role":"user","content":"x"}],
-      "response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"}}}})"));
-  REQUIRE(b.messages.size() == 2);
-  CHECK(b.messages[0].content.find("S\n\n") == 0);
-  CHECK(b.messages[0].content.find(R"({"type":"object"})") != std::string::npos);
+      "response_format":{"type":"json_object"},"n":3,"logprobs":true,"top_logprobs":4})"));
+  CHECK(a.messages.size() == 1);  // structure comes from a grammar, not an injected instruction
+  CHECK(a.format == output_format::json_object);
+  CHECK(a.forced_structure());
+  CHECK(a.n == 3);
+  CHECK(a.top_logprobs == 4);
+  const auto b = openai::parse_chat(body(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+      "response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":{"type":"object"}}}})"));
+  CHECK(b.format == output_format::json_schema);
+  CHECK(b.schema == R"({"type":"object"})");
+  CHECK(b.schema_name == "n");
+  CHECK(b.schema_param == "response_format.json_schema.schema");
+  const auto c = openai::parse_chat(body(R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true})"));
+  CHECK(c.top_logprobs == 0);
+  CHECK(openai::parse_chat(body(R"({"model":"m","messages":[{"role":"user","content":"x"}]})")).top_logprobs == -1);
+}
+
+TEST_CASE("chat: tools, tool_choice, assistant tool_calls and tool results") {
+  const auto r = openai::parse_chat(body(R"({"model":"m","messages":[
+      {"role":"user","content":"weather?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+        "function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+      {"role":"tool","tool_call_id":"call_1","content":"sunny"}],
+    "tools":[{"type":"function","function":{"name":"get_weather","description":"d",
+      "parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],
+    "tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false})"));
+  REQUIRE(r.messages.size() == 3);
+  REQUIRE(r.messages[1].tool_calls.size() == 1);
+  CHECK(r.messages[1].tool_calls[0].id == "call_1");
+  CHECK(r.messages[1].tool_calls[0].name == "get_weather");
+  CHECK(r.messages[1].tool_calls[0].arguments == R"({"city":"Paris"})");
+  CHECK(r.messages[2].role == "tool");
+  CHECK(r.messages[2].tool_call_id == "call_1");
+  CHECK(r.messages[2].content == "sunny");
+  REQUIRE(r.tools.size() == 1);
+  const auto& fn = *r.tools[0].find("function");
+  CHECK(fn.find("name")->as_string() == "get_weather");
+  CHECK(fn.find("parameters")->find("required") != nullptr);
+  CHECK(fn.find("description")->as_string() == "d");
+  CHECK(r.tool_choice.mode == strata::chat::tool_choice_mode::function);
+  CHECK(r.tool_choice.function == "get_weather");
+  CHECK(!r.parallel_tool_calls);
+  CHECK(r.forced_structure());
+  const auto none = openai::parse_chat(body(R"({"model":"m","messages":[{"role":"user","content":"x"}],
+      "tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"})"));
+  CHECK(!none.may_call_tools());
+  CHECK(none.tools[0].find("function")->find("parameters")->find("type")->as_string() == "object");  // none: {}
+}
+
+TEST_CASE("tools: bad definitions and choices are named") {
+  const auto chat = [](const std::string& extra) {
+    return [extra] { openai::parse_chat(body(R"({"model":"m","messages":[{"role":"user","content":"x"}])" + extra + "}")); };
+  };
+  CHECK(bad_param(chat(R"(,"tools":[{"type":"function"}])")) == "tools[0].function");
+  CHECK(bad_param(chat(R"(,"tools":[{"type":"retrieval"}])")) == "tools[0].type");
+  CHECK(bad_param(chat(R"(,"tools":[{"type":"function","function":{"name":"has space"}}])")) == "tools[0].function.name");
+  CHECK(bad_param(chat(R"(,"tools":[{"type":"function","function":{"name":"f","parameters":[]}}])")) ==
+        "tools[0].function.parameters");
+  CHECK(bad_param(chat(R"(,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}])")) ==
+        "tools[1]");
+  CHECK(bad_param(chat(R"(,"tool_choice":"required")")) == "tool_choice");
+  CHECK(bad_param(chat(R"(,"tool_choice":"sometimes","tools":[{"type":"function","function":{"name":"f"}}])")) == "tool_choice");
+  CHECK(bad_param(chat(R"(,"tool_choice":{"type":"function","function":{"name":"g"}},"tools":[{"type":"function","function":{"name":"f"}}])")) ==
+        "tool_choice");
+  CHECK(bad_param([] {
+          openai::parse_chat(body(R"({"model":"m","messages":[{"role":"user","content":"x","tool_calls":[]}]})"));
+        }) == "messages[0].tool_calls");
+  CHECK(bad_param(chat(R"(,"n":17)")) == "n");
+  CHECK(bad_param(chat(R"(,"top_logprobs":3)")) == "top_logprobs");
+  CHECK(bad_param(chat(R"(,"logprobs":true,"top_logprobs":21)")) == "top_logprobs");
+  CHECK(bad_param(chat(R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x"}})")) ==
+        "response_format.json_schema.schema");
 }
 
 TEST_CASE("chat: bad fields are named") {
@@ -81,7 +144,7 @@ TEST_CASE("chat: bad fields are named") {
   CHECK(bad_param([] { openai::parse_chat(body(R"({"model":"m","messages":{}})")); }) == "messages");
   CHECK(bad_param([] { openai::parse_chat(body(R"({"model":"m","messages":[{"role":"user"}]})")); }) == "messages[0].content");
   CHECK(bad_param([] { openai::parse_chat(body(R"({"model":"m","messages":[{"role":1,"content":"x"}]})")); }) == "messages[0].role");
-  CHECK(bad_param(chat(R"(,"n":2)")) == "n");
+  CHECK(bad_param(chat(R"(,"n":0)")) == "n");
   CHECK(bad_param(chat(R"(,"temperature":"hot")")) == "temperature");
   CHECK(bad_param(chat(R"(,"max_tokens":-1)")) == "max_tokens");
   CHECK(bad_param(chat(R"(,"max_tokens":1.5)")) == "max_tokens");
@@ -93,7 +156,6 @@ TEST_CASE("chat: bad fields are named") {
   CHECK(bad_param(chat(R"(,"frequency_penalty":3)")) == "frequency_penalty");
   CHECK(bad_param(chat(R"(,"stream":"yes")")) == "stream");
   CHECK(bad_param(chat(R"(,"response_format":{"type":"xml"})")) == "response_format.type");
-  CHECK(bad_param(chat(R"(,"tools":[{"type":"function"}])")) == "tools");
   CHECK_NOTHROW(chat(R"(,"tools":[],"unknown_field":{"deep":[1]})")());
 }
 
@@ -124,6 +186,10 @@ TEST_CASE("completions: prompt forms and refused options") {
   CHECK(bad_param([] { openai::parse_completion(body(R"({"model":"m","prompt":""})")); }) == "prompt");
   CHECK(bad_param([] { openai::parse_completion(body(R"({"model":"m","prompt":"x","echo":true})")); }) == "echo");
   CHECK(bad_param([] { openai::parse_completion(body(R"({"model":"m","prompt":"x","best_of":3})")); }) == "best_of");
+  CHECK(bad_param([] { openai::parse_completion(body(R"({"model":"m","prompt":"x","logprobs":6})")); }) == "logprobs");
+  const auto e = openai::parse_completion(body(R"({"model":"m","prompt":"x","logprobs":2,"n":2,"best_of":2})"));
+  CHECK(e.top_logprobs == 2);
+  CHECK(e.n == 2);
 }
 
 TEST_CASE("responses: input forms, instructions, max_output_tokens") {
@@ -137,7 +203,26 @@ TEST_CASE("responses: input forms, instructions, max_output_tokens") {
   REQUIRE(b.messages.size() == 2);
   CHECK(b.messages[1].role == "assistant");
   CHECK(bad_param([] { openai::parse_responses(body(R"({"model":"m","input":[{"type":"function_call_output"}]})")); }) ==
+        "input[0].call_id");
+  CHECK(bad_param([] { openai::parse_responses(body(R"({"model":"m","input":[{"type":"web_search_call"}]})")); }) ==
         "input[0].type");
+  // A tool round trip: the call and its output come back as items; tools are flat.
+  auto c = openai::parse_responses(body(R"({"model":"m","input":[{"role":"user","content":"w?"},
+      {"type":"function_call","call_id":"call_9","name":"f","arguments":"{}"},
+      {"type":"function_call","call_id":"call_10","name":"f","arguments":"{\"a\":1}"},
+      {"type":"function_call_output","call_id":"call_9","output":"ok"}],
+    "tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"required",
+    "text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}}})"));
+  REQUIRE(c.messages.size() == 3);
+  CHECK(c.messages[1].role == "assistant");
+  REQUIRE(c.messages[1].tool_calls.size() == 2);
+  CHECK(c.messages[1].tool_calls[1].arguments == R"({"a":1})");
+  CHECK(c.messages[2].role == "tool");
+  CHECK(c.messages[2].tool_call_id == "call_9");
+  CHECK(c.tools.at(0).find("function")->find("name")->as_string() == "f");
+  CHECK(c.tool_choice.mode == strata::chat::tool_choice_mode::required);
+  CHECK(c.format == output_format::json_schema);
+  CHECK(c.schema_param == "text.format.schema");
   CHECK(bad_param([] { openai::parse_responses(body(R"({"model":"m"})")); }) == "input");
 }
 
@@ -155,6 +240,46 @@ TEST_CASE("anthropic: system blocks, content blocks, prefill, stop_sequences") {
   CHECK(r.sampling.top_k == 3);
   CHECK(r.stop == std::vector<std::string>{"\n\n"});
   CHECK_NOTHROW(anthropic::parse_messages(body(R"({"model":"m","messages":[{"role":"user","content":"q"}]})"), true));
+}
+
+TEST_CASE("anthropic: tools, tool_choice, tool_use and tool_result blocks") {
+  auto r = anthropic::parse_messages(body(R"({"model":"m","max_tokens":8,
+      "tools":[{"name":"get_weather","description":"d","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}],
+      "tool_choice":{"type":"tool","name":"get_weather","disable_parallel_tool_use":true},
+      "messages":[{"role":"user","content":"weather?"},
+        {"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":""},{"type":"text","text":"Let me see."},
+          {"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}}]},
+        {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"sunny"}]},
+          {"type":"text","text":"and tomorrow?"}]}]})"));
+  REQUIRE(r.messages.size() == 4);
+  CHECK(r.messages[1].role == "assistant");
+  CHECK(r.messages[1].content == "Let me see.");
+  CHECK(r.messages[1].reasoning_content == "hmm");
+  REQUIRE(r.messages[1].tool_calls.size() == 1);
+  CHECK(r.messages[1].tool_calls[0].arguments == R"({"city":"Paris"})");
+  CHECK(r.messages[2].role == "tool");
+  CHECK(r.messages[2].tool_call_id == "toolu_1");
+  CHECK(r.messages[2].content == "sunny");
+  CHECK(r.messages[3].role == "user");
+  CHECK(r.messages[3].content == "and tomorrow?");
+  CHECK(r.tool_choice.mode == strata::chat::tool_choice_mode::function);
+  CHECK(!r.parallel_tool_calls);
+  CHECK(r.tools[0].find("function")->find("parameters") != nullptr);  // printed in the OpenAI shape
+  const auto any = anthropic::parse_messages(body(R"({"model":"m","max_tokens":8,"tools":[{"name":"f","input_schema":{"type":"object"}}],
+      "tool_choice":{"type":"any"},"messages":[{"role":"user","content":"q"}]})"));
+  CHECK(any.tool_choice.mode == strata::chat::tool_choice_mode::required);
+  const auto msg = [](const std::string& extra) {
+    return [extra] { anthropic::parse_messages(body(R"({"model":"m","max_tokens":8,"messages":[{"role":"user","content":"q"}])" + extra + "}")); };
+  };
+  CHECK(bad_param(msg(R"(,"tools":[{"type":"web_search_20250305","name":"web_search"}])")) == "tools[0].type");
+  CHECK(bad_param(msg(R"(,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"tool"})")) == "tool_choice.name");
+  CHECK(bad_param(msg(R"(,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"tool","name":"g"})")) == "tool_choice.name");
+  CHECK(bad_param(msg(R"(,"tool_choice":{"type":"any"})")) == "tool_choice");
+  CHECK(bad_param(msg(R"(,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"maybe"})")) == "tool_choice.type");
+  CHECK(bad_param([] {
+          anthropic::parse_messages(body(R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":"q"},
+              {"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}]})"));
+        }) == "messages");
 }
 
 TEST_CASE("anthropic: bad fields are named") {

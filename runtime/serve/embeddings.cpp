@@ -1,0 +1,199 @@
+// /v1/embeddings: parsing, the response body, and the route (embeddings.hpp, server_impl.hpp).
+#include "embeddings.hpp"
+
+#include <bit>
+
+#include "server_impl.hpp"
+
+namespace strata::serve {
+using namespace json_in;
+
+embedding_request parse_embeddings(const object& body, std::uint32_t n_embd) {
+  embedding_request r;
+  const auto model = get_string(body, "model");
+  if (!model) throw bad_request("'model' is required", "model");
+  r.model = std::string(*model);
+  if (auto f = get_string(body, "encoding_format")) {
+    if (*f != "float" && *f != "base64")
+      throw bad_request("'encoding_format' must be float or base64, got '" + std::string(*f) + "'", "encoding_format");
+    r.base64 = *f == "base64";
+  }
+  if (auto d = get_int(body, "dimensions"); d && *d != std::int64_t(n_embd))
+    throw bad_request("'dimensions' must be the model's embedding size " + std::to_string(n_embd) +
+                          " (this model's vectors cannot be shortened)", "dimensions");
+  const auto in = field(body, "input");
+  if (!in) throw bad_request("'input' is required", "input");
+  const auto ids = [](const array& a, const std::string& path) {
+    std::vector<std::int32_t> out;
+    std::size_t i = 0;
+    for (auto t : a) {
+      const std::string tp = path + "[" + std::to_string(i++) + "]";
+      if (!t.is_int64() || std::int64_t(t) < 0 || std::int64_t(t) > INT32_MAX)
+        throw bad_request("'" + tp + "' must be a token id (a non-negative integer)", tp);
+      out.push_back(std::int32_t(std::int64_t(t)));
+    }
+    if (out.empty()) throw bad_request("'" + path + "' is empty", path);
+    return out;
+  };
+  const auto add_text = [&](std::string_view s, const std::string& path) {
+    if (s.empty()) throw bad_request("'" + path + "' is empty", path);
+    r.texts.emplace_back(s);
+    r.token_inputs.emplace_back();
+  };
+  if (in->is_string()) {
+    add_text(std::string_view(*in), "input");
+  } else if (in->is_array()) {
+    const array a(*in);
+    if (a.size() == 0) throw bad_request("'input' must not be empty", "input");
+    if (a.at(0).value().is_int64()) {  // one input given as token ids
+      r.texts.emplace_back();
+      r.token_inputs.push_back(ids(a, "input"));
+    } else {
+      std::size_t i = 0;
+      for (auto e : a) {
+        const std::string path = "input[" + std::to_string(i++) + "]";
+        if (e.is_string()) add_text(std::string_view(e), path);
+        else if (e.is_array()) {
+          r.texts.emplace_back();
+          r.token_inputs.push_back(ids(array(e), path));
+        } else {
+          throw bad_request("'" + path + "' must be a string or an array of token ids", path);
+        }
+      }
+    }
+  } else {
+    throw bad_request("'input' must be a string, an array of strings or token ids", "input");
+  }
+  if (r.size() > max_embedding_inputs)
+    throw bad_request("'input' has " + std::to_string(r.size()) + " entries; at most " +
+                          std::to_string(max_embedding_inputs) + " are allowed", "input");
+  return r;
+}
+
+std::string base64_floats(std::span<const float> v) {
+  static constexpr char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string bytes;
+  bytes.reserve(v.size() * 4);
+  for (const float f : v) {
+    const auto u = std::bit_cast<std::uint32_t>(f);
+    for (int k = 0; k < 4; ++k) bytes += char((u >> (8 * k)) & 0xFF);  // little-endian on any host
+  }
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::uint32_t n = std::uint32_t(std::uint8_t(bytes[i])) << 16 |
+                            (i + 1 < bytes.size() ? std::uint32_t(std::uint8_t(bytes[i + 1])) << 8 : 0) |
+                            (i + 2 < bytes.size() ? std::uint32_t(std::uint8_t(bytes[i + 2])) : 0);
+    out += alphabet[(n >> 18) & 63];
+    out += alphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? alphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? alphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+std::string embeddings_body(const std::string& model, std::span<const std::vector<float>> vectors, bool base64,
+                            std::uint32_t prompt_tokens) {
+  namespace json = boost::json;
+  json::array data;
+  for (std::size_t i = 0; i < vectors.size(); ++i) {
+    json::value emb;
+    if (base64) {
+      emb = base64_floats(vectors[i]);
+    } else {
+      json::array a;
+      a.reserve(vectors[i].size());
+      for (const float f : vectors[i]) a.push_back(double(f));
+      emb = std::move(a);
+    }
+    data.push_back(json::object{{"object", "embedding"}, {"index", i}, {"embedding", std::move(emb)}});
+  }
+  return json::serialize(json::object{{"object", "list"},
+                                      {"data", std::move(data)},
+                                      {"model", model},
+                                      {"usage", json::object{{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}});
+}
+
+// Every input is a request of its own (the scheduler batches them into its embedding passes);
+// the reply waits for all of them.
+net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const std::string& rid, const json_in::object& body) {
+  if (pooling == rt::pooling::none)
+    throw api_error(404, "not_found_error",
+                    "embeddings are off: this model has no pooling metadata; start strata-serve with --pooling mean|cls|last");
+  const embedding_request er = parse_embeddings(body, model->hparams().n_embd);
+  if (er.model != model_id)
+    throw api_error(404, "not_found_error", "model '" + er.model + "' does not exist; this server serves '" + model_id + "'",
+                    "model");
+  const auto ex = co_await net::this_coro::executor;
+  auto w = std::make_shared<waker>(ex);
+  std::vector<std::shared_ptr<rt::generation_stream>> outs;
+  const auto cancel_all = [&] {
+    for (auto& o : outs) o->cancel();
+  };
+  std::uint32_t prompt_tokens = 0;
+  std::optional<api_error> err;
+  for (std::size_t i = 0; i < er.size() && !err; ++i) {
+    std::vector<std::int32_t> prompt = er.texts[i].empty() ? er.token_inputs[i] : tok->encode(er.texts[i], true, true);
+    const std::string path = er.size() == 1 ? "input" : "input[" + std::to_string(i) + "]";
+    for (const auto t : prompt)
+      if (t >= tok->n_vocab()) err = bad_request("'" + path + "' holds token " + std::to_string(t) + ", outside the vocabulary", path);
+    if (err) break;
+    prompt_tokens += std::uint32_t(prompt.size());
+    rt::generation_request req{std::move(prompt), sampling::sampler({}, tok->n_vocab()), {}};
+    req.embed = pooling;
+    auto out = std::make_shared<rt::generation_stream>();
+    out->set_notify([w] {
+      if (!w->pending.exchange(true))
+        net::post(w->timer.get_executor(), [w] {
+          w->pending = false;
+          w->signaled = true;
+          w->timer.cancel();
+        });
+    });
+    try {
+      if (!sched->submit(out, std::move(req)))
+        err = draining() ? shutting_down_error() : api_error(429, "rate_limit_error", "the request queue is full; retry later");
+    } catch (const error& e) {
+      err = bad_request(std::string(e.what()), path);
+    }
+    if (!err) outs.push_back(std::move(out));
+  }
+  const auto fail = [&](const api_error& e) {
+    reply r{http::status(e.status), "application/json", error_body(api_flavor::openai, e, rid), 0};
+    if (e.status == 429 || e.status == 503) r.retry_after = 1;
+    return r;
+  };
+  if (err) {
+    cancel_all();
+    const reply r = fail(*err);
+    metrics.count_request("/v1/embeddings", int(r.status));
+    co_return co_await send(s, r, keep, rid);
+  }
+  std::vector<std::vector<float>> vectors(outs.size());
+  rt::generation_stream::state st;
+  bool watch = true;
+  for (std::size_t i = 0; i < outs.size();) {
+    outs[i]->take(st);
+    if (!st.done) {
+      if (co_await wait_for(s, *w, watch) == wake::gone) {
+        cancel_all();
+        metrics.count_request("/v1/embeddings", 499);
+        co_return false;
+      }
+      continue;
+    }
+    if (st.reason != rt::finish_reason::embedded) {
+      cancel_all();
+      const reply r = fail(st.reason == rt::finish_reason::cancelled ? shutting_down_error()
+                                                                      : api_error(500, "server_error", "embedding failed: " + st.error));
+      metrics.count_request("/v1/embeddings", int(r.status));
+      co_return co_await send(s, r, keep && !draining(), rid);
+    }
+    vectors[i++] = std::move(st.embedding);
+  }
+  const reply r{http::status::ok, "application/json", embeddings_body(model_id, vectors, er.base64, prompt_tokens), 0};
+  metrics.count_request("/v1/embeddings", 200);
+  co_return co_await send(s, r, keep && !draining(), rid);
+}
+
+}  // namespace strata::serve

@@ -1,0 +1,155 @@
+// Tool calling through the official SDKs: OpenAI chat (forced and named calls, streamed deltas
+// assembled by chat.completions.stream(), parallel calls, the call -> result -> answer round
+// trip), the Responses API (function_call items, streamed, and function_call_output fed back),
+// and Anthropic messages with @anthropic-ai/sdk 1.x (tool_use blocks, input_json_delta assembled
+// by messages.stream(), tool_result turns, count_tokens with tools). The fixture model has random
+// weights: every call is well formed only because the grammar forces it, and the schemas bound
+// every value (enums, integer ranges) so a call ends within max_tokens.
+// node tools.mjs --serve BIN --model GGUF
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import assert from 'node:assert/strict';
+import { startServer, run } from './lib/server.mjs';
+
+const srv = await startServer(['--parallel', '2']);
+const model = srv.model;
+const openai = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: 'test-key', maxRetries: 0, timeout: 120_000 });
+const anthropic = new Anthropic({ baseURL: srv.base, apiKey: 'test-key', maxRetries: 0, timeout: 120_000 });
+
+const weatherParams = {
+  type: 'object',
+  properties: { city: { type: 'string', enum: ['Paris', 'Rome', 'Oslo'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  required: ['city', 'days'],
+  additionalProperties: false,
+};
+const timeParams = { type: 'object', properties: { zone: { type: 'string', enum: ['UTC', 'CET'] } }, required: ['zone'], additionalProperties: false };
+const chatTools = [
+  { type: 'function', function: { name: 'get_weather', description: 'Weather forecast', parameters: weatherParams } },
+  { type: 'function', function: { name: 'get_time', description: 'Current time', parameters: timeParams } },
+];
+const ask = [{ role: 'user', content: 'What is the weather in Paris for 2 days?' }];
+
+// A call's arguments parse and satisfy its schema.
+function checkArgs(name, args) {
+  const a = typeof args === 'string' ? JSON.parse(args) : args;
+  if (name === 'get_weather') {
+    assert.ok(['Paris', 'Rome', 'Oslo'].includes(a.city), JSON.stringify(a));
+    assert.ok(Number.isInteger(a.days) && a.days >= 1 && a.days <= 7, JSON.stringify(a));
+    assert.deepEqual(Object.keys(a).sort(), ['city', 'days']);
+  } else {
+    assert.equal(name, 'get_time');
+    assert.ok(['UTC', 'CET'].includes(a.zone), JSON.stringify(a));
+  }
+  return a;
+}
+
+await run('tools', [
+  ['chat: tool_choice required gives well-formed calls, finish_reason tool_calls', async () => {
+    const cc = await openai.chat.completions.create({ model, max_tokens: 400, messages: ask, tools: chatTools, tool_choice: 'required', seed: 1 });
+    const c = cc.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls');
+    assert.equal(c.message.content, null);
+    assert.ok(c.message.tool_calls.length >= 1);
+    for (const tc of c.message.tool_calls) {
+      assert.ok(tc.id.startsWith('call_'));
+      assert.equal(tc.type, 'function');
+      checkArgs(tc.function.name, tc.function.arguments);
+    }
+  }],
+  ['chat: a named function, one call (parallel_tool_calls false), streamed and assembled by the SDK', async () => {
+    const stream = openai.chat.completions.stream({
+      model, max_tokens: 400, messages: ask, tools: chatTools, parallel_tool_calls: false,
+      tool_choice: { type: 'function', function: { name: 'get_time' } },
+    });
+    let deltas = 0;
+    stream.on('tool_calls.function.arguments.delta', () => { deltas++; });
+    const final = await stream.finalChatCompletion();
+    const c = final.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls');
+    assert.equal(c.message.tool_calls.length, 1);
+    assert.equal(c.message.tool_calls[0].function.name, 'get_time');
+    checkArgs('get_time', c.message.tool_calls[0].function.arguments);
+    assert.ok(deltas > 1, `arguments came in ${deltas} pieces`);
+  }],
+  ['chat: call -> tool result -> answer (the SDK feeds the assistant tool_calls and a tool message back)', async () => {
+    const first = await openai.chat.completions.create({
+      model, max_tokens: 400, messages: ask, tools: chatTools, tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    });
+    const msg = first.choices[0].message;
+    const call = msg.tool_calls[0];
+    const args = checkArgs(call.function.name, call.function.arguments);
+    const history = [...ask, msg, { role: 'tool', tool_call_id: call.id, content: JSON.stringify({ city: args.city, forecast: 'sunny' }) }];
+    const answer = await openai.chat.completions.create({ model, max_tokens: 12, temperature: 0, messages: history, tools: chatTools });
+    const a = answer.choices[0];
+    assert.ok(['stop', 'length'].includes(a.finish_reason), a.finish_reason);
+    assert.equal(typeof a.message.content, 'string');
+    assert.equal(a.message.tool_calls, undefined);
+    // The result is in the prompt: the second prompt is longer than the first by at least it.
+    assert.ok(answer.usage.prompt_tokens > first.usage.prompt_tokens + 5);
+  }],
+  ['chat: tool_choice none answers in text; auto with a greedy random model answers in text', async () => {
+    for (const tool_choice of ['none', 'auto']) {
+      const cc = await openai.chat.completions.create({ model, max_tokens: 10, temperature: 0, messages: ask, tools: chatTools, tool_choice });
+      assert.equal(typeof cc.choices[0].message.content, 'string', tool_choice);
+      assert.ok(['stop', 'length'].includes(cc.choices[0].finish_reason), tool_choice);
+    }
+  }],
+  ['responses: function_call items (streamed), function_call_output fed back, text answer', async () => {
+    const tools = [{ type: 'function', name: 'get_weather', description: 'Weather forecast', parameters: weatherParams, strict: true }];
+    const stream = openai.responses.stream({ model, input: 'Weather in Oslo?', tools, tool_choice: 'required', max_output_tokens: 400 });
+    const events = [];
+    stream.on('event', (e) => events.push(e.type));
+    const r = await stream.finalResponse();
+    assert.equal(r.status, 'completed');
+    const calls = r.output.filter((o) => o.type === 'function_call');
+    assert.ok(calls.length >= 1);
+    assert.ok(events.includes('response.function_call_arguments.delta'));
+    assert.ok(events.includes('response.function_call_arguments.done'));
+    const args = checkArgs(calls[0].name, calls[0].arguments);
+    const next = await openai.responses.create({
+      model, tools, max_output_tokens: 10, temperature: 0,
+      input: [{ role: 'user', content: 'Weather in Oslo?' }, ...calls,
+              ...calls.map((c) => ({ type: 'function_call_output', call_id: c.call_id, output: `${args.city}: rain` }))],
+    });
+    assert.equal(next.output[0].type, 'message');
+    assert.equal(typeof next.output_text, 'string');
+  }],
+  ['anthropic: tool_choice tool, tool_use streamed with input_json_delta, assembled by messages.stream()', async () => {
+    const tools = [{ name: 'get_weather', description: 'Weather forecast', input_schema: weatherParams }];
+    const stream = anthropic.messages.stream({
+      model, max_tokens: 400, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: ask,
+    });
+    let partial = '';
+    stream.on('inputJson', (delta) => { partial += delta; });
+    const msg = await stream.finalMessage();
+    assert.equal(msg.stop_reason, 'tool_use');
+    const uses = msg.content.filter((b) => b.type === 'tool_use');
+    assert.ok(uses.length >= 1);
+    assert.ok(uses[0].id.startsWith('toolu_'));
+    checkArgs(uses[0].name, uses[0].input);
+    assert.ok(partial.length > 0);
+  }],
+  ['anthropic: tool_use -> tool_result -> answer; count_tokens counts the tools', async () => {
+    const tools = [{ name: 'get_weather', description: 'Weather forecast', input_schema: weatherParams }];
+    const first = await anthropic.messages.create({ model, max_tokens: 400, tools, tool_choice: { type: 'any', disable_parallel_tool_use: true }, messages: ask });
+    assert.equal(first.stop_reason, 'tool_use');
+    const use = first.content.find((b) => b.type === 'tool_use');
+    checkArgs(use.name, use.input);
+    const messages = [...ask, { role: 'assistant', content: first.content },
+                      { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny, 21 C' }] }];
+    const answer = await anthropic.messages.create({ model, max_tokens: 10, temperature: 0, tools, messages });
+    assert.ok(['end_turn', 'max_tokens'].includes(answer.stop_reason), answer.stop_reason);
+    assert.equal(answer.content[0].type, 'text');
+    const withTools = await anthropic.messages.countTokens({ model, tools, messages: ask });
+    const without = await anthropic.messages.countTokens({ model, messages: ask });
+    assert.ok(withTools.input_tokens > without.input_tokens + 20, `${withTools.input_tokens} vs ${without.input_tokens}`);
+  }],
+  ['bad tool requests name the field', async () => {
+    await assert.rejects(openai.chat.completions.create({ model, messages: ask, tools: chatTools, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice');
+    await assert.rejects(anthropic.messages.create({ model, max_tokens: 8, messages: ask, tools: [{ type: 'bash_20250124', name: 'bash' }] }),
+      (e) => e instanceof Anthropic.BadRequestError && /server tools/.test(e.message));
+  }],
+  ['server stops cleanly', async () => { await srv.stop(); }],
+]);
+if (!srv.exited()) srv.child.kill('SIGKILL');

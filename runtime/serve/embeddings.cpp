@@ -114,8 +114,9 @@ std::string embeddings_body(const std::string& model, std::span<const std::vecto
                                       {"usage", json::object{{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}});
 }
 
-// Every input is a request of its own (the scheduler batches them into its embedding passes);
-// the reply waits for all of them.
+// Every input is a request of its own; the scheduler batches them into its embedding passes. At
+// most `slots` are queued at a time (the next one as each finishes), so a 2048-input request
+// neither fills the queue nor keeps other requests out of it.
 net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const std::string& rid, const json_in::object& body) {
   if (pooling == rt::pooling::none)
     throw api_error(404, "not_found_error",
@@ -124,72 +125,82 @@ net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const 
   if (er.model != model_id)
     throw api_error(404, "not_found_error", "model '" + er.model + "' does not exist; this server serves '" + model_id + "'",
                     "model");
+  // Every input tokenized and checked before anything is queued.
+  std::vector<std::vector<std::int32_t>> prompts;
+  std::uint32_t prompt_tokens = 0;
+  const std::uint32_t cap = sched->context_size();
+  for (std::size_t i = 0; i < er.size(); ++i) {
+    const std::string path = er.size() == 1 ? "input" : "input[" + std::to_string(i) + "]";
+    prompts.push_back(er.texts[i].empty() ? er.token_inputs[i] : tok->encode(er.texts[i], true, true));
+    for (const auto t : prompts.back())
+      if (t >= tok->n_vocab()) throw bad_request("'" + path + "' holds token " + std::to_string(t) + ", outside the vocabulary", path);
+    if (prompts.back().size() >= cap)
+      throw bad_request("'" + path + "' has " + std::to_string(prompts.back().size()) + " tokens; the context size is " +
+                            std::to_string(cap), path);
+    prompt_tokens += std::uint32_t(prompts.back().size());
+  }
   const auto ex = co_await net::this_coro::executor;
   auto w = std::make_shared<waker>(ex);
-  std::vector<std::shared_ptr<rt::generation_stream>> outs;
+  std::vector<std::shared_ptr<rt::generation_stream>> outs(er.size());
+  std::vector<std::vector<float>> vectors(er.size());
   const auto cancel_all = [&] {
-    for (auto& o : outs) o->cancel();
+    for (auto& o : outs)
+      if (o) o->cancel();
   };
-  std::uint32_t prompt_tokens = 0;
-  std::optional<api_error> err;
-  for (std::size_t i = 0; i < er.size() && !err; ++i) {
-    std::vector<std::int32_t> prompt = er.texts[i].empty() ? er.token_inputs[i] : tok->encode(er.texts[i], true, true);
-    const std::string path = er.size() == 1 ? "input" : "input[" + std::to_string(i) + "]";
-    for (const auto t : prompt)
-      if (t >= tok->n_vocab()) err = bad_request("'" + path + "' holds token " + std::to_string(t) + ", outside the vocabulary", path);
-    if (err) break;
-    prompt_tokens += std::uint32_t(prompt.size());
-    rt::generation_request req{std::move(prompt), sampling::sampler({}, tok->n_vocab()), {}};
-    req.embed = pooling;
-    auto out = std::make_shared<rt::generation_stream>();
-    out->set_notify([w] {
-      if (!w->pending.exchange(true))
-        net::post(w->timer.get_executor(), [w] {
-          w->pending = false;
-          w->signaled = true;
-          w->timer.cancel();
-        });
-    });
-    try {
-      if (!sched->submit(out, std::move(req)))
-        err = draining() ? shutting_down_error() : api_error(429, "rate_limit_error", "the request queue is full; retry later");
-    } catch (const error& e) {
-      err = bad_request(std::string(e.what()), path);
-    }
-    if (!err) outs.push_back(std::move(out));
-  }
   const auto fail = [&](const api_error& e) {
     reply r{http::status(e.status), "application/json", error_body(api_flavor::openai, e, rid), 0};
     if (e.status == 429 || e.status == 503) r.retry_after = 1;
     return r;
   };
+  const std::size_t window = std::max<std::size_t>(1, sched->slots());
+  std::size_t next = 0, finished = 0;
+  std::vector<bool> got(er.size(), false);
+  rt::generation_stream::state st;
+  bool watch = true;
+  std::optional<api_error> err;
+  while (finished < er.size() && !err) {
+    for (; next < er.size() && next - finished < window && !err; ++next) {
+      // Nothing is sampled for an embedding: a one-entry vocabulary keeps the unused sampler small.
+      rt::generation_request req{std::move(prompts[next]), sampling::sampler({}, 1), {}};
+      req.embed = pooling;
+      auto out = std::make_shared<rt::generation_stream>();
+      out->set_notify([w] {
+        if (!w->pending.exchange(true))
+          net::post(w->timer.get_executor(), [w] {
+            w->pending = false;
+            w->signaled = true;
+            w->timer.cancel();
+          });
+      });
+      if (!sched->submit(out, std::move(req)))
+        err = draining() ? shutting_down_error() : api_error(429, "rate_limit_error", "the request queue is full; retry later");
+      else outs[next] = std::move(out);
+    }
+    bool progressed = false;
+    for (std::size_t i = 0; i < next && !err; ++i) {
+      if (got[i] || !outs[i]) continue;
+      outs[i]->take(st);
+      if (!st.done) continue;
+      if (st.reason != rt::finish_reason::embedded)
+        err = st.reason == rt::finish_reason::cancelled ? shutting_down_error()
+                                                        : api_error(500, "server_error", "embedding failed: " + st.error);
+      vectors[i] = std::move(st.embedding);
+      got[i] = true;
+      ++finished;
+      progressed = true;
+    }
+    if (err || progressed || finished == er.size()) continue;
+    if (co_await wait_for(s, *w, watch) == wake::gone) {
+      cancel_all();
+      metrics.count_request("/v1/embeddings", 499);
+      co_return false;
+    }
+  }
   if (err) {
     cancel_all();
     const reply r = fail(*err);
     metrics.count_request("/v1/embeddings", int(r.status));
-    co_return co_await send(s, r, keep, rid);
-  }
-  std::vector<std::vector<float>> vectors(outs.size());
-  rt::generation_stream::state st;
-  bool watch = true;
-  for (std::size_t i = 0; i < outs.size();) {
-    outs[i]->take(st);
-    if (!st.done) {
-      if (co_await wait_for(s, *w, watch) == wake::gone) {
-        cancel_all();
-        metrics.count_request("/v1/embeddings", 499);
-        co_return false;
-      }
-      continue;
-    }
-    if (st.reason != rt::finish_reason::embedded) {
-      cancel_all();
-      const reply r = fail(st.reason == rt::finish_reason::cancelled ? shutting_down_error()
-                                                                      : api_error(500, "server_error", "embedding failed: " + st.error));
-      metrics.count_request("/v1/embeddings", int(r.status));
-      co_return co_await send(s, r, keep && !draining(), rid);
-    }
-    vectors[i++] = std::move(st.embedding);
+    co_return co_await send(s, r, keep && !draining(), rid);
   }
   const reply r{http::status::ok, "application/json", embeddings_body(model_id, vectors, er.base64, prompt_tokens), 0};
   metrics.count_request("/v1/embeddings", 200);

@@ -121,6 +121,12 @@ await run('outputs', [
     assert.ok(ef.usage.prompt_tokens > 2);
     const one = await client.embeddings.create({ model, input: 'strata', encoding_format: 'float' });
     assert.deepEqual(one.data[0].embedding, ef.data[1].embedding);  // batching changes nothing
+    // More inputs than the server's 2 slots: queued a slot's worth at a time, returned in order.
+    const words = ['a', 'strata', 'b', 'c', 'hello world', 'd', 'e'];
+    const many = await client.embeddings.create({ model, input: words, encoding_format: 'float' });
+    assert.deepEqual(many.data.map((d) => d.index), [0, 1, 2, 3, 4, 5, 6]);
+    assert.deepEqual(many.data[1].embedding, ef.data[1].embedding);
+    assert.deepEqual(many.data[4].embedding, ef.data[0].embedding);
   }],
   ['server stops cleanly', async () => { await srv.stop(); }],
 ]);

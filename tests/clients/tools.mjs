@@ -96,7 +96,8 @@ await run('tools', [
   }],
   ['responses: function_call items (streamed), function_call_output fed back, text answer', async () => {
     const tools = [{ type: 'function', name: 'get_weather', description: 'Weather forecast', parameters: weatherParams, strict: true }];
-    const stream = openai.responses.stream({ model, input: 'Weather in Oslo?', tools, tool_choice: 'required', max_output_tokens: 400 });
+    // One call: sampled parallel calls (temperature 0.8, no seed) may run past max_output_tokens.
+    const stream = openai.responses.stream({ model, input: 'Weather in Oslo?', tools, tool_choice: 'required', parallel_tool_calls: false, max_output_tokens: 400 });
     const events = [];
     stream.on('event', (e) => events.push(e.type));
     const r = await stream.finalResponse();
@@ -117,7 +118,7 @@ await run('tools', [
   ['anthropic: tool_choice tool, tool_use streamed with input_json_delta, assembled by messages.stream()', async () => {
     const tools = [{ name: 'get_weather', description: 'Weather forecast', input_schema: weatherParams }];
     const stream = anthropic.messages.stream({
-      model, max_tokens: 400, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: ask,
+      model, max_tokens: 400, tools, tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true }, messages: ask,
     });
     let partial = '';
     stream.on('inputJson', (delta) => { partial += delta; });

@@ -34,7 +34,7 @@ constexpr std::uint32_t max_tokens = 160;
 // so the GPU replays its recorded command buffer for the second one.
 // Single-sequence steps of >= 16 tokens take the query-tiled prefill kernel (QTILE), with a
 // partial last tile and positions crossing the chunk windows.
-const std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> steps = {
+const std::vector<vkt::seq_tokens> steps = {
     {{0, 100}, {1, 37}, {2, 5}},
     {{1, 60}, {0, 90}, {2, 1}},
     {{2, 40}},
@@ -63,17 +63,7 @@ std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, c
   std::vector<std::vector<float>> out;
   std::int32_t next_row = 0;
   for (const auto& st : steps) {
-    vkt::batch_data b;
-    for (const auto& [seq, count] : st) {
-      const std::uint32_t len = kv.table().length(seq);
-      kv.table().reserve_append(seq, count);
-      for (std::uint32_t i = 0; i < count; ++i) {
-        b.tokens.push_back(next_row++ % std::int32_t(table_rows));
-        b.positions.push_back(std::int32_t(len + i));
-        b.seq_ids.push_back(seq);
-        b.logits.push_back(0);
-      }
-    }
+    const auto b = vkt::continue_sequences(kv.table(), st, next_row, table_rows);
     const std::uint32_t n = std::uint32_t(b.tokens.size());
     const graph::batch bv = b.view();
     out.push_back(vkt::run_step(be, b, [&] {
@@ -84,11 +74,7 @@ std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, c
       be.attention(kv, 0, bv, q.view(n), {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, o.view(n));
       return o.view(n);
     }));
-    std::size_t at = 0;
-    for (const auto& [seq, count] : st) {
-      kv.table().commit(seq, std::span(b.tokens).subspan(at, count));
-      at += count;
-    }
+    vkt::commit_sequences(kv.table(), st, b);
   }
   return out;
 }

@@ -21,6 +21,7 @@
 
 #include "strata/gguf/tensor_info.hpp"
 #include "strata/graph/batch.hpp"
+#include "strata/kv/block_table.hpp"
 #include "strata/kv/kv_config.hpp"
 #include "strata/kernels/cpu/backend.hpp"
 #include "strata/quant/all.hpp"
@@ -149,6 +150,35 @@ struct batch_data {
   }
   graph::batch view() const { return {tokens, positions, seq_ids, logits}; }
 };
+
+// A step of the KV tests: (sequence, count of new tokens) pairs.
+using seq_tokens = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
+
+// The batch that continues each listed sequence by its count of tokens (their cache slots
+// reserved in `table`), reading table rows next_row, next_row + 1, ... modulo table_rows.
+inline batch_data continue_sequences(kv::block_table& table, const seq_tokens& st, std::int32_t& next_row,
+                                     std::uint32_t table_rows) {
+  batch_data b;
+  for (const auto& [seq, count] : st) {
+    const std::uint32_t len = table.length(seq);
+    table.reserve_append(seq, count);
+    for (std::uint32_t i = 0; i < count; ++i) {
+      b.tokens.push_back(next_row++ % std::int32_t(table_rows));
+      b.positions.push_back(std::int32_t(len + i));
+      b.seq_ids.push_back(seq);
+      b.logits.push_back(0);
+    }
+  }
+  return b;
+}
+// Commits a continue_sequences batch to the table once its step has run.
+inline void commit_sequences(kv::block_table& table, const seq_tokens& st, const batch_data& b) {
+  std::size_t at = 0;
+  for (const auto& [seq, count] : st) {
+    table.commit(seq, std::span(b.tokens).subspan(at, count));
+    at += count;
+  }
+}
 
 // The CPU backend the GPU is compared with (2 threads, the best kernel tier of this CPU).
 struct cpu_backend : kernels::cpu::backend {

@@ -19,6 +19,7 @@
 
 #include "commands.hpp"
 #include "context.hpp"
+#include "lab_args.hpp"
 #include "memory.hpp"
 #include "pipelines.hpp"
 #include "shader_compiler.hpp"
@@ -45,17 +46,7 @@ struct quantize_pc {
   float eps;
 };
 
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at <= s.size()) {
-    const std::size_t e = s.find(sep, at);
-    out.push_back(s.substr(at, e == std::string::npos ? std::string::npos : e - at));
-    if (e == std::string::npos) break;
-    at = e + 1;
-  }
-  return out;
-}
+using strata::bench::split;
 
 // Random blocks with finite, small scales: every byte random, then the fp16 scale fields set.
 template <class Fmt>

@@ -4,7 +4,11 @@
 // Hadamard rotation on a shared vector, and round-to-nearest-even f32 -> f16 bits (the CPU's
 // to_fp16, so stored scales and ring rows match it bit for bit).
 // Kinds: 0 f32, 1 f16, 2 q8_0 (34-byte ggml blocks), 3 TurboQuant (KV_K_TQ / KV_V_TQ bits).
+// The rotation helpers work on TQ_ROT_N head vectors at once (a request may define it; default 1).
 const uint KD = KV_D;
+#ifndef TQ_ROT_N
+#define TQ_ROT_N 1
+#endif
 
 #if KV_K_KIND == 3 && KV_V_KIND != 3
 #define TQV_BITS TQK_BITS
@@ -29,6 +33,26 @@ const uint KD = KV_D;
 #define TQK_SIGN_BITS TQV_SIGN_BITS
 #endif
 #define KV_HAS_TQ (KV_K_KIND == 3 || KV_V_KIND == 3)
+
+// Bytes of one head vector of each side (the CPU's kv_codec::head_bytes).
+#if KV_K_KIND == 0
+#define KV_K_ROW_BYTES (4u * KD)
+#elif KV_K_KIND == 1
+#define KV_K_ROW_BYTES (2u * KD)
+#elif KV_K_KIND == 2
+#define KV_K_ROW_BYTES (KD / 32u * 34u)
+#else
+#define KV_K_ROW_BYTES TQK_ROW_BYTES
+#endif
+#if KV_V_KIND == 0
+#define KV_V_ROW_BYTES (4u * KD)
+#elif KV_V_KIND == 1
+#define KV_V_ROW_BYTES (2u * KD)
+#elif KV_V_KIND == 2
+#define KV_V_ROW_BYTES (KD / 32u * 34u)
+#else
+#define KV_V_ROW_BYTES TQV_ROW_BYTES
+#endif
 
 // Round to nearest even, as strata::to_fp16 (core/fp16.hpp).
 uint f32_to_f16_bits(float f) {
@@ -70,46 +94,49 @@ uint tq_segment_of(uint d) {
   return s;
 }
 
-// The rotation works on this shared vector (all threads of the workgroup take part).
-shared float rot[KD];
+// The rotation works on this shared array of TQ_ROT_N vectors (all threads of the workgroup take
+// part); the nv-argument forms rotate vectors 0..nv-1 (nv <= TQ_ROT_N), each independently.
+shared float rot[TQ_ROT_N * KD];
 
 bool tq_negated(uint r, uint i) { return ((TQK_SIGN_BITS[r * ((KD + 31u) / 32u) + i / 32u] >> (i % 32u)) & 1u) != 0u; }
 
 // Normalized Walsh–Hadamard transform of each segment, the butterflies of hadamard::fwht in
 // the same order per element (so the same float results), then the 1/sqrt(n) scaling.
-void tq_wht() {
+void tq_wht(uint nv) {
   const uint tid = gl_LocalInvocationID.x;
   for (uint s = 0u; s < TQK_SEGMENTS; ++s) {
-    const uint n = TQK_SEG_N[s], off = TQK_SEG_ELEM_OFFSET[s];
+    const uint n = TQK_SEG_N[s], off = TQK_SEG_ELEM_OFFSET[s], half_n = n / 2u;
     for (uint h = 1u; h < n; h *= 2u) {
-      for (uint lp = tid; lp < n / 2u; lp += WG) {
-        const uint j = off + (lp / h) * 2u * h + lp % h;
+      for (uint i = tid; i < nv * half_n; i += WG) {
+        const uint lp = i % half_n;
+        const uint j = (i / half_n) * KD + off + (lp / h) * 2u * h + lp % h;
         const float a = rot[j], b = rot[j + h];
         rot[j] = a + b;
         rot[j + h] = a - b;
       }
       barrier();
     }
-    for (uint i = tid; i < n; i += WG) rot[off + i] *= TQK_SEG_INV_SQRT_N[s];
+    for (uint i = tid; i < nv * n; i += WG) rot[(i / n) * KD + off + i % n] *= TQK_SEG_INV_SQRT_N[s];
     barrier();
   }
 }
-void tq_rotate_forward() {
-  const uint tid = gl_LocalInvocationID.x;
+void tq_flip_signs(uint nv, uint r) {
+  for (uint i = gl_LocalInvocationID.x; i < nv * KD; i += WG)
+    if (tq_negated(r, i % KD)) rot[i] = -rot[i];
+  barrier();
+}
+void tq_rotate_forward(uint nv) {
   for (uint r = 0u; r < TQK_ROUNDS; ++r) {
-    for (uint i = tid; i < KD; i += WG)
-      if (tq_negated(r, i)) rot[i] = -rot[i];
-    barrier();
-    tq_wht();
+    tq_flip_signs(nv, r);
+    tq_wht(nv);
   }
 }
-void tq_rotate_inverse() {
-  const uint tid = gl_LocalInvocationID.x;
+void tq_rotate_inverse(uint nv) {
   for (uint r = TQK_ROUNDS; r-- > 0u;) {
-    tq_wht();
-    for (uint i = tid; i < KD; i += WG)
-      if (tq_negated(r, i)) rot[i] = -rot[i];
-    barrier();
+    tq_wht(nv);
+    tq_flip_signs(nv, r);
   }
 }
+void tq_rotate_forward() { tq_rotate_forward(1u); }
+void tq_rotate_inverse() { tq_rotate_inverse(1u); }
 #endif

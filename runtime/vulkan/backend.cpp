@@ -173,6 +173,8 @@ struct backend::impl {
   // t/s, bench/RESULTS.md: shared-memory bank conflicts in its key loop), so opt-in for now.
   bool tiled_attention = false;            // STRATA_VK_QTILE_ATTN=1 enables
   bool gqa_attention = true;               // decode attention per KV head group; STRATA_VK_GQA_ATTN=0 disables
+  bool tq_gqa = true;                      // the same for compressed KV (attention_qdec); STRATA_VK_TQ_GQA=0 disables
+  std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
   bool flash_attention = true;             // prefill attention on tensor cores; STRATA_VK_FA=0 disables
   bool single_seq = false;                 // every token of the step belongs to one sequence
   gpu_buffer readback;
@@ -292,6 +294,8 @@ struct backend::impl {
     if (const char* c = std::getenv("STRATA_VK_QTILE_ATTN"); c && std::string_view(c) == "1") tiled_attention = true;
     if (const char* c = std::getenv("STRATA_VK_GQA_ATTN"); c && std::string_view(c) == "0") gqa_attention = false;
     if (const char* c = std::getenv("STRATA_VK_FA"); c && std::string_view(c) == "0") flash_attention = false;
+    if (const char* c = std::getenv("STRATA_VK_TQ_GQA"); c && std::string_view(c) == "0") tq_gqa = false;
+    if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 128, 1, 64) * 128;
     if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
     if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
     if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
@@ -1334,16 +1338,17 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
   // Decode: split the context over workgroups (flash-decoding) so a long context is not read
   // by one workgroup per head; the split length follows the context size so the dispatch
   // shape, recorded once, holds for every length up to it.
-  // The grouped decode kernel (attention_dec) has a quarter of the workgroups of the per-head
-  // one, so it splits finer: 128-key splits, up to 128 of them.
+  // The grouped decode kernels (attention_dec, attention_qdec for compressed KV) have a quarter
+  // of the workgroups of the per-head ones, so they split finer: 128-key splits, up to 128.
   constexpr std::uint32_t split_tokens = 8;
   const std::uint32_t group = ap.n_head_kv ? ap.n_head / ap.n_head_kv : 0;
-  const bool grouped = P.gqa_attention && !kv.compressed() && q.rows <= split_tokens && group >= 1 && group <= 8 &&
-                       ap.n_head % ap.n_head_kv == 0;
+  const bool grouped = (kv.compressed() ? P.tq_gqa : P.gqa_attention) && q.rows <= split_tokens && group >= 1 &&
+                       group <= 8 && ap.n_head % ap.n_head_kv == 0;
   // Unsplit (short contexts), the per-head kernel's n_head workgroups beat the grouped kernel's
   // n_head_kv (measured on the H100: qwen3-8b tg128 231 vs 226 t/s, 4 KV heads of qwen3-30b-a3b
-  // far worse), so the grouped kernel runs only split.
-  const std::uint32_t max_splits = grouped ? 128 : 64, min_split = grouped ? 128 : 256;
+  // far worse), so the grouped f16 kernel runs only split.
+  const std::uint32_t max_splits = grouped ? 128 : 64;
+  const std::uint32_t min_split = grouped ? (kv.compressed() ? P.tq_split : 128) : 256;
   const bool split = P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 2 * min_split;
   if (split) {
     pc.split_len = std::max<std::uint32_t>(min_split, div_up(div_up(cfg.n_ctx, max_splits), 128) * 128);
@@ -1368,12 +1373,18 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
                           ring.rows && ring.v[layer] ? P.bind_id(ring.v[layer], false) : dummy,
                           ring.rows ? P.bind_id(ring.tags[layer], false) : dummy};
     auto qd = impl::kvq_defs(kv);
-    if (!split) {
+    if (grouped) {  // decode: one workgroup per KV head scores its query-head group (attention_qdec.glsl)
+      qd.emplace_back("GQA_G", std::to_string(group));
+      qd.emplace_back("TQ_ROT_N", std::to_string(group));
+      if (split) qd.emplace_back("SPLIT", "1");
+      P.dispatch3(impl::req("attention_qdec", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
+    } else if (!split) {
       P.dispatch(impl::req("attention_q", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, q.rows);
-      return;
+    } else {
+      qd.emplace_back("SPLIT", "1");
+      P.dispatch3(impl::req("attention_q", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, q.rows, pc.n_splits);
     }
-    qd.emplace_back("SPLIT", "1");
-    P.dispatch3(impl::req("attention_q", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, q.rows, pc.n_splits);
+    if (!split) return;
     const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
                           P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
     auto combine_defs = impl::kv_defs(cfg);

@@ -1,0 +1,154 @@
+// The grouped decode attention over compressed KV (attention_qdec.glsl: one workgroup per KV
+// head scores its whole query-head group) on random data: several sequences prefilled to odd
+// lengths (kv_store only), then decode steps of one token per sequence; GQA groups 1, 2, 3, 4,
+// 6 and 8; tq2/tq3/tq4, q8_0 and mixed sides; head dims 64, 96 (two TurboQuant segments) and
+// 128; with and without the f16 window ring; split (n_ctx 2048: 128-key splits) and unsplit.
+// Gated against the CPU backend's attention_compressed (the scalar reference) and, tighter,
+// against the per-head kernel attention_q (STRATA_VK_TQ_GQA=0), which reads the same codes.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "vulkan/vk_harness.hpp"
+
+namespace {
+
+using namespace strata;
+namespace vkt = strata::test::vk;
+
+#ifdef STRATA_HAS_VULKAN
+
+// The grouped and per-head kernels read identical codes and differ only in the order of their
+// float sums (and the subgroup reductions), a few ulp per output.
+constexpr double tol_grouped_vs_per_head = 1e-10;
+
+struct decode_case {
+  const char* name;
+  std::uint32_t H, Hkv, D, window, chunk, n_ctx;
+  kv::kv_type k, v;
+};
+
+// Prefill lengths of the three sequences (odd, across 128-key split boundaries; the longest
+// shorter where the cache is: the sequences share n_ctx slots, taken in blocks of 16), then decode.
+constexpr std::uint32_t prefill_len[3] = {1, 129, 383};
+std::uint32_t prefill_length(const decode_case& c, std::uint32_t seq) {
+  return seq == 2 ? std::min(prefill_len[2], c.n_ctx - 171) : prefill_len[seq];
+}
+constexpr std::uint32_t decode_steps = 3;
+constexpr std::uint32_t table_rows = 520;  // distinct q/k/v rows for every token of a run
+constexpr std::uint32_t max_tokens = 128;  // prefill chunk
+
+// Runs the prefill (kv_store in chunks, no attention) and returns the attention output of each
+// decode step (all three sequences: steps 0 and 2; sequences 1 and 2: step 1). A backend replays
+// the step it recorded for a batch size, so no decode step has the size of a prefill chunk.
+template <class Backend>
+std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, const vkt::weight_store::infos& t) {
+  const std::uint32_t QW = c.H * c.D, KW = c.Hkv * c.D;
+  const auto qt = be.load(*t[0]), kt = be.load(*t[1]), vt = be.load(*t[2]);
+  const auto q = be.alloc(max_tokens, QW), k = be.alloc(max_tokens, KW), v = be.alloc(max_tokens, KW);
+  const auto o = be.alloc(max_tokens, QW);
+  be.reserve(max_tokens, QW, c.n_ctx);
+  kv::kv_config cfg;
+  cfg.n_layer = 1;
+  cfg.n_head_kv = c.Hkv;
+  cfg.head_dim = c.D;
+  cfg.n_ctx = c.n_ctx;
+  cfg.n_seq = 3;
+  cfg.block_size = 16;
+  cfg.type_k = c.k;
+  cfg.type_v = c.v;
+  cfg.full_precision_window = c.window;
+  cfg.max_batch = max_tokens;
+  auto kv = be.make_kv(cfg);
+  std::int32_t next_row = 0;
+  // One batch of `count` tokens of each listed sequence; attention only when asked.
+  auto step = [&](const vkt::seq_tokens& seqs, bool attend) {
+    const auto b = vkt::continue_sequences(kv.table(), seqs, next_row, table_rows);
+    const std::uint32_t n = std::uint32_t(b.tokens.size());
+    const graph::batch bv = b.view();
+    auto y = vkt::run_step(be, b, [&] {
+      be.get_rows(kt, b.tokens, k.view(n));
+      be.get_rows(vt, b.tokens, v.view(n));
+      be.kv_store(kv, 0, bv, k.view(n), v.view(n));
+      if (!attend) return k.view(n);
+      be.get_rows(qt, b.tokens, q.view(n));
+      be.attention(kv, 0, bv, q.view(n), {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, o.view(n));
+      return o.view(n);
+    });
+    vkt::commit_sequences(kv.table(), seqs, b);
+    return y;
+  };
+  for (std::uint32_t s = 0; s < 3; ++s)
+    for (std::uint32_t done = 0; done < prefill_length(c, s); done += max_tokens)
+      step({{s, std::min(max_tokens, prefill_length(c, s) - done)}}, false);
+  std::vector<std::vector<float>> out;
+  for (std::uint32_t i = 0; i < decode_steps; ++i)
+    out.push_back(i == 1 ? step({{1, 1}, {2, 1}}, true) : step({{0, 1}, {1, 1}, {2, 1}}, true));
+  return out;
+}
+
+// Whether a profiled backend ran a kernel whose label starts with `prefix`.
+bool ran(const gpu::backend& be, const std::string& prefix) {
+  for (const auto& k : be.profile())
+    if (k.label.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head kernel and the CPU") {
+  if (!vkt::available()) return;
+  using kv::kv_type;
+  const decode_case cases[] = {
+      {"tq3, GQA 16/4, D 128, window 0, split", 16, 4, 128, 0, 0, 2048, kv_type::tq3, kv_type::tq3},
+      {"tq3, GQA 16/2, D 128, window 16, split", 16, 2, 128, 16, 0, 2048, kv_type::tq3, kv_type::tq3},
+      {"tq4, GQA 4/2, D 64, window 0, split", 4, 2, 64, 0, 0, 2048, kv_type::tq4, kv_type::tq4},
+      {"q8_0, GQA 8/2, D 128, window 16, split", 8, 2, 128, 16, 0, 2048, kv_type::q8_0, kv_type::q8_0},
+      {"K tq4 + V tq3, GQA 6/2, D 128, window 0, split", 6, 2, 128, 0, 0, 2048, kv_type::tq4, kv_type::tq3},
+      {"K q8_0 + V tq3, MHA 2/2, D 64, window 16, split", 2, 2, 64, 16, 0, 2048, kv_type::q8_0, kv_type::tq3},
+      {"tq2, GQA 6/1, D 64, window 0, chunk 96, split", 6, 1, 64, 0, 96, 2048, kv_type::tq2, kv_type::tq2},
+      {"tq3, GQA 8/2, D 96, window 16, unsplit", 8, 2, 96, 16, 0, 256, kv_type::tq3, kv_type::tq3},
+      {"K f16 + V tq4, GQA 8/4, D 64, window 0, unsplit", 8, 4, 64, 0, 0, 256, kv_type::f16, kv_type::tq4},
+      {"K tq3 + V f32, GQA 4/1, D 128, window 16, split", 4, 1, 128, 16, 0, 2048, kv_type::tq3, kv_type::f32},
+  };
+  std::mt19937 rng(2026);
+  for (const auto& c : cases) {
+    CAPTURE(std::string(c.name));
+    vkt::weight_store store;
+    const vkt::weight_store::infos t = {
+        &store.add_f32("test.q", vkt::normal_floats(std::size_t(table_rows) * c.H * c.D, rng, 1.5f), c.H * c.D, table_rows),
+        &store.add_f32("test.k", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, table_rows),
+        &store.add_f32("test.v", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, table_rows)};
+    std::vector<std::vector<float>> grouped, per_head, cpu;
+    gpu::backend_options profiled;
+    profiled.profile = true;  // to see which kernel ran
+    {
+      gpu::backend be(profiled);
+      grouped = run_decode(be, c, t);
+      CHECK(ran(be, "attention_qdec"));
+    }
+    {
+      ::setenv("STRATA_VK_TQ_GQA", "0", 1);
+      gpu::backend be(profiled);
+      per_head = run_decode(be, c, t);
+      ::unsetenv("STRATA_VK_TQ_GQA");
+      CHECK_FALSE(ran(be, "attention_qdec"));
+    }
+    {
+      vkt::cpu_backend be;
+      cpu = run_decode(be, c, t);
+    }
+    for (std::size_t s = 0; s < grouped.size(); ++s) {
+      CAPTURE(s);
+      const double e_cpu = test::nmse(grouped[s], cpu[s]), e_old = test::nmse(grouped[s], per_head[s]);
+      MESSAGE(std::string(c.name) << ", decode step " << s << ": NMSE vs CPU " << e_cpu << ", vs per-head kernel " << e_old);
+      CHECK(e_cpu <= vkt::tol_attention_compressed);
+      CHECK(e_old <= tol_grouped_vs_per_head);
+    }
+  }
+}
+
+#endif
+
+}  // namespace

@@ -14,6 +14,7 @@
 
 #include "async_file.hpp"
 #include "random_blocks.hpp"
+#include "router_skew.hpp"
 #include "vocab.hpp"
 
 namespace strata::mkmodel {
@@ -105,6 +106,10 @@ model plan_model(const options& o) {
   const auto types = assign_types(p, specs, *m.ft, o.pure);
   const unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   auto rope = std::make_shared<const std::vector<float>>(llama3_rope_factors(p));
+  if (o.router != "uniform" && o.router != "skewed")
+    throw usage_error("unknown --router '" + o.router + "'; routers: uniform, skewed");
+  const bool skewed = o.router == "skewed" && p.n_expert > 0;
+  const std::vector<float> rank_scales = skewed ? skewed_router_rank_scales(p.n_expert, p.n_expert_used) : std::vector<float>{};
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const auto& t = specs[i];
     if (!random_fill_supported(types[i]))
@@ -116,6 +121,10 @@ model plan_model(const options& o) {
     fs.seed = tensor_seed(o.seed, t.name);
     fs.nbytes = elements(t.ne) / gguf::block_elems(fs.type) * gguf::block_bytes(fs.type);
     if (t.role == tensor_role::rope_freqs) fs.values = rope;
+    if (t.role == tensor_role::router && skewed) {  // ne = {n_embd, n_expert}: one row per expert
+      fs.row_scale = std::make_shared<const std::vector<float>>(scales_for_layer(rank_scales, fs.seed));
+      fs.row_elems = t.ne[0];
+    }
     m.tensors.push_back({t.name, fs.type, t.ne, t.role, fs.nbytes});
     m.writer.add_tensor(t.name, fs.type, t.ne, [fs, threads](std::uint64_t off, std::span<std::byte> chunk) {
       fill_tensor(fs, off, chunk, threads);

@@ -30,6 +30,7 @@ struct options {
   std::filesystem::path vocab;       // copy tokenizer.* from this GGUF instead of synthesising
   unsigned threads = 0;              // generation threads, 0 = hardware concurrency
   std::uint32_t n_layer = 0;         // keep the real per-layer shapes but this many blocks (0 = all)
+  std::string router = "uniform";    // uniform | skewed (router_skew.hpp): MoE routing statistics
 };
 
 struct planned_tensor {

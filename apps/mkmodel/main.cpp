@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "generation threads (0 = all cores)")->capture_default_str();
   app.add_option("--layers", o.n_layer, "override the layer count, keeping the real per-layer shapes (quick tests)");
   app.add_flag("--pure", o.pure, "every matrix in the base type (llama-quantize --pure)");
+  app.add_option("--router", o.router,
+                 "MoE routers: uniform (random rows: near-uniform routing) or skewed (rows scaled so top-k routing has "
+                 "the per-expert skew measured on Qwen3-30B-A3B; no temporal locality)")
+      ->capture_default_str();
   app.add_flag("--list", list, "list presets and types, then exit");
   app.add_flag("--dry-run", dry_run, "plan and print the summary without writing");
   app.add_flag("--tensors", tensors, "print every tensor with its type and shape");

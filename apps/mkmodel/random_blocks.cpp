@@ -183,6 +183,14 @@ void gen_float_chunk(const fill_spec& s, rng& g, std::uint64_t first_elem, std::
   };
   if (esz == 2) fill.template operator()<2>();
   else fill.template operator()<4>();
+  if (s.row_scale && s.type == type_id::f32 && s.row_elems) {
+    for (std::size_t i = 0; i < n; ++i) {
+      float v;
+      std::memcpy(&v, out.data() + i * 4, 4);
+      v *= (*s.row_scale)[(first_elem + i) / s.row_elems];
+      std::memcpy(out.data() + i * 4, &v, 4);
+    }
+  }
 }
 
 void gen_chunk(const fill_spec& s, std::uint64_t chunk, std::uint64_t chunk_bytes, std::span<std::byte> out) {

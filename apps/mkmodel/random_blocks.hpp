@@ -24,6 +24,9 @@ struct fill_spec {
   std::uint64_t seed = 0;       // per-tensor seed
   std::uint64_t nbytes = 0;     // tensor size in bytes
   std::shared_ptr<const std::vector<float>> values;  // exact F32 contents (rope_freqs), else null
+  // Router rows (F32): row r of `row_elems` values is multiplied by (*row_scale)[r] (--router skewed).
+  std::shared_ptr<const std::vector<float>> row_scale;
+  std::uint64_t row_elems = 0;
 };
 
 // Types random_blocks can produce.

@@ -7,20 +7,13 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#include "strata/kernels/cpu/simd_kernels.hpp"
-#include "strata/kernels/cpu/x86_avx512/all.hpp"
-#include "strata/kernels/cpu/x86/attention.hpp"
-#include "strata/kernels/cpu/x86/packed_gemm.hpp"
+#include "strata/kernels/cpu/x86/all.hpp"
 #include "tier_tables.hpp"
 
 namespace strata::rt {
 
 const kernels::cpu::kernel_table& avx512_vnni_kernel_table() {
-  static constexpr kernels::cpu::kernel_table t = [] {
-    auto k = kernels::cpu::make_overlay<kernels::cpu::isa::avx512_vnni>(quant::all{});
-    k.attention = &kernels::cpu::x86::attention_tile_simd<kernels::cpu::x86::v512<true>>;
-    return k;
-  }();
+  static constexpr kernels::cpu::kernel_table t = kernels::cpu::x86::tier_table<kernels::cpu::isa::avx512_vnni>();
   return t;
 }
 

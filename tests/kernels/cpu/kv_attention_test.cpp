@@ -7,6 +7,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -128,5 +130,10 @@ TEST_CASE("KV row kernels: the fast set equals the scalar reference bit for bit"
     fast.widen_f16(h.data(), w1.data(), n);
     ref.widen_f16(h.data(), w2.data(), n);
     CHECK(w1 == w2);
+    std::vector<fp16> n1(n), n2(n);
+    a[n / 2] = std::numeric_limits<float>::quiet_NaN(), a[n / 3] = 1e9f, a[1] = 6.1e-5f;  // NaN, overflow, subnormal
+    fast.narrow_f16(a.data(), n1.data(), n);
+    ref.narrow_f16(a.data(), n2.data(), n);
+    CHECK(std::memcmp(n1.data(), n2.data(), n * sizeof(fp16)) == 0);
   }
 }

@@ -1,6 +1,5 @@
-// Row kernels of the compressed-KV attention path (backend::attention_compressed): widen f16
-// rows (the full-precision window ring), dot a query with a decoded key row and add a weighted
-// value row. The f16-cache path keeps its own sequential loops (its numerics are pinned by the
+// Row kernels of the KV cache: narrow rows to f16 on append (f16 cache rows, the ring), widen f16
+// rows, dot a query with a decoded key row and add a weighted value row. The f16-cache path keeps its own sequential loops (its numerics are pinned by the
 // llama.cpp fidelity tests); these use 8 independent lanes reduced in a fixed order, and the
 // scalar and AVX2 versions perform the same float operations, so they agree bit for bit.
 #pragma once
@@ -18,6 +17,9 @@ namespace strata::kernels::cpu::kv_rows {
 // ---- scalar reference -------------------------------------------------------------------
 inline void widen_f16_scalar(const fp16* s, float* d, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) d[i] = to_float(s[i]);
+}
+inline void narrow_f16_scalar(const float* s, fp16* d, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) d[i] = to_fp16(s[i]);
 }
 // n is a multiple of 8 (head dims are multiples of 16).
 inline float dot_scalar(const float* a, const float* b, std::size_t n) noexcept {
@@ -39,6 +41,14 @@ __attribute__((target("avx,f16c"))) inline void widen_f16_f16c(const fp16* s, fl
     _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
   for (; i < n; ++i) d[i] = to_float(s[i]);
 }
+// vcvtps2ph rounds to nearest even and keeps a NaN's top payload bits (quieted), like to_fp16.
+__attribute__((target("avx,f16c"))) inline void narrow_f16_f16c(const float* s, fp16* d, std::size_t n) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) d[i] = to_fp16(s[i]);
+}
 __attribute__((target("avx"))) inline float dot_avx(const float* a, const float* b, std::size_t n) noexcept {
   __m256 acc = _mm256_setzero_ps();
   for (std::size_t i = 0; i < n; i += 8) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
@@ -58,17 +68,18 @@ __attribute__((target("avx"))) inline void axpy_avx(float w, const float* x, flo
 
 struct kernels {
   void (*widen_f16)(const fp16*, float*, std::size_t) noexcept;
+  void (*narrow_f16)(const float*, fp16*, std::size_t) noexcept;
   float (*dot)(const float*, const float*, std::size_t) noexcept;
   void (*axpy)(float, const float*, float*, std::size_t) noexcept;
 };
 
-inline kernels reference() noexcept { return {widen_f16_scalar, dot_scalar, axpy_scalar}; }
+inline kernels reference() noexcept { return {widen_f16_scalar, narrow_f16_scalar, dot_scalar, axpy_scalar}; }
 
 // The fastest set this CPU runs; chosen once per cache.
 inline kernels best() noexcept {
 #if defined(STRATA_KV_ROW_AVX2)
   // AVX2 stands in for F16C, which every AVX2 CPU has (clang 14 cannot test "f16c" here).
-  if (__builtin_cpu_supports("avx2")) return {widen_f16_f16c, dot_avx, axpy_avx};
+  if (__builtin_cpu_supports("avx2")) return {widen_f16_f16c, narrow_f16_f16c, dot_avx, axpy_avx};
 #endif
   return reference();
 }

@@ -63,11 +63,7 @@ class kv_codec {
   void encode(const float* x, std::uint8_t* dst, float* scratch) const noexcept {
     switch (type_) {
       case kv::kv_type::f32: std::memcpy(dst, x, head_dim_ * 4); break;
-      case kv::kv_type::f16: {
-        fp16* d = reinterpret_cast<fp16*>(dst);
-        for (std::uint32_t i = 0; i < head_dim_; ++i) d[i] = to_fp16(x[i]);
-        break;
-      }
+      case kv::kv_type::f16: rows_.narrow_f16(x, reinterpret_cast<fp16*>(dst), head_dim_); break;
       case kv::kv_type::q8_0: {
         auto* b = reinterpret_cast<quant::q8_0::block*>(dst);
         for (std::uint32_t i = 0; i < head_dim_ / 32; ++i)
@@ -146,8 +142,8 @@ class kv_storage {
     }
     if (!ring_rows_) return;
     const std::size_t r = std::size_t(seq) * ring_rows_ + pos % ring_rows_, n = cfg_.row_elems();
-    for (std::size_t i = 0; !l.k_ring.empty() && i < n; ++i) l.k_ring[r * n + i] = to_fp16(k[i]);
-    for (std::size_t i = 0; !l.v_ring.empty() && i < n; ++i) l.v_ring[r * n + i] = to_fp16(v[i]);
+    if (!l.k_ring.empty()) rows_.narrow_f16(k, l.k_ring.data() + r * n, n);
+    if (!l.v_ring.empty()) rows_.narrow_f16(v, l.v_ring.data() + r * n, n);
     l.ring_pos[r] = pos;
   }
   // Single-sequence form kept for callers without positions: no ring copy.

@@ -1,9 +1,11 @@
 // SIMD attention over one tile (kernels/cpu/attention_tile.hpp): each block of 16 keys is
 // decoded once into f32 rows (F16C / vcvtph2ps for f16, int8 → float for q8_0, the fused
-// TurboQuant decoder for tq rows) and then used by every query of the tile. Per query, the
-// scores of a block come from 16 FMA accumulators over head_dim reduced by a fixed tree
-// (V::reduce), so a query's arithmetic is the same in any tile: batching never changes results.
-// Same math as attention_tile_reference, up to float rounding (sum order, exp polynomial).
+// TurboQuant decoder for tq rows) and transposed (keys in lanes), then used by every query of
+// the tile: scores are FMAs of broadcast query coordinates against key vectors, four queries
+// at a time, with no horizontal sums; values are summed two queries at a time. A query's
+// arithmetic does not depend on the other queries it is grouped with, so batching never
+// changes results. Same math as attention_tile_reference, up to float rounding (sum order,
+// exp polynomial).
 #pragma once
 #include "strata/kernels/cpu/attention_tile.hpp"
 #include "strata/kernels/cpu/scale_tables.hpp"
@@ -60,12 +62,13 @@ inline bool reads_ring(const attention_side& s, const attention_tile& t, std::ui
 }
 
 // Decodes the keys of block [j0, j0 + 16) that some query of the tile reads: cache rows into
-// `rows`, ring rows into `ring` (when the side has a ring). Slots nobody reads are zeroed, so
-// every lane the kernels load holds a finite value. The next block's cache rows are prefetched:
+// `rows`, ring rows into `ring` (when the side has a ring); returns whether any ring row was.
+// Slots nobody reads are zeroed, so every lane the kernels load holds a finite value. The next block's cache rows are prefetched:
 // a head's rows sit n_head_kv head vectors apart, a stride the hardware prefetchers miss.
 template <class V>
-inline void decode_block(const attention_side& s, const attention_tile& t, std::uint32_t j0, std::uint32_t lo_all,
+inline bool decode_block(const attention_side& s, const attention_tile& t, std::uint32_t j0, std::uint32_t lo_all,
                          std::uint32_t hi_all, float* rows, float* ring, float* tmp) noexcept {
+  bool any_ring = false;
   const std::uint32_t d = t.head_dim;
   for (std::uint32_t j = j0 + key_block; j < j0 + 2 * key_block && j <= hi_all; ++j)
     for (std::size_t o = 0; o < s.row_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(s.rows[j - t.key_lo]) + o, _MM_HINT_T0);
@@ -87,47 +90,92 @@ inline void decode_block(const attention_side& s, const attention_tile& t, std::
     else
       zero_slot<V>(rows, k, d);
     if (!s.ring) continue;
+    any_ring = any_ring || need_ring;
     if (need_ring)
       for (std::uint32_t c = 0; c < d; c += V::lanes)
         V::store(lane_group<V>(ring, k, c), V::load_f16(s.ring[j - t.key_lo] + c));
     else
       zero_slot<V>(ring, k, d);
   }
+  return any_ring;
 }
 
 // o[0..d) += Σ_{k ∈ keys} p_k·v_k (v_k from `vc`, or `vr` where bit k of from_ring is set), keys
 // in increasing order, N vectors of o in registers per pass.
 template <class V, int N>
-inline void add_values(float* o, std::uint32_t c0, const float* p, std::uint32_t keys, std::uint32_t from_ring,
+inline void add_values(float* o, std::uint32_t c0, const typename V::f* p, std::uint32_t keys, std::uint32_t from_ring,
                        const float* vc, const float* vr) noexcept {
   constexpr int L = V::lanes;
   typename V::f acc[N];
   for (int u = 0; u < N; ++u) acc[u] = V::load(o + c0 + u * L);
   for (std::uint32_t k = 0; k < key_block; ++k) {
     if (!(keys >> k & 1)) continue;
-    const typename V::f pk = V::bcast(p + k);
+    const typename V::f pk = V::lane(p[k / L], int(k % L));
     const float* g = (from_ring >> k & 1 ? vr : vc) + (c0 / L) * key_block * L + k * L;
     for (int u = 0; u < N; ++u) acc[u] = V::fmadd(pk, V::load(g + u * key_block * L), acc[u]);
   }
   for (int u = 0; u < N; ++u) V::store(o + c0 + u * L, acc[u]);
 }
 
-// scale·⟨q, k⟩ for the 16 keys of a decoded block: NB vectors of L scores, each the fixed-tree
-// reduction of L accumulators.
+// kt[d·16 + k] = element d of key k: the decoded block transposed, one lane group at a time.
 template <class V>
-inline void block_scores(const float* blk, const float* q, std::uint32_t d, float scale,
-                         typename V::f (&s)[key_block / V::lanes]) noexcept {
+inline void transpose_block(const float* blk, std::uint32_t d, float* kt) noexcept {
+  for (std::uint32_t c = 0; c < d; c += V::lanes) V::transpose_16(blk + (c / V::lanes) * key_block * V::lanes, kt + c * key_block);
+}
+
+// s[g] = scale·⟨q_g, k⟩ for the 16 keys of a transposed block and G queries: per query two FMA
+// chains over the even and odd coordinates (keys in lanes), added at the end. Each key vector
+// loaded serves the G queries; a query's scores are the same for every G.
+template <class V, int G>
+inline void block_scores_t(const float* kt, const float* const* q, std::uint32_t d, float scale,
+                           float (*s)[key_block]) noexcept {
   constexpr int L = V::lanes, NB = int(key_block) / L;
-  for (int h = 0; h < NB; ++h) {
-    typename V::f acc[L];
-    for (int k = 0; k < L; ++k) acc[k] = V::zero();
-    for (std::uint32_t c = 0; c < d; c += L) {
-      const typename V::f qc = V::load(q + c);
-      const float* g = blk + (c / L) * key_block * L + h * L * L;
-      for (int k = 0; k < L; ++k) acc[k] = V::fmadd(V::load(g + k * L), qc, acc[k]);
+  typename V::f acc[G][2][NB];
+  for (int g = 0; g < G; ++g)
+    for (int h = 0; h < NB; ++h) acc[g][0][h] = acc[g][1][h] = V::zero();
+  for (std::uint32_t c = 0; c < d; c += 2)
+    for (int par = 0; par < 2; ++par) {
+      const float* row = kt + (c + par) * key_block;
+      typename V::f kv[NB];
+      for (int h = 0; h < NB; ++h) kv[h] = V::load(row + h * L);
+      for (int g = 0; g < G; ++g) {
+        const typename V::f b = V::bcast(q[g] + c + par);
+        for (int h = 0; h < NB; ++h) acc[g][par][h] = V::fmadd(b, kv[h], acc[g][par][h]);
+      }
     }
-    s[h] = V::mul(V::reduce(acc), V::set1(scale));
+  for (int g = 0; g < G; ++g)
+    for (int h = 0; h < NB; ++h) V::store(s[g] + h * L, V::mul(V::add(acc[g][0][h], acc[g][1][h]), V::set1(scale)));
+}
+
+template <class V>
+inline void block_scores_n(int n, const float* kt, const float* const* q, std::uint32_t d, float scale,
+                           float (*s)[key_block]) noexcept {
+  switch (n) {
+    case 1: return block_scores_t<V, 1>(kt, q, d, scale, s);
+    case 2: return block_scores_t<V, 2>(kt, q, d, scale, s);
+    case 3: return block_scores_t<V, 3>(kt, q, d, scale, s);
+    default: return block_scores_t<V, 4>(kt, q, d, scale, s);
   }
+}
+
+// add_values for two queries with the same keys: each value vector loaded is used twice.
+template <class V, int N>
+inline void add_values_pair(float* oa, float* ob, std::uint32_t c0, const typename V::f* pa, const typename V::f* pb,
+                            std::uint32_t keys, std::uint32_t from_ring, const float* vc, const float* vr) noexcept {
+  constexpr int L = V::lanes;
+  typename V::f aa[N], ab[N];
+  for (int u = 0; u < N; ++u) aa[u] = V::load(oa + c0 + u * L), ab[u] = V::load(ob + c0 + u * L);
+  for (std::uint32_t k = 0; k < key_block; ++k) {
+    if (!(keys >> k & 1)) continue;
+    const typename V::f pka = V::lane(pa[k / L], int(k % L)), pkb = V::lane(pb[k / L], int(k % L));
+    const float* g = (from_ring >> k & 1 ? vr : vc) + (c0 / L) * key_block * L + k * L;
+    for (int u = 0; u < N; ++u) {
+      const typename V::f v = V::load(g + u * key_block * L);
+      aa[u] = V::fmadd(pka, v, aa[u]);
+      ab[u] = V::fmadd(pkb, v, ab[u]);
+    }
+  }
+  for (int u = 0; u < N; ++u) V::store(oa + c0 + u * L, aa[u]), V::store(ob + c0 + u * L, ab[u]);
 }
 
 // Returns false (leaving the tile untouched) when head_dim is not a multiple of the lane count;
@@ -137,14 +185,17 @@ inline bool attention_tile_simd(attention_tile& t) noexcept {
   using f = typename V::f;
   constexpr int L = V::lanes, NB = int(key_block) / L;  // score vectors per block
   constexpr int DT = 8;                                   // o vectors kept in registers per step
+  constexpr int G = 4;                                    // queries scored together
   const std::uint32_t d = t.head_dim;
   if (d == 0 || d % L) return false;
   const std::size_t dp = (d + 15) / 16 * 16;
-  float* kc = t.scratch;
+  float* kc = t.scratch;  // decoded blocks (lane groups): K rows, K ring, V rows, V ring
   float* kr = kc + key_block * dp;
   float* vc = kr + key_block * dp;
   float* vr = vc + key_block * dp;
-  float* tmp = vr + key_block * dp;
+  float* ktc = vr + key_block * dp;  // K rows and K ring transposed
+  float* ktr = ktc + key_block * dp;
+  float* tmp = ktr + key_block * dp;
   float* orot_all = tmp + dp;
   const bool tq_k = t.k.kind == kv_row_kind::turboquant, tq_v = t.v.kind == kv_row_kind::turboquant;
 
@@ -162,73 +213,115 @@ inline bool attention_tile_simd(attention_tile& t) noexcept {
   }
 
   const f ninf = V::set1(-__builtin_inff());
+  alignas(64) float sc[attention_max_queries][key_block];  // this block's scores
+  std::uint32_t k_ring[attention_max_queries], v_ring[attention_max_queries];  // bit k: key k from the ring
   for (std::uint32_t b = lo_all / key_block; b <= hi_all / key_block; ++b) {
-    const std::uint32_t j0 = b * key_block;
-    decode_block<V>(t.k, t, j0, lo_all, hi_all, kc, kr, tmp);
+    const std::uint32_t j0 = b * key_block, j1 = j0 + key_block - 1;
+    const bool k_any_ring = decode_block<V>(t.k, t, j0, lo_all, hi_all, kc, kr, tmp);
     decode_block<V>(t.v, t, j0, lo_all, hi_all, vc, vr, tmp);
+    transpose_block<V>(kc, d, ktc);
+    if (k_any_ring) transpose_block<V>(kr, d, ktr);
 
+    // Scores of every query that meets the block: groups of up to G queries reading only cache
+    // rows; a query that reads ring keys (near the end of its window) alone, against both.
+    const auto meets = [&](std::uint32_t i) { return t.last[i] >= j0 && t.first[i] <= j1; };
     for (std::uint32_t i = 0; i < t.n_q; ++i) {
-      if (t.last[i] < j0 || t.first[i] > j0 + key_block - 1) continue;
-      const std::uint32_t a = (t.first[i] > j0 ? t.first[i] : j0) - j0;
-      const std::uint32_t e = (t.last[i] < j0 + key_block - 1 ? t.last[i] : j0 + key_block - 1) - j0;
-      // Which keys this query reads from the ring (only near the end of its window).
-      std::uint32_t k_ring = 0, v_ring = 0;  // bit k: key k from the ring
-      for (std::uint32_t k = a; k <= e; ++k) {
-        k_ring |= std::uint32_t(reads_ring(t.k, t, i, j0 + k)) << k;
-        v_ring |= std::uint32_t(reads_ring(t.v, t, i, j0 + k)) << k;
-      }
-      const std::uint32_t in_range = ((2u << e) - 1) & ~((1u << a) - 1);
-      f s[NB] = {};
-      if (k_ring != in_range) block_scores<V>(kc, tq_k ? t.q_rot[i] : t.q[i], d, t.scale, s);
-      if (k_ring) {
-        f sr[NB];
-        block_scores<V>(kr, t.q[i], d, t.scale, sr);
-        if (k_ring == in_range) {
-          for (int h = 0; h < NB; ++h) s[h] = sr[h];
-        } else {
-          alignas(64) float pick[key_block];
-          for (std::uint32_t k = 0; k < key_block; ++k) pick[k] = float(k_ring >> k & 1);
-          for (int h = 0; h < NB; ++h) s[h] = V::blend(s[h], sr[h], V::lt(V::zero(), V::load(pick + h * L)));
+      k_ring[i] = v_ring[i] = 0;
+      if ((t.k.ring || t.v.ring) && meets(i))
+        for (std::uint32_t j = t.first[i] > j0 ? t.first[i] : j0; j <= j1 && j <= t.last[i]; ++j) {
+          k_ring[i] |= std::uint32_t(reads_ring(t.k, t, i, j)) << (j - j0);
+          v_ring[i] |= std::uint32_t(reads_ring(t.v, t, i, j)) << (j - j0);
         }
+    }
+    for (std::uint32_t i = 0; i < t.n_q;) {
+      if (!meets(i)) {
+        ++i;
+        continue;
       }
-      for (int h = 0; h < NB; ++h) {
-        const f idx = V::add(V::iota(), V::set1(float(h * L)));
-        s[h] = V::blend(s[h], ninf, V::lt(idx, V::set1(float(a))));
-        s[h] = V::blend(s[h], ninf, V::lt(V::set1(float(e)), idx));
+      if (k_ring[i] == 0) {
+        const float* qs[G];
+        int n = 0;
+        for (std::uint32_t k = i; k < t.n_q && n < G && meets(k) && k_ring[k] == 0; ++k) qs[n++] = tq_k ? t.q_rot[k] : t.q[k];
+        block_scores_n<V>(n, ktc, qs, d, t.scale, sc + i);
+        i += std::uint32_t(n);
+        continue;
       }
-      f smax = s[0];
-      for (int h = 1; h < NB; ++h) smax = V::max(smax, s[h]);
-      const float bm = V::hmax(smax);
-      float* o = t.out[i];
-      float* orot = orot_all + i * dp;
-      if (bm > m[i]) {
-        const f alpha = V::set1(__builtin_expf(m[i] - bm));
-        for (std::uint32_t c = 0; c < d; c += L) V::store(o + c, V::mul(V::load(o + c), alpha));
-        if (tq_v)
-          for (std::uint32_t c = 0; c < d; c += L) V::store(orot + c, V::mul(V::load(orot + c), alpha));
-        l[i] *= __builtin_expf(m[i] - bm);
-        m[i] = bm;
+      float sr[1][key_block];
+      const float* qr = t.q[i];
+      block_scores_t<V, 1>(ktr, &qr, d, t.scale, sr);
+      const float* qc = tq_k ? t.q_rot[i] : t.q[i];
+      block_scores_t<V, 1>(ktc, &qc, d, t.scale, sc + i);
+      for (std::uint32_t k = 0; k < key_block; ++k)
+        if (k_ring[i] >> k & 1) sc[i][k] = sr[0][k];
+      ++i;
+    }
+
+    // Online softmax per query, then the values: pairs of queries with the same keys (the GQA
+    // heads of one token) share every value vector loaded.
+    for (std::uint32_t i = 0; i < t.n_q;) {
+      if (!meets(i)) {
+        ++i;
+        continue;
       }
-      alignas(64) float p[key_block];
-      f psum = V::zero();
-      for (int h = 0; h < NB; ++h) {
-        const f ph = exp_nonpositive<V>(V::sub(s[h], V::set1(m[i])));
-        V::store(p + h * L, ph);
-        psum = V::add(psum, ph);
+      const std::uint32_t a = (t.first[i] > j0 ? t.first[i] : j0) - j0, e = (t.last[i] < j1 ? t.last[i] : j1) - j0;
+      const std::uint32_t in_range = ((2u << e) - 1) & ~((1u << a) - 1);
+      const std::uint32_t rot = tq_v ? in_range & ~v_ring[i] : 0;
+      const bool pair = i + 1 < t.n_q && t.first[i + 1] == t.first[i] && t.last[i + 1] == t.last[i] &&
+                        t.recent_from[i + 1] == t.recent_from[i] && !rot;
+      const std::uint32_t nq = pair ? 2 : 1;
+      f pv[2][NB];  // softmax weights of the (one or two) queries, kept in registers
+      for (std::uint32_t iq = i; iq < i + nq; ++iq) {
+        f s[NB];
+        for (int h = 0; h < NB; ++h) {
+          s[h] = V::load(sc[iq] + h * L);
+          if (in_range != 0xFFFFu) {
+            const f idx = V::add(V::iota(), V::set1(float(h * L)));
+            s[h] = V::blend(s[h], ninf, V::lt(idx, V::set1(float(a))));
+            s[h] = V::blend(s[h], ninf, V::lt(V::set1(float(e)), idx));
+          }
+        }
+        f smax = s[0];
+        for (int h = 1; h < NB; ++h) smax = V::max(smax, s[h]);
+        const float bm = V::hmax(smax);
+        if (bm > m[iq]) {
+          const float alpha = __builtin_expf(m[iq] - bm);
+          const f va = V::set1(alpha);
+          float* o = t.out[iq];
+          for (std::uint32_t c = 0; c < d; c += L) V::store(o + c, V::mul(V::load(o + c), va));
+          if (tq_v)
+            for (std::uint32_t c = 0; c < d; c += L) V::store(orot_all + iq * dp + c, V::mul(V::load(orot_all + iq * dp + c), va));
+          l[iq] *= alpha;
+          m[iq] = bm;
+        }
+        f psum = V::zero();
+        for (int h = 0; h < NB; ++h) {
+          const f ph = exp_nonpositive<V>(V::sub(s[h], V::set1(m[iq])));
+          pv[iq - i][h] = ph;
+          psum = V::add(psum, ph);
+        }
+        l[iq] += V::hsum(psum);
+        if (rot) t.used_rot[iq] = true;
       }
-      l[i] += V::hsum(psum);
       // o += Σ p_k·v_k over the keys in range (increasing k), DT vectors of o per step. Rows
       // of a TurboQuant V (not from the ring) go to the rotated accumulator instead.
-      const std::uint32_t rot = tq_v ? in_range & ~v_ring : 0;
-      if (rot) t.used_rot[i] = true;
-      for (int target = 0; target < (rot ? 2 : 1); ++target) {
-        float* dst = target ? orot : o;
-        const std::uint32_t keys = target ? rot : in_range & ~rot;
-        if (!keys) continue;
+      if (pair) {
+        constexpr int DT2 = L == 16 ? 8 : 4;
         std::uint32_t c0 = 0;
-        for (; c0 + DT * L <= d; c0 += DT * L) add_values<V, DT>(dst, c0, p, keys, v_ring, vc, vr);
-        for (; c0 < d; c0 += L) add_values<V, 1>(dst, c0, p, keys, v_ring, vc, vr);
+        for (; c0 + DT2 * L <= d; c0 += DT2 * L)
+          add_values_pair<V, DT2>(t.out[i], t.out[i + 1], c0, pv[0], pv[1], in_range, v_ring[i], vc, vr);
+        for (; c0 < d; c0 += L)
+          add_values_pair<V, 1>(t.out[i], t.out[i + 1], c0, pv[0], pv[1], in_range, v_ring[i], vc, vr);
+      } else {
+        for (int target = 0; target < (rot ? 2 : 1); ++target) {
+          float* dst = target ? orot_all + i * dp : t.out[i];
+          const std::uint32_t keys = target ? rot : in_range & ~rot;
+          if (!keys) continue;
+          std::uint32_t c0 = 0;
+          for (; c0 + DT * L <= d; c0 += DT * L) add_values<V, DT>(dst, c0, pv[0], keys, v_ring[i], vc, vr);
+          for (; c0 < d; c0 += L) add_values<V, 1>(dst, c0, pv[0], keys, v_ring[i], vc, vr);
+        }
       }
+      i += nq;
     }
   }
   for (std::uint32_t i = 0; i < t.n_q; ++i) {

@@ -80,6 +80,17 @@ inline float q8k_d(const std::uint8_t* blk) noexcept {
 }
 inline constexpr std::size_t q8k_qs = 4, q8k_bsums = 4 + 256;
 
+// Block b of each of the T activation rows, and the byte offset of lane half `half` in a
+// packed 16-row word array.
+template <class V, int T>
+struct q8k_tile {
+  const std::uint8_t* ab[T];
+  std::size_t lane_off;
+  q8k_tile(const std::uint8_t* const* act, std::size_t b, int half) noexcept : lane_off(4 * V::lanes * half) {
+    for (int t = 0; t < T; ++t) ab[t] = q8k_block(act[t], b);
+  }
+};
+
 struct q4_k_kernel {
   using layout = packed::q4_k;
   template <class V, int T>
@@ -87,9 +98,9 @@ struct q4_k_kernel {
                     typename V::f* acc) noexcept {
     constexpr int L = V::lanes;
     using i = typename V::i;
-    const std::uint8_t* ab[T];
-    for (int t = 0; t < T; ++t) ab[t] = q8k_block(act[t], b);
-    const std::size_t lane_off = 4 * L * half;
+    const q8k_tile<V, T> tile(act, b, half);
+    const auto& ab = tile.ab;
+    const std::size_t lane_off = tile.lane_off;
     const i u0 = V::load_i(gb + layout::scales_offset + lane_off);
     const i u1 = V::load_i(gb + layout::scales_offset + 64 + lane_off);
     const i u2 = V::load_i(gb + layout::scales_offset + 128 + lane_off);
@@ -146,9 +157,9 @@ struct q6_k_kernel {
                     typename V::f* acc) noexcept {
     constexpr int L = V::lanes;
     using i = typename V::i;
-    const std::uint8_t* ab[T];
-    for (int t = 0; t < T; ++t) ab[t] = q8k_block(act[t], b);
-    const std::size_t lane_off = 4 * L * half;
+    const q8k_tile<V, T> tile(act, b, half);
+    const auto& ab = tile.ab;
+    const std::size_t lane_off = tile.lane_off;
     i sc[16];
     for (int j = 0; j < 16; ++j) sc[j] = V::i8_to_i32(gb + layout::scales_offset + 16 * j + L * half);
     // −32·Σ_j sc_j·bsums_j by vpmaddwd on int16 pairs (sc_2p, sc_2p+1).

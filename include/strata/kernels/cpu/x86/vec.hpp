@@ -85,7 +85,13 @@ struct v256 {
   static f load_f16(const void* p) noexcept {
     return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)));
   }
+  // bfloat16 → binary32 (exact: the top half of the float's bits).
+  static f load_bf16(const void* p) noexcept {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))), 16));
+  }
   static f cvt(i v) noexcept { return _mm256_cvtepi32_ps(v); }
+  // Lane k of v in every lane (a register shuffle: no store-to-load round trip).
+  static f lane(f v, int k) noexcept { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(k)); }
   static float hsum(f v) noexcept {
     return hsum128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
   }
@@ -99,6 +105,29 @@ struct v256 {
     const f s0123 = _mm256_hadd_ps(s01, s23), s4567 = _mm256_hadd_ps(s45, s67);
     // s0123 = [a0 a1 a2 a3 (low halves) | a0 a1 a2 a3 (high halves)], same for s4567.
     return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
+  }
+  // in: 16 rows of `lanes` floats (row-major); out: `lanes` rows of 16 floats (the transpose).
+  static void transpose_16(const float* in, float* out) noexcept {
+    for (int half = 0; half < 2; ++half) {  // rows 8·half.. → columns 8·half.. of out
+      const float* r = in + 8 * 8 * half;
+      const f t0 = _mm256_unpacklo_ps(load(r), load(r + 8)), t1 = _mm256_unpackhi_ps(load(r), load(r + 8));
+      const f t2 = _mm256_unpacklo_ps(load(r + 16), load(r + 24)), t3 = _mm256_unpackhi_ps(load(r + 16), load(r + 24));
+      const f t4 = _mm256_unpacklo_ps(load(r + 32), load(r + 40)), t5 = _mm256_unpackhi_ps(load(r + 32), load(r + 40));
+      const f t6 = _mm256_unpacklo_ps(load(r + 48), load(r + 56)), t7 = _mm256_unpackhi_ps(load(r + 48), load(r + 56));
+      const f s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const f s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const f s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const f s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      float* o = out + 8 * half;
+      store(o + 0 * 16, _mm256_permute2f128_ps(s0, s4, 0x20));
+      store(o + 1 * 16, _mm256_permute2f128_ps(s1, s5, 0x20));
+      store(o + 2 * 16, _mm256_permute2f128_ps(s2, s6, 0x20));
+      store(o + 3 * 16, _mm256_permute2f128_ps(s3, s7, 0x20));
+      store(o + 4 * 16, _mm256_permute2f128_ps(s0, s4, 0x31));
+      store(o + 5 * 16, _mm256_permute2f128_ps(s1, s5, 0x31));
+      store(o + 6 * 16, _mm256_permute2f128_ps(s2, s6, 0x31));
+      store(o + 7 * 16, _mm256_permute2f128_ps(s3, s7, 0x31));
+    }
   }
   // blend: b where mask (all ones from lt) is set, else a. lt: lanes where a < b.
   static f blend(f a, f b, f mask) noexcept { return _mm256_blendv_ps(a, b, mask); }
@@ -130,8 +159,30 @@ struct v256 {
   static i sub32(i a, i b) noexcept { return _mm256_sub_epi32(a, b); }
   static i mullo32(i a, i b) noexcept { return _mm256_mullo_epi32(a, b); }
   static i madd16(i a, i b) noexcept { return _mm256_madd_epi16(a, b); }
+  static i maddubs(i u, i s) noexcept { return _mm256_maddubs_epi16(u, s); }  // int16 pair sums, saturating
   static i dot4(i acc, i u, i s) noexcept {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+  static i shuffle8(i table, i idx) noexcept { return _mm256_shuffle_epi8(table, idx); }  // per 128-bit lane
+
+  // 32-byte units (a 32-element block, or a K-quant sub-block of 32): one per vector here.
+  static constexpr int units = 1;
+  // The vector of units k = 0..units−1, unit.template operator()<k>() each giving 32 bytes.
+  template <class Unit>
+  static i from_units(Unit unit) noexcept { return unit.template operator()<0>(); }
+  static f widen(__m256 v) noexcept { return v; }
+  static i widen_i(__m256i v) noexcept { return v; }
+  static f bcast_units(const float* const* p) noexcept { return _mm256_broadcast_ss(p[0]); }
+  // int16 scale of a 32-element sub-block (sc: 8 int16 scales in the low 128 bits) over unit u.
+  static i scales_by_unit(__m256i sc, int u) noexcept {
+    return _mm256_shuffle_epi8(_mm256_permute2x128_si256(sc, sc, 0x00), _mm256_set1_epi16(short((2 * u + 1) << 8 | 2 * u)));
+  }
+  // int16 scales of the two 16-element sub-blocks 2u, 2u + 1 (sc: 16 int16 scales) over unit u.
+  static i scales_by_half_unit(__m256i sc, int u) noexcept {
+    const __m256i h = u >= 4 ? _mm256_permute2x128_si256(sc, sc, 0x11) : _mm256_permute2x128_si256(sc, sc, 0x00);
+    const int j = (2 * u) % 8;
+    return _mm256_shuffle_epi8(h, _mm256_set_m128i(_mm_set1_epi16(short((2 * j + 3) << 8 | (2 * j + 2))),
+                                                   _mm_set1_epi16(short((2 * j + 1) << 8 | 2 * j))));
   }
   static i abs8(i a) noexcept { return _mm256_abs_epi8(a); }
   static i sign8(i a, i w) noexcept { return _mm256_sign_epi8(a, w); }  // a·sign(w) per byte
@@ -165,7 +216,11 @@ struct v512 {
   static f load_f16(const void* p) noexcept {
     return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
   }
+  static f load_bf16(const void* p) noexcept {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(static_cast<const __m256i*>(p))), 16));
+  }
   static f cvt(i v) noexcept { return _mm512_cvtepi32_ps(v); }
+  static f lane(f v, int k) noexcept { return _mm512_permutexvar_ps(_mm512_set1_epi32(k), v); }
   static float hsum(f v) noexcept {
     return v256::hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
   }
@@ -191,6 +246,30 @@ struct v512 {
     // u[j]: 128-bit lanes [t2j(0+1), t2j(2+3), t2j+1(0+1), t2j+1(2+3)].
     return _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // in: 16 rows of 16 floats; out: the transpose. Per 128-bit lane a 4×4 transpose of each
+  // group of four rows (unpack, shuffle), then the lanes gathered across the groups.
+  static void transpose_16(const float* in, float* out) noexcept {
+    f r[16], sg[16];
+    for (int k = 0; k < 16; ++k) r[k] = load(in + 16 * k);
+    for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3: sg[4g + j] lane l = rows' element 4l + j
+      const f t0 = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]), t1 = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+      const f t2 = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]), t3 = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+      sg[4 * g + 0] = _mm512_shuffle_ps(t0, t2, 0x44);
+      sg[4 * g + 1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+      sg[4 * g + 2] = _mm512_shuffle_ps(t1, t3, 0x44);
+      sg[4 * g + 3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+    }
+    for (int j = 0; j < 4; ++j) {  // column 4l + j = lane l of sg[j], sg[4 + j], sg[8 + j], sg[12 + j]
+      const f ab_lo = _mm512_shuffle_f32x4(sg[j], sg[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+      const f ab_hi = _mm512_shuffle_f32x4(sg[j], sg[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+      const f cd_lo = _mm512_shuffle_f32x4(sg[8 + j], sg[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+      const f cd_hi = _mm512_shuffle_f32x4(sg[8 + j], sg[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+      store(out + 16 * (0 + j), _mm512_shuffle_f32x4(ab_lo, cd_lo, _MM_SHUFFLE(2, 0, 2, 0)));
+      store(out + 16 * (4 + j), _mm512_shuffle_f32x4(ab_lo, cd_lo, _MM_SHUFFLE(3, 1, 3, 1)));
+      store(out + 16 * (8 + j), _mm512_shuffle_f32x4(ab_hi, cd_hi, _MM_SHUFFLE(2, 0, 2, 0)));
+      store(out + 16 * (12 + j), _mm512_shuffle_f32x4(ab_hi, cd_hi, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
   }
   static f blend(f a, f b, f mask) noexcept {
     return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(mask)), a, b);
@@ -223,6 +302,31 @@ struct v512 {
   static i sub32(i a, i b) noexcept { return _mm512_sub_epi32(a, b); }
   static i mullo32(i a, i b) noexcept { return _mm512_mullo_epi32(a, b); }
   static i madd16(i a, i b) noexcept { return _mm512_madd_epi16(a, b); }
+  static i maddubs(i u, i s) noexcept { return _mm512_maddubs_epi16(u, s); }
+  static i shuffle8(i table, i idx) noexcept { return _mm512_shuffle_epi8(table, idx); }
+
+  static constexpr int units = 2;
+  template <class Unit>
+  static i from_units(Unit unit) noexcept {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(unit.template operator()<0>()), unit.template operator()<1>(), 1);
+  }
+  static f widen(__m256 v) noexcept { return _mm512_zextps256_ps512(v); }
+  static i widen_i(__m256i v) noexcept { return _mm512_zextsi256_si512(v); }
+  static f bcast_units(const float* const* p) noexcept {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_broadcast_ss(p[0])), _mm256_broadcast_ss(p[1]), 1);
+  }
+  static i scales_by_unit(__m256i sc, int u) noexcept {
+    const __m512i pick =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(short(u))), _mm256_set1_epi16(short(u + 1)), 1);
+    return _mm512_permutexvar_epi16(pick, _mm512_castsi256_si512(sc));
+  }
+  static i scales_by_half_unit(__m256i sc, int u) noexcept {
+    const int j = 2 * u;
+    const __m512i pick = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16(short(j + 1)), _mm_set1_epi16(short(j)))),
+        _mm256_set_m128i(_mm_set1_epi16(short(j + 3)), _mm_set1_epi16(short(j + 2))), 1);
+    return _mm512_permutexvar_epi16(pick, _mm512_castsi256_si512(sc));
+  }
   static i dot4(i acc, i u, i s) noexcept {
     if constexpr (Vnni)
       return _mm512_dpbusd_epi32(acc, u, s);

@@ -10,12 +10,16 @@
 // 30 instead of 380 TFLOP/s of the same multiply-adds).
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = WG) in;
+#ifdef X_F16
+layout(binding = 1, std430) readonly buffer XH { uvec4 xh[]; };  // activations already f16 (copy_rows TO_F16)
+#else
 layout(binding = 1, std430) readonly buffer X4 { vec4 x4[]; };
+#endif
 layout(binding = 2, std430) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform Params {
   uint K, N, n_tok;
   uint w_off;              // in uvec4 (8 halves): row 0 of W; rows are K halves apart
-  uint x_off, x_stride;    // in floats (multiples of 4)
+  uint x_off, x_stride;    // in floats (multiples of 4); X_F16: in halves (multiples of 8)
   uint y_off, y_stride;    // in floats
 } p;
 
@@ -28,7 +32,11 @@ const uint TILE = (BM + BN) * RS;  // one buffer: weight rows, then token rows
 shared uvec4 sh[2 * TILE];
 
 uvec4 wr[W_PER];
+#ifdef X_F16
+uvec4 xr[X_PER];
+#else
 vec4 xr[2 * X_PER];
+#endif
 
 void fetch(uint n0, uint t0, uint k0) {
   const uint tid = gl_LocalInvocationID.x;
@@ -37,6 +45,13 @@ void fetch(uint n0, uint t0, uint k0) {
     wr[i] = uvec4(0);
     if (q < W_VECS && n0 + r < p.N) wr[i] = w128[p.w_off + (n0 + r) * (p.K / 8) + k0 / 8 + c];
   }
+#ifdef X_F16
+  [[unroll]] for (uint i = 0; i < X_PER; ++i) {
+    const uint q = tid + i * WG, t = q / (BK / 8), c = q % (BK / 8);
+    xr[i] = uvec4(0);
+    if (q < X_VECS && t0 + t < p.n_tok) xr[i] = xh[(p.x_off + (t0 + t) * p.x_stride + k0) / 8 + c];
+  }
+#else
   [[unroll]] for (uint i = 0; i < X_PER; ++i) {
     const uint q = tid + i * WG, t = q / (BK / 8), c = q % (BK / 8);
     xr[2 * i] = vec4(0.0);
@@ -47,6 +62,7 @@ void fetch(uint n0, uint t0, uint k0) {
       xr[2 * i + 1] = x4[xo + 1];
     }
   }
+#endif
 }
 
 void stash(uint buf) {
@@ -57,10 +73,13 @@ void stash(uint buf) {
   }
   [[unroll]] for (uint i = 0; i < X_PER; ++i) {
     const uint q = tid + i * WG;
+#ifdef X_F16
+    const uvec4 v = xr[i];
+#else
     const vec4 a = xr[2 * i], b = xr[2 * i + 1];
-    if (q < X_VECS)
-      sh[base + BM * RS + (q / (BK / 8)) * RS + q % (BK / 8)] =
-          uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+    const uvec4 v = uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+#endif
+    if (q < X_VECS) sh[base + BM * RS + (q / (BK / 8)) * RS + q % (BK / 8)] = v;
   }
 }
 

@@ -274,6 +274,11 @@ struct backend::impl {
   mma2_tile mm3_shape{128, 64, 64, 32};
   std::uint32_t mm_scratch = 0;          // buffer id of the f16 weight scratch
   std::uint64_t mm_scratch_halves = 0;
+  // The GEMM's activations converted to f16 first (copy_rows TO_F16): half the bytes each tile
+  // reads from L2, where the f32 activations were 2/3 of the traffic. STRATA_VK_MM3_XF16=0 disables.
+  bool mm3_xf16 = true;
+  std::uint32_t mm_xh = 0;               // buffer id: max_rows x mm_xh_cols halves
+  std::uint32_t mm_xh_cols = 0;
   // Matvec shape: rows per workgroup and workgroup size (STRATA_VK_MV_NR / _WG to experiment).
   std::uint32_t mv_rows = 8, mv_wg = 64;
   // Rows per workgroup of a matvec. Measured on the H100 (bench/RESULTS.md): 8 for every
@@ -311,6 +316,7 @@ struct backend::impl {
       mma2_forced = true;
     }
     if (const char* v = std::getenv("STRATA_VK_MM3"); v && std::string_view(v) == "0") mm3 = false;
+    if (const char* v = std::getenv("STRATA_VK_MM3_XF16"); v && std::string_view(v) == "0") mm3_xf16 = false;
     if (const char* v = std::getenv("STRATA_VK_MM3_SHAPE")) {
       unsigned a = 0, b = 0, c = 0, d = 0;
       if (std::sscanf(v, "%u:%u:%u:%u", &a, &b, &c, &d) != 4 || !c || !d || a % c || b % d || a % 16 || b % 16 ||
@@ -538,10 +544,20 @@ struct backend::impl {
     const weight& w = *m.w;
     const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
     const mma2_tile t = mm3_tile_for(n);
-    const pipeline_request g = mm3_req(t);
+    const bool xf16 = mm_xh && K <= mm_xh_cols && n <= max_rows && K % 8 == 0;
+    const pipeline_request g = mm3_req(t, xf16);
+    std::uint32_t x_off = m.x.off, x_stride = m.x.stride;
+    binding xb = bind(m.x, false);
+    if (xf16) {
+      const copy_rows_pc cp{K, m.x.off, m.x.stride, 0, K / 8};
+      const binding cb[] = {bind(m.x, false), bind(m.x, false), bind_id(mm_xh, true)};
+      dispatch(req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3), cb, &cp, sizeof cp, div_up(K / 8, 128), n);
+      x_off = 0, x_stride = K;
+      xb = bind_id(mm_xh, false);
+    }
     if (w.type == gguf::type_id::f16) {  // weights start section_align (256 bytes) apart
-      const mm_f16_pc pc{K, N, n, 0, m.x.off, m.x.stride, m.y.off, m.y.stride};
-      const binding b[] = {bind_weight(w), bind(m.x, false), bind(m.y, true)};
+      const mm_f16_pc pc{K, N, n, 0, x_off, x_stride, m.y.off, m.y.stride};
+      const binding b[] = {bind_weight(w), xb, bind(m.y, true)};
       dispatch(g, b, &pc, sizeof pc, div_up(N, t.bm), div_up(n, t.bn));
       wrote(m.y);
       return;
@@ -552,8 +568,8 @@ struct backend::impl {
       const dequant_f16_pc dq{K, std::uint32_t(w.row_bytes), r0, rows, 0};
       const binding db[] = {bind_weight(w), bind_id(mm_scratch, true)};
       dispatch(dequant_req(w.type), db, &dq, sizeof dq, div_up(std::uint64_t(rows) * (K / 16), 256));
-      const mm_f16_pc pc{K, rows, n, 0, m.x.off, m.x.stride, m.y.off + r0, m.y.stride};
-      const binding b[] = {bind_id(mm_scratch, false), bind(m.x, false), bind(m.y, true)};
+      const mm_f16_pc pc{K, rows, n, 0, x_off, x_stride, m.y.off + r0, m.y.stride};
+      const binding b[] = {bind_id(mm_scratch, false), xb, bind(m.y, true)};
       dispatch(g, b, &pc, sizeof pc, div_up(rows, t.bm), div_up(n, t.bn));
     }
     wrote(m.y);
@@ -568,12 +584,12 @@ struct backend::impl {
       if (tokens >= t.bn) return t;
     return mm3_tiles[std::size(mm3_tiles) - 1];
   }
-  pipeline_request mm3_req(const mma2_tile& s) const {
-    return req("mul_mm_f16", gguf::type_id::f16,
-               {{"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"},
-                {"BM", std::to_string(s.bm)}, {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)},
-                {"WN", std::to_string(s.wn)}, {"BK", "32"}},
-               3);
+  pipeline_request mm3_req(const mma2_tile& s, bool xf16) const {
+    std::vector<std::pair<std::string, std::string>> d{
+        {"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"}, {"BM", std::to_string(s.bm)},
+        {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)}, {"WN", std::to_string(s.wn)}, {"BK", "32"}};
+    if (xf16) d.emplace_back("X_F16", "1");
+    return req("mul_mm_f16", gguf::type_id::f16, std::move(d), 3);
   }
   static pipeline_request dequant_req(gguf::type_id t) { return req("dequant_f16", t, {{"WG", "256"}}, 2); }
   // Tensor-core tiles (mul_mm.glsl MMA2): the largest tile that still gives the GPU a few
@@ -965,7 +981,16 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
       for (auto f : mat_formats)
         if (f != gguf::type_id::f16) reqs.push_back(impl::dequant_req(f));
     }
-    for (const mma2_tile t : impl::mm3_tiles) reqs.push_back(P.mm3_req(P.mm3_forced ? P.mm3_shape : t));
+    std::uint32_t widest = 0;
+    for (const auto& e : P.weights)
+      if (e.info->ne[2] == 1 && e.info->ne[1] > 1 && e.info->ne[0] % 16 == 0)
+        widest = std::max<std::uint32_t>(widest, std::uint32_t(e.info->ne[0]));
+    if (P.mm3_xf16 && widest) {
+      P.mm_xh_cols = widest;
+      P.mm_xh = P.new_buffer(std::uint64_t(max_rows) * widest * 2, memory_kind::device, "f16 activations (prefill GEMM)");
+      reqs.push_back(impl::req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3));
+    }
+    for (const mma2_tile t : impl::mm3_tiles) reqs.push_back(P.mm3_req(P.mm3_forced ? P.mm3_shape : t, P.mm_xh != 0));
   }
   for (auto f : mat_formats) {
     reqs.push_back(P.mul_mm_req(f));

@@ -3,6 +3,7 @@
 // Budgets default to what the GPU (VK_EXT_memory_budget) and the host report free, minus margins;
 // link speeds come from the probe cache when one exists, else from labelled assumptions.
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "strata/kv/kv_config.hpp"
 #include "strata/runtime/device_memory.hpp"
 #include "strata/runtime/link_probe.hpp"
+#include "strata/tiers/layer_split.hpp"
 #include "strata/tiers/report.hpp"
 
 namespace strata::app {
@@ -89,16 +91,28 @@ int run_plan(const run_options& opt) {
     po.links = std::move(*cached);
   }
   const tiers::placement_plan plan = tiers::plan_placement(demand, po);
+  // What the engine can execute today for the same budget: -ngl N, the most leading layers that
+  // fit, with the cost model's prediction (run it with strata-bench to compare with a measurement).
+  const std::uint32_t ngl = po.gpu_budget ? tiers::layers_that_fit(demand, po.gpu_budget) : 0;
+  const auto split = tiers::layer_split_placement(demand, ngl);
+  const auto order = tiers::execution_order(demand);
+  const double split_decode = tiers::evaluate(demand, split, po.links, 1, order).tokens_per_second();
+  const double split_prefill = tiers::evaluate(demand, split, po.links, po.prefill_batch, order).tokens_per_second();
   if (opt.json) {
     std::string out = tiers::plan_json(demand, plan, po);
-    out.pop_back();  // add where the budgets came from
+    out.pop_back();  // add where the budgets came from and the layer split
     out += ",\"model\":" + json::quote(opt.model) + ",\"n_ctx\":" + std::to_string(d_opt.n_ctx) +
-           ",\"gpu_budget_source\":" + json::quote(gpu_note) + ",\"ram_budget_source\":" + json::quote(ram_note) + "}";
+           ",\"gpu_budget_source\":" + json::quote(gpu_note) + ",\"ram_budget_source\":" + json::quote(ram_note) +
+           ",\"layer_split\":{\"n_gpu_layers\":" + std::to_string(ngl) + ",\"decode_tokens_per_second\":" +
+           std::to_string(split_decode) + ",\"prefill_tokens_per_second\":" + std::to_string(split_prefill) + "}}";
     std::cout << out << "\n";
   } else {
+    char line[160];
+    std::snprintf(line, sizeof line, "today's engine (-ngl %u of %u layers fits the GPU budget): decode %.2f t/s, prefill %.1f t/s",
+                  ngl, hp.n_layer, split_decode, split_prefill);
     std::cout << "model: " << opt.model << " (" << hp.arch << ", " << hp.n_layer << " layers, context " << d_opt.n_ctx
               << ")\nGPU budget from " << gpu_note << "; RAM budget from " << ram_note << "\n"
-              << tiers::plan_text(demand, plan, po);
+              << tiers::plan_text(demand, plan, po) << line << (po.links.assumed() ? " (assumed links)" : "") << "\n";
   }
   return 0;
 }

@@ -93,7 +93,9 @@ inline std::string plan_json(const model_demand& d, const placement_plan& p, con
   std::string s = "{";
   const auto num = [&](std::string_view key, double v, bool comma = true) {
     json::quote(s, key);
-    s += ":" + detail::fmt("%.17g", v) + (comma ? "," : "");
+    s += ':';  // appended piece by piece: GCC 12 -Wrestrict false positive on ":" + string
+    s += detail::fmt("%.17g", v);
+    if (comma) s += ',';
   };
   const auto str = [&](std::string_view key, std::string_view v, bool comma = true) {
     json::quote(s, key);

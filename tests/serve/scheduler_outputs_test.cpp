@@ -119,6 +119,29 @@ TEST_CASE("a token_constraint restricts every sampled token, greedy or not, and 
   }
 }
 
+TEST_CASE("plain_greedy: only a greedy row the host adds nothing to") {
+  constexpr std::int32_t n_vocab = 64;
+  const auto row = [](auto&& change) {
+    sampling::sampler_params p;
+    p.temperature = 0.0f;
+    rt::generation_request req{{1, 2}, sampling::sampler(p, n_vocab), {}};
+    change(p, req);
+    req.sampler = sampling::sampler(p, n_vocab);
+    return req.plain_greedy();
+  };
+  CHECK(row([](auto&, auto&) {}));
+  CHECK(!row([](auto& p, auto&) { p.temperature = 0.7f, p.seed = 3; }));  // sampled: the RNG decides
+  CHECK(!row([](auto& p, auto&) { p.logit_bias = {{5, -INFINITY}}; }));
+  CHECK(!row([](auto& p, auto&) { p.repeat_penalty = 1.1f; }));
+  CHECK(!row([](auto&, auto& r) { r.top_logprobs = 0; }));
+  CHECK(!row([](auto&, auto& r) { r.embed = rt::pooling::mean; }));
+  std::vector<std::int32_t> accepted;
+  CHECK(!row([&](auto&, auto& r) {
+    r.constraint = std::make_unique<set_constraint>(std::size_t(n_vocab), std::vector<std::int32_t>{3},
+                                                    std::vector<std::int32_t>{}, 0, &accepted);
+  }));
+}
+
 TEST_CASE("embeddings: mean, cls and last pooling equal a direct pass, beside a running generation") {
   rt::engine_options eo;  // one pass over a whole input: every row is an output
   eo.threads = 1;

@@ -141,6 +141,15 @@ struct generation_request {
   // Not none: an embedding request; the prompt is evaluated without the LM head, its final-norm
   // hidden states pooled and L2-normalized, and nothing is generated (sampler and stop unused).
   pooling embed = pooling::none;
+
+  // The row's next token is the argmax of the raw logits and nothing else is read from them: a
+  // generation (not an embedding), greedy with no logit_bias or penalties (sampler::plain_greedy;
+  // temperature > 0, which draws from the seeded RNG, is never plain), no constraint (dormant
+  // ones included: they watch every token and may switch on), no logprobs. Only such rows may
+  // take a token from a backend-side argmax instead of the host sampler.
+  bool plain_greedy() const noexcept {
+    return embed == pooling::none && !constraint && top_logprobs < 0 && sampler.plain_greedy();
+  }
 };
 
 struct scheduler_options {

@@ -2,6 +2,7 @@
 #include "constraints.hpp"
 
 #include "strata/grammar/json_schema.hpp"
+#include "strata/json/parse.hpp"
 
 namespace strata::serve {
 
@@ -23,15 +24,15 @@ std::shared_ptr<grammar::automaton> grammar_cache::get(const std::string& gbnf) 
   return a;
 }
 
-grammar_constraint::grammar_constraint(std::shared_ptr<grammar::automaton> a, std::string trigger, bool at_start)
-    : a_(std::move(a)), trigger_(std::move(trigger)), at_start_(at_start) {}
+grammar_constraint::grammar_constraint(std::shared_ptr<grammar::automaton> a, chat::call_trigger trigger)
+    : a_(std::move(a)), trigger_(std::move(trigger)) {}
 
 sampling::token_constraint& grammar_constraint::get() {
-  if (trigger_.empty()) {
+  if (trigger_.text.empty()) {
     if (!eager_) eager_.emplace(a_);
     return *eager_;
   }
-  if (!lazy_) lazy_.emplace(a_, trigger_, at_start_);
+  if (!lazy_) lazy_.emplace(a_, trigger_.text, trigger_.at_start, trigger_.skip_open, trigger_.skip_close);
   return *lazy_;
 }
 
@@ -47,26 +48,42 @@ void grammar_constraint::accept(sampling::token_id t) {
   else lazy_->accept(t);
 }
 
+namespace {
+// response_format's schema; json_object: any object.
+json::value answer_schema(const parsed_request& r) {
+  if (r.format == output_format::json_object)
+    return json::value::object({{"type", json::value::string("object")}, {"additionalProperties", json::value::boolean(true)}});
+  try {
+    return json::parse(r.schema, "json schema");
+  } catch (const json::parse_error& e) {
+    throw bad_request(r.schema_param + ": " + e.what(), r.schema_param);
+  }
+}
+}  // namespace
+
 request_grammar grammar_for(const parsed_request& r, chat::template_kind k) {
   if (r.tool_calls_possible()) {
-    std::vector<chat::tool_spec> specs;
     try {
-      specs = chat::tool_specs(r.tools);
-      std::string gbnf = chat::tool_call_grammar(k, specs, r.tool_choice, r.parallel_tool_calls).gbnf;
-      if (r.forced_tool_call()) return {std::move(gbnf), {}, false};
-      const chat::call_trigger t = chat::tool_call_trigger(k);
-      return {std::move(gbnf), t.text, t.at_start};
+      const std::vector<chat::tool_spec> specs = chat::tool_specs(r.tools);
+      if (r.forced_tool_call()) return {chat::tool_call_grammar(k, specs, r.tool_choice, r.parallel_tool_calls).gbnf, {}};
+      if (r.format != output_format::text)
+        return {chat::tool_call_or_answer_grammar(k, specs, r.parallel_tool_calls, answer_schema(r)).gbnf, {}};
+      return {chat::tool_call_grammar(k, specs, r.tool_choice, r.parallel_tool_calls).gbnf, chat::tool_call_trigger(k)};
+    } catch (const grammar::schema_error& e) {
+      const std::string m = e.what();
+      if (m.starts_with("answer: ")) throw bad_request(r.schema_param + ": " + m.substr(8), r.schema_param);
+      throw bad_request("tools: " + m, "tools");
     } catch (const error& e) {
       throw bad_request(std::string("tools: ") + e.what(), "tools");
     }
   }
   switch (r.format) {
     case output_format::text: return {};
-    case output_format::json_object: return {grammar::json_object_gbnf(), {}, false};
+    case output_format::json_object: return {grammar::json_object_gbnf(), {}};
     case output_format::json_schema: break;
   }
   try {
-    return {grammar::json_schema_to_gbnf(r.schema).gbnf, {}, false};
+    return {grammar::json_schema_to_gbnf(r.schema).gbnf, {}};
   } catch (const error& e) {
     throw bad_request(r.schema_param + ": " + e.what(), r.schema_param);
   }

@@ -11,6 +11,7 @@
 
 #include "request.hpp"
 #include "strata/chat/template.hpp"
+#include "strata/chat/tool_calls.hpp"
 #include "strata/grammar/lazy_matcher.hpp"
 #include "strata/grammar/matcher.hpp"
 #include "strata/grammar/token_trie.hpp"
@@ -40,9 +41,8 @@ class grammar_cache {
 // tool-call grammar from the moment the output reaches the template's call trigger. JSON output
 // and optional tool calls do not combine: with a response_format, tool_choice auto calls nothing.
 struct request_grammar {
-  std::string gbnf;     // empty: unconstrained
-  std::string trigger;  // empty: from the first token
-  bool at_start = false;  // the trigger counts only at the start of the output
+  std::string gbnf;             // empty: unconstrained
+  chat::call_trigger trigger{};  // text empty: from the first token
 };
 // Throws a 400 naming the schema or the tools when a grammar cannot be built for them.
 request_grammar grammar_for(const parsed_request& r, chat::template_kind k);
@@ -52,7 +52,9 @@ request_grammar grammar_for(const parsed_request& r, chat::template_kind k);
 // extends the automaton shared with other requests.
 class grammar_constraint final : public rt::token_constraint {
  public:
-  grammar_constraint(std::shared_ptr<grammar::automaton> a, std::string trigger = {}, bool at_start = false);
+  // An empty trigger text: eager from the first token; else lazy, skipping the trigger's
+  // leading block (Qwen3's reasoning) as chat::tool_call_trigger says.
+  explicit grammar_constraint(std::shared_ptr<grammar::automaton> a, chat::call_trigger trigger = {});
   bool active() override;
   bool allows(sampling::token_id t) override;
   std::span<const std::uint64_t> allowed() override;
@@ -61,8 +63,7 @@ class grammar_constraint final : public rt::token_constraint {
  private:
   sampling::token_constraint& get();
   std::shared_ptr<grammar::automaton> a_;
-  std::string trigger_;
-  bool at_start_;
+  chat::call_trigger trigger_;
   std::optional<grammar::matcher> eager_;
   std::optional<grammar::lazy_matcher> lazy_;
 };

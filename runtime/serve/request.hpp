@@ -54,10 +54,9 @@ struct parsed_request {
   }
   // Whether the output must be a tool call or JSON from its first token (no free text first).
   bool forced_structure() const noexcept { return format != output_format::text || forced_tool_call(); }
-  // Whether the output may hold tool calls (JSON output and optional calls do not combine).
-  bool tool_calls_possible() const noexcept {
-    return forced_tool_call() || (format == output_format::text && may_call_tools());
-  }
+  // Whether the output may hold tool calls (with a JSON format and tool_choice auto: calls or
+  // the JSON answer; a forced call leaves no answer).
+  bool tool_calls_possible() const noexcept { return may_call_tools(); }
 };
 
 // The fields every generation route reads the same way: the sampling fields (temperature, top_p,

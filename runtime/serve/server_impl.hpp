@@ -245,14 +245,13 @@ struct server::impl {
   // The request's grammar, compiled (null automaton: free text). Network thread only.
   struct compiled_grammar {
     std::shared_ptr<grammar::automaton> automaton;
-    std::string trigger;
-    bool at_start = false;
+    chat::call_trigger trigger{};
   };
   compiled_grammar grammar_of(const parsed_request& r) {
     request_grammar g = grammar_for(r, tmpl);
     if (g.gbnf.empty()) return {};
     try {
-      return {grammars->get(g.gbnf), std::move(g.trigger), g.at_start};
+      return {grammars->get(g.gbnf), std::move(g.trigger)};
     } catch (const error& e) {
       throw bad_request(e.what(), r.format != output_format::text ? r.schema_param : "tools");
     }
@@ -268,7 +267,7 @@ struct server::impl {
       sampling::sampler smp(sp, tok->n_vocab());
       sampling::stop_conditions stop(eog, r.sampling.max_tokens, r.stop);
       rt::generation_request req{std::move(prompt), std::move(smp), std::move(stop)};
-      if (g.automaton) req.constraint = std::make_unique<grammar_constraint>(g.automaton, g.trigger, g.at_start);
+      if (g.automaton) req.constraint = std::make_unique<grammar_constraint>(g.automaton, g.trigger);
       req.top_logprobs = r.top_logprobs;
       return req;
     } catch (const error& e) {

@@ -143,6 +143,33 @@ TEST_CASE("tool_call_grammar: what the templates render, nothing else") {
                        "tool 'f' parameters: json schema: at /properties/a: keyword 'not' is not supported", error);
 }
 
+TEST_CASE("tool_call_or_answer_grammar: a JSON answer under the schema, or calls; nothing else") {
+  using grammar_test::accepts;
+  const auto specs = chat::tool_specs(example_tools());
+  const auto schema = json::parse(R"({"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"]})");
+  auto q = grammar_test::compile(chat::tool_call_or_answer_grammar(template_kind::chatml, specs, true, schema).gbnf);
+  CHECK(accepts(*q, "{\"city\": \"Rome\"}"));
+  CHECK(accepts(*q, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n"
+                    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"));
+  CHECK_FALSE(accepts(*q, "{\"city\": \"Oslo\"}"));  // not in the answer's enum
+  CHECK_FALSE(accepts(*q, "Rome"));
+  CHECK_FALSE(accepts(*q, "{\"city\": \"Rome\"}<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+  CHECK_FALSE(accepts(*q, "Sure! <tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+  auto single = grammar_test::compile(chat::tool_call_or_answer_grammar(template_kind::chatml, specs, false, schema).gbnf);
+  CHECK_FALSE(accepts(*single, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n"
+                               "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+  // Any object (json_object), and the Llama families' bare envelopes.
+  const auto any = json::parse(R"({"type": "object", "additionalProperties": true})");
+  auto l4 = grammar_test::compile(chat::tool_call_or_answer_grammar(template_kind::llama4, specs, true, any).gbnf);
+  CHECK(accepts(*l4, "{\"a\": [1, {\"b\": null}], \"c\": \"d\"}"));
+  CHECK(accepts(*l4, "{}"));
+  CHECK(accepts(*l4, "{\"name\": \"now\", \"parameters\": {}}"));
+  CHECK_FALSE(accepts(*l4, "[1]"));
+  const auto bad = json::parse(R"({"type": "object", "properties": {"a": {"not": {}}}})");
+  CHECK_THROWS_WITH_AS(chat::tool_call_or_answer_grammar(template_kind::chatml, specs, true, bad),
+                       "answer: json schema: at /properties/a: keyword 'not' is not supported", grammar::schema_error);
+}
+
 TEST_CASE("forced_output_prefix: Qwen3 skips its think block, others start at once") {
   CHECK(chat::forced_output_prefix(template_kind::chatml, {}) == "<think>\n\n</think>\n\n");
   CHECK(chat::forced_output_prefix(template_kind::chatml, {.add_generation_prompt = true, .enable_thinking = false}).empty());

@@ -1,6 +1,7 @@
 // Tool calling through the official SDKs: OpenAI chat (forced and named calls, streamed deltas
 // assembled by chat.completions.stream(), parallel calls, the call -> result -> answer round
-// trip), the Responses API (function_call items, streamed, and function_call_output fed back),
+// trip, tools with a response_format: a call or the JSON answer), the Responses API
+// (function_call items, streamed, and function_call_output fed back),
 // and Anthropic messages with @anthropic-ai/sdk 1.x (tool_use blocks, input_json_delta assembled
 // by messages.stream(), tool_result turns, count_tokens with tools). The fixture model has random
 // weights: every call is well formed only because the grammar forces it, and the schemas bound
@@ -144,6 +145,29 @@ await run('tools', [
     const withTools = await anthropic.messages.countTokens({ model, tools, messages: ask });
     const without = await anthropic.messages.countTokens({ model, messages: ask });
     assert.ok(withTools.input_tokens > without.input_tokens + 20, `${withTools.input_tokens} vs ${without.input_tokens}`);
+  }],
+  ['chat: tools with a response_format (tool_choice auto): a call or the JSON answer, never free text', async () => {
+    // logit_bias on the first token of each branch ('<' of <tool_call>, '{' of the answer; the
+    // fixture's small vocabulary spells <tool_call> in pieces) picks it, so both are seen with
+    // random weights; the grammar does the rest.
+    const first = async (content) => (await fetch(`${srv.base}/tokenize`, { method: 'POST', headers: { authorization: 'Bearer test-key' },
+      body: JSON.stringify({ content }) }).then((r) => r.json())).tokens[0];
+    const lt = await first('<tool_call>'), brace = await first('{');
+    const answer = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false };
+    const req = { model, max_tokens: 300, messages: ask, tools: chatTools, parallel_tool_calls: false, seed: 5,
+                  response_format: { type: 'json_schema', json_schema: { name: 'answer', strict: true, schema: answer } } };
+    const call = await openai.chat.completions.create({ ...req, logit_bias: { [lt]: 100 } });
+    assert.equal(call.choices[0].finish_reason, 'tool_calls');
+    assert.equal(call.choices[0].message.tool_calls.length, 1);
+    checkArgs(call.choices[0].message.tool_calls[0].function.name, call.choices[0].message.tool_calls[0].function.arguments);
+    const json = await openai.chat.completions.create({ ...req, logit_bias: { [brace]: 100 } });
+    assert.equal(json.choices[0].finish_reason, 'stop');
+    assert.equal(typeof JSON.parse(json.choices[0].message.content).ok, 'boolean');
+    // Unbiased: whichever the model picks is well formed.
+    const any = await openai.chat.completions.create(req);
+    const c = any.choices[0];
+    if (c.finish_reason === 'tool_calls') checkArgs(c.message.tool_calls[0].function.name, c.message.tool_calls[0].function.arguments);
+    else assert.equal(typeof JSON.parse(c.message.content).ok, 'boolean');
   }],
   ['bad tool requests name the field', async () => {
     await assert.rejects(openai.chat.completions.create({ model, messages: ask, tools: chatTools, tool_choice: { type: 'function', function: { name: 'nope' } } }),

@@ -9,7 +9,8 @@
 // Server flow for tool_choice required / a named function: render the prompt with the tools,
 // append forced_output_prefix(), constrain generation with tool_call_grammar() from the first
 // token, parse with tool_call_parser. For tool_choice auto: the same grammar, activated lazily
-// when the output reaches tool_call_trigger() (grammar::lazy_matcher).
+// when the output reaches tool_call_trigger() (grammar::lazy_matcher); for tool_choice auto with
+// a JSON answer format, tool_call_or_answer_grammar() from the first token.
 #pragma once
 #include <span>
 #include <string>
@@ -120,17 +121,14 @@ struct tool_grammar {
   std::vector<std::string> warnings;  // from the argument schemas
 };
 
-// GBNF for the output under a tool choice: one call (or, with parallel_tool_calls where the
-// template allows several, one or more) to one of `tools` (only the named one for mode
-// function), arguments valid against its schema. Throws strata::error for mode none, an unknown
-// forced function, no tools, or an argument schema the converter rejects (grammar::schema_error,
-// naming the tool).
-inline tool_grammar tool_call_grammar(template_kind k, std::span<const tool_spec> tools, const tool_choice& choice,
-                                      bool parallel_tool_calls, const grammar::schema_options& opt = {}) {
+namespace detail {
+// "call ::= ..." for one call to one of `tools` (only the named one for mode function), its
+// argument schemas added to `set`. Throws as tool_call_grammar says.
+inline std::string call_rule(template_kind k, std::span<const tool_spec> tools, const tool_choice& choice,
+                             grammar::schema_set& set) {
   if (choice.mode == tool_choice_mode::none) throw error("chat: tool_choice none has no call grammar");
   if (tools.empty()) throw error("chat: a tool call grammar needs at least one tool");
   const call_syntax syn = syntax_of(k);
-  grammar::schema_set set(opt);
   std::string alts;
   bool found = false;
   for (const tool_spec& t : tools) {
@@ -146,11 +144,47 @@ inline tool_grammar tool_call_grammar(template_kind k, std::span<const tool_spec
     alts += (alts.empty() ? "" : " | ") + grammar::detail::literal(head) + " " + args;
   }
   if (!found) throw error("chat: tool_choice names function '" + choice.function + "', which is not in tools");
-  const std::string call = grammar::detail::literal(std::string(syn.begin)) + " ( " + alts + " ) " +
-                           grammar::detail::literal("}" + std::string(syn.end));
-  const bool many = parallel_tool_calls && syn.parallel;
-  const std::string root = many ? "call ( " + grammar::detail::literal(std::string(syn.separator)) + " call )*" : "call";
-  return {set.gbnf(root, "call ::= " + call + "\n"), set.warnings()};
+  return "call ::= " + grammar::detail::literal(std::string(syn.begin)) + " ( " + alts + " ) " +
+         grammar::detail::literal("}" + std::string(syn.end)) + "\n";
+}
+// One call, or with parallel_tool_calls where the template allows several, one or more.
+inline std::string calls_expr(template_kind k, bool parallel_tool_calls) {
+  const call_syntax syn = syntax_of(k);
+  if (!(parallel_tool_calls && syn.parallel)) return "call";
+  return "call ( " + grammar::detail::literal(std::string(syn.separator)) + " call )*";
+}
+}  // namespace detail
+
+// GBNF for the output under a tool choice: one call (or, with parallel_tool_calls where the
+// template allows several, one or more) to one of `tools` (only the named one for mode
+// function), arguments valid against its schema. Throws strata::error for mode none, an unknown
+// forced function, no tools, or an argument schema the converter rejects (grammar::schema_error,
+// naming the tool).
+inline tool_grammar tool_call_grammar(template_kind k, std::span<const tool_spec> tools, const tool_choice& choice,
+                                      bool parallel_tool_calls, const grammar::schema_options& opt = {}) {
+  grammar::schema_set set(opt);
+  const std::string call = detail::call_rule(k, tools, choice, set);
+  return {set.gbnf(detail::calls_expr(k, parallel_tool_calls), call), set.warnings()};
+}
+
+// tool_choice auto with a structured answer (OpenAI tools + response_format): from the first
+// character the output is either a JSON value valid against `answer` (a JSON Schema) or tool
+// calls as tool_call_grammar(k, tools, auto, parallel) makes them; nothing before either (the
+// server appends forced_output_prefix). A schema the converter rejects throws
+// grammar::schema_error starting "answer: " (a tool's starts "tool '"), other errors as
+// tool_call_grammar.
+inline tool_grammar tool_call_or_answer_grammar(template_kind k, std::span<const tool_spec> tools,
+                                                bool parallel_tool_calls, const json::value& answer,
+                                                const grammar::schema_options& opt = {}) {
+  grammar::schema_set set(opt);
+  const std::string call = detail::call_rule(k, tools, {tool_choice_mode::automatic, ""}, set);
+  std::string answer_rule;
+  try {
+    answer_rule = set.add(answer, "answer");
+  } catch (const grammar::schema_error& e) {
+    throw grammar::schema_error(std::string("answer: ") + e.what());
+  }
+  return {set.gbnf(answer_rule + " | " + detail::calls_expr(k, parallel_tool_calls), call), set.warnings()};
 }
 
 }  // namespace strata::chat

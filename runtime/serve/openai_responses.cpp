@@ -12,7 +12,24 @@ using namespace detail;
 
 namespace {
 constexpr std::string_view text_parts[] = {"text", "input_text", "output_text"};
+
+// Log-probabilities of the message's tokens when `include` lists "message.output_text.logprobs"
+// or `top_logprobs` (0..20 alternatives per token) is given. Other includables name outputs this
+// server does not produce (search results, images, encrypted reasoning) and change nothing.
+void read_responses_logprobs(const object& body, parsed_request& r) {
+  bool lp = false;
+  if (const auto inc = field(body, "include")) {
+    std::size_t i = 0;
+    for (auto v : as_array(*inc, "include")) {
+      const std::string path = "include[" + std::to_string(i++) + "]";
+      if (as_string(v, path) == "message.output_text.logprobs") lp = true;
+    }
+  }
+  const auto top = get_int(body, "top_logprobs");
+  if (top && (*top < 0 || *top > 20)) throw bad_request("'top_logprobs' must be in [0, 20]", "top_logprobs");
+  if (lp || top) r.top_logprobs = std::int32_t(top.value_or(0));
 }
+}  // namespace
 
 parsed_request parse_responses(const object& body) {
   parsed_request r;
@@ -73,6 +90,7 @@ parsed_request parse_responses(const object& body) {
   if (get_string(body, "previous_response_id"))
     throw bad_request("'previous_response_id' is not supported: this server stores no responses", "previous_response_id");
   read_common(body, r, {"max_output_tokens"}, nullptr);
+  read_responses_logprobs(body, r);
   read_tools(body, tool_shape::responses, r);
   read_openai_tool_choice(body, r);
   if (auto t = get_object(body, "text"))
@@ -92,7 +110,7 @@ class responses_stream final : public response_format {
   responses_stream(response_meta m, const parsed_request& req)
       : m_(std::move(m)), suffix_(m_.id.substr(m_.id.find('_') + 1)), max_output_(req.sampling.max_tokens),
         temperature_(round6(req.sampling.temperature)), top_p_(round6(req.sampling.top_p)),
-        parallel_(req.parallel_tool_calls) {
+        parallel_(req.parallel_tool_calls), logprobs_(req.top_logprobs >= 0) {
     for (const auto& t : req.tools) {
       json::object o{{"type", "function"}, {"name", t.find("function")->find("name")->as_string()}, {"strict", false}};
       tools_.push_back(std::move(o));
@@ -109,15 +127,23 @@ class responses_stream final : public response_format {
     event(out, "response.created", {{"response", response("in_progress", nullptr)}});
     event(out, "response.in_progress", {{"response", response("in_progress", nullptr)}});
   }
-  void text(std::uint32_t, std::string_view t, std::span<const logprob_entry>, std::string& out) override {
+  // Log-probabilities of tokens that have produced no text yet wait for the delta that carries
+  // their text; those of a call's tokens are dropped (function_call items have none).
+  void text(std::uint32_t, std::string_view t, std::span<const logprob_entry> lp, std::string& out) override {
+    if (logprobs_ && !in_call_) pending_lp_.insert(pending_lp_.end(), lp.begin(), lp.end());
     if (t.empty()) return;
     if (!message_open_) open_message(out);
     text_ += t;
+    json::array delta_lp = chat_logprobs(pending_lp_);
+    message_lp_.insert(message_lp_.end(), pending_lp_.begin(), pending_lp_.end());
+    pending_lp_.clear();
     event(out, "response.output_text.delta", {{"item_id", message_id()}, {"output_index", items_.size()},
-                                              {"content_index", 0}, {"delta", t}, {"logprobs", json::array{}}});
+                                              {"content_index", 0}, {"delta", t}, {"logprobs", std::move(delta_lp)}});
   }
   void tool_call_begin(std::uint32_t, std::uint32_t index, const tool_call& call, std::string& out) override {
     close_message(out);
+    pending_lp_.clear();  // the tokens of the call's opening markup
+    in_call_ = true;
     calls_.push_back(call);
     calls_.back().arguments.clear();
     event(out, "response.output_item.added",
@@ -130,6 +156,7 @@ class responses_stream final : public response_format {
           {{"item_id", call_id(index)}, {"output_index", items_.size()}, {"delta", d}});
   }
   void tool_call_end(std::uint32_t, std::uint32_t index, const tool_call& call, std::string& out) override {
+    in_call_ = false;
     calls_.back().arguments = call.arguments;
     event(out, "response.function_call_arguments.done",
           {{"item_id", call_id(index)}, {"output_index", items_.size()}, {"arguments", call.arguments}});
@@ -151,7 +178,8 @@ class responses_stream final : public response_format {
   std::string body(const generation_result& r) override {
     const choice_result& c = r.choices.at(0);
     json::array items;
-    if (!c.text.empty() || c.tool_calls.empty()) items.push_back(message_item("completed", c.text));
+    if (!c.text.empty() || c.tool_calls.empty())
+      items.push_back(message_item("completed", c.text, true, text_logprobs(c)));
     for (std::uint32_t i = 0; i < c.tool_calls.size(); ++i) items.push_back(call_item(c.tool_calls[i], i, "completed"));
     return json::serialize(final_response(r, items));
   }
@@ -164,11 +192,20 @@ class responses_stream final : public response_format {
     return reason == rt::finish_reason::max_tokens || reason == rt::finish_reason::context_full;
   }
   std::string message_id() const { return "msg_" + suffix_; }
+  // The entries of the tokens that wrote the message's text: all of them, or with calls after
+  // the text, those whose bytes cover it (the calls' tokens follow).
+  std::span<const logprob_entry> text_logprobs(const choice_result& c) const {
+    if (!logprobs_ || c.tool_calls.empty()) return c.logprobs;
+    std::size_t n = 0, bytes = 0;
+    while (n < c.logprobs.size() && bytes < c.text.size()) bytes += c.logprobs[n++].token.size();
+    return std::span<const logprob_entry>(c.logprobs).first(n);
+  }
   std::string call_id(std::uint32_t index) const { return "fc_" + suffix_ + "_" + std::to_string(index); }
 
   void open_message(std::string& out) {
     message_open_ = true;
     text_.clear();
+    message_lp_.clear();
     event(out, "response.output_item.added", {{"output_index", items_.size()}, {"item", message_item("in_progress", {}, false)}});
     event(out, "response.content_part.added",
           {{"item_id", message_id()}, {"output_index", items_.size()}, {"content_index", 0}, {"part", part("")}});
@@ -178,10 +215,10 @@ class responses_stream final : public response_format {
     message_open_ = false;
     const std::size_t at = items_.size();
     event(out, "response.output_text.done", {{"item_id", message_id()}, {"output_index", at}, {"content_index", 0},
-                                             {"text", text_}, {"logprobs", json::array{}}});
+                                             {"text", text_}, {"logprobs", chat_logprobs(message_lp_)}});
     event(out, "response.content_part.done",
-          {{"item_id", message_id()}, {"output_index", at}, {"content_index", 0}, {"part", part(text_)}});
-    json::object item = message_item("completed", text_);
+          {{"item_id", message_id()}, {"output_index", at}, {"content_index", 0}, {"part", part(text_, message_lp_)}});
+    json::object item = message_item("completed", text_, true, message_lp_);
     event(out, "response.output_item.done", {{"output_index", at}, {"item", item}});
     items_.push_back(std::move(item));
   }
@@ -191,12 +228,13 @@ class responses_stream final : public response_format {
     for (const auto& kv : fields) o.emplace(kv.key(), kv.value());
     sse(out, type, json::serialize(o));
   }
-  static json::object part(std::string_view t) {
-    return {{"type", "output_text"}, {"text", t}, {"annotations", json::array{}}, {"logprobs", json::array{}}};
+  static json::object part(std::string_view t, std::span<const logprob_entry> lp = {}) {
+    return {{"type", "output_text"}, {"text", t}, {"annotations", json::array{}}, {"logprobs", chat_logprobs(lp)}};
   }
-  json::object message_item(const char* status, std::string_view t, bool with_text = true) const {
+  json::object message_item(const char* status, std::string_view t, bool with_text = true,
+                            std::span<const logprob_entry> lp = {}) const {
     json::array content;
-    if (with_text) content.push_back(part(t));
+    if (with_text) content.push_back(part(t, lp));
     return {{"id", message_id()}, {"type", "message"}, {"status", status}, {"role", "assistant"}, {"content", std::move(content)}};
   }
   json::object call_item(const tool_call& c, std::uint32_t index, const char* status) const {
@@ -242,11 +280,12 @@ class responses_stream final : public response_format {
   std::string suffix_;  // of the response id, shared by its item ids
   std::int32_t max_output_;
   double temperature_, top_p_;
-  bool parallel_;
+  bool parallel_, logprobs_;
   json::array tools_;
   json::value tool_choice_ = "auto";
-  bool message_open_ = false;
+  bool message_open_ = false, in_call_ = false;
   std::string text_;       // the open message's text
+  std::vector<logprob_entry> message_lp_, pending_lp_;  // the open message's; not yet sent with text
   std::vector<tool_call> calls_;
   json::array items_;      // finished output items
   std::uint64_t seq_ = 0;

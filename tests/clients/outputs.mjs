@@ -1,7 +1,7 @@
 // Structured outputs and the rest of the OpenAI request surface through the official `openai`
 // SDK: zod schemas through chat.completions.parse() and responses.parse() (the server enforces
 // them with a grammar, so even the random-weight fixture model returns JSON the SDK parses and
-// validates), json_object, logprobs + top_logprobs (chat and legacy completions), n = 2, seed,
+// validates), json_object, logprobs + top_logprobs (chat, legacy completions, Responses), n = 2, seed,
 // logit_bias, and /v1/embeddings in the SDK's default base64 and in float.
 // node outputs.mjs --serve BIN --model GGUF
 import OpenAI from 'openai';
@@ -110,6 +110,34 @@ await run('outputs', [
     assert.equal(tok.tokens.length, 1);
     const b = await client.chat.completions.create({ ...base, logit_bias: { [tok.tokens[0].id]: -100 } });
     assert.notEqual(b.choices[0].logprobs.content[0].token, banned.token);
+  }],
+  ['responses logprobs (include + top_logprobs): one entry per token, streamed the same', async () => {
+    const req = { model, input: 'Describe a city.', max_output_tokens: 6, temperature: 0, include: ['message.output_text.logprobs'], top_logprobs: 2 };
+    const r = await client.responses.create(req);
+    const part = r.output[0].content[0];
+    assert.equal(part.logprobs.length, r.usage.output_tokens);
+    for (const e of part.logprobs) {
+      assert.ok(e.logprob <= 0);
+      assert.equal(e.top_logprobs.length, 2);
+      assert.equal(e.top_logprobs[0].token, e.token);
+    }
+    assert.equal(Buffer.concat(part.logprobs.map((e) => Buffer.from(e.bytes))).toString('utf8'), part.text);
+    const stream = client.responses.stream(req);
+    const streamed = [];
+    let done = null, last = null;
+    stream.on('event', (e) => {
+      if (e.type === 'response.output_text.delta') streamed.push(...e.logprobs);
+      if (e.type === 'response.output_text.done') done = e.logprobs;
+      last = e;
+    });
+    await stream.done();  // reaching max_output_tokens ends it incomplete: the SDK assembles no final response then
+    assert.ok(['response.incomplete', 'response.completed'].includes(last.type), last.type);
+    assert.deepEqual(streamed.map((e) => e.token), part.logprobs.map((e) => e.token));
+    assert.deepEqual(done.map((e) => e.logprob), part.logprobs.map((e) => e.logprob));
+    assert.deepEqual(last.response.output[0].content[0].logprobs.map((e) => e.logprob), part.logprobs.map((e) => e.logprob));
+    const plain = await client.responses.create({ model, input: 'Hi', max_output_tokens: 2, temperature: 0 });
+    assert.deepEqual(plain.output[0].content[0].logprobs, []);
+    await assert.rejects(client.responses.create({ ...req, top_logprobs: 21 }), (e) => e instanceof OpenAI.BadRequestError && e.param === 'top_logprobs');
   }],
   ['embeddings: the SDK default (base64) and float agree; vectors are unit length', async () => {
     const e64 = await client.embeddings.create({ model, input: ['hello world', 'strata'] });

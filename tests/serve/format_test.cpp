@@ -371,6 +371,51 @@ TEST_CASE("responses stream: function_call items with argument deltas; no empty 
   CHECK(b.at("output").as_array()[0].at("status") == "completed");
 }
 
+TEST_CASE("responses logprobs: held-back tokens ride the next delta, a call's tokens are dropped, bodies cover the text") {
+  auto pr = request(false, 1);
+  pr.tools.push_back(strata::json::parse(R"({"type":"function","function":{"name":"get_weather"}})"));
+  auto f = openai::responses_format({"resp_abc", "local", 1, 3}, pr);
+  const std::vector<logprob_entry> h = {{"H", -0.1f, {{"H", -0.1f}}}}, i = {{"i", -0.2f, {{"i", -0.2f}}}},
+                                   call = {{"<tool_call>", -0.3f, {{"<tool_call>", -0.3f}}}};
+  std::string out;
+  f->begin(out);
+  f->text(0, "", h, out);  // held back (it might open a call)
+  f->text(0, "Hi", i, out);
+  f->tool_call_begin(0, 0, weather, out);
+  f->text(0, "", call, out);
+  f->tool_call_end(0, 0, weather, out);
+  auto r = result(strata::rt::finish_reason::eog);
+  r.choices[0].text = "Hi";
+  r.choices[0].tool_calls = {weather};
+  r.choices[0].logprobs = {h[0], i[0], call[0]};
+  f->choice_end(0, r.choices[0], out);
+  f->end(r, out);
+  const auto ev = parse_sse(out);
+  const auto tokens = [](const json::value& lp) {
+    std::vector<std::string> t;
+    for (const auto& e : lp.as_array()) t.emplace_back(e.at("token").as_string());
+    return t;
+  };
+  const std::vector<std::string> hi = {"H", "i"};
+  bool saw_delta = false, saw_done = false;
+  for (const auto& e : ev) {
+    if (e.name == "response.output_text.delta") {
+      CHECK(tokens(data(e).at("logprobs")) == hi);
+      CHECK(data(e).at("logprobs").as_array()[0].at("top_logprobs").as_array().size() == 1);
+      saw_delta = true;
+    }
+    if (e.name == "response.output_text.done") {
+      CHECK(tokens(data(e).at("logprobs")) == hi);
+      saw_done = true;
+    }
+  }
+  CHECK((saw_delta && saw_done));
+  const auto done = data(ev.back()).at("response").as_object();
+  CHECK(tokens(done.at("output").as_array()[0].at("content").as_array()[0].at("logprobs")) == hi);
+  const auto b = json::parse(f->body(r)).as_object();
+  CHECK(tokens(b.at("output").as_array()[0].at("content").as_array()[0].at("logprobs")) == hi);
+}
+
 TEST_CASE("errors: OpenAI and Anthropic bodies, in-band events") {
   const api_error e = bad_request("'top_p' must be in (0, 1]", "top_p");
   const auto o = json::parse(error_body(api_flavor::openai, e, "req_1")).as_object();

@@ -206,6 +206,15 @@ TEST_CASE("responses: input forms, instructions, max_output_tokens") {
         "input[0].call_id");
   CHECK(bad_param([] { openai::parse_responses(body(R"({"model":"m","input":[{"type":"web_search_call"}]})")); }) ==
         "input[0].type");
+  // Logprobs: asked for through include, top_logprobs, or both; other includables change nothing.
+  CHECK(a.top_logprobs == -1);
+  CHECK(openai::parse_responses(body(R"({"model":"m","input":"x","include":["message.output_text.logprobs"]})")).top_logprobs == 0);
+  CHECK(openai::parse_responses(body(R"({"model":"m","input":"x","include":["message.output_text.logprobs"],"top_logprobs":3})")).top_logprobs == 3);
+  CHECK(openai::parse_responses(body(R"({"model":"m","input":"x","top_logprobs":2})")).top_logprobs == 2);
+  CHECK(openai::parse_responses(body(R"({"model":"m","input":"x","include":["reasoning.encrypted_content"]})")).top_logprobs == -1);
+  CHECK(bad_param([] { openai::parse_responses(body(R"({"model":"m","input":"x","top_logprobs":21})")); }) == "top_logprobs");
+  CHECK(bad_param([] { openai::parse_responses(body(R"({"model":"m","input":"x","include":[3]})")); }) == "include[0]");
+  CHECK(bad_param([] { openai::parse_responses(body(R"({"model":"m","input":"x","include":"x"})")); }) == "include");
   // A tool round trip: the call and its output come back as items; tools are flat.
   auto c = openai::parse_responses(body(R"({"model":"m","input":[{"role":"user","content":"w?"},
       {"type":"function_call","call_id":"call_9","name":"f","arguments":"{}"},

@@ -63,6 +63,7 @@ struct attn_prep_pc {
   std::uint32_t n_head, n_kv, D, n_rot, q_off, q_stride, k_off, k_stride, v_off, v_stride;
   float base, freq_scale, eps;
   std::uint32_t flags;
+  std::uint32_t ring_rows;  // compressed cache (KV_ENCODE) with a full-precision window
 };
 // Workgroup tile of mul_mm.glsl's MMA2 path: BM weight rows x BN tokens, WM x WN per warp.
 struct mma2_tile {
@@ -743,21 +744,32 @@ struct backend::impl {
         if (op.kind == head_op::norm_w) kw = op.w;
     const rope_params r = rp.value_or(rope_params{});
     const std::uint32_t n_q = qh ? qh->t.cols / D : 0;
+    const auto& ring = kv.window_ring();
     const attn_prep_pc pc{n_q, cfg.n_head_kv, D, r.n_rot, qh ? qh->t.off : 0, qh ? qh->t.stride : 0, k.off, k.stride,
                           v.off, v.stride, r.base, r.freq_scale, eps.value_or(0.0f),
-                          qf | kf << 8 | (r.neox ? 1u << 16 : 0u) | (r.freq_factors ? 1u << 17 : 0u)};
+                          qf | kf << 8 | (r.neox ? 1u << 16 : 0u) | (r.freq_factors ? 1u << 17 : 0u), ring.rows};
     const std::uint64_t B4 = std::uint64_t(max_rows) * 4;
-    const binding b[] = {qh ? bind(qh->t, true) : bind(k, false),
+    const binding dummy = bind(k, false);
+    const binding b[] = {qh ? bind(qh->t, true) : dummy,
                          bind(k, false),
                          bind(v, false),
-                         qw ? bind_weight(*qw) : bind(k, false),
-                         kw ? bind_weight(*kw) : bind(k, false),
+                         qw ? bind_weight(*qw) : dummy,
+                         kw ? bind_weight(*kw) : dummy,
                          bind_id(kv.k_buffer(layer), true),
                          bind_id(kv.v_buffer(layer), true),
                          bind_step(off_slots, B4),
                          bind_step(off_pos, B4),
-                         r.freq_factors ? bind_id(*freq_factors, false) : bind(k, false)};
-    dispatch(req("attn_prep", {}, kv_defs(cfg), 10), b, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+                         r.freq_factors ? bind_id(*freq_factors, false) : dummy,
+                         // compressed cache: the f16 ring of the window, its tags, the step's sequences
+                         ring.rows && ring.k[layer] ? bind_id(ring.k[layer], true) : dummy,
+                         ring.rows && ring.v[layer] ? bind_id(ring.v[layer], true) : dummy,
+                         ring.rows ? bind_id(ring.tags[layer], true) : dummy,
+                         bind_step(off_seq_row, B4)};
+    if (kv.compressed()) {  // K and V encoded as kv_store_q does (kv_encode.glsl)
+      dispatch(req("attn_prep", {}, kv_encode_defs(kv), 14), b, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+    } else {
+      dispatch(req("attn_prep", {}, kv_defs(cfg), 10), std::span(b).first(10), &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+    }
     if (kh && !kh->ops.empty()) dropped.push_back(k);  // k itself was not rewritten: reading it is a bug
     heads.clear();
     return true;
@@ -858,6 +870,12 @@ struct backend::impl {
     if (const auto b = kv::turboquant_bits(c.type_k)) d.emplace_back("KV_K_TQ", std::to_string(b));
     if (const auto b = kv::turboquant_bits(c.type_v)) d.emplace_back("KV_V_TQ", std::to_string(b));
     if (kv.window_ring().rows) d.emplace_back("KV_RING", "1");
+    return d;
+  }
+  // kv_store_q and attn_prep over a compressed cache: kvq_defs and the encoder (kv_encode.glsl).
+  static std::vector<std::pair<std::string, std::string>> kv_encode_defs(const kv_state& kv) {
+    auto d = kvq_defs(kv);
+    d.emplace_back("KV_ENCODE", "1");
     return d;
   }
 };
@@ -1115,7 +1133,9 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
     const auto qd = impl::kvq_defs(st);
     auto qsplit = qd;
     qsplit.emplace_back("SPLIT", "1");
-    const pipeline_request reqs[] = {impl::req("kv_store_q", {}, qd, 10), impl::req("attention_q", {}, qd, 11),
+    const pipeline_request reqs[] = {impl::req("kv_store_q", {}, impl::kv_encode_defs(st), 10),
+                                     impl::req("attn_prep", {}, impl::kv_encode_defs(st), 14),
+                                     impl::req("attention_q", {}, qd, 11),
                                      impl::req("attention_q", {}, qsplit, 11), impl::req("attention", {}, combine_defs, 8)};
     P.pipes.prepare(reqs);
   } else {
@@ -1315,7 +1335,7 @@ void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b,
   }
   if (P.replay) return;
   const auto& cfg = kv.config();
-  if (P.fuse && !kv.compressed()) {
+  if (P.fuse) {  // the heads' norms and RoPE, and the append, in one dispatch (attn_prep)
     P.keep_heads = true;
     P.prepare({k, v}, {});
     P.keep_heads = false;
@@ -1337,7 +1357,7 @@ void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b,
                           r.rows ? P.bind_id(r.tags[layer], true) : dummy,
                           P.bind_step(P.off_pos, B4),
                           P.bind_step(P.off_seq_row, B4)};
-    P.dispatch(impl::req("kv_store_q", {}, impl::kvq_defs(kv), 10), bd, &pc, sizeof pc, cfg.n_head_kv, k.rows);
+    P.dispatch(impl::req("kv_store_q", {}, impl::kv_encode_defs(kv), 10), bd, &pc, sizeof pc, cfg.n_head_kv, k.rows);
     return;
   }
   const kv_store_pc pc{k.rows, cfg.row_elems(), k.off, k.stride, v.off, v.stride};

@@ -49,7 +49,7 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
     (b.written ? written_ : read_).push_back(b.range.id);
   }
   cmd_->bindPipeline(vk::PipelineBindPoint::eCompute, *p.handle);
-  constexpr std::uint32_t max_bindings = 12;  // within every driver's maxPushDescriptors (>= 32)
+  constexpr std::uint32_t max_bindings = 16;  // within every driver's maxPushDescriptors (>= 32)
   if (p.bindings > max_bindings || bindings.empty()) throw error("kernel '" + p.label + "': bad binding count");
   std::array<vk::DescriptorBufferInfo, max_bindings> infos;
   std::array<vk::WriteDescriptorSet, max_bindings> writes;

@@ -83,6 +83,8 @@ std::string pipeline_registry::source_of(const pipeline_request& r) const {
         s += turboquant::glsl_layout(turboquant::format(kv_d, std::uint32_t(std::stoul(v))), n == "KV_K_TQ" ? "K" : "V");
   s += shader_source("common");
   if (kv_d) s += shader_source("kv_codec");
+  for (const auto& [n, v] : r.defines)
+    if (kv_d && n == "KV_ENCODE") s += shader_source("kv_encode");  // after kv_codec, before the shader
   if (r.format) s += shader_source(glsl_dequant_source(*r.format));
   s += shader_source(r.shader);
   return s;

@@ -1,0 +1,145 @@
+// Encoding of head vectors into a compressed KV side, as kernels::cpu::kv_codec::encode does
+// (TurboQuant: 3-round randomized Hadamard, per-segment norm, nearest Lloyd-Max cell, norm-
+// corrected fp16 scale, bit planes of turboquant/block.hpp; q8_0: ggml's reference rounding).
+// Shared by kv_store_q.glsl and attn_prep.glsl's compressed-cache form (included after
+// kv_codec.glsl when a request defines KV_ENCODE). The including shader defines where values
+// come from and where bytes go: src_at(side, i) (side 0 K, 1 V) and put_u8 / put_u16 / put_f32
+// (byte, 16-bit and 32-bit element indices of the side's cache buffer).
+float src_at(uint side, uint i);
+void put_u8(uint side, uint i, uint v);
+void put_u16(uint side, uint i, uint v);
+void put_f32(uint side, uint i, float v);
+
+#if KV_HAS_TQ
+shared uint idx_s[KD];
+
+// (hi, lo) += a·b without rounding error beyond the float-float format (the CPU sums in double).
+void ff_add_sq(inout float hi, inout float lo, float a, float b) {
+  precise float prod = a * b;
+  precise float perr = fma(a, b, -prod);
+  precise float t = hi + prod;
+  precise float bb = t - hi;
+  precise float e = (hi - (t - bb)) + (prod - bb);
+  hi = t;
+  lo += e + perr;
+}
+// Float-float a + b (two-sum of the high parts, the low parts added, renormalized).
+vec2 ff_add(vec2 a, vec2 b) {
+  precise float s = a.x + b.x;
+  precise float bb = s - a.x;
+  precise float e = ((a.x - (s - bb)) + (b.x - bb)) + (a.y + b.y);
+  precise float hi = s + e;
+  precise float lo = e - (hi - s);
+  return vec2(hi, lo);
+}
+shared vec2 ff_red[WG];
+// The workgroup's float-float sum of one (hi, lo) per thread: a tree in shared memory (log2 WG
+// levels instead of one thread's serial loop over the segment); every thread gets it.
+vec2 ff_wg_sum(vec2 v) {
+  const uint tid = gl_LocalInvocationID.x;
+  ff_red[tid] = v;
+  barrier();
+  for (uint st = WG / 2u; st > 0u; st >>= 1u) {
+    if (tid < st) ff_red[tid] = ff_add(ff_red[tid], ff_red[tid + st]);
+    barrier();
+  }
+  const vec2 r = ff_red[0];
+  barrier();  // ff_red is rewritten by the next sum
+  return r;
+}
+// float(sqrt(hi + lo)), one Newton correction of the float root.
+float ff_sqrt(float hi, float lo) {
+  if (hi <= 0.0) return 0.0;
+  const float s0 = sqrt(hi);
+  precise float r = fma(-s0, s0, hi) + lo;
+  return s0 + r / (2.0 * s0);
+}
+
+void tq_encode(uint side, uint src, uint row) {
+  const uint tid = gl_LocalInvocationID.x, bits = tq_bits(side);
+  const uint rb = row * tq_row_bytes(side);
+  for (uint i = tid; i < KD; i += WG) rot[i] = src_at(side, src + i);
+  barrier();
+  tq_rotate_forward();
+  const uint lp = bits == 3u ? 2u : bits, mask = (1u << lp) - 1u, per_byte = 8u / lp;
+  for (uint s = 0u; s < TQK_SEGMENTS; ++s) {
+    const uint n = TQK_SEG_N[s], off = TQK_SEG_ELEM_OFFSET[s], blk = rb + tq_seg_byte(side, s);
+    float hi = 0.0, lo = 0.0;
+    for (uint i = tid; i < n; i += WG) ff_add_sq(hi, lo, rot[off + i], rot[off + i]);
+    const vec2 nn = ff_wg_sum(vec2(hi, lo));
+    const float norm = ff_sqrt(nn.x, nn.y);
+    const float to_z = norm > 0.0 ? sqrt(float(n)) / norm : 0.0;
+    const uint nb = (1u << bits) - 1u;
+    for (uint i = tid; i < n; i += WG) {
+      const float z = rot[off + i] * to_z;
+      uint k = 0u;
+      for (uint b = 0u; b < nb; ++b) k += z > tq_boundary(side, s, b) ? 1u : 0u;
+      idx_s[off + i] = k;
+    }
+    barrier();
+    hi = 0.0;
+    lo = 0.0;
+    for (uint i = tid; i < n; i += WG) {
+      const float c = tq_centroid(side, s, idx_s[off + i]);
+      ff_add_sq(hi, lo, c, c);
+    }
+    const vec2 ccs = ff_wg_sum(vec2(hi, lo));
+    if (tid == 0u) {
+      const float cc = ccs.x + ccs.y;
+      float sc = norm;
+      if (cc > 0.0) sc = norm * sqrt(float(n) / cc);
+      const uint h = f32_to_f16_bits(min(sc, 65504.0));
+      put_u8(side, blk, h & 0xFFu);
+      put_u8(side, blk + 1u, h >> 8);
+    }
+    for (uint b = tid; b < n * lp / 8u; b += WG) {
+      uint v = 0u;
+      for (uint e = 0u; e < per_byte; ++e) v |= (idx_s[off + b * per_byte + e] & mask) << (e * lp);
+      put_u8(side, blk + 2u + b, v);
+    }
+    if (bits == 3u)
+      for (uint g = tid; g < n / 8u; g += WG) {
+        uint v = 0u;
+        for (uint e = 0u; e < 8u; ++e) v |= ((idx_s[off + 8u * g + e] >> 2) & 1u) << e;
+        put_u8(side, blk + tq_seg_high(side, s) + g, v);
+      }
+    barrier();
+  }
+}
+#endif
+
+// ggml's quantize_row_q8_0_ref (quant::q8_0::quantize): d = amax/127, q = round-away(x·(1/d)).
+void q8_encode(uint side, uint src, uint row) {
+  const uint nb = KD / 32u;
+  for (uint b = gl_LocalInvocationID.x; b < nb; b += WG) {
+    const uint x0 = src + 32u * b, o = (row * nb + b) * 34u;
+    float amax = 0.0;
+    for (uint e = 0u; e < 32u; ++e) {
+      const float a = abs(src_at(side, x0 + e));
+      amax = amax > a ? amax : a;
+    }
+    const float d = amax / 127.0;
+    const float id = d != 0.0 ? 1.0 / d : 0.0;
+    put_u16(side, o / 2u, f32_to_f16_bits(d));
+    for (uint e = 0u; e < 32u; ++e) {
+      const float x = src_at(side, x0 + e) * id;
+      float r = trunc(x);
+      if (abs(x - r) >= 0.5) r += sign(x);
+      put_u8(side, o + 2u + e, uint(int(r)) & 0xFFu);
+    }
+  }
+}
+
+void encode(uint side, uint kind, uint src, uint row) {
+  if (kind == 0u) {
+    for (uint i = gl_LocalInvocationID.x; i < KD; i += WG) put_f32(side, row * KD + i, src_at(side, src + i));
+  } else if (kind == 1u) {
+    for (uint i = gl_LocalInvocationID.x; i < KD; i += WG) put_u16(side, row * KD + i, f32_to_f16_bits(src_at(side, src + i)));
+  } else if (kind == 2u) {
+    q8_encode(side, src, row);
+  } else {
+#if KV_HAS_TQ
+    tq_encode(side, src, row);
+#endif
+  }
+}

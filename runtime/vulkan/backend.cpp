@@ -174,8 +174,12 @@ struct backend::impl {
   // t/s, bench/RESULTS.md: shared-memory bank conflicts in its key loop), so opt-in for now.
   bool tiled_attention = false;            // STRATA_VK_QTILE_ATTN=1 enables
   bool gqa_attention = true;               // decode attention per KV head group; STRATA_VK_GQA_ATTN=0 disables
-  bool tq_gqa = true;                      // the same for compressed KV (attention_qdec); STRATA_VK_TQ_GQA=0 disables
+  // The same for compressed KV (attention_qdec): 1 decode steps, 0 never (STRATA_VK_TQ_GQA=0),
+  // 2 prompt steps too (=2; unsplit, n_head_kv x tokens workgroups: 6x slower than attention_q on
+  // lavapipe, not yet measured on a GPU).
+  int tq_gqa = 1;
   std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
+  bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
   bool flash_attention = true;             // prefill attention on tensor cores; STRATA_VK_FA=0 disables
   bool single_seq = false;                 // every token of the step belongs to one sequence
   gpu_buffer readback;
@@ -300,8 +304,9 @@ struct backend::impl {
     if (const char* c = std::getenv("STRATA_VK_QTILE_ATTN"); c && std::string_view(c) == "1") tiled_attention = true;
     if (const char* c = std::getenv("STRATA_VK_GQA_ATTN"); c && std::string_view(c) == "0") gqa_attention = false;
     if (const char* c = std::getenv("STRATA_VK_FA"); c && std::string_view(c) == "0") flash_attention = false;
-    if (const char* c = std::getenv("STRATA_VK_TQ_GQA"); c && std::string_view(c) == "0") tq_gqa = false;
+    if (const char* c = std::getenv("STRATA_VK_TQ_GQA")) tq_gqa = std::clamp(std::atoi(c), 0, 2);
     if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 128, 1, 64) * 128;
+    if (const char* c = std::getenv("STRATA_VK_TQ_PREP"); c && std::string_view(c) == "0") tq_prep = false;
     if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
     if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
     if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
@@ -1335,7 +1340,7 @@ void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b,
   }
   if (P.replay) return;
   const auto& cfg = kv.config();
-  if (P.fuse) {  // the heads' norms and RoPE, and the append, in one dispatch (attn_prep)
+  if (P.fuse && (P.tq_prep || !kv.compressed())) {  // head norms, RoPE and the append in one dispatch
     P.keep_heads = true;
     P.prepare({k, v}, {});
     P.keep_heads = false;
@@ -1387,8 +1392,9 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
   // of the workgroups of the per-head ones, so they split finer: 128-key splits, up to 128.
   constexpr std::uint32_t split_tokens = 8;
   const std::uint32_t group = ap.n_head_kv ? ap.n_head / ap.n_head_kv : 0;
-  const bool grouped = (kv.compressed() ? P.tq_gqa : P.gqa_attention) && q.rows <= split_tokens && group >= 1 &&
-                       group <= 8 && ap.n_head % ap.n_head_kv == 0;
+  const bool grouped = group >= 1 && group <= 8 && ap.n_head % ap.n_head_kv == 0 &&
+                       (kv.compressed() ? P.tq_gqa == 2 || (P.tq_gqa == 1 && q.rows <= split_tokens)
+                                        : P.gqa_attention && q.rows <= split_tokens);
   // Unsplit (short contexts), the per-head kernel's n_head workgroups beat the grouped kernel's
   // n_head_kv (measured on the H100: qwen3-8b tg128 231 vs 226 t/s, 4 KV heads of qwen3-30b-a3b
   // far worse), so the grouped f16 kernel runs only split.
@@ -1418,7 +1424,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::ba
                           ring.rows && ring.v[layer] ? P.bind_id(ring.v[layer], false) : dummy,
                           ring.rows ? P.bind_id(ring.tags[layer], false) : dummy};
     auto qd = impl::kvq_defs(kv);
-    if (grouped) {  // decode: one workgroup per KV head scores its query-head group (attention_qdec.glsl)
+    if (grouped) {  // one workgroup per KV head and token scores its query-head group (attention_qdec.glsl)
       qd.emplace_back("GQA_G", std::to_string(group));
       qd.emplace_back("TQ_ROT_N", std::to_string(group));
       if (split) qd.emplace_back("SPLIT", "1");

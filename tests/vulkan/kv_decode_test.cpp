@@ -1,6 +1,7 @@
-// The grouped decode attention over compressed KV (attention_qdec.glsl: one workgroup per KV
-// head scores its whole query-head group) on random data: several sequences prefilled to odd
-// lengths (kv_store only), then decode steps of one token per sequence; GQA groups 1, 2, 3, 4,
+// The grouped attention over compressed KV (attention_qdec.glsl: one workgroup per KV head and
+// token scores its whole query-head group) on random data: several sequences prefilled to odd
+// lengths (kv_store only), a 37-token prompt step continuing one of them (the unsplit form that
+// STRATA_VK_TQ_GQA=2 enables), then decode steps of one token per sequence; GQA groups 1, 2, 3, 4,
 // 6 and 8; tq2/tq3/tq4, q8_0 and mixed sides; head dims 64, 96 (two TurboQuant segments) and
 // 128; with and without the f16 window ring; split (n_ctx 2048: 128-key splits) and unsplit;
 // some with Qwen3's head ops before the append (weighted RMS norm of q and k heads, NEOX RoPE),
@@ -40,15 +41,17 @@ struct decode_case {
 // shorter where the cache is: the sequences share n_ctx slots, taken in blocks of 16), then decode.
 constexpr std::uint32_t prefill_len[3] = {1, 129, 383};
 std::uint32_t prefill_length(const decode_case& c, std::uint32_t seq) {
-  return seq == 2 ? std::min(prefill_len[2], c.n_ctx - 171) : prefill_len[seq];
+  return seq == 2 ? std::min(prefill_len[2], c.n_ctx - 203) : prefill_len[seq];
 }
 constexpr std::uint32_t decode_steps = 3;
-constexpr std::uint32_t table_rows = 520;  // distinct q/k/v rows for every token of a run
+constexpr std::uint32_t prompt_len = 37;  // the prompt step's tokens (sequence 0)
+constexpr std::uint32_t table_rows = 560;  // distinct q/k/v rows for every token of a run
 constexpr std::uint32_t max_tokens = 128;  // prefill chunk
 
-// Runs the prefill (kv_store in chunks, no attention) and returns the attention output of each
-// decode step (all three sequences: steps 0 and 2; sequences 1 and 2: step 1). A backend replays
-// the step it recorded for a batch size, so no decode step has the size of a prefill chunk.
+// Runs the prefill (kv_store in chunks, no attention) and returns the attention output of the
+// prompt step (step 0) and of each decode step (all three sequences: steps 1 and 3; sequences 1
+// and 2: step 2). A backend replays the step it recorded for a batch size, so no step with
+// attention has the size of a prefill chunk.
 template <class Backend>
 std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, const vkt::weight_store::infos& t) {
   const std::uint32_t QW = c.H * c.D, KW = c.Hkv * c.D;
@@ -102,6 +105,7 @@ std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, co
     for (std::uint32_t done = 0; done < prefill_length(c, s); done += max_tokens)
       step({{s, std::min(max_tokens, prefill_length(c, s) - done)}}, false);
   std::vector<std::vector<float>> out;
+  out.push_back(step({{0, prompt_len}}, true));
   for (std::uint32_t i = 0; i < decode_steps; ++i)
     out.push_back(i == 1 ? step({{1, 1}, {2, 1}}, true) : step({{0, 1}, {1, 1}, {2, 1}}, true));
   return out;
@@ -143,7 +147,9 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
     gpu::backend_options profiled;
     profiled.profile = true;  // to see which kernel ran
     {
+      ::setenv("STRATA_VK_TQ_GQA", "2", 1);  // the prompt step through attention_qdec too
       gpu::backend be(profiled);
+      ::unsetenv("STRATA_VK_TQ_GQA");
       grouped = run_decode(be, c, t);
       CHECK(ran(be, "attention_qdec"));
       CHECK(ran(be, "attn_prep"));
@@ -166,7 +172,7 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
     for (std::size_t s = 0; s < grouped.size(); ++s) {
       CAPTURE(s);
       const double e_cpu = test::nmse(grouped[s], cpu[s]), e_old = test::nmse(grouped[s], per_head[s]);
-      MESSAGE(std::string(c.name) << ", decode step " << s << ": NMSE vs CPU " << e_cpu << ", vs per-head kernel " << e_old);
+      MESSAGE(std::string(c.name) << ", step " << s << " (" << grouped[s].size() / (c.H * c.D) << " tokens)" << ": NMSE vs CPU " << e_cpu << ", vs per-head kernel " << e_old);
       CHECK(e_cpu <= vkt::tol_attention_compressed);
       CHECK(test::nmse(per_head[s], cpu[s]) <= vkt::tol_attention_compressed);
       // With head ops the fused and unfused norms sum in different orders: a code at a cell

@@ -8,7 +8,8 @@
 // kernels (the split kernel plus its combine pass), the store kernel and every kernel's ms.
 // The backend's toggles apply: STRATA_VK_TQ_GQA=0 runs the per-head compressed decode kernel
 // (attention_q) instead of the grouped one (attention_qdec), STRATA_VK_GQA_ATTN=0 the same for
-// f16/f32 KV. qwen3-8b's attention at depth 4096 (32 query heads, 8 KV heads, head dim 128):
+// f16/f32 KV. The append is attn_prep's (no head ops here, only its KV-head workgroups), or
+// kv_store / kv_store_q with STRATA_VK_FUSE=0 or (compressed) STRATA_VK_TQ_PREP=0. qwen3-8b's attention at depth 4096 (32 query heads, 8 KV heads, head dim 128):
 //   vk_kv_attention_bench --kv f16,tq3,q8_0 --ctx 4096 --heads 32:8 --dim 128 --iters 50 --no-prefill
 #include <chrono>
 #include <cmath>
@@ -103,6 +104,9 @@ double kernel_ms(const gpu::backend& be, const std::string& prefix) {
   return ms;
 }
 
+// The append's kernels: attn_prep (fused), else kv_store / kv_store_q.
+double store_ms(const gpu::backend& be) { return kernel_ms(be, "kv_store") + kernel_ms(be, "attn_prep"); }
+
 void run(const options& o, const std::string& type) {
   const auto t = kv::parse_kv_type(type);
   gpu::backend_options bo;
@@ -152,14 +156,14 @@ void run(const options& o, const std::string& type) {
     pos = o.ctx;
   }
   const double fill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-  const double pre_attn = kernel_ms(be, "attention"), pre_store = kernel_ms(be, "kv_store");
+  const double pre_attn = kernel_ms(be, "attention"), pre_store = store_ms(be);
   step(pos++, 1, true);  // records the decode step and builds its pipelines
   be.reset_profile();
   const auto w1 = std::chrono::steady_clock::now();
   for (std::uint32_t i = 1; i < o.iters; ++i) step(pos++, 1, true);
   const double dec_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w1).count();
   const double n_dec = double(o.iters - 1);
-  std::string kernels;  // every kernel of the decode step (f16 KV stores through attn_prep when fused)
+  std::string kernels;  // every kernel of the decode step
   for (const auto& kt : be.profile()) {
     char ms[32];
     std::snprintf(ms, sizeof ms, " %.4f ms", kt.total_ms / n_dec);
@@ -172,7 +176,7 @@ void run(const options& o, const std::string& type) {
     std::printf("%-5s ctx %6u  prefill: stores only (%u chunks of %u), wall %.1f s\n", type.c_str(), o.ctx, chunks,
                 o.chunk, fill_s);
   std::printf("      decode @ %u: attention %.4f ms/token, store %.4f ms/token (wall %.2f ms/step); per token:%s\n",
-              o.ctx, kernel_ms(be, "attention") / n_dec, kernel_ms(be, "kv_store") / n_dec, 1e3 * dec_s / n_dec,
+              o.ctx, kernel_ms(be, "attention") / n_dec, store_ms(be) / n_dec, 1e3 * dec_s / n_dec,
               kernels.c_str());
 }
 

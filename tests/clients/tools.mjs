@@ -3,12 +3,14 @@
 // trip, tools with a response_format: a call or the JSON answer), the Responses API
 // (function_call items, streamed, and function_call_output fed back),
 // and Anthropic messages with @anthropic-ai/sdk 1.x (tool_use blocks, input_json_delta assembled
-// by messages.stream(), tool_result turns, count_tokens with tools). The fixture model has random
+// by messages.stream(), tool_result turns, count_tokens with tools, output_config.format). The fixture model has random
 // weights: every call is well formed only because the grammar forces it, and the schemas bound
 // every value (enums, integer ranges) so a call ends within max_tokens.
 // node tools.mjs --serve BIN --model GGUF
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
+import { zodOutputFormat } from '@anthropic-ai/sdk/helpers/zod';
+import { z } from 'zod';
 import assert from 'node:assert/strict';
 import { startServer, run } from './lib/server.mjs';
 
@@ -168,6 +170,24 @@ await run('tools', [
     const c = any.choices[0];
     if (c.finish_reason === 'tool_calls') checkArgs(c.message.tool_calls[0].function.name, c.message.tool_calls[0].function.arguments);
     else assert.equal(typeof JSON.parse(c.message.content).ok, 'boolean');
+  }],
+  ['anthropic: structured output (output_config.format) through messages.parse with zodOutputFormat, alone and beside tools', async () => {
+    const Answer = z.object({ ok: z.boolean(), city: z.enum(['Paris', 'Rome']) });
+    const m = await anthropic.messages.parse({ model, max_tokens: 300, messages: ask, output_config: { format: zodOutputFormat(Answer) } });
+    assert.equal(m.stop_reason, 'end_turn');
+    Answer.parse(m.parsed_output);
+    // With tools (tool_choice auto): a tool_use or the JSON answer, nothing else.
+    const tools = [{ name: 'get_weather', description: 'Weather forecast', input_schema: weatherParams }];
+    const t = await anthropic.messages.create({ model, max_tokens: 300, messages: ask, tools, tool_choice: { type: 'auto', disable_parallel_tool_use: true },
+                                                output_config: { format: zodOutputFormat(Answer) } });
+    const use = t.content.find((b) => b.type === 'tool_use');
+    if (use) {
+      assert.equal(t.stop_reason, 'tool_use');
+      checkArgs(use.name, use.input);
+    } else {
+      assert.equal(t.stop_reason, 'end_turn');
+      Answer.parse(JSON.parse(t.content.filter((b) => b.type === 'text').map((b) => b.text).join('')));
+    }
   }],
   ['bad tool requests name the field', async () => {
     await assert.rejects(openai.chat.completions.create({ model, messages: ask, tools: chatTools, tool_choice: { type: 'function', function: { name: 'nope' } } }),

@@ -291,6 +291,24 @@ TEST_CASE("anthropic: tools, tool_choice, tool_use and tool_result blocks") {
         }) == "messages");
 }
 
+TEST_CASE("anthropic: structured outputs (output_config.format, output_format)") {
+  const auto msg = [](const std::string& extra) {
+    return anthropic::parse_messages(body(R"({"model":"m","max_tokens":8,"messages":[{"role":"user","content":"q"}])" + extra + "}"));
+  };
+  CHECK(msg("").format == output_format::text);
+  const auto a = msg(R"(,"output_config":{"effort":"low","format":{"type":"json_schema","schema":{"type":"object"}}})");
+  CHECK(a.format == output_format::json_schema);
+  CHECK(a.schema == R"({"type":"object"})");
+  CHECK(a.schema_param == "output_config.format.schema");
+  const auto b = msg(R"(,"output_format":{"type":"json_schema","schema":{"type":"array"}})");
+  CHECK(b.schema == R"({"type":"array"})");
+  CHECK(b.schema_param == "output_format.schema");
+  CHECK(msg(R"(,"output_config":{"effort":"low"})").format == output_format::text);
+  CHECK(bad_param([&] { msg(R"(,"output_config":{"format":{"type":"json_object"}})"); }) == "output_config.format.type");
+  CHECK(bad_param([&] { msg(R"(,"output_format":{"type":"json_schema"})"); }) == "output_format.schema");
+  CHECK(bad_param([&] { msg(R"(,"output_format":{"type":"json_schema","schema":"x"})"); }) == "output_format.schema");
+}
+
 TEST_CASE("anthropic: bad fields are named") {
   CHECK(bad_param([] { anthropic::parse_messages(body(R"({"model":"m","messages":[{"role":"user","content":"q"}]})")); }) ==
         "max_tokens");

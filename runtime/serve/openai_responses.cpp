@@ -191,7 +191,10 @@ class responses_stream final : public response_format {
     const auto reason = r.choices.at(0).reason;
     return reason == rt::finish_reason::max_tokens || reason == rt::finish_reason::context_full;
   }
-  std::string message_id() const { return "msg_" + suffix_; }
+  // Text after a function call is a message item of its own, with an id of its own.
+  std::string message_id() const {
+    return messages_ <= 1 ? "msg_" + suffix_ : "msg_" + suffix_ + "_" + std::to_string(messages_ - 1);
+  }
   // The entries of the tokens that wrote the message's text: all of them, or with calls after
   // the text, those whose bytes cover it (the calls' tokens follow).
   std::span<const logprob_entry> text_logprobs(const choice_result& c) const {
@@ -204,6 +207,7 @@ class responses_stream final : public response_format {
 
   void open_message(std::string& out) {
     message_open_ = true;
+    ++messages_;
     text_.clear();
     message_lp_.clear();
     event(out, "response.output_item.added", {{"output_index", items_.size()}, {"item", message_item("in_progress", {}, false)}});
@@ -284,6 +288,7 @@ class responses_stream final : public response_format {
   json::array tools_;
   json::value tool_choice_ = "auto";
   bool message_open_ = false, in_call_ = false;
+  std::uint32_t messages_ = 0;  // message items opened so far
   std::string text_;       // the open message's text
   std::vector<logprob_entry> message_lp_, pending_lp_;  // the open message's; not yet sent with text
   std::vector<tool_call> calls_;

@@ -416,6 +416,27 @@ TEST_CASE("responses logprobs: held-back tokens ride the next delta, a call's to
   CHECK(tokens(b.at("output").as_array()[0].at("content").as_array()[0].at("logprobs")) == hi);
 }
 
+TEST_CASE("responses stream: text after a function call is a new message item with its own id") {
+  parsed_request pr;
+  pr.tools.push_back(strata::json::parse(R"({"type":"function","function":{"name":"get_weather"}})"));
+  auto f = openai::responses_format({"resp_abc", "local", 1, 3}, pr);
+  std::string out;
+  f->begin(out);
+  f->text(0, "Let me see.", {}, out);
+  f->tool_call_begin(0, 0, weather, out);
+  f->tool_call_end(0, 0, weather, out);
+  f->text(0, "Done.", {}, out);
+  auto r = result(strata::rt::finish_reason::eog);
+  f->choice_end(0, r.choices[0], out);
+  f->end(r, out);
+  const auto output = data(parse_sse(out).back()).at("response").at("output").as_array();
+  REQUIRE(output.size() == 3);
+  CHECK(output[0].at("id") == "msg_abc");
+  CHECK(output[1].at("type") == "function_call");
+  CHECK(output[2].at("id") == "msg_abc_1");
+  CHECK(output[2].at("content").as_array()[0].at("text") == "Done.");
+}
+
 TEST_CASE("errors: OpenAI and Anthropic bodies, in-band events") {
   const api_error e = bad_request("'top_p' must be in (0, 1]", "top_p");
   const auto o = json::parse(error_body(api_flavor::openai, e, "req_1")).as_object();

@@ -37,7 +37,8 @@ TEST_CASE("vulkan memory budget: weights, KV and scratch counted; over the cap i
       const std::string m = e.what();
       CHECK(m.find("--gpu-budget 8 MiB") != std::string::npos);
       CHECK(m.find("split attention partials") != std::string::npos);
-      CHECK(m.find("weights 4 MiB") != std::string::npos);
+      CHECK(m.find("(weights ") != std::string::npos);  // what is held, by kind (sizes: drivers may pad)
+      CHECK(m.find(", KV ") != std::string::npos);
     }
     CHECK(ctx.ledger().scratch == 0);  // the refused request left no charge
     gpu_buffer moved = std::move(w);    // one charge, moved with the buffer

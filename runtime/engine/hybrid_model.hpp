@@ -24,7 +24,7 @@ class hybrid_model final : public model {
         opt_(opt),
         hp_(Arch::load_hparams(file_->gguf())),
         n_gpu_(checked_layers(opt, hp_)),
-        gpu_be_(std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}})),
+        gpu_be_(std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress})),
         gpu_dec_(*gpu_be_, file_->gguf(), slice(0, n_gpu_, true, false)),
         gpu_kv_(gpu_be_->make_kv(kv_config(n_gpu_))),
         cpu_be_(opt.threads ? opt.threads : kernels::cpu::thread_pool::physical_cores(), select_kernel_table(best_isa())),

@@ -115,6 +115,9 @@ void session::run(std::span<const std::int32_t> toks, std::uint32_t start_pos, b
     model_->forward(b, chunk_logits_);
     if (every_row) std::copy_n(chunk_logits_.begin(), std::size_t(n) * V, out + i * V);
     else if (i + n == toks.size()) std::copy_n(chunk_logits_.begin(), V, last_.begin());
+    // A prefill of several steps reports each one (strata-run draws a bar for long prompts).
+    if (toks.size() > step && model_->options().progress)
+      model_->options().progress({"prefill", i + n, toks.size(), "tokens"});
   }
   if (every_row && !toks.empty()) std::copy_n(out + (toks.size() - 1) * V, V, last_.begin());
 }

@@ -17,7 +17,7 @@ class vulkan_model final : public model {
   vulkan_model(std::unique_ptr<gguf::file> f, const engine_options& opt)
       : file_(std::move(f)),
         opt_(checked(opt, Arch::load_hparams(file_->gguf()))),
-        be_(std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}})),
+        be_(std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress})),
         dec_(*be_, file_->gguf(), graph_options()),
         kv_(be_->make_kv(kv_config())) {}
 

@@ -117,7 +117,8 @@ std::string embeddings_body(const std::string& model, std::span<const std::vecto
 // Every input is a request of its own; the scheduler batches them into its embedding passes. At
 // most `slots` are queued at a time (the next one as each finishes), so a 2048-input request
 // neither fills the queue nor keeps other requests out of it.
-net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const std::string& rid, const json_in::object& body) {
+net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const std::string& rid, const json_in::object& body,
+                                         std::chrono::steady_clock::time_point t0) {
   if (pooling == rt::pooling::none)
     throw api_error(404, "not_found_error",
                     "embeddings are off: this model has no pooling metadata; start strata-serve with --pooling mean|cls|last");
@@ -192,18 +193,18 @@ net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const 
     if (err || progressed || finished == er.size()) continue;
     if (co_await wait_for(s, *w, watch) == wake::gone) {
       cancel_all();
-      metrics.count_request("/v1/embeddings", 499);
+      this->finished("/v1/embeddings", 499, rid, t0, {prompt_tokens, 0, 0});
       co_return false;
     }
   }
   if (err) {
     cancel_all();
     const reply r = fail(*err);
-    metrics.count_request("/v1/embeddings", int(r.status));
+    this->finished("/v1/embeddings", int(r.status), rid, t0, {prompt_tokens, 0, 0});
     co_return co_await send(s, r, keep && !draining(), rid);
   }
   const reply r{http::status::ok, "application/json", embeddings_body(model_id, vectors, er.base64, prompt_tokens), 0};
-  metrics.count_request("/v1/embeddings", 200);
+  this->finished("/v1/embeddings", 200, rid, t0, {prompt_tokens, 0, 0});
   co_return co_await send(s, r, keep && !draining(), rid);
 }
 

@@ -35,7 +35,7 @@ net::awaitable<bool> server::impl::generate(beast::tcp_stream& s, const http::re
     g.choices.push_back({std::move(out), {}, std::move(co)});
   }
   if (std::optional<reply> early = submit(g, std::move(prompt))) {
-    metrics.count_request(endpoint, int(early->status));
+    finished(endpoint, int(early->status), rid, g.t0);
     co_return co_await send(s, *early, g.keep, rid);
   }
   // An if, not ?: with a co_await in each arm (GCC 12 runs both).
@@ -163,14 +163,14 @@ net::awaitable<bool> server::impl::reply_whole(generation& g) {
   while (!take(g, nullptr) && !failed(g)) {
     if (co_await wait_output(g) == wake::gone) {
       cancel(g);
-      metrics.count_request(g.endpoint, 499);
+      finished(g, 499);
       co_return false;
     }
   }
   if (failed(g)) cancel(g);
   const reply r = failed(g) ? error_reply(g, failure_of(g))
                             : reply{http::status::ok, "application/json", g.fmt->body(result_of(g)), 0};
-  metrics.count_request(g.endpoint, int(r.status));
+  finished(g, int(r.status));
   co_return co_await send(g.s, r, g.keep && !draining(), g.rid);
 }
 
@@ -214,18 +214,18 @@ net::awaitable<bool> server::impl::stream_events(generation& g) {
     }
     if (!co_await flush()) {
       cancel(g);  // the client went away mid-stream: free its slots
-      metrics.count_request(g.endpoint, 499);
+      finished(g, 499);
       co_return false;
     }
     const wake wk = co_await wait_output(g);
     if (wk == wake::gone) {
       cancel(g);
-      metrics.count_request(g.endpoint, 499);
+      finished(g, 499);
       co_return false;
     }
     if (wk == wake::timeout) g.fmt->ping(buf);
   }
-  metrics.count_request(g.endpoint, 200);
+  finished(g, 200);
   if (!co_await flush()) co_return false;
   s.expires_after(std::chrono::seconds(60));
   auto [ec, n] = co_await net::async_write(s, http::make_chunk_last(), tuple_awaitable);

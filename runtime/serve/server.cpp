@@ -50,7 +50,7 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
       const std::string target(p.get().target());
       const auto fl = target.starts_with("/v1/messages") ? api_flavor::anthropic : api_flavor::openai;
       const std::string rid = new_id("req_");
-      metrics.count_request(endpoint_label(target.substr(0, target.find('?'))), 413);
+      finished(endpoint_label(target.substr(0, target.find('?'))), 413, rid, std::chrono::steady_clock::now());
       // Named, not a braced temporary: GCC 12 destroys temporaries in co_await operands twice.
       const reply r{http::status::payload_too_large, "application/json", error_body(fl, e, rid), 0};
       co_await send(s, r, false, rid);
@@ -79,6 +79,7 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
 
 net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<http::string_body>& req,
                                           simdjson::dom::parser& jp) {
+  const auto t0 = std::chrono::steady_clock::now();
   const std::string target(req.target());
   const std::string path = target.substr(0, target.find('?'));
   const bool keep = req.keep_alive();
@@ -102,7 +103,7 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
       } else {
         r = json_reply(json::object{{"status", "ok"}});
       }
-      metrics.count_request(endpoint_label(path), int(r.status));
+      finished(endpoint_label(path), int(r.status), rid, t0);
       co_return co_await send(s, r, keep, rid);
     }
     if (draining()) throw shutting_down_error();
@@ -141,7 +142,7 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
       const json_in::object body = json_in::parse_object(jp, req.body());
       if (path == "/tokenize") r = tokenize(body);
       else if (path == "/detokenize") r = detokenize(body);
-      else if (path == "/v1/embeddings") co_return co_await embed(s, keep, rid, body);
+      else if (path == "/v1/embeddings") co_return co_await embed(s, keep, rid, body, t0);
       else if (path == "/v1/messages/count_tokens") {
         const parsed_request pr = anthropic::parse_messages(body, true);
         check_model(pr);
@@ -177,7 +178,7 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
     const api_error ie(500, "server_error", std::string("internal error: ") + e.what());
     r = {http::status::internal_server_error, "application/json", error_body(fl, ie, rid), 0};
   }
-  metrics.count_request(endpoint_label(path), int(r.status));
+  finished(endpoint_label(path), int(r.status), rid, t0);
   co_return co_await send(s, r, keep, rid);
 }
 
@@ -195,8 +196,10 @@ void server::impl::drain_generations() {
     const auto st = sched->stats();
     return st.running + st.waiting;
   };
-  std::cerr << "strata-serve: shutting down; " << running() << " requests running (up to "
-            << opt.shutdown_timeout.count() / 1000.0 << " s to finish)\n";
+  char msg[128];
+  std::snprintf(msg, sizeof msg, "shutting down; %u requests running (up to %.1f s to finish)", unsigned(running()),
+                opt.shutdown_timeout.count() / 1000.0);
+  status(msg);
   const auto deadline = clock::now() + opt.shutdown_timeout;
   while (running() > 0 && clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   sched->shutdown();  // cancels what is left; their connections send the in-band error
@@ -248,10 +251,9 @@ void server::run(const std::filesystem::path& model_path, const rt::engine_optio
     throw;
   }
   d.ready.store(true, std::memory_order_release);
-  std::cerr << "strata-serve: model '" << d.model_id << "' ready (" << d.model->backend_description() << ", "
-            << d.sched->slots() << " slots, context " << d.sched->context_size()
-            << (d.pooling != rt::pooling::none ? ", embeddings: " + std::string(rt::name(d.pooling)) + " pooling" : "")
-            << ")\n";
+  d.status("model '" + d.model_id + "' ready (" + d.model->backend_description() + ", " +
+           std::to_string(d.sched->slots()) + " slots, context " + std::to_string(d.sched->context_size()) +
+           (d.pooling != rt::pooling::none ? ", embeddings: " + std::string(rt::name(d.pooling)) + " pooling" : "") + ")");
   {
     std::unique_lock lk(d.stop_mu);
     d.stop_cv.wait(lk, [&d] { return d.draining(); });

@@ -10,11 +10,23 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/scheduler.hpp"
 
 namespace strata::serve {
+
+// One finished request, for access logs (strata-serve --log-format json writes one per line).
+struct request_record {
+  std::string_view id;                 // request id (the x-request-id header)
+  std::string_view route;              // /metrics label: known route, "/v1/models/{id}" or "other"
+  int status = 0;                      // HTTP status; 499: the client left first
+  std::uint32_t prompt_tokens = 0;     // generation requests only
+  std::uint32_t cached_tokens = 0;     // prompt tokens reused from the prefix cache
+  std::uint32_t completion_tokens = 0;
+  double latency_ms = 0;               // from the request's arrival to its last byte
+};
 
 struct server_options {
   std::string host = "127.0.0.1";
@@ -30,6 +42,10 @@ struct server_options {
   // is set or the model carries one, or with `pooling` when given (it overrides the model's).
   bool embeddings = false;
   std::optional<rt::pooling> pooling;
+  // Logging hooks: status lines (model ready, shutting down; empty: "strata-serve: ..." on
+  // stderr) and one record per finished request (empty: none). Called from server threads.
+  std::function<void(std::string_view message)> on_status;
+  std::function<void(const request_record&)> on_request;
 };
 
 class server {

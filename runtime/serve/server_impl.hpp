@@ -92,6 +92,12 @@ inline std::string param_of(const std::string& sampling_message) {
   return p;
 }
 
+// Token counts of a finished request, as the API's usage reports them (a prompt of n choices
+// counted once).
+struct request_tokens {
+  std::uint32_t prompt = 0, cached = 0, completion = 0;
+};
+
 struct server::impl {
   server_options opt;
   net::io_context ioc{1};
@@ -140,6 +146,23 @@ struct server::impl {
     });
   }
   void drain_generations();
+
+  // A finished request: counted in /metrics and handed to the access log hook.
+  void finished(const std::string& route, int status, const std::string& rid, std::chrono::steady_clock::time_point t0,
+                request_tokens tokens = {}) {
+    metrics.count_request(route, status);
+    if (!opt.on_request) return;
+    request_record r{rid, route, status};
+    r.prompt_tokens = tokens.prompt;
+    r.cached_tokens = tokens.cached;
+    r.completion_tokens = tokens.completion;
+    r.latency_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    opt.on_request(r);
+  }
+  void status(const std::string& message) const {
+    if (opt.on_status) opt.on_status(message);
+    else std::cerr << "strata-serve: " << message << "\n";
+  }
 
   std::string new_id(std::string_view prefix) {
     static constexpr char hex[] = "0123456789abcdef";
@@ -277,7 +300,8 @@ struct server::impl {
   }
 
   // POST /v1/embeddings (embeddings.cpp).
-  net::awaitable<bool> embed(beast::tcp_stream& s, bool keep, const std::string& rid, const json_in::object& body);
+  net::awaitable<bool> embed(beast::tcp_stream& s, bool keep, const std::string& rid, const json_in::object& body,
+                             std::chrono::steady_clock::time_point t0);
 
   std::uint16_t listen() {
     beast::error_code ec;
@@ -346,6 +370,15 @@ struct server::impl {
     bool first_seen = false;    // the first token arrived (time to first token counted)
     bool watch_socket = true;   // until the client pipelines its next request
   };
+  void finished(const generation& g, int status) {
+    request_tokens t;
+    if (!g.choices.empty()) {
+      t.prompt = g.choices.front().st.prompt_tokens;
+      t.cached = g.choices.front().st.cached_tokens;
+    }
+    for (const auto& c : g.choices) t.completion += c.st.completion_tokens;
+    finished(g.endpoint, status, g.rid, g.t0, t);
+  }
   enum class wake { output, timeout, gone };
   net::awaitable<bool> generate(beast::tcp_stream& s, const http::request<http::string_body>& req,
                                 const std::string& endpoint, const std::string& request_id, parsed_request pr,

@@ -960,7 +960,11 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
     P.chunks.emplace_back(P.ctx, layout.chunk_sizes()[c], memory_kind::device, "weights (chunk " + std::to_string(c) + ")");
   {
     uploader up(P.ctx);
-    for (const auto& e : P.weights) up.copy(e.info->data, P.chunks[e.chunk].handle(), e.offset);
+    std::uint64_t done = 0;
+    for (const auto& e : P.weights) {
+      up.copy(e.info->data, P.chunks[e.chunk].handle(), e.offset);
+      if (P.opt.progress) P.opt.progress({"upload", done += e.bytes, total, "bytes"});
+    }
     up.flush();
   }
   P.stats.upload_ms = ms_since(t0);
@@ -1055,7 +1059,7 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
   reqs.push_back(impl::copy_req(false));
   reqs.push_back(impl::copy_req(true));
   const auto t1 = clock_type::now();
-  P.pipes.prepare(reqs);
+  P.pipes.prepare(reqs, P.opt.progress);
   P.stats.pipelines_ms += ms_since(t1);
 
   // Host-visible copy target of read(): as large as the largest activation buffer (the logits).

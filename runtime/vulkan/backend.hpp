@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "strata/core/progress.hpp"
 #include "strata/arch/architecture.hpp"
 #include "strata/gguf/reader.hpp"
 #include "strata/graph/batch.hpp"
@@ -101,6 +102,7 @@ struct backend_options {
   int device = -1;                    // Vulkan device index (-1: best)
   bool profile = false;               // per-kernel timestamps (adds a barrier per dispatch)
   std::filesystem::path cache_dir;    // SPIR-V + pipeline cache (empty: default_cache_dir())
+  progress_fn progress;               // weight upload ("upload") and pipeline builds ("compile")
 };
 
 struct kernel_time {

@@ -115,7 +115,7 @@ std::unique_ptr<pipeline> pipeline_registry::build(const pipeline_request& r) {
   return p;
 }
 
-void pipeline_registry::prepare(std::span<const pipeline_request> requests) {
+void pipeline_registry::prepare(std::span<const pipeline_request> requests, const progress_fn& progress) {
   std::vector<const pipeline_request*> todo;
   {
     std::lock_guard lock(mu_);
@@ -128,6 +128,8 @@ void pipeline_registry::prepare(std::span<const pipeline_request> requests) {
   std::vector<std::unique_ptr<pipeline>> out(todo.size());
   std::vector<std::string> errors(todo.size());
   std::atomic<std::size_t> next{0};
+  std::size_t done = 0;
+  std::mutex progress_mu;  // progress callbacks are not thread-safe
   const unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), unsigned(todo.size())));
   std::vector<std::thread> workers;
   for (unsigned w = 0; w < n; ++w)
@@ -137,6 +139,10 @@ void pipeline_registry::prepare(std::span<const pipeline_request> requests) {
           out[i] = build(*todo[i]);
         } catch (const std::exception& e) {
           errors[i] = e.what();
+        }
+        if (progress) {
+          const std::lock_guard lock(progress_mu);
+          progress({"compile", ++done, todo.size(), "pipelines"});
         }
       }
     });

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/core/progress.hpp"
 #include "context.hpp"
 #include "shader_compiler.hpp"
 #include "strata/gguf/type_id.hpp"
@@ -43,8 +44,8 @@ class pipeline_registry {
   pipeline_registry(const context& ctx, std::filesystem::path cache_dir);
   ~pipeline_registry();
 
-  // Builds every request not built yet, on all cores.
-  void prepare(std::span<const pipeline_request> requests);
+  // Builds every request not built yet, on all cores; `progress` hears each one ("compile").
+  void prepare(std::span<const pipeline_request> requests, const progress_fn& progress = {});
   // The pipeline for r (built now if prepare() did not).
   const pipeline& get(const pipeline_request& r);
 

@@ -12,6 +12,7 @@
 
 #include "strata/arch/architecture.hpp"
 #include "strata/core/error.hpp"
+#include "strata/core/progress.hpp"
 #include "strata/gguf/reader.hpp"
 #include "strata/graph/batch.hpp"
 #include "strata/kv/block_table.hpp"
@@ -49,6 +50,9 @@ struct engine_options {
   kv::kv_type type_v = kv::kv_type::f16;
   // Compressed KV types (q8_0, tq4, tq3, tq2): recent tokens attention reads in f16 (0: none).
   std::uint32_t kv_window = kv::default_full_precision_window;
+  // Long steps report here (may be empty): weight upload and pipeline builds (Vulkan), prefills
+  // of more than one batch.
+  progress_fn progress;
 };
 
 // A loaded model with its KV cache; not thread-safe (one step at a time).

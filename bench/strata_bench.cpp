@@ -4,7 +4,6 @@
 // Each row also gives the memory-tier cost model's prediction for the placement that ran
 // (include/strata/tiers/, link speeds from `strata-run --plan --probe`'s cache, else assumed):
 // a gap over 20% between predicted and measured is a fault in the model or the engine.
-#include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 #include <algorithm>
 #include <chrono>
@@ -16,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "strata/kv/kv_config.hpp"
 #include "strata/kernels/cpu/kv_storage.hpp"
 #include "strata/runtime/engine.hpp"
@@ -65,43 +65,56 @@ std::string human_size(double b) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  using namespace strata::app;
+  cli c({"strata-bench",
+         "-m FILE [options]",
+         "Prompt-processing (pp) and generation (tg) throughput, llama-bench style: each test runs -r times "
+         "on random tokens and reports mean and standard deviation of tokens/s. Comma-separated lists run "
+         "every combination.",
+         {{"pp512 and tg128 on 8 threads", "strata-bench -m model.gguf -p 512 -n 128 -t 8"},
+          {"decode after 4096 tokens of context, 3-bit KV", "strata-bench -m model.gguf -p 0 -n 32 -d 4096 --kv-type tq3"},
+          {"on the GPU with per-kernel times", "strata-bench -m model.gguf --backend vulkan --profile"},
+          {"machine-readable", "strata-bench -m model.gguf --json"}}});
+  auto& app = c.app();
   std::vector<std::string> models;
   std::vector<std::uint32_t> n_prompt{512}, n_gen{128}, depths{0};
   std::vector<unsigned> threads{0};
   unsigned reps = 5;
   std::uint32_t n_batch = 512;
-  std::string kv_type = "f16", kv_type_k, kv_type_v, backend = "cpu";
-  std::uint32_t kv_window = strata::kv::default_full_precision_window;
-  bool json = false;
-  CLI::App app{"strata-bench: prompt-processing and generation throughput (llama-bench style)"};
-  app.add_option("-m,--model", models, "GGUF model file(s)")->required();
-  app.add_option("-p,--n-prompt", n_prompt, "prompt lengths to test (0 disables)")->delimiter(',');
-  app.add_option("-n,--n-gen", n_gen, "generation lengths to test (0 disables)")->delimiter(',');
-  app.add_option("-d,--n-depth", depths, "tokens already in the KV cache before each test")->delimiter(',');
-  app.add_option("-t,--threads", threads, "CPU threads (0: physical cores)")->delimiter(',');
-  app.add_option("-r,--repetitions", reps, "repetitions per test")->check(CLI::Range(1u, 1000u));
-  app.add_option("-b,--batch-size", n_batch, "tokens per prefill step")->check(CLI::Range(1u, 1u << 16));
-  app.add_option("--kv-type", kv_type, "KV cache type for K and V (f16, f32, q8_0, tq4, tq3, tq2)");
-  app.add_option("--kv-type-k", kv_type_k, "KV cache type for K only (overrides --kv-type)");
-  app.add_option("--kv-type-v", kv_type_v, "KV cache type for V only (overrides --kv-type)");
-  app.add_option("--kv-window", kv_window, "full-precision recent tokens for compressed KV types (0: none)");
-  int device = -1;
-  bool profile = false;
-  app.add_option("--backend", backend, "backend: cpu (default), vulkan, auto")->check(CLI::IsMember({"cpu", "vulkan", "auto"}));
-  app.add_option("--device", device, "Vulkan device index (default: the best GPU)");
-  int n_gpu_layers = -1;
-  bool argmax = false;
+  backend_options bo;
+  bo.backend = "cpu";  // a benchmark names its backend; auto would depend on the machine
+  kv_options ko;
+  log_options lo;
+  bool json = false, profile = false, argmax = false;
+  app.add_option("-m,--model", models, "GGUF model file(s)")->type_name("FILE")->required()->group(group::model);
+  const char* tests = "Tests";
+  app.add_option("-p,--n-prompt", n_prompt, "prompt lengths to test (0 disables)")->type_name("N,...")
+      ->delimiter(',')->capture_default_str()->group(tests);
+  app.add_option("-n,--n-gen", n_gen, "generation lengths to test (0 disables)")->type_name("N,...")
+      ->delimiter(',')->capture_default_str()->group(tests);
+  app.add_option("-d,--n-depth", depths, "tokens already in the KV cache before each test")->type_name("N,...")
+      ->delimiter(',')->capture_default_str()->group(tests);
+  app.add_option("-r,--repetitions", reps, "repetitions per test")->type_name("N")->capture_default_str()
+      ->check(in_range(1, 1000))->group(tests);
   app.add_flag("--argmax", argmax,
-               "tg: decode with the backend's greedy argmax (session::decode_argmax: ids come back, not logits)");
-  app.add_option("--n-gpu-layers,--ngl", n_gpu_layers, "Vulkan: layers on the GPU, the rest on the CPU (-1: all)");
+               "tg: decode with the backend's greedy argmax (session::decode_argmax: ids come back, not logits)")
+      ->group(tests);
   app.add_flag("--profile", profile,
                "Vulkan: per-kernel GPU time of each test from timestamp queries (serialises kernels: "
-               "throughput figures of a profiled run are lower)");
-  app.add_flag("--json", json, "print one JSON object instead of a table");
-  CLI11_PARSE(app, argc, argv);
+               "throughput figures of a profiled run are lower)")->group(tests);
+  app.add_option("-t,--threads", threads, "CPU threads (0: one per physical core)")->type_name("N,...")
+      ->delimiter(',')->capture_default_str()->group(group::backend);
+  add_batch_option(app, n_batch, "tokens per prefill step");
+  add_backend_options(app, bo);
+  add_kv_options(app, ko);
+  app.add_flag("--json", json, "print one JSON object instead of a table")->group(group::output);
+  c.add_log_options(lo);
+  if (const int rc = c.parse(argc, argv); rc >= 0) return rc;
+  std::unique_ptr<logger> log;
 
   std::vector<result> results;
   try {
+    log = make_logger(lo);
     for (const auto& path : models) {
       for (unsigned th : threads) {
         std::uint32_t need = 1;
@@ -111,17 +124,12 @@ int main(int argc, char** argv) {
         }
         strata::rt::engine_options opt;
         opt.threads = th;
-        opt.backend = strata::rt::parse_backend_kind(backend);
-        opt.device = device;
-        opt.n_gpu_layers = n_gpu_layers;
+        apply(bo, opt);
         opt.gpu_profile = profile;
         opt.n_ctx = need;
         opt.n_batch = n_batch;
         opt.max_outputs = 1;
-        const auto kv_types = strata::kv::parse_kv_cache_types(kv_type, kv_type_k, kv_type_v);
-        opt.type_k = kv_types.k;
-        opt.type_v = kv_types.v;
-        opt.kv_window = kv_window;
+        apply(ko, opt);
         auto m = strata::rt::model::load(path, opt);
         const auto& hp = m->hparams();
         std::uint64_t bytes = 0, params = 0;
@@ -145,18 +153,18 @@ int main(int argc, char** argv) {
         probe.disk_file = path;
         probe.threads = th;
         probe.gpu = on_gpu;
-        probe.device = device;
+        probe.device = bo.device;
         const auto cache = strata::rt::link_cache_path(probe);
         auto cached = cache.empty() ? std::nullopt : strata::rt::load_cached_links(cache);
         const strata::tiers::link_speeds links = cached ? *cached : strata::tiers::assumed_desktop_links();
-        std::fprintf(stderr, "strata-bench: predicted t/s from link speeds: %s\n", links.source.c_str());
+        log->info("bench", "predicted t/s from link speeds: " + links.source);
         const auto predict = [&](std::uint32_t depth, std::uint32_t tokens, bool prefill) {
           strata::tiers::demand_options dopt;
           dopt.n_ctx = depth + (prefill ? tokens : tokens / 2 + 1);  // the average context a token sees
           dopt.kv_bytes_per_element = double(kv_bytes) / (2.0 * hp.n_layer * hp.n_embd_kv());
           dopt.max_batch = n_batch;
           const auto demand = strata::tiers::demand_from_gguf(m->gguf(), hp, dopt);
-          const auto placement = strata::tiers::layer_split_placement(demand, on_gpu ? n_gpu_layers : 0);
+          const auto placement = strata::tiers::layer_split_placement(demand, on_gpu ? bo.n_gpu_layers : 0);
           const std::uint32_t batch = prefill ? std::min(tokens, n_batch) : 1;
           return strata::tiers::evaluate(demand, placement, links, batch, strata::tiers::execution_order(demand))
               .tokens_per_second();
@@ -172,7 +180,7 @@ int main(int argc, char** argv) {
           if (argmax) s.decode_argmax(warm.front());
           else s.decode(warm.front());
         }
-        if (const auto st = m->startup_report(); !st.empty()) std::fprintf(stderr, "strata-bench: %s: %s\n", name.c_str(), st.c_str());
+        if (const auto st = m->startup_report(); !st.empty()) log->info("bench", name + ": " + st);
         // Per-kernel GPU time of one test, per evaluated token (from the last repetition set).
         const auto report_profile = [&](const std::string& test, std::uint64_t tokens) {
           if (!profile) return;
@@ -231,7 +239,8 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    std::cerr << "strata-bench: error: " << e.what() << "\n";
+    if (log) log->error("bench", e.what());
+    else std::fprintf(stderr, "strata-bench: error: %s\n", e.what());
     return 1;
   }
 

@@ -7,7 +7,9 @@
 #include <iostream>
 #include <sstream>
 
+#include "log.hpp"
 #include "modes.hpp"
+#include "progress.hpp"
 #include "strata/chat/template.hpp"
 #include "strata/core/error.hpp"
 #include "strata/gguf/reader.hpp"
@@ -58,14 +60,14 @@ std::vector<std::int32_t> eog_ids(const tokenizer::tokenizer& tok) {
 struct timings {
   std::size_t prompt_tokens = 0, reused = 0, gen_tokens = 0;
   double prompt_s = 0, gen_s = 0;
-  void print(std::ostream& o) const {
+  void print(const logger& log) const {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "\nstrata-run: prompt %zu tokens (%zu reused) in %.3f s = %.2f t/s\n",
-                  prompt_tokens, reused, prompt_s, prompt_s > 0 ? double(prompt_tokens - reused) / prompt_s : 0.0);
-    o << buf;
-    std::snprintf(buf, sizeof buf, "strata-run: generated %zu tokens in %.3f s = %.2f t/s\n", gen_tokens, gen_s,
+    std::snprintf(buf, sizeof buf, "prompt %zu tokens (%zu reused) in %.3f s = %.2f t/s", prompt_tokens, reused,
+                  prompt_s, prompt_s > 0 ? double(prompt_tokens - reused) / prompt_s : 0.0);
+    log.info("run", buf);
+    std::snprintf(buf, sizeof buf, "generated %zu tokens in %.3f s = %.2f t/s", gen_tokens, gen_s,
                   gen_s > 0 ? double(gen_tokens) / gen_s : 0.0);
-    o << buf;
+    log.info("run", buf);
   }
 };
 
@@ -73,7 +75,7 @@ struct timings {
 // `eog`: end-of-generation ids (computed once per run, empty with --ignore-eos).
 std::vector<std::int32_t> generate(rt::session& s, const tokenizer::tokenizer& tok, sampling::sampler& smp,
                                    std::span<const float> first_logits, std::int32_t n_predict,
-                                   const std::vector<std::int32_t>& eog, timings& tm) {
+                                   const std::vector<std::int32_t>& eog, timings& tm, const logger& log) {
   sampling::stop_conditions stop(eog, n_predict, {});
   tokenizer::streaming_detokenizer detok(tok);
   std::vector<std::int32_t> ids;
@@ -92,7 +94,8 @@ std::vector<std::int32_t> generate(rt::session& s, const tokenizer::tokenizer& t
     std::cout << st.emit << std::flush;
     if (st.reason != sampling::stop_reason::none) break;
     if (s.n_past() >= capacity) {
-      std::cerr << "\nstrata-run: context full (" << capacity << " tokens), stopping\n";
+      std::cout << std::flush;
+      log.warn("run", "context full (" + std::to_string(capacity) + " tokens), stopping");
       break;
     }
     if (backend_argmax) next = s.decode_argmax(t);
@@ -118,7 +121,7 @@ int run_chat(const run_options& opt, rt::model& m, const tokenizer::tokenizer& t
     if (!k) throw error("--chat-template: unknown template '" + opt.chat_template + "' (chatml, qwen3, llama3, llama4, generic)");
     kind = *k;
   }
-  std::cerr << "strata-run: chat template " << chat::name(kind) << "; type a message, /exit or end of input to quit\n";
+  opt.log->info("run", "chat template " + std::string(chat::name(kind)) + "; type a message, /exit or end of input to quit");
   std::vector<chat::message> msgs;
   if (!opt.system_prompt.empty()) msgs.push_back({"system", opt.system_prompt, std::nullopt});
   rt::session s(m);
@@ -139,12 +142,13 @@ int run_chat(const run_options& opt, rt::model& m, const tokenizer::tokenizer& t
     tm.prompt_s += seconds_since(t0);
     tm.prompt_tokens += prompt.size();
     tm.reused += s.reused_tokens();
-    const auto ids = generate(s, tok, smp, logits, opt.n_predict, eog, tm);
+    const auto ids = generate(s, tok, smp, logits, opt.n_predict, eog, tm, *opt.log);
     std::string reply = tok.decode(ids);
     // The reply as the template will see it next turn: without the end-of-turn token text.
     msgs.push_back({"assistant", reply, std::nullopt});
   }
-  tm.print(std::cerr);
+  std::cout << "\n" << std::flush;
+  tm.print(*opt.log);
   return 0;
 }
 
@@ -191,17 +195,18 @@ int run_generate(const run_options& opt) {
   } else {
     eo.max_outputs = 1;
   }
+  eo.progress = progress_sink(*opt.log, "run");  // Vulkan upload/pipelines, long prefills
   auto m = rt::model::load(opt.model, eo);
   const std::uint32_t ctx = m->kv().capacity();
   if (prompt.size() > ctx)
     throw error("prompt of " + std::to_string(prompt.size()) + " tokens is longer than the context size " +
                 std::to_string(ctx) + " (raise -c)");
-  std::cerr << "strata-run: " << m->hparams().arch << ", " << m->hparams().n_layer << " layers, context " << ctx
-            << ", " << m->backend_description() << "\n";
+  opt.log->info("run", std::string(m->hparams().arch) + ", " + std::to_string(m->hparams().n_layer) +
+                           " layers, context " + std::to_string(ctx) + ", " + m->backend_description());
 
   auto params = sampler_params_from(opt);
   sampling::sampler smp(params, std::int32_t(m->hparams().n_vocab));
-  std::cerr << "strata-run: seed " << smp.seed() << "\n";
+  opt.log->info("run", "seed " + std::to_string(smp.seed()));
   if (opt.conversation) return run_chat(opt, *m, tok, smp);
 
   rt::session s(*m);
@@ -214,8 +219,8 @@ int run_generate(const run_options& opt) {
   if (dump) {
     logits = s.prefill(prompt, &all);
     write_logits(opt.dump_logits, all);
-    std::cerr << "strata-run: wrote " << prompt.size() << " x " << m->hparams().n_vocab << " logits to "
-              << opt.dump_logits << "\n";
+    opt.log->info("run", "wrote " + std::to_string(prompt.size()) + " x " + std::to_string(m->hparams().n_vocab) +
+                             " logits to " + opt.dump_logits);
   } else {
     logits = s.prefill(prompt);
   }
@@ -223,9 +228,10 @@ int run_generate(const run_options& opt) {
   std::vector<std::int32_t> ids;
   const bool go_on = dump ? (opt.n_predict_set && opt.n_predict > 0) : opt.n_predict != 0;
   if (go_on)
-    ids = generate(s, tok, smp, logits, opt.n_predict, opt.ignore_eos ? std::vector<std::int32_t>{} : eog_ids(tok), tm);
-  std::cout << "\n";
-  tm.print(std::cerr);
+    ids = generate(s, tok, smp, logits, opt.n_predict, opt.ignore_eos ? std::vector<std::int32_t>{} : eog_ids(tok), tm,
+                   *opt.log);
+  std::cout << "\n" << std::flush;
+  tm.print(*opt.log);
   if (opt.print_ids) {
     std::ostringstream o;
     o << "[";

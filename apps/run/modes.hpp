@@ -6,7 +6,10 @@
 
 namespace strata::app {
 
+class logger;
+
 struct run_options {
+  const logger* log = nullptr;       // where status lines go (--log-level, STRATA_LOG)
   std::string model;                 // -m
   bool info = false;                 // --info
   bool json = false;                 // --json (with --info)

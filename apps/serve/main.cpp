@@ -1,107 +1,117 @@
 // strata-serve: OpenAI- and Anthropic-compatible HTTP server for one GGUF model, with
-// continuous batching over --parallel sequences. Flags follow llama-server's where they exist.
-#include <CLI/CLI.hpp>
+// continuous batching over --parallel sequences. Flags follow llama-server's where they exist;
+// the shared ones come from apps/common/cli.hpp. --log-format json writes one JSON object per
+// line: status messages, and one access record per request (id, route, status, tokens, latency).
 #include <exception>
-#include <iostream>
 #include <string>
 
+#include "cli.hpp"
+#include "progress.hpp"
 #include "serve/server.hpp"
 #include "strata/runtime/default_model.hpp"
-#include "strata/kv/kv_config.hpp"
 
 int main(int argc, char** argv) {
   using namespace strata;
-  std::string model_path, backend = "auto", kv_type = "f16", kv_type_k, kv_type_v;
+  using namespace strata::app;
+  cli c({"strata-serve",
+         "[-m FILE] [options]",
+         "Serve a GGUF model (without -m, the bundled demo model) over HTTP with the OpenAI (chat completions, completions, responses) and Anthropic "
+         "(messages) APIs, streaming (SSE), continuous batching of --parallel sequences and a shared prefix "
+         "cache. Runs until SIGTERM/SIGINT, then lets running requests finish.",
+         {{"serve on port 8080 with 8 slots and an API key",
+           "strata-serve -m model.gguf --port 8080 -np 8 -c 16384 --api-key sk-local"},
+          {"all layers on the GPU, 3-bit KV cache", "strata-serve -m model.gguf --backend vulkan -ngl -1 --kv-type tq3"},
+          {"JSON access log, one object per request", "strata-serve -m model.gguf --log-format json 2> access.jsonl"}}});
+  auto& app = c.app();
+  std::string model_path;
   serve::server_options so;
   rt::engine_options eo;
   rt::scheduler_options sched;
+  backend_options bo;
+  kv_options ko;
+  log_options lo;
   std::uint32_t parallel = 4, ctx = 4096;
   double read_timeout = 30, ping = 10, shutdown_timeout = 10;
   std::size_t max_body_mb = 8;
   std::uint32_t max_header_kb = 8;
-  CLI::App app{"strata-serve: OpenAI and Anthropic APIs over HTTP for a GGUF model"};
-  app.add_option("-m,--model", model_path, "GGUF model file (default: the bundled demo model, id strata-demo)");
-  app.add_option("--host", so.host, "address to listen on")->capture_default_str();
-  app.add_option("--port", so.port, "port (0: any free port)")->capture_default_str();
-  app.add_option("--api-key", so.api_key, "require this key (Authorization: Bearer KEY or x-api-key: KEY)");
-  app.add_option("--alias", so.model_id, "model id in the API (default: the file name without extension)");
-  app.add_option("-c,--ctx-size", ctx, "KV cache tokens shared by all sequences; also the longest sequence")
-      ->capture_default_str()->check(CLI::Range(16u, 1u << 24));
-  app.add_option("--parallel", parallel, "sequences decoded together (slots)")->capture_default_str()
-      ->check(CLI::Range(1u, 256u));
-  app.add_option("-b,--batch-size", eo.n_batch, "most tokens per forward step (prompt chunk + decodes)")
-      ->capture_default_str()->check(CLI::Range(1u, 1u << 16));
-  app.add_option("-t,--threads", eo.threads, "CPU threads (0: physical cores)");
-  app.add_option("--backend", backend, "compute backend: auto (Vulkan on a GPU, else CPU), cpu, vulkan")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "cpu", "vulkan"}));
-  app.add_option("--device", eo.device, "Vulkan device index (default: the best GPU)");
-  app.add_option("--n-gpu-layers", eo.n_gpu_layers, "layers on the GPU, the rest on the CPU (-ngl; -1: all)");
-  app.add_option("--kv-type", kv_type, "KV cache type for K and V: f16, f32, q8_0, tq4, tq3, tq2")->capture_default_str();
-  app.add_option("--kv-type-k", kv_type_k, "KV cache type for K only (overrides --kv-type)");
-  app.add_option("--kv-type-v", kv_type_v, "KV cache type for V only (overrides --kv-type)");
-  app.add_option("--kv-window", eo.kv_window,
-                 "recent tokens attention reads at full precision with compressed KV types (0: none)")
-      ->capture_default_str();
+  add_model_option(app, model_path, "GGUF model file (default: the bundled demo model, models/strata-demo.gguf)");
+  app.add_option("--alias", so.model_id, "model id in the API (default: the file name without extension)")
+      ->type_name("NAME")->group(group::model);
+  app.add_option("--host", so.host, "address to listen on")->type_name("ADDR")->capture_default_str()->group(group::server);
+  app.add_option("--port", so.port, "port (0: any free port)")->type_name("N")->capture_default_str()->group(group::server);
+  app.add_option("--api-key", so.api_key, "require this key (Authorization: Bearer KEY or x-api-key: KEY)")
+      ->type_name("KEY")->group(group::server);
+  app.add_option("--parallel", parallel, "sequences decoded together (slots)")->type_name("N")->capture_default_str()
+      ->check(in_range(1, 256))->group(group::server);
   // 128 keeps each step short, so running streams keep their pace while a long prompt is
   // prefilled; 0 (the batch size) favours prompt throughput instead.
   sched.prefill_chunk = 128;
   app.add_option("--prefill-chunk", sched.prefill_chunk,
                  "most prompt tokens per step beside the decodes (0: the batch size); smaller keeps streams smoother")
-      ->capture_default_str();
-  app.add_option("--queue", sched.max_queue, "requests waiting beyond the slots before 429")->capture_default_str();
-  app.add_option("--timeout", read_timeout, "seconds a client has to send its request")->capture_default_str()
-      ->check(CLI::Range(0.1, 86400.0));
-  app.add_option("--sse-ping", ping, "seconds of silence before an SSE keepalive")->capture_default_str()
-      ->check(CLI::Range(0.05, 3600.0));
+      ->type_name("N")->capture_default_str()->group(group::server);
+  app.add_option("--queue", sched.max_queue, "requests waiting beyond the slots before 429")->type_name("N")
+      ->capture_default_str()->group(group::server);
+  app.add_option("--timeout", read_timeout, "seconds a client has to send its request")->type_name("S")
+      ->capture_default_str()->check(in_range(0.1, 86400.0))->group(group::server);
+  app.add_option("--sse-ping", ping, "seconds of silence before an SSE keepalive")->type_name("S")
+      ->capture_default_str()->check(in_range(0.05, 3600.0))->group(group::server);
   app.add_option("--shutdown-timeout", shutdown_timeout,
                  "seconds running generations get to finish after SIGTERM/SIGINT (a second signal exits at once)")
-      ->capture_default_str()->check(CLI::Range(0.0, 86400.0));
+      ->type_name("S")->capture_default_str()->check(in_range(0.0, 86400.0))->group(group::server);
+  app.add_option("--max-body-mb", max_body_mb, "largest request body in MiB (larger: 413)")->type_name("N")
+      ->capture_default_str()->check(in_range(1, 1024))->group(group::server);
+  app.add_option("--max-header-kb", max_header_kb, "largest request line + headers in KiB (larger: 400)")->type_name("N")
+      ->capture_default_str()->check(in_range(1u, 1024u))->group(group::server);
   std::string pooling;
   app.add_flag("--embeddings", so.embeddings,
-               "serve POST /v1/embeddings with the model's pooling (GGUF <arch>.pooling_type; an error if it has none)");
+               "serve POST /v1/embeddings with the model's pooling (GGUF <arch>.pooling_type; an error if it has none)")
+      ->group(group::server);
   app.add_option("--pooling", pooling,
                  "serve POST /v1/embeddings with this pooling of the final hidden states: mean, cls or last "
                  "(overrides the model's); embedding models carrying pooling metadata need neither flag")
-      ->check(CLI::IsMember({"mean", "cls", "last", "none"}));
-  app.add_option("--max-body-mb", max_body_mb, "largest request body in MiB (larger: 413)")->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  app.add_option("--max-header-kb", max_header_kb, "largest request line + headers in KiB (larger: 400)")
-      ->capture_default_str()->check(CLI::Range(1u, 1024u));
-  // llama-server spells the slot count -np; CLI11 cannot declare a two-letter single-dash flag.
-  std::vector<std::string> args;
-  for (int i = argc - 1; i >= 1; --i) {
-    const std::string a = argv[i];
-    args.push_back(a == "-np" ? "--parallel" : a == "-ngl" ? "--n-gpu-layers" : a);
-  }
+      ->type_name("NAME")->check(CLI::IsMember({"mean", "cls", "last", "none"}))->group(group::server);
+  add_ctx_option(app, ctx, "KV cache tokens shared by all sequences; also the longest sequence");
+  app.get_option("--ctx-size")->check(in_range(16, 1 << 24));
+  add_batch_option(app, eo.n_batch, "most tokens per forward step (prompt chunk + decodes)");
+  add_threads_option(app, eo.threads);
+  add_backend_options(app, bo);
+  add_kv_options(app, ko);
+  c.add_log_options(lo, /*with_format=*/true);
+  if (const int rc = c.parse(argc, argv); rc >= 0) return rc;
+
+  std::unique_ptr<logger> log;
   try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
+    log = make_logger(lo);
     if (model_path.empty()) model_path = rt::find_default_model().string();
     if (!pooling.empty()) so.pooling = rt::parse_pooling(pooling);
-    eo.backend = rt::parse_backend_kind(backend);
-    const auto kv_types = kv::parse_kv_cache_types(kv_type, kv_type_k, kv_type_v);
-    eo.type_k = kv_types.k;
-    eo.type_v = kv_types.v;
+    apply(bo, eo);
+    apply(ko, eo);
     eo.n_ctx = ctx;
     eo.n_seq = parallel;
     if (eo.n_batch < parallel) eo.n_batch = parallel;  // every slot must fit one step
     eo.max_outputs = parallel;  // one logits row per sequence per step is all the scheduler asks
+    eo.progress = progress_sink(*log, "serve");
     so.read_timeout = std::chrono::milliseconds(std::int64_t(read_timeout * 1000));
     so.ping_interval = std::chrono::milliseconds(std::int64_t(ping * 1000));
     so.max_body_bytes = max_body_mb << 20;
     so.max_header_bytes = max_header_kb << 10;
     so.shutdown_timeout = std::chrono::milliseconds(std::int64_t(shutdown_timeout * 1000));
+    so.on_status = [&log](std::string_view m) { log->info("serve", m); };
+    so.on_request = [&log](const serve::request_record& r) {
+      const auto ms = double(std::int64_t(r.latency_ms * 1000)) / 1000;  // µs resolution
+      log->log(r.status >= 500 ? log_level::warn : log_level::info, "http", {},
+               {{"request_id", r.id}, {"route", r.route}, {"status", std::int64_t(r.status)},
+                {"prompt_tokens", std::int64_t(r.prompt_tokens)}, {"cached_tokens", std::int64_t(r.cached_tokens)},
+                {"completion_tokens", std::int64_t(r.completion_tokens)}, {"latency_ms", ms}});
+    };
     serve::server srv(so);
     srv.run(model_path, eo, sched, [&](std::uint16_t port) {
-      std::cerr << "strata-serve: listening on http://" << so.host << ":" << port << " (loading " << model_path
-                << ")\n";
+      log->info("serve", "listening on http://" + so.host + ":" + std::to_string(port) + " (loading " + model_path + ")");
     });
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "strata-serve: error: " << e.what() << "\n";
+    if (log) log->error("serve", e.what());
+    else std::fprintf(stderr, "strata-serve: error: %s\n", e.what());
     return 1;
   }
 }

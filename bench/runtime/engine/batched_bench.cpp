@@ -5,19 +5,19 @@
 // the speed-up of that rate over one stream.
 // Each configuration runs -r times and the run with the best decode rate is reported (the
 // machine may be shared; the best run is the least disturbed one).
-//   batched_bench -m MODEL.gguf [-pp 64] [-tg 32] [-npl 1,2,4,8,16,32] [-t 0] [-b 512] [-r 3]
-//                 [--backend cpu|vulkan|auto]
+//   batched_bench -m MODEL.gguf [-npp 64] [-ntg 32] [-npl 1,2,4,8,16,32] [-t 0] [-b 512] [-r 3]
+//                 [--backend cpu|vulkan|auto] [-ngl N]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cli.hpp"
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/scheduler.hpp"
 #include "strata/tokenizer/tokenizer.hpp"
@@ -29,35 +29,39 @@ namespace {
 
 struct options {
   std::string model;
-  std::uint32_t pp = 64, tg = 32, threads = 0, batch = 512, reps = 3;
+  std::uint32_t pp = 64, tg = 32, batch = 512, reps = 3;
+  unsigned threads = 0;
   std::vector<std::uint32_t> npl = {1, 2, 4, 8, 16, 32};
-  std::string backend = "cpu";
+  app::backend_options backend;
+  app::log_options log;
 };
 
-options parse(int argc, char** argv) {
-  options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw error("missing value after " + a);
-      return argv[++i];
-    };
-    if (a == "-m") o.model = next();
-    else if (a == "-pp") o.pp = std::uint32_t(std::stoul(next()));
-    else if (a == "-tg") o.tg = std::uint32_t(std::stoul(next()));
-    else if (a == "-t") o.threads = std::uint32_t(std::stoul(next()));
-    else if (a == "-b") o.batch = std::uint32_t(std::stoul(next()));
-    else if (a == "--backend") o.backend = next();
-    else if (a == "-r") o.reps = std::max(1u, std::uint32_t(std::stoul(next())));
-    else if (a == "-npl") {
-      o.npl.clear();
-      std::stringstream ss(next());
-      for (std::string x; std::getline(ss, x, ',');) o.npl.push_back(std::uint32_t(std::stoul(x)));
-    } else throw error("unknown argument '" + a + "' (usage: -m MODEL [-pp N] [-tg N] [-npl 1,2,4] [-t N] [-b N] [--backend cpu|vulkan|auto])");
-  }
-  if (o.model.empty()) throw error("-m MODEL is required");
-  if (o.pp == 0 || o.tg < 2 || o.npl.empty()) throw error("-pp must be >= 1, -tg >= 2, -npl non-empty");
-  return o;
+// Flags as llama-batched-bench names them (-npp/-pp, -ntg/-tg, -npl), through apps/common/cli.hpp.
+int parse(int argc, char** argv, options& o) {
+  using namespace strata::app;
+  cli c({"batched_bench",
+         "-m FILE [options]",
+         "Aggregate throughput of the scheduler (strata-serve's batching) against the number of concurrent "
+         "streams: for each count N, N requests with distinct prompts of PP tokens each generate TG tokens; "
+         "reports time to first token, the decode rate once all streams run, and the speed-up over one stream.",
+         {{"1 to 32 streams, 64-token prompts, 32 tokens each", "batched_bench -m model.gguf -npp 64 -ntg 32 -npl 1,2,4,8,16,32"}}});
+  auto& app = c.app();
+  o.backend.backend = "cpu";
+  add_model_option(app, o.model);
+  const char* tests = "Tests";
+  app.add_option("--pp", o.pp, "prompt tokens per stream")->type_name("N")->capture_default_str()
+      ->check(in_range(1, 1 << 20))->group(tests);
+  app.add_option("--tg", o.tg, "generated tokens per stream")->type_name("N")->capture_default_str()
+      ->check(in_range(2, 1 << 20))->group(tests);
+  app.add_option("--npl", o.npl, "stream counts to test")->type_name("N,...")->delimiter(',')->capture_default_str()
+      ->group(tests);
+  app.add_option("-r,--repetitions", o.reps, "runs per configuration (the best decode rate is reported)")
+      ->type_name("N")->capture_default_str()->check(in_range(1, 1000))->group(tests);
+  add_threads_option(app, o.threads);
+  add_batch_option(app, o.batch, "most tokens per forward step");
+  add_backend_options(app, o.backend);
+  c.add_log_options(o.log);
+  return c.parse(argc, argv);
 }
 
 double since(clock_type::time_point t0, clock_type::time_point t) { return std::chrono::duration<double>(t - t0).count(); }
@@ -114,11 +118,14 @@ run_result run_once(rt::model& m, const tokenizer::tokenizer& tok, const options
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const options o = parse(argc, argv);
+  options o;
+  if (const int rc = parse(argc, argv, o); rc >= 0) return rc;
+  if (o.npl.empty() || std::find(o.npl.begin(), o.npl.end(), 0u) != o.npl.end())
+    throw error("--npl: stream counts must be at least 1");
   const std::uint32_t max_n = *std::max_element(o.npl.begin(), o.npl.end());
   rt::engine_options eo;
   eo.threads = o.threads;
-  eo.backend = rt::parse_backend_kind(o.backend);
+  app::apply(o.backend, eo);
   eo.n_seq = max_n;
   eo.n_batch = std::max(o.batch, max_n);
   eo.max_outputs = max_n;

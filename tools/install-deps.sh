@@ -8,6 +8,7 @@ packages=(
   libsimdjson-dev libboost1.81-dev libboost-json1.81-dev doctest-dev libcli11-dev
   libpcre2-dev liburing-dev
   clang-14 libclang-rt-14-dev
+  doxygen help2man  # API reference (Doxyfile, CI) and the apps' man pages (cmake/strata_man.cmake)
   nodejs npm curl  # strata-serve conformance scripts (tests/clients) and the CI smoke test
 )
 missing=()

@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # the suite of its folder, as in tests/CMakeLists.txt.
 SUITE_DEPS = {
     "runtime": ["strata_runtime_dep"],
-    "apps": ["mkmodel_dep", "strata_runtime_dep"],
+    "apps": ["mkmodel_dep", "strata_runtime_dep", "app_common_dep"],
     "kernels": ["strata_runtime_dep"],
     "vulkan": ["strata_runtime_dep"],
     "serve": ["strata_serve_dep"],

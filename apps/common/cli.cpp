@@ -54,7 +54,7 @@ std::string wrap(const std::string& text, std::size_t indent, std::size_t first_
 // option per line (aliases first, then the argument name), defaults in the text, examples last.
 class formatter final : public CLI::Formatter {
  public:
-  explicit formatter(const app_info& info) : info_(info) {}
+  explicit formatter(app_info info) : info_(std::move(info)) {}
 
   std::string make_help(const CLI::App* app, std::string, CLI::AppFormatMode) const override {
     std::ostringstream out;
@@ -95,7 +95,7 @@ class formatter final : public CLI::Formatter {
     return line + "\n";
   }
 
-  const app_info& info_;
+  app_info info_;  // a copy: the cli object may move
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include "strata/core/error.hpp"
+#include "strata/json/write.hpp"
 
 namespace strata::app {
 namespace {
@@ -22,35 +23,12 @@ std::string timestamp() {
   return buf;
 }
 
-void json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          out += b;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
-
 void value_text(std::string& out, const log_field& f, bool json) {
   std::visit(
       [&](const auto& v) {
         using V = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<V, std::string_view>) {
-          if (json) json_string(out, v);
+          if (json) json::quote(out, v);
           else out += v;
         } else if constexpr (std::is_same_v<V, bool>) {
           out += v ? "true" : "false";
@@ -92,18 +70,18 @@ void logger::log(log_level l, std::string_view component, std::string_view msg,
   line.reserve(96 + msg.size());
   if (format_ == log_format::json) {
     line += "{\"ts\":";
-    json_string(line, timestamp());
+    json::quote(line, timestamp());
     line += ",\"level\":";
-    json_string(line, name_of(l));
+    json::quote(line, name_of(l));
     line += ",\"component\":";
-    json_string(line, component);
+    json::quote(line, component);
     if (!msg.empty()) {
       line += ",\"msg\":";
-      json_string(line, msg);
+      json::quote(line, msg);
     }
     for (const auto& f : fields) {
       line += ',';
-      json_string(line, f.key);
+      json::quote(line, f.key);
       line += ':';
       value_text(line, f, true);
     }

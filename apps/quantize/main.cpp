@@ -121,8 +121,9 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  std::unique_ptr<logger> log;
   try {
-    const auto log = make_logger(lo);
+    log = make_logger(lo);
     const char* type_name = "";
     read_positionals(positionals, p, type_name);
     p.imatrix = p.imatrix_name;
@@ -166,7 +167,8 @@ int main(int argc, char** argv) {
                                 " tensors took a fallback type (row length not a multiple of the mix's block)");
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "strata-quantize: error: " << e.what() << "\n";
+    if (log) log->error("quantize", e.what());
+    else std::fprintf(stderr, "strata-quantize: error: %s\n", e.what());
     return 1;
   }
 }

@@ -17,18 +17,7 @@ layout(binding = 1, std430) readonly buffer Ksrc { float ks[]; };
 layout(binding = 2, std430) readonly buffer Vsrc { float vs[]; };
 layout(binding = 3, std430) readonly buffer QNorm { float qnw[]; };
 layout(binding = 4, std430) readonly buffer KNorm { float knw[]; };
-#ifdef KV_ENCODE
-layout(binding = 5, std430) writeonly buffer Kc8 { uint8_t kc8[]; };
-layout(binding = 5, std430) writeonly buffer Kc16 { uint16_t kc16[]; };
-layout(binding = 5, std430) writeonly buffer Kc32 { float kc32[]; };
-layout(binding = 6, std430) writeonly buffer Vc8 { uint8_t vc8[]; };
-layout(binding = 6, std430) writeonly buffer Vc16 { uint16_t vc16[]; };
-layout(binding = 6, std430) writeonly buffer Vc32 { float vc32[]; };
-layout(binding = 10, std430) writeonly buffer Kring { uint16_t kring[]; };
-layout(binding = 11, std430) writeonly buffer Vring { uint16_t vring[]; };
-layout(binding = 12, std430) writeonly buffer Tags { uint tags[]; };
-layout(binding = 13, std430) readonly buffer SeqRow { uint seq_row[]; };
-#else
+#ifndef KV_ENCODE  // else kv_encode.glsl declares the cache, slot, position and ring buffers
 #ifdef KV_K_F32
 layout(binding = 5, std430) writeonly buffer Kc { float kc[]; };
 #else
@@ -39,9 +28,9 @@ layout(binding = 6, std430) writeonly buffer Vc { float vc[]; };
 #else
 layout(binding = 6, std430) writeonly buffer Vc { float16_t vc[]; };
 #endif
-#endif
 layout(binding = 7, std430) readonly buffer Slots { uint slots[]; };
 layout(binding = 8, std430) readonly buffer Pos { int pos[]; };
+#endif
 layout(binding = 9, std430) readonly buffer FreqFactors { float ff[]; };
 layout(push_constant) uniform Params {
   uint n_head, n_kv, D, n_rot;
@@ -56,20 +45,8 @@ shared float h[MAXD];
 shared float red[WG / MIN_SUBGROUP];
 
 #ifdef KV_ENCODE
-// kv_encode.glsl's source and sinks: K from h[] (after its ops), V from the step's rows.
+// kv_encode.glsl's source: K from h[] (after its ops), V from the step's rows.
 float src_at(uint side, uint i) { return side == 0u ? h[i] : vs[i]; }
-void put_u8(uint side, uint i, uint v) {
-  if (side == 0u) kc8[i] = uint8_t(v);
-  else vc8[i] = uint8_t(v);
-}
-void put_u16(uint side, uint i, uint v) {
-  if (side == 0u) kc16[i] = uint16_t(v);
-  else vc16[i] = uint16_t(v);
-}
-void put_f32(uint side, uint i, float v) {
-  if (side == 0u) kc32[i] = v;
-  else vc32[i] = v;
-}
 #endif
 
 float row_sum(float v) {
@@ -136,18 +113,7 @@ void main() {
   }
   const uint vsrc = p.v_off + t * p.v_stride + head * p.D;
 #ifdef KV_ENCODE
-  encode(0u, KV_K_KIND, 0u, slots[t] * p.n_kv + head);
-  encode(1u, KV_V_KIND, vsrc, slots[t] * p.n_kv + head);
-#ifdef KV_RING
-  const uint P = uint(pos[t]);
-  const uint r = seq_row[t] * p.ring_rows + P % p.ring_rows;
-  const uint base = (r * p.n_kv + head) * KD;
-  for (uint i = tid; i < KD; i += WG) {
-    if (KV_K_KIND >= 2) kring[base + i] = uint16_t(f32_to_f16_bits(h[i]));
-    if (KV_V_KIND >= 2) vring[base + i] = uint16_t(f32_to_f16_bits(vs[vsrc + i]));
-  }
-  if (head == 0u && tid == 0u) tags[r] = P;
-#endif
+  kv_append(head, t, 0u, vsrc, p.n_kv, p.ring_rows);
 #else
   const uint row = p.n_kv * p.D;
   const uint dst = slots[t] * row + head * p.D;

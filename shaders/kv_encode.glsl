@@ -1,14 +1,38 @@
-// Encoding of head vectors into a compressed KV side, as kernels::cpu::kv_codec::encode does
-// (TurboQuant: 3-round randomized Hadamard, per-segment norm, nearest Lloyd-Max cell, norm-
-// corrected fp16 scale, bit planes of turboquant/block.hpp; q8_0: ggml's reference rounding).
-// Shared by kv_store_q.glsl and attn_prep.glsl's compressed-cache form (included after
-// kv_codec.glsl when a request defines KV_ENCODE). The including shader defines where values
-// come from and where bytes go: src_at(side, i) (side 0 K, 1 V) and put_u8 / put_u16 / put_f32
-// (byte, 16-bit and 32-bit element indices of the side's cache buffer).
+// Appending head vectors to a cache with a compressed side, shared by kv_store_q.glsl and
+// attn_prep.glsl's compressed-cache form (included after kv_codec.glsl when a request defines
+// KV_ENCODE): the cache, ring and step buffers at the bindings both use, the encoding of
+// kernels::cpu::kv_codec::encode (TurboQuant: 3-round randomized Hadamard, per-segment norm,
+// nearest Lloyd-Max cell, norm-corrected fp16 scale, bit planes of turboquant/block.hpp; q8_0:
+// ggml's reference rounding), and with KV_RING the f16 copy to the full-precision window's ring
+// (row seq·ring_rows + pos mod ring_rows, tagged with pos). The including shader defines
+// src_at(side, i): element i of the step's K (side 0) or V (side 1) values.
+layout(binding = 5, std430) writeonly buffer Kc8 { uint8_t kc8[]; };
+layout(binding = 5, std430) writeonly buffer Kc16 { uint16_t kc16[]; };
+layout(binding = 5, std430) writeonly buffer Kc32 { float kc32[]; };
+layout(binding = 6, std430) writeonly buffer Vc8 { uint8_t vc8[]; };
+layout(binding = 6, std430) writeonly buffer Vc16 { uint16_t vc16[]; };
+layout(binding = 6, std430) writeonly buffer Vc32 { float vc32[]; };
+layout(binding = 7, std430) readonly buffer Slots { uint slots[]; };
+layout(binding = 8, std430) readonly buffer Pos { int pos[]; };
+layout(binding = 10, std430) writeonly buffer Kring { uint16_t kring[]; };
+layout(binding = 11, std430) writeonly buffer Vring { uint16_t vring[]; };
+layout(binding = 12, std430) writeonly buffer Tags { uint tags[]; };
+layout(binding = 13, std430) readonly buffer SeqRow { uint seq_row[]; };
+
 float src_at(uint side, uint i);
-void put_u8(uint side, uint i, uint v);
-void put_u16(uint side, uint i, uint v);
-void put_f32(uint side, uint i, float v);
+
+void put_u8(uint side, uint i, uint v) {
+  if (side == 0u) kc8[i] = uint8_t(v);
+  else vc8[i] = uint8_t(v);
+}
+void put_u16(uint side, uint i, uint v) {
+  if (side == 0u) kc16[i] = uint16_t(v);
+  else vc16[i] = uint16_t(v);
+}
+void put_f32(uint side, uint i, float v) {
+  if (side == 0u) kc32[i] = v;
+  else vc32[i] = v;
+}
 
 #if KV_HAS_TQ
 shared uint idx_s[KD];
@@ -142,4 +166,22 @@ void encode(uint side, uint kind, uint src, uint row) {
     tq_encode(side, src, row);
 #endif
   }
+}
+
+// Appends KV head `head` of step token t (K values from src_at(0, ksrc + i), V from
+// src_at(1, vsrc + i)) at the token's slot, and to the window's ring.
+void kv_append(uint head, uint t, uint ksrc, uint vsrc, uint n_head_kv, uint ring_rows) {
+  const uint row = slots[t] * n_head_kv + head;
+  encode(0u, KV_K_KIND, ksrc, row);
+  encode(1u, KV_V_KIND, vsrc, row);
+#ifdef KV_RING
+  const uint P = uint(pos[t]);
+  const uint r = seq_row[t] * ring_rows + P % ring_rows;
+  const uint base = (r * n_head_kv + head) * KD;
+  for (uint i = gl_LocalInvocationID.x; i < KD; i += WG) {
+    if (KV_K_KIND >= 2) kring[base + i] = uint16_t(f32_to_f16_bits(src_at(0u, ksrc + i)));
+    if (KV_V_KIND >= 2) vring[base + i] = uint16_t(f32_to_f16_bits(src_at(1u, vsrc + i)));
+  }
+  if (head == 0u && gl_LocalInvocationID.x == 0u) tags[r] = P;
+#endif
 }

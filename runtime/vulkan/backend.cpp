@@ -1142,7 +1142,7 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
     const auto qd = impl::kvq_defs(st);
     auto qsplit = qd;
     qsplit.emplace_back("SPLIT", "1");
-    const pipeline_request reqs[] = {impl::req("kv_store_q", {}, impl::kv_encode_defs(st), 10),
+    const pipeline_request reqs[] = {impl::req("kv_store_q", {}, impl::kv_encode_defs(st), 14),
                                      impl::req("attn_prep", {}, impl::kv_encode_defs(st), 14),
                                      impl::req("attention_q", {}, qd, 11),
                                      impl::req("attention_q", {}, qsplit, 11), impl::req("attention", {}, combine_defs, 8)};
@@ -1356,17 +1356,22 @@ void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b,
     const kv_store_q_pc pc{k.rows, cfg.n_head_kv, k.off, k.stride, v.off, v.stride, r.rows};
     const std::uint64_t B4 = std::uint64_t(P.max_rows) * 4;
     const binding dummy = P.bind(k, false);
-    const binding bd[] = {P.bind_id(kv.k_buffer(layer), true),
+    // attn_prep's binding numbers (kv_encode.glsl declares the cache side for both)
+    const binding bd[] = {dummy,
                           P.bind(k, false),
                           P.bind(v, false),
+                          dummy,
+                          dummy,
+                          P.bind_id(kv.k_buffer(layer), true),
                           P.bind_id(kv.v_buffer(layer), true),
                           P.bind_step(P.off_slots, B4),
+                          P.bind_step(P.off_pos, B4),
+                          dummy,
                           r.rows && r.k[layer] ? P.bind_id(r.k[layer], true) : dummy,
                           r.rows && r.v[layer] ? P.bind_id(r.v[layer], true) : dummy,
                           r.rows ? P.bind_id(r.tags[layer], true) : dummy,
-                          P.bind_step(P.off_pos, B4),
                           P.bind_step(P.off_seq_row, B4)};
-    P.dispatch(impl::req("kv_store_q", {}, impl::kv_encode_defs(kv), 10), bd, &pc, sizeof pc, cfg.n_head_kv, k.rows);
+    P.dispatch(impl::req("kv_store_q", {}, impl::kv_encode_defs(kv), 14), bd, &pc, sizeof pc, cfg.n_head_kv, k.rows);
     return;
   }
   const kv_store_pc pc{k.rows, cfg.row_elems(), k.off, k.stride, v.off, v.stride};

@@ -7,7 +7,7 @@ comment syntax in the code:
   - a trailing `// ...` after a member or enumerator -> `///< ...`;
   - comments inside function bodies, lambdas and initializers stay plain comments.
 The no-FMA region markers (#include ".../fp_exact_push.hpp" inside namespaces) are dropped: they
-hold only pragmas, and Doxygen would look for them as headers. Comment text is escaped (\\, @, <, >, &, #, %) so prose such as "<Arch, Backend>" or "x·y @ z" is
+hold only pragmas, and Doxygen would look for them as headers. Comment text is escaped (\\, @, <, >, &, #, %, ::) so prose such as "<Arch, Backend>" or "x·y @ z" is
 never read as a Doxygen command or an HTML tag.
   python3 tools/doxygen_filter.py FILE    (prints the filtered file)
 """
@@ -20,8 +20,12 @@ ESCAPES = {"\\": "\\\\", "@": "\\@", "<": "\\<", ">": "\\>", "&": "\\&", "#": "\
 
 def escape(text):
     # Keep `code spans` as they are (Doxygen shows them verbatim), escape the prose around them.
+    # A `::` in prose is written as it stands (\::) rather than read as a link request, which
+    # fails, and so fails the build, for names Doxygen cannot resolve from the comment's scope
+    # ("packed_layout<Fmt>::type", "q8_0/q8_1::quantize").
     parts = re.split(r"(`[^`]*`)", text)
-    return "".join(p if p.startswith("`") else "".join(ESCAPES.get(c, c) for c in p) for p in parts)
+    return "".join(p if p.startswith("`") else "".join(ESCAPES.get(c, c) for c in p).replace("::", "\\::")
+                   for p in parts)
 
 
 def strip_strings(line):

@@ -48,6 +48,7 @@ scheduler::scheduler(model& m, const tokenizer::tokenizer& tok, scheduler_option
   want_.resize(eo.n_batch);
   row_slot_.resize(eo.n_batch);
   logits_.resize(std::size_t(std::min(max_rows, eo.n_batch)) * m.hparams().n_vocab);
+  argmax_.resize(std::min(max_rows, eo.n_batch));
   // Embedding rows are not logits rows: any prompt token may be one (mean pooling wants all).
   if (m.supports_embeddings()) embd_.resize(std::size_t(eo.n_batch) * m.hparams().n_embd);
   stats_.kv_total = m.kv().n_slots();
@@ -283,7 +284,9 @@ bool scheduler::run_forward(std::uint32_t n) {
   const graph::batch b{std::span(tokens_).first(n), std::span(positions_).first(n), std::span(seq_ids_).first(n),
                        std::span(want_).first(n)};
   try {
-    model_->forward(b, logits_);
+    argmax_step_ = greedy_step(n);
+    if (argmax_step_) model_->forward_argmax(b, argmax_);
+    else model_->forward(b, logits_);
     return true;
   } catch (const std::exception& e) {
     // A failed step leaves the rows' sequences unusable: end them and drop their caches.
@@ -296,6 +299,18 @@ bool scheduler::run_forward(std::uint32_t n) {
   }
 }
 
+// Whether every output row of the step samples plain greedy: no penalties or logit bias (the
+// argmax of the raw logits, lowest id among ties, is what the backends' argmax returns), no
+// grammar constraint and no logprobs (both need the whole row).
+bool scheduler::greedy_step(std::uint32_t n) const {
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (!want_[i]) continue;
+    const slot& s = slots_[row_slot_[i]];
+    if (s.out && (!s.req->sampler.plain_greedy() || s.req->constraint || s.req->top_logprobs >= 0)) return false;
+  }
+  return true;
+}
+
 // Samples every output row of the step; returns the tokens generated (end-of-turn excluded).
 std::uint32_t scheduler::sample_rows(std::uint32_t n) {
   const std::uint32_t V = model_->hparams().n_vocab;
@@ -303,10 +318,12 @@ std::uint32_t scheduler::sample_rows(std::uint32_t n) {
   for (std::uint32_t i = 0; i < n; ++i) {
     if (!want_[i]) continue;
     slot& s = slots_[row_slot_[i]];
-    const std::span<const float> lg(logits_.data() + std::size_t(row++) * V, V);
+    const std::uint32_t r = row++;
     if (!s.out) continue;
+    const std::span<const float> lg =
+        argmax_step_ ? std::span<const float>() : std::span<const float>(logits_.data() + std::size_t(r) * V, V);
     try {
-      sample_row(s, lg, generated);
+      sample_row(s, lg, argmax_step_ ? argmax_[r] : -1, generated);
     } catch (const std::exception& e) {
       finish(s, finish_reason::error, 0, e.what());
     }
@@ -314,7 +331,7 @@ std::uint32_t scheduler::sample_rows(std::uint32_t n) {
   return generated;
 }
 
-void scheduler::sample_row(slot& s, std::span<const float> lg, std::uint32_t& generated) {
+void scheduler::sample_row(slot& s, std::span<const float> lg, std::int32_t argmax, std::uint32_t& generated) {
   auto& r = *s.req;
   if (!s.decoding) {
     s.decoding = true;
@@ -327,7 +344,9 @@ void scheduler::sample_row(slot& s, std::span<const float> lg, std::uint32_t& ge
     lp_.n_top = std::uint32_t(sampling::top_logprobs(lg, lse, std::span(lp_.top).first(std::size_t(r.top_logprobs))));
   }
   std::int32_t t;
-  if (r.constraint) {
+  if (lg.empty()) {  // greedy step: greedy_step() ruled out constraints and logprobs
+    t = argmax;
+  } else if (r.constraint) {
     const auto tc = std::chrono::steady_clock::now();
     t = r.constraint->active() ? r.sampler.sample(lg, *r.constraint) : r.sampler.sample(lg);
     r.constraint->accept(t);

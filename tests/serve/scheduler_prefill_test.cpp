@@ -38,6 +38,30 @@ class gated_model final : public rt::model {
   std::string backend_description() const override { return "gated test model"; }
   kv::block_table& kv() noexcept override { return kv_; }
   void forward(const graph::batch& b, std::span<float> logits) override {
+    gated_step(b, [&](std::size_t row) {
+      for (std::uint32_t t = 0; t < vocab; ++t) logits[row * vocab + t] = t == 1 ? 1.0f : 0.0f;
+    });
+  }
+  // Greedy steps (every row plain greedy, as here) ask for the argmax only.
+  void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override {
+    gated_step(b, [&](std::size_t row) { ids[row] = 1; });
+  }
+
+  // Lets one forward pass run and waits until the scheduler is back in forward() (the step's
+  // sampling is then done and its results are visible). Returns that step's rows per sequence.
+  std::map<std::uint32_t, std::uint32_t> step() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return blocked_; });
+    const std::size_t before = steps_.size();
+    ++permits_;
+    cv_.notify_all();
+    cv_.wait(lk, [&] { return steps_.size() > before && blocked_; });
+    return steps_.back();
+  }
+
+ private:
+  template <class Output>
+  void gated_step(const graph::batch& b, Output&& output_row) {
     std::unique_lock lk(mu_);
     blocked_ = true;
     cv_.notify_all();
@@ -52,27 +76,13 @@ class gated_model final : public rt::model {
       rows[prompt_rows] += b.tokens[i] != 1;  // generated tokens are 1, prompt tokens not
     }
     std::size_t row = 0;
-    for (std::size_t i = 0; i < b.tokens.size(); ++i) {
-      if (!b.logits[i]) continue;
-      for (std::uint32_t t = 0; t < vocab; ++t) logits[row * vocab + t] = t == 1 ? 1.0f : 0.0f;
-      ++row;
-    }
+    for (std::size_t i = 0; i < b.tokens.size(); ++i)
+      if (b.logits[i]) output_row(row++);
     steps_.push_back(std::move(rows));
     cv_.notify_all();
   }
-  void forward_argmax(const graph::batch&, std::span<std::int32_t>) override { throw error("unused"); }
 
-  // Lets one forward pass run and waits until the scheduler is back in forward() (the step's
-  // sampling is then done and its results are visible). Returns that step's rows per sequence.
-  std::map<std::uint32_t, std::uint32_t> step() {
-    std::unique_lock lk(mu_);
-    cv_.wait(lk, [&] { return blocked_; });
-    const std::size_t before = steps_.size();
-    ++permits_;
-    cv_.notify_all();
-    cv_.wait(lk, [&] { return steps_.size() > before && blocked_; });
-    return steps_.back();
-  }
+ public:
   // Lets every later step run freely (for the scheduler's shutdown).
   void release() {
     std::lock_guard lk(mu_);

@@ -210,7 +210,9 @@ class scheduler {
   std::uint32_t gather_prompts(std::uint32_t n);
   bool run_forward(std::uint32_t n);
   std::uint32_t sample_rows(std::uint32_t n);
-  void sample_row(slot& s, std::span<const float> logits, std::uint32_t& generated);
+  bool greedy_step(std::uint32_t n) const;
+  // A row's next token: drawn from its logits, or the backend's argmax in a greedy step (empty logits).
+  void sample_row(slot& s, std::span<const float> logits, std::int32_t argmax, std::uint32_t& generated);
   void embed_pass();  // the step's embedding rows, in a forward pass of their own
   void finish(slot& s, finish_reason r, std::size_t stop_index = 0, std::string err = {});
   bool make_room(std::uint32_t seq, std::uint32_t n_tokens);
@@ -237,6 +239,10 @@ class scheduler {
   std::vector<std::uint32_t> row_slot_;
   std::vector<slot*> prefill_order_;
   std::vector<float> logits_;
+  // Steps whose every output row samples plain greedy (no constraint, no logprobs) read back one
+  // id per row (the backend's argmax), not n_vocab floats: 4 bytes instead of ~600 KB a row.
+  std::vector<std::int32_t> argmax_;
+  bool argmax_step_ = false;
   std::vector<float> embd_;           // [max rows][n_embd] of an embedding pass
   token_logprobs lp_;                 // the row being sampled
   double constraint_seconds_ = 0;     // since the last publish()

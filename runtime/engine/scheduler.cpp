@@ -299,14 +299,13 @@ bool scheduler::run_forward(std::uint32_t n) {
   }
 }
 
-// Whether every output row of the step samples plain greedy: no penalties or logit bias (the
-// argmax of the raw logits, lowest id among ties, is what the backends' argmax returns), no
-// grammar constraint and no logprobs (both need the whole row).
+// Whether every output row of the step is plain greedy (generation_request::plain_greedy: the
+// argmax of the raw logits, lowest id among ties, is what the backends' argmax returns).
 bool scheduler::greedy_step(std::uint32_t n) const {
   for (std::uint32_t i = 0; i < n; ++i) {
     if (!want_[i]) continue;
     const slot& s = slots_[row_slot_[i]];
-    if (s.out && (!s.req->sampler.plain_greedy() || s.req->constraint || s.req->top_logprobs >= 0)) return false;
+    if (s.out && !s.req->plain_greedy()) return false;
   }
   return true;
 }

@@ -7,7 +7,8 @@
 //   2 ROPE       rotary embedding (NORM pairs 2i,2i+1 or NEOX pairs i,i+n_rot/2; bit 16 = NEOX,
 //                bit 17 = rope_freqs factors)
 //   4 POST_NORM  RMS norm without weight (Llama 4 RoPE layers)
-//   8 TEMP       Llama 4 attention temperature, q *= log(floor((pos+1)/8192)+1)*0.1+1
+//   8 TEMP       position scale (Llama 4's attention temperature: temp_scale 0.1, temp_floor_base
+//                8192), q *= log(floor((pos+1)/temp_floor_base)+1)*temp_scale+1
 // KV_ENCODE (a cache with a compressed side; kv_codec.glsl's kinds): the KV-head workgroups
 // encode K (after its ops) and V as kv_store_q.glsl does (kv_encode.glsl) and, with KV_RING,
 // copy the compressed sides to the f16 ring of the full-precision window.
@@ -38,6 +39,7 @@ layout(push_constant) uniform Params {
   float base, freq_scale, eps;
   uint flags;
   uint ring_rows;  // KV_ENCODE with KV_RING
+  float temp_scale, temp_floor_base;
 } p;
 
 const uint MAXD = 256;
@@ -105,7 +107,7 @@ void main() {
     barrier();
   }
   float temp = 1.0;
-  if ((ops & 8u) != 0) temp = log(floor((float(pos[t]) + 1.0) / 8192.0) + 1.0) * 0.1 + 1.0;
+  if ((ops & 8u) != 0) temp = log(floor((float(pos[t]) + 1.0) / p.temp_floor_base) + 1.0) * p.temp_scale + 1.0;
 
   if (is_q) {
     for (uint i = tid; i < p.D; i += WG) q[src + i] = h[i] * temp;

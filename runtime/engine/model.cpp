@@ -1,34 +1,14 @@
-// Model loading (architecture string -> template instantiation) and sessions.
+// Model loading (which backend runs which layers) and sessions.
 #include <algorithm>
 #include <memory>
 
-#include "cpu_model.hpp"
+#include "stage.hpp"
 #include "strata/arch/all.hpp"
 #ifdef STRATA_HAS_VULKAN
 #include "../vulkan/devices.hpp"
 #endif
 
 namespace strata::rt {
-
-STRATA_DECLARE_CPU_MODEL(arch::llama)
-STRATA_DECLARE_CPU_MODEL(arch::qwen3)
-STRATA_DECLARE_CPU_MODEL(arch::qwen3_moe)
-STRATA_DECLARE_CPU_MODEL(arch::llama4)
-
-#ifdef STRATA_HAS_VULKAN
-template <class Arch>
-std::unique_ptr<model> make_vulkan_model(std::unique_ptr<gguf::file>, const engine_options&);
-extern template std::unique_ptr<model> make_vulkan_model<arch::llama>(std::unique_ptr<gguf::file>, const engine_options&);
-extern template std::unique_ptr<model> make_vulkan_model<arch::qwen3>(std::unique_ptr<gguf::file>, const engine_options&);
-extern template std::unique_ptr<model> make_vulkan_model<arch::qwen3_moe>(std::unique_ptr<gguf::file>, const engine_options&);
-extern template std::unique_ptr<model> make_vulkan_model<arch::llama4>(std::unique_ptr<gguf::file>, const engine_options&);
-template <class Arch>
-std::unique_ptr<model> make_hybrid_model(std::unique_ptr<gguf::file>, const engine_options&);
-extern template std::unique_ptr<model> make_hybrid_model<arch::llama>(std::unique_ptr<gguf::file>, const engine_options&);
-extern template std::unique_ptr<model> make_hybrid_model<arch::qwen3>(std::unique_ptr<gguf::file>, const engine_options&);
-extern template std::unique_ptr<model> make_hybrid_model<arch::qwen3_moe>(std::unique_ptr<gguf::file>, const engine_options&);
-extern template std::unique_ptr<model> make_hybrid_model<arch::llama4>(std::unique_ptr<gguf::file>, const engine_options&);
-#endif
 
 bool vulkan_compiled_in() noexcept {
 #ifdef STRATA_HAS_VULKAN
@@ -64,22 +44,19 @@ std::unique_ptr<model> model::load(const std::filesystem::path& path, const engi
   auto f = std::make_unique<gguf::file>(path);
   const auto arch_name = std::string((*f)->get_string(gguf::keys::architecture));
   try {
+    const arch::hparams hp = arch::visit(arch_name, [&](auto a) { return decltype(a)::load_hparams(f->gguf()); });
     const backend_kind kind = resolve(opt.backend, opt.device);
-    return arch::visit(arch_name, [&](auto a) -> std::unique_ptr<model> {
-      if (kind == backend_kind::vulkan) {
-#ifdef STRATA_HAS_VULKAN
-        // -ngl: all layers (-1 or >= n_layer) on the GPU, none (0) on the CPU, else split.
-        const std::uint32_t n_layer = decltype(a)::load_hparams(f->gguf()).n_layer;
-        if (opt.n_gpu_layers == 0) return make_cpu_model<decltype(a)>(std::move(f), opt);
-        if (opt.n_gpu_layers > 0 && std::uint32_t(opt.n_gpu_layers) < n_layer)
-          return make_hybrid_model<decltype(a)>(std::move(f), opt);
-        return make_vulkan_model<decltype(a)>(std::move(f), opt);
-#else
-        throw error("this build of Strata has no Vulkan backend (configure with -DSTRATA_VULKAN=ON); use --backend cpu");
-#endif
-      }
-      return make_cpu_model<decltype(a)>(std::move(f), opt);
-    });
+    const std::uint32_t L = hp.n_layer;
+    // -ngl on Vulkan: all layers (-1 or >= n_layer) on the GPU, none (0) on the CPU, else the
+    // first N on the GPU and the rest with the head on the CPU.
+    const std::int32_t ngl = opt.n_gpu_layers;
+    std::vector<stage_plan> plan;
+    if (kind == backend_kind::vulkan && ngl > 0 && std::uint32_t(ngl) < L)
+      plan = {{backend_kind::vulkan, {0, std::uint32_t(ngl), true, false}},
+              {backend_kind::cpu, {std::uint32_t(ngl), L - std::uint32_t(ngl), false, true}}};
+    else
+      plan = {{kind == backend_kind::vulkan && ngl != 0 ? backend_kind::vulkan : backend_kind::cpu, {0, L, true, true}}};
+    return make_staged_model(std::move(f), opt, hp, plan);
   } catch (const format_error&) {
     throw;
   } catch (const error& e) {

@@ -37,8 +37,6 @@ std::string gib(std::uint64_t b) {
   return buf;
 }
 
-std::string kv_define(kv::kv_type t) { return t == kv::kv_type::f32 ? "1" : ""; }
-
 // Weight formats with an int8-activation unit in shaders/quant/<fmt>.glsl (MMVQ).
 bool has_mmvq(gguf::type_id t) {
   return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k || t == gguf::type_id::q8_0;
@@ -64,6 +62,7 @@ struct attn_prep_pc {
   float base, freq_scale, eps;
   std::uint32_t flags;
   std::uint32_t ring_rows;  // compressed cache (KV_ENCODE) with a full-precision window
+  float temp_scale, temp_floor_base;  // TEMP
 };
 // Workgroup tile of mul_mm.glsl's MMA2 path: BM weight rows x BN tokens, WM x WN per warp.
 struct mma2_tile {
@@ -90,6 +89,7 @@ struct rope_pc {
 };
 struct temperature_pc {
   std::uint32_t n_tok, cols, q_off, q_stride;
+  float scale, floor_base;
 };
 struct kv_store_pc {
   std::uint32_t n_tok, row, k_off, k_stride, v_off, v_stride;
@@ -158,11 +158,10 @@ struct backend::impl {
   std::vector<weight_entry> weights;
   std::vector<gpu_buffer> chunks;
   bool uploaded = false;
-  std::optional<std::uint32_t> freq_factors;  // buffer id
 
   // Per-step inputs (host-visible), one section each.
   gpu_buffer step;
-  std::uint32_t max_rows = 0;
+  std::uint32_t max_rows = 0;  // tokens per step
   std::uint64_t off_tokens = 0, off_pos = 0, off_slots = 0, off_seq_row = 0, off_out_rows = 0, off_blocks = 0;
   std::uint64_t blocks_bytes = 0;
   std::uint32_t max_blocks = 0;
@@ -199,7 +198,7 @@ struct backend::impl {
   std::map<std::uint64_t, recorded_step> steps;
   recorded_step* current = nullptr;
   recorded_step pending;  // being recorded
-  bool replay = false, recording = false, kv_written = false;
+  bool replay = false, recording = false;
   std::uint64_t current_key = 0;
   command_recorder rec;
   float* read_dst = nullptr;
@@ -246,10 +245,12 @@ struct backend::impl {
   // kv_store(), which records them with the KV append as one attn_prep dispatch. Any other op
   // first records them one by one, in order (flush_heads), so deferral never changes results.
   struct head_op {
-    enum kind_t { norm_w, norm, rope, temp } kind;
-    const weight* w = nullptr;
-    float eps = 0;
-    rope_params rp{};
+    enum kind_t { norm_w, norm, rope, temp } kind = norm;
+    const weight* w = nullptr;  // norm_w
+    float eps = 0;              // norm_w, norm
+    graph::rope_params rp{};    // rope
+    const weight* ff = nullptr;  // rope: frequency factors (rope_freqs), if any
+    graph::position_scale_params ps{};  // temp
   };
   struct head_tensor {
     tensor t;  // all heads of the step's tokens: rows = tokens, cols = n_heads * head_dim
@@ -662,15 +663,15 @@ struct backend::impl {
     dropped.clear();
   }
 
-  void record_rope(const tensor& x, std::uint32_t n_heads, const rope_params& rp) {
+  void record_rope(const tensor& x, std::uint32_t n_heads, const graph::rope_params& rp, const weight* ff) {
     const rope_pc pc{x.rows, n_heads, rp.n_rot, x.cols / n_heads, x.off, x.stride, rp.base, rp.freq_scale,
-                     rp.neox ? 1u : 0u, rp.freq_factors ? 1u : 0u};
+                     rp.neox ? 1u : 0u, ff ? 1u : 0u};
     const binding b[] = {bind(x, true), bind(x, true), bind_step(off_pos, std::uint64_t(max_rows) * 4),
-                         rp.freq_factors ? bind_id(*freq_factors, false) : bind(x, true)};
+                         ff ? bind_weight(*ff) : bind(x, true)};
     dispatch(req("rope", {}, {}, 4), b, &pc, sizeof pc, div_up(std::uint64_t(x.rows) * n_heads * (rp.n_rot / 2), wg));
   }
-  void record_temperature(const tensor& q) {
-    const temperature_pc pc{q.rows, q.cols, q.off, q.stride};
+  void record_temperature(const tensor& q, const graph::position_scale_params& ps) {
+    const temperature_pc pc{q.rows, q.cols, q.off, q.stride, float(ps.scale), ps.floor_base};
     const binding b[] = {bind(q, true), bind(q, true), bind_step(off_pos, std::uint64_t(max_rows) * 4)};
     dispatch(req("temperature", {}, {}, 3), b, &pc, sizeof pc, div_up(q.cols, wg), q.rows);
   }
@@ -693,14 +694,15 @@ struct backend::impl {
         switch (op.kind) {  // norms come with their head count (n_heads 0 only for temperature)
           case head_op::norm_w: record_norm({h.t.split_rows(h.n_heads), h.t.split_rows(h.n_heads), op.w, op.eps}); break;
           case head_op::norm: record_norm({h.t.split_rows(h.n_heads), h.t.split_rows(h.n_heads), nullptr, op.eps}); break;
-          case head_op::rope: record_rope(h.t, h.n_heads, op.rp); break;
-          case head_op::temp: record_temperature(h.t); break;
+          case head_op::rope: record_rope(h.t, h.n_heads, op.rp, op.ff); break;
+          case head_op::temp: record_temperature(h.t, op.ps); break;
         }
       }
   }
   // attn_prep flag bits of one side's ops, if its order is the kernel's (weighted norm, RoPE,
   // plain norm, temperature) and its norms / RoPE agree with the other side's.
-  std::optional<std::uint32_t> head_flags(const head_tensor& h, std::optional<float>& eps, std::optional<rope_params>& rp) const {
+  std::optional<std::uint32_t> head_flags(const head_tensor& h, std::optional<float>& eps, std::optional<head_op>& rope,
+                                          std::optional<graph::position_scale_params>& temp) const {
     std::uint32_t flags = 0, stage = 0;
     for (const auto& op : h.ops) {
       const std::uint32_t bit = op.kind == head_op::norm_w ? 1u : op.kind == head_op::rope ? 2u : op.kind == head_op::norm ? 4u : 8u;
@@ -712,10 +714,14 @@ struct backend::impl {
         eps = op.eps;
       }
       if (op.kind == head_op::rope) {
-        if (rp && (rp->neox != op.rp.neox || rp->n_rot != op.rp.n_rot || rp->base != op.rp.base ||
-                   rp->freq_scale != op.rp.freq_scale || rp->freq_factors != op.rp.freq_factors))
+        if (rope && (rope->rp.neox != op.rp.neox || rope->rp.n_rot != op.rp.n_rot || rope->rp.base != op.rp.base ||
+                     rope->rp.freq_scale != op.rp.freq_scale || rope->ff != op.ff))
           return std::nullopt;
-        rp = op.rp;
+        rope = op;
+      }
+      if (op.kind == head_op::temp) {
+        if (temp && (float(temp->scale) != float(op.ps.scale) || temp->floor_base != op.ps.floor_base)) return std::nullopt;
+        temp = op.ps;
       }
     }
     return flags;
@@ -733,9 +739,10 @@ struct backend::impl {
       else qh = &h;
     }
     std::optional<float> eps;
-    std::optional<rope_params> rp;
-    const std::uint32_t kf = kh ? head_flags(*kh, eps, rp).value_or(~0u) : 0u;
-    const std::uint32_t qf = qh ? head_flags(*qh, eps, rp).value_or(~0u) : 0u;
+    std::optional<head_op> rope;
+    std::optional<graph::position_scale_params> temp;
+    const std::uint32_t kf = kh ? head_flags(*kh, eps, rope, temp).value_or(~0u) : 0u;
+    const std::uint32_t qf = qh ? head_flags(*qh, eps, rope, temp).value_or(~0u) : 0u;
     if (kf == ~0u || qf == ~0u) return false;
     if (kh && (kh->n_heads != cfg.n_head_kv || kh->t.rows != k.rows)) return false;
     if (qh && (qh->t.cols % D || (qh->n_heads && qh->t.cols / D != qh->n_heads) || qh->t.rows != k.rows)) return false;
@@ -747,12 +754,15 @@ struct backend::impl {
     if (kh)
       for (const auto& op : kh->ops)
         if (op.kind == head_op::norm_w) kw = op.w;
-    const rope_params r = rp.value_or(rope_params{});
+    const graph::rope_params r = rope ? rope->rp : graph::rope_params{};
+    const weight* ff = rope ? rope->ff : nullptr;
+    const graph::position_scale_params ts = temp.value_or(graph::position_scale_params{});
     const std::uint32_t n_q = qh ? qh->t.cols / D : 0;
     const auto& ring = kv.window_ring();
     const attn_prep_pc pc{n_q, cfg.n_head_kv, D, r.n_rot, qh ? qh->t.off : 0, qh ? qh->t.stride : 0, k.off, k.stride,
                           v.off, v.stride, r.base, r.freq_scale, eps.value_or(0.0f),
-                          qf | kf << 8 | (r.neox ? 1u << 16 : 0u) | (r.freq_factors ? 1u << 17 : 0u), ring.rows};
+                          qf | kf << 8 | (r.neox ? 1u << 16 : 0u) | (ff ? 1u << 17 : 0u), ring.rows, float(ts.scale),
+                          ts.floor_base};
     const std::uint64_t B4 = std::uint64_t(max_rows) * 4;
     const binding dummy = bind(k, false);
     const binding b[] = {qh ? bind(qh->t, true) : dummy,
@@ -764,7 +774,7 @@ struct backend::impl {
                          bind_id(kv.v_buffer(layer), true),
                          bind_step(off_slots, B4),
                          bind_step(off_pos, B4),
-                         r.freq_factors ? bind_id(*freq_factors, false) : dummy,
+                         ff ? bind_weight(*ff) : dummy,
                          // compressed cache: the f16 ring of the window, its tags, the step's sequences
                          ring.rows && ring.k[layer] ? bind_id(ring.k[layer], true) : dummy,
                          ring.rows && ring.v[layer] ? bind_id(ring.v[layer], true) : dummy,
@@ -892,7 +902,6 @@ std::string backend::description() const {
   const auto& i = p_->ctx.info();
   return "vulkan (" + i.name + ", " + i.driver + ", subgroup " + std::to_string(i.subgroup_size) + ")";
 }
-std::string backend::device_name() const { return p_->ctx.info().name; }
 bool backend::is_cpu_device() const { return p_->ctx.info().is_cpu; }
 const startup_stats& backend::startup() const noexcept { return p_->stats; }
 std::uint32_t backend::dispatches_per_step() const { return p_->last_dispatches; }
@@ -923,7 +932,7 @@ weight backend::load(const gguf::tensor_info& t) {
   if (!gpu_supports(t.type))
     throw error("tensor '" + std::string(t.name) + "' has type " + std::string(gguf::name_of(t.type)) +
                 ", which the Vulkan backend does not support");
-  if (t.ne[0] % 16 != 0)
+  if (t.ne[1] > 1 && t.ne[0] % 16 != 0)  // matrices (vectors: norms, rope_freqs are read per element)
     throw error("tensor '" + std::string(t.name) + "' has rows of " + std::to_string(t.ne[0]) +
                 " elements; the Vulkan kernels need a multiple of 16");
   weight w;
@@ -936,10 +945,8 @@ weight backend::load(const gguf::tensor_info& t) {
   return w;
 }
 
-void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint32_t max_ctx) {
+void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   auto& P = *p_;
-  (void)max_cols;
-  (void)max_ctx;
   if (P.uploaded) return;
   const auto& info = P.ctx.info();
   // Weights: pack into chunks the device can bind whole, check they fit, upload.
@@ -970,7 +977,7 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
   P.stats.upload_ms = ms_since(t0);
   P.stats.weight_bytes = total;
   P.uploaded = true;
-  P.max_rows = max_rows;
+  P.max_rows = max_tokens;
 
   // Pipelines every model needs, plus per-format matvecs, built in parallel now.
   std::vector<pipeline_request> reqs;
@@ -1068,8 +1075,8 @@ void backend::reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint3
   P.readback = gpu_buffer(P.ctx, largest, memory_kind::readback, "logits readback");
 
   // MoE routing buffers.
-  P.moe_ids = P.new_buffer(std::uint64_t(max_rows) * 4 + 16, memory_kind::device, "MoE expert ids");
-  P.moe_wts = P.new_buffer(std::uint64_t(max_rows) * 4 + 16, memory_kind::device, "MoE expert weights");
+  P.moe_ids = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert ids");
+  P.moe_wts = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert weights");
 }
 
 kv_state backend::make_kv(const kv::kv_config& cfg) {
@@ -1160,8 +1167,9 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
   return st;
 }
 
-void backend::begin(const graph::batch& b, bool greedy) {
+void backend::begin(const graph::step_inputs& in) {
   auto& P = *p_;
+  const graph::batch& b = in.tokens;
   const std::uint32_t n = std::uint32_t(b.size());
   if (!P.step) throw error("Vulkan backend: make_kv() must run before the first step");
   if (n > P.max_rows) throw error("batch of " + std::to_string(n) + " tokens exceeds the reserved " + std::to_string(P.max_rows));
@@ -1172,7 +1180,25 @@ void backend::begin(const graph::batch& b, bool greedy) {
   std::uint32_t n_out = 0;
   for (std::uint32_t t = 0; t < n; ++t)
     if (b.logits[t]) out_rows[n_out++] = t;
-  P.kv_written = false;
+  if (in.kv) {  // slots of the new tokens and the block tables of their sequences
+    auto* slots = reinterpret_cast<std::uint32_t*>(s + P.off_slots);
+    auto* seq_row = reinterpret_cast<std::uint32_t*>(s + P.off_seq_row);
+    auto* blocks = reinterpret_cast<std::uint32_t*>(s + P.off_blocks);
+    std::uint32_t last_seq = ~0u;
+    for (std::uint32_t t = 0; t < n; ++t) {
+      const std::uint32_t seq = b.seq_ids[t];
+      slots[t] = in.kv->slot(seq, std::uint32_t(b.positions[t]));
+      seq_row[t] = seq;
+      if (seq != last_seq) {
+        const auto bl = in.kv->blocks(seq);
+        if (bl.size() > P.max_blocks || (std::uint64_t(seq) + 1) * P.max_blocks * 4 > P.blocks_bytes)
+          throw error("Vulkan backend: the block table does not match the KV cache made by make_kv()");
+        std::memcpy(blocks + std::size_t(seq) * P.max_blocks, bl.data(), bl.size() * 4);
+        last_seq = seq;
+      }
+    }
+  }
+  const bool greedy = in.greedy;
   for (auto& q : P.quantized) q.reset();
   P.heads.clear();
   P.step_tokens = n;
@@ -1196,24 +1222,11 @@ void backend::begin(const graph::batch& b, bool greedy) {
   P.rec.begin(P.pending.cmd, P.opt.profile ? *P.queries : vk::QueryPool{}, P.query_capacity);
 }
 
-rope_params backend::rope_params_for(const arch::layer_plan& p, const arch::hparams& hp,
-                                     const std::vector<float>& freq_factors) {
-  auto& P = *p_;
-  if (!freq_factors.empty() && !P.freq_factors) {
-    const std::uint32_t id = P.new_buffer(freq_factors.size() * 4, memory_kind::device, "rope_freqs");
-    uploader up(P.ctx, freq_factors.size() * 4);
-    up.copy(std::as_bytes(std::span(freq_factors)), P.buf(id).handle(), 0);
-    up.flush();
-    P.freq_factors = id;
-  }
-  return {false, hp.n_rot, p.rope_base, hp.rope_freq_scale, !freq_factors.empty()};
-}
-
-void backend::get_rows(const weight& table, std::span<const std::int32_t> ids, tensor out) {
+void backend::embed(const weight& table, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
   P.prepare({}, {out});
-  const std::uint32_t n = std::uint32_t(ids.size());
+  const std::uint32_t n = out.rows;
   const get_rows_pc pc{std::uint32_t(table.ne[0]), std::uint32_t(table.row_bytes), out.off, out.stride};
   const binding b[] = {P.bind_weight(table), P.bind_step(P.off_tokens, std::uint64_t(P.max_rows) * 4), P.bind(out, true)};
   P.dispatch(impl::req("get_rows", table.type, {}, 3), b, &pc, sizeof pc, div_up(table.ne[0] / 16, wg), n);
@@ -1291,57 +1304,41 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   P.mats.push_back(m);
 }
 
-void backend::rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t> pos, const rope_params& rp) {
+void backend::rope(tensor x, std::uint32_t n_heads, const graph::rope_params& rp, const weight* freq_factors) {
   auto& P = *p_;
   if (P.replay) return;
-  (void)pos;
   if (P.fuse && x.cols == x.stride && x.rows == P.step_tokens) {  // waits for kv_store()'s attn_prep
     P.keep_heads = true;
     P.prepare({x}, {});
     P.keep_heads = false;
-    P.head_entry(x, n_heads).ops.push_back({impl::head_op::rope, nullptr, 0.0f, rp});
+    auto& op = P.head_entry(x, n_heads).ops.emplace_back();
+    op.kind = impl::head_op::rope;
+    op.rp = rp;
+    op.ff = freq_factors && *freq_factors ? freq_factors : nullptr;
     return;
   }
   P.prepare({x}, {x});
-  P.record_rope(x, n_heads, rp);
+  P.record_rope(x, n_heads, rp, freq_factors && *freq_factors ? freq_factors : nullptr);
 }
 
-void backend::scale_rows_llama4_temperature(tensor q, std::span<const std::int32_t> pos) {
+void backend::scale_by_position(tensor q, const graph::position_scale_params& ps) {
   auto& P = *p_;
   if (P.replay) return;
-  (void)pos;
   if (P.fuse && q.cols == q.stride && q.rows == P.step_tokens) {  // waits for kv_store()'s attn_prep
     P.keep_heads = true;
     P.prepare({q}, {});
     P.keep_heads = false;
-    P.head_entry(q, 0).ops.push_back({impl::head_op::temp, nullptr, 0.0f, {}});
+    auto& op = P.head_entry(q, 0).ops.emplace_back();
+    op.kind = impl::head_op::temp;
+    op.ps = ps;
     return;
   }
   P.prepare({q}, {q});
-  P.record_temperature(q);
+  P.record_temperature(q, ps);
 }
 
-void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor k, tensor v) {
+void backend::kv_store(kv_state& kv, std::uint32_t layer, tensor k, tensor v) {
   auto& P = *p_;
-  const auto& table = kv.table();
-  if (!P.kv_written) {  // once per step: slots of the new tokens and the block tables
-    std::byte* s = P.step.mapped();
-    auto* slots = reinterpret_cast<std::uint32_t*>(s + P.off_slots);
-    auto* seq_row = reinterpret_cast<std::uint32_t*>(s + P.off_seq_row);
-    auto* blocks = reinterpret_cast<std::uint32_t*>(s + P.off_blocks);
-    std::uint32_t last_seq = ~0u;
-    for (std::size_t t = 0; t < b.size(); ++t) {
-      const std::uint32_t seq = b.seq_ids[t];
-      slots[t] = table.slot(seq, std::uint32_t(b.positions[t]));
-      seq_row[t] = seq;
-      if (seq != last_seq) {
-        const auto bl = table.blocks(seq);
-        std::memcpy(blocks + std::size_t(seq) * P.max_blocks, bl.data(), bl.size() * 4);
-        last_seq = seq;
-      }
-    }
-    P.kv_written = true;
-  }
   if (P.replay) return;
   const auto& cfg = kv.config();
   if (P.fuse && (P.tq_prep || !kv.compressed())) {  // head norms, RoPE and the append in one dispatch
@@ -1380,12 +1377,11 @@ void backend::kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b,
   P.dispatch(impl::req("kv_store", {}, impl::kv_defs(cfg), 6), bd, &pc, sizeof pc, div_up(cfg.row_elems(), wg), k.rows);
 }
 
-void backend::attention(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q,
-                        const attention_params& ap, tensor out) {
+void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const graph::attention_params& ap,
+                        tensor out) {
   auto& P = *p_;
   if (P.replay) return;
   P.prepare({q}, {out});
-  (void)b;
   if (ap.head_dim > 256 || ap.head_dim % 4)
     throw error("Vulkan attention supports head dimensions up to 256 in multiples of 4, the model has " +
                 std::to_string(ap.head_dim));
@@ -1553,11 +1549,10 @@ void backend::add(tensor a, tensor b2, tensor out) {
   P.dispatch(impl::elementwise_req("OP_ADD"), b, &pc, sizeof pc, div_up(a.cols, wg), a.rows);
 }
 
-void backend::select_rows(tensor x, std::span<const std::uint8_t> flags, tensor out) {
+void backend::select_rows(tensor x, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
   P.prepare({x}, {out});
-  (void)flags;
   const copy_rows_pc pc{x.cols, x.off, x.stride, out.off, out.stride};
   const binding b[] = {P.bind(x, false), P.bind(x, false), P.bind(out, true),
                        P.bind_step(P.off_out_rows, std::uint64_t(P.max_rows) * 4)};
@@ -1650,15 +1645,15 @@ void backend::finish() {
   }
 }
 
-void backend::moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint32_t k, tensor x, const moe_scratch& s,
-                      tensor out) {
+void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor x, const moe_scratch& s, tensor out) {
   auto& P = *p_;
+  const std::uint32_t k = mp.n_used;
   if (P.replay) return;
   const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]), pairs = n * k;
   if (E > 256 || k > 64)
     throw error("MoE with " + std::to_string(E) + " experts, " + std::to_string(k) + " used: the GPU router supports up to 256 and 64");
-  const bool sigmoid = router != arch::router_kind::softmax_topk_renorm;
-  const bool weight_input = router == arch::router_kind::sigmoid_topk_weight_input;
+  const bool sigmoid = mp.gating == graph::moe_gating::sigmoid;
+  const bool weight_input = mp.weighting == graph::moe_weighting::input;
   // Integer expert matvecs (decode-sized steps, formats with an int8 unit).
   const bool int8 = P.use_mmvq(*mw.gate_exps, n) && P.use_mmvq(*mw.up_exps, n) && P.use_mmvq(*mw.down_exps, n) &&
                     mw.gate_exps->ne[0] <= P.max_k && mw.down_exps->ne[0] <= P.max_k;

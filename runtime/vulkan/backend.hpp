@@ -1,5 +1,5 @@
-// The Vulkan backend of the decoder graph: each op records a compute dispatch instead of
-// running it. A whole forward step (all layers) is one command buffer, recorded once per
+// The Vulkan backend of the decoder graph (graph/backend_contract.hpp): each op records a
+// compute dispatch instead of running it. A whole forward step (all layers) is one command buffer, recorded once per
 // batch shape (tokens, logits rows) and replayed: per-step inputs (token ids, positions, KV
 // slots, block tables, output rows) live in a host-visible step buffer that the recorded
 // kernels read, so a decode step costs one buffer write, one submit and one wait.
@@ -14,27 +14,11 @@
 #include <vector>
 
 #include "strata/core/progress.hpp"
-#include "strata/arch/architecture.hpp"
 #include "strata/gguf/reader.hpp"
-#include "strata/graph/batch.hpp"
-#include "strata/kv/block_table.hpp"
+#include "strata/graph/backend_contract.hpp"
 #include "strata/kv/kv_config.hpp"
 
 namespace strata::gpu {
-
-struct rope_params {
-  bool neox = false;
-  std::uint32_t n_rot = 0;
-  float base = 10000.0f;
-  float freq_scale = 1.0f;
-  bool freq_factors = false;  // rope_freqs.weight uploaded by rope_params_for
-};
-
-struct attention_params {
-  std::uint32_t n_head = 0, n_head_kv = 0, head_dim = 0;
-  std::uint32_t chunk = 0;  // chunked-causal window (0: causal)
-  float scale = 1.0f;
-};
 
 // View of rows x cols floats in GPU buffer `buf`, starting `off` floats in, rows `stride` apart.
 struct tensor {
@@ -68,7 +52,8 @@ struct weight {
   explicit operator bool() const noexcept { return id != ~0u; }
 };
 
-// KV cache resident on the GPU: one K and one V buffer per layer, [slot][n_head_kv] head vectors
+// KV cache resident on the GPU (slots assigned by the model's kv::block_table, which each step
+// uploads): one K and one V buffer per layer, [slot][n_head_kv] head vectors
 // in the side's type (f32, f16, q8_0 blocks or one packed TurboQuant row, the CPU's kv_codec
 // layout, so bytes per token match). Compressed types also keep the full-precision window: per
 // layer an f16 ring of ring_rows = window + max_batch rows per sequence for each compressed
@@ -82,9 +67,7 @@ class kv_state {
   using ring = kv_window_ring;
   kv_state() = default;
   kv_state(const kv::kv_config& cfg, std::vector<std::uint32_t> k, std::vector<std::uint32_t> v, ring r = {})
-      : cfg_(cfg), table_(cfg.n_ctx, cfg.block_size, cfg.n_seq), k_(std::move(k)), v_(std::move(v)), ring_(std::move(r)) {}
-  kv::block_table& table() noexcept { return table_; }
-  const kv::block_table& table() const noexcept { return table_; }
+      : cfg_(cfg), k_(std::move(k)), v_(std::move(v)), ring_(std::move(r)) {}
   const kv::kv_config& config() const noexcept { return cfg_; }
   std::uint32_t k_buffer(std::uint32_t layer) const { return k_.at(layer); }
   std::uint32_t v_buffer(std::uint32_t layer) const { return v_.at(layer); }
@@ -93,7 +76,6 @@ class kv_state {
 
  private:
   kv::kv_config cfg_;
-  kv::block_table table_;
   std::vector<std::uint32_t> k_, v_;
   ring ring_;
 };
@@ -131,7 +113,6 @@ class backend {
   backend& operator=(const backend&) = delete;
 
   std::string description() const;
-  std::string device_name() const;
   bool is_cpu_device() const;
   const startup_stats& startup() const noexcept;
   std::vector<kernel_time> profile() const;  // accumulated since start (profile option)
@@ -145,26 +126,28 @@ class backend {
   bool tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const;
 
   buffer alloc(std::uint32_t rows, std::uint32_t cols);
+  // Also creates the step buffer (batch inputs and the block tables of kv_cfg.n_seq sequences).
   kv_state make_kv(const kv::kv_config& cfg);
   weight load(const gguf::tensor_info& t);
-  // Called once after every load()/alloc(): uploads the weights and builds the pipelines.
-  void reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint32_t max_ctx);
+  // Called once after every load()/alloc(): uploads the weights, builds the pipelines, sizes
+  // the step inputs (max_tokens) and the MoE routing buffers (max_routed pairs).
+  void reserve(std::uint32_t max_tokens, std::uint32_t max_routed);
 
-  // greedy: the step ends with argmax() instead of read() (its own recorded command buffer).
-  void begin(const graph::batch& b, bool greedy = false);
-  rope_params rope_params_for(const arch::layer_plan& p, const arch::hparams& hp, const std::vector<float>& freq_factors);
+  // Writes the step's inputs (token ids, positions, output rows, KV slots and block tables) to
+  // the step buffer, then replays the step recorded for this shape (tokens, logits rows,
+  // greedy, one sequence or several) or starts recording it.
+  void begin(const graph::step_inputs& s);
 
-  void get_rows(const weight& table, std::span<const std::int32_t> ids, tensor out);
+  void embed(const weight& table, tensor out);
   void rms_norm(tensor x, const weight* w, float eps, tensor y);
   void matmul(const weight& w, tensor x, tensor y);
-  void rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t> pos, const rope_params& p);
-  void scale_rows_llama4_temperature(tensor q, std::span<const std::int32_t> pos);
-  void kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor k, tensor v);
-  void attention(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q, const attention_params& p,
-                 tensor out);
+  void rope(tensor x, std::uint32_t n_heads, const graph::rope_params& p, const weight* freq_factors);
+  void scale_by_position(tensor x, const graph::position_scale_params& p);
+  void kv_store(kv_state& kv, std::uint32_t layer, tensor k, tensor v);
+  void attention(const kv_state& kv, std::uint32_t layer, tensor q, const graph::attention_params& p, tensor out);
   void swiglu(tensor gate, tensor up, tensor out);
   void add(tensor a, tensor b, tensor out);
-  void select_rows(tensor x, std::span<const std::uint8_t> flags, tensor out);
+  void select_rows(tensor x, tensor out);
   void read(tensor src, std::span<float> dst);
   // Index of the largest value of each row (lowest among ties), computed on the GPU.
   void argmax(tensor src, std::span<std::int32_t> dst);
@@ -174,21 +157,15 @@ class backend {
   // Ends the step: submits it (recording it first if its shape is new) and waits.
   void finish();
 
-  struct moe_weights {
-    const weight* gate_inp;
-    const weight* gate_exps;
-    const weight* up_exps;
-    const weight* down_exps;
-  };
-  struct moe_scratch {
-    tensor logits, xin, gate, up, y;
-  };
-  void moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint32_t k, tensor x, const moe_scratch& s,
-               tensor out);
+  using moe_weights = graph::moe_weights<weight>;
+  using moe_scratch = graph::moe_scratch<tensor>;
+  void moe_ffn(const moe_weights& mw, const graph::moe_params& p, tensor x, const moe_scratch& s, tensor out);
 
  private:
   struct impl;
   std::unique_ptr<impl> p_;
 };
+
+static_assert(graph::backend<backend>);
 
 }  // namespace strata::gpu

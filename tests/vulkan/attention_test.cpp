@@ -28,7 +28,6 @@ struct attn_case {
 };
 
 constexpr std::uint32_t table_rows = 256;
-constexpr std::uint32_t max_tokens = 160;
 
 // (sequence, tokens appended) per step, in batch order; the last two steps have the same shape,
 // so the GPU replays its recorded command buffer for the second one.
@@ -45,11 +44,6 @@ const std::vector<vkt::seq_tokens> steps = {
 
 template <class Backend>
 std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, const vkt::weight_store::infos& t) {
-  const std::uint32_t QW = c.H * c.D, KW = c.Hkv * c.D;
-  const auto qt = be.load(*t[0]), kt = be.load(*t[1]), vt = be.load(*t[2]);
-  const auto q = be.alloc(max_tokens, QW), k = be.alloc(max_tokens, KW), v = be.alloc(max_tokens, KW);
-  const auto o = be.alloc(max_tokens, QW);
-  be.reserve(max_tokens, QW, 512);
   kv::kv_config cfg;
   cfg.n_layer = 1;
   cfg.n_head_kv = c.Hkv;
@@ -59,24 +53,7 @@ std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, c
   cfg.block_size = 16;
   cfg.type_k = c.k;
   cfg.type_v = c.v;
-  auto kv = be.make_kv(cfg);
-  std::vector<std::vector<float>> out;
-  std::int32_t next_row = 0;
-  for (const auto& st : steps) {
-    const auto b = vkt::continue_sequences(kv.table(), st, next_row, table_rows);
-    const std::uint32_t n = std::uint32_t(b.tokens.size());
-    const graph::batch bv = b.view();
-    out.push_back(vkt::run_step(be, b, [&] {
-      be.get_rows(qt, b.tokens, q.view(n));
-      be.get_rows(kt, b.tokens, k.view(n));
-      be.get_rows(vt, b.tokens, v.view(n));
-      be.kv_store(kv, 0, bv, k.view(n), v.view(n));
-      be.attention(kv, 0, bv, q.view(n), {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, o.view(n));
-      return o.view(n);
-    }));
-    vkt::commit_sequences(kv.table(), st, b);
-  }
-  return out;
+  return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, t, table_rows, steps);
 }
 
 TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f16/f32 KV) vs CPU") {

@@ -72,7 +72,7 @@ struct row_set {
   std::size_t rows = 0;
 };
 
-// Runs get_rows over `ids` (rows of a K-wide table of `type`) on a fresh backend.
+// Runs embed() (the get_rows kernel) over `ids` (rows of a K-wide table of `type`) on a fresh backend.
 std::vector<float> gpu_get_rows(gguf::type_id type, const std::vector<std::byte>& table, std::uint32_t K,
                                 std::uint32_t rows, const std::vector<std::int32_t>& ids) {
   vkt::weight_store store;
@@ -80,13 +80,13 @@ std::vector<float> gpu_get_rows(gguf::type_id type, const std::vector<std::byte>
   const auto w = be.load(store.add("dequant.table", type, table, K, rows));
   const std::uint32_t n = std::uint32_t(ids.size());
   const auto out = be.alloc(n, K);
-  be.reserve(n, K, 32);
-  auto kv = vkt::dummy_kv(be);
+  be.reserve(n, 0);
+  auto kv = be.make_kv(vkt::small_kv());
   vkt::batch_data b = vkt::batch_data::rows(n);
   b.tokens = ids;
   std::vector<float> y(std::size_t(n) * K);
-  be.begin(b.view());
-  be.get_rows(w, b.tokens, out.view(n));
+  be.begin(graph::step_inputs{b.view()});
+  be.embed(w, out.view(n));
   be.read(out.view(n), y);
   be.finish();
   return y;

@@ -43,15 +43,15 @@ std::vector<std::vector<float>> run_ffn(gpu::backend& be, const ffn_model& m, st
              down = be.load(*m.down);
   const std::uint32_t B = 32;
   const auto x = be.alloc(B, E), a = be.alloc(B, E), o = be.alloc(B, E), g = be.alloc(B, F), u = be.alloc(B, F);
-  be.reserve(B, F, 32);
-  auto kv = vkt::dummy_kv(be);
+  be.reserve(B, 0);
+  auto kv = be.make_kv(vkt::small_kv());
   std::vector<std::vector<float>> out;
   for (const std::uint32_t n : token_counts) {
     auto b = vkt::batch_data::rows(n);
     b.tokens = rows_for(n);
     out.push_back(vkt::run_step(be, b, [&] {
       const auto xv = x.view(n), av = a.view(n), ov = o.view(n), gv = g.view(n), uv = u.view(n);
-      be.get_rows(xt, b.tokens, xv);
+      be.embed(xt, xv);
       be.rms_norm(xv, &nw, eps, av);
       be.matmul(gate, av, gv);
       be.matmul(up, av, uv);
@@ -169,15 +169,15 @@ TEST_CASE("vulkan fusion: one norm folded into Q/K/V matmuls of three formats vs
   const auto xt = be.load(xi), nw = be.load(ni);
   const gpu::weight proj[3] = {be.load(*wi[0]), be.load(*wi[1]), be.load(*wi[2])};
   const auto x = be.alloc(8, E), a = be.alloc(8, E), q = be.alloc(8, Q), k = be.alloc(8, KV), v = be.alloc(8, KV);
-  be.reserve(8, Q, 32);
-  auto kv = vkt::dummy_kv(be);
+  be.reserve(8, 0);
+  auto kv = be.make_kv(vkt::small_kv());
   const double tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
   for (std::uint32_t n = 1; n <= 3; ++n) {
     CAPTURE(n);
     auto b = vkt::batch_data::rows(n);
     b.tokens = rows_for(n);
     const auto got = vkt::run_step(be, b, [&] {
-      be.get_rows(xt, b.tokens, x.view(n));
+      be.embed(xt, x.view(n));
       be.rms_norm(x.view(n), &nw, eps, a.view(n));
       be.matmul(proj[0], a.view(n), q.view(n));
       be.matmul(proj[1], a.view(n), k.view(n));

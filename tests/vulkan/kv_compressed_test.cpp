@@ -26,7 +26,7 @@ std::vector<std::uint8_t> read_bytes(gpu::backend& be, const vkt::batch_data& b,
                                      std::uint32_t cols) {
   const std::uint32_t rows = std::uint32_t((bytes + 4 * cols - 1) / (4 * cols));
   std::vector<float> f(std::size_t(rows) * cols);
-  be.begin(b.view());
+  be.begin(graph::step_inputs{b.view()});
   be.read(gpu::tensor{id, 0, rows, cols, cols}, f);
   be.finish();
   std::vector<std::uint8_t> out(bytes);
@@ -60,7 +60,7 @@ TEST_CASE("vulkan ops: compressed KV quantize-on-append matches the CPU codec by
     gpu::backend be;
     const auto k = be.load(kt), v = be.load(vt);
     const auto kb = be.alloc(n_tok, W), vb = be.alloc(n_tok, W), big = be.alloc(64, 1024);
-    be.reserve(n_tok, 1024, 64);
+    be.reserve(n_tok, 0);
     kv::kv_config cfg;
     cfg.n_layer = 1;
     cfg.n_head_kv = Hkv;
@@ -71,14 +71,15 @@ TEST_CASE("vulkan ops: compressed KV quantize-on-append matches the CPU codec by
     cfg.type_v = c.v;
     cfg.max_batch = n_tok;
     auto kv = be.make_kv(cfg);
-    kv.table().reserve_append(0, n_tok);
+    kv::block_table table(cfg);
     const auto b = vkt::batch_data::rows(n_tok);
+    table.reserve_step(b.seq_ids, b.positions);
     const kernels::cpu::kv_codec kc(c.k, c.D), vc(c.v, c.D);
     const std::size_t n_slots = 64;
-    be.begin(b.view());
-    be.get_rows(k, b.tokens, kb.view(n_tok));
-    be.get_rows(v, b.tokens, vb.view(n_tok));
-    be.kv_store(kv, 0, b.view(), kb.view(n_tok), vb.view(n_tok));
+    be.begin(graph::step_inputs{b.view(), &table});
+    be.embed(k, kb.view(n_tok));
+    be.embed(v, vb.view(n_tok));
+    be.kv_store(kv, 0, kb.view(n_tok), vb.view(n_tok));
     be.finish();
     // Two step shapes: a recorded step is replayed for a shape it has seen.
     const auto gk = read_bytes(be, vkt::batch_data::rows(1), kv.k_buffer(0), n_slots * Hkv * kc.head_bytes(), 1024);
@@ -94,7 +95,7 @@ TEST_CASE("vulkan ops: compressed KV quantize-on-append matches the CPU codec by
       for (std::uint32_t t = 0; t < n_tok; ++t)
         for (std::uint32_t h = 0; h < Hkv; ++h) {
           codec.encode(x.data() + std::size_t(t) * W + h * c.D, ref.data(), scratch.data());
-          const std::uint8_t* got = g.data() + (std::size_t(kv.table().slot(0, t)) * Hkv + h) * codec.head_bytes();
+          const std::uint8_t* got = g.data() + (std::size_t(table.slot(0, t)) * Hkv + h) * codec.head_bytes();
           if (std::memcmp(got, ref.data(), ref.size()) == 0) {
             n_idx += c.D;
             continue;
@@ -133,7 +134,6 @@ struct attn_case {
 };
 
 constexpr std::uint32_t table_rows = 256;
-constexpr std::uint32_t max_tokens = 160;
 
 const std::vector<vkt::seq_tokens> steps = {
     {{0, 100}, {1, 37}, {2, 5}},
@@ -144,11 +144,6 @@ const std::vector<vkt::seq_tokens> steps = {
 
 template <class Backend>
 std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, const vkt::weight_store::infos& t) {
-  const std::uint32_t QW = c.H * c.D, KW = c.Hkv * c.D;
-  const auto qt = be.load(*t[0]), kt = be.load(*t[1]), vt = be.load(*t[2]);
-  const auto q = be.alloc(max_tokens, QW), k = be.alloc(max_tokens, KW), v = be.alloc(max_tokens, KW);
-  const auto o = be.alloc(max_tokens, QW);
-  be.reserve(max_tokens, QW, 512);
   kv::kv_config cfg;
   cfg.n_layer = 1;
   cfg.n_head_kv = c.Hkv;
@@ -159,25 +154,8 @@ std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, c
   cfg.type_k = c.k;
   cfg.type_v = c.v;
   cfg.full_precision_window = c.window;
-  cfg.max_batch = max_tokens;
-  auto kv = be.make_kv(cfg);
-  std::vector<std::vector<float>> out;
-  std::int32_t next_row = 0;
-  for (const auto& st : steps) {
-    const auto b = vkt::continue_sequences(kv.table(), st, next_row, table_rows);
-    const std::uint32_t n = std::uint32_t(b.tokens.size());
-    const graph::batch bv = b.view();
-    out.push_back(vkt::run_step(be, b, [&] {
-      be.get_rows(qt, b.tokens, q.view(n));
-      be.get_rows(kt, b.tokens, k.view(n));
-      be.get_rows(vt, b.tokens, v.view(n));
-      be.kv_store(kv, 0, bv, k.view(n), v.view(n));
-      be.attention(kv, 0, bv, q.view(n), {c.H, c.Hkv, c.D, 0, 1.0f / std::sqrt(float(c.D))}, o.view(n));
-      return o.view(n);
-    }));
-    vkt::commit_sequences(kv.table(), st, b);
-  }
-  return out;
+  cfg.max_batch = 160;  // the f16 ring holds window + max_batch rows per sequence
+  return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, 0, 1.0f / std::sqrt(float(c.D))}, t, table_rows, steps);
 }
 
 TEST_CASE("vulkan ops: kv_store + attention with compressed KV (q8_0, tq4/3/2, mixed, window ring) vs CPU") {

@@ -14,7 +14,6 @@
 
 #include <cstdlib>
 #include <random>
-#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -57,14 +56,13 @@ template <class Backend>
 std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, const vkt::weight_store::infos& t) {
   const std::uint32_t QW = c.H * c.D, KW = c.Hkv * c.D;
   const auto qt = be.load(*t[0]), kt = be.load(*t[1]), vt = be.load(*t[2]), qn = be.load(*t[3]), kn = be.load(*t[4]);
-  using rope_t = std::conditional_t<std::is_same_v<Backend, gpu::backend>, gpu::rope_params, kernels::cpu::rope_params>;
-  rope_t rp;
+  graph::rope_params rp;
   rp.neox = true;
   rp.n_rot = c.D;
   rp.base = 1e6f;
   const auto q = be.alloc(max_tokens, QW), k = be.alloc(max_tokens, KW), v = be.alloc(max_tokens, KW);
   const auto o = be.alloc(max_tokens, QW);
-  be.reserve(max_tokens, QW, c.n_ctx);
+  be.reserve(max_tokens, 0);
   kv::kv_config cfg;
   cfg.n_layer = 1;
   cfg.n_head_kv = c.Hkv;
@@ -77,29 +75,32 @@ std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, co
   cfg.full_precision_window = c.window;
   cfg.max_batch = max_tokens;
   auto kv = be.make_kv(cfg);
+  kv::block_table table(cfg);
   std::int32_t next_row = 0;
   // One batch of `count` tokens of each listed sequence; attention only when asked.
   auto step = [&](const vkt::seq_tokens& seqs, bool attend) {
-    const auto b = vkt::continue_sequences(kv.table(), seqs, next_row, table_rows);
+    const auto b = vkt::continue_sequences(table, seqs, next_row, table_rows);
     const std::uint32_t n = std::uint32_t(b.tokens.size());
-    const graph::batch bv = b.view();
-    auto y = vkt::run_step(be, b, [&] {
-      be.get_rows(qt, b.tokens, q.view(n));
-      be.get_rows(kt, b.tokens, k.view(n));
-      be.get_rows(vt, b.tokens, v.view(n));
-      if (c.head_ops) {  // as graph::decoder records them for Qwen3
-        const auto qh = q.view(n).split_rows(c.H), kh = k.view(n).split_rows(c.Hkv);
-        be.rms_norm(qh, &qn, 1e-6f, qh);
-        be.rms_norm(kh, &kn, 1e-6f, kh);
-        be.rope(q.view(n), c.H, b.positions, rp);
-        be.rope(k.view(n), c.Hkv, b.positions, rp);
-      }
-      be.kv_store(kv, 0, bv, k.view(n), v.view(n));
-      if (!attend) return v.view(n);
-      be.attention(kv, 0, bv, q.view(n), {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, o.view(n));
-      return o.view(n);
-    });
-    vkt::commit_sequences(kv.table(), seqs, b);
+    auto y = vkt::run_step(
+        be, b,
+        [&] {
+          be.embed(qt, q.view(n));
+          be.embed(kt, k.view(n));
+          be.embed(vt, v.view(n));
+          if (c.head_ops) {  // as graph::decoder records them for Qwen3
+            const auto qh = q.view(n).split_rows(c.H), kh = k.view(n).split_rows(c.Hkv);
+            be.rms_norm(qh, &qn, 1e-6f, qh);
+            be.rms_norm(kh, &kn, 1e-6f, kh);
+            be.rope(q.view(n), c.H, rp, nullptr);
+            be.rope(k.view(n), c.Hkv, rp, nullptr);
+          }
+          be.kv_store(kv, 0, k.view(n), v.view(n));
+          if (!attend) return v.view(n);
+          be.attention(kv, 0, q.view(n), {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, o.view(n));
+          return o.view(n);
+        },
+        &table);
+    vkt::commit_sequences(table, seqs, b);
     return y;
   };
   for (std::uint32_t s = 0; s < 3; ++s)

@@ -45,7 +45,7 @@ std::vector<std::vector<float>> run_matmuls(Backend& be, const gguf::tensor_info
   const auto xt = be.load(x_info);
   const auto xb = be.alloc(max_tokens, K + 48);
   const auto yb = be.alloc(max_tokens, N + 5);
-  be.reserve(max_tokens, K + 48, 32);
+  be.reserve(max_tokens, 0);
   auto kv = be.make_kv(vkt::small_kv());
   std::vector<std::vector<float>> out;
   for (const std::uint32_t n : token_counts) {
@@ -53,7 +53,7 @@ std::vector<std::vector<float>> run_matmuls(Backend& be, const gguf::tensor_info
     b.tokens = rows_for(n);
     out.push_back(vkt::run_step(be, b, [&] {
       const auto x = xb.view(n).first_cols(K), y = yb.view(n).first_cols(N);
-      be.get_rows(xt, b.tokens, x);
+      be.embed(xt, x);
       be.matmul(w, x, y);
       return y;
     }));

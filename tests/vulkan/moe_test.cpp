@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "strata/arch/architecture.hpp"
 #include "vulkan/vk_harness.hpp"
 
 namespace {
@@ -26,7 +25,8 @@ constexpr std::uint32_t n_embd = 256, n_ff = 256, table_rows = 32;
 
 struct moe_case {
   const char* name;
-  arch::router_kind router;
+  graph::moe_gating gating;
+  graph::moe_weighting weighting;
   std::uint32_t n_expert, k, n_tok;
   gguf::type_id up, down;  // gate and up share a format, as in llama-quantize's mixes
 };
@@ -45,13 +45,13 @@ std::vector<float> run_moe(Backend& be, const moe_case& c, const moe_model& m) {
   const std::uint32_t n = c.n_tok, pairs = n * c.k;
   const auto x = be.alloc(n, n_embd), out = be.alloc(n, n_embd), logits = be.alloc(n, c.n_expert);
   const auto xin = be.alloc(pairs, n_embd), g = be.alloc(pairs, n_ff), u = be.alloc(pairs, n_ff), y = be.alloc(pairs, n_embd);
-  be.reserve(pairs, n_embd, 32);
+  be.reserve(n, pairs);
   auto kv = be.make_kv(vkt::small_kv());
   const auto b = vkt::batch_data::rows(n, 3);
   return vkt::run_step(be, b, [&] {
-    be.get_rows(xt, b.tokens, x.all());
-    be.moe_ffn({&inp, &gate, &up, &down}, c.router, c.k, x.all(), {logits.all(), xin.all(), g.all(), u.all(), y.all()},
-               out.all());
+    be.embed(xt, x.all());
+    be.moe_ffn({&inp, &gate, &up, &down}, {c.gating, c.weighting, c.k}, x.all(),
+               {logits.all(), xin.all(), g.all(), u.all(), y.all()}, out.all());
     return out.all();
   });
 }
@@ -62,7 +62,7 @@ std::vector<float> run_moe(Backend& be, const moe_case& c, const moe_model& m) {
 // integer matvec sees them, quantized to int8 blocks (vkt::q8_activations).
 std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8) {
   const std::uint32_t E = c.n_expert;
-  const bool weight_input = c.router == arch::router_kind::sigmoid_topk_weight_input;
+  const bool weight_input = c.weighting == graph::moe_weighting::input;
   auto matvec = [](const float* w, std::uint32_t rows, std::uint32_t K, const std::vector<double>& v) {
     std::vector<double> r(rows);
     for (std::uint32_t i = 0; i < rows; ++i) {
@@ -81,7 +81,7 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8) 
     std::iota(order.begin(), order.end(), 0u);
     std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return l[a] > l[b]; });
     std::vector<double> w(c.k);
-    if (c.router == arch::router_kind::softmax_topk_renorm) {
+    if (c.gating == graph::moe_gating::softmax) {
       const double mx = l[order[0]];
       double sum = 0, wsum = 0;
       for (const double v : l) sum += std::exp(v - mx);
@@ -110,19 +110,19 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8) 
 
 TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float64 and the CPU backend") {
   if (!vkt::available()) return;
-  using arch::router_kind;
   using gguf::type_id;
+  constexpr auto softmax = graph::moe_gating::softmax, sigmoid = graph::moe_gating::sigmoid;
+  constexpr auto output = graph::moe_weighting::output, input = graph::moe_weighting::input;
   // Two format pairs only: every format's matvec runs in matmul_test, and each new shader costs
   // lavapipe about a second of LLVM compilation at its first dispatch.
   const moe_case cases[] = {
-      {"softmax top-2 of 16, 5 tokens, Q4_K/Q6_K", router_kind::softmax_topk_renorm, 16, 2, 5, type_id::q4_k, type_id::q6_k},
-      {"softmax top-8 of 64, 9 tokens, Q8_0", router_kind::softmax_topk_renorm, 64, 8, 9, type_id::q8_0, type_id::q8_0},
-      {"softmax top-5 of 16, 1 token, Q4_K/Q6_K", router_kind::softmax_topk_renorm, 16, 5, 1, type_id::q4_k, type_id::q6_k},
-      {"sigmoid top-1 of 16 (weighted input), 7 tokens, Q4_K/Q6_K", router_kind::sigmoid_topk_weight_input, 16, 1, 7,
-       type_id::q4_k, type_id::q6_k},
-      {"sigmoid top-4 of 16 (weighted input), 3 tokens, Q8_0", router_kind::sigmoid_topk_weight_input, 16, 4, 3,
-       type_id::q8_0, type_id::q8_0},
-      {"sigmoid top-3 of 16 (weighted combine), 4 tokens, Q4_K/Q6_K", router_kind::none, 16, 3, 4, type_id::q4_k,
+      {"softmax top-2 of 16, 5 tokens, Q4_K/Q6_K", softmax, output, 16, 2, 5, type_id::q4_k, type_id::q6_k},
+      {"softmax top-8 of 64, 9 tokens, Q8_0", softmax, output, 64, 8, 9, type_id::q8_0, type_id::q8_0},
+      {"softmax top-5 of 16, 1 token, Q4_K/Q6_K", softmax, output, 16, 5, 1, type_id::q4_k, type_id::q6_k},
+      {"sigmoid top-1 of 16 (weighted input), 7 tokens, Q4_K/Q6_K", sigmoid, input, 16, 1, 7, type_id::q4_k,
+       type_id::q6_k},
+      {"sigmoid top-4 of 16 (weighted input), 3 tokens, Q8_0", sigmoid, input, 16, 4, 3, type_id::q8_0, type_id::q8_0},
+      {"sigmoid top-3 of 16 (weighted combine), 4 tokens, Q4_K/Q6_K", sigmoid, output, 16, 3, 4, type_id::q4_k,
        type_id::q6_k},
   };
   std::mt19937 rng(4242);

@@ -1,6 +1,6 @@
 // The GPU's row ops against the CPU backend on random inputs (llama.cpp test-backend-ops style,
-// NMSE gates from vk_harness.hpp): rms_norm, rope, the Llama 4 temperature, swiglu, add and
-// select_rows. Each scenario is one template run on both backends; its steps use distinct token
+// NMSE gates from vk_harness.hpp): rms_norm, rope, scale_by_position (the Llama 4
+// temperature), swiglu, add and select_rows. Each scenario is one template run on both backends; its steps use distinct token
 // counts because a GPU backend records one graph per batch shape and replays it after that.
 #include <doctest/doctest.h>
 
@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "strata/arch/architecture.hpp"
 #include "vulkan/vk_harness.hpp"
 
 namespace {
@@ -25,8 +24,7 @@ struct ops_inputs {
   static constexpr std::uint32_t C = 2064;   // row width: 16 full passes of 128 threads and a tail of 16
   static constexpr std::uint32_t H = 8, D = 64;  // heads for the split-head norms and RoPE
   vkt::weight_store store;
-  const gguf::tensor_info *a, *b, *q, *norm_w, *head_w;
-  std::vector<float> freq_factors;
+  const gguf::tensor_info *a, *b, *q, *norm_w, *head_w, *freq_factors;
 
   explicit ops_inputs(std::mt19937& rng) {
     a = &store.add_f32("test.a", vkt::normal_floats(std::size_t(rows) * C, rng, 3.0f), C, rows);
@@ -37,7 +35,9 @@ struct ops_inputs {
     norm_w = &store.add_f32("test.norm", w, C);
     head_w = &store.add_f32("test.head_norm", vkt::normal_floats(D, rng, 0.5f), D);
     std::uniform_real_distribution<float> ff(1.0f, 8.0f);
-    for (std::uint32_t i = 0; i < D / 2; ++i) freq_factors.push_back(i < 4 ? 1.0f : ff(rng));
+    std::vector<float> f;
+    for (std::uint32_t i = 0; i < D / 2; ++i) f.push_back(i < 4 ? 1.0f : ff(rng));
+    freq_factors = &store.add_f32("test.rope_freqs", f, D / 2);
   }
 };
 
@@ -52,7 +52,7 @@ template <class Backend>
 results run_norms(Backend& be, const ops_inputs& in) {
   const auto a = be.load(*in.a), q = be.load(*in.q), w = be.load(*in.norm_w), hw = be.load(*in.head_w);
   const auto x = be.alloc(16, ops_inputs::C + 8), y = be.alloc(16, ops_inputs::C), qb = be.alloc(16, ops_inputs::H * ops_inputs::D);
-  be.reserve(16, ops_inputs::C + 8, 32);
+  be.reserve(16, 0);
   auto kv = be.make_kv(vkt::small_kv());
   const float eps = 1e-6f;
   results r;
@@ -61,7 +61,7 @@ results run_norms(Backend& be, const ops_inputs& in) {
     const auto b = tokens(n, weighted ? 0 : 10);
     r.push_back(vkt::run_step(be, b, [&] {
       const auto xi = x.view(n).first_cols(ops_inputs::C);
-      be.get_rows(a, b.tokens, xi);
+      be.embed(a, xi);
       be.rms_norm(xi, weighted ? &w : nullptr, 1e-5f, y.view(n));
       return y.view(n);
     }));
@@ -71,7 +71,7 @@ results run_norms(Backend& be, const ops_inputs& in) {
     const auto b = tokens(n, weighted ? 20 : 30);
     r.push_back(vkt::run_step(be, b, [&] {
       const auto qv = qb.view(n), qh = qv.split_rows(ops_inputs::H);
-      be.get_rows(q, b.tokens, qv);
+      be.embed(q, qv);
       be.rms_norm(qh, weighted ? &hw : nullptr, eps, qh);
       return qv;
     }));
@@ -81,29 +81,22 @@ results run_norms(Backend& be, const ops_inputs& in) {
 
 template <class Backend>
 results run_ropes(Backend& be, const ops_inputs& in) {
-  const auto q = be.load(*in.q);
+  const auto q = be.load(*in.q), freqs = be.load(*in.freq_factors);
   const auto qb = be.alloc(16, ops_inputs::H * ops_inputs::D);
-  be.reserve(16, ops_inputs::H * ops_inputs::D, 32);
+  be.reserve(16, 0);
   auto kv = be.make_kv(vkt::small_kv());
-  arch::hparams hp;
-  hp.n_rot = ops_inputs::D;
   results r;
-  const std::vector<float> none;
   std::uint32_t n = 3;
   for (const bool ff : {false, true})
     for (const bool neox : {false, true}) {
-      arch::layer_plan plan;
-      plan.rope_base = ff ? 500000.0f : 10000.0f;
-      hp.rope_freq_scale = ff ? 0.25f : 1.0f;
-      auto rp = be.rope_params_for(plan, hp, ff ? in.freq_factors : none);
-      rp.neox = neox;
+      const graph::rope_params rp{neox, ops_inputs::D, ff ? 500000.0f : 10000.0f, ff ? 0.25f : 1.0f};
       std::vector<std::int32_t> pos{0, 1, 2, 31, 32, 200, 1023, 4097, 8191, 12000};
       pos.resize(n);
       const auto b = tokens(n, std::int32_t(4 * n), pos);
       r.push_back(vkt::run_step(be, b, [&] {
         const auto qv = qb.view(n);
-        be.get_rows(q, b.tokens, qv);
-        be.rope(qv, ops_inputs::H, b.positions, rp);
+        be.embed(q, qv);
+        be.rope(qv, ops_inputs::H, rp, ff ? &freqs : nullptr);
         return qv;
       }));
       n += 2;
@@ -111,21 +104,21 @@ results run_ropes(Backend& be, const ops_inputs& in) {
   return r;
 }
 
-// Llama 4 temperature (positions around the 8192 steps), swiglu (into a third buffer and in
+// scale_by_position with Llama 4's temperature (positions around the 8192 steps), swiglu (into a third buffer and in
 // place, as the decoder runs it), add (out of place and in place) and select_rows.
 template <class Backend>
 results run_elementwise(Backend& be, const ops_inputs& in) {
   constexpr std::uint32_t C = ops_inputs::C;
   const auto a = be.load(*in.a), bw = be.load(*in.b), q = be.load(*in.q);
   const auto x = be.alloc(16, C), y = be.alloc(16, C + 16), o = be.alloc(16, C), qb = be.alloc(16, ops_inputs::H * ops_inputs::D);
-  be.reserve(16, C + 16, 32);
+  be.reserve(16, 0);
   auto kv = be.make_kv(vkt::small_kv());
   results r;
   {
     const auto b = tokens(8, 0, {0, 8190, 8191, 8192, 16383, 16384, 100000, 1000000});
     r.push_back(vkt::run_step(be, b, [&] {
-      be.get_rows(q, b.tokens, qb.view(8));
-      be.scale_rows_llama4_temperature(qb.view(8), b.positions);
+      be.embed(q, qb.view(8));
+      be.scale_by_position(qb.view(8), {0.1, 8192.0f});
       return qb.view(8);
     }));
   }
@@ -134,8 +127,8 @@ results run_elementwise(Backend& be, const ops_inputs& in) {
     const auto b = tokens(n, in_place ? 40 : 50);
     r.push_back(vkt::run_step(be, b, [&] {
       const auto g = x.view(n), u = y.view(n).first_cols(C);
-      be.get_rows(a, b.tokens, g);
-      be.get_rows(bw, b.tokens, u);
+      be.embed(a, g);
+      be.embed(bw, u);
       be.swiglu(g, u, in_place ? g : o.view(n));
       return in_place ? g : o.view(n);
     }));
@@ -145,8 +138,8 @@ results run_elementwise(Backend& be, const ops_inputs& in) {
     const auto b = tokens(n, in_place ? 11 : 22);
     r.push_back(vkt::run_step(be, b, [&] {
       const auto s = x.view(n), t = y.view(n).first_cols(C);
-      be.get_rows(a, b.tokens, s);
-      be.get_rows(bw, b.tokens, t);
+      be.embed(a, s);
+      be.embed(bw, t);
       be.add(s, t, in_place ? s : o.view(n));
       return in_place ? s : o.view(n);
     }));
@@ -155,8 +148,8 @@ results run_elementwise(Backend& be, const ops_inputs& in) {
     auto b = tokens(7, 3);
     b.logits = {1, 0, 0, 1, 1, 0, 1};
     r.push_back(vkt::run_step(be, b, [&] {
-      be.get_rows(a, b.tokens, x.view(7));
-      be.select_rows(x.view(7), b.logits, o.view(4));
+      be.embed(a, x.view(7));
+      be.select_rows(x.view(7), o.view(4));
       return o.view(4);
     }));
   }
@@ -180,19 +173,16 @@ results run_large(Backend& be, const large_inputs& in) {
   constexpr std::uint32_t H = large_inputs::H, D = large_inputs::D, n = large_inputs::n;
   const auto q = be.load(*in.q);
   const auto qb = be.alloc(n, H * D);
-  be.reserve(n, H * D, 32);
+  be.reserve(n, 0);
   auto kv = be.make_kv(vkt::small_kv());
-  arch::hparams hp;
-  hp.n_rot = D;
-  const std::vector<float> none;
-  const auto rp = be.rope_params_for(arch::layer_plan{}, hp, none);
+  const graph::rope_params rp{false, D, 10000.0f, 1.0f};
   auto b = vkt::batch_data::rows(n);
   for (std::uint32_t i = 0; i < n; ++i) b.tokens[i] = std::int32_t(i % large_inputs::rows);
   results r;
   r.push_back(vkt::run_step(be, b, [&] {
     const auto qv = qb.view(n), qh = qv.split_rows(H);
-    be.get_rows(q, b.tokens, qv);
-    be.rope(qv, H, b.positions, rp);
+    be.embed(q, qv);
+    be.rope(qv, H, rp, nullptr);
     be.rms_norm(qh, nullptr, 1e-6f, qh);
     return qv;
   }));
@@ -236,10 +226,10 @@ TEST_CASE("vulkan ops: rope (normal, NEOX, with freq factors and freq scale) vs 
           [](auto& be, const ops_inputs& in) { return run_ropes(be, in); });
 }
 
-TEST_CASE("vulkan ops: llama4 temperature, swiglu, add, select_rows vs CPU") {
+TEST_CASE("vulkan ops: scale_by_position (llama4 temperature), swiglu, add, select_rows vs CPU") {
   if (!vkt::available()) return;
   compare("elementwise",
-          {"llama4 temperature", "swiglu", "swiglu in place", "add", "add in place", "select_rows"},
+          {"scale_by_position (llama4 temperature)", "swiglu", "swiglu in place", "add", "add in place", "select_rows"},
           {vkt::tol_float_op, vkt::tol_float_op, vkt::tol_float_op, vkt::tol_exact, vkt::tol_exact, vkt::tol_exact},
           [](auto& be, const ops_inputs& in) { return run_elementwise(be, in); });
 }

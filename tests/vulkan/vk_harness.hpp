@@ -1,7 +1,8 @@
 // Shared pieces of the Vulkan backend tests (llama.cpp test-backend-ops style): the skip rule
 // (no Vulkan build or no device: say so, check nothing), host weights handed to the backends as
-// gguf::tensor_info views, activation upload through get_rows from an F32 table (the backend has
-// no upload op and needs none on its hot path), error metrics and the suite's tolerance table.
+// gguf::tensor_info views, activation upload through embed() from an F32 table (the step's
+// "tokens" are table rows; the backend needs no other upload op on its hot path), the step
+// drivers every test shares, error metrics and the suite's tolerance table.
 //
 // A gpu::backend records a step once per batch shape and replays it afterwards, so every
 // scenario here builds its own backend (one graph per backend, as in the decoder); SPIR-V and
@@ -9,6 +10,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -20,7 +22,7 @@
 #include <vector>
 
 #include "strata/gguf/tensor_info.hpp"
-#include "strata/graph/batch.hpp"
+#include "strata/graph/backend_contract.hpp"
 #include "strata/kv/block_table.hpp"
 #include "strata/kv/kv_config.hpp"
 #include "strata/kernels/cpu/backend.hpp"
@@ -185,11 +187,12 @@ struct cpu_backend : kernels::cpu::backend {
   cpu_backend() : kernels::cpu::backend(2, rt::select_kernel_table(rt::best_isa())) {}
 };
 
-// One step on either backend: begin, `ops()` (which uploads its inputs with get_rows from F32
-// tables and returns the tensor to read back), read, finish.
+// One step on either backend: begin, `ops()` (which uploads its inputs with embed() from F32
+// tables and returns the tensor to read back), read, finish. kv: the block table of a step that
+// stores or reads KV (its positions reserved).
 template <class Backend, class Ops>
-std::vector<float> run_step(Backend& be, const batch_data& b, Ops&& ops) {
-  be.begin(b.view());
+std::vector<float> run_step(Backend& be, const batch_data& b, Ops&& ops, const kv::block_table* kv = nullptr) {
+  be.begin(graph::step_inputs{b.view(), kv});
   const auto out = ops();
   std::vector<float> y(std::size_t(out.rows) * out.cols);
   be.read(out, y);
@@ -198,7 +201,7 @@ std::vector<float> run_step(Backend& be, const batch_data& b, Ops&& ops) {
 }
 
 // KV geometry for scenarios that need no cache (begin() on the GPU needs the step buffer
-// make_kv() creates).
+// make_kv() creates; make the cache, pass no block table).
 inline kv::kv_config small_kv() {
   kv::kv_config c;
   c.n_layer = 1;
@@ -223,12 +226,47 @@ inline std::vector<double> q8_activations(std::span<const float> x) {
   return out;
 }
 
-#ifdef STRATA_HAS_VULKAN
-// A KV cache for scenarios that need none: begin() needs the step buffer make_kv() creates.
-inline gpu::kv_state dummy_kv(gpu::backend& be) {
-  return be.make_kv(small_kv());
+// Q, K and V rows (tables t[0], t[1], t[2], each `table_rows` rows; token i of the run reads row
+// i mod table_rows) through kv_store + attention on layer 0 of a cache of `cfg`, one step per
+// entry of `steps`; returns each step's attention output. The KV bookkeeping is the engine's:
+// one block table, reserved before and committed after each step.
+template <class Backend>
+std::vector<std::vector<float>> run_attention_steps(Backend& be, const kv::kv_config& cfg, const graph::attention_params& ap,
+                                                    const std::vector<const gguf::tensor_info*>& t,
+                                                    std::uint32_t table_rows, const std::vector<seq_tokens>& steps) {
+  std::uint32_t max_tokens = 0;
+  for (const auto& st : steps) {
+    std::uint32_t n = 0;
+    for (const auto& [seq, count] : st) n += count;
+    max_tokens = std::max(max_tokens, n);
+  }
+  const std::uint32_t QW = ap.n_head * ap.head_dim, KW = cfg.n_head_kv * cfg.head_dim;
+  const auto qt = be.load(*t[0]), kt = be.load(*t[1]), vt = be.load(*t[2]);
+  const auto q = be.alloc(max_tokens, QW), k = be.alloc(max_tokens, KW), v = be.alloc(max_tokens, KW);
+  const auto o = be.alloc(max_tokens, QW);
+  be.reserve(max_tokens, 0);
+  auto kv = be.make_kv(cfg);
+  kv::block_table table(cfg);
+  std::vector<std::vector<float>> out;
+  std::int32_t next_row = 0;
+  for (const auto& st : steps) {
+    const batch_data b = continue_sequences(table, st, next_row, table_rows);
+    const std::uint32_t n = std::uint32_t(b.tokens.size());
+    out.push_back(run_step(
+        be, b,
+        [&] {
+          be.embed(qt, q.view(n));
+          be.embed(kt, k.view(n));
+          be.embed(vt, v.view(n));
+          be.kv_store(kv, 0, k.view(n), v.view(n));
+          be.attention(kv, 0, q.view(n), ap, o.view(n));
+          return o.view(n);
+        },
+        &table));
+    commit_sequences(table, st, b);
+  }
+  return out;
 }
-#endif
 
 // --- tolerances (one table for the suite; NMSE unless said otherwise) ------------------------
 // Elementwise ops (add, select_rows, kv_store + read): one float rounding or none on either

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   for (const std::uint32_t depth : depths) {
-    be.reserve(1, n_head * d, depth + 1);
+    be.reserve(1, 0);
     std::vector<float> kr(std::size_t(n_head_kv) * d), vr(kr.size()), q(std::size_t(n_head) * d), o(q.size());
     for (const auto& c : cases) {
       kv::kv_config cfg;
@@ -63,13 +63,14 @@ int main(int argc, char** argv) {
       cfg.type_k = c.k;
       cfg.type_v = c.v;
       cfg.max_batch = 1;
-      kernels::cpu::kv_storage kv(cfg);
-      kv.table().reserve_append(0, depth + 1);
+      auto kv = be.make_kv(cfg);
+      kv::block_table table(cfg);
+      table.reserve_append(0, depth + 1);
       const auto t0 = clock_type::now();
       for (std::uint32_t j = 0; j <= depth; ++j) {
         for (auto& x : kr) x = nd(rng);
         for (auto& x : vr) x = nd(rng);
-        kv.store(0, 0, j, kv.table().slot(0, j), kr.data(), vr.data());
+        kv.store(0, 0, j, table.slot(0, j), kr.data(), vr.data());
       }
       const double append_us = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / (depth + 1);
       for (auto& x : q) x = nd(rng);
@@ -83,13 +84,14 @@ int main(int argc, char** argv) {
       b.logits = {&want, 1};
       kernels::cpu::tensor qt{q.data(), 1, n_head * d, n_head * d};
       kernels::cpu::tensor ot{o.data(), 1, n_head * d, n_head * d};
-      const kernels::cpu::attention_params p{n_head, n_head_kv, d, 0, 1.0f / std::sqrt(float(d))};
-      be.attention(kv, 0, b, qt, p, ot);  // warm-up
+      const graph::attention_params p{n_head, n_head_kv, d, 0, 1.0f / std::sqrt(float(d))};
+      be.begin({b, &table});
+      be.attention(kv, 0, qt, p, ot);  // warm-up
       int iters = 0;
       const auto t1 = clock_type::now();
       double el = 0;
       do {
-        be.attention(kv, 0, b, qt, p, ot);
+        be.attention(kv, 0, qt, p, ot);
         ++iters;
         el = std::chrono::duration<double>(clock_type::now() - t1).count();
       } while (el < 0.5);

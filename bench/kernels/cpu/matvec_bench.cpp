@@ -116,8 +116,8 @@ result run_format(const kernels::cpu::kernel_table& table, bool scalar) {
     for (unsigned threads = 1; threads <= 2; ++threads) {
       kernels::cpu::backend be(threads, table);
       const std::uint32_t T = (s == 0 && threads == 2) ? (scalar ? 32 : 512) : 1;
-      be.reserve(T, K, 16);
-      kernels::cpu::buffer x(T, K), y(T, std::uint32_t(N));
+      const auto x = be.alloc(T, K), y = be.alloc(T, std::uint32_t(N));
+      be.reserve(T, 0);
       for (std::uint32_t t = 0; t < T; ++t)
         for (std::size_t i = 0; i < K; ++i) x.all().row(t)[i] = nd(rng);
       const auto one = x.all().first_rows(1);

@@ -8,6 +8,7 @@
 // Usage: prefill_bench [tokens=512] [format ...]   (formats: q4_k q6_k q8_0 by default)
 #include <time.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -69,7 +70,10 @@ void bench_format(const kernels::cpu::kernel_table& table, std::uint32_t T) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
   kernels::cpu::backend be(1, table);
-  be.reserve(T, 3072, 16);
+  std::uint32_t widest = 0;
+  for (const auto& s : shapes) widest = std::max(widest, s.k);
+  (void)be.alloc(T, widest);  // reserve() sizes the activation scratch for the widest buffer
+  be.reserve(T, 0);
   for (const auto& s : shapes) {
     const auto data = make_weights<Fmt>(s.k, s.n, rng);
     gguf::tensor_info info;
@@ -100,12 +104,13 @@ void bench_attention(const kernels::cpu::kernel_table& table, std::uint32_t T, c
   cfg.head_dim = d;
   cfg.n_ctx = T;
   cfg.max_batch = T;
-  kernels::cpu::kv_storage kv(cfg);
   kernels::cpu::backend be(1, table);
-  be.reserve(T, n_head * d, T);
+  kernels::cpu::buffer q(T, n_head * d), k(T, n_head_kv * d), v(T, n_head_kv * d), o(T, n_head * d);
+  be.reserve(T, 0);
+  auto kv = be.make_kv(cfg);
+  kv::block_table slots(cfg);
   std::mt19937 rng(3);
   std::normal_distribution<float> nd;
-  kernels::cpu::buffer q(T, n_head * d), k(T, n_head_kv * d), v(T, n_head_kv * d), o(T, n_head * d);
   for (const auto& b : {&q, &k, &v})
     for (std::uint32_t t = 0; t < T; ++t)
       for (std::uint32_t i = 0; i < b->all().cols; ++i) b->all().row(t)[i] = nd(rng);
@@ -114,11 +119,12 @@ void bench_attention(const kernels::cpu::kernel_table& table, std::uint32_t T, c
   std::vector<std::uint8_t> want(T, 0);
   for (std::uint32_t t = 0; t < T; ++t) pos[t] = std::int32_t(t);
   const graph::batch b{toks, pos, seqs, want};
-  kv.table().reserve_append(0, T);
-  be.kv_store(kv, 0, b, k.all(), v.all());
-  const kernels::cpu::attention_params p{n_head, n_head_kv, d, 0, 1.0f / std::sqrt(float(d))};
+  slots.reserve_append(0, T);
+  be.begin({b, &slots});
+  be.kv_store(kv, 0, k.all(), v.all());
+  const graph::attention_params p{n_head, n_head_kv, d, 0, 1.0f / std::sqrt(float(d))};
   const double pairs = double(n_head) * T * (T + 1) / 2;
-  const double sec = cpu_per_call([&] { be.attention(kv, 0, b, q.all(), p, o.all()); }, 0.5);
+  const double sec = cpu_per_call([&] { be.attention(kv, 0, q.all(), p, o.all()); }, 0.5);
   std::printf("| attention f16, %4u-token prefill, %-9s | %8.1f GFLOP/s | %7.2f ms |\n", T, label, 4.0 * d * pairs / sec / 1e9,
               sec * 1e3);
 }

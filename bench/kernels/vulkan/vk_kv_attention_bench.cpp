@@ -114,7 +114,7 @@ void run(const options& o, const std::string& type) {
   gpu::backend be(bo);
   const std::uint32_t QW = o.n_head * o.dim, KW = o.n_head_kv * o.dim, rows = std::max(o.chunk, 1u);
   const auto q = be.alloc(rows, QW), k = be.alloc(rows, KW), v = be.alloc(rows, KW), out = be.alloc(rows, QW);
-  be.reserve(rows, QW, o.ctx + o.iters);
+  be.reserve(rows, 0);
   kv::kv_config cfg;
   cfg.n_layer = 1;
   cfg.n_head_kv = o.n_head_kv;
@@ -125,7 +125,8 @@ void run(const options& o, const std::string& type) {
   cfg.full_precision_window = o.window;
   cfg.max_batch = rows;
   auto kv = be.make_kv(cfg);
-  const gpu::attention_params ap{o.n_head, o.n_head_kv, o.dim, 0, 1.0f / std::sqrt(float(o.dim))};
+  kv::block_table table(cfg);
+  const graph::attention_params ap{o.n_head, o.n_head_kv, o.dim, 0, 1.0f / std::sqrt(float(o.dim))};
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> hq(std::size_t(rows) * QW), hk(std::size_t(rows) * KW), hv(std::size_t(rows) * KW);
@@ -133,15 +134,15 @@ void run(const options& o, const std::string& type) {
     for (auto* h : {&hq, &hk, &hv})
       for (auto& x : *h) x = nd(rng);
     const auto b = batch_data::at(pos, n);
-    kv.table().reserve_append(0, n);
-    be.begin(b.view());
+    table.reserve_append(0, n);
+    be.begin(graph::step_inputs{b.view(), &table});
     be.write(q.view(n), std::span(hq).first(std::size_t(n) * QW));
     be.write(k.view(n), std::span(hk).first(std::size_t(n) * KW));
     be.write(v.view(n), std::span(hv).first(std::size_t(n) * KW));
-    be.kv_store(kv, 0, b.view(), k.view(n), v.view(n));
-    if (attend) be.attention(kv, 0, b.view(), q.view(n), ap, out.view(n));
+    be.kv_store(kv, 0, k.view(n), v.view(n));
+    if (attend) be.attention(kv, 0, q.view(n), ap, out.view(n));
     be.finish();
-    kv.table().commit(0, b.tokens);
+    table.commit(0, b.tokens);
   };
   // Prefill: full chunks first (one recorded step shape), then the remainder. --no-prefill
   // stores them only (a backend replays the step it recorded for a batch size, so then no

@@ -16,7 +16,6 @@ namespace strata::arch {
 
 enum class rope_kind { norm, neox };            // pairs (2i, 2i+1) vs (i, i + n_rot/2)
 enum class qk_norm_kind { none, rms_weighted_before_rope, rms_unweighted_after_rope };
-enum class ffn_kind { dense, moe_all_layers, moe_interleaved };
 enum class router_kind { none, softmax_topk_renorm, sigmoid_topk_weight_input };
 
 // Run-time hyper-parameters of one model (llama.cpp llama_hparams, the subset these archs use).
@@ -55,7 +54,10 @@ struct layer_plan {
   bool rope = true;               // apply RoPE to Q and K
   bool moe = false;               // MoE FFN instead of dense
   bool qk_norm = false;           // apply the arch's QK norm on this layer
-  bool temperature_tuning = false;  // llama4 NoPE layers: scale Q by 1 + 0.1 ln(floor((p+1)/8192)+1)
+  // Scale Q by 1 + attn_temp_scale · ln(floor((p + 1) / attn_temp_floor) + 1) (llama4 NoPE
+  // layers; 0: off).
+  double attn_temp_scale = 0.0;
+  float attn_temp_floor = 1.0f;
   std::uint32_t attn_chunk = 0;   // chunked-causal mask size (0: plain causal)
   float rope_base = 10000.0f;
 };
@@ -65,7 +67,6 @@ concept architecture = requires(const gguf::reader& r, const hparams& hp, std::u
   { A::gguf_name } -> std::convertible_to<std::string_view>;
   { A::rope } -> std::convertible_to<rope_kind>;
   { A::qk_norm } -> std::convertible_to<qk_norm_kind>;
-  { A::ffn } -> std::convertible_to<ffn_kind>;
   { A::router } -> std::convertible_to<router_kind>;
   { A::shared_expert } -> std::convertible_to<bool>;
   { A::load_hparams(r) } -> std::same_as<hparams>;

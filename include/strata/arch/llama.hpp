@@ -11,7 +11,6 @@ struct llama {
   static constexpr std::string_view gguf_name = "llama";
   static constexpr rope_kind rope = rope_kind::norm;
   static constexpr qk_norm_kind qk_norm = qk_norm_kind::none;
-  static constexpr ffn_kind ffn = ffn_kind::dense;
   static constexpr router_kind router = router_kind::none;
   static constexpr bool shared_expert = false;
 

@@ -13,10 +13,12 @@ struct llama4 {
   static constexpr std::string_view gguf_name = "llama4";
   static constexpr rope_kind rope = rope_kind::norm;
   static constexpr qk_norm_kind qk_norm = qk_norm_kind::rms_unweighted_after_rope;
-  static constexpr ffn_kind ffn = ffn_kind::moe_interleaved;
   static constexpr router_kind router = router_kind::sigmoid_topk_weight_input;
   static constexpr bool shared_expert = true;
   static constexpr std::uint32_t default_chunk = 8192;  // llama.cpp ignores the GGUF's chunk size
+  // Attention temperature of NoPE layers (llama.cpp f_attn_temp_scale, n_attn_temp_floor_scale).
+  static constexpr double attn_temp_scale = 0.1;
+  static constexpr float attn_temp_floor = 8192.0f;
 
   static hparams load_hparams(const gguf::reader& r) {
     using namespace gguf::keys;
@@ -46,7 +48,8 @@ struct llama4 {
     return {.rope = !nope,
             .moe = hp.moe_step && (il + 1) % hp.moe_step == 0,
             .qk_norm = !nope && hp.use_qk_l2_norm,
-            .temperature_tuning = nope,
+            .attn_temp_scale = nope ? attn_temp_scale : 0.0,
+            .attn_temp_floor = attn_temp_floor,
             .attn_chunk = chunked ? hp.attn_chunk : 0,
             .rope_base = chunked ? hp.rope_base_swa : hp.rope_base};
   }

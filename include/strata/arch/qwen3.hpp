@@ -10,7 +10,6 @@ struct qwen3 {
   static constexpr std::string_view gguf_name = "qwen3";
   static constexpr rope_kind rope = rope_kind::neox;
   static constexpr qk_norm_kind qk_norm = qk_norm_kind::rms_weighted_before_rope;
-  static constexpr ffn_kind ffn = ffn_kind::dense;
   static constexpr router_kind router = router_kind::none;
   static constexpr bool shared_expert = false;
 

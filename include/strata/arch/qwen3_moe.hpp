@@ -11,7 +11,6 @@ struct qwen3_moe {
   static constexpr std::string_view gguf_name = "qwen3moe";
   static constexpr rope_kind rope = rope_kind::neox;
   static constexpr qk_norm_kind qk_norm = qk_norm_kind::rms_weighted_before_rope;
-  static constexpr ffn_kind ffn = ffn_kind::moe_all_layers;
   static constexpr router_kind router = router_kind::softmax_topk_renorm;
   static constexpr bool shared_expert = false;
 

@@ -1,5 +1,6 @@
 // The decoder layer graph, written once for every architecture and backend. Architecture
-// differences are compile-time traits (Arch) and per-layer plans; the Backend either executes
+// differences are compile-time traits (Arch) and per-layer plans, which this file turns into the
+// plain parameters of the backend ops (graph/backend_contract.hpp); the Backend either executes
 // each op at once (CPU) or records it (Vulkan; finish() then submits the step). Spec: docs/spec/architectures.md §3.
 #pragma once
 #include <cmath>
@@ -11,13 +12,14 @@
 #include "strata/arch/architecture.hpp"
 #include "strata/core/error.hpp"
 #include "strata/gguf/reader.hpp"
+#include "strata/graph/backend_contract.hpp"
 #include "strata/graph/batch.hpp"
+#include "strata/kv/block_table.hpp"
 
 namespace strata::graph {
 
 struct decoder_options {
   std::uint32_t max_batch = 512;  // most tokens per forward() call (prefill chunk)
-  std::uint32_t max_ctx = 4096;   // longest sequence attention must handle
   std::uint32_t max_outputs = 0;  // most logits rows per forward() (0: max_batch)
   // A slice of the network, for splitting it over backends (-ngl): layers
   // [first_layer, first_layer + n_layers) (n_layers 0: through the last). Without `embed` the
@@ -29,7 +31,7 @@ struct decoder_options {
   bool head = true;
 };
 
-template <arch::architecture Arch, class Backend>
+template <arch::architecture Arch, backend Backend>
 class decoder {
  public:
   using weight = typename Backend::weight;
@@ -60,26 +62,22 @@ class decoder {
     allocate();
   }
 
-  // Layers this decoder runs (its KV cache is indexed from 0 = first_layer()).
-  std::uint32_t first_layer() const noexcept { return opt_.first_layer; }
+  // Layers this decoder runs: its KV cache holds n_layers() layers, the slice's first as layer 0.
   std::uint32_t n_layers() const noexcept { return end_layer_ - opt_.first_layer; }
-
   const arch::hparams& hparams() const noexcept { return hp_; }
-  Backend& backend() noexcept { return *be_; }
-  std::uint32_t max_batch() const noexcept { return opt_.max_batch; }
-  std::uint32_t max_outputs() const noexcept { return opt_.max_outputs ? opt_.max_outputs : opt_.max_batch; }
 
-  // Runs one step: b's tokens are appended to their sequences' KV (positions must continue
-  // each sequence), logits rows for flagged tokens go to `logits` (n_outputs × n_vocab).
+  // Runs one step: b's tokens are stored in kv at the slots `table` reserved for their positions
+  // (the caller reserves before and commits after), logits rows for flagged tokens go to
+  // `logits` (n_outputs × n_vocab).
   // A slice without `embed` reads its input rows from hidden_in (n × n_embd); one without
   // `head` writes its output rows to hidden_out and produces no logits.
   // With argmax_out (one id per logits row) the step returns each row's argmax instead of the
   // logits (greedy decoding; the GPU then reads back 4 bytes per row). With embd_out the flagged
   // rows' final-norm hidden states (n_outputs × n_embd, what embedding models pool) are written
   // there and the LM head is skipped.
-  void forward(const batch& b, kv_state& kv, std::span<float> logits, std::span<const float> hidden_in = {},
-               std::span<float> hidden_out = {}, std::span<std::int32_t> argmax_out = {},
-               std::span<float> embd_out = {}) {
+  void forward(const batch& b, const kv::block_table& table, kv_state& kv, std::span<float> logits,
+               std::span<const float> hidden_in = {}, std::span<float> hidden_out = {},
+               std::span<std::int32_t> argmax_out = {}, std::span<float> embd_out = {}) {
     const std::uint32_t n = std::uint32_t(b.size());
     if (n == 0) return;
     if (n > opt_.max_batch)
@@ -100,11 +98,11 @@ class decoder {
         throw error("token id " + std::to_string(t) + " out of range (vocabulary size " + std::to_string(hp_.n_vocab) + ")");
 
     Backend& be = *be_;
-    be.begin(b, greedy);
+    be.begin(step_inputs{b, &table, greedy});
     const float eps = hp_.rms_eps;
     tensor x = x_.view(n), a = a_.view(n), q = q_.view(n), k = k_.view(n), v = v_.view(n);
     tensor att = att_.view(n), o = o_.view(n);
-    if (opt_.embed) be.get_rows(tok_embd_, b.tokens, x);
+    if (opt_.embed) be.embed(tok_embd_, x);
     else be.write(x, hidden_in.first(hidden));
 
     for (std::uint32_t il = opt_.first_layer; il < end_layer_; ++il) {
@@ -121,9 +119,10 @@ class decoder {
         be.rms_norm(kh, &L.k_norm, eps, kh);
       }
       if (p.rope) {
-        const auto rp = rope_params(p);
-        be.rope(q, hp_.n_head, b.positions, rp);
-        be.rope(k, hp_.n_head_kv, b.positions, rp);
+        const rope_params rp{Arch::rope == arch::rope_kind::neox, hp_.n_rot, p.rope_base, hp_.rope_freq_scale};
+        const weight* ff = rope_freqs_ ? &rope_freqs_ : nullptr;
+        be.rope(q, hp_.n_head, rp, ff);
+        be.rope(k, hp_.n_head_kv, rp, ff);
       }
       if constexpr (Arch::qk_norm == arch::qk_norm_kind::rms_unweighted_after_rope) {
         if (p.qk_norm) {
@@ -131,9 +130,9 @@ class decoder {
           be.rms_norm(kh, nullptr, eps, kh);
         }
       }
-      if (p.temperature_tuning) be.scale_rows_llama4_temperature(q, b.positions);
-      be.kv_store(kv, kl, b, k, v);
-      be.attention(kv, kl, b, q,
+      if (p.attn_temp_scale != 0.0) be.scale_by_position(q, {p.attn_temp_scale, p.attn_temp_floor});
+      be.kv_store(kv, kl, k, v);
+      be.attention(kv, kl, q,
                    {hp_.n_head, hp_.n_head_kv, hp_.head_dim, p.attn_chunk, 1.0f / std::sqrt(float(hp_.head_dim))},
                    att);
       be.matmul(L.wo, att, o);
@@ -141,7 +140,7 @@ class decoder {
 
       be.rms_norm(x, &L.ffn_norm, eps, a);
       if (p.moe) {
-        be.moe_ffn({&L.gate_inp, &L.gate_exps, &L.up_exps, &L.down_exps}, Arch::router, hp_.n_expert_used, a,
+        be.moe_ffn({&L.gate_inp, &L.gate_exps, &L.up_exps, &L.down_exps}, moe_routing(), a,
                    {moe_logits_.view(n), moe_in_.all(), moe_gate_.all(), moe_up_.all(), moe_y_.all()}, o);
         if constexpr (Arch::shared_expert) {
           dense_ffn(L.gate_shexp, L.up_shexp, L.down_shexp, a, ff_gate_.view(n), ff_up_.view(n), att);
@@ -161,7 +160,7 @@ class decoder {
     tensor xo = a.first_rows(std::uint32_t(n_out));
     if (n_out == n) be.rms_norm(x, &output_norm_, eps, xo);
     else {
-      be.select_rows(x, b.logits, xo);
+      be.select_rows(x, xo);
       be.rms_norm(xo, &output_norm_, eps, xo);
     }
     if (embed) {
@@ -186,10 +185,13 @@ class decoder {
     be_->matmul(down, g, out);
   }
 
-  auto rope_params(const arch::layer_plan& p) const {
-    auto rp = be_->rope_params_for(p, hp_, rope_freqs_host_);
-    rp.neox = Arch::rope == arch::rope_kind::neox;
-    return rp;
+  std::uint32_t max_outputs() const noexcept { return opt_.max_outputs ? opt_.max_outputs : opt_.max_batch; }
+
+  moe_params moe_routing() const {
+    if constexpr (Arch::router == arch::router_kind::sigmoid_topk_weight_input)
+      return {moe_gating::sigmoid, moe_weighting::input, hp_.n_expert_used};
+    else
+      return {moe_gating::softmax, moe_weighting::output, hp_.n_expert_used};
   }
 
   // Loads a tensor and checks its shape (ggml ne order, trailing 1s omitted).
@@ -221,8 +223,7 @@ class decoder {
       if (rf->type != gguf::type_id::f32 || rf->n_elements() != hp_.n_rot / 2)
         throw format_error(source_ + ": tensor 'rope_freqs.weight' must be F32 with " + std::to_string(hp_.n_rot / 2) +
                            " elements, found " + std::string(gguf::name_of(rf->type)) + " " + rf->shape_string());
-      rope_freqs_host_.resize(hp_.n_rot / 2);
-      std::memcpy(rope_freqs_host_.data(), rf->data.data(), rope_freqs_host_.size() * sizeof(float));
+      rope_freqs_ = be_->load(*rf);
     }
     layers_.resize(end_layer_ - opt_.first_layer);
     for (std::uint32_t il = opt_.first_layer; il < end_layer_; ++il) {
@@ -266,7 +267,6 @@ class decoder {
     std::uint32_t ff = hp_.n_ff;
     for (const auto& L : layers_)
       if (L.plan.moe) ff = std::max(ff, std::max(hp_.n_ff_exp, hp_.n_ff_shexp));
-    const std::uint32_t wide = std::max({hp_.n_embd, hp_.n_embd_q(), ff});
     x_ = be.alloc(B, hp_.n_embd);
     a_ = be.alloc(B, hp_.n_embd);
     q_ = be.alloc(B, hp_.n_embd_q());
@@ -277,7 +277,7 @@ class decoder {
     ff_gate_ = be.alloc(B, ff);
     ff_up_ = be.alloc(B, ff);
     if (opt_.head) logits_ = be.alloc(max_outputs(), hp_.n_vocab);
-    std::uint32_t moe_rows = B;
+    std::uint32_t moe_rows = 0;  // token × expert pairs of a step
     if (hp_.n_expert) {
       moe_rows = B * hp_.n_expert_used;
       moe_logits_ = be.alloc(B, hp_.n_expert);
@@ -286,7 +286,7 @@ class decoder {
       moe_up_ = be.alloc(moe_rows, hp_.n_ff_exp);
       moe_y_ = be.alloc(moe_rows, hp_.n_embd);
     }
-    be.reserve(moe_rows, std::max(wide, opt_.head ? hp_.n_vocab : 0u), opt_.max_ctx);
+    be.reserve(B, moe_rows);
   }
 
   Backend* be_;
@@ -294,8 +294,7 @@ class decoder {
   decoder_options opt_;
   std::uint32_t end_layer_ = 0;
   std::string source_;
-  weight tok_embd_, output_norm_, output_;
-  std::vector<float> rope_freqs_host_;
+  weight tok_embd_, output_norm_, output_, rope_freqs_;
   std::vector<layer_weights> layers_;
   buffer x_, a_, q_, k_, v_, att_, o_, ff_gate_, ff_up_, logits_;
   buffer moe_logits_, moe_in_, moe_gate_, moe_up_, moe_y_;

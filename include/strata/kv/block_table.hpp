@@ -1,6 +1,7 @@
-// KV-cache bookkeeping shared by every backend: a pool of fixed-size blocks of token slots and,
-// per sequence, the list of blocks holding its positions 0..len-1 plus the tokens stored there
-// (for prefix reuse). Storage itself belongs to the backend; a slot index addresses it.
+// KV-cache bookkeeping: a pool of fixed-size blocks of token slots and, per sequence, the list of
+// blocks holding its positions 0..len-1 plus the tokens stored there (for prefix reuse). One
+// table per model, owned by the engine model; every backend's storage reads it (a slot index
+// addresses the storage) and none changes it.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -9,12 +10,14 @@
 #include <vector>
 
 #include "strata/core/error.hpp"
+#include "strata/kv/kv_config.hpp"
 
 namespace strata::kv {
 
 class block_table {
  public:
   block_table() = default;
+  explicit block_table(const kv_config& c) : block_table(c.n_ctx, c.block_size, c.n_seq) {}
   // n_slots total token slots in blocks of block_size; up to n_seq sequences.
   block_table(std::uint32_t n_slots, std::uint32_t block_size, std::uint32_t n_seq)
       : block_size_(block_size), n_blocks_((n_slots + block_size - 1) / block_size), capacity_(n_slots), seqs_(n_seq) {
@@ -74,6 +77,27 @@ class block_table {
     auto& s = at(seq);
     s.tokens.insert(s.tokens.end(), toks.begin(), toks.end());
   }
+  // The bookkeeping of one forward step that appends tokens to several sequences (token i to
+  // seq_ids[i] at positions[i]): checks that each token continues its sequence, in batch order,
+  // and reserves the slots; commit_step() records the tokens once the step has stored them.
+  // Allocation-free after the first step.
+  void reserve_step(std::span<const std::uint32_t> seq_ids, std::span<const std::int32_t> positions) {
+    step_pending_.assign(seqs_.size(), 0);
+    for (std::size_t i = 0; i < seq_ids.size(); ++i) {
+      const std::uint32_t seq = seq_ids[i];
+      if (seq >= seqs_.size())
+        throw error("batch sequence id " + std::to_string(seq) + " out of range (" + std::to_string(seqs_.size()) + ")");
+      if (positions[i] < 0 || std::uint32_t(positions[i]) != length(seq) + step_pending_[seq])
+        throw error("batch position " + std::to_string(positions[i]) + " does not continue sequence " +
+                    std::to_string(seq) + " (length " + std::to_string(length(seq)) + ")");
+      ++step_pending_[seq];
+    }
+    for (std::uint32_t s = 0; s < seqs_.size(); ++s)
+      if (step_pending_[s]) reserve_append(s, step_pending_[s]);
+  }
+  void commit_step(std::span<const std::uint32_t> seq_ids, std::span<const std::int32_t> tokens) {
+    for (std::size_t i = 0; i < seq_ids.size(); ++i) seqs_[seq_ids[i]].tokens.push_back(tokens[i]);
+  }
   // Keeps the first `len` positions, returning whole freed blocks to the pool.
   void truncate(std::uint32_t seq, std::uint32_t len) {
     auto& s = at(seq);
@@ -112,6 +136,7 @@ class block_table {
   std::uint32_t capacity_ = 0;
   std::vector<std::uint32_t> free_;
   std::vector<sequence> seqs_;
+  std::vector<std::uint32_t> step_pending_;  // tokens per sequence in the step being reserved
 };
 
 }  // namespace strata::kv

@@ -71,6 +71,8 @@ struct kv_config {
   std::uint32_t max_batch = 512;  // most tokens one forward step appends (sizes the f16 ring)
 
   std::uint32_t row_elems() const noexcept { return n_head_kv * head_dim; }
+  // Token slots of the cache: n_ctx rounded up to whole blocks (block_table and storages agree).
+  std::uint32_t n_slots() const noexcept { return (n_ctx + block_size - 1) / block_size * block_size; }
 };
 
 }  // namespace strata::kv

@@ -1,6 +1,7 @@
-// Public API of the runtime engine: load a GGUF model on a backend (the architecture string
-// picks the template instantiation in one place, runtime/engine/model.cpp), evaluate batches,
-// and run sessions that reuse the common prefix of consecutive prompts.
+// Public API of the runtime engine: load a GGUF model on one backend or split over two (-ngl;
+// runtime/engine/model.cpp; the architecture string picks the decoder instantiation in
+// arch::visit), evaluate batches, and run sessions that reuse the common prefix of consecutive
+// prompts.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -75,8 +76,10 @@ class model {
   };
   virtual std::vector<kernel_time> kernel_profile() const { return {}; }
   virtual void reset_kernel_profile() {}
+  // The model's one KV bookkeeping (every backend's storage follows it): sessions and the
+  // scheduler read it and truncate or clear sequences; steps reserve and commit it.
   virtual kv::block_table& kv() noexcept = 0;
-  // One forward step; positions must continue each sequence (kv().reserve_append() is done here).
+  // One forward step; positions must continue each sequence (the slots are reserved here).
   virtual void forward(const graph::batch& b, std::span<float> logits) = 0;
   // The same step for greedy decoding: each logits row's argmax (lowest id among ties), computed
   // on the backend (on the GPU only 4 bytes per row come back).

@@ -33,7 +33,10 @@ void check_attention(kv_type tk, kv_type tv, std::uint32_t d, const kernels::cpu
   cfg.type_v = tv;
   cfg.full_precision_window = window;
   cfg.max_batch = 4;
-  kernels::cpu::kv_storage kv(cfg);
+  kernels::cpu::backend be(2, tab);
+  be.reserve(n_seq * 3, 0);  // the query batch below: 3 tokens per sequence
+  auto kv = be.make_kv(cfg);
+  kv::block_table table(cfg);
   std::mt19937 rng(d + 7 * unsigned(tk) + 49 * unsigned(tv));
   std::normal_distribution<float> nd;
   const std::size_t row = std::size_t(n_head_kv) * d;
@@ -41,10 +44,10 @@ void check_attention(kv_type tk, kv_type tv, std::uint32_t d, const kernels::cpu
   for (auto& x : keys) x = 2.0f * nd(rng);
   for (auto& x : vals) x = nd(rng);
   for (std::uint32_t s = 0; s < n_seq; ++s) {
-    kv.table().reserve_append(s, n_pos);
+    table.reserve_append(s, n_pos);
     for (std::uint32_t j = 0; j < n_pos; ++j) {
       const std::size_t o = (std::size_t(s) * n_pos + j) * row;
-      kv.store(0, s, j, kv.table().slot(s, j), &keys[o], &vals[o]);
+      kv.store(0, s, j, table.slot(s, j), &keys[o], &vals[o]);
     }
   }
   // Queries: the last 3 positions of each sequence (one batch, like a decode step of 2 sequences
@@ -57,10 +60,9 @@ void check_attention(kv_type tk, kv_type tv, std::uint32_t d, const kernels::cpu
   const graph::batch b{toks, pos, seqs, want};
   std::vector<float> q(toks.size() * n_head * d), out(q.size());
   for (auto& x : q) x = nd(rng);
-  kernels::cpu::backend be(2, tab);
-  be.reserve(std::uint32_t(toks.size()), n_head * d, n_pos + 1);
   const float scale = 1.0f / std::sqrt(float(d));
-  be.attention(kv, 0, b, {q.data(), std::uint32_t(toks.size()), n_head * d, n_head * d}, {n_head, n_head_kv, d, 0, scale},
+  be.begin({b, &table});
+  be.attention(kv, 0, {q.data(), std::uint32_t(toks.size()), n_head * d, n_head * d}, {n_head, n_head_kv, d, 0, scale},
                {out.data(), std::uint32_t(toks.size()), n_head * d, n_head * d});
 
   std::vector<float> kd(d), vd(d);
@@ -76,9 +78,9 @@ void check_attention(kv_type tk, kv_type tv, std::uint32_t d, const kernels::cpu
         const std::size_t off = (std::size_t(s) * n_pos + j) * row + std::size_t(hk) * d;
         const bool recent = p - j < window;
         if (recent && kv::is_compressed(tk)) for (std::uint32_t c = 0; c < d; ++c) kd[c] = to_float(to_fp16(keys[off + c]));
-        else kv.load_k(0, kv.table().slot(s, j), hk, kd.data());
+        else kv.load_k(0, table.slot(s, j), hk, kd.data());
         if (recent && kv::is_compressed(tv)) for (std::uint32_t c = 0; c < d; ++c) vrows[j][c] = to_float(to_fp16(vals[off + c]));
-        else kv.load_v(0, kv.table().slot(s, j), hk, vrows[j].data());
+        else kv.load_v(0, table.slot(s, j), hk, vrows[j].data());
         double dot = 0;
         for (std::uint32_t c = 0; c < d; ++c) dot += double(qh[c]) * kd[c];
         w[j] = dot * scale;

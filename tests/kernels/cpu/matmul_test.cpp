@@ -19,7 +19,8 @@ TEST_CASE("matmul: batched output equals per-token dot_row on every tier") {
   constexpr std::uint32_t K = 512, N = 37, T = 7;
   for_each_tier([&](isa tier, const kernel_table& tab) {
     strata::kernels::cpu::backend be(2, tab);
-    be.reserve(T, K, 16);
+    const auto xb = be.alloc(T, K), yb = be.alloc(T, N);
+    be.reserve(T, 0);
     for_each_format(quant::all{}, [&](auto fmt) {
       using Fmt = decltype(fmt);
       const auto& k = tab[std::size_t(Fmt::gguf_type)];
@@ -39,7 +40,6 @@ TEST_CASE("matmul: batched output equals per-token dot_row on every tier") {
       w.row_bytes = k.row_bytes(K);
       w.kernels = &k;
       w.name = "w";
-      strata::kernels::cpu::buffer xb(T, K), yb(T, N);
       for (std::uint32_t t = 0; t < T; ++t) {
         const auto x = random_floats(K, rng);
         std::memcpy(xb.all().row(t), x.data(), K * 4);

@@ -11,7 +11,8 @@
 
 #include "strata/arch/hparams_limits.hpp"
 #include "strata/core/error.hpp"
-#include "strata/graph/batch.hpp"
+#include "strata/graph/backend_contract.hpp"
+#include "strata/kv/block_table.hpp"
 #include "strata/kernels/cpu/attention_tile.hpp"
 #include "strata/kernels/cpu/format_kernels.hpp"
 #include "strata/kernels/cpu/kv_storage.hpp"
@@ -20,11 +21,7 @@
 
 namespace strata::kernels::cpu {
 
-struct attention_params {
-  std::uint32_t n_head = 0, n_head_kv = 0, head_dim = 0;
-  std::uint32_t chunk = 0;  // chunked-causal window (0: causal)
-  float scale = 1.0f;
-};
+using graph::attention_params;
 
 // How a tile reads one side of a cache with codec c (the row and ring arrays are the caller's).
 inline attention_side attention_side_of(const kv_codec& c) noexcept {
@@ -62,9 +59,10 @@ class attention_runner {
     return floats_.data() + tid * float_stride_ + (float_stride_ - max_head_dim);
   }
 
-  // Softmax attention of each query head over its sequence's cached positions [start, pos].
-  void run(thread_pool& pool, const kernel_table& kt, const kv_storage& kv, std::uint32_t layer, const graph::batch& b,
-           tensor q, const attention_params& p, tensor out) {
+  // Softmax attention of each query head over its sequence's cached positions [start, pos],
+  // whose slots `table` holds.
+  void run(thread_pool& pool, const kernel_table& kt, const kv_storage& kv, const kv::block_table& table,
+           std::uint32_t layer, const graph::batch& b, tensor q, const attention_params& p, tensor out) {
     const std::uint32_t gqa = p.n_head / p.n_head_kv, d = p.head_dim;
     const std::uint32_t heads_per_tile = std::min(gqa, attention_max_queries);
     const std::uint32_t head_groups = (gqa + heads_per_tile - 1) / heads_per_tile;
@@ -92,8 +90,8 @@ class attention_runner {
       for (std::size_t it = beg; it < end; ++it) {
         const tile_run& tr = tiles_[n_tiles - 1 - it % n_tiles];
         const std::uint32_t hk = std::uint32_t(it / n_tiles / head_groups), g = std::uint32_t(it / n_tiles % head_groups);
-        run_tile(kt, kv, layer, b, q, p, out, tr, hk, g * heads_per_tile, std::min(heads_per_tile, gqa - g * heads_per_tile),
-                 tid);
+        run_tile(kt, kv, table, layer, b, q, p, out, tr, hk, g * heads_per_tile,
+                 std::min(heads_per_tile, gqa - g * heads_per_tile), tid);
       }
     });
   }
@@ -107,9 +105,9 @@ class attention_runner {
     return p.chunk ? pos / p.chunk * p.chunk : 0;
   }
 
-  void run_tile(const kernel_table& kt, const kv_storage& kv, std::uint32_t layer, const graph::batch& b, tensor q,
-                const attention_params& p, tensor out, const tile_run& tr, std::uint32_t hk, std::uint32_t h0,
-                std::uint32_t nh, unsigned tid) {
+  void run_tile(const kernel_table& kt, const kv_storage& kv, const kv::block_table& table, std::uint32_t layer,
+                const graph::batch& b, tensor q, const attention_params& p, tensor out, const tile_run& tr,
+                std::uint32_t hk, std::uint32_t h0, std::uint32_t nh, unsigned tid) {
     const std::uint32_t d = p.head_dim, gqa = p.n_head / p.n_head_kv, seq = b.seq_ids[tr.token];
     const std::uint32_t window = kv.window();
     float* fl = floats_.data() + tid * float_stride_;
@@ -150,7 +148,7 @@ class attention_runner {
     const bool ring_k = window && kv::is_compressed(kv.config().type_k);
     const bool ring_v = window && kv::is_compressed(kv.config().type_v);
     for (std::uint32_t j = t.key_lo; j <= t.key_hi; ++j) {
-      const std::uint32_t slot = kv.table().slot(seq, j);
+      const std::uint32_t slot = table.slot(seq, j);
       k_rows[j - t.key_lo] = kv.k_head(layer, slot, hk);
       v_rows[j - t.key_lo] = kv.v_head(layer, slot, hk);
       if (ring_k) k_ring[j - t.key_lo] = kv.k_recent(layer, seq, j, hk);

@@ -1,6 +1,7 @@
-// The CPU backend: executes each graph op at once on host memory with a thread pool, using the
-// per-format kernels chosen at load time (kernel_table). Activations are quantized to the
-// weight format's `act` before quantized matmuls, as llama.cpp's CPU backend does.
+// The CPU backend: executes each graph op (graph/backend_contract.hpp) at once on host memory
+// with a thread pool, using the per-format kernels chosen at load time (kernel_table).
+// Activations are quantized to the weight format's `act` before quantized matmuls, as
+// llama.cpp's CPU backend does.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -12,11 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "strata/arch/architecture.hpp"
 #include "strata/arch/hparams_limits.hpp"
 #include "strata/core/error.hpp"
 #include "strata/gguf/reader.hpp"
-#include "strata/graph/batch.hpp"
+#include "strata/graph/backend_contract.hpp"
 #include "strata/kernels/cpu/attention.hpp"
 #include "strata/kernels/cpu/format_kernels.hpp"
 #include "strata/kernels/cpu/kv_storage.hpp"
@@ -25,14 +25,6 @@
 #include "strata/kernels/cpu/thread_pool.hpp"
 
 namespace strata::kernels::cpu {
-
-struct rope_params {
-  bool neox = false;
-  std::uint32_t n_rot = 0;
-  float base = 10000.0f;
-  float freq_scale = 1.0f;
-  const float* freq_factors = nullptr;  // rope_freqs.weight, n_rot/2 floats, or null
-};
 
 class backend {
  public:
@@ -46,8 +38,15 @@ class backend {
   unsigned threads() const noexcept { return pool_.size(); }
   thread_pool& pool() noexcept { return pool_; }
 
-  buffer alloc(std::uint32_t rows, std::uint32_t cols) { return buffer(rows, cols); }
-  kv_state make_kv(const kv::kv_config& cfg) { return kv_state(cfg); }
+  buffer alloc(std::uint32_t rows, std::uint32_t cols) {
+    max_cols_ = std::max(max_cols_, cols);
+    return buffer(rows, cols);
+  }
+  // Also sizes the attention scratch for the cache's context.
+  kv_state make_kv(const kv::kv_config& cfg) {
+    attn_.reserve(pool_.size(), max_tokens_, cfg.n_ctx);
+    return kv_state(cfg);
+  }
 
   // Zero-copy view of a GGUF tensor; its format must have kernels on this backend. Matrices of
   // a format with a packed layout are also packed (a copy the backend owns), except the token
@@ -68,31 +67,26 @@ class backend {
     return w;
   }
 
-  // Scratch sized before the hot path: activation rows in the widest act format, attention
-  // scores per thread.
-  void reserve(std::uint32_t max_rows, std::uint32_t max_cols, std::uint32_t max_ctx) {
-    const std::size_t act = std::size_t(max_rows) * (std::size_t(max_cols) * 4 + 64);
+  // Scratch sized before the hot path: activation rows (of the widest buffer allocated) in any
+  // act format, MoE routing per token × expert pair.
+  void reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
+    const std::size_t act = std::size_t(std::max(max_tokens, max_routed)) * (std::size_t(max_cols_) * 4 + 64);
     if (act_scratch_.size() < act) act_scratch_.resize(act);
-    attn_.reserve(pool_.size(), max_rows, max_ctx);
-    // MoE routing: max_rows is the batch times expert_used_count for a MoE model (one entry per
-    // routed row); the expert order holds expert_count entries (validated <= limits::max_experts).
-    if (route_ids_.size() < max_rows) {
-      route_ids_.resize(max_rows);
-      route_w_.resize(max_rows);
-      route_rows_.reserve(max_rows);
+    max_tokens_ = max_tokens;
+    if (route_ids_.size() < max_routed) {
+      route_ids_.resize(max_routed);
+      route_w_.resize(max_routed);
+      route_rows_.reserve(max_routed);
     }
     route_order_.reserve(arch::limits::max_experts);
   }
 
-  void begin(const graph::batch&, bool /*greedy*/ = false) noexcept {}
+  // The step's inputs, read by the ops below (the CPU keeps views; nothing is copied).
+  void begin(const graph::step_inputs& s) noexcept { step_ = s; }
 
-  rope_params rope_params_for(const arch::layer_plan& p, const arch::hparams& hp,
-                              const std::vector<float>& freq_factors) const noexcept {
-    return {false, hp.n_rot, p.rope_base, hp.rope_freq_scale, freq_factors.empty() ? nullptr : freq_factors.data()};
-  }
-
-  void get_rows(const weight& table, std::span<const std::int32_t> ids, tensor out) {
+  void embed(const weight& table, tensor out) {
     const auto& k = *table.kernels;
+    const std::span<const std::int32_t> ids = step_.tokens.tokens;
     pool_.parallel_for(ids.size(), 1, [&](std::size_t b, std::size_t e, unsigned) {
       for (std::size_t i = b; i < e; ++i) k.dequant_row(table.row(std::size_t(ids[i])), out.row(i), out.cols);
     });
@@ -114,6 +108,9 @@ class backend {
                   ", output " + std::to_string(y.rows) + "x" + std::to_string(y.cols));
     if (w.packed) return matmul_packed(w, x, y);
     const std::size_t K = x.cols, act_bytes = k.act_row_bytes(K);
+    if (x.rows * act_bytes > act_scratch_.size())
+      throw error("matmul '" + std::string(w.name) + "': " + std::to_string(x.rows) + " rows of " + std::to_string(K) +
+                  " exceed the scratch reserve() sized (tensors must come from alloc() before reserve())");
     std::byte* act = act_scratch_.data();
     pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
       for (std::size_t t = b; t < e; ++t) k.quantize_act_row(x.row(t), act + t * act_bytes, K);
@@ -184,33 +181,37 @@ class backend {
     });
   }
 
-  void rope(tensor x, std::uint32_t n_heads, std::span<const std::int32_t> pos, const rope_params& p) {
+  void rope(tensor x, std::uint32_t n_heads, const graph::rope_params& p, const weight* freq_factors) {
     if (p.n_rot > arch::limits::max_head_dim || p.n_rot * n_heads > x.cols)
       throw error("rope: " + std::to_string(n_heads) + " heads of " + std::to_string(p.n_rot) +
                   " rotated dims do not fit a row of " + std::to_string(x.cols) + " (limit " +
                   std::to_string(arch::limits::max_head_dim) + " per head)");
+    const std::span<const std::int32_t> pos = step_.tokens.positions;
+    const float* ff = freq_factors && *freq_factors ? reinterpret_cast<const float*>(freq_factors->data) : nullptr;
     pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
       float c[arch::limits::max_head_dim / 2], s[arch::limits::max_head_dim / 2];
       for (std::size_t t = b; t < e; ++t) {
-        rope_angles(pos[t], p.n_rot, p.base, p.freq_scale, p.freq_factors, c, s);
+        rope_angles(pos[t], p.n_rot, p.base, p.freq_scale, ff, c, s);
         for (std::uint32_t h = 0; h < n_heads; ++h) rope_head(x.row(t) + h * p.n_rot, p.n_rot, p.neox, c, s);
       }
     });
   }
 
-  void scale_rows_llama4_temperature(tensor q, std::span<const std::int32_t> pos) {
-    for (std::uint32_t t = 0; t < q.rows; ++t) {
-      const float f = llama4_attn_temperature(pos[t]);
-      for (std::uint32_t i = 0; i < q.cols; ++i) q.row(t)[i] *= f;
+  void scale_by_position(tensor x, const graph::position_scale_params& p) {
+    for (std::uint32_t t = 0; t < x.rows; ++t) {
+      const float f = position_scale(step_.tokens.positions[t], p.scale, p.floor_base);
+      for (std::uint32_t i = 0; i < x.cols; ++i) x.row(t)[i] *= f;
     }
   }
 
-  void kv_store(kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor k, tensor v) {
+  void kv_store(kv_state& kv, std::uint32_t layer, tensor k, tensor v) {
+    const graph::batch& b = step_.tokens;
+    const kv::block_table& table = step_kv();
     const bool compressed = kv::is_compressed(kv.config().type_k) || kv::is_compressed(kv.config().type_v);
     if (!compressed || b.size() < 4 || !attn_.reserved()) {
       for (std::size_t t = 0; t < b.size(); ++t)
         kv.store(layer, b.seq_ids[t], std::uint32_t(b.positions[t]),
-                 kv.table().slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t));
+                 table.slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t));
       return;
     }
     // Quantizing on append (3 Hadamard rounds per head vector) is worth spreading over the pool
@@ -220,19 +221,18 @@ class backend {
       float* scratch = attn_.encode_scratch(tid);
       for (std::size_t t = beg; t < end; ++t)
         kv.store(layer, b.seq_ids[t], std::uint32_t(b.positions[t]),
-                 kv.table().slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t), scratch);
+                 table.slot(b.seq_ids[t], std::uint32_t(b.positions[t])), k.row(t), v.row(t), scratch);
     });
   }
 
   // Softmax attention of each query head over its sequence's cached positions [start, pos]
   // (kernels/cpu/attention.hpp).
-  void attention(const kv_state& kv, std::uint32_t layer, const graph::batch& b, tensor q,
-                 const attention_params& p, tensor out) {
+  void attention(const kv_state& kv, std::uint32_t layer, tensor q, const graph::attention_params& p, tensor out) {
     if (p.head_dim > attention_runner::max_head_dim || p.n_head_kv == 0 || p.n_head % p.n_head_kv)
       throw error("attention: head_dim " + std::to_string(p.head_dim) + " (limit " +
                   std::to_string(attention_runner::max_head_dim) + "), " + std::to_string(p.n_head) + " heads over " +
                   std::to_string(p.n_head_kv) + " KV heads");
-    attn_.run(pool_, *kernels_, kv, layer, b, q, p, out);
+    attn_.run(pool_, *kernels_, kv, step_kv(), layer, step_.tokens, q, p, out);
   }
 
   // out = silu(gate) ⊙ up (out may alias gate).
@@ -248,8 +248,9 @@ class backend {
       for (std::uint32_t i = 0; i < a.cols; ++i) out.row(t)[i] = a.row(t)[i] + b.row(t)[i];
   }
 
-  // Rows whose flag is set, in order (the rows that produce logits).
-  void select_rows(tensor x, std::span<const std::uint8_t> flags, tensor out) {
+  // Rows whose logits flag is set in the step, in order.
+  void select_rows(tensor x, tensor out) {
+    const std::span<const std::uint8_t> flags = step_.tokens.logits;
     std::uint32_t o = 0;
     for (std::uint32_t t = 0; t < x.rows; ++t)
       if (flags[t]) std::memcpy(out.row(o++), x.row(t), x.cols * sizeof(float));
@@ -279,25 +280,13 @@ class backend {
     for (std::uint32_t r = 0; r < src.rows; ++r) std::memcpy(dst.data() + std::size_t(r) * src.cols, src.row(r), src.cols * 4);
   }
 
-  struct moe_weights {
-    const weight* gate_inp;
-    const weight* gate_exps;
-    const weight* up_exps;
-    const weight* down_exps;
-  };
-  struct moe_scratch {
-    tensor logits;   // rows × n_expert
-    tensor xin;      // rows × n_embd (gathered / weighted inputs)
-    tensor gate;     // rows × n_ff_exp
-    tensor up;       // rows × n_ff_exp
-    tensor y;        // rows × n_embd
-  };
+  using moe_weights = graph::moe_weights<weight>;
+  using moe_scratch = graph::moe_scratch<tensor>;
 
   // Mixture of experts over the rows of x; only the selected experts run, grouped by expert so
   // each expert's weights are read once per step. out = Σ_selected w_e · FFN_e(input_e).
-  void moe_ffn(const moe_weights& mw, arch::router_kind router, std::uint32_t k, tensor x,
-               const moe_scratch& s, tensor out) {
-    const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]);
+  void moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor x, const moe_scratch& s, tensor out) {
+    const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]), k = mp.n_used;
     if (E > arch::limits::max_experts || k > E || std::size_t(n) * k > route_ids_.size())
       throw error("moe: " + std::to_string(n) + " rows x " + std::to_string(k) + " of " + std::to_string(E) +
                   " experts exceed the routing buffers (" + std::to_string(route_ids_.size()) + " entries)");
@@ -317,7 +306,7 @@ class backend {
           if (l[order[e]] > l[order[best]] || (l[order[e]] == l[order[best]] && order[e] < order[best])) best = e;
         std::swap(order[j], order[best]);
       }
-      if (router == arch::router_kind::softmax_topk_renorm) {
+      if (mp.gating == graph::moe_gating::softmax) {
         const float mx = l[order[0]];
         double sum = 0.0;
         for (std::uint32_t e = 0; e < E; ++e) sum += std::exp(double(l[e] - mx));
@@ -334,7 +323,7 @@ class backend {
       for (std::uint32_t j = 0; j < k; ++j) ids[t * k + j] = std::int32_t(order[j]);
     }
     for (std::uint32_t t = 0; t < n; ++t) std::fill(out.row(t), out.row(t) + out.cols, 0.0f);
-    const bool weight_input = router == arch::router_kind::sigmoid_topk_weight_input;
+    const bool weight_input = mp.weighting == graph::moe_weighting::input;
     std::vector<std::uint32_t>& rows = route_rows_;
     for (std::uint32_t e = 0; e < E; ++e) {
       rows.clear();
@@ -363,6 +352,11 @@ class backend {
   }
 
  private:
+  const kv::block_table& step_kv() const {
+    if (!step_.kv) throw error("CPU backend: a KV op in a step begun without a block table");
+    return *step_.kv;
+  }
+
   // Packs every 2-D slab of w into a new buffer (in parallel) and points w at it.
   void pack(weight& w) {
     const auto& k = *w.kernels;
@@ -382,6 +376,9 @@ class backend {
 
   thread_pool pool_;
   const kernel_table* kernels_;
+  graph::step_inputs step_;
+  std::uint32_t max_cols_ = 0;    // widest buffer allocated
+  std::uint32_t max_tokens_ = 0;  // per step (reserve), for the attention scratch (make_kv)
   std::vector<std::byte> act_scratch_;
   attention_runner attn_;
   std::vector<byte_buffer> packed_;  // packed weights (load)
@@ -389,5 +386,7 @@ class backend {
   std::vector<float> route_w_;
   std::vector<std::uint32_t> route_order_, route_rows_;
 };
+
+static_assert(graph::backend<backend>);
 
 }  // namespace strata::kernels::cpu

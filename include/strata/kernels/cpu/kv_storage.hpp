@@ -1,5 +1,5 @@
-// CPU KV-cache storage: per layer, K and V rows of n_head_kv head vectors per token slot of the
-// shared block_table, each head vector in the cache's element type (kv::kv_type):
+// CPU KV-cache storage: per layer, K and V rows of n_head_kv head vectors per token slot (the
+// model's kv::block_table assigns slots), each head vector in the cache's element type (kv::kv_type):
 //   f32 / f16   plain, head_dim elements
 //   q8_0        head_dim/32 ggml Q8_0 blocks (34 bytes each)
 //   tq4/3/2     one packed TurboQuant row (turboquant/block.hpp; 50 bytes at head_dim 128, 3 bits)
@@ -18,7 +18,6 @@
 
 #include "strata/core/error.hpp"
 #include "strata/core/fp16.hpp"
-#include "strata/kv/block_table.hpp"
 #include "strata/kernels/cpu/kv_row_kernels.hpp"
 #include "strata/kv/kv_config.hpp"
 #include "strata/quant/q8_0.hpp"
@@ -99,13 +98,12 @@ class kv_storage {
  public:
   explicit kv_storage(const kv::kv_config& cfg)
       : cfg_(cfg),
-        table_(cfg.n_ctx, cfg.block_size, cfg.n_seq),
         k_(cfg.type_k, cfg.head_dim),
         v_(cfg.type_v, cfg.head_dim),
         ring_rows_(window() ? cfg.full_precision_window + std::max<std::uint32_t>(cfg.max_batch, 1) : 0),
         layers_(cfg.n_layer),
         scratch_(cfg.head_dim) {
-    const std::size_t slots = table_.n_slots();
+    const std::size_t slots = cfg.n_slots();
     const std::size_t ring = std::size_t(cfg.n_seq) * ring_rows_ * cfg.row_elems();
     for (auto& l : layers_) {
       l.k.resize(slots * cfg.n_head_kv * k_.head_bytes());
@@ -117,8 +115,6 @@ class kv_storage {
   }
 
   const kv::kv_config& config() const noexcept { return cfg_; }
-  kv::block_table& table() noexcept { return table_; }
-  const kv::block_table& table() const noexcept { return table_; }
   const kv_codec& k_codec() const noexcept { return k_; }
   const kv_codec& v_codec() const noexcept { return v_; }
   // Row kernels for the compressed-attention path (widen f16, dot, axpy), chosen once.
@@ -209,7 +205,6 @@ class kv_storage {
     std::vector<std::uint32_t> ring_pos;   // [seq][ring row]: position held (−1: none)
   };
   kv::kv_config cfg_;
-  kv::block_table table_;
   kv_codec k_, v_;
   std::uint32_t ring_rows_;
   std::vector<layer> layers_;

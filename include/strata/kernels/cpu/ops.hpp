@@ -50,10 +50,11 @@ inline void rope_head(float* x, std::uint32_t n_rot, bool neox, const float* c, 
   }
 }
 
-// Llama 4 NoPE-layer attention temperature (llama.cpp: floor scale 8192, scale 0.1).
-// llama.cpp evaluates it in double and stores a float; 1.0 below position 8191.
-inline float llama4_attn_temperature(std::int32_t pos) noexcept {
-  return float(std::log(double(std::floor((float(pos) + 1.0f) / 8192.0f)) + 1.0) * 0.1 + 1.0);
+// 1 + scale · ln(floor((pos + 1) / floor_base) + 1): Llama 4's NoPE-layer attention temperature
+// (llama.cpp: floor_base 8192, scale 0.1), evaluated in double and stored as a float as
+// llama.cpp does; 1.0 below position floor_base − 1.
+inline float position_scale(std::int32_t pos, double scale, float floor_base) noexcept {
+  return float(std::log(double(std::floor((float(pos) + 1.0f) / floor_base)) + 1.0) * scale + 1.0);
 }
 
 }  // namespace strata::kernels::cpu

@@ -1,0 +1,57 @@
+// A stage: one backend running a contiguous slice of a model's layers (the decoder over that
+// backend, its KV storage and the backend itself). A model is one stage, or several that hand the
+// hidden states on once per step (-ngl: GPU layers, then CPU layers with the head); every stage
+// of a model addresses its KV storage through the model's one kv::block_table.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/gguf/reader.hpp"
+#include "strata/graph/batch.hpp"
+#include "strata/kv/block_table.hpp"
+#include "strata/runtime/engine.hpp"
+
+namespace strata::rt {
+
+// Layers [first, first + count) of the model; the first stage embeds, the last has the head.
+struct layer_slice {
+  std::uint32_t first = 0, count = 0;
+  bool embed = true, head = true;
+};
+
+class stage {
+ public:
+  virtual ~stage() = default;
+  // One step over this stage's layers (graph::decoder::forward): kv holds the slots of b's
+  // positions, reserved by the model.
+  virtual void forward(const graph::batch& b, const kv::block_table& kv, std::span<float> logits,
+                       std::span<const float> hidden_in, std::span<float> hidden_out,
+                       std::span<std::int32_t> argmax_out, std::span<float> embd_out) = 0;
+  virtual std::string description() const = 0;
+  virtual std::string startup_report() const { return {}; }
+  virtual std::vector<model::kernel_time> kernel_profile() const { return {}; }
+  virtual void reset_kernel_profile() {}
+};
+
+// The stage factory of each backend (the GGUF's architecture picks the decoder instantiation),
+// defined in runtime/engine/<backend>_stage.cpp; make_stage() is the one switch over them.
+std::unique_ptr<stage> make_cpu_stage(const gguf::reader& r, const engine_options& opt, const layer_slice& layers);
+#ifdef STRATA_HAS_VULKAN
+std::unique_ptr<stage> make_vulkan_stage(const gguf::reader& r, const engine_options& opt, const layer_slice& layers);
+#endif
+std::unique_ptr<stage> make_stage(backend_kind kind, const gguf::reader& r, const engine_options& opt,
+                                  const layer_slice& layers);
+
+// Which backend runs which layers.
+struct stage_plan {
+  backend_kind kind = backend_kind::cpu;
+  layer_slice layers;
+};
+// The engine's model: stages over consecutive slices covering every layer, one block table.
+std::unique_ptr<model> make_staged_model(std::unique_ptr<gguf::file> f, const engine_options& opt,
+                                         const arch::hparams& hp, std::span<const stage_plan> plan);
+
+}  // namespace strata::rt

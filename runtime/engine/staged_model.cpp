@@ -1,0 +1,116 @@
+// The engine's model over one or more stages (runtime/engine/stage.hpp). It is the one owner of
+// the KV bookkeeping: a step reserves the batch's slots in the block table, runs every stage
+// (each reads the table, none changes it) and commits the tokens; sessions and the scheduler
+// truncate sequences through model::kv().
+#include <stdexcept>
+
+#include "model_config.hpp"
+#include "stage.hpp"
+
+namespace strata::rt {
+
+std::unique_ptr<stage> make_stage(backend_kind kind, const gguf::reader& r, const engine_options& opt,
+                                  const layer_slice& layers) {
+  switch (kind) {
+    case backend_kind::cpu: return make_cpu_stage(r, opt, layers);
+    case backend_kind::vulkan:
+#ifdef STRATA_HAS_VULKAN
+      return make_vulkan_stage(r, opt, layers);
+#else
+      throw error("this build of Strata has no Vulkan backend (configure with -DSTRATA_VULKAN=ON); use --backend cpu");
+#endif
+    case backend_kind::auto_select: break;
+  }
+  throw error("internal: a stage needs a resolved backend");
+}
+
+namespace {
+
+class staged_model final : public model {
+ public:
+  staged_model(std::unique_ptr<gguf::file> f, const engine_options& opt, const arch::hparams& hp,
+               std::span<const stage_plan> plan)
+      : file_(std::move(f)), opt_(opt), hp_(hp), table_(kv_config_for(hp_, opt_, hp_.n_layer)) {
+    std::uint32_t next = 0;
+    for (const auto& p : plan) {
+      if (p.layers.first != next || p.layers.count == 0 || p.layers.embed != (next == 0))
+        throw error("internal: stages must cover consecutive, non-empty layer slices");
+      next += p.layers.count;
+      if (p.layers.head != (next == hp_.n_layer)) throw error("internal: only the last stage has the head");
+      stages_.push_back(make_stage(p.kind, file_->gguf(), opt_, p.layers));
+      cpu_only_ = cpu_only_ && p.kind == backend_kind::cpu;
+      slices_.push_back(p.layers);
+    }
+    if (next != hp_.n_layer) throw error("internal: the stages do not cover every layer");
+    if (stages_.size() > 1) hidden_.resize(std::size_t(opt_.n_batch) * hp_.n_embd);
+  }
+
+  const arch::hparams& hparams() const noexcept override { return hp_; }
+  const gguf::reader& gguf() const noexcept override { return file_->gguf(); }
+  const engine_options& options() const noexcept override { return opt_; }
+  std::string backend_description() const override {
+    if (stages_.size() == 1) return stages_[0]->description();
+    std::string d;
+    for (std::size_t i = 0; i < stages_.size(); ++i)
+      d += (i ? ", " : "") + stages_[i]->description() + " for layers " + std::to_string(slices_[i].first) + "-" +
+           std::to_string(slices_[i].first + slices_[i].count - 1);
+    return d;
+  }
+  std::string startup_report() const override {
+    std::string r;
+    for (const auto& s : stages_)
+      if (auto t = s->startup_report(); !t.empty()) r += (r.empty() ? "" : "; ") + t;
+    return r;
+  }
+  std::vector<kernel_time> kernel_profile() const override {
+    std::vector<kernel_time> out;
+    for (const auto& s : stages_)
+      for (auto& k : s->kernel_profile()) out.push_back(std::move(k));
+    return out;
+  }
+  void reset_kernel_profile() override {
+    for (const auto& s : stages_) s->reset_kernel_profile();
+  }
+  kv::block_table& kv() noexcept override { return table_; }
+
+  void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }
+  void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override { step(b, {}, ids); }
+  void forward_embeddings(const graph::batch& b, std::span<float> out) override {
+    if (!supports_embeddings()) model::forward_embeddings(b, out);  // throws, naming the backend
+    step(b, {}, {}, out);
+  }
+  // On the CPU backend only, so far (the others are not tested for it).
+  bool supports_embeddings() const noexcept override { return cpu_only_; }
+
+ private:
+  // Stage i reads the hidden states stage i - 1 handed out; the same host rows serve as both
+  // (a stage takes its input at write(), before it produces its output).
+  void step(const graph::batch& b, std::span<float> logits, std::span<std::int32_t> ids, std::span<float> embd = {}) {
+    table_.reserve_step(b.seq_ids, b.positions);
+    const std::size_t last = stages_.size() - 1;
+    for (std::size_t i = 0; i <= last; ++i)
+      stages_[i]->forward(b, table_, i == last ? logits : std::span<float>{},
+                          i ? std::span<const float>(hidden_) : std::span<const float>{},
+                          i < last ? std::span<float>(hidden_) : std::span<float>{},
+                          i == last ? ids : std::span<std::int32_t>{}, i == last ? embd : std::span<float>{});
+    table_.commit_step(b.seq_ids, b.tokens);
+  }
+
+  std::unique_ptr<gguf::file> file_;
+  engine_options opt_;
+  arch::hparams hp_;
+  kv::block_table table_;
+  std::vector<std::unique_ptr<stage>> stages_;
+  std::vector<layer_slice> slices_;
+  std::vector<float> hidden_;
+  bool cpu_only_ = true;
+};
+
+}  // namespace
+
+std::unique_ptr<model> make_staged_model(std::unique_ptr<gguf::file> f, const engine_options& opt,
+                                         const arch::hparams& hp, std::span<const stage_plan> plan) {
+  return std::make_unique<staged_model>(std::move(f), opt, hp, plan);
+}
+
+}  // namespace strata::rt

@@ -1,0 +1,37 @@
+// The Vulkan backend in the engine: how a stage makes, describes and profiles it, and the Vulkan
+// decoder of every architecture (arch/all.hpp), instantiated here once (built with STRATA_VULKAN).
+#include <cstdio>
+
+#include "../vulkan/backend.hpp"
+#include "decoder_stage.hpp"
+
+namespace strata::rt {
+
+template <>
+struct engine_backend<gpu::backend> {
+  static std::unique_ptr<gpu::backend> make(const engine_options& opt) {
+    return std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress});
+  }
+  static std::string describe(const gpu::backend& be) { return be.description(); }
+  static std::string startup_report(const gpu::backend& be) {
+    const auto& s = be.startup();
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "%u pipelines in %.0f ms (%u SPIR-V compiled, %u from cache); %.2f GiB of weights uploaded in %.0f ms",
+                  s.pipelines, s.pipelines_ms, s.spirv_compiled, s.spirv_cached, double(s.weight_bytes) / double(1ull << 30),
+                  s.upload_ms);
+    return buf;
+  }
+  static std::vector<model::kernel_time> kernel_profile(const gpu::backend& be) {
+    std::vector<model::kernel_time> out;
+    for (const auto& k : be.profile()) out.push_back({k.label, k.total_ms, k.calls});
+    return out;
+  }
+  static void reset_kernel_profile(gpu::backend& be) { be.reset_profile(); }
+};
+
+std::unique_ptr<stage> make_vulkan_stage(const gguf::reader& r, const engine_options& opt, const layer_slice& layers) {
+  return make_decoder_stage<gpu::backend>(r, opt, layers);
+}
+
+}  // namespace strata::rt

@@ -17,7 +17,6 @@ void command_recorder::begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool q
   written_.clear();
   read_.clear();
   labels_.clear();
-  barriers_ = 0;
   cmd_->begin(vk::CommandBufferBeginInfo());
   if (queries_) {
     cmd_->resetQueryPool(queries_, 0, query_capacity_);
@@ -30,7 +29,6 @@ void command_recorder::barrier() {
   cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
   written_.clear();
   read_.clear();
-  ++barriers_;
 }
 
 void command_recorder::dispatch(const pipeline& p, std::span<const binding> bindings, const void* push,

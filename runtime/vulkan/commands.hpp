@@ -29,7 +29,6 @@ class command_recorder {
   void end();
 
   std::uint32_t dispatches() const noexcept { return std::uint32_t(labels_.size()); }
-  std::uint32_t barriers() const noexcept { return barriers_; }
   const std::vector<std::string>& labels() const noexcept { return labels_; }
 
  private:
@@ -39,7 +38,6 @@ class command_recorder {
   std::uint32_t query_capacity_ = 0;
   std::vector<std::uint32_t> written_, read_;  // buffer ids since the last barrier
   std::vector<std::string> labels_;
-  std::uint32_t barriers_ = 0;
 };
 
 }  // namespace strata::gpu

@@ -20,8 +20,8 @@ class block_table {
   explicit block_table(const kv_config& c) : block_table(c.n_ctx, c.block_size, c.n_seq) {}
   // n_slots total token slots in blocks of block_size; up to n_seq sequences.
   block_table(std::uint32_t n_slots, std::uint32_t block_size, std::uint32_t n_seq)
-      : block_size_(block_size), n_blocks_((n_slots + block_size - 1) / block_size), capacity_(n_slots), seqs_(n_seq) {
-    if (block_size == 0 || n_seq == 0) throw error("kv cache: block size and sequence count must be non-zero");
+      : block_size_(checked(block_size, n_seq)), n_blocks_((n_slots + block_size - 1) / block_size), capacity_(n_slots),
+        seqs_(n_seq) {
     free_.reserve(n_blocks_);
     for (std::uint32_t b = n_blocks_; b-- > 0;) free_.push_back(b);
     for (auto& s : seqs_) {
@@ -124,6 +124,11 @@ class block_table {
     std::vector<std::uint32_t> blocks;
     std::vector<std::int32_t> tokens;
   };
+  // Checked before the block count divides by it.
+  static std::uint32_t checked(std::uint32_t block_size, std::uint32_t n_seq) {
+    if (block_size == 0 || n_seq == 0) throw error("kv cache: block size and sequence count must be non-zero");
+    return block_size;
+  }
   const sequence& at(std::uint32_t seq) const {
     if (seq >= seqs_.size())
       throw error("kv cache: sequence id " + std::to_string(seq) + " out of range (" + std::to_string(seqs_.size()) + ")");

@@ -11,6 +11,7 @@
 
 #include "strata/arch/all.hpp"
 #include "strata/gguf/writer.hpp"
+#include "support/error_of.hpp"
 
 namespace {
 
@@ -51,12 +52,8 @@ std::unique_ptr<model_file> make_file(const std::string& arch) {
 
 std::string load_error(const std::string& arch, auto&& edit) {
   const auto f = make_file(arch, edit);
-  try {
-    arch::visit(arch, [&](auto a) { return decltype(a)::load_hparams(*f->reader); });
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(loaded)";
+  const auto e = test::error_of([&] { arch::visit(arch, [&](auto a) { return decltype(a)::load_hparams(*f->reader); }); });
+  return e.empty() ? "(loaded)" : e;
 }
 
 bool has(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
@@ -159,11 +156,6 @@ TEST_CASE("hparams: llama4 layer plans (NoPE every 4th layer with temperature, c
 
 TEST_CASE("hparams: an unknown architecture names the supported ones") {
   const auto f = make_file("gpt2");
-  std::string what;
-  try {
-    arch::visit("gpt2", [&](auto a) { return decltype(a)::load_hparams(*f->reader); });
-  } catch (const std::exception& e) {
-    what = e.what();
-  }
-  CHECK(what == "unknown architecture 'gpt2' (supported: llama, qwen3, qwen3moe, llama4)");
+  CHECK(test::error_of([&] { arch::visit("gpt2", [&](auto a) { return decltype(a)::load_hparams(*f->reader); }); }) ==
+        "unknown architecture 'gpt2' (supported: llama, qwen3, qwen3moe, llama4)");
 }

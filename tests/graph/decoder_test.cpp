@@ -13,6 +13,7 @@
 #include "strata/arch/all.hpp"
 #include "strata/graph/decoder.hpp"
 #include "strata/kernels/cpu/backend.hpp"
+#include "support/error_of.hpp"
 #include "support/fixtures.hpp"
 
 namespace {
@@ -22,14 +23,7 @@ using test::trace_backend;
 
 std::filesystem::path model_path(const std::string& name) { return test::fixture_dir() / "models" / name; }
 
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return {};
-}
+using test::error_of;
 
 // n tokens of sequence 0 at positions pos0.., logits for the last one only (or every one).
 struct tokens {

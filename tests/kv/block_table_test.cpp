@@ -9,19 +9,13 @@
 #include <vector>
 
 #include "strata/kv/block_table.hpp"
+#include "support/error_of.hpp"
 
 namespace {
 
 using strata::kv::block_table;
 
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return {};
-}
+using strata::test::error_of;
 
 // Appends tokens to seq as one step would.
 void append(block_table& t, std::uint32_t seq, const std::vector<std::int32_t>& toks) {

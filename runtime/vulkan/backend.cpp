@@ -232,6 +232,7 @@ struct backend::impl {
   // quantized for the next matvec (QUANT_OUT), into the other.
   std::uint32_t xq[2] = {0, 0}, xs[2] = {0, 0};  // buffer ids
   std::uint32_t max_k = 0;                         // widest matmul input
+  std::uint32_t max_q8_rows = 0;                   // rows the int8 scratch holds (tokens or MoE pairs)
   bool quant_out = true;                           // STRATA_VK_QUANT_OUT=0 disables
   // The input each slot holds now (valid until its buffer is written).
   struct quantized_input {
@@ -437,7 +438,7 @@ struct backend::impl {
       if (const auto& q = quantized[sl]; q && same(q->x, x) && q->norm_w == norm_w && q->eps == eps) return last_slot = sl;
     if (x.off % 4 || x.stride % 4)
       throw error("internal: quantized matmul input rows must start at multiples of 4 floats");
-    if (x.cols > max_k || x.rows > max_rows) throw error("internal: quantized input larger than its scratch");
+    if (x.cols > max_k || x.rows > max_q8_rows) throw error("internal: quantized input larger than its scratch");
     const std::uint32_t sl = last_slot ^ 1u;  // keep the slot read last (a gate/up pair may still need it)
     const quantize_pc pc{x.cols, x.off, x.stride, 0, max_k / 16, 0, max_k / 32, eps};
     const binding b[] = {bind(x, false), norm_w ? bind_weight(*norm_w) : bind(x, false), bind_id(xq[sl], true),
@@ -978,6 +979,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   P.stats.weight_bytes = total;
   P.uploaded = true;
   P.max_rows = max_tokens;
+  P.max_q8_rows = std::max(max_tokens, max_routed);  // an MoE step quantizes token x expert rows
 
   // Pipelines every model needs, plus per-format matvecs, built in parallel now.
   std::vector<pipeline_request> reqs;
@@ -1038,8 +1040,8 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   if (P.mmvq && P.max_k) {
     P.max_k = (P.max_k + 255) / 256 * 256;
     for (int sl = 0; sl < 2; ++sl) {
-      P.xq[sl] = P.new_buffer(std::uint64_t(max_rows) * P.max_k, memory_kind::device, "int8 activations");
-      P.xs[sl] = P.new_buffer(std::uint64_t(max_rows) * P.max_k / 32 * 16, memory_kind::device, "int8 activation scales");
+      P.xq[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k, memory_kind::device, "int8 activations");
+      P.xs[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k / 32 * 16, memory_kind::device, "int8 activation scales");
     }
     for (bool norm : {false, true}) reqs.push_back(P.quantize_req(norm));
     for (const auto& e : P.weights)

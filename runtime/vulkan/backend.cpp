@@ -1023,7 +1023,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
         widest = std::max<std::uint32_t>(widest, std::uint32_t(e.info->ne[0]));
     if (P.mm3_xf16 && widest) {
       P.mm_xh_cols = widest;
-      P.mm_xh = P.new_buffer(std::uint64_t(max_rows) * widest * 2, memory_kind::device, "f16 activations (prefill GEMM)");
+      P.mm_xh = P.new_buffer(std::uint64_t(P.max_rows) * widest * 2, memory_kind::device, "f16 activations (prefill GEMM)");
       reqs.push_back(impl::req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3));
     }
     for (const mma2_tile t : impl::mm3_tiles) reqs.push_back(P.mm3_req(P.mm3_forced ? P.mm3_shape : t, P.mm_xh != 0));

@@ -19,7 +19,9 @@
 
 namespace strata::gpu {
 
-inline constexpr std::uint32_t push_constant_bytes = 64;
+// The push-constant range of every pipeline: the size every Vulkan device supports
+// (maxPushConstantsSize >= 128); a dispatch pushes only its own block (push_constants.hpp).
+inline constexpr std::uint32_t push_constant_bytes = 128;
 
 struct pipeline_request {
   std::string shader;                       // kernel source under shaders/, e.g. "matvec"

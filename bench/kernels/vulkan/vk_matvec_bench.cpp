@@ -22,6 +22,7 @@
 #include "lab_args.hpp"
 #include "memory.hpp"
 #include "pipelines.hpp"
+#include "push_constants.hpp"
 #include "shader_compiler.hpp"
 #include "strata/core/error.hpp"
 #include "strata/core/fp16.hpp"
@@ -31,20 +32,6 @@ using namespace strata;
 using namespace strata::gpu;
 
 namespace {
-
-struct matvec_pc {
-  std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, in_div, ids_off, up_off;
-  std::uint32_t r_off, r_stride;
-  float eps;
-};
-struct mmvq_pc {
-  std::uint32_t K, N, n_tok, row_bytes, q_off, q_stride, s_off, s_stride, y_off, y_stride, r_off, r_stride, up_off,
-      expert_bytes, ids_off, in_div;
-};
-struct quantize_pc {
-  std::uint32_t K, x_off, x_stride, q_off, q_stride, s_off, s_stride;
-  float eps;
-};
 
 using strata::bench::split;
 
@@ -290,10 +277,7 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
     std::vector<prepared> vs;
     // mm3 variants: the expansion kernel and f16 scratch (expanded from copy 0 once for mm3g).
     const pipeline_request dq_req{"dequant_f16", fmt, {{"WG", "256"}}, 2};
-    struct dq_pc_t {
-      std::uint32_t K, row_bytes, row0, rows, o_off;
-    };
-    const dq_pc_t dq_pc{K, row_bytes, 0, N, 0};
+    const dequant_f16_pc dq_pc{K, row_bytes, 0, N, 0};
     std::optional<gpu_buffer> w16;
     auto expand = [&](command_recorder& rec, std::uint32_t copy) {
       const binding b[] = {{{wb[copy].handle(), 0, wb[copy].size(), 0}, false}, whole(*w16, 5, true)};
@@ -324,9 +308,9 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
       const binding wbind{{wb[copy].handle(), 0, wb[copy].size(), 0}, false};
       if (v.mm3) {
         if (v.mm3_expand) expand(rec, copy);
-        const std::uint32_t pc[8] = {K, N, nt, 0, 0, K, 0, N};
+        const mm_f16_pc pc{K, N, nt, 0, 0, K, 0, N};
         const binding b[] = {whole(*w16, 5, false), whole(xb, 1, false), whole(yb, 4, true)};
-        rec.dispatch(*pv.pl, b, pc, sizeof pc, (N + v.bm - 1) / v.bm, (nt + v.bn - 1) / v.bn);
+        rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + v.bm - 1) / v.bm, (nt + v.bn - 1) / v.bn);
       } else if (v.mm) {
         const matvec_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 0, 0, 0, 0, 0, 0.0f};
         const binding b[] = {wbind, whole(xb, 1, false), whole(yb, 4, true)};

@@ -1,0 +1,322 @@
+// The Vulkan backend's state, shared by the files that implement it (one responsibility each):
+//   backend_setup.cpp     device options, weights upload, pipelines built up front, KV buffers
+//   step_cache.cpp        a step recorded once per shape and replayed (begin / finish, dispatch)
+//   kernel_requests.cpp   which pipeline variant (shader + defines) an op records
+//   fusion.cpp            deferred work: norms folded into matmuls, Q/K head ops into attn_prep,
+//                         the MoE combine into the residual add; prepare() orders the rest
+//   matmul_recording.cpp  matvec, integer matvec (int8 activations), tiled prefill matmul
+//   backend.cpp           the graph ops of the contract (graph/backend_contract.hpp)
+// Private to runtime/vulkan (includes Vulkan).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend.hpp"
+#include "commands.hpp"
+#include "context.hpp"
+#include "memory.hpp"
+#include "pipelines.hpp"
+#include "push_constants.hpp"
+
+namespace strata::gpu {
+
+namespace detail {
+inline constexpr std::uint32_t wg = 128;         // workgroup size of the elementwise / row kernels
+inline constexpr std::uint32_t mm_min_tokens = 16;  // from here on matmuls use the tiled kernel
+inline constexpr std::uint32_t flash_min_tokens = 16;  // and attention the tensor cores (one sequence, f16 KV)
+
+inline std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return std::uint32_t((a + b - 1) / b); }
+
+// Weight formats with an int8-activation unit in shaders/quant/<fmt>.glsl (MMVQ).
+inline bool has_mmvq(gguf::type_id t) {
+  return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k || t == gguf::type_id::q8_0;
+}
+}  // namespace detail
+
+// Workgroup tile of mul_mm.glsl's MMA2 path: BM weight rows x BN tokens, WM x WN per warp.
+struct mma2_tile {
+  std::uint32_t bm, bn, wm, wn;
+};
+
+struct backend::impl {
+  backend_options opt;
+  context ctx;
+  pipeline_registry pipes;
+  startup_stats stats;
+
+  // Activation buffers and KV buffers (id = index + 1; id 0 marks read-only ranges).
+  std::vector<gpu_buffer> buffers;
+  std::vector<std::uint64_t> buffer_floats;
+
+  struct weight_entry {
+    const gguf::tensor_info* info = nullptr;
+    std::uint32_t chunk = 0;
+    std::uint64_t offset = 0, bytes = 0;
+  };
+  std::vector<weight_entry> weights;
+  std::vector<gpu_buffer> chunks;
+  bool uploaded = false;
+
+  // Per-step inputs (host-visible), one section each.
+  gpu_buffer step;
+  std::uint32_t max_rows = 0;  // tokens per step
+  std::uint64_t off_tokens = 0, off_pos = 0, off_slots = 0, off_seq_row = 0, off_out_rows = 0, off_blocks = 0;
+  std::uint64_t blocks_bytes = 0;
+  std::uint32_t max_blocks = 0;
+  std::uint32_t moe_ids = 0, moe_wts = 0;  // buffer ids
+  std::uint32_t attn_part = 0;             // split-attention partials (allocated on first use)
+  std::uint32_t input = 0;                 // host-visible staging of write()
+  bool split_attention = true;             // STRATA_VK_SPLIT_ATTN=0 disables
+  // Query-tiled prefill attention: correct, but measured slower on the H100 (pp4096 752 vs 1154
+  // t/s, bench/RESULTS.md: shared-memory bank conflicts in its key loop), so opt-in for now.
+  bool tiled_attention = false;            // STRATA_VK_QTILE_ATTN=1 enables
+  bool gqa_attention = true;               // decode attention per KV head group; STRATA_VK_GQA_ATTN=0 disables
+  // The same for compressed KV (attention_qdec): 1 decode steps, 0 never (STRATA_VK_TQ_GQA=0),
+  // 2 prompt steps too (=2; unsplit, n_head_kv x tokens workgroups: 6x slower than attention_q on
+  // lavapipe, not yet measured on a GPU).
+  int tq_gqa = 1;
+  std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
+  bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
+  bool flash_attention = true;             // prefill attention on tensor cores; STRATA_VK_FA=0 disables
+  bool single_seq = false;                 // every token of the step belongs to one sequence
+  gpu_buffer readback;
+  gpu_buffer ids_readback;                 // argmax results (host-visible)
+  std::int32_t* ids_dst = nullptr;
+  std::size_t ids_count = 0;
+
+  // Recorded steps by shape.
+  struct recorded_step {
+    vk::raii::CommandBuffer cmd{nullptr};
+    std::vector<std::string> labels;
+  };
+  vk::raii::CommandPool pool{nullptr};
+  vk::raii::Fence fence{nullptr};
+  vk::raii::QueryPool queries{nullptr};
+  std::uint32_t query_capacity = 0;
+  std::map<std::uint64_t, recorded_step> steps;
+  recorded_step* current = nullptr;
+  recorded_step pending;  // being recorded
+  bool replay = false, recording = false;
+  std::uint64_t current_key = 0;
+  command_recorder rec;
+  float* read_dst = nullptr;
+  std::size_t read_floats = 0;
+  std::uint32_t last_dispatches = 0;
+  std::map<std::string, kernel_time> prof;
+
+  // Peephole fusion while recording (STRATA_VK_FUSE=0 turns it off): an RMS norm whose only
+  // consumers are matmuls is not dispatched but folded into their input (NORM_INPUT); matmuls
+  // are held back one op so a following residual add (ADD_RESIDUAL) or, for a gate/up pair,
+  // the SwiGLU (SWIGLU) joins their dispatch.
+  struct pending_norm {
+    tensor x, y;
+    const weight* w = nullptr;
+    float eps = 0;
+  };
+  struct pending_matmul {
+    const weight* w = nullptr;
+    tensor x, y;
+    std::optional<pending_norm> norm;
+    std::optional<tensor> residual;
+    const weight* up = nullptr;
+  };
+  // Integer matvec (mmvq.glsl): activations quantized once per input to int8 blocks (xq/xs
+  // scratch), then packed 4x8-bit dot products. STRATA_VK_MMVQ=0 turns it off (f32 matvec);
+  // STRATA_VK_MMVQ_SHAPE=WG:RPG:U overrides the workgroup shape for experiments.
+  bool mmvq = true;
+  std::uint32_t mmvq_wg = 64, mmvq_rpg = 2, mmvq_u = 2;
+  bool mmvq_shape_forced = false;
+  // Two scratch slots, so a matvec can read its quantized input from one and write its output,
+  // quantized for the next matvec (QUANT_OUT), into the other.
+  std::uint32_t xq[2] = {0, 0}, xs[2] = {0, 0};  // buffer ids
+  std::uint32_t max_k = 0;                         // widest matmul input
+  std::uint32_t max_q8_rows = 0;                   // rows the int8 scratch holds (tokens or MoE pairs)
+  bool quant_out = true;                           // STRATA_VK_QUANT_OUT=0 disables
+  // The input each slot holds now (valid until its buffer is written).
+  struct quantized_input {
+    tensor x;
+    const weight* norm_w = nullptr;
+    float eps = 0;
+  };
+  std::optional<quantized_input> quantized[2];
+  std::uint32_t last_slot = 1;
+  // Per-head ops on Q and K (weighted / plain RMS norm, RoPE, temperature) wait here until
+  // kv_store(), which records them with the KV append as one attn_prep dispatch. Any other op
+  // first records them one by one, in order (flush_heads), so deferral never changes results.
+  struct head_op {
+    enum kind_t { norm_w, norm, rope, temp } kind = norm;
+    const weight* w = nullptr;  // norm_w
+    float eps = 0;              // norm_w, norm
+    graph::rope_params rp{};    // rope
+    const weight* ff = nullptr;  // rope: frequency factors (rope_freqs), if any
+    graph::position_scale_params ps{};  // temp
+  };
+  struct head_tensor {
+    tensor t;  // all heads of the step's tokens: rows = tokens, cols = n_heads * head_dim
+    std::uint32_t n_heads = 0;
+    std::vector<head_op> ops;
+  };
+  std::vector<head_tensor> heads;
+  // An MoE layer's combine waits one op, so the decoder's residual add can join it (RESIDUAL).
+  struct pending_combine {
+    moe_pc pc;
+    tensor y, out;
+  };
+  std::optional<pending_combine> combine;
+  bool keep_heads = false;  // set while a head op or kv_store() prepares its inputs
+  std::uint32_t step_tokens = 0;
+  bool fuse = true;
+  bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)
+  bool coopmat = false;   // tensor-core tile product in mul_mm
+  bool mma2 = false;      // its larger double-buffered tiles (STRATA_VK_MMA2=1; off until faster than the 64x64 kernel)
+  bool mma2_forced = false;
+  mma2_tile mma2_shape{128, 128, 64, 32};
+  // Prefill on tensor cores over f16 weights (mul_mm_f16.glsl): a quantized matrix is expanded
+  // into f16 scratch (dequant_f16.glsl) a slice of rows at a time, then multiplied with
+  // register-prefetched tiles. STRATA_VK_MM3=0 returns to mul_mm.glsl; STRATA_VK_MM3_SHAPE forces a tile.
+  bool mm3 = true;
+  bool mm3_forced = false;
+  mma2_tile mm3_shape{128, 64, 64, 32};
+  std::uint32_t mm_scratch = 0;          // buffer id of the f16 weight scratch
+  std::uint64_t mm_scratch_halves = 0;
+  // The GEMM's activations converted to f16 first (copy_rows TO_F16): half the bytes each tile
+  // reads from L2, where the f32 activations were 2/3 of the traffic. STRATA_VK_MM3_XF16=0 disables.
+  bool mm3_xf16 = true;
+  std::uint32_t mm_xh = 0;               // buffer id: max_rows x mm_xh_cols halves
+  std::uint32_t mm_xh_cols = 0;
+  // Matvec shape: rows per workgroup and workgroup size (STRATA_VK_MV_NR / _WG to experiment).
+  std::uint32_t mv_rows = 8, mv_wg = 64;
+  // Rows per workgroup of a matvec. Measured on the H100 (bench/RESULTS.md): 8 for every
+  // matrix beats fewer rows for small ones (K/V projections), since x is then read from L2 once
+  // per 8 rows; fewer only when the matrix has fewer rows than that.
+  // Short matrices (an MoE router's 64-256 rows) take one row per workgroup, so they still
+  // spread over the whole GPU.
+  std::uint32_t rows_for(std::uint64_t n) const { return n > 512 && n >= mv_rows ? mv_rows : 1; }
+  std::vector<pending_norm> norms;
+  std::vector<pending_matmul> mats;
+  std::vector<tensor> dropped;  // results of norms dropped unread: reading one is a bug
+
+  explicit impl(const backend_options& o);
+
+  // --- Buffers and bindings.
+  std::uint32_t new_buffer(std::uint64_t bytes, memory_kind kind, const std::string& what) {
+    buffers.emplace_back(ctx, bytes, kind, what);
+    buffer_floats.push_back(bytes / 4);
+    return std::uint32_t(buffers.size());
+  }
+  const gpu_buffer& buf(std::uint32_t id) const { return buffers.at(id - 1); }
+  binding bind(const tensor& t, bool written) const {
+    return {{buf(t.buf).handle(), 0, buf(t.buf).size(), t.buf}, written};
+  }
+  binding bind_id(std::uint32_t id, bool written) const { return {{buf(id).handle(), 0, buf(id).size(), id}, written}; }
+  binding bind_weight(const weight& w) const {
+    const auto& e = weights.at(w.id);
+    return {{chunks.at(e.chunk).handle(), e.offset, e.bytes, 0}, false};
+  }
+  binding bind_step(std::uint64_t off, std::uint64_t bytes) const { return {{step.handle(), off, bytes, 0}, false}; }
+  static bool same(const tensor& a, const tensor& b) {
+    return a.buf == b.buf && a.off == b.off && a.rows == b.rows && a.cols == b.cols && a.stride == b.stride;
+  }
+
+  // --- step_cache.cpp: recording into the current step.
+  void dispatch(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
+                std::uint32_t gx, std::uint32_t gy = 1);
+  // A 3-D grid whose dimensions all fit the device limits.
+  void dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
+                 std::uint32_t gx, std::uint32_t gy, std::uint32_t gz);
+
+  // --- kernel_requests.cpp: the pipeline an op records.
+  static pipeline_request req(std::string shader, std::optional<gguf::type_id> fmt,
+                              std::vector<std::pair<std::string, std::string>> defs, std::uint32_t bindings) {
+    return {std::move(shader), fmt, std::move(defs), bindings};
+  }
+  pipeline_request matvec_req(gguf::type_id t, std::uint32_t nt, bool ids, std::uint64_t n_rows) const;
+  static pipeline_request elementwise_req(const char* op) { return req("elementwise", {}, {{op, "1"}}, 4); }
+  static pipeline_request copy_req(bool indexed);
+  static pipeline_request norm_req(bool weighted);
+  static pipeline_request moe_req(const char* stage, bool sigmoid = false);
+  static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);
+  // kv_store_q / attention_q: kinds, head_dim, TurboQuant bits per side, the window ring.
+  static std::vector<std::pair<std::string, std::string>> kvq_defs(const kv_state& kv);
+  // kv_store_q and attn_prep over a compressed cache: kvq_defs and the encoder (kv_encode.glsl).
+  static std::vector<std::pair<std::string, std::string>> kv_encode_defs(const kv_state& kv);
+  pipeline_request quantize_req(bool norm) const;
+  // Workgroup size, rows per lane group and units in flight per lane, per format and height,
+  // from vk_matvec_bench on the H100 (bench/RESULTS.md): short matrices (the K/V projections)
+  // keep one row per group so enough workgroups exist to fill the GPU; Q6_K's costlier units
+  // want more rows per group on tall matrices; Q8_0 is load-bound and likes one row per group.
+  struct mmvq_shape_t {
+    std::uint32_t wg, rpg, u;
+  };
+  mmvq_shape_t mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const;
+  // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group.
+  pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
+                            bool ids, bool qout = false) const;
+  std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const;
+  bool use_mmvq(const weight& w, std::uint32_t n) const;
+  // Tensor-core tiles (mul_mm.glsl MMA2): the largest tile that still gives the GPU a few
+  // hundred workgroups (STRATA_VK_MMA2_SHAPE=BM:BN:WM:WN forces one).
+  mma2_tile mma2_tile_for(std::uint64_t n_rows, std::uint32_t tokens) const;
+  pipeline_request mma2_req(gguf::type_id t, const mma2_tile& s) const;
+  pipeline_request mul_mm_req(gguf::type_id t) const;
+  // Tile per batch width, from vk_matvec_bench on the H100 (bench/RESULTS.md): 128 x 128 with
+  // 32 x 64 per warp from 128 tokens on, even where that leaves fewer workgroups than SMs
+  // (qwen3-8b pp512 4,281 vs 3,777 t/s with 128 x 64 tiles there); narrower tiles below.
+  static constexpr mma2_tile mm3_tiles[] = {{128, 128, 32, 64}, {64, 64, 32, 32}, {64, 32, 32, 16}, {64, 16, 16, 16}};
+  mma2_tile mm3_tile_for(std::uint32_t tokens) const;
+  pipeline_request mm3_req(const mma2_tile& s, bool xf16) const;
+  static pipeline_request dequant_req(gguf::type_id t) { return req("dequant_f16", t, {{"WG", "256"}}, 2); }
+
+  // --- fusion.cpp: deferred work and the order it is recorded in.
+  // Before an op that reads `reads` and writes `writes` (buffer ids) is recorded: deferred
+  // matmuls go first; a pending norm is dispatched when its result is read, and dropped when
+  // its input or output is overwritten first (then its result is never needed).
+  void prepare(std::initializer_list<tensor> reads, std::initializer_list<tensor> writes);
+  void flush_all();
+  void flush_mats();
+  void record_norm(const pending_norm& n);
+  void record_rope(const tensor& x, std::uint32_t n_heads, const graph::rope_params& rp, const weight* ff);
+  void record_temperature(const tensor& q, const graph::position_scale_params& ps);
+  // The pending entry of `parent` (created if new). n_heads 0: the op does not say (temperature).
+  head_tensor& head_entry(const tensor& parent, std::uint32_t n_heads);
+  // Records every deferred head op on its own, in the order it was asked for.
+  void flush_heads();
+  // attn_prep flag bits of one side's ops, if its order is the kernel's (weighted norm, RoPE,
+  // plain norm, temperature) and its norms / RoPE agree with the other side's.
+  std::optional<std::uint32_t> head_flags(const head_tensor& h, std::optional<float>& eps, std::optional<head_op>& rope,
+                                          std::optional<graph::position_scale_params>& temp) const;
+  // kv_store() with the deferred Q/K head ops folded in; false when they cannot be fused.
+  bool record_attn_prep(const kv_state& kv, std::uint32_t layer, const tensor& k, const tensor& v);
+  void record_combine(const pending_combine& c, const tensor* residual);
+  void flush_combine();
+
+  // --- matmul_recording.cpp: matmuls.
+  void record_matmul(const pending_matmul& m);
+  void record_mmvq(const pending_matmul& m);
+  // Prefill: tiles of 64 weight rows x 64 tokens (mul_mm.glsl).
+  void record_mul_mm(const pending_matmul& m);
+  // Tensor-core GEMM over f16 weights: an F16 matrix is read in place; any other format is
+  // expanded into the scratch a slice of rows at a time (the recorder orders each expansion
+  // after the previous slice's GEMM has read the scratch).
+  void record_mul_mm_f16(const pending_matmul& m);
+  // Quantizes x (RMS-normalised with norm_w first, if given) into the xq/xs scratch, unless the
+  // scratch already holds exactly that input.
+  // Returns the slot.
+  std::uint32_t quantize_input(const tensor& x, const weight* norm_w, float eps);
+  // A recorded matmul wrote y outside prepare(): forget what y's buffer held.
+  void wrote(const tensor& y);
+  // Experts' matvec by id (mmvq.glsl MOE_IDS): workgroup row y is a (token, slot) pair reading
+  // its token's int8 row (pair / in_div) of slot `sl`; with `up`, gate and up of the same expert
+  // in one dispatch (SWIGLU), and with qout its output quantized into the other slot.
+  void record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
+                       const tensor& y, bool qout);
+  // Gate and up expert slabs bindable as one range (up after gate, same chunk and layout).
+  bool adjacent(const weight& g, const weight& u) const;
+};
+
+}  // namespace strata::gpu

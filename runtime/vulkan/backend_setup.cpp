@@ -1,0 +1,377 @@
+// Vulkan backend setup: device options, weight upload, pipelines built up front, KV buffers and
+// the step-input buffer.
+#include "backend_impl.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "quant_layout.hpp"
+#include "strata/core/error.hpp"
+#include "strata/turboquant/format.hpp"
+
+namespace strata::gpu {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+constexpr std::uint64_t section_align = 256;
+
+std::string gib(std::uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1ull << 30));
+  return buf;
+}
+
+// Bytes of one head vector of a KV side (the CPU's kv_codec layout); throws for a head_dim the
+// type cannot store.
+std::uint64_t kv_head_bytes(kv::kv_type t, std::uint32_t d) {
+  switch (t) {
+    case kv::kv_type::f32: return std::uint64_t(d) * 4;
+    case kv::kv_type::f16: return std::uint64_t(d) * 2;
+    case kv::kv_type::q8_0:
+      if (d % 32)
+        throw error("KV cache type q8_0 needs a head_dim that is a multiple of 32; this model's head_dim is " +
+                    std::to_string(d));
+      return std::uint64_t(d) / 32 * 34;
+    default:
+      try {
+        return turboquant::format(d, kv::turboquant_bits(t)).row_bytes();
+      } catch (const error&) {
+        throw error("KV cache type " + std::string(kv::name_of(t)) + " does not support this model's head_dim " +
+                    std::to_string(d) + " (TurboQuant supports multiples of 16 up to 1024, e.g. 64, 80, 96, 128, 256)");
+      }
+  }
+}
+
+}  // namespace
+
+using namespace detail;
+
+backend::impl::impl(const backend_options& o)
+    : opt(o), ctx(o.device), pipes(ctx, o.cache_dir.empty() ? default_cache_dir() : o.cache_dir) {
+  if (const char* f = std::getenv("STRATA_VK_FUSE"); f && std::string_view(f) == "0") fuse = false;
+  coopmat = ctx.info().nv_coopmat;
+  if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
+  if (const char* c = std::getenv("STRATA_VK_QTILE_ATTN"); c && std::string_view(c) == "1") tiled_attention = true;
+  if (const char* c = std::getenv("STRATA_VK_GQA_ATTN"); c && std::string_view(c) == "0") gqa_attention = false;
+  if (const char* c = std::getenv("STRATA_VK_FA"); c && std::string_view(c) == "0") flash_attention = false;
+  if (const char* c = std::getenv("STRATA_VK_TQ_GQA")) tq_gqa = std::clamp(std::atoi(c), 0, 2);
+  if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 128, 1, 64) * 128;
+  if (const char* c = std::getenv("STRATA_VK_TQ_PREP"); c && std::string_view(c) == "0") tq_prep = false;
+  if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
+  if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
+  if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
+  if (const char* v = std::getenv("STRATA_VK_MMVQ"); v && std::string_view(v) == "0") mmvq = false;
+  if (const char* v = std::getenv("STRATA_VK_QUANT_OUT"); v && std::string_view(v) == "0") quant_out = false;
+  if (const char* v = std::getenv("STRATA_VK_MMA2")) mma2 = std::string_view(v) != "0";
+  if (const char* v = std::getenv("STRATA_VK_MMA2_SHAPE")) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (std::sscanf(v, "%u:%u:%u:%u", &a, &b, &c, &d) != 4 || !c || !d || a % c || b % d || a % 16 || b % 16 ||
+        c % 16 || d % 16 || a / c * (b / d) * 32 > 1024)
+      throw error("STRATA_VK_MMA2_SHAPE must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + std::string(v) + "'");
+    mma2_shape = {a, b, c, d};
+    mma2_forced = true;
+  }
+  if (const char* v = std::getenv("STRATA_VK_MM3"); v && std::string_view(v) == "0") mm3 = false;
+  if (const char* v = std::getenv("STRATA_VK_MM3_XF16"); v && std::string_view(v) == "0") mm3_xf16 = false;
+  if (const char* v = std::getenv("STRATA_VK_MM3_SHAPE")) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (std::sscanf(v, "%u:%u:%u:%u", &a, &b, &c, &d) != 4 || !c || !d || a % c || b % d || a % 16 || b % 16 ||
+        c % 16 || d % 16 || a / c * (b / d) * 32 > 1024)
+      throw error("STRATA_VK_MM3_SHAPE must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + std::string(v) + "'");
+    mm3_shape = {a, b, c, d};
+    mm3_forced = true;
+  }
+  if (const char* v = std::getenv("STRATA_VK_MMVQ_SHAPE")) {
+    unsigned a = 0, b = 0, c = 0;
+    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || a < 32 || a > 1024 || b < 1 || b > 8 || c < 1 || c > 8)
+      throw error("STRATA_VK_MMVQ_SHAPE must be WG:RPG:U (e.g. 64:2:2), got '" + std::string(v) + "'");
+    mmvq_wg = a, mmvq_rpg = b, mmvq_u = c, mmvq_shape_forced = true;
+  }
+  pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
+                                                                       ctx.queue_family()));
+  fence = vk::raii::Fence(ctx.device(), vk::FenceCreateInfo());
+  if (opt.profile) {
+    if (!ctx.info().timestamps) throw error("GPU '" + ctx.info().name + "' has no timestamp queries: cannot profile");
+    query_capacity = 16384;
+    queries = vk::raii::QueryPool(ctx.device(), vk::QueryPoolCreateInfo({}, vk::QueryType::eTimestamp, query_capacity));
+  }
+}
+
+backend::backend(const backend_options& opt) : p_(std::make_unique<impl>(opt)) {}
+
+backend::~backend() = default;
+
+std::string backend::description() const {
+  const auto& i = p_->ctx.info();
+  return "vulkan (" + i.name + ", " + i.driver + ", subgroup " + std::to_string(i.subgroup_size) + ")";
+}
+
+bool backend::is_cpu_device() const { return p_->ctx.info().is_cpu; }
+
+const startup_stats& backend::startup() const noexcept { return p_->stats; }
+
+std::uint32_t backend::dispatches_per_step() const { return p_->last_dispatches; }
+
+std::vector<kernel_time> backend::profile() const {
+  std::vector<kernel_time> out;
+  for (const auto& [k, v] : p_->prof) out.push_back(v);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+  return out;
+}
+
+void backend::reset_profile() { p_->prof.clear(); }
+
+buffer backend::alloc(std::uint32_t rows, std::uint32_t cols) {
+  const std::uint32_t id = p_->new_buffer(std::uint64_t(rows) * cols * 4, memory_kind::device,
+                                          "activations " + std::to_string(rows) + "x" + std::to_string(cols));
+  return buffer(id, rows, cols);
+}
+
+weight backend::load(const gguf::tensor_info& t) {
+  if (!gpu_supports(t.type))
+    throw error("tensor '" + std::string(t.name) + "' has type " + std::string(gguf::name_of(t.type)) +
+                ", which the Vulkan backend does not support");
+  if (t.ne[1] > 1 && t.ne[0] % 16 != 0)  // matrices (vectors: norms, rope_freqs are read per element)
+    throw error("tensor '" + std::string(t.name) + "' has rows of " + std::to_string(t.ne[0]) +
+                " elements; the Vulkan kernels need a multiple of 16");
+  weight w;
+  w.id = std::uint32_t(p_->weights.size());
+  w.type = t.type;
+  for (int d = 0; d < 4; ++d) w.ne[d] = t.ne[d];
+  w.row_bytes = t.row_bytes();
+  w.name = t.name;
+  p_->weights.push_back({&t, 0, 0, t.data.size()});
+  return w;
+}
+
+void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
+  auto& P = *p_;
+  if (P.uploaded) return;
+  const auto& info = P.ctx.info();
+  // Weights: pack into chunks the device can bind whole, check they fit, upload.
+  const std::uint64_t limit = std::min<std::uint64_t>({info.max_storage_range, info.max_allocation, 2ull << 30});
+  arena_layout layout(limit, std::max<std::uint64_t>(section_align, info.min_storage_align));
+  std::uint64_t total = 0;
+  for (auto& e : P.weights) {
+    const auto pl = layout.place(e.bytes, std::string(e.info->name));
+    e.chunk = pl.chunk;
+    e.offset = pl.offset;
+    total += e.bytes;
+  }
+  if (info.device_local_bytes && total > info.device_local_bytes)
+    throw error("model weights need " + gib(total) + " of GPU memory but '" + info.name + "' has " +
+                gib(info.device_local_bytes) + "; use -ngl to keep some layers on the CPU, or --backend cpu");
+  const auto t0 = clock_type::now();
+  for (std::size_t c = 0; c < layout.chunk_sizes().size(); ++c)
+    P.chunks.emplace_back(P.ctx, layout.chunk_sizes()[c], memory_kind::device, "weights (chunk " + std::to_string(c) + ")");
+  {
+    uploader up(P.ctx);
+    std::uint64_t done = 0;
+    for (const auto& e : P.weights) {
+      up.copy(e.info->data, P.chunks[e.chunk].handle(), e.offset);
+      if (P.opt.progress) P.opt.progress({"upload", done += e.bytes, total, "bytes"});
+    }
+    up.flush();
+  }
+  P.stats.upload_ms = ms_since(t0);
+  P.stats.weight_bytes = total;
+  P.uploaded = true;
+  P.max_rows = max_tokens;
+  P.max_q8_rows = std::max(max_tokens, max_routed);  // an MoE step quantizes token x expert rows
+
+  // Pipelines every model needs, plus per-format matvecs, built in parallel now.
+  std::vector<pipeline_request> reqs;
+  std::set<gguf::type_id> mat_formats, id_formats;
+  for (const auto& e : P.weights) {
+    const auto* t = e.info;
+    if (t->ne[2] > 1) id_formats.insert(t->type);
+    else if (t->ne[1] > 1) mat_formats.insert(t->type);
+    if (t->name == "token_embd.weight") reqs.push_back(impl::req("get_rows", t->type, {}, 3));
+  }
+  // Decode-shaped matvecs (one token) in the variants fusion produces; other token counts are
+  // built on first use (and cached on disk like the rest).
+  std::set<std::pair<gguf::type_id, std::uint32_t>> mat_shapes;
+  for (const auto& e : P.weights)
+    if (e.info->ne[2] == 1 && e.info->ne[1] > 1) mat_shapes.insert({e.info->type, P.rows_for(e.info->ne[1])});
+  for (const auto& [f, nr] : mat_shapes)
+    for (const auto& v : std::vector<std::vector<std::pair<std::string, std::string>>>{
+             {}, {{"NORM_INPUT", "1"}}, {{"NORM_INPUT", "1"}, {"SWIGLU", "1"}}, {{"ADD_RESIDUAL", "1"}}}) {
+      if (!P.fuse && !v.empty()) continue;
+      std::vector<std::pair<std::string, std::string>> d{
+          {"NR", std::to_string(nr)}, {"NT", "1"}, {"WG", std::to_string(P.mv_wg)}};
+      d.insert(d.end(), v.begin(), v.end());
+      reqs.push_back(impl::req("matvec", f, std::move(d), 6));
+    }
+  // f16 scratch of the tensor-core GEMM: the largest matrix the tiled path multiplies, at most
+  // 64 Mi halves (bigger ones are expanded a slice of rows at a time).
+  if (P.coopmat && P.mm3) {
+    std::uint64_t most = 0;
+    for (const auto& e : P.weights)
+      if (e.info->ne[2] == 1 && e.info->ne[1] > 1 && e.info->ne[0] % 16 == 0 && e.info->type != gguf::type_id::f16)
+        most = std::max<std::uint64_t>(most, std::uint64_t(e.info->ne[0]) * e.info->ne[1]);
+    if (most) {
+      P.mm_scratch_halves = std::min<std::uint64_t>(most, 64ull << 20);
+      P.mm_scratch = P.new_buffer(P.mm_scratch_halves * 2, memory_kind::device, "f16 weight scratch (prefill)");
+      for (auto f : mat_formats)
+        if (f != gguf::type_id::f16) reqs.push_back(impl::dequant_req(f));
+    }
+    std::uint32_t widest = 0;
+    for (const auto& e : P.weights)
+      if (e.info->ne[2] == 1 && e.info->ne[1] > 1 && e.info->ne[0] % 16 == 0)
+        widest = std::max<std::uint32_t>(widest, std::uint32_t(e.info->ne[0]));
+    if (P.mm3_xf16 && widest) {
+      P.mm_xh_cols = widest;
+      P.mm_xh = P.new_buffer(std::uint64_t(P.max_rows) * widest * 2, memory_kind::device, "f16 activations (prefill GEMM)");
+      reqs.push_back(impl::req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3));
+    }
+    for (const mma2_tile t : impl::mm3_tiles) reqs.push_back(P.mm3_req(P.mm3_forced ? P.mm3_shape : t, P.mm_xh != 0));
+  }
+  for (auto f : mat_formats) {
+    reqs.push_back(P.mul_mm_req(f));
+    if (P.coopmat && P.mma2)
+      for (const mma2_tile t : {mma2_tile{128, 128, 64, 32}, mma2_tile{128, 64, 64, 32}, mma2_tile{64, 64, 32, 32}})
+        reqs.push_back(P.mma2_req(f, P.mma2_forced ? P.mma2_shape : t));
+  }
+  // Integer matvec: scratch for one quantized input, decode-shaped pipelines per format.
+  for (const auto& e : P.weights)
+    if (has_mmvq(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
+  if (P.mmvq && P.max_k) {
+    P.max_k = (P.max_k + 255) / 256 * 256;
+    for (int sl = 0; sl < 2; ++sl) {
+      P.xq[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k, memory_kind::device, "int8 activations");
+      P.xs[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k / 32 * 16, memory_kind::device, "int8 activation scales");
+    }
+    for (bool norm : {false, true}) reqs.push_back(P.quantize_req(norm));
+    for (const auto& e : P.weights)
+      if (has_mmvq(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1)
+        for (int v = 0; v < 3; ++v)
+          reqs.push_back(P.mmvq_req(e.info->type, 1, e.info->ne[1], v == 1, v == 2, false,
+                                    v == 1 && P.quant_out && e.info->ne[1] % 32 == 0));
+  }
+  for (const auto& e : P.weights)
+    if (e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
+  if (!id_formats.empty()) {
+    reqs.push_back(impl::moe_req("MOE_TOPK"));
+    reqs.push_back(impl::moe_req("MOE_TOPK", true));
+    reqs.push_back(impl::moe_req("MOE_GATHER"));
+    reqs.push_back(impl::moe_req("MOE_COMBINE"));
+    reqs.push_back(impl::req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}}, 6));
+    if (P.mmvq && P.max_k) reqs.push_back(impl::req("quantize_q8", {}, {{"WG", "128"}, {"NORM", "1"}, {"WRITE_Y", "1"}}, 5));
+  }
+  for (bool w : {false, true}) reqs.push_back(impl::norm_req(w));
+  reqs.push_back(impl::req("rope", {}, {}, 4));
+  reqs.push_back(impl::req("temperature", {}, {}, 3));
+  reqs.push_back(impl::elementwise_req("OP_ADD"));
+  reqs.push_back(impl::elementwise_req("OP_SWIGLU"));
+  reqs.push_back(impl::copy_req(false));
+  reqs.push_back(impl::copy_req(true));
+  const auto t1 = clock_type::now();
+  P.pipes.prepare(reqs, P.opt.progress);
+  P.stats.pipelines_ms += ms_since(t1);
+
+  // Host-visible copy target of read(): as large as the largest activation buffer (the logits).
+  std::uint64_t largest = 0;
+  for (const auto& b : P.buffers) largest = std::max(largest, b.size());
+  P.readback = gpu_buffer(P.ctx, largest, memory_kind::readback, "logits readback");
+
+  // MoE routing buffers.
+  P.moe_ids = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert ids");
+  P.moe_wts = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert weights");
+}
+
+kv_state backend::make_kv(const kv::kv_config& cfg) {
+  auto& P = *p_;
+  const std::uint32_t n_slots = (cfg.n_ctx + cfg.block_size - 1) / cfg.block_size * cfg.block_size;
+  const std::uint64_t row = cfg.row_elems();
+  const auto round4 = [](std::uint64_t b) { return (b + 3) / 4 * 4; };
+  const std::uint64_t k_bytes = round4(std::uint64_t(n_slots) * cfg.n_head_kv * kv_head_bytes(cfg.type_k, cfg.head_dim));
+  const std::uint64_t v_bytes = round4(std::uint64_t(n_slots) * cfg.n_head_kv * kv_head_bytes(cfg.type_v, cfg.head_dim));
+  const bool compressed = kv::is_compressed(cfg.type_k) || kv::is_compressed(cfg.type_v);
+  if (compressed && (cfg.head_dim > 256 || cfg.head_dim % 16))
+    throw error("Vulkan compressed KV cache supports head dimensions up to 256 in multiples of 16, the model has " +
+                std::to_string(cfg.head_dim));
+  kv_state::ring ring;
+  ring.rows = compressed && cfg.full_precision_window ? cfg.full_precision_window + std::max<std::uint32_t>(cfg.max_batch, 1) : 0;
+  const std::uint64_t ring_side = std::uint64_t(cfg.n_seq) * ring.rows * row * 2;
+  const std::uint64_t ring_bytes = ring.rows ? ring_side * (kv::is_compressed(cfg.type_k) + kv::is_compressed(cfg.type_v)) +
+                                                   std::uint64_t(cfg.n_seq) * ring.rows * 4
+                                             : 0;
+  const auto& info = P.ctx.info();
+  if (k_bytes > info.max_storage_range || v_bytes > info.max_storage_range)
+    throw error("KV cache of " + std::to_string(cfg.n_ctx) + " tokens needs " + gib(std::max(k_bytes, v_bytes)) +
+                " per layer, more than '" + info.name + "' can bind (" + gib(info.max_storage_range) + "); use a smaller -c");
+  const std::uint64_t total = (k_bytes + v_bytes + ring_bytes) * cfg.n_layer;
+  if (info.device_local_bytes && total + P.stats.weight_bytes > info.device_local_bytes)
+    throw error("KV cache of " + std::to_string(cfg.n_ctx) + " tokens needs " + gib(total) + " and the weights " +
+                gib(P.stats.weight_bytes) + ", more than the " + gib(info.device_local_bytes) + " of '" + info.name +
+                "'; use a smaller -c");
+  std::vector<std::uint32_t> k, v;
+  for (std::uint32_t l = 0; l < cfg.n_layer; ++l) {
+    k.push_back(P.new_buffer(k_bytes, memory_kind::device, "KV cache K, layer " + std::to_string(l)));
+    v.push_back(P.new_buffer(v_bytes, memory_kind::device, "KV cache V, layer " + std::to_string(l)));
+  }
+  if (ring.rows) {  // f16 window rings; tags start at ~0 (no position held)
+    const std::vector<std::uint32_t> none(std::size_t(cfg.n_seq) * ring.rows, ~0u);
+    uploader up(P.ctx, none.size() * 4);
+    for (std::uint32_t l = 0; l < cfg.n_layer; ++l) {
+      const std::string ls = ", layer " + std::to_string(l);
+      ring.k.push_back(kv::is_compressed(cfg.type_k) ? P.new_buffer(ring_side, memory_kind::device, "KV window ring K" + ls) : 0);
+      ring.v.push_back(kv::is_compressed(cfg.type_v) ? P.new_buffer(ring_side, memory_kind::device, "KV window ring V" + ls) : 0);
+      ring.tags.push_back(P.new_buffer(none.size() * 4, memory_kind::device, "KV window ring tags" + ls));
+      up.copy(std::as_bytes(std::span(none)), P.buf(ring.tags.back()).handle(), 0);
+      up.flush();
+    }
+  }
+  // Step buffer: batch inputs plus the block table of every sequence.
+  P.max_blocks = n_slots / cfg.block_size;
+  const std::uint64_t B = std::max<std::uint32_t>(P.max_rows, 1);
+  auto section = [](std::uint64_t& at, std::uint64_t bytes) {
+    const std::uint64_t o = at;
+    at += (bytes + section_align - 1) / section_align * section_align;
+    return o;
+  };
+  std::uint64_t at = 0;
+  P.off_tokens = section(at, B * 4);
+  P.off_pos = section(at, B * 4);
+  P.off_slots = section(at, B * 4);
+  P.off_seq_row = section(at, B * 4);
+  P.off_out_rows = section(at, B * 4);
+  P.blocks_bytes = std::uint64_t(cfg.n_seq) * P.max_blocks * 4;
+  P.off_blocks = section(at, P.blocks_bytes);
+  P.step = gpu_buffer(P.ctx, at, memory_kind::upload, "per-step inputs");
+  const auto defs = impl::kv_defs(cfg);
+  const auto t1 = clock_type::now();
+  auto split_defs = defs, combine_defs = defs;
+  split_defs.emplace_back("SPLIT", "1");
+  combine_defs.emplace_back("COMBINE", "1");
+  kv_state st(cfg, std::move(k), std::move(v), std::move(ring));
+  if (compressed) {
+    const auto qd = impl::kvq_defs(st);
+    auto qsplit = qd;
+    qsplit.emplace_back("SPLIT", "1");
+    const pipeline_request reqs[] = {impl::req("kv_store_q", {}, impl::kv_encode_defs(st), 14),
+                                     impl::req("attn_prep", {}, impl::kv_encode_defs(st), 14),
+                                     impl::req("attention_q", {}, qd, 11),
+                                     impl::req("attention_q", {}, qsplit, 11), impl::req("attention", {}, combine_defs, 8)};
+    P.pipes.prepare(reqs);
+  } else {
+    const pipeline_request reqs[] = {impl::req("kv_store", {}, defs, 6), impl::req("attn_prep", {}, defs, 10),
+                                     impl::req("attention", {}, defs, 8),
+                                     impl::req("attention", {}, split_defs, 8), impl::req("attention", {}, combine_defs, 8)};
+    P.pipes.prepare(reqs);
+  }
+  P.stats.pipelines_ms += ms_since(t1);
+  P.stats.pipelines = std::uint32_t(P.pipes.size());
+  P.stats.spirv_compiled = P.pipes.compiler().compiled();
+  P.stats.spirv_cached = P.pipes.compiler().cache_hits();
+  return st;
+}
+}  // namespace strata::gpu

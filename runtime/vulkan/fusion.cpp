@@ -1,0 +1,209 @@
+// Deferred work while recording a step (STRATA_VK_FUSE=0 turns it off): weighted norms folded
+// into the matmuls that read them, Q/K head ops into kv_store()'s attn_prep dispatch, the MoE
+// combine into the residual add; prepare() records whatever an op needs first, in order.
+#include "backend_impl.hpp"
+
+#include <algorithm>
+
+#include "strata/core/error.hpp"
+
+namespace strata::gpu {
+using namespace detail;
+
+void backend::impl::prepare(std::initializer_list<tensor> reads, std::initializer_list<tensor> writes) {
+  flush_mats();
+  flush_combine();
+  if (!keep_heads) flush_heads();
+  for (const auto& r : reads)
+    for (const auto& d : dropped)
+      if (r.buf == d.buf) throw error("internal: Vulkan backend read a normalised tensor it had dropped");
+  for (std::size_t i = 0; i < norms.size();) {
+    bool read = false, overwritten = false;
+    for (const auto& r : reads) read |= r.buf == norms[i].y.buf;
+    for (const auto& w : writes) overwritten |= w.buf == norms[i].x.buf || w.buf == norms[i].y.buf;
+    if (read) {
+      record_norm(norms[i]);
+      norms.erase(norms.begin() + std::ptrdiff_t(i));
+    } else if (overwritten) {
+      dropped.push_back(norms[i].y);
+      norms.erase(norms.begin() + std::ptrdiff_t(i));
+    } else {
+      ++i;
+    }
+  }
+  for (const auto& w : writes) {
+    std::erase_if(dropped, [&](const tensor& d) { return d.buf == w.buf; });
+    for (auto& q : quantized)
+      if (q && q->x.buf == w.buf) q.reset();
+  }
+}
+
+void backend::impl::flush_all() {
+  flush_mats();
+  flush_combine();
+  flush_heads();
+  for (const auto& n : norms) record_norm(n);
+  norms.clear();
+  dropped.clear();
+}
+
+void backend::impl::flush_mats() {
+  for (const auto& m : mats) record_matmul(m);
+  mats.clear();
+}
+
+void backend::impl::record_norm(const pending_norm& n) {
+  const rms_norm_pc pc{n.x.cols, n.x.off, n.x.stride, n.y.off, n.y.stride, n.eps, n.x.rows};
+  const bool weighted = n.w != nullptr;
+  std::vector<binding> b{weighted ? bind_weight(*n.w) : bind(n.x, false), bind(n.x, false), bind(n.y, true)};
+  if (weighted) b.push_back(bind_weight(*n.w));
+  dispatch(norm_req(weighted), b, &pc, sizeof pc, n.x.rows);
+}
+
+void backend::impl::record_rope(const tensor& x, std::uint32_t n_heads, const graph::rope_params& rp, const weight* ff) {
+  const rope_pc pc{x.rows, n_heads, rp.n_rot, x.cols / n_heads, x.off, x.stride, rp.base, rp.freq_scale,
+                   rp.neox ? 1u : 0u, ff ? 1u : 0u};
+  const binding b[] = {bind(x, true), bind(x, true), bind_step(off_pos, std::uint64_t(max_rows) * 4),
+                       ff ? bind_weight(*ff) : bind(x, true)};
+  dispatch(req("rope", {}, {}, 4), b, &pc, sizeof pc, div_up(std::uint64_t(x.rows) * n_heads * (rp.n_rot / 2), wg));
+}
+
+void backend::impl::record_temperature(const tensor& q, const graph::position_scale_params& ps) {
+  const temperature_pc pc{q.rows, q.cols, q.off, q.stride, float(ps.scale), ps.floor_base};
+  const binding b[] = {bind(q, true), bind(q, true), bind_step(off_pos, std::uint64_t(max_rows) * 4)};
+  dispatch(req("temperature", {}, {}, 3), b, &pc, sizeof pc, div_up(q.cols, wg), q.rows);
+}
+
+backend::impl::head_tensor& backend::impl::head_entry(const tensor& parent, std::uint32_t n_heads) {
+  for (auto& h : heads)
+    if (h.t.buf == parent.buf && h.t.off == parent.off) {
+      if (n_heads) h.n_heads = n_heads;
+      return h;
+    }
+  heads.push_back({parent, n_heads, {}});
+  return heads.back();
+}
+
+void backend::impl::flush_heads() {
+  std::vector<head_tensor> hs;
+  hs.swap(heads);
+  for (const auto& h : hs)
+    for (const auto& op : h.ops) {
+      switch (op.kind) {  // norms come with their head count (n_heads 0 only for temperature)
+        case head_op::norm_w: record_norm({h.t.split_rows(h.n_heads), h.t.split_rows(h.n_heads), op.w, op.eps}); break;
+        case head_op::norm: record_norm({h.t.split_rows(h.n_heads), h.t.split_rows(h.n_heads), nullptr, op.eps}); break;
+        case head_op::rope: record_rope(h.t, h.n_heads, op.rp, op.ff); break;
+        case head_op::temp: record_temperature(h.t, op.ps); break;
+      }
+    }
+}
+
+std::optional<std::uint32_t> backend::impl::head_flags(const head_tensor& h, std::optional<float>& eps, std::optional<head_op>& rope,
+                                                       std::optional<graph::position_scale_params>& temp) const {
+  std::uint32_t flags = 0, stage = 0;
+  for (const auto& op : h.ops) {
+    const std::uint32_t bit = op.kind == head_op::norm_w ? 1u : op.kind == head_op::rope ? 2u : op.kind == head_op::norm ? 4u : 8u;
+    if (bit <= stage) return std::nullopt;  // out of the kernel's order, or repeated
+    stage = bit;
+    flags |= bit;
+    if (op.kind == head_op::norm_w || op.kind == head_op::norm) {
+      if (eps && *eps != op.eps) return std::nullopt;
+      eps = op.eps;
+    }
+    if (op.kind == head_op::rope) {
+      if (rope && (rope->rp.neox != op.rp.neox || rope->rp.n_rot != op.rp.n_rot || rope->rp.base != op.rp.base ||
+                   rope->rp.freq_scale != op.rp.freq_scale || rope->ff != op.ff))
+        return std::nullopt;
+      rope = op;
+    }
+    if (op.kind == head_op::temp) {
+      if (temp && (float(temp->scale) != float(op.ps.scale) || temp->floor_base != op.ps.floor_base)) return std::nullopt;
+      temp = op.ps;
+    }
+  }
+  return flags;
+}
+
+bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, const tensor& k, const tensor& v) {
+  const auto& cfg = kv.config();
+  const std::uint32_t D = cfg.head_dim;
+  if (D > 256 || D % 2 || k.cols != cfg.n_head_kv * D || v.cols != k.cols) return false;
+  const head_tensor* kh = nullptr;
+  const head_tensor* qh = nullptr;
+  for (const auto& h : heads) {
+    if (h.t.buf == k.buf && h.t.off == k.off) kh = &h;
+    else if (qh) return false;  // more than one other pending tensor
+    else qh = &h;
+  }
+  std::optional<float> eps;
+  std::optional<head_op> rope;
+  std::optional<graph::position_scale_params> temp;
+  const std::uint32_t kf = kh ? head_flags(*kh, eps, rope, temp).value_or(~0u) : 0u;
+  const std::uint32_t qf = qh ? head_flags(*qh, eps, rope, temp).value_or(~0u) : 0u;
+  if (kf == ~0u || qf == ~0u) return false;
+  if (kh && (kh->n_heads != cfg.n_head_kv || kh->t.rows != k.rows)) return false;
+  if (qh && (qh->t.cols % D || (qh->n_heads && qh->t.cols / D != qh->n_heads) || qh->t.rows != k.rows)) return false;
+  const weight* qw = nullptr;
+  const weight* kw = nullptr;
+  if (qh)
+    for (const auto& op : qh->ops)
+      if (op.kind == head_op::norm_w) qw = op.w;
+  if (kh)
+    for (const auto& op : kh->ops)
+      if (op.kind == head_op::norm_w) kw = op.w;
+  const graph::rope_params r = rope ? rope->rp : graph::rope_params{};
+  const weight* ff = rope ? rope->ff : nullptr;
+  const graph::position_scale_params ts = temp.value_or(graph::position_scale_params{});
+  const std::uint32_t n_q = qh ? qh->t.cols / D : 0;
+  const auto& ring = kv.window_ring();
+  const attn_prep_pc pc{n_q, cfg.n_head_kv, D, r.n_rot, qh ? qh->t.off : 0, qh ? qh->t.stride : 0, k.off, k.stride,
+                        v.off, v.stride, r.base, r.freq_scale, eps.value_or(0.0f),
+                        qf | kf << 8 | (r.neox ? 1u << 16 : 0u) | (ff ? 1u << 17 : 0u), ring.rows, float(ts.scale),
+                        ts.floor_base};
+  const std::uint64_t B4 = std::uint64_t(max_rows) * 4;
+  const binding dummy = bind(k, false);
+  const binding b[] = {qh ? bind(qh->t, true) : dummy,
+                       bind(k, false),
+                       bind(v, false),
+                       qw ? bind_weight(*qw) : dummy,
+                       kw ? bind_weight(*kw) : dummy,
+                       bind_id(kv.k_buffer(layer), true),
+                       bind_id(kv.v_buffer(layer), true),
+                       bind_step(off_slots, B4),
+                       bind_step(off_pos, B4),
+                       ff ? bind_weight(*ff) : dummy,
+                       // compressed cache: the f16 ring of the window, its tags, the step's sequences
+                       ring.rows && ring.k[layer] ? bind_id(ring.k[layer], true) : dummy,
+                       ring.rows && ring.v[layer] ? bind_id(ring.v[layer], true) : dummy,
+                       ring.rows ? bind_id(ring.tags[layer], true) : dummy,
+                       bind_step(off_seq_row, B4)};
+  if (kv.compressed()) {  // K and V encoded as kv_store_q does (kv_encode.glsl)
+    dispatch(req("attn_prep", {}, kv_encode_defs(kv), 14), b, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+  } else {
+    dispatch(req("attn_prep", {}, kv_defs(cfg), 10), std::span(b).first(10), &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+  }
+  if (kh && !kh->ops.empty()) dropped.push_back(k);  // k itself was not rewritten: reading it is a bug
+  heads.clear();
+  return true;
+}
+
+void backend::impl::record_combine(const pending_combine& c, const tensor* residual) {
+  moe_pc pc = c.pc;
+  if (residual) {
+    pc.r_off = residual->off;
+    pc.r_stride = residual->stride;
+  }
+  const binding b[] = {bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_wts, false),
+                       bind(c.y, false), bind(c.out, true), residual ? bind(*residual, false) : bind(c.y, false)};
+  std::vector<std::pair<std::string, std::string>> d{{"MOE_COMBINE", "1"}};
+  if (residual) d.emplace_back("RESIDUAL", "1");
+  dispatch(req("moe", {}, std::move(d), 6), b, &pc, sizeof pc, div_up(c.out.cols, wg), c.out.rows);  // as moe_req
+}
+
+void backend::impl::flush_combine() {
+  if (!combine) return;
+  const pending_combine c = *combine;
+  combine.reset();
+  record_combine(c, nullptr);
+}
+}  // namespace strata::gpu

@@ -1,0 +1,150 @@
+// Which pipeline variant (shader, format, defines, bindings) each recorded op uses, and the
+// workgroup shapes measured for them.
+#include "backend_impl.hpp"
+
+#include <string>
+
+#include "strata/kv/kv_config.hpp"
+
+namespace strata::gpu {
+namespace {
+
+std::uint32_t kv_kind(kv::kv_type t) {
+  return t == kv::kv_type::f32 ? 0 : t == kv::kv_type::f16 ? 1 : t == kv::kv_type::q8_0 ? 2 : 3;
+}
+
+}  // namespace
+
+using namespace detail;
+
+backend::impl::mmvq_shape_t backend::impl::mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const {
+  if (mmvq_shape_forced) return {mmvq_wg, mmvq_rpg, mmvq_u};
+  const bool tall = n_rows >= 4096;
+  if (t == gguf::type_id::q8_0) return {128, 1, 2};
+  if (t == gguf::type_id::q6_k) return tall ? mmvq_shape_t{64, 4, 1} : mmvq_shape_t{64, 2, 2};
+  return tall ? mmvq_shape_t{64, 2, 2} : mmvq_shape_t{128, 1, 2};
+}
+
+pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
+                                         bool ids, bool qout) const {
+  auto [wgs, rpg, u] = qout ? mmvq_shape_t{256, 4, 1} : mmvq_shape(t, n_rows);  // QUANT_OUT: 32 rows a workgroup
+  std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},
+                                                     {"LPR", "32"}, {"RPG", std::to_string(rpg)},
+                                                     {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
+  if (ctx.info().int_dot) d.emplace_back("HAS_DOT4", "1");
+  if (ctx.info().subgroup_size == 32) d.emplace_back("SG_LPR", "1");
+  if (swiglu) d.emplace_back("SWIGLU", "1");
+  if (residual) d.emplace_back("ADD_RESIDUAL", "1");
+  if (ids) d.emplace_back("MOE_IDS", "1");
+  if (qout) d.emplace_back("QUANT_OUT", "1");
+  return req("mmvq", t, std::move(d), 8);
+}
+
+std::uint32_t backend::impl::mmvq_rows_per_wg(const pipeline_request& r) const {
+  std::uint32_t wgs = 0, rpg = 0;
+  for (const auto& [k, v] : r.defines) {
+    if (k == "WG") wgs = std::uint32_t(std::stoul(v));
+    if (k == "RPG") rpg = std::uint32_t(std::stoul(v));
+  }
+  return wgs / 32 * rpg;
+}
+
+bool backend::impl::use_mmvq(const weight& w, std::uint32_t n) const {
+  return mmvq && n < mm_min_tokens && has_mmvq(w.type) && w.ne[0] % 256 == 0;  // as int8_activations()
+}
+
+pipeline_request backend::impl::quantize_req(bool norm) const {
+  std::vector<std::pair<std::string, std::string>> d{{"WG", "128"}};
+  if (norm) d.emplace_back("NORM", "1");
+  return req("quantize_q8", {}, std::move(d), 4);
+}
+
+mma2_tile backend::impl::mma2_tile_for(std::uint64_t n_rows, std::uint32_t tokens) const {
+  if (mma2_forced) return mma2_shape;
+  for (const mma2_tile t : {mma2_tile{128, 128, 64, 32}, mma2_tile{128, 64, 64, 32}, mma2_tile{64, 64, 32, 32}})
+    if (std::uint64_t(div_up(n_rows, t.bm)) * div_up(tokens, t.bn) >= 256) return t;
+  return {64, 64, 32, 32};
+}
+
+pipeline_request backend::impl::mma2_req(gguf::type_id t, const mma2_tile& s) const {
+  return req("mul_mm", t,
+             {{"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"}, {"MMA2", "1"},
+              {"BM", std::to_string(s.bm)}, {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)},
+              {"WN", std::to_string(s.wn)}},
+             3);
+}
+
+pipeline_request backend::impl::mul_mm_req(gguf::type_id t) const {
+  if (coopmat) return req("mul_mm", t, {{"WG", "128"}, {"COOPMAT", "1"}}, 3);
+  return req("mul_mm", t, {{"WG", "128"}}, 3);
+}
+
+mma2_tile backend::impl::mm3_tile_for(std::uint32_t tokens) const {
+  if (mm3_forced) return mm3_shape;
+  for (const mma2_tile t : mm3_tiles)
+    if (tokens >= t.bn) return t;
+  return mm3_tiles[std::size(mm3_tiles) - 1];
+}
+
+pipeline_request backend::impl::mm3_req(const mma2_tile& s, bool xf16) const {
+  std::vector<std::pair<std::string, std::string>> d{
+      {"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"}, {"BM", std::to_string(s.bm)},
+      {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)}, {"WN", std::to_string(s.wn)}, {"BK", "32"}};
+  if (xf16) d.emplace_back("X_F16", "1");
+  return req("mul_mm_f16", gguf::type_id::f16, std::move(d), 3);
+}
+
+pipeline_request backend::impl::matvec_req(gguf::type_id t, std::uint32_t nt, bool ids, std::uint64_t n_rows) const {
+  std::vector<std::pair<std::string, std::string>> d{
+      {"NR", std::to_string(rows_for(n_rows))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
+  if (ids) d.emplace_back("MOE_IDS", "1");
+  return req("matvec", t, std::move(d), ids ? 4 : 3);
+}
+
+pipeline_request backend::impl::copy_req(bool indexed) {
+  return indexed ? req("copy_rows", {}, {{"INDEXED", "1"}}, 4) : req("copy_rows", {}, {}, 3);
+}
+
+pipeline_request backend::impl::norm_req(bool weighted) {
+  return weighted ? req("rms_norm", {}, {{"HAS_NORM_WEIGHT", "1"}}, 4) : req("rms_norm", {}, {}, 3);
+}
+
+pipeline_request backend::impl::moe_req(const char* stage, bool sigmoid) {
+  std::vector<std::pair<std::string, std::string>> d{{stage, "1"}};
+  if (sigmoid) d.emplace_back("ROUTER_SIGMOID", "1");
+  return req("moe", {}, std::move(d), 6);  // binding 5: COMBINE RESIDUAL
+}
+
+std::vector<std::pair<std::string, std::string>> backend::impl::kv_defs(const kv::kv_config& c) {
+  std::vector<std::pair<std::string, std::string>> d;
+  if (c.type_k == kv::kv_type::f32) d.emplace_back("KV_K_F32", "1");
+  if (c.type_v == kv::kv_type::f32) d.emplace_back("KV_V_F32", "1");
+  return d;
+}
+
+std::vector<std::pair<std::string, std::string>> backend::impl::kvq_defs(const kv_state& kv) {
+  const auto& c = kv.config();
+  std::vector<std::pair<std::string, std::string>> d{{"KV_D", std::to_string(c.head_dim)},
+                                                     {"KV_K_KIND", std::to_string(kv_kind(c.type_k))},
+                                                     {"KV_V_KIND", std::to_string(kv_kind(c.type_v))}};
+  if (const auto b = kv::turboquant_bits(c.type_k)) d.emplace_back("KV_K_TQ", std::to_string(b));
+  if (const auto b = kv::turboquant_bits(c.type_v)) d.emplace_back("KV_V_TQ", std::to_string(b));
+  if (kv.window_ring().rows) d.emplace_back("KV_RING", "1");
+  return d;
+}
+
+std::vector<std::pair<std::string, std::string>> backend::impl::kv_encode_defs(const kv_state& kv) {
+  auto d = kvq_defs(kv);
+  d.emplace_back("KV_ENCODE", "1");
+  return d;
+}
+
+bool backend::int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
+  return p_->mmvq && tokens < mm_min_tokens && has_mmvq(t) && K % 256 == 0;
+}
+
+bool backend::tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const {
+  return p_->coopmat && p_->flash_attention && tokens >= flash_min_tokens &&
+         (head_dim == 64 || head_dim == 128) && k == kv::kv_type::f16 && v == kv::kv_type::f16;
+}
+}  // namespace strata::gpu

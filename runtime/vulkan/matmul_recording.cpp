@@ -1,0 +1,183 @@
+// Matmul recording: f32-activation matvec (with fused norm / SwiGLU / residual), integer matvec
+// on int8-quantized activations (MMVQ, QUANT_OUT), expert matvecs by id, tiled prefill matmul.
+#include "backend_impl.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "strata/core/error.hpp"
+
+namespace strata::gpu {
+using namespace detail;
+
+std::uint32_t backend::impl::quantize_input(const tensor& x, const weight* norm_w, float eps) {
+  for (std::uint32_t sl = 0; sl < 2; ++sl)
+    if (const auto& q = quantized[sl]; q && same(q->x, x) && q->norm_w == norm_w && q->eps == eps) return last_slot = sl;
+  if (x.off % 4 || x.stride % 4)
+    throw error("internal: quantized matmul input rows must start at multiples of 4 floats");
+  if (x.cols > max_k || x.rows > max_q8_rows) throw error("internal: quantized input larger than its scratch");
+  const std::uint32_t sl = last_slot ^ 1u;  // keep the slot read last (a gate/up pair may still need it)
+  const quantize_pc pc{x.cols, x.off, x.stride, 0, max_k / 16, 0, max_k / 32, eps};
+  const binding b[] = {bind(x, false), norm_w ? bind_weight(*norm_w) : bind(x, false), bind_id(xq[sl], true),
+                       bind_id(xs[sl], true)};
+  dispatch(quantize_req(norm_w != nullptr), b, &pc, sizeof pc, x.rows);
+  quantized[sl] = quantized_input{x, norm_w, eps};
+  return last_slot = sl;
+}
+
+void backend::impl::wrote(const tensor& y) {
+  for (auto& q : quantized)
+    if (q && q->x.buf == y.buf) q.reset();
+  std::erase_if(dropped, [&](const tensor& d) { return d.buf == y.buf; });
+}
+
+void backend::impl::record_matmul(const pending_matmul& m) {
+  const weight& w = *m.w;
+  const std::uint32_t n = m.x.rows;
+  const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+  if (n >= mm_min_tokens && !m.norm && !m.up && !m.residual && w.ne[0] % 32 == 0) return record_mul_mm(m);
+  if (use_mmvq(w, n)) return record_mmvq(m);
+  const tensor& x = m.norm ? m.norm->x : m.x;
+  if (x.off % 4 || x.stride % 4)  // the kernel reads x as vec4
+    throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
+  matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), x.off, x.stride,
+               m.y.off, m.y.stride, 0, 1, 0, 0, 0, 0, m.norm ? m.norm->eps : 0.0f};
+  binding wb = bind_weight(w);
+  if (m.up) {  // one binding over gate .. up (same chunk, up after gate)
+    const auto& g = weights.at(w.id);
+    const auto& u = weights.at(m.up->id);
+    wb.range.bytes = u.offset + u.bytes - g.offset;
+    pc.up_off = std::uint32_t(u.offset - g.offset);
+  }
+  if (m.residual) {
+    pc.r_off = m.residual->off;
+    pc.r_stride = m.residual->stride;
+  }
+  const binding b[] = {wb, bind(x, false), bind(m.y, true), bind(x, false),
+                       m.norm ? bind_weight(*m.norm->w) : bind(x, false), m.residual ? bind(*m.residual, false) : bind(x, false)};
+  std::vector<std::pair<std::string, std::string>> d{
+      {"NR", std::to_string(rows_for(w.ne[1]))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
+  if (m.norm) d.emplace_back("NORM_INPUT", "1");
+  if (m.up) d.emplace_back("SWIGLU", "1");
+  if (m.residual) d.emplace_back("ADD_RESIDUAL", "1");
+  dispatch(req("matvec", w.type, std::move(d), 6), b, &pc, sizeof pc, div_up(w.ne[1], rows_for(w.ne[1])), div_up(n, nt));
+  wrote(m.y);
+}
+
+void backend::impl::record_mmvq(const pending_matmul& m) {
+  const weight& w = *m.w;
+  const std::uint32_t n = m.x.rows;
+  const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+  const std::uint32_t sl = m.norm ? quantize_input(m.norm->x, m.norm->w, m.norm->eps) : quantize_input(m.x, nullptr, 0.0f);
+  mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32,
+             m.y.off, m.y.stride, 0, 0, 0, 0, 0, 1};
+  binding wb = bind_weight(w);
+  if (m.up) {  // one binding over gate .. up (same chunk, up after gate)
+    const auto& g = weights.at(w.id);
+    const auto& u = weights.at(m.up->id);
+    wb.range.bytes = u.offset + u.bytes - g.offset;
+    pc.up_off = std::uint32_t(u.offset - g.offset);
+  }
+  if (m.residual) {
+    pc.r_off = m.residual->off;
+    pc.r_stride = m.residual->stride;
+  }
+  // A SwiGLU output is only ever a matvec input: quantize it in the same dispatch, into the
+  // other slot, when a workgroup owns whole 32-row blocks of it.
+  const bool qout = quant_out && m.up && !m.residual && w.ne[1] % 32 == 0 && m.y.off % 4 == 0 && m.y.stride % 4 == 0 &&
+                    m.y.cols <= max_k;
+  const std::uint32_t so = sl ^ 1u;
+  const binding b[] = {wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(m.y, true),
+                       m.residual ? bind(*m.residual, false) : bind(m.y, false), bind_id(xq[sl], false),
+                       bind_id(xq[so], qout), bind_id(xs[so], qout)};
+  const auto r = mmvq_req(w.type, nt, w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout);
+  dispatch(r, b, &pc, sizeof pc, div_up(w.ne[1], mmvq_rows_per_wg(r)), div_up(n, nt));
+  wrote(m.y);
+  if (qout) {
+    quantized[so] = quantized_input{m.y, nullptr, 0.0f};
+    last_slot = sl;  // the next quantize goes to the other slot than the one just read
+  }
+}
+
+void backend::impl::record_mul_mm(const pending_matmul& m) {
+  const weight& w = *m.w;
+  if (m.x.off % 4 || m.x.stride % 4)
+    throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
+  const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), m.x.rows, std::uint32_t(w.row_bytes), m.x.off,
+                     m.x.stride, m.y.off, m.y.stride, 0, 0, 0, 0, 0, 0, 0.0f};
+  if (coopmat && mm3 && w.ne[0] % 16 == 0 && (mm_scratch || w.type == gguf::type_id::f16)) return record_mul_mm_f16(m);
+  const binding b[] = {bind_weight(w), bind(m.x, false), bind(m.y, true)};
+  if (coopmat && mma2) {
+    const mma2_tile t = mma2_tile_for(w.ne[1], m.x.rows);
+    dispatch(mma2_req(w.type, t), b, &pc, sizeof pc, div_up(w.ne[1], t.bm), div_up(m.x.rows, t.bn));
+  } else {
+    dispatch(mul_mm_req(w.type), b, &pc, sizeof pc, div_up(w.ne[1], 64), div_up(m.x.rows, 64));
+  }
+  wrote(m.y);
+}
+
+void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
+  const weight& w = *m.w;
+  const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
+  const mma2_tile t = mm3_tile_for(n);
+  const bool xf16 = mm_xh && K <= mm_xh_cols && n <= max_rows && K % 8 == 0;
+  const pipeline_request g = mm3_req(t, xf16);
+  std::uint32_t x_off = m.x.off, x_stride = m.x.stride;
+  binding xb = bind(m.x, false);
+  if (xf16) {
+    const copy_rows_pc cp{K, m.x.off, m.x.stride, 0, K / 8};
+    const binding cb[] = {bind(m.x, false), bind(m.x, false), bind_id(mm_xh, true)};
+    dispatch(req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3), cb, &cp, sizeof cp, div_up(K / 8, 128), n);
+    x_off = 0, x_stride = K;
+    xb = bind_id(mm_xh, false);
+  }
+  if (w.type == gguf::type_id::f16) {  // weights start section_align (256 bytes) apart
+    const mm_f16_pc pc{K, N, n, 0, x_off, x_stride, m.y.off, m.y.stride};
+    const binding b[] = {bind_weight(w), xb, bind(m.y, true)};
+    dispatch(g, b, &pc, sizeof pc, div_up(N, t.bm), div_up(n, t.bn));
+    wrote(m.y);
+    return;
+  }
+  const std::uint32_t slice = std::uint32_t(std::max<std::uint64_t>(128, mm_scratch_halves / K / 128 * 128));
+  for (std::uint32_t r0 = 0; r0 < N; r0 += slice) {
+    const std::uint32_t rows = std::min(slice, N - r0);
+    const dequant_f16_pc dq{K, std::uint32_t(w.row_bytes), r0, rows, 0};
+    const binding db[] = {bind_weight(w), bind_id(mm_scratch, true)};
+    dispatch(dequant_req(w.type), db, &dq, sizeof dq, div_up(std::uint64_t(rows) * (K / 16), 256));
+    const mm_f16_pc pc{K, rows, n, 0, x_off, x_stride, m.y.off + r0, m.y.stride};
+    const binding b[] = {bind_id(mm_scratch, false), xb, bind(m.y, true)};
+    dispatch(g, b, &pc, sizeof pc, div_up(rows, t.bm), div_up(n, t.bn));
+  }
+  wrote(m.y);
+}
+
+void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
+                                    const tensor& y, bool qout) {
+  mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0,
+             max_k / 32, y.off, y.stride, 0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), 0, in_div};
+  binding wb = bind_weight(w);
+  if (up) {
+    const auto& g = weights.at(w.id);
+    const auto& u = weights.at(up->id);
+    wb.range.bytes = u.offset + u.bytes - g.offset;
+    pc.up_off = std::uint32_t(u.offset - g.offset);
+  }
+  const std::uint32_t so = sl ^ 1u;
+  const binding b[] = {wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
+                       bind_id(moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
+  const auto r = mmvq_req(w.type, 1, w.ne[1], up != nullptr, false, true, qout);
+  dispatch(r, b, &pc, sizeof pc, div_up(w.ne[1], mmvq_rows_per_wg(r)), pairs);
+  wrote(y);
+  if (qout) {
+    quantized[so] = quantized_input{y, nullptr, 0.0f};
+    last_slot = sl;
+  }
+}
+
+bool backend::impl::adjacent(const weight& g, const weight& u) const {
+  const auto& ge = weights.at(g.id);
+  const auto& ue = weights.at(u.id);
+  return g.type == u.type && g.row_bytes == u.row_bytes && g.ne[1] == u.ne[1] && g.ne[2] == u.ne[2] &&
+         ge.chunk == ue.chunk && ue.offset > ge.offset && ue.offset - ge.offset < (1ull << 32);
+}
+}  // namespace strata::gpu

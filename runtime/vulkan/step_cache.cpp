@@ -1,0 +1,122 @@
+// A step recorded once per shape and replayed: begin() writes the step's inputs and picks the
+// recorded command buffer (or starts recording), finish() submits it and copies results out.
+#include "backend_impl.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "strata/core/error.hpp"
+
+namespace strata::gpu {
+namespace {
+
+constexpr std::uint32_t max_cached_steps = 16;
+
+}  // namespace
+
+using namespace detail;
+
+void backend::impl::dispatch(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
+                             std::uint32_t gx, std::uint32_t gy) {
+  // Workgroup counts above the device limit (e.g. vocabulary rows) spill into z.
+  const std::uint32_t lim = ctx.info().max_workgroups_x;
+  std::uint32_t gz = 1;
+  if (gx > lim) {
+    gz = div_up(gx, lim);
+    gx = div_up(gx, gz);
+  }
+  rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+}
+
+void backend::impl::dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
+                              std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
+  rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+}
+
+void backend::begin(const graph::step_inputs& in) {
+  auto& P = *p_;
+  const graph::batch& b = in.tokens;
+  const std::uint32_t n = std::uint32_t(b.size());
+  if (!P.step) throw error("Vulkan backend: make_kv() must run before the first step");
+  if (n > P.max_rows) throw error("batch of " + std::to_string(n) + " tokens exceeds the reserved " + std::to_string(P.max_rows));
+  std::byte* s = P.step.mapped();
+  std::memcpy(s + P.off_tokens, b.tokens.data(), n * 4);
+  std::memcpy(s + P.off_pos, b.positions.data(), n * 4);
+  auto* out_rows = reinterpret_cast<std::uint32_t*>(s + P.off_out_rows);
+  std::uint32_t n_out = 0;
+  for (std::uint32_t t = 0; t < n; ++t)
+    if (b.logits[t]) out_rows[n_out++] = t;
+  if (in.kv) {  // slots of the new tokens and the block tables of their sequences
+    auto* slots = reinterpret_cast<std::uint32_t*>(s + P.off_slots);
+    auto* seq_row = reinterpret_cast<std::uint32_t*>(s + P.off_seq_row);
+    auto* blocks = reinterpret_cast<std::uint32_t*>(s + P.off_blocks);
+    std::uint32_t last_seq = ~0u;
+    for (std::uint32_t t = 0; t < n; ++t) {
+      const std::uint32_t seq = b.seq_ids[t];
+      slots[t] = in.kv->slot(seq, std::uint32_t(b.positions[t]));
+      seq_row[t] = seq;
+      if (seq != last_seq) {
+        const auto bl = in.kv->blocks(seq);
+        if (bl.size() > P.max_blocks || (std::uint64_t(seq) + 1) * P.max_blocks * 4 > P.blocks_bytes)
+          throw error("Vulkan backend: the block table does not match the KV cache made by make_kv()");
+        std::memcpy(blocks + std::size_t(seq) * P.max_blocks, bl.data(), bl.size() * 4);
+        last_seq = seq;
+      }
+    }
+  }
+  const bool greedy = in.greedy;
+  for (auto& q : P.quantized) q.reset();
+  P.heads.clear();
+  P.step_tokens = n;
+  P.read_dst = nullptr;
+  P.fuse_step = P.fuse && n <= 8;
+  P.single_seq = std::all_of(b.seq_ids.begin(), b.seq_ids.end(), [&](std::uint32_t s) { return s == b.seq_ids[0]; });
+  P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32 | std::uint64_t(greedy) << 63 |
+                  std::uint64_t(P.single_seq) << 62;
+  P.ids_dst = nullptr;
+  if (auto it = P.steps.find(P.current_key); it != P.steps.end()) {
+    P.current = &it->second;
+    P.replay = true;
+    return;
+  }
+  if (P.steps.size() >= max_cached_steps) P.steps.clear();  // shapes churn: start over rather than grow
+  P.replay = false;
+  P.recording = true;
+  P.pending = {};
+  P.pending.cmd = std::move(vk::raii::CommandBuffers(
+      P.ctx.device(), vk::CommandBufferAllocateInfo(*P.pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  P.rec.begin(P.pending.cmd, P.opt.profile ? *P.queries : vk::QueryPool{}, P.query_capacity);
+}
+
+void backend::finish() {
+  auto& P = *p_;
+  if (!P.replay) {
+    if (!P.recording) return;
+    P.flush_all();
+    P.rec.end();
+    P.recording = false;
+    P.pending.labels = P.rec.labels();
+    P.last_dispatches = P.rec.dispatches();
+    P.current = &P.steps.insert_or_assign(P.current_key, std::move(P.pending)).first->second;
+  }
+  const vk::CommandBuffer c = *P.current->cmd;
+  P.ctx.queue().submit(vk::SubmitInfo({}, {}, c), *P.fence);
+  if (P.ctx.device().waitForFences(*P.fence, VK_TRUE, UINT64_MAX) != vk::Result::eSuccess)
+    throw error("GPU step did not complete");
+  P.ctx.device().resetFences(*P.fence);
+  if (P.read_dst) std::memcpy(P.read_dst, P.readback.mapped(), P.read_floats * 4);
+  if (P.ids_dst) std::memcpy(P.ids_dst, P.ids_readback.mapped(), P.ids_count * 4);
+  if (P.opt.profile) {
+    const auto n = std::uint32_t(P.current->labels.size());
+    const auto [r, ts] = P.queries.getResults<std::uint64_t>(
+        0, n + 1, (n + 1) * 8, 8, vk::QueryResultFlagBits::e64 | vk::QueryResultFlagBits::eWait);
+    if (r == vk::Result::eSuccess)
+      for (std::uint32_t i = 0; i < n; ++i) {
+        auto& k = P.prof[P.current->labels[i]];
+        k.label = P.current->labels[i];
+        k.total_ms += double(ts[i + 1] - ts[i]) * P.ctx.info().timestamp_period_ns * 1e-6;
+        ++k.calls;
+      }
+  }
+}
+}  // namespace strata::gpu

@@ -64,14 +64,15 @@ void backend::begin(const graph::step_inputs& in) {
       }
     }
   }
-  const bool greedy = in.greedy;
   for (auto& q : P.quantized) q.reset();
   P.heads.clear();
   P.step_tokens = n;
   P.read_dst = nullptr;
   P.fuse_step = P.fuse && n <= 8;
   P.single_seq = std::all_of(b.seq_ids.begin(), b.seq_ids.end(), [&](std::uint32_t s) { return s == b.seq_ids[0]; });
-  P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32 | std::uint64_t(greedy) << 63 |
+  // The shape of the recorded step: tokens, output rows, one sequence or several, and what it
+  // hands back (an embedding step of n_out rows is not the logits step of n_out rows).
+  P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32 | std::uint64_t(in.output) << 60 |
                   std::uint64_t(P.single_seq) << 62;
   P.ids_dst = nullptr;
   if (auto it = P.steps.find(P.current_key); it != P.steps.end()) {

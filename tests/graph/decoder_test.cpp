@@ -70,7 +70,7 @@ TEST_CASE("decoder: llama4 layer plans become plain op parameters (NoPE temperat
   CHECK(names.back() == "finish");
   CHECK(be.step.tokens.size() == 3);
   CHECK(be.step.kv != nullptr);
-  CHECK_FALSE(be.step.greedy);
+  CHECK(be.step.output == graph::step_output::logits);
   // Layer 3 (every 4th) is NoPE: no RoPE, Q scaled by the temperature; the others rotate Q and K.
   CHECK(be.count("rope") == 2 * 3);
   REQUIRE(be.scales.size() == 1);
@@ -123,7 +123,7 @@ TEST_CASE("decoder: qwen3moe routes with a renormalised softmax and rotates NEOX
   }
   for (const auto& r : be.ropes) CHECK(r.neox);
   CHECK(be.scales.empty());
-  CHECK(be.step.greedy);
+  CHECK(be.step.output == graph::step_output::argmax);
   CHECK(be.count("select_rows") == 0);  // every row produces logits
   CHECK(be.count("argmax") == 1);
   CHECK(be.count("read") == 0);
@@ -161,6 +161,31 @@ TEST_CASE("decoder: a layer slice loads only its tensors, takes and hands out hi
   CHECK(be.ops[std::size_t(std::find(names.begin(), names.end(), "kv_store") - names.begin())].layer == 0);
   for (const auto& o : be.ops)
     if (o.name == "rope") CHECK(o.weight == "rope_freqs.weight");  // Llama 3.1 frequency factors
+  CHECK(be.step.output == graph::step_output::hidden);
+}
+
+TEST_CASE("decoder: an embedding step reads the flagged rows' final-norm states and skips the LM head") {
+  gguf::file f(model_path("qwen3-Q4_K_M.gguf"));
+  trace_backend be;
+  graph::decoder<arch::qwen3, trace_backend> dec(be, f.gguf(), {.max_batch = 4});
+  auto kv = be.make_kv({});
+  kv::block_table table(64, 16, 1);
+  std::vector<float> embd(2 * dec.hparams().n_embd);
+  tokens t(3);
+  t.want = {1, 0, 1};
+  dec.forward(t.view(), table, kv, {}, {}, {}, {}, embd);
+  CHECK(be.step.output == graph::step_output::hidden);
+  const auto names = be.names();
+  REQUIRE(names.size() >= 4);
+  CHECK(names[names.size() - 4] == "select_rows");  // the 2 flagged rows, then the output norm
+  CHECK(names[names.size() - 3] == "rms_norm");
+  CHECK(be.ops[names.size() - 3].weight == "output_norm.weight");
+  CHECK(names[names.size() - 2] == "read");
+  CHECK(be.ops[names.size() - 2].rows == 2);
+  for (const auto& o : be.ops)
+    if (o.name == "matmul") CHECK(o.weight != "token_embd.weight");  // qwen3's tied LM head is not applied
+  CHECK(error_of([&] { dec.forward(t.view(), table, kv, {}, {}, {}, {}, std::span(embd).first(10)); }) ==
+        "embedding buffer too small");
 }
 
 TEST_CASE("decoder: bad slices and bad steps are errors naming the limit") {

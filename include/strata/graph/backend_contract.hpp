@@ -15,6 +15,15 @@
 
 namespace strata::graph {
 
+// What a step hands back to the host. Steps of the same token count and output rows differ
+// by it (a recording backend must not replay one kind of step for another).
+enum class step_output : std::uint8_t {
+  logits,  // read() of the logits rows
+  argmax,  // argmax() of the logits rows (greedy decoding)
+  hidden,  // read() of hidden-state rows: a slice without the head, or the final-norm rows of
+           // the flagged tokens (embeddings; the LM head is skipped)
+};
+
 // Inputs of one step, handed to begin() and valid until finish(). Ops that need per-token
 // inputs (token ids, positions, KV slots, which rows produce logits) read them from here, so a
 // recording backend uploads them once per step and a recorded step can be replayed.
@@ -22,7 +31,7 @@ struct step_inputs {
   batch tokens;                          // n tokens: ids, positions, sequence ids, logits flags
   const kv::block_table* kv = nullptr;   // slots of every sequence's positions (null: no KV op runs);
                                          // each token's position is reserved in it already
-  bool greedy = false;                   // the step ends with argmax() instead of read()
+  step_output output = step_output::logits;  // what the step ends with
 };
 
 // x[t] rotated per head by angle(pos_t, i) = freq_scale · pos_t · base^(−2i/n_rot) / freq_factor[i].

@@ -98,7 +98,10 @@ class decoder {
         throw error("token id " + std::to_string(t) + " out of range (vocabulary size " + std::to_string(hp_.n_vocab) + ")");
 
     Backend& be = *be_;
-    be.begin(step_inputs{b, &table, greedy});
+    const step_output out_kind = !opt_.head || embed ? step_output::hidden
+                                 : greedy            ? step_output::argmax
+                                                     : step_output::logits;
+    be.begin(step_inputs{b, &table, out_kind});
     const float eps = hp_.rms_eps;
     tensor x = x_.view(n), a = a_.view(n), q = q_.view(n), k = k_.view(n), v = v_.view(n);
     tensor att = att_.view(n), o = o_.view(n);

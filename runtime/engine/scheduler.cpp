@@ -80,7 +80,10 @@ bool scheduler::submit(std::shared_ptr<generation_stream> out, generation_reques
     throw error("top_logprobs " + std::to_string(req.top_logprobs) + " exceeds the maximum of " +
                 std::to_string(token_logprobs::max_top));
   const std::uint32_t cap = context_size();
-  if (req.prompt.size() >= cap)
+  if (req.embed != pooling::none && req.prompt.size() > cap)  // an embedding generates nothing: cap tokens fit
+    throw error("the input has " + std::to_string(req.prompt.size()) + " tokens; the context size is " +
+                std::to_string(cap));
+  if (req.embed == pooling::none && req.prompt.size() >= cap)
     throw error("the prompt has " + std::to_string(req.prompt.size()) + " tokens; the context size is " +
                 std::to_string(cap) + " (one more token must fit)");
   {

@@ -38,7 +38,6 @@ class staged_model final : public model {
       next += p.layers.count;
       if (p.layers.head != (next == hp_.n_layer)) throw error("internal: only the last stage has the head");
       stages_.push_back(make_stage(p.kind, file_->gguf(), opt_, p.layers));
-      cpu_only_ = cpu_only_ && p.kind == backend_kind::cpu;
       slices_.push_back(p.layers);
     }
     if (next != hp_.n_layer) throw error("internal: the stages do not cover every layer");
@@ -75,12 +74,9 @@ class staged_model final : public model {
 
   void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }
   void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override { step(b, {}, ids); }
-  void forward_embeddings(const graph::batch& b, std::span<float> out) override {
-    if (!supports_embeddings()) model::forward_embeddings(b, out);  // throws, naming the backend
-    step(b, {}, {}, out);
-  }
-  // On the CPU backend only, so far (the others are not tested for it).
-  bool supports_embeddings() const noexcept override { return cpu_only_; }
+  // Every backend: the last stage (the one with the head) hands out the final-norm rows.
+  void forward_embeddings(const graph::batch& b, std::span<float> out) override { step(b, {}, {}, out); }
+  bool supports_embeddings() const noexcept override { return true; }
 
  private:
   // Stage i reads the hidden states stage i - 1 handed out; the same host rows serve as both
@@ -103,7 +99,6 @@ class staged_model final : public model {
   std::vector<std::unique_ptr<stage>> stages_;
   std::vector<layer_slice> slices_;
   std::vector<float> hidden_;
-  bool cpu_only_ = true;
 };
 
 }  // namespace

@@ -135,9 +135,9 @@ net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const 
     prompts.push_back(er.texts[i].empty() ? er.token_inputs[i] : tok->encode(er.texts[i], true, true));
     for (const auto t : prompts.back())
       if (t >= tok->n_vocab()) throw bad_request("'" + path + "' holds token " + std::to_string(t) + ", outside the vocabulary", path);
-    if (prompts.back().size() >= cap)
-      throw bad_request("'" + path + "' has " + std::to_string(prompts.back().size()) + " tokens; the context size is " +
-                            std::to_string(cap), path);
+    if (prompts.back().size() > cap)  // nothing is generated: an input may fill the context
+      throw bad_request("'" + path + "' has " + std::to_string(prompts.back().size()) +
+                            " tokens, more than the context size of " + std::to_string(cap), path);
     prompt_tokens += std::uint32_t(prompts.back().size());
   }
   const auto ex = co_await net::this_coro::executor;

@@ -85,8 +85,8 @@ class model {
   // on the backend (on the GPU only 4 bytes per row come back).
   virtual void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) = 0;
   // The same step for embeddings: each flagged row's hidden state after the output norm
-  // (n_embd floats per row, what llama.cpp pools), without the LM head. Backends that cannot
-  // (supports_embeddings() false) throw.
+  // (n_embd floats per row, what llama.cpp pools), without the LM head. The engine's models do
+  // it on every backend; a model that cannot (supports_embeddings() false) throws.
   virtual void forward_embeddings(const graph::batch& b, std::span<float> out) {
     (void)b, (void)out;
     throw error("embeddings are not implemented on the " + backend_description() + " backend");

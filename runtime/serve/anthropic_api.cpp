@@ -4,7 +4,7 @@
 
 #include <boost/json.hpp>
 
-#include "tools.hpp"
+#include "request_fields.hpp"
 
 namespace strata::serve::anthropic {
 namespace json = boost::json;
@@ -65,27 +65,6 @@ void read_blocks(const std::string& role, const element& c, const std::string& p
   if (has_turn || turn.reasoning_content || i == 0) out.push_back(std::move(turn));
 }
 
-// Structured outputs: output_config.format (or the older top-level output_format), {type:
-// "json_schema", schema}; the answer's text block is then JSON valid against the schema.
-void read_output_format(const object& body, parsed_request& r) {
-  std::optional<object> fmt;
-  std::string path = "output_config.format";
-  if (auto oc = get_object(body, "output_config")) fmt = get_object(*oc, "format", "output_config");
-  if (!fmt) {
-    fmt = get_object(body, "output_format");
-    path = "output_format";
-  }
-  if (!fmt) return;
-  const auto type = get_string(*fmt, "type", path);
-  if (type != "json_schema") throw bad_request("'" + path + ".type' must be json_schema", path + ".type");
-  const auto schema = field(*fmt, "schema");
-  if (!schema) throw bad_request("'" + path + ".schema' is required", path + ".schema");
-  if (!schema->is_object()) throw bad_request("'" + path + ".schema' must be an object", path + ".schema");
-  r.format = output_format::json_schema;
-  r.schema = simdjson::minify(*schema);
-  r.schema_param = path + ".schema";
-}
-
 }  // namespace
 
 const char* stop_reason_name(const choice_result& c) {
@@ -98,10 +77,7 @@ const char* stop_reason_name(const choice_result& c) {
 }
 
 parsed_request parse_messages(const object& body, bool count_tokens) {
-  parsed_request r;
-  const auto model = get_string(body, "model");
-  if (!model) throw bad_request("model: Field required", "model");
-  r.model = std::string(*model);
+  parsed_request r = read_shared_fields(body, generation_api::anthropic_messages);
   if (!count_tokens && !field(body, "max_tokens")) throw bad_request("max_tokens: Field required", "max_tokens");
   if (const auto sys = field(body, "system")) {
     const std::string text = content_text(*sys, "system", text_blocks, "content blocks");
@@ -124,10 +100,6 @@ parsed_request parse_messages(const object& body, bool count_tokens) {
     r.assistant_prefill = std::move(r.messages.back().content);
     r.messages.pop_back();
   }
-  read_common(body, r, {"max_tokens"}, "stop_sequences");
-  read_tools(body, tool_shape::anthropic, r);
-  read_anthropic_tool_choice(body, r);
-  read_output_format(body, r);
   return r;
 }
 

@@ -96,4 +96,16 @@ std::optional<array> get_array(const object& o, std::string_view key, const std:
   return as_array(*e, join(path, key));
 }
 
+std::vector<std::int32_t> token_ids(const array& a, const std::string& path, const std::string& param) {
+  std::vector<std::int32_t> out;
+  std::size_t i = 0;
+  for (auto t : a) {
+    const std::string tp = path + "[" + std::to_string(i++) + "]";
+    if (!t.is_int64() || std::int64_t(t) < 0 || std::int64_t(t) > INT32_MAX)
+      throw bad_request("'" + tp + "' must be a token id (a non-negative integer)", param.empty() ? tp : param);
+    out.push_back(std::int32_t(std::int64_t(t)));
+  }
+  return out;
+}
+
 }  // namespace strata::serve::json_in

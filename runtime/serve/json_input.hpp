@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api_error.hpp"
 
@@ -31,6 +32,11 @@ std::optional<std::int64_t> get_int(const object& o, std::string_view key, const
 std::optional<bool> get_bool(const object& o, std::string_view key, const std::string& path = {});
 std::optional<object> get_object(const object& o, std::string_view key, const std::string& path = {});
 std::optional<array> get_array(const object& o, std::string_view key, const std::string& path = {});
+
+// The elements of `a` as token ids (integers in [0, INT32_MAX]); a bad element is named as
+// path[i] in the message, and its param is `param` (empty: that element's path). Empty arrays
+// are the caller's to refuse, with its own message.
+std::vector<std::int32_t> token_ids(const array& a, const std::string& path, const std::string& param = {});
 
 // "path.key" (or "key" at the top level).
 inline std::string join(const std::string& path, std::string_view key) {

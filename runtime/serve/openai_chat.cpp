@@ -1,8 +1,8 @@
-// OpenAI Chat Completions: request parsing (messages with tool calls and tool results, tools,
-// response_format, n, logprobs) and the chunk / body shapes (docs/spec/api.md §2.1, §2.2).
+// OpenAI Chat Completions: request parsing (messages with tool calls and tool results; the shared
+// fields: request_fields.hpp) and the chunk / body shapes (docs/spec/api.md §2.1, §2.2).
 #include "openai_api.hpp"
 #include "openai_shared.hpp"
-#include "tools.hpp"
+#include "request_fields.hpp"
 
 namespace strata::serve::openai {
 using namespace detail;
@@ -33,9 +33,7 @@ std::vector<chat::tool_call> read_tool_calls(const array& calls, const std::stri
 }  // namespace
 
 parsed_request parse_chat(const object& body) {
-  parsed_request r;
-  r.model = require_model(body);
-  read_n(body, r);
+  parsed_request r = read_shared_fields(body, generation_api::chat_completions);
   for_each_message(body, "'messages' is required", [&](const std::string& path, const object& mo, std::string rs) {
     if (rs == "developer") rs = "system";
     if (rs == "function") rs = "tool";  // the legacy form of a tool result
@@ -54,11 +52,6 @@ parsed_request parse_chat(const object& body) {
     r.messages.push_back(std::move(msg));
   });
   if (r.messages.empty()) throw bad_request("'messages' must not be empty", "messages");
-  read_common(body, r, {"max_completion_tokens", "max_tokens"}, "stop");
-  read_chat_logprobs(body, r);
-  read_tools(body, tool_shape::chat, r);
-  read_openai_tool_choice(body, r);
-  if (auto rf = get_object(body, "response_format")) read_output_format(*rf, "response_format", r);
   return r;
 }
 

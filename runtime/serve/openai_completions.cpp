@@ -3,34 +3,23 @@
 
 #include "openai_api.hpp"
 #include "openai_shared.hpp"
+#include "request_fields.hpp"
 #include "strata/core/utf8.hpp"
 
 namespace strata::serve::openai {
 using namespace detail;
 
 parsed_request parse_completion(const object& body) {
-  parsed_request r;
+  parsed_request r = read_shared_fields(body, generation_api::completions);
   r.chat = false;
-  r.model = require_model(body);
-  read_n(body, r);
   if (auto v = get_bool(body, "echo"); v && *v) throw bad_request("'echo' is not supported", "echo");
   if (auto v = get_int(body, "best_of"); v && *v != 1 && *v != std::int64_t(r.n))
     throw bad_request("'best_of' must equal 'n' (ranking candidates is not supported)", "best_of");
   if (auto v = get_string(body, "suffix"); v && !v->empty()) throw bad_request("'suffix' is not supported", "suffix");
-  if (auto v = get_int(body, "logprobs")) {
-    if (*v < 0 || *v > 5) throw bad_request("'logprobs' must be in [0, 5]", "logprobs");
-    r.top_logprobs = std::int32_t(*v);
-  }
   const auto p = field(body, "prompt");
   if (!p) throw bad_request("'prompt' is required", "prompt");
   const auto read_ids = [&](const array& a, const std::string& path) {
-    std::size_t i = 0;
-    for (auto t : a) {
-      const std::string tp = path + "[" + std::to_string(i++) + "]";
-      if (!t.is_int64() || std::int64_t(t) < 0 || std::int64_t(t) > INT32_MAX)
-        throw bad_request("'" + tp + "' must be a token id (a non-negative integer)", "prompt");
-      r.prompt_tokens.push_back(std::int32_t(std::int64_t(t)));
-    }
+    r.prompt_tokens = token_ids(a, path, "prompt");
     if (r.prompt_tokens.empty()) throw bad_request("'prompt' must not be empty", "prompt");
   };
   if (p->is_string()) {
@@ -49,8 +38,6 @@ parsed_request parse_completion(const object& body) {
     throw bad_request("'prompt' must be a string or an array", "prompt");
   }
   if (r.prompt_tokens.empty() && r.prompt.empty()) throw bad_request("'prompt' must not be empty", "prompt");
-  r.sampling.max_tokens = 16;  // OpenAI's default
-  read_common(body, r, {"max_tokens"}, "stop");
   return r;
 }
 

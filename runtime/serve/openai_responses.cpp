@@ -5,7 +5,7 @@
 
 #include "openai_api.hpp"
 #include "openai_shared.hpp"
-#include "tools.hpp"
+#include "request_fields.hpp"
 
 namespace strata::serve::openai {
 using namespace detail;
@@ -13,27 +13,10 @@ using namespace detail;
 namespace {
 constexpr std::string_view text_parts[] = {"text", "input_text", "output_text"};
 
-// Log-probabilities of the message's tokens when `include` lists "message.output_text.logprobs"
-// or `top_logprobs` (0..20 alternatives per token) is given. Other includables name outputs this
-// server does not produce (search results, images, encrypted reasoning) and change nothing.
-void read_responses_logprobs(const object& body, parsed_request& r) {
-  bool lp = false;
-  if (const auto inc = field(body, "include")) {
-    std::size_t i = 0;
-    for (auto v : as_array(*inc, "include")) {
-      const std::string path = "include[" + std::to_string(i++) + "]";
-      if (as_string(v, path) == "message.output_text.logprobs") lp = true;
-    }
-  }
-  const auto top = get_int(body, "top_logprobs");
-  if (top && (*top < 0 || *top > 20)) throw bad_request("'top_logprobs' must be in [0, 20]", "top_logprobs");
-  if (lp || top) r.top_logprobs = std::int32_t(top.value_or(0));
-}
 }  // namespace
 
 parsed_request parse_responses(const object& body) {
-  parsed_request r;
-  r.model = require_model(body);
+  parsed_request r = read_shared_fields(body, generation_api::responses);
   if (auto ins = get_string(body, "instructions")) r.messages.push_back({"system", std::string(*ins), std::nullopt});
   const auto in = field(body, "input");
   if (!in) throw bad_request("'input' is required", "input");
@@ -89,12 +72,6 @@ parsed_request parse_responses(const object& body) {
     throw bad_request("'input' must not be empty", "input");
   if (get_string(body, "previous_response_id"))
     throw bad_request("'previous_response_id' is not supported: this server stores no responses", "previous_response_id");
-  read_common(body, r, {"max_output_tokens"}, nullptr);
-  read_responses_logprobs(body, r);
-  read_tools(body, tool_shape::responses, r);
-  read_openai_tool_choice(body, r);
-  if (auto t = get_object(body, "text"))
-    if (auto f = get_object(*t, "format", "text")) read_output_format(*f, "text.format", r);
   return r;
 }
 

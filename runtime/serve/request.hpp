@@ -1,10 +1,10 @@
 // One generation request as every API route reduces it: a conversation (or a raw prompt), the
 // sampling parameters, stop strings, streaming options, the tools the model may call and the
 // structure its output must have. The per-API parsers (openai_api.hpp, anthropic_api.hpp) fill it
-// from the JSON body, naming bad fields; the shared readers below hold what the APIs have in common.
+// from the JSON body, naming bad fields: the fields the APIs share through read_shared_fields
+// (request_fields.hpp), their messages with the readers below.
 #pragma once
 #include <cstdint>
-#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -58,19 +58,6 @@ struct parsed_request {
   // the JSON answer; a forced call leaves no answer).
   bool tool_calls_possible() const noexcept { return may_call_tools(); }
 };
-
-// The fields every generation route reads the same way: the sampling fields (temperature, top_p,
-// top_k, min_p, seed, penalties, logit_bias as {"token id": bias}), the first of
-// `max_token_keys` present (>= 0), the stop strings under `stop_key` (none if null), `stream`
-// and stream_options.include_usage.
-void read_common(const json_in::object& o, parsed_request& r, std::initializer_list<const char*> max_token_keys,
-                 const char* stop_key);
-// The sampling fields alone (each is validated here or by sampling::validate later).
-void read_sampling(const json_in::object& o, sampling::sampler_params& p);
-// A max-token count from `key` (must be >= 0 where given).
-std::optional<std::int32_t> read_max_tokens(const json_in::object& o, const char* key);
-// "stop" / "stop_sequences": a string or an array of at most 16 non-empty strings.
-std::vector<std::string> read_stop(const json_in::object& o, const char* key);
 
 // Message content that is a string or an array of parts/blocks: the concatenated text of the
 // parts whose "type" is in text_types. Any other part type is refused by name (dropping an image

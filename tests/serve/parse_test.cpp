@@ -6,6 +6,7 @@
 
 #include "serve/anthropic_api.hpp"
 #include "serve/openai_api.hpp"
+#include "support/error_of.hpp"
 
 using namespace strata::serve;
 
@@ -323,4 +324,63 @@ TEST_CASE("anthropic: bad fields are named") {
   CHECK(bad_param([] {
           anthropic::parse_messages(body(R"({"model":"m","max_tokens":1,"stop_sequences":[1],"messages":[{"role":"user","content":"q"}]})"));
         }) == "stop_sequences[0]");
+}
+
+// The fields the APIs share are read by one parser from a per-API table (request_fields.cpp):
+// each API's names, defaults and limits, and messages that name the field and the limit.
+TEST_CASE("shared fields: each API's names, defaults and limits") {
+  using strata::test::error_of;
+  const std::string chat = R"({"model":"m","messages":[{"role":"user","content":"x"}])";
+  const std::string cmpl = R"({"model":"m","prompt":"x")";
+  const std::string resp = R"({"model":"m","input":"x")";
+  const std::string anth = R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":"x"}])";
+  const auto parse_chat = [](const std::string& s) { return openai::parse_chat(body(s + "}")); };
+  const auto parse_cmpl = [](const std::string& s) { return openai::parse_completion(body(s + "}")); };
+  const auto parse_resp = [](const std::string& s) { return openai::parse_responses(body(s + "}")); };
+  const auto parse_anth = [](const std::string& s) { return anthropic::parse_messages(body(s + "}")); };
+
+  CHECK(error_of([] { openai::parse_responses(body(R"({"input":"x"})")); }) == "'model' is required");
+  CHECK(error_of([] { anthropic::parse_messages(body(R"({"max_tokens":1})")); }) == "model: Field required");
+  // Max tokens: each API's key and default; other APIs' keys are not read.
+  CHECK(parse_chat(chat + R"(,"max_tokens":3)").sampling.max_tokens == 3);
+  CHECK(parse_cmpl(cmpl).sampling.max_tokens == 16);
+  CHECK(parse_resp(resp + R"(,"max_tokens":3)").sampling.max_tokens == -1);
+  CHECK(parse_anth(anth).sampling.max_tokens == 4);
+  CHECK(error_of([&] { parse_resp(resp + R"(,"max_output_tokens":-2)"); }) ==
+        "'max_output_tokens' must be a non-negative integer");
+  // Stop strings: "stop" in OpenAI chat and completions, "stop_sequences" in Anthropic, none in Responses.
+  CHECK(parse_cmpl(cmpl + R"(,"stop":["a","b"])").stop == std::vector<std::string>{"a", "b"});
+  CHECK(parse_anth(anth + R"(,"stop":"x")").stop.empty());
+  CHECK(parse_resp(resp + R"(,"stop":"x")").stop.empty());
+  std::string seventeen = R"(,"stop_sequences":["s")";
+  for (int i = 0; i < 16; ++i) seventeen += R"(,"s")";
+  CHECK(error_of([&] { parse_anth(anth + seventeen + "]"); }) == "'stop_sequences' has more than 16 entries");
+  // n: OpenAI chat and completions only.
+  CHECK(parse_cmpl(cmpl + R"(,"n":2)").n == 2);
+  CHECK(parse_resp(resp + R"(,"n":2)").n == 1);
+  CHECK(parse_anth(anth + R"(,"n":2)").n == 1);
+  CHECK(error_of([&] { parse_chat(chat + R"(,"n":17)"); }) == "'n' must be in [1, 16], got 17");
+  // Logprobs: 20 alternatives in chat and Responses, 5 in legacy completions, none in Anthropic.
+  CHECK(error_of([&] { parse_chat(chat + R"(,"logprobs":true,"top_logprobs":21)"); }) == "'top_logprobs' must be in [0, 20]");
+  CHECK(error_of([&] { parse_resp(resp + R"(,"top_logprobs":21)"); }) == "'top_logprobs' must be in [0, 20]");
+  CHECK(error_of([&] { parse_cmpl(cmpl + R"(,"logprobs":6)"); }) == "'logprobs' must be in [0, 5]");
+  CHECK(error_of([&] { parse_chat(chat + R"(,"top_logprobs":2)"); }) == "'top_logprobs' requires 'logprobs': true");
+  CHECK(parse_anth(anth + R"(,"top_logprobs":3)").top_logprobs == -1);
+  // Sampling fields are the same everywhere.
+  CHECK(error_of([&] { parse_anth(anth + R"(,"frequency_penalty":3)"); }) == "'frequency_penalty' must be in [-2, 2]");
+  CHECK(error_of([&] { parse_resp(resp + R"(,"presence_penalty":-2.5)"); }) == "'presence_penalty' must be in [-2, 2]");
+  CHECK(error_of([&] { parse_cmpl(cmpl + R"(,"logit_bias":{"7":101})"); }) == "'logit_bias.7' must be in [-100, 100]");
+  CHECK(parse_anth(anth + R"(,"seed":9)").sampling.seed == 9);
+  // Tools: none in legacy completions (ignored), each API's shape elsewhere.
+  CHECK(parse_cmpl(cmpl + R"(,"tools":[{"bad":1}])").tools.empty());
+  // Output formats: each API's location and types.
+  CHECK(error_of([&] { parse_chat(chat + R"(,"response_format":{"type":"xml"})"); }) ==
+        "'response_format.type' must be text, json_object or json_schema, got 'xml'");
+  CHECK(error_of([&] { parse_resp(resp + R"(,"text":{"format":{"type":"json_schema"}})"); }) ==
+        "'text.format.schema' is required for json_schema");
+  CHECK(error_of([&] { parse_anth(anth + R"(,"output_config":{"format":{"type":"json_object"}})"); }) ==
+        "'output_config.format.type' must be json_schema, got 'json_object'");
+  CHECK(error_of([&] { parse_anth(anth + R"(,"output_format":{})"); }) == "'output_format.type' is required");
+  CHECK(parse_cmpl(cmpl + R"(,"response_format":{"type":"xml"})").format == output_format::text);
+  CHECK(parse_resp(resp + R"(,"text":{"format":{"type":"json_object"}})").format == output_format::json_object);
 }

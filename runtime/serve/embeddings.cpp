@@ -24,14 +24,7 @@ embedding_request parse_embeddings(const object& body, std::uint32_t n_embd) {
   const auto in = field(body, "input");
   if (!in) throw bad_request("'input' is required", "input");
   const auto ids = [](const array& a, const std::string& path) {
-    std::vector<std::int32_t> out;
-    std::size_t i = 0;
-    for (auto t : a) {
-      const std::string tp = path + "[" + std::to_string(i++) + "]";
-      if (!t.is_int64() || std::int64_t(t) < 0 || std::int64_t(t) > INT32_MAX)
-        throw bad_request("'" + tp + "' must be a token id (a non-negative integer)", tp);
-      out.push_back(std::int32_t(std::int64_t(t)));
-    }
+    std::vector<std::int32_t> out = token_ids(a, path);
     if (out.empty()) throw bad_request("'" + path + "' is empty", path);
     return out;
   };
@@ -114,6 +107,27 @@ std::string embeddings_body(const std::string& model, std::span<const std::vecto
                                       {"usage", json::object{{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}});
 }
 
+namespace {
+
+// Every input's tokens, each checked against the vocabulary and the context before anything is
+// queued (nothing is generated, so an input may fill the context).
+std::vector<std::vector<std::int32_t>> embedding_prompts(const embedding_request& er, const tokenizer::tokenizer& tok,
+                                                         std::uint32_t n_ctx) {
+  std::vector<std::vector<std::int32_t>> prompts;
+  for (std::size_t i = 0; i < er.size(); ++i) {
+    const std::string path = er.size() == 1 ? "input" : "input[" + std::to_string(i) + "]";
+    prompts.push_back(er.texts[i].empty() ? er.token_inputs[i] : tok.encode(er.texts[i], true, true));
+    for (const auto t : prompts.back())
+      if (t >= tok.n_vocab()) throw bad_request("'" + path + "' holds token " + std::to_string(t) + ", outside the vocabulary", path);
+    if (prompts.back().size() > n_ctx)
+      throw bad_request("'" + path + "' has " + std::to_string(prompts.back().size()) +
+                            " tokens, more than the context size of " + std::to_string(n_ctx), path);
+  }
+  return prompts;
+}
+
+}  // namespace
+
 // Every input is a request of its own; the scheduler batches them into its embedding passes. At
 // most `slots` are queued at a time (the next one as each finishes), so a 2048-input request
 // neither fills the queue nor keeps other requests out of it.
@@ -126,20 +140,9 @@ net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const 
   if (er.model != model_id)
     throw api_error(404, "not_found_error", "model '" + er.model + "' does not exist; this server serves '" + model_id + "'",
                     "model");
-  // Every input tokenized and checked before anything is queued.
-  std::vector<std::vector<std::int32_t>> prompts;
+  std::vector<std::vector<std::int32_t>> prompts = embedding_prompts(er, *tok, sched->context_size());
   std::uint32_t prompt_tokens = 0;
-  const std::uint32_t cap = sched->context_size();
-  for (std::size_t i = 0; i < er.size(); ++i) {
-    const std::string path = er.size() == 1 ? "input" : "input[" + std::to_string(i) + "]";
-    prompts.push_back(er.texts[i].empty() ? er.token_inputs[i] : tok->encode(er.texts[i], true, true));
-    for (const auto t : prompts.back())
-      if (t >= tok->n_vocab()) throw bad_request("'" + path + "' holds token " + std::to_string(t) + ", outside the vocabulary", path);
-    if (prompts.back().size() > cap)  // nothing is generated: an input may fill the context
-      throw bad_request("'" + path + "' has " + std::to_string(prompts.back().size()) +
-                            " tokens, more than the context size of " + std::to_string(cap), path);
-    prompt_tokens += std::uint32_t(prompts.back().size());
-  }
+  for (const auto& p : prompts) prompt_tokens += std::uint32_t(p.size());
   const auto ex = co_await net::this_coro::executor;
   auto w = std::make_shared<waker>(ex);
   std::vector<std::shared_ptr<rt::generation_stream>> outs(er.size());
@@ -147,11 +150,6 @@ net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const 
   const auto cancel_all = [&] {
     for (auto& o : outs)
       if (o) o->cancel();
-  };
-  const auto fail = [&](const api_error& e) {
-    reply r{http::status(e.status), "application/json", error_body(api_flavor::openai, e, rid), 0};
-    if (e.status == 429 || e.status == 503) r.retry_after = 1;
-    return r;
   };
   const std::size_t window = std::max<std::size_t>(1, sched->slots());
   std::size_t next = 0, finished = 0;
@@ -165,14 +163,7 @@ net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const 
       rt::generation_request req{std::move(prompts[next]), sampling::sampler({}, 1), {}};
       req.embed = pooling;
       auto out = std::make_shared<rt::generation_stream>();
-      out->set_notify([w] {
-        if (!w->pending.exchange(true))
-          net::post(w->timer.get_executor(), [w] {
-            w->pending = false;
-            w->signaled = true;
-            w->timer.cancel();
-          });
-      });
+      out->set_notify(wake_on_output(w));
       if (!sched->submit(out, std::move(req)))
         err = draining() ? shutting_down_error() : api_error(429, "rate_limit_error", "the request queue is full; retry later");
       else outs[next] = std::move(out);
@@ -199,7 +190,7 @@ net::awaitable<bool> server::impl::embed(beast::tcp_stream& s, bool keep, const 
   }
   if (err) {
     cancel_all();
-    const reply r = fail(*err);
+    const reply r = api_error_reply(api_flavor::openai, *err, rid);
     this->finished("/v1/embeddings", int(r.status), rid, t0, {prompt_tokens, 0, 0});
     co_return co_await send(s, r, keep && !draining(), rid);
   }

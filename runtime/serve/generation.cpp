@@ -18,14 +18,7 @@ net::awaitable<bool> server::impl::generate(beast::tcp_stream& s, const http::re
   const auto ex = co_await net::this_coro::executor;
   generation g{s, req.keep_alive(), endpoint, rid, std::move(pr), std::move(fmt), std::make_shared<waker>(ex),
                {}, std::chrono::steady_clock::now()};
-  const auto notify = [w = g.w] {
-    if (!w->pending.exchange(true))
-      net::post(w->timer.get_executor(), [w] {
-        w->pending = false;
-        w->signaled = true;
-        w->timer.cancel();
-      });
-  };
+  const auto notify = wake_on_output(g.w);
   const std::string call_prefix = g.fmt->flavor() == api_flavor::anthropic ? "toolu_" : "call_";
   for (std::uint32_t c = 0; c < g.pr.n; ++c) {
     auto out = std::make_shared<rt::generation_stream>();
@@ -44,9 +37,7 @@ net::awaitable<bool> server::impl::generate(beast::tcp_stream& s, const http::re
 }
 
 reply server::impl::error_reply(const generation& g, const api_error& e) const {
-  reply r{http::status(e.status), "application/json", error_body(g.fmt->flavor(), e, g.rid), 0};
-  if (e.status == 429 || e.status == 503) r.retry_after = 1;
-  return r;
+  return api_error_reply(g.fmt->flavor(), e, g.rid);
 }
 
 // Queues every choice; an answer when they cannot all be queued (full queue, prompt too long,

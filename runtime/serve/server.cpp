@@ -52,7 +52,7 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
       const std::string rid = new_id("req_");
       finished(endpoint_label(target.substr(0, target.find('?'))), 413, rid, std::chrono::steady_clock::now());
       // Named, not a braced temporary: GCC 12 destroys temporaries in co_await operands twice.
-      const reply r{http::status::payload_too_large, "application/json", error_body(fl, e, rid), 0};
+      const reply r = api_error_reply(fl, e, rid);
       co_await send(s, r, false, rid);
       co_await drain(s);
       break;
@@ -63,7 +63,7 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
           ec != http::error::partial_message) {
         const std::string rid = new_id("req_");
         const api_error e(400, "invalid_request_error", "malformed HTTP request: " + ec.message());
-        const reply r{http::status::bad_request, "application/json", error_body(api_flavor::openai, e, rid), 0};
+        const reply r = api_error_reply(api_flavor::openai, e, rid);
         co_await send(s, r, false, rid);
         co_await drain(s);  // the client may still be sending (e.g. an over-long header)
       }
@@ -75,6 +75,64 @@ net::awaitable<void> server::impl::session(tcp::socket sock) {
   }
   beast::error_code ec;
   s.socket().shutdown(tcp::socket::shutdown_send, ec);
+}
+
+namespace {
+
+// The generation routes: how each parses its body, names its ids and shapes its answer.
+struct generation_route {
+  std::string_view path, id_prefix;
+  parsed_request (*parse)(const json_in::object& body);
+  std::unique_ptr<response_format> (*format)(response_meta meta, const parsed_request& req);
+};
+constexpr generation_route generation_routes[] = {
+    {"/v1/chat/completions", "chatcmpl-", openai::parse_chat, openai::chat_format},
+    {"/v1/completions", "cmpl-", openai::parse_completion, openai::completion_format},
+    {"/v1/responses", "resp_", openai::parse_responses, openai::responses_format},
+    {"/v1/messages", "msg_", [](const json_in::object& body) { return anthropic::parse_messages(body); },
+     anthropic::messages_format},
+};
+
+const generation_route* generation_route_of(std::string_view path) {
+  for (const auto& r : generation_routes)
+    if (r.path == path) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+reply server::impl::health() const {
+  const auto unavailable = [](const char* status, const char* message) {
+    reply r = json_reply(json::object{{"status", status},
+                                      {"error", json::object{{"code", 503}, {"message", message}, {"type", "unavailable_error"}}}},
+                         http::status::service_unavailable);
+    r.retry_after = 1;
+    return r;
+  };
+  // Draining: a load balancer stops sending here; requests still running are finishing.
+  if (draining()) return unavailable("shutting_down", "Shutting down");
+  if (!ready.load(std::memory_order_acquire)) return unavailable("loading", "Loading model");
+  return json_reply(json::object{{"status", "ok"}});
+}
+
+void server::impl::check_api_key(const http::request<http::string_body>& req) const {
+  if (opt.api_key.empty()) return;
+  std::string_view key;
+  if (auto it = req.find(http::field::authorization); it != req.end()) {
+    key = it->value();
+    if (key.size() >= 7 && (key.substr(0, 7) == "Bearer " || key.substr(0, 7) == "bearer ")) key.remove_prefix(7);
+  } else if (auto it2 = req.find("x-api-key"); it2 != req.end()) {
+    key = it2->value();
+  }
+  if (key.empty() || !same_key(key, opt.api_key))
+    throw api_error(401, "authentication_error",
+                    key.empty() ? "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'" : "invalid API key");
+}
+
+reply server::impl::count_tokens(const json_in::object& body) const {
+  const parsed_request pr = anthropic::parse_messages(body, true);
+  check_model(pr);
+  return json_reply(json::object{{"input_tokens", prompt_of(pr).size()}});
 }
 
 net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<http::string_body>& req,
@@ -89,45 +147,16 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
   reply r;
   try {
     if (path == "/health" || path == "/v1/health") {
-      if (draining()) {
-        // A load balancer stops sending here; requests still running are finishing.
-        r = json_reply(json::object{{"status", "shutting_down"},
-                                    {"error", json::object{{"code", 503}, {"message", "Shutting down"}, {"type", "unavailable_error"}}}},
-                       http::status::service_unavailable);
-        r.retry_after = 1;
-      } else if (!ready.load(std::memory_order_acquire)) {
-        r = json_reply(json::object{{"status", "loading"},
-                                    {"error", json::object{{"code", 503}, {"message", "Loading model"}, {"type", "unavailable_error"}}}},
-                       http::status::service_unavailable);
-        r.retry_after = 1;
-      } else {
-        r = json_reply(json::object{{"status", "ok"}});
-      }
+      r = health();
       finished(endpoint_label(path), int(r.status), rid, t0);
       co_return co_await send(s, r, keep, rid);
     }
     if (draining()) throw shutting_down_error();
-    if (!ready.load(std::memory_order_acquire)) {
-      api_error e(503, "unavailable_error", "the model is still loading; retry shortly");
-      throw e;
-    }
-    if (!opt.api_key.empty()) {
-      std::string_view key;
-      if (auto it = req.find(http::field::authorization); it != req.end()) {
-        key = it->value();
-        if (key.size() >= 7 && (key.substr(0, 7) == "Bearer " || key.substr(0, 7) == "bearer ")) key.remove_prefix(7);
-      } else if (auto it2 = req.find("x-api-key"); it2 != req.end()) {
-        key = it2->value();
-      }
-      if (key.empty() || !same_key(key, opt.api_key))
-        throw api_error(401, "authentication_error",
-                        key.empty() ? "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'"
-                                    : "invalid API key");
-    }
-    static constexpr std::string_view gen_routes[] = {"/v1/chat/completions", "/v1/completions", "/v1/responses",
-                                                      "/v1/messages"};
-    const bool is_gen = std::find(std::begin(gen_routes), std::end(gen_routes), path) != std::end(gen_routes);
-    const bool is_post_route = is_gen || path == "/v1/messages/count_tokens" || path == "/v1/embeddings" ||
+    if (!ready.load(std::memory_order_acquire))
+      throw api_error(503, "unavailable_error", "the model is still loading; retry shortly");
+    check_api_key(req);
+    const generation_route* gen = generation_route_of(path);
+    const bool is_post_route = gen || path == "/v1/messages/count_tokens" || path == "/v1/embeddings" ||
                                path == "/tokenize" || path == "/detokenize";
     if (get && (path == "/v1/models" || path == "/models")) {
       r = models_list();
@@ -140,43 +169,28 @@ net::awaitable<bool> server::impl::handle(beast::tcp_stream& s, http::request<ht
     } else if (is_post_route) {
       // The body is JSON whatever Content-Type says (curl -d sends form-urlencoded).
       const json_in::object body = json_in::parse_object(jp, req.body());
-      if (path == "/tokenize") r = tokenize(body);
-      else if (path == "/detokenize") r = detokenize(body);
-      else if (path == "/v1/embeddings") co_return co_await embed(s, keep, rid, body, t0);
-      else if (path == "/v1/messages/count_tokens") {
-        const parsed_request pr = anthropic::parse_messages(body, true);
-        check_model(pr);
-        r = json_reply(json::object{{"input_tokens", prompt_of(pr).size()}});
-      } else {
-        parsed_request pr = path == "/v1/chat/completions" ? openai::parse_chat(body)
-                            : path == "/v1/completions"    ? openai::parse_completion(body)
-                            : path == "/v1/responses"      ? openai::parse_responses(body)
-                                                           : anthropic::parse_messages(body);
+      if (gen) {
+        parsed_request pr = gen->parse(body);
         check_model(pr);
         auto prompt = prompt_of(pr);
-        response_meta meta{new_id(path == "/v1/messages" ? "msg_" : path == "/v1/responses" ? "resp_"
-                                  : path == "/v1/completions" ? "cmpl-" : "chatcmpl-"),
-                           model_id,
+        response_meta meta{new_id(gen->id_prefix), model_id,
                            std::chrono::duration_cast<std::chrono::seconds>(
                                std::chrono::system_clock::now().time_since_epoch()).count(),
                            std::uint32_t(prompt.size()), pr.n};
-        std::unique_ptr<response_format> fmt =
-            path == "/v1/chat/completions" ? openai::chat_format(std::move(meta), pr)
-            : path == "/v1/completions"    ? openai::completion_format(std::move(meta), pr)
-            : path == "/v1/responses"      ? openai::responses_format(std::move(meta), pr)
-                                           : anthropic::messages_format(std::move(meta), pr);
+        std::unique_ptr<response_format> fmt = gen->format(std::move(meta), pr);
         co_return co_await generate(s, req, path, rid, std::move(pr), std::move(fmt), std::move(prompt));
       }
+      if (path == "/v1/embeddings") co_return co_await embed(s, keep, rid, body, t0);
+      r = path == "/tokenize" ? tokenize(body) : path == "/detokenize" ? detokenize(body) : count_tokens(body);
     } else {
       throw api_error(404, "not_found_error", "unknown route: " + std::string(req.method_string()) + " " + path);
     }
   } catch (const api_error& e) {
-    r = {http::status(e.status), "application/json", error_body(fl, e, rid), 0};
-    if (e.status == 429 || e.status == 503) r.retry_after = 1;
+    r = api_error_reply(fl, e, rid);
   } catch (const std::exception& e) {
     // Internal failure: the message only, never a trace.
     const api_error ie(500, "server_error", std::string("internal error: ") + e.what());
-    r = {http::status::internal_server_error, "application/json", error_body(fl, ie, rid), 0};
+    r = api_error_reply(fl, ie, rid);
   }
   finished(endpoint_label(path), int(r.status), rid, t0);
   co_return co_await send(s, r, keep, rid);

@@ -56,6 +56,13 @@ inline reply json_reply(const json::value& v, http::status st = http::status::ok
   return {st, "application/json", json::serialize(v), 0};
 }
 
+// An error answer in the API's shape; 429 and 503 say when to retry.
+inline reply api_error_reply(api_flavor f, const api_error& e, const std::string& request_id) {
+  reply r{http::status(e.status), "application/json", error_body(f, e, request_id), 0};
+  if (e.status == 429 || e.status == 503) r.retry_after = 1;
+  return r;
+}
+
 // Wakes one connection coroutine from the scheduler thread: the timer it waits on is cancelled
 // by a handler posted to the connection's executor (timers are not thread-safe).
 struct waker {
@@ -64,6 +71,19 @@ struct waker {
   std::atomic<bool> pending{false};
   bool signaled = false;  // Asio thread only
 };
+
+// A stream's notify callback (called on the scheduler thread): wakes w's coroutine, once per
+// batch of output.
+inline auto wake_on_output(std::shared_ptr<waker> w) {
+  return [w = std::move(w)] {
+    if (!w->pending.exchange(true))
+      net::post(w->timer.get_executor(), [w] {
+        w->pending = false;
+        w->signaled = true;
+        w->timer.cancel();
+      });
+  };
+}
 
 // The /metrics label of a request path: known routes by name, anything else as "other" (a
 // scanner probing random paths must not grow the label set without bound).
@@ -174,6 +194,13 @@ struct server::impl {
   }
 
   // ---- routes that answer at once -------------------------------------------------------
+
+  // /health: 200 when the model is ready; 503 while it loads or the server drains.
+  reply health() const;
+  // 401 unless the request carries the API key (when one is set): Authorization: Bearer or x-api-key.
+  void check_api_key(const http::request<http::string_body>& req) const;
+  // POST /v1/messages/count_tokens: the prompt's token count, tools included.
+  reply count_tokens(const json_in::object& body) const;
 
   reply models_list() const {
     // One body both SDKs accept (docs/spec/api.md rule 13).

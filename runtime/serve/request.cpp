@@ -47,7 +47,8 @@ std::string error_body(api_flavor f, const api_error& e, const std::string& requ
   err["message"] = e.what();
   err["type"] = e.type;
   err["param"] = e.param.empty() ? json::value(nullptr) : json::value(e.param);
-  err["code"] = e.status == 404 && e.type == "not_found_error" ? json::value("model_not_found") : json::value(nullptr);
+  // OpenAI's code for an unknown model (param "model"); other 404s (routes, embeddings off) have none.
+  err["code"] = e.status == 404 && e.param == "model" ? json::value("model_not_found") : json::value(nullptr);
   return json::serialize(json::object{{"error", std::move(err)}});
 }
 

@@ -223,7 +223,8 @@ struct server::impl {
   }
 
   reply model_get(std::string_view id) const {
-    if (id != model_id) throw api_error(404, "not_found_error", "model '" + std::string(id) + "' does not exist");
+    if (id != model_id)
+      throw api_error(404, "not_found_error", "model '" + std::string(id) + "' does not exist", "model");
     auto list = json::parse(models_list().body).as_object();
     return json_reply(list["data"].as_array()[0]);
   }

@@ -443,6 +443,12 @@ TEST_CASE("errors: OpenAI and Anthropic bodies, in-band events") {
   CHECK(o.at("error").at("type") == "invalid_request_error");
   CHECK(o.at("error").at("param") == "top_p");
   CHECK(o.at("error").at("message") == "'top_p' must be in (0, 1]");
+  CHECK(o.at("error").at("code").is_null());
+  // An unknown model has OpenAI's code; an unknown route does not.
+  const api_error model(404, "not_found_error", "model 'x' does not exist", "model");
+  CHECK(json::parse(error_body(api_flavor::openai, model, "r")).at("error").at("code") == "model_not_found");
+  const api_error route(404, "not_found_error", "unknown route: GET /x");
+  CHECK(json::parse(error_body(api_flavor::openai, route, "r")).at("error").at("code").is_null());
   const auto a = json::parse(error_body(api_flavor::anthropic, api_error(429, "rate_limit_error", "busy"), "req_2")).as_object();
   CHECK(a.at("type") == "error");
   CHECK(a.at("error").at("type") == "rate_limit_error");

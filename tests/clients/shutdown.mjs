@@ -32,7 +32,9 @@ const exitOf = (srv) => new Promise((r) => srv.child.on('exit', (code, sig) => r
 
 await run('shutdown', [
   ['SIGTERM drains: 503 for new work, short streams finish, long ones end in-band, exit 0', async () => {
-    const srv = await startServer(['--parallel', '4', '--shutdown-timeout', '1.5', '-c', '4096']);
+    // The 4 slots share the context: at 4096 the two long streams filled it (and ended normally)
+    // within the 1.5 s on an idle machine; 32768 holds ~16k tokens each, several seconds' work.
+    const srv = await startServer(['--parallel', '4', '--shutdown-timeout', '1.5', '-c', '32768']);
     try {
       const longOpenAI = await openStream(srv, '/v1/chat/completions', { max_tokens: 100000 });
       const longAnthropic = await openStream(srv, '/v1/messages', { max_tokens: 100000 });

@@ -99,7 +99,7 @@ TEST_CASE("cli: single-dash aliases become the long options, shared groups fill 
   CHECK(parse(c3, {"--backend", "metal"}) > 0);
 }
 
-TEST_CASE("log: levels from the flag, else STRATA_LOG, else info; bad STRATA_LOG is an error") {
+TEST_CASE("log: levels from the flag, else STRATA_LOG, else info, bad STRATA_LOG is an error") {
   CHECK(parse_log_level("warning") == log_level::warn);
   CHECK(parse_log_level("3") == log_level::debug);
   CHECK_FALSE(parse_log_level("verbose"));
@@ -136,7 +136,7 @@ TEST_CASE("log: one text line (time, level, component) or one JSON object per li
   CHECK(j.find(R"("level":"error","component":"serve","msg":"bad \"quote\"\n"})") != std::string::npos);
 }
 
-TEST_CASE("progress: off a terminal, a few plain lines; nothing for a step under 300 ms") {
+TEST_CASE("progress: off a terminal, a few plain lines, nothing for a step under 300 ms") {
   captured out;
   logger log(log_level::info, log_format::text, out.f);
   {

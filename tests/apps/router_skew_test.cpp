@@ -56,7 +56,7 @@ TEST_CASE("skewed router: fitted scales reproduce the shape (top 4.3%, 65 of 128
   CHECK(a == b);
 }
 
-TEST_CASE("skewed router: a generated model's router rows carry the scales; bad --router refused") {
+TEST_CASE("skewed router: a generated model's router rows carry the scales, bad --router refused") {
   mk::options o;
   o.preset = "tiny-qwen3moe";
   o.type = "Q8_0";

@@ -143,7 +143,7 @@ TEST_CASE("tool_call_grammar: what the templates render, nothing else") {
                        "tool 'f' parameters: json schema: at /properties/a: keyword 'not' is not supported", error);
 }
 
-TEST_CASE("tool_call_or_answer_grammar: a JSON answer under the schema, or calls; nothing else") {
+TEST_CASE("tool_call_or_answer_grammar: a JSON answer under the schema, or calls, nothing else") {
   using grammar_test::accepts;
   const auto specs = chat::tool_specs(example_tools());
   const auto schema = json::parse(R"({"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"]})");

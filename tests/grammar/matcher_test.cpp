@@ -134,7 +134,7 @@ TEST_CASE("automaton: the trie-walk mask equals per-token checks") {
   }
 }
 
-TEST_CASE("automaton: end-of-generation only when the grammar may end; a flush changes no answer") {
+TEST_CASE("automaton: end-of-generation only when the grammar may end, a flush changes no answer") {
   const auto trie = byte_trie({"ab", "abc", "c!"});
   const token_id eog = trie->n_vocab() - 1;
   const auto rules = std::make_shared<const rule_set>(parse_gbnf(R"g(root ::= "ab" "c"? ("!" | "?")*)g"));

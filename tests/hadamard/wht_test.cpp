@@ -124,7 +124,7 @@ TEST_CASE("randomized Hadamard: orthogonal, inverse undoes forward, signs pinned
   CHECK(bits == 2028495683u);
 }
 
-TEST_CASE("one H·D round spreads a one-hot vector evenly; all coordinates ±1/√n") {
+TEST_CASE("one H·D round spreads a one-hot vector evenly, all coordinates ±1/√n") {
   const hd::randomized_hadamard r(128, 1);
   std::vector<float> e(128, 0.0f);
   e[5] = 1.0f;

@@ -24,7 +24,7 @@ TEST_CASE("bf16: round-trip error is no worse than ggml's") {
   qc::check_roundtrip_error<strata::quant::bf16>("BF16");
 }
 
-TEST_CASE("bf16: dot matches dequant·dequant; row helpers match the block functions") {
+TEST_CASE("bf16: dot matches dequant·dequant, row helpers match the block functions") {
   qc::check_dot_random<strata::quant::bf16>();
 }
 

@@ -31,7 +31,7 @@ TEST_CASE("f16: round-trip error is no worse than ggml's") {
   qc::check_from_model_error<f16>("F16");
 }
 
-TEST_CASE("f16: dot matches dequant·dequant; row helpers match the block functions") {
+TEST_CASE("f16: dot matches dequant·dequant, row helpers match the block functions") {
   qc::check_dot_random<f16>();
 }
 

@@ -20,7 +20,7 @@ TEST_CASE("f32: quantize and dequant are the identity") {
   CHECK(bad == 0);
 }
 
-TEST_CASE("f32: dot matches dequant·dequant; row helpers match the block functions") {
+TEST_CASE("f32: dot matches dequant·dequant, row helpers match the block functions") {
   qc::check_dot_random<f32>();
 }
 

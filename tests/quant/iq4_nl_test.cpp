@@ -59,7 +59,7 @@ TEST_CASE("iq4_nl: nearest_index is the nearest grid value, the upper one on tie
   CHECK(iq4_nl::nearest_index(-std::numeric_limits<float>::infinity()) == 0);
 }
 
-TEST_CASE("iq4_nl: dot matches dequant·dequant; row helpers match the block functions") {
+TEST_CASE("iq4_nl: dot matches dequant·dequant, row helpers match the block functions") {
   qc::check_dot_random<iq4_nl>();
 }
 

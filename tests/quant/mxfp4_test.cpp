@@ -30,7 +30,7 @@ TEST_CASE("mxfp4: quantize and dequant reproduce ggml's output for the fixture i
   CHECK(qc::fnv1a64(std::span<const float>(y)) == 0x0f7a5a5d8fde2a8au);
 }
 
-TEST_CASE("mxfp4: table is E2M1 doubled; half_scale is E8M0 halved") {
+TEST_CASE("mxfp4: table is E2M1 doubled, half_scale is E8M0 halved") {
   for (unsigned q = 0; q < 16; ++q) {
     // E2M1: sign bit 3, exponent bits 2..1 (bias 1), mantissa bit 0; exponent 0 is subnormal.
     const unsigned e = (q >> 1) & 3, m = q & 1;
@@ -68,7 +68,7 @@ TEST_CASE("mxfp4: round-trip error stays within a small factor of Q4_0's") {
   }
 }
 
-TEST_CASE("mxfp4: dot matches dequant·dequant; row helpers match the block functions") {
+TEST_CASE("mxfp4: dot matches dequant·dequant, row helpers match the block functions") {
   qc::check_dot_random<mxfp4>();
 }
 

@@ -30,7 +30,7 @@ TEST_CASE("q5_0: round-trip error is no worse than ggml's") {
   qc::check_from_model_error<q5_0>("Q5_0");
 }
 
-TEST_CASE("q5_0: dot matches dequant·dequant; row helpers match the block functions") {
+TEST_CASE("q5_0: dot matches dequant·dequant, row helpers match the block functions") {
   qc::check_dot_random<q5_0>();
 }
 

@@ -30,7 +30,7 @@ TEST_CASE("q5_1: round-trip error is no worse than ggml's") {
   qc::check_from_model_error<q5_1>("Q5_1");
 }
 
-TEST_CASE("q5_1: dot matches dequant·dequant; row helpers match the block functions") {
+TEST_CASE("q5_1: dot matches dequant·dequant, row helpers match the block functions") {
   qc::check_dot_random<q5_1>(qc::min_term_slack<q5_1>{});
 }
 

@@ -30,7 +30,7 @@ TEST_CASE("q8_0: round-trip error is no worse than ggml's") {
   qc::check_from_model_error<q8_0>("Q8_0");
 }
 
-TEST_CASE("q8_0: dot matches dequant·dequant; row helpers match the block functions") {
+TEST_CASE("q8_0: dot matches dequant·dequant, row helpers match the block functions") {
   qc::check_dot_random<q8_0>();
 }
 

@@ -52,7 +52,7 @@ TEST_CASE("q8_1: round-trip error equals Q8_0's (same codes and scale)") {
   qc::check_roundtrip_error<q8_1>("Q8_0");
 }
 
-TEST_CASE("q8_1: dot matches dequant·dequant; row helpers match the block functions") {
+TEST_CASE("q8_1: dot matches dequant·dequant, row helpers match the block functions") {
   qc::check_dot_random<q8_1>();
 }
 

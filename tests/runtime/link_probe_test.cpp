@@ -19,7 +19,7 @@ fs::path temp_file(const char* name) {
 }
 }  // namespace
 
-TEST_CASE("link probe: DRAM measured; the disk measured with O_DIRECT or the reason given") {
+TEST_CASE("link probe: DRAM measured, the disk measured with O_DIRECT or the reason given") {
   strata::rt::probe_options o;
   o.disk_file = fs::path(STRATA_TEST_FIXTURES) / "models" / "llama4-Q4_K_M.gguf";
   o.threads = 2;

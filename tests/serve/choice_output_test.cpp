@@ -90,7 +90,7 @@ TEST_CASE("choice_output: tool calls split from the text, the same result howeve
   }
 }
 
-TEST_CASE("choice_output: plain text passes through; logprobs ride with the step's text, or alone") {
+TEST_CASE("choice_output: plain text passes through, logprobs ride with the step's text, or alone") {
   const auto& tok = qwen3_tokenizer();
   choice_output co(0, tok, std::nullopt, [] { return std::string("unused"); });
   recorder fmt;

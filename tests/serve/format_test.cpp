@@ -134,7 +134,7 @@ TEST_CASE("openai chat stream: tool call deltas (id and name first, arguments in
   CHECK(b.at("choices").as_array()[0].at("finish_reason") == "tool_calls");
 }
 
-TEST_CASE("openai chat: n choices interleave by index; logprobs in chunks and bodies") {
+TEST_CASE("openai chat: n choices interleave by index, logprobs in chunks and bodies") {
   auto f = openai::chat_format({"id_2", "local", 1, 5, 2}, request(false, 2));
   std::string out;
   f->begin(out);
@@ -335,7 +335,7 @@ TEST_CASE("responses stream: event order and sequence numbers") {
   CHECK(done.at("usage").at("output_tokens") == 3);
 }
 
-TEST_CASE("responses stream: function_call items with argument deltas; no empty message before them") {
+TEST_CASE("responses stream: function_call items with argument deltas, no empty message before them") {
   parsed_request pr;
   pr.tools.push_back(strata::json::parse(R"({"type":"function","function":{"name":"get_weather"}})"));
   auto f = openai::responses_format({"resp_abc", "local", 1, 3}, pr);

@@ -81,7 +81,7 @@ TEST_CASE("the prefix cache reuses a slot's tokens across requests") {
   CHECK(st.cached_prompt_tokens == 2 * n_prompt - 1);
 }
 
-TEST_CASE("cancel frees the slot; a full queue refuses; oversized prompts are errors") {
+TEST_CASE("cancel frees the slot, a full queue refuses, oversized prompts are errors") {
   auto m = load(1, 256);
   const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
   rt::scheduler sched(*m, tok, {.max_queue = 0});

@@ -64,7 +64,7 @@ TEST_CASE("expert cache: LRU evicts the least recently used") {
   CHECK(c.misses() == 3);
 }
 
-TEST_CASE("expert cache: SLRU keeps twice-used experts through a scan of one-off experts; LRU does not") {
+TEST_CASE("expert cache: SLRU keeps twice-used experts through a scan of one-off experts, LRU does not") {
   for (const auto policy : {cache_policy::slru, cache_policy::lru}) {
     expert_slot_cache c(64, 5, policy);
     for (std::uint32_t e : {0u, 0u, 1u, 1u}) c.access(e);
@@ -74,7 +74,7 @@ TEST_CASE("expert cache: SLRU keeps twice-used experts through a scan of one-off
   }
 }
 
-TEST_CASE("expert cache: equal to the list reference on random skewed traces; slots stay a permutation") {
+TEST_CASE("expert cache: equal to the list reference on random skewed traces, slots stay a permutation") {
   std::mt19937 rng(3);
   for (const auto policy : {cache_policy::lru, cache_policy::slru})
     for (const std::uint32_t slots : {1u, 2u, 5u, 16u, 64u}) {
@@ -104,7 +104,7 @@ TEST_CASE("expert cache: equal to the list reference on random skewed traces; sl
   CHECK_THROWS_AS(c.access(8), strata::error);
 }
 
-TEST_CASE("routing trace: k distinct experts; Zipf skews popularity; reuse repeats the previous token's experts") {
+TEST_CASE("routing trace: k distinct experts, Zipf skews popularity, reuse repeats the previous token's experts") {
   const auto stats = [](routing_params p, int tokens) {
     routing_trace t(p);
     std::vector<double> count(p.n_expert, 0);

@@ -133,7 +133,7 @@ TEST_CASE("planner: dense model, partial budget: attention of every layer before
   check_budgets(p, o);
 }
 
-TEST_CASE("planner: MoE keeps attention and routers resident, experts spill first; MoE decodes faster than dense") {
+TEST_CASE("planner: MoE keeps attention and routers resident, experts spill first, MoE decodes faster than dense") {
   const model_demand moe = synthetic(8, 32, 960, 128, 8);
   const model_demand dense = synthetic(8, 32, 960);
   CHECK(total_bytes(moe) > total_bytes(dense));

@@ -86,7 +86,7 @@ TEST_CASE("roundtrip: special tokens in the text render back only with render_sp
   CHECK(tok.decode(ids, false) == "user\n\nHi");
 }
 
-TEST_CASE("invalid UTF-8: never throws; SentencePiece keeps the bytes, BPE reads U+FFFD like llama.cpp") {
+TEST_CASE("invalid UTF-8: never throws, SentencePiece keeps the bytes, BPE reads U+FFFD like llama.cpp") {
   std::mt19937 rng(14);
   for (int i = 0; i < n_random_texts; ++i) {
     const std::string s = random_bytes(rng, 1 + rng() % 24);

@@ -64,7 +64,7 @@ TEST_CASE("codebooks: sorted, symmetric, midpoint boundaries") {
     }
 }
 
-TEST_CASE("codebooks: each centroid is the conditional mean of its cell; D_mse is its MSE") {
+TEST_CASE("codebooks: each centroid is the conditional mean of its cell, D_mse is its MSE") {
   for (std::uint32_t d : tq::codebook_dims)
     for (std::uint32_t b = 1; b <= 4; ++b) {
       CAPTURE(d);

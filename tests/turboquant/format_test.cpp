@@ -106,7 +106,7 @@ TEST_CASE("zero vector quantizes to zero") {
   for (float v : back) CHECK(v == 0.0f);
 }
 
-TEST_CASE("blocked head dims: 96 = 64 + 32 segments with their own scales; bad dims name themselves") {
+TEST_CASE("blocked head dims: 96 = 64 + 32 segments with their own scales, bad dims name themselves") {
   const tq::format f(96, 3);
   REQUIRE(f.segments().size() == 2);
   CHECK(f.row_bytes() == tq::block_bytes(64, 3) + tq::block_bytes(32, 3));

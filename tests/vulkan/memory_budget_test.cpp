@@ -19,7 +19,7 @@ using namespace strata::gpu;
 constexpr std::uint64_t MiB = 1ull << 20;
 }  // namespace
 
-TEST_CASE("vulkan memory budget: weights, KV and scratch counted; over the cap is an error naming it") {
+TEST_CASE("vulkan memory budget: weights, KV and scratch counted, over the cap is an error naming it") {
   if (!vkt::available()) return;
   context ctx(-1);
   ctx.set_memory_budget(8 * MiB);

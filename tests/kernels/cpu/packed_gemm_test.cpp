@@ -71,7 +71,7 @@ gemm_args args_for(const problem& p, const strata::kernels::cpu::format_kernels&
 
 }  // namespace
 
-TEST_CASE("packed gemm: every tier equals the reference bit for bit; the reference equals dot_row") {
+TEST_CASE("packed gemm: every tier equals the reference bit for bit, the reference equals dot_row") {
   const auto& ref = strata::kernels::cpu::reference_table();
   std::size_t formats = 0;
   for_each_format(quant::all{}, [&](auto fmt) {

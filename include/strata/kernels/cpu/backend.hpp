@@ -286,16 +286,24 @@ class backend {
   // Mixture of experts over the rows of x; only the selected experts run, grouped by expert so
   // each expert's weights are read once per step. out = Σ_selected w_e · FFN_e(input_e).
   void moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor x, const moe_scratch& s, tensor out) {
-    const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]), k = mp.n_used;
+    matmul(*mw.gate_inp, x, s.logits.first_rows(x.rows));
+    moe_route(s.logits.first_rows(x.rows), mp);
+    moe_experts(mw, mp, x, s, out);
+  }
+
+  // The routing half of moe_ffn: each row's top n_used experts of its router logits (rows x
+  // n_expert) and their weights, kept for moe_experts(). A GPU backend whose experts run here
+  // hands over its router logits (runtime/vulkan/cpu_experts.cpp).
+  void moe_route(tensor logits, const graph::moe_params& mp) {
+    const std::uint32_t n = logits.rows, E = logits.cols, k = mp.n_used;
     if (E > arch::limits::max_experts || k > E || std::size_t(n) * k > route_ids_.size())
       throw error("moe: " + std::to_string(n) + " rows x " + std::to_string(k) + " of " + std::to_string(E) +
                   " experts exceed the routing buffers (" + std::to_string(route_ids_.size()) + " entries)");
-    matmul(*mw.gate_inp, x, s.logits.first_rows(n));
     std::int32_t* ids = route_ids_.data();
     float* wts = route_w_.data();
     std::vector<std::uint32_t>& order = route_order_;
     for (std::uint32_t t = 0; t < n; ++t) {
-      const float* l = s.logits.row(t);
+      const float* l = logits.row(t);
       order.resize(E);
       std::iota(order.begin(), order.end(), 0u);
       // Top-k by selection, highest first; ties keep the lower expert index first. (No
@@ -322,6 +330,16 @@ class backend {
       }
       for (std::uint32_t j = 0; j < k; ++j) ids[t * k + j] = std::int32_t(order[j]);
     }
+    routed_rows_ = n;
+  }
+
+  // The experts half of moe_ffn over the routing of the last moe_route() (x has its rows); the
+  // router weight (mw.gate_inp) is not read.
+  void moe_experts(const moe_weights& mw, const graph::moe_params& mp, tensor x, const moe_scratch& s, tensor out) {
+    const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_exps->ne[2]), k = mp.n_used;
+    if (n != routed_rows_) throw error("moe: experts over " + std::to_string(n) + " rows, routed " + std::to_string(routed_rows_));
+    const std::int32_t* ids = route_ids_.data();
+    const float* wts = route_w_.data();
     for (std::uint32_t t = 0; t < n; ++t) std::fill(out.row(t), out.row(t) + out.cols, 0.0f);
     const bool weight_input = mp.weighting == graph::moe_weighting::input;
     std::vector<std::uint32_t>& rows = route_rows_;
@@ -385,6 +403,7 @@ class backend {
   std::vector<std::int32_t> route_ids_;
   std::vector<float> route_w_;
   std::vector<std::uint32_t> route_order_, route_rows_;
+  std::uint32_t routed_rows_ = 0;  // rows of the last moe_route()
 };
 
 static_assert(graph::backend<backend>);

@@ -406,6 +406,13 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   auto& P = *p_;
   const std::uint32_t k = mp.n_used;
   if (P.replay) return;
+  if (P.weights.at(mw.gate_exps->id).host >= 0) {  // experts on the CPU: router here, then a hand-off
+    const tensor logits = s.logits.first_rows(x.rows);
+    P.prepare({x}, {logits});
+    matmul(*mw.gate_inp, x, logits);
+    P.flush_mats();
+    return P.record_cpu_moe(mw, mp, x, logits, out);
+  }
   const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]), pairs = n * k;
   if (E > 256 || k > 64)
     throw error("MoE with " + std::to_string(E) + " experts, " + std::to_string(k) + " used: the GPU router supports up to 256 and 64");

@@ -85,6 +85,19 @@ struct backend_options {
   bool profile = false;               // per-kernel timestamps (adds a barrier per dispatch)
   std::filesystem::path cache_dir;    // SPIR-V + pipeline cache (empty: default_cache_dir())
   progress_fn progress;               // weight upload ("upload") and pipeline builds ("compile")
+  // Memory tiers (issue 14): the cap on device-local memory, checked before each allocation
+  // (--gpu-budget; 0: none), and the MoE blocks whose routed experts the CPU computes: their
+  // expert tensors stay in host memory and moe_ffn hands the rows to the CPU kernels mid-step
+  // (runtime/vulkan/cpu_experts.hpp), on cpu_threads threads (0: one per physical core).
+  std::uint64_t memory_budget = 0;
+  std::vector<std::uint32_t> cpu_expert_layers;
+  unsigned cpu_threads = 0;
+};
+
+// Device-local memory the backend holds, by use, and its cap (0: none).
+struct memory_use_bytes {
+  std::uint64_t weights = 0, kv = 0, scratch = 0, budget = 0;
+  std::uint64_t total() const noexcept { return weights + kv + scratch; }
 };
 
 struct kernel_time {
@@ -118,6 +131,9 @@ class backend {
   std::vector<kernel_time> profile() const;  // accumulated since start (profile option)
   void reset_profile();
   std::uint32_t dispatches_per_step() const;  // of the last recorded step
+  memory_use_bytes memory_use() const;
+  // CPU hand-offs (MoE blocks whose experts the CPU computes) in each step.
+  std::uint32_t handoffs_per_step() const;
   // Whether a matmul of `tokens` rows over a K-wide weight of type t multiplies int8-quantized
   // activations (the integer matvec; tests pick their reference by it).
   bool int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;

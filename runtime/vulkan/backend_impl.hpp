@@ -9,7 +9,9 @@
 // Private to runtime/vulkan (includes Vulkan).
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,6 +21,7 @@
 #include "backend.hpp"
 #include "commands.hpp"
 #include "context.hpp"
+#include "cpu_experts.hpp"
 #include "memory.hpp"
 #include "pipelines.hpp"
 #include "push_constants.hpp"
@@ -57,6 +60,7 @@ struct backend::impl {
     const gguf::tensor_info* info = nullptr;
     std::uint32_t chunk = 0;
     std::uint64_t offset = 0, bytes = 0;
+    std::int32_t host = -1;  // an expert tensor the CPU computes: its index in `host` (not uploaded)
   };
   std::vector<weight_entry> weights;
   std::vector<gpu_buffer> chunks;
@@ -89,11 +93,22 @@ struct backend::impl {
   std::int32_t* ids_dst = nullptr;
   std::size_t ids_count = 0;
 
-  // Recorded steps by shape.
+  // Recorded steps by shape. A step with CPU hand-offs is several command buffers: the first,
+  // then per hand-off the CPU's work and the command buffer that continues after it.
+  struct handoff {
+    cpu_experts::task task;
+    vk::raii::CommandBuffer cmd{nullptr};
+  };
   struct recorded_step {
     vk::raii::CommandBuffer cmd{nullptr};
+    std::deque<handoff> handoffs;  // a deque: the recorder points at the command buffer being recorded
     std::vector<std::string> labels;
   };
+  // Memory tiers: routed experts computed by the CPU (null: all on the GPU), and the host-visible
+  // buffers of their hand-off (the FFN norm's rows and router logits out, the experts' sum back).
+  std::unique_ptr<cpu_experts> host;
+  std::uint32_t hand_in = 0, hand_out = 0;  // buffer ids
+  std::uint32_t hand_cols = 0;              // floats of x per row in hand_in (router logits after max_rows rows)
   vk::raii::CommandPool pool{nullptr};
   vk::raii::Fence fence{nullptr};
   vk::raii::QueryPool queries{nullptr};
@@ -317,6 +332,15 @@ struct backend::impl {
                        const tensor& y, bool qout);
   // Gate and up expert slabs bindable as one range (up after gate, same chunk and layout).
   bool adjacent(const weight& g, const weight& u) const;
+
+  // --- cpu_experts.cpp: the MoE hand-off to the CPU. Records the copies of x (the FFN norm's
+  // output) and the router logits to the host, ends the command buffer and continues in a new
+  // one that copies the CPU's result into out; submit_step runs the CPU in between.
+  void record_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
+                      const tensor& out);
+  void submit_and_wait(vk::CommandBuffer c);
+  // The current step's command buffers, with the CPU's experts between them.
+  void submit_step();
 };
 
 }  // namespace strata::gpu

@@ -10,7 +10,9 @@
 #include <set>
 
 #include "quant_layout.hpp"
+#include "strata/core/byte_size.hpp"
 #include "strata/core/error.hpp"
+#include "strata/tiers/demand.hpp"
 #include "strata/turboquant/format.hpp"
 
 namespace strata::gpu {
@@ -95,6 +97,8 @@ backend::impl::impl(const backend_options& o)
       throw error("STRATA_VK_MMVQ_SHAPE must be WG:RPG:U (e.g. 64:2:2), got '" + std::string(v) + "'");
     mmvq_wg = a, mmvq_rpg = b, mmvq_u = c, mmvq_shape_forced = true;
   }
+  ctx.set_memory_budget(opt.memory_budget);
+  if (!opt.cpu_expert_layers.empty()) host = std::make_unique<cpu_experts>(opt.cpu_threads);
   pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
                                                                        ctx.queue_family()));
   fence = vk::raii::Fence(ctx.device(), vk::FenceCreateInfo());
@@ -111,7 +115,20 @@ backend::~backend() = default;
 
 std::string backend::description() const {
   const auto& i = p_->ctx.info();
-  return "vulkan (" + i.name + ", " + i.driver + ", subgroup " + std::to_string(i.subgroup_size) + ")";
+  std::string d = "vulkan (" + i.name + ", " + i.driver + ", subgroup " + std::to_string(i.subgroup_size) + ")";
+  if (p_->host)
+    d += " with the routed experts of " + std::to_string(p_->opt.cpu_expert_layers.size()) + " MoE layers on the CPU (" +
+         std::to_string(p_->host->threads()) + " threads)";
+  return d;
+}
+
+memory_use_bytes backend::memory_use() const {
+  const memory_ledger& l = p_->ctx.ledger();
+  return {l.weights, l.kv, l.scratch, l.budget};
+}
+
+std::uint32_t backend::handoffs_per_step() const {
+  return p_->current ? std::uint32_t(p_->current->handoffs.size()) : 0;
 }
 
 bool backend::is_cpu_device() const { return p_->ctx.info().is_cpu; }
@@ -148,6 +165,14 @@ weight backend::load(const gguf::tensor_info& t) {
   for (int d = 0; d < 4; ++d) w.ne[d] = t.ne[d];
   w.row_bytes = t.row_bytes();
   w.name = t.name;
+  // Routed experts of a block the CPU computes stay in host memory, as the CPU kernels want them.
+  const auto& cpu_layers = p_->opt.cpu_expert_layers;
+  const std::int32_t layer = tiers::layer_of(t.name);
+  if (p_->host && tiers::classify(t.name, false) == tiers::tensor_kind::routed_experts &&
+      std::find(cpu_layers.begin(), cpu_layers.end(), std::uint32_t(layer)) != cpu_layers.end()) {
+    p_->weights.push_back({&t, 0, 0, 0, std::int32_t(p_->host->load(t))});
+    return w;
+  }
   p_->weights.push_back({&t, 0, 0, t.data.size()});
   return w;
 }
@@ -160,7 +185,10 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   const std::uint64_t limit = std::min<std::uint64_t>({info.max_storage_range, info.max_allocation, 2ull << 30});
   arena_layout layout(limit, std::max<std::uint64_t>(section_align, info.min_storage_align));
   std::uint64_t total = 0;
+  std::size_t on_gpu = 0;
   for (auto& e : P.weights) {
+    if (e.host >= 0) continue;
+    ++on_gpu;
     const auto pl = layout.place(e.bytes, std::string(e.info->name));
     e.chunk = pl.chunk;
     e.offset = pl.offset;
@@ -169,6 +197,11 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   if (info.device_local_bytes && total > info.device_local_bytes)
     throw error("model weights need " + gib(total) + " of GPU memory but '" + info.name + "' has " +
                 gib(info.device_local_bytes) + "; use -ngl to keep some layers on the CPU, or --backend cpu");
+  if (const auto& l = P.ctx.ledger(); l.budget && l.total() + total > l.budget)
+    throw error("--gpu-budget " + format_byte_size(l.budget) + " does not hold the " + std::to_string(on_gpu) +
+                " weight tensors placed on the GPU (" + format_byte_size(total) + ") beside the " +
+                format_byte_size(l.total()) + " of activations already allocated; lower -ngl, move experts to the CPU "
+                "(--n-cpu-moe, --cpu-moe) or let --fit place the model");
   const auto t0 = clock_type::now();
   for (std::size_t c = 0; c < layout.chunk_sizes().size(); ++c)
     P.chunks.emplace_back(P.ctx, layout.chunk_sizes()[c], memory_kind::device, "weights (chunk " + std::to_string(c) + ")");
@@ -176,6 +209,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     uploader up(P.ctx);
     std::uint64_t done = 0;
     for (const auto& e : P.weights) {
+      if (e.host >= 0) continue;
       up.copy(e.info->data, P.chunks[e.chunk].handle(), e.offset);
       if (P.opt.progress) P.opt.progress({"upload", done += e.bytes, total, "bytes"});
     }
@@ -192,6 +226,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   std::set<gguf::type_id> mat_formats, id_formats;
   for (const auto& e : P.weights) {
     const auto* t = e.info;
+    if (e.host >= 0) continue;
     if (t->ne[2] > 1) id_formats.insert(t->type);
     else if (t->ne[1] > 1) mat_formats.insert(t->type);
     if (t->name == "token_embd.weight") reqs.push_back(impl::req("get_rows", t->type, {}, 3));
@@ -242,7 +277,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   }
   // Integer matvec: scratch for one quantized input, decode-shaped pipelines per format.
   for (const auto& e : P.weights)
-    if (has_mmvq(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
+    if (e.host < 0 && has_mmvq(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
   if (P.mmvq && P.max_k) {
     P.max_k = (P.max_k + 255) / 256 * 256;
     for (int sl = 0; sl < 2; ++sl) {
@@ -257,7 +292,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
                                     v == 1 && P.quant_out && e.info->ne[1] % 32 == 0));
   }
   for (const auto& e : P.weights)
-    if (e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
+    if (e.host < 0 && e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
   if (!id_formats.empty()) {
     reqs.push_back(impl::moe_req("MOE_TOPK"));
     reqs.push_back(impl::moe_req("MOE_TOPK", true));
@@ -285,6 +320,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   // MoE routing buffers.
   P.moe_ids = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert ids");
   P.moe_wts = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert weights");
+  if (P.host) P.host->reserve(max_tokens, max_routed);
 }
 
 kv_state backend::make_kv(const kv::kv_config& cfg) {

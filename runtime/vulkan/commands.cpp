@@ -70,6 +70,12 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
   }
 }
 
+void command_recorder::resume(const vk::raii::CommandBuffer& cmd) {
+  cmd_ = &cmd;
+  cmd_->begin(vk::CommandBufferBeginInfo());
+  barrier();
+}
+
 void command_recorder::end() {
   const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite, vk::AccessFlagBits::eHostRead);
   cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eHost, {}, mb, {}, {});

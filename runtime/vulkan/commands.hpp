@@ -27,6 +27,10 @@ class command_recorder {
                 std::uint32_t gx, std::uint32_t gy = 1, std::uint32_t gz = 1);
   // Makes every shader write visible to the host (before the fence the host waits on).
   void end();
+  // Continues the same step in `cmd`, submitted after the previous command buffer completed and
+  // the host ran in between (a hand-off): starts with a barrier, so what the earlier submit
+  // wrote is visible before anything here reads or overwrites it.
+  void resume(const vk::raii::CommandBuffer& cmd);
 
   std::uint32_t dispatches() const noexcept { return std::uint32_t(labels_.size()); }
   const std::vector<std::string>& labels() const noexcept { return labels_; }

@@ -100,11 +100,7 @@ void backend::finish() {
     P.last_dispatches = P.rec.dispatches();
     P.current = &P.steps.insert_or_assign(P.current_key, std::move(P.pending)).first->second;
   }
-  const vk::CommandBuffer c = *P.current->cmd;
-  P.ctx.queue().submit(vk::SubmitInfo({}, {}, c), *P.fence);
-  if (P.ctx.device().waitForFences(*P.fence, VK_TRUE, UINT64_MAX) != vk::Result::eSuccess)
-    throw error("GPU step did not complete");
-  P.ctx.device().resetFences(*P.fence);
+  P.submit_step();
   if (P.read_dst) std::memcpy(P.read_dst, P.readback.mapped(), P.read_floats * 4);
   if (P.ids_dst) std::memcpy(P.ids_dst, P.ids_readback.mapped(), P.ids_count * 4);
   if (P.opt.profile) {

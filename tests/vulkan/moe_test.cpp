@@ -38,8 +38,9 @@ struct moe_model {
   vkt::random_weight g, u, d;
 };
 
+// `steps` steps of the same shape (the GPU records the first and replays the rest); the last one's output.
 template <class Backend>
-std::vector<float> run_moe(Backend& be, const moe_case& c, const moe_model& m) {
+std::vector<float> run_moe(Backend& be, const moe_case& c, const moe_model& m, int steps = 1) {
   const auto xt = be.load(*m.x), inp = be.load(*m.inp), gate = be.load(*m.gate), up = be.load(*m.up),
              down = be.load(*m.down);
   const std::uint32_t n = c.n_tok, pairs = n * c.k;
@@ -48,12 +49,15 @@ std::vector<float> run_moe(Backend& be, const moe_case& c, const moe_model& m) {
   be.reserve(n, pairs);
   auto kv = be.make_kv(vkt::small_kv());
   const auto b = vkt::batch_data::rows(n, 3);
-  return vkt::run_step(be, b, [&] {
-    be.embed(xt, x.all());
-    be.moe_ffn({&inp, &gate, &up, &down}, {c.gating, c.weighting, c.k}, x.all(),
-               {logits.all(), xin.all(), g.all(), u.all(), y.all()}, out.all());
-    return out.all();
-  });
+  std::vector<float> result;
+  for (int i = 0; i < steps; ++i)
+    result = vkt::run_step(be, b, [&] {
+      be.embed(xt, x.all());
+      be.moe_ffn({&inp, &gate, &up, &down}, {c.gating, c.weighting, c.k}, x.all(),
+                 {logits.all(), xin.all(), g.all(), u.all(), y.all()}, out.all());
+      return out.all();
+    });
+  return result;
 }
 
 // The same FFN in float64: softmax over all experts renormalised over the top k (weights
@@ -108,6 +112,19 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8) 
   return out;
 }
 
+void make_model(moe_model& m, const moe_case& c, std::mt19937& rng) {
+  m.xs = vkt::normal_floats(std::size_t(table_rows) * n_embd, rng);
+  m.inp_f = vkt::normal_floats(std::size_t(c.n_expert) * n_embd, rng, 0.1f);
+  m.g = vkt::make_weight(c.up, std::size_t(c.n_expert) * n_ff, n_embd, rng, 0.1f);
+  m.u = vkt::make_weight(c.up, std::size_t(c.n_expert) * n_ff, n_embd, rng, 0.1f);
+  m.d = vkt::make_weight(c.down, std::size_t(c.n_expert) * n_embd, n_ff, rng, 0.1f);
+  m.x = &m.store.add_f32("test.x", m.xs, n_embd, table_rows);
+  m.inp = &m.store.add_f32("blk.0.ffn_gate_inp.weight", m.inp_f, n_embd, c.n_expert);
+  m.gate = &m.store.add("blk.0.ffn_gate_exps.weight", c.up, m.g.bytes, n_embd, n_ff, c.n_expert);
+  m.up = &m.store.add("blk.0.ffn_up_exps.weight", c.up, m.u.bytes, n_embd, n_ff, c.n_expert);
+  m.down = &m.store.add("blk.0.ffn_down_exps.weight", c.down, m.d.bytes, n_ff, n_embd, c.n_expert);
+}
+
 TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float64 and the CPU backend") {
   if (!vkt::available()) return;
   using gguf::type_id;
@@ -129,16 +146,7 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
   for (const auto& c : cases) {
     CAPTURE(c.name);
     moe_model m;
-    m.xs = vkt::normal_floats(std::size_t(table_rows) * n_embd, rng);
-    m.inp_f = vkt::normal_floats(std::size_t(c.n_expert) * n_embd, rng, 0.1f);
-    m.g = vkt::make_weight(c.up, std::size_t(c.n_expert) * n_ff, n_embd, rng, 0.1f);
-    m.u = vkt::make_weight(c.up, std::size_t(c.n_expert) * n_ff, n_embd, rng, 0.1f);
-    m.d = vkt::make_weight(c.down, std::size_t(c.n_expert) * n_embd, n_ff, rng, 0.1f);
-    m.x = &m.store.add_f32("test.x", m.xs, n_embd, table_rows);
-    m.inp = &m.store.add_f32("blk.0.ffn_gate_inp.weight", m.inp_f, n_embd, c.n_expert);
-    m.gate = &m.store.add("blk.0.ffn_gate_exps.weight", c.up, m.g.bytes, n_embd, n_ff, c.n_expert);
-    m.up = &m.store.add("blk.0.ffn_up_exps.weight", c.up, m.u.bytes, n_embd, n_ff, c.n_expert);
-    m.down = &m.store.add("blk.0.ffn_down_exps.weight", c.down, m.d.bytes, n_ff, n_embd, c.n_expert);
+    make_model(m, c, rng);
     std::vector<float> g, cpu;
     bool int8 = false;
     {
@@ -154,6 +162,46 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
     MESSAGE((std::string(c.name) + (int8 ? " (int8 experts)" : "")) << ": NMSE vs float64 " << e64 << ", vs CPU backend " << ecpu);
     CHECK(e64 <= vkt::tol_moe_f64);
     CHECK(ecpu <= vkt::tol_moe_cpu);
+  }
+}
+
+// Memory tiers: the experts of block 0 computed by the CPU inside the GPU step (router on the
+// GPU, rows and logits handed to the CPU kernels, the sum copied back). The experts then run the
+// CPU backend's code on the CPU backend's kernels, so the result is the CPU backend's up to the
+// router logits' float rounding (GPU vs CPU sums), which moves the gate weights by ~1e-7
+// relative: tol_moe_handoff. The second step replays the recorded one (hand-off included).
+TEST_CASE("vulkan ops: moe_ffn with the experts on the CPU (mid-step hand-off) equals the CPU backend") {
+  if (!vkt::available()) return;
+  using gguf::type_id;
+  constexpr double tol_moe_handoff = 1e-10;
+  const moe_case cases[] = {
+      {"softmax top-2 of 16, 5 tokens, Q4_K/Q6_K", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 2, 5,
+       type_id::q4_k, type_id::q6_k},
+      {"softmax top-5 of 16, 1 token, Q8_0", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 5, 1,
+       type_id::q8_0, type_id::q8_0},
+      {"sigmoid top-1 of 16 (weighted input), 7 tokens, Q4_K/Q6_K", graph::moe_gating::sigmoid,
+       graph::moe_weighting::input, 16, 1, 7, type_id::q4_k, type_id::q6_k},
+  };
+  std::mt19937 rng(77);
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    moe_model m;
+    make_model(m, c, rng);
+    gpu::backend_options o;
+    o.cpu_expert_layers = {0};
+    o.cpu_threads = 2;
+    gpu::backend be(o), once(o);
+    const auto replayed = run_moe(be, c, m, 2);
+    CHECK(be.handoffs_per_step() == 1);
+    CHECK(be.description().find("on the CPU") != std::string::npos);
+    const auto first = run_moe(once, c, m);
+    vkt::cpu_backend cb;
+    const auto cpu = run_moe(cb, c, m);
+    const double e = test::nmse(first, cpu);
+    MESSAGE(std::string(c.name) << ": hand-off vs CPU backend NMSE " << e);
+    CHECK(e <= tol_moe_handoff);
+    CHECK(replayed == first);
+    CHECK(be.memory_use().weights < m.g.bytes.size());  // the expert tensors were not uploaded
   }
 }
 

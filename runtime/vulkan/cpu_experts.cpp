@@ -1,0 +1,118 @@
+// The MoE hand-off of the Vulkan backend (cpu_experts.hpp): the CPU side (the CPU backend's
+// routing and expert kernels over host views of the hand-off buffers) and the recording side (the
+// copies around it and the command buffer split), and the submit loop that runs the CPU between
+// the parts of a step. One submit and fence wait per hand-off: the host must see the router's
+// output before it can start, and the GPU must see the experts' sum before the next op.
+#include "cpu_experts.hpp"
+
+#include <vector>
+
+#include "backend_impl.hpp"
+#include "strata/core/error.hpp"
+#include "strata/kernels/cpu/backend.hpp"
+#include "strata/runtime/cpu_kernels.hpp"
+
+namespace strata::gpu {
+
+using namespace detail;
+
+struct cpu_experts::state {
+  kernels::cpu::backend be;
+  std::vector<kernels::cpu::weight> weights;
+  kernels::cpu::buffer xin, gate, up, y;  // max_tokens x n_used rows, as wide as the widest tensor side
+  std::uint32_t max_rows = 0;
+
+  explicit state(unsigned threads)
+      : be(threads ? threads : kernels::cpu::thread_pool::physical_cores(), rt::select_kernel_table(rt::best_isa())) {}
+};
+
+cpu_experts::cpu_experts(unsigned threads) : s_(std::make_unique<state>(threads)) {}
+cpu_experts::~cpu_experts() = default;
+
+unsigned cpu_experts::threads() const noexcept { return s_->be.threads(); }
+
+std::uint32_t cpu_experts::load(const gguf::tensor_info& t) {
+  if (t.ne[2] < 2 || t.ne[3] != 1)
+    throw error("tensor '" + std::string(t.name) + "' is not an expert tensor [n_in, n_out, n_expert]");
+  s_->weights.push_back(s_->be.load(t));
+  return std::uint32_t(s_->weights.size() - 1);
+}
+
+void cpu_experts::reserve(std::uint32_t max_tokens, std::uint32_t max_pairs) {
+  std::uint32_t width = 0;
+  for (const auto& w : s_->weights) width = std::max({width, std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1])});
+  auto& S = *s_;
+  S.xin = S.be.alloc(max_pairs, width);
+  S.gate = S.be.alloc(max_pairs, width);
+  S.up = S.be.alloc(max_pairs, width);
+  S.y = S.be.alloc(max_pairs, width);
+  S.be.reserve(max_tokens, max_pairs);
+  S.max_rows = max_tokens;
+}
+
+void cpu_experts::run(const task& t, const float* x, const float* logits, float* out) {
+  auto& S = *s_;
+  if (t.rows > S.max_rows) throw error("CPU experts: " + std::to_string(t.rows) + " rows exceed the reserved " + std::to_string(S.max_rows));
+  using ct = kernels::cpu::tensor;
+  const ct xv{const_cast<float*>(x), t.rows, t.cols, t.cols};  // read only: the experts' input
+  const ct lv{const_cast<float*>(logits), t.rows, t.n_expert, t.n_expert};
+  const ct ov{out, t.rows, t.cols, t.cols};
+  const auto& g = S.weights.at(t.gate);
+  const auto& u = S.weights.at(t.up);
+  const auto& d = S.weights.at(t.down);
+  const auto ff = std::uint32_t(g.ne[1]);
+  S.be.moe_route(lv, t.params);
+  const graph::moe_scratch<ct> s{lv, S.xin.all().first_cols(t.cols), S.gate.all().first_cols(ff),
+                                 S.up.all().first_cols(ff), S.y.all().first_cols(t.cols)};
+  S.be.moe_experts({nullptr, &g, &u, &d}, t.params, xv, s, ov);
+}
+
+void backend::impl::record_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
+                                   const tensor& logits, const tensor& out) {
+  const std::uint32_t n = x.rows, C = x.cols, E = logits.cols;
+  if (out.cols != C || out.rows != n) throw error("moe_ffn: output shape does not match the input");
+  if (!hand_in) {
+    hand_cols = C;
+    hand_in = new_buffer(std::uint64_t(max_rows) * (C + E) * 4, memory_kind::readback, "MoE hand-off to the CPU");
+    hand_out = new_buffer(std::uint64_t(max_rows) * C * 4, memory_kind::upload, "MoE hand-off from the CPU");
+  }
+  if (C != hand_cols || buf(hand_in).size() < std::uint64_t(max_rows) * (C + E) * 4)
+    throw error("internal: MoE blocks of different widths in one model");
+  prepare({x, logits}, {});
+  const copy_rows_pc px{C, x.off, x.stride, 0, C};
+  const binding bx[] = {bind(x, false), bind(x, false), bind_id(hand_in, true)};
+  dispatch(copy_req(false), bx, &px, sizeof px, div_up(C, wg), n);
+  const copy_rows_pc pl{E, logits.off, logits.stride, max_rows * C, E};
+  const binding bl[] = {bind(logits, false), bind(logits, false), bind_id(hand_in, true)};
+  dispatch(copy_req(false), bl, &pl, sizeof pl, div_up(E, wg), n);
+
+  // The step continues in a new command buffer, after the CPU's part.
+  rec.end();
+  handoff& h = pending.handoffs.emplace_back();
+  const auto host_index = [&](const weight* w) { return std::uint32_t(weights.at(w->id).host); };
+  h.task = {host_index(mw.gate_exps), host_index(mw.up_exps), host_index(mw.down_exps), mp, n, C, E};
+  h.cmd = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  rec.resume(h.cmd);
+
+  prepare({}, {out});
+  const copy_rows_pc po{C, 0, C, out.off, out.stride};
+  const binding bo[] = {bind_id(hand_out, false), bind_id(hand_out, false), bind(out, true)};
+  dispatch(copy_req(false), bo, &po, sizeof po, div_up(C, wg), n);
+}
+
+void backend::impl::submit_and_wait(vk::CommandBuffer c) {
+  ctx.queue().submit(vk::SubmitInfo({}, {}, c), *fence);
+  if (ctx.device().waitForFences(*fence, VK_TRUE, UINT64_MAX) != vk::Result::eSuccess) throw error("GPU step did not complete");
+  ctx.device().resetFences(*fence);
+}
+
+void backend::impl::submit_step() {
+  submit_and_wait(*current->cmd);
+  for (const handoff& h : current->handoffs) {
+    const auto* in = reinterpret_cast<const float*>(buf(hand_in).mapped());
+    host->run(h.task, in, in + std::size_t(max_rows) * hand_cols, reinterpret_cast<float*>(buf(hand_out).mapped()));
+    submit_and_wait(*h.cmd);
+  }
+}
+
+}  // namespace strata::gpu

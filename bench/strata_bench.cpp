@@ -20,7 +20,7 @@
 #include "strata/kernels/cpu/kv_storage.hpp"
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/link_probe.hpp"
-#include "strata/tiers/layer_split.hpp"
+#include "strata/tiers/engine_layout.hpp"
 
 namespace {
 
@@ -35,6 +35,8 @@ struct result {
   std::string type_k, type_v;   // KV cache types
   std::uint64_t kv_bytes_per_token = 0;  // K + V over all layers, compressed rows
   double predicted_ts = 0;      // cost model (tiers/cost.hpp) for the placement that ran
+  strata::tiers::phase_cost predicted;  // ... with its bytes per token on each link
+  std::uint32_t n_gpu_layers = 0, cpu_expert_layers = 0;  // the layout: GPU blocks, hand-offs per step
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -74,6 +76,9 @@ int main(int argc, char** argv) {
          {{"pp512 and tg128 on 8 threads", "strata-bench -m model.gguf -p 512 -n 128 -t 8"},
           {"decode after 4096 tokens of context, 3-bit KV", "strata-bench -m model.gguf -p 0 -n 32 -d 4096 --kv-type tq3"},
           {"on the GPU with per-kernel times", "strata-bench -m model.gguf --backend vulkan --profile"},
+          {"a MoE model in 12 GiB of GPU memory, placed by the planner",
+           "strata-bench -m qwen3-30b-a3b-Q4_K_M.gguf --backend vulkan --gpu-budget 12G --fit -p 512 -n 128"},
+          {"experts of the first 30 layers on the CPU", "strata-bench -m model.gguf --backend vulkan --n-cpu-moe 30"},
           {"machine-readable", "strata-bench -m model.gguf --json"}}});
   auto& app = c.app();
   std::vector<std::string> models;
@@ -84,6 +89,7 @@ int main(int argc, char** argv) {
   backend_options bo;
   bo.backend = "cpu";  // a benchmark names its backend; auto would depend on the machine
   kv_options ko;
+  tier_options to;
   log_options lo;
   bool json = false, profile = false, argmax = false;
   app.add_option("-m,--model", models, "GGUF model file(s)")->type_name("FILE")->required()->group(group::model);
@@ -107,6 +113,7 @@ int main(int argc, char** argv) {
   add_batch_option(app, n_batch, "tokens per prefill step");
   add_backend_options(app, bo);
   add_kv_options(app, ko);
+  add_tier_options(app, to);
   app.add_flag("--json", json, "print one JSON object instead of a table")->group(group::output);
   c.add_log_options(lo);
   if (const int rc = c.parse(argc, argv); rc >= 0) return rc;
@@ -130,6 +137,7 @@ int main(int argc, char** argv) {
         opt.n_batch = n_batch;
         opt.max_outputs = 1;
         apply(ko, opt);
+        apply(to, opt);
         auto m = strata::rt::model::load(path, opt);
         const auto& hp = m->hparams();
         std::uint64_t bytes = 0, params = 0;
@@ -145,10 +153,17 @@ int main(int argc, char** argv) {
           r.type_k = std::string(strata::kv::name_of(opt.type_k));
           r.type_v = std::string(strata::kv::name_of(opt.type_v));
           r.kv_bytes_per_token = kv_bytes;
+          r.n_gpu_layers = m->n_gpu_layers();
+          r.cpu_expert_layers = std::uint32_t(m->cpu_expert_layers().size());
           return r;
         };
-        // The cost model's view of this run: -ngl's layer split, links from the probe cache.
-        const bool on_gpu = !m->backend_description().starts_with("cpu");
+        // The cost model's view of this run: the layout the engine chose (GPU blocks, experts on
+        // the CPU), links from the probe cache.
+        const bool on_gpu = m->n_gpu_layers() > 0;
+        strata::tiers::engine_layout layout;
+        layout.n_gpu_layers = m->n_gpu_layers();
+        layout.cpu_experts.assign(hp.n_layer, 0);
+        for (const auto il : m->cpu_expert_layers()) layout.cpu_experts.at(il) = 1;
         strata::rt::probe_options probe;
         probe.disk_file = path;
         probe.threads = th;
@@ -164,10 +179,9 @@ int main(int argc, char** argv) {
           dopt.kv_bytes_per_element = double(kv_bytes) / (2.0 * hp.n_layer * hp.n_embd_kv());
           dopt.max_batch = n_batch;
           const auto demand = strata::tiers::demand_from_gguf(m->gguf(), hp, dopt);
-          const auto placement = strata::tiers::layer_split_placement(demand, on_gpu ? bo.n_gpu_layers : 0);
           const std::uint32_t batch = prefill ? std::min(tokens, n_batch) : 1;
-          return strata::tiers::evaluate(demand, placement, links, batch, strata::tiers::execution_order(demand))
-              .tokens_per_second();
+          const auto plan = strata::tiers::layout_plan(demand, layout, links, 1ull << 62, batch);
+          return prefill ? plan.prefill : plan.decode;
         };
         strata::rt::session s(*m);
         std::mt19937 rng(42);
@@ -196,7 +210,7 @@ int main(int argc, char** argv) {
         for (auto d : depths) {
           for (auto p : n_prompt) {
             if (!p) continue;
-            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0};
+            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0};
             for (unsigned i = 0; i < reps; ++i) {
               s.clear();
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
@@ -212,12 +226,13 @@ int main(int argc, char** argv) {
               r.samples.push_back(double(p) / sec);
             }
             report_profile(r.test, p);
-            r.predicted_ts = predict(d, p, true);
+            r.predicted = predict(d, p, true);
+            r.predicted_ts = r.predicted.tokens_per_second();
             results.push_back(tag(r));
           }
           for (auto g : n_gen) {
             if (!g) continue;
-            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0};
+            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0};
             for (unsigned i = 0; i < reps; ++i) {
               s.clear();
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
@@ -232,7 +247,8 @@ int main(int argc, char** argv) {
               r.samples.push_back(double(g) / sec);
             }
             report_profile(r.test, g);
-            r.predicted_ts = predict(d, g, false);
+            r.predicted = predict(d, g, false);
+            r.predicted_ts = r.predicted.tokens_per_second();
             results.push_back(tag(r));
           }
         }
@@ -264,6 +280,14 @@ int main(int argc, char** argv) {
                                            {"avg_ts", r.mean()},
                                            {"stddev_ts", r.sd()},
                                            {"predicted_ts", r.predicted_ts},
+                                           {"predicted_bytes_per_token",
+                                            boost::json::object{{"gpu_read", r.predicted.gpu_read_bytes},
+                                                                {"host_to_gpu", r.predicted.host_to_gpu_bytes},
+                                                                {"cpu_read", r.predicted.cpu_read_bytes},
+                                                                {"nvme", r.predicted.nvme_bytes}}},
+                                           {"predicted_handoffs_per_step", r.predicted.handoffs},
+                                           {"n_gpu_layers", r.n_gpu_layers},
+                                           {"cpu_expert_layers", r.cpu_expert_layers},
                                            {"samples_ts", std::move(samples)}});
     }
     std::cout << boost::json::serialize(boost::json::object{{"results", std::move(arr)}}) << "\n";
@@ -284,5 +308,20 @@ int main(int argc, char** argv) {
     std::printf("| %-28s | %10s | %8s | %-24s | %9s | %14s | %20s | %10s |\n", r.model.c_str(),
                 human_size(double(r.model_bytes)).c_str(), params, r.backend.c_str(), kv.c_str(), test, ts, predicted);
   }
+  // Where the bytes of a token go in the layout that ran (the cost model's count per link), and
+  // how far the measurement is from the prediction.
+  std::printf("\n| %-14s | %-11s | %13s | %13s | %13s | %9s | %10s | %10s | %6s |\n", "test", "layout", "GPU read GB/t",
+              "host->GPU GB/t", "CPU read GB/t", "hand-offs", "predicted", "measured", "ratio");
+  for (const auto& r : results) {
+    char test[64], layout[32];
+    std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
+    std::snprintf(layout, sizeof layout, "ngl %u, %u cx", r.n_gpu_layers, r.cpu_expert_layers);
+    const auto& c = r.predicted;
+    std::printf("| %-14s | %-11s | %13.4f | %13.4f | %13.4f | %9.0f | %10.2f | %10.2f | %6.2f |\n", test, layout,
+                c.gpu_read_bytes / 1e9, c.host_to_gpu_bytes / 1e9, c.cpu_read_bytes / 1e9, c.handoffs, r.predicted_ts,
+                r.mean(), r.predicted_ts > 0 ? r.mean() / r.predicted_ts : 0.0);
+  }
+  std::printf("(layout: GPU blocks (-ngl) and MoE blocks whose experts the CPU computes (cx); hand-offs per step, "
+              "predicted)\n");
   return 0;
 }

@@ -5,7 +5,9 @@
 #include <sstream>
 #include <string_view>
 
+#include "strata/core/byte_size.hpp"
 #include "strata/kv/kv_config.hpp"
+#include "strata/tiers/overrides.hpp"
 
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "unknown"
@@ -241,6 +243,44 @@ void add_batch_option(CLI::App& app, std::uint32_t& n_batch, const std::string& 
       ->capture_default_str()
       ->check(in_range(1, 1 << 16))
       ->group(group::context);
+}
+
+void add_tier_options(CLI::App& app, tier_options& o) {
+  app.add_option("--gpu-budget", o.gpu_budget,
+                 "GPU memory the engine may use for weights, KV cache and scratch, e.g. 12G (a hard cap: a layout "
+                 "beyond it is an error naming what does not fit; with --fit the default is the free GPU memory "
+                 "minus a margin)")
+      ->type_name("SIZE")->group(group::tiers);
+  app.add_option("--ram-budget", o.ram_budget,
+                 "RAM for the weights, KV cache and scratch of what runs on the CPU, e.g. 48G (default: unchecked; "
+                 "with --fit MemAvailable minus a margin)")
+      ->type_name("SIZE")->group(group::tiers);
+  app.add_option("--override-tensor", o.override_tensor,
+                 "REGEX=gpu|cpu|disk[,...]: tensors whose name matches go there (first match wins); without --fit only "
+                 "routed experts (ffn_*_exps) may leave the GPU this way")
+      ->type_name("RULES")->group(group::tiers);
+  app.add_flag("--cpu-moe", o.cpu_moe,
+               "compute the routed experts of every MoE layer on the CPU (attention, router and shared expert stay on the GPU)")
+      ->group(group::tiers);
+  app.add_option("--n-cpu-moe", o.n_cpu_moe, "compute the routed experts of the first N layers on the CPU")
+      ->type_name("N")->group(group::tiers);
+  app.add_flag("--fit", o.fit,
+               "let the placement planner choose the GPU layers and which layers' experts the CPU computes, within "
+               "--gpu-budget and --ram-budget (-ngl is then not read; -ot, --cpu-moe, --n-cpu-moe still apply)")
+      ->group(group::tiers);
+}
+
+void apply(const tier_options& t, rt::engine_options& eo) {
+  eo.gpu_budget = t.gpu_budget.empty() ? 0 : parse_byte_size(t.gpu_budget, "--gpu-budget");
+  eo.ram_budget = t.ram_budget.empty() ? 0 : parse_byte_size(t.ram_budget, "--ram-budget");
+  if (!t.gpu_budget.empty() && eo.gpu_budget == 0) throw error("--gpu-budget: 0 leaves nothing for the GPU; use --backend cpu");
+  if (!t.ram_budget.empty() && eo.ram_budget == 0) throw error("--ram-budget: 0 leaves nothing for the CPU side");
+  std::vector<tiers::override_rule> rules;  // parsed here too, so a bad rule fails before the model loads
+  for (const auto& r : t.override_tensor) tiers::parse_override_rules(r, rules);
+  eo.override_tensor = t.override_tensor;
+  eo.cpu_moe = t.cpu_moe;
+  eo.n_cpu_moe = t.n_cpu_moe;
+  eo.fit = t.fit;
 }
 
 void apply(const backend_options& b, rt::engine_options& eo) {

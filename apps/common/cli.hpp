@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "log.hpp"
+#include "tier_options.hpp"
 #include "strata/runtime/engine.hpp"
 
 namespace strata::app {
@@ -31,6 +32,7 @@ inline constexpr const char* model = "Model";
 inline constexpr const char* backend = "Backend";
 inline constexpr const char* context = "Context and batching";
 inline constexpr const char* kv = "KV cache";
+inline constexpr const char* tiers = "Memory tiers (models larger than the GPU)";
 inline constexpr const char* sampling = "Sampling";
 inline constexpr const char* server = "Server";
 inline constexpr const char* output = "Output";
@@ -95,6 +97,9 @@ void add_kv_options(CLI::App& app, kv_options& o);
 // its context between sequences).
 CLI::Option* add_ctx_option(CLI::App& app, std::uint32_t& n_ctx, const std::string& help);
 void add_batch_option(CLI::App& app, std::uint32_t& n_batch, const std::string& help);
+
+// --gpu-budget, --ram-budget, -ot/--override-tensor, --cpu-moe, --n-cpu-moe, --fit.
+void add_tier_options(CLI::App& app, tier_options& o);
 
 // Fills the engine options these groups describe (parsing backend and KV type names; a bad
 // name throws strata::error naming it).

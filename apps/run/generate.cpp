@@ -181,6 +181,7 @@ int run_generate(const run_options& opt) {
   eo.backend = backend;
   eo.device = opt.device;
   eo.n_gpu_layers = opt.n_gpu_layers;
+  apply(opt.tiers, eo);
   eo.n_ctx = opt.n_ctx;
   eo.n_batch = opt.n_batch;
   const auto kv_types = kv::parse_kv_cache_types(opt.kv_type, opt.kv_type_k, opt.kv_type_v);

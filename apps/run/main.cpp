@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
           {"chat with a system prompt", "strata-run -m model.gguf -cnv -sys \"You are terse.\""},
           {"3-bit TurboQuant KV cache", "strata-run -m model.gguf -p \"Hello\" --kv-type tq3"},
           {"the first 20 layers on the GPU", "strata-run -m model.gguf -p \"Hello\" --backend vulkan -ngl 20"},
+          {"a MoE model in 12 GiB of GPU memory, placed by the planner",
+           "strata-run -m model.gguf -p \"Hello\" --backend vulkan --gpu-budget 12G --fit"},
           {"perplexity of a text, as llama-perplexity", "strata-run -m model.gguf --perplexity wiki.test.raw -c 512"},
           {"model information as JSON", "strata-run -m model.gguf --info --json"}}});
   auto& app = c.app();
@@ -81,27 +83,15 @@ int main(int argc, char** argv) {
       ->type_name("FILE")->group(group::output);
   app.add_option("--chunks", o.n_chunks, "with --perplexity: at most this many chunks")->type_name("N")
       ->group(group::output);
-  const char* tiers = "Memory tiers (--plan)";
+  add_tier_options(app, o.tiers);
   app.add_flag("--plan", o.plan,
                "print where each tensor would live and run (GPU-resident, GPU-streamed, CPU-computed, disk-backed), "
-               "bytes per token per link and predicted decode/prefill t/s, then exit (--json: one JSON object)")
-      ->group(tiers);
-  auto* pr = app.add_flag("--probe", o.probe, "with --plan: measure the links (DRAM, GPU copies, O_DIRECT reads of the model's "
-                                              "drive) now and cache them per machine; without it --plan uses the cache, "
-                                              "else assumed speeds")->group(tiers);
-  auto* gb = app.add_option("--gpu-budget", o.gpu_budget, "with --plan: GPU memory for weights, KV and scratch, e.g. 12G "
-                                                         "(default: free GPU memory minus a margin)")
-                 ->type_name("SIZE")->group(tiers);
-  auto* rb = app.add_option("--ram-budget", o.ram_budget, "with --plan: RAM for weights, CPU KV and scratch, e.g. 48G "
-                                                         "(default: MemAvailable minus a margin)")
-                 ->type_name("SIZE")->group(tiers);
-  auto* ot = app.add_option("--override-tensor", o.override_tensor,
-                            "with --plan: REGEX=gpu|cpu|disk[,...]: tensors whose name matches go there (first match wins)")
-                 ->type_name("RULES")->group(tiers);
-  auto* cm = app.add_flag("--cpu-moe", o.cpu_moe, "with --plan: every routed-expert tensor stays in RAM, computed on the CPU")
-                 ->group(tiers);
-  auto* ncm = app.add_option("--n-cpu-moe", o.n_cpu_moe, "with --plan: the routed experts of the first N layers stay on the CPU")
-                  ->type_name("N")->group(tiers);
+               "bytes per token per link and predicted decode/prefill t/s, and the layout the engine runs for the same "
+               "options, then exit (--json: one JSON object)")
+      ->group(group::tiers);
+  app.add_flag("--probe", o.probe, "with --plan: measure the links (DRAM, GPU copies, O_DIRECT reads of the model's drive) "
+                                   "now and cache them per machine; without it the cache is used, else assumed speeds")
+      ->group(group::tiers);
   c.add_log_options(lo);
   if (const int rc = c.parse(argc, argv); rc >= 0) return rc;
 
@@ -116,15 +106,11 @@ int main(int argc, char** argv) {
   o.kv_type_k = ko.type_k;
   o.kv_type_v = ko.type_v;
   o.kv_window = ko.window;
-  o.tier_options_set = pr->count() + gb->count() + rb->count() + ot->count() + cm->count() + ncm->count() > 0;
   std::unique_ptr<logger> log;
   try {
     log = make_logger(lo);
     o.log = log.get();
-    // The engine does not place tensors by plan yet: these options must not look as if it did.
-    if (o.tier_options_set && !o.plan)
-      throw strata::error("--probe, --gpu-budget, --ram-budget, -ot, --cpu-moe and --n-cpu-moe are only read by --plan so far "
-                          "(the engine does not execute placement plans yet; -ngl splits layers)");
+    if (o.probe && !o.plan) throw strata::error("--probe is read with --plan only");
     if (o.model.empty()) o.model = strata::rt::find_default_model().string();
     if (o.info) return run_info(o);
     if (o.plan) return run_plan(o);

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "tier_options.hpp"
+
 namespace strata::app {
 
 class logger;
@@ -50,15 +52,10 @@ struct run_options {
   bool no_display_prompt = false;    // --no-display-prompt
   std::string perplexity_file;       // --perplexity FILE
   std::int32_t n_chunks = -1;        // --chunks (with --perplexity; -1: all)
-  // Memory tiers (issue 14): today only --plan reads these.
+  // Memory tiers (issue 14): budgets, overrides and --fit for every mode; --plan prints the placement.
+  tier_options tiers;
   bool plan = false;                 // --plan: print the placement plan and exit
   bool probe = false;                // --probe: measure the links now (and cache them)
-  std::string gpu_budget;            // --gpu-budget SIZE (default: free GPU memory minus a margin)
-  std::string ram_budget;            // --ram-budget SIZE (default: MemAvailable minus a margin)
-  std::vector<std::string> override_tensor;  // -ot REGEX=gpu|cpu|disk[,...]
-  bool cpu_moe = false;              // --cpu-moe
-  std::uint32_t n_cpu_moe = 0;       // --n-cpu-moe N
-  bool tier_options_set = false;     // any of the six above was given
 };
 
 int run_info(const run_options& opt);

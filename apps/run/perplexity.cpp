@@ -53,6 +53,7 @@ int run_perplexity(const run_options& opt) {
   eo.backend = rt::parse_backend_kind(opt.backend);
   eo.device = opt.device;
   eo.n_gpu_layers = opt.n_gpu_layers;
+  apply(opt.tiers, eo);
   eo.n_ctx = n_ctx;
   eo.n_batch = n_ctx;  // one step per chunk; the numbers do not depend on it
   eo.max_outputs = n_ctx;

@@ -5,61 +5,44 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "modes.hpp"
+#include "tier_options.hpp"
 #include "strata/arch/all.hpp"
 #include "strata/core/byte_size.hpp"
 #include "strata/gguf/reader.hpp"
 #include "strata/kv/kv_config.hpp"
 #include "strata/runtime/device_memory.hpp"
 #include "strata/runtime/link_probe.hpp"
-#include "strata/tiers/layer_split.hpp"
+#include "strata/runtime/engine.hpp"
+#include "strata/runtime/placement.hpp"
 #include "strata/tiers/report.hpp"
 
 namespace strata::app {
 namespace {
 
-// Bytes per stored K or V element (TurboQuant: its bits plus an fp16 scale per head vector).
-double kv_element_bytes(kv::kv_type t, std::uint32_t head_dim) {
-  switch (t) {
-    case kv::kv_type::f32: return 4;
-    case kv::kv_type::f16: return 2;
-    case kv::kv_type::q8_0: return 34.0 / 32;
-    default: return kv::turboquant_bits(t) / 8.0 + 2.0 / head_dim;
-  }
+// Whether the engine would run on the GPU for these options (the Vulkan device check of
+// --backend auto, which takes no CPU emulation such as lavapipe), and why not when it would not.
+bool runs_on_gpu(const run_options& opt, std::string& why_not) {
+  if (opt.backend == "cpu") return why_not = "--backend cpu: no GPU", false;
+  const auto g = rt::gpu_memory(opt.device);
+  if (!g) return why_not = "no Vulkan device: no GPU", false;
+  if (g->is_cpu && opt.backend != "vulkan")
+    return why_not = "only a CPU Vulkan device ('" + g->device + "'; --backend auto does not use it): no GPU", false;
+  return true;
 }
 
-tiers::plan_options tier_plan_options(const run_options& opt, std::string& gpu_note, std::string& ram_note) {
-  tiers::plan_options po;
-  if (!opt.gpu_budget.empty()) {
-    po.gpu_budget = parse_byte_size(opt.gpu_budget, "--gpu-budget");
-    gpu_note = "--gpu-budget";
-  } else if (opt.backend == "cpu") {
-    gpu_note = "--backend cpu: no GPU";
-  } else if (const auto g = rt::gpu_memory(opt.device); !g) {
-    gpu_note = "no Vulkan device: no GPU";
-  } else if (g->is_cpu && opt.backend != "vulkan") {
-    gpu_note = "only a CPU Vulkan device ('" + g->device + "'; --backend auto does not use it): no GPU";
-  } else {
-    po.gpu_budget = rt::default_gpu_budget(g->available);
-    gpu_note = "'" + g->device + "': " + format_byte_size(g->available) + " free of " + format_byte_size(g->total) +
-               (g->from_budget_ext ? " (VK_EXT_memory_budget)" : " (heap size; no VK_EXT_memory_budget)") +
-               " minus a margin";
+std::string layout_text(const tiers::engine_layout& l) {
+  std::string s = "-ngl " + std::to_string(l.n_gpu_layers);
+  const auto h = l.handoff_layers();
+  if (!h.empty()) {
+    s += ", routed experts of blocks";
+    for (std::size_t i = 0; i < h.size(); ++i) s += (i ? "," : " ") + std::to_string(h[i]);
+    s += " on the CPU";
   }
-  if (!opt.ram_budget.empty()) {
-    po.ram_budget = parse_byte_size(opt.ram_budget, "--ram-budget");
-    ram_note = "--ram-budget";
-  } else if (const auto a = rt::host_available_memory()) {
-    po.ram_budget = rt::default_ram_budget(*a);
-    ram_note = "MemAvailable " + format_byte_size(*a) + " minus a margin";
-  } else {
-    throw error("--plan: /proc/meminfo has no MemAvailable; give --ram-budget SIZE");
-  }
-  for (const std::string& rule : opt.override_tensor) tiers::parse_override_rules(rule, po.overrides);
-  tiers::add_cpu_moe_rules(opt.cpu_moe, opt.n_cpu_moe, po.overrides);
-  po.prefill_batch = opt.n_batch;
-  return po;
+  return s;
 }
 
 }  // namespace
@@ -68,52 +51,70 @@ int run_plan(const run_options& opt) {
   const gguf::file f(opt.model);
   const arch::hparams hp = arch::visit(f->get_string("general.architecture"),
                                        [&](auto a) { return decltype(a)::load_hparams(f.gguf()); });
+  rt::engine_options eo;
+  eo.threads = opt.threads;
+  eo.device = opt.device;
+  eo.n_gpu_layers = opt.n_gpu_layers;
+  eo.n_ctx = opt.n_ctx ? opt.n_ctx : hp.n_ctx_train;
+  eo.n_batch = opt.n_batch;
+  eo.max_outputs = 1;
   const kv::kv_cache_types kv_types = kv::parse_kv_cache_types(opt.kv_type, opt.kv_type_k, opt.kv_type_v);
-  tiers::demand_options d_opt;
-  d_opt.n_ctx = opt.n_ctx ? opt.n_ctx : hp.n_ctx_train;
-  d_opt.kv_bytes_per_element =
-      (kv_element_bytes(kv_types.k, hp.head_dim) + kv_element_bytes(kv_types.v, hp.head_dim)) / 2;
-  d_opt.max_batch = opt.n_batch;
-  const tiers::model_demand demand = tiers::demand_from_gguf(f.gguf(), hp, d_opt);
-
-  std::string gpu_note, ram_note;
-  tiers::plan_options po = tier_plan_options(opt, gpu_note, ram_note);
-  rt::probe_options probe;
-  probe.disk_file = opt.model;
-  probe.threads = opt.threads;
-  probe.gpu = po.gpu_budget > 0 || opt.backend == "vulkan";
-  probe.device = opt.device;
-  const std::filesystem::path cache = rt::link_cache_path(probe);
+  eo.type_k = kv_types.k;
+  eo.type_v = kv_types.v;
+  apply(opt.tiers, eo);
+  std::string no_gpu;
+  const bool gpu = runs_on_gpu(opt, no_gpu);
+  rt::placement_inputs in = rt::placement_for(opt.model, f.gguf(), hp, eo, gpu, /*defaults=*/true);
+  if (!gpu) in.gpu_budget_source = no_gpu;
   if (opt.probe) {
-    po.links = rt::probe_links(probe);
-    if (!cache.empty()) rt::save_cached_links(cache, po.links);
-  } else if (auto cached = cache.empty() ? std::nullopt : rt::load_cached_links(cache)) {
-    po.links = std::move(*cached);
+    rt::probe_options probe;
+    probe.disk_file = opt.model;
+    probe.threads = opt.threads;
+    probe.gpu = gpu;
+    probe.device = opt.device;
+    in.plan.links = rt::probe_links(probe);
+    if (const auto cache = rt::link_cache_path(probe); !cache.empty()) rt::save_cached_links(cache, in.plan.links);
   }
+  const tiers::model_demand& demand = in.demand;
+  const tiers::plan_options& po = in.plan;
   const tiers::placement_plan plan = tiers::plan_placement(demand, po);
-  // What the engine can execute today for the same budget: -ngl N, the most leading layers that
-  // fit, with the cost model's prediction (run it with strata-bench to compare with a measurement).
-  const std::uint32_t ngl = po.gpu_budget ? tiers::layers_that_fit(demand, po.gpu_budget) : 0;
-  const auto split = tiers::layer_split_placement(demand, ngl);
-  const auto order = tiers::execution_order(demand);
-  const double split_decode = tiers::evaluate(demand, split, po.links, 1, order).tokens_per_second();
-  const double split_prefill = tiers::evaluate(demand, split, po.links, po.prefill_batch, order).tokens_per_second();
+  // What model::load would run for the same options (-ngl and the overrides, or --fit), or why
+  // it would refuse: the planner above may also stream weights, which the engine does not yet.
+  std::string engine_error;
+  std::optional<tiers::engine_layout> layout;
+  try {
+    layout = rt::choose_layout(in, eo, gpu);
+  } catch (const error& e) {
+    engine_error = e.what();
+  }
+  const std::optional<tiers::placement_plan> run =
+      layout ? std::optional(tiers::layout_plan(demand, *layout, po.links, po.ram_budget, po.prefill_batch)) : std::nullopt;
   if (opt.json) {
     std::string out = tiers::plan_json(demand, plan, po);
-    out.pop_back();  // add where the budgets came from and the layer split
-    out += ",\"model\":" + json::quote(opt.model) + ",\"n_ctx\":" + std::to_string(d_opt.n_ctx) +
-           ",\"gpu_budget_source\":" + json::quote(gpu_note) + ",\"ram_budget_source\":" + json::quote(ram_note) +
-           ",\"layer_split\":{\"n_gpu_layers\":" + std::to_string(ngl) + ",\"decode_tokens_per_second\":" +
-           std::to_string(split_decode) + ",\"prefill_tokens_per_second\":" + std::to_string(split_prefill) + "}}";
-    std::cout << out << "\n";
-  } else {
-    char line[160];
-    std::snprintf(line, sizeof line, "today's engine (-ngl %u of %u layers fits the GPU budget): decode %.2f t/s, prefill %.1f t/s",
-                  ngl, hp.n_layer, split_decode, split_prefill);
-    std::cout << "model: " << opt.model << " (" << hp.arch << ", " << hp.n_layer << " layers, context " << d_opt.n_ctx
-              << ")\nGPU budget from " << gpu_note << "; RAM budget from " << ram_note << "\n"
-              << tiers::plan_text(demand, plan, po) << line << (po.links.assumed() ? " (assumed links)" : "") << "\n";
+    out.pop_back();  // add where the budgets came from and the engine's layout
+    out += ",\"model\":" + json::quote(opt.model) + ",\"n_ctx\":" + std::to_string(eo.n_ctx) +
+           ",\"gpu_budget_source\":" + json::quote(in.gpu_budget_source) +
+           ",\"ram_budget_source\":" + json::quote(in.ram_budget_source) + ",\"engine\":";
+    if (run) {
+      out += "{\"fit\":" + std::string(opt.tiers.fit ? "true" : "false") + ",\"n_gpu_layers\":" +
+             std::to_string(layout->n_gpu_layers) + ",\"cpu_expert_layers\":[";
+      const auto h = layout->handoff_layers();
+      for (std::size_t i = 0; i < h.size(); ++i) out += (i ? "," : "") + std::to_string(h[i]);
+      out += "],\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
+    } else {
+      out += "{\"error\":" + json::quote(engine_error) + "}";
+    }
+    std::cout << out << "}\n";
+    return 0;
   }
+  std::cout << "model: " << opt.model << " (" << hp.arch << ", " << hp.n_layer << " layers, context " << eo.n_ctx
+            << ")\nGPU budget from " << in.gpu_budget_source << "; RAM budget from " << in.ram_budget_source << "\n"
+            << tiers::plan_text(demand, plan, po) << "\n";
+  if (run)
+    std::cout << "the engine runs (" << (opt.tiers.fit ? "--fit" : "-ngl and overrides") << "): " << layout_text(*layout)
+              << "\n" << tiers::plan_text(demand, *run, po);
+  else
+    std::cout << "the engine would refuse these options: " << engine_error << "\n";
   return 0;
 }
 

@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
   add_threads_option(app, eo.threads);
   add_backend_options(app, bo);
   add_kv_options(app, ko);
+  tier_options to;
+  add_tier_options(app, to);
   c.add_log_options(lo, /*with_format=*/true);
   if (const int rc = c.parse(argc, argv); rc >= 0) return rc;
 
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
     if (!pooling.empty()) so.pooling = rt::parse_pooling(pooling);
     apply(bo, eo);
     apply(ko, eo);
+    apply(to, eo);
     eo.n_ctx = ctx;
     eo.n_seq = parallel;
     if (eo.n_batch < parallel) eo.n_batch = parallel;  // every slot must fit one step

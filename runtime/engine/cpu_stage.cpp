@@ -8,7 +8,7 @@ namespace strata::rt {
 
 template <>
 struct engine_backend<kernels::cpu::backend> {
-  static std::unique_ptr<kernels::cpu::backend> make(const engine_options& opt) {
+  static std::unique_ptr<kernels::cpu::backend> make(const engine_options& opt, const layer_slice&) {
     return std::make_unique<kernels::cpu::backend>(opt.threads ? opt.threads : kernels::cpu::thread_pool::physical_cores(),
                                                    select_kernel_table(best_isa()));
   }

@@ -14,7 +14,8 @@
 
 namespace strata::rt {
 
-// Specialized per backend: static std::unique_ptr<Backend> make(const engine_options&) and
+// Specialized per backend: static std::unique_ptr<Backend> make(const engine_options&, const
+// layer_slice&) and
 // static std::string describe(const Backend&); optionally startup_report(const Backend&),
 // kernel_profile(const Backend&) and reset_kernel_profile(Backend&).
 template <class Backend>
@@ -26,7 +27,7 @@ class decoder_stage final : public stage {
 
  public:
   decoder_stage(const gguf::reader& r, const engine_options& opt, const layer_slice& s)
-      : be_(traits::make(opt)),
+      : be_(traits::make(opt, s)),
         dec_(*be_, r,
              {.max_batch = opt.n_batch, .max_outputs = opt.max_outputs, .first_layer = s.first, .n_layers = s.count,
               .embed = s.embed, .head = s.head}),

@@ -4,6 +4,7 @@
 
 #include "stage.hpp"
 #include "strata/arch/all.hpp"
+#include "strata/runtime/placement.hpp"
 #ifdef STRATA_HAS_VULKAN
 #include "../vulkan/devices.hpp"
 #endif
@@ -47,16 +48,18 @@ std::unique_ptr<model> model::load(const std::filesystem::path& path, const engi
     const arch::hparams hp = arch::visit(arch_name, [&](auto a) { return decltype(a)::load_hparams(f->gguf()); });
     const backend_kind kind = resolve(opt.backend, opt.device);
     const std::uint32_t L = hp.n_layer;
-    // -ngl on Vulkan: all layers (-1 or >= n_layer) on the GPU, none (0) on the CPU, else the
-    // first N on the GPU and the rest with the head on the CPU.
-    const std::int32_t ngl = opt.n_gpu_layers;
+    // Which blocks run on the GPU and which blocks' experts the CPU computes: -ngl and the
+    // overrides, or the planner's choice within the budgets (--fit); see placement.hpp.
+    const bool gpu = kind == backend_kind::vulkan;
+    const placement_inputs in = placement_for(path, f->gguf(), hp, opt, gpu);
+    const tiers::engine_layout layout = choose_layout(in, opt, gpu);
+    engine_options eo = opt;
+    eo.gpu_budget = gpu && (opt.gpu_budget || opt.fit) ? in.plan.gpu_budget : 0;  // the Vulkan ledger's cap
+    const std::uint32_t n = layout.n_gpu_layers;
     std::vector<stage_plan> plan;
-    if (kind == backend_kind::vulkan && ngl > 0 && std::uint32_t(ngl) < L)
-      plan = {{backend_kind::vulkan, {0, std::uint32_t(ngl), true, false}},
-              {backend_kind::cpu, {std::uint32_t(ngl), L - std::uint32_t(ngl), false, true}}};
-    else
-      plan = {{kind == backend_kind::vulkan && ngl != 0 ? backend_kind::vulkan : backend_kind::cpu, {0, L, true, true}}};
-    return make_staged_model(std::move(f), opt, hp, plan);
+    if (n > 0) plan.push_back({backend_kind::vulkan, {0, n, true, n == L, layout.handoff_layers()}});
+    if (n < L) plan.push_back({backend_kind::cpu, {n, L - n, n == 0, true, {}}});
+    return make_staged_model(std::move(f), eo, hp, plan);
   } catch (const format_error&) {
     throw;
   } catch (const error& e) {

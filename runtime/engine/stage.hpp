@@ -20,6 +20,7 @@ namespace strata::rt {
 struct layer_slice {
   std::uint32_t first = 0, count = 0;
   bool embed = true, head = true;
+  std::vector<std::uint32_t> cpu_expert_layers;  // MoE blocks whose routed experts the CPU computes (GPU stages)
 };
 
 class stage {

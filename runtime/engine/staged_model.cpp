@@ -39,6 +39,7 @@ class staged_model final : public model {
       if (p.layers.head != (next == hp_.n_layer)) throw error("internal: only the last stage has the head");
       stages_.push_back(make_stage(p.kind, file_->gguf(), opt_, p.layers));
       slices_.push_back(p.layers);
+      kinds_.push_back(p.kind);
     }
     if (next != hp_.n_layer) throw error("internal: the stages do not cover every layer");
     if (stages_.size() > 1) hidden_.resize(std::size_t(opt_.n_batch) * hp_.n_embd);
@@ -71,6 +72,17 @@ class staged_model final : public model {
     for (const auto& s : stages_) s->reset_kernel_profile();
   }
   kv::block_table& kv() noexcept override { return table_; }
+  std::uint32_t n_gpu_layers() const noexcept override {
+    std::uint32_t n = 0;
+    for (std::size_t i = 0; i < stages_.size(); ++i)
+      if (kinds_[i] == backend_kind::vulkan) n += slices_[i].count;
+    return n;
+  }
+  std::vector<std::uint32_t> cpu_expert_layers() const override {
+    std::vector<std::uint32_t> out;
+    for (const auto& s : slices_) out.insert(out.end(), s.cpu_expert_layers.begin(), s.cpu_expert_layers.end());
+    return out;
+  }
 
   void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }
   void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override { step(b, {}, ids); }
@@ -98,6 +110,7 @@ class staged_model final : public model {
   kv::block_table table_;
   std::vector<std::unique_ptr<stage>> stages_;
   std::vector<layer_slice> slices_;
+  std::vector<backend_kind> kinds_;
   std::vector<float> hidden_;
 };
 

@@ -9,8 +9,9 @@ namespace strata::rt {
 
 template <>
 struct engine_backend<gpu::backend> {
-  static std::unique_ptr<gpu::backend> make(const engine_options& opt) {
-    return std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress});
+  static std::unique_ptr<gpu::backend> make(const engine_options& opt, const layer_slice& s) {
+    return std::make_unique<gpu::backend>(gpu::backend_options{
+        opt.device, opt.gpu_profile, {}, opt.progress, opt.gpu_budget, s.cpu_expert_layers, opt.threads});
   }
   static std::string describe(const gpu::backend& be) { return be.description(); }
   static std::string startup_report(const gpu::backend& be) {
@@ -20,7 +21,18 @@ struct engine_backend<gpu::backend> {
                   "%u pipelines in %.0f ms (%u SPIR-V compiled, %u from cache); %.2f GiB of weights uploaded in %.0f ms",
                   s.pipelines, s.pipelines_ms, s.spirv_compiled, s.spirv_cached, double(s.weight_bytes) / double(1ull << 30),
                   s.upload_ms);
-    return buf;
+    // The engine's own account of GPU memory (what --gpu-budget caps), to set beside nvidia-smi.
+    const gpu::memory_use_bytes m = be.memory_use();
+    const auto mib = [](std::uint64_t b) { return double(b) / double(1ull << 20); };
+    char mem[200];
+    std::snprintf(mem, sizeof mem, "; GPU memory %.1f MiB (weights %.1f, KV %.1f, scratch %.1f)", mib(m.total()),
+                  mib(m.weights), mib(m.kv), mib(m.scratch));
+    std::string out = std::string(buf) + mem;
+    if (m.budget) {
+      std::snprintf(mem, sizeof mem, " of --gpu-budget %.1f MiB", mib(m.budget));
+      out += mem;
+    }
+    return out;
   }
   static std::vector<model::kernel_time> kernel_profile(const gpu::backend& be) {
     std::vector<model::kernel_time> out;

@@ -1,31 +1,46 @@
 // Fidelity against llama.cpp: for every golden model and prompt, the logits at every prompt
 // position (one batched prefill) and, where recorded, the logits of the 32 greedy tokens fed
 // one at a time through the KV cache (the decode path) stay within the model's tolerance_nmse.
-// tests/fixtures ships a subset; the full ../shared/fixtures set runs when present.
+// tests/fixtures ships a subset; the full ../shared/fixtures set runs when present. The same
+// check covers every layout of the memory tiers (layer splits, experts on the CPU, --fit).
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <utility>
 
+#include "strata/arch/all.hpp"
 #include "strata/runtime/engine.hpp"
+#include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
 
 namespace {
 
 using strata::test::golden_model;
 
-void check_model(const golden_model& g, strata::rt::backend_kind backend = strata::rt::backend_kind::cpu,
-                 int n_gpu_layers = -1) {
-  CAPTURE(g.name);
+strata::rt::engine_options fixture_options(strata::rt::backend_kind backend = strata::rt::backend_kind::cpu,
+                                           int n_gpu_layers = -1) {
   strata::rt::engine_options opt;
   opt.backend = backend;
   opt.n_gpu_layers = n_gpu_layers;
   opt.threads = 2;
   opt.n_ctx = 512;   // the fixtures were produced with n_ctx 512
   opt.n_batch = 256;
+  return opt;
+}
+
+// The model as loaded goes to `loaded` (layout tests check it after the logits); `only_run`
+// limits the check to one prompt (layout tests: a third of the lavapipe time).
+void check_model(const golden_model& g, const strata::rt::engine_options& opt,
+                 std::unique_ptr<strata::rt::model>* loaded = nullptr, std::string_view only_run = {}) {
+  CAPTURE(g.name);
   auto model = strata::rt::model::load(g.path, opt);
   const std::size_t V = model->hparams().n_vocab;
   strata::rt::session s(*model);
   for (const auto& run : g.runs) {
+    if (!only_run.empty() && run.prompt != only_run) continue;
     CAPTURE(run.prompt);
     std::vector<float> all;
     s.clear();
@@ -50,6 +65,12 @@ void check_model(const golden_model& g, strata::rt::backend_kind backend = strat
                    << gs.top1_agree << "/" << gs.rows);
     CHECK(gs.nmse <= g.tolerance_nmse);
   }
+  if (loaded) *loaded = std::move(model);
+}
+
+void check_model(const golden_model& g, strata::rt::backend_kind backend = strata::rt::backend_kind::cpu,
+                 int n_gpu_layers = -1) {
+  check_model(g, fixture_options(backend, n_gpu_layers));
 }
 
 }  // namespace
@@ -107,4 +128,129 @@ TEST_CASE("fidelity: full shared fixture set matches llama.cpp logits") {
     return;
   }
   for (const auto& g : models) check_model(g);
+}
+
+// --- Memory tiers (issue 14): every layout the engine executes gives llama.cpp's logits. ---
+
+namespace {
+
+const golden_model* shipped(std::string_view name) {
+  static const auto models = strata::test::local_golden();
+  for (const auto& g : models)
+    if (g.name == name) return &g;
+  FAIL("fixture model " << name << " is not shipped");
+  return nullptr;
+}
+
+// The engine's placement inputs for a fixture at the fidelity options (what model::load sees).
+strata::rt::placement_inputs fixture_placement(const golden_model& g, const strata::rt::engine_options& opt) {
+  const strata::gguf::file f(g.path);
+  const auto hp = strata::arch::visit(f.gguf().get_string("general.architecture"),
+                                      [&](auto a) { return decltype(a)::load_hparams(f.gguf()); });
+  return strata::rt::placement_for(g.path, f.gguf(), hp, opt, true);
+}
+
+// Link speeds under which a split pays on a model of a few MiB: a free hand-off and a slow CPU
+// (with desktop numbers the planner rightly keeps such a model on one side: a hand-off costs
+// more than the whole token).
+strata::rt::engine_options fit_options() {
+  auto opt = fixture_options(strata::rt::backend_kind::vulkan);
+  opt.fit = true;
+  opt.ram_budget = 1ull << 30;
+  strata::tiers::link_speeds l = strata::tiers::assumed_desktop_links();
+  l.handoff_s = 0;
+  l.cpu_read = 1e9;
+  l.source = "test: free hand-offs, slow CPU";
+  opt.links = l;
+  return opt;
+}
+
+// The smallest GPU budget (in steps of 1/256 of the all-GPU layout's bytes) for which --fit
+// chooses a layout `wanted` accepts, with that budget; nullopt when none does.
+template <class Wanted>
+std::optional<std::pair<std::uint64_t, strata::tiers::engine_layout>> budget_for(const golden_model& g, Wanted wanted) {
+  auto in = fixture_placement(g, fit_options());
+  const std::uint64_t all = strata::tiers::layout_gpu_bytes(in.demand, strata::tiers::layer_split_layout(in.demand, -1));
+  for (std::uint64_t b = all / 256; b <= all; b += all / 256) {
+    in.plan.gpu_budget = b;
+    const auto l = strata::tiers::plan_engine_layout(in.demand, in.plan);
+    if (wanted(l)) return std::pair{b, l};
+  }
+  return std::nullopt;
+}
+
+// Loads g with --fit under `budget` (the Vulkan ledger then caps the backend at it: the load
+// proves the planner's estimate holds), checks the logits and that the layout is `expect`.
+void check_fit(const golden_model& g, std::uint64_t budget, const strata::tiers::engine_layout& expect) {
+  auto opt = fit_options();
+  opt.gpu_budget = budget;
+  std::unique_ptr<strata::rt::model> m;
+  check_model(g, opt, &m, "medium");
+  REQUIRE(m);
+  MESSAGE(g.name << " --fit --gpu-budget " << budget << ": " << m->backend_description());
+  CHECK(m->n_gpu_layers() == expect.n_gpu_layers);
+  CHECK(m->cpu_expert_layers() == expect.handoff_layers());
+}
+
+}  // namespace
+
+TEST_CASE("fidelity: Vulkan with every routed expert on the CPU (qwen3moe --cpu-moe) matches llama.cpp logits") {
+  if (!vulkan_available()) return;
+  const golden_model& g = *shipped("qwen3moe-Q4_K_M");
+  auto opt = fixture_options(strata::rt::backend_kind::vulkan);
+  opt.cpu_moe = true;
+  std::unique_ptr<strata::rt::model> m;
+  check_model(g, opt, &m, "medium");
+  REQUIRE(m);
+  CHECK(m->n_gpu_layers() == 4);
+  CHECK(m->cpu_expert_layers() == std::vector<std::uint32_t>{0, 1, 2, 3});
+}
+
+// Llama 4: sigmoid router weighting the experts' input, a shared expert beside them, MoE in
+// every second block; --n-cpu-moe 2 hands off block 1 only, and -ngl 3 leaves block 3 (MoE) and
+// the head to the CPU stage.
+TEST_CASE("fidelity: Vulkan with experts on the CPU and a layer split (llama4 -ngl 3 --n-cpu-moe 2) matches llama.cpp logits") {
+  if (!vulkan_available()) return;
+  const golden_model& g = *shipped("llama4-Q4_K_M");
+  auto opt = fixture_options(strata::rt::backend_kind::vulkan, 3);
+  opt.n_cpu_moe = 2;
+  std::unique_ptr<strata::rt::model> m;
+  check_model(g, opt, &m, "medium");
+  REQUIRE(m);
+  CHECK(m->n_gpu_layers() == 3);
+  CHECK(m->cpu_expert_layers() == std::vector<std::uint32_t>{1});
+}
+
+TEST_CASE("fidelity: Vulkan --fit under a tiny GPU budget splits the layers of a dense model (qwen3) and matches llama.cpp logits") {
+  if (!vulkan_available()) return;
+  const golden_model& g = *shipped("qwen3-Q4_K_M");
+  const auto found = budget_for(g, [](const strata::tiers::engine_layout& l) { return l.n_gpu_layers == 2; });
+  REQUIRE(found);
+  check_fit(g, found->first, found->second);
+}
+
+TEST_CASE("fidelity: Vulkan --fit under a tiny GPU budget computes some experts on the CPU (qwen3moe) and matches llama.cpp logits") {
+  if (!vulkan_available()) return;
+  const golden_model& g = *shipped("qwen3moe-Q4_K_M");
+  const auto found = budget_for(g, [](const strata::tiers::engine_layout& l) {
+    const auto h = l.handoff_layers();
+    return l.n_gpu_layers == 4 && !h.empty() && h.size() < 4;
+  });
+  REQUIRE(found);
+  check_fit(g, found->first, found->second);
+}
+
+TEST_CASE("tiers: a GPU layout beyond --gpu-budget (or the CPU side beyond --ram-budget) is refused naming the budget") {
+  const golden_model& g = *shipped("qwen3moe-Q4_K_M");
+  auto opt = fixture_options(strata::rt::backend_kind::vulkan);
+  opt.gpu_budget = 1 << 20;
+  CHECK_THROWS_WITH_AS(strata::rt::model::load(g.path, opt),
+                       doctest::Contains("--gpu-budget 1.00 MiB does not hold what -ngl 4 puts on the GPU"), strata::error);
+  opt.n_gpu_layers = 0;
+  opt.ram_budget = 1 << 20;
+  CHECK_THROWS_WITH_AS(strata::rt::model::load(g.path, opt), doctest::Contains("--ram-budget 1.00 MiB does not hold"),
+                       strata::error);
+  opt = fixture_options(strata::rt::backend_kind::vulkan);
+  opt.override_tensor = {"attn_k=cpu"};
+  CHECK_THROWS_WITH_AS(strata::rt::model::load(g.path, opt), doctest::Contains("'blk.0.attn_k.weight'"), strata::error);
 }

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "strata/arch/all.hpp"
-#include "strata/tiers/layer_split.hpp"
+#include "strata/tiers/engine_layout.hpp"
 #include "strata/tiers/planner.hpp"
 #include "strata/tiers/report.hpp"
 
@@ -320,34 +320,94 @@ TEST_CASE("planner: a fixture GGUF (qwen3moe) gives a demand with every tensor a
   CHECK(json.back() == '}');
 }
 
-TEST_CASE("layer_split_placement: what -ngl N runs, in the planner's terms") {
+TEST_CASE("engine layouts: -ngl N in the planner's terms") {
   const model_demand d = synthetic(4, 32, 96);
   const link_speeds l = assumed_desktop_links();
-  const auto order = execution_order(d);
-  const auto all_gpu = layer_split_placement(d, -1);
-  const auto half = layer_split_placement(d, 2);
-  const auto none = layer_split_placement(d, 0);
-  for (const auto& p : all_gpu) CHECK(p.home == home_tier::gpu);
-  for (const auto& p : none) CHECK(p.decode == exec_unit::cpu);
+  const auto all_gpu = layout_plan(d, layer_split_layout(d, -1), l, 1ull << 40, 64);
+  const auto half = layout_plan(d, layer_split_layout(d, 2), l, 1ull << 40, 64);
+  const auto none = layout_plan(d, layer_split_layout(d, 0), l, 1ull << 40, 64);
+  for (const auto& p : all_gpu.tensors) CHECK(p.home == home_tier::gpu);
+  for (const auto& p : none.tensors) CHECK(p.decode == exec_unit::cpu);
   for (std::size_t i = 0; i < d.tensors.size(); ++i) {
     const auto& t = d.tensors[i];
     const bool gpu = t.layer >= 0 ? t.layer < 2 : t.kind == tensor_kind::embedding;
-    CHECK(half[i].home == (gpu ? home_tier::gpu : home_tier::ram));
+    CHECK(half.tensors[i].home == (gpu ? home_tier::gpu : home_tier::ram));
   }
+  CHECK(half.gpu_kv == 2 * d.kv_bytes_per_layer);
+  CHECK(half.ram_kv == 2 * d.kv_bytes_per_layer);
+  CHECK(half.gpu_total() == layout_gpu_bytes(d, layer_split_layout(d, 2)));
   // One hand-off (GPU -> CPU after block 1) and times in between the two extremes.
-  const phase_cost h = evaluate(d, half, l, 1, order);
-  CHECK(h.handoffs == 1);
-  CHECK(h.seconds_per_token > evaluate(d, all_gpu, l, 1, order).seconds_per_token);
-  CHECK(h.seconds_per_token < evaluate(d, none, l, 1, order).seconds_per_token);
+  CHECK(half.decode.handoffs == 1);
+  CHECK(half.decode.seconds_per_token > all_gpu.decode.seconds_per_token);
+  CHECK(half.decode.seconds_per_token < none.decode.seconds_per_token);
+  // RAM too small for the CPU weights: they are read from the mapped file.
+  const auto tight = layout_plan(d, layer_split_layout(d, 2), l, half.ram_kv + half.ram_scratch + 130 * MiB, 64);
+  CHECK(tight.disk_weights > 0);
+  CHECK(tight.ram_total() <= half.ram_kv + half.ram_scratch + 130 * MiB);
 }
 
-TEST_CASE("layers_that_fit: leading blocks within a GPU budget, the head only with the last") {
+TEST_CASE("engine layouts: --fit on a dense model takes the most leading blocks that fit, the head only with the last") {
   const model_demand d = synthetic(4, 32, 96);  // blocks of 128 MiB + 32 KiB norms, 1 MiB KV each
-  const std::uint64_t block = 128 * MiB + 32 * 1024 + 1 * MiB, base = 4 * MiB + 100 * MiB;  // scratch + embedding
-  CHECK(layers_that_fit(d, 0) == 0);
-  CHECK(layers_that_fit(d, base + block - 1) == 0);
-  CHECK(layers_that_fit(d, base + block) == 1);
-  CHECK(layers_that_fit(d, base + 3 * block + 10 * MiB) == 3);
-  CHECK(layers_that_fit(d, base + 4 * block) == 3);  // the head (100 MiB + norm) does not fit beside block 3
-  CHECK(layers_that_fit(d, base + 4 * block + 100 * MiB + 16 * 1024) == 4);
+  const std::uint64_t block = 128 * MiB + 32 * 1024 + 1 * MiB, base = d.scratch_bytes + 100 * MiB;  // + embedding
+  const auto fit = [&](std::uint64_t budget) {
+    const engine_layout l = plan_engine_layout(d, {.gpu_budget = budget, .ram_budget = 1ull << 40});
+    CHECK(layout_gpu_bytes(d, l) <= budget);
+    return l.n_gpu_layers;
+  };
+  CHECK(fit(0) == 0);
+  CHECK(fit(base + block - 1) == 0);
+  CHECK(fit(base + block) == 1);
+  CHECK(fit(base + 3 * block + 10 * MiB) == 3);
+  CHECK(fit(base + 4 * block) == 3);  // the head (100 MiB + norm) does not fit beside block 3
+  CHECK(fit(base + 4 * block + 100 * MiB + 16 * 1024) == 4);
+  // The KV of the CPU blocks and the scratch must fit the RAM budget.
+  CHECK_THROWS_WITH_AS(plan_engine_layout(d, {.gpu_budget = base + block, .ram_budget = 2 * MiB}),
+                       doctest::Contains("--ram-budget"), strata::error);
+}
+
+TEST_CASE("engine layouts: --fit on a MoE model keeps every block on the GPU and computes the experts that do not fit on the CPU") {
+  const model_demand d = synthetic(6, 16, 300, 64, 4);  // 100 MiB per expert tensor, 300 per block
+  std::uint64_t cores = d.scratch_bytes + 200 * MiB + 16 * 1024;  // + embedding, head, output norm
+  for (const auto& t : d.tensors)
+    if (t.layer >= 0 && t.kind != tensor_kind::routed_experts) cores += t.bytes;
+  cores += 6 * d.kv_bytes_per_layer;
+  const plan_options o{.gpu_budget = cores + 2 * 300 * MiB + 50 * MiB, .ram_budget = 1ull << 40};
+  const engine_layout l = plan_engine_layout(d, o);
+  CHECK(l.n_gpu_layers == 6);
+  CHECK(l.handoff_layers() == std::vector<std::uint32_t>{0, 1, 2, 3});  // the last two blocks' experts fit
+  CHECK(layout_gpu_bytes(d, l) <= o.gpu_budget);
+  const placement_plan p = layout_plan(d, l, o.links, o.ram_budget, 64);
+  CHECK(p.decode.handoffs == 8);  // to the CPU and back in each of the first four blocks
+  CHECK(p.decode.seconds_per_token < layout_plan(d, layer_split_layout(d, 1), o.links, o.ram_budget, 64).decode.seconds_per_token);
+  // --n-cpu-moe 5 through the rules: those blocks' experts stay on the CPU even with room.
+  plan_options all = o;
+  all.gpu_budget = 1ull << 40;
+  add_cpu_moe_rules(false, 5, all.overrides);
+  CHECK(plan_engine_layout(d, all).handoff_layers() == std::vector<std::uint32_t>{0, 1, 2, 3, 4});
+  // An expert forced to the GPU is placed there first.
+  plan_options pin = o;
+  parse_override_rules(R"(^blk\.0\.ffn_.*_exps=gpu)", pin.overrides);
+  const engine_layout lp = plan_engine_layout(d, pin);
+  CHECK(!lp.experts_on_cpu(0));
+  CHECK(layout_gpu_bytes(d, lp) <= pin.gpu_budget);
+}
+
+TEST_CASE("engine layouts: fixed layouts follow -ngl and expert rules, and refuse what the engine cannot run") {
+  const model_demand d = synthetic(4, 16, 300, 64, 4);
+  std::vector<override_rule> rules;
+  add_cpu_moe_rules(true, 0, rules);
+  engine_layout l = fixed_layout(d, -1, rules);
+  CHECK(l.n_gpu_layers == 4);
+  CHECK(l.handoff_layers() == std::vector<std::uint32_t>{0, 1, 2, 3});
+  rules.clear();
+  parse_override_rules(R"(blk\.[23]\.ffn_down_exps=cpu)", rules);  // one of the three: the block's experts go
+  CHECK(fixed_layout(d, -1, rules).handoff_layers() == std::vector<std::uint32_t>{2, 3});
+  CHECK(fixed_layout(d, 3, rules).handoff_layers() == std::vector<std::uint32_t>{2});  // block 3 is on the CPU anyway
+  rules.clear();
+  parse_override_rules(R"(attn_q=cpu)", rules);
+  CHECK_THROWS_WITH_AS(fixed_layout(d, -1, rules), doctest::Contains("blk.0.attn_q.weight"), strata::error);
+  rules.clear();
+  parse_override_rules(R"(blk\.3\.=gpu)", rules);
+  CHECK_THROWS_WITH_AS(fixed_layout(d, 2, rules), doctest::Contains("-ngl 2"), strata::error);
+  CHECK_NOTHROW(fixed_layout(d, 4, rules));
 }

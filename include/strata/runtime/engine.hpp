@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "strata/graph/batch.hpp"
 #include "strata/kv/block_table.hpp"
 #include "strata/kv/kv_config.hpp"
+#include "strata/tiers/links.hpp"
 
 namespace strata::rt {
 
@@ -54,6 +56,20 @@ struct engine_options {
   // Long steps report here (may be empty): weight upload and pipeline builds (Vulkan), prefills
   // of more than one batch.
   progress_fn progress;
+  // Memory tiers (issue 14; include/strata/tiers/engine_layout.hpp), Vulkan only.
+  std::uint64_t gpu_budget = 0;  // hard cap on the GPU memory of weights, KV and scratch (0: none;
+                                 // with fit: the free memory VK_EXT_memory_budget reports, minus a margin)
+  std::uint64_t ram_budget = 0;  // CPU-side weights, KV and scratch (0: unchecked; with fit: MemAvailable minus a margin)
+  std::vector<std::string> override_tensor;  // -ot rules "REGEX=gpu|cpu|disk[,...]"
+  bool cpu_moe = false;          // routed experts of every MoE block computed on the CPU
+  std::uint32_t n_cpu_moe = 0;   // ... of the first N blocks
+  // The planner chooses the GPU blocks and which blocks' experts the CPU computes, within the
+  // budgets (n_gpu_layers is then not read); else -ngl and the overrides say it, and a layout
+  // beyond gpu_budget is an error naming it.
+  bool fit = false;
+  // Link speeds the planner weighs (unset: the probe's cache, `strata-run --plan --probe`, else
+  // assumed desktop numbers); tests set them to force a layout on a tiny model.
+  std::optional<tiers::link_speeds> links;
 };
 
 // A loaded model with its KV cache; not thread-safe (one step at a time).
@@ -75,6 +91,10 @@ class model {
     std::uint64_t calls = 0;
   };
   virtual std::vector<kernel_time> kernel_profile() const { return {}; }
+  // Where the layers run: the leading n_gpu_layers() blocks on the GPU (0 when none), the rest
+  // on the CPU, and the GPU blocks whose routed experts the CPU computes (a hand-off each).
+  virtual std::uint32_t n_gpu_layers() const noexcept { return 0; }
+  virtual std::vector<std::uint32_t> cpu_expert_layers() const { return {}; }
   virtual void reset_kernel_profile() {}
   // The model's one KV bookkeeping (every backend's storage follows it): sessions and the
   // scheduler read it and truncate or clear sequences; steps reserve and commit it.

@@ -94,7 +94,32 @@ struct demand_options {
   std::uint32_t n_ctx = 4096;        // context the KV cache is sized for
   double kv_bytes_per_element = 2;   // f16 K/V; q8_0 = 34/32
   std::uint32_t max_batch = 512;     // largest step (prefill chunk): sizes the scratch
+  std::uint32_t max_outputs = 0;     // logits rows per step (0: max_batch)
 };
+
+// Activation memory of one backend for steps of `o.max_batch` tokens: the decoder's buffers
+// (graph/decoder.hpp allocate(): x, a, q, k, v, attention out, o, two FFN halves, the logits
+// rows, the MoE router logits and token x expert rows) plus the Vulkan backend's own scratch
+// (int8 copies of the widest quantized input for tokens or expert pairs, the prefill GEMM's f16
+// weight slice and f16 activations, split-attention partials). Meant as an upper bound: the
+// engine plans --fit with it, and the --gpu-budget ledger (runtime/vulkan) counts the real
+// buffers. widest_k and largest_matrix come from the model's tensors.
+inline std::uint64_t scratch_estimate(const arch::hparams& hp, const demand_options& o, std::uint64_t widest_k,
+                                      std::uint64_t largest_matrix) {
+  const std::uint64_t B = o.max_batch, E = hp.n_embd, k = hp.n_expert ? hp.n_expert_used : 0;
+  const std::uint64_t ff = std::max({std::uint64_t(hp.n_ff), std::uint64_t(hp.n_ff_exp), std::uint64_t(hp.n_ff_shexp)});
+  const std::uint64_t outputs = o.max_outputs ? std::min<std::uint64_t>(o.max_outputs, B) : B;
+  std::uint64_t floats = B * (3 * E + hp.n_embd_q() + 2 * hp.n_embd_kv() + std::max<std::uint64_t>(hp.n_embd_q(), E) +
+                              2 * ff) +
+                         outputs * hp.n_vocab;
+  if (k) floats += B * hp.n_expert + B * k * (2 * E + 2 * std::uint64_t(hp.n_ff_exp) + 2);  // + expert ids, weights
+  const std::uint64_t rows_q8 = std::max<std::uint64_t>(B, B * k);
+  const std::uint64_t k256 = (widest_k + 255) / 256 * 256;
+  const std::uint64_t int8 = 2 * rows_q8 * (k256 + k256 / 2);  // two slots of codes + scales
+  const std::uint64_t gemm = 2 * std::min<std::uint64_t>(largest_matrix, 64ull << 20) + 2 * B * widest_k;
+  const std::uint64_t partials = 8ull * hp.n_head * 128 * (hp.head_dim + 2) * 4;
+  return floats * 4 + int8 + gemm + partials;
+}
 
 // The demand of a GGUF model: every tensor of the file, KV and scratch from hparams.
 inline model_demand demand_from_gguf(const gguf::reader& r, const arch::hparams& hp, const demand_options& o) {
@@ -102,11 +127,13 @@ inline model_demand demand_from_gguf(const gguf::reader& r, const arch::hparams&
   d.n_layer = hp.n_layer;
   d.hidden_bytes = std::uint64_t(hp.n_embd) * 4;
   d.kv_bytes_per_layer = std::uint64_t(std::ceil(2.0 * o.n_ctx * hp.n_embd_kv() * o.kv_bytes_per_element));
-  // Activation rows the decoder keeps per token (x, norm, q, k, v, attention out, two FFN
-  // halves) plus one logits row: the Vulkan backend's buffers, within a few rows.
-  const std::uint64_t ff = std::max({hp.n_ff, hp.n_ff_exp * std::max(1u, hp.n_expert_used), hp.n_ff_shexp});
-  const std::uint64_t row = 3ull * hp.n_embd + hp.n_embd_q() + 2ull * hp.n_embd_kv() + 2 * ff + hp.n_vocab;
-  d.scratch_bytes = row * 4 * o.max_batch;
+  std::uint64_t widest_k = 0, largest_matrix = 0;
+  for (const gguf::tensor_info& t : r.tensors())
+    if (t.ne[1] > 1) {
+      widest_k = std::max<std::uint64_t>(widest_k, t.ne[0]);
+      if (t.ne[2] == 1) largest_matrix = std::max<std::uint64_t>(largest_matrix, t.ne[0] * t.ne[1]);
+    }
+  d.scratch_bytes = scratch_estimate(hp, o, widest_k, largest_matrix);
   for (const gguf::tensor_info& t : r.tensors()) {
     tensor_demand td;
     td.name = std::string(t.name);

@@ -1,0 +1,221 @@
+// The placements the engine executes, in the planner's terms: the leading `n_gpu_layers` blocks
+// run on the Vulkan backend (with the token embedding; the output norm and head too when every
+// block is there), the rest on the CPU backend (runtime/engine: one stage each), and inside GPU
+// blocks the routed experts of chosen layers are computed by the CPU (the Vulkan backend's MoE
+// hand-off: router on the GPU, experts on the CPU threads, their sum back to the GPU).
+// fixed_layout() is what -ngl, --cpu-moe, --n-cpu-moe and expert -ot rules ask for;
+// plan_engine_layout() (--fit) picks the layout with the lowest predicted decode time that fits
+// the budgets. Weights the RAM budget cannot hold are read from the mapped file (disk-backed).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strata/core/byte_size.hpp"
+#include "strata/core/error.hpp"
+#include "strata/tiers/cost.hpp"
+#include "strata/tiers/demand.hpp"
+#include "strata/tiers/overrides.hpp"
+#include "strata/tiers/planner.hpp"
+
+namespace strata::tiers {
+
+struct engine_layout {
+  std::uint32_t n_gpu_layers = 0;  // leading blocks on the GPU
+  std::vector<char> cpu_experts;   // per block: routed experts computed by the CPU (always, off the GPU)
+
+  bool experts_on_cpu(std::uint32_t il) const noexcept {
+    return il >= n_gpu_layers || (il < cpu_experts.size() && cpu_experts[il]);
+  }
+  // GPU blocks whose routed experts the CPU computes (what the Vulkan backend hands off).
+  std::vector<std::uint32_t> handoff_layers() const {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t il = 0; il < n_gpu_layers && il < cpu_experts.size(); ++il)
+      if (cpu_experts[il]) out.push_back(il);
+    return out;
+  }
+};
+
+// -ngl N in the layout's terms: n_gpu_layers >= n_layer (or < 0) is every block, 0 none.
+inline engine_layout layer_split_layout(const model_demand& d, std::int64_t n_gpu_layers) {
+  engine_layout l;
+  l.n_gpu_layers = n_gpu_layers < 0 || n_gpu_layers >= std::int64_t(d.n_layer) ? d.n_layer : std::uint32_t(n_gpu_layers);
+  l.cpu_experts.assign(d.n_layer, 0);
+  return l;
+}
+
+namespace detail {
+
+// Whether tensor t runs on the GPU under layout l (the token embedding and the head follow the
+// first and the last GPU block: the stages' rule).
+inline bool on_gpu(const model_demand& d, const engine_layout& l, const tensor_demand& t) {
+  if (l.n_gpu_layers == 0) return false;
+  if (t.layer >= 0) {
+    const auto il = std::uint32_t(t.layer);
+    if (il >= l.n_gpu_layers) return false;
+    return t.kind != tensor_kind::routed_experts || !l.experts_on_cpu(il);
+  }
+  return t.kind == tensor_kind::embedding || l.n_gpu_layers == d.n_layer;
+}
+
+// A tied head (token_embd as the output matrix) is loaded by the embedding's GPU stage too
+// when the head runs on the CPU: its bytes then count on both sides.
+inline std::uint64_t tied_copy_on_gpu(const model_demand& d, const engine_layout& l) {
+  if (l.n_gpu_layers == 0 || l.n_gpu_layers == d.n_layer) return 0;
+  for (const tensor_demand& t : d.tensors)
+    if (t.kind == tensor_kind::head && t.name.starts_with("token_embd")) return t.bytes;
+  return 0;
+}
+
+}  // namespace detail
+
+// The layout as a placement plan (per tensor: GPU-resident or CPU-computed; CPU weights beyond
+// the RAM budget are disk-backed), with memory per tier and the predicted decode and prefill cost.
+inline placement_plan layout_plan(const model_demand& d, const engine_layout& l, const link_speeds& links,
+                                  std::uint64_t ram_budget, std::uint32_t prefill_batch) {
+  placement_plan p;
+  p.tensors.resize(d.tensors.size());
+  p.forced.resize(d.tensors.size());
+  p.order = execution_order(d);
+  const bool any_cpu = l.n_gpu_layers < d.n_layer || !l.handoff_layers().empty();
+  p.gpu_scratch = l.n_gpu_layers ? d.scratch_bytes : 0;
+  p.ram_scratch = any_cpu ? d.scratch_bytes : 0;
+  p.gpu_kv = std::uint64_t(l.n_gpu_layers) * d.kv_bytes_per_layer;
+  p.ram_kv = std::uint64_t(d.n_layer - l.n_gpu_layers) * d.kv_bytes_per_layer;
+  p.gpu_weights = detail::tied_copy_on_gpu(d, l);
+  std::uint64_t ram_left = ram_budget > p.ram_kv + p.ram_scratch ? ram_budget - p.ram_kv - p.ram_scratch : 0;
+  for (const std::size_t i : p.order) {
+    const tensor_demand& t = d.tensors[i];
+    if (detail::on_gpu(d, l, t)) {
+      p.tensors[i] = {home_tier::gpu, exec_unit::gpu, exec_unit::gpu};
+      p.gpu_weights += t.bytes;
+    } else if (t.bytes <= ram_left) {
+      p.tensors[i] = {home_tier::ram, exec_unit::cpu, exec_unit::cpu};
+      p.ram_weights += t.bytes;
+      ram_left -= t.bytes;
+    } else {
+      p.tensors[i] = {home_tier::disk, exec_unit::cpu, exec_unit::cpu};
+      p.disk_weights += t.bytes;
+    }
+  }
+  p.decode = evaluate(d, p.tensors, links, 1, p.order);
+  p.prefill = evaluate(d, p.tensors, links, prefill_batch, p.order);
+  return p;
+}
+
+// Which overrides a layout can follow: routed-expert tensors to the CPU (or disk: the CPU reads
+// them from the mapped file) inside GPU blocks, anything on the GPU that the layout puts there.
+// Returns the blocks whose experts a rule sends to the CPU; throws naming the first rule and
+// tensor the engine cannot execute (the blocks themselves are -ngl's or the planner's).
+inline std::vector<char> expert_overrides(const model_demand& d, const std::vector<override_rule>& rules) {
+  std::vector<char> cpu(d.n_layer, 0);
+  for (const tensor_demand& t : d.tensors) {
+    for (const override_rule& r : rules) {
+      if (!std::regex_search(t.name, r.regex)) continue;
+      const bool experts = t.kind == tensor_kind::routed_experts && t.layer >= 0 && std::uint32_t(t.layer) < d.n_layer;
+      if (experts && r.where != forced_tier::gpu) cpu[std::uint32_t(t.layer)] = 1;
+      else if (r.where != forced_tier::gpu)
+        throw error("override '" + r.pattern + "=" + std::string(forced_name(r.where)) + "' matches '" + t.name +
+                    "': the engine moves only routed experts (ffn_*_exps) off the GPU by rule; whole blocks go "
+                    "with -ngl, or let --fit place them");
+      break;  // the first matching rule decides
+    }
+  }
+  return cpu;
+}
+
+// -ngl N plus override rules: the blocks -ngl puts on the GPU, with the experts the rules send
+// to the CPU. A rule forcing a tensor of a CPU block (or the head off a full GPU run) to the GPU
+// is an error: the engine has no way to run it there.
+inline engine_layout fixed_layout(const model_demand& d, std::int64_t n_gpu_layers, const std::vector<override_rule>& rules) {
+  engine_layout l = layer_split_layout(d, n_gpu_layers);
+  l.cpu_experts = expert_overrides(d, rules);
+  for (const tensor_demand& t : d.tensors)
+    if (const auto f = forced_for(t.name, rules); f == forced_tier::gpu && !detail::on_gpu(d, l, t))
+      throw error("override forces '" + t.name + "' to the GPU, but -ngl " + std::to_string(l.n_gpu_layers) +
+                  " runs it on the CPU; raise -ngl or use --fit");
+  return l;
+}
+
+// GPU bytes of a layout: resident weights, the KV of GPU blocks and the activation scratch.
+inline std::uint64_t layout_gpu_bytes(const model_demand& d, const engine_layout& l) {
+  if (l.n_gpu_layers == 0) return 0;
+  std::uint64_t b = d.scratch_bytes + std::uint64_t(l.n_gpu_layers) * d.kv_bytes_per_layer + detail::tied_copy_on_gpu(d, l);
+  for (const tensor_demand& t : d.tensors)
+    if (detail::on_gpu(d, l, t)) b += t.bytes;
+  return b;
+}
+
+// --fit: for every count of leading GPU blocks whose non-expert tensors (and KV) fit the GPU
+// budget, the remaining room holds routed experts from the last GPU block down (each block's
+// experts whole: one hand-off per block either way; the CPU ones are then the first blocks, as
+// with --n-cpu-moe), and the layout with the lowest predicted decode time wins (ties: more GPU
+// blocks). Override rules are followed (experts to the CPU; a tensor forced to the GPU excludes
+// layouts that cannot hold it). A GPU budget too small for one block gives the all-CPU layout.
+// The KV of CPU blocks plus the activation scratch must fit --ram-budget.
+inline engine_layout plan_engine_layout(const model_demand& d, const plan_options& o) {
+  const std::vector<char> forced_cpu = expert_overrides(d, o.overrides);
+  std::vector<std::uint64_t> core(d.n_layer, 0), experts(d.n_layer, 0);
+  std::vector<char> experts_forced_gpu(d.n_layer, 0);
+  std::uint64_t embedding = 0, tail = 0;
+  std::int64_t need_gpu_through = -1;  // a non-expert tensor of this block is forced to the GPU
+  bool head_forced_gpu = false;
+  for (const tensor_demand& t : d.tensors) {
+    const bool forced_gpu = forced_for(t.name, o.overrides) == forced_tier::gpu;
+    if (t.layer >= 0 && std::uint32_t(t.layer) < d.n_layer) {
+      const auto il = std::uint32_t(t.layer);
+      if (t.kind == tensor_kind::routed_experts) {
+        experts[il] += t.bytes;
+        experts_forced_gpu[il] |= char(forced_gpu);
+      } else {
+        core[il] += t.bytes;
+        if (forced_gpu) need_gpu_through = std::max<std::int64_t>(need_gpu_through, il);
+      }
+    } else if (t.kind == tensor_kind::embedding) {
+      embedding += t.bytes;
+      if (forced_gpu) need_gpu_through = std::max<std::int64_t>(need_gpu_through, 0);
+    } else {
+      tail += t.bytes;
+      head_forced_gpu |= forced_gpu;
+    }
+  }
+  const std::uint64_t tied = detail::tied_copy_on_gpu(d, layer_split_layout(d, 1));
+  engine_layout best = layer_split_layout(d, 0);
+  double best_t = -1;
+  for (std::uint32_t n = 0; n <= d.n_layer; ++n) {
+    if (std::int64_t(n) <= need_gpu_through || (head_forced_gpu && n < d.n_layer)) continue;
+    engine_layout l = layer_split_layout(d, n);
+    l.cpu_experts = forced_cpu;
+    if (n > 0) {
+      std::uint64_t used = d.scratch_bytes + embedding + (n == d.n_layer ? tail : tied);
+      for (std::uint32_t il = 0; il < n; ++il) used += core[il] + d.kv_bytes_per_layer;
+      bool fits = used <= o.gpu_budget;
+      for (std::uint32_t il = 0; il < n && fits; ++il)
+        if (experts_forced_gpu[il]) {
+          l.cpu_experts[il] = 0;
+          used += experts[il];
+          fits = used <= o.gpu_budget;
+        }
+      if (!fits) continue;
+      for (std::uint32_t il = n; il-- > 0;) {
+        if (experts_forced_gpu[il] || forced_cpu[il] || experts[il] == 0) continue;
+        if (used + experts[il] <= o.gpu_budget) used += experts[il];
+        else l.cpu_experts[il] = 1;
+      }
+    }
+    const double t = layout_plan(d, l, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
+    if (best_t < 0 || t <= best_t * (1 + 1e-9)) best = std::move(l), best_t = t;
+  }
+  if (best_t < 0)
+    throw error("--gpu-budget " + format_byte_size(o.gpu_budget) + " cannot hold the tensors the overrides force to the GPU "
+                "with their blocks and the activation scratch (" + format_byte_size(d.scratch_bytes) + ")");
+  const placement_plan p = layout_plan(d, best, o.links, o.ram_budget, o.prefill_batch);
+  if (p.ram_kv + p.ram_scratch > o.ram_budget)
+    throw error("--ram-budget " + format_byte_size(o.ram_budget) + " cannot hold the KV cache of the blocks on the CPU (" +
+                format_byte_size(p.ram_kv) + ") plus the activation scratch (" + format_byte_size(p.ram_scratch) +
+                "); raise --ram-budget or --gpu-budget, or lower -c");
+  return best;
+}
+
+}  // namespace strata::tiers

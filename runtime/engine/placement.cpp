@@ -1,0 +1,109 @@
+// The engine's placement of a model (strata/runtime/placement.hpp): demand, budgets, links and
+// the layout, with the errors a layout beyond a budget gets.
+#include "strata/runtime/placement.hpp"
+
+#include <limits>
+
+#include "model_config.hpp"
+#include "strata/core/byte_size.hpp"
+#include "strata/kernels/cpu/kv_storage.hpp"
+#include "strata/runtime/device_memory.hpp"
+#include "strata/runtime/link_probe.hpp"
+
+namespace strata::rt {
+namespace {
+
+constexpr std::uint64_t unlimited = std::numeric_limits<std::uint64_t>::max() / 4;
+
+std::string blocks_text(std::uint32_t n) {
+  return n == 1 ? "block 0" : "blocks 0-" + std::to_string(n - 1);
+}
+
+}  // namespace
+
+placement_inputs placement_for(const std::filesystem::path& model, const gguf::reader& r, const arch::hparams& hp,
+                               const engine_options& opt, bool gpu, bool defaults) {
+  placement_inputs in;
+  const kv::kv_config kv = kv_config_for(hp, opt, hp.n_layer);
+  tiers::demand_options d;
+  d.n_ctx = kv.n_slots();
+  d.kv_bytes_per_element = double(kernels::cpu::kv_codec(opt.type_k, hp.head_dim).head_bytes() +
+                                  kernels::cpu::kv_codec(opt.type_v, hp.head_dim).head_bytes()) /
+                           (2.0 * hp.head_dim);
+  d.max_batch = opt.n_batch;
+  d.max_outputs = opt.max_outputs;
+  in.demand = tiers::demand_from_gguf(r, hp, d);
+
+  auto& po = in.plan;
+  const bool want_defaults = defaults || opt.fit;
+  if (!gpu) {
+    in.gpu_budget_source = "the CPU backend: no GPU";
+  } else if (opt.gpu_budget) {
+    po.gpu_budget = opt.gpu_budget;
+    in.gpu_budget_source = "--gpu-budget";
+  } else if (!want_defaults) {
+    po.gpu_budget = unlimited;
+    in.gpu_budget_source = "no --gpu-budget: unlimited";
+  } else if (const auto g = gpu_memory(opt.device)) {
+    po.gpu_budget = default_gpu_budget(g->available);
+    in.gpu_budget_source = "'" + g->device + "': " + format_byte_size(g->available) + " free of " +
+                           format_byte_size(g->total) +
+                           (g->from_budget_ext ? " (VK_EXT_memory_budget)" : " (heap size; no VK_EXT_memory_budget)") +
+                           " minus a margin";
+  } else {
+    throw error("no Vulkan device to read the free GPU memory of; give --gpu-budget SIZE");
+  }
+  if (opt.ram_budget) {
+    po.ram_budget = opt.ram_budget;
+    in.ram_budget_source = "--ram-budget";
+  } else if (!want_defaults) {
+    po.ram_budget = unlimited;
+    in.ram_budget_source = "no --ram-budget: unchecked";
+  } else if (const auto a = host_available_memory()) {
+    po.ram_budget = default_ram_budget(*a);
+    in.ram_budget_source = "MemAvailable " + format_byte_size(*a) + " minus a margin";
+  } else {
+    throw error("/proc/meminfo has no MemAvailable; give --ram-budget SIZE");
+  }
+  for (const std::string& rule : opt.override_tensor) tiers::parse_override_rules(rule, po.overrides);
+  tiers::add_cpu_moe_rules(opt.cpu_moe, opt.n_cpu_moe, po.overrides);
+  po.prefill_batch = opt.n_batch;
+  probe_options probe;
+  probe.disk_file = model;
+  probe.threads = opt.threads;
+  probe.gpu = gpu;
+  probe.device = opt.device;
+  const std::filesystem::path cache = link_cache_path(probe);
+  if (opt.links) po.links = *opt.links;
+  else if (auto cached = cache.empty() ? std::nullopt : load_cached_links(cache)) po.links = std::move(*cached);
+  return in;
+}
+
+tiers::engine_layout choose_layout(const placement_inputs& in, const engine_options& opt, bool gpu) {
+  const tiers::model_demand& d = in.demand;
+  const tiers::plan_options& po = in.plan;
+  tiers::engine_layout l;
+  if (!gpu) l = tiers::layer_split_layout(d, 0);
+  else if (opt.fit) l = tiers::plan_engine_layout(d, po);
+  else l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides);
+
+  const tiers::placement_plan p = tiers::layout_plan(d, l, po.links, unlimited, po.prefill_batch);
+  const std::string what = "-ngl " + std::to_string(l.n_gpu_layers) +
+                           (l.handoff_layers().empty() ? "" : " with the experts of " +
+                                                                  std::to_string(l.handoff_layers().size()) +
+                                                                  " MoE blocks on the CPU");
+  // Weights and KV are known exactly; the activation scratch the ledger checks as it allocates.
+  if (gpu && l.n_gpu_layers && p.gpu_weights + p.gpu_kv > po.gpu_budget)
+    throw error("--gpu-budget " + format_byte_size(po.gpu_budget) + " does not hold what " + what + " puts on the GPU: " +
+                "weights " + format_byte_size(p.gpu_weights) + " and the KV cache of " + blocks_text(l.n_gpu_layers) +
+                " (" + format_byte_size(p.gpu_kv) + "); lower -ngl, move experts with --n-cpu-moe / --cpu-moe, or "
+                "use --fit to place the model within the budget");
+  if (p.ram_total() > po.ram_budget)
+    throw error("--ram-budget " + format_byte_size(po.ram_budget) + " does not hold what " + what +
+                " leaves to the CPU: weights " + format_byte_size(p.ram_weights) + ", KV cache " +
+                format_byte_size(p.ram_kv) + " and scratch " + format_byte_size(p.ram_scratch) +
+                " (weights beyond RAM on disk are not executed yet); raise --ram-budget or --gpu-budget, or lower -c");
+  return l;
+}
+
+}  // namespace strata::rt

@@ -47,10 +47,16 @@ struct phase_cost {
 namespace detail {
 
 // Execution order inside a step: embedding, then each block (its norms and attention, router,
-// experts, FFN), then the output norm and head.
+// routed experts, then the shared expert or dense FFN, as graph/decoder.hpp calls them), then
+// the output norm and head. (File order puts the router among the expert tensors in some GGUFs,
+// which would count hand-offs that do not happen.)
 inline long exec_rank(const tensor_demand& t) {
   if (t.layer < 0) return t.kind == tensor_kind::embedding ? -1 : 1L << 40;
-  return long(t.layer) * 16 + (t.kind == tensor_kind::attention || t.kind == tensor_kind::norm ? 0 : 1);
+  const int step = t.kind == tensor_kind::attention || t.kind == tensor_kind::norm ? 0
+                   : t.kind == tensor_kind::router                                  ? 1
+                   : t.kind == tensor_kind::routed_experts                          ? 2
+                                                                                    : 3;
+  return long(t.layer) * 16 + step;
 }
 
 }  // namespace detail

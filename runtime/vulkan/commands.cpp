@@ -70,9 +70,14 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
   }
 }
 
-void command_recorder::resume(const vk::raii::CommandBuffer& cmd) {
+void command_recorder::resume(const vk::raii::CommandBuffer& cmd, const std::string& label) {
   cmd_ = &cmd;
   cmd_->begin(vk::CommandBufferBeginInfo());
+  if (queries_) {
+    labels_.push_back(label);
+    if (labels_.size() + 1 > query_capacity_) throw error("profiling: too many dispatches for the query pool");
+    cmd_->writeTimestamp(vk::PipelineStageFlagBits::eTopOfPipe, queries_, std::uint32_t(labels_.size()));
+  }
   barrier();
 }
 

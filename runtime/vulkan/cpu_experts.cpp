@@ -92,7 +92,7 @@ void backend::impl::record_cpu_moe(const moe_weights& mw, const graph::moe_param
   const auto host_index = [&](const weight* w) { return std::uint32_t(weights.at(w->id).host); };
   h.task = {host_index(mw.gate_exps), host_index(mw.up_exps), host_index(mw.down_exps), mp, n, C, E};
   h.cmd = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
-  rec.resume(h.cmd);
+  rec.resume(h.cmd, "cpu experts (hand-off: host work + submit)");
 
   prepare({}, {out});
   const copy_rows_pc po{C, 0, C, out.off, out.stride};

@@ -23,10 +23,12 @@
 namespace strata::app {
 namespace {
 
-// Whether the engine would run on the GPU for these options (the Vulkan device check of
-// --backend auto, which takes no CPU emulation such as lavapipe), and why not when it would not.
+// Whether to plan for a GPU: a given --gpu-budget plans for a card of that size (a what-if on any
+// machine), else the Vulkan device check of --backend auto (which takes no CPU emulation such as
+// lavapipe); why not when not.
 bool runs_on_gpu(const run_options& opt, std::string& why_not) {
   if (opt.backend == "cpu") return why_not = "--backend cpu: no GPU", false;
+  if (!opt.tiers.gpu_budget.empty()) return true;
   const auto g = rt::gpu_memory(opt.device);
   if (!g) return why_not = "no Vulkan device: no GPU", false;
   if (g->is_cpu && opt.backend != "vulkan")

@@ -253,4 +253,12 @@ TEST_CASE("tiers: a GPU layout beyond --gpu-budget (or the CPU side beyond --ram
   opt = fixture_options(strata::rt::backend_kind::vulkan);
   opt.override_tensor = {"attn_k=cpu"};
   CHECK_THROWS_WITH_AS(strata::rt::model::load(g.path, opt), doctest::Contains("'blk.0.attn_k.weight'"), strata::error);
+  // --fit under a budget too small for one block: everything on the CPU (no GPU stage at all).
+  opt = fixture_options(strata::rt::backend_kind::vulkan);
+  opt.fit = true;
+  opt.gpu_budget = 1 << 20;
+  opt.ram_budget = 1ull << 30;
+  const auto m = strata::rt::model::load(g.path, opt);
+  CHECK(m->n_gpu_layers() == 0);
+  CHECK(m->backend_description().starts_with("cpu"));
 }

@@ -2,6 +2,7 @@
 // kernels only) is laid over the tier below it, down to the scalar reference, so an entry a
 // tier does not accelerate keeps the best lower-tier function. Built with baseline flags:
 // this TU is the only one that names both the reference kernels and the tier tables.
+#include <cstdlib>
 #include <string>
 
 #include "strata/core/error.hpp"
@@ -60,6 +61,22 @@ isa best_isa() {
 #else
   return isa::scalar;  // no SIMD tier compiled for this target
 #endif
+}
+
+isa engine_isa() {
+  static const isa tier = [] {
+    const char* want = std::getenv("STRATA_CPU_ISA");
+    if (!want || !*want) return best_isa();
+    for (isa t : {isa::scalar, isa::avx2, isa::avx512, isa::avx512_vnni})
+      if (kernels::cpu::name_of(t) == want) {
+        if (int(t) > int(best_isa()))
+          throw error("STRATA_CPU_ISA=" + std::string(want) + ": this CPU's best tier is " +
+                      std::string(kernels::cpu::name_of(best_isa())));
+        return t;
+      }
+    throw error("STRATA_CPU_ISA=" + std::string(want) + " is not a tier (scalar, avx2, avx512, avx512_vnni)");
+  }();
+  return tier;
 }
 
 const kernel_table& select_kernel_table(isa tier) {

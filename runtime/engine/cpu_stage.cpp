@@ -10,10 +10,10 @@ template <>
 struct engine_backend<kernels::cpu::backend> {
   static std::unique_ptr<kernels::cpu::backend> make(const engine_options& opt, const layer_slice&) {
     return std::make_unique<kernels::cpu::backend>(opt.threads ? opt.threads : kernels::cpu::thread_pool::physical_cores(),
-                                                   select_kernel_table(best_isa()));
+                                                   select_kernel_table(engine_isa()));
   }
   static std::string describe(const kernels::cpu::backend& be) {
-    return "cpu (" + std::to_string(be.threads()) + " threads, " + std::string(kernels::cpu::name_of(best_isa())) + ")";
+    return "cpu (" + std::to_string(be.threads()) + " threads, " + std::string(kernels::cpu::name_of(engine_isa())) + ")";
   }
 };
 

@@ -11,6 +11,9 @@
 //  SWIGLU        two weights (gate at 0, up at up_off bytes further in the binding): y = silu(g.x) * (u.x)
 //  ADD_RESIDUAL  y = r + W.x (r may alias y)
 //  MOE_IDS       workgroup y is a (token, expert slot) pair; the weight is that expert's slab
+//  MOE_GROUPED   (with MOE_IDS) workgroup y is a chunk of up to NT pairs routed to one expert
+//                (moe.glsl MOE_GROUP's table, bound in place of the ids): the expert's weights
+//                are read once for the chunk; chunks past the table's count exit at once
 layout(local_size_x = WG) in;
 // Bindings 1 (xq: int8 codes) and 2 (xs: block scales and sums) are declared in common.glsl,
 // before the formats' MMVQ units that read them.
@@ -55,16 +58,34 @@ void main() {
   const uint lane = gl_LocalInvocationID.x % LPR, grp = gl_LocalInvocationID.x / LPR;
   const uint wgx = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z;
   const uint row0 = (wgx * GROUPS + grp) * RPG;
-#ifdef MOE_IDS
+  // Per token of the workgroup: the activation row it reads (xr) and the output row (yr).
+  uint xr[NT], yr[NT];
+#if defined(MOE_GROUPED)
+  const uint chunk = gl_WorkGroupID.y;
+  if (chunk >= uint(ids[0])) return;  // the whole workgroup: no barrier has been reached
+  const uint wbase = uint(ids[4 + 3 * chunk]) * p.expert_bytes, pfirst = uint(ids[5 + 3 * chunk]);
+  const uint nt = uint(ids[6 + 3 * chunk]);
+  for (uint t = 0; t < NT; ++t) {
+    const uint pair = uint(ids[p.ids_off + pfirst + min(t, nt - 1)]);
+    xr[t] = pair / p.in_div;
+    yr[t] = pair;
+  }
+#elif defined(MOE_IDS)
   const uint t0 = gl_WorkGroupID.y;
   const uint wbase = uint(ids[p.ids_off + t0]) * p.expert_bytes;
-  const uint xrow0 = t0 / p.in_div;
   const uint nt = 1;
+  for (uint t = 0; t < NT; ++t) {
+    xr[t] = t0 / p.in_div;
+    yr[t] = t0;
+  }
 #else
   const uint t0 = gl_WorkGroupID.y * NT;
   const uint wbase = 0;
-  const uint xrow0 = t0;
   const uint nt = min(NT, p.n_tok - t0);
+  for (uint t = 0; t < NT; ++t) {
+    xr[t] = t0 + t;
+    yr[t] = t0 + t;
+  }
 #endif
   uint rbase[ROWS];
   for (uint r = 0; r < RPG; ++r)
@@ -86,7 +107,7 @@ void main() {
       if (u >= n_units) break;
       for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
-        const uint qb = p.q_off + (xrow0 + t) * p.q_stride, sb = p.s_off + (xrow0 + t) * p.s_stride;
+        const uint qb = p.q_off + xr[t] * p.q_stride, sb = p.s_off + xr[t] * p.s_stride;
         for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dot(wv[k][r], u, qb, sb);
       }
     }
@@ -120,9 +141,9 @@ void main() {
         const float v = acc[r][t];
 #endif
 #ifdef ADD_RESIDUAL
-        y[p.y_off + (t0 + t) * p.y_stride + row] = res[p.r_off + (t0 + t) * p.r_stride + row] + v;
+        y[p.y_off + yr[t] * p.y_stride + row] = res[p.r_off + yr[t] * p.r_stride + row] + v;
 #else
-        y[p.y_off + (t0 + t) * p.y_stride + row] = v;
+        y[p.y_off + yr[t] * p.y_stride + row] = v;
 #endif
 #ifdef QUANT_OUT
         outv[t][grp * RPG + r] = v;
@@ -144,7 +165,7 @@ void main() {
       const float id = d > 0.0 ? 1.0 / d : 0.0;
       int sum_lo = 0, sum_hi = 0;
       const uint blk = (row_base + r0) / 32;
-      const uint qo = (p.q_off + (t0 + t) * p.q_stride) * 4 + blk * 8;  // in uints
+      const uint qo = (p.q_off + yr[t] * p.q_stride) * 4 + blk * 8;  // in uints
       for (uint w4 = 0; w4 < 8; ++w4) {
         uint packed = 0;
         for (uint k = 0; k < 4; ++k) {
@@ -155,7 +176,7 @@ void main() {
         }
         xqo[qo + w4] = packed;
       }
-      xso[p.s_off + (t0 + t) * p.s_stride + blk] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
+      xso[p.s_off + yr[t] * p.s_stride + blk] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
     }
   }
 #endif

@@ -5,6 +5,12 @@
 //  MOE_GATHER   Llama 4 weights the expert input: xin[pair] = x[pair / k] * wts[pair].
 //  MOE_COMBINE  out[t] = sum_j f_j * y[t*k + j], f_j = wts (or 1 when the input was weighted);
 //               RESIDUAL: out[t] = r[t] + that sum (the decoder's residual add, r may alias out).
+//  MOE_GROUP    one workgroup: the step's (token, expert) pairs grouped by expert, for the
+//               grouped expert matvecs (mmvq.glsl MOE_GROUPED), which then read each expert's
+//               weights once per chunk of up to CHUNK pairs instead of once per pair.
+//               grp[0] = chunk count; chunk c at grp[4 + 3c ..]: (expert, first, count), its
+//               pairs at grp[sorted_off + first ..]. Order within an expert does not matter:
+//               every pair's dot products are computed alone, the same way in any chunk.
 layout(local_size_x = WG) in;
 layout(binding = 1, std430) buffer Ids { int ids[]; };
 layout(binding = 2, std430) buffer Wts { float wts[]; };
@@ -13,6 +19,9 @@ layout(binding = 4, std430) writeonly buffer D { float d[]; };
 layout(push_constant) uniform Params { uint n_expert, k, cols, s_off, s_stride, d_off, d_stride, weighted, r_off, r_stride; } p;
 #ifdef RESIDUAL
 layout(binding = 5, std430) readonly buffer R { float r[]; };
+#endif
+#ifdef MOE_GROUP
+layout(binding = 5, std430) writeonly buffer G { uint grp[]; };
 #endif
 
 #if defined(MOE_TOPK)
@@ -78,6 +87,42 @@ void main() {
   for (uint i = 0; i < 2; ++i)
     if (my_rank[i] != 0xFFFFFFFFu) wts[t * p.k + my_rank[i]] = wsel[my_rank[i]] / wsum;
 #endif
+}
+#elif defined(MOE_GROUP)
+// p.n_expert experts, p.cols pairs (ids[0 .. cols)), CHUNK pairs per chunk at most, sorted
+// pairs from grp[p.d_off].
+shared uint cnt[256], first[256], fill[256], chunk0[256];
+void main() {
+  const uint tid = gl_LocalInvocationID.x, E = p.n_expert, pairs = p.cols, sorted_off = p.d_off;
+  for (uint e = tid; e < 256; e += WG) {
+    cnt[e] = 0;
+    fill[e] = 0;
+  }
+  barrier();
+  for (uint i = tid; i < pairs; i += WG) atomicAdd(cnt[uint(ids[i])], 1u);
+  barrier();
+  if (tid == 0) {
+    uint o = 0, c = 0;
+    for (uint e = 0; e < E; ++e) {
+      first[e] = o;
+      chunk0[e] = c;
+      o += cnt[e];
+      c += (cnt[e] + CHUNK - 1) / CHUNK;
+    }
+    grp[0] = c;
+  }
+  barrier();
+  for (uint e = tid; e < E; e += WG)
+    for (uint j = 0; j * CHUNK < cnt[e]; ++j) {
+      const uint c = chunk0[e] + j;
+      grp[4 + 3 * c] = e;
+      grp[5 + 3 * c] = first[e] + j * CHUNK;
+      grp[6 + 3 * c] = min(CHUNK, cnt[e] - j * CHUNK);
+    }
+  for (uint i = tid; i < pairs; i += WG) {
+    const uint e = uint(ids[i]);
+    grp[sorted_off + first[e] + atomicAdd(fill[e], 1u)] = i;
+  }
 }
 #elif defined(MOE_GATHER)
 void main() {

@@ -418,9 +418,14 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     throw error("MoE with " + std::to_string(E) + " experts, " + std::to_string(k) + " used: the GPU router supports up to 256 and 64");
   const bool sigmoid = mp.gating == graph::moe_gating::sigmoid;
   const bool weight_input = mp.weighting == graph::moe_weighting::input;
-  // Integer expert matvecs (decode-sized steps, formats with an int8 unit).
-  const bool int8 = P.use_mmvq(*mw.gate_exps, n) && P.use_mmvq(*mw.up_exps, n) && P.use_mmvq(*mw.down_exps, n) &&
-                    mw.gate_exps->ne[0] <= P.max_k && mw.down_exps->ne[0] <= P.max_k;
+  // Integer expert matvecs for every step size (formats with an int8 unit): expert matrices are
+  // small and each sees only its share of the pairs, so a matvec that reads each weight unit once
+  // for a chunk of pairs beats expanding every expert to f16 for the tiled GEMM.
+  const auto int8_ok = [&](const weight& w) { return P.mmvq && has_mmvq(w.type) && w.ne[0] % 256 == 0 && w.ne[0] <= P.max_k; };
+  const bool int8 = int8_ok(*mw.gate_exps) && int8_ok(*mw.up_exps) && int8_ok(*mw.down_exps) && pairs <= P.max_q8_rows;
+  // Grouped by expert once there are at least as many pairs as experts (prefill, batches).
+  const std::uint32_t chunks =
+      int8 && P.moe_groups && pairs >= E ? std::min(pairs, div_up(pairs, impl::moe_chunk) + E) : 0;
   // x is the FFN norm's output: when that norm is still deferred, one quantize dispatch writes
   // both x (f32, for the router) and its int8 rows (for the experts).
   std::optional<impl::pending_norm> norm;
@@ -462,21 +467,27 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     in = xin;
     in_div = 1;
   }
+  if (chunks) {
+    const moe_pc pc{E, k, pairs, 0, 0, P.moe_sorted_off, 0, 0};
+    const binding b[] = {P.bind_id(P.moe_ids, false), P.bind_id(P.moe_ids, false), P.bind_id(P.moe_wts, false),
+                         P.bind_id(P.moe_ids, false), P.bind_id(P.moe_ids, false), P.bind_id(P.moe_groups, true)};
+    P.dispatch(impl::moe_group_req(), b, &pc, sizeof pc, 1);
+  }
   const tensor g = s.gate.first_rows(pairs), u = s.up.first_rows(pairs), y = s.y.first_rows(pairs);
   if (int8) {
     const std::uint32_t sl = P.quantize_input(in, nullptr, 0.0f);
     const std::uint64_t F = mw.gate_exps->ne[1];
     if (P.adjacent(*mw.gate_exps, *mw.up_exps)) {
       const bool qout = P.quant_out && F % 32 == 0 && F <= P.max_k && g.off % 4 == 0 && g.stride % 4 == 0;
-      P.record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, in_div, pairs, g, qout);
+      P.record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, in_div, pairs, g, qout, chunks);
     } else {
-      P.record_mmvq_ids(*mw.gate_exps, nullptr, sl, in_div, pairs, g, false);
-      P.record_mmvq_ids(*mw.up_exps, nullptr, sl, in_div, pairs, u, false);
+      P.record_mmvq_ids(*mw.gate_exps, nullptr, sl, in_div, pairs, g, false, chunks);
+      P.record_mmvq_ids(*mw.up_exps, nullptr, sl, in_div, pairs, u, false, chunks);
       swiglu(g, u, g);
       P.flush_mats();
     }
     const std::uint32_t sd = P.quantize_input(g, nullptr, 0.0f);
-    P.record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false);
+    P.record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, chunks);
   } else {
     auto matvec_id = [&](const weight& w, tensor xi, std::uint32_t div, tensor yo) {
       const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), xi.off,

@@ -73,6 +73,12 @@ struct backend::impl {
   std::uint64_t blocks_bytes = 0;
   std::uint32_t max_blocks = 0;
   std::uint32_t moe_ids = 0, moe_wts = 0;  // buffer ids
+  // Pairs grouped by expert (moe.glsl MOE_GROUP) for the grouped expert matvecs: chunks of up to
+  // moe_chunk pairs, used once a step routes at least as many pairs as there are experts.
+  // STRATA_VK_MOE_GROUPED=0 keeps one workgroup column per pair.
+  static constexpr std::uint32_t moe_chunk = 8;
+  std::uint32_t moe_groups = 0, moe_max_chunks = 0, moe_sorted_off = 0;
+  bool moe_grouped = true;
   std::uint32_t attn_part = 0;             // split-attention partials (allocated on first use)
   std::uint32_t input = 0;                 // host-visible staging of write()
   bool split_attention = true;             // STRATA_VK_SPLIT_ATTN=0 disables
@@ -255,6 +261,9 @@ struct backend::impl {
   static pipeline_request copy_req(bool indexed);
   static pipeline_request norm_req(bool weighted);
   static pipeline_request moe_req(const char* stage, bool sigmoid = false);
+  static pipeline_request moe_group_req() {
+    return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(moe_chunk)}}, 6);
+  }
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);
   // kv_store_q / attention_q: kinds, head_dim, TurboQuant bits per side, the window ring.
   static std::vector<std::pair<std::string, std::string>> kvq_defs(const kv_state& kv);
@@ -271,7 +280,7 @@ struct backend::impl {
   mmvq_shape_t mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const;
   // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group.
   pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
-                            bool ids, bool qout = false) const;
+                            bool ids, bool qout = false, bool grouped = false) const;
   std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const;
   bool use_mmvq(const weight& w, std::uint32_t n) const;
   // Tensor-core tiles (mul_mm.glsl MMA2): the largest tile that still gives the GPU a few
@@ -328,8 +337,10 @@ struct backend::impl {
   // Experts' matvec by id (mmvq.glsl MOE_IDS): workgroup row y is a (token, slot) pair reading
   // its token's int8 row (pair / in_div) of slot `sl`; with `up`, gate and up of the same expert
   // in one dispatch (SWIGLU), and with qout its output quantized into the other slot.
+  // chunks > 0: grouped by expert, workgroup columns are the MOE_GROUP table's chunks (at most
+  // `chunks` of them; the ones past the table's count exit at once).
   void record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
-                       const tensor& y, bool qout);
+                       const tensor& y, bool qout, std::uint32_t chunks);
   // Gate and up expert slabs bindable as one range (up after gate, same chunk and layout).
   bool adjacent(const weight& g, const weight& u) const;
 

@@ -72,6 +72,7 @@ backend::impl::impl(const backend_options& o)
   if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
   if (const char* v = std::getenv("STRATA_VK_MMVQ"); v && std::string_view(v) == "0") mmvq = false;
   if (const char* v = std::getenv("STRATA_VK_QUANT_OUT"); v && std::string_view(v) == "0") quant_out = false;
+  if (const char* v = std::getenv("STRATA_VK_MOE_GROUPED"); v && std::string_view(v) == "0") moe_grouped = false;
   if (const char* v = std::getenv("STRATA_VK_MMA2")) mma2 = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMA2_SHAPE")) {
     unsigned a = 0, b = 0, c = 0, d = 0;
@@ -299,6 +300,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     reqs.push_back(impl::moe_req("MOE_GATHER"));
     reqs.push_back(impl::moe_req("MOE_COMBINE"));
     reqs.push_back(impl::req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}}, 6));
+    if (P.mmvq && P.max_k && P.moe_grouped) reqs.push_back(impl::moe_group_req());
     if (P.mmvq && P.max_k) reqs.push_back(impl::req("quantize_q8", {}, {{"WG", "128"}, {"NORM", "1"}, {"WRITE_Y", "1"}}, 5));
   }
   for (bool w : {false, true}) reqs.push_back(impl::norm_req(w));
@@ -321,6 +323,11 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   P.moe_ids = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert ids");
   P.moe_wts = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert weights");
   if (P.host) P.host->reserve(max_tokens, max_routed);
+  if (!id_formats.empty() && P.mmvq && P.max_k && P.moe_grouped) {
+    P.moe_max_chunks = div_up(max_routed, impl::moe_chunk) + 256;  // at most one partial chunk per expert
+    P.moe_sorted_off = 4 + 3 * P.moe_max_chunks;
+    P.moe_groups = P.new_buffer((std::uint64_t(P.moe_sorted_off) + max_routed) * 4, memory_kind::device, "MoE pairs by expert");
+  }
 }
 
 kv_state backend::make_kv(const kv::kv_config& cfg) {

@@ -26,7 +26,7 @@ backend::impl::mmvq_shape_t backend::impl::mmvq_shape(gguf::type_id t, std::uint
 }
 
 pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
-                                         bool ids, bool qout) const {
+                                         bool ids, bool qout, bool grouped) const {
   auto [wgs, rpg, u] = qout ? mmvq_shape_t{256, 4, 1} : mmvq_shape(t, n_rows);  // QUANT_OUT: 32 rows a workgroup
   std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},
                                                      {"LPR", "32"}, {"RPG", std::to_string(rpg)},
@@ -36,6 +36,7 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   if (swiglu) d.emplace_back("SWIGLU", "1");
   if (residual) d.emplace_back("ADD_RESIDUAL", "1");
   if (ids) d.emplace_back("MOE_IDS", "1");
+  if (ids && grouped) d.emplace_back("MOE_GROUPED", "1");
   if (qout) d.emplace_back("QUANT_OUT", "1");
   return req("mmvq", t, std::move(d), 8);
 }

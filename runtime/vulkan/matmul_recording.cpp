@@ -152,9 +152,11 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
 }
 
 void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
-                                    const tensor& y, bool qout) {
+                                    const tensor& y, bool qout, std::uint32_t chunks) {
+  const bool grouped = chunks > 0;
   mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0,
-             max_k / 32, y.off, y.stride, 0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), 0, in_div};
+             max_k / 32, y.off, y.stride, 0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), grouped ? moe_sorted_off : 0,
+             in_div};
   binding wb = bind_weight(w);
   if (up) {
     const auto& g = weights.at(w.id);
@@ -164,9 +166,9 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   }
   const std::uint32_t so = sl ^ 1u;
   const binding b[] = {wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
-                       bind_id(moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
-  const auto r = mmvq_req(w.type, 1, w.ne[1], up != nullptr, false, true, qout);
-  dispatch(r, b, &pc, sizeof pc, div_up(w.ne[1], mmvq_rows_per_wg(r)), pairs);
+                       bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
+  const auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[1], up != nullptr, false, true, qout, grouped);
+  dispatch(r, b, &pc, sizeof pc, div_up(w.ne[1], mmvq_rows_per_wg(r)), grouped ? chunks : pairs);
   wrote(y);
   if (qout) {
     quantized[so] = quantized_input{y, nullptr, 0.0f};

@@ -1,4 +1,5 @@
 #include "cli.hpp"
+#include "crash_report.hpp"
 
 #include <algorithm>
 #include <iostream>
@@ -103,6 +104,7 @@ class formatter final : public CLI::Formatter {
 }  // namespace
 
 cli::cli(app_info info) : info_(std::move(info)), app_(std::make_unique<CLI::App>(info_.description, info_.name)) {
+  install_crash_report();
   app_->formatter(std::make_shared<formatter>(info_));
   app_->set_help_flag("-h,--help", "print this help and exit")->group(group::general);
   app_->set_version_flag("--version", info_.name + " " STRATA_VERSION, "print the version and exit");

@@ -53,6 +53,9 @@ TEST_CASE("thread_pool: every item once, with its own job, on a distinct thread 
   SUBCASE("one thread") { check_jobs(1, 200, 1); }
   SUBCASE("two threads") { check_jobs(2, 3000, 2); }
   SUBCASE("more threads than cores") { check_jobs(4 * std::max(1u, std::thread::hardware_concurrency()), 500, 3); }
+  // Many short jobs of varying size on 8 threads: a worker late from one job meets the next
+  // job's larger n while the old claim word is still up (the pool closes it first).
+  SUBCASE("eight threads, short jobs of varying size") { check_jobs(8, 6000, 4); }
 }
 
 TEST_CASE("thread_pool: many tiny jobs, most done by the caller before any worker wakes") {

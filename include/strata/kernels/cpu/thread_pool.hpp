@@ -4,11 +4,14 @@
 // cores) is simply not waited for, and finds nothing left when it wakes. Chunks are claimed by a
 // compare-and-swap on one word holding (job generation, next index), so a late worker can never
 // take a chunk of a later job with the previous job's function. No allocation and no mutex per
-// call: idle workers spin briefly, then sleep on the generation counter (std::atomic::wait, a
-// futex on Linux); the caller spins, then sleeps on the done count, while another thread finishes
-// its last chunk.
+// call: idle workers spin briefly, then sleep on the generation counter; the caller spins, then
+// sleeps on the done count while another thread finishes its last chunk. Sleeping is a futex on
+// the 32-bit word itself (the kernel compares the word before sleeping, so a wake-up can only be
+// missed by a thread that then sees the new value), not std::atomic::wait, which libstdc++ runs
+// through a shared proxy counter for the 64-bit words the pool used to have.
 #pragma once
 #include <atomic>
+#include <climits>
 #include <cstdio>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +20,11 @@
 
 #include "strata/core/function_ref.hpp"
 
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define STRATA_CPU_RELAX() _mm_pause()
@@ -25,6 +33,25 @@
 #endif
 
 namespace strata::kernels::cpu {
+
+namespace detail {
+static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && std::atomic<std::uint32_t>::is_always_lock_free);
+// Sleeps while w holds `expected` (may return early: callers re-check).
+inline void futex_wait(std::atomic<std::uint32_t>& w, std::uint32_t expected) noexcept {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+#else
+  w.wait(expected, std::memory_order_seq_cst);
+#endif
+}
+inline void futex_wake_all(std::atomic<std::uint32_t>& w) noexcept {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+#else
+  w.notify_all();
+#endif
+}
+}  // namespace detail
 
 class thread_pool {
  public:
@@ -39,8 +66,8 @@ class thread_pool {
   thread_pool& operator=(const thread_pool&) = delete;
   ~thread_pool() {
     stop_.store(true, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    detail::futex_wake_all(generation_);
     for (auto& w : workers_) w.join();
   }
 
@@ -58,23 +85,33 @@ class thread_pool {
       return;
     }
     const std::uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
-    job_.store(&f, std::memory_order_relaxed);
-    n_.store(n, std::memory_order_relaxed);
-    grain_.store(grain, std::memory_order_relaxed);
+    const std::uint32_t n32 = std::uint32_t(n);
+    // Close the claim word first: a worker late from the previous job may hold that job's last
+    // claim word (every index taken) and read this job's n_, grain_ or job_; had the word still
+    // been the old one, its CAS would succeed and run this job's function (or the previous job's,
+    // by then a dangling reference) on indices claimed again later, and done_ would overshoot n
+    // (found on a 16-core host: done_ = n + 1 with every thread asleep, and SIGSEGVs). Reading
+    // any of the new values (acquire) makes the closed word visible to that CAS, which fails.
+    claim_.store((std::uint64_t(g) << 32) | index_mask, std::memory_order_relaxed);
+    job_.store(&f, std::memory_order_release);
+    n_.store(n, std::memory_order_release);
+    grain_.store(grain, std::memory_order_release);
     done_.store(0, std::memory_order_relaxed);
     claim_.store(std::uint64_t(g) << 32, std::memory_order_release);
-    generation_.store(g, std::memory_order_release);
-    generation_.notify_all();
+    // seq_cst store, then the sleepers count: a worker counts itself before its last look at the
+    // generation, so either it sees g or we see it and wake it.
+    generation_.store(g, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst)) detail::futex_wake_all(generation_);
     caller_asleep_.store(false, std::memory_order_relaxed);
     run_chunks(g, 0);
-    for (int spin = 0; done_.load(std::memory_order_acquire) != n && spin < caller_spins; ++spin) STRATA_CPU_RELAX();
+    for (int spin = 0; done_.load(std::memory_order_acquire) != n32 && spin < caller_spins; ++spin) STRATA_CPU_RELAX();
     // A chunk still running belongs to a worker that may have been descheduled mid-chunk: sleep
     // until the last chunk's thread wakes us instead of burning the time slice it needs. The
     // flag and done_ are seq_cst on both sides, so either we see the last chunk done or its
     // thread sees the flag and notifies.
     caller_asleep_.store(true, std::memory_order_seq_cst);
-    for (std::size_t d = done_.load(std::memory_order_seq_cst); d != n; d = done_.load(std::memory_order_seq_cst))
-      done_.wait(d, std::memory_order_seq_cst);
+    for (std::uint32_t d = done_.load(std::memory_order_seq_cst); d != n32; d = done_.load(std::memory_order_seq_cst))
+      detail::futex_wait(done_, d);
   }
 
   // Physical cores (hyper-threads share execution units; matmul is bound by them).
@@ -107,24 +144,24 @@ class thread_pool {
   static constexpr int caller_spins = 4000, worker_spins = 4000;
 
   // Takes chunks of job generation g until none is left or the job is no longer g's. The CAS
-  // validates what was read before it: while the claim word still holds (g, begin < n), job g
-  // is unfinished, so job_, n_ and grain_ still hold g's values.
+  // validates what was read before it: job_, n_ and grain_ are g's as long as the claim word is
+  // still (g, begin); a later job closes the word before it replaces any of them (parallel_for).
   void run_chunks(std::uint32_t g, unsigned tid) {
     std::uint64_t cur = claim_.load(std::memory_order_acquire);
     for (;;) {
       if (std::uint32_t(cur >> 32) != g) return;
       const std::size_t begin = std::size_t(cur & index_mask);
-      const std::size_t n = n_.load(std::memory_order_relaxed), grain = grain_.load(std::memory_order_relaxed);
-      const job* f = job_.load(std::memory_order_relaxed);
+      const std::size_t n = n_.load(std::memory_order_acquire), grain = grain_.load(std::memory_order_acquire);
+      const job* f = job_.load(std::memory_order_acquire);
       if (begin >= n) return;
       const std::size_t end = begin + grain < n ? begin + grain : n;
       if (!claim_.compare_exchange_weak(cur, (std::uint64_t(g) << 32) | end, std::memory_order_acq_rel,
                                         std::memory_order_acquire))
         continue;
       (*f)(begin, end, tid);
-      if (done_.fetch_add(end - begin, std::memory_order_seq_cst) + (end - begin) == n &&
-          caller_asleep_.load(std::memory_order_seq_cst))
-        done_.notify_all();
+      const auto k = std::uint32_t(end - begin);
+      if (done_.fetch_add(k, std::memory_order_seq_cst) + k == std::uint32_t(n) && caller_asleep_.load(std::memory_order_seq_cst))
+        detail::futex_wake_all(done_);
       cur = claim_.load(std::memory_order_acquire);
     }
   }
@@ -139,7 +176,9 @@ class thread_pool {
         g = generation_.load(std::memory_order_acquire);
       }
       while (g == seen) {
-        generation_.wait(seen, std::memory_order_acquire);
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        if (generation_.load(std::memory_order_seq_cst) == seen) detail::futex_wait(generation_, seen);
+        sleepers_.fetch_sub(1, std::memory_order_seq_cst);
         g = generation_.load(std::memory_order_acquire);
       }
       seen = g;
@@ -153,7 +192,8 @@ class thread_pool {
   std::atomic<std::uint32_t> generation_{0};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> claim_{0};  // (generation << 32) | next index
-  std::atomic<std::size_t> done_{0};     // items finished in the current job
+  std::atomic<std::uint32_t> done_{0};   // items finished in the current job (n < 2^32)
+  std::atomic<std::uint32_t> sleepers_{0};  // workers asleep (or about to be) on generation_
   std::atomic<const job*> job_{nullptr};
   std::atomic<std::size_t> n_{0}, grain_{1};
   std::atomic<bool> caller_asleep_{false};  // the caller waits on done_ (notify it at the end)

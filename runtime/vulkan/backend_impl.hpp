@@ -150,6 +150,10 @@ struct backend::impl {
   // scratch), then packed 4x8-bit dot products. STRATA_VK_MMVQ=0 turns it off (f32 matvec);
   // STRATA_VK_MMVQ_SHAPE=WG:RPG:U overrides the workgroup shape for experiments.
   bool mmvq = true;
+  // Steps below this many tokens use the integer matvec for formats that have it (8 tokens per
+  // weight pass), from it on the tiled GEMM. STRATA_VK_MMVQ_MAX_TOKENS moves the switch (an
+  // experiment: 16-64-token steps expand every weight to f16 on the tiled path).
+  std::uint32_t mmvq_max_tokens = detail::mm_min_tokens;
   std::uint32_t mmvq_wg = 64, mmvq_rpg = 2, mmvq_u = 2;
   bool mmvq_shape_forced = false;
   // Two scratch slots, so a matvec can read its quantized input from one and write its output,

@@ -151,8 +151,9 @@ struct backend::impl {
   // STRATA_VK_MMVQ_SHAPE=WG:RPG:U overrides the workgroup shape for experiments.
   bool mmvq = true;
   // Steps below this many tokens use the integer matvec for formats that have it (8 tokens per
-  // weight pass), from it on the tiled GEMM. STRATA_VK_MMVQ_MAX_TOKENS moves the switch (an
-  // experiment: 16-64-token steps expand every weight to f16 on the tiled path).
+  // weight pass), from it on the tiled GEMM. STRATA_VK_MMVQ_MAX_TOKENS moves the switch up (an
+  // experiment: 16-64-token steps expand every weight to f16 on the tiled path); never below
+  // mm_min_tokens, where every format leaves the matvecs.
   std::uint32_t mmvq_max_tokens = detail::mm_min_tokens;
   std::uint32_t mmvq_wg = 64, mmvq_rpg = 2, mmvq_u = 2;
   bool mmvq_shape_forced = false;
@@ -286,6 +287,8 @@ struct backend::impl {
   pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
                             bool ids, bool qout = false, bool grouped = false) const;
   std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const;
+  // The format has an int8 unit and K fits its blocks: the integer matvec can run it.
+  bool has_int8_unit(gguf::type_id t, std::uint64_t K) const { return mmvq && detail::has_mmvq(t) && K % 256 == 0; }
   bool use_mmvq(const weight& w, std::uint32_t n) const;
   // Tensor-core tiles (mul_mm.glsl MMA2): the largest tile that still gives the GPU a few
   // hundred workgroups (STRATA_VK_MMA2_SHAPE=BM:BN:WM:WN forces one).

@@ -2,7 +2,6 @@
 // workgroup shapes measured for them.
 #include "backend_impl.hpp"
 
-#include <algorithm>
 #include <string>
 
 #include "strata/kv/kv_config.hpp"
@@ -52,7 +51,7 @@ std::uint32_t backend::impl::mmvq_rows_per_wg(const pipeline_request& r) const {
 }
 
 bool backend::impl::use_mmvq(const weight& w, std::uint32_t n) const {
-  return mmvq && n < std::max(mm_min_tokens, mmvq_max_tokens) && has_mmvq(w.type) && w.ne[0] % 256 == 0;  // as int8_activations()
+  return n < mmvq_max_tokens && has_int8_unit(w.type, w.ne[0]);  // as int8_activations()
 }
 
 pipeline_request backend::impl::quantize_req(bool norm) const {
@@ -142,7 +141,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::kv_encode_defs(c
 }
 
 bool backend::int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
-  return p_->mmvq && tokens < std::max(mm_min_tokens, p_->mmvq_max_tokens) && has_mmvq(t) && K % 256 == 0;
+  return tokens < p_->mmvq_max_tokens && p_->has_int8_unit(t, K);
 }
 
 bool backend::tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const {

@@ -35,7 +35,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
-  const std::uint32_t tiled_from = mmvq && has_mmvq(w.type) ? std::max(mm_min_tokens, mmvq_max_tokens) : mm_min_tokens;
+  const std::uint32_t tiled_from = has_int8_unit(w.type, w.ne[0]) ? mmvq_max_tokens : mm_min_tokens;
   if (n >= tiled_from && !m.norm && !m.up && !m.residual && w.ne[0] % 32 == 0) return record_mul_mm(m);
   if (use_mmvq(w, n)) return record_mmvq(m);
   const tensor& x = m.norm ? m.norm->x : m.x;

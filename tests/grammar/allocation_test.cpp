@@ -12,31 +12,8 @@
 #include "helpers.hpp"
 #include "strata/grammar/json_schema.hpp"
 
-namespace {
-std::atomic<long> g_allocations{0};
-}
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-// The nothrow forms too (std::stable_sort's temporary buffer uses them): every form must come
-// from the same allocator, or ASan sees new/free mismatches.
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n ? n : 1);
-}
-void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
+// The counting allocator (one TU per test binary includes it).
+#include "support/counting_allocator.hpp"
 
 using namespace grammar_test;
 
@@ -57,7 +34,7 @@ TEST_CASE("a warm matcher masks, checks and accepts without allocating") {
   REQUIRE(ids.size() == doc.size());
   for (int pass = 0; pass < 2; ++pass) {
     matcher m(a);
-    const long before = g_allocations.load();
+    const long before = counting_allocator::allocations.load();
     for (const token_id t : ids) {
       const auto mask = m.allowed();
       REQUIRE(strata::sampling::mask_allows(mask, t));
@@ -65,7 +42,7 @@ TEST_CASE("a warm matcher masks, checks and accepts without allocating") {
       m.accept(t);
     }
     REQUIRE(m.can_end());
-    const long allocations = g_allocations.load() - before;
+    const long allocations = counting_allocator::allocations.load() - before;
     if (pass == 0) CHECK(allocations > 0);  // building states allocates
     else CHECK(allocations == 0);
   }

@@ -12,25 +12,8 @@
 #include "helpers.hpp"
 #include "strata/sampling/chain.hpp"
 
-// Counting global allocator: the no-allocation test reads the counter around the sample loop.
-// Replacing operator new applies to the whole test binary but only counts; it changes nothing.
-namespace {
-std::atomic<long> g_allocations{0};
-}
-// g++ flags free() of memory from a replaced operator new as mismatched; here they do match.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
+// The counting allocator (one TU per test binary includes it).
+#include "support/counting_allocator.hpp"
 
 using namespace sampling_test;
 
@@ -340,19 +323,19 @@ TEST_CASE("chain: no heap allocation per sampled token, buffer reused") {
   for (auto& l : row) l = static_cast<float>(10.0 * g.uniform());
 
   const auto check_no_alloc = [&](sampler_params p) {
-    const long at_start = g_allocations.load();
+    const long at_start = counting_allocator::allocations.load();
     sampler s(p, n_vocab);
-    CHECK(g_allocations.load() > at_start);  // the counter is live: construction allocates
+    CHECK(counting_allocator::allocations.load() > at_start);  // the counter is live: construction allocates
     s.sample(row);
     const token_data* buffer = s.last_candidates().data();
-    const long before = g_allocations.load();
+    const long before = counting_allocator::allocations.load();
     bool same_buffer = true;
     for (int i = 0; i < 300; ++i) {
       const token_id t = s.sample(row);
       s.accept(t);
       same_buffer = same_buffer && s.last_candidates().data() == buffer;
     }
-    const long allocs = g_allocations.load() - before;
+    const long allocs = counting_allocator::allocations.load() - before;
     CHECK(allocs == 0);
     CHECK(same_buffer);
   };

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <string>
 #include <thread>
+
+#include <unistd.h>
 
 #include "quant_layout.hpp"
 #include "shader_sources.hpp"
@@ -54,7 +57,9 @@ pipeline_registry::~pipeline_registry() {
 void pipeline_registry::save_cache() const {
   if (cache_file_.empty()) return;
   const auto data = cache_.getData();
-  const fs::path tmp = cache_file_.string() + ".tmp";
+  // A name of this process's own: processes sharing a cache directory (parallel tests, several
+  // servers) would otherwise interleave their writes into one temporary file and rename a mix.
+  const fs::path tmp = cache_file_.string() + ".tmp" + std::to_string(::getpid());
   std::ofstream out(tmp, std::ios::binary);
   out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
   out.close();

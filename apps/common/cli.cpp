@@ -266,6 +266,10 @@ void add_tier_options(CLI::App& app, tier_options& o) {
       ->group(group::tiers);
   app.add_option("--n-cpu-moe", o.n_cpu_moe, "compute the routed experts of the first N layers on the CPU")
       ->type_name("N")->group(group::tiers);
+  app.add_option("--expert-cache", o.expert_cache,
+                 "GPU-cache the routed experts of the GPU's MoE layers: they live in RAM and the GPU holds SLOTS experts "
+                 "per layer (SLRU), uploading a routed expert on a miss (layers sent to the CPU stay there)")
+      ->type_name("SLOTS")->group(group::tiers);
   app.add_flag("--fit", o.fit,
                "let the placement planner choose the GPU layers and which layers' experts the CPU computes, within "
                "--gpu-budget and --ram-budget (-ngl is then not read; -ot, --cpu-moe, --n-cpu-moe still apply)")
@@ -283,6 +287,7 @@ void apply(const tier_options& t, rt::engine_options& eo) {
   eo.cpu_moe = t.cpu_moe;
   eo.n_cpu_moe = t.n_cpu_moe;
   eo.fit = t.fit;
+  if (t.expert_cache >= 0) eo.expert_cache = std::uint32_t(std::min<std::int64_t>(t.expert_cache, 1 << 20));
 }
 
 void apply(const backend_options& b, rt::engine_options& eo) {

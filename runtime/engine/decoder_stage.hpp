@@ -49,6 +49,10 @@ class decoder_stage final : public stage {
   void reset_kernel_profile() override {
     if constexpr (requires { traits::reset_kernel_profile(*be_); }) traits::reset_kernel_profile(*be_);
   }
+  model::expert_cache_counters expert_cache() const override {
+    if constexpr (requires { traits::expert_cache(*be_); }) return traits::expert_cache(*be_);
+    else return {};
+  }
 
  private:
   std::unique_ptr<Backend> be_;  // the decoder keeps a reference: the backend never moves

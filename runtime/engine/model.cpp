@@ -57,7 +57,9 @@ std::unique_ptr<model> model::load(const std::filesystem::path& path, const engi
     eo.gpu_budget = gpu && (opt.gpu_budget || opt.fit) ? in.plan.gpu_budget : 0;  // the Vulkan ledger's cap
     const std::uint32_t n = layout.n_gpu_layers;
     std::vector<stage_plan> plan;
-    if (n > 0) plan.push_back({backend_kind::vulkan, {0, n, true, n == L, layout.handoff_layers()}});
+    if (n > 0)
+      plan.push_back({backend_kind::vulkan,
+                      {0, n, true, n == L, layout.handoff_layers(), layout.cached_layers(), layout.expert_slots}});
     if (n < L) plan.push_back({backend_kind::cpu, {n, L - n, n == 0, true, {}}});
     return make_staged_model(std::move(f), eo, hp, plan);
   } catch (const format_error&) {

@@ -83,15 +83,22 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
   const tiers::model_demand& d = in.demand;
   const tiers::plan_options& po = in.plan;
   tiers::engine_layout l;
+  if (opt.expert_cache && *opt.expert_cache == 0)
+    throw error("--expert-cache 0: the expert cache needs at least one slot per MoE layer");
+  if (opt.expert_cache && !gpu) throw error("--expert-cache needs the Vulkan backend (GPU expert slots)");
+  if (opt.expert_cache && opt.fit)
+    throw error("--expert-cache with --fit: the planner does not choose the expert cache yet; give -ngl and --expert-cache SLOTS");
   if (!gpu) l = tiers::layer_split_layout(d, 0);
   else if (opt.fit) l = tiers::plan_engine_layout(d, po);
-  else l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides);
+  else l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides, opt.expert_cache.value_or(0));
 
   const tiers::placement_plan p = tiers::layout_plan(d, l, po.links, unlimited, po.prefill_batch);
   const std::string what = "-ngl " + std::to_string(l.n_gpu_layers) +
                            (l.handoff_layers().empty() ? "" : " with the experts of " +
                                                                   std::to_string(l.handoff_layers().size()) +
-                                                                  " MoE blocks on the CPU");
+                                                                  " MoE blocks on the CPU") +
+                           (l.cached_layers().empty() ? "" : " and the experts of " + std::to_string(l.cached_layers().size()) +
+                                                                 " MoE blocks GPU-cached");
   // Weights and KV are known exactly; the activation scratch the ledger checks as it allocates.
   if (gpu && l.n_gpu_layers && p.gpu_weights + p.gpu_kv > po.gpu_budget)
     throw error("--gpu-budget " + format_byte_size(po.gpu_budget) + " does not hold what " + what + " puts on the GPU: " +

@@ -21,6 +21,8 @@ struct layer_slice {
   std::uint32_t first = 0, count = 0;
   bool embed = true, head = true;
   std::vector<std::uint32_t> cpu_expert_layers;  // MoE blocks whose routed experts the CPU computes (GPU stages)
+  std::vector<std::uint32_t> cached_expert_layers;  // ... that are GPU-cached (GPU stages), expert_slots each
+  std::uint32_t expert_slots = 0;
 };
 
 class stage {
@@ -35,6 +37,7 @@ class stage {
   virtual std::string startup_report() const { return {}; }
   virtual std::vector<model::kernel_time> kernel_profile() const { return {}; }
   virtual void reset_kernel_profile() {}
+  virtual model::expert_cache_counters expert_cache() const { return {}; }
 };
 
 // The stage factory of each backend (the GGUF's architecture picks the decoder instantiation),

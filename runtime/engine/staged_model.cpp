@@ -2,6 +2,7 @@
 // the KV bookkeeping: a step reserves the batch's slots in the block table, runs every stage
 // (each reads the table, none changes it) and commits the tokens; sessions and the scheduler
 // truncate sequences through model::kv().
+#include <algorithm>
 #include <stdexcept>
 
 #include "model_config.hpp"
@@ -82,6 +83,24 @@ class staged_model final : public model {
     std::vector<std::uint32_t> out;
     for (const auto& s : slices_) out.insert(out.end(), s.cpu_expert_layers.begin(), s.cpu_expert_layers.end());
     return out;
+  }
+
+  std::vector<std::uint32_t> cached_expert_layers() const override {
+    std::vector<std::uint32_t> out;
+    for (const auto& s : slices_) out.insert(out.end(), s.cached_expert_layers.begin(), s.cached_expert_layers.end());
+    return out;
+  }
+  expert_cache_counters expert_cache() const override {
+    expert_cache_counters c;
+    for (const auto& s : stages_) {
+      const auto e = s->expert_cache();
+      c.layers += e.layers;
+      c.slots = std::max(c.slots, e.slots);
+      c.hits += e.hits, c.misses += e.misses, c.evictions += e.evictions, c.bytes_uploaded += e.bytes_uploaded;
+      c.tokens = std::max(c.tokens, e.tokens);
+      c.gpu_blocks += e.gpu_blocks, c.cpu_blocks += e.cpu_blocks;
+    }
+    return c;
   }
 
   void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }

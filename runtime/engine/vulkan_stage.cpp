@@ -10,8 +10,13 @@ namespace strata::rt {
 template <>
 struct engine_backend<gpu::backend> {
   static std::unique_ptr<gpu::backend> make(const engine_options& opt, const layer_slice& s) {
-    return std::make_unique<gpu::backend>(gpu::backend_options{
-        opt.device, opt.gpu_profile, {}, opt.progress, opt.gpu_budget, s.cpu_expert_layers, opt.threads});
+    return std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress, opt.gpu_budget,
+                                                               s.cpu_expert_layers, opt.threads, s.cached_expert_layers,
+                                                               s.expert_slots});
+  }
+  static model::expert_cache_counters expert_cache(const gpu::backend& be) {
+    const gpu::expert_cache_stats s = be.expert_cache();
+    return {s.layers, s.slots, s.hits, s.misses, s.evictions, s.bytes_uploaded, s.tokens, s.gpu_blocks, s.cpu_blocks};
   }
   static std::string describe(const gpu::backend& be) { return be.description(); }
   static std::string startup_report(const gpu::backend& be) {
@@ -30,6 +35,11 @@ struct engine_backend<gpu::backend> {
     std::string out = std::string(buf) + mem;
     if (m.budget) {
       std::snprintf(mem, sizeof mem, " of --gpu-budget %.1f MiB", mib(m.budget));
+      out += mem;
+    }
+    if (const gpu::expert_cache_stats c = be.expert_cache(); c.layers) {
+      std::snprintf(mem, sizeof mem, "; expert cache: %u slots x %u MoE layers (%.1f MiB on the GPU, %.1f MiB in host memory)",
+                    c.slots, c.layers, mib(c.slot_bytes), mib(c.host_bytes));
       out += mem;
     }
     return out;

@@ -456,6 +456,10 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
                          P.bind(logits, false), P.bind(logits, false)};
     P.dispatch(impl::moe_req("MOE_TOPK", sigmoid), b, &pc, sizeof pc, n);
   }
+  // GPU-cached experts: the host maps the routed ids to slots here (expert_cache.cpp); the
+  // matvecs below read the slots with the same kernels.
+  const bool cached = P.cached_experts(*mw.gate_exps);
+  if (cached) P.begin_cached_moe(mw, mp, x, logits);
   tensor in = x;
   std::uint32_t in_div = k;
   if (weight_input) {
@@ -504,6 +508,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   }
   // The combine waits for the decoder's residual add (add() folds it in), else the next op.
   P.combine = impl::pending_combine{moe_pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u}, y, out};
+  if (cached) P.end_cached_moe(out);
 }
 
 }  // namespace strata::gpu

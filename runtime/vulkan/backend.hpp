@@ -92,6 +92,23 @@ struct backend_options {
   std::uint64_t memory_budget = 0;
   std::vector<std::uint32_t> cpu_expert_layers;
   unsigned cpu_threads = 0;
+  // MoE blocks whose routed experts are GPU-cached (runtime/vulkan/expert_cache.cpp): the expert
+  // tensors live in host-visible memory, the GPU holds expert_slots experts of each block
+  // (device-local, in the weight ledger), filled on a miss with SLRU eviction. A step that routes
+  // more distinct experts than slots in a block computes that block's experts on the CPU.
+  std::vector<std::uint32_t> cached_expert_layers;
+  std::uint32_t expert_slots = 0;
+};
+
+// The expert cache's counters since load (all cached blocks together).
+struct expert_cache_stats {
+  std::uint32_t layers = 0, slots = 0;  // cached blocks, slots per block
+  std::uint64_t hits = 0, misses = 0;   // per distinct expert of a block and step, GPU-computed steps
+  std::uint64_t evictions = 0;
+  std::uint64_t bytes_uploaded = 0;     // expert weights copied host -> slots
+  std::uint64_t tokens = 0;             // tokens of the steps run
+  std::uint64_t gpu_blocks = 0, cpu_blocks = 0;  // block-steps computed from the slots / on the CPU (overflow)
+  std::uint64_t host_bytes = 0, slot_bytes = 0;  // expert weights in host memory, slots on the GPU
 };
 
 // Device-local memory the backend holds, by use, and its cap (0: none).
@@ -134,6 +151,7 @@ class backend {
   memory_use_bytes memory_use() const;
   // CPU hand-offs (MoE blocks whose experts the CPU computes) in each step.
   std::uint32_t handoffs_per_step() const;
+  expert_cache_stats expert_cache() const;
   // Whether a matmul of `tokens` rows over a K-wide weight of type t multiplies int8-quantized
   // activations (the integer matvec; tests pick their reference by it).
   bool int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;

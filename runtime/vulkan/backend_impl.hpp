@@ -25,6 +25,7 @@
 #include "memory.hpp"
 #include "pipelines.hpp"
 #include "push_constants.hpp"
+#include "strata/tiers/expert_cache.hpp"
 
 namespace strata::gpu {
 
@@ -61,6 +62,9 @@ struct backend::impl {
     std::uint32_t chunk = 0;
     std::uint64_t offset = 0, bytes = 0;
     std::int32_t host = -1;  // an expert tensor the CPU computes: its index in `host` (not uploaded)
+    // An expert tensor of a GPU-cached block: its index in `cached`; then chunk/offset/bytes are
+    // its slots, and cache_cpu the CPU's copy for overflow steps.
+    std::int32_t cache = -1, cache_cpu = -1;
   };
   std::vector<weight_entry> weights;
   std::vector<gpu_buffer> chunks;
@@ -104,6 +108,13 @@ struct backend::impl {
   struct handoff {
     cpu_experts::task task;
     vk::raii::CommandBuffer cmd{nullptr};
+    // A GPU-cached block (cache >= 0): after the router, the host picks slots and either submits
+    // `upload` (recorded per step: missed experts into their slots, slot ids into moe_ids) and
+    // `gpu` (the expert matvecs and combine, recorded once), or has the CPU compute the block and
+    // submits `cpu` (its sum into the output); `cmd` continues either way.
+    std::int32_t cache = -1;
+    std::uint32_t pairs = 0;
+    vk::raii::CommandBuffer upload{nullptr}, gpu{nullptr}, cpu{nullptr};
   };
   struct recorded_step {
     vk::raii::CommandBuffer cmd{nullptr};
@@ -115,6 +126,23 @@ struct backend::impl {
   std::unique_ptr<cpu_experts> host;
   std::uint32_t hand_in = 0, hand_out = 0;  // buffer ids
   std::uint32_t hand_cols = 0;              // floats of x per row in hand_in (router logits after max_rows rows)
+  // GPU-cached expert blocks (backend_options::cached_expert_layers).
+  struct cached_block {
+    cached_block(std::uint32_t l, std::uint32_t n_expert, std::uint32_t slots)
+        : layer(l), cache(n_expert, slots, tiers::cache_policy::slru) {}
+    std::uint32_t layer = 0;
+    tiers::expert_slot_cache cache;
+    std::uint32_t weight[3] = {~0u, ~0u, ~0u};  // gate, up, down weight ids
+    std::uint64_t expert_bytes[3] = {0, 0, 0};
+    gpu_buffer host[3];                          // every expert, host-visible: the uploads' source
+  };
+  std::deque<cached_block> cached;
+  std::uint32_t cache_ids_in = 0, cache_ids_out = 0;  // buffer ids: routed ids to the host, slot ids back
+  std::vector<std::uint64_t> cache_seen;              // per expert: the step stamp it was last routed in
+  std::vector<std::uint32_t> cache_slot_of, cache_distinct;
+  std::vector<vk::BufferCopy> cache_regions[3];
+  std::uint64_t cache_stamp = 0;
+  expert_cache_stats cache_stats;
   vk::raii::CommandPool pool{nullptr};
   vk::raii::Fence fence{nullptr};
   vk::raii::QueryPool queries{nullptr};
@@ -357,6 +385,23 @@ struct backend::impl {
   void record_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
                       const tensor& out);
   void submit_and_wait(vk::CommandBuffer c);
+  void submit_and_wait(std::span<const vk::CommandBuffer> c);
+  // The hand-off buffers (x and router logits to the host, the CPU's sum back), made on first use.
+  void handoff_buffers(std::uint32_t cols, std::uint32_t n_expert);
+  // The command buffer being recorded now.
+  const vk::raii::CommandBuffer& recording_cmd() const;
+
+  // --- expert_cache.cpp: GPU-cached routed experts. begin_cached_moe (after the router's top-k)
+  // copies the routed ids, x and the logits to the host and ends the command buffer; the expert
+  // matvecs that follow are recorded into the handoff's `gpu` buffer; end_cached_moe records the
+  // combine there, the CPU alternative into `cpu`, and continues the step in `cmd`.
+  bool cached_experts(const weight& gate) const { return weights.at(gate.id).cache >= 0; }
+  void load_cached(const gguf::tensor_info& t, std::uint32_t layer, std::uint32_t id);
+  void upload_cached(std::uint32_t max_routed);  // reserve(): host copies of the cached experts, id buffers
+  void begin_cached_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits);
+  void end_cached_moe(const tensor& out);
+  // submit_step's part for a cached hand-off: slots, uploads, the submit of the right parts.
+  void run_cached(handoff& h);
   // The current step's command buffers, with the CPU's experts between them.
   void submit_step();
 };

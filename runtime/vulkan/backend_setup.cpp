@@ -100,7 +100,13 @@ backend::impl::impl(const backend_options& o)
     mmvq_wg = a, mmvq_rpg = b, mmvq_u = c, mmvq_shape_forced = true;
   }
   ctx.set_memory_budget(opt.memory_budget);
-  if (!opt.cpu_expert_layers.empty()) host = std::make_unique<cpu_experts>(opt.cpu_threads);
+  if (!opt.cached_expert_layers.empty()) {
+    if (opt.expert_slots == 0) throw error("--expert-cache 0: the expert cache needs at least one slot per layer");
+    if (opt.profile)
+      throw error("the expert cache and per-kernel profiling cannot run together (a step runs one of two recorded parts)");
+  }
+  if (!opt.cpu_expert_layers.empty() || !opt.cached_expert_layers.empty())
+    host = std::make_unique<cpu_experts>(opt.cpu_threads);
   pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
                                                                        ctx.queue_family()));
   fence = vk::raii::Fence(ctx.device(), vk::FenceCreateInfo());
@@ -118,9 +124,13 @@ backend::~backend() = default;
 std::string backend::description() const {
   const auto& i = p_->ctx.info();
   std::string d = "vulkan (" + i.name + ", " + i.driver + ", subgroup " + std::to_string(i.subgroup_size) + ")";
-  if (p_->host)
+  if (p_->host && !p_->opt.cpu_expert_layers.empty())
     d += " with the routed experts of " + std::to_string(p_->opt.cpu_expert_layers.size()) + " MoE layers on the CPU (" +
          std::to_string(p_->host->threads()) + " threads)";
+  if (!p_->opt.cached_expert_layers.empty())
+    d += (p_->opt.cpu_expert_layers.empty() ? " with " : " and ") + std::to_string(p_->opt.expert_slots) +
+         " GPU expert slots (SLRU) for each of " + std::to_string(p_->opt.cached_expert_layers.size()) +
+         " MoE layers whose experts live in host memory";
   return d;
 }
 
@@ -128,6 +138,8 @@ memory_use_bytes backend::memory_use() const {
   const memory_ledger& l = p_->ctx.ledger();
   return {l.weights, l.kv, l.scratch, l.budget};
 }
+
+expert_cache_stats backend::expert_cache() const { return p_->cache_stats; }
 
 std::uint32_t backend::handoffs_per_step() const {
   return p_->current ? std::uint32_t(p_->current->handoffs.size()) : 0;
@@ -175,6 +187,13 @@ weight backend::load(const gguf::tensor_info& t) {
     p_->weights.push_back({&t, 0, 0, 0, std::int32_t(p_->host->load(t))});
     return w;
   }
+  // Routed experts of a GPU-cached block: host memory plus slots on the GPU (expert_cache.cpp).
+  const auto& cached_layers = p_->opt.cached_expert_layers;
+  if (tiers::classify(t.name, false) == tiers::tensor_kind::routed_experts &&
+      std::find(cached_layers.begin(), cached_layers.end(), std::uint32_t(layer)) != cached_layers.end()) {
+    p_->load_cached(t, std::uint32_t(layer), w.id);
+    return w;
+  }
   p_->weights.push_back({&t, 0, 0, t.data.size()});
   return w;
 }
@@ -211,7 +230,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     uploader up(P.ctx);
     std::uint64_t done = 0;
     for (const auto& e : P.weights) {
-      if (e.host >= 0) continue;
+      if (e.host >= 0 || e.cache >= 0) continue;  // slots are filled on a miss
       up.copy(e.info->data, P.chunks[e.chunk].handle(), e.offset);
       if (P.opt.progress) P.opt.progress({"upload", done += e.bytes, total, "bytes"});
     }
@@ -324,6 +343,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   P.moe_ids = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert ids");
   P.moe_wts = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert weights");
   if (P.host) P.host->reserve(max_tokens, max_routed);
+  P.upload_cached(max_routed);
   if (!id_formats.empty() && P.mmvq && P.max_k && P.moe_grouped) {
     P.moe_max_chunks = div_up(max_routed, impl::moe_chunk) + 256;  // at most one partial chunk per expert
     P.moe_sorted_off = 4 + 3 * P.moe_max_chunks;

@@ -78,7 +78,13 @@ void command_recorder::resume(const vk::raii::CommandBuffer& cmd, const std::str
     if (labels_.size() + 1 > query_capacity_) throw error("profiling: too many dispatches for the query pool");
     cmd_->writeTimestamp(vk::PipelineStageFlagBits::eTopOfPipe, queries_, std::uint32_t(labels_.size()));
   }
-  barrier();
+  // Earlier submits' shader writes and transfers (the expert cache's uploads) before any use here.
+  const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite,
+                             vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite);
+  cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer,
+                        vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
+  written_.clear();
+  read_.clear();
 }
 
 void command_recorder::end() {

@@ -71,13 +71,7 @@ void backend::impl::record_cpu_moe(const moe_weights& mw, const graph::moe_param
                                    const tensor& logits, const tensor& out) {
   const std::uint32_t n = x.rows, C = x.cols, E = logits.cols;
   if (out.cols != C || out.rows != n) throw error("moe_ffn: output shape does not match the input");
-  if (!hand_in) {
-    hand_cols = C;
-    hand_in = new_buffer(std::uint64_t(max_rows) * (C + E) * 4, memory_kind::readback, "MoE hand-off to the CPU");
-    hand_out = new_buffer(std::uint64_t(max_rows) * C * 4, memory_kind::upload, "MoE hand-off from the CPU");
-  }
-  if (C != hand_cols || buf(hand_in).size() < std::uint64_t(max_rows) * (C + E) * 4)
-    throw error("internal: MoE blocks of different widths in one model");
+  handoff_buffers(C, E);
   prepare({x, logits}, {});
   const copy_rows_pc px{C, x.off, x.stride, 0, C};
   const binding bx[] = {bind(x, false), bind(x, false), bind_id(hand_in, true)};
@@ -100,7 +94,23 @@ void backend::impl::record_cpu_moe(const moe_weights& mw, const graph::moe_param
   dispatch(copy_req(false), bo, &po, sizeof po, div_up(C, wg), n);
 }
 
-void backend::impl::submit_and_wait(vk::CommandBuffer c) {
+void backend::impl::handoff_buffers(std::uint32_t C, std::uint32_t E) {
+  if (!hand_in) {
+    hand_cols = C;
+    hand_in = new_buffer(std::uint64_t(max_rows) * (C + E) * 4, memory_kind::readback, "MoE hand-off to the CPU");
+    hand_out = new_buffer(std::uint64_t(max_rows) * C * 4, memory_kind::upload, "MoE hand-off from the CPU");
+  }
+  if (C != hand_cols || buf(hand_in).size() < std::uint64_t(max_rows) * (C + E) * 4)
+    throw error("internal: MoE blocks of different widths in one model");
+}
+
+const vk::raii::CommandBuffer& backend::impl::recording_cmd() const {
+  return pending.handoffs.empty() ? pending.cmd : pending.handoffs.back().cmd;
+}
+
+void backend::impl::submit_and_wait(vk::CommandBuffer c) { submit_and_wait(std::span(&c, 1)); }
+
+void backend::impl::submit_and_wait(std::span<const vk::CommandBuffer> c) {
   ctx.queue().submit(vk::SubmitInfo({}, {}, c), *fence);
   if (ctx.device().waitForFences(*fence, VK_TRUE, UINT64_MAX) != vk::Result::eSuccess) throw error("GPU step did not complete");
   ctx.device().resetFences(*fence);
@@ -108,7 +118,12 @@ void backend::impl::submit_and_wait(vk::CommandBuffer c) {
 
 void backend::impl::submit_step() {
   submit_and_wait(*current->cmd);
-  for (const handoff& h : current->handoffs) {
+  cache_stats.tokens += step_tokens;
+  for (handoff& h : current->handoffs) {
+    if (h.cache >= 0) {
+      run_cached(h);
+      continue;
+    }
     const auto* in = reinterpret_cast<const float*>(buf(hand_in).mapped());
     host->run(h.task, in, in + std::size_t(max_rows) * hand_cols, reinterpret_cast<float*>(buf(hand_out).mapped()));
     submit_and_wait(*h.cmd);

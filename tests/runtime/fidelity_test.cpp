@@ -221,6 +221,50 @@ TEST_CASE("fidelity: Vulkan with experts on the CPU and a layer split (llama4 -n
   CHECK(m->cpu_expert_layers() == std::vector<std::uint32_t>{1});
 }
 
+// GPU-cached experts (--expert-cache): qwen3moe (8 experts, top-2) with 4 slots per layer and
+// prompt steps of 2 tokens, so every step (prompt and decode) runs from the slots and the cache
+// evicts within the prompt; llama4 (4 experts, top-1, weighted input) with 2 slots and the whole
+// prompt in one step, which routes more experts than slots: the prompt's blocks run on the CPU,
+// the decode steps from the slots.
+TEST_CASE("fidelity: Vulkan with GPU-cached experts (--expert-cache, fewer slots than experts) matches llama.cpp logits") {
+  if (!vulkan_available()) return;
+  struct cached_case {
+    const char* model;
+    std::uint32_t slots, n_batch;
+    std::vector<std::uint32_t> layers;
+  };
+  for (const cached_case& c : {cached_case{"qwen3moe-Q4_K_M", 4, 2, {0, 1, 2, 3}}, cached_case{"llama4-Q4_K_M", 2, 256, {1, 3}}}) {
+    CAPTURE(c.model);
+    const golden_model& g = *shipped(c.model);
+    auto opt = fixture_options(strata::rt::backend_kind::vulkan);
+    opt.expert_cache = c.slots;
+    opt.n_batch = c.n_batch;
+    std::unique_ptr<strata::rt::model> m;
+    check_model(g, opt, &m, "medium");
+    REQUIRE(m);
+    CHECK(m->cached_expert_layers() == c.layers);
+    CHECK(m->cpu_expert_layers().empty());
+    const auto st = m->expert_cache();
+    MESSAGE(std::string(c.model) << " --expert-cache " << c.slots << ": hit rate " << st.hit_rate() << " (" << st.hits << "/"
+                    << st.hits + st.misses << "), evictions " << st.evictions << ", " << st.bytes_per_token()
+                    << " bytes uploaded per token, block-steps from the slots " << st.gpu_blocks << ", on the CPU "
+                    << st.cpu_blocks);
+    CHECK(st.layers == c.layers.size());
+    CHECK(st.evictions > 0);
+    CHECK(st.hits > 0);
+    CHECK(st.gpu_blocks > 0);
+    CHECK((st.cpu_blocks > 0) == (c.n_batch > 2));
+    CHECK(m->backend_description().find("GPU expert slots") != std::string::npos);
+  }
+  auto opt = fixture_options(strata::rt::backend_kind::vulkan);
+  opt.expert_cache = 9;
+  CHECK_THROWS_WITH_AS(strata::rt::model::load(shipped("qwen3moe-Q4_K_M")->path, opt),
+                       doctest::Contains("has 8 experts; the slots per layer must be 1..8"), strata::error);
+  opt.expert_cache = 0;
+  CHECK_THROWS_WITH_AS(strata::rt::model::load(shipped("qwen3moe-Q4_K_M")->path, opt),
+                       doctest::Contains("--expert-cache 0: the expert cache needs at least one slot"), strata::error);
+}
+
 TEST_CASE("fidelity: Vulkan --fit under a tiny GPU budget splits the layers of a dense model (qwen3) and matches llama.cpp logits") {
   if (!vulkan_available()) return;
   const golden_model& g = *shipped("qwen3-Q4_K_M");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <list>
+#include <numeric>
 #include <random>
 #include <set>
 #include <vector>
@@ -102,6 +103,51 @@ TEST_CASE("expert cache: equal to the list reference on random skewed traces, sl
   CHECK_THROWS_AS(expert_slot_cache(8, 9, cache_policy::lru), strata::error);
   expert_slot_cache c(8, 2, cache_policy::slru);
   CHECK_THROWS_AS(c.access(8), strata::error);
+}
+
+// The Vulkan expert cache uploads a whole step's experts before its matvecs read them: after
+// begin_step() no expert of the step may lose its slot to a later one of the same step (plain
+// SLRU would: a second miss takes the probation segment's tail, which the first miss just
+// filled). Random steps of up to `slots` distinct experts: slots of one step stay distinct and
+// owned; a step of more experts than slots is refused with a clear error.
+TEST_CASE("expert cache: begin_step pins the step's experts, slots of one step never collide") {
+  std::mt19937 rng(11);
+  for (const auto policy : {cache_policy::lru, cache_policy::slru})
+    for (const std::uint32_t slots : {1u, 2u, 5u, 12u}) {
+      CAPTURE(slots);
+      expert_slot_cache c(16, slots, policy);
+      std::vector<int> owner(slots, -1);
+      std::uint64_t evicted = 0;
+      for (int step = 0; step < 3000; ++step) {
+        c.begin_step();
+        const std::uint32_t d = 1 + rng() % slots;
+        std::vector<std::uint32_t> ex(16);
+        std::iota(ex.begin(), ex.end(), 0u);
+        std::shuffle(ex.begin(), ex.end(), rng);
+        ex.resize(d);
+        std::set<std::uint32_t> used;
+        for (const std::uint32_t e : ex) {
+          const auto r = c.access(e);
+          REQUIRE(r.slot < slots);
+          if (r.hit) {
+            REQUIRE(owner[r.slot] == int(e));
+          } else {
+            REQUIRE(owner[r.slot] == r.evicted);
+            owner[r.slot] = int(e);
+            evicted += r.evicted >= 0;
+          }
+          REQUIRE(used.insert(r.slot).second);  // no two experts of the step share a slot
+        }
+        for (const std::uint32_t e : ex) REQUIRE(c.resident(e));
+      }
+      CHECK(c.evictions() == evicted);
+      CHECK(c.hits() + c.misses() > 0);
+    }
+  expert_slot_cache c(8, 2, cache_policy::slru);
+  c.begin_step();
+  c.access(0);
+  c.access(1);
+  CHECK_THROWS_WITH_AS(c.access(2), doctest::Contains("a step may route at most that many experts"), strata::error);
 }
 
 TEST_CASE("routing trace: k distinct experts, Zipf skews popularity, reuse repeats the previous token's experts") {

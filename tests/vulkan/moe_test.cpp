@@ -60,6 +60,32 @@ std::vector<float> run_moe(Backend& be, const moe_case& c, const moe_model& m, i
   return result;
 }
 
+// Steps of different sizes and token rows on one backend (steps of one size replay one recording).
+template <class Backend>
+std::vector<std::vector<float>> run_moe_steps(Backend& be, const moe_case& c, const moe_model& m,
+                                              const std::vector<vkt::batch_data>& steps) {
+  const auto xt = be.load(*m.x), inp = be.load(*m.inp), gate = be.load(*m.gate), up = be.load(*m.up),
+             down = be.load(*m.down);
+  std::uint32_t most = 0;
+  for (const auto& b : steps) most = std::max(most, std::uint32_t(b.tokens.size()));
+  const std::uint32_t pairs = most * c.k;
+  const auto x = be.alloc(most, n_embd), out = be.alloc(most, n_embd), logits = be.alloc(most, c.n_expert);
+  const auto xin = be.alloc(pairs, n_embd), g = be.alloc(pairs, n_ff), u = be.alloc(pairs, n_ff), y = be.alloc(pairs, n_embd);
+  be.reserve(most, pairs);
+  auto kv = be.make_kv(vkt::small_kv());
+  std::vector<std::vector<float>> result;
+  for (const auto& b : steps) {
+    const auto n = std::uint32_t(b.tokens.size());
+    result.push_back(vkt::run_step(be, b, [&] {
+      be.embed(xt, x.view(n));
+      be.moe_ffn({&inp, &gate, &up, &down}, {c.gating, c.weighting, c.k}, x.view(n),
+                 {logits.view(n), xin.view(n * c.k), g.view(n * c.k), u.view(n * c.k), y.view(n * c.k)}, out.view(n));
+      return out.view(n);
+    }));
+  }
+  return result;
+}
+
 // The same FFN in float64: softmax over all experts renormalised over the top k (weights
 // floored at 2^-14 as ggml does), or sigmoid of the top-k logits; ties keep the lower id.
 // int8: the experts' inputs (x, or x weighted for Llama 4, and the SwiGLU output) as the
@@ -209,6 +235,78 @@ TEST_CASE("vulkan ops: moe_ffn with the experts on the CPU (mid-step hand-off) e
     CHECK(replayed == first);
     CHECK(be.memory_use().weights < m.g.bytes.size());  // the expert tensors were not uploaded
   }
+}
+
+// Memory tiers: the experts of block 0 GPU-cached (host memory, 3 slots of 16 experts on the
+// GPU, SLRU): each step's routed ids come to the host, missed experts are uploaded into their
+// slots and the same expert matvecs read the slots, so a step routing at most 3 experts gives
+// exactly the all-GPU result. 40 one-token steps over different rows make the cache miss, hit
+// and evict across replays of one recording; a 6-token step routes more experts than slots and
+// is computed on the CPU (the hand-off's kernels: the CPU backend's result, tolerance as above).
+TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts equals the all-GPU result; overflow steps equal the CPU") {
+  if (!vkt::available()) return;
+  using gguf::type_id;
+  const moe_case cases[] = {
+      {"softmax top-2 of 16, Q4_K/Q6_K", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 2, 1,
+       type_id::q4_k, type_id::q6_k},
+      {"sigmoid top-1 of 16 (weighted input), Q8_0", graph::moe_gating::sigmoid, graph::moe_weighting::input, 16, 1, 1,
+       type_id::q8_0, type_id::q8_0},
+  };
+  std::mt19937 rng(99);
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    moe_model m;
+    make_model(m, c, rng);
+    std::vector<vkt::batch_data> steps;
+    for (std::int32_t i = 0; i < 40; ++i) steps.push_back(vkt::batch_data::rows(1, (i * 7) % 24));
+    steps.push_back(vkt::batch_data::rows(6, 30));
+    steps.push_back(vkt::batch_data::rows(1, 5));
+    gpu::backend_options o;
+    o.cached_expert_layers = {0};
+    o.expert_slots = 3;
+    o.cpu_threads = 2;
+    gpu::backend cached(o), all;
+    const auto got = run_moe_steps(cached, c, m, steps);
+    const auto want = run_moe_steps(all, c, m, steps);
+    vkt::cpu_backend cb;
+    const auto cpu = run_moe_steps(cb, c, m, steps);
+    const gpu::expert_cache_stats st = cached.expert_cache();
+    MESSAGE(std::string(c.name) << ": hits " << st.hits << ", misses " << st.misses << ", evictions " << st.evictions << ", uploaded "
+                   << st.bytes_uploaded << " B, CPU block-steps " << st.cpu_blocks);
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      CAPTURE(i);
+      if (steps[i].tokens.size() == 1) CHECK(got[i] == want[i]);
+      else CHECK(test::nmse(got[i], cpu[i]) <= 1e-10);
+    }
+    CHECK(st.layers == 1);
+    CHECK(st.slots == 3);
+    CHECK(st.cpu_blocks >= 1);
+    CHECK(st.gpu_blocks + st.cpu_blocks == steps.size());
+    CHECK(st.tokens == 47);
+    CHECK(st.hits > 0);
+    CHECK(st.evictions > 0);
+    CHECK(st.misses == st.evictions + 3);  // the first 3 misses fill free slots
+    CHECK(st.bytes_uploaded == st.misses * (m.g.bytes.size() + m.u.bytes.size() + m.d.bytes.size()) / 16);
+    CHECK(cached.memory_use().weights < all.memory_use().weights);  // 3 of 16 experts on the GPU
+    CHECK(cached.description().find("3 GPU expert slots") != std::string::npos);
+  }
+}
+
+TEST_CASE("vulkan ops: the expert cache refuses zero slots and more slots than experts") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(5);
+  const moe_case c{"softmax top-2 of 16", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 2, 1,
+                   gguf::type_id::q8_0, gguf::type_id::q8_0};
+  moe_model m;
+  make_model(m, c, rng);
+  gpu::backend_options o;
+  o.cached_expert_layers = {0};
+  o.expert_slots = 0;
+  CHECK_THROWS_WITH_AS(gpu::backend{o}, doctest::Contains("at least one slot"), error);
+  o.expert_slots = 17;
+  gpu::backend be(o);
+  CHECK_THROWS_WITH_AS(be.load(*m.gate), doctest::Contains("'blk.0.ffn_gate_exps.weight' has 16 experts; the slots per layer must be 1..16"),
+                       error);
 }
 
 #endif

@@ -63,6 +63,9 @@ struct engine_options {
   std::vector<std::string> override_tensor;  // -ot rules "REGEX=gpu|cpu|disk[,...]"
   bool cpu_moe = false;          // routed experts of every MoE block computed on the CPU
   std::uint32_t n_cpu_moe = 0;   // ... of the first N blocks
+  // --expert-cache SLOTS: the routed experts of the GPU's MoE blocks (those not sent to the CPU)
+  // live in host memory and the GPU holds SLOTS experts of each block (SLRU); unset: off.
+  std::optional<std::uint32_t> expert_cache;
   // The planner chooses the GPU blocks and which blocks' experts the CPU computes, within the
   // budgets (n_gpu_layers is then not read); else -ngl and the overrides say it, and a layout
   // beyond gpu_budget is an error naming it.
@@ -95,6 +98,16 @@ class model {
   // on the CPU, and the GPU blocks whose routed experts the CPU computes (a hand-off each).
   virtual std::uint32_t n_gpu_layers() const noexcept { return 0; }
   virtual std::vector<std::uint32_t> cpu_expert_layers() const { return {}; }
+  // GPU blocks whose routed experts are GPU-cached (--expert-cache), and the cache's counters.
+  virtual std::vector<std::uint32_t> cached_expert_layers() const { return {}; }
+  struct expert_cache_counters {
+    std::uint32_t layers = 0, slots = 0;
+    std::uint64_t hits = 0, misses = 0, evictions = 0, bytes_uploaded = 0, tokens = 0;
+    std::uint64_t gpu_blocks = 0, cpu_blocks = 0;  // block-steps from the slots / on the CPU (more experts than slots)
+    double hit_rate() const noexcept { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
+    double bytes_per_token() const noexcept { return tokens ? double(bytes_uploaded) / double(tokens) : 0.0; }
+  };
+  virtual expert_cache_counters expert_cache() const { return {}; }
   virtual void reset_kernel_profile() {}
   // The model's one KV bookkeeping (every backend's storage follows it): sessions and the
   // scheduler read it and truncate or clear sequences; steps reserve and commit it.

@@ -24,6 +24,20 @@ namespace strata::tiers {
 struct engine_layout {
   std::uint32_t n_gpu_layers = 0;  // leading blocks on the GPU
   std::vector<char> cpu_experts;   // per block: routed experts computed by the CPU (always, off the GPU)
+  // Per GPU block: routed experts GPU-cached (gpu-cached: they live in RAM, the GPU computes them
+  // from expert_slots slots filled on a miss; runtime/vulkan/expert_cache.cpp).
+  std::vector<char> cached_experts;
+  std::uint32_t expert_slots = 0;
+
+  bool experts_cached(std::uint32_t il) const noexcept {
+    return il < n_gpu_layers && il < cached_experts.size() && cached_experts[il] && !experts_on_cpu(il);
+  }
+  std::vector<std::uint32_t> cached_layers() const {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t il = 0; il < n_gpu_layers; ++il)
+      if (experts_cached(il)) out.push_back(il);
+    return out;
+  }
 
   bool experts_on_cpu(std::uint32_t il) const noexcept {
     return il >= n_gpu_layers || (il < cpu_experts.size() && cpu_experts[il]);
@@ -54,7 +68,7 @@ inline bool on_gpu(const model_demand& d, const engine_layout& l, const tensor_d
   if (t.layer >= 0) {
     const auto il = std::uint32_t(t.layer);
     if (il >= l.n_gpu_layers) return false;
-    return t.kind != tensor_kind::routed_experts || !l.experts_on_cpu(il);
+    return t.kind != tensor_kind::routed_experts || (!l.experts_on_cpu(il) && !l.experts_cached(il));
   }
   return t.kind == tensor_kind::embedding || l.n_gpu_layers == d.n_layer;
 }
@@ -66,6 +80,14 @@ inline std::uint64_t tied_copy_on_gpu(const model_demand& d, const engine_layout
   for (const tensor_demand& t : d.tensors)
     if (t.kind == tensor_kind::head && t.name.starts_with("token_embd")) return t.bytes;
   return 0;
+}
+
+// GPU-cached routed experts: the bytes of the slots (expert_slots of the tensor's n_expert).
+inline bool cached_on_gpu(const engine_layout& l, const tensor_demand& t) {
+  return t.kind == tensor_kind::routed_experts && t.layer >= 0 && l.experts_cached(std::uint32_t(t.layer));
+}
+inline std::uint64_t slot_bytes(const engine_layout& l, const tensor_demand& t) {
+  return t.n_expert ? t.bytes / t.n_expert * std::min(l.expert_slots, t.n_expert) : 0;
 }
 
 }  // namespace detail
@@ -90,6 +112,13 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
     if (detail::on_gpu(d, l, t)) {
       p.tensors[i] = {home_tier::gpu, exec_unit::gpu, exec_unit::gpu};
       p.gpu_weights += t.bytes;
+    } else if (detail::cached_on_gpu(l, t)) {
+      // gpu-cached: lives in RAM (pinned, --ram-budget), computed on the GPU from its slots. The
+      // cost model counts it as streamed (every routed use uploaded: no hits assumed).
+      p.tensors[i] = {home_tier::ram, exec_unit::gpu, exec_unit::gpu};
+      p.gpu_weights += detail::slot_bytes(l, t);
+      p.ram_weights += t.bytes;
+      ram_left -= std::min(ram_left, t.bytes);
     } else if (t.bytes <= ram_left) {
       p.tensors[i] = {home_tier::ram, exec_unit::cpu, exec_unit::cpu};
       p.ram_weights += t.bytes;
@@ -128,9 +157,23 @@ inline std::vector<char> expert_overrides(const model_demand& d, const std::vect
 // -ngl N plus override rules: the blocks -ngl puts on the GPU, with the experts the rules send
 // to the CPU. A rule forcing a tensor of a CPU block (or the head off a full GPU run) to the GPU
 // is an error: the engine has no way to run it there.
-inline engine_layout fixed_layout(const model_demand& d, std::int64_t n_gpu_layers, const std::vector<override_rule>& rules) {
+// expert_slots > 0 (--expert-cache): the routed experts of every GPU block the rules leave on the
+// GPU are GPU-cached with that many slots per block.
+inline engine_layout fixed_layout(const model_demand& d, std::int64_t n_gpu_layers, const std::vector<override_rule>& rules,
+                                  std::uint32_t expert_slots = 0) {
   engine_layout l = layer_split_layout(d, n_gpu_layers);
   l.cpu_experts = expert_overrides(d, rules);
+  if (expert_slots) {
+    l.expert_slots = expert_slots;
+    l.cached_experts.assign(d.n_layer, 0);
+    for (const tensor_demand& t : d.tensors)
+      if (t.kind == tensor_kind::routed_experts && t.layer >= 0 && std::uint32_t(t.layer) < l.n_gpu_layers) {
+        if (expert_slots > t.n_expert)
+          throw error("--expert-cache " + std::to_string(expert_slots) + ": '" + t.name + "' has " +
+                      std::to_string(t.n_expert) + " experts; the slots per layer must be 1.." + std::to_string(t.n_expert));
+        l.cached_experts[std::uint32_t(t.layer)] = !l.cpu_experts[std::uint32_t(t.layer)];
+      }
+  }
   for (const tensor_demand& t : d.tensors)
     if (const auto f = forced_for(t.name, rules); f == forced_tier::gpu && !detail::on_gpu(d, l, t))
       throw error("override forces '" + t.name + "' to the GPU, but -ngl " + std::to_string(l.n_gpu_layers) +
@@ -144,6 +187,7 @@ inline std::uint64_t layout_gpu_bytes(const model_demand& d, const engine_layout
   std::uint64_t b = d.scratch_bytes + std::uint64_t(l.n_gpu_layers) * d.kv_bytes_per_layer + detail::tied_copy_on_gpu(d, l);
   for (const tensor_demand& t : d.tensors)
     if (detail::on_gpu(d, l, t)) b += t.bytes;
+    else if (detail::cached_on_gpu(l, t)) b += detail::slot_bytes(l, t);
   return b;
 }
 

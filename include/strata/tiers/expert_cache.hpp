@@ -4,6 +4,9 @@
 // cannot flush: a burst of one-off experts only cycles through the probation segment, so the
 // hot experts of skewed routing stay resident (recency and frequency, as design.md asks).
 // Fixed arrays sized at construction: access() allocates nothing (it runs per token per layer).
+// A backend that uploads a whole step's experts before its matvecs run calls begin_step() first:
+// experts accessed since then are pinned (never the victim), so every expert of the step keeps
+// its slot until the step's matvecs have read it. A step may touch at most `slots` experts.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -32,9 +35,13 @@ class expert_slot_cache {
     for (std::uint32_t s = slots; s-- > 0;) free_slots_.push_back(s);
   }
 
+  // Pins what access() touches from now on until the next begin_step().
+  void begin_step() noexcept { ++epoch_; }
+
   result access(std::uint32_t e) {
     if (e >= n_) throw error("expert cache: expert " + std::to_string(e) + " of " + std::to_string(n_));
     result r;
+    if (epoch_ != 0) pinned_[e] = epoch_;
     if (where_[e] != absent) {
       r.hit = true;
       r.slot = slot_of_[e];
@@ -57,9 +64,13 @@ class expert_slot_cache {
     ++misses_;
     if (free_slots_.empty()) {
       // Victim: the probation segment's LRU (SLRU), else the protected one's (all of LRU).
-      const segment from = size_[probation] > 0 ? probation : protected_seg;
-      const std::uint32_t v = tail_[from];
+      // Pinned experts (this step's) are skipped, oldest first.
+      const std::uint32_t v = victim();
+      if (v == none)
+        throw error("expert cache: every one of the " + std::to_string(slots_) +
+                    " slots holds an expert of this step; a step may route at most that many experts");
       unlink(v);
+      ++evictions_;
       where_[v] = absent;
       free_slots_.push_back(slot_of_[v]);
       r.evicted = std::int32_t(v);
@@ -74,12 +85,24 @@ class expert_slot_cache {
   bool resident(std::uint32_t e) const noexcept { return e < n_ && where_[e] != absent; }
   std::uint64_t hits() const noexcept { return hits_; }
   std::uint64_t misses() const noexcept { return misses_; }
+  std::uint64_t evictions() const noexcept { return evictions_; }
+  std::uint32_t slots() const noexcept { return slots_; }
+  std::uint32_t experts() const noexcept { return n_; }
   double hit_rate() const noexcept { return hits_ + misses_ ? double(hits_) / double(hits_ + misses_) : 0; }
 
  private:
   // LRU keeps one list (the "protected" segment, unbounded up to the slots).
   enum segment : std::uint8_t { probation = 0, protected_seg = 1, absent = 2 };
   static constexpr std::uint32_t none = 0xFFFFFFFFu;
+
+  bool pinned(std::uint32_t e) const noexcept { return epoch_ != 0 && pinned_[e] == epoch_; }
+  // The least recent unpinned expert of the probation segment, else of the protected one.
+  std::uint32_t victim() const noexcept {
+    for (const segment s : {probation, protected_seg})
+      for (std::uint32_t v = tail_[s]; v != none; v = prev_[v])
+        if (!pinned(v)) return v;
+    return none;
+  }
 
   void push_front(segment s, std::uint32_t e) {
     prev_[e] = none;
@@ -107,8 +130,10 @@ class expert_slot_cache {
   std::vector<segment> where_;
   std::vector<std::uint32_t> slot_of_;
   std::vector<std::uint32_t> free_slots_;
+  std::vector<std::uint64_t> pinned_ = std::vector<std::uint64_t>(n_, 0);  // step stamp of the last access
+  std::uint64_t epoch_ = 0;  // 0: no steps, nothing pinned
   std::uint32_t head_[2] = {none, none}, tail_[2] = {none, none}, size_[2] = {0, 0};
-  std::uint64_t hits_ = 0, misses_ = 0;
+  std::uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
 };
 
 }  // namespace strata::tiers

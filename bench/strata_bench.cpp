@@ -37,6 +37,7 @@ struct result {
   double predicted_ts = 0;      // cost model (tiers/cost.hpp) for the placement that ran
   strata::tiers::phase_cost predicted;  // ... with its bytes per token on each link
   std::uint32_t n_gpu_layers = 0, cpu_expert_layers = 0;  // the layout: GPU blocks, hand-offs per step
+  strata::rt::model::expert_cache_counters cache;  // GPU expert cache over the timed runs (--expert-cache)
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -167,6 +168,22 @@ int main(int argc, char** argv) {
         layout.n_gpu_layers = m->n_gpu_layers();
         layout.cpu_experts.assign(hp.n_layer, 0);
         for (const auto il : m->cpu_expert_layers()) layout.cpu_experts.at(il) = 1;
+        layout.cached_experts.assign(hp.n_layer, 0);
+        for (const auto il : m->cached_expert_layers()) layout.cached_experts.at(il) = 1;
+        layout.expert_slots = m->expert_cache().slots;
+        // The expert cache's counters over the timed part of a test only.
+        const auto count_cache = [&](result& r, const strata::rt::model::expert_cache_counters& before) {
+          const auto a = m->expert_cache();
+          r.cache.layers = a.layers;
+          r.cache.slots = a.slots;
+          r.cache.hits += a.hits - before.hits;
+          r.cache.misses += a.misses - before.misses;
+          r.cache.evictions += a.evictions - before.evictions;
+          r.cache.bytes_uploaded += a.bytes_uploaded - before.bytes_uploaded;
+          r.cache.tokens += a.tokens - before.tokens;
+          r.cache.gpu_blocks += a.gpu_blocks - before.gpu_blocks;
+          r.cache.cpu_blocks += a.cpu_blocks - before.cpu_blocks;
+        };
         strata::rt::probe_options probe;
         probe.disk_file = path;
         probe.threads = th;
@@ -227,10 +244,14 @@ int main(int argc, char** argv) {
               std::vector<std::int32_t> all(cached.begin(), cached.end());
               const auto toks = random_tokens(p, hp.n_vocab, rng);
               all.insert(all.end(), toks.begin(), toks.end());
+              const auto c0 = m->expert_cache();
               const auto t0 = clock_type::now();
               s.prefill(all);
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
-              if (i > 0) r.samples.push_back(double(p) / sec);
+              if (i > 0) {  // the first run of the prompt shape is the warm-up
+                count_cache(r, c0);
+                r.samples.push_back(double(p) / sec);
+              }
             }
             report_profile(r.test, p);
             r.predicted = predict(d, p, true);
@@ -245,12 +266,14 @@ int main(int argc, char** argv) {
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
               m->reset_kernel_profile();
               const auto toks = random_tokens(g, hp.n_vocab, rng);
+              const auto c0 = m->expert_cache();
               const auto t0 = clock_type::now();
               if (argmax)
                 for (auto t : toks) s.decode_argmax(t);
               else
                 for (auto t : toks) s.decode(t);
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
+              count_cache(r, c0);
               r.samples.push_back(double(g) / sec);
             }
             report_profile(r.test, g);
@@ -295,6 +318,14 @@ int main(int argc, char** argv) {
                                            {"predicted_handoffs_per_step", r.predicted.handoffs},
                                            {"n_gpu_layers", r.n_gpu_layers},
                                            {"cpu_expert_layers", r.cpu_expert_layers},
+                                           {"expert_cache",
+                                            boost::json::object{{"layers", r.cache.layers},
+                                                                {"slots", r.cache.slots},
+                                                                {"hit_rate", r.cache.hit_rate()},
+                                                                {"bytes_uploaded_per_token", r.cache.bytes_per_token()},
+                                                                {"evictions", r.cache.evictions},
+                                                                {"gpu_block_steps", r.cache.gpu_blocks},
+                                                                {"cpu_block_steps", r.cache.cpu_blocks}}},
                                            {"samples_ts", std::move(samples)}});
     }
     std::cout << boost::json::serialize(boost::json::object{{"results", std::move(arr)}}) << "\n";
@@ -330,5 +361,21 @@ int main(int argc, char** argv) {
   }
   std::printf("(layout: GPU blocks (-ngl) and MoE blocks whose experts the CPU computes (cx); hand-offs per step, "
               "predicted)\n");
+  // The GPU expert cache (--expert-cache), measured over the timed runs.
+  if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.cache.layers > 0; })) {
+    std::printf("\n| %-14s | %-15s | %8s | %13s | %11s | %11s |\n", "test", "expert cache", "hit rate", "uploaded MB/t",
+                "evictions/t", "CPU blocks");
+    for (const auto& r : results) {
+      if (!r.cache.layers) continue;
+      char test[64], cache[40];
+      std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
+      std::snprintf(cache, sizeof cache, "%u slots x %u", r.cache.slots, r.cache.layers);
+      const double t = r.cache.tokens ? double(r.cache.tokens) : 1.0;
+      std::printf("| %-14s | %-15s | %8.3f | %13.3f | %11.3f | %11llu |\n", test, cache, r.cache.hit_rate(),
+                  r.cache.bytes_per_token() / 1e6, double(r.cache.evictions) / t, (unsigned long long)r.cache.cpu_blocks);
+    }
+    std::printf("(hit rate per distinct expert of a block and step; CPU blocks: block-steps that routed more experts than "
+                "slots and ran on the CPU)\n");
+  }
   return 0;
 }

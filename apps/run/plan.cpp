@@ -44,6 +44,12 @@ std::string layout_text(const tiers::engine_layout& l) {
     for (std::size_t i = 0; i < h.size(); ++i) s += (i ? "," : " ") + std::to_string(h[i]);
     s += " on the CPU";
   }
+  const auto c = l.cached_layers();
+  if (!c.empty()) {
+    s += ", routed experts of blocks";
+    for (std::size_t i = 0; i < c.size(); ++i) s += (i ? "," : " ") + std::to_string(c[i]);
+    s += " GPU-cached (" + std::to_string(l.expert_slots) + " slots each)";
+  }
   return s;
 }
 
@@ -102,7 +108,10 @@ int run_plan(const run_options& opt) {
              std::to_string(layout->n_gpu_layers) + ",\"cpu_expert_layers\":[";
       const auto h = layout->handoff_layers();
       for (std::size_t i = 0; i < h.size(); ++i) out += (i ? "," : "") + std::to_string(h[i]);
-      out += "],\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
+      out += "],\"cached_expert_layers\":[";
+      const auto c = layout->cached_layers();
+      for (std::size_t i = 0; i < c.size(); ++i) out += (i ? "," : "") + std::to_string(c[i]);
+      out += "],\"expert_slots\":" + std::to_string(layout->expert_slots) + ",\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
     } else {
       out += "{\"error\":" + json::quote(engine_error) + "}";
     }

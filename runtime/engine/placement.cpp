@@ -87,7 +87,8 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
     throw error("--expert-cache 0: the expert cache needs at least one slot per MoE layer");
   if (opt.expert_cache && !gpu) throw error("--expert-cache needs the Vulkan backend (GPU expert slots)");
   if (opt.expert_cache && opt.fit)
-    throw error("--expert-cache with --fit: the planner does not choose the expert cache yet; give -ngl and --expert-cache SLOTS");
+    throw error("--expert-cache with --fit: --fit chooses the expert cache and its slots itself; give -ngl with "
+                "--expert-cache SLOTS to force it");
   if (!gpu) l = tiers::layer_split_layout(d, 0);
   else if (opt.fit) l = tiers::plan_engine_layout(d, po);
   else l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides, opt.expert_cache.value_or(0));

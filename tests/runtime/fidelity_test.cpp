@@ -190,6 +190,8 @@ void check_fit(const golden_model& g, std::uint64_t budget, const strata::tiers:
   MESSAGE(g.name << " --fit --gpu-budget " << budget << ": " << m->backend_description());
   CHECK(m->n_gpu_layers() == expect.n_gpu_layers);
   CHECK(m->cpu_expert_layers() == expect.handoff_layers());
+  CHECK(m->cached_expert_layers() == expect.cached_layers());
+  if (!expect.cached_layers().empty()) CHECK(m->expert_cache().slots == expect.expert_slots);
 }
 
 }  // namespace
@@ -281,6 +283,19 @@ TEST_CASE("fidelity: Vulkan --fit under a tiny GPU budget computes some experts 
     return l.n_gpu_layers == 4 && !h.empty() && h.size() < 4;
   });
   REQUIRE(found);
+  check_fit(g, found->first, found->second);
+}
+
+// Under a slow CPU the planner prefers GPU-cached experts (slots from the room the budget leaves)
+// to experts on the CPU once the room holds at least the experts one token uses.
+TEST_CASE("fidelity: Vulkan --fit under a tiny GPU budget GPU-caches some experts (qwen3moe) and matches llama.cpp logits") {
+  if (!vulkan_available()) return;
+  const golden_model& g = *shipped("qwen3moe-Q4_K_M");
+  const auto found = budget_for(g, [](const strata::tiers::engine_layout& l) {
+    return l.n_gpu_layers == 4 && !l.cached_layers().empty() && l.expert_slots < 8;
+  });
+  REQUIRE(found);
+  MESSAGE("--fit chose " << found->second.expert_slots << " slots for " << found->second.cached_layers().size() << " blocks");
   check_fit(g, found->first, found->second);
 }
 

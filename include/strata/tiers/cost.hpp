@@ -22,13 +22,17 @@ struct tensor_placement {
   home_tier home = home_tier::ram;
   exec_unit decode = exec_unit::cpu;
   exec_unit prefill = exec_unit::cpu;
+  // GPU-computed weights homed off the GPU: the share of their reads that crosses the link (1:
+  // streamed; a GPU expert cache: its expected miss rate, the rest read from the slots).
+  double miss_rate = 1.0;
 };
 
 // What the four placements are called: resident, streamed, CPU-computed, disk-backed.
 inline std::string_view label(const tensor_placement& p) {
   if (p.home == home_tier::gpu) return "gpu-resident";
   if (p.home == home_tier::disk) return "disk-backed";
-  return p.decode == exec_unit::gpu ? "gpu-streamed" : "cpu-computed";
+  if (p.decode == exec_unit::gpu) return p.miss_rate < 1.0 ? "gpu-cached" : "gpu-streamed";
+  return "cpu-computed";
 }
 
 struct phase_cost {
@@ -81,6 +85,7 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
   const double B = batch;
   std::vector<char> kv_counted(d.n_layer, 0);
   int last = -1;  // exec unit of the previous non-norm tensor
+  std::int32_t synced_layer = -1;  // GPU experts homed off the GPU: the host maps them once per block
   for (const std::size_t i : order) {
     const tensor_demand& t = d.tensors[i];
     const tensor_placement& pl = p[i];
@@ -103,8 +108,14 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
       c.gpu_read_bytes += bytes + kv;
       c.chain_s += std::max((bytes + kv) / l.gpu_read, flops / l.gpu_flops);
       if (pl.home != home_tier::gpu) {
-        c.host_to_gpu_bytes += bytes;
-        if (on_chain) c.chain_s += bytes / l.host_to_gpu;
+        const double up = bytes * pl.miss_rate;
+        c.host_to_gpu_bytes += up;
+        if (on_chain) c.chain_s += up / l.host_to_gpu;
+        // Routed experts uploaded by id: the host reads the router's choice (a round trip).
+        if (t.kind == tensor_kind::routed_experts && t.layer != synced_layer) {
+          synced_layer = t.layer;
+          c.handoffs += 1;
+        }
       }
     } else {
       c.cpu_read_bytes += bytes + kv;

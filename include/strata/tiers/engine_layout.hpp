@@ -9,6 +9,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,16 @@ inline bool cached_on_gpu(const engine_layout& l, const tensor_demand& t) {
 inline std::uint64_t slot_bytes(const engine_layout& l, const tensor_demand& t) {
   return t.n_expert ? t.bytes / t.n_expert * std::min(l.expert_slots, t.n_expert) : 0;
 }
+// A GPU-cached expert tensor in the cost model: computed on the GPU with the expected miss rate
+// of uniform routing (slots / experts of the uses hit: real routing is skewed, so this is the
+// pessimistic case), except in steps of `batch` tokens expected to route more distinct experts
+// than slots, which the engine computes on the CPU.
+inline tensor_placement cached_placement(const engine_layout& l, const tensor_demand& t, std::uint32_t prefill_batch) {
+  const double slots = std::min(l.expert_slots, t.n_expert), E = t.n_expert ? t.n_expert : 1;
+  tensor_placement p{home_tier::ram, exec_unit::gpu, exec_unit::gpu, 1.0 - slots / E};
+  if (E * t.share_touched(prefill_batch) > slots) p.prefill = exec_unit::cpu;
+  return p;
+}
 
 }  // namespace detail
 
@@ -113,9 +124,8 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
       p.tensors[i] = {home_tier::gpu, exec_unit::gpu, exec_unit::gpu};
       p.gpu_weights += t.bytes;
     } else if (detail::cached_on_gpu(l, t)) {
-      // gpu-cached: lives in RAM (pinned, --ram-budget), computed on the GPU from its slots. The
-      // cost model counts it as streamed (every routed use uploaded: no hits assumed).
-      p.tensors[i] = {home_tier::ram, exec_unit::gpu, exec_unit::gpu};
+      // gpu-cached: lives in RAM (pinned, --ram-budget), computed on the GPU from its slots.
+      p.tensors[i] = detail::cached_placement(l, t, prefill_batch);
       p.gpu_weights += detail::slot_bytes(l, t);
       p.ram_weights += t.bytes;
       ram_left -= std::min(ram_left, t.bytes);
@@ -202,6 +212,7 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
   const std::vector<char> forced_cpu = expert_overrides(d, o.overrides);
   std::vector<std::uint64_t> core(d.n_layer, 0), experts(d.n_layer, 0);
   std::vector<char> experts_forced_gpu(d.n_layer, 0);
+  std::vector<std::uint32_t> n_expert(d.n_layer, 0), n_used(d.n_layer, 0);
   std::uint64_t embedding = 0, tail = 0;
   std::int64_t need_gpu_through = -1;  // a non-expert tensor of this block is forced to the GPU
   bool head_forced_gpu = false;
@@ -211,6 +222,8 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
       const auto il = std::uint32_t(t.layer);
       if (t.kind == tensor_kind::routed_experts) {
         experts[il] += t.bytes;
+        n_expert[il] = t.n_expert;
+        n_used[il] = t.n_expert_used;
         experts_forced_gpu[il] |= char(forced_gpu);
       } else {
         core[il] += t.bytes;
@@ -248,8 +261,42 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
         else l.cpu_experts[il] = 1;
       }
     }
+    // The same blocks' experts GPU-cached instead (not those rules send to the CPU): as many
+    // slots per block as the room left holds for all of them, at least the experts one token uses.
+    std::optional<engine_layout> cached;
+    if (n > 0) {
+      std::uint64_t used = d.scratch_bytes + embedding + (n == d.n_layer ? tail : tied);
+      for (std::uint32_t il = 0; il < n; ++il) used += core[il] + d.kv_bytes_per_layer + (l.cpu_experts[il] ? 0 : experts[il]);
+      std::uint64_t per_slot = 0;
+      std::uint32_t slots = ~0u;
+      for (std::uint32_t il = 0; il < n; ++il)
+        if (l.cpu_experts[il] && !forced_cpu[il] && experts[il] && n_expert[il] > 1) {
+          per_slot += experts[il] / n_expert[il];
+          slots = std::min(slots, n_expert[il] - 1);
+        }
+      if (per_slot && used < o.gpu_budget) {
+        slots = std::uint32_t(std::min<std::uint64_t>(slots, (o.gpu_budget - used) / per_slot));
+        bool enough = true;
+        for (std::uint32_t il = 0; il < n; ++il)
+          if (l.cpu_experts[il] && !forced_cpu[il] && experts[il] && n_expert[il] > 1) enough &= slots >= n_used[il];
+        if (enough && slots > 0) {
+          cached = l;
+          cached->expert_slots = slots;
+          cached->cached_experts.assign(d.n_layer, 0);
+          for (std::uint32_t il = 0; il < n; ++il)
+            if (l.cpu_experts[il] && !forced_cpu[il] && experts[il] && n_expert[il] > 1) {
+              cached->cpu_experts[il] = 0;
+              cached->cached_experts[il] = 1;
+            }
+        }
+      }
+    }
     const double t = layout_plan(d, l, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
     if (best_t < 0 || t <= best_t * (1 + 1e-9)) best = std::move(l), best_t = t;
+    if (cached) {
+      const double tc = layout_plan(d, *cached, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
+      if (tc < best_t * (1 - 1e-9)) best = std::move(*cached), best_t = tc;
+    }
   }
   if (best_t < 0)
     throw error("--gpu-budget " + format_byte_size(o.gpu_budget) + " cannot hold the tensors the overrides force to the GPU "

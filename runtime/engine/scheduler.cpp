@@ -462,6 +462,7 @@ void scheduler::publish(bool stepped, double step_seconds, std::uint32_t generat
   stats_.busy_seconds += step_seconds;
   stats_.generated_tokens += generated;
   stats_.kv_used = model_->kv().used_slots();
+  stats_.expert_cache = model_->expert_cache();
 }
 
 void scheduler::loop() {

@@ -71,6 +71,25 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
   sample(out, "strata_kv_cache_used_tokens", s.kv_used);
   family(out, "strata_kv_cache_usage_ratio", "gauge", "Fraction of the KV cache pool in use.");
   sample(out, "strata_kv_cache_usage_ratio", s.kv_total ? double(s.kv_used) / s.kv_total : 0.0);
+  if (const auto& c = s.expert_cache; c.layers) {  // GPU-cached MoE experts (--expert-cache)
+    family(out, "strata_expert_cache_slots", "gauge", "GPU expert slots per cached MoE layer.");
+    sample(out, "strata_expert_cache_slots", c.slots);
+    family(out, "strata_expert_cache_layers", "gauge", "MoE layers whose routed experts are GPU-cached.");
+    sample(out, "strata_expert_cache_layers", c.layers);
+    family(out, "strata_expert_cache_hits_total", "counter", "Routed experts found in their layer's GPU slots (per step).");
+    sample(out, "strata_expert_cache_hits_total", double(c.hits));
+    family(out, "strata_expert_cache_misses_total", "counter", "Routed experts uploaded into a GPU slot (per step).");
+    sample(out, "strata_expert_cache_misses_total", double(c.misses));
+    family(out, "strata_expert_cache_evictions_total", "counter", "Experts whose GPU slot was taken by another.");
+    sample(out, "strata_expert_cache_evictions_total", double(c.evictions));
+    family(out, "strata_expert_cache_uploaded_bytes_total", "counter", "Expert weight bytes copied host -> GPU slots.");
+    sample(out, "strata_expert_cache_uploaded_bytes_total", double(c.bytes_uploaded));
+    family(out, "strata_expert_cache_tokens_total", "counter", "Tokens of the steps the cache served (bytes per token: divide).");
+    sample(out, "strata_expert_cache_tokens_total", double(c.tokens));
+    family(out, "strata_expert_cache_cpu_blocks_total", "counter",
+           "Layer-steps that routed more experts than slots and ran the experts on the CPU.");
+    sample(out, "strata_expert_cache_cpu_blocks_total", double(c.cpu_blocks));
+  }
   return out;
 }
 

@@ -1,0 +1,30 @@
+// /metrics text: the GPU expert cache's families appear only when a cache runs, with the
+// scheduler's snapshot of the model's counters.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "serve/metrics.hpp"
+
+TEST_CASE("metrics: expert cache counters are rendered when the model GPU-caches experts") {
+  strata::serve::server_metrics m;
+  strata::rt::scheduler_stats s;
+  CHECK(m.render(s, 1).find("strata_expert_cache") == std::string::npos);
+  s.expert_cache.layers = 4;
+  s.expert_cache.slots = 16;
+  s.expert_cache.hits = 30;
+  s.expert_cache.misses = 10;
+  s.expert_cache.evictions = 6;
+  s.expert_cache.bytes_uploaded = 123456789;
+  s.expert_cache.tokens = 12;
+  s.expert_cache.cpu_blocks = 2;
+  const std::string t = m.render(s, 1);
+  CHECK(t.find("# TYPE strata_expert_cache_hits_total counter\nstrata_expert_cache_hits_total 30\n") != std::string::npos);
+  CHECK(t.find("strata_expert_cache_misses_total 10\n") != std::string::npos);
+  CHECK(t.find("strata_expert_cache_evictions_total 6\n") != std::string::npos);
+  CHECK(t.find("strata_expert_cache_uploaded_bytes_total 123456789\n") != std::string::npos);
+  CHECK(t.find("strata_expert_cache_tokens_total 12\n") != std::string::npos);
+  CHECK(t.find("strata_expert_cache_cpu_blocks_total 2\n") != std::string::npos);
+  CHECK(t.find("# TYPE strata_expert_cache_slots gauge\nstrata_expert_cache_slots 16\n") != std::string::npos);
+  CHECK(t.find("strata_expert_cache_layers 4\n") != std::string::npos);
+}

@@ -388,6 +388,8 @@ struct backend::impl {
   void submit_and_wait(std::span<const vk::CommandBuffer> c);
   // The hand-off buffers (x and router logits to the host, the CPU's sum back), made on first use.
   void handoff_buffers(std::uint32_t cols, std::uint32_t n_expert);
+  // Records the copies of x (the FFN norm's rows) and the router logits into hand_in.
+  void record_handoff_in(const tensor& x, const tensor& logits);
   // The command buffer being recorded now.
   const vk::raii::CommandBuffer& recording_cmd() const;
 

@@ -71,14 +71,7 @@ void backend::impl::record_cpu_moe(const moe_weights& mw, const graph::moe_param
                                    const tensor& logits, const tensor& out) {
   const std::uint32_t n = x.rows, C = x.cols, E = logits.cols;
   if (out.cols != C || out.rows != n) throw error("moe_ffn: output shape does not match the input");
-  handoff_buffers(C, E);
-  prepare({x, logits}, {});
-  const copy_rows_pc px{C, x.off, x.stride, 0, C};
-  const binding bx[] = {bind(x, false), bind(x, false), bind_id(hand_in, true)};
-  dispatch(copy_req(false), bx, &px, sizeof px, div_up(C, wg), n);
-  const copy_rows_pc pl{E, logits.off, logits.stride, max_rows * C, E};
-  const binding bl[] = {bind(logits, false), bind(logits, false), bind_id(hand_in, true)};
-  dispatch(copy_req(false), bl, &pl, sizeof pl, div_up(E, wg), n);
+  record_handoff_in(x, logits);
 
   // The step continues in a new command buffer, after the CPU's part.
   rec.end();
@@ -102,6 +95,18 @@ void backend::impl::handoff_buffers(std::uint32_t C, std::uint32_t E) {
   }
   if (C != hand_cols || buf(hand_in).size() < std::uint64_t(max_rows) * (C + E) * 4)
     throw error("internal: MoE blocks of different widths in one model");
+}
+
+void backend::impl::record_handoff_in(const tensor& x, const tensor& logits) {
+  const std::uint32_t n = x.rows, C = x.cols, E = logits.cols;
+  handoff_buffers(C, E);
+  prepare({x, logits}, {});
+  const copy_rows_pc px{C, x.off, x.stride, 0, C};
+  const binding bx[] = {bind(x, false), bind(x, false), bind_id(hand_in, true)};
+  dispatch(copy_req(false), bx, &px, sizeof px, div_up(C, wg), n);
+  const copy_rows_pc pl{E, logits.off, logits.stride, max_rows * C, E};
+  const binding bl[] = {bind(logits, false), bind(logits, false), bind_id(hand_in, true)};
+  dispatch(copy_req(false), bl, &pl, sizeof pl, div_up(E, wg), n);
 }
 
 const vk::raii::CommandBuffer& backend::impl::recording_cmd() const {

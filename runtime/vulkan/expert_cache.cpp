@@ -80,16 +80,9 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
 void backend::impl::begin_cached_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
                                      const tensor& logits) {
   const std::uint32_t n = x.rows, C = x.cols, E = logits.cols, pairs = n * mp.n_used;
-  handoff_buffers(C, E);
   flush_all();  // everything deferred runs before the split
   // x and the logits to the host too, for a step the CPU computes (more experts than slots).
-  prepare({x, logits}, {});
-  const copy_rows_pc px{C, x.off, x.stride, 0, C};
-  const binding bx[] = {bind(x, false), bind(x, false), bind_id(hand_in, true)};
-  dispatch(copy_req(false), bx, &px, sizeof px, div_up(C, wg), n);
-  const copy_rows_pc pl{E, logits.off, logits.stride, max_rows * C, E};
-  const binding bl[] = {bind(logits, false), bind(logits, false), bind_id(hand_in, true)};
-  dispatch(copy_req(false), bl, &pl, sizeof pl, div_up(E, wg), n);
+  record_handoff_in(x, logits);
   // The routed expert ids (top-k's output) to the host, bit for bit: a transfer, not a shader.
   const vk::raii::CommandBuffer& c = recording_cmd();
   c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eTransfer, {},

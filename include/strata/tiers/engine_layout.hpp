@@ -124,11 +124,12 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
       p.tensors[i] = {home_tier::gpu, exec_unit::gpu, exec_unit::gpu};
       p.gpu_weights += t.bytes;
     } else if (detail::cached_on_gpu(l, t)) {
-      // gpu-cached: lives in RAM (pinned, --ram-budget), computed on the GPU from its slots.
+      // gpu-cached: lives in RAM, computed on the GPU from its slots. Twice its bytes: the pinned
+      // copy the uploads read and the CPU backend's copy for steps beyond the slots.
       p.tensors[i] = detail::cached_placement(l, t, prefill_batch);
       p.gpu_weights += detail::slot_bytes(l, t);
-      p.ram_weights += t.bytes;
-      ram_left -= std::min(ram_left, t.bytes);
+      p.ram_weights += 2 * t.bytes;
+      ram_left -= std::min(ram_left, 2 * t.bytes);
     } else if (t.bytes <= ram_left) {
       p.tensors[i] = {home_tier::ram, exec_unit::cpu, exec_unit::cpu};
       p.ram_weights += t.bytes;

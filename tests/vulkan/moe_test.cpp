@@ -243,7 +243,7 @@ TEST_CASE("vulkan ops: moe_ffn with the experts on the CPU (mid-step hand-off) e
 // exactly the all-GPU result. 40 one-token steps over different rows make the cache miss, hit
 // and evict across replays of one recording; a 6-token step routes more experts than slots and
 // is computed on the CPU (the hand-off's kernels: the CPU backend's result, tolerance as above).
-TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts equals the all-GPU result; overflow steps equal the CPU") {
+TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts equals the all-GPU result, overflow steps equal the CPU") {
   if (!vkt::available()) return;
   using gguf::type_id;
   const moe_case cases[] = {

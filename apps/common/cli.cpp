@@ -2,6 +2,7 @@
 #include "crash_report.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <iostream>
 #include <sstream>
 #include <string_view>
@@ -287,7 +288,14 @@ void apply(const tier_options& t, rt::engine_options& eo) {
   eo.cpu_moe = t.cpu_moe;
   eo.n_cpu_moe = t.n_cpu_moe;
   eo.fit = t.fit;
-  if (t.expert_cache >= 0) eo.expert_cache = std::uint32_t(std::min<std::int64_t>(t.expert_cache, 1 << 20));
+  if (!t.expert_cache.empty()) {
+    std::uint32_t slots = 0;
+    const char* end = t.expert_cache.data() + t.expert_cache.size();
+    const auto [p, ec] = std::from_chars(t.expert_cache.data(), end, slots);
+    if (ec != std::errc() || p != end)
+      throw error("--expert-cache: '" + t.expert_cache + "' is not a slot count (a whole number, e.g. 32)");
+    eo.expert_cache = slots;  // 0 and more slots than a layer's experts: model::load names the limit
+  }
 }
 
 void apply(const backend_options& b, rt::engine_options& eo) {

@@ -17,7 +17,7 @@ struct tier_options {
   bool cpu_moe = false;                       // --cpu-moe
   std::uint32_t n_cpu_moe = 0;                // --n-cpu-moe N
   bool fit = false;                           // --fit
-  std::int64_t expert_cache = -1;             // --expert-cache SLOTS (-1: off)
+  std::string expert_cache;                   // --expert-cache SLOTS (empty: off)
 };
 
 // Fills the engine's tier options (a malformed size or rule throws strata::error naming the flag).

@@ -47,9 +47,13 @@ for t in "${targets[@]}"; do
     request_parser)
       echo "building request_parser_fuzz with $cxx"
       serve="$root/runtime/serve"
-      "$cxx" "${flags[@]}" "${san[@]}" "$root/tests/fuzz/request_parser_fuzz.cpp" "$serve/openai_api.cpp" \
-        "$serve/anthropic_api.cpp" "$serve/request.cpp" "$serve/json_input.cpp" -lsimdjson -lboost_json \
-        -o "$out/request_parser_fuzz"
+      # The parsers' sources (no engine, no network): keep in step with runtime/serve/.
+      parser_sources=(openai_chat openai_completions openai_responses openai_shared anthropic_api
+                      request request_fields json_input tools)
+      srcs=()
+      for f in "${parser_sources[@]}"; do srcs+=("$serve/$f.cpp"); done
+      "$cxx" "${flags[@]}" "${san[@]}" "$root/tests/fuzz/request_parser_fuzz.cpp" "${srcs[@]}" \
+        -lsimdjson -lboost_json -o "$out/request_parser_fuzz"
       rcorpus="$root/tests/fuzz/corpus-requests"
       mkdir -p "$rcorpus"
       cp "$root"/tests/fuzz/seeds/requests/* "$rcorpus/"

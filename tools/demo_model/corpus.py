@@ -20,7 +20,7 @@ SYSTEM_PROMPTS = ["You are a helpful assistant.", "You are Strata's demo model. 
 FAMOUS = {"Genesis 1": range(1, 6), "Psalms 23": range(1, 7), "John 1": range(1, 6), "John 3": [16],
           "Matthew 6": range(9, 14), "Exodus 20": [3], "Ecclesiastes 3": range(1, 9),
           "1 Corinthians 13": range(4, 9)}
-FAMOUS_REPEAT = 6
+FAMOUS_REPEAT = 24  # 6 gave verse-shaped nonsense for "Recite Genesis 1:1." (1.3M training tokens)
 HELDOUT_PERCENT = 2
 
 POS_NAMES = {"n.": "noun", "v. t.": "verb", "v. i.": "verb", "v.": "verb", "a.": "adjective",

@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
         for (auto d : depths) {
           for (auto p : n_prompt) {
             if (!p) continue;
-            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0};
+            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}};
             // One untimed run of the test's own shape first (llama-bench does the same): the
             // 16-token warm-up above does not build the pipelines or touch the memory a p-token
             // step needs (GPU: tiled and grouped-expert kernels, larger scratch), so without it
@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
           }
           for (auto g : n_gen) {
             if (!g) continue;
-            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0};
+            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}};
             for (unsigned i = 0; i < reps; ++i) {
               s.clear();
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));

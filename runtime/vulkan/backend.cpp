@@ -495,7 +495,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   } else {
     auto matvec_id = [&](const weight& w, tensor xi, std::uint32_t div, tensor yo) {
       const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), xi.off,
-                         xi.stride, yo.off, yo.stride, std::uint32_t(w.row_bytes * w.ne[1]), div, 0};
+                         xi.stride, yo.off, yo.stride, std::uint32_t(w.row_bytes * w.ne[1]), div, 0, 0, 0, 0, 0.f};
       const binding b[] = {P.bind_weight(w), P.bind(xi, false), P.bind(yo, true), P.bind_id(P.moe_ids, false)};
       P.dispatch(P.matvec_req(w.type, 1, true, w.ne[1]), b, &pc, sizeof pc, div_up(w.ne[1], P.rows_for(w.ne[1])), pairs);
       P.wrote(yo);

@@ -56,16 +56,16 @@ std::unique_ptr<strata::rt::model> load(const fs::path& p, std::uint32_t n_outpu
 
 // NMSE limits against llama.cpp's logits, derived in tests/fixtures/demo/README.md the way
 // ../shared/fixtures derives tolerance_nmse: max(3 x llama.cpp's own batch-vs-decode NMSE,
-// 4 x llama.cpp-vs-float64-reference NMSE, 1e-5), for the committed model: a tolerance belongs to
-// the file it was derived for, and is derived again whenever the model is retrained.
+// 4 x llama.cpp-vs-float64-reference NMSE, 1e-5), for the first demo model; kept for the retrained
+// one, for which the rule gives looser limits (the README there has both).
 struct logits_case {
   const char* type;       // "Q8_0": the committed file; else requantized from it to this type
   const char* reference;  // llama.cpp logits under tests/fixtures/demo/
   double tolerance_nmse;
 };
 constexpr logits_case logits_cases[] = {
-    {"Q8_0", "strata-demo.llamacpp.f32", 1.04e-4},
-    {"Q4_K_M", "strata-demo-Q4_K_M.llamacpp.f32", 5.2e-4},
+    {"Q8_0", "strata-demo.llamacpp.f32", 2.6e-5},
+    {"Q4_K_M", "strata-demo-Q4_K_M.llamacpp.f32", 9.3e-5},
 };
 
 // The demo model in `type`: the committed file, or a requantized copy in the temp directory.

@@ -406,6 +406,8 @@ struct backend::impl {
   void run_cached(handoff& h);
   // The current step's command buffers, with the CPU's experts between them.
   void submit_step();
+  // The CPU backend's experts over the hand-off buffers (the GPU's rows and router logits in, sum out).
+  void run_handoff_on_cpu(const handoff& h);
 };
 
 }  // namespace strata::gpu

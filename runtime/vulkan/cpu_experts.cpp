@@ -129,10 +129,14 @@ void backend::impl::submit_step() {
       run_cached(h);
       continue;
     }
-    const auto* in = reinterpret_cast<const float*>(buf(hand_in).mapped());
-    host->run(h.task, in, in + std::size_t(max_rows) * hand_cols, reinterpret_cast<float*>(buf(hand_out).mapped()));
+    run_handoff_on_cpu(h);
     submit_and_wait(*h.cmd);
   }
+}
+
+void backend::impl::run_handoff_on_cpu(const handoff& h) {
+  const auto* in = reinterpret_cast<const float*>(buf(hand_in).mapped());
+  host->run(h.task, in, in + std::size_t(max_rows) * hand_cols, reinterpret_cast<float*>(buf(hand_out).mapped()));
 }
 
 }  // namespace strata::gpu

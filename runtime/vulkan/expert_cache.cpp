@@ -134,8 +134,7 @@ void backend::impl::run_cached(handoff& h) {
     }
   }
   if (cache_distinct.size() > b.cache.slots()) {  // the CPU computes this block for this step
-    const auto* in = reinterpret_cast<const float*>(buf(hand_in).mapped());
-    host->run(h.task, in, in + std::size_t(max_rows) * hand_cols, reinterpret_cast<float*>(buf(hand_out).mapped()));
+    run_handoff_on_cpu(h);
     ++cache_stats.cpu_blocks;
     const vk::CommandBuffer parts[] = {*h.cpu, *h.cmd};
     return submit_and_wait(parts);

@@ -38,6 +38,7 @@ struct result {
   strata::tiers::phase_cost predicted;  // ... with its bytes per token on each link
   std::uint32_t n_gpu_layers = 0, cpu_expert_layers = 0;  // the layout: GPU blocks, hand-offs per step
   strata::rt::model::expert_cache_counters cache;  // GPU expert cache over the timed runs (--expert-cache)
+  strata::rt::model::stream_counters stream;       // dense layer streaming over the timed runs
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -171,6 +172,17 @@ int main(int argc, char** argv) {
         layout.cached_experts.assign(hp.n_layer, 0);
         for (const auto il : m->cached_expert_layers()) layout.cached_experts.at(il) = 1;
         layout.expert_slots = m->expert_cache().slots;
+        layout.streamed_ffn.assign(hp.n_layer, 0);
+        for (const auto il : m->streamed_layers()) layout.streamed_ffn.at(il) = 1;
+        const auto count_stream = [&](result& r, const strata::rt::model::stream_counters& before) {
+          const auto a = m->streaming();
+          r.stream.layers = a.layers;
+          r.stream.ring_bytes = a.ring_bytes;
+          r.stream.bytes_per_step = a.bytes_per_step;
+          r.stream.bytes_streamed += a.bytes_streamed - before.bytes_streamed;
+          r.stream.tokens += a.tokens - before.tokens;
+          r.stream.steps += a.steps - before.steps;
+        };
         // The expert cache's counters over the timed part of a test only.
         const auto count_cache = [&](result& r, const strata::rt::model::expert_cache_counters& before) {
           const auto a = m->expert_cache();
@@ -230,7 +242,7 @@ int main(int argc, char** argv) {
         for (auto d : depths) {
           for (auto p : n_prompt) {
             if (!p) continue;
-            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}};
+            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}};
             // One untimed run of the test's own shape first (llama-bench does the same): the
             // 16-token warm-up above does not build the pipelines or touch the memory a p-token
             // step needs (GPU: tiled and grouped-expert kernels, larger scratch), so without it
@@ -245,11 +257,13 @@ int main(int argc, char** argv) {
               const auto toks = random_tokens(p, hp.n_vocab, rng);
               all.insert(all.end(), toks.begin(), toks.end());
               const auto c0 = m->expert_cache();
+              const auto s0 = m->streaming();
               const auto t0 = clock_type::now();
               s.prefill(all);
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
               if (i > 0) {  // the first run of the prompt shape is the warm-up
                 count_cache(r, c0);
+                count_stream(r, s0);
                 r.samples.push_back(double(p) / sec);
               }
             }
@@ -260,13 +274,14 @@ int main(int argc, char** argv) {
           }
           for (auto g : n_gen) {
             if (!g) continue;
-            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}};
+            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}};
             for (unsigned i = 0; i < reps; ++i) {
               s.clear();
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
               m->reset_kernel_profile();
               const auto toks = random_tokens(g, hp.n_vocab, rng);
               const auto c0 = m->expert_cache();
+              const auto s0 = m->streaming();
               const auto t0 = clock_type::now();
               if (argmax)
                 for (auto t : toks) s.decode_argmax(t);
@@ -274,6 +289,7 @@ int main(int argc, char** argv) {
                 for (auto t : toks) s.decode(t);
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
               count_cache(r, c0);
+              count_stream(r, s0);
               r.samples.push_back(double(g) / sec);
             }
             report_profile(r.test, g);
@@ -326,6 +342,13 @@ int main(int argc, char** argv) {
                                                                 {"evictions", r.cache.evictions},
                                                                 {"gpu_block_steps", r.cache.gpu_blocks},
                                                                 {"cpu_block_steps", r.cache.cpu_blocks}}},
+                                           {"layer_streaming",
+                                            boost::json::object{{"layers", r.stream.layers},
+                                                                {"ring_bytes", r.stream.ring_bytes},
+                                                                {"bytes_per_step", r.stream.bytes_per_step},
+                                                                {"streamed_bytes_per_token", r.stream.bytes_per_token()},
+                                                                {"predicted_host_to_gpu_bytes_per_token",
+                                                                 r.predicted.host_to_gpu_bytes}}},
                                            {"samples_ts", std::move(samples)}});
     }
     std::cout << boost::json::serialize(boost::json::object{{"results", std::move(arr)}}) << "\n";
@@ -353,14 +376,15 @@ int main(int argc, char** argv) {
   for (const auto& r : results) {
     char test[64], layout[32];
     std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
-    std::snprintf(layout, sizeof layout, "ngl %u, %u cx", r.n_gpu_layers, r.cpu_expert_layers);
+    std::snprintf(layout, sizeof layout, r.stream.layers ? "ngl %u, %u cx, %u st" : "ngl %u, %u cx", r.n_gpu_layers,
+                  r.cpu_expert_layers, r.stream.layers);
     const auto& c = r.predicted;
     std::printf("| %-14s | %-11s | %13.4f | %13.4f | %13.4f | %9.0f | %10.2f | %10.2f | %6.2f |\n", test, layout,
                 c.gpu_read_bytes / 1e9, c.host_to_gpu_bytes / 1e9, c.cpu_read_bytes / 1e9, c.handoffs, r.predicted_ts,
                 r.mean(), r.predicted_ts > 0 ? r.mean() / r.predicted_ts : 0.0);
   }
-  std::printf("(layout: GPU blocks (-ngl) and MoE blocks whose experts the CPU computes (cx); hand-offs per step, "
-              "predicted)\n");
+  std::printf("(layout: GPU blocks (-ngl), MoE blocks whose experts the CPU computes (cx), blocks whose dense FFN streams "
+              "(st); hand-offs per step, predicted)\n");
   // The GPU expert cache (--expert-cache), measured over the timed runs.
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.cache.layers > 0; })) {
     std::printf("\n| %-14s | %-15s | %8s | %13s | %11s | %11s |\n", "test", "expert cache", "hit rate", "uploaded MB/t",
@@ -376,6 +400,23 @@ int main(int argc, char** argv) {
     }
     std::printf("(hit rate per distinct expert of a block and step; CPU blocks: block-steps that routed more experts than "
                 "slots and ran on the CPU)\n");
+  }
+  // Dense layer streaming (--stream-layers, --fit), measured over the timed runs beside the cost
+  // model's host->GPU bytes per token for the same layout.
+  if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.stream.layers > 0; })) {
+    std::printf("\n| %-14s | %-16s | %12s | %18s | %19s |\n", "test", "streamed blocks", "ring MiB",
+                "streamed MB/token", "predicted MB/token");
+    std::printf("| %.14s | %.16s | %.12s | %.18s | %.19s |\n", "---------------", "-----------------", "-------------",
+                "-------------------", "--------------------");
+    for (const result& r : results) {
+      if (!r.stream.layers) continue;
+      char test[64];
+      std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
+      std::printf("| %-14s | %16u | %12.1f | %18.3f | %19.3f |\n", test, r.stream.layers,
+                  double(r.stream.ring_bytes) / double(1 << 20), r.stream.bytes_per_token() / 1e6,
+                  r.predicted.host_to_gpu_bytes / 1e6);
+    }
+    std::printf("(every step copies each streamed block's dense FFN once: a prompt step's tokens share the bytes)\n");
   }
   return 0;
 }

@@ -271,8 +271,14 @@ void add_tier_options(CLI::App& app, tier_options& o) {
                  "GPU-cache the routed experts of the GPU's MoE layers: they live in RAM and the GPU holds SLOTS experts "
                  "per layer (SLRU), uploading a routed expert on a miss (layers sent to the CPU stay there)")
       ->type_name("SLOTS")->group(group::tiers);
+  app.add_option("--stream-layers", o.stream_layers,
+                 "stream the dense FFN of the last N GPU layers: its weights live in pinned RAM and are copied into a "
+                 "2-slot GPU ring one layer ahead of use, every step (attention and KV stay on the GPU; best for long "
+                 "prompts, where a batch reads each weight once)")
+      ->type_name("N")->group(group::tiers);
   app.add_flag("--fit", o.fit,
-               "let the placement planner choose the GPU layers and which layers' experts the CPU computes, within "
+               "let the placement planner choose the GPU layers, which layers' FFN to stream and which layers' experts "
+               "the CPU computes, within "
                "--gpu-budget and --ram-budget (-ngl is then not read; -ot, --cpu-moe, --n-cpu-moe still apply)")
       ->group(group::tiers);
 }
@@ -288,6 +294,7 @@ void apply(const tier_options& t, rt::engine_options& eo) {
   eo.cpu_moe = t.cpu_moe;
   eo.n_cpu_moe = t.n_cpu_moe;
   eo.fit = t.fit;
+  eo.stream_layers = t.stream_layers;
   if (!t.expert_cache.empty()) {
     std::uint32_t slots = 0;
     const char* end = t.expert_cache.data() + t.expert_cache.size();

@@ -18,6 +18,7 @@ struct tier_options {
   std::uint32_t n_cpu_moe = 0;                // --n-cpu-moe N
   bool fit = false;                           // --fit
   std::string expert_cache;                   // --expert-cache SLOTS (empty: off)
+  std::uint32_t stream_layers = 0;            // --stream-layers N
 };
 
 // Fills the engine's tier options (a malformed size or rule throws strata::error naming the flag).

@@ -50,6 +50,15 @@ std::string layout_text(const tiers::engine_layout& l) {
     for (std::size_t i = 0; i < c.size(); ++i) s += (i ? "," : " ") + std::to_string(c[i]);
     s += " GPU-cached (" + std::to_string(l.expert_slots) + " slots each)";
   }
+  const auto st = l.streamed_layers();
+  if (!st.empty()) {
+    s += ", dense FFN of blocks";
+    for (std::size_t i = 0; i < st.size(); ++i) {
+      s += i ? "," : " ";
+      s += std::to_string(st[i]);
+    }
+    s += " streamed through the ring (gpu-streamed: host->GPU bytes below)";
+  }
   return s;
 }
 
@@ -87,7 +96,8 @@ int run_plan(const run_options& opt) {
   const tiers::plan_options& po = in.plan;
   const tiers::placement_plan plan = tiers::plan_placement(demand, po);
   // What model::load would run for the same options (-ngl and the overrides, or --fit), or why
-  // it would refuse: the planner above may also stream weights, which the engine does not yet.
+  // it would refuse: the engine streams only whole dense FFNs of GPU blocks, one layout for both
+  // phases (the planner above may stream any group and switch per phase).
   std::string engine_error;
   std::optional<tiers::engine_layout> layout;
   try {
@@ -111,7 +121,12 @@ int run_plan(const run_options& opt) {
       out += "],\"cached_expert_layers\":[";
       const auto c = layout->cached_layers();
       for (std::size_t i = 0; i < c.size(); ++i) out += (i ? "," : "") + std::to_string(c[i]);
-      out += "],\"expert_slots\":" + std::to_string(layout->expert_slots) + ",\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
+      out += "],\"streamed_layers\":[";
+      const auto st = layout->streamed_layers();
+      for (std::size_t i = 0; i < st.size(); ++i) out += (i ? "," : "") + std::to_string(st[i]);
+      out += "],\"streamed_bytes_per_step\":";
+      out += std::to_string(tiers::streamed_bytes(demand, *layout));
+      out += ",\"expert_slots\":" + std::to_string(layout->expert_slots) + ",\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
     } else {
       out += "{\"error\":" + json::quote(engine_error) + "}";
     }

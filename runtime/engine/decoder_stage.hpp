@@ -53,6 +53,10 @@ class decoder_stage final : public stage {
     if constexpr (requires { traits::expert_cache(*be_); }) return traits::expert_cache(*be_);
     else return {};
   }
+  model::stream_counters streaming() const override {
+    if constexpr (requires { traits::streaming(*be_); }) return traits::streaming(*be_);
+    else return {};
+  }
 
  private:
   std::unique_ptr<Backend> be_;  // the decoder keeps a reference: the backend never moves

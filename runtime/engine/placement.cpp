@@ -89,9 +89,13 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
   if (opt.expert_cache && opt.fit)
     throw error("--expert-cache with --fit: --fit chooses the expert cache and its slots itself; give -ngl with "
                 "--expert-cache SLOTS to force it");
+  if (opt.stream_layers && !gpu) throw error("--stream-layers needs the Vulkan backend (the ring is GPU memory)");
+  if (opt.stream_layers && opt.fit)
+    throw error("--stream-layers with --fit: --fit chooses the streamed blocks itself; give -ngl with --stream-layers N "
+                "to force it");
   if (!gpu) l = tiers::layer_split_layout(d, 0);
   else if (opt.fit) l = tiers::plan_engine_layout(d, po);
-  else l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides, opt.expert_cache.value_or(0));
+  else l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides, opt.expert_cache.value_or(0), opt.stream_layers);
 
   const tiers::placement_plan p = tiers::layout_plan(d, l, po.links, unlimited, po.prefill_batch);
   const std::string what = "-ngl " + std::to_string(l.n_gpu_layers) +
@@ -99,12 +103,19 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
                                                                   std::to_string(l.handoff_layers().size()) +
                                                                   " MoE blocks on the CPU") +
                            (l.cached_layers().empty() ? "" : " and the experts of " + std::to_string(l.cached_layers().size()) +
-                                                                 " MoE blocks GPU-cached");
+                                                                 " MoE blocks GPU-cached") +
+                           (l.streamed_layers().empty() ? "" : " and the dense FFN of " +
+                                                                   std::to_string(l.streamed_layers().size()) +
+                                                                   " blocks streamed");
   // Weights and KV are known exactly; the activation scratch the ledger checks as it allocates.
-  if (gpu && l.n_gpu_layers && p.gpu_weights + p.gpu_kv > po.gpu_budget)
+  if (gpu && l.n_gpu_layers && p.gpu_weights + p.gpu_kv + p.gpu_ring > po.gpu_budget)
     throw error("--gpu-budget " + format_byte_size(po.gpu_budget) + " does not hold what " + what + " puts on the GPU: " +
                 "weights " + format_byte_size(p.gpu_weights) + " and the KV cache of " + blocks_text(l.n_gpu_layers) +
-                " (" + format_byte_size(p.gpu_kv) + "); lower -ngl, move experts with --n-cpu-moe / --cpu-moe, or "
+                " (" + format_byte_size(p.gpu_kv) + ")" +
+                (p.gpu_ring ? " and the layer-streaming ring (" + std::to_string(tiers::ring_slots) + " slots of " +
+                                  format_byte_size(tiers::ring_slot_bytes(d, l)) + ")"
+                            : std::string()) +
+                "; lower -ngl, move experts with --n-cpu-moe / --cpu-moe, stream dense FFNs with --stream-layers, or "
                 "use --fit to place the model within the budget");
   if (p.ram_total() > po.ram_budget)
     throw error("--ram-budget " + format_byte_size(po.ram_budget) + " does not hold what " + what +

@@ -463,6 +463,7 @@ void scheduler::publish(bool stepped, double step_seconds, std::uint32_t generat
   stats_.generated_tokens += generated;
   stats_.kv_used = model_->kv().used_slots();
   stats_.expert_cache = model_->expert_cache();
+  stats_.streaming = model_->streaming();
 }
 
 void scheduler::loop() {

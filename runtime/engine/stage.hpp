@@ -23,6 +23,7 @@ struct layer_slice {
   std::vector<std::uint32_t> cpu_expert_layers;  // MoE blocks whose routed experts the CPU computes (GPU stages)
   std::vector<std::uint32_t> cached_expert_layers;  // ... that are GPU-cached (GPU stages), expert_slots each
   std::uint32_t expert_slots = 0;
+  std::vector<std::uint32_t> streamed_layers;  // blocks whose dense FFN is streamed (GPU stages)
 };
 
 class stage {
@@ -38,6 +39,7 @@ class stage {
   virtual std::vector<model::kernel_time> kernel_profile() const { return {}; }
   virtual void reset_kernel_profile() {}
   virtual model::expert_cache_counters expert_cache() const { return {}; }
+  virtual model::stream_counters streaming() const { return {}; }
 };
 
 // The stage factory of each backend (the GGUF's architecture picks the decoder instantiation),

@@ -103,6 +103,22 @@ class staged_model final : public model {
     return c;
   }
 
+  std::vector<std::uint32_t> streamed_layers() const override {
+    std::vector<std::uint32_t> out;
+    for (const auto& s : slices_) out.insert(out.end(), s.streamed_layers.begin(), s.streamed_layers.end());
+    return out;
+  }
+  stream_counters streaming() const override {
+    stream_counters c;
+    for (const auto& s : stages_) {
+      const auto e = s->streaming();
+      c.layers += e.layers, c.ring_bytes += e.ring_bytes, c.host_bytes += e.host_bytes;
+      c.bytes_per_step += e.bytes_per_step, c.bytes_streamed += e.bytes_streamed;
+      c.tokens = std::max(c.tokens, e.tokens), c.steps = std::max(c.steps, e.steps);
+    }
+    return c;
+  }
+
   void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }
   void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override { step(b, {}, ids); }
   // Every backend: the last stage (the one with the head) hands out the final-norm rows.

@@ -12,11 +12,15 @@ struct engine_backend<gpu::backend> {
   static std::unique_ptr<gpu::backend> make(const engine_options& opt, const layer_slice& s) {
     return std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress, opt.gpu_budget,
                                                                s.cpu_expert_layers, opt.threads, s.cached_expert_layers,
-                                                               s.expert_slots});
+                                                               s.expert_slots, s.streamed_layers});
   }
   static model::expert_cache_counters expert_cache(const gpu::backend& be) {
     const gpu::expert_cache_stats s = be.expert_cache();
     return {s.layers, s.slots, s.hits, s.misses, s.evictions, s.bytes_uploaded, s.tokens, s.gpu_blocks, s.cpu_blocks};
+  }
+  static model::stream_counters streaming(const gpu::backend& be) {
+    const gpu::stream_stats s = be.streaming();
+    return {s.layers, s.ring_bytes, s.host_bytes, s.bytes_per_step, s.bytes_streamed, s.tokens, s.steps};
   }
   static std::string describe(const gpu::backend& be) { return be.description(); }
   static std::string startup_report(const gpu::backend& be) {
@@ -40,6 +44,13 @@ struct engine_backend<gpu::backend> {
     if (const gpu::expert_cache_stats c = be.expert_cache(); c.layers) {
       std::snprintf(mem, sizeof mem, "; expert cache: %u slots x %u MoE layers (%.1f MiB on the GPU, %.1f MiB in host memory)",
                     c.slots, c.layers, mib(c.slot_bytes), mib(c.host_bytes));
+      out += mem;
+    }
+    if (const gpu::stream_stats s = be.streaming(); s.layers) {
+      std::snprintf(mem, sizeof mem,
+                    "; layer streaming: dense FFN of %u blocks (%.1f MiB pinned) through a 2-slot ring (%.1f MiB on the "
+                    "GPU), %.1f MiB streamed per step",
+                    s.layers, mib(s.host_bytes), mib(s.ring_bytes), mib(s.bytes_per_step));
       out += mem;
     }
     return out;

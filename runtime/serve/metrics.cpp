@@ -87,6 +87,15 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
     metric(out, "strata_expert_cache_cpu_blocks_total", "counter",
            "Layer-steps that routed more experts than slots and ran the experts on the CPU.", double(c.cpu_blocks));
   }
+  if (const auto& c = s.streaming; c.layers) {  // dense layer streaming (--stream-layers, --fit)
+    metric(out, "strata_stream_layers", "gauge", "Blocks whose dense FFN is streamed through the GPU ring.", c.layers);
+    metric(out, "strata_stream_ring_bytes", "gauge", "GPU memory of the layer-streaming ring (both slots).",
+           double(c.ring_bytes));
+    metric(out, "strata_stream_bytes_total", "counter",
+           "Dense FFN weight bytes copied host -> GPU ring.", double(c.bytes_streamed));
+    metric(out, "strata_stream_tokens_total", "counter",
+           "Tokens of the steps that streamed (bytes per token: divide).", double(c.tokens));
+  }
   return out;
 }
 

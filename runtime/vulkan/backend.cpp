@@ -61,6 +61,7 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
     throw error("matmul shape mismatch for '" + std::string(w.name) + "': weight [" + std::to_string(w.ne[0]) + ", " +
                 std::to_string(w.ne[1]) + "], input " + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", output " +
                 std::to_string(y.rows) + "x" + std::to_string(y.cols));
+  if (P.weights[w.id].stream >= 0) P.enter_streamed(w);  // its ring slot's copy (layer_stream.cpp)
   impl::pending_matmul m{&w, x, y, {}, {}, nullptr};
   if (!P.fuse_step) {
     P.prepare({x}, {y});

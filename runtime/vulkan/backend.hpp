@@ -98,6 +98,19 @@ struct backend_options {
   // more distinct experts than slots in a block computes that block's experts on the CPU.
   std::vector<std::uint32_t> cached_expert_layers;
   std::uint32_t expert_slots = 0;
+  // Blocks whose dense FFN (ffn_gate/up/down) is streamed (runtime/vulkan/layer_stream.cpp): the
+  // tensors live in pinned host memory and each step copies them, block by block, into a ring of
+  // two device-local slots (in the ledger) one block ahead of the kernels that read them.
+  std::vector<std::uint32_t> streamed_layers;
+};
+
+// Dense layer streaming's counters since load.
+struct stream_stats {
+  std::uint32_t layers = 0;          // streamed blocks
+  std::uint64_t ring_bytes = 0;      // device-local: both slots
+  std::uint64_t host_bytes = 0;      // pinned copies of the streamed tensors
+  std::uint64_t bytes_per_step = 0;  // copied host -> ring each step
+  std::uint64_t bytes_streamed = 0, tokens = 0, steps = 0;
 };
 
 // The expert cache's counters since load (all cached blocks together).
@@ -152,6 +165,7 @@ class backend {
   // CPU hand-offs (MoE blocks whose experts the CPU computes) in each step.
   std::uint32_t handoffs_per_step() const;
   expert_cache_stats expert_cache() const;
+  stream_stats streaming() const;
   // Whether a matmul of `tokens` rows over a K-wide weight of type t multiplies int8-quantized
   // activations (the integer matvec; tests pick their reference by it).
   bool int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;

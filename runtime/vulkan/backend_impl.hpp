@@ -65,6 +65,9 @@ struct backend::impl {
     // An expert tensor of a GPU-cached block: its index in `cached`; then chunk/offset/bytes are
     // its slots, and cache_cpu the CPU's copy for overflow steps.
     std::int32_t cache = -1, cache_cpu = -1;
+    // A dense FFN tensor of a streamed block: its index in `streams`; then chunk is a ring slot
+    // and offset its place in the slot (layer_stream.cpp).
+    std::int32_t stream = -1;
   };
   std::vector<weight_entry> weights;
   std::vector<gpu_buffer> chunks;
@@ -143,6 +146,19 @@ struct backend::impl {
   std::vector<vk::BufferCopy> cache_regions[3];
   std::uint64_t cache_stamp = 0;
   expert_cache_stats cache_stats;
+  // Dense layer streaming (backend_options::streamed_layers; layer_stream.cpp): per streamed
+  // block its FFN tensors in pinned host memory, laid out as in a ring slot; the ring's slots
+  // are `chunks` entries (block j uses slot j % 2).
+  struct streamed_block {
+    std::uint32_t layer = 0;
+    std::vector<std::uint32_t> weights;  // ids
+    std::uint64_t bytes = 0;             // of the slot it fills
+    gpu_buffer host;
+  };
+  std::vector<streamed_block> streams;
+  std::uint32_t ring_chunk[2] = {0, 0};
+  std::uint32_t stream_next = 0;  // while recording: the first streamed block not yet entered
+  stream_stats streaming;
   vk::raii::CommandPool pool{nullptr};
   vk::raii::Fence fence{nullptr};
   vk::raii::QueryPool queries{nullptr};
@@ -408,6 +424,16 @@ struct backend::impl {
   void submit_step();
   // The CPU backend's experts over the hand-off buffers (the GPU's rows and router logits in, sum out).
   void run_handoff_on_cpu(const handoff& h);
+
+  // --- layer_stream.cpp: dense layer streaming. load_streamed takes a dense FFN tensor of a
+  // streamed block (false: not one); make_ring (reserve(), after the weight arena) allocates the
+  // ring within the budget and the pinned copies; stream_step_begin records block 0's copy at
+  // the start of a recorded step, enter_streamed (before the first matmul of a streamed block)
+  // the barrier that waits for its copy and the copy of the next block into the other slot.
+  bool load_streamed(const gguf::tensor_info& t, std::uint32_t id);
+  void make_ring(std::uint64_t align, std::uint64_t chunk_limit);
+  void stream_step_begin();
+  void enter_streamed(const weight& w);
 };
 
 }  // namespace strata::gpu

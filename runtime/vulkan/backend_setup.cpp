@@ -13,6 +13,7 @@
 #include "strata/core/byte_size.hpp"
 #include "strata/core/error.hpp"
 #include "strata/tiers/demand.hpp"
+#include "strata/tiers/engine_layout.hpp"
 #include "strata/turboquant/format.hpp"
 
 namespace strata::gpu {
@@ -131,6 +132,9 @@ std::string backend::description() const {
     d += (p_->opt.cpu_expert_layers.empty() ? " with " : " and ") + std::to_string(p_->opt.expert_slots) +
          " GPU expert slots (SLRU) for each of " + std::to_string(p_->opt.cached_expert_layers.size()) +
          " MoE layers whose experts live in host memory";
+  if (const auto& s = p_->streaming; s.layers)
+    d += std::string(d.find(" with ") == std::string::npos ? " with" : ",") + " the dense FFN of " +
+         std::to_string(s.layers) + " blocks streamed from pinned host memory through a 2-slot GPU ring";
   return d;
 }
 
@@ -194,6 +198,7 @@ weight backend::load(const gguf::tensor_info& t) {
     p_->load_cached(t, std::uint32_t(layer), w.id);
     return w;
   }
+  if (p_->load_streamed(t, w.id)) return w;  // dense FFN of a streamed block (layer_stream.cpp)
   p_->weights.push_back({&t, 0, 0, t.data.size()});
   return w;
 }
@@ -208,7 +213,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   std::uint64_t total = 0;
   std::size_t on_gpu = 0;
   for (auto& e : P.weights) {
-    if (e.host >= 0) continue;
+    if (e.host >= 0 || e.stream >= 0) continue;
     ++on_gpu;
     const auto pl = layout.place(e.bytes, std::string(e.info->name));
     e.chunk = pl.chunk;
@@ -226,11 +231,12 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   const auto t0 = clock_type::now();
   for (std::size_t c = 0; c < layout.chunk_sizes().size(); ++c)
     P.chunks.emplace_back(P.ctx, layout.chunk_sizes()[c], memory_kind::device, "weights (chunk " + std::to_string(c) + ")");
+  P.make_ring(std::max<std::uint64_t>(tiers::ring_align, info.min_storage_align), limit);
   {
     uploader up(P.ctx);
     std::uint64_t done = 0;
     for (const auto& e : P.weights) {
-      if (e.host >= 0 || e.cache >= 0) continue;  // slots are filled on a miss
+      if (e.host >= 0 || e.cache >= 0 || e.stream >= 0) continue;  // slots are filled on a miss or per step
       up.copy(e.info->data, P.chunks[e.chunk].handle(), e.offset);
       if (P.opt.progress) P.opt.progress({"upload", done += e.bytes, total, "bytes"});
     }

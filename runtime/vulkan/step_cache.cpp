@@ -87,6 +87,7 @@ void backend::begin(const graph::step_inputs& in) {
   P.pending.cmd = std::move(vk::raii::CommandBuffers(
       P.ctx.device(), vk::CommandBufferAllocateInfo(*P.pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
   P.rec.begin(P.pending.cmd, P.opt.profile ? *P.queries : vk::QueryPool{}, P.query_capacity);
+  P.stream_step_begin();
 }
 
 void backend::finish() {
@@ -101,6 +102,11 @@ void backend::finish() {
     P.current = &P.steps.insert_or_assign(P.current_key, std::move(P.pending)).first->second;
   }
   P.submit_step();
+  if (P.streaming.layers) {  // the recorded copies ran: every streamed block once
+    P.streaming.bytes_streamed += P.streaming.bytes_per_step;
+    P.streaming.tokens += P.step_tokens;
+    ++P.streaming.steps;
+  }
   if (P.read_dst) std::memcpy(P.read_dst, P.readback.mapped(), P.read_floats * 4);
   if (P.ids_dst) std::memcpy(P.ids_dst, P.ids_readback.mapped(), P.ids_count * 4);
   if (P.opt.profile) {

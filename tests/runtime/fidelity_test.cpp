@@ -13,6 +13,7 @@
 
 #include "strata/arch/all.hpp"
 #include "strata/runtime/engine.hpp"
+#include "strata/core/byte_size.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
 
@@ -192,6 +193,7 @@ void check_fit(const golden_model& g, std::uint64_t budget, const strata::tiers:
   CHECK(m->cpu_expert_layers() == expect.handoff_layers());
   CHECK(m->cached_expert_layers() == expect.cached_layers());
   if (!expect.cached_layers().empty()) CHECK(m->expert_cache().slots == expect.expert_slots);
+  CHECK(m->streamed_layers() == expect.streamed_layers());
 }
 
 }  // namespace
@@ -320,4 +322,125 @@ TEST_CASE("tiers: a GPU layout beyond --gpu-budget (or the CPU side beyond --ram
   const auto m = strata::rt::model::load(g.path, opt);
   CHECK(m->n_gpu_layers() == 0);
   CHECK(m->backend_description().starts_with("cpu"));
+}
+
+// --- Dense layer streaming (issue 14 item 4): the FFN of streamed blocks is copied into a GPU
+// ring every step; the kernels are the same, so the logits are the all-GPU run's, bit for bit.
+
+namespace {
+
+// Every prompt position's logits, then those of `decode` greedy continuation tokens.
+std::vector<float> prompt_and_decode_logits(strata::rt::model& m, const strata::test::golden_run& run, std::size_t decode) {
+  strata::rt::session s(m);
+  std::vector<float> all;
+  s.prefill(run.ids, &all);
+  for (std::size_t k = 0; k < decode && k < run.greedy.size(); ++k) {
+    const auto l = s.decode(run.greedy[k]);
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
+}
+
+// qwen3 (4 dense blocks): the FFN of blocks 1-3 streamed, so the two ring slots are reused
+// (block 3 reads slot 1 after block 1 did), for the prompt in steps of n_batch tokens then 8
+// decode steps: identical to the all-GPU logits, within the fixture's tolerance of the CPU
+// backend's and of llama.cpp's.
+void check_streamed(std::uint32_t n_batch) {
+  const golden_model& g = *shipped("qwen3-Q4_K_M");
+  const auto& run = g.runs.front();
+  auto opt = fixture_options(strata::rt::backend_kind::vulkan);
+  opt.n_batch = n_batch;
+  const auto ref_gpu = prompt_and_decode_logits(*strata::rt::model::load(g.path, opt), run, 8);
+  auto ref_opt = fixture_options(strata::rt::backend_kind::cpu);
+  ref_opt.n_batch = n_batch;
+  const auto ref_cpu = prompt_and_decode_logits(*strata::rt::model::load(g.path, ref_opt), run, 8);
+  opt.stream_layers = 3;
+  const auto m = strata::rt::model::load(g.path, opt);
+  CHECK(m->streamed_layers() == std::vector<std::uint32_t>{1, 2, 3});
+  CHECK(m->backend_description().find("dense FFN of 3 blocks streamed") != std::string::npos);
+  const auto got = prompt_and_decode_logits(*m, run, 8);
+  REQUIRE(got.size() == ref_gpu.size());
+  CHECK(got == ref_gpu);
+  const std::size_t V = m->hparams().n_vocab;
+  const auto st = strata::test::compare_logits(got, ref_cpu, V);
+  const auto ref = strata::test::read_f32(run.logits);
+  const auto sl = strata::test::compare_logits(std::span(got).first(ref.size()), ref, V);
+  MESSAGE("streamed vs CPU: nmse " << st.nmse << ", prompt vs llama.cpp: nmse " << sl.nmse << " (tolerance "
+                                   << g.tolerance_nmse << ")");
+  CHECK(st.nmse <= g.tolerance_nmse);
+  CHECK(sl.nmse <= g.tolerance_nmse);
+  const auto c = m->streaming();
+  const std::uint64_t steps = (run.ids.size() + n_batch - 1) / n_batch + 8;
+  CHECK(c.layers == 3);
+  CHECK(c.steps == steps);
+  CHECK(c.tokens == run.ids.size() + 8);
+  CHECK(c.bytes_streamed == steps * c.bytes_per_step);
+  CHECK(c.ring_bytes >= 2 * (c.bytes_per_step / 3));
+  CHECK(m->startup_report().find("layer streaming: dense FFN of 3 blocks") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("fidelity: Vulkan with streamed dense FFNs (--stream-layers 3), 5-token prompt steps, gives the all-GPU logits") {
+  if (vulkan_available()) check_streamed(5);
+}
+
+TEST_CASE("fidelity: Vulkan with streamed dense FFNs (--stream-layers 3), one prompt step (tiled matmuls), gives the all-GPU logits") {
+  if (vulkan_available()) check_streamed(256);
+}
+
+// With a link faster than the (slowed) CPU, --fit streams the FFNs that do not fit instead of
+// leaving blocks to the CPU, within a budget the Vulkan ledger enforces.
+TEST_CASE("fidelity: Vulkan --fit under a tiny GPU budget streams dense FFNs (qwen3) and matches llama.cpp logits") {
+  if (!vulkan_available()) return;
+  const golden_model& g = *shipped("qwen3-Q4_K_M");
+  const auto found = budget_for(g, [](const strata::tiers::engine_layout& l) {
+    return l.n_gpu_layers == 4 && !l.streamed_layers().empty();
+  });
+  REQUIRE(found);
+  MESSAGE("--fit streams the FFN of " << found->second.streamed_layers().size() << " blocks");
+  check_fit(g, found->first, found->second);
+}
+
+TEST_CASE("tiers: --stream-layers beyond the GPU blocks, without Vulkan, with --fit, or a budget short of the ring is refused naming the sizes") {
+  const golden_model& g = *shipped("qwen3-Q4_K_M");
+  auto opt = fixture_options(strata::rt::backend_kind::vulkan, 2);
+  opt.stream_layers = 3;
+  CHECK_THROWS_WITH_AS(strata::rt::model::load(g.path, opt), doctest::Contains("--stream-layers 3: -ngl 2 puts 2 blocks"),
+                       strata::error);
+  opt = fixture_options(strata::rt::backend_kind::cpu);
+  opt.stream_layers = 1;
+  CHECK_THROWS_WITH_AS(strata::rt::model::load(g.path, opt), doctest::Contains("--stream-layers needs the Vulkan backend"),
+                       strata::error);
+  if (!vulkan_available()) return;
+  opt = fixture_options(strata::rt::backend_kind::vulkan);
+  opt.stream_layers = 1;
+  opt.fit = true;
+  CHECK_THROWS_WITH_AS(strata::rt::model::load(g.path, opt), doctest::Contains("--stream-layers with --fit"), strata::error);
+  // The planner's check: resident weights, KV and the ring against the budget.
+  opt = fixture_options(strata::rt::backend_kind::vulkan);
+  opt.stream_layers = 3;
+  const auto in = fixture_placement(g, opt);
+  const auto layout = strata::tiers::fixed_layout(in.demand, -1, {}, 0, 3);
+  const auto p = strata::tiers::layout_plan(in.demand, layout, in.plan.links, 1ull << 40, opt.n_batch);
+  const std::uint64_t slot = strata::tiers::ring_slot_bytes(in.demand, layout);
+  REQUIRE(p.gpu_ring == 2 * slot);
+  opt.gpu_budget = p.gpu_weights + p.gpu_kv + p.gpu_ring - 1;
+  const std::string ring_text = "and the layer-streaming ring (2 slots of " + strata::format_byte_size(slot) + ")";
+  CHECK_THROWS_WITH_AS(strata::rt::model::load(g.path, opt), doctest::Contains(ring_text.c_str()), strata::error);
+  // The backend's check as it allocates: some budget holds the activations and the resident
+  // weights but not the ring; the load then names the ring, its slots and the budget.
+  bool ring_refused = false;
+  for (std::uint64_t b = p.gpu_weights + p.gpu_kv + p.gpu_ring; b < p.gpu_total() + 4 * slot && !ring_refused; b += slot / 4) {
+    opt.gpu_budget = b;
+    try {
+      strata::rt::model::load(g.path, opt);
+    } catch (const strata::error& e) {
+      const std::string what = e.what();
+      ring_refused = what.find("does not hold the layer-streaming ring (2 slots of " + strata::format_byte_size(slot)) !=
+                     std::string::npos;
+      if (ring_refused) MESSAGE(what);
+    }
+  }
+  CHECK(ring_refused);
 }

@@ -27,4 +27,20 @@ TEST_CASE("metrics: expert cache counters are rendered when the model GPU-caches
   CHECK(t.find("strata_expert_cache_cpu_blocks_total 2\n") != std::string::npos);
   CHECK(t.find("# TYPE strata_expert_cache_slots gauge\nstrata_expert_cache_slots 16\n") != std::string::npos);
   CHECK(t.find("strata_expert_cache_layers 4\n") != std::string::npos);
+  CHECK(t.find("strata_stream") == std::string::npos);
+}
+
+TEST_CASE("metrics: layer-streaming counters are rendered when the model streams dense FFNs") {
+  strata::serve::server_metrics m;
+  strata::rt::scheduler_stats s;
+  CHECK(m.render(s, 1).find("strata_stream") == std::string::npos);
+  s.streaming.layers = 3;
+  s.streaming.ring_bytes = 4096;
+  s.streaming.bytes_streamed = 987654321;
+  s.streaming.tokens = 17;
+  const std::string t = m.render(s, 1);
+  CHECK(t.find("# TYPE strata_stream_bytes_total counter\nstrata_stream_bytes_total 987654321\n") != std::string::npos);
+  CHECK(t.find("strata_stream_tokens_total 17\n") != std::string::npos);
+  CHECK(t.find("# TYPE strata_stream_layers gauge\nstrata_stream_layers 3\n") != std::string::npos);
+  CHECK(t.find("strata_stream_ring_bytes 4096\n") != std::string::npos);
 }

@@ -66,6 +66,9 @@ struct engine_options {
   // --expert-cache SLOTS: the routed experts of the GPU's MoE blocks (those not sent to the CPU)
   // live in host memory and the GPU holds SLOTS experts of each block (SLRU); unset: off.
   std::optional<std::uint32_t> expert_cache;
+  // --stream-layers N: the dense FFN of the last N GPU blocks lives in pinned host memory and is
+  // streamed through a 2-slot GPU ring every step (attention and KV stay resident); 0: off.
+  std::uint32_t stream_layers = 0;
   // The planner chooses the GPU blocks and which blocks' experts the CPU computes, within the
   // budgets (n_gpu_layers is then not read); else -ngl and the overrides say it, and a layout
   // beyond gpu_budget is an error naming it.
@@ -108,6 +111,16 @@ class model {
     double bytes_per_token() const noexcept { return tokens ? double(bytes_uploaded) / double(tokens) : 0.0; }
   };
   virtual expert_cache_counters expert_cache() const { return {}; }
+  // GPU blocks whose dense FFN is streamed through the ring (--stream-layers, --fit), and the
+  // streaming counters: every step copies each streamed block's FFN once.
+  virtual std::vector<std::uint32_t> streamed_layers() const { return {}; }
+  struct stream_counters {
+    std::uint32_t layers = 0;
+    std::uint64_t ring_bytes = 0, host_bytes = 0, bytes_per_step = 0;
+    std::uint64_t bytes_streamed = 0, tokens = 0, steps = 0;
+    double bytes_per_token() const noexcept { return tokens ? double(bytes_streamed) / double(tokens) : 0.0; }
+  };
+  virtual stream_counters streaming() const { return {}; }
   virtual void reset_kernel_profile() {}
   // The model's one KV bookkeeping (every backend's storage follows it): sessions and the
   // scheduler read it and truncate or clear sequences; steps reserve and commit it.

@@ -6,6 +6,9 @@
 // fixed_layout() is what -ngl, --cpu-moe, --n-cpu-moe and expert -ot rules ask for;
 // plan_engine_layout() (--fit) picks the layout with the lowest predicted decode time that fits
 // the budgets. Weights the RAM budget cannot hold are read from the mapped file (disk-backed).
+// Dense layer streaming: in chosen GPU blocks the dense FFN (ffn_gate/up/down) lives in pinned
+// host memory and is copied, block by block, into a ring of two device-local slots ahead of its
+// use (runtime/vulkan/layer_stream.cpp); attention, norms and KV stay resident.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -29,6 +32,19 @@ struct engine_layout {
   // from expert_slots slots filled on a miss; runtime/vulkan/expert_cache.cpp).
   std::vector<char> cached_experts;
   std::uint32_t expert_slots = 0;
+  // Per GPU block: dense FFN streamed through the ring (gpu-streamed: lives in RAM, the GPU
+  // computes it from a ring slot; --stream-layers, or --fit).
+  std::vector<char> streamed_ffn;
+
+  bool ffn_streamed(std::uint32_t il) const noexcept {
+    return il < n_gpu_layers && il < streamed_ffn.size() && streamed_ffn[il];
+  }
+  std::vector<std::uint32_t> streamed_layers() const {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t il = 0; il < n_gpu_layers; ++il)
+      if (ffn_streamed(il)) out.push_back(il);
+    return out;
+  }
 
   bool experts_cached(std::uint32_t il) const noexcept {
     return il < n_gpu_layers && il < cached_experts.size() && cached_experts[il] && !experts_on_cpu(il);
@@ -60,6 +76,9 @@ inline engine_layout layer_split_layout(const model_demand& d, std::int64_t n_gp
   return l;
 }
 
+// The layer-streaming ring places each tensor at this boundary (the backend at least this).
+inline constexpr std::uint64_t ring_align = 256;
+
 namespace detail {
 
 // Whether tensor t runs on the GPU under layout l (the token embedding and the head follow the
@@ -69,6 +88,7 @@ inline bool on_gpu(const model_demand& d, const engine_layout& l, const tensor_d
   if (t.layer >= 0) {
     const auto il = std::uint32_t(t.layer);
     if (il >= l.n_gpu_layers) return false;
+    if (t.kind == tensor_kind::dense_ffn && l.ffn_streamed(il)) return false;
     return t.kind != tensor_kind::routed_experts || (!l.experts_on_cpu(il) && !l.experts_cached(il));
   }
   return t.kind == tensor_kind::embedding || l.n_gpu_layers == d.n_layer;
@@ -101,7 +121,33 @@ inline tensor_placement cached_placement(const engine_layout& l, const tensor_de
   return p;
 }
 
+// A streamed dense FFN tensor (the ring's copies; runtime/vulkan/layer_stream.cpp).
+inline bool streamed_on_gpu(const engine_layout& l, const tensor_demand& t) {
+  return t.kind == tensor_kind::dense_ffn && t.layer >= 0 && l.ffn_streamed(std::uint32_t(t.layer));
+}
+
+// Bytes of a tensor in a ring slot (each placed at a ring_align boundary).
+inline std::uint64_t ring_place(std::uint64_t bytes) { return (bytes + ring_align - 1) / ring_align * ring_align; }
+
 }  // namespace detail
+
+// The ring of the streamed blocks: two slots, each the largest streamed block's dense FFN.
+inline constexpr std::uint32_t ring_slots = 2;
+inline std::uint64_t ring_slot_bytes(const model_demand& d, const engine_layout& l) {
+  std::vector<std::uint64_t> per(d.n_layer, 0);
+  for (const tensor_demand& t : d.tensors)
+    if (detail::streamed_on_gpu(l, t)) per[std::uint32_t(t.layer)] += detail::ring_place(t.bytes);
+  return per.empty() ? 0 : *std::max_element(per.begin(), per.end());
+}
+inline std::uint64_t ring_bytes(const model_demand& d, const engine_layout& l) {
+  return ring_slots * ring_slot_bytes(d, l);
+}
+// Weight bytes every step copies into the ring (a prompt step's tokens share them).
+inline std::uint64_t streamed_bytes(const model_demand& d, const engine_layout& l) {
+  std::uint64_t b = 0;
+  for (const tensor_demand& t : d.tensors) b += detail::streamed_on_gpu(l, t) ? t.bytes : 0;
+  return b;
+}
 
 // The layout as a placement plan (per tensor: GPU-resident or CPU-computed; CPU weights beyond
 // the RAM budget are disk-backed), with memory per tier and the predicted decode and prefill cost.
@@ -117,6 +163,7 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
   p.gpu_kv = std::uint64_t(l.n_gpu_layers) * d.kv_bytes_per_layer;
   p.ram_kv = std::uint64_t(d.n_layer - l.n_gpu_layers) * d.kv_bytes_per_layer;
   p.gpu_weights = detail::tied_copy_on_gpu(d, l);
+  p.gpu_ring = ring_bytes(d, l);
   std::uint64_t ram_left = ram_budget > p.ram_kv + p.ram_scratch ? ram_budget - p.ram_kv - p.ram_scratch : 0;
   for (const std::size_t i : p.order) {
     const tensor_demand& t = d.tensors[i];
@@ -130,6 +177,11 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
       p.gpu_weights += detail::slot_bytes(l, t);
       p.ram_weights += 2 * t.bytes;
       ram_left -= std::min(ram_left, 2 * t.bytes);
+    } else if (detail::streamed_on_gpu(l, t)) {
+      // gpu-streamed: its pinned copy in RAM, every byte over the link once per step.
+      p.tensors[i] = {home_tier::ram, exec_unit::gpu, exec_unit::gpu};
+      p.ram_weights += t.bytes;
+      ram_left -= std::min(ram_left, t.bytes);
     } else if (t.bytes <= ram_left) {
       p.tensors[i] = {home_tier::ram, exec_unit::cpu, exec_unit::cpu};
       p.ram_weights += t.bytes;
@@ -169,9 +221,10 @@ inline std::vector<char> expert_overrides(const model_demand& d, const std::vect
 // to the CPU. A rule forcing a tensor of a CPU block (or the head off a full GPU run) to the GPU
 // is an error: the engine has no way to run it there.
 // expert_slots > 0 (--expert-cache): the routed experts of every GPU block the rules leave on the
-// GPU are GPU-cached with that many slots per block.
+// GPU are GPU-cached with that many slots per block. stream_layers > 0 (--stream-layers): the
+// dense FFN of the last that many GPU blocks with one is streamed through the ring.
 inline engine_layout fixed_layout(const model_demand& d, std::int64_t n_gpu_layers, const std::vector<override_rule>& rules,
-                                  std::uint32_t expert_slots = 0) {
+                                  std::uint32_t expert_slots = 0, std::uint32_t stream_layers = 0) {
   engine_layout l = layer_split_layout(d, n_gpu_layers);
   l.cpu_experts = expert_overrides(d, rules);
   if (expert_slots) {
@@ -185,8 +238,25 @@ inline engine_layout fixed_layout(const model_demand& d, std::int64_t n_gpu_laye
         l.cached_experts[std::uint32_t(t.layer)] = !l.cpu_experts[std::uint32_t(t.layer)];
       }
   }
+  if (stream_layers) {
+    std::vector<std::uint32_t> dense;  // GPU blocks with a dense FFN
+    for (const tensor_demand& t : d.tensors)
+      if (t.kind == tensor_kind::dense_ffn && t.layer >= 0 && std::uint32_t(t.layer) < l.n_gpu_layers &&
+          (dense.empty() || dense.back() != std::uint32_t(t.layer)))
+        dense.push_back(std::uint32_t(t.layer));
+    std::sort(dense.begin(), dense.end());
+    dense.erase(std::unique(dense.begin(), dense.end()), dense.end());
+    if (stream_layers > dense.size())
+      throw error("--stream-layers " + std::to_string(stream_layers) + ": -ngl " + std::to_string(l.n_gpu_layers) +
+                  " puts " + std::to_string(dense.size()) + " blocks with a dense FFN (ffn_gate/ffn_up/ffn_down) on the "
+                  "GPU; only those can stream");
+    l.streamed_ffn.assign(d.n_layer, 0);
+    for (std::size_t i = dense.size() - stream_layers; i < dense.size(); ++i) l.streamed_ffn[dense[i]] = 1;
+  }
   for (const tensor_demand& t : d.tensors)
-    if (const auto f = forced_for(t.name, rules); f == forced_tier::gpu && !detail::on_gpu(d, l, t))
+    if (const auto f = forced_for(t.name, rules); f == forced_tier::gpu && detail::streamed_on_gpu(l, t))
+      throw error("override forces '" + t.name + "' to the GPU, but --stream-layers streams it; lower --stream-layers");
+    else if (f == forced_tier::gpu && !detail::on_gpu(d, l, t))
       throw error("override forces '" + t.name + "' to the GPU, but -ngl " + std::to_string(l.n_gpu_layers) +
                   " runs it on the CPU; raise -ngl or use --fit");
   return l;
@@ -195,7 +265,8 @@ inline engine_layout fixed_layout(const model_demand& d, std::int64_t n_gpu_laye
 // GPU bytes of a layout: resident weights, the KV of GPU blocks and the activation scratch.
 inline std::uint64_t layout_gpu_bytes(const model_demand& d, const engine_layout& l) {
   if (l.n_gpu_layers == 0) return 0;
-  std::uint64_t b = d.scratch_bytes + std::uint64_t(l.n_gpu_layers) * d.kv_bytes_per_layer + detail::tied_copy_on_gpu(d, l);
+  std::uint64_t b = d.scratch_bytes + std::uint64_t(l.n_gpu_layers) * d.kv_bytes_per_layer + detail::tied_copy_on_gpu(d, l) +
+                    ring_bytes(d, l);
   for (const tensor_demand& t : d.tensors)
     if (detail::on_gpu(d, l, t)) b += t.bytes;
     else if (detail::cached_on_gpu(l, t)) b += detail::slot_bytes(l, t);
@@ -209,6 +280,12 @@ inline std::uint64_t layout_gpu_bytes(const model_demand& d, const engine_layout
 // blocks). Override rules are followed (experts to the CPU; a tensor forced to the GPU excludes
 // layouts that cannot hold it). A GPU budget too small for one block gives the all-CPU layout.
 // The KV of CPU blocks plus the activation scratch must fit --ram-budget.
+// Dense models also get, per count of GPU blocks, the layout that streams the dense FFNs that do
+// not fit (attention, norms and KV resident; the ring's two slots counted; FFNs resident from the
+// first block on while they fit). The engine runs one layout for both phases, so the planner's
+// per-phase rule decides between the best streamed and the best unstreamed layout: streaming
+// wins when it predicts faster decode (the link beats the CPU's read of those bytes), or faster
+// prefill (weights cross the link once per batch) at no more than 5% decode cost.
 inline engine_layout plan_engine_layout(const model_demand& d, const plan_options& o) {
   const std::vector<char> forced_cpu = expert_overrides(d, o.overrides);
   std::vector<std::uint64_t> core(d.n_layer, 0), experts(d.n_layer, 0);
@@ -217,11 +294,21 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
   std::uint64_t embedding = 0, tail = 0;
   std::int64_t need_gpu_through = -1;  // a non-expert tensor of this block is forced to the GPU
   bool head_forced_gpu = false;
+  // Dense FFN per block: bytes, bytes in a ring slot, forced to the GPU (then never streamed).
+  std::vector<std::uint64_t> ffn(d.n_layer, 0), ffn_slot(d.n_layer, 0);
+  std::vector<char> ffn_forced_gpu(d.n_layer, 0);
+  bool any_experts = false;
   for (const tensor_demand& t : d.tensors) {
     const bool forced_gpu = forced_for(t.name, o.overrides) == forced_tier::gpu;
     if (t.layer >= 0 && std::uint32_t(t.layer) < d.n_layer) {
       const auto il = std::uint32_t(t.layer);
+      if (t.kind == tensor_kind::dense_ffn) {
+        ffn[il] += t.bytes;
+        ffn_slot[il] += detail::ring_place(t.bytes);
+        ffn_forced_gpu[il] |= char(forced_gpu);
+      }
       if (t.kind == tensor_kind::routed_experts) {
+        any_experts = true;
         experts[il] += t.bytes;
         n_expert[il] = t.n_expert;
         n_used[il] = t.n_expert_used;
@@ -241,22 +328,24 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
   const std::uint64_t tied = detail::tied_copy_on_gpu(d, layer_split_layout(d, 1));
   engine_layout best = layer_split_layout(d, 0);
   double best_t = -1;
+  std::optional<engine_layout> streamed;  // the best layout that streams, by decode time
+  double streamed_t = -1;
   for (std::uint32_t n = 0; n <= d.n_layer; ++n) {
     if (std::int64_t(n) <= need_gpu_through || (head_forced_gpu && n < d.n_layer)) continue;
     engine_layout l = layer_split_layout(d, n);
     l.cpu_experts = forced_cpu;
+    bool fits = true;  // the blocks' tensors fit unstreamed
     if (n > 0) {
       std::uint64_t used = d.scratch_bytes + embedding + (n == d.n_layer ? tail : tied);
       for (std::uint32_t il = 0; il < n; ++il) used += core[il] + d.kv_bytes_per_layer;
-      bool fits = used <= o.gpu_budget;
+      fits = used <= o.gpu_budget;
       for (std::uint32_t il = 0; il < n && fits; ++il)
         if (experts_forced_gpu[il]) {
           l.cpu_experts[il] = 0;
           used += experts[il];
           fits = used <= o.gpu_budget;
         }
-      if (!fits) continue;
-      for (std::uint32_t il = n; il-- > 0;) {
+      for (std::uint32_t il = n; il-- > 0 && fits;) {
         if (experts_forced_gpu[il] || forced_cpu[il] || experts[il] == 0) continue;
         if (used + experts[il] <= o.gpu_budget) used += experts[il];
         else l.cpu_experts[il] = 1;
@@ -265,7 +354,7 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
     // The same blocks' experts GPU-cached instead (not those rules send to the CPU): as many
     // slots per block as the room left holds for all of them, at least the experts one token uses.
     std::optional<engine_layout> cached;
-    if (n > 0) {
+    if (n > 0 && fits) {
       std::uint64_t used = d.scratch_bytes + embedding + (n == d.n_layer ? tail : tied);
       for (std::uint32_t il = 0; il < n; ++il) used += core[il] + d.kv_bytes_per_layer + (l.cpu_experts[il] ? 0 : experts[il]);
       std::uint64_t per_slot = 0;
@@ -292,12 +381,42 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
         }
       }
     }
+    if (n > 0 && !any_experts) {
+      std::uint64_t base = d.scratch_bytes + embedding + (n == d.n_layer ? tail : tied);
+      for (std::uint32_t il = 0; il < n; ++il) base += core[il] - ffn[il] + d.kv_bytes_per_layer + (ffn_forced_gpu[il] ? ffn[il] : 0);
+      // ring_after[i]: the ring if blocks i.. (not forced) stream.
+      std::vector<std::uint64_t> ring_after(n + 1, 0);
+      for (std::uint32_t il = n; il-- > 0;)
+        ring_after[il] = std::max(ring_after[il + 1], ffn_forced_gpu[il] ? 0 : ring_slots * ffn_slot[il]);
+      engine_layout s = layer_split_layout(d, n);
+      s.cpu_experts = forced_cpu;
+      s.streamed_ffn.assign(d.n_layer, 0);
+      std::uint64_t used = base;
+      std::uint32_t first = 0;  // blocks before it keep their FFN resident
+      while (first < n && (ffn_forced_gpu[first] || used + ffn[first] + ring_after[first + 1] <= o.gpu_budget))
+        used += ffn_forced_gpu[first] ? 0 : ffn[first], ++first;
+      bool any = false;
+      for (std::uint32_t il = first; il < n; ++il)
+        if (!ffn_forced_gpu[il] && ffn[il]) s.streamed_ffn[il] = 1, any = true;
+      if (any && used + ring_after[first] <= o.gpu_budget) {
+        const double ts = layout_plan(d, s, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
+        if (streamed_t < 0 || ts <= streamed_t * (1 + 1e-9)) streamed = std::move(s), streamed_t = ts;
+      }
+    }
+    if (!fits) continue;  // only streaming fits this many blocks
     const double t = layout_plan(d, l, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
     if (best_t < 0 || t <= best_t * (1 + 1e-9)) best = std::move(l), best_t = t;
     if (cached) {
       const double tc = layout_plan(d, *cached, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
       if (tc < best_t * (1 - 1e-9)) best = std::move(*cached), best_t = tc;
     }
+  }
+ if (streamed) {
+    const double best_pre = best_t < 0 ? -1 : layout_plan(d, best, o.links, o.ram_budget, o.prefill_batch).prefill.seconds_per_token;
+    const double s_pre = layout_plan(d, *streamed, o.links, o.ram_budget, o.prefill_batch).prefill.seconds_per_token;
+    if (best_t < 0 || streamed_t < best_t * (1 - 1e-9) ||
+        (s_pre < best_pre * (1 - 1e-9) && streamed_t <= best_t * 1.05))
+      best = std::move(*streamed), best_t = streamed_t;
   }
   if (best_t < 0)
     throw error("--gpu-budget " + format_byte_size(o.gpu_budget) + " cannot hold the tensors the overrides force to the GPU "

@@ -1,0 +1,97 @@
+// Dense layer streaming in the engine layouts (tiers/engine_layout.hpp): --stream-layers N in the
+// planner's terms (placement, ring, bytes per token per phase), its refusals, and --fit's choice
+// between streaming and computing the blocks that do not fit on the CPU, by the link speeds.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "strata/tiers/engine_layout.hpp"
+#include "synthetic_demand.hpp"
+
+using namespace strata::tiers;
+
+TEST_CASE("layer streaming: --stream-layers N streams the dense FFN of the last N GPU blocks through a 2-slot ring") {
+  const model_demand d = synthetic(4, 32, 96);
+  const link_speeds links = assumed_desktop_links();
+  const engine_layout l = fixed_layout(d, -1, {}, 0, 3);
+  CHECK(l.n_gpu_layers == 4);
+  CHECK(l.streamed_layers() == std::vector<std::uint32_t>{1, 2, 3});
+  CHECK(ring_slot_bytes(d, l) == 96 * MiB);
+  CHECK(ring_bytes(d, l) == 2 * 96 * MiB);
+  CHECK(streamed_bytes(d, l) == 3 * 96 * MiB);
+  const placement_plan p = layout_plan(d, l, links, 1ull << 40, 512);
+  for (std::size_t i = 0; i < d.tensors.size(); ++i) {
+    const tensor_demand& t = d.tensors[i];
+    CAPTURE(t.name);
+    const bool streamed = t.kind == tensor_kind::dense_ffn && t.layer >= 1;
+    CHECK(label(p.tensors[i]) == (streamed ? "gpu-streamed" : "gpu-resident"));
+    CHECK(p.tensors[i].prefill == exec_unit::gpu);
+  }
+  CHECK(p.gpu_ring == 2 * 96 * MiB);
+  CHECK(p.ram_weights == 3 * 96 * MiB);  // the pinned copies
+  CHECK(layout_gpu_bytes(d, l) == p.gpu_total());
+  // Every streamed byte crosses the link once per step: per token all of it in decode, a
+  // 512th of it in a 512-token prompt step; the upload overlaps the chain (max, not sum).
+  CHECK(p.decode.host_to_gpu_bytes == doctest::Approx(3.0 * 96 * MiB));
+  CHECK(p.prefill.host_to_gpu_bytes == doctest::Approx(3.0 * 96 * MiB / 512));
+  CHECK(p.decode.handoffs == 0);
+  CHECK(p.decode.seconds_per_token == doctest::Approx(std::max(p.decode.chain_s, p.decode.upload_s)));
+  CHECK(p.decode.upload_s == doctest::Approx(3.0 * 96 * MiB / links.host_to_gpu));
+  // With -ngl 2 the last two GPU blocks stream; the CPU blocks keep theirs.
+  CHECK(fixed_layout(d, 2, {}, 0, 2).streamed_layers() == std::vector<std::uint32_t>{0, 1});
+}
+
+TEST_CASE("layer streaming: --stream-layers refuses more blocks than the GPU holds and rules forcing a streamed FFN to the GPU") {
+  const model_demand d = synthetic(4, 32, 96);
+  CHECK_THROWS_WITH_AS(fixed_layout(d, 2, {}, 0, 3), doctest::Contains("--stream-layers 3: -ngl 2 puts 2 blocks"),
+                       strata::error);
+  std::vector<override_rule> rules;
+  parse_override_rules("blk\\.3\\.ffn_up=gpu", rules);
+  CHECK_THROWS_WITH_AS(fixed_layout(d, -1, rules, 0, 1),
+                       doctest::Contains("'blk.3.ffn_up.weight' to the GPU, but --stream-layers streams it"), strata::error);
+  CHECK_NOTHROW(fixed_layout(d, -1, rules, 0, 0));
+}
+
+TEST_CASE("layer streaming: --fit streams what does not fit when the link beats the CPU, else computes it on the CPU") {
+  const model_demand d = synthetic(4, 32, 96);
+  // Room for everything but one block's FFN: 4 attention blocks with KV, embedding, head,
+  // scratch and 3 FFNs, so streaming keeps one FFN resident beside a 2-slot ring of two.
+  const std::uint64_t attn_blocks = 4 * (32 * MiB + 32 * 1024 + 1 * MiB);
+  const std::uint64_t budget = d.scratch_bytes + 200 * MiB + 16 * 1024 + attn_blocks + 3 * 96 * MiB;
+  plan_options o{.gpu_budget = budget, .ram_budget = 1ull << 40};
+  // Desktop links: PCIe (24 GB/s) is slower than the CPU's DRAM read (60 GB/s), and streaming
+  // would cost decode more than 5%: the blocks that do not fit run on the CPU.
+  const engine_layout cpu = plan_engine_layout(d, o);
+  CHECK(cpu.streamed_layers().empty());
+  CHECK(cpu.n_gpu_layers < 4);
+  CHECK(layout_gpu_bytes(d, cpu) <= budget);
+  // A link faster than the CPU's read (a PCIe 5 card on a slow-memory host): stream.
+  o.links.host_to_gpu = 64e9;
+  o.links.cpu_read = 30e9;
+  const engine_layout s = plan_engine_layout(d, o);
+  CHECK(s.n_gpu_layers == 4);
+  CHECK(s.streamed_layers() == std::vector<std::uint32_t>{1, 2, 3});
+  CHECK(layout_gpu_bytes(d, s) <= budget);
+  const auto ps = layout_plan(d, s, o.links, o.ram_budget, o.prefill_batch);
+  const auto pc = layout_plan(d, cpu, o.links, o.ram_budget, o.prefill_batch);
+  CHECK(ps.decode.seconds_per_token < pc.decode.seconds_per_token);
+  CHECK(ps.prefill.seconds_per_token < pc.prefill.seconds_per_token);
+  // Decode close to the CPU layout's: prefill decides for streaming only while its decode costs
+  // at most 5% more (the link set so the upload takes 3%, then 8%, longer than the CPU layout's token).
+  o.links = assumed_desktop_links();
+  const auto cpu3 = layout_plan(d, layer_split_layout(d, 3), o.links, o.ram_budget, o.prefill_batch);
+  for (const double slower : {1.03, 1.08}) {
+    CAPTURE(slower);
+    o.links.host_to_gpu = double(3 * 96 * MiB) / (slower * cpu3.decode.seconds_per_token);
+    const engine_layout close = plan_engine_layout(d, o);
+    CHECK(close.streamed_layers().empty() == (slower > 1.05));
+    const auto pclose = layout_plan(d, close, o.links, o.ram_budget, o.prefill_batch);
+    if (slower < 1.05) CHECK(pclose.decode.seconds_per_token > cpu3.decode.seconds_per_token);
+  }
+  // A budget without room for the ring beside even one block's attention: no streaming,
+  // whatever the links.
+  o.links.host_to_gpu = 1e12;
+  o.gpu_budget = d.scratch_bytes + 100 * MiB + attn_blocks / 4 + 96 * MiB;
+  CHECK(plan_engine_layout(d, o).n_gpu_layers == 1);
+  CHECK(plan_engine_layout(d, o).streamed_layers().empty());
+}

@@ -9,6 +9,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
 #if defined(NEED_DOT4) && defined(HAS_DOT4)
 #extension GL_EXT_spirv_intrinsics : require
 #endif

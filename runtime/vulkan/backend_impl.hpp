@@ -346,6 +346,18 @@ struct backend::impl {
   mma2_tile mm3_tile_for(std::uint32_t tokens) const;
   pipeline_request mm3_req(const mma2_tile& s, bool xf16) const;
   static pipeline_request dequant_req(gguf::type_id t) { return req("dequant_f16", t, {{"WG", "256"}}, 2); }
+  // Small batches on tensor cores (mul_mm_small.glsl): steps of mms_min .. mms_max tokens read
+  // each quantized weight once, expanding it in the kernel (no f16 copy of the weights).
+  // STRATA_VK_MMS=0 turns it off; STRATA_VK_MMS_MIN / _MAX move its token range.
+  bool mms = true;
+  std::uint32_t mms_min = 9, mms_max = 64;
+  bool use_mm_small(const weight& w, std::uint32_t n) const;
+  static pipeline_request mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped = false, bool scatter = false);
+  // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
+  // the input it holds now, until its buffer is written.
+  std::optional<tensor> xh_holds;
+  // x as f16 rows in mm_xh (converted unless it already holds x); returns (offset, stride) in halves.
+  std::pair<std::uint32_t, std::uint32_t> f16_input(const tensor& x);
 
   // --- fusion.cpp: deferred work and the order it is recorded in.
   // Before an op that reads `reads` and writes `writes` (buffer ids) is recorded: deferred
@@ -379,6 +391,7 @@ struct backend::impl {
   // expanded into the scratch a slice of rows at a time (the recorder orders each expansion
   // after the previous slice's GEMM has read the scratch).
   void record_mul_mm_f16(const pending_matmul& m);
+  void record_mul_mm_small(const pending_matmul& m);
   // Quantizes x (RMS-normalised with norm_w first, if given) into the xq/xs scratch, unless the
   // scratch already holds exactly that input.
   // Returns the slot.

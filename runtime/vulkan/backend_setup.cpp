@@ -85,6 +85,9 @@ backend::impl::impl(const backend_options& o)
     mma2_forced = true;
   }
   if (const char* v = std::getenv("STRATA_VK_MM3"); v && std::string_view(v) == "0") mm3 = false;
+  if (const char* v = std::getenv("STRATA_VK_MMS"); v && std::string_view(v) == "0") mms = false;
+  if (const char* v = std::getenv("STRATA_VK_MMS_MIN")) mms_min = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
+  if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MM3_XF16"); v && std::string_view(v) == "0") mm3_xf16 = false;
   if (const char* v = std::getenv("STRATA_VK_MM3_SHAPE")) {
     unsigned a = 0, b = 0, c = 0, d = 0;
@@ -291,8 +294,12 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
         widest = std::max<std::uint32_t>(widest, std::uint32_t(e.info->ne[0]));
     if (P.mm3_xf16 && widest) {
       P.mm_xh_cols = widest;
-      P.mm_xh = P.new_buffer(std::uint64_t(P.max_rows) * widest * 2, memory_kind::device, "f16 activations (prefill GEMM)");
+      // 64 rows of slack: mul_mm_small multiplies whole 16-token tiles (the extra rows are never stored).
+      P.mm_xh = P.new_buffer(std::uint64_t(P.max_rows + 64) * widest * 2, memory_kind::device, "f16 activations (tensor-core matmuls)");
       reqs.push_back(impl::req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3));
+      if (P.mms)
+        for (auto f : mat_formats)
+          for (std::uint32_t tokens = 16; tokens <= 64; tokens += 16) reqs.push_back(impl::mm_small_req(f, tokens));
     }
     for (const mma2_tile t : impl::mm3_tiles) reqs.push_back(P.mm3_req(P.mm3_forced ? P.mm3_shape : t, P.mm_xh != 0));
   }

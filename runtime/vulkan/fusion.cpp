@@ -35,6 +35,7 @@ void backend::impl::prepare(std::initializer_list<tensor> reads, std::initialize
     std::erase_if(dropped, [&](const tensor& d) { return d.buf == w.buf; });
     for (auto& q : quantized)
       if (q && q->x.buf == w.buf) q.reset();
+    if (xh_holds && xh_holds->buf == w.buf) xh_holds.reset();
   }
 }
 

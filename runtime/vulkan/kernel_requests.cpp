@@ -54,6 +54,19 @@ bool backend::impl::use_mmvq(const weight& w, std::uint32_t n) const {
   return n < mmvq_max_tokens && has_int8_unit(w.type, w.ne[0]);  // as int8_activations()
 }
 
+bool backend::impl::use_mm_small(const weight& w, std::uint32_t n) const {
+  return coopmat && mms && mm_xh && n >= mms_min && n <= mms_max && w.ne[0] % 64 == 0 && w.ne[0] <= mm_xh_cols &&
+         n <= max_rows;
+}
+
+pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped, bool scatter) {
+  std::vector<std::pair<std::string, std::string>> d{
+      {"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", std::to_string(std::min<std::uint32_t>(4, div_up(tokens, 16)))}};
+  if (grouped) d.emplace_back("MOE_GROUPED", "1");
+  if (scatter) d.emplace_back("SCATTER", "1");
+  return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
+}
+
 pipeline_request backend::impl::quantize_req(bool norm) const {
   std::vector<std::pair<std::string, std::string>> d{{"WG", "128"}};
   if (norm) d.emplace_back("NORM", "1");

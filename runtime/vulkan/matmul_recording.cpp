@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "strata/core/error.hpp"
 
@@ -28,6 +29,7 @@ std::uint32_t backend::impl::quantize_input(const tensor& x, const weight* norm_
 void backend::impl::wrote(const tensor& y) {
   for (auto& q : quantized)
     if (q && q->x.buf == y.buf) q.reset();
+  if (xh_holds && xh_holds->buf == y.buf) xh_holds.reset();
   std::erase_if(dropped, [&](const tensor& d) { return d.buf == y.buf; });
 }
 
@@ -35,6 +37,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+  if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) return record_mul_mm_small(m);
   const std::uint32_t tiled_from = has_int8_unit(w.type, w.ne[0]) ? mmvq_max_tokens : mm_min_tokens;
   if (n >= tiled_from && !m.norm && !m.up && !m.residual && w.ne[0] % 32 == 0) return record_mul_mm(m);
   if (use_mmvq(w, n)) return record_mmvq(m);
@@ -117,6 +120,28 @@ void backend::impl::record_mul_mm(const pending_matmul& m) {
   wrote(m.y);
 }
 
+std::pair<std::uint32_t, std::uint32_t> backend::impl::f16_input(const tensor& x) {
+  const std::uint32_t K = x.cols;
+  if (!xh_holds || !same(*xh_holds, x)) {
+    const copy_rows_pc cp{K, x.off, x.stride, 0, K / 8};
+    const binding cb[] = {bind(x, false), bind(x, false), bind_id(mm_xh, true)};
+    dispatch(req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3), cb, &cp, sizeof cp, div_up(K / 8, 128), x.rows);
+    xh_holds = x;
+  }
+  return {0, K};
+}
+
+void backend::impl::record_mul_mm_small(const pending_matmul& m) {
+  const weight& w = *m.w;
+  const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
+  const auto [x_off, x_stride] = f16_input(m.x);
+  const mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
+  const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true)};
+  const std::uint32_t tt = std::min<std::uint32_t>(4, div_up(n, 16));
+  dispatch(mm_small_req(w.type, n), b, &pc, sizeof pc, div_up(N, 32), div_up(n, 16 * tt));
+  wrote(m.y);
+}
+
 void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
@@ -126,10 +151,7 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
   std::uint32_t x_off = m.x.off, x_stride = m.x.stride;
   binding xb = bind(m.x, false);
   if (xf16) {
-    const copy_rows_pc cp{K, m.x.off, m.x.stride, 0, K / 8};
-    const binding cb[] = {bind(m.x, false), bind(m.x, false), bind_id(mm_xh, true)};
-    dispatch(req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3), cb, &cp, sizeof cp, div_up(K / 8, 128), n);
-    x_off = 0, x_stride = K;
+    std::tie(x_off, x_stride) = f16_input(m.x);
     xb = bind_id(mm_xh, false);
   }
   if (w.type == gguf::type_id::f16) {  // weights start section_align (256 bytes) apart

@@ -67,7 +67,7 @@ void pipeline_registry::save_cache() const {
   if (out) fs::rename(tmp, cache_file_, ec);
 }
 
-std::string pipeline_registry::source_of(const pipeline_request& r) const {
+std::string assemble_source(const pipeline_request& r) {
   std::string s = "#version 450\n";
   bool has_wg = false;
   for (const auto& [n, v] : r.defines) {
@@ -96,7 +96,7 @@ std::string pipeline_registry::source_of(const pipeline_request& r) const {
 }
 
 std::unique_ptr<pipeline> pipeline_registry::build(const pipeline_request& r) {
-  const std::string src = source_of(r);
+  const std::string src = assemble_source(r);
   const auto spirv = compiler_.compile(r.label(), src);
   auto p = std::make_unique<pipeline>();
   p->label = r.label();

@@ -33,6 +33,10 @@ struct pipeline_request {
   std::string label() const;                // short name for profiles and errors
 };
 
+// The GLSL of a request: #version, its #defines, the weight format's generated layout, the
+// common prelude, the dequantizer and the kernel (needs no device: tests compile it offline).
+std::string assemble_source(const pipeline_request& r);
+
 struct pipeline {
   std::string label;
   std::uint32_t bindings = 0;
@@ -53,7 +57,6 @@ class pipeline_registry {
 
   std::size_t size() const;
   const shader_compiler& compiler() const noexcept { return compiler_; }
-  std::string source_of(const pipeline_request& r) const;
 
  private:
   std::unique_ptr<pipeline> build(const pipeline_request& r);

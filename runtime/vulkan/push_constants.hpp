@@ -29,6 +29,9 @@ struct attn_prep_pc {
 struct mm_f16_pc {
   std::uint32_t K, N, n_tok, w_off, x_off, x_stride, y_off, y_stride;
 };
+struct mm_small_pc {  // mul_mm_small.glsl
+  std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, sorted_off;
+};
 struct dequant_f16_pc {
   std::uint32_t K, row_bytes, row0, rows, o_off;
 };

@@ -65,6 +65,7 @@ void backend::begin(const graph::step_inputs& in) {
     }
   }
   for (auto& q : P.quantized) q.reset();
+  P.xh_holds.reset();
   P.heads.clear();
   P.step_tokens = n;
   P.read_dst = nullptr;

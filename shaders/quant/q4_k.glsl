@@ -113,3 +113,47 @@ float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
          dm.y * (float(mn & 0xFFu) * s_lo.w + float((mn >> 8) & 0xFFu) * s_hi.w);
 }
 #endif
+
+#ifdef MM_SMALL
+// mul_mm_small.glsl's unit: the 64 elements of pair j = u%4 of block u/4 of a row (sub-blocks
+// 2j, 2j+1), as three aligned 16-byte loads (block header, 32 bytes of qs) that the kernel issues
+// one unit ahead, then expanded in registers: elements 8c .. 8c+7 as f16 in h[c], rounded as
+// dequant16 rounds them (d*sc*q - dmin*m in f32 without FMA, then to f16).
+#define HAS_MMS_UNIT 1
+struct mms_raw {
+  uvec4 hdr, q0, q1;
+};
+mms_raw mms_load(uint row_base, uint u) {
+  const uint blk = (row_base + (u >> 2) * BLOCK_BYTES) >> 4;
+  const uint q = blk + 1 + 2 * (u & 3u);  // qs starts 16 bytes into the block
+  return mms_raw(w128[blk], w128[q], w128[q + 1]);
+}
+uint mms_pair(uint w, uint shift, float d, float m) {
+  precise float a = d * q4k_nib(w, shift) - m;
+  precise float b = d * q4k_nib(w, shift + 8) - m;
+  return packHalf2x16(vec2(a, b));
+}
+void mms_expand(mms_raw r, uint u, out uvec4 h[8]) {
+  const uint j = u & 3u, sh = 16 * (j & 1u);
+  uint sc, mn;  // 6-bit scales / mins of sub-blocks 2j (low byte) and 2j+1 (as mmvq_dot)
+  if (j < 2) {
+    sc = (r.hdr.y >> sh) & 0x3F3Fu;
+    mn = (r.hdr.z >> sh) & 0x3F3Fu;
+  } else {
+    const uint hb = r.hdr.w >> sh;
+    sc = (hb & 0x0F0Fu) | (((r.hdr.y >> sh) >> 2) & 0x3030u);
+    mn = ((hb >> 4) & 0x0F0Fu) | (((r.hdr.z >> sh) >> 2) & 0x3030u);
+  }
+  const vec2 dm = unpackHalf2x16(r.hdr.x);
+  const float d0 = dm.x * float(sc & 0xFFu), d1 = dm.x * float((sc >> 8) & 0xFFu);
+  const float m0 = dm.y * float(mn & 0xFFu), m1 = dm.y * float((mn >> 8) & 0xFFu);
+  const uint qw[8] = uint[8](r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w);
+  // Element i < 32 of sub-block 2j is the low nibble of qs byte i, of 2j+1 the high nibble.
+  [[unroll]] for (uint c = 0; c < 4; ++c) {
+    h[c] = uvec4(mms_pair(qw[2 * c], 0, d0, m0), mms_pair(qw[2 * c], 16, d0, m0), mms_pair(qw[2 * c + 1], 0, d0, m0),
+                 mms_pair(qw[2 * c + 1], 16, d0, m0));
+    h[4 + c] = uvec4(mms_pair(qw[2 * c], 4, d1, m1), mms_pair(qw[2 * c], 20, d1, m1), mms_pair(qw[2 * c + 1], 4, d1, m1),
+                     mms_pair(qw[2 * c + 1], 20, d1, m1));
+  }
+}
+#endif

@@ -138,6 +138,7 @@ struct variant {
   // mul_mm_f16.glsl over weights dequant_f16.glsl expanded: "mm3:..." expands every call (as a
   // prefill step does), "mm3g:..." times the GEMM alone on weights expanded once.
   bool mm3 = false, mm3_expand = false;
+  bool small = false;  // mul_mm_small.glsl: "ms:TT=n" (16n tokens per workgroup row)
   std::uint32_t bm = 64, bn = 64;
   std::vector<std::pair<std::string, std::string>> defines;
   std::string name;
@@ -150,6 +151,22 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
   if (s == "mv") {
     v.defines = {{"NR", "8"}, {"NT", std::to_string(nt)}, {"WG", "64"}};
     v.rows_per_wg = 8;
+    return v;
+  }
+  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n]"; "msg": the format's unit off (dequant16 for every format)
+    v.small = true;
+    const bool generic = s.rfind("msg", 0) == 0;
+    std::uint32_t tt = std::min<std::uint32_t>(4, (nt + 15) / 16);
+    for (const auto& kv : split(s, ':')) {
+      if (kv == "ms" || kv == "msg") continue;
+      const auto f = split(kv, '=');
+      if (f.size() != 2 || f[0] != "TT") throw error("bad variant field '" + kv + "'");
+      tt = std::uint32_t(std::stoul(f[1]));
+    }
+    if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
+    v.bn = 16 * tt;
+    v.defines = {{"WG", "128"}, {"COOPMAT", "1"}, {"TT", std::to_string(tt)}};
+    if (!generic) v.defines.emplace_back("MM_SMALL", "1");
     return v;
   }
   if (s.rfind("mm3", 0) == 0) {  // "mm3[g]:BM=..:BN=..:WM=..:WN=..:BK=.."
@@ -248,6 +265,11 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
 
     gpu_buffer xb(L.ctx, x.size() * 4, memory_kind::device, "x");
     L.upload(xb, x.data(), x.size() * 4);
+    // f16 activations with 64 rows of slack (mul_mm_small reads whole 16-token tiles).
+    std::vector<fp16> xh(std::size_t(nt + 64) * K, to_fp16(0.0f));
+    for (std::size_t i = 0; i < x.size(); ++i) xh[i] = to_fp16(x[i]);
+    gpu_buffer xhb(L.ctx, xh.size() * 2, memory_kind::device, "x f16");
+    L.upload(xhb, xh.data(), xh.size() * 2);
     gpu_buffer qb(L.ctx, std::size_t(nt) * K, memory_kind::device, "xq");
     gpu_buffer sb(L.ctx, std::size_t(nt) * K / 32 * 16, memory_kind::device, "xs");
     gpu_buffer yb(L.ctx, std::size_t(nt) * N * 4, memory_kind::device, "y");
@@ -294,8 +316,11 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
             L.run([&](command_recorder& rec) { expand(rec, 0); });
           }
           pv.pl = &L.pipes.get({"mul_mm_f16", gguf::type_id::f16, pv.v.defines, 3u});
-        } else
-        pv.pl = &L.pipes.get({pv.v.mmvq ? "mmvq" : pv.v.mm ? "mul_mm" : "matvec", fmt, pv.v.defines, pv.v.mm ? 3u : 6u});
+        } else if (pv.v.small) {
+          pv.pl = &L.pipes.get({"mul_mm_small", fmt, pv.v.defines, 3u});
+        } else {
+          pv.pl = &L.pipes.get({pv.v.mmvq ? "mmvq" : pv.v.mm ? "mul_mm" : "matvec", fmt, pv.v.defines, pv.v.mm ? 3u : 6u});
+        }
       } catch (const std::exception& e) {
         std::printf("  %-36s build failed: %s\n", vn.c_str(), e.what());
         continue;
@@ -306,7 +331,11 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
       const variant& v = pv.v;
       const std::uint32_t groups = (N + v.rows_per_wg - 1) / v.rows_per_wg;
       const binding wbind{{wb[copy].handle(), 0, wb[copy].size(), 0}, false};
-      if (v.mm3) {
+      if (v.small) {
+        const mm_small_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 0};
+        const binding b[] = {wbind, whole(xhb, 6, false), whole(yb, 4, true)};
+        rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + 31) / 32, (nt + v.bn - 1) / v.bn);
+      } else if (v.mm3) {
         if (v.mm3_expand) expand(rec, copy);
         const mm_f16_pc pc{K, N, nt, 0, 0, K, 0, N};
         const binding b[] = {whole(*w16, 5, false), whole(xb, 1, false), whole(yb, 4, true)};

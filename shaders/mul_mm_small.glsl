@@ -1,0 +1,124 @@
+// Small-batch matmul on tensor cores (batched decode, short prompts, MoE expert groups):
+// Y[t][n] = sum_k X[t][k] W[n][k] for up to 16*TT tokens per workgroup row, W in any weight
+// format, expanded to f16 inside the kernel (no f16 copy of the weights is written).
+// Why not the prefill GEMM: at 16-64 tokens a 128 x 128 tile leaves most SMs idle and its
+// K loop waits on a workgroup barrier per step; the f16 expansion pass writes 4x the bytes it
+// reads. Here a workgroup owns RW = 32 weight rows and its four warps split K (warp w takes the
+// 64-wide steps w, w+4, ...), so each weight byte is read once, four warps' loads are in flight
+// per row group, and the K loop has no workgroup barrier: each lane expands its own row's 64
+// elements into the warp's f16 tile, the warp multiplies that tile with the f16 activations
+// loaded straight from memory (a few hundred KiB that stay in L1/L2) into TT x 2 accumulators of
+// 16 tokens x 16 rows, and the four warps' partial sums meet in shared memory at the end.
+// Formats with an MM_SMALL unit (quant/*.glsl HAS_MMS_UNIT) load a row's 64 elements as a few
+// aligned words one step ahead and expand them in registers; the others go through dequant16.
+// MOE_GROUPED: workgroup y is a chunk of up to 16*TT pairs routed to one expert (moe.glsl
+// MOE_GROUP's table): X rows are the chunk's sorted rows (first .. first+count), the weights
+// that expert's slab; SCATTER writes output row t of the chunk to the pair's own row instead.
+layout(local_size_x = 128) in;
+layout(binding = 1, std430) readonly buffer XH { uvec4 xh[]; };  // f16 activations, 8 per uvec4
+layout(binding = 2, std430) writeonly buffer Y { float y[]; };
+#ifdef MOE_GROUPED
+layout(binding = 3, std430) readonly buffer G { uint grp[]; };
+#endif
+layout(push_constant) uniform Params {
+  uint K, N, n_tok, row_bytes;
+  uint x_off, x_stride;  // in halves, multiples of 8
+  uint y_off, y_stride;  // in floats
+  uint expert_bytes, sorted_off;
+} p;
+
+const uint RW = 32, WARPS = 4, KS = 64;
+const uint SR = KS / 8 + 1;                 // shared row stride in uvec4 (padded: other banks)
+const uint WT = RW * SR;                    // one warp's weight tile, uvec4
+const uint TOK = 16 * TT;                   // tokens per workgroup row
+const uint PART = TOK * RW;                 // one warp's partial sums, floats
+const uint SM = WARPS * PART / 4 > WARPS * WT ? WARPS * PART / 4 : WARPS * WT;
+shared uvec4 sm[SM];  // the weight tiles while K runs, then the partial sums (f32, 4 per uvec4)
+const uint PARTS = QK / 16;
+
+uvec4 pack8(float v[16], uint o) {
+  return uvec4(packHalf2x16(vec2(v[o], v[o + 1])), packHalf2x16(vec2(v[o + 2], v[o + 3])),
+               packHalf2x16(vec2(v[o + 4], v[o + 5])), packHalf2x16(vec2(v[o + 6], v[o + 7])));
+}
+
+void main() {
+  const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
+  const uint n0 = gl_WorkGroupID.x * RW;
+#ifdef MOE_GROUPED
+  const uint chunk = gl_WorkGroupID.y;
+  if (chunk >= grp[0]) return;  // the whole workgroup: no barrier has been reached
+  const uint wbase = grp[4 + 3 * chunk] * p.expert_bytes, x0 = grp[5 + 3 * chunk];
+  const uint count = grp[6 + 3 * chunk];
+#else
+  const uint wbase = 0, x0 = gl_WorkGroupID.y * TOK;
+  const uint count = min(TOK, p.n_tok - x0);
+#endif
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TT][2];
+  [[unroll]] for (uint t = 0; t < TT; ++t) {
+    acc[t][0] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+    acc[t][1] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+  }
+  const bool live = n0 + lane < p.N;
+  const uint row = wbase + (n0 + lane) * p.row_bytes, wt = warp * WT;
+#ifdef HAS_MMS_UNIT
+  // The format's raw unit loads, issued one step ahead of its expansion.
+  mms_raw next;
+  if (live) next = mms_load(row, warp);
+#endif
+  for (uint k0 = KS * warp; k0 < p.K; k0 += KS * WARPS) {
+#ifdef HAS_MMS_UNIT
+    const mms_raw cur = next;
+    if (live && k0 + KS * WARPS < p.K) next = mms_load(row, (k0 + KS * WARPS) / KS);
+    uvec4 h[8];
+    if (live) mms_expand(cur, k0 / KS, h);
+    else [[unroll]] for (uint c = 0; c < 8; ++c) h[c] = uvec4(0);
+    [[unroll]] for (uint c = 0; c < 8; ++c) sm[wt + lane * SR + c] = h[c];
+#else
+    [[unroll]] for (uint c = 0; c < KS / 16; ++c) {
+      const uint part = k0 / 16 + c;
+      float v[16];
+      if (live) dequant16(row + (part / PARTS) * BLOCK_BYTES, part % PARTS, v);
+      else [[unroll]] for (uint i = 0; i < 16; ++i) v[i] = 0.0;
+      sm[wt + lane * SR + 2 * c] = pack8(v, 0);
+      sm[wt + lane * SR + 2 * c + 1] = pack8(v, 8);
+    }
+#endif
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint s = 0; s < KS / 16; ++s) {
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b0, b1;
+      coopMatLoadNV(b0, sm, wt + 2 * s, SR, true);  // k x rows 0-15: column-major view of [row][k]
+      coopMatLoadNV(b1, sm, wt + 16 * SR + 2 * s, SR, true);
+      [[unroll]] for (uint t = 0; t < TT; ++t) {
+        // Rows past the chunk or the batch are read (the buffer has TOK rows of slack) and
+        // multiplied, but never stored.
+        fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;
+        coopMatLoadNV(a, xh, (p.x_off + (x0 + 16 * t) * p.x_stride + k0 + 16 * s) / 8, p.x_stride / 8, false);
+        acc[t][0] = coopMatMulAddNV(a, b0, acc[t][0]);
+        acc[t][1] = coopMatMulAddNV(a, b1, acc[t][1]);
+      }
+    }
+    subgroupBarrier();  // the tile is read before the next step writes it
+  }
+  barrier();  // every warp is done with its tile: the space holds the partial sums now
+  [[unroll]] for (uint t = 0; t < TT; ++t) {
+    coopMatStoreNV(acc[t][0], sm, (warp * PART + 16 * t * RW) / 4, RW / 4, false);
+    coopMatStoreNV(acc[t][1], sm, (warp * PART + 16 * t * RW + 16) / 4, RW / 4, false);
+  }
+  barrier();
+  for (uint q = tid; q < count * RW; q += WG) {
+    const uint t = q / RW, r = q % RW;
+    if (n0 + r >= p.N) continue;
+    float s = 0.0;
+    [[unroll]] for (uint w = 0; w < WARPS; ++w) {
+      const uint i = w * PART + q;
+      s += uintBitsToFloat(sm[i >> 2][i & 3u]);
+    }
+#if defined(MOE_GROUPED) && defined(SCATTER)
+    const uint yrow = grp[p.sorted_off + x0 + t];
+#else
+    const uint yrow = x0 + t;
+#endif
+    y[p.y_off + yrow * p.y_stride + n0 + r] = s;
+  }
+}

@@ -182,6 +182,8 @@ int main(int argc, char** argv) {
           r.stream.bytes_streamed += a.bytes_streamed - before.bytes_streamed;
           r.stream.tokens += a.tokens - before.tokens;
           r.stream.steps += a.steps - before.steps;
+          r.stream.cpu_steps += a.cpu_steps - before.cpu_steps;
+          r.stream.cpu_tokens = a.cpu_tokens;
         };
         // The expert cache's counters over the timed part of a test only.
         const auto count_cache = [&](result& r, const strata::rt::model::expert_cache_counters& before) {
@@ -347,6 +349,9 @@ int main(int argc, char** argv) {
                                                                 {"ring_bytes", r.stream.ring_bytes},
                                                                 {"bytes_per_step", r.stream.bytes_per_step},
                                                                 {"streamed_bytes_per_token", r.stream.bytes_per_token()},
+                                                                {"cpu_tokens", r.stream.cpu_tokens},
+                                                                {"steps", r.stream.steps},
+                                                                {"cpu_steps", r.stream.cpu_steps},
                                                                 {"predicted_host_to_gpu_bytes_per_token",
                                                                  r.predicted.host_to_gpu_bytes}}},
                                            {"samples_ts", std::move(samples)}});
@@ -404,19 +409,23 @@ int main(int argc, char** argv) {
   // Dense layer streaming (--stream-layers, --fit), measured over the timed runs beside the cost
   // model's host->GPU bytes per token for the same layout.
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.stream.layers > 0; })) {
-    std::printf("\n| %-14s | %-16s | %12s | %18s | %19s |\n", "test", "streamed blocks", "ring MiB",
-                "streamed MB/token", "predicted MB/token");
-    std::printf("| %.14s | %.16s | %.12s | %.18s | %.19s |\n", "---------------", "-----------------", "-------------",
-                "-------------------", "--------------------");
+    std::printf("\n| %-14s | %-16s | %12s | %15s | %18s | %19s |\n", "test", "streamed blocks", "ring MiB",
+                "CPU steps/all", "streamed MB/token", "predicted MB/token");
+    std::printf("| %.14s | %.16s | %.12s | %.15s | %.18s | %.19s |\n", "---------------", "-----------------", "-------------",
+                "----------------", "-------------------", "--------------------");
     for (const result& r : results) {
       if (!r.stream.layers) continue;
       char test[64];
       std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
-      std::printf("| %-14s | %16u | %12.1f | %18.3f | %19.3f |\n", test, r.stream.layers,
-                  double(r.stream.ring_bytes) / double(1 << 20), r.stream.bytes_per_token() / 1e6,
+      char steps[40];
+      std::snprintf(steps, sizeof steps, "%llu/%llu", (unsigned long long)r.stream.cpu_steps,
+                    (unsigned long long)r.stream.steps);
+      std::printf("| %-14s | %16u | %12.1f | %15s | %18.3f | %19.3f |\n", test, r.stream.layers,
+                  double(r.stream.ring_bytes) / double(1 << 20), steps, r.stream.bytes_per_token() / 1e6,
                   r.predicted.host_to_gpu_bytes / 1e6);
     }
-    std::printf("(every step copies each streamed block's dense FFN once: a prompt step's tokens share the bytes)\n");
+    std::printf("(every streamed step copies each streamed block's dense FFN once: a prompt step's tokens share the "
+                "bytes; CPU steps: steps of few tokens that computed those FFNs on the CPU instead)\n");
   }
   return 0;
 }

@@ -273,8 +273,8 @@ void add_tier_options(CLI::App& app, tier_options& o) {
       ->type_name("SLOTS")->group(group::tiers);
   app.add_option("--stream-layers", o.stream_layers,
                  "stream the dense FFN of the last N GPU layers: its weights live in pinned RAM and are copied into a "
-                 "2-slot GPU ring one layer ahead of use, every step (attention and KV stay on the GPU; best for long "
-                 "prompts, where a batch reads each weight once)")
+                 "2-slot GPU ring one layer ahead of use in prompt steps (a batch reads each weight once), and computed "
+                 "on the CPU in decode steps when the link speeds say the CPU is faster (attention and KV stay on the GPU)")
       ->type_name("N")->group(group::tiers);
   app.add_flag("--fit", o.fit,
                "let the placement planner choose the GPU layers, which layers' FFN to stream and which layers' experts "

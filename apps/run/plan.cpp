@@ -57,7 +57,8 @@ std::string layout_text(const tiers::engine_layout& l) {
       s += i ? "," : " ";
       s += std::to_string(st[i]);
     }
-    s += " streamed through the ring (gpu-streamed: host->GPU bytes below)";
+    s += " streamed through the ring in steps of more than " + std::to_string(l.stream_cpu_tokens) +
+         " tokens, computed on the CPU in shorter ones (host->GPU bytes and hand-offs below)";
   }
   return s;
 }
@@ -124,7 +125,9 @@ int run_plan(const run_options& opt) {
       out += "],\"streamed_layers\":[";
       const auto st = layout->streamed_layers();
       for (std::size_t i = 0; i < st.size(); ++i) out += (i ? "," : "") + std::to_string(st[i]);
-      out += "],\"streamed_bytes_per_step\":";
+      out += "],\"stream_cpu_tokens\":";
+      out += std::to_string(layout->stream_cpu_tokens);
+      out += ",\"streamed_bytes_per_step\":";
       out += std::to_string(tiers::streamed_bytes(demand, *layout));
       out += ",\"expert_slots\":" + std::to_string(layout->expert_slots) + ",\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
     } else {

@@ -60,8 +60,8 @@ std::unique_ptr<model> model::load(const std::filesystem::path& path, const engi
     if (n > 0)
       plan.push_back({backend_kind::vulkan,
                       {0, n, true, n == L, layout.handoff_layers(), layout.cached_layers(), layout.expert_slots,
-                       layout.streamed_layers()}});
-    if (n < L) plan.push_back({backend_kind::cpu, {n, L - n, n == 0, true, {}, {}, 0, {}}});
+                       layout.streamed_layers(), layout.stream_cpu_tokens}});
+    if (n < L) plan.push_back({backend_kind::cpu, {n, L - n, n == 0, true, {}, {}, 0, {}, 0}});
     return make_staged_model(std::move(f), eo, hp, plan);
   } catch (const format_error&) {
     throw;

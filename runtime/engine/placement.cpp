@@ -95,7 +95,10 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
                 "to force it");
   if (!gpu) l = tiers::layer_split_layout(d, 0);
   else if (opt.fit) l = tiers::plan_engine_layout(d, po);
-  else l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides, opt.expert_cache.value_or(0), opt.stream_layers);
+  else {
+    l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides, opt.expert_cache.value_or(0), opt.stream_layers);
+    l.stream_cpu_tokens = tiers::stream_cpu_tokens(d, l, po.links, po.prefill_batch);  // the per-phase choice
+  }
 
   const tiers::placement_plan p = tiers::layout_plan(d, l, po.links, unlimited, po.prefill_batch);
   const std::string what = "-ngl " + std::to_string(l.n_gpu_layers) +

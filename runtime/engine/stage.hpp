@@ -24,6 +24,7 @@ struct layer_slice {
   std::vector<std::uint32_t> cached_expert_layers;  // ... that are GPU-cached (GPU stages), expert_slots each
   std::uint32_t expert_slots = 0;
   std::vector<std::uint32_t> streamed_layers;  // blocks whose dense FFN is streamed (GPU stages)
+  std::uint32_t stream_cpu_tokens = 0;         // ... computed on the CPU in steps of at most this many tokens
 };
 
 class stage {

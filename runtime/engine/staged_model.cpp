@@ -115,6 +115,7 @@ class staged_model final : public model {
       c.layers += e.layers, c.ring_bytes += e.ring_bytes, c.host_bytes += e.host_bytes;
       c.bytes_per_step += e.bytes_per_step, c.bytes_streamed += e.bytes_streamed;
       c.tokens = std::max(c.tokens, e.tokens), c.steps = std::max(c.steps, e.steps);
+      c.cpu_steps = std::max(c.cpu_steps, e.cpu_steps), c.cpu_tokens = std::max(c.cpu_tokens, e.cpu_tokens);
     }
     return c;
   }

@@ -12,7 +12,8 @@ struct engine_backend<gpu::backend> {
   static std::unique_ptr<gpu::backend> make(const engine_options& opt, const layer_slice& s) {
     return std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress, opt.gpu_budget,
                                                                s.cpu_expert_layers, opt.threads, s.cached_expert_layers,
-                                                               s.expert_slots, s.streamed_layers});
+                                                               s.expert_slots, s.streamed_layers,
+                                                               s.stream_cpu_tokens});
   }
   static model::expert_cache_counters expert_cache(const gpu::backend& be) {
     const gpu::expert_cache_stats s = be.expert_cache();
@@ -20,7 +21,8 @@ struct engine_backend<gpu::backend> {
   }
   static model::stream_counters streaming(const gpu::backend& be) {
     const gpu::stream_stats s = be.streaming();
-    return {s.layers, s.ring_bytes, s.host_bytes, s.bytes_per_step, s.bytes_streamed, s.tokens, s.steps};
+    return {s.layers, s.ring_bytes, s.host_bytes, s.bytes_per_step, s.bytes_streamed, s.tokens, s.steps,
+            s.cpu_steps, s.cpu_tokens};
   }
   static std::string describe(const gpu::backend& be) { return be.description(); }
   static std::string startup_report(const gpu::backend& be) {
@@ -52,6 +54,10 @@ struct engine_backend<gpu::backend> {
                     "GPU), %.1f MiB streamed per step",
                     s.layers, mib(s.host_bytes), mib(s.ring_bytes), mib(s.bytes_per_step));
       out += mem;
+      if (s.cpu_tokens) {
+        std::snprintf(mem, sizeof mem, " (steps of <= %u tokens compute them on the CPU instead)", s.cpu_tokens);
+        out += mem;
+      }
     }
     return out;
   }

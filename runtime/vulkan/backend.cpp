@@ -61,7 +61,10 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
     throw error("matmul shape mismatch for '" + std::string(w.name) + "': weight [" + std::to_string(w.ne[0]) + ", " +
                 std::to_string(w.ne[1]) + "], input " + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", output " +
                 std::to_string(y.rows) + "x" + std::to_string(y.cols));
-  if (P.weights[w.id].stream >= 0) P.enter_streamed(w);  // its ring slot's copy (layer_stream.cpp)
+  if (P.weights[w.id].stream >= 0) {  // a streamed FFN (layer_stream.cpp): on the CPU in this step, or its ring slot
+    if (P.stream_on_cpu()) return P.record_cpu_ffn(w, x, y);
+    P.enter_streamed(w);
+  }
   impl::pending_matmul m{&w, x, y, {}, {}, nullptr};
   if (!P.fuse_step) {
     P.prepare({x}, {y});
@@ -288,7 +291,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
 
 void backend::swiglu(tensor gate, tensor up, tensor out) {
   auto& P = *p_;
-  if (P.replay) return;
+  if (P.replay || P.ffn_open >= 0) return;  // a streamed FFN the CPU computes whole (layer_stream.cpp)
   if (P.fuse_step && P.mats.size() == 2 && impl::same(P.mats[0].y, gate) && impl::same(P.mats[1].y, up) &&
       impl::same(out, gate) && !P.mats[0].residual && !P.mats[1].residual) {
     const auto& g = P.weights.at(P.mats[0].w->id);

@@ -102,6 +102,9 @@ struct backend_options {
   // tensors live in pinned host memory and each step copies them, block by block, into a ring of
   // two device-local slots (in the ledger) one block ahead of the kernels that read them.
   std::vector<std::uint32_t> streamed_layers;
+  // The per-phase choice: steps of at most this many tokens compute the streamed FFNs on the
+  // CPU instead (runtime/vulkan/cpu_ffn.hpp: a hand-off each way per block; 0: always stream).
+  std::uint32_t stream_cpu_tokens = 0;
 };
 
 // Dense layer streaming's counters since load.
@@ -111,6 +114,8 @@ struct stream_stats {
   std::uint64_t host_bytes = 0;      // pinned copies of the streamed tensors
   std::uint64_t bytes_per_step = 0;  // copied host -> ring each step
   std::uint64_t bytes_streamed = 0, tokens = 0, steps = 0;
+  std::uint64_t cpu_steps = 0;       // steps that computed the streamed FFNs on the CPU
+  std::uint32_t cpu_tokens = 0;      // stream_cpu_tokens
 };
 
 // The expert cache's counters since load (all cached blocks together).

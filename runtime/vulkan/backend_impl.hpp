@@ -22,6 +22,7 @@
 #include "commands.hpp"
 #include "context.hpp"
 #include "cpu_experts.hpp"
+#include "cpu_ffn.hpp"
 #include "memory.hpp"
 #include "pipelines.hpp"
 #include "push_constants.hpp"
@@ -118,6 +119,9 @@ struct backend::impl {
     std::int32_t cache = -1;
     std::uint32_t pairs = 0;
     vk::raii::CommandBuffer upload{nullptr}, gpu{nullptr}, cpu{nullptr};
+    // A streamed block's dense FFN on the CPU (ffn >= 0: its index in `streams`; task.gate/up/
+    // down are cpu_ffn indices, task.rows/cols the rows): the host runs it, then `cmd`.
+    std::int32_t ffn = -1;
   };
   struct recorded_step {
     vk::raii::CommandBuffer cmd{nullptr};
@@ -152,6 +156,8 @@ struct backend::impl {
   struct streamed_block {
     std::uint32_t layer = 0;
     std::vector<std::uint32_t> weights;  // ids
+    std::uint32_t part[3] = {~0u, ~0u, ~0u};  // weight ids of gate, up, down
+    std::uint32_t cpu[3] = {0, 0, 0};         // their cpu_ffn indices (per-phase CPU share)
     std::uint64_t bytes = 0;             // of the slot it fills
     gpu_buffer host;
   };
@@ -159,6 +165,11 @@ struct backend::impl {
   std::uint32_t ring_chunk[2] = {0, 0};
   std::uint32_t stream_next = 0;  // while recording: the first streamed block not yet entered
   stream_stats streaming;
+  // The decode phase (steps of <= opt.stream_cpu_tokens tokens): the streamed FFNs on the CPU,
+  // through host-visible hand-off buffers (the FFN norm's rows out, the FFN's output back).
+  std::unique_ptr<cpu_ffn> ffn_host;
+  std::uint32_t ffn_in = 0, ffn_out = 0, ffn_rows = 0;  // buffer ids, rows they hold
+  std::int32_t ffn_open = -1;  // while recording: the block whose FFN the CPU computes (up to its down)
   vk::raii::CommandPool pool{nullptr};
   vk::raii::Fence fence{nullptr};
   vk::raii::QueryPool queries{nullptr};
@@ -444,9 +455,16 @@ struct backend::impl {
   // the start of a recorded step, enter_streamed (before the first matmul of a streamed block)
   // the barrier that waits for its copy and the copy of the next block into the other slot.
   bool load_streamed(const gguf::tensor_info& t, std::uint32_t id);
-  void make_ring(std::uint64_t align, std::uint64_t chunk_limit);
+  void make_ring(std::uint64_t align, std::uint64_t chunk_limit, std::uint32_t max_tokens);
   void stream_step_begin();
   void enter_streamed(const weight& w);
+  // The per-phase choice of the step being recorded: its streamed FFNs on the CPU.
+  bool stream_on_cpu() const noexcept { return step_tokens <= opt.stream_cpu_tokens; }
+  // In such a step, a streamed FFN's matmuls: the gate's copies x out and splits the step (the
+  // CPU computes the whole FFN there), the up's records nothing, the down's copies the result
+  // into y; the SwiGLU between them is skipped (ffn_open).
+  void record_cpu_ffn(const weight& w, const tensor& x, const tensor& y);
+  void run_cpu_ffn(const handoff& h);
 };
 
 }  // namespace strata::gpu

@@ -137,7 +137,10 @@ std::string backend::description() const {
          " MoE layers whose experts live in host memory";
   if (const auto& s = p_->streaming; s.layers)
     d += std::string(d.find(" with ") == std::string::npos ? " with" : ",") + " the dense FFN of " +
-         std::to_string(s.layers) + " blocks streamed from pinned host memory through a 2-slot GPU ring";
+         std::to_string(s.layers) + " blocks streamed from pinned host memory through a 2-slot GPU ring" +
+         (s.cpu_tokens ? " (computed on the CPU, " + std::to_string(p_->ffn_host->threads()) + " threads, in steps of <= " +
+                             std::to_string(s.cpu_tokens) + " tokens)"
+                       : std::string());
   return d;
 }
 
@@ -234,7 +237,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   const auto t0 = clock_type::now();
   for (std::size_t c = 0; c < layout.chunk_sizes().size(); ++c)
     P.chunks.emplace_back(P.ctx, layout.chunk_sizes()[c], memory_kind::device, "weights (chunk " + std::to_string(c) + ")");
-  P.make_ring(std::max<std::uint64_t>(tiers::ring_align, info.min_storage_align), limit);
+  P.make_ring(std::max<std::uint64_t>(tiers::ring_align, info.min_storage_align), limit, max_tokens);
   {
     uploader up(P.ctx);
     std::uint64_t done = 0;

@@ -125,6 +125,11 @@ void backend::impl::submit_step() {
   submit_and_wait(*current->cmd);
   cache_stats.tokens += step_tokens;
   for (handoff& h : current->handoffs) {
+    if (h.ffn >= 0) {  // a streamed block's dense FFN (layer_stream.cpp)
+      run_cpu_ffn(h);
+      submit_and_wait(*h.cmd);
+      continue;
+    }
     if (h.cache >= 0) {
       run_cached(h);
       continue;

@@ -14,6 +14,12 @@
 // before it, so it runs while block j (and block j+1's attention) computes: double buffering.
 // The hidden state never leaves the GPU; only weights cross the link, once per step (a prompt
 // step of up to n_batch tokens reads each streamed byte once for all its tokens).
+//
+// The per-phase choice (backend_options::stream_cpu_tokens): a step of at most that many tokens
+// (decode) copies nothing into the ring and computes each streamed FFN on the CPU instead, where
+// the weights live (cpu_ffn.hpp): at the gate's matmul the FFN norm's rows go to the host and the
+// step splits (as the MoE hand-off does, cpu_experts.cpp), the CPU runs gate, up, SwiGLU and
+// down, and at the down's matmul the result comes back; the SwiGLU between is not recorded.
 #include <algorithm>
 #include <cstring>
 
@@ -39,13 +45,22 @@ bool backend::impl::load_streamed(const gguf::tensor_info& t, std::uint32_t id) 
     it->layer = std::uint32_t(layer);
   }
   it->weights.push_back(id);
+  const std::string_view n = t.name;
+  const int part = n.find("ffn_gate") != n.npos ? 0 : n.find("ffn_up") != n.npos ? 1 : n.find("ffn_down") != n.npos ? 2 : -1;
+  if (part < 0 || it->part[part] != ~0u)
+    throw error("layer streaming: '" + std::string(n) + "' is not the block's one ffn_gate, ffn_up or ffn_down");
+  it->part[part] = id;
+  if (opt.stream_cpu_tokens) {  // the CPU's view too, for the decode phase
+    if (!ffn_host) ffn_host = std::make_unique<cpu_ffn>(opt.cpu_threads);
+    it->cpu[part] = ffn_host->load(t);
+  }
   weight_entry e{&t, 0, 0, t.data.size()};
   e.stream = std::int32_t(it - streams.begin());
   weights.push_back(e);
   return true;
 }
 
-void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit) {
+void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit, std::uint32_t max_tokens) {
   if (streams.empty()) {
     if (!opt.streamed_layers.empty())
       throw error("layer streaming: none of the " + std::to_string(opt.streamed_layers.size()) +
@@ -55,6 +70,10 @@ void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit) {
   std::uint64_t slot = 0;
   std::uint32_t widest = 0;
   for (streamed_block& b : streams) {
+    for (int j = 0; j < 3; ++j)
+      if (b.part[j] == ~0u)
+        throw error("layer streaming: block " + std::to_string(b.layer) + " lacks its " +
+                    (j == 0 ? "ffn_gate" : j == 1 ? "ffn_up" : "ffn_down") + " tensor");
     for (const std::uint32_t id : b.weights) {
       weight_entry& e = weights.at(id);
       e.offset = b.bytes;
@@ -88,6 +107,14 @@ void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit) {
   }
   streaming.layers = std::uint32_t(streams.size());
   streaming.ring_bytes = 2 * slot;
+  if (opt.stream_cpu_tokens) {  // the decode phase's hand-off buffers: up to stream_cpu_tokens rows
+    ffn_rows = std::min(opt.stream_cpu_tokens, max_tokens);
+    const auto cols = std::uint32_t(weights.at(streams[0].part[0]).info->ne[0]);
+    ffn_in = new_buffer(std::uint64_t(ffn_rows) * cols * 4, memory_kind::readback, "dense FFN hand-off to the CPU");
+    ffn_out = new_buffer(std::uint64_t(ffn_rows) * cols * 4, memory_kind::upload, "dense FFN hand-off from the CPU");
+    ffn_host->reserve(ffn_rows);
+    streaming.cpu_tokens = opt.stream_cpu_tokens;
+  }
 }
 
 namespace {
@@ -98,7 +125,8 @@ void copy_block(const vk::raii::CommandBuffer& c, const gpu_buffer& from, const 
 
 void backend::impl::stream_step_begin() {
   stream_next = 0;
-  if (streams.empty()) return;
+  ffn_open = -1;
+  if (streams.empty() || stream_on_cpu()) return;
   copy_block(recording_cmd(), streams[0].host, chunks.at(ring_chunk[0]), streams[0].bytes);
 }
 
@@ -117,6 +145,44 @@ void backend::impl::enter_streamed(const weight& w) {
       c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eTransfer, {}, {}, {}, {});
     copy_block(c, streams[j + 1].host, chunks.at(ring_chunk[(j + 1) % 2]), streams[j + 1].bytes);
   }
+}
+
+void backend::impl::record_cpu_ffn(const weight& w, const tensor& x, const tensor& y) {
+  const auto index = std::uint32_t(weights.at(w.id).stream);
+  const streamed_block& b = streams.at(index);
+  const std::uint32_t n = x.rows, C = x.cols;
+  if (w.id == b.part[0]) {  // gate: x to the host, the step continues after the CPU's FFN
+    if (ffn_open >= 0) throw error("layer streaming: '" + std::string(w.name) + "' before the previous block's ffn_down");
+    if (n > ffn_rows || std::uint64_t(n) * C * 4 > buf(ffn_in).size())
+      throw error("layer streaming: a step of " + std::to_string(n) + " rows x " + std::to_string(C) +
+                  " exceeds the CPU FFN hand-off (" + std::to_string(ffn_rows) + " rows)");
+    prepare({x}, {});
+    const copy_rows_pc px{C, x.off, x.stride, 0, C};
+    const binding bx[] = {bind(x, false), bind(x, false), bind_id(ffn_in, true)};
+    dispatch(copy_req(false), bx, &px, sizeof px, detail::div_up(C, detail::wg), n);
+    rec.end();
+    handoff& h = pending.handoffs.emplace_back();
+    h.ffn = std::int32_t(index);
+    h.task.gate = b.cpu[0], h.task.up = b.cpu[1], h.task.down = b.cpu[2];
+    h.task.rows = n, h.task.cols = C;
+    h.cmd = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+    rec.resume(h.cmd, "cpu dense FFN (hand-off: host work + submit)");
+    ffn_open = std::int32_t(index);
+    return;
+  }
+  if (ffn_open != std::int32_t(index))
+    throw error("layer streaming: '" + std::string(w.name) + "' without its block's ffn_gate first");
+  if (w.id == b.part[1]) return;  // computed with the gate
+  prepare({}, {y});  // down: the CPU's result into y
+  const copy_rows_pc po{y.cols, 0, y.cols, y.off, y.stride};
+  const binding bo[] = {bind_id(ffn_out, false), bind_id(ffn_out, false), bind(y, true)};
+  dispatch(copy_req(false), bo, &po, sizeof po, detail::div_up(y.cols, detail::wg), y.rows);
+  ffn_open = -1;
+}
+
+void backend::impl::run_cpu_ffn(const handoff& h) {
+  ffn_host->run(h.task.gate, h.task.up, h.task.down, h.task.rows, h.task.cols,
+                reinterpret_cast<const float*>(buf(ffn_in).mapped()), reinterpret_cast<float*>(buf(ffn_out).mapped()));
 }
 
 stream_stats backend::streaming() const { return p_->streaming; }

@@ -103,8 +103,9 @@ void backend::finish() {
     P.current = &P.steps.insert_or_assign(P.current_key, std::move(P.pending)).first->second;
   }
   P.submit_step();
-  if (P.streaming.layers) {  // the recorded copies ran: every streamed block once
-    P.streaming.bytes_streamed += P.streaming.bytes_per_step;
+  if (P.streaming.layers) {  // the recorded copies ran (every streamed block once), or the CPU computed them
+    if (P.stream_on_cpu()) ++P.streaming.cpu_steps;
+    else P.streaming.bytes_streamed += P.streaming.bytes_per_step;
     P.streaming.tokens += P.step_tokens;
     ++P.streaming.steps;
   }

@@ -350,6 +350,10 @@ void check_streamed(std::uint32_t n_batch) {
   const auto& run = g.runs.front();
   auto opt = fixture_options(strata::rt::backend_kind::vulkan);
   opt.n_batch = n_batch;
+  strata::tiers::link_speeds fast_link = strata::tiers::assumed_desktop_links();
+  fast_link.host_to_gpu = 1e12;  // every step streams (no per-phase CPU share)
+  fast_link.source = "test: a link faster than the CPU";
+  opt.links = fast_link;
   const auto ref_gpu = prompt_and_decode_logits(*strata::rt::model::load(g.path, opt), run, 8);
   auto ref_opt = fixture_options(strata::rt::backend_kind::cpu);
   ref_opt.n_batch = n_batch;
@@ -372,6 +376,7 @@ void check_streamed(std::uint32_t n_batch) {
   const auto c = m->streaming();
   const std::uint64_t steps = (run.ids.size() + n_batch - 1) / n_batch + 8;
   CHECK(c.layers == 3);
+  CHECK(c.cpu_steps == 0);
   CHECK(c.steps == steps);
   CHECK(c.tokens == run.ids.size() + 8);
   CHECK(c.bytes_streamed == steps * c.bytes_per_step);
@@ -387,6 +392,63 @@ TEST_CASE("fidelity: Vulkan with streamed dense FFNs (--stream-layers 3), 5-toke
 
 TEST_CASE("fidelity: Vulkan with streamed dense FFNs (--stream-layers 3), one prompt step (tiled matmuls), gives the all-GPU logits") {
   if (vulkan_available()) check_streamed(256);
+}
+
+// The per-phase choice: link speeds under which the CPU computes the streamed FFNs in steps of
+// up to 4 tokens (decode) and longer steps stream them (prefill). Prompt steps of 8 tokens (the
+// last one shorter: the CPU's), then 8 decode steps on the CPU; the logits match the all-GPU
+// run's, the CPU backend's and llama.cpp's within the fixture's tolerance.
+TEST_CASE("fidelity: Vulkan streamed dense FFNs computed on the CPU in decode steps and streamed in prompt steps") {
+  if (!vulkan_available()) return;
+  const golden_model& g = *shipped("qwen3-Q4_K_M");
+  const auto& run = g.runs.front();
+  auto opt = fixture_options(strata::rt::backend_kind::vulkan);
+  opt.n_batch = 8;
+  const auto ref_gpu = prompt_and_decode_logits(*strata::rt::model::load(g.path, opt), run, 8);
+  auto ref_opt = fixture_options(strata::rt::backend_kind::cpu);
+  ref_opt.n_batch = 8;
+  const auto ref_cpu = prompt_and_decode_logits(*strata::rt::model::load(g.path, ref_opt), run, 8);
+  // CPU time = its flops (read free, hand-offs free), crossing the link's time at 4.5 tokens.
+  opt.stream_layers = 3;
+  const auto in = fixture_placement(g, opt);
+  auto layout = strata::tiers::fixed_layout(in.demand, -1, {}, 0, 3);
+  double bytes = 0, elements = 0;
+  for (const auto& t : in.demand.tensors)
+    if (t.kind == strata::tiers::tensor_kind::dense_ffn && t.layer >= 1) bytes += double(t.bytes), elements += t.elements;
+  strata::tiers::link_speeds l = strata::tiers::assumed_desktop_links();
+  l.handoff_s = 0;
+  l.cpu_read = 1e15;
+  l.cpu_flops = 2.0 * elements * 4.5 / (bytes / l.host_to_gpu + bytes / l.gpu_read);
+  l.source = "test: the CPU wins steps of up to 4 tokens";
+  REQUIRE(strata::tiers::stream_cpu_tokens(in.demand, layout, l, opt.n_batch) == 4);
+  opt.links = l;
+  const auto m = strata::rt::model::load(g.path, opt);
+  CHECK(m->backend_description().find("computed on the CPU") != std::string::npos);
+  const auto got = prompt_and_decode_logits(*m, run, 8);
+  REQUIRE(got.size() == ref_gpu.size());
+  const std::size_t V = m->hparams().n_vocab;
+  const auto sg = strata::test::compare_logits(got, ref_gpu, V);
+  const auto sc = strata::test::compare_logits(got, ref_cpu, V);
+  const auto ref = strata::test::read_f32(run.logits);
+  const auto sl = strata::test::compare_logits(std::span(got).first(ref.size()), ref, V);
+  MESSAGE("per-phase streaming vs all-GPU: nmse " << sg.nmse << ", vs CPU " << sc.nmse << ", prompt vs llama.cpp "
+                                                   << sl.nmse << " (tolerance " << g.tolerance_nmse << ")");
+  CHECK(sg.nmse <= g.tolerance_nmse);
+  CHECK(sc.nmse <= g.tolerance_nmse);
+  CHECK(sl.nmse <= g.tolerance_nmse);
+  CHECK(sg.top1_agree == sg.rows);
+  const auto c = m->streaming();
+  const std::uint64_t prompt_steps = (run.ids.size() + 7) / 8, short_last = run.ids.size() % 8 && run.ids.size() % 8 <= 4;
+  CHECK(c.cpu_tokens == 4);
+  CHECK(c.steps == prompt_steps + 8);
+  CHECK(c.cpu_steps == 8 + short_last);
+  CHECK(c.bytes_streamed == (prompt_steps - short_last) * c.bytes_per_step);
+  // The plan counts the streamed FFNs as CPU-computed in decode, streamed in prefill.
+  layout.stream_cpu_tokens = 4;
+  const auto p = strata::tiers::layout_plan(in.demand, layout, l, 1ull << 40, opt.n_batch);
+  CHECK(p.decode.host_to_gpu_bytes == doctest::Approx(0).epsilon(1e-9));
+  CHECK(p.decode.handoffs == 6);
+  CHECK(p.prefill.host_to_gpu_bytes == doctest::Approx(bytes / 8));
 }
 
 // With a link faster than the (slowed) CPU, --fit streams the FFNs that do not fit instead of

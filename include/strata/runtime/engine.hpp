@@ -118,6 +118,8 @@ class model {
     std::uint32_t layers = 0;
     std::uint64_t ring_bytes = 0, host_bytes = 0, bytes_per_step = 0;
     std::uint64_t bytes_streamed = 0, tokens = 0, steps = 0;
+    std::uint64_t cpu_steps = 0;     // steps that computed the streamed FFNs on the CPU (the decode phase)
+    std::uint32_t cpu_tokens = 0;    // ... those of at most this many tokens
     double bytes_per_token() const noexcept { return tokens ? double(bytes_streamed) / double(tokens) : 0.0; }
   };
   virtual stream_counters streaming() const { return {}; }

@@ -35,6 +35,10 @@ struct engine_layout {
   // Per GPU block: dense FFN streamed through the ring (gpu-streamed: lives in RAM, the GPU
   // computes it from a ring slot; --stream-layers, or --fit).
   std::vector<char> streamed_ffn;
+  // The per-phase choice for those FFNs: steps of at most this many tokens (decode) compute them
+  // on the CPU, where they live (a hand-off each way per block), longer steps (prefill) stream
+  // them; 0: every step streams. stream_cpu_tokens() picks it from the link speeds.
+  std::uint32_t stream_cpu_tokens = 0;
 
   bool ffn_streamed(std::uint32_t il) const noexcept {
     return il < n_gpu_layers && il < streamed_ffn.size() && streamed_ffn[il];
@@ -149,6 +153,31 @@ inline std::uint64_t streamed_bytes(const model_demand& d, const engine_layout& 
   return b;
 }
 
+// The per-phase choice for the streamed FFNs of l: the longest step (up to max_batch tokens)
+// for which computing them on the CPU is predicted faster than streaming them. Per step, the
+// CPU reads the bytes once and multiplies each token (max of the two), plus two hand-offs per
+// block with the step's hidden states; streaming copies the bytes over the link once (and the
+// GPU reads them). The CPU's time grows with the tokens and the link's does not, so short
+// (decode) steps favour the CPU unless the link beats the CPU's read of those bytes.
+inline std::uint32_t stream_cpu_tokens(const model_demand& d, const engine_layout& l, const link_speeds& links,
+                                       std::uint32_t max_batch) {
+  double bytes = 0, elements = 0;
+  for (const tensor_demand& t : d.tensors)
+    if (detail::streamed_on_gpu(l, t)) bytes += double(t.bytes), elements += t.elements;
+  if (bytes == 0) return 0;
+  const double blocks = double(l.streamed_layers().size());
+  const double stream_s = bytes / links.host_to_gpu + bytes / links.gpu_read;
+  std::uint32_t n = 0;
+  while (n < max_batch) {
+    const double B = double(n + 1);
+    const double cpu_s = std::max(bytes / links.cpu_read, 2.0 * elements * B / links.cpu_flops) +
+                         2 * blocks * (links.handoff_s + B * double(d.hidden_bytes) / links.host_to_gpu);
+    if (cpu_s >= stream_s) break;
+    ++n;
+  }
+  return n;
+}
+
 // The layout as a placement plan (per tensor: GPU-resident or CPU-computed; CPU weights beyond
 // the RAM budget are disk-backed), with memory per tier and the predicted decode and prefill cost.
 inline placement_plan layout_plan(const model_demand& d, const engine_layout& l, const link_speeds& links,
@@ -178,10 +207,14 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
       p.ram_weights += 2 * t.bytes;
       ram_left -= std::min(ram_left, 2 * t.bytes);
     } else if (detail::streamed_on_gpu(l, t)) {
-      // gpu-streamed: its pinned copy in RAM, every byte over the link once per step.
-      p.tensors[i] = {home_tier::ram, exec_unit::gpu, exec_unit::gpu};
-      p.ram_weights += t.bytes;
-      ram_left -= std::min(ram_left, t.bytes);
+      // gpu-streamed: its pinned copy in RAM, every byte over the link once per step; with a
+      // per-phase CPU share, the CPU's view of the weights too (as for the expert cache).
+      const exec_unit decode = l.stream_cpu_tokens >= 1 ? exec_unit::cpu : exec_unit::gpu;
+      const exec_unit prefill = prefill_batch <= l.stream_cpu_tokens ? exec_unit::cpu : exec_unit::gpu;
+      p.tensors[i] = {home_tier::ram, decode, prefill};
+      const std::uint64_t b = l.stream_cpu_tokens ? 2 * t.bytes : t.bytes;
+      p.ram_weights += b;
+      ram_left -= std::min(ram_left, b);
     } else if (t.bytes <= ram_left) {
       p.tensors[i] = {home_tier::ram, exec_unit::cpu, exec_unit::cpu};
       p.ram_weights += t.bytes;
@@ -399,6 +432,7 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
       for (std::uint32_t il = first; il < n; ++il)
         if (!ffn_forced_gpu[il] && ffn[il]) s.streamed_ffn[il] = 1, any = true;
       if (any && used + ring_after[first] <= o.gpu_budget) {
+        s.stream_cpu_tokens = stream_cpu_tokens(d, s, o.links, o.prefill_batch);
         const double ts = layout_plan(d, s, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
         if (streamed_t < 0 || ts <= streamed_t * (1 + 1e-9)) streamed = std::move(s), streamed_t = ts;
       }

@@ -430,6 +430,11 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // Grouped by expert once there are at least as many pairs as experts (prefill, batches).
   const std::uint32_t chunks =
       int8 && P.moe_groups && pairs >= E ? std::min(pairs, div_up(pairs, impl::moe_chunk) + E) : 0;
+  // Tensor cores once a step routes at least as many pairs as there are experts (prefill,
+  // large batches): each expert's pairs as chunks of f16 rows on mul_mm_small.
+  const auto mms_ok = [&](const weight& w) { return w.ne[0] % 64 == 0 && w.ne[0] <= P.moe_xh_cols; };
+  const bool small = P.moe_xh && P.moe_groups && pairs >= E && pairs <= P.max_q8_rows && mms_ok(*mw.gate_exps) &&
+                     mms_ok(*mw.up_exps) && mms_ok(*mw.down_exps);
   // x is the FFN norm's output: when that norm is still deferred, one quantize dispatch writes
   // both x (f32, for the router) and its int8 rows (for the experts).
   std::optional<impl::pending_norm> norm;
@@ -475,14 +480,17 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     in = xin;
     in_div = 1;
   }
-  if (chunks) {
+  const tensor g = s.gate.first_rows(pairs), u = s.up.first_rows(pairs), y = s.y.first_rows(pairs);
+  if (small) {
+    P.record_moe_small(mw, in, in_div, pairs, E, g, u, y);
+  } else if (chunks) {
     const moe_pc pc{E, k, pairs, 0, 0, P.moe_sorted_off, 0, 0};
     const binding b[] = {P.bind_id(P.moe_ids, false), P.bind_id(P.moe_ids, false), P.bind_id(P.moe_wts, false),
                          P.bind_id(P.moe_ids, false), P.bind_id(P.moe_ids, false), P.bind_id(P.moe_groups, true)};
     P.dispatch(impl::moe_group_req(), b, &pc, sizeof pc, 1);
   }
-  const tensor g = s.gate.first_rows(pairs), u = s.up.first_rows(pairs), y = s.y.first_rows(pairs);
-  if (int8) {
+  if (small) {
+  } else if (int8) {
     const std::uint32_t sl = P.quantize_input(in, nullptr, 0.0f);
     const std::uint64_t F = mw.gate_exps->ne[1];
     if (P.adjacent(*mw.gate_exps, *mw.up_exps)) {

@@ -86,6 +86,16 @@ struct backend::impl {
   // STRATA_VK_MOE_GROUPED=0 keeps one workgroup column per pair.
   static constexpr std::uint32_t moe_chunk = 8;
   std::uint32_t moe_groups = 0, moe_max_chunks = 0, moe_sorted_off = 0;
+  // Prefill-sized MoE steps on tensor cores (mul_mm_small MOE_GROUPED): pairs grouped by expert
+  // in chunks of mms_moe_chunk, their activation rows gathered as f16 in that order (moe_xh,
+  // moe_xh_cols halves per row). STRATA_VK_MMS_MOE=0 keeps the grouped int8 matvecs;
+  // STRATA_VK_MMS_MOE_CHUNK=16|32|64 sets the chunk.
+  bool mms_moe = true;
+  std::uint32_t mms_moe_chunk = 32;
+  std::uint32_t moe_xh = 0, moe_xh_cols = 0;
+  // The experts' matmuls of one MoE step on mul_mm_small (gate, up, SwiGLU, down).
+  void record_moe_small(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
+                        std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y);
   bool moe_grouped = true;
   std::uint32_t attn_part = 0;             // split-attention partials (allocated on first use)
   std::uint32_t input = 0;                 // host-visible staging of write()
@@ -321,8 +331,8 @@ struct backend::impl {
   static pipeline_request copy_req(bool indexed);
   static pipeline_request norm_req(bool weighted);
   static pipeline_request moe_req(const char* stage, bool sigmoid = false);
-  static pipeline_request moe_group_req() {
-    return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(moe_chunk)}}, 6);
+  static pipeline_request moe_group_req(std::uint32_t chunk = moe_chunk) {
+    return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(chunk)}}, 6);
   }
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);
   // kv_store_q / attention_q: kinds, head_dim, TurboQuant bits per side, the window ring.

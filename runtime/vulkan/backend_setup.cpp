@@ -86,6 +86,12 @@ backend::impl::impl(const backend_options& o)
   }
   if (const char* v = std::getenv("STRATA_VK_MM3"); v && std::string_view(v) == "0") mm3 = false;
   if (const char* v = std::getenv("STRATA_VK_MMS"); v && std::string_view(v) == "0") mms = false;
+  if (const char* v = std::getenv("STRATA_VK_MMS_MOE"); v && std::string_view(v) == "0") mms_moe = false;
+  if (const char* v = std::getenv("STRATA_VK_MMS_MOE_CHUNK")) {
+    const int c = std::atoi(v);
+    if (c != 16 && c != 32 && c != 64) throw error("STRATA_VK_MMS_MOE_CHUNK must be 16, 32 or 64, got '" + std::string(v) + "'");
+    mms_moe_chunk = std::uint32_t(c);
+  }
   if (const char* v = std::getenv("STRATA_VK_MMS_MIN")) mms_min = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MM3_XF16"); v && std::string_view(v) == "0") mm3_xf16 = false;
@@ -364,6 +370,21 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     P.moe_max_chunks = div_up(max_routed, impl::moe_chunk) + 256;  // at most one partial chunk per expert
     P.moe_sorted_off = 4 + 3 * P.moe_max_chunks;
     P.moe_groups = P.new_buffer((std::uint64_t(P.moe_sorted_off) + max_routed) * 4, memory_kind::device, "MoE pairs by expert");
+    std::uint32_t widest = 0;  // expert inputs: the hidden state (gate, up) and the FFN width (down)
+    for (const auto& e : P.weights)
+      if (e.info->ne[2] > 1 && e.info->ne[0] % 64 == 0) widest = std::max(widest, std::uint32_t(e.info->ne[0]));
+    if (P.coopmat && P.mms && P.mms_moe && widest && max_routed >= 256) {
+      // 64 rows of slack: a chunk's tiles are whole 16-row tiles.
+      P.moe_xh_cols = widest;
+      P.moe_xh = P.new_buffer((std::uint64_t(max_routed) + 64) * widest * 2, memory_kind::device, "MoE activations by expert (f16)");
+      std::vector<pipeline_request> mr{impl::moe_group_req(P.mms_moe_chunk),
+                                       impl::req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}, {"INDEXED", "1"}}, 4)};
+      for (auto f : id_formats) {
+        mr.push_back(impl::mm_small_req(f, P.mms_moe_chunk, true));
+        mr.push_back(impl::mm_small_req(f, P.mms_moe_chunk, true, true));
+      }
+      P.pipes.prepare(mr, P.opt.progress);
+    }
   }
 }
 

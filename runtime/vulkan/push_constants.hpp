@@ -70,6 +70,9 @@ struct elementwise_pc {
 struct copy_rows_pc {
   std::uint32_t cols, s_off, s_stride, d_off, d_stride;
 };
+struct gather_f16_pc {  // copy_rows TO_F16 INDEXED
+  std::uint32_t cols, s_off, s_stride, d_off, d_stride, idx_off, div;
+};
 struct moe_pc {
   std::uint32_t n_expert, k, cols, s_off, s_stride, d_off, d_stride, weighted;
   std::uint32_t r_off = 0, r_stride = 0;  // MOE_COMBINE RESIDUAL

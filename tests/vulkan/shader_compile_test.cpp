@@ -4,6 +4,7 @@
 // float64 comparison and the fidelity tests.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,8 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
   compiles({"mul_mm_small", type_id::q4_k, {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "2"}, {"MOE_GROUPED", "1"}}, 4});
   compiles({"mul_mm_small", type_id::q6_k,
             {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "4"}, {"MOE_GROUPED", "1"}, {"SCATTER", "1"}}, 4});
+  // The MoE path's gather of each pair's row as f16, in expert order.
+  compiles({"copy_rows", std::nullopt, {{"WG", "128"}, {"TO_F16", "1"}, {"INDEXED", "1"}}, 4});
 #endif
 }
 

@@ -174,6 +174,7 @@ int main(int argc, char** argv) {
         layout.expert_slots = m->expert_cache().slots;
         layout.streamed_ffn.assign(hp.n_layer, 0);
         for (const auto il : m->streamed_layers()) layout.streamed_ffn.at(il) = 1;
+        layout.stream_cpu_tokens = m->streaming().cpu_tokens;  // the per-phase choice the backend runs
         const auto count_stream = [&](result& r, const strata::rt::model::stream_counters& before) {
           const auto a = m->streaming();
           r.stream.layers = a.layers;

@@ -57,8 +57,9 @@ std::string layout_text(const tiers::engine_layout& l) {
       s += i ? "," : " ";
       s += std::to_string(st[i]);
     }
-    s += " streamed through the ring in steps of more than " + std::to_string(l.stream_cpu_tokens) +
-         " tokens, computed on the CPU in shorter ones (host->GPU bytes and hand-offs below)";
+    s += l.stream_cpu_tokens ? " streamed through the ring in steps of more than " + std::to_string(l.stream_cpu_tokens) +
+                                   " tokens, computed on the CPU in shorter ones (host->GPU bytes and hand-offs below)"
+                             : std::string(" streamed through the ring in every step (host->GPU bytes below)");
   }
   return s;
 }

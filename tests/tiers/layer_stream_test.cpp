@@ -117,3 +117,82 @@ TEST_CASE("layer streaming: --fit streams what does not fit when the link beats 
   CHECK(plan_engine_layout(d, o).n_gpu_layers == 1);
   CHECK(plan_engine_layout(d, o).streamed_layers().empty());
 }
+
+namespace {
+
+// Llama 3.1 70B's shapes in Q4_K_M (Q6_K for V, every other ffn_down and the head; 4.5 / 6.56
+// bits per weight), 4096 tokens of f16 KV.
+model_demand llama_70b() {
+  model_demand d;
+  d.n_layer = 80;
+  d.kv_bytes_per_layer = 2ull * 4096 * 1024 * 2;
+  d.scratch_bytes = 600 * MiB;
+  d.hidden_bytes = 8192 * 4;
+  const double q4 = 144.0 / 256, q6 = 210.0 / 256;
+  const auto put = [&](std::string name, tensor_kind kind, int layer, double rows, double cols, double bpw) {
+    add(d, std::move(name), kind, layer, std::uint64_t(rows * cols * bpw));
+    d.tensors.back().elements = rows * cols;
+    if (kind == tensor_kind::embedding) d.tensors.back().rows_total = 128256;
+  };
+  put("token_embd.weight", tensor_kind::embedding, -1, 128256, 8192, q4);
+  for (int il = 0; il < 80; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    put(b + "attn_norm.weight", tensor_kind::norm, il, 1, 8192, 4);
+    put(b + "attn_q.weight", tensor_kind::attention, il, 8192, 8192, q4);
+    put(b + "attn_k.weight", tensor_kind::attention, il, 1024, 8192, q4);
+    put(b + "attn_v.weight", tensor_kind::attention, il, 1024, 8192, q6);
+    put(b + "attn_output.weight", tensor_kind::attention, il, 8192, 8192, q4);
+    put(b + "ffn_norm.weight", tensor_kind::norm, il, 1, 8192, 4);
+    put(b + "ffn_gate.weight", tensor_kind::dense_ffn, il, 28672, 8192, q4);
+    put(b + "ffn_up.weight", tensor_kind::dense_ffn, il, 28672, 8192, q4);
+    put(b + "ffn_down.weight", tensor_kind::dense_ffn, il, 8192, 28672, il % 2 ? q4 : q6);
+  }
+  put("output_norm.weight", tensor_kind::norm, -1, 1, 8192, 4);
+  put("output.weight", tensor_kind::head, -1, 128256, 8192, q6);
+  return d;
+}
+
+}  // namespace
+
+// The 70B dense target at 12 GiB with desktop links: every block's attention and KV fit, so
+// --fit keeps all 80 blocks on the GPU and streams most FFNs: decode computes them on the CPU
+// (within 5% of the best -ngl split's predicted decode), prefill copies them once per 512-token
+// step (many times the split's predicted prefill, which runs the CPU's blocks token by token).
+TEST_CASE("layer streaming: --fit on Llama 3.1 70B shapes at 12 GiB streams the FFNs, per phase") {
+  const model_demand d = llama_70b();
+  const plan_options o{.gpu_budget = 12ull << 30, .ram_budget = 120ull << 30};
+  const engine_layout l = plan_engine_layout(d, o);
+  CHECK(l.n_gpu_layers == 80);
+  CHECK(l.streamed_layers().size() > 60);
+  CHECK(l.stream_cpu_tokens >= 1);
+  CHECK(l.stream_cpu_tokens < 512);
+  CHECK(layout_gpu_bytes(d, l) <= o.gpu_budget);
+  const placement_plan p = layout_plan(d, l, o.links, o.ram_budget, o.prefill_batch);
+  double best_split = 0, split_prefill = 0;
+  for (std::uint32_t n = 0; n <= 80; ++n) {
+    const engine_layout s = layer_split_layout(d, n);
+    if (n && layout_gpu_bytes(d, s) > o.gpu_budget) continue;
+    const placement_plan q = layout_plan(d, s, o.links, o.ram_budget, o.prefill_batch);
+    if (q.decode.tokens_per_second() > best_split) best_split = q.decode.tokens_per_second(), split_prefill = q.prefill.tokens_per_second();
+  }
+  MESSAGE("70B at 12G: streamed " << l.streamed_layers().size() << " FFNs, CPU in steps of <= " << l.stream_cpu_tokens
+                                  << " tokens: decode " << p.decode.tokens_per_second() << " t/s, prefill "
+                                  << p.prefill.tokens_per_second() << " t/s; best -ngl split " << best_split << " / "
+                                  << split_prefill << " t/s (assumed desktop links)");
+  CHECK(p.decode.tokens_per_second() >= best_split / 1.05);
+  CHECK(p.prefill.tokens_per_second() > 10 * split_prefill);
+  CHECK(p.decode.host_to_gpu_bytes == 0);
+  CHECK(p.prefill.host_to_gpu_bytes > 0);
+}
+
+// Uploads overlap the GPU stage's kernels but not the CPU stage's blocks: with -ngl below the
+// block count, a streaming phase pays the upload time the GPU's reads do not cover on top.
+TEST_CASE("layer streaming: with CPU blocks the uploads the GPU's work does not hide add to the step") {
+  const model_demand d = llama_70b();
+  engine_layout l = fixed_layout(d, 50, {}, 0, 10);
+  const placement_plan p = layout_plan(d, l, assumed_desktop_links(), 1ull << 40, 512);
+  const phase_cost& c = p.decode;
+  CHECK(c.upload_s > c.gpu_read_bytes / assumed_desktop_links().gpu_read);
+  CHECK(c.seconds_per_token == doctest::Approx(c.chain_s + c.upload_s - c.gpu_read_bytes / assumed_desktop_links().gpu_read));
+  CHECK(c.seconds_per_token > std::max(c.chain_s, c.upload_s));
+}

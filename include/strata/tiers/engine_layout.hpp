@@ -12,6 +12,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -153,30 +154,23 @@ inline std::uint64_t streamed_bytes(const model_demand& d, const engine_layout& 
   return b;
 }
 
-// The per-phase choice for the streamed FFNs of l: the longest step (up to max_batch tokens)
-// for which computing them on the CPU is predicted faster than streaming them. Per step, the
-// CPU reads the bytes once and multiplies each token (max of the two), plus two hand-offs per
-// block with the step's hidden states; streaming copies the bytes over the link once (and the
-// GPU reads them). The CPU's time grows with the tokens and the link's does not, so short
-// (decode) steps favour the CPU unless the link beats the CPU's read of those bytes.
-inline std::uint32_t stream_cpu_tokens(const model_demand& d, const engine_layout& l, const link_speeds& links,
-                                       std::uint32_t max_batch) {
-  double bytes = 0, elements = 0;
-  for (const tensor_demand& t : d.tensors)
-    if (detail::streamed_on_gpu(l, t)) bytes += double(t.bytes), elements += t.elements;
-  if (bytes == 0) return 0;
-  const double blocks = double(l.streamed_layers().size());
-  const double stream_s = bytes / links.host_to_gpu + bytes / links.gpu_read;
-  std::uint32_t n = 0;
-  while (n < max_batch) {
-    const double B = double(n + 1);
-    const double cpu_s = std::max(bytes / links.cpu_read, 2.0 * elements * B / links.cpu_flops) +
-                         2 * blocks * (links.handoff_s + B * double(d.hidden_bytes) / links.host_to_gpu);
-    if (cpu_s >= stream_s) break;
-    ++n;
+
+namespace detail {
+
+// evaluate() for an engine layout: the ring's copies are recorded in the GPU stage's submit, so
+// they overlap its kernels but not the CPU stage's blocks (a split layout runs the GPU part,
+// then the CPU part): there the upload time the GPU's reads do not cover adds to the chain.
+inline phase_cost engine_cost(const model_demand& d, const engine_layout& l, const std::vector<tensor_placement>& p,
+                              const link_speeds& links, std::uint32_t batch, const std::vector<std::size_t>& order) {
+  phase_cost c = evaluate(d, p, links, batch, order);
+  if (l.n_gpu_layers < d.n_layer && c.upload_s > 0) {
+    const double gpu_s = c.gpu_read_bytes / links.gpu_read;
+    c.seconds_per_token = std::max(c.chain_s + std::max(0.0, c.upload_s - gpu_s), c.nvme_s);
   }
-  return n;
+  return c;
 }
+
+}  // namespace detail
 
 // The layout as a placement plan (per tensor: GPU-resident or CPU-computed; CPU weights beyond
 // the RAM budget are disk-backed), with memory per tier and the predicted decode and prefill cost.
@@ -224,9 +218,38 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
       p.disk_weights += t.bytes;
     }
   }
-  p.decode = evaluate(d, p.tensors, links, 1, p.order);
-  p.prefill = evaluate(d, p.tensors, links, prefill_batch, p.order);
+  p.decode = detail::engine_cost(d, l, p.tensors, links, 1, p.order);
+  p.prefill = detail::engine_cost(d, l, p.tensors, links, prefill_batch, p.order);
   return p;
+}
+
+// The per-phase choice for the streamed FFNs of l: the longest step (up to max_batch tokens)
+// for which the cost model predicts computing them on the CPU faster than streaming them, the
+// rest of the layout unchanged. The CPU reads the bytes once per step and multiplies every
+// token, with two hand-offs per block; the link copies the bytes once per step, overlapping the
+// GPU's work. The CPU's cost grows with the tokens and the link's does not, so short (decode)
+// steps favour the CPU unless the link (with the overlap) beats it: then 0, every step streams.
+inline std::uint32_t stream_cpu_tokens(const model_demand& d, const engine_layout& l, const link_speeds& links,
+                                       std::uint32_t max_batch) {
+  if (streamed_bytes(d, l) == 0 || max_batch == 0) return 0;
+  engine_layout s = l;
+  s.stream_cpu_tokens = 0;
+  const placement_plan streamed = layout_plan(d, s, links, std::numeric_limits<std::uint64_t>::max() / 4, 1);
+  std::vector<tensor_placement> on_cpu = streamed.tensors;
+  for (std::size_t i = 0; i < d.tensors.size(); ++i)
+    if (detail::streamed_on_gpu(l, d.tensors[i])) on_cpu[i].decode = on_cpu[i].prefill = exec_unit::cpu;
+  const auto cpu_faster = [&](std::uint32_t batch) {
+    return detail::engine_cost(d, s, on_cpu, links, batch, streamed.order).seconds_per_token <
+           detail::engine_cost(d, s, streamed.tensors, links, batch, streamed.order).seconds_per_token;
+  };
+  if (!cpu_faster(1)) return 0;
+  if (cpu_faster(max_batch)) return max_batch;
+  std::uint32_t lo = 1, hi = max_batch;  // the CPU wins at lo, the link at hi
+  while (hi - lo > 1) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    (cpu_faster(mid) ? lo : hi) = mid;
+  }
+  return lo;
 }
 
 // Which overrides a layout can follow: routed-expert tensors to the CPU (or disk: the CPU reads
@@ -361,8 +384,11 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
   const std::uint64_t tied = detail::tied_copy_on_gpu(d, layer_split_layout(d, 1));
   engine_layout best = layer_split_layout(d, 0);
   double best_t = -1;
-  std::optional<engine_layout> streamed;  // the best layout that streams, by decode time
-  double streamed_t = -1;
+  struct candidate {
+    engine_layout layout;
+    double decode, prefill;  // predicted seconds per token
+  };
+  std::vector<candidate> streamed;  // per count of GPU blocks, the layout that streams
   for (std::uint32_t n = 0; n <= d.n_layer; ++n) {
     if (std::int64_t(n) <= need_gpu_through || (head_forced_gpu && n < d.n_layer)) continue;
     engine_layout l = layer_split_layout(d, n);
@@ -433,8 +459,8 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
         if (!ffn_forced_gpu[il] && ffn[il]) s.streamed_ffn[il] = 1, any = true;
       if (any && used + ring_after[first] <= o.gpu_budget) {
         s.stream_cpu_tokens = stream_cpu_tokens(d, s, o.links, o.prefill_batch);
-        const double ts = layout_plan(d, s, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
-        if (streamed_t < 0 || ts <= streamed_t * (1 + 1e-9)) streamed = std::move(s), streamed_t = ts;
+        const placement_plan ps = layout_plan(d, s, o.links, o.ram_budget, o.prefill_batch);
+        streamed.push_back({std::move(s), ps.decode.seconds_per_token, ps.prefill.seconds_per_token});
       }
     }
     if (!fits) continue;  // only streaming fits this many blocks
@@ -445,13 +471,17 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
       if (tc < best_t * (1 - 1e-9)) best = std::move(*cached), best_t = tc;
     }
   }
- if (streamed) {
-    const double best_pre = best_t < 0 ? -1 : layout_plan(d, best, o.links, o.ram_budget, o.prefill_batch).prefill.seconds_per_token;
-    const double s_pre = layout_plan(d, *streamed, o.links, o.ram_budget, o.prefill_batch).prefill.seconds_per_token;
-    if (best_t < 0 || streamed_t < best_t * (1 - 1e-9) ||
-        (s_pre < best_pre * (1 - 1e-9) && streamed_t <= best_t * 1.05))
-      best = std::move(*streamed), best_t = streamed_t;
+  // The per-phase rule between the layouts: the streamed layout with the fastest decode if it
+  // beats the unstreamed one, else the one with the fastest prefill among those within 5% of it.
+  const candidate* pick = nullptr;
+  for (const candidate& c : streamed)
+    if ((best_t < 0 || c.decode < best_t * (1 - 1e-9)) && (!pick || c.decode < pick->decode)) pick = &c;
+  if (!pick && best_t >= 0) {
+    double fastest = layout_plan(d, best, o.links, o.ram_budget, o.prefill_batch).prefill.seconds_per_token * (1 - 1e-9);
+    for (const candidate& c : streamed)
+      if (c.decode <= best_t * 1.05 && c.prefill < fastest) pick = &c, fastest = c.prefill;
   }
+  if (pick) best = pick->layout, best_t = pick->decode;
   if (best_t < 0)
     throw error("--gpu-budget " + format_byte_size(o.gpu_budget) + " cannot hold the tensors the overrides force to the GPU "
                 "with their blocks and the activation scratch (" + format_byte_size(d.scratch_bytes) + ")");

@@ -432,9 +432,8 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
       int8 && P.moe_groups && pairs >= E ? std::min(pairs, div_up(pairs, impl::moe_chunk) + E) : 0;
   // Tensor cores once a step routes at least as many pairs as there are experts (prefill,
   // large batches): each expert's pairs as chunks of f16 rows on mul_mm_small.
-  const auto mms_ok = [&](const weight& w) { return w.ne[0] % 64 == 0 && w.ne[0] <= P.moe_xh_cols; };
-  const bool small = P.moe_xh && P.moe_groups && pairs >= E && pairs <= P.max_q8_rows && mms_ok(*mw.gate_exps) &&
-                     mms_ok(*mw.up_exps) && mms_ok(*mw.down_exps);
+  const bool small = mw.gate_exps->ne[0] == mw.up_exps->ne[0] &&
+                     P.small_experts(pairs, E, mw.gate_exps->ne[0], mw.down_exps->ne[0]);
   // x is the FFN norm's output: when that norm is still deferred, one quantize dispatch writes
   // both x (f32, for the router) and its int8 rows (for the experts).
   std::optional<impl::pending_norm> norm;

@@ -177,6 +177,10 @@ class backend {
   // Whether a single-sequence step of `tokens` queries runs attention on the tensor cores
   // (attention_mma.glsl: Q and P rounded to f16; tests pick their tolerance by it).
   bool tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const;
+  // Whether an MoE step routing `pairs` (token, expert) pairs over n_expert experts whose
+  // matrices take K-wide (gate/up) and F-wide (down) inputs runs them on the tensor cores
+  // (mul_mm_small MOE_GROUPED: weights and activations rounded to f16).
+  bool tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const;
 
   buffer alloc(std::uint32_t rows, std::uint32_t cols);
   // Also creates the step buffer (batch inputs and the block tables of kv_cfg.n_seq sequences).

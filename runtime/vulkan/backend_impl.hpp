@@ -372,7 +372,9 @@ struct backend::impl {
   // STRATA_VK_MMS=0 turns it off; STRATA_VK_MMS_MIN / _MAX move its token range.
   bool mms = true;
   std::uint32_t mms_min = 9, mms_max = 64;
-  bool use_mm_small(const weight& w, std::uint32_t n) const;
+  bool small_matmul(std::uint64_t K, std::uint32_t n) const;
+  bool use_mm_small(const weight& w, std::uint32_t n) const { return small_matmul(w.ne[0], n); }
+  bool small_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const;
   static pipeline_request mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped = false, bool scatter = false);
   // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
   // the input it holds now, until its buffer is written.

@@ -54,9 +54,13 @@ bool backend::impl::use_mmvq(const weight& w, std::uint32_t n) const {
   return n < mmvq_max_tokens && has_int8_unit(w.type, w.ne[0]);  // as int8_activations()
 }
 
-bool backend::impl::use_mm_small(const weight& w, std::uint32_t n) const {
-  return coopmat && mms && mm_xh && n >= mms_min && n <= mms_max && w.ne[0] % 64 == 0 && w.ne[0] <= mm_xh_cols &&
-         n <= max_rows;
+bool backend::impl::small_matmul(std::uint64_t K, std::uint32_t n) const {
+  return coopmat && mms && mm_xh && n >= mms_min && n <= mms_max && K % 64 == 0 && K <= mm_xh_cols && n <= max_rows;
+}
+
+bool backend::impl::small_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const {
+  const auto fits = [&](std::uint64_t k) { return k % 64 == 0 && k <= moe_xh_cols; };
+  return moe_xh && moe_groups && pairs >= n_expert && pairs <= max_q8_rows && fits(K) && fits(F);
 }
 
 pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped, bool scatter) {
@@ -154,7 +158,11 @@ std::vector<std::pair<std::string, std::string>> backend::impl::kv_encode_defs(c
 }
 
 bool backend::int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
-  return tokens < p_->mmvq_max_tokens && p_->has_int8_unit(t, K);
+  return tokens < p_->mmvq_max_tokens && p_->has_int8_unit(t, K) && !p_->small_matmul(K, tokens);
+}
+
+bool backend::tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const {
+  return p_->small_experts(pairs, n_expert, K, F);
 }
 
 bool backend::tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const {

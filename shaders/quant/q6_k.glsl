@@ -91,3 +91,45 @@ float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
   return unpackHalf2x16(w.d).x * r;
 }
 #endif
+
+#ifdef MM_SMALL
+// mul_mm_small.glsl's unit: the 64 contiguous elements 64q .. 64q+63 of block u/4 (q = u%4),
+// i.e. quarters k0 = 2(q&1) and k0+1 of half h = q/2: 64 bytes of ql (low nibbles for even q,
+// high for odd), the 32 qh bytes they share and 4 scales; loaded ahead as 16-bit-aligned words
+// (210-byte blocks), expanded as dequant16 rounds them (d*sc in f32, times q - 32).
+#define HAS_MMS_UNIT 1
+struct mms_raw {
+  uvec4 l0, l1, l2, l3, h0, h1;
+  uint sc, d;
+};
+mms_raw mms_load(uint row_base, uint u) {
+  const uint blk = row_base + (u >> 2) * BLOCK_BYTES, q = u & 3u, h = q >> 1;
+  const uint ql = blk + Q6_K_OFF_QL + 64 * h, qh = blk + Q6_K_OFF_QH + 32 * h;
+  return mms_raw(w_u128_2(ql), w_u128_2(ql + 16), w_u128_2(ql + 32), w_u128_2(ql + 48), w_u128_2(qh),
+                 w_u128_2(qh + 16), w_u32_2(blk + Q6_K_OFF_SCALES + 4 * q), w_u16(blk + Q6_K_OFF_D));
+}
+float mms_q6(uint lw, uint hw, uint b, uint ns, uint hs, float s) {
+  return s * float(int(((lw >> (8 * b + ns)) & 0xFu) | (((hw >> (8 * b + hs)) & 3u) << 4)) - 32);
+}
+uint mms_q6_pair(uint lw, uint hw, uint b, uint ns, uint hs, float s) {
+  return packHalf2x16(vec2(mms_q6(lw, hw, b, ns, hs, s), mms_q6(lw, hw, b + 1, ns, hs, s)));
+}
+void mms_expand(mms_raw r, uint u, out uvec4 h[8]) {
+  const uint q = u & 3u, ns = 4 * (q & 1u), hs = 4 * (q & 1u);  // quarter k0's nibble and qh bit shifts
+  const float d = unpackHalf2x16(r.d).x;
+  float s[4];  // sub-blocks 4q .. 4q+3: 16 elements each
+  [[unroll]] for (uint i = 0; i < 4; ++i) s[i] = d * float(int(r.sc << (24 - 8 * i)) >> 24);
+  const uint la[8] = uint[8](r.l0.x, r.l0.y, r.l0.z, r.l0.w, r.l1.x, r.l1.y, r.l1.z, r.l1.w);  // quarter k0
+  const uint lb[8] = uint[8](r.l2.x, r.l2.y, r.l2.z, r.l2.w, r.l3.x, r.l3.y, r.l3.z, r.l3.w);  // quarter k0+1
+  const uint hq[8] = uint[8](r.h0.x, r.h0.y, r.h0.z, r.h0.w, r.h1.x, r.h1.y, r.h1.z, r.h1.w);
+  [[unroll]] for (uint c = 0; c < 4; ++c) {  // elements 8c .. 8c+7 of each quarter: words 2c, 2c+1
+    h[c] = uvec4(mms_q6_pair(la[2 * c], hq[2 * c], 0, ns, hs, s[c / 2]), mms_q6_pair(la[2 * c], hq[2 * c], 2, ns, hs, s[c / 2]),
+                 mms_q6_pair(la[2 * c + 1], hq[2 * c + 1], 0, ns, hs, s[c / 2]),
+                 mms_q6_pair(la[2 * c + 1], hq[2 * c + 1], 2, ns, hs, s[c / 2]));
+    h[4 + c] = uvec4(mms_q6_pair(lb[2 * c], hq[2 * c], 0, ns, hs + 2, s[2 + c / 2]),
+                     mms_q6_pair(lb[2 * c], hq[2 * c], 2, ns, hs + 2, s[2 + c / 2]),
+                     mms_q6_pair(lb[2 * c + 1], hq[2 * c + 1], 0, ns, hs + 2, s[2 + c / 2]),
+                     mms_q6_pair(lb[2 * c + 1], hq[2 * c + 1], 2, ns, hs + 2, s[2 + c / 2]));
+  }
+}
+#endif

@@ -3,8 +3,9 @@
 // format, expanded to f16 inside the kernel (no f16 copy of the weights is written).
 // Why not the prefill GEMM: at 16-64 tokens a 128 x 128 tile leaves most SMs idle and its
 // K loop waits on a workgroup barrier per step; the f16 expansion pass writes 4x the bytes it
-// reads. Here a workgroup owns RW = 32 weight rows and its four warps split K (warp w takes the
-// 64-wide steps w, w+4, ...), so each weight byte is read once, four warps' loads are in flight
+// reads. Here a workgroup owns RW = 32 weight rows and its WARPS warps split K (warp w takes the
+// 64-wide steps w, w+WARPS, ...; 8 warps up to 32 tokens, 4 beyond, for shared memory), so each
+// weight byte is read once, several warps' loads are in flight
 // per row group, and the K loop has no workgroup barrier: each lane expands its own row's 64
 // elements into the warp's f16 tile, the warp multiplies that tile with the f16 activations
 // loaded straight from memory (a few hundred KiB that stay in L1/L2) into TT x 2 accumulators of
@@ -14,7 +15,13 @@
 // MOE_GROUPED: workgroup y is a chunk of up to 16*TT pairs routed to one expert (moe.glsl
 // MOE_GROUP's table): X rows are the chunk's sorted rows (first .. first+count), the weights
 // that expert's slab; SCATTER writes output row t of the chunk to the pair's own row instead.
-layout(local_size_x = 128) in;
+#ifndef WARPS
+#define WARPS 4
+#endif
+#if WARPS * TT > 16
+#error "mul_mm_small: WARPS x TT above 16 needs more than 48 KiB of shared memory"
+#endif
+layout(local_size_x = 32 * WARPS) in;
 layout(binding = 1, std430) readonly buffer XH { uvec4 xh[]; };  // f16 activations, 8 per uvec4
 layout(binding = 2, std430) writeonly buffer Y { float y[]; };
 #ifdef MOE_GROUPED
@@ -27,7 +34,7 @@ layout(push_constant) uniform Params {
   uint expert_bytes, sorted_off;
 } p;
 
-const uint RW = 32, WARPS = 4, KS = 64;
+const uint RW = 32, KS = 64;
 const uint SR = KS / 8 + 1;                 // shared row stride in uvec4 (padded: other banks)
 const uint WT = RW * SR;                    // one warp's weight tile, uvec4
 const uint TOK = 16 * TT;                   // tokens per workgroup row
@@ -66,6 +73,13 @@ void main() {
   if (live) next = mms_load(row, warp);
 #endif
   for (uint k0 = KS * warp; k0 < p.K; k0 += KS * WARPS) {
+#ifdef PRE_A
+    // The step's activation fragments first: their loads (L2) overlap the weight expansion.
+    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TT][KS / 16];
+    [[unroll]] for (uint t = 0; t < TT; ++t)
+      [[unroll]] for (uint s = 0; s < KS / 16; ++s)
+        coopMatLoadNV(a[t][s], xh, (p.x_off + (x0 + 16 * t) * p.x_stride + k0 + 16 * s) / 8, p.x_stride / 8, false);
+#endif
 #ifdef HAS_MMS_UNIT
     const mms_raw cur = next;
     if (live && k0 + KS * WARPS < p.K) next = mms_load(row, (k0 + KS * WARPS) / KS);
@@ -92,10 +106,15 @@ void main() {
       [[unroll]] for (uint t = 0; t < TT; ++t) {
         // Rows past the chunk or the batch are read (the buffer has TOK rows of slack) and
         // multiplied, but never stored.
+#ifdef PRE_A
+        acc[t][0] = coopMatMulAddNV(a[t][s], b0, acc[t][0]);
+        acc[t][1] = coopMatMulAddNV(a[t][s], b1, acc[t][1]);
+#else
         fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;
         coopMatLoadNV(a, xh, (p.x_off + (x0 + 16 * t) * p.x_stride + k0 + 16 * s) / 8, p.x_stride / 8, false);
         acc[t][0] = coopMatMulAddNV(a, b0, acc[t][0]);
         acc[t][1] = coopMatMulAddNV(a, b1, acc[t][1]);
+#endif
       }
     }
     subgroupBarrier();  // the tile is read before the next step writes it
@@ -106,7 +125,7 @@ void main() {
     coopMatStoreNV(acc[t][1], sm, (warp * PART + 16 * t * RW + 16) / 4, RW / 4, false);
   }
   barrier();
-  for (uint q = tid; q < count * RW; q += WG) {
+  for (uint q = tid; q < count * RW; q += 32 * WARPS) {
     const uint t = q / RW, r = q % RW;
     if (n0 + r >= p.N) continue;
     float s = 0.0;

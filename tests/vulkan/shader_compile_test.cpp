@@ -39,11 +39,20 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
       compiles({"mul_mm_small", t, {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", tt}}, 3});
       compiles({"mul_mm_small", t, {{"WG", "128"}, {"COOPMAT", "1"}, {"TT", tt}}, 3});  // dequant16 for every format
     }
+  for (const char* tt : {"1", "4"})
+    compiles({"mul_mm_small", type_id::q4_k, {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"PRE_A", "1"}, {"TT", tt}}, 3});
   for (const char* tt : {"2", "3"})
     compiles({"mul_mm_small", type_id::q4_k, {{"WG", "128"}, {"COOPMAT", "1"}, {"TT", tt}}, 3});
   compiles({"mul_mm_small", type_id::q4_k, {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "2"}, {"MOE_GROUPED", "1"}}, 4});
   compiles({"mul_mm_small", type_id::q6_k,
             {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "4"}, {"MOE_GROUPED", "1"}, {"SCATTER", "1"}}, 4});
+  // 8 warps where the partial sums fit (the backend's choice up to 32 tokens); beyond, a clear error.
+  compiles({"mul_mm_small", type_id::q6_k, {{"WG", "256"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "2"}, {"WARPS", "8"}}, 3});
+  {
+    gpu::shader_compiler c({}, "offline");
+    const gpu::pipeline_request r{"mul_mm_small", type_id::q4_k, {{"WG", "256"}, {"COOPMAT", "1"}, {"TT", "4"}, {"WARPS", "8"}}, 3};
+    CHECK_THROWS_WITH(c.compile(r.label(), gpu::assemble_source(r)), doctest::Contains("48 KiB"));
+  }
   // The MoE path's gather of each pair's row as f16, in expert order.
   compiles({"copy_rows", std::nullopt, {{"WG", "128"}, {"TO_F16", "1"}, {"INDEXED", "1"}}, 4});
 #endif

@@ -153,20 +153,23 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     v.rows_per_wg = 8;
     return v;
   }
-  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n]"; "msg": the format's unit off (dequant16 for every format)
+  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n]"; "msg": the format's unit off (dequant16 for every format);
+                                // "msa": activation fragments loaded before the expansion (PRE_A)
     v.small = true;
-    const bool generic = s.rfind("msg", 0) == 0;
-    std::uint32_t tt = std::min<std::uint32_t>(4, (nt + 15) / 16);
+    const bool generic = s.rfind("msg", 0) == 0, pre_a = s.rfind("msa", 0) == 0;
+    std::uint32_t tt = std::min<std::uint32_t>(4, (nt + 15) / 16), warps = 4;
     for (const auto& kv : split(s, ':')) {
-      if (kv == "ms" || kv == "msg") continue;
+      if (kv == "ms" || kv == "msg" || kv == "msa") continue;
       const auto f = split(kv, '=');
-      if (f.size() != 2 || f[0] != "TT") throw error("bad variant field '" + kv + "'");
-      tt = std::uint32_t(std::stoul(f[1]));
+      if (f.size() != 2 || (f[0] != "TT" && f[0] != "W")) throw error("bad variant field '" + kv + "'");
+      if (f[0] == "W") warps = std::uint32_t(std::stoul(f[1]));
+      else tt = std::uint32_t(std::stoul(f[1]));
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
     v.bn = 16 * tt;
-    v.defines = {{"WG", "128"}, {"COOPMAT", "1"}, {"TT", std::to_string(tt)}};
+    v.defines = {{"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"}, {"TT", std::to_string(tt)}, {"WARPS", std::to_string(warps)}};
     if (!generic) v.defines.emplace_back("MM_SMALL", "1");
+    if (pre_a) v.defines.emplace_back("PRE_A", "1");
     return v;
   }
   if (s.rfind("mm3", 0) == 0) {  // "mm3[g]:BM=..:BN=..:WM=..:WN=..:BK=.."

@@ -31,6 +31,7 @@ struct options {
   std::string model;
   std::uint32_t pp = 64, tg = 32, batch = 512, reps = 3;
   unsigned threads = 0;
+  bool profile = false;
   std::vector<std::uint32_t> npl = {1, 2, 4, 8, 16, 32};
   app::backend_options backend;
   app::log_options log;
@@ -55,6 +56,9 @@ int parse(int argc, char** argv, options& o) {
       ->check(in_range(2, 1 << 20))->group(tests);
   app.add_option("--npl", o.npl, "stream counts to test")->type_name("N,...")->delimiter(',')->capture_default_str()
       ->group(tests);
+  app.add_flag("--profile", o.profile,
+               "Vulkan: per-kernel GPU time of each stream count's runs, per generated token (prompt steps "
+               "included; serialises kernels, so a profiled run's rates are lower)")->group(tests);
   app.add_option("-r,--repetitions", o.reps, "runs per configuration (the best decode rate is reported)")
       ->type_name("N")->capture_default_str()->check(in_range(1, 1000))->group(tests);
   add_threads_option(app, o.threads);
@@ -130,6 +134,7 @@ int main(int argc, char** argv) try {
   eo.n_batch = std::max(o.batch, max_n);
   eo.max_outputs = max_n;
   eo.n_ctx = max_n * (o.pp + o.tg + 32);
+  eo.gpu_profile = o.profile;
   auto m = rt::model::load(o.model, eo);
   const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
   std::printf("model %s, %s, PP %u, TG %u, n_batch %u, best of %u runs\n\n", o.model.c_str(),
@@ -147,6 +152,17 @@ int main(int argc, char** argv) try {
     std::printf("| %u | %.1f | %.1f | %.2f | %.2fx | %.2f | %.2f |\n", n, best.ttft_mean_ms, best.ttft_max_ms,
                 best.decode_tps, single > 0 ? best.decode_tps / single : 0.0, best.e2e_tps, best.wall_s);
     std::fflush(stdout);
+    if (o.profile) {  // every step of this count's runs, per generated token
+      const auto prof = m->kernel_profile();
+      const double tokens = double(n) * o.tg * o.reps;
+      double total = 0;
+      for (const auto& k : prof) total += k.total_ms;
+      std::fprintf(stderr, "\nprofile, %u streams: %.3f ms GPU per generated token\n", n, total / tokens);
+      for (const auto& k : prof)
+        std::fprintf(stderr, "  %-40s %8.2f calls/tok %9.4f ms/tok %5.1f%%\n", k.label.c_str(), double(k.calls) / tokens,
+                     k.total_ms / tokens, 100.0 * k.total_ms / total);
+      m->reset_kernel_profile();
+    }
   }
   return 0;
 } catch (const std::exception& e) {

@@ -71,20 +71,41 @@ float dot64(uint row_base, uint u, float xv[64], float xs[4]) {
          (dm.y * float(mn[1])) * xs[1];
 }
 
-#ifdef MMVQ
-// Integer matvec unit (mmvq.glsl): pair j of a block = 32 bytes of qs holding sub-block 2j in the
-// low nibbles and 2j+1 in the high ones, 64 elements; the 16-byte block header (d, dmin, 12 scale
-// bytes) is one aligned load (144-byte blocks keep every field 16-byte aligned).
-// sum_i (d sc q_i - dmin m) x_i = d sc dx sum_i q_i qx_i - dmin m (dx sum_i qx_i), per sub-block.
-const uint MMVQ_UNIT = 64;
-struct mmvq_w {
+#if defined(MMVQ) || defined(MM_SMALL)
+// The 64-element unit of the integer matvec and mul_mm_small: pair j = u%4 of block u/4 = 32
+// bytes of qs holding sub-block 2j in the low nibbles and 2j+1 in the high ones; the 16-byte
+// block header (d, dmin, 12 scale bytes) is one aligned load (144-byte blocks keep every field
+// 16-byte aligned), so a unit is three 16-byte loads.
+struct q4k_unit {
   uvec4 hdr, q0, q1;
 };
-mmvq_w mmvq_load(uint row_base, uint u) {
+q4k_unit q4k_unit_load(uint row_base, uint u) {
   const uint blk = (row_base + (u >> 2) * BLOCK_BYTES) >> 4;
   const uint q = blk + 1 + 2 * (u & 3u);  // qs starts 16 bytes into the block
-  return mmvq_w(w128[blk], w128[q], w128[q + 1]);
+  return q4k_unit(w128[blk], w128[q], w128[q + 1]);
 }
+// 6-bit scales and mins of sub-blocks 2j (low byte) and 2j+1 (next byte) (detail/k_scale_min.hpp):
+// bytes 2j', 2j'+1 of each 4-byte group, j' = j & 1; the upper two pairs borrow their top bits
+// from bytes 0-7.
+void q4k_unit_scales(uvec4 hdr, uint j, out uint sc, out uint mn) {
+  const uint sh = 16 * (j & 1u);
+  if (j < 2) {
+    sc = (hdr.y >> sh) & 0x3F3Fu;
+    mn = (hdr.z >> sh) & 0x3F3Fu;
+  } else {
+    const uint h = hdr.w >> sh;
+    sc = (h & 0x0F0Fu) | (((hdr.y >> sh) >> 2) & 0x3030u);
+    mn = ((h >> 4) & 0x0F0Fu) | (((hdr.z >> sh) >> 2) & 0x3030u);
+  }
+}
+#endif
+
+#ifdef MMVQ
+// Integer matvec unit (mmvq.glsl), per sub-block:
+// sum_i (d sc q_i - dmin m) x_i = d sc dx sum_i q_i qx_i - dmin m (dx sum_i qx_i).
+const uint MMVQ_UNIT = 64;
+#define mmvq_w q4k_unit
+mmvq_w mmvq_load(uint row_base, uint u) { return q4k_unit_load(row_base, u); }
 float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
   const uint j = u & 3u, b = u >> 2;
   const uint xi = qb + 16 * b + 4 * j;
@@ -96,18 +117,8 @@ float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
   int hi = dot4((w.q0.x >> 4) & M, a2.x) + dot4((w.q0.y >> 4) & M, a2.y) + dot4((w.q0.z >> 4) & M, a2.z) +
            dot4((w.q0.w >> 4) & M, a2.w) + dot4((w.q1.x >> 4) & M, a3.x) + dot4((w.q1.y >> 4) & M, a3.y) +
            dot4((w.q1.z >> 4) & M, a3.z) + dot4((w.q1.w >> 4) & M, a3.w);
-  // 6-bit scales and mins of sub-blocks 2j, 2j+1 (detail/k_scale_min.hpp): bytes 2j', 2j'+1 of
-  // each 4-byte group, j' = j & 1; the upper two pairs borrow their top bits from bytes 0-7.
-  const uint sh = 16 * (j & 1u);
   uint sc, mn;
-  if (j < 2) {
-    sc = (w.hdr.y >> sh) & 0x3F3Fu;
-    mn = (w.hdr.z >> sh) & 0x3F3Fu;
-  } else {
-    const uint h = w.hdr.w >> sh;
-    sc = (h & 0x0F0Fu) | (((w.hdr.y >> sh) >> 2) & 0x3030u);
-    mn = ((h >> 4) & 0x0F0Fu) | (((w.hdr.z >> sh) >> 2) & 0x3030u);
-  }
+  q4k_unit_scales(w.hdr, j, sc, mn);
   const vec2 dm = unpackHalf2x16(w.hdr.x);
   return dm.x * (float(sc & 0xFFu) * s_lo.x * float(lo) + float((sc >> 8) & 0xFFu) * s_hi.x * float(hi)) -
          dm.y * (float(mn & 0xFFu) * s_lo.w + float((mn >> 8) & 0xFFu) * s_hi.w);
@@ -120,30 +131,16 @@ float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
 // one unit ahead, then expanded in registers: elements 8c .. 8c+7 as f16 in h[c], rounded as
 // dequant16 rounds them (d*sc*q - dmin*m in f32 without FMA, then to f16).
 #define HAS_MMS_UNIT 1
-struct mms_raw {
-  uvec4 hdr, q0, q1;
-};
-mms_raw mms_load(uint row_base, uint u) {
-  const uint blk = (row_base + (u >> 2) * BLOCK_BYTES) >> 4;
-  const uint q = blk + 1 + 2 * (u & 3u);  // qs starts 16 bytes into the block
-  return mms_raw(w128[blk], w128[q], w128[q + 1]);
-}
+#define mms_raw q4k_unit
+mms_raw mms_load(uint row_base, uint u) { return q4k_unit_load(row_base, u); }
 uint mms_pair(uint w, uint shift, float d, float m) {
   precise float a = d * q4k_nib(w, shift) - m;
   precise float b = d * q4k_nib(w, shift + 8) - m;
   return packHalf2x16(vec2(a, b));
 }
 void mms_expand(mms_raw r, uint u, out uvec4 h[8]) {
-  const uint j = u & 3u, sh = 16 * (j & 1u);
-  uint sc, mn;  // 6-bit scales / mins of sub-blocks 2j (low byte) and 2j+1 (as mmvq_dot)
-  if (j < 2) {
-    sc = (r.hdr.y >> sh) & 0x3F3Fu;
-    mn = (r.hdr.z >> sh) & 0x3F3Fu;
-  } else {
-    const uint hb = r.hdr.w >> sh;
-    sc = (hb & 0x0F0Fu) | (((r.hdr.y >> sh) >> 2) & 0x3030u);
-    mn = ((hb >> 4) & 0x0F0Fu) | (((r.hdr.z >> sh) >> 2) & 0x3030u);
-  }
+  uint sc, mn;
+  q4k_unit_scales(r.hdr, u & 3u, sc, mn);
   const vec2 dm = unpackHalf2x16(r.hdr.x);
   const float d0 = dm.x * float(sc & 0xFFu), d1 = dm.x * float((sc >> 8) & 0xFFu);
   const float m0 = dm.y * float(mn & 0xFFu), m1 = dm.y * float((mn >> 8) & 0xFFu);

@@ -174,6 +174,10 @@ class backend {
   // Whether a matmul of `tokens` rows over a K-wide weight of type t multiplies int8-quantized
   // activations (the integer matvec; tests pick their reference by it).
   bool int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;
+  // Whether a plain matmul (no fused norm) of `tokens` rows over a K-wide weight of type t runs
+  // on the tensor cores (mul_mm_small or the f16 GEMM: weights and activations rounded to f16;
+  // an F32 MoE router from 9 tokens on the H100; tests pick their reference by it).
+  bool tensor_core_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;
   // Whether a single-sequence step of `tokens` queries runs attention on the tensor cores
   // (attention_mma.glsl: Q and P rounded to f16; tests pick their tolerance by it).
   bool tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const;

@@ -374,6 +374,11 @@ struct backend::impl {
   std::uint32_t mms_min = 9, mms_max = 64;
   bool small_matmul(std::uint64_t K, std::uint32_t n) const;
   bool use_mm_small(const weight& w, std::uint32_t n) const { return small_matmul(w.ne[0], n); }
+  // A plain matmul (no fused norm, SwiGLU or residual) of n tokens that mul_mm_small leaves
+  // takes the tiled GEMM (record_mul_mm): f16 tiles wherever cooperative matrices are used.
+  bool tiled_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t n) const {
+    return n >= (has_int8_unit(t, K) ? mmvq_max_tokens : detail::mm_min_tokens) && K % 32 == 0;
+  }
   bool small_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const;
   static pipeline_request mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped = false, bool scatter = false);
   // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:

@@ -168,6 +168,10 @@ bool backend::int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t t
   return tokens < p_->mmvq_max_tokens && p_->has_int8_unit(t, K) && !p_->small_matmul(K, tokens);
 }
 
+bool backend::tensor_core_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
+  return p_->small_matmul(K, tokens) || (p_->coopmat && p_->tiled_matmul(t, K, tokens));
+}
+
 bool backend::tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const {
   return p_->small_experts(pairs, n_expert, K, F);
 }

@@ -38,8 +38,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
   if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) return record_mul_mm_small(m);
-  const std::uint32_t tiled_from = has_int8_unit(w.type, w.ne[0]) ? mmvq_max_tokens : mm_min_tokens;
-  if (n >= tiled_from && !m.norm && !m.up && !m.residual && w.ne[0] % 32 == 0) return record_mul_mm(m);
+  if (!m.norm && !m.up && !m.residual && tiled_matmul(w.type, w.ne[0], n)) return record_mul_mm(m);
   if (use_mmvq(w, n)) return record_mmvq(m);
   const tensor& x = m.norm ? m.norm->x : m.x;
   if (x.off % 4 || x.stride % 4)  // the kernel reads x as vec4

@@ -1,8 +1,9 @@
 // moe_ffn on the GPU (router matmul, top-k, expert matvecs by id, SwiGLU, combine) for the
 // softmax router (Qwen3-MoE) and the sigmoid routers (Llama 4, which weights the expert input;
 // and sigmoid weights applied at the combine, the GPU's other sigmoid path), k = 1..8. Gate: a
-// float64 evaluation of the same routing and experts on the C++-dequantized weights. The CPU
-// backend, which quantizes activations before each matmul, is compared loosely.
+// float64 evaluation of the same routing and experts on the C++-dequantized weights (the router's
+// inputs rounded to f16 where its matmul runs on the tensor cores: from 9 tokens on the H100).
+// The CPU backend, which quantizes activations before each matmul, is compared loosely.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/core/fp16.hpp"
 #include "vulkan/vk_harness.hpp"
 
 namespace {
@@ -90,8 +92,13 @@ std::vector<std::vector<float>> run_moe_steps(Backend& be, const moe_case& c, co
 // floored at 2^-14 as ggml does), or sigmoid of the top-k logits; ties keep the lower id.
 // int8: the experts' inputs (x, or x weighted for Llama 4, and the SwiGLU output) as the
 // integer matvec sees them, quantized to int8 blocks (vkt::q8_activations).
-std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8) {
+// f16_router: the router's weights and inputs rounded to f16 (round to nearest even, as the
+// tensor-core kernels' packHalf2x16), its products then exact.
+std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, bool f16_router) {
   const std::uint32_t E = c.n_expert;
+  const auto router_in = [&](float v) { return f16_router ? to_float(to_fp16(v)) : v; };
+  std::vector<float> inp(m.inp_f.size());
+  std::transform(m.inp_f.begin(), m.inp_f.end(), inp.begin(), router_in);
   const bool weight_input = c.weighting == graph::moe_weighting::input;
   auto matvec = [](const float* w, std::uint32_t rows, std::uint32_t K, const std::vector<double>& v) {
     std::vector<double> r(rows);
@@ -106,7 +113,9 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8) 
   for (std::uint32_t t = 0; t < c.n_tok; ++t) {
     const float* xr = m.xs.data() + std::size_t(3 + t) * n_embd;
     const std::vector<double> x(xr, xr + n_embd);
-    const auto l = matvec(m.inp_f.data(), E, n_embd, x);
+    std::vector<double> xl(n_embd);
+    std::transform(xr, xr + n_embd, xl.begin(), router_in);
+    const auto l = matvec(inp.data(), E, n_embd, xl);
     std::vector<std::uint32_t> order(E);
     std::iota(order.begin(), order.end(), 0u);
     std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return l[a] > l[b]; });
@@ -179,7 +188,7 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
     moe_model m;
     make_model(m, c, rng);
     std::vector<float> g, cpu;
-    bool int8 = false, f16 = false;
+    bool int8 = false, f16 = false, f16_router = false;
     {
       gpu::backend be;
       g = run_moe(be, c, m);
@@ -187,13 +196,15 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
       // expert matvecs take int8 activations at every step size where the format has an int8 unit.
       f16 = be.tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, n_ff);
       int8 = !f16 && be.int8_activations(c.up, n_embd, 1) && be.int8_activations(c.down, n_ff, 1);
+      f16_router = be.tensor_core_matmul(type_id::f32, n_embd, c.n_tok);  // the F32 router on x
     }
     {
       vkt::cpu_backend be;
       cpu = run_moe(be, c, m);
     }
-    const double e64 = vkt::nmse_f64(g, reference(c, m, int8)), ecpu = test::nmse(g, cpu);
-    MESSAGE((std::string(c.name) + (int8 ? " (int8 experts)" : f16 ? " (f16 tensor-core experts)" : ""))
+    const double e64 = vkt::nmse_f64(g, reference(c, m, int8, f16_router)), ecpu = test::nmse(g, cpu);
+    MESSAGE((std::string(c.name) + (int8 ? " (int8 experts)" : f16 ? " (f16 tensor-core experts)" : "") +
+             (f16_router ? " (f16 tensor-core router)" : ""))
             << ": NMSE vs float64 " << e64 << ", vs CPU backend " << ecpu);
     CHECK(e64 <= (f16 ? vkt::tol_matmul_f64_f16_tiles : vkt::tol_moe_f64));
     CHECK(ecpu <= vkt::tol_moe_cpu);

@@ -7,9 +7,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -94,8 +96,23 @@ std::vector<std::vector<float>> run_moe_steps(Backend& be, const moe_case& c, co
 // integer matvec sees them, quantized to int8 blocks (vkt::q8_activations).
 // f16_router: the router's weights and inputs rounded to f16 (round to nearest even, as the
 // tensor-core kernels' packHalf2x16), its products then exact.
-std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, bool f16_router) {
+// ties: int8 codes within float rounding of a tie, (token, slot, 0 = expert input / 1 = SwiGLU
+// output, element), are listed in `seen`; those in `flipped` round the other way.
+struct tie_choice {
+  std::vector<std::array<std::uint32_t, 4>> seen;
+  std::set<std::array<std::uint32_t, 4>> flipped;
+};
+std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, bool f16_router, tie_choice* ties = nullptr) {
   const std::uint32_t E = c.n_expert;
+  const auto q8 = [&](const std::vector<double>& v, std::uint32_t t, std::uint32_t j, std::uint32_t stage) {
+    const std::vector<float> f(v.begin(), v.end());
+    if (!ties) return vkt::q8_activations(f);
+    return vkt::q8_activations(f, [&](std::size_t i) {
+      const std::array<std::uint32_t, 4> s{t, j, stage, std::uint32_t(i)};
+      if (std::find(ties->seen.begin(), ties->seen.end(), s) == ties->seen.end()) ties->seen.push_back(s);
+      return ties->flipped.count(s) > 0;
+    });
+  };
   const auto router_in = [&](float v) { return f16_router ? to_float(to_fp16(v)) : v; };
   std::vector<float> inp(m.inp_f.size());
   std::transform(m.inp_f.begin(), m.inp_f.end(), inp.begin(), router_in);
@@ -134,12 +151,12 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, 
       std::vector<double> xi = x;
       if (weight_input)
         for (auto& v : xi) v *= float(w[j]);  // the GPU's weights are floats
-      if (int8) xi = vkt::q8_activations(std::vector<float>(xi.begin(), xi.end()));
+      if (int8) xi = q8(xi, t, weight_input ? j : 0, 0);  // unweighted: one quantized row per token
       const auto gv = matvec(m.g.dequant.data() + e * n_ff * n_embd, n_ff, n_embd, xi);
       const auto uv = matvec(m.u.dequant.data() + e * n_ff * n_embd, n_ff, n_embd, xi);
       std::vector<double> h(n_ff);
       for (std::uint32_t i = 0; i < n_ff; ++i) h[i] = gv[i] / (1.0 + std::exp(-gv[i])) * uv[i];
-      if (int8) h = vkt::q8_activations(std::vector<float>(h.begin(), h.end()));
+      if (int8) h = q8(h, t, j, 1);
       const auto yv = matvec(m.d.dequant.data() + e * n_embd * n_ff, n_embd, n_ff, h);
       for (std::uint32_t i = 0; i < n_embd; ++i) out[std::size_t(t) * n_embd + i] += (weight_input ? 1.0 : w[j]) * yv[i];
     }
@@ -202,10 +219,21 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
       vkt::cpu_backend be;
       cpu = run_moe(be, c, m);
     }
-    const double e64 = vkt::nmse_f64(g, reference(c, m, int8, f16_router)), ecpu = test::nmse(g, cpu);
+    // A code within float rounding of a tie may round either way on the GPU (one such code of
+    // the weighted-input case moves with the last bit of its routing weight and costs 4.7e-9):
+    // each is rounded the other way where that brings the reference closer to the GPU.
+    tie_choice ties;
+    double e64 = vkt::nmse_f64(g, reference(c, m, int8, f16_router, &ties));
+    for (const auto& s : std::vector(ties.seen)) {
+      ties.flipped.insert(s);
+      if (const double e = vkt::nmse_f64(g, reference(c, m, int8, f16_router, &ties)); e < e64) e64 = e;
+      else ties.flipped.erase(s);
+    }
+    const double ecpu = test::nmse(g, cpu);
     MESSAGE((std::string(c.name) + (int8 ? " (int8 experts)" : f16 ? " (f16 tensor-core experts)" : "") +
              (f16_router ? " (f16 tensor-core router)" : ""))
-            << ": NMSE vs float64 " << e64 << ", vs CPU backend " << ecpu);
+            << ": NMSE vs float64 " << e64 << " (" << ties.flipped.size() << " of " << ties.seen.size()
+            << " codes near a tie rounded the other way), vs CPU backend " << ecpu);
     CHECK(e64 <= (f16 ? vkt::tol_matmul_f64_f16_tiles : vkt::tol_moe_f64));
     CHECK(ecpu <= vkt::tol_moe_cpu);
   }

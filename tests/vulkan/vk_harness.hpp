@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <random>
 #include <span>
 #include <string>
@@ -214,14 +215,22 @@ inline kv::kv_config small_kv() {
 // The activations the GPU's integer matvec multiplies (quantize_q8.glsl, and mmvq.glsl's
 // QUANT_OUT): per 32-element block d = max|x| / 127 and codes round(x / d), in float as the
 // shader computes them; returned as d·code in double, the exact value each code stands for.
-inline std::vector<double> q8_activations(std::span<const float> x) {
+// near_tie(i): called for element i when x / d lies within q8_tie of k + 0.5, where the GPU's
+// float rounding of x (its sums, its exp) may round the code the other way; true flips it.
+inline constexpr float q8_tie = 2e-4f;
+inline std::vector<double> q8_activations(std::span<const float> x, const std::function<bool(std::size_t)>& near_tie = {}) {
   std::vector<double> out(x.size());
   for (std::size_t b = 0; b + 32 <= x.size(); b += 32) {
     float amax = 0.0f;
     for (std::size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
     const float d = amax / 127.0f;
     const float id = d > 0.0f ? 1.0f / d : 0.0f;
-    for (std::size_t i = 0; i < 32; ++i) out[b + i] = double(d) * double(std::round(x[b + i] * id));
+    for (std::size_t i = 0; i < 32; ++i) {
+      const float q = x[b + i] * id;
+      float code = std::round(q);
+      if (near_tie && std::fabs(std::fabs(q - std::trunc(q)) - 0.5f) < q8_tie && near_tie(b + i)) code += code > q ? -1.0f : 1.0f;
+      out[b + i] = double(d) * double(code);
+    }
   }
   return out;
 }

@@ -373,7 +373,11 @@ struct backend::impl {
   bool mms = true;
   std::uint32_t mms_min = 9, mms_max = 64;
   bool small_matmul(std::uint64_t K, std::uint32_t n) const;
-  bool use_mm_small(const weight& w, std::uint32_t n) const { return small_matmul(w.ne[0], n); }
+  // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
+  // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps
+  // them in f32 / TF32 too).
+  static bool f16_operands_ok(gguf::type_id t) { return t != gguf::type_id::f32; }
+  bool use_mm_small(const weight& w, std::uint32_t n) const { return f16_operands_ok(w.type) && small_matmul(w.ne[0], n); }
   // A plain matmul (no fused norm, SwiGLU or residual) of n tokens that mul_mm_small leaves
   // takes the tiled GEMM (record_mul_mm): f16 tiles wherever cooperative matrices are used.
   bool tiled_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t n) const {

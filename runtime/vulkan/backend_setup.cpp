@@ -289,13 +289,14 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   if (P.coopmat && P.mm3) {
     std::uint64_t most = 0;
     for (const auto& e : P.weights)
-      if (e.info->ne[2] == 1 && e.info->ne[1] > 1 && e.info->ne[0] % 16 == 0 && e.info->type != gguf::type_id::f16)
+      if (e.info->ne[2] == 1 && e.info->ne[1] > 1 && e.info->ne[0] % 16 == 0 && e.info->type != gguf::type_id::f16 &&
+          impl::f16_operands_ok(e.info->type))
         most = std::max<std::uint64_t>(most, std::uint64_t(e.info->ne[0]) * e.info->ne[1]);
     if (most) {
       P.mm_scratch_halves = std::min<std::uint64_t>(most, 64ull << 20);
       P.mm_scratch = P.new_buffer(P.mm_scratch_halves * 2, memory_kind::device, "f16 weight scratch (prefill)");
       for (auto f : mat_formats)
-        if (f != gguf::type_id::f16) reqs.push_back(impl::dequant_req(f));
+        if (f != gguf::type_id::f16 && impl::f16_operands_ok(f)) reqs.push_back(impl::dequant_req(f));
     }
     std::uint32_t widest = 0;
     for (const auto& e : P.weights)
@@ -308,13 +309,14 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       reqs.push_back(impl::req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3));
       if (P.mms)
         for (auto f : mat_formats)
-          for (std::uint32_t tokens = 16; tokens <= 64; tokens += 16) reqs.push_back(impl::mm_small_req(f, tokens));
+          if (impl::f16_operands_ok(f))
+            for (std::uint32_t tokens = 16; tokens <= 64; tokens += 16) reqs.push_back(impl::mm_small_req(f, tokens));
     }
     for (const mma2_tile t : impl::mm3_tiles) reqs.push_back(P.mm3_req(P.mm3_forced ? P.mm3_shape : t, P.mm_xh != 0));
   }
   for (auto f : mat_formats) {
     reqs.push_back(P.mul_mm_req(f));
-    if (P.coopmat && P.mma2)
+    if (P.coopmat && P.mma2 && impl::f16_operands_ok(f))
       for (const mma2_tile t : {mma2_tile{128, 128, 64, 32}, mma2_tile{128, 64, 64, 32}, mma2_tile{64, 64, 32, 32}})
         reqs.push_back(P.mma2_req(f, P.mma2_forced ? P.mma2_shape : t));
   }

@@ -100,7 +100,7 @@ pipeline_request backend::impl::mma2_req(gguf::type_id t, const mma2_tile& s) co
 }
 
 pipeline_request backend::impl::mul_mm_req(gguf::type_id t) const {
-  if (coopmat) return req("mul_mm", t, {{"WG", "128"}, {"COOPMAT", "1"}}, 3);
+  if (coopmat && f16_operands_ok(t)) return req("mul_mm", t, {{"WG", "128"}, {"COOPMAT", "1"}}, 3);
   return req("mul_mm", t, {{"WG", "128"}}, 3);
 }
 
@@ -169,7 +169,7 @@ bool backend::int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t t
 }
 
 bool backend::tensor_core_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
-  return p_->small_matmul(K, tokens) || (p_->coopmat && p_->tiled_matmul(t, K, tokens));
+  return impl::f16_operands_ok(t) && (p_->small_matmul(K, tokens) || (p_->coopmat && p_->tiled_matmul(t, K, tokens)));
 }
 
 bool backend::tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const {

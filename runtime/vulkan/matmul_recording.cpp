@@ -108,9 +108,10 @@ void backend::impl::record_mul_mm(const pending_matmul& m) {
     throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
   const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), m.x.rows, std::uint32_t(w.row_bytes), m.x.off,
                      m.x.stride, m.y.off, m.y.stride, 0, 0, 0, 0, 0, 0, 0.0f};
-  if (coopmat && mm3 && w.ne[0] % 16 == 0 && (mm_scratch || w.type == gguf::type_id::f16)) return record_mul_mm_f16(m);
+  const bool f16_ok = coopmat && f16_operands_ok(w.type);
+  if (f16_ok && mm3 && w.ne[0] % 16 == 0 && (mm_scratch || w.type == gguf::type_id::f16)) return record_mul_mm_f16(m);
   const binding b[] = {bind_weight(w), bind(m.x, false), bind(m.y, true)};
-  if (coopmat && mma2) {
+  if (f16_ok && mma2) {
     const mma2_tile t = mma2_tile_for(w.ne[1], m.x.rows);
     dispatch(mma2_req(w.type, t), b, &pc, sizeof pc, div_up(w.ne[1], t.bm), div_up(m.x.rows, t.bn));
   } else {

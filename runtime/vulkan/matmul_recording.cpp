@@ -38,7 +38,10 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
   if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) return record_mul_mm_small(m);
-  if (!m.norm && !m.up && !m.residual && tiled_matmul(w.type, w.ne[0], n)) return record_mul_mm(m);
+  // An F32 matrix of few rows (an MoE router, kept off the tensor cores) gives the f32 64 x 64
+  // tiles too few workgroups to fill the GPU; the matvec's (rows, 8 tokens) grid does.
+  const bool narrow_f32 = coopmat && !f16_operands_ok(w.type) && w.ne[1] <= 256;
+  if (!m.norm && !m.up && !m.residual && !narrow_f32 && tiled_matmul(w.type, w.ne[0], n)) return record_mul_mm(m);
   if (use_mmvq(w, n)) return record_mmvq(m);
   const tensor& x = m.norm ? m.norm->x : m.x;
   if (x.off % 4 || x.stride % 4)  // the kernel reads x as vec4

@@ -9,7 +9,7 @@
 // per row group, and the K loop has no workgroup barrier: each lane expands its own row's 64
 // elements into the warp's f16 tile, the warp multiplies that tile with the f16 activations
 // loaded straight from memory (a few hundred KiB that stay in L1/L2) into TT x 2 accumulators of
-// 16 tokens x 16 rows, and the four warps' partial sums meet in shared memory at the end.
+// 16 tokens x 16 rows, and the warps' partial sums meet in shared memory at the end.
 // Formats with an MM_SMALL unit (quant/*.glsl HAS_MMS_UNIT) load a row's 64 elements as a few
 // aligned words one step ahead and expand them in registers; the others go through dequant16.
 // MOE_GROUPED: workgroup y is a chunk of up to 16*TT pairs routed to one expert (moe.glsl

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "kernel_profile_table.hpp"
 #include "strata/kv/kv_config.hpp"
 #include "strata/kernels/cpu/kv_storage.hpp"
 #include "strata/runtime/engine.hpp"
@@ -233,13 +234,7 @@ int main(int argc, char** argv) {
         // Per-kernel GPU time of one test, per evaluated token (from the last repetition set).
         const auto report_profile = [&](const std::string& test, std::uint64_t tokens) {
           if (!profile) return;
-          const auto prof = m->kernel_profile();
-          double total = 0;
-          for (const auto& k : prof) total += k.total_ms;
-          std::fprintf(stderr, "\nprofile %s %s: %.3f ms GPU per token\n", name.c_str(), test.c_str(), total / double(tokens));
-          for (const auto& k : prof)
-            std::fprintf(stderr, "  %-40s %8.1f calls/tok %9.4f ms/tok %5.1f%%\n", k.label.c_str(),
-                         double(k.calls) / double(tokens), k.total_ms / double(tokens), 100.0 * k.total_ms / total);
+          strata::bench::print_kernel_profile(m->kernel_profile(), double(tokens), name + " " + test);
           m->reset_kernel_profile();
         };
         for (auto d : depths) {

@@ -63,7 +63,7 @@ struct engine_backend<gpu::backend> {
   }
   static std::vector<model::kernel_time> kernel_profile(const gpu::backend& be) {
     std::vector<model::kernel_time> out;
-    for (const auto& k : be.profile()) out.push_back({k.label, k.total_ms, k.calls});
+    for (const auto& k : be.profile()) out.push_back({k.label, k.total_ms, k.calls, k.weight_bytes});
     return out;
   }
   static void reset_kernel_profile(gpu::backend& be) { be.reset_profile(); }

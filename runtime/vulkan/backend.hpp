@@ -139,6 +139,7 @@ struct kernel_time {
   std::string label;
   double total_ms = 0;
   std::uint64_t calls = 0;
+  double weight_bytes = 0;  // weight bytes its dispatches bound (expert matmuls: every expert)
 };
 
 struct startup_stats {

@@ -137,6 +137,7 @@ struct backend::impl {
     vk::raii::CommandBuffer cmd{nullptr};
     std::deque<handoff> handoffs;  // a deque: the recorder points at the command buffer being recorded
     std::vector<std::string> labels;
+    std::vector<std::uint64_t> weight_bytes;  // per dispatch, as labels
   };
   // Memory tiers: routed experts computed by the CPU (null: all on the GPU), and the host-visible
   // buffers of their hand-off (the FFN norm's rows and router logits out, the experts' sum back).
@@ -307,7 +308,7 @@ struct backend::impl {
   binding bind_id(std::uint32_t id, bool written) const { return {{buf(id).handle(), 0, buf(id).size(), id}, written}; }
   binding bind_weight(const weight& w) const {
     const auto& e = weights.at(w.id);
-    return {{chunks.at(e.chunk).handle(), e.offset, e.bytes, 0}, false};
+    return {{chunks.at(e.chunk).handle(), e.offset, e.bytes, 0}, false, true};
   }
   binding bind_step(std::uint64_t off, std::uint64_t bytes) const { return {{step.handle(), off, bytes, 0}, false}; }
   static bool same(const tensor& a, const tensor& b) {

@@ -17,6 +17,7 @@ void command_recorder::begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool q
   written_.clear();
   read_.clear();
   labels_.clear();
+  weight_bytes_.clear();
   cmd_->begin(vk::CommandBufferBeginInfo());
   if (queries_) {
     cmd_->resetQueryPool(queries_, 0, query_capacity_);
@@ -63,6 +64,10 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
                                       vk::ArrayProxy<const std::uint8_t>(push_bytes, static_cast<const std::uint8_t*>(push)));
   cmd_->dispatch(gx, gy, gz);
   labels_.push_back(p.label);
+  std::uint64_t wb = 0;
+  for (const auto& b : bindings)
+    if (b.weights) wb += b.range.bytes;
+  weight_bytes_.push_back(wb);
   if (queries_) {
     if (labels_.size() + 1 > query_capacity_) throw error("profiling: too many dispatches for the query pool");
     cmd_->writeTimestamp(vk::PipelineStageFlagBits::eComputeShader, queries_, std::uint32_t(labels_.size()));
@@ -75,6 +80,7 @@ void command_recorder::resume(const vk::raii::CommandBuffer& cmd, const std::str
   cmd_->begin(vk::CommandBufferBeginInfo());
   if (queries_) {
     labels_.push_back(label);
+    weight_bytes_.push_back(0);
     if (labels_.size() + 1 > query_capacity_) throw error("profiling: too many dispatches for the query pool");
     cmd_->writeTimestamp(vk::PipelineStageFlagBits::eTopOfPipe, queries_, std::uint32_t(labels_.size()));
   }

@@ -16,6 +16,7 @@ namespace strata::gpu {
 struct binding {
   buffer_range range;
   bool written = false;
+  bool weights = false;  // a model weight's bytes (profiles count what a kernel reads of them)
 };
 
 class command_recorder {
@@ -37,6 +38,9 @@ class command_recorder {
 
   std::uint32_t dispatches() const noexcept { return std::uint32_t(labels_.size()); }
   const std::vector<std::string>& labels() const noexcept { return labels_; }
+  // Per dispatch (as labels()): the bytes of the weight ranges it binds: what a matmul reads of
+  // its weights; an expert matmul binds every expert of the layer (an upper bound).
+  const std::vector<std::uint64_t>& weight_bytes() const noexcept { return weight_bytes_; }
 
  private:
   void barrier();
@@ -45,6 +49,7 @@ class command_recorder {
   std::uint32_t query_capacity_ = 0;
   std::vector<std::uint32_t> written_, read_;  // buffer ids since the last barrier
   std::vector<std::string> labels_;
+  std::vector<std::uint64_t> weight_bytes_;
 };
 
 }  // namespace strata::gpu

@@ -101,6 +101,7 @@ void backend::finish() {
     P.rec.end();
     P.recording = false;
     P.pending.labels = P.rec.labels();
+    P.pending.weight_bytes = P.rec.weight_bytes();
     P.last_dispatches = P.rec.dispatches();
     P.current = &P.steps.insert_or_assign(P.current_key, std::move(P.pending)).first->second;
   }
@@ -122,6 +123,7 @@ void backend::finish() {
         auto& k = P.prof[P.current->labels[i]];
         k.label = P.current->labels[i];
         k.total_ms += double(ts[i + 1] - ts[i]) * P.ctx.info().timestamp_period_ns * 1e-6;
+        k.weight_bytes += double(P.current->weight_bytes[i]);
         ++k.calls;
       }
   }

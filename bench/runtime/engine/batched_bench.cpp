@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../kernel_profile_table.hpp"
 #include "cli.hpp"
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/scheduler.hpp"
@@ -152,15 +153,9 @@ int main(int argc, char** argv) try {
     std::printf("| %u | %.1f | %.1f | %.2f | %.2fx | %.2f | %.2f |\n", n, best.ttft_mean_ms, best.ttft_max_ms,
                 best.decode_tps, single > 0 ? best.decode_tps / single : 0.0, best.e2e_tps, best.wall_s);
     std::fflush(stdout);
-    if (o.profile) {  // every step of this count's runs, per generated token
-      const auto prof = m->kernel_profile();
-      const double tokens = double(n) * o.tg * o.reps;
-      double total = 0;
-      for (const auto& k : prof) total += k.total_ms;
-      std::fprintf(stderr, "\nprofile, %u streams: %.3f ms GPU per generated token\n", n, total / tokens);
-      for (const auto& k : prof)
-        std::fprintf(stderr, "  %-40s %8.2f calls/tok %9.4f ms/tok %5.1f%%\n", k.label.c_str(), double(k.calls) / tokens,
-                     k.total_ms / tokens, 100.0 * k.total_ms / total);
+    if (o.profile) {  // every step of this count's runs (prompt steps too), per generated token
+      strata::bench::print_kernel_profile(m->kernel_profile(), double(n) * o.tg * o.reps,
+                                          std::to_string(n) + " streams, per generated token");
       m->reset_kernel_profile();
     }
   }

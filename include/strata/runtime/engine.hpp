@@ -95,6 +95,7 @@ class model {
     std::string label;
     double total_ms = 0;
     std::uint64_t calls = 0;
+    double weight_bytes = 0;  // weight bytes its dispatches bound (expert matmuls: every expert)
   };
   virtual std::vector<kernel_time> kernel_profile() const { return {}; }
   // Where the layers run: the leading n_gpu_layers() blocks on the GPU (0 when none), the rest

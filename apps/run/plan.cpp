@@ -36,27 +36,34 @@ bool runs_on_gpu(const run_options& opt, std::string& why_not) {
   return true;
 }
 
+// " 3,4,7": a block list as the layout line writes it (appended piecewise: `"," + to_string()`
+// builds a temporary GCC 12 warns about, -Wrestrict).
+template <class Blocks>
+void append_blocks(std::string& s, const Blocks& blocks) {
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    s += i ? "," : " ";
+    s += std::to_string(blocks[i]);
+  }
+}
+
 std::string layout_text(const tiers::engine_layout& l) {
   std::string s = "-ngl " + std::to_string(l.n_gpu_layers);
   const auto h = l.handoff_layers();
   if (!h.empty()) {
     s += ", routed experts of blocks";
-    for (std::size_t i = 0; i < h.size(); ++i) s += (i ? "," : " ") + std::to_string(h[i]);
+    append_blocks(s, h);
     s += " on the CPU";
   }
   const auto c = l.cached_layers();
   if (!c.empty()) {
     s += ", routed experts of blocks";
-    for (std::size_t i = 0; i < c.size(); ++i) s += (i ? "," : " ") + std::to_string(c[i]);
+    append_blocks(s, c);
     s += " GPU-cached (" + std::to_string(l.expert_slots) + " slots each)";
   }
   const auto st = l.streamed_layers();
   if (!st.empty()) {
     s += ", dense FFN of blocks";
-    for (std::size_t i = 0; i < st.size(); ++i) {
-      s += i ? "," : " ";
-      s += std::to_string(st[i]);
-    }
+    append_blocks(s, st);
     s += l.stream_cpu_tokens ? " streamed through the ring in steps of more than " + std::to_string(l.stream_cpu_tokens) +
                                    " tokens, computed on the CPU in shorter ones (host->GPU bytes and hand-offs below)"
                              : std::string(" streamed through the ring in every step (host->GPU bytes below)");

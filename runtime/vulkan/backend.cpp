@@ -480,15 +480,9 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     in_div = 1;
   }
   const tensor g = s.gate.first_rows(pairs), u = s.up.first_rows(pairs), y = s.y.first_rows(pairs);
+  if (chunks && !small) P.record_moe_group(E, k, pairs, impl::moe_chunk);
   if (small) {
     P.record_moe_small(mw, in, in_div, pairs, E, g, u, y);
-  } else if (chunks) {
-    const moe_pc pc{E, k, pairs, 0, 0, P.moe_sorted_off, 0, 0};
-    const binding b[] = {P.bind_id(P.moe_ids, false), P.bind_id(P.moe_ids, false), P.bind_id(P.moe_wts, false),
-                         P.bind_id(P.moe_ids, false), P.bind_id(P.moe_ids, false), P.bind_id(P.moe_groups, true)};
-    P.dispatch(impl::moe_group_req(), b, &pc, sizeof pc, 1);
-  }
-  if (small) {
   } else if (int8) {
     const std::uint32_t sl = P.quantize_input(in, nullptr, 0.0f);
     const std::uint64_t F = mw.gate_exps->ne[1];

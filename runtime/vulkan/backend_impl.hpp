@@ -385,12 +385,19 @@ struct backend::impl {
     return n >= (has_int8_unit(t, K) ? mmvq_max_tokens : detail::mm_min_tokens) && K % 32 == 0;
   }
   bool small_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const;
+  // Tokens a mul_mm_small workgroup row covers for a step of `tokens` (16 per accumulator tile, up to 4 tiles).
+  static std::uint32_t mm_small_tokens(std::uint32_t tokens) { return 16 * std::min<std::uint32_t>(4, detail::div_up(tokens, 16)); }
   static pipeline_request mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped = false, bool scatter = false);
   // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
   // the input it holds now, until its buffer is written.
   std::optional<tensor> xh_holds;
   // x as f16 rows in mm_xh (converted unless it already holds x); returns (offset, stride) in halves.
   std::pair<std::uint32_t, std::uint32_t> f16_input(const tensor& x);
+  // x's rows as f16, K halves apart, into buffer dst (copy_rows TO_F16); with div > 0, row r is
+  // source row moe_groups[moe_sorted_off + r] / div (an MoE step's pairs in expert order).
+  void record_f16_rows(const tensor& x, std::uint32_t rows, std::uint32_t dst, std::uint32_t div = 0);
+  // moe.glsl MOE_GROUP: the step's pairs grouped by expert into moe_groups, chunks of `chunk`.
+  void record_moe_group(std::uint32_t n_expert, std::uint32_t k, std::uint32_t pairs, std::uint32_t chunk);
 
   // --- fusion.cpp: deferred work and the order it is recorded in.
   // Before an op that reads `reads` and writes `writes` (buffer ids) is recorded: deferred

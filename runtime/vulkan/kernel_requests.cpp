@@ -67,7 +67,7 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   // 8 warps split K where the partial sums fit shared memory (up to 32 tokens; H100 lab at 16
   // tokens: 15-25% faster than 4), else 4; grouped experts keep 4 (many small workgroups:
   // qwen3-30b-a3b pp512 4,912 with 8 vs 5,457 with 4).
-  const std::uint32_t tt = std::min<std::uint32_t>(4, div_up(tokens, 16)), warps = tt <= 2 && !grouped ? 8 : 4;
+  const std::uint32_t tt = mm_small_tokens(tokens) / 16, warps = tt <= 2 && !grouped ? 8 : 4;
   std::vector<std::pair<std::string, std::string>> d{{"WG", std::to_string(32 * warps)},
                                                      {"COOPMAT", "1"},
                                                      {"MM_SMALL", "1"},

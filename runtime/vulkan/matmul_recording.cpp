@@ -123,15 +123,30 @@ void backend::impl::record_mul_mm(const pending_matmul& m) {
   wrote(m.y);
 }
 
-std::pair<std::uint32_t, std::uint32_t> backend::impl::f16_input(const tensor& x) {
+void backend::impl::record_f16_rows(const tensor& x, std::uint32_t rows, std::uint32_t dst, std::uint32_t div) {
   const std::uint32_t K = x.cols;
+  const gather_f16_pc pc{K, x.off, x.stride, 0, K / 8, moe_sorted_off, div};
+  const bool gather = div > 0;
+  const binding src = bind(x, false);
+  const binding b[] = {src, src, bind_id(dst, true), gather ? bind_id(moe_groups, false) : src};
+  dispatch(gather ? req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}, {"INDEXED", "1"}}, 4)
+                  : req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3),
+           std::span(b, gather ? 4 : 3), &pc, sizeof pc, div_up(K / 8, 128), rows);
+}
+
+void backend::impl::record_moe_group(std::uint32_t n_expert, std::uint32_t k, std::uint32_t pairs, std::uint32_t chunk) {
+  const moe_pc pc{n_expert, k, pairs, 0, 0, moe_sorted_off, 0, 0};
+  const binding b[] = {bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_wts, false),
+                       bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_groups, true)};
+  dispatch(moe_group_req(chunk), b, &pc, sizeof pc, 1);
+}
+
+std::pair<std::uint32_t, std::uint32_t> backend::impl::f16_input(const tensor& x) {
   if (!xh_holds || !same(*xh_holds, x)) {
-    const copy_rows_pc cp{K, x.off, x.stride, 0, K / 8};
-    const binding cb[] = {bind(x, false), bind(x, false), bind_id(mm_xh, true)};
-    dispatch(req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3), cb, &cp, sizeof cp, div_up(K / 8, 128), x.rows);
+    record_f16_rows(x, x.rows, mm_xh);
     xh_holds = x;
   }
-  return {0, K};
+  return {0, x.cols};
 }
 
 void backend::impl::record_mul_mm_small(const pending_matmul& m) {
@@ -140,30 +155,14 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   const auto [x_off, x_stride] = f16_input(m.x);
   const mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
   const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true)};
-  const std::uint32_t tt = std::min<std::uint32_t>(4, div_up(n, 16));
-  dispatch(mm_small_req(w.type, n), b, &pc, sizeof pc, div_up(N, 32), div_up(n, 16 * tt));
+  dispatch(mm_small_req(w.type, n), b, &pc, sizeof pc, div_up(N, 32), div_up(n, mm_small_tokens(n)));
   wrote(m.y);
 }
 
 void backend::impl::record_moe_small(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                                      std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y) {
-  const std::uint32_t k = in_div;  // the grouping kernel reads only n_expert and the pair count
-  {  // pairs by expert, chunks of mms_moe_chunk
-    const moe_pc pc{n_expert, k, pairs, 0, 0, moe_sorted_off, 0, 0};
-    const binding b[] = {bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_wts, false),
-                         bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_groups, true)};
-    dispatch(moe_group_req(mms_moe_chunk), b, &pc, sizeof pc, 1);
-  }
+  record_moe_group(n_expert, in_div, pairs, mms_moe_chunk);  // the grouping reads only n_expert and pairs
   const std::uint32_t chunks = std::min(moe_max_chunks, div_up(pairs, mms_moe_chunk) + n_expert);
-  // Each pair's activation row, as f16, in expert order.
-  auto to_f16 = [&](const tensor& x, std::uint32_t div, bool indexed) {
-    const std::uint32_t K = x.cols;
-    const gather_f16_pc pc{K, x.off, x.stride, 0, K / 8, moe_sorted_off, div};
-    const binding b[] = {bind(x, false), bind(x, false), bind_id(moe_xh, true), bind_id(moe_groups, false)};
-    dispatch(indexed ? req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}, {"INDEXED", "1"}}, 4)
-                     : req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3),
-             std::span(b, indexed ? 4 : 3), &pc, sizeof pc, div_up(K / 8, 128), pairs);
-  };
   auto gemm = [&](const weight& w, const tensor& out, bool scatter) {
     const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]);
     const mm_small_pc pc{K, N, pairs, std::uint32_t(w.row_bytes), 0, K, out.off, out.stride,
@@ -172,14 +171,14 @@ void backend::impl::record_moe_small(const moe_weights& mw, const tensor& in, st
     dispatch(mm_small_req(w.type, mms_moe_chunk, true, scatter), b, &pc, sizeof pc, div_up(N, 32), chunks);
     wrote(out);
   };
-  to_f16(in, in_div, true);
-  gemm(*mw.gate_exps, g, false);  // rows in expert order
+  record_f16_rows(in, pairs, moe_xh, in_div);  // each pair's input row, as f16, in expert order
+  gemm(*mw.gate_exps, g, false);               // rows in expert order
   gemm(*mw.up_exps, u, false);
   const elementwise_pc ep{g.cols, g.off, g.stride, u.off, u.stride, g.off, g.stride};
   const binding eb[] = {bind(g, false), bind(g, false), bind(u, false), bind(g, true)};
   dispatch(elementwise_req("OP_SWIGLU"), eb, &ep, sizeof ep, div_up(g.cols, wg), pairs);
   wrote(g);
-  to_f16(g, 1, false);
+  record_f16_rows(g, pairs, moe_xh);
   gemm(*mw.down_exps, y, true);  // each pair's row back in place for the combine
 }
 

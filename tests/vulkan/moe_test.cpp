@@ -1,9 +1,8 @@
 // moe_ffn on the GPU (router matmul, top-k, expert matvecs by id, SwiGLU, combine) for the
 // softmax router (Qwen3-MoE) and the sigmoid routers (Llama 4, which weights the expert input;
 // and sigmoid weights applied at the combine, the GPU's other sigmoid path), k = 1..8. Gate: a
-// float64 evaluation of the same routing and experts on the C++-dequantized weights (the router's
-// inputs rounded to f16 where its matmul runs on the tensor cores: from 9 tokens on the H100).
-// The CPU backend, which quantizes activations before each matmul, is compared loosely.
+// float64 evaluation of the same routing and experts on the C++-dequantized weights (the F32
+// router stays in f32 on every device, so its logits are exact). The CPU backend, which quantizes activations before each matmul, is compared loosely.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -15,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "strata/core/fp16.hpp"
 #include "vulkan/vk_harness.hpp"
 
 namespace {
@@ -94,15 +92,13 @@ std::vector<std::vector<float>> run_moe_steps(Backend& be, const moe_case& c, co
 // floored at 2^-14 as ggml does), or sigmoid of the top-k logits; ties keep the lower id.
 // int8: the experts' inputs (x, or x weighted for Llama 4, and the SwiGLU output) as the
 // integer matvec sees them, quantized to int8 blocks (vkt::q8_activations).
-// f16_router: the router's weights and inputs rounded to f16 (round to nearest even, as the
-// tensor-core kernels' packHalf2x16), its products then exact.
 // ties: int8 codes within float rounding of a tie, (token, slot, 0 = expert input / 1 = SwiGLU
 // output, element), are listed in `seen`; those in `flipped` round the other way.
 struct tie_choice {
   std::vector<std::array<std::uint32_t, 4>> seen;
   std::set<std::array<std::uint32_t, 4>> flipped;
 };
-std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, bool f16_router, tie_choice* ties = nullptr) {
+std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, tie_choice* ties = nullptr) {
   const std::uint32_t E = c.n_expert;
   const auto q8 = [&](const std::vector<double>& v, std::uint32_t t, std::uint32_t j, std::uint32_t stage) {
     const std::vector<float> f(v.begin(), v.end());
@@ -113,9 +109,6 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, 
       return ties->flipped.count(s) > 0;
     });
   };
-  const auto router_in = [&](float v) { return f16_router ? to_float(to_fp16(v)) : v; };
-  std::vector<float> inp(m.inp_f.size());
-  std::transform(m.inp_f.begin(), m.inp_f.end(), inp.begin(), router_in);
   const bool weight_input = c.weighting == graph::moe_weighting::input;
   auto matvec = [](const float* w, std::uint32_t rows, std::uint32_t K, const std::vector<double>& v) {
     std::vector<double> r(rows);
@@ -130,9 +123,7 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, 
   for (std::uint32_t t = 0; t < c.n_tok; ++t) {
     const float* xr = m.xs.data() + std::size_t(3 + t) * n_embd;
     const std::vector<double> x(xr, xr + n_embd);
-    std::vector<double> xl(n_embd);
-    std::transform(xr, xr + n_embd, xl.begin(), router_in);
-    const auto l = matvec(inp.data(), E, n_embd, xl);
+    const auto l = matvec(m.inp_f.data(), E, n_embd, x);
     std::vector<std::uint32_t> order(E);
     std::iota(order.begin(), order.end(), 0u);
     std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return l[a] > l[b]; });
@@ -205,7 +196,7 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
     moe_model m;
     make_model(m, c, rng);
     std::vector<float> g, cpu;
-    bool int8 = false, f16 = false, f16_router = false;
+    bool int8 = false, f16 = false;
     {
       gpu::backend be;
       g = run_moe(be, c, m);
@@ -213,7 +204,9 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
       // expert matvecs take int8 activations at every step size where the format has an int8 unit.
       f16 = be.tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, n_ff);
       int8 = !f16 && be.int8_activations(c.up, n_embd, 1) && be.int8_activations(c.down, n_ff, 1);
-      f16_router = be.tensor_core_matmul(type_id::f32, n_embd, c.n_tok);  // the F32 router on x
+      // F32 weights never take the tensor cores: the router's logits (which choose the experts)
+      // are the reference's exact ones.
+      CHECK_FALSE(be.tensor_core_matmul(type_id::f32, n_embd, c.n_tok));
     }
     {
       vkt::cpu_backend be;
@@ -223,15 +216,14 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
     // the weighted-input case moves with the last bit of its routing weight and costs 4.7e-9):
     // each is rounded the other way where that brings the reference closer to the GPU.
     tie_choice ties;
-    double e64 = vkt::nmse_f64(g, reference(c, m, int8, f16_router, &ties));
+    double e64 = vkt::nmse_f64(g, reference(c, m, int8, &ties));
     for (const auto& s : std::vector(ties.seen)) {
       ties.flipped.insert(s);
-      if (const double e = vkt::nmse_f64(g, reference(c, m, int8, f16_router, &ties)); e < e64) e64 = e;
+      if (const double e = vkt::nmse_f64(g, reference(c, m, int8, &ties)); e < e64) e64 = e;
       else ties.flipped.erase(s);
     }
     const double ecpu = test::nmse(g, cpu);
-    MESSAGE((std::string(c.name) + (int8 ? " (int8 experts)" : f16 ? " (f16 tensor-core experts)" : "") +
-             (f16_router ? " (f16 tensor-core router)" : ""))
+    MESSAGE((std::string(c.name) + (int8 ? " (int8 experts)" : f16 ? " (f16 tensor-core experts)" : ""))
             << ": NMSE vs float64 " << e64 << " (" << ties.flipped.size() << " of " << ties.seen.size()
             << " codes near a tie rounded the other way), vs CPU backend " << ecpu);
     CHECK(e64 <= (f16 ? vkt::tol_matmul_f64_f16_tiles : vkt::tol_moe_f64));

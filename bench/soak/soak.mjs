@@ -101,8 +101,24 @@ async function streamOne(deadline) {
     if (performance.now() > deadline + 120000) throw new Error('stream still running 2 minutes after the deadline');
   }
   const end = anthropic ? /event: message_stop/ : /data: \[DONE\]/;
-  if (!end.test(text_) || /"error"/.test(text_)) throw new Error('stream ended badly: ' + text_.slice(-300));
+  const err = streamError(text_);
+  if (!end.test(text_) || err) throw new Error('stream ended badly: ' + (err ?? text_.slice(-280)));
   stats.completed++;
+}
+
+// The in-band error of a finished SSE stream, if any: an Anthropic `event: error`, or an OpenAI
+// data object whose top level is {"error": ...}. Looking for the text "error" is not enough: a
+// model may generate the token `error`, which streams as {"content":"error"}.
+function streamError(sseText) {
+  for (const ev of sseText.split('\n\n')) {
+    if (/^event: error$/m.test(ev)) return ev.slice(0, 280);
+    const data = /^data: (.*)$/m.exec(ev)?.[1];
+    if (!data || data === '[DONE]') continue;
+    let obj;
+    try { obj = JSON.parse(data); } catch { return 'unparsable event: ' + data.slice(0, 250); }
+    if (obj && typeof obj === 'object' && ('error' in obj || obj.type === 'error')) return ev.slice(0, 280);
+  }
+  return null;
 }
 
 // A bad request: must get its 4xx JSON error, and the server keeps serving.

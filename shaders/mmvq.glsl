@@ -14,10 +14,18 @@
 //  MOE_GROUPED   (with MOE_IDS) workgroup y is a chunk of up to NT pairs routed to one expert
 //                (moe.glsl MOE_GROUP's table, bound in place of the ids): the expert's weights
 //                are read once for the chunk; chunks past the table's count exit at once
+//  NORM_TAIL     (with ADD_RESIDUAL, not with MOE_IDS) the last workgroup runs the next RMS norm
+//                of the rows y just written (norm_tail.glsl)
+#if defined(NORM_TAIL) && defined(MOE_IDS)
+#error "NORM_TAIL needs every workgroup to reach the end of main()"
+#endif
+#ifndef TAIL_COHERENT
+#define TAIL_COHERENT
+#endif
 layout(local_size_x = WG) in;
 // Bindings 1 (xq: int8 codes) and 2 (xs: block scales and sums) are declared in common.glsl,
 // before the formats' MMVQ units that read them.
-layout(binding = 3, std430) buffer Y { float y[]; };
+layout(binding = 3, std430) TAIL_COHERENT buffer Y { float y[]; };
 #ifdef ADD_RESIDUAL
 layout(binding = 4, std430) readonly buffer R { float res[]; };
 #endif
@@ -37,6 +45,9 @@ layout(push_constant) uniform Params {
   uint y_off, y_stride;
   uint r_off, r_stride;
   uint up_off, expert_bytes, ids_off, in_div;
+#ifdef NORM_TAIL
+  NORM_TAIL_PC
+#endif
 } p;
 
 #ifdef SWIGLU
@@ -179,5 +190,8 @@ void main() {
       xso[p.s_off + yr[t] * p.s_stride + blk] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
     }
   }
+#endif
+#ifdef NORM_TAIL
+  NORM_TAIL_CALL();
 #endif
 }

@@ -4,19 +4,28 @@
 //               or sigmoid for Llama 4) -> ids[t*k + j], wts[t*k + j].
 //  MOE_GATHER   Llama 4 weights the expert input: xin[pair] = x[pair / k] * wts[pair].
 //  MOE_COMBINE  out[t] = sum_j f_j * y[t*k + j], f_j = wts (or 1 when the input was weighted);
-//               RESIDUAL: out[t] = r[t] + that sum (the decoder's residual add, r may alias out).
+//               RESIDUAL: out[t] = r[t] + that sum (the decoder's residual add, r may alias out);
+//               NORM_TAIL: then the last workgroup runs the next RMS norm of out (norm_tail.glsl).
 //  MOE_GROUP    one workgroup: the step's (token, expert) pairs grouped by expert, for the
 //               grouped expert matvecs (mmvq.glsl MOE_GROUPED), which then read each expert's
 //               weights once per chunk of up to CHUNK pairs instead of once per pair.
 //               grp[0] = chunk count; chunk c at grp[4 + 3c ..]: (expert, first, count), its
 //               pairs at grp[sorted_off + first ..]. Order within an expert does not matter:
 //               every pair's dot products are computed alone, the same way in any chunk.
+#ifndef TAIL_COHERENT
+#define TAIL_COHERENT
+#endif
 layout(local_size_x = WG) in;
 layout(binding = 1, std430) buffer Ids { int ids[]; };
 layout(binding = 2, std430) buffer Wts { float wts[]; };
 layout(binding = 3, std430) readonly buffer S { float s[]; };
-layout(binding = 4, std430) writeonly buffer D { float d[]; };
-layout(push_constant) uniform Params { uint n_expert, k, cols, s_off, s_stride, d_off, d_stride, weighted, r_off, r_stride; } p;
+layout(binding = 4, std430) TAIL_COHERENT writeonly buffer D { float d[]; };
+layout(push_constant) uniform Params {
+  uint n_expert, k, cols, s_off, s_stride, d_off, d_stride, weighted, r_off, r_stride;
+#ifdef NORM_TAIL
+  NORM_TAIL_PC
+#endif
+} p;
 #ifdef RESIDUAL
 layout(binding = 5, std430) readonly buffer R { float r[]; };
 #endif
@@ -133,15 +142,19 @@ void main() {
 #elif defined(MOE_COMBINE)
 void main() {
   const uint i = gl_GlobalInvocationID.x, t = gl_WorkGroupID.y;
-  if (i >= p.cols) return;
-  float acc = 0.0;
-  for (uint j = 0; j < p.k; ++j) {
-    const float f = p.weighted != 0 ? wts[t * p.k + j] : 1.0;
-    acc += f * s[p.s_off + (t * p.k + j) * p.s_stride + i];
-  }
+  if (i < p.cols) {  // no return: NORM_TAIL needs every invocation at the end
+    float acc = 0.0;
+    for (uint j = 0; j < p.k; ++j) {
+      const float f = p.weighted != 0 ? wts[t * p.k + j] : 1.0;
+      acc += f * s[p.s_off + (t * p.k + j) * p.s_stride + i];
+    }
 #ifdef RESIDUAL
-  acc = r[p.r_off + t * p.r_stride + i] + acc;
+    acc = r[p.r_off + t * p.r_stride + i] + acc;
 #endif
-  d[p.d_off + t * p.d_stride + i] = acc;
+    d[p.d_off + t * p.d_stride + i] = acc;
+  }
+#ifdef NORM_TAIL
+  NORM_TAIL_CALL();
+#endif
 }
 #endif

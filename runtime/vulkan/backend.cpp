@@ -43,7 +43,9 @@ void backend::rms_norm(tensor x, const weight* w, float eps, tensor y) {
                                                  weighted ? w : nullptr, eps, {}});
     return;
   }
-  // Full-width weighted norms are deferred (fused into the matmuls that read them).
+  // Run by the dispatch that writes x (its last workgroup), or deferred (fused into the matmuls
+  // that read the result).
+  if (P.fuse_step && weighted && x.rows == y.rows && x.cols == y.cols && P.try_norm_tail(n)) return;
   if (P.fuse_step && weighted && x.rows == y.rows && x.cols == y.cols && x.cols % 16 == 0) {
     P.prepare({x}, {y});
     std::erase_if(P.norms, [&](const impl::pending_norm& o) { return o.y.buf == y.buf; });
@@ -65,7 +67,7 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
     if (P.stream_on_cpu()) return P.record_cpu_ffn(w, x, y);
     P.enter_streamed(w);
   }
-  impl::pending_matmul m{&w, x, y, {}, {}, nullptr};
+  impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}};
   if (!P.fuse_step) {
     P.prepare({x}, {y});
     P.record_matmul(m);
@@ -315,7 +317,7 @@ void backend::add(tensor a, tensor b2, tensor out) {
   auto& P = *p_;
   if (P.replay) return;
   // The residual add after an MoE layer joins its deferred combine: out = other + sum.
-  if (P.combine && P.mats.empty()) {
+  if (P.combine && !P.combine->residual && P.mats.empty()) {
     const impl::pending_combine c = *P.combine;
     const tensor* other = impl::same(b2, c.out) ? &a : impl::same(a, c.out) ? &b2 : nullptr;
     if (other && other->rows == c.out.rows && other->cols == c.out.cols && out.rows == c.out.rows &&
@@ -327,7 +329,8 @@ void backend::add(tensor a, tensor b2, tensor out) {
       f.out = out;
       f.pc.d_off = out.off;
       f.pc.d_stride = out.stride;
-      P.record_combine(f, &r);
+      f.residual = r;
+      P.combine = f;  // waits one more op: the next norm may join as its tail
       return;
     }
   }
@@ -335,7 +338,12 @@ void backend::add(tensor a, tensor b2, tensor out) {
       !P.mats.back().residual && a.buf != P.mats.back().x.buf && (!P.mats.back().norm || P.mats.back().norm->x.buf != a.buf)) {
     P.mats.back().residual = a;  // y = a + W.x, written over a
     P.mats.back().y = out;
+    // The matmul still waits (the next norm may join it as its tail, try_norm_tail()); the rest
+    // of the preparation for writing out happens now.
+    std::vector<impl::pending_matmul> held;
+    held.swap(P.mats);
     P.prepare({}, {out});
+    P.mats.swap(held);
     return;
   }
   P.prepare({a, b2}, {out});
@@ -512,7 +520,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     matvec_id(*mw.down_exps, g, 1, y);
   }
   // The combine waits for the decoder's residual add (add() folds it in), else the next op.
-  P.combine = impl::pending_combine{moe_pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u}, y, out};
+  P.combine = impl::pending_combine{moe_pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u}, y, out, {}, {}};
   if (cached) P.end_cached_moe(out);
 }
 

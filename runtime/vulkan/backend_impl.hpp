@@ -211,6 +211,7 @@ struct backend::impl {
     std::optional<pending_norm> norm;
     std::optional<tensor> residual;
     const weight* up = nullptr;
+    std::optional<pending_norm> tail;  // the next norm of y, run by this dispatch's last workgroup
   };
   // Integer matvec (mmvq.glsl): activations quantized once per input to int8 blocks (xq/xs
   // scratch), then packed 4x8-bit dot products. STRATA_VK_MMVQ=0 turns it off (f32 matvec);
@@ -258,8 +259,21 @@ struct backend::impl {
   struct pending_combine {
     moe_pc pc;
     tensor y, out;
+    std::optional<tensor> residual;    // out = residual + sum, once the residual add has joined
+    std::optional<pending_norm> tail;  // the next norm of out, run by the last workgroup
   };
   std::optional<pending_combine> combine;
+  // The next RMS norm as the tail of the dispatch that writes its input (norm_tail.glsl): a
+  // residual integer matvec or the MoE combine with its residual, in steps of at most
+  // norm_tail_rows tokens; the tail writes the normalised rows as f32 and int8 (a quantized
+  // slot), so neither the norm's nor a quantize dispatch follows. STRATA_VK_NORM_TAIL=N sets the
+  // token limit; 0, the default, until the H100 has measured it.
+  std::uint32_t norm_tail_rows = 0;
+  std::uint32_t tail_counter = 0;            // buffer id: the last-workgroup counter, 0 between dispatches
+  std::optional<std::uint32_t> tail_slot;    // the quantized slot the tail just recorded wrote
+  bool try_norm_tail(const pending_norm& n);
+  std::vector<binding> tail_bindings(const pending_norm& n, std::uint32_t slot) const;
+  norm_tail_pc tail_pc(const pending_norm& n) const;
   bool keep_heads = false;  // set while a head op or kv_store() prepares its inputs
   std::uint32_t step_tokens = 0;
   bool fuse = true;
@@ -351,7 +365,7 @@ struct backend::impl {
   mmvq_shape_t mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const;
   // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group.
   pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
-                            bool ids, bool qout = false, bool grouped = false) const;
+                            bool ids, bool qout = false, bool grouped = false, bool tail = false) const;
   std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const;
   // The format has an int8 unit and K fits its blocks: the integer matvec can run it.
   bool has_int8_unit(gguf::type_id t, std::uint64_t K) const { return mmvq && detail::has_mmvq(t) && K % 256 == 0; }

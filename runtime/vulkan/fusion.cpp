@@ -194,17 +194,60 @@ void backend::impl::record_combine(const pending_combine& c, const tensor* resid
     pc.r_off = residual->off;
     pc.r_stride = residual->stride;
   }
-  const binding b[] = {bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_wts, false),
-                       bind(c.y, false), bind(c.out, true), residual ? bind(*residual, false) : bind(c.y, false)};
+  std::vector<binding> b{bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_wts, false),
+                         bind(c.y, false), bind(c.out, true), residual ? bind(*residual, false) : bind(c.y, false)};
   std::vector<std::pair<std::string, std::string>> d{{"MOE_COMBINE", "1"}};
   if (residual) d.emplace_back("RESIDUAL", "1");
-  dispatch(req("moe", {}, std::move(d), 6), b, &pc, sizeof pc, div_up(c.out.cols, wg), c.out.rows);  // as moe_req
+  const std::uint32_t gx = div_up(c.out.cols, wg), gy = c.out.rows;  // as moe_req
+  if (c.tail && residual) {  // the next norm of out into the other slot, by the last workgroup
+    d.emplace_back("NORM_TAIL", "6");
+    const std::uint32_t so = last_slot ^ 1u;
+    const auto tb = tail_bindings(*c.tail, so);
+    b.insert(b.end(), tb.begin(), tb.end());
+    const with_norm_tail<moe_pc> tp{pc, tail_pc(*c.tail)};
+    dispatch(req("moe", {}, std::move(d), 12), b, &tp, sizeof tp, gx, gy);
+    wrote(c.out);
+    wrote(c.tail->y);
+    tail_slot = last_slot = so;
+    return;
+  }
+  dispatch(req("moe", {}, std::move(d), 6), b, &pc, sizeof pc, gx, gy);
 }
 
 void backend::impl::flush_combine() {
   if (!combine) return;
   const pending_combine c = *combine;
   combine.reset();
-  record_combine(c, nullptr);
+  record_combine(c, c.residual ? &*c.residual : nullptr);
+}
+
+bool backend::impl::try_norm_tail(const pending_norm& n) {
+  const tensor& x = n.x;
+  if (!norm_tail_rows || !tail_counter || !n.w || x.rows > norm_tail_rows || x.cols % 32 || x.cols > max_k ||
+      x.rows > max_q8_rows || x.off % 4 || x.stride % 4 || n.y.off % 4 || n.y.stride % 4 || x.buf == n.y.buf)
+    return false;
+  if (!mats.empty() && same(mats.back().y, x) && mats.back().residual && !mats.back().up &&
+      use_mmvq(*mats.back().w, x.rows)) {
+    mats.back().tail = n;
+  } else if (combine && combine->residual && same(combine->out, x) && mats.empty()) {
+    combine->tail = n;
+  } else {
+    return false;
+  }
+  prepare({x}, {n.y});  // records the producer, tail included
+  if (!tail_slot) throw error("internal: Vulkan backend lost the norm tail of '" + std::string(n.w->name) + "'");
+  // After prepare(): writing y there dropped whatever a slot held of y's buffer.
+  quantized[*tail_slot] = quantized_input{n.y, nullptr, 0.0f};
+  tail_slot.reset();
+  return true;
+}
+
+std::vector<binding> backend::impl::tail_bindings(const pending_norm& n, std::uint32_t slot) const {
+  return {bind_id(tail_counter, true), bind(n.x, false),     bind_weight(*n.w),
+          bind_id(xq[slot], true),     bind_id(xs[slot], true), bind(n.y, true)};
+}
+
+norm_tail_pc backend::impl::tail_pc(const pending_norm& n) const {
+  return {n.x.off, n.x.stride, n.x.cols, n.x.rows, n.y.off, n.y.stride, max_k / 16, max_k / 32, n.eps};
 }
 }  // namespace strata::gpu

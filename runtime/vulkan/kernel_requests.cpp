@@ -26,7 +26,7 @@ backend::impl::mmvq_shape_t backend::impl::mmvq_shape(gguf::type_id t, std::uint
 }
 
 pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
-                                         bool ids, bool qout, bool grouped) const {
+                                         bool ids, bool qout, bool grouped, bool tail) const {
   auto [wgs, rpg, u] = qout ? mmvq_shape_t{256, 4, 1} : mmvq_shape(t, n_rows);  // QUANT_OUT: 32 rows a workgroup
   std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},
                                                      {"LPR", "32"}, {"RPG", std::to_string(rpg)},
@@ -38,7 +38,8 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   if (ids) d.emplace_back("MOE_IDS", "1");
   if (ids && grouped) d.emplace_back("MOE_GROUPED", "1");
   if (qout) d.emplace_back("QUANT_OUT", "1");
-  return req("mmvq", t, std::move(d), 8);
+  if (tail) d.emplace_back("NORM_TAIL", "8");  // bindings 8-13 after the kernel's own
+  return req("mmvq", t, std::move(d), tail ? 14 : 8);
 }
 
 std::uint32_t backend::impl::mmvq_rows_per_wg(const pipeline_request& r) const {

@@ -93,15 +93,29 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
   const bool qout = quant_out && m.up && !m.residual && w.ne[1] % 32 == 0 && m.y.off % 4 == 0 && m.y.stride % 4 == 0 &&
                     m.y.cols <= max_k;
   const std::uint32_t so = sl ^ 1u;
-  const binding b[] = {wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(m.y, true),
-                       m.residual ? bind(*m.residual, false) : bind(m.y, false), bind_id(xq[sl], false),
-                       bind_id(xq[so], qout), bind_id(xs[so], qout)};
-  const auto r = mmvq_req(w.type, nt, w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout);
-  dispatch(r, b, &pc, sizeof pc, div_up(w.ne[1], mmvq_rows_per_wg(r)), div_up(n, nt));
+  std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(m.y, true),
+                         m.residual ? bind(*m.residual, false) : bind(m.y, false), bind_id(xq[sl], false),
+                         bind_id(xq[so], qout), bind_id(xs[so], qout)};
+  const bool tail = m.tail && m.residual && !qout;
+  const auto r = mmvq_req(w.type, nt, w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout, false, tail);
+  const std::uint32_t gx = div_up(w.ne[1], mmvq_rows_per_wg(r)), gy = div_up(n, nt);
+  if (tail) {  // the next norm of y into the other slot, by the last workgroup
+    const auto tb = tail_bindings(*m.tail, so);
+    b.insert(b.end(), tb.begin(), tb.end());
+    const with_norm_tail<mmvq_pc> tp{pc, tail_pc(*m.tail)};
+    dispatch(r, b, &tp, sizeof tp, gx, gy);
+  } else {
+    dispatch(r, b, &pc, sizeof pc, gx, gy);
+  }
   wrote(m.y);
   if (qout) {
     quantized[so] = quantized_input{m.y, nullptr, 0.0f};
     last_slot = sl;  // the next quantize goes to the other slot than the one just read
+  }
+  if (tail) {
+    wrote(m.tail->y);
+    tail_slot = so;
+    last_slot = so;  // keep the norm's rows: the next quantize goes to the slot just read
   }
 }
 

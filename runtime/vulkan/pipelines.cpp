@@ -91,6 +91,8 @@ std::string assemble_source(const pipeline_request& r) {
   for (const auto& [n, v] : r.defines)
     if (kv_d && n == "KV_ENCODE") s += shader_source("kv_encode");  // after kv_codec, before the shader
   if (r.format) s += shader_source(glsl_dequant_source(*r.format));
+  for (const auto& [n, v] : r.defines)
+    if (n == "NORM_TAIL") s += shader_source("norm_tail");  // the producer's last workgroup runs the next norm
   s += shader_source(r.shader);
   return s;
 }

@@ -14,6 +14,17 @@ struct mmvq_pc {
   std::uint32_t K, N, n_tok, row_bytes, q_off, q_stride, s_off, s_stride, y_off, y_stride, r_off, r_stride, up_off,
       expert_bytes, ids_off, in_div;
 };
+// norm_tail.glsl's fields, after the push constants of the kernel whose last workgroup runs the
+// next RMS norm (offsets and strides in floats; q/s strides in uvec4 / vec4 as quantize_pc).
+struct norm_tail_pc {
+  std::uint32_t x_off, x_stride, cols, rows, y_off, y_stride, q_stride, s_stride;
+  float eps;
+};
+template <class PC>
+struct with_norm_tail {
+  PC kernel;
+  norm_tail_pc tail;
+};
 struct quantize_pc {
   std::uint32_t K, x_off, x_stride, q_off, q_stride, s_off, s_stride;
   float eps;

@@ -206,6 +206,100 @@ TEST_CASE("vulkan fusion: one norm folded into Q/K/V matmuls of three formats vs
   }
 }
 
+// The next norm as the tail of the residual matvec (STRATA_VK_NORM_TAIL): x += W_o a (a: a
+// copy of x, as the attention output is another buffer than the residual), then
+// h = rms_norm(x) * w and q = W_q h. With the tail, the residual matvec's last workgroup writes h
+// (f32 and int8) and no norm or quantize dispatch follows, with the same float64 reference (the
+// int8 codes of h are quantize_q8's).
+TEST_CASE("vulkan fusion: the next norm as the residual matvec's tail (STRATA_VK_NORM_TAIL) vs float64") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(2718);
+  constexpr std::uint32_t Q = 256;
+  vkt::weight_store store;
+  const auto xs = vkt::normal_floats(std::size_t(table_rows) * E, rng);
+  auto w2 = vkt::normal_floats(E, rng, 0.3f);
+  for (auto& v : w2) v += 1.0f;
+  const auto wo = vkt::make_weight(gguf::type_id::q6_k, E, E, rng, 0.05f);
+  const auto wq = vkt::make_weight(gguf::type_id::q4_k, Q, E, rng, 0.05f);
+  const auto& xi = store.add_f32("test.x", xs, E, table_rows);
+  const auto& n2 = store.add_f32("blk.0.ffn_norm.weight", w2, E);
+  const auto& oi = store.add("blk.0.attn_output.weight", gguf::type_id::q6_k, wo.bytes, E, E);
+  const auto& qi = store.add("blk.1.attn_q.weight", gguf::type_id::q4_k, wq.bytes, E, Q);
+  constexpr std::uint32_t counts[] = {1, 2, 5};
+  std::uint32_t dispatches[2] = {0, 0};  // tail, no tail
+  for (const bool tail : {true, false}) {
+    CAPTURE(tail);
+    const char* old = std::getenv("STRATA_VK_NORM_TAIL");
+    const std::string saved = old ? old : "";
+    ::setenv("STRATA_VK_NORM_TAIL", tail ? "8" : "0", 1);
+    gpu::backend be;  // reads STRATA_VK_NORM_TAIL when it is built
+    if (old) ::setenv("STRATA_VK_NORM_TAIL", saved.c_str(), 1);
+    else ::unsetenv("STRATA_VK_NORM_TAIL");
+    const auto xt = be.load(xi), nw2 = be.load(n2), o = be.load(oi), q = be.load(qi);
+    const auto x = be.alloc(8, E), a = be.alloc(8, E), y = be.alloc(8, E), h = be.alloc(8, E), qo = be.alloc(8, Q);
+    be.reserve(8, 0);
+    auto kv = be.make_kv(vkt::small_kv());
+    const double tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
+    for (const std::uint32_t n : counts) {
+      CAPTURE(n);
+      auto b = vkt::batch_data::rows(n);
+      b.tokens = rows_for(n);
+      // Odd steps read h (the tail's f32 rows), even ones q (from its int8 rows).
+      const bool read_h = n == 2;
+      const auto got = vkt::run_step(be, b, [&] {
+        be.embed(xt, x.view(n));
+        be.embed(xt, a.view(n));
+        be.matmul(o, a.view(n), y.view(n));
+        be.add(x.view(n), y.view(n), x.view(n));
+        be.rms_norm(x.view(n), &nw2, eps, h.view(n));
+        be.matmul(q, h.view(n), qo.view(n));
+        return read_h ? h.view(n) : qo.view(n);
+      });
+      if (n == 1) dispatches[tail ? 0 : 1] = be.dispatches_per_step();
+      const bool int8 = be.int8_activations(gguf::type_id::q6_k, E, n) && be.int8_activations(gguf::type_id::q4_k, E, n);
+      const std::uint32_t N = read_h ? E : Q;
+      std::vector<double> ref(std::size_t(n) * N);
+      for (std::uint32_t t = 0; t < n; ++t) {
+        const float* xr = xs.data() + std::size_t(b.tokens[t]) * E;
+        const auto norm = [&](const std::vector<double>& v, const std::vector<float>& w) {
+          double ss = 0;
+          for (const double e : v) ss += e * e;
+          const double s = 1.0 / std::sqrt(ss / E + eps);
+          std::vector<double> r(E);
+          for (std::uint32_t i = 0; i < E; ++i) r[i] = v[i] * s * w[i];
+          return r;
+        };
+        std::vector<double> av(xr, xr + E);
+        if (int8) av = vkt::q8_activations(std::vector<float>(xr, xr + E));
+        std::vector<double> x2(E);
+        for (std::uint32_t r = 0; r < E; ++r) {
+          double acc = 0;
+          for (std::uint32_t i = 0; i < E; ++i) acc += double(wo.dequant[std::size_t(r) * E + i]) * av[i];
+          x2[r] = xr[r] + acc;
+        }
+        auto hv = norm(x2, w2);
+        if (read_h) {
+          for (std::uint32_t i = 0; i < E; ++i) ref[std::size_t(t) * E + i] = hv[i];
+          continue;
+        }
+        if (int8) hv = vkt::q8_activations(std::vector<float>(hv.begin(), hv.end()));
+        for (std::uint32_t r = 0; r < Q; ++r) {
+          double acc = 0;
+          for (std::uint32_t i = 0; i < E; ++i) acc += double(wq.dequant[std::size_t(r) * E + i]) * hv[i];
+          ref[std::size_t(t) * Q + r] = acc;
+        }
+      }
+      const double e = vkt::nmse_f64(got, ref);
+      MESSAGE(std::string(tail ? "tail" : "no tail") << ", " << n << " tokens (" << (read_h ? "h" : "q") << "): NMSE vs float64 " << e);
+      CHECK(e <= tol);
+    }
+  }
+  MESSAGE("single-token step: " << dispatches[0] << " dispatches with the tail, " << dispatches[1] << " without");
+  // Gone with the tail: the norm folded into q's quantize dispatch, and the f32 norm the step
+  // records at its end because h is never overwritten here (a reader may still want it).
+  CHECK(dispatches[0] + 2 == dispatches[1]);
+}
+
 #endif
 
 }  // namespace

@@ -10,10 +10,15 @@
 //                y = silu(gate . x) * (up . x)
 //  ADD_RESIDUAL  y = r + W . x (r may alias y)
 //  MOE_IDS       workgroup y is a (token, expert slot) pair; the weight is that expert's slab
+//  TOPK_TAIL     y holds an MoE router's logits: the last workgroup routes every token
+//                (moe_topk.glsl); the grid must not spill into z (every workgroup has rows)
+#ifndef TAIL_COHERENT
+#define TAIL_COHERENT
+#endif
 layout(local_size_x = WG) in;
 layout(binding = 1, std430) readonly buffer X { float x[]; };
 layout(binding = 1, std430) readonly buffer X4 { vec4 x4[]; };
-layout(binding = 2, std430) buffer Y { float y[]; };
+layout(binding = 2, std430) TAIL_COHERENT buffer Y { float y[]; };
 #ifdef MOE_IDS
 layout(binding = 3, std430) readonly buffer Ids { int ids[]; };
 #endif
@@ -30,6 +35,9 @@ layout(push_constant) uniform Params {
   uint expert_bytes, in_div, ids_off, up_off;
   uint r_off, r_stride;
   float eps;
+#ifdef TOPK_TAIL
+  uint topk_n_expert, topk_k;
+#endif
 } p;
 
 #ifdef SWIGLU
@@ -71,7 +79,9 @@ float dot_unit(uint row_base, uint u, float xv[UNIT], float xs[4]) {
 
 void main() {
   const uint row0 = (gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z) * NR;
+#ifndef TOPK_TAIL
   if (row0 >= p.N) return;  // uniform per workgroup
+#endif
 #ifdef MOE_IDS
   const uint pair = gl_WorkGroupID.y;
   const uint t0 = pair;
@@ -170,4 +180,8 @@ void main() {
 #endif
     }
   }
+#ifdef TOPK_TAIL
+  if (last_workgroup())
+    for (uint t = 0u; t < p.n_tok; ++t) moe_topk(t, p.topk_n_expert, p.topk_k, p.y_off, p.y_stride);
+#endif
 }

@@ -1,7 +1,6 @@
 // Mixture-of-experts routing and combination on the GPU, one entry point per MOE_STAGE:
-//  MOE_TOPK     one workgroup per token: top-k experts of the router logits (ties: lower id
-//               first) and their weights (softmax over all experts renormalised over the k,
-//               or sigmoid for Llama 4) -> ids[t*k + j], wts[t*k + j].
+//  MOE_TOPK     one workgroup per token: top-k experts of the router logits and their weights
+//               -> ids[t*k + j], wts[t*k + j] (moe_topk.glsl).
 //  MOE_GATHER   Llama 4 weights the expert input: xin[pair] = x[pair / k] * wts[pair].
 //  MOE_COMBINE  out[t] = sum_j f_j * y[t*k + j], f_j = wts (or 1 when the input was weighted);
 //               RESIDUAL: out[t] = r[t] + that sum (the decoder's residual add, r may alias out);
@@ -34,69 +33,7 @@ layout(binding = 5, std430) writeonly buffer G { uint grp[]; };
 #endif
 
 #if defined(MOE_TOPK)
-shared float logit[256];
-shared float wsel[64];
-shared float red[WG / MIN_SUBGROUP];
-float wg_max(float v) {
-  v = subgroupMax(v);
-  barrier();
-  if (subgroupElect()) red[gl_SubgroupID] = v;
-  barrier();
-  float r = red[0];
-  for (uint g = 1; g < gl_NumSubgroups; ++g) r = max(r, red[g]);
-  return r;
-}
-float wg_sum(float v) {
-  v = subgroupAdd(v);
-  barrier();
-  if (subgroupElect()) red[gl_SubgroupID] = v;
-  barrier();
-  float r = 0.0;
-  for (uint g = 0; g < gl_NumSubgroups; ++g) r += red[g];
-  return r;
-}
-void main() {
-  // Each thread ranks its experts against all others (ties: lower id first), so the top-k
-  // needs no serial selection; max and softmax sum are taken in the same sweep.
-  const uint t = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
-  float lmax = -1.0 / 0.0;
-  for (uint e = tid; e < p.n_expert; e += WG) {
-    logit[e] = s[p.s_off + t * p.s_stride + e];
-    lmax = max(lmax, logit[e]);
-  }
-  const float mx = wg_max(lmax);  // its barriers also publish logit[]
-  float lsum = 0.0;
-  for (uint e = tid; e < p.n_expert; e += WG) lsum += exp(logit[e] - mx);
-  const float sum = wg_sum(lsum);
-  uint my_rank[2] = uint[2](0xFFFFFFFFu, 0xFFFFFFFFu);
-  for (uint i = 0; i < 2; ++i) {
-    const uint e = gl_LocalInvocationID.x + i * WG;
-    if (e >= p.n_expert) break;
-    const float v = logit[e];
-    uint rank = 0;
-    for (uint o = 0; o < p.n_expert; ++o) rank += (logit[o] > v || (logit[o] == v && o < e)) ? 1u : 0u;
-    if (rank < p.k) {
-      my_rank[i] = rank;
-      ids[t * p.k + rank] = int(e);
-#ifdef ROUTER_SIGMOID
-      wsel[rank] = 1.0 / (1.0 + exp(-v));
-#else
-      wsel[rank] = exp(v - mx) / sum;
-#endif
-    }
-  }
-  barrier();
-#ifdef ROUTER_SIGMOID
-  for (uint i = 0; i < 2; ++i)
-    if (my_rank[i] != 0xFFFFFFFFu) wts[t * p.k + my_rank[i]] = wsel[my_rank[i]];
-#else
-  float wsum = 0.0;
-  for (uint r = 0; r < p.k; ++r) wsum += wsel[r];
-  wsum = max(wsum, 6.103515625e-5);
-  for (uint i = 0; i < 2; ++i)
-    if (my_rank[i] != 0xFFFFFFFFu) wts[t * p.k + my_rank[i]] = wsel[my_rank[i]] / wsum;
-#endif
-}
+void main() { moe_topk(gl_WorkGroupID.x, p.n_expert, p.k, p.s_off, p.s_stride); }  // moe_topk.glsl
 #elif defined(MOE_GROUP)
 // p.n_expert experts, p.cols pairs (ids[0 .. cols)), CHUNK pairs per chunk at most, sorted
 // pairs from grp[p.d_off].

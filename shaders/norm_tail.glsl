@@ -1,43 +1,30 @@
 // The decoder's next RMS norm, run as the tail of the dispatch that writes its input (a residual
 // matvec, the MoE combine): in a decode step the norm's own dispatch and the barrier before it
-// cost more than its work, so the last workgroup of the producing dispatch does it instead.
-// Every workgroup counts itself in once its outputs are written; the one that counts last reads
-// all rows back, normalises them (x · rsqrt(mean(x²) + eps) · w) and writes them both as f32
-// and as the int8 blocks of quantize_q8.glsl (same formulas), then puts the counter back to 0
-// for the next tail (the recorder puts a barrier between two dispatches that write the counter).
+// cost more than its work, so the last workgroup of the producing dispatch (last_workgroup.glsl)
+// does it instead: it reads all rows back, normalises them (x · rsqrt(mean(x²) + eps) · w) and
+// writes them both as f32 and as the int8 blocks of quantize_q8.glsl (same formulas).
 // The including shader declares the rows it writes TAIL_COHERENT, appends NORM_TAIL_PC to its
 // push constants and ends main() with NORM_TAIL_CALL() in every invocation (no earlier return).
 // Bindings from NORM_TAIL (the first free one): +0 the counter, +1 the rows to normalise (the
 // producer's output again), +2 norm weight, +3 int8 codes, +4 block scales and sums, +5 the
 // normalised f32 rows.
-#define TAIL_COHERENT coherent
 #define NORM_TAIL_PC uint tail_x_off, tail_x_stride, tail_cols, tail_rows, tail_y_off, tail_y_stride, tail_q_stride, tail_s_stride; float tail_eps;
 #define NORM_TAIL_CALL() norm_tail(p.tail_x_off, p.tail_x_stride, p.tail_cols, p.tail_rows, p.tail_y_off, p.tail_y_stride, \
                                    p.tail_q_stride, p.tail_s_stride, p.tail_eps)
 
-layout(binding = NORM_TAIL + 0, std430) coherent buffer TailCounter { uint tail_counter[]; };
 layout(binding = NORM_TAIL + 1, std430) coherent readonly buffer TailX { vec4 tail_x[]; };
 layout(binding = NORM_TAIL + 2, std430) readonly buffer TailW { vec4 tail_w[]; };
 layout(binding = NORM_TAIL + 3, std430) writeonly buffer TailQ { uvec4 tail_q[]; };
 layout(binding = NORM_TAIL + 4, std430) writeonly buffer TailS { vec4 tail_s[]; };
 layout(binding = NORM_TAIL + 5, std430) writeonly buffer TailY { vec4 tail_y[]; };
 
-shared bool tail_is_last;
 shared float tail_red[WG / MIN_SUBGROUP];
 
 // Rows of `cols` floats (a multiple of 32) at x_off + t·x_stride (multiples of 4), t < rows.
 void norm_tail(uint x_off, uint x_stride, uint cols, uint rows, uint y_off, uint y_stride, uint q_stride, uint s_stride,
                float eps) {
+  if (!last_workgroup()) return;
   const uint tid = gl_LocalInvocationIndex;
-  memoryBarrierBuffer();  // this workgroup's outputs are visible device-wide before it counts in
-  barrier();
-  if (tid == 0u) {
-    const uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z;
-    tail_is_last = atomicAdd(tail_counter[0], 1u) == groups - 1u;
-  }
-  barrier();
-  if (!tail_is_last) return;
-  memoryBarrierBuffer();  // every other workgroup counted in after its outputs: read them now
   for (uint t = 0u; t < rows; ++t) {
     const uint xo = (x_off + t * x_stride) >> 2;
     float ss = 0.0;
@@ -79,5 +66,4 @@ void norm_tail(uint x_off, uint x_stride, uint cols, uint rows, uint y_off, uint
       tail_s[t * s_stride + b] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
     }
   }
-  if (tid == 0u) tail_counter[0] = 0u;
 }

@@ -67,7 +67,7 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
     if (P.stream_on_cpu()) return P.record_cpu_ffn(w, x, y);
     P.enter_streamed(w);
   }
-  impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}};
+  impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}, {}};
   if (!P.fuse_step) {
     P.prepare({x}, {y});
     P.record_matmul(m);
@@ -465,13 +465,18 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   }
   const tensor logits = s.logits.first_rows(n);
   matmul(*mw.gate_inp, x, logits);
+  // Decode-sized steps: the router matvec's last workgroup may run the top-k (STRATA_VK_TAIL).
+  if (n <= P.tail_rows && !P.mats.empty() && impl::same(P.mats.back().y, logits))
+    P.mats.back().topk = impl::pending_matmul::topk_t{E, k, sigmoid};
+  P.topk_done = false;
   P.flush_mats();
-  {
+  if (!P.topk_done) {
     const moe_pc pc{E, k, 0, logits.off, logits.stride, 0, 0, 0};
     const binding b[] = {P.bind_id(P.moe_ids, true), P.bind_id(P.moe_ids, true), P.bind_id(P.moe_wts, true),
                          P.bind(logits, false), P.bind(logits, false)};
     P.dispatch(impl::moe_req("MOE_TOPK", sigmoid), b, &pc, sizeof pc, n);
   }
+  P.topk_done = false;
   // GPU-cached experts: the host maps the routed ids to slots here (expert_cache.cpp); the
   // matvecs below read the slots with the same kernels.
   const bool cached = P.cached_experts(*mw.gate_exps);

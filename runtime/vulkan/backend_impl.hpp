@@ -212,6 +212,11 @@ struct backend::impl {
     std::optional<tensor> residual;
     const weight* up = nullptr;
     std::optional<pending_norm> tail;  // the next norm of y, run by this dispatch's last workgroup
+    struct topk_t {
+      std::uint32_t n_expert, k;
+      bool sigmoid;
+    };
+    std::optional<topk_t> topk;  // a router: its top-k, run by the last workgroup if the path allows
   };
   // Integer matvec (mmvq.glsl): activations quantized once per input to int8 blocks (xq/xs
   // scratch), then packed 4x8-bit dot products. STRATA_VK_MMVQ=0 turns it off (f32 matvec);
@@ -263,14 +268,16 @@ struct backend::impl {
     std::optional<pending_norm> tail;  // the next norm of out, run by the last workgroup
   };
   std::optional<pending_combine> combine;
-  // The next RMS norm as the tail of the dispatch that writes its input (norm_tail.glsl): a
-  // residual integer matvec or the MoE combine with its residual, in steps of at most
-  // norm_tail_rows tokens; the tail writes the normalised rows as f32 and int8 (a quantized
-  // slot), so neither the norm's nor a quantize dispatch follows. STRATA_VK_NORM_TAIL=N sets the
+  // Work that needs every output of a dispatch, run by its last workgroup (last_workgroup.glsl)
+  // instead of a dispatch of its own, in steps of at most tail_rows tokens: the next RMS norm
+  // after a residual integer matvec or the MoE combine with its residual (norm_tail.glsl: the
+  // rows as f32 and as int8 in a quantized slot, so neither the norm's nor a quantize dispatch
+  // follows), and the router's top-k after its matvec (moe_topk.glsl). STRATA_VK_TAIL=N sets the
   // token limit; 0, the default, until the H100 has measured it.
-  std::uint32_t norm_tail_rows = 0;
+  std::uint32_t tail_rows = 0;
   std::uint32_t tail_counter = 0;            // buffer id: the last-workgroup counter, 0 between dispatches
   std::optional<std::uint32_t> tail_slot;    // the quantized slot the tail just recorded wrote
+  bool topk_done = false;                    // the router matvec just recorded ran the top-k
   bool try_norm_tail(const pending_norm& n);
   std::vector<binding> tail_bindings(const pending_norm& n, std::uint32_t slot) const;
   norm_tail_pc tail_pc(const pending_norm& n) const;

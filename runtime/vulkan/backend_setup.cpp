@@ -73,7 +73,7 @@ backend::impl::impl(const backend_options& o)
   if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
   if (const char* v = std::getenv("STRATA_VK_MMVQ"); v && std::string_view(v) == "0") mmvq = false;
   if (const char* v = std::getenv("STRATA_VK_QUANT_OUT"); v && std::string_view(v) == "0") quant_out = false;
-  if (const char* v = std::getenv("STRATA_VK_NORM_TAIL")) norm_tail_rows = std::uint32_t(std::clamp(std::atoi(v), 0, 8));
+  if (const char* v = std::getenv("STRATA_VK_TAIL")) tail_rows = std::uint32_t(std::clamp(std::atoi(v), 0, 8));
   if (const char* v = std::getenv("STRATA_VK_MOE_GROUPED"); v && std::string_view(v) == "0") moe_grouped = false;
   if (const char* v = std::getenv("STRATA_VK_MMVQ_MAX_TOKENS")) mmvq_max_tokens = std::uint32_t(std::clamp(std::atoi(v), int(detail::mm_min_tokens), 256));
   if (const char* v = std::getenv("STRATA_VK_MMA2")) mma2 = std::string_view(v) != "0";
@@ -333,16 +333,16 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     for (bool norm : {false, true}) reqs.push_back(P.quantize_req(norm));
     for (const auto& e : P.weights)
       if (has_mmvq(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1)
-        for (int v = 0; v < 3 + (P.norm_tail_rows > 0); ++v)
+        for (int v = 0; v < 3 + (P.tail_rows > 0); ++v)
           reqs.push_back(P.mmvq_req(e.info->type, 1, e.info->ne[1], v == 1, v >= 2, false,
                                     v == 1 && P.quant_out && e.info->ne[1] % 32 == 0, false, v == 3));
-    if (P.norm_tail_rows && P.fuse) {  // the counter starts at 0; each tail puts it back
-      P.tail_counter = P.new_buffer(16, memory_kind::device, "norm tail counter");
-      const std::uint32_t zeros[4] = {0, 0, 0, 0};
-      uploader up(P.ctx, sizeof zeros);
-      up.copy(std::as_bytes(std::span(zeros)), P.buf(P.tail_counter).handle(), 0);
-      up.flush();
-    }
+  }
+  if (P.tail_rows && P.fuse) {  // the last-workgroup counter starts at 0; each tail puts it back
+    P.tail_counter = P.new_buffer(16, memory_kind::device, "last-workgroup counter");
+    const std::uint32_t zeros[4] = {0, 0, 0, 0};
+    uploader up(P.ctx, sizeof zeros);
+    up.copy(std::as_bytes(std::span(zeros)), P.buf(P.tail_counter).handle(), 0);
+    up.flush();
   }
   for (const auto& e : P.weights)
     if (e.host < 0 && e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));

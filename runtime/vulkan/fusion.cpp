@@ -223,7 +223,7 @@ void backend::impl::flush_combine() {
 
 bool backend::impl::try_norm_tail(const pending_norm& n) {
   const tensor& x = n.x;
-  if (!norm_tail_rows || !tail_counter || !n.w || x.rows > norm_tail_rows || x.cols % 32 || x.cols > max_k ||
+  if (!tail_rows || !tail_counter || !n.w || x.rows > tail_rows || x.cols % 32 || x.cols > max_k ||
       x.rows > max_q8_rows || x.off % 4 || x.stride % 4 || n.y.off % 4 || n.y.stride % 4 || x.buf == n.y.buf)
     return false;
   if (!mats.empty() && same(mats.back().y, x) && mats.back().residual && !mats.back().up &&

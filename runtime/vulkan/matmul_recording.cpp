@@ -59,14 +59,31 @@ void backend::impl::record_matmul(const pending_matmul& m) {
     pc.r_off = m.residual->off;
     pc.r_stride = m.residual->stride;
   }
-  const binding b[] = {wb, bind(x, false), bind(m.y, true), bind(x, false),
-                       m.norm ? bind_weight(*m.norm->w) : bind(x, false), m.residual ? bind(*m.residual, false) : bind(x, false)};
+  std::vector<binding> b{wb, bind(x, false), bind(m.y, true), bind(x, false),
+                         m.norm ? bind_weight(*m.norm->w) : bind(x, false), m.residual ? bind(*m.residual, false) : bind(x, false)};
   std::vector<std::pair<std::string, std::string>> d{
       {"NR", std::to_string(rows_for(w.ne[1]))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
   if (m.norm) d.emplace_back("NORM_INPUT", "1");
   if (m.up) d.emplace_back("SWIGLU", "1");
   if (m.residual) d.emplace_back("ADD_RESIDUAL", "1");
-  dispatch(req("matvec", w.type, std::move(d), 6), b, &pc, sizeof pc, div_up(w.ne[1], rows_for(w.ne[1])), div_up(n, nt));
+  const std::uint32_t gx = div_up(w.ne[1], rows_for(w.ne[1])), gy = div_up(n, nt);
+  // A router's top-k by the last workgroup (moe_topk.glsl: up to 256 experts, 2 per thread at
+  // most 4 x WG); every workgroup must hold rows, so the grid may not spill into z.
+  if (m.topk && tail_counter && !m.norm && !m.up && !m.residual && m.topk->n_expert == w.ne[1] &&
+      m.topk->n_expert <= 256 && m.topk->k <= 64 && gx <= ctx.info().max_workgroups_x) {
+    d.emplace_back("TOPK_TAIL", "6");
+    if (m.topk->sigmoid) d.emplace_back("ROUTER_SIGMOID", "1");
+    b.insert(b.end(), {bind_id(tail_counter, true), bind_id(moe_ids, true), bind_id(moe_wts, true), bind(m.y, false)});
+    struct {
+      matvec_pc mv;
+      std::uint32_t n_expert, k;
+    } const tp{pc, m.topk->n_expert, m.topk->k};
+    dispatch(req("matvec", w.type, std::move(d), 10), b, &tp, sizeof tp, gx, gy);
+    wrote(m.y);
+    topk_done = true;
+    return;
+  }
+  dispatch(req("matvec", w.type, std::move(d), 6), b, &pc, sizeof pc, gx, gy);
   wrote(m.y);
 }
 

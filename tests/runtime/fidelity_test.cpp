@@ -118,24 +118,25 @@ TEST_CASE("fidelity: Vulkan/CPU layer split (-ngl 2) matches llama.cpp logits") 
   CHECK(ran == 2);
 }
 
-// STRATA_VK_NORM_TAIL=8: the decoder's RMS norms run as the last workgroup of the dispatch that
-// writes their input (the residual matvecs, the MoE combine; shaders/norm_tail.glsl) in decode
-// steps. Off by default until measured on a GPU, so this case turns it on (the backend reads the
-// variable when it is built).
-TEST_CASE("fidelity: Vulkan with the norms run as their producers' tails (STRATA_VK_NORM_TAIL=8) matches llama.cpp logits") {
+// STRATA_VK_TAIL=8: in decode steps the decoder's RMS norms run as the last workgroup of the
+// dispatch that writes their input (the residual matvecs, the MoE combine; norm_tail.glsl) and
+// the routers' top-k as the last workgroup of the router matvec (moe_topk.glsl; softmax for
+// qwen3moe, sigmoid for llama4). Off by default until measured on a GPU, so this case turns it
+// on (the backend reads the variable when it is built).
+TEST_CASE("fidelity: Vulkan with norms and top-k run as their producers' tails (STRATA_VK_TAIL=8) matches llama.cpp logits") {
   if (!vulkan_available()) return;
-  const char* old = std::getenv("STRATA_VK_NORM_TAIL");
+  const char* old = std::getenv("STRATA_VK_TAIL");
   const std::string saved = old ? old : "";
-  ::setenv("STRATA_VK_NORM_TAIL", "8", 1);
+  ::setenv("STRATA_VK_TAIL", "8", 1);
   int ran = 0;
   for (const auto& g : strata::test::local_golden())
-    if (g.name == "qwen3-Q4_K_M" || g.name == "qwen3moe-Q4_K_M" || g.name == "llama-Q4_K_M") {
+    if (g.name == "qwen3-Q4_K_M" || g.name == "qwen3moe-Q4_K_M" || g.name == "llama-Q4_K_M" || g.name == "llama4-Q4_K_M") {
       check_model(g, strata::rt::backend_kind::vulkan);
       ++ran;
     }
-  if (old) ::setenv("STRATA_VK_NORM_TAIL", saved.c_str(), 1);
-  else ::unsetenv("STRATA_VK_NORM_TAIL");
-  CHECK(ran == 3);
+  if (old) ::setenv("STRATA_VK_TAIL", saved.c_str(), 1);
+  else ::unsetenv("STRATA_VK_TAIL");
+  CHECK(ran == 4);
 }
 
 TEST_CASE("fidelity: Vulkan backend, full shared fixture set matches llama.cpp logits" * doctest::skip(true)) {

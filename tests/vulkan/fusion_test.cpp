@@ -206,12 +206,12 @@ TEST_CASE("vulkan fusion: one norm folded into Q/K/V matmuls of three formats vs
   }
 }
 
-// The next norm as the tail of the residual matvec (STRATA_VK_NORM_TAIL): x += W_o a (a: a
+// The next norm as the tail of the residual matvec (STRATA_VK_TAIL): x += W_o a (a: a
 // copy of x, as the attention output is another buffer than the residual), then
 // h = rms_norm(x) * w and q = W_q h. With the tail, the residual matvec's last workgroup writes h
 // (f32 and int8) and no norm or quantize dispatch follows, with the same float64 reference (the
 // int8 codes of h are quantize_q8's).
-TEST_CASE("vulkan fusion: the next norm as the residual matvec's tail (STRATA_VK_NORM_TAIL) vs float64") {
+TEST_CASE("vulkan fusion: the next norm as the residual matvec's tail (STRATA_VK_TAIL) vs float64") {
   if (!vkt::available()) return;
   std::mt19937 rng(2718);
   constexpr std::uint32_t Q = 256;
@@ -229,12 +229,12 @@ TEST_CASE("vulkan fusion: the next norm as the residual matvec's tail (STRATA_VK
   std::uint32_t dispatches[2] = {0, 0};  // tail, no tail
   for (const bool tail : {true, false}) {
     CAPTURE(tail);
-    const char* old = std::getenv("STRATA_VK_NORM_TAIL");
+    const char* old = std::getenv("STRATA_VK_TAIL");
     const std::string saved = old ? old : "";
-    ::setenv("STRATA_VK_NORM_TAIL", tail ? "8" : "0", 1);
-    gpu::backend be;  // reads STRATA_VK_NORM_TAIL when it is built
-    if (old) ::setenv("STRATA_VK_NORM_TAIL", saved.c_str(), 1);
-    else ::unsetenv("STRATA_VK_NORM_TAIL");
+    ::setenv("STRATA_VK_TAIL", tail ? "8" : "0", 1);
+    gpu::backend be;  // reads STRATA_VK_TAIL when it is built
+    if (old) ::setenv("STRATA_VK_TAIL", saved.c_str(), 1);
+    else ::unsetenv("STRATA_VK_TAIL");
     const auto xt = be.load(xi), nw2 = be.load(n2), o = be.load(oi), q = be.load(qi);
     const auto x = be.alloc(8, E), a = be.alloc(8, E), y = be.alloc(8, E), h = be.alloc(8, E), qo = be.alloc(8, Q);
     be.reserve(8, 0);

@@ -1,0 +1,84 @@
+// Top-k routing of one token: the k experts with the largest router logits (ties: lower id
+// first) and their weights (softmax over all experts renormalised over the k, or sigmoid for
+// Llama 4: ROUTER_SIGMOID) -> ids[t*k + j], wts[t*k + j]. Used by moe.glsl MOE_TOPK (one
+// workgroup per token) and as the router matvec's tail (matvec.glsl TOPK_TAIL: its last
+// workgroup routes every token of the step). Up to 256 experts and k <= 64.
+// Bindings from TOPK_TAIL + 1 (moe.glsl: from 1): +0 ids, +1 weights, +2 the logits.
+#ifdef TOPK_TAIL
+#define TOPK_BINDING (TOPK_TAIL + 1)
+#else
+#define TOPK_BINDING 1
+#endif
+layout(binding = TOPK_BINDING + 0, std430) buffer TopkIds { int topk_ids[]; };
+layout(binding = TOPK_BINDING + 1, std430) buffer TopkWts { float topk_wts[]; };
+layout(binding = TOPK_BINDING + 2, std430) coherent readonly buffer TopkLogits { float topk_l[]; };
+
+const uint TOPK_PER_THREAD = (256u + WG - 1u) / WG;
+shared float topk_logit[256];
+shared float topk_wsel[64];
+shared float topk_red[WG / MIN_SUBGROUP];
+
+float topk_wg_max(float v) {
+  v = subgroupMax(v);
+  barrier();
+  if (subgroupElect()) topk_red[gl_SubgroupID] = v;
+  barrier();
+  float r = topk_red[0];
+  for (uint g = 1u; g < gl_NumSubgroups; ++g) r = max(r, topk_red[g]);
+  return r;
+}
+float topk_wg_sum(float v) {
+  v = subgroupAdd(v);
+  barrier();
+  if (subgroupElect()) topk_red[gl_SubgroupID] = v;
+  barrier();
+  float r = 0.0;
+  for (uint g = 0u; g < gl_NumSubgroups; ++g) r += topk_red[g];
+  return r;
+}
+
+// Token t's logits start at l_off + t * l_stride (floats). Every invocation calls it.
+void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride) {
+  // Each thread ranks its experts against all others (ties: lower id first), so the top-k
+  // needs no serial selection; max and softmax sum are taken in the same sweep.
+  const uint tid = gl_LocalInvocationIndex;
+  float lmax = -1.0 / 0.0;
+  for (uint e = tid; e < n_expert; e += WG) {
+    topk_logit[e] = topk_l[l_off + t * l_stride + e];
+    lmax = max(lmax, topk_logit[e]);
+  }
+  const float mx = topk_wg_max(lmax);  // its barriers also publish topk_logit[]
+  float lsum = 0.0;
+  for (uint e = tid; e < n_expert; e += WG) lsum += exp(topk_logit[e] - mx);
+  const float sum = topk_wg_sum(lsum);
+  uint my_rank[TOPK_PER_THREAD];
+  for (uint i = 0u; i < TOPK_PER_THREAD; ++i) {
+    my_rank[i] = 0xFFFFFFFFu;
+    const uint e = tid + i * WG;
+    if (e >= n_expert) continue;
+    const float v = topk_logit[e];
+    uint rank = 0u;
+    for (uint o = 0u; o < n_expert; ++o) rank += (topk_logit[o] > v || (topk_logit[o] == v && o < e)) ? 1u : 0u;
+    if (rank < k) {
+      my_rank[i] = rank;
+      topk_ids[t * k + rank] = int(e);
+#ifdef ROUTER_SIGMOID
+      topk_wsel[rank] = 1.0 / (1.0 + exp(-v));
+#else
+      topk_wsel[rank] = exp(v - mx) / sum;
+#endif
+    }
+  }
+  barrier();
+#ifdef ROUTER_SIGMOID
+  for (uint i = 0u; i < TOPK_PER_THREAD; ++i)
+    if (my_rank[i] != 0xFFFFFFFFu) topk_wts[t * k + my_rank[i]] = topk_wsel[my_rank[i]];
+#else
+  float wsum = 0.0;
+  for (uint r = 0u; r < k; ++r) wsum += topk_wsel[r];
+  wsum = max(wsum, 6.103515625e-5);
+  for (uint i = 0u; i < TOPK_PER_THREAD; ++i)
+    if (my_rank[i] != 0xFFFFFFFFu) topk_wts[t * k + my_rank[i]] = topk_wsel[my_rank[i]] / wsum;
+#endif
+  barrier();  // topk_logit and topk_wsel are written again by the next token
+}

@@ -1,10 +1,12 @@
 // The last workgroup of a dispatch, for kernels that end with a tail of work over all of their
-// outputs (norm_tail.glsl, the router's top-k): each workgroup counts itself in on a device
+// outputs (norm_tail.glsl, the router's top-k, moe_combine_tail.glsl): each workgroup counts itself in on a device
 // counter once its outputs are written; the one that counts last sees every other workgroup's
 // outputs (read them through `coherent` bindings) and puts the counter back to 0 for the next
 // dispatch that uses it (the recorder puts a barrier between two dispatches that write it).
 // Every invocation of every workgroup must call last_workgroup() (no earlier return).
-#if defined(NORM_TAIL)
+#if defined(MOE_COMBINE_TAIL)
+#define LAST_WG_COUNTER MOE_COMBINE_TAIL
+#elif defined(NORM_TAIL)
 #define LAST_WG_COUNTER NORM_TAIL
 #elif defined(TOPK_TAIL)
 #define LAST_WG_COUNTER TOPK_TAIL

@@ -16,8 +16,14 @@
 //                are read once for the chunk; chunks past the table's count exit at once
 //  NORM_TAIL     (with ADD_RESIDUAL, not with MOE_IDS) the last workgroup runs the next RMS norm
 //                of the rows y just written (norm_tail.glsl)
-#if defined(NORM_TAIL) && defined(MOE_IDS)
-#error "NORM_TAIL needs every workgroup to reach the end of main()"
+//  MOE_COMBINE_TAIL  (with MOE_IDS, not MOE_GROUPED: the experts' down matvec) the last
+//                workgroup combines each token's expert rows with the residual
+//                (moe_combine_tail.glsl), then, with NORM_TAIL, runs the next norm over them
+#if defined(NORM_TAIL) && defined(MOE_IDS) && !defined(MOE_COMBINE_TAIL)
+#error "NORM_TAIL follows a residual matvec or the MoE combine"
+#endif
+#if defined(MOE_COMBINE_TAIL) && (!defined(MOE_IDS) || defined(MOE_GROUPED) || defined(QUANT_OUT))
+#error "MOE_COMBINE_TAIL needs every workgroup to reach the end of main()"
 #endif
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
@@ -45,7 +51,9 @@ layout(push_constant) uniform Params {
   uint y_off, y_stride;
   uint r_off, r_stride;
   uint up_off, expert_bytes, ids_off, in_div;
-#ifdef NORM_TAIL
+#if defined(MOE_COMBINE_TAIL)
+  MOE_COMBINE_TAIL_PC
+#elif defined(NORM_TAIL)
   NORM_TAIL_PC
 #endif
 } p;
@@ -191,7 +199,9 @@ void main() {
     }
   }
 #endif
-#ifdef NORM_TAIL
+#if defined(MOE_COMBINE_TAIL)
+  MOE_COMBINE_TAIL_CALL()
+#elif defined(NORM_TAIL)
   NORM_TAIL_CALL();
 #endif
 }

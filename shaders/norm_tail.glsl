@@ -20,10 +20,10 @@ layout(binding = NORM_TAIL + 5, std430) writeonly buffer TailY { vec4 tail_y[]; 
 
 shared float tail_red[WG / MIN_SUBGROUP];
 
-// Rows of `cols` floats (a multiple of 32) at x_off + t·x_stride (multiples of 4), t < rows.
-void norm_tail(uint x_off, uint x_stride, uint cols, uint rows, uint y_off, uint y_stride, uint q_stride, uint s_stride,
+// Rows of `cols` floats (a multiple of 32) at x_off + t·x_stride (multiples of 4), t < rows, read
+// through TailX. The whole workgroup calls it (moe_combine_tail.glsl: after writing the rows).
+void norm_rows(uint x_off, uint x_stride, uint cols, uint rows, uint y_off, uint y_stride, uint q_stride, uint s_stride,
                float eps) {
-  if (!last_workgroup()) return;
   const uint tid = gl_LocalInvocationIndex;
   for (uint t = 0u; t < rows; ++t) {
     const uint xo = (x_off + t * x_stride) >> 2;
@@ -66,4 +66,9 @@ void norm_tail(uint x_off, uint x_stride, uint cols, uint rows, uint y_off, uint
       tail_s[t * s_stride + b] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
     }
   }
+}
+
+void norm_tail(uint x_off, uint x_stride, uint cols, uint rows, uint y_off, uint y_stride, uint q_stride, uint s_stride,
+               float eps) {
+  if (last_workgroup()) norm_rows(x_off, x_stride, cols, rows, y_off, y_stride, q_stride, s_stride, eps);
 }

@@ -493,6 +493,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     in_div = 1;
   }
   const tensor g = s.gate.first_rows(pairs), u = s.up.first_rows(pairs), y = s.y.first_rows(pairs);
+  std::optional<impl::pending_combine::down_t> down;
   if (chunks && !small) P.record_moe_group(E, k, pairs, impl::moe_chunk);
   if (small) {
     P.record_moe_small(mw, in, in_div, pairs, E, g, u, y);
@@ -509,7 +510,12 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
       P.flush_mats();
     }
     const std::uint32_t sd = P.quantize_input(g, nullptr, 0.0f);
-    P.record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, chunks);
+    // Decode steps (STRATA_VK_TAIL): the down matvec waits with the combine, so the residual add
+    // and the next norm can join it as its tail (record_down_combine).
+    if (!chunks && !cached && n <= P.tail_rows && P.tail_counter && y.off % 4 == 0 && y.stride % 4 == 0)
+      down = impl::pending_combine::down_t{mw.down_exps, sd, pairs};
+    else
+      P.record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, chunks);
   } else {
     auto matvec_id = [&](const weight& w, tensor xi, std::uint32_t div, tensor yo) {
       const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), xi.off,
@@ -525,7 +531,8 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     matvec_id(*mw.down_exps, g, 1, y);
   }
   // The combine waits for the decoder's residual add (add() folds it in), else the next op.
-  P.combine = impl::pending_combine{moe_pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u}, y, out, {}, {}};
+  P.combine = impl::pending_combine{moe_pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u},
+                                    y, out, {}, {}, down};
   if (cached) P.end_cached_moe(out);
 }
 

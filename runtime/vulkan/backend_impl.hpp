@@ -266,7 +266,16 @@ struct backend::impl {
     tensor y, out;
     std::optional<tensor> residual;    // out = residual + sum, once the residual add has joined
     std::optional<pending_norm> tail;  // the next norm of out, run by the last workgroup
+    // The experts' down matvec that writes y, not yet recorded: with the residual joined, its
+    // last workgroup runs the combine (moe_combine_tail.glsl; STRATA_VK_TAIL decode steps).
+    struct down_t {
+      const weight* w = nullptr;
+      std::uint32_t slot = 0, pairs = 0;
+    };
+    std::optional<down_t> down;
   };
+  // The down matvec and the combine (+ residual, + the next norm) of `c` in one dispatch.
+  void record_down_combine(const pending_combine& c);
   std::optional<pending_combine> combine;
   // Work that needs every output of a dispatch, run by its last workgroup (last_workgroup.glsl)
   // instead of a dispatch of its own, in steps of at most tail_rows tokens: the next RMS norm

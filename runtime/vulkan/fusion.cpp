@@ -11,8 +11,10 @@ namespace strata::gpu {
 using namespace detail;
 
 void backend::impl::prepare(std::initializer_list<tensor> reads, std::initializer_list<tensor> writes) {
-  flush_mats();
+  // A pending combine is older than any pending matmul (moe_ffn leaves none), and its deferred
+  // down matvec reads a quantized slot a matmul's quantization could overwrite.
   flush_combine();
+  flush_mats();
   if (!keep_heads) flush_heads();
   for (const auto& r : reads)
     for (const auto& d : dropped)
@@ -40,8 +42,8 @@ void backend::impl::prepare(std::initializer_list<tensor> reads, std::initialize
 }
 
 void backend::impl::flush_all() {
-  flush_mats();
   flush_combine();
+  flush_mats();
   flush_heads();
   for (const auto& n : norms) record_norm(n);
   norms.clear();
@@ -218,7 +220,56 @@ void backend::impl::flush_combine() {
   if (!combine) return;
   const pending_combine c = *combine;
   combine.reset();
+  if (c.down && c.residual) return record_down_combine(c);
+  if (c.down) record_mmvq_ids(*c.down->w, nullptr, c.down->slot, 1, c.down->pairs, c.y, false, 0);
   record_combine(c, c.residual ? &*c.residual : nullptr);
+}
+
+void backend::impl::record_down_combine(const pending_combine& c) {
+  const weight& w = *c.down->w;
+  const tensor& r = *c.residual;
+  const std::uint32_t sl = c.down->slot, so = sl ^ 1u;
+  const mmvq_pc mp{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), c.down->pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0,
+                   max_k / 32, c.y.off, c.y.stride, 0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), 0, 1};
+  // Bindings 0-5 the matvec's (4 unused: no ADD_RESIDUAL), 6-10 the combine's, 11-15 the norm's
+  // (NORM_TAIL = 10: its slot +0, the counter, is the combine's): 16, lavapipe's limit per stage.
+  pipeline_request rq = mmvq_req(w.type, 1, w.ne[1], false, false, true);
+  rq.defines.emplace_back("MOE_COMBINE_TAIL", "6");
+  std::vector<binding> b{bind_weight(w),          bind_id(xq[sl], false), bind_id(xs[sl], false),  bind(c.y, true),
+                         bind(c.y, false),        bind_id(moe_ids, false), bind_id(tail_counter, true), bind_id(moe_wts, false),
+                         bind(c.out, true),       bind(r, false),          bind(c.y, false)};
+  const std::uint32_t gx = div_up(w.ne[1], mmvq_rows_per_wg(rq)), gy = c.down->pairs;
+  struct combine_fields {
+    std::uint32_t k, out_off, out_stride, r_off, r_stride, weighted;
+  };
+  const combine_fields cf{c.pc.k, c.out.off, c.out.stride, r.off, r.stride, c.pc.weighted};
+  if (c.tail) {  // the next norm of out too
+    rq.defines.emplace_back("NORM_TAIL", "10");
+    const auto tb = tail_bindings(*c.tail, so);
+    b.insert(b.end(), tb.begin() + 1, tb.end());  // without its counter
+    const norm_tail_pc t = tail_pc(*c.tail);
+    const struct {
+      mmvq_pc m;
+      combine_fields c;
+      std::uint32_t y_off, y_stride, q_stride, s_stride;
+      float eps;
+    } pc{mp, cf, t.y_off, t.y_stride, t.q_stride, t.s_stride, t.eps};
+    rq.bindings = std::uint32_t(b.size());
+    dispatch(rq, b, &pc, sizeof pc, gx, gy);
+  } else {
+    const struct {
+      mmvq_pc m;
+      combine_fields c;
+    } pc{mp, cf};
+    rq.bindings = std::uint32_t(b.size());
+    dispatch(rq, b, &pc, sizeof pc, gx, gy);
+  }
+  wrote(c.y);
+  wrote(c.out);
+  if (c.tail) {
+    wrote(c.tail->y);
+    tail_slot = last_slot = so;
+  }
 }
 
 bool backend::impl::try_norm_tail(const pending_norm& n) {

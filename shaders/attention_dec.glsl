@@ -9,7 +9,10 @@
 // SPLIT: workgroup z covers keys [z * split_len, (z + 1) * split_len) and writes unnormalised
 // partials (acc, m, l) in attention.glsl's layout, merged by its COMBINE pass.
 layout(local_size_x = WG) in;
-layout(binding = 0, std430) buffer Part { float part[]; };
+#ifndef TAIL_COHERENT
+#define TAIL_COHERENT
+#endif
+layout(binding = 0, std430) TAIL_COHERENT buffer Part { float part[]; };
 layout(binding = 1, std430) readonly buffer Q { float q[]; };
 #ifdef KV_K_F32
 layout(binding = 2, std430) readonly buffer Kc { vec4 kc[]; };
@@ -81,6 +84,9 @@ void main() {
       part[pb + D] = -1.0 / 0.0;
       part[pb + D + 1] = 0.0;
     }
+#ifdef SPLIT_COMBINE
+    SPLIT_COMBINE_CALL();
+#endif
     return;
   }
 #endif
@@ -176,5 +182,8 @@ void main() {
     part[pb + D] = m[tid];
     part[pb + D + 1] = l[tid];
   }
+#endif
+#ifdef SPLIT_COMBINE
+  SPLIT_COMBINE_CALL();
 #endif
 }

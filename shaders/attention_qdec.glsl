@@ -17,7 +17,10 @@
 // Requires TQ_ROT_N >= GQA_G (the rotation and the final sums share `rot`).
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = WG) in;
-layout(binding = 0, std430) buffer Part { float part[]; };
+#ifndef TAIL_COHERENT
+#define TAIL_COHERENT
+#endif
+layout(binding = 0, std430) TAIL_COHERENT buffer Part { float part[]; };
 layout(binding = 1, std430) readonly buffer Q { float q[]; };
 layout(binding = 2, std430) readonly buffer Kw { uint kw[]; };
 layout(binding = 2, std430) readonly buffer Kf { vec4 kf[]; };
@@ -275,6 +278,9 @@ void main() {
       part[pb + D] = -1.0 / 0.0;
       part[pb + D + 1u] = 0.0;
     }
+#ifdef SPLIT_COMBINE
+    SPLIT_COMBINE_CALL();
+#endif
     return;
   }
 #endif
@@ -439,5 +445,8 @@ void main() {
     part[pb + D] = m[tid];
     part[pb + D + 1u] = l[tid];
   }
+#endif
+#ifdef SPLIT_COMBINE
+  SPLIT_COMBINE_CALL();
 #endif
 }

@@ -210,6 +210,16 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     if (!P.attn_part || P.buf(P.attn_part).size() < need)
       P.attn_part = P.new_buffer(need, memory_kind::device, "split attention partials");
   }
+  // Grouped split decode (STRATA_VK_TAIL): the merge runs as the split kernel's tail, per
+  // (token, KV head) counter, instead of the COMBINE dispatch.
+  const bool merge_tail = split && grouped && q.rows <= P.tail_rows && q.rows * ap.n_head_kv <= impl::split_counter_count;
+  if (merge_tail && !P.split_counters) {
+    P.split_counters = P.new_buffer(impl::split_counter_count * 4, memory_kind::device, "split attention counters");
+    const std::vector<std::uint32_t> zeros(impl::split_counter_count, 0);
+    uploader up(P.ctx, zeros.size() * 4);
+    up.copy(std::as_bytes(std::span(zeros)), P.buf(P.split_counters).handle(), 0);
+    up.flush();
+  }
   const binding part = split ? P.bind_id(P.attn_part, true) : P.bind(q, false);
   const binding bd[] = {part,
                         P.bind(q, false),
@@ -218,7 +228,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
                         P.bind_step(P.off_pos, B4),
                         P.bind_step(P.off_seq_row, B4),
                         P.bind_step(P.off_blocks, P.blocks_bytes),
-                        P.bind(out, !split)};
+                        P.bind(out, !split || merge_tail)};
   if (kv.compressed()) {  // attention_q (f16 window ring, codes read directly), then COMBINE
     const binding dummy = P.bind(q, false);
     const binding qb[] = {bd[0], bd[1], bd[2], bd[3], bd[4], bd[5], bd[6], bd[7],
@@ -230,6 +240,13 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
       qd.emplace_back("GQA_G", std::to_string(group));
       qd.emplace_back("TQ_ROT_N", std::to_string(group));
       if (split) qd.emplace_back("SPLIT", "1");
+      if (merge_tail) {
+        qd.emplace_back("SPLIT_COMBINE", "11");
+        const binding mb[] = {qb[0], qb[1], qb[2], qb[3], qb[4], qb[5], qb[6], qb[7], qb[8], qb[9], qb[10],
+                              P.bind_id(P.split_counters, true)};
+        P.dispatch3(impl::req("attention_qdec", {}, qd, 12), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
+        return;
+      }
       P.dispatch3(impl::req("attention_qdec", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
     } else if (!split) {
       P.dispatch(impl::req("attention_q", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, q.rows);
@@ -252,6 +269,12 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     ddefs.emplace_back("HEAD_D", std::to_string(ap.head_dim));
     ddefs.emplace_back("GQA_G", std::to_string(group));
     if (split) ddefs.emplace_back("SPLIT", "1");
+    if (merge_tail) {
+      ddefs.emplace_back("SPLIT_COMBINE", "8");
+      const binding mb[] = {bd[0], bd[1], bd[2], bd[3], bd[4], bd[5], bd[6], bd[7], P.bind_id(P.split_counters, true)};
+      P.dispatch3(impl::req("attention_dec", {}, ddefs, 9), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
+      return;
+    }
     P.dispatch3(impl::req("attention_dec", {}, ddefs, 8), bd, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
     if (!split) return;
     const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),

@@ -98,6 +98,10 @@ struct backend::impl {
                         std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y);
   bool moe_grouped = true;
   std::uint32_t attn_part = 0;             // split-attention partials (allocated on first use)
+  // Per (token, KV head) counters of the split attention's merge as its last workgroup's tail
+  // (split_combine.glsl, STRATA_VK_TAIL decode steps): allocated zeroed on first use.
+  std::uint32_t split_counters = 0;
+  static constexpr std::uint32_t split_counter_count = 4096;
   std::uint32_t input = 0;                 // host-visible staging of write()
   bool split_attention = true;             // STRATA_VK_SPLIT_ATTN=0 disables
   // Query-tiled prefill attention: correct, but measured slower on the H100 (pp4096 752 vs 1154

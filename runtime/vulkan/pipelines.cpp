@@ -92,13 +92,14 @@ std::string assemble_source(const pipeline_request& r) {
     if (kv_d && n == "KV_ENCODE") s += shader_source("kv_encode");  // after kv_codec, before the shader
   if (r.format) s += shader_source(glsl_dequant_source(*r.format));
   // Tails run by a dispatch's last workgroup (the next norm, the router's top-k, the MoE
-  // combine), and the top-k of moe.glsl.
+  // combine, the split attention's merge), and the top-k of moe.glsl.
   const auto has = [&](std::string_view name) {
     return std::any_of(r.defines.begin(), r.defines.end(), [&](const auto& d) { return d.first == name; });
   };
   if (has("NORM_TAIL") || has("TOPK_TAIL") || has("MOE_COMBINE_TAIL")) s += shader_source("last_workgroup");
   if (has("NORM_TAIL")) s += shader_source("norm_tail");
   if (has("MOE_COMBINE_TAIL")) s += shader_source("moe_combine_tail");
+  if (has("SPLIT_COMBINE")) s += shader_source("split_combine");
   if (has("TOPK_TAIL") || (r.shader == "moe" && has("MOE_TOPK"))) s += shader_source("moe_topk");
   s += shader_source(r.shader);
   return s;

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# There (the H100 device machine, bare Ubuntu with the NVIDIA driver, CUDA in /usr/local/cuda):
+# runs the side-by-side of issues 12-14 from the bundle bench/device/bundle.sh made. Each part
+# fits one device call (10 minutes at most); calls must follow each other while the machine is
+# warm (it keeps /tmp between calls only then). Results go to $OUT (default /tmp/out).
+#   bench/device/device.sh setup     loader, llama.cpp CUDA build started in the background
+#                                    (setsid: it outlives the call), models generated
+#   bench/device/device.sh strata    Strata's rows: tg, depth, KV types, pp, batched, profile
+#   bench/device/device.sh tails     decode with the STRATA_VK_TAIL fusions off/on, same run
+#   bench/device/device.sh llama     waits for the llama.cpp build, then llama-bench and
+#                                    llama-batched-bench on the same files
+#   bench/device/device.sh tests     vulkan_tests and runtime_tests' Vulkan cases on the H100
+# Parts may be combined: `device.sh setup strata`.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+B=/tmp/strata-bin/bin
+M=/tmp/models
+LC=/tmp/lc
+export LD_LIBRARY_PATH=/tmp/strata-bin/lib:${LD_LIBRARY_PATH:-}
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export STRATA_CACHE_DIR=/tmp/strata-cache
+
+log() { echo "== [$(date +%T)] $*" | tee -a "$OUT/device.log"; }
+run() { log "$*"; "$@" 2>&1 | tee -a "$OUT/device.log"; }
+
+loader() {
+  [ -f /tmp/.loader-done ] && return
+  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+  mkdir -p /tmp/strata-bin && tar -C /tmp/strata-bin -xJf .devbin/strata-bin.tar.xz
+  touch /tmp/.loader-done
+}
+
+models() {
+  mkdir -p "$M"
+  local spec
+  for spec in qwen3-8b:Q4_K_M llama-3.1-8b:Q4_K_M qwen3-8b:Q8_0 qwen3-30b-a3b:Q4_K_M; do
+    local f=$M/${spec%%:*}-${spec##*:}.gguf
+    [ -s "$f" ] || run "$B/strata-mkmodel" --preset "${spec%%:*}" --type "${spec##*:}" -o "$f"
+  done
+}
+
+setup() {
+  loader
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/device.log"
+  if [ -f .devbin/llama.cpp.tar.xz ] && [ ! -d "$LC" ]; then
+    mkdir -p "$LC" && tar -C "$LC" -xJf .devbin/llama.cpp.tar.xz
+    # -j14: leave two cores to Strata's model generation beside it.
+    setsid bash -c "cd $LC && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+      -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_APP=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF \
+      -DLLAMA_OPENSSL=OFF > /tmp/lc-cfg.log 2>&1 && cmake --build build -j14 --target llama-bench \
+      llama-batched-bench > /tmp/lc-build.log 2>&1; echo \$? > /tmp/lc-build.rc" < /dev/null > /dev/null 2>&1 &
+    log "llama.cpp CUDA build started in the background (/tmp/lc-build.log)"
+  fi
+  models
+}
+
+strata() {
+  loader
+  local q8=$M/qwen3-8b-Q4_K_M.gguf
+  run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 512,4096 -n 128 -r 3
+  run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3
+  run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3 --kv-type tq3
+  run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3 --kv-type q8_0
+  run "$B/strata-bench" -m "$M/llama-3.1-8b-Q4_K_M.gguf" --backend vulkan --argmax -p 512 -n 128 -r 3
+  run "$B/strata-bench" -m "$M/qwen3-8b-Q8_0.gguf" --backend vulkan --argmax -p 512 -n 128 -r 3
+  run "$B/strata-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" --backend vulkan --argmax -p 512 -n 128 -r 3
+  run "$B/batched_bench" -m "$q8" --backend vulkan -npp 128 -ntg 64 -npl 1,8,16,32,64
+  run "$B/batched_bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" --backend vulkan -npp 128 -ntg 64 -npl 1,8,16,32,64
+  run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 32 -r 1 --profile
+  run "$B/strata-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" --backend vulkan --argmax -p 0 -n 32 -r 1 --profile
+}
+
+tails() {
+  loader
+  local m
+  for m in qwen3-8b-Q4_K_M qwen3-30b-a3b-Q4_K_M; do
+    for t in 0 1 4 8; do
+      log "STRATA_VK_TAIL=$t STRATA_VK_NORM_TAIL=$t"
+      STRATA_VK_TAIL=$t STRATA_VK_NORM_TAIL=$t run "$B/strata-bench" -m "$M/$m.gguf" --backend vulkan --argmax -p 0 -n 128 -r 3
+    done
+  done
+  STRATA_VK_TAIL=1 STRATA_VK_NORM_TAIL=1 run "$B/strata-bench" -m "$M/qwen3-8b-Q4_K_M.gguf" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3
+}
+
+llama() {
+  local i
+  for i in $(seq 1 60); do [ -f /tmp/lc-build.rc ] && break; sleep 5; done
+  if [ "$(cat /tmp/lc-build.rc 2>/dev/null)" != 0 ]; then log "llama.cpp build not done/failed"; tail -20 /tmp/lc-build.log; return 1; fi
+  local L=$LC/build/bin q8=$M/qwen3-8b-Q4_K_M.gguf
+  run "$L/llama-bench" -m "$q8" -ngl 99 -fa 1 -p 512,4096 -n 128 -r 3
+  run "$L/llama-bench" -m "$q8" -ngl 99 -fa 1 -p 0 -n 64 -d 4096 -r 3
+  run "$L/llama-bench" -m "$q8" -ngl 99 -fa 1 -p 0 -n 64 -d 4096 -r 3 -ctk q4_0 -ctv q4_0
+  run "$L/llama-bench" -m "$M/llama-3.1-8b-Q4_K_M.gguf" -ngl 99 -fa 1 -p 512 -n 128 -r 3
+  run "$L/llama-bench" -m "$M/qwen3-8b-Q8_0.gguf" -ngl 99 -fa 1 -p 512 -n 128 -r 3
+  run "$L/llama-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" -ngl 99 -fa 1 -p 512 -n 128 -r 3
+  run "$L/llama-batched-bench" -m "$q8" -ngl 99 -fa 1 -c 16384 -npp 128 -ntg 64 -npl 1,8,16,32,64
+  run "$L/llama-batched-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" -ngl 99 -fa 1 -c 16384 -npp 128 -ntg 64 -npl 1,8,16,32,64
+}
+
+tests() {
+  loader
+  run "$B/vulkan_tests"
+  (cd tests && run "$B/runtime_tests" -tc='*Vulkan*')
+}
+
+[ $# -ge 1 ] || { sed -n 2,14p "$0"; exit 2; }
+for part in "$@"; do
+  case "$part" in
+    setup|strata|tails|llama|tests) "$part" ;;
+    *) echo "device.sh: unknown part '$part' (setup, strata, tails, llama, tests)" >&2; exit 2 ;;
+  esac
+done

@@ -160,8 +160,10 @@ struct q6_k_kernel {
     const q8k_tile<V, T> tile(act, b, half);
     const auto& ab = tile.ab;
     const std::size_t lane_off = tile.lane_off;
+    const auto scale = [&](int j) { return V::i8_to_i32(gb + layout::scales_offset + 16 * j + L * half); };
+    if constexpr (T == 1 || (T == 2 && L == 16)) return block_few<V, T>(gb, half, ab, lane_off, scale, acc);
     i sc[16];
-    for (int j = 0; j < 16; ++j) sc[j] = V::i8_to_i32(gb + layout::scales_offset + 16 * j + L * half);
+    for (int j = 0; j < 16; ++j) sc[j] = scale(j);
     // −32·Σ_j sc_j·bsums_j by vpmaddwd on int16 pairs (sc_2p, sc_2p+1).
     i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = V::zero_i();
@@ -197,6 +199,52 @@ struct q6_k_kernel {
     const typename V::f d = V::load_f16(gb + 2 * L * half);
     for (int t = 0; t < T; ++t) acc[t] = V::fmadd(V::cvt(isum[t]), V::mul(d, V::set1(q8k_d(ab[t]))), acc[t]);
   }
+
+  // The same integer sums for 1-2 tokens (decode) in the order the data lies: each ql/qh word
+  // vector is loaded once and yields the codes of all four quarters (the loop above reloads ql
+  // twice and qh four times, which at one token made Q6_K decode compute-bound at about half the
+  // DRAM rate). Integer sums are exact, so the result is the same bits.
+  template <class V, int T, class Scale>
+  static void block_few(const std::uint8_t* gb, int half, const std::uint8_t* const* ab, std::size_t lane_off,
+                        const Scale& scale, typename V::f* acc) noexcept {
+    constexpr int L = V::lanes;
+    using i = typename V::i;
+    i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = V::zero_i();
+    const i lo16 = V::set1_i32(0xFFFF);
+    for (int p = 0; p < 8; ++p) {
+      const i pair = V::or_i(V::and_i(scale(2 * p), lo16), V::template slli32<16>(scale(2 * p + 1)));
+      for (int t = 0; t < T; ++t) isum[t] = V::add32(isum[t], V::madd16(pair, V::bcast_i32(ab[t] + q8k_bsums + 4 * p)));
+    }
+    for (int t = 0; t < T; ++t) isum[t] = V::sub32(V::zero_i(), V::template slli32<5>(isum[t]));
+    const i low4 = V::set1_i8(0x0F), hi2 = V::set1_i8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      i part[T][4][2];  // [token][quarter k][u]: sub-block 8h + 2k + u
+      for (int t = 0; t < T; ++t)
+        for (int k = 0; k < 4; ++k) part[t][k][0] = part[t][k][1] = V::zero_i();
+      for (int s = 0; s < 8; ++s) {
+        const int u = s / 4;
+        const i qla = V::load_i(gb + layout::ql_offset + (16 * h + s) * 64 + lane_off);
+        const i qlb = V::load_i(gb + layout::ql_offset + (16 * h + 8 + s) * 64 + lane_off);
+        const i qh = V::load_i(gb + layout::qh_offset + (8 * h + s) * 64 + lane_off);
+        const i code[4] = {
+            V::or_i(V::and_i(qla, low4), V::and_i(V::template slli16<4>(qh), hi2)),
+            V::or_i(V::and_i(qlb, low4), V::and_i(V::template slli16<2>(qh), hi2)),
+            V::or_i(V::and_i(V::template srli16<4>(qla), low4), V::and_i(qh, hi2)),
+            V::or_i(V::and_i(V::template srli16<4>(qlb), low4), V::and_i(V::template srli16<2>(qh), hi2))};
+        for (int k = 0; k < 4; ++k)
+          for (int t = 0; t < T; ++t)
+            part[t][k][u] = V::add32(part[t][k][u], V::dot4(V::zero_i(), code[k], V::bcast_i32(ab[t] + q8k_qs + 128 * h + 32 * k + 4 * s)));
+      }
+      for (int k = 0; k < 4; ++k)
+        for (int u = 0; u < 2; ++u) {
+          const i sc = scale(8 * h + 2 * k + u);
+          for (int t = 0; t < T; ++t) isum[t] = V::add32(isum[t], V::mullo32(part[t][k][u], sc));
+        }
+    }
+    const typename V::f d = V::load_f16(gb + 2 * L * half);
+    for (int t = 0; t < T; ++t) acc[t] = V::fmadd(V::cvt(isum[t]), V::mul(d, V::set1(q8k_d(ab[t]))), acc[t]);
+  }
 };
 
 // ---- driver ------------------------------------------------------------------------------
@@ -212,7 +260,11 @@ inline void gemm_tile(const gemm_args& a, std::size_t g, int half, std::size_t t
   const std::size_t nb = a.k / K::layout::block_elems;
   for (std::size_t b = 0; b < nb; ++b) {
     const std::uint8_t* gb = gw + b * K::layout::group_block_bytes;
-    if (T == 1) prefetch_weights(gb);  // decode streams weights from DRAM
+    // Decode streams weights from DRAM: every line of the block, one distance ahead (one line
+    // per block, as before, left Q6_K's 53-line blocks to the hardware prefetchers: 16 GB/s of
+    // the 31 this machine reads).
+    if constexpr (T <= 2)
+      for (std::size_t o = 0; o < K::layout::group_block_bytes; o += 64) prefetch_weights(gb, o);
     K::template block<V, T>(gb, half, act, b, a.act_row_bytes, acc);
   }
   const std::size_t row0 = g * pack_rows + std::size_t(half) * L;

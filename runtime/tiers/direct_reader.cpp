@@ -42,9 +42,10 @@ struct direct_reader::impl {
 
   ~impl() {
     if (ring_ok) io_uring_queue_exit(&ring);
-    for (void* b : buffers) std::free(b);
+    for (void* b : buffers) std::free(b);  // after the ring (and its registration) is gone
     if (fd >= 0) ::close(fd);
   }
+  void register_buffers();
   std::string where(std::uint64_t off) const {
     std::string s(1, '\'');  // appended piece by piece: GCC 12's -Wrestrict false positive on "'" + string
     s += path.string();
@@ -66,22 +67,31 @@ direct_reader::direct_reader(const std::filesystem::path& file, unsigned depth, 
   p.chunk = chunk_bytes;
   p.gap = max_gap;
   p.fd = ::open(file.c_str(), O_RDONLY | O_DIRECT);
-  if (p.fd < 0) throw error("cannot open '" + file.string() + "' with O_DIRECT: " + std::strerror(errno));
+  if (p.fd < 0) {
+    const int e = errno;
+    std::string msg = "cannot open '" + file.string() + "' with O_DIRECT: " + std::strerror(e);
+    if (e == EINVAL) msg += " (the file system has no direct I/O, e.g. tmpfs)";
+    throw error(msg);
+  }
   struct stat st {};
   if (::fstat(p.fd, &st) != 0) throw error("cannot stat '" + file.string() + "': " + std::strerror(errno));
   p.size = std::uint64_t(st.st_size);
   if (const int rc = io_uring_queue_init(depth, &p.ring, 0); rc < 0)
     throw error(std::string("io_uring_queue_init failed: ") + std::strerror(-rc));
   p.ring_ok = true;
-  std::vector<iovec> iov(depth);
-  p.buffers.assign(depth, nullptr);
-  for (unsigned i = 0; i < depth; ++i) {
-    if (posix_memalign(&p.buffers[i], align, chunk_bytes) != 0) throw error("direct reader: out of memory for buffers");
-    iov[i] = {p.buffers[i], chunk_bytes};
-  }
-  if (const int rc = io_uring_register_buffers(&p.ring, iov.data(), depth); rc < 0)
-    throw error(std::string("io_uring_register_buffers failed (RLIMIT_MEMLOCK?): ") + std::strerror(-rc));
   p.slots.resize(depth);
+}
+
+void direct_reader::impl::register_buffers() {
+  if (!buffers.empty()) return;
+  std::vector<iovec> iov(depth);
+  buffers.assign(depth, nullptr);
+  for (unsigned i = 0; i < depth; ++i) {
+    if (posix_memalign(&buffers[i], align, chunk) != 0) throw error("direct reader: out of memory for buffers");
+    iov[i] = {buffers[i], chunk};
+  }
+  if (const int rc = io_uring_register_buffers(&ring, iov.data(), depth); rc < 0)
+    throw error(std::string("io_uring_register_buffers failed (RLIMIT_MEMLOCK?): ") + std::strerror(-rc));
 }
 
 direct_reader::~direct_reader() = default;
@@ -91,6 +101,7 @@ const direct_reader_stats& direct_reader::stats() const noexcept { return p_->st
 
 void direct_reader::read(std::span<direct_read> reads) {
   impl& p = *p_;
+  p.register_buffers();
   for (const direct_read& r : reads)
     if (r.offset > p.size || r.bytes > p.size - r.offset)
       throw error("direct reader: " + std::to_string(r.bytes) + " bytes at offset " + std::to_string(r.offset) +
@@ -175,6 +186,69 @@ void direct_reader::read(std::span<direct_read> reads) {
       }
     }
     free_slots.push_back(s);
+    issue();
+  }
+  if (!failure.empty()) throw error("direct reader: " + failure);
+}
+
+void direct_reader::read_direct(std::span<const direct_read> spans) {
+  impl& p = *p_;
+  for (const direct_read& r : spans) {
+    if (r.offset % align || r.bytes % align || reinterpret_cast<std::uintptr_t>(r.dst) % align)
+      throw error("direct reader: span of " + std::to_string(r.bytes) + " bytes at offset " + std::to_string(r.offset) +
+                  " of '" + p.path.string() + "' is not 4096-aligned (offset, length and destination)");
+    if (r.bytes && r.offset >= p.size)
+      throw error("direct reader: span at offset " + std::to_string(r.offset) + " starts past the end of '" +
+                  p.path.string() + "' (" + std::to_string(p.size) + " bytes)");
+  }
+  struct pending {
+    std::uint64_t off, len;
+  };
+  std::size_t si = 0;          // span being issued
+  std::uint64_t done = 0;      // bytes of spans[si] issued
+  unsigned in_flight = 0;
+  std::string failure;
+  const auto issue = [&] {
+    unsigned added = 0;
+    while (failure.empty() && in_flight < p.depth && si < spans.size()) {
+      const direct_read& r = spans[si];
+      if (done >= r.bytes || r.offset + done >= p.size) {  // span finished (or the rest lies past the end)
+        ++si;
+        done = 0;
+        continue;
+      }
+      const std::uint64_t len = std::min<std::uint64_t>(p.chunk, r.bytes - done);
+      io_uring_sqe* sqe = io_uring_get_sqe(&p.ring);
+      io_uring_prep_read(sqe, p.fd, r.dst + done, unsigned(len), r.offset + done);
+      // The chunk's offset and length (4 KiB units) travel as the user data (checked below).
+      io_uring_sqe_set_data64(sqe, ((r.offset + done) >> 12) << 20 | (len >> 12));
+      done += len;
+      ++in_flight;
+      ++added;
+      ++p.stats.chunks;
+    }
+    if (added) io_uring_submit(&p.ring);
+  };
+  if (!spans.empty() && p.size >> 12 >= (1ull << 44)) throw error("direct reader: '" + p.path.string() + "' is too large");
+  if (p.chunk >> 12 >= (1u << 20)) throw error("direct reader: chunk too large for read_direct");
+  issue();
+  while (in_flight > 0) {
+    io_uring_cqe* cqe = nullptr;
+    if (const int rc = io_uring_wait_cqe(&p.ring, &cqe); rc < 0) {
+      failure = std::string("io_uring_wait_cqe: ") + std::strerror(-rc);
+      break;
+    }
+    const int res = cqe->res;
+    const std::uint64_t data = io_uring_cqe_get_data64(cqe);
+    io_uring_cqe_seen(&p.ring, cqe);
+    --in_flight;
+    const pending c{(data >> 20) << 12, (data & ((1u << 20) - 1)) << 12};
+    const std::uint64_t expected = std::min(c.len, p.size - std::min(c.off, p.size));
+    if (res < 0 && failure.empty()) failure = std::string(std::strerror(-res)) + " reading " + p.where(c.off);
+    else if (res >= 0 && std::uint64_t(res) < expected && failure.empty())
+      failure = "short read (" + std::to_string(res) + " of " + std::to_string(expected) + " bytes) of " + p.where(c.off) +
+                " (the file is shorter than when it was opened?)";
+    if (res > 0) p.stats.bytes_from_disk += std::uint64_t(res), p.stats.bytes_delivered += std::uint64_t(res);
     issue();
   }
   if (!failure.empty()) throw error("direct reader: " + failure);

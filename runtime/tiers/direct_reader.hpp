@@ -2,7 +2,9 @@
 // through io_uring, bypassing the page cache: ranges are sorted and coalesced when they are at
 // most `max_gap` apart, each coalesced span is read in aligned chunks into buffers registered
 // with the ring (IORING_OP_READ_FIXED), up to `depth` chunks in flight, and each chunk's bytes
-// are copied to the requests it overlaps. Not thread-safe: one reader per thread.
+// are copied to the requests it overlaps. read_direct() skips the copy: aligned spans go
+// straight into aligned memory (the disk tier's ring slots, runtime/tiers/block_stream.hpp).
+// Not thread-safe: one thread at a time (the reader may be made on one thread and used on another).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -28,8 +30,9 @@ struct direct_reader_stats {
 
 class direct_reader {
  public:
-  // Throws strata::error naming the file when it cannot be opened with O_DIRECT or the ring
-  // cannot be set up.
+  // Throws strata::error naming the file when it cannot be opened with O_DIRECT (a file system
+  // without direct I/O, such as tmpfs, says so) or the ring cannot be set up. The bounce
+  // buffers of read() are allocated and registered at its first call.
   explicit direct_reader(const std::filesystem::path& file, unsigned depth = 32, std::size_t chunk_bytes = 1 << 20,
                          std::uint64_t max_gap = 64 << 10);
   ~direct_reader();
@@ -39,6 +42,12 @@ class direct_reader {
   // Fills every request's dst; returns when all are done. Throws naming the file and offset on
   // an I/O error, a read past the end of the file or a short read. `reads` may be reordered.
   void read(std::span<direct_read> reads);
+
+  // Reads each span [offset, offset + bytes) into dst with no copy: offset, bytes and dst must
+  // be multiples of 4096 (else an error naming the span). The file's end may fall inside a span
+  // (its last bytes are then left as they were); a span starting past the end, an I/O error or a
+  // short read before the end throws naming the file and offset. Up to `depth` chunks in flight.
+  void read_direct(std::span<const direct_read> spans);
 
   std::uint64_t file_size() const noexcept;
   const direct_reader_stats& stats() const noexcept;

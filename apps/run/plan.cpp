@@ -137,6 +137,10 @@ int run_plan(const run_options& opt) {
       out += std::to_string(layout->stream_cpu_tokens);
       out += ",\"streamed_bytes_per_step\":";
       out += std::to_string(tiers::streamed_bytes(demand, *layout));
+      out += ",\"disk_layers\":[";
+      for (std::size_t i = 0; i < layout->disk.blocks.size(); ++i) out += (i ? "," : "") + std::to_string(layout->disk.blocks[i]);
+      out += "],\"disk_bytes_per_step\":" + std::to_string(layout->disk.disk_bytes) +
+             ",\"disk_ring_bytes\":" + std::to_string(layout->disk.ring_bytes());
       out += ",\"expert_slots\":" + std::to_string(layout->expert_slots) + ",\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
     } else {
       out += "{\"error\":" + json::quote(engine_error) + "}";
@@ -149,7 +153,15 @@ int run_plan(const run_options& opt) {
             << tiers::plan_text(demand, plan, po) << "\n";
   if (run)
     std::cout << "the engine runs (" << (opt.tiers.fit ? "--fit" : "-ngl and overrides") << "): " << layout_text(*layout)
-              << "\n" << tiers::plan_text(demand, *run, po);
+              << "\n"
+              << (layout->disk.empty()
+                      ? std::string()
+                      : "disk tier: " + std::to_string(layout->disk.blocks.size()) + " CPU blocks (from block " +
+                            std::to_string(layout->disk.blocks.front()) + ") read from the file every step, " +
+                            format_byte_size(layout->disk.disk_bytes) + " per step through " +
+                            std::to_string(layout->disk.slots) + " ring slots of " +
+                            format_byte_size(layout->disk.slot_bytes) + "\n")
+              << tiers::plan_text(demand, *run, po);
   else
     std::cout << "the engine would refuse these options: " << engine_error << "\n";
   return 0;

@@ -60,8 +60,20 @@ std::unique_ptr<model> model::load(const std::filesystem::path& path, const engi
     if (n > 0)
       plan.push_back({backend_kind::vulkan,
                       {0, n, true, n == L, layout.handoff_layers(), layout.cached_layers(), layout.expert_slots,
-                       layout.streamed_layers(), layout.stream_cpu_tokens}});
-    if (n < L) plan.push_back({backend_kind::cpu, {n, L - n, n == 0, true, {}, {}, 0, {}, 0}});
+                       layout.streamed_layers(), layout.stream_cpu_tokens, {}, {}, 0}});
+    if (n < L) {
+      layer_slice cpu{n, L - n, n == 0, true, {}, {}, 0, {}, 0, {}, {}, 0};
+      for (std::size_t i = 0; i < in.demand.tensors.size(); ++i) {  // the disk tier's tensors
+        if (!layout.disk.on_disk[i]) continue;
+        const tiers::tensor_demand& t = in.demand.tensors[i];
+        const gguf::tensor_info* info = f->gguf().find_tensor(t.name);
+        if (!info) throw error("internal: disk-backed tensor '" + t.name + "' is not in the file");
+        cpu.disk_tensors.push_back({t.name, std::uint32_t(t.layer), info->file_offset, info->nbytes});
+      }
+      cpu.disk_file = path;
+      cpu.disk_slots = layout.disk.slots;
+      plan.push_back({backend_kind::cpu, std::move(cpu)});
+    }
     return make_staged_model(std::move(f), eo, hp, plan);
   } catch (const format_error&) {
     throw;

@@ -120,11 +120,9 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
                             : std::string()) +
                 "; lower -ngl, move experts with --n-cpu-moe / --cpu-moe, stream dense FFNs with --stream-layers, or "
                 "use --fit to place the model within the budget");
-  if (p.ram_total() > po.ram_budget)
-    throw error("--ram-budget " + format_byte_size(po.ram_budget) + " does not hold what " + what +
-                " leaves to the CPU: weights " + format_byte_size(p.ram_weights) + ", KV cache " +
-                format_byte_size(p.ram_kv) + " and scratch " + format_byte_size(p.ram_scratch) +
-                " (weights beyond RAM on disk are not executed yet); raise --ram-budget or --gpu-budget, or lower -c");
+  // What the CPU cannot hold in RAM streams from the drive (its blocks, whole, from the last
+  // down), or what -ot ...=disk sends there; the rest of the CPU side must fit.
+  l.disk = tiers::plan_disk_tier(d, l.n_gpu_layers, po.overrides, po.ram_budget, p.ram_total());
   return l;
 }
 

@@ -4,11 +4,13 @@
 // of a model addresses its KV storage through the model's one kv::block_table.
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "../tiers/block_stream.hpp"
 #include "strata/gguf/reader.hpp"
 #include "strata/graph/batch.hpp"
 #include "strata/kv/block_table.hpp"
@@ -25,6 +27,11 @@ struct layer_slice {
   std::uint32_t expert_slots = 0;
   std::vector<std::uint32_t> streamed_layers;  // blocks whose dense FFN is streamed (GPU stages)
   std::uint32_t stream_cpu_tokens = 0;         // ... computed on the CPU in steps of at most this many tokens
+  // CPU stages: tensors read from disk_file every step through a ring of disk_slots block slots
+  // (the disk tier, runtime/tiers/block_stream.hpp); empty: every weight resident.
+  std::filesystem::path disk_file;
+  std::vector<tiers::streamed_tensor> disk_tensors;
+  std::uint32_t disk_slots = 0;
 };
 
 class stage {
@@ -41,6 +48,7 @@ class stage {
   virtual void reset_kernel_profile() {}
   virtual model::expert_cache_counters expert_cache() const { return {}; }
   virtual model::stream_counters streaming() const { return {}; }
+  virtual model::disk_counters disk_tier() const { return {}; }
 };
 
 // The stage factory of each backend (the GGUF's architecture picks the decoder instantiation),

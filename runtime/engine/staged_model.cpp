@@ -120,6 +120,27 @@ class staged_model final : public model {
     return c;
   }
 
+  std::vector<std::uint32_t> disk_layers() const override {
+    std::vector<std::uint32_t> out;
+    for (const auto& s : slices_)
+      for (const auto& t : s.disk_tensors)
+        if (out.empty() || out.back() != t.block) out.push_back(t.block);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+  disk_counters disk_tier() const override {
+    disk_counters c;
+    for (const auto& s : stages_) {
+      const auto e = s->disk_tier();
+      c.blocks += e.blocks, c.slots += e.slots, c.slot_bytes = std::max(c.slot_bytes, e.slot_bytes);
+      c.bytes_per_step += e.bytes_per_step, c.bytes_read += e.bytes_read, c.block_reads += e.block_reads;
+      c.stalls += e.stalls, c.read_seconds += e.read_seconds, c.stall_seconds += e.stall_seconds;
+      c.steps = std::max(c.steps, e.steps), c.tokens = std::max(c.tokens, e.tokens);
+    }
+    return c;
+  }
+
   void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }
   void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override { step(b, {}, ids); }
   // Every backend: the last stage (the one with the head) hands out the final-norm rows.

@@ -96,6 +96,9 @@ concept tensor_view = std::copyable<T> && requires(const T t, std::uint32_t n) {
   { t.split_rows(n) } -> std::same_as<T>;  // contiguous rows, each viewed as n rows (one per head)
 };
 
+// Optional: be.begin_layer(il) before the first op of block il and be.end_layer(il) after its
+// last, for a backend that brings a block's weights in and out of memory (the CPU backend's
+// disk tier: kernels/cpu/weight_stream.hpp). The decoder calls them when the backend has them.
 // Setup, in this order, before the first step: load() every weight and alloc() every buffer,
 // then reserve(), then make_kv(). A step is begin(), ops, finish(). Every op may record rather
 // than execute: tensors hold their values only for later ops of the same step, and host memory

@@ -112,6 +112,7 @@ class decoder {
       const layer_weights& L = layers_[il - opt_.first_layer];
       const std::uint32_t kl = il - opt_.first_layer;  // this slice's KV layer
       const arch::layer_plan& p = L.plan;
+      if constexpr (requires { be.begin_layer(il); }) be.begin_layer(il);  // optional (backend_contract.hpp)
       be.rms_norm(x, &L.attn_norm, eps, a);
       be.matmul(L.wq, a, q);
       be.matmul(L.wk, a, k);
@@ -153,6 +154,7 @@ class decoder {
         dense_ffn(L.ffn_gate, L.ffn_up, L.ffn_down, a, ff_gate_.view(n), ff_up_.view(n), o);
       }
       be.add(x, o, x);
+      if constexpr (requires { be.end_layer(il); }) be.end_layer(il);
     }
 
     if (!opt_.head) {

@@ -56,10 +56,12 @@ struct engine_options {
   // Long steps report here (may be empty): weight upload and pipeline builds (Vulkan), prefills
   // of more than one batch.
   progress_fn progress;
-  // Memory tiers (issue 14; include/strata/tiers/engine_layout.hpp), Vulkan only.
+  // Memory tiers (issue 14; include/strata/tiers/engine_layout.hpp): Vulkan, and the RAM budget
+  // and disk rules on the CPU too.
   std::uint64_t gpu_budget = 0;  // hard cap on the GPU memory of weights, KV and scratch (0: none;
                                  // with fit: the free memory VK_EXT_memory_budget reports, minus a margin)
-  std::uint64_t ram_budget = 0;  // CPU-side weights, KV and scratch (0: unchecked; with fit: MemAvailable minus a margin)
+  std::uint64_t ram_budget = 0;  // CPU-side weights, KV and scratch (0: unchecked; with fit: MemAvailable minus a margin);
+                                 // CPU blocks beyond it stream from the model file (tiers/disk_tier.hpp)
   std::vector<std::string> override_tensor;  // -ot rules "REGEX=gpu|cpu|disk[,...]"
   bool cpu_moe = false;          // routed experts of every MoE block computed on the CPU
   std::uint32_t n_cpu_moe = 0;   // ... of the first N blocks
@@ -124,6 +126,19 @@ class model {
     double bytes_per_token() const noexcept { return tokens ? double(bytes_streamed) / double(tokens) : 0.0; }
   };
   virtual stream_counters streaming() const { return {}; }
+  // CPU blocks whose tensors are read from the model file every step (the disk tier: O_DIRECT,
+  // io_uring, a ring of block slots one block ahead of the compute), and its counters since load.
+  virtual std::vector<std::uint32_t> disk_layers() const { return {}; }
+  struct disk_counters {
+    std::uint32_t blocks = 0, slots = 0;
+    std::uint64_t slot_bytes = 0, bytes_per_step = 0;
+    std::uint64_t bytes_read = 0, block_reads = 0, stalls = 0, steps = 0, tokens = 0;
+    double read_seconds = 0;   // the reader thread busy reading
+    double stall_seconds = 0;  // the compute thread waiting for a block's bytes
+    double bytes_per_token() const noexcept { return tokens ? double(bytes_read) / double(tokens) : 0.0; }
+    double read_gbps() const noexcept { return read_seconds > 0 ? double(bytes_read) / read_seconds / 1e9 : 0.0; }
+  };
+  virtual disk_counters disk_tier() const { return {}; }
   virtual void reset_kernel_profile() {}
   // The model's one KV bookkeeping (every backend's storage follows it): sessions and the
   // scheduler read it and truncate or clear sequences; steps reserve and commit it.

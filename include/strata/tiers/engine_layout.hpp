@@ -5,7 +5,8 @@
 // hand-off: router on the GPU, experts on the CPU threads, their sum back to the GPU).
 // fixed_layout() is what -ngl, --cpu-moe, --n-cpu-moe and expert -ot rules ask for;
 // plan_engine_layout() (--fit) picks the layout with the lowest predicted decode time that fits
-// the budgets. Weights the RAM budget cannot hold are read from the mapped file (disk-backed).
+// the budgets. CPU blocks the RAM budget cannot hold are read from the file every step (disk-backed,
+// tiers/disk_tier.hpp).
 // Dense layer streaming: in chosen GPU blocks the dense FFN (ffn_gate/up/down) lives in pinned
 // host memory and is copied, block by block, into a ring of two device-local slots ahead of its
 // use (runtime/vulkan/layer_stream.cpp); attention, norms and KV stay resident.
@@ -21,6 +22,7 @@
 #include "strata/core/error.hpp"
 #include "strata/tiers/cost.hpp"
 #include "strata/tiers/demand.hpp"
+#include "strata/tiers/disk_tier.hpp"
 #include "strata/tiers/overrides.hpp"
 #include "strata/tiers/planner.hpp"
 
@@ -40,6 +42,9 @@ struct engine_layout {
   // on the CPU, where they live (a hand-off each way per block), longer steps (prefill) stream
   // them; 0: every step streams. stream_cpu_tokens() picks it from the link speeds.
   std::uint32_t stream_cpu_tokens = 0;
+  // Tensors of CPU blocks read from the model file every step through a ring of block slots
+  // (disk-backed; tiers/disk_tier.hpp, chosen by choose_layout after the rest of the layout).
+  disk_tier disk;
 
   bool ffn_streamed(std::uint32_t il) const noexcept {
     return il < n_gpu_layers && il < streamed_ffn.size() && streamed_ffn[il];
@@ -256,11 +261,15 @@ inline std::uint32_t stream_cpu_tokens(const model_demand& d, const engine_layou
 // them from the mapped file) inside GPU blocks, anything on the GPU that the layout puts there.
 // Returns the blocks whose experts a rule sends to the CPU; throws naming the first rule and
 // tensor the engine cannot execute (the blocks themselves are -ngl's or the planner's).
-inline std::vector<char> expert_overrides(const model_demand& d, const std::vector<override_rule>& rules) {
+// Disk rules on tensors of blocks the CPU runs (from first_cpu_block) are the disk tier's
+// (tiers/disk_tier.hpp) and pass here.
+inline std::vector<char> expert_overrides(const model_demand& d, const std::vector<override_rule>& rules,
+                                          std::uint32_t first_cpu_block = std::numeric_limits<std::uint32_t>::max()) {
   std::vector<char> cpu(d.n_layer, 0);
   for (const tensor_demand& t : d.tensors) {
     for (const override_rule& r : rules) {
       if (!std::regex_search(t.name, r.regex)) continue;
+      if (r.where == forced_tier::disk && t.layer >= 0 && std::uint32_t(t.layer) >= first_cpu_block) break;
       const bool experts = t.kind == tensor_kind::routed_experts && t.layer >= 0 && std::uint32_t(t.layer) < d.n_layer;
       if (experts && r.where != forced_tier::gpu) cpu[std::uint32_t(t.layer)] = 1;
       else if (r.where != forced_tier::gpu)
@@ -282,7 +291,7 @@ inline std::vector<char> expert_overrides(const model_demand& d, const std::vect
 inline engine_layout fixed_layout(const model_demand& d, std::int64_t n_gpu_layers, const std::vector<override_rule>& rules,
                                   std::uint32_t expert_slots = 0, std::uint32_t stream_layers = 0) {
   engine_layout l = layer_split_layout(d, n_gpu_layers);
-  l.cpu_experts = expert_overrides(d, rules);
+  l.cpu_experts = expert_overrides(d, rules, l.n_gpu_layers);
   if (expert_slots) {
     l.expert_slots = expert_slots;
     l.cached_experts.assign(d.n_layer, 0);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <span>
 #include <string>
@@ -23,6 +24,7 @@
 #include "strata/kernels/cpu/ops.hpp"
 #include "strata/kernels/cpu/tensor.hpp"
 #include "strata/kernels/cpu/thread_pool.hpp"
+#include "strata/kernels/cpu/weight_stream.hpp"
 
 namespace strata::kernels::cpu {
 
@@ -36,6 +38,18 @@ class backend {
   backend(unsigned n_threads, const kernel_table& kernels) : pool_(n_threads), kernels_(&kernels) {}
 
   unsigned threads() const noexcept { return pool_.size(); }
+
+  // Tensors the stream places are not kept resident: load() points them at the stream's memory
+  // (no packed copy: the row kernels read them), and each decoder block waits for its bytes
+  // (begin_layer) and hands them back (end_layer). Set before the first load().
+  void set_weight_stream(std::unique_ptr<weight_stream> s) noexcept { stream_ = std::move(s); }
+  const weight_stream* stream() const noexcept { return stream_.get(); }
+  void begin_layer(std::uint32_t il) {
+    if (stream_) stream_->begin_block(il);
+  }
+  void end_layer(std::uint32_t il) {
+    if (stream_) stream_->end_block(il);
+  }
   thread_pool& pool() noexcept { return pool_; }
 
   buffer alloc(std::uint32_t rows, std::uint32_t cols) {
@@ -63,6 +77,11 @@ class backend {
     w.row_bytes = t.row_bytes();
     w.kernels = &k;
     w.name = t.name;
+    if (stream_)
+      if (const std::byte* at = stream_->place(t)) {
+        w.data = at;
+        return w;
+      }
     if (k.pack_group && k.gemm && t.name != "token_embd.weight") pack(w);
     return w;
   }
@@ -82,7 +101,10 @@ class backend {
   }
 
   // The step's inputs, read by the ops below (the CPU keeps views; nothing is copied).
-  void begin(const graph::step_inputs& s) noexcept { step_ = s; }
+  void begin(const graph::step_inputs& s) {
+    step_ = s;
+    if (stream_) stream_->begin_step(s.tokens.size());
+  }
 
   void embed(const weight& table, tensor out) {
     const auto& k = *table.kernels;
@@ -404,6 +426,7 @@ class backend {
   std::vector<float> route_w_;
   std::vector<std::uint32_t> route_order_, route_rows_;
   std::uint32_t routed_rows_ = 0;  // rows of the last moe_route()
+  std::unique_ptr<weight_stream> stream_;  // disk-backed tensors (set_weight_stream), or none
 };
 
 static_assert(graph::backend<backend>);

@@ -2,6 +2,8 @@
 // when the slice streams blocks from the model file), and the CPU decoder of every architecture
 // (arch/all.hpp), instantiated here once.
 
+#include <cstdlib>
+
 #include "decoder_stage.hpp"
 #include "strata/core/byte_size.hpp"
 #include "strata/kernels/cpu/backend.hpp"
@@ -34,8 +36,14 @@ struct engine_backend<kernels::cpu::backend> {
   static std::unique_ptr<kernels::cpu::backend> make(const engine_options& opt, const layer_slice& s) {
     auto be = std::make_unique<kernels::cpu::backend>(opt.threads ? opt.threads : kernels::cpu::thread_pool::physical_cores(),
                                                       select_kernel_table(engine_isa()));
-    if (!s.disk_tensors.empty())
-      be->set_weight_stream(std::make_unique<tiers::block_stream>(s.disk_file, s.disk_tensors, s.disk_slots));
+    if (!s.disk_tensors.empty()) {
+      // Lab knobs (bench/RESULTS.md, disk tier): reads in flight and their size.
+      unsigned depth = 32, chunk_kib = 1024;
+      if (const char* e = std::getenv("STRATA_DISK_DEPTH")) depth = unsigned(std::strtoul(e, nullptr, 10));
+      if (const char* e = std::getenv("STRATA_DISK_CHUNK_KIB")) chunk_kib = unsigned(std::strtoul(e, nullptr, 10));
+      be->set_weight_stream(std::make_unique<tiers::block_stream>(s.disk_file, s.disk_tensors, s.disk_slots, depth,
+                                                                  std::size_t(chunk_kib) << 10));
+    }
     return be;
   }
   static std::string describe(const kernels::cpu::backend& be) {

@@ -96,6 +96,19 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
     metric(out, "strata_stream_tokens_total", "counter",
            "Tokens of the steps that streamed (bytes per token: divide).", double(c.tokens));
   }
+  if (const auto& c = s.disk; c.blocks) {  // the disk tier (--ram-budget short of the model, -ot ...=disk)
+    metric(out, "strata_disk_blocks", "gauge", "CPU blocks read from the model file every step (O_DIRECT, io_uring).",
+           c.blocks);
+    metric(out, "strata_disk_ring_bytes", "gauge", "RAM of the disk tier's ring (all slots).",
+           double(c.slot_bytes * c.slots));
+    metric(out, "strata_disk_bytes_read_total", "counter", "Weight bytes read from the drive.", double(c.bytes_read));
+    metric(out, "strata_disk_tokens_total", "counter", "Tokens of the steps that read them (bytes per token: divide).",
+           double(c.tokens));
+    metric(out, "strata_disk_read_seconds_total", "counter", "Time the reader spent reading (GB/s: bytes / this).",
+           c.read_seconds);
+    metric(out, "strata_disk_stall_seconds_total", "counter", "Time the compute thread waited for a block's bytes.",
+           c.stall_seconds);
+  }
   return out;
 }
 

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
 #include "strata/core/error.hpp"
+#include "strata/kernels/cpu/thread_pool.hpp"
 
 namespace strata::tiers {
 
@@ -20,6 +22,24 @@ std::uint64_t ns_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 void block_stream::free_aligned::operator()(std::byte* p) const noexcept { std::free(p); }
+
+// The waker changes the guarded state, then bumps seq and reads sleepers; the sleeper counts
+// itself in sleepers, then re-checks the state and sleeps only while seq is unchanged: either it
+// sees the new state or the waker sees it (all seq_cst), so no wake-up is lost.
+void block_stream::event::notify() noexcept {
+  seq.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst)) kernels::cpu::detail::futex_wake_all(seq);
+}
+
+template <class Done>
+void block_stream::event::wait_until(Done done) {
+  while (!done()) {
+    const std::uint32_t s = seq.load(std::memory_order_seq_cst);
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (!done()) kernels::cpu::detail::futex_wait(seq, s);
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
 
 block_stream::block_stream(const std::filesystem::path& file, std::vector<streamed_tensor> tensors, unsigned slots,
                            unsigned depth, std::size_t chunk_bytes)
@@ -89,9 +109,8 @@ block_stream::block_stream(const std::filesystem::path& file, std::vector<stream
 }
 
 block_stream::~block_stream() {
-  stop_.store(true);
-  released_.store(never);
-  released_.notify_all();
+  stop_.store(true, std::memory_order_seq_cst);
+  released_event_.notify();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -108,47 +127,65 @@ const std::byte* block_stream::place(const gguf::tensor_info& t) {
 }
 
 void block_stream::run_reader() {
-  std::vector<std::int64_t> occupant(n_slots_, -1);  // the item each slot holds
-  for (std::int64_t n = 0;; ++n) {
-    const std::size_t s = slot_of(n);
-    // The slot's previous item must be released (its block's compute done) before it is overwritten.
-    for (std::int64_t r = released_.load(std::memory_order_acquire); r <= occupant[s];
-         r = released_.load(std::memory_order_acquire)) {
-      if (stop_.load()) return;
-      released_.wait(r, std::memory_order_acquire);
-    }
-    if (stop_.load()) return;
-    const block& b = blocks_[std::size_t(n % std::int64_t(blocks_.size()))];
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      reader_->read_direct(b.spans);
-    } catch (const std::exception& e) {
-      error_ = std::string("disk tier, block ") + std::to_string(b.il) + ": " + e.what();
-      failed_item_.store(n, std::memory_order_release);
-      for (std::size_t i = 0; i < n_slots_; ++i) {
-        loaded_[i].store(never, std::memory_order_release);
-        loaded_[i].notify_all();
+  const auto k = std::int64_t(blocks_.size());
+  std::vector<std::int64_t> occupant(n_slots_, -1);  // the item each slot holds (or is being read into)
+  std::vector<std::int64_t> outstanding;              // items queued, not yet in
+  std::int64_t next = 0;                              // the next item to queue
+  bool busy = false;                                  // reads queued or in flight since busy_since
+  auto busy_since = std::chrono::steady_clock::now();
+  try {
+    while (!stop_.load()) {
+      // Queue every item whose slot is free (its previous item released by the compute thread):
+      // the next block's reads go out while the current one's are in flight, so the drive's
+      // queue does not drain at block boundaries.
+      for (std::size_t s = slot_of(next); !stop_.load() && released_.load(std::memory_order_acquire) > occupant[s];
+           s = slot_of(next)) {
+        if (!busy) busy = true, busy_since = std::chrono::steady_clock::now();
+        occupant[s] = next;
+        outstanding.push_back(next);
+        reader_->enqueue(blocks_[std::size_t(next % k)].spans, std::uint64_t(next));
+        ++next;
       }
-      return;
+      if (reader_->idle()) {  // everything read: wait for the compute thread to free a slot
+        if (busy) read_ns_.fetch_add(ns_since(busy_since), std::memory_order_relaxed), busy = false;
+        const std::int64_t need = occupant[slot_of(next)];
+        released_event_.wait_until([&] { return stop_.load() || released_.load(std::memory_order_seq_cst) > need; });
+        continue;
+      }
+      const std::optional<std::uint64_t> done = reader_->poll();
+      const auto now = std::chrono::steady_clock::now();  // busy time counted as it passes (stats() reads it)
+      read_ns_.fetch_add(std::uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(now - busy_since).count()),
+                         std::memory_order_relaxed);
+      busy_since = now;
+      if (!done) continue;
+      const auto n = std::int64_t(*done);
+      std::erase(outstanding, n);
+      bytes_read_.fetch_add(blocks_[std::size_t(n % k)].bytes, std::memory_order_relaxed);
+      block_reads_.fetch_add(1, std::memory_order_relaxed);
+      loaded_[slot_of(n)].store(n, std::memory_order_seq_cst);
+      loaded_event_.notify();
     }
-    read_ns_.fetch_add(ns_since(t0), std::memory_order_relaxed);
-    bytes_read_.fetch_add(b.bytes, std::memory_order_relaxed);
-    block_reads_.fetch_add(1, std::memory_order_relaxed);
-    occupant[s] = n;
-    loaded_[s].store(n, std::memory_order_release);
-    loaded_[s].notify_one();
+  } catch (const std::exception& e) {
+    // The first item not in fails, and every later one; those before it were read.
+    const std::int64_t n = outstanding.empty() ? next : *std::min_element(outstanding.begin(), outstanding.end());
+    error_ = std::string("disk tier, block ") + std::to_string(blocks_[std::size_t(n % k)].il) + ": " + e.what();
+    failed_item_.store(n, std::memory_order_release);
+    for (std::size_t i = 0; i < n_slots_; ++i) loaded_[i].store(never, std::memory_order_seq_cst);
+    loaded_event_.notify();
+  }
+  if (busy) read_ns_.fetch_add(ns_since(busy_since), std::memory_order_relaxed);
+  // Stopping: reads still in flight write into the slots, which die with this object.
+  try {
+    while (!reader_->idle()) reader_->poll();
+  } catch (const std::exception&) {  // poll() drained what was in flight before throwing
   }
 }
 
 void block_stream::wait_loaded(std::int64_t item) {
   std::atomic<std::int64_t>& slot = loaded_[slot_of(item)];
-  std::int64_t v = slot.load(std::memory_order_acquire);
-  if (v < item) {
+  if (slot.load(std::memory_order_acquire) < item) {
     const auto t0 = std::chrono::steady_clock::now();
-    do {
-      slot.wait(v, std::memory_order_acquire);
-      v = slot.load(std::memory_order_acquire);
-    } while (v < item);
+    loaded_event_.wait_until([&] { return slot.load(std::memory_order_seq_cst) >= item; });
     stall_ns_.fetch_add(ns_since(t0), std::memory_order_relaxed);
     stalls_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -167,16 +204,16 @@ void block_stream::begin_block(std::uint32_t il) {
   // this block are waited for and released so the ring stays in step with the decoder.
   while (next_ % k != index_[il]) {
     wait_loaded(next_);
-    released_.store(++next_, std::memory_order_release);
-    released_.notify_one();
+    released_.store(++next_, std::memory_order_seq_cst);
+    released_event_.notify();
   }
   wait_loaded(next_);
 }
 
 void block_stream::end_block(std::uint32_t il) {
   if (il >= index_.size() || index_[il] < 0 || next_ % std::int64_t(blocks_.size()) != index_[il]) return;
-  released_.store(++next_, std::memory_order_release);
-  released_.notify_one();
+  released_.store(++next_, std::memory_order_seq_cst);
+  released_event_.notify();
 }
 
 block_stream_stats block_stream::stats() const {

@@ -1,16 +1,17 @@
 // The disk tier's ring (issue 14 item 5): the tensors of disk-backed decoder blocks are not kept
 // in RAM; a reader thread reads each block's bytes from the model file with O_DIRECT through
-// io_uring (direct_reader::read_direct: the block's tensors coalesced into aligned spans, read
-// straight into a slot, 32 chunks in flight) into a ring of slots, one block ahead of the
-// compute thread, which runs the block from the slot (kernels/cpu/weight_stream.hpp).
+// io_uring (direct_reader::enqueue/poll: the block's tensors coalesced into aligned spans, read
+// straight into a slot, 32 chunks in flight, the next block's chunks queued behind the current
+// one's so the drive's queue never drains between blocks) into a ring of slots, one block ahead
+// of the compute thread, which runs the block from the slot (kernels/cpu/weight_stream.hpp).
 //
 // Block i of the streamed blocks (in layer order) always lives in slot i % slots, so every
 // tensor has one address for the stream's lifetime (the CPU backend's weights point there). The
-// reader fills items n = 0, 1, 2, ... (block n % k of k, wrapping into the next step) in order,
+// reader queues items n = 0, 1, 2, ... (block n % k of k, wrapping into the next step) in order,
 // each once the previous occupant of its slot has been released by end_block(); the compute
 // thread waits in begin_block() only when its block is not in yet (counted as stall time).
-// The handshake is two atomics (C++20 wait/notify: a futex only when someone waits); nothing
-// on the compute thread allocates, locks or makes a system call otherwise.
+// The handshake is two counters with a futex each (a system call only when the other side
+// sleeps); nothing on the compute thread allocates, locks or makes a system call otherwise.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -39,7 +40,7 @@ struct block_stream_stats {
   std::uint64_t bytes_per_step = 0;      // aligned bytes read for one pass over the blocks
   std::uint64_t bytes_read = 0;          // from the drive since the start
   std::uint64_t block_reads = 0;
-  double read_seconds = 0;               // the reader busy reading (wall time of its reads)
+  double read_seconds = 0;               // the reader busy: wall time with reads queued or in flight
   double stall_seconds = 0;              // the compute thread waiting for a block
   std::uint64_t stalls = 0;              // begin_block() calls that had to wait
   std::uint64_t steps = 0, tokens = 0;   // steps begun and their tokens
@@ -92,10 +93,20 @@ class block_stream final : public kernels::cpu::weight_stream {
   };
   std::unique_ptr<std::byte, free_aligned> memory_;
 
-  // The handshake: loaded_[s] = the last item read into slot s; released_ = items the compute
-  // thread is done with (it releases them in order).
+  // A 32-bit futex word bumped on every change of what it guards, woken only when a thread
+  // sleeps on it (std::atomic::wait is avoided: libstdc++ runs 64-bit words through a shared
+  // proxy counter; kernels/cpu/thread_pool.hpp).
+  struct event {
+    std::atomic<std::uint32_t> seq{0}, sleepers{0};
+    void notify() noexcept;
+    template <class Done>
+    void wait_until(Done done);
+  };
+  // The handshake: loaded_[s] = the last item read into slot s (event loaded_event_); released_ =
+  // items the compute thread is done with, released in order (event released_event_).
   std::unique_ptr<std::atomic<std::int64_t>[]> loaded_;
   std::atomic<std::int64_t> released_{0};
+  event loaded_event_, released_event_;
   std::int64_t next_ = 0;  // compute thread: the item its next block is
   std::atomic<bool> stop_{false};
   // The item the reader failed on (it stops there): items before it were read, those from it

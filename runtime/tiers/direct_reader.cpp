@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "strata/core/error.hpp"
@@ -39,6 +40,22 @@ struct direct_reader::impl {
     std::size_t low = 0, high = 0;  // requests (sorted) this chunk may overlap
   };
   std::vector<in_flight> slots;
+
+  // read_direct / enqueue: batches of aligned spans in order, chunks in flight by record.
+  struct batch {
+    std::span<const direct_read> spans;
+    std::uint64_t tag;
+    std::size_t span;    // next span to issue from
+    std::uint64_t done;  // bytes of that span issued
+    unsigned in_flight;  // chunks of this batch in flight
+  };
+  struct direct_chunk {
+    std::uint64_t off = 0, len = 0, tag = 0;  // len 0: record free
+  };
+  std::deque<batch> batches;
+  std::vector<direct_chunk> direct_slots;
+  unsigned direct_in_flight = 0;
+  void issue_direct();
 
   ~impl() {
     if (ring_ok) io_uring_queue_exit(&ring);
@@ -80,6 +97,7 @@ direct_reader::direct_reader(const std::filesystem::path& file, unsigned depth, 
     throw error(std::string("io_uring_queue_init failed: ") + std::strerror(-rc));
   p.ring_ok = true;
   p.slots.resize(depth);
+  p.direct_slots.resize(depth);
 }
 
 void direct_reader::impl::register_buffers() {
@@ -191,7 +209,7 @@ void direct_reader::read(std::span<direct_read> reads) {
   if (!failure.empty()) throw error("direct reader: " + failure);
 }
 
-void direct_reader::read_direct(std::span<const direct_read> spans) {
+bool direct_reader::enqueue(std::span<const direct_read> spans, std::uint64_t tag) {
   impl& p = *p_;
   for (const direct_read& r : spans) {
     if (r.offset % align || r.bytes % align || reinterpret_cast<std::uintptr_t>(r.dst) % align)
@@ -201,57 +219,93 @@ void direct_reader::read_direct(std::span<const direct_read> spans) {
       throw error("direct reader: span at offset " + std::to_string(r.offset) + " starts past the end of '" +
                   p.path.string() + "' (" + std::to_string(p.size) + " bytes)");
   }
-  struct pending {
-    std::uint64_t off, len;
-  };
-  std::size_t si = 0;          // span being issued
-  std::uint64_t done = 0;      // bytes of spans[si] issued
-  unsigned in_flight = 0;
-  std::string failure;
-  const auto issue = [&] {
-    unsigned added = 0;
-    while (failure.empty() && in_flight < p.depth && si < spans.size()) {
-      const direct_read& r = spans[si];
-      if (done >= r.bytes || r.offset + done >= p.size) {  // span finished (or the rest lies past the end)
-        ++si;
-        done = 0;
+  bool any = false;
+  for (const direct_read& r : spans) any = any || r.bytes;
+  if (!any) return false;  // nothing to read: complete now
+  p.batches.push_back({spans, tag, 0, 0, 0});
+  p.issue_direct();
+  return true;
+}
+
+bool direct_reader::idle() const noexcept { return p_->batches.empty(); }
+
+void direct_reader::impl::issue_direct() {
+  unsigned added = 0;
+  for (batch& b : batches) {  // in order: a later batch's chunks go out once the earlier ones' are all out
+    while (direct_in_flight < depth && b.span < b.spans.size()) {
+      const direct_read& r = b.spans[b.span];
+      if (b.done >= r.bytes || r.offset + b.done >= size) {  // span finished (or the rest lies past the end)
+        ++b.span;
+        b.done = 0;
         continue;
       }
-      const std::uint64_t len = std::min<std::uint64_t>(p.chunk, r.bytes - done);
-      io_uring_sqe* sqe = io_uring_get_sqe(&p.ring);
-      io_uring_prep_read(sqe, p.fd, r.dst + done, unsigned(len), r.offset + done);
-      // The chunk's offset and length (4 KiB units) travel as the user data (checked below).
-      io_uring_sqe_set_data64(sqe, ((r.offset + done) >> 12) << 20 | (len >> 12));
-      done += len;
-      ++in_flight;
+      const std::uint64_t len = std::min<std::uint64_t>(chunk, r.bytes - b.done);
+      unsigned s = 0;
+      while (direct_slots[s].len) ++s;  // a free record (fewer than depth are in flight)
+      direct_slots[s] = {r.offset + b.done, len, b.tag};
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      io_uring_prep_read(sqe, fd, r.dst + b.done, unsigned(len), r.offset + b.done);
+      io_uring_sqe_set_data64(sqe, s);
+      b.done += len;
+      ++b.in_flight;
+      ++direct_in_flight;
       ++added;
-      ++p.stats.chunks;
+      ++stats.chunks;
     }
-    if (added) io_uring_submit(&p.ring);
-  };
-  if (!spans.empty() && p.size >> 12 >= (1ull << 44)) throw error("direct reader: '" + p.path.string() + "' is too large");
-  if (p.chunk >> 12 >= (1u << 20)) throw error("direct reader: chunk too large for read_direct");
-  issue();
-  while (in_flight > 0) {
-    io_uring_cqe* cqe = nullptr;
-    if (const int rc = io_uring_wait_cqe(&p.ring, &cqe); rc < 0) {
-      failure = std::string("io_uring_wait_cqe: ") + std::strerror(-rc);
-      break;
-    }
-    const int res = cqe->res;
-    const std::uint64_t data = io_uring_cqe_get_data64(cqe);
-    io_uring_cqe_seen(&p.ring, cqe);
-    --in_flight;
-    const pending c{(data >> 20) << 12, (data & ((1u << 20) - 1)) << 12};
-    const std::uint64_t expected = std::min(c.len, p.size - std::min(c.off, p.size));
-    if (res < 0 && failure.empty()) failure = std::string(std::strerror(-res)) + " reading " + p.where(c.off);
-    else if (res >= 0 && std::uint64_t(res) < expected && failure.empty())
-      failure = "short read (" + std::to_string(res) + " of " + std::to_string(expected) + " bytes) of " + p.where(c.off) +
-                " (the file is shorter than when it was opened?)";
-    if (res > 0) p.stats.bytes_from_disk += std::uint64_t(res), p.stats.bytes_delivered += std::uint64_t(res);
-    issue();
+    if (direct_in_flight >= depth) break;
   }
-  if (!failure.empty()) throw error("direct reader: " + failure);
+  if (added) io_uring_submit(&ring);
+}
+
+std::optional<std::uint64_t> direct_reader::poll() {
+  impl& p = *p_;
+  if (p.batches.empty()) return std::nullopt;
+  io_uring_cqe* cqe = nullptr;
+  if (const int rc = io_uring_wait_cqe(&p.ring, &cqe); rc < 0)
+    throw error(std::string("direct reader: io_uring_wait_cqe: ") + std::strerror(-rc));
+  const int res = cqe->res;
+  const auto s = unsigned(io_uring_cqe_get_data64(cqe));
+  io_uring_cqe_seen(&p.ring, cqe);
+  const impl::direct_chunk c = p.direct_slots[s];
+  p.direct_slots[s].len = 0;
+  --p.direct_in_flight;
+  const std::uint64_t expected = std::min(c.len, p.size - std::min(c.off, p.size));
+  std::string failure;
+  if (res < 0) failure = std::string(std::strerror(-res)) + " reading " + p.where(c.off);
+  else if (std::uint64_t(res) < expected)
+    failure = "short read (" + std::to_string(res) + " of " + std::to_string(expected) + " bytes) of " + p.where(c.off) +
+              " (the file is shorter than when it was opened?)";
+  if (!failure.empty()) {
+    // Drain what is in flight (its memory is the caller's), then forget every batch.
+    while (p.direct_in_flight > 0) {
+      if (io_uring_wait_cqe(&p.ring, &cqe) < 0) break;
+      p.direct_slots[unsigned(io_uring_cqe_get_data64(cqe))].len = 0;
+      io_uring_cqe_seen(&p.ring, cqe);
+      --p.direct_in_flight;
+    }
+    p.batches.clear();
+    throw error("direct reader: " + failure);
+  }
+  p.stats.bytes_from_disk += std::uint64_t(res);
+  p.stats.bytes_delivered += std::uint64_t(res);
+  std::optional<std::uint64_t> finished;
+  for (auto it = p.batches.begin(); it != p.batches.end(); ++it) {
+    if (it->tag != c.tag) continue;
+    --it->in_flight;
+    if (it->in_flight == 0 && it->span >= it->spans.size()) {
+      finished = it->tag;
+      p.batches.erase(it);
+    }
+    break;
+  }
+  p.issue_direct();
+  return finished;
+}
+
+void direct_reader::read_direct(std::span<const direct_read> spans) {
+  if (!idle()) throw error("direct reader: read_direct while batches are queued");
+  if (enqueue(spans, 0))
+    while (!idle()) poll();
 }
 
 }  // namespace strata::tiers

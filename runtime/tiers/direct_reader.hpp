@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -48,6 +49,16 @@ class direct_reader {
   // (its last bytes are then left as they were); a span starting past the end, an I/O error or a
   // short read before the end throws naming the file and offset. Up to `depth` chunks in flight.
   void read_direct(std::span<const direct_read> spans);
+  // read_direct in pieces, so reads of consecutive batches overlap (the disk tier queues the
+  // next block before the current one is in): enqueue() checks the spans as read_direct does and
+  // issues chunks while fewer than `depth` are in flight (batches in order); poll() waits for one
+  // chunk, issues more, and returns the tag of the batch that chunk completed, if it did. The
+  // spans' memory must stay valid until their batch completes; enqueue() returns false (and the
+  // batch is complete) when the spans hold no bytes. On an error poll() waits for the chunks in
+  // flight, drops every batch and throws naming the file and offset. Not with read().
+  bool enqueue(std::span<const direct_read> spans, std::uint64_t tag);
+  std::optional<std::uint64_t> poll();
+  bool idle() const noexcept;  // no batch queued or in flight
 
   std::uint64_t file_size() const noexcept;
   const direct_reader_stats& stats() const noexcept;

@@ -10,9 +10,11 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../../runtime/tiers/block_stream.hpp"
@@ -128,7 +130,8 @@ TEST_CASE("block stream: a file truncated under the reader gives an error naming
   for (const auto& t : ts)
     if (t.block == 2) block2 = std::min(block2, t.file_offset);
   block_stream bs(copy.path, ts, 2);
-  bs.begin_block(0);  // blocks 0 and 1 are in (or being read); block 2 waits for slot 0
+  bs.begin_block(0);  // blocks 0 and 1 are read; block 2 waits for slot 0
+  while (bs.stats().block_reads < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   fs::resize_file(copy.path, block2 + 5000);
   bs.end_block(0);
   bs.begin_block(1);
@@ -170,4 +173,20 @@ TEST_CASE("block stream: tmpfs is refused naming the file where it has no O_DIRE
   block_stream bs(copy.path, ts, 2);
   for (int p = 0; p < 2; ++p)
     for (std::uint32_t il = 0; il < 2; ++il) run_block(bs, f.gguf(), ts, il);
+}
+
+TEST_CASE("block stream: destroyed with reads queued or in flight, it drains them and stops") {
+  if (!has_direct_io(fs::current_path())) {
+    MESSAGE("the build directory's file system has no O_DIRECT: not checked");
+    return;
+  }
+  const strata::gguf::file f(fixture);
+  const auto ts = block_tensors(f.gguf(), 3);
+  for (int i = 0; i < 20; ++i) {
+    block_stream bs(fixture, ts, 2, 2, 4096);  // many small chunks: reads are in flight at the end
+    if (i % 2) {
+      run_block(bs, f.gguf(), ts, 0);  // frees slot 0: block 2 is queued behind block 1
+      bs.begin_block(1);
+    }
+  }
 }

@@ -40,6 +40,8 @@ struct result {
   std::uint32_t n_gpu_layers = 0, cpu_expert_layers = 0;  // the layout: GPU blocks, hand-offs per step
   strata::rt::model::expert_cache_counters cache;  // GPU expert cache over the timed runs (--expert-cache)
   strata::rt::model::stream_counters stream;       // dense layer streaming over the timed runs
+  strata::rt::model::disk_counters disk;           // the disk tier (CPU blocks read from the file) over the timed runs
+  double wall_seconds = 0;                         // of the timed repetitions
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -187,6 +189,19 @@ int main(int argc, char** argv) {
           r.stream.cpu_steps += a.cpu_steps - before.cpu_steps;
           r.stream.cpu_tokens = a.cpu_tokens;
         };
+        // The disk tier's counters over the timed part of a test only.
+        const auto count_disk = [&](result& r, const strata::rt::model::disk_counters& before) {
+          const auto a = m->disk_tier();
+          r.disk.blocks = a.blocks, r.disk.slots = a.slots, r.disk.slot_bytes = a.slot_bytes;
+          r.disk.bytes_per_step = a.bytes_per_step;
+          r.disk.bytes_read += a.bytes_read - before.bytes_read;
+          r.disk.block_reads += a.block_reads - before.block_reads;
+          r.disk.stalls += a.stalls - before.stalls;
+          r.disk.steps += a.steps - before.steps;
+          r.disk.tokens += a.tokens - before.tokens;
+          r.disk.read_seconds += a.read_seconds - before.read_seconds;
+          r.disk.stall_seconds += a.stall_seconds - before.stall_seconds;
+        };
         // The expert cache's counters over the timed part of a test only.
         const auto count_cache = [&](result& r, const strata::rt::model::expert_cache_counters& before) {
           const auto a = m->expert_cache();
@@ -240,7 +255,7 @@ int main(int argc, char** argv) {
         for (auto d : depths) {
           for (auto p : n_prompt) {
             if (!p) continue;
-            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}};
+            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}, {}, 0};
             // One untimed run of the test's own shape first (llama-bench does the same): the
             // 16-token warm-up above does not build the pipelines or touch the memory a p-token
             // step needs (GPU: tiled and grouped-expert kernels, larger scratch), so without it
@@ -256,12 +271,15 @@ int main(int argc, char** argv) {
               all.insert(all.end(), toks.begin(), toks.end());
               const auto c0 = m->expert_cache();
               const auto s0 = m->streaming();
+              const auto k0 = m->disk_tier();
               const auto t0 = clock_type::now();
               s.prefill(all);
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
               if (i > 0) {  // the first run of the prompt shape is the warm-up
                 count_cache(r, c0);
                 count_stream(r, s0);
+                count_disk(r, k0);
+                r.wall_seconds += sec;
                 r.samples.push_back(double(p) / sec);
               }
             }
@@ -272,7 +290,7 @@ int main(int argc, char** argv) {
           }
           for (auto g : n_gen) {
             if (!g) continue;
-            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}};
+            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}, {}, 0};
             for (unsigned i = 0; i < reps; ++i) {
               s.clear();
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
@@ -280,6 +298,7 @@ int main(int argc, char** argv) {
               const auto toks = random_tokens(g, hp.n_vocab, rng);
               const auto c0 = m->expert_cache();
               const auto s0 = m->streaming();
+              const auto k0 = m->disk_tier();
               const auto t0 = clock_type::now();
               if (argmax)
                 for (auto t : toks) s.decode_argmax(t);
@@ -288,6 +307,8 @@ int main(int argc, char** argv) {
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
               count_cache(r, c0);
               count_stream(r, s0);
+              count_disk(r, k0);
+              r.wall_seconds += sec;
               r.samples.push_back(double(g) / sec);
             }
             report_profile(r.test, g);
@@ -350,6 +371,20 @@ int main(int argc, char** argv) {
                                                                 {"cpu_steps", r.stream.cpu_steps},
                                                                 {"predicted_host_to_gpu_bytes_per_token",
                                                                  r.predicted.host_to_gpu_bytes}}},
+                                           {"disk_tier",
+                                            boost::json::object{{"blocks", r.disk.blocks},
+                                                                {"slots", r.disk.slots},
+                                                                {"slot_bytes", r.disk.slot_bytes},
+                                                                {"bytes_per_step", r.disk.bytes_per_step},
+                                                                {"bytes_read_per_token", r.disk.bytes_per_token()},
+                                                                {"read_seconds", r.disk.read_seconds},
+                                                                {"stall_seconds", r.disk.stall_seconds},
+                                                                {"stalls", r.disk.stalls},
+                                                                {"steps", r.disk.steps},
+                                                                {"read_gbps", r.disk.read_gbps()},
+                                                                {"wall_gbps", r.wall_seconds > 0
+                                                                                  ? double(r.disk.bytes_read) / r.wall_seconds / 1e9
+                                                                                  : 0.0}}},
                                            {"samples_ts", std::move(samples)}});
     }
     std::cout << boost::json::serialize(boost::json::object{{"results", std::move(arr)}}) << "\n";
@@ -422,6 +457,28 @@ int main(int argc, char** argv) {
     }
     std::printf("(every streamed step copies each streamed block's dense FFN once: a prompt step's tokens share the "
                 "bytes; CPU steps: steps of few tokens that computed those FFNs on the CPU instead)\n");
+  }
+  // The disk tier (CPU blocks beyond --ram-budget or -ot ...=disk, read from the model file every
+  // step), measured over the timed runs: the drive's rate while the reader reads, over the whole
+  // test, and how long the compute waited for it.
+  if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.disk.blocks > 0; })) {
+    std::printf("\n| %-14s | %-14s | %12s | %11s | %11s | %12s | %12s | %11s |\n", "test", "disk blocks", "ring MiB",
+                "read MB/t", "read s", "read GB/s", "wall GB/s", "stall s");
+    std::printf("| %.14s | %.14s | %.12s | %.11s | %.11s | %.12s | %.12s | %.11s |\n", "---------------",
+                "---------------", "-------------", "------------", "------------", "-------------", "-------------",
+                "------------");
+    for (const result& r : results) {
+      if (!r.disk.blocks) continue;
+      char test[64], blocks[40];
+      std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
+      std::snprintf(blocks, sizeof blocks, "%u, %u slots", r.disk.blocks, r.disk.slots);
+      std::printf("| %-14s | %-14s | %12.1f | %11.2f | %11.3f | %12.2f | %12.2f | %11.3f |\n", test, blocks,
+                  double(r.disk.slot_bytes * r.disk.slots) / double(1 << 20), r.disk.bytes_per_token() / 1e6,
+                  r.disk.read_seconds, r.disk.read_gbps(),
+                  r.wall_seconds > 0 ? double(r.disk.bytes_read) / r.wall_seconds / 1e9 : 0.0, r.disk.stall_seconds);
+    }
+    std::printf("(read GB/s: bytes over the reader's busy time; wall GB/s: bytes over the timed runs; stall: the compute "
+                "thread waiting for a block)\n");
   }
   return 0;
 }

@@ -71,6 +71,19 @@ struct timings {
   }
 };
 
+// The disk tier's counters since load (CPU blocks streamed from the model file), when it ran.
+void print_disk_tier(const rt::model& m, const logger& log) {
+  const rt::model::disk_counters c = m.disk_tier();
+  if (!c.blocks) return;
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "disk tier: %u blocks, %.1f MB read per token (%llu steps), reads %.3f s at %.2f GB/s, compute stalled "
+                "%.3f s waiting on the drive (%llu of %llu block starts)",
+                c.blocks, c.bytes_per_token() / 1e6, (unsigned long long)c.steps, c.read_seconds, c.read_gbps(),
+                c.stall_seconds, (unsigned long long)c.stalls, (unsigned long long)(c.steps * c.blocks));
+  log.info("run", buf);
+}
+
 // Samples from `logits` until a stop condition; streams text to stdout; returns generated ids.
 // `eog`: end-of-generation ids (computed once per run, empty with --ignore-eos).
 std::vector<std::int32_t> generate(rt::session& s, const tokenizer::tokenizer& tok, sampling::sampler& smp,
@@ -204,6 +217,7 @@ int run_generate(const run_options& opt) {
                 std::to_string(ctx) + " (raise -c)");
   opt.log->info("run", std::string(m->hparams().arch) + ", " + std::to_string(m->hparams().n_layer) +
                            " layers, context " + std::to_string(ctx) + ", " + m->backend_description());
+  if (const std::string st = m->startup_report(); !st.empty()) opt.log->info("run", st);
 
   auto params = sampler_params_from(opt);
   sampling::sampler smp(params, std::int32_t(m->hparams().n_vocab));
@@ -233,6 +247,7 @@ int run_generate(const run_options& opt) {
                    *opt.log);
   std::cout << "\n" << std::flush;
   tm.print(*opt.log);
+  print_disk_tier(*m, *opt.log);
   if (opt.print_ids) {
     std::ostringstream o;
     o << "[";

@@ -96,8 +96,11 @@ class backend {
       route_ids_.resize(max_routed);
       route_w_.resize(max_routed);
       route_rows_.reserve(max_routed);
+      route_pos_.resize(max_routed);
     }
     route_order_.reserve(arch::limits::max_experts);
+    expert_off_.reserve(arch::limits::max_experts + 1);
+    active_.reserve(arch::limits::max_experts);
   }
 
   // The step's inputs, read by the ops below (the CPU keeps views; nothing is copied).
@@ -364,6 +367,7 @@ class backend {
     const float* wts = route_w_.data();
     for (std::uint32_t t = 0; t < n; ++t) std::fill(out.row(t), out.row(t) + out.cols, 0.0f);
     const bool weight_input = mp.weighting == graph::moe_weighting::input;
+    if (moe_experts_batched(mw, n * k, k, weight_input, x, s, out)) return;
     std::vector<std::uint32_t>& rows = route_rows_;
     for (std::uint32_t e = 0; e < E; ++e) {
       rows.clear();
@@ -392,6 +396,115 @@ class backend {
   }
 
  private:
+  // moe_experts for packed experts in five pool jobs whatever the number of experts: the routed
+  // (token, expert) pairs' rows gathered in expert order and quantized once, gate and up of every
+  // expert, SwiGLU + the down's quantization, down of every expert, then each token's sum. The
+  // loop in moe_experts runs four pool jobs per expert (32 per layer and token at 8 experts; in
+  // decode each is a wake and a wait of every thread on a few microseconds of work). Every row
+  // goes through the same packed gemm (whose result does not depend on the batch) and each
+  // token adds its experts' rows in increasing expert order, as the loop does: the same bits.
+  // False (nothing done) when the experts have no packed copy or gate and up differ in format.
+  bool moe_experts_batched(const moe_weights& mw, std::uint32_t pairs, std::uint32_t k, bool weight_input, tensor x,
+                           const moe_scratch& s, tensor out) {
+    const weight &G = *mw.gate_exps, &U = *mw.up_exps, &D = *mw.down_exps;
+    if (!G.packed || !U.packed || !D.packed || G.kernels != U.kernels) return false;
+    const std::uint32_t E = std::uint32_t(G.ne[2]), n_ff = std::uint32_t(G.ne[1]), n_embd = x.cols;
+    const std::int32_t* ids = route_ids_.data();
+    const float* wts = route_w_.data();
+    // Counting sort of the pairs by expert: rows[r] is the pair at gathered row r.
+    std::vector<std::uint32_t>& off = expert_off_;
+    off.assign(E + 1, 0);
+    for (std::uint32_t i = 0; i < pairs; ++i) ++off[std::uint32_t(ids[i]) + 1];
+    active_.clear();
+    for (std::uint32_t e = 0; e < E; ++e) {
+      if (off[e + 1]) active_.push_back(e);
+      off[e + 1] += off[e];
+    }
+    std::vector<std::uint32_t>& rows = route_rows_;
+    rows.resize(pairs);
+    for (std::uint32_t i = 0; i < pairs; ++i) {
+      const std::uint32_t r = off[std::uint32_t(ids[i])]++;
+      rows[r] = i;
+      route_pos_[i] = r;
+    }
+    for (std::uint32_t e = E; e > 0; --e) off[e] = off[e - 1];  // back to each expert's first row
+    off[0] = 0;
+
+    const format_kernels &kg = *G.kernels, &kd = *D.kernels;
+    const std::size_t stride_g = kg.gemm_act_bytes(n_embd), stride_d = kd.gemm_act_bytes(n_ff);
+    if (std::size_t(pairs) * std::max(stride_g, stride_d) > act_scratch_.size())
+      throw error("moe: " + std::to_string(pairs) + " routed rows exceed the activation scratch reserve() sized");
+    std::byte* act = act_scratch_.data();
+    const auto quantize = [&](const format_kernels& kk, const float* src, std::size_t r, std::size_t stride, std::size_t cols) {
+      kk.quantize_act_row(src, act + r * stride, cols);
+      if (kk.prepare_act) kk.prepare_act(act + r * stride, cols);
+    };
+    pool_.parallel_for(pairs, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t r = b; r < e; ++r) {
+        const float* src = x.row(rows[r] / k);
+        float* dst = s.xin.row(std::uint32_t(r));
+        const float f = weight_input ? wts[rows[r]] : 1.0f;
+        for (std::uint32_t c = 0; c < n_embd; ++c) dst[c] = weight_input ? src[c] * f : src[c];
+        quantize(kg, dst, r, stride_g, n_embd);
+      }
+    });
+    // One pool job over (expert, matrix, chunk of 16-row groups) items; a chunk's weights stay
+    // in L2 while the expert's rows pass over them (as matmul_packed sizes them).
+    const auto run = [&](std::initializer_list<std::pair<const weight*, tensor>> mats, std::size_t k_in,
+                         std::size_t stride) {
+      const weight& w0 = *mats.begin()->first;
+      const std::size_t n_out = w0.ne[1], groups = packed_groups(n_out), group_bytes = pack_rows * w0.row_bytes;
+      const std::size_t chunk = std::clamp<std::size_t>((256u << 10) / group_bytes, 1, std::max<std::size_t>(1, groups / 2));
+      const std::size_t chunks = (groups + chunk - 1) / chunk, per_expert = chunks * mats.size();
+      pool_.parallel_for(active_.size() * per_expert, 1, [&](std::size_t b, std::size_t e, unsigned) {
+        for (std::size_t it = b; it < e; ++it) {
+          const std::uint32_t ex = active_[it / per_expert];
+          const std::size_t within = it % per_expert, c = within % chunks;
+          const auto& [w, y] = *(mats.begin() + within / chunks);
+          gemm_args a;
+          a.w = w->packed + ex * w->packed_slab_bytes;
+          a.group_bytes = group_bytes;
+          a.group_begin = c * chunk;
+          a.group_end = std::min(groups, a.group_begin + chunk);
+          a.act = reinterpret_cast<const std::uint8_t*>(act + off[ex] * stride);
+          a.act_stride = stride;
+          a.act_row_bytes = w->kernels->act_row_bytes(k_in);
+          a.n_tok = off[ex + 1] - off[ex];
+          a.y = y.row(off[ex]);
+          a.y_stride = y.stride;
+          a.n_rows = n_out;
+          a.k = k_in;
+          w->kernels->gemm(a);
+        }
+      });
+    };
+    run({{&G, s.gate}, {&U, s.up}}, n_embd, stride_g);
+    pool_.parallel_for(pairs, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t r = b; r < e; ++r) {
+        float* g = s.gate.row(std::uint32_t(r));
+        const float* u = s.up.row(std::uint32_t(r));
+        for (std::uint32_t i = 0; i < n_ff; ++i) g[i] = silu(g[i]) * u[i];
+        quantize(kd, g, r, stride_d, n_ff);
+      }
+    });
+    run({{&D, s.y}}, n_ff, stride_d);
+    const std::uint32_t n = pairs / k;
+    pool_.parallel_for(n, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t t = b; t < e; ++t) {
+        std::uint32_t pos[arch::limits::max_experts_used];
+        for (std::uint32_t j = 0; j < k; ++j) pos[j] = route_pos_[t * k + j];
+        std::sort(pos, pos + k);  // rows are in expert order: increasing expert id
+        float* o = out.row(std::uint32_t(t));
+        for (std::uint32_t j = 0; j < k; ++j) {
+          const float f = weight_input ? 1.0f : wts[rows[pos[j]]];
+          const float* y = s.y.row(pos[j]);
+          for (std::uint32_t c = 0; c < out.cols; ++c) o[c] += f * y[c];
+        }
+      }
+    });
+    return true;
+  }
+
   const kv::block_table& step_kv() const {
     if (!step_.kv) throw error("CPU backend: a KV op in a step begun without a block table");
     return *step_.kv;
@@ -425,6 +538,8 @@ class backend {
   std::vector<std::int32_t> route_ids_;
   std::vector<float> route_w_;
   std::vector<std::uint32_t> route_order_, route_rows_;
+  std::vector<std::uint32_t> route_pos_;              // pair -> its gathered row (moe_experts_batched)
+  std::vector<std::uint32_t> expert_off_, active_;    // per expert: first gathered row; experts routed
   std::uint32_t routed_rows_ = 0;  // rows of the last moe_route()
   std::unique_ptr<weight_stream> stream_;  // disk-backed tensors (set_weight_stream), or none
 };

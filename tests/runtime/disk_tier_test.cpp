@@ -18,6 +18,7 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
+#include "support/session_logits.hpp"
 
 namespace fs = std::filesystem;
 using strata::test::golden_model;
@@ -56,18 +57,6 @@ std::uint64_t resident_ram(const golden_model& g, const strata::rt::engine_optio
   return strata::tiers::layout_plan(in.demand, l, in.plan.links, ~0ull >> 2, opt.n_batch).ram_total();
 }
 
-// Every prompt position's logits, then those of `decode` greedy continuation tokens.
-std::vector<float> run_logits(strata::rt::model& m, const strata::test::golden_run& run, std::size_t decode) {
-  strata::rt::session s(m);
-  std::vector<float> all;
-  s.prefill(run.ids, &all);
-  for (std::size_t k = 0; k < decode && k < run.greedy.size(); ++k) {
-    const auto l = s.decode(run.greedy[k]);
-    all.insert(all.end(), l.begin(), l.end());
-  }
-  return all;
-}
-
 // Loads g with opt (which makes blocks disk-backed), checks the blocks, report and counters, and
 // returns the logits of the first run's prompt (in steps of n_batch) and 6 decode steps.
 std::vector<float> disk_logits(const golden_model& g, const strata::rt::engine_options& opt,
@@ -79,7 +68,7 @@ std::vector<float> disk_logits(const golden_model& g, const strata::rt::engine_o
   CHECK(report.find("disk tier: ") != std::string::npos);
   CHECK(report.find(g.path.string()) != std::string::npos);
   const auto& run = g.runs.front();
-  const auto got = run_logits(*m, run, 6);
+  const auto got = strata::test::prompt_and_decode_logits(*m, run, 6);
   const auto c = m->disk_tier();
   const std::uint64_t steps = (run.ids.size() + opt.n_batch - 1) / opt.n_batch + 6;
   CHECK(c.blocks == blocks.size());
@@ -105,7 +94,7 @@ TEST_CASE("disk tier: a --ram-budget short of the model streams the last blocks 
     }
     auto opt = cpu_options(5);  // several prompt steps
     const auto& run = g.runs.front();
-    const auto ref = run_logits(*strata::rt::model::load(g.path, opt), run, 6);
+    const auto ref = strata::test::prompt_and_decode_logits(*strata::rt::model::load(g.path, opt), run, 6);
     // One byte short of everything resident: with a 2-slot ring, 3 of the 4 blocks must stream.
     opt.ram_budget = resident_ram(g, opt) - 1;
     const auto got = disk_logits(g, opt, {1, 2, 3});
@@ -130,7 +119,7 @@ TEST_CASE("disk tier: -ot REGEX=disk streams the matching tensors of CPU blocks,
   }
   auto opt = cpu_options(256);  // the whole prompt in one step
   const auto& run = g.runs.front();
-  const auto ref = run_logits(*strata::rt::model::load(g.path, opt), run, 6);
+  const auto ref = strata::test::prompt_and_decode_logits(*strata::rt::model::load(g.path, opt), run, 6);
   opt.override_tensor = {R"(blk\.[02]\.ffn_=disk,blk\.3\.attn=disk)"};
   CHECK(disk_logits(g, opt, {0, 2, 3}) == ref);
 }

@@ -18,6 +18,7 @@
 #include "strata/core/byte_size.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
+#include "support/session_logits.hpp"
 
 namespace {
 
@@ -352,17 +353,7 @@ TEST_CASE("tiers: a GPU layout beyond --gpu-budget (or the CPU side beyond --ram
 
 namespace {
 
-// Every prompt position's logits, then those of `decode` greedy continuation tokens.
-std::vector<float> prompt_and_decode_logits(strata::rt::model& m, const strata::test::golden_run& run, std::size_t decode) {
-  strata::rt::session s(m);
-  std::vector<float> all;
-  s.prefill(run.ids, &all);
-  for (std::size_t k = 0; k < decode && k < run.greedy.size(); ++k) {
-    const auto l = s.decode(run.greedy[k]);
-    all.insert(all.end(), l.begin(), l.end());
-  }
-  return all;
-}
+using strata::test::prompt_and_decode_logits;
 
 // qwen3 (4 dense blocks): the FFN of blocks 1-3 streamed, so the two ring slots are reused
 // (block 3 reads slot 1 after block 1 did), for the prompt in steps of n_batch tokens then 8

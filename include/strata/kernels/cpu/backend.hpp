@@ -179,10 +179,7 @@ class backend {
     const std::size_t K = x.cols, stride = k.gemm_act_bytes(K), N = y.cols;
     std::byte* act = act_scratch_.data();
     pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
-      for (std::size_t t = b; t < e; ++t) {
-        k.quantize_act_row(x.row(t), act + t * stride, K);
-        if (k.prepare_act) k.prepare_act(act + t * stride, K);
-      }
+      for (std::size_t t = b; t < e; ++t) quantize_for_gemm(k, x.row(t), act + t * stride, K);
     });
     const std::size_t groups = packed_groups(N), group_bytes = pack_rows * w.row_bytes;
     const std::size_t per_thread = std::max<std::size_t>(1, groups / (pool_.size() * (x.rows > 1 ? 4 : 8)));
@@ -396,6 +393,12 @@ class backend {
   }
 
  private:
+  // One activation row in the layout a packed gemm reads (gemm_act_bytes(k) bytes at dst).
+  static void quantize_for_gemm(const format_kernels& k, const float* x, std::byte* dst, std::size_t n) {
+    k.quantize_act_row(x, dst, n);
+    if (k.prepare_act) k.prepare_act(dst, n);
+  }
+
   // moe_experts for packed experts in five pool jobs whatever the number of experts: the routed
   // (token, expert) pairs' rows gathered in expert order and quantized once, gate and up of every
   // expert, SwiGLU + the down's quantization, down of every expert, then each token's sum. The
@@ -435,17 +438,13 @@ class backend {
     if (std::size_t(pairs) * std::max(stride_g, stride_d) > act_scratch_.size())
       throw error("moe: " + std::to_string(pairs) + " routed rows exceed the activation scratch reserve() sized");
     std::byte* act = act_scratch_.data();
-    const auto quantize = [&](const format_kernels& kk, const float* src, std::size_t r, std::size_t stride, std::size_t cols) {
-      kk.quantize_act_row(src, act + r * stride, cols);
-      if (kk.prepare_act) kk.prepare_act(act + r * stride, cols);
-    };
     pool_.parallel_for(pairs, 1, [&](std::size_t b, std::size_t e, unsigned) {
       for (std::size_t r = b; r < e; ++r) {
         const float* src = x.row(rows[r] / k);
         float* dst = s.xin.row(std::uint32_t(r));
         const float f = weight_input ? wts[rows[r]] : 1.0f;
         for (std::uint32_t c = 0; c < n_embd; ++c) dst[c] = weight_input ? src[c] * f : src[c];
-        quantize(kg, dst, r, stride_g, n_embd);
+        quantize_for_gemm(kg, dst, act + r * stride_g, n_embd);
       }
     });
     // One pool job over (expert, matrix, chunk of 16-row groups) items; a chunk's weights stay
@@ -484,7 +483,7 @@ class backend {
         float* g = s.gate.row(std::uint32_t(r));
         const float* u = s.up.row(std::uint32_t(r));
         for (std::uint32_t i = 0; i < n_ff; ++i) g[i] = silu(g[i]) * u[i];
-        quantize(kd, g, r, stride_d, n_ff);
+        quantize_for_gemm(kd, g, act + r * stride_d, n_ff);
       }
     });
     run({{&D, s.y}}, n_ff, stride_d);

@@ -32,6 +32,37 @@ layout(push_constant) uniform Params {
 // SPLIT partials: per (token, head, split) D accumulators then m and l.
 layout(binding = 0, std430) buffer Part { float part[]; };
 
+#ifdef QUANT_OUT
+// Decode (unsplit, and COMBINE): the output rows also as the output projection's int8 input
+// (quantize_q8.glsl's blocks and rounding), so no quantize dispatch sits between the two;
+// QUANT_OUT is the width of a row of the int8 slot. A workgroup owns a head: D / 32 blocks.
+layout(binding = 8, std430) writeonly buffer XQO { uint xqo[]; };
+layout(binding = 9, std430) writeonly buffer XSO { vec4 xso[]; };
+shared float q8v[256];  // the head's outputs (DMAX)
+void q8_store_head(uint t, uint h) {
+  const uint b = gl_LocalInvocationID.x;
+  if (b >= p.D / 32) return;
+  float amax = 0.0;
+  for (uint i = 0; i < 32; ++i) amax = max(amax, abs(q8v[32 * b + i]));
+  const float d = amax / 127.0;
+  const float id = d > 0.0 ? 1.0 / d : 0.0;
+  int sum_lo = 0, sum_hi = 0;
+  const uint blk = (h * p.D) / 32 + b;
+  const uint qo = t * (QUANT_OUT / 4) + blk * 8;  // in uints: a row is QUANT_OUT codes
+  for (uint w4 = 0; w4 < 8; ++w4) {
+    uint packed = 0;
+    for (uint k = 0; k < 4; ++k) {
+      const int q = int(round(q8v[32 * b + 4 * w4 + k] * id));
+      packed |= (uint(q) & 0xFFu) << (8 * k);
+      if (w4 < 4) sum_lo += q;
+      else sum_hi += q;
+    }
+    xqo[qo + w4] = packed;
+  }
+  xso[t * (QUANT_OUT / 32) + blk] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
+}
+#endif
+
 float q_in(uint t, uint h, uint d) { return q[p.q_off + t * p.q_stride + h * p.D + d]; }
 #ifdef KV_K_F32
 float k_at(uint i) { return kc[i]; }
@@ -170,7 +201,14 @@ void main() {
       if (mv > -1.0 / 0.0) a += part[b + d] * exp(mv - M);
     }
     o[p.o_off + t * p.o_stride + h * p.D + d] = a / L;
+#ifdef QUANT_OUT
+    q8v[d] = a / L;
+#endif
   }
+#ifdef QUANT_OUT
+  barrier();
+  q8_store_head(t, h);
+#endif
 }
 #else
 
@@ -276,7 +314,14 @@ void main() {
   for (uint k = 0; k < PER_THREAD; ++k) {
     const uint d = tid + k * WG;
     if (d < D) o[p.o_off + t * p.o_stride + h * D + d] = acc[k] / l;
+#ifdef QUANT_OUT
+    if (d < D) q8v[d] = acc[k] / l;
+#endif
   }
+#ifdef QUANT_OUT
+  barrier();
+  q8_store_head(t, h);
+#endif
 #endif
 }
 #endif

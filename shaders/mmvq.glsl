@@ -19,11 +19,23 @@
 //  MOE_COMBINE_TAIL  (with MOE_IDS, not MOE_GROUPED: the experts' down matvec) the last
 //                workgroup combines each token's expert rows with the residual
 //                (moe_combine_tail.glsl), then, with NORM_TAIL, runs the next norm over them
+//  NORM_OUT      (with ADD_RESIDUAL) half of the next RMS norm, so no dispatch of its own sits
+//                between this matvec and the next: the rows y times the norm's weight, as int8
+//                blocks for the next matvec, and each 32-row block's sum of y^2. A 1 / rms
+//                factor scales every code of a row alike, so the codes need not wait for it.
+//  RMS_IN        (not with MOE_IDS or NORM_TAIL) the other half: the input is NORM_OUT's codes;
+//                the block sums give 1 / rms(x), which scales the dot products (RMS_IN = K).
 #if defined(NORM_TAIL) && defined(MOE_IDS) && !defined(MOE_COMBINE_TAIL)
 #error "NORM_TAIL follows a residual matvec or the MoE combine"
 #endif
 #if defined(MOE_COMBINE_TAIL) && (!defined(MOE_IDS) || defined(MOE_GROUPED) || defined(QUANT_OUT))
 #error "MOE_COMBINE_TAIL needs every workgroup to reach the end of main()"
+#endif
+#if defined(NORM_OUT) && (!defined(ADD_RESIDUAL) || defined(QUANT_OUT) || defined(NORM_TAIL) || defined(MOE_IDS))
+#error "NORM_OUT follows a residual matvec and writes the quantized slot QUANT_OUT would"
+#endif
+#if defined(RMS_IN) && (defined(MOE_IDS) || defined(NORM_TAIL))
+#error "RMS_IN reads the rows of a plain matvec input"
 #endif
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
@@ -38,11 +50,18 @@ layout(binding = 4, std430) readonly buffer R { float res[]; };
 #ifdef MOE_IDS
 layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
 #endif
-#ifdef QUANT_OUT
+#if defined(QUANT_OUT) || defined(NORM_OUT)
 // The outputs again as the next matvec's int8 input (quantize_q8.glsl's layout and rounding):
 // a workgroup owns whole 32-row blocks, so it quantizes its own rows.
 layout(binding = 6, std430) writeonly buffer XQO { uint xqo[]; };
 layout(binding = 7, std430) writeonly buffer XSO { vec4 xso[]; };
+#endif
+#ifdef NORM_OUT
+layout(binding = 8, std430) readonly buffer NormW { float norm_w[]; };
+layout(binding = 9, std430) writeonly buffer SqOut { float sq_out[]; };  // [token][block of 32 rows]
+#endif
+#ifdef RMS_IN
+layout(binding = 10, std430) readonly buffer SqIn { float sq_in[]; };
 #endif
 layout(push_constant) uniform Params {
   uint K, N, n_tok, row_bytes;
@@ -55,6 +74,8 @@ layout(push_constant) uniform Params {
   MOE_COMBINE_TAIL_PC
 #elif defined(NORM_TAIL)
   NORM_TAIL_PC
+#elif defined(RMS_IN)
+  float rms_eps;
 #endif
 } p;
 
@@ -68,9 +89,16 @@ const uint ROWS = RPG * NW;
 #ifndef SG_LPR
 shared float red[ROWS * NT][WG];
 #endif
-#ifdef QUANT_OUT
+#if defined(QUANT_OUT) || defined(NORM_OUT)
 const uint WG_ROWS = GROUPS * RPG;
 shared float outv[NT][WG_ROWS];
+#endif
+#ifdef NORM_OUT
+shared float outsq[NT][WG_ROWS];
+#endif
+#ifdef RMS_IN
+const uint RMS_NB = RMS_IN / 32;                 // block sums per token
+const uint RMS_PER_LANE = (RMS_NB + LPR - 1) / LPR;
 #endif
 
 void main() {
@@ -113,6 +141,21 @@ void main() {
   float acc[ROWS][NT];
   for (uint r = 0; r < ROWS; ++r)
     for (uint t = 0; t < NT; ++t) acc[r][t] = 0.0;
+#ifdef NORM_OUT
+  float nwv[RPG];  // loaded now, used after the weights
+  for (uint r = 0; r < RPG; ++r) nwv[r] = norm_w[min(row0 + r, p.N - 1)];
+#endif
+#ifdef RMS_IN
+  // The block sums are issued before the weight loop and summed after it, in a fixed order.
+  float sqv[NT][RMS_PER_LANE];
+  for (uint t = 0; t < NT; ++t) {
+    const uint base = min(xr[t], xr[0] + nt - 1) * RMS_NB;
+    for (uint i = 0; i < RMS_PER_LANE; ++i) {
+      const uint b = lane + i * LPR;
+      sqv[t][i] = b < RMS_NB ? sq_in[base + b] : 0.0;
+    }
+  }
+#endif
 
   const uint n_units = p.K / MMVQ_UNIT;
   for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
@@ -147,6 +190,23 @@ void main() {
         acc[r][t] = s;
       }
 #endif
+#ifdef RMS_IN
+  for (uint t = 0; t < NT; ++t) {
+    float ss = 0.0;
+    for (uint i = 0; i < RMS_PER_LANE; ++i) ss += sqv[t][i];
+#ifdef SG_LPR
+    ss = subgroupAdd(ss);
+#else
+    barrier();  // lane 0 has read red above
+    red[0][gl_LocalInvocationID.x] = ss;
+    barrier();
+    ss = 0.0;
+    for (uint l = 0; l < LPR; ++l) ss += red[0][grp * LPR + l];
+#endif
+    const float rs = 1.0 / sqrt(ss / float(RMS_IN) + p.rms_eps);
+    for (uint r = 0; r < ROWS; ++r) acc[r][t] *= rs;
+  }
+#endif
   if (lane == 0)
     for (uint r = 0; r < RPG; ++r) {
       const uint row = row0 + r;
@@ -160,16 +220,21 @@ void main() {
         const float v = acc[r][t];
 #endif
 #ifdef ADD_RESIDUAL
-        y[p.y_off + yr[t] * p.y_stride + row] = res[p.r_off + yr[t] * p.r_stride + row] + v;
+        const float yv = res[p.r_off + yr[t] * p.r_stride + row] + v;
 #else
-        y[p.y_off + yr[t] * p.y_stride + row] = v;
+        const float yv = v;
 #endif
+        y[p.y_off + yr[t] * p.y_stride + row] = yv;
 #ifdef QUANT_OUT
         outv[t][grp * RPG + r] = v;
 #endif
+#ifdef NORM_OUT
+        outv[t][grp * RPG + r] = yv * nwv[r];
+        outsq[t][grp * RPG + r] = yv * yv;
+#endif
       }
     }
-#ifdef QUANT_OUT
+#if defined(QUANT_OUT) || defined(NORM_OUT)
   // N is a multiple of 32 and a workgroup's first row is a multiple of WG_ROWS (itself a
   // multiple of 32): every block this workgroup quantizes is complete.
   barrier();
@@ -180,6 +245,11 @@ void main() {
     if (t < nt && row_base + r0 < p.N) {
       float amax = 0.0;
       for (uint i = 0; i < 32; ++i) amax = max(amax, abs(outv[t][r0 + i]));
+#ifdef NORM_OUT
+      float sq = 0.0;
+      for (uint i = 0; i < 32; ++i) sq += outsq[t][r0 + i];
+      sq_out[yr[t] * (p.N / 32) + (row_base + r0) / 32] = sq;
+#endif
       const float d = amax / 127.0;
       const float id = d > 0.0 ? 1.0 / d : 0.0;
       int sum_lo = 0, sum_hi = 0;

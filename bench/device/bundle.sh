@@ -31,7 +31,9 @@ for f in .devbin/bin/*; do ldd "$f"; done | awk '/=> \//{print $3}' | sort -u | 
     *) cp -L "$lib" .devbin/lib/ ;;
   esac
 done
-tar -C .devbin -cf - bin lib | xz -T2 -6 > .devbin/strata-bin.tar.xz
+# One xz stream (-T1) with a dictionary larger than a binary: the statically linked glslang
+# (most of each binary) is stored once for all of them (5 binaries: 5.7 MB, against 14 MB at -T2 -6).
+tar -C .devbin -cf - bin lib | xz -T1 -9 > .devbin/strata-bin.tar.xz
 rm -rf .devbin/bin .devbin/lib
 # Fixture models the device tests read (small) travel with the tree already (tests/fixtures).
 if [ $# -ge 1 ]; then

@@ -46,6 +46,7 @@ void backend::rms_norm(tensor x, const weight* w, float eps, tensor y) {
   // Run by the dispatch that writes x (its last workgroup), or deferred (fused into the matmuls
   // that read the result).
   if (P.fuse_step && weighted && x.rows == y.rows && x.cols == y.cols && P.try_norm_tail(n)) return;
+  if (P.fuse_step && weighted && x.rows == y.rows && x.cols == y.cols && P.try_norm_out(n)) return;
   if (P.fuse_step && weighted && x.rows == y.rows && x.cols == y.cols && x.cols % 16 == 0) {
     P.prepare({x}, {y});
     std::erase_if(P.norms, [&](const impl::pending_norm& o) { return o.y.buf == y.buf; });
@@ -67,7 +68,7 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
     if (P.stream_on_cpu()) return P.record_cpu_ffn(w, x, y);
     P.enter_streamed(w);
   }
-  impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}, {}};
+  impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}, {}, {}};
   if (!P.fuse_step) {
     P.prepare({x}, {y});
     P.record_matmul(m);
@@ -78,6 +79,10 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   const auto it = std::find_if(P.norms.begin(), P.norms.end(), [&](const auto& n) { return impl::same(n.y, x); });
   if (it != P.norms.end()) m.norm = *it;
   const bool chain = !P.mats.empty() && impl::same(P.mats.back().x, x) && !P.mats.back().residual && !P.mats.back().up;
+  // A producer waiting with the next norm's first half (try_norm_out) keeps it when this matmul
+  // reads that norm.
+  for (auto& pm : P.mats)
+    if (pm.norm_out && !(m.norm && impl::same(pm.norm_out->y, m.norm->y))) pm.norm_out.reset();
   if (!chain) P.flush_mats();
   if (!m.norm) {
     std::vector<impl::pending_matmul> held;
@@ -220,6 +225,24 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     up.copy(std::as_bytes(std::span(zeros)), P.buf(P.split_counters).handle(), 0);
     up.flush();
   }
+  // Decode: the kernel that writes out also writes it as the output projection's int8 input
+  // (attention.glsl QUANT_OUT) into the slot the next quantize would take.
+  const bool q8_out = P.attn_q8 && P.fuse_step && P.max_k && ap.head_dim % 32 == 0 && out.cols <= P.max_k &&
+                      out.cols == ap.n_head * ap.head_dim && q.rows < P.mmvq_max_tokens && q.rows <= P.max_q8_rows;
+  const std::uint32_t q8_slot = P.last_slot ^ 1u;
+  const auto q8_defs = [&](std::vector<std::pair<std::string, std::string>> d) {
+    if (q8_out) d.emplace_back("QUANT_OUT", std::to_string(P.max_k));
+    return d;
+  };
+  const auto q8_dispatch = [&](const std::vector<std::pair<std::string, std::string>>& d, std::span<const binding> b8) {
+    std::vector<binding> b(b8.begin(), b8.end());
+    if (q8_out) b.insert(b.end(), {P.bind_id(P.xq[q8_slot], true), P.bind_id(P.xs[q8_slot], true)});
+    P.dispatch(impl::req("attention", {}, q8_defs(d), q8_out ? 10 : 8), b, &pc, sizeof pc, ap.n_head, q.rows);
+    if (q8_out) {
+      P.quantized[q8_slot] = impl::quantized_input{out, nullptr, 0.0f};
+      P.last_slot = q8_slot;
+    }
+  };
   const binding part = split ? P.bind_id(P.attn_part, true) : P.bind(q, false);
   const binding bd[] = {part,
                         P.bind(q, false),
@@ -259,7 +282,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
                           P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
     auto combine_defs = impl::kv_defs(cfg);
     combine_defs.emplace_back("COMBINE", "1");
-    P.dispatch(impl::req("attention", {}, combine_defs, 8), cb, &pc, sizeof pc, ap.n_head, q.rows);
+    q8_dispatch(combine_defs, cb);
     return;
   }
   auto defs = impl::kv_defs(cfg);
@@ -281,7 +304,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
                           P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
     auto combine_defs = defs;
     combine_defs.emplace_back("COMBINE", "1");
-    P.dispatch(impl::req("attention", {}, combine_defs, 8), cb, &pc, sizeof pc, ap.n_head, q.rows);
+    q8_dispatch(combine_defs, cb);
     return;
   }
   // Prefill of one sequence on tensor cores (attention_mma.glsl): f16 caches, head_dim 64 or 128.
@@ -301,7 +324,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     return;
   }
   if (!split) {
-    P.dispatch(impl::req("attention", {}, defs, 8), bd, &pc, sizeof pc, ap.n_head, q.rows);
+    q8_dispatch(defs, bd);
     return;
   }
   auto split_defs = defs;

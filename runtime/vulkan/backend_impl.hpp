@@ -216,6 +216,10 @@ struct backend::impl {
     std::optional<tensor> residual;
     const weight* up = nullptr;
     std::optional<pending_norm> tail;  // the next norm of y, run by this dispatch's last workgroup
+    // The next norm of y, half done here (mmvq NORM_OUT: y times its weight as int8 codes, block
+    // sums of y^2) and half by the matvecs that read it (RMS_IN); kept only while a matmul
+    // reading that norm's output follows (try_norm_out()).
+    std::optional<pending_norm> norm_out;
     struct topk_t {
       std::uint32_t n_expert, k;
       bool sigmoid;
@@ -244,7 +248,16 @@ struct backend::impl {
     tensor x;
     const weight* norm_w = nullptr;
     float eps = 0;
+    bool raw = false;  // NORM_OUT's codes: the 1 / rms (from rms_sq of the slot) still to apply
   };
+  // Per slot, NORM_OUT's sums of y^2 per token and 32-row block (buffer ids).
+  std::uint32_t rms_sq[2] = {0, 0};
+  // NORM_OUT / RMS_IN for decode steps (STRATA_VK_NORM_OUT=0 disables): the norm between a
+  // residual matvec and the matvecs that read it costs no dispatch (and no barrier) of its own.
+  bool norm_out = true;
+  // Decode attention writes its output as int8 too (attention.glsl QUANT_OUT); STRATA_VK_ATTN_Q8=0 disables.
+  bool attn_q8 = true;
+  bool try_norm_out(const pending_norm& n);
   std::optional<quantized_input> quantized[2];
   std::uint32_t last_slot = 1;
   // Per-head ops on Q and K (weighted / plain RMS norm, RoPE, temperature) wait here until
@@ -384,8 +397,11 @@ struct backend::impl {
   };
   mmvq_shape_t mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const;
   // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group.
+  // norm_out: NORM_OUT (32 rows a workgroup, as QUANT_OUT); rms_in_k: RMS_IN over inputs of that
+  // many columns (0: off).
   pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
-                            bool ids, bool qout = false, bool grouped = false, bool tail = false) const;
+                            bool ids, bool qout = false, bool grouped = false, bool tail = false, bool norm_out = false,
+                            std::uint32_t rms_in_k = 0) const;
   std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const;
   // The format has an int8 unit and K fits its blocks: the integer matvec can run it.
   bool has_int8_unit(gguf::type_id t, std::uint64_t K) const { return mmvq && detail::has_mmvq(t) && K % 256 == 0; }
@@ -469,7 +485,9 @@ struct backend::impl {
   // Quantizes x (RMS-normalised with norm_w first, if given) into the xq/xs scratch, unless the
   // scratch already holds exactly that input.
   // Returns the slot.
-  std::uint32_t quantize_input(const tensor& x, const weight* norm_w, float eps);
+  // The slot holding x (normalised by norm_w if given) as int8 codes, quantizing it first if no
+  // slot does. raw_ok: a NORM_OUT slot will do (the caller applies its 1 / rms: RMS_IN).
+  std::uint32_t quantize_input(const tensor& x, const weight* norm_w, float eps, bool raw_ok = false);
   // A recorded matmul wrote y outside prepare(): forget what y's buffer held.
   void wrote(const tensor& y);
   // Experts' matvec by id (mmvq.glsl MOE_IDS): workgroup row y is a (token, slot) pair reading

@@ -73,6 +73,8 @@ backend::impl::impl(const backend_options& o)
   if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
   if (const char* v = std::getenv("STRATA_VK_MMVQ"); v && std::string_view(v) == "0") mmvq = false;
   if (const char* v = std::getenv("STRATA_VK_QUANT_OUT"); v && std::string_view(v) == "0") quant_out = false;
+  if (const char* v = std::getenv("STRATA_VK_NORM_OUT"); v && std::string_view(v) == "0") norm_out = false;
+  if (const char* v = std::getenv("STRATA_VK_ATTN_Q8"); v && std::string_view(v) == "0") attn_q8 = false;
   if (const char* v = std::getenv("STRATA_VK_TAIL")) tail_rows = std::uint32_t(std::clamp(std::atoi(v), 0, 8));
   if (const char* v = std::getenv("STRATA_VK_MOE_GROUPED"); v && std::string_view(v) == "0") moe_grouped = false;
   if (const char* v = std::getenv("STRATA_VK_MMVQ_MAX_TOKENS")) mmvq_max_tokens = std::uint32_t(std::clamp(std::atoi(v), int(detail::mm_min_tokens), 256));
@@ -329,6 +331,8 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     for (int sl = 0; sl < 2; ++sl) {
       P.xq[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k, memory_kind::device, "int8 activations");
       P.xs[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k / 32 * 16, memory_kind::device, "int8 activation scales");
+      if (P.norm_out && P.fuse)
+        P.rms_sq[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k / 32 * 4, memory_kind::device, "norm block sums");
     }
     for (bool norm : {false, true}) reqs.push_back(P.quantize_req(norm));
     for (const auto& e : P.weights)
@@ -336,6 +340,21 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
         for (int v = 0; v < 3 + (P.tail_rows > 0); ++v)
           reqs.push_back(P.mmvq_req(e.info->type, 1, e.info->ne[1], v == 1, v >= 2, false,
                                     v == 1 && P.quant_out && e.info->ne[1] % 32 == 0, false, v == 3));
+    std::uint64_t embd = 0;  // the residual stream's width: the norms between matvecs have it
+    for (const auto& e : P.weights)
+      if (e.info->name == "token_embd.weight") embd = e.info->ne[0];
+    if (P.rms_sq[0])  // decode's NORM_OUT producers and RMS_IN readers
+      for (const auto& e : P.weights)
+        if (has_mmvq(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1) {
+          const auto t = e.info->type;
+          const auto K = std::uint32_t(e.info->ne[0]);
+          const bool q32 = e.info->ne[1] % 32 == 0;
+          if (q32 && e.info->ne[1] == embd) reqs.push_back(P.mmvq_req(t, 1, e.info->ne[1], false, true, false, false, false, false, true));
+          if (K == embd) {
+            reqs.push_back(P.mmvq_req(t, 1, e.info->ne[1], false, false, false, false, false, false, false, K));
+            reqs.push_back(P.mmvq_req(t, 1, e.info->ne[1], true, false, false, P.quant_out && q32, false, false, false, K));
+          }
+        }
   }
   if (P.tail_rows && P.fuse) {  // the last-workgroup counter starts at 0; each tail puts it back
     P.tail_counter = P.new_buffer(16, memory_kind::device, "last-workgroup counter");

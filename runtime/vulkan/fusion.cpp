@@ -14,6 +14,7 @@ void backend::impl::prepare(std::initializer_list<tensor> reads, std::initialize
   // A pending combine is older than any pending matmul (moe_ffn leaves none), and its deferred
   // down matvec reads a quantized slot a matmul's quantization could overwrite.
   flush_combine();
+  for (auto& m : mats) m.norm_out.reset();  // no matmul reads the norm next: its dispatch (or fold) as before
   flush_mats();
   if (!keep_heads) flush_heads();
   for (const auto& r : reads)
@@ -270,6 +271,25 @@ void backend::impl::record_down_combine(const pending_combine& c) {
     wrote(c.tail->y);
     tail_slot = last_slot = so;
   }
+}
+
+bool backend::impl::try_norm_out(const pending_norm& n) {
+  const tensor& x = n.x;
+  if (!norm_out || !rms_sq[0] || !n.w || mats.size() != 1 || !heads.empty() || combine) return false;
+  const pending_matmul& m = mats.back();
+  if (!same(m.y, x) || !m.residual || m.up || m.tail || !use_mmvq(*m.w, x.rows) || x.rows > max_q8_rows ||
+      x.cols % 32 || x.cols > max_k || x.cols != m.w->ne[1] || x.buf == n.y.buf)
+    return false;
+  // As the deferred norm below, but the producer waits: the next op decides whether the
+  // producer writes the norm's first half (a matmul reading y: matmul()) or not (any other op).
+  std::vector<pending_matmul> held;
+  held.swap(mats);
+  prepare({}, {n.y});
+  mats.swap(held);
+  std::erase_if(norms, [&](const pending_norm& o) { return o.y.buf == n.y.buf; });
+  norms.push_back(n);
+  mats.back().norm_out = n;
+  return true;
 }
 
 bool backend::impl::try_norm_tail(const pending_norm& n) {

@@ -26,8 +26,13 @@ backend::impl::mmvq_shape_t backend::impl::mmvq_shape(gguf::type_id t, std::uint
 }
 
 pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
-                                         bool ids, bool qout, bool grouped, bool tail) const {
+                                         bool ids, bool qout, bool grouped, bool tail, bool norm_out,
+                                         std::uint32_t rms_in_k) const {
   auto [wgs, rpg, u] = qout ? mmvq_shape_t{256, 4, 1} : mmvq_shape(t, n_rows);  // QUANT_OUT: 32 rows a workgroup
+  if (norm_out && !qout) {  // 32 rows a workgroup too, with the format's rows per group and units in flight
+    if (rpg == 1) rpg = 2;
+    wgs = 32 * (32 / rpg);
+  }
   std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},
                                                      {"LPR", "32"}, {"RPG", std::to_string(rpg)},
                                                      {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
@@ -39,7 +44,9 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   if (ids && grouped) d.emplace_back("MOE_GROUPED", "1");
   if (qout) d.emplace_back("QUANT_OUT", "1");
   if (tail) d.emplace_back("NORM_TAIL", "8");  // bindings 8-13 after the kernel's own
-  return req("mmvq", t, std::move(d), tail ? 14 : 8);
+  if (norm_out) d.emplace_back("NORM_OUT", "1");  // bindings 8 (norm weight), 9 (sums of y^2)
+  if (rms_in_k) d.emplace_back("RMS_IN", std::to_string(rms_in_k));  // binding 10 (sums of x^2)
+  return req("mmvq", t, std::move(d), tail ? 14 : rms_in_k ? 11 : norm_out ? 10 : 8);
 }
 
 std::uint32_t backend::impl::mmvq_rows_per_wg(const pipeline_request& r) const {

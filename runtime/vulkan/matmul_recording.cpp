@@ -11,9 +11,10 @@
 namespace strata::gpu {
 using namespace detail;
 
-std::uint32_t backend::impl::quantize_input(const tensor& x, const weight* norm_w, float eps) {
+std::uint32_t backend::impl::quantize_input(const tensor& x, const weight* norm_w, float eps, bool raw_ok) {
   for (std::uint32_t sl = 0; sl < 2; ++sl)
-    if (const auto& q = quantized[sl]; q && same(q->x, x) && q->norm_w == norm_w && q->eps == eps) return last_slot = sl;
+    if (const auto& q = quantized[sl]; q && same(q->x, x) && q->norm_w == norm_w && q->eps == eps && (raw_ok || !q->raw))
+      return last_slot = sl;
   if (x.off % 4 || x.stride % 4)
     throw error("internal: quantized matmul input rows must start at multiples of 4 floats");
   if (x.cols > max_k || x.rows > max_q8_rows) throw error("internal: quantized input larger than its scratch");
@@ -91,7 +92,9 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
-  const std::uint32_t sl = m.norm ? quantize_input(m.norm->x, m.norm->w, m.norm->eps) : quantize_input(m.x, nullptr, 0.0f);
+  const std::uint32_t sl =
+      m.norm ? quantize_input(m.norm->x, m.norm->w, m.norm->eps, true) : quantize_input(m.x, nullptr, 0.0f);
+  const bool rms_in = quantized[sl] && quantized[sl]->raw;
   mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32,
              m.y.off, m.y.stride, 0, 0, 0, 0, 0, 1};
   binding wb = bind_weight(w);
@@ -110,21 +113,40 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
   const bool qout = quant_out && m.up && !m.residual && w.ne[1] % 32 == 0 && m.y.off % 4 == 0 && m.y.stride % 4 == 0 &&
                     m.y.cols <= max_k;
   const std::uint32_t so = sl ^ 1u;
+  const bool tail = m.tail && m.residual && !qout;
+  // The next norm's first half (NORM_OUT) into the other slot: y's rows are the norm's input.
+  const bool nout = m.norm_out && m.residual && !m.up && !tail && !rms_in && w.ne[1] % 32 == 0 &&
+                    m.norm_out->x.cols == w.ne[1] && m.y.cols <= max_k && m.norm_out->w;
   std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(m.y, true),
                          m.residual ? bind(*m.residual, false) : bind(m.y, false), bind_id(xq[sl], false),
-                         bind_id(xq[so], qout), bind_id(xs[so], qout)};
-  const bool tail = m.tail && m.residual && !qout;
-  const auto r = mmvq_req(w.type, nt, w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout, false, tail);
+                         bind_id(xq[so], qout || nout), bind_id(xs[so], qout || nout)};
+  if (nout || rms_in) {
+    b.push_back(nout ? bind_weight(*m.norm_out->w) : bind_id(xq[sl], false));
+    b.push_back(bind_id(rms_sq[so], nout));
+  }
+  if (rms_in) b.push_back(bind_id(rms_sq[sl], false));
+  const auto r = mmvq_req(w.type, nt, w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout, false, tail, nout,
+                          rms_in ? std::uint32_t(w.ne[0]) : 0u);
   const std::uint32_t gx = div_up(w.ne[1], mmvq_rows_per_wg(r)), gy = div_up(n, nt);
   if (tail) {  // the next norm of y into the other slot, by the last workgroup
     const auto tb = tail_bindings(*m.tail, so);
     b.insert(b.end(), tb.begin(), tb.end());
     const with_norm_tail<mmvq_pc> tp{pc, tail_pc(*m.tail)};
     dispatch(r, b, &tp, sizeof tp, gx, gy);
+  } else if (rms_in) {
+    const struct {
+      mmvq_pc m;
+      float eps;
+    } rp{pc, m.norm->eps};
+    dispatch(r, b, &rp, sizeof rp, gx, gy);
   } else {
     dispatch(r, b, &pc, sizeof pc, gx, gy);
   }
   wrote(m.y);
+  if (nout) {
+    quantized[so] = quantized_input{m.y, m.norm_out->w, m.norm_out->eps, true};
+    last_slot = so;  // keep the norm's codes: the next quantize goes to the slot just read
+  }
   if (qout) {
     quantized[so] = quantized_input{m.y, nullptr, 0.0f};
     last_slot = sl;  // the next quantize goes to the other slot than the one just read

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -206,12 +207,14 @@ TEST_CASE("vulkan fusion: one norm folded into Q/K/V matmuls of three formats vs
   }
 }
 
-// The next norm as the tail of the residual matvec (STRATA_VK_TAIL): x += W_o a (a: a
-// copy of x, as the attention output is another buffer than the residual), then
-// h = rms_norm(x) * w and q = W_q h. With the tail, the residual matvec's last workgroup writes h
-// (f32 and int8) and no norm or quantize dispatch follows, with the same float64 reference (the
-// int8 codes of h are quantize_q8's).
-TEST_CASE("vulkan fusion: the next norm as the residual matvec's tail (STRATA_VK_TAIL) vs float64") {
+// The norm between two matvecs, three ways: x += W_o a (a: a copy of x, as the attention output
+// is another buffer than the residual), then h = rms_norm(x) * w and q = W_q h.
+//  - tail (STRATA_VK_TAIL): the residual matvec's last workgroup writes h (f32 and int8);
+//  - split (the default, NORM_OUT / RMS_IN): the residual matvec writes x * w as int8 codes and
+//    block sums of x^2, q's matvec applies 1 / rms;
+//  - plain (STRATA_VK_NORM_OUT=0): a quantize dispatch normalises between them.
+// The same float64 reference for all (the int8 codes of h are quantize_q8's).
+TEST_CASE("vulkan fusion: the norm between residual matvec and matvec (tail, split, plain) vs float64") {
   if (!vkt::available()) return;
   std::mt19937 rng(2718);
   constexpr std::uint32_t Q = 256;
@@ -226,15 +229,24 @@ TEST_CASE("vulkan fusion: the next norm as the residual matvec's tail (STRATA_VK
   const auto& oi = store.add("blk.0.attn_output.weight", gguf::type_id::q6_k, wo.bytes, E, E);
   const auto& qi = store.add("blk.1.attn_q.weight", gguf::type_id::q4_k, wq.bytes, E, Q);
   constexpr std::uint32_t counts[] = {1, 2, 5};
-  std::uint32_t dispatches[2] = {0, 0};  // tail, no tail
-  for (const bool tail : {true, false}) {
-    CAPTURE(tail);
-    const char* old = std::getenv("STRATA_VK_TAIL");
-    const std::string saved = old ? old : "";
-    ::setenv("STRATA_VK_TAIL", tail ? "8" : "0", 1);
-    gpu::backend be;  // reads STRATA_VK_TAIL when it is built
-    if (old) ::setenv("STRATA_VK_TAIL", saved.c_str(), 1);
-    else ::unsetenv("STRATA_VK_TAIL");
+  const char* const modes[] = {"tail", "split", "plain"};
+  std::uint32_t dispatches[3] = {0, 0, 0};
+  for (int mode = 0; mode < 3; ++mode) {
+    CAPTURE(modes[mode]);
+    const auto with_env = [](const char* name, const char* value, auto&& make) {
+      const char* old = std::getenv(name);
+      const std::string saved = old ? old : "";
+      ::setenv(name, value, 1);
+      auto r = make();
+      if (old) ::setenv(name, saved.c_str(), 1);
+      else ::unsetenv(name);
+      return r;
+    };
+    // The backend reads both variables when it is built.
+    auto bep = with_env("STRATA_VK_TAIL", mode == 0 ? "8" : "0", [&] {
+      return with_env("STRATA_VK_NORM_OUT", mode == 2 ? "0" : "1", [] { return std::make_unique<gpu::backend>(); });
+    });
+    gpu::backend& be = *bep;
     const auto xt = be.load(xi), nw2 = be.load(n2), o = be.load(oi), q = be.load(qi);
     const auto x = be.alloc(8, E), a = be.alloc(8, E), y = be.alloc(8, E), h = be.alloc(8, E), qo = be.alloc(8, Q);
     be.reserve(8, 0);
@@ -255,7 +267,7 @@ TEST_CASE("vulkan fusion: the next norm as the residual matvec's tail (STRATA_VK
         be.matmul(q, h.view(n), qo.view(n));
         return read_h ? h.view(n) : qo.view(n);
       });
-      if (n == 1) dispatches[tail ? 0 : 1] = be.dispatches_per_step();
+      if (n == 1) dispatches[mode] = be.dispatches_per_step();
       const bool int8 = be.int8_activations(gguf::type_id::q6_k, E, n) && be.int8_activations(gguf::type_id::q4_k, E, n);
       const std::uint32_t N = read_h ? E : Q;
       std::vector<double> ref(std::size_t(n) * N);
@@ -290,14 +302,17 @@ TEST_CASE("vulkan fusion: the next norm as the residual matvec's tail (STRATA_VK
         }
       }
       const double e = vkt::nmse_f64(got, ref);
-      MESSAGE(std::string(tail ? "tail" : "no tail") << ", " << n << " tokens (" << (read_h ? "h" : "q") << "): NMSE vs float64 " << e);
+      MESSAGE(std::string(modes[mode]) << ", " << n << " tokens (" << (read_h ? "h" : "q") << "): NMSE vs float64 " << e);
       CHECK(e <= tol);
     }
   }
-  MESSAGE("single-token step: " << dispatches[0] << " dispatches with the tail, " << dispatches[1] << " without");
+  MESSAGE("single-token step: " << dispatches[0] << " dispatches with the tail, " << dispatches[1] << " split, "
+                                  << dispatches[2] << " plain");
   // Gone with the tail: the norm folded into q's quantize dispatch, and the f32 norm the step
-  // records at its end because h is never overwritten here (a reader may still want it).
-  CHECK(dispatches[0] + 2 == dispatches[1]);
+  // records at its end because h is never overwritten here (a reader may still want it). Split:
+  // the quantize dispatch only (the f32 norm is still recorded at the end).
+  CHECK(dispatches[0] + 2 == dispatches[2]);
+  CHECK(dispatches[1] + 1 == dispatches[2]);
 }
 
 #endif

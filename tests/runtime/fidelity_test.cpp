@@ -106,6 +106,21 @@ TEST_CASE("fidelity: Vulkan backend, shipped fixture models match llama.cpp logi
   for (const auto& g : models) check_model(g, strata::rt::backend_kind::vulkan);
 }
 
+// n_ctx 256: decode attention runs unsplit (the per-head kernel, which also writes the output
+// projection's int8 input: attention.glsl QUANT_OUT) where n_ctx 512 splits it (COMBINE).
+TEST_CASE("fidelity: Vulkan with a short context (unsplit decode attention) matches llama.cpp logits") {
+  if (!vulkan_available()) return;
+  int ran = 0;
+  for (const auto& g : strata::test::local_golden())
+    if (g.name == "qwen3-Q4_K_M" || g.name == "llama-Q4_K_M") {
+      auto opt = fixture_options(strata::rt::backend_kind::vulkan);
+      opt.n_ctx = 256;
+      check_model(g, opt);
+      ++ran;
+    }
+  CHECK(ran == 2);
+}
+
 // -ngl 2: the embedding and layers 0-1 on the GPU, layers 2.. and the head on the CPU, the hidden
 // state handed over every step (a dense and a MoE model).
 TEST_CASE("fidelity: Vulkan/CPU layer split (-ngl 2) matches llama.cpp logits") {

@@ -323,6 +323,9 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     P.dispatch(impl::req("attention", {}, qdefs, 8), bd, &pc, sizeof pc, ap.n_head, div_up(q.rows, qtile));
     return;
   }
+  // The per-head kernel's value sum over key groups, four dims a thread (attention.glsl V4_D).
+  if (P.attn_v4 && cfg.type_v == kv::kv_type::f16 && ap.head_dim % 4 == 0 && 128 % (ap.head_dim / 4) == 0)
+    defs.emplace_back("V4_D", std::to_string(ap.head_dim));
   if (!split) {
     q8_dispatch(defs, bd);
     return;
@@ -332,9 +335,9 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   P.dispatch3(impl::req("attention", {}, split_defs, 8), bd, &pc, sizeof pc, ap.n_head, q.rows, pc.n_splits);
   const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
                         P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
-  auto combine_defs = defs;
+  auto combine_defs = impl::kv_defs(cfg);
   combine_defs.emplace_back("COMBINE", "1");
-  P.dispatch(impl::req("attention", {}, combine_defs, 8), cb, &pc, sizeof pc, ap.n_head, q.rows);
+  q8_dispatch(combine_defs, cb);
 }
 
 void backend::swiglu(tensor gate, tensor up, tensor out) {

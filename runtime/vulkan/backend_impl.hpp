@@ -257,6 +257,8 @@ struct backend::impl {
   bool norm_out = true;
   // Decode attention writes its output as int8 too (attention.glsl QUANT_OUT); STRATA_VK_ATTN_Q8=0 disables.
   bool attn_q8 = true;
+  // The unsplit per-head attention sums values over key groups, 4 dims a thread (V4_D); STRATA_VK_V4=0 disables.
+  bool attn_v4 = true;
   bool try_norm_out(const pending_norm& n);
   std::optional<quantized_input> quantized[2];
   std::uint32_t last_slot = 1;

@@ -7,6 +7,7 @@
 #                                    (setsid: it outlives the call), models generated
 #   bench/device/device.sh strata    Strata's rows: tg, depth, KV types, pp, batched, profile
 #   bench/device/device.sh tails     decode with the STRATA_VK_TAIL fusions off/on, same run
+#                                    (session 7: the tails lose 9-19%; they stay off)
 #   bench/device/device.sh llama     waits for the llama.cpp build, then llama-bench and
 #                                    llama-batched-bench on the same files
 #   bench/device/device.sh tests     vulkan_tests and runtime_tests' Vulkan cases on the H100
@@ -80,11 +81,11 @@ tails() {
   local m
   for m in qwen3-8b-Q4_K_M qwen3-30b-a3b-Q4_K_M; do
     for t in 0 1 4 8; do
-      log "STRATA_VK_TAIL=$t STRATA_VK_NORM_TAIL=$t"
-      STRATA_VK_TAIL=$t STRATA_VK_NORM_TAIL=$t run "$B/strata-bench" -m "$M/$m.gguf" --backend vulkan --argmax -p 0 -n 128 -r 3
+      log "STRATA_VK_TAIL=$t"
+      STRATA_VK_TAIL=$t run "$B/strata-bench" -m "$M/$m.gguf" --backend vulkan --argmax -p 0 -n 128 -r 3
     done
   done
-  STRATA_VK_TAIL=1 STRATA_VK_NORM_TAIL=1 run "$B/strata-bench" -m "$M/qwen3-8b-Q4_K_M.gguf" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3
+  STRATA_VK_TAIL=1 run "$B/strata-bench" -m "$M/qwen3-8b-Q4_K_M.gguf" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3
 }
 
 llama() {

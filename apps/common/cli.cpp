@@ -25,7 +25,7 @@ constexpr std::pair<std::string_view, std::string_view> single_dash_aliases[] = 
     {"-sys", "--system-prompt"}, {"-ctk", "--kv-type-k"},   {"-ctv", "--kv-type-v"},
     {"-npp", "--pp"},            {"-pp", "--pp"},           {"-ntg", "--tg"},
     {"-tg", "--tg"},             {"-npl", "--npl"},         {"--ngl", "--n-gpu-layers"},
-    {"-ot", "--override-tensor"},
+    {"-ot", "--override-tensor"}, {"-jf", "--json-schema-file"},
 };
 
 constexpr std::size_t name_column = 34;

@@ -1,10 +1,13 @@
 // Generation for strata-run: prompt (-p/-f/--tokens) -> prefill -> sample until a stop
-// condition, streaming text; --dump-logits writes every prompt position's logits; -cnv runs an
-// interactive chat using the model's chat template; a timing summary goes to stderr.
+// condition, streaming text, optionally constrained by a GBNF grammar or a JSON Schema;
+// --dump-logits writes every prompt position's logits; -cnv runs an interactive chat using the
+// model's chat template; a timing summary goes to stderr.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "log.hpp"
@@ -13,6 +16,9 @@
 #include "strata/chat/template.hpp"
 #include "strata/core/error.hpp"
 #include "strata/gguf/reader.hpp"
+#include "strata/grammar/json_schema.hpp"
+#include "strata/grammar/matcher.hpp"
+#include "strata/grammar/token_trie.hpp"
 #include "strata/kv/kv_config.hpp"
 #include "strata/runtime/engine.hpp"
 #include "strata/sampling/all.hpp"
@@ -28,12 +34,43 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-std::string read_file(const std::string& path) {
+std::string read_file(const std::string& path, const char* what = "prompt file") {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw error(path + ": cannot open prompt file");
+  if (!f) throw error(path + ": cannot open " + what);
   std::ostringstream s;
   s << f.rdbuf();
   return s.str();
+}
+
+// The output constraint of --grammar, --grammar-file, --json-schema or --json-schema-file,
+// compiled over the model's vocabulary (null: none). Errors name the flag and the place.
+std::shared_ptr<grammar::automaton> output_grammar(const run_options& opt, const tokenizer::tokenizer& tok) {
+  const int given = !opt.grammar.empty() + !opt.grammar_file.empty() + !opt.json_schema.empty() +
+                    !opt.json_schema_file.empty();
+  if (given > 1) throw error("give only one of --grammar, --grammar-file, --json-schema and --json-schema-file");
+  if (given == 0) return nullptr;
+  std::string gbnf;
+  std::string flag;
+  if (!opt.grammar.empty() || !opt.grammar_file.empty()) {
+    flag = !opt.grammar.empty() ? "--grammar" : "--grammar-file " + opt.grammar_file;
+    gbnf = !opt.grammar.empty() ? opt.grammar : read_file(opt.grammar_file, "grammar file");
+  } else {
+    flag = !opt.json_schema.empty() ? "--json-schema" : "--json-schema-file " + opt.json_schema_file;
+    const std::string schema =
+        !opt.json_schema.empty() ? opt.json_schema : read_file(opt.json_schema_file, "JSON Schema file");
+    try {
+      auto g = grammar::json_schema_to_gbnf(schema);
+      for (const auto& w : g.warnings) opt.log->warn("run", flag + ": " + w);
+      gbnf = std::move(g.gbnf);
+    } catch (const grammar::schema_error& e) {
+      throw error(flag + ": " + e.what());
+    }
+  }
+  try {
+    return grammar::compile_gbnf(gbnf, std::make_shared<const grammar::token_trie>(grammar::token_trie::from_tokenizer(tok)));
+  } catch (const grammar::grammar_error& e) {
+    throw error(flag + ": " + e.what());
+  }
 }
 
 sampling::sampler_params sampler_params_from(const run_options& opt) {
@@ -85,10 +122,12 @@ void print_disk_tier(const rt::model& m, const logger& log) {
 }
 
 // Samples from `logits` until a stop condition; streams text to stdout; returns generated ids.
-// `eog`: end-of-generation ids (computed once per run, empty with --ignore-eos).
+// `eog`: end-of-generation ids (computed once per run, empty with --ignore-eos). `gm`: the output
+// grammar's matcher, if any (generation also ends once the grammar admits nothing more).
 std::vector<std::int32_t> generate(rt::session& s, const tokenizer::tokenizer& tok, sampling::sampler& smp,
                                    std::span<const float> first_logits, std::int32_t n_predict,
-                                   const std::vector<std::int32_t>& eog, timings& tm, const logger& log) {
+                                   const std::vector<std::int32_t>& eog, timings& tm, const logger& log,
+                                   grammar::matcher* gm = nullptr) {
   sampling::stop_conditions stop(eog, n_predict, {});
   tokenizer::streaming_detokenizer detok(tok);
   std::vector<std::int32_t> ids;
@@ -97,15 +136,18 @@ std::vector<std::int32_t> generate(rt::session& s, const tokenizer::tokenizer& t
   const std::uint32_t capacity = s.get_model().kv().capacity();
   // Plain greedy (no penalties or biases): the backend returns the argmax itself, so the logits
   // never travel (on the GPU: 4 bytes per token instead of the vocabulary).
-  const bool backend_argmax = smp.plain_greedy();
+  // A grammar masks the logits, so they must come back.
+  const bool backend_argmax = smp.plain_greedy() && !gm;
   std::int32_t next = -1;
   while (!stop.finished()) {
-    const std::int32_t t = next >= 0 ? next : smp.sample(logits);
+    const std::int32_t t = next >= 0 ? next : gm ? smp.sample(logits, *gm) : smp.sample(logits);
+    if (gm) gm->accept(t);
     smp.accept(t);
     ids.push_back(t);
     const auto st = stop.on_token(t, stop.is_eog(t) ? std::string() : detok.feed(t));
     std::cout << st.emit << std::flush;
     if (st.reason != sampling::stop_reason::none) break;
+    if (gm && gm->finished()) break;  // complete: nothing but the end may follow
     if (s.n_past() >= capacity) {
       std::cout << std::flush;
       log.warn("run", "context full (" + std::to_string(capacity) + " tokens), stopping");
@@ -127,7 +169,8 @@ void write_logits(const std::string& path, std::span<const float> logits) {
   if (!f) throw error(path + ": write failed");
 }
 
-int run_chat(const run_options& opt, rt::model& m, const tokenizer::tokenizer& tok, sampling::sampler& smp) {
+int run_chat(const run_options& opt, rt::model& m, const tokenizer::tokenizer& tok, sampling::sampler& smp,
+             const std::shared_ptr<grammar::automaton>& constraint) {
   chat::template_kind kind = chat::detect(m.gguf());
   if (!opt.chat_template.empty()) {
     const auto k = chat::kind_from_name(opt.chat_template);
@@ -155,7 +198,9 @@ int run_chat(const run_options& opt, rt::model& m, const tokenizer::tokenizer& t
     tm.prompt_s += seconds_since(t0);
     tm.prompt_tokens += prompt.size();
     tm.reused += s.reused_tokens();
-    const auto ids = generate(s, tok, smp, logits, opt.n_predict, eog, tm, *opt.log);
+    std::optional<grammar::matcher> gm;  // every reply follows the grammar from its start
+    if (constraint) gm.emplace(constraint);
+    const auto ids = generate(s, tok, smp, logits, opt.n_predict, eog, tm, *opt.log, gm ? &*gm : nullptr);
     std::string reply = tok.decode(ids);
     // The reply as the template will see it next turn: without the end-of-turn token text.
     msgs.push_back({"assistant", reply, std::nullopt});
@@ -188,6 +233,9 @@ int run_generate(const run_options& opt) {
     prompt = tok.encode(prompt_text, /*add_special=*/true, /*parse_special=*/true);
   }
   if (!opt.conversation && prompt.empty()) throw error("empty prompt: give -p, -f or --tokens");
+  const auto constraint = output_grammar(opt, tok);  // before the model loads: a bad grammar fails fast
+  if (constraint && !opt.dump_logits.empty() && !(opt.n_predict_set && opt.n_predict > 0))
+    throw error("--dump-logits generates nothing unless -n is given: a grammar would constrain no output");
 
   rt::engine_options eo;
   eo.threads = opt.threads;
@@ -222,7 +270,7 @@ int run_generate(const run_options& opt) {
   auto params = sampler_params_from(opt);
   sampling::sampler smp(params, std::int32_t(m->hparams().n_vocab));
   opt.log->info("run", "seed " + std::to_string(smp.seed()));
-  if (opt.conversation) return run_chat(opt, *m, tok, smp);
+  if (opt.conversation) return run_chat(opt, *m, tok, smp, constraint);
 
   rt::session s(*m);
   timings tm;
@@ -242,9 +290,11 @@ int run_generate(const run_options& opt) {
   tm.prompt_s = seconds_since(t0);
   std::vector<std::int32_t> ids;
   const bool go_on = dump ? (opt.n_predict_set && opt.n_predict > 0) : opt.n_predict != 0;
+  std::optional<grammar::matcher> gm;
+  if (constraint) gm.emplace(constraint);
   if (go_on)
     ids = generate(s, tok, smp, logits, opt.n_predict, opt.ignore_eos ? std::vector<std::int32_t>{} : eog_ids(tok), tm,
-                   *opt.log);
+                   *opt.log, gm ? &*gm : nullptr);
   std::cout << "\n" << std::flush;
   tm.print(*opt.log);
   print_disk_tier(*m, *opt.log);

@@ -67,6 +67,14 @@ int main(int argc, char** argv) {
   app.add_option("--frequency-penalty", o.frequency_penalty, "frequency penalty (0: off)")->type_name("X")
       ->capture_default_str()->group(group::sampling);
   app.add_flag("--ignore-eos", o.ignore_eos, "do not stop at end-of-generation tokens")->group(group::sampling);
+  app.add_option("--grammar", o.grammar, "constrain the output to a GBNF grammar (llama.cpp's syntax, start rule root)")
+      ->type_name("GBNF")->group(group::sampling);
+  app.add_option("--grammar-file", o.grammar_file, "read the GBNF grammar from a file")->type_name("FILE")
+      ->group(group::sampling);
+  app.add_option("-j,--json-schema", o.json_schema, "constrain the output to JSON that a JSON Schema accepts ({}: any object)")
+      ->type_name("SCHEMA")->group(group::sampling);
+  app.add_option("--json-schema-file", o.json_schema_file, "read the JSON Schema from a file")->type_name("FILE")
+      ->group(group::sampling);
 
   auto* cs = add_ctx_option(app, o.n_ctx, "context size in tokens (0: the model's; --perplexity: 512)");
   add_batch_option(app, o.n_batch, "prompt tokens per forward step");

@@ -41,6 +41,11 @@ struct run_options {
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;
   std::int32_t top_k = 40, repeat_last_n = 64;
   bool ignore_eos = false;
+  // Output constraint (at most one): a GBNF grammar or a JSON Schema, inline or from a file.
+  std::string grammar;               // --grammar GBNF
+  std::string grammar_file;          // --grammar-file FILE
+  std::string json_schema;           // -j / --json-schema SCHEMA
+  std::string json_schema_file;      // -jf / --json-schema-file FILE
   std::string kv_type = "f16";       // --kv-type (K and V)
   std::string kv_type_k, kv_type_v;  // --kv-type-k, --kv-type-v (override one side)
   std::uint32_t kv_window = 128;     // --kv-window (full-precision recent tokens, compressed types)

@@ -42,24 +42,17 @@ shared float q8v[256];  // the head's outputs (DMAX)
 void q8_store_head(uint t, uint h) {
   const uint b = gl_LocalInvocationID.x;
   if (b >= p.D / 32) return;
-  float amax = 0.0;
-  for (uint i = 0; i < 32; ++i) amax = max(amax, abs(q8v[32 * b + i]));
-  const float d = amax / 127.0;
-  const float id = d > 0.0 ? 1.0 / d : 0.0;
-  int sum_lo = 0, sum_hi = 0;
+  vec4 v[8];
+  for (uint i = 0; i < 8; ++i)
+    v[i] = vec4(q8v[32 * b + 4 * i], q8v[32 * b + 4 * i + 1], q8v[32 * b + 4 * i + 2], q8v[32 * b + 4 * i + 3]);
+  const q8_block qb = q8_quantize(v);
   const uint blk = (h * p.D) / 32 + b;
   const uint qo = t * (QUANT_OUT / 4) + blk * 8;  // in uints: a row is QUANT_OUT codes
-  for (uint w4 = 0; w4 < 8; ++w4) {
-    uint packed = 0;
-    for (uint k = 0; k < 4; ++k) {
-      const int q = int(round(q8v[32 * b + 4 * w4 + k] * id));
-      packed |= (uint(q) & 0xFFu) << (8 * k);
-      if (w4 < 4) sum_lo += q;
-      else sum_hi += q;
-    }
-    xqo[qo + w4] = packed;
+  for (uint k = 0; k < 4; ++k) {
+    xqo[qo + k] = qb.lo[k];
+    xqo[qo + 4 + k] = qb.hi[k];
   }
-  xso[t * (QUANT_OUT / 32) + blk] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
+  xso[t * (QUANT_OUT / 32) + blk] = qb.s;
 }
 #endif
 

@@ -55,6 +55,37 @@ layout(binding = 1, std430) readonly buffer XQ { uvec4 xq[]; };
 layout(binding = 2, std430) readonly buffer XS { vec4 xs[]; };
 #endif
 
+// One 32-element block of int8 activations as every writer of them stores it (quantize_q8.glsl,
+// mmvq QUANT_OUT / NORM_OUT, the attention output, norm_tail.glsl): d = max|v| / 127, codes
+// round(v / d) four to a uint, and (d, d·sum of codes 0-15, d·sum of codes 16-31, d·sum).
+struct q8_block {
+  uvec4 lo, hi;  // codes 0-15, 16-31
+  vec4 s;
+};
+q8_block q8_quantize(vec4 v[8]) {
+  float amax = 0.0;
+  for (uint i = 0; i < 8; ++i) {
+    const vec4 a = abs(v[i]);
+    amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+  }
+  const float d = amax / 127.0;
+  const float id = d > 0.0 ? 1.0 / d : 0.0;
+  uint packed[8];
+  int sum_lo = 0, sum_hi = 0;
+  for (uint i = 0; i < 8; ++i) {
+    const ivec4 q = ivec4(round(v[i] * id));
+    packed[i] = (uint(q.x) & 0xFFu) | ((uint(q.y) & 0xFFu) << 8) | ((uint(q.z) & 0xFFu) << 16) | (uint(q.w) << 24);
+    const int sum = q.x + q.y + q.z + q.w;
+    if (i < 4) sum_lo += sum;
+    else sum_hi += sum;
+  }
+  q8_block b;
+  b.lo = uvec4(packed[0], packed[1], packed[2], packed[3]);
+  b.hi = uvec4(packed[4], packed[5], packed[6], packed[7]);
+  b.s = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
+  return b;
+}
+
 #ifdef NEED_DOT4
 // Dot product of four packed signed bytes: a hardware instruction where the device has
 // VK_KHR_shader_integer_dot_product (HAS_DOT4, SPIR-V OpSDot through GL_EXT_spirv_intrinsics,

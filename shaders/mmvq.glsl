@@ -243,29 +243,22 @@ void main() {
     const uint t = tid / (WG_ROWS / 32), b = tid % (WG_ROWS / 32);
     const uint r0 = b * 32;
     if (t < nt && row_base + r0 < p.N) {
-      float amax = 0.0;
-      for (uint i = 0; i < 32; ++i) amax = max(amax, abs(outv[t][r0 + i]));
+      const uint blk = (row_base + r0) / 32;
 #ifdef NORM_OUT
       float sq = 0.0;
       for (uint i = 0; i < 32; ++i) sq += outsq[t][r0 + i];
-      sq_out[yr[t] * (p.N / 32) + (row_base + r0) / 32] = sq;
+      sq_out[yr[t] * (p.N / 32) + blk] = sq;
 #endif
-      const float d = amax / 127.0;
-      const float id = d > 0.0 ? 1.0 / d : 0.0;
-      int sum_lo = 0, sum_hi = 0;
-      const uint blk = (row_base + r0) / 32;
+      vec4 v[8];
+      for (uint i = 0; i < 8; ++i)
+        v[i] = vec4(outv[t][r0 + 4 * i], outv[t][r0 + 4 * i + 1], outv[t][r0 + 4 * i + 2], outv[t][r0 + 4 * i + 3]);
+      const q8_block qb = q8_quantize(v);
       const uint qo = (p.q_off + yr[t] * p.q_stride) * 4 + blk * 8;  // in uints
-      for (uint w4 = 0; w4 < 8; ++w4) {
-        uint packed = 0;
-        for (uint k = 0; k < 4; ++k) {
-          const int q = int(round(outv[t][r0 + 4 * w4 + k] * id));
-          packed |= (uint(q) & 0xFFu) << (8 * k);
-          if (w4 < 4) sum_lo += q;
-          else sum_hi += q;
-        }
-        xqo[qo + w4] = packed;
+      for (uint k = 0; k < 4; ++k) {
+        xqo[qo + k] = qb.lo[k];
+        xqo[qo + 4 + k] = qb.hi[k];
       }
-      xso[p.s_off + yr[t] * p.s_stride + blk] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
+      xso[p.s_off + yr[t] * p.s_stride + blk] = qb.s;
     }
   }
 #endif

@@ -42,28 +42,15 @@ void norm_rows(uint x_off, uint x_stride, uint cols, uint rows, uint y_off, uint
     const uint yo = (y_off + t * y_stride) >> 2;
     for (uint b = tid; b < cols / 32u; b += WG) {
       vec4 v[8];
-      float amax = 0.0;
       for (uint i = 0u; i < 8u; ++i) {
         v[i] = tail_x[xo + 8u * b + i] * scale * tail_w[8u * b + i];
         tail_y[yo + 8u * b + i] = v[i];
-        const vec4 a = abs(v[i]);
-        amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
       }
-      const float d = amax / 127.0;
-      const float id = d > 0.0 ? 1.0 / d : 0.0;
-      uint packed[8];
-      int sum_lo = 0, sum_hi = 0;
-      for (uint i = 0u; i < 8u; ++i) {
-        const ivec4 q = ivec4(round(v[i] * id));
-        packed[i] = (uint(q.x) & 0xFFu) | ((uint(q.y) & 0xFFu) << 8) | ((uint(q.z) & 0xFFu) << 16) | (uint(q.w) << 24);
-        const int s = q.x + q.y + q.z + q.w;
-        if (i < 4u) sum_lo += s;
-        else sum_hi += s;
-      }
+      const q8_block qb = q8_quantize(v);
       const uint qo = t * q_stride + 2u * b;
-      tail_q[qo] = uvec4(packed[0], packed[1], packed[2], packed[3]);
-      tail_q[qo + 1u] = uvec4(packed[4], packed[5], packed[6], packed[7]);
-      tail_s[t * s_stride + b] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
+      tail_q[qo] = qb.lo;
+      tail_q[qo + 1u] = qb.hi;
+      tail_s[t * s_stride + b] = qb.s;
     }
   }
 }

@@ -44,7 +44,6 @@ void main() {
 #endif
   for (uint b = tid; b < n_blocks; b += WG) {
     vec4 v[8];
-    float amax = 0.0;
     for (uint i = 0; i < 8; ++i) {
       v[i] = x4[xo + 8 * b + i] * scale;
 #ifdef NORM
@@ -53,23 +52,11 @@ void main() {
 #ifdef WRITE_Y
       y4[(p.y_off + row * p.y_stride) / 4 + 8 * b + i] = v[i];
 #endif
-      const vec4 a = abs(v[i]);
-      amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
     }
-    const float d = amax / 127.0;
-    const float id = d > 0.0 ? 1.0 / d : 0.0;
-    uint packed[8];
-    int sum_lo = 0, sum_hi = 0;
-    for (uint i = 0; i < 8; ++i) {
-      const ivec4 q = ivec4(round(v[i] * id));
-      packed[i] = (uint(q.x) & 0xFFu) | ((uint(q.y) & 0xFFu) << 8) | ((uint(q.z) & 0xFFu) << 16) | (uint(q.w) << 24);
-      const int s = q.x + q.y + q.z + q.w;
-      if (i < 4) sum_lo += s;
-      else sum_hi += s;
-    }
+    const q8_block qb = q8_quantize(v);
     const uint qo = p.q_off + row * p.q_stride + 2 * b;
-    xq[qo] = uvec4(packed[0], packed[1], packed[2], packed[3]);
-    xq[qo + 1] = uvec4(packed[4], packed[5], packed[6], packed[7]);
-    xs[p.s_off + row * p.s_stride + b] = vec4(d, d * float(sum_lo), d * float(sum_hi), d * float(sum_lo + sum_hi));
+    xq[qo] = qb.lo;
+    xq[qo + 1] = qb.hi;
+    xs[p.s_off + row * p.s_stride + b] = qb.s;
   }
 }

@@ -3,6 +3,7 @@
 // (arch/all.hpp), instantiated here once.
 
 #include <cstdlib>
+#include <string_view>
 
 #include "decoder_stage.hpp"
 #include "strata/core/byte_size.hpp"
@@ -37,12 +38,14 @@ struct engine_backend<kernels::cpu::backend> {
     auto be = std::make_unique<kernels::cpu::backend>(opt.threads ? opt.threads : kernels::cpu::thread_pool::physical_cores(),
                                                       select_kernel_table(engine_isa()));
     if (!s.disk_tensors.empty()) {
-      // Lab knobs (bench/RESULTS.md, disk tier): reads in flight and their size.
+      // Lab knobs (bench/RESULTS.md, disk tier): reads in flight, their size, registered slots.
       unsigned depth = 32, chunk_kib = 1024;
       if (const char* e = std::getenv("STRATA_DISK_DEPTH")) depth = unsigned(std::strtoul(e, nullptr, 10));
       if (const char* e = std::getenv("STRATA_DISK_CHUNK_KIB")) chunk_kib = unsigned(std::strtoul(e, nullptr, 10));
+      const char* fixed = std::getenv("STRATA_DISK_FIXED");
       be->set_weight_stream(std::make_unique<tiers::block_stream>(s.disk_file, s.disk_tensors, s.disk_slots, depth,
-                                                                  std::size_t(chunk_kib) << 10));
+                                                                  std::size_t(chunk_kib) << 10,
+                                                                  !(fixed && std::string_view(fixed) == "0")));
     }
     return be;
   }
@@ -56,7 +59,8 @@ struct engine_backend<kernels::cpu::backend> {
     return "disk tier: " + block_list(d->blocks()) + " (" + std::to_string(st.blocks) + ") stream from '" +
            d->file().string() + "' every step, " + format_byte_size(st.bytes_per_step) +
            " per step (O_DIRECT, io_uring, 32 x 1 MiB in flight) through " + std::to_string(st.slots) + " slots of " +
-           format_byte_size(st.slot_bytes) + ", one block ahead";
+           format_byte_size(st.slot_bytes) + (st.fixed_buffers ? " registered with the ring (READ_FIXED)" : " (not registered: plain reads)") +
+           ", one block ahead";
   }
   static model::disk_counters disk_tier(const kernels::cpu::backend& be) {
     const tiers::block_stream* d = disk_stream(be);

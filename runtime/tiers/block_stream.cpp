@@ -42,7 +42,7 @@ void block_stream::event::wait_until(Done done) {
 }
 
 block_stream::block_stream(const std::filesystem::path& file, std::vector<streamed_tensor> tensors, unsigned slots,
-                           unsigned depth, std::size_t chunk_bytes)
+                           unsigned depth, std::size_t chunk_bytes, bool register_slots)
     : file_(file) {
   if (tensors.empty()) throw error("disk tier: no tensors to stream from '" + file.string() + "'");
   if (slots == 0) throw error("disk tier: the ring needs at least one slot");
@@ -91,6 +91,9 @@ block_stream::block_stream(const std::filesystem::path& file, std::vector<stream
     throw error("disk tier: out of memory for the ring (" + std::to_string(n_slots_) + " slots of " +
                 std::to_string(slot_bytes_) + " bytes)");
   memory_.reset(static_cast<std::byte*>(mem));
+  // The slots registered with the ring: reads into them skip the per-request page pinning
+  // (plain reads if the kernel refuses, e.g. under a small RLIMIT_MEMLOCK).
+  fixed_buffers_ = register_slots && reader_->register_memory({memory_.get(), n_slots_ * slot_bytes_});
   for (std::size_t bi = 0; bi < blocks_.size(); ++bi) {
     std::byte* slot = memory_.get() + (bi % n_slots_) * slot_bytes_;
     for (const span_at& s : spans[bi]) blocks_[bi].spans.push_back({s.begin, s.end - s.begin, slot + s.slot_off});
@@ -229,6 +232,7 @@ block_stream_stats block_stream::stats() const {
   s.stalls = stalls_.load(std::memory_order_relaxed);
   s.steps = steps_.load(std::memory_order_relaxed);
   s.tokens = tokens_.load(std::memory_order_relaxed);
+  s.fixed_buffers = fixed_buffers_;
   return s;
 }
 

@@ -44,6 +44,7 @@ struct block_stream_stats {
   double stall_seconds = 0;              // the compute thread waiting for a block
   std::uint64_t stalls = 0;              // begin_block() calls that had to wait
   std::uint64_t steps = 0, tokens = 0;   // steps begun and their tokens
+  bool fixed_buffers = false;            // the slots are registered with the ring (READ_FIXED)
   double read_gbps() const noexcept { return read_seconds > 0 ? double(bytes_read) / read_seconds / 1e9 : 0.0; }
 };
 
@@ -51,9 +52,10 @@ class block_stream final : public kernels::cpu::weight_stream {
  public:
   // Opens `file` with O_DIRECT (throws naming it when the file system has no direct I/O) and
   // starts the reader on the first block. `tensors` are the streamed tensors (any order);
-  // slots >= 1 (fewer are used when there are fewer blocks).
+  // slots >= 1 (fewer are used when there are fewer blocks). register_slots: the slots are
+  // registered with the ring (READ_FIXED) where the kernel allows it.
   block_stream(const std::filesystem::path& file, std::vector<streamed_tensor> tensors, unsigned slots = 2,
-               unsigned depth = 32, std::size_t chunk_bytes = 1 << 20);
+               unsigned depth = 32, std::size_t chunk_bytes = 1 << 20, bool register_slots = true);
   ~block_stream() override;
   block_stream(const block_stream&) = delete;
   block_stream& operator=(const block_stream&) = delete;
@@ -109,6 +111,7 @@ class block_stream final : public kernels::cpu::weight_stream {
   event loaded_event_, released_event_;
   std::int64_t next_ = 0;  // compute thread: the item its next block is
   std::atomic<bool> stop_{false};
+  bool fixed_buffers_ = false;  // register_memory() took the slots
   // The item the reader failed on (it stops there): items before it were read, those from it
   // on throw error_ (written before failed_item_ is set).
   std::atomic<std::int64_t> failed_item_{std::numeric_limits<std::int64_t>::max()};

@@ -33,6 +33,8 @@ struct direct_reader::impl {
   io_uring ring{};
   bool ring_ok = false;
   std::vector<void*> buffers;
+  std::byte* fixed = nullptr;  // register_memory()'s region: buffer index 0 of the ring's table
+  std::size_t fixed_bytes = 0;
   direct_reader_stats stats;
 
   struct in_flight {
@@ -102,6 +104,7 @@ direct_reader::direct_reader(const std::filesystem::path& file, unsigned depth, 
 
 void direct_reader::impl::register_buffers() {
   if (!buffers.empty()) return;
+  if (fixed) throw error("direct reader: read() after register_memory() on '" + path.string() + "'");
   std::vector<iovec> iov(depth);
   buffers.assign(depth, nullptr);
   for (unsigned i = 0; i < depth; ++i) {
@@ -229,6 +232,20 @@ bool direct_reader::enqueue(std::span<const direct_read> spans, std::uint64_t ta
 
 bool direct_reader::idle() const noexcept { return p_->batches.empty(); }
 
+bool direct_reader::register_memory(std::span<std::byte> memory) {
+  impl& p = *p_;
+  if (p.fixed || !p.buffers.empty())
+    throw error("direct reader: memory registered twice, or beside read()'s buffers, on '" + p.path.string() + "'");
+  if (memory.empty() || reinterpret_cast<std::uintptr_t>(memory.data()) % align || memory.size() % align)
+    throw error("direct reader: registered memory must be non-empty and 4096-aligned (" + std::to_string(memory.size()) +
+                " bytes)");
+  const iovec iov{memory.data(), memory.size()};
+  if (io_uring_register_buffers(&p.ring, &iov, 1) < 0) return false;
+  p.fixed = memory.data();
+  p.fixed_bytes = memory.size();
+  return true;
+}
+
 void direct_reader::impl::issue_direct() {
   unsigned added = 0;
   for (batch& b : batches) {  // in order: a later batch's chunks go out once the earlier ones' are all out
@@ -244,7 +261,13 @@ void direct_reader::impl::issue_direct() {
       while (direct_slots[s].len) ++s;  // a free record (fewer than depth are in flight)
       direct_slots[s] = {r.offset + b.done, len, b.tag};
       io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      io_uring_prep_read(sqe, fd, r.dst + b.done, unsigned(len), r.offset + b.done);
+      std::byte* dst = r.dst + b.done;
+      if (fixed && dst >= fixed && dst + len <= fixed + fixed_bytes) {
+        io_uring_prep_read_fixed(sqe, fd, dst, unsigned(len), r.offset + b.done, 0);
+        ++stats.fixed_chunks;
+      } else {
+        io_uring_prep_read(sqe, fd, dst, unsigned(len), r.offset + b.done);
+      }
       io_uring_sqe_set_data64(sqe, s);
       b.done += len;
       ++b.in_flight;

@@ -27,6 +27,7 @@ struct direct_reader_stats {
   std::uint64_t bytes_delivered = 0;  // requested bytes copied out
   std::uint64_t chunks = 0;           // read operations submitted
   std::uint64_t spans = 0;            // coalesced spans
+  std::uint64_t fixed_chunks = 0;     // chunks read into registered memory (IORING_OP_READ_FIXED)
 };
 
 class direct_reader {
@@ -59,6 +60,12 @@ class direct_reader {
   bool enqueue(std::span<const direct_read> spans, std::uint64_t tag);
   std::optional<std::uint64_t> poll();
   bool idle() const noexcept;  // no batch queued or in flight
+
+  // Registers `memory` (4096-aligned start and length) with the ring: chunks of read_direct /
+  // enqueue that land inside it are then read with IORING_OP_READ_FIXED, so the kernel does not
+  // pin the destination pages for every request. Returns false and registers nothing when the
+  // kernel refuses (RLIMIT_MEMLOCK, an old kernel): the reads stay plain. Once, and not with read().
+  bool register_memory(std::span<std::byte> memory);
 
   std::uint64_t file_size() const noexcept;
   const direct_reader_stats& stats() const noexcept;

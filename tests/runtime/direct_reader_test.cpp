@@ -5,7 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -85,4 +88,37 @@ TEST_CASE("direct reader: bad arguments and files") {
   CHECK_THROWS_WITH_AS(direct_reader(fixture, 4, 1000), doctest::Contains("multiple of 4096"), strata::error);
   CHECK_THROWS_WITH_AS(direct_reader("/nonexistent/model.gguf"), doctest::Contains("cannot open '/nonexistent/model.gguf'"),
                        strata::error);
+}
+
+// Aligned spans straight into memory registered with the ring (the disk tier's slots): the
+// chunks inside it go out as READ_FIXED, those outside as plain reads, both with the file's
+// bytes; a second registration, or read()'s bounce buffers beside it, are refused.
+TEST_CASE("direct reader: read_direct into registered memory (READ_FIXED) and beside it") {
+  std::unique_ptr<direct_reader> r;
+  if (!make_reader(r, 4, 16384)) return;
+  const std::uint64_t size = r->file_size() / 4096 * 4096;
+  REQUIRE(size >= 4 * 65536);
+  const std::size_t half = std::size_t(size / 2 / 4096 * 4096);
+  auto* mem = static_cast<std::byte*>(std::aligned_alloc(4096, size));
+  REQUIRE(mem != nullptr);
+  const std::unique_ptr<std::byte, decltype(&std::free)> hold(mem, &std::free);
+  std::memset(mem, 0, size);
+  if (!r->register_memory({mem, half})) {
+    MESSAGE("the kernel refused to register " << half << " bytes (RLIMIT_MEMLOCK?): plain reads only");
+  } else {
+    CHECK_THROWS_WITH_AS(r->register_memory({mem, half}), doctest::Contains("registered twice"), strata::error);
+    std::vector<direct_read> in{{0, half, mem}}, beside{{half, size - half, mem + half}};
+    r->read_direct(in);
+    const auto fixed = r->stats().fixed_chunks;
+    CHECK(fixed == (half + 16383) / 16384);  // chunks of 16 KiB, the last one shorter
+    r->read_direct(beside);
+    CHECK(r->stats().fixed_chunks == fixed);  // outside the registered region: plain reads
+    std::vector<direct_read> unaligned{{1, 8, mem}};
+    CHECK_THROWS_WITH_AS(r->read(unaligned), doctest::Contains("read() after register_memory()"), strata::error);
+  }
+  if (r->stats().fixed_chunks == 0) return;
+  std::ifstream in(fixture, std::ios::binary);
+  std::vector<char> file(size);
+  REQUIRE(in.read(file.data(), std::streamsize(size)));
+  CHECK(std::memcmp(mem, file.data(), size) == 0);
 }

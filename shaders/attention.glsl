@@ -36,7 +36,7 @@ layout(binding = 0, std430) buffer Part { float part[]; };
 // Decode (unsplit, and COMBINE): the output rows also as the output projection's int8 input
 // (quantize_q8.glsl's blocks and rounding), so no quantize dispatch sits between the two;
 // QUANT_OUT is the width of a row of the int8 slot. A workgroup owns a head: D / 32 blocks.
-layout(binding = 8, std430) writeonly buffer XQO { uint xqo[]; };
+layout(binding = 8, std430) writeonly buffer XQO { uvec4 xqo[]; };
 layout(binding = 9, std430) writeonly buffer XSO { vec4 xso[]; };
 shared float q8v[256];  // the head's outputs (DMAX)
 void q8_store_head(uint t, uint h) {
@@ -47,11 +47,9 @@ void q8_store_head(uint t, uint h) {
     v[i] = vec4(q8v[32 * b + 4 * i], q8v[32 * b + 4 * i + 1], q8v[32 * b + 4 * i + 2], q8v[32 * b + 4 * i + 3]);
   const q8_block qb = q8_quantize(v);
   const uint blk = (h * p.D) / 32 + b;
-  const uint qo = t * (QUANT_OUT / 4) + blk * 8;  // in uints: a row is QUANT_OUT codes
-  for (uint k = 0; k < 4; ++k) {
-    xqo[qo + k] = qb.lo[k];
-    xqo[qo + 4 + k] = qb.hi[k];
-  }
+  const uint qo = t * (QUANT_OUT / 16) + blk * 2;  // in uvec4: a row is QUANT_OUT codes
+  xqo[qo] = qb.lo;
+  xqo[qo + 1] = qb.hi;
   xso[t * (QUANT_OUT / 32) + blk] = qb.s;
 }
 #endif

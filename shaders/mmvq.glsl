@@ -53,7 +53,7 @@ layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
 #if defined(QUANT_OUT) || defined(NORM_OUT)
 // The outputs again as the next matvec's int8 input (quantize_q8.glsl's layout and rounding):
 // a workgroup owns whole 32-row blocks, so it quantizes its own rows.
-layout(binding = 6, std430) writeonly buffer XQO { uint xqo[]; };
+layout(binding = 6, std430) writeonly buffer XQO { uvec4 xqo[]; };
 layout(binding = 7, std430) writeonly buffer XSO { vec4 xso[]; };
 #endif
 #ifdef NORM_OUT
@@ -253,11 +253,9 @@ void main() {
       for (uint i = 0; i < 8; ++i)
         v[i] = vec4(outv[t][r0 + 4 * i], outv[t][r0 + 4 * i + 1], outv[t][r0 + 4 * i + 2], outv[t][r0 + 4 * i + 3]);
       const q8_block qb = q8_quantize(v);
-      const uint qo = (p.q_off + yr[t] * p.q_stride) * 4 + blk * 8;  // in uints
-      for (uint k = 0; k < 4; ++k) {
-        xqo[qo + k] = qb.lo[k];
-        xqo[qo + 4 + k] = qb.hi[k];
-      }
+      const uint qo = p.q_off + yr[t] * p.q_stride + blk * 2;  // in uvec4
+      xqo[qo] = qb.lo;
+      xqo[qo + 1] = qb.hi;
       xso[p.s_off + yr[t] * p.s_stride + blk] = qb.s;
     }
   }

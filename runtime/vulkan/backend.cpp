@@ -230,14 +230,13 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   const bool q8_out = P.attn_q8 && P.fuse_step && P.max_k && ap.head_dim % 32 == 0 && out.cols <= P.max_k &&
                       out.cols == ap.n_head * ap.head_dim && q.rows < P.mmvq_max_tokens && q.rows <= P.max_q8_rows;
   const std::uint32_t q8_slot = P.last_slot ^ 1u;
-  const auto q8_defs = [&](std::vector<std::pair<std::string, std::string>> d) {
-    if (q8_out) d.emplace_back("QUANT_OUT", std::to_string(P.max_k));
-    return d;
-  };
-  const auto q8_dispatch = [&](const std::vector<std::pair<std::string, std::string>>& d, std::span<const binding> b8) {
+  const auto q8_dispatch = [&](std::vector<std::pair<std::string, std::string>> d, std::span<const binding> b8) {
     std::vector<binding> b(b8.begin(), b8.end());
-    if (q8_out) b.insert(b.end(), {P.bind_id(P.xq[q8_slot], true), P.bind_id(P.xs[q8_slot], true)});
-    P.dispatch(impl::req("attention", {}, q8_defs(d), q8_out ? 10 : 8), b, &pc, sizeof pc, ap.n_head, q.rows);
+    if (q8_out) {
+      d.emplace_back("QUANT_OUT", std::to_string(P.max_k));
+      b.insert(b.end(), {P.bind_id(P.xq[q8_slot], true), P.bind_id(P.xs[q8_slot], true)});
+    }
+    P.dispatch(impl::req("attention", {}, d, q8_out ? 10 : 8), b, &pc, sizeof pc, ap.n_head, q.rows);
     if (q8_out) {
       P.quantized[q8_slot] = impl::quantized_input{out, nullptr, 0.0f};
       P.last_slot = q8_slot;

@@ -405,6 +405,8 @@ struct backend::impl {
                             bool ids, bool qout = false, bool grouped = false, bool tail = false, bool norm_out = false,
                             std::uint32_t rms_in_k = 0) const;
   std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const;
+  // A residual matvec of this format and height may write the next norm's first half (NORM_OUT).
+  bool norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const;
   // The format has an int8 unit and K fits its blocks: the integer matvec can run it.
   bool has_int8_unit(gguf::type_id t, std::uint64_t K) const { return mmvq && detail::has_mmvq(t) && K % 256 == 0; }
   bool use_mmvq(const weight& w, std::uint32_t n) const;

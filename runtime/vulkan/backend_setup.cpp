@@ -350,7 +350,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
           const auto t = e.info->type;
           const auto K = std::uint32_t(e.info->ne[0]);
           const bool q32 = e.info->ne[1] % 32 == 0;
-          if (q32 && e.info->ne[1] == embd && P.mmvq_shape(t, e.info->ne[1]).rpg == 2) reqs.push_back(P.mmvq_req(t, 1, e.info->ne[1], false, true, false, false, false, false, true));
+          if (q32 && e.info->ne[1] == embd && P.norm_out_fits(t, e.info->ne[1])) reqs.push_back(P.mmvq_req(t, 1, e.info->ne[1], false, true, false, false, false, false, true));
           if (K == embd) {
             reqs.push_back(P.mmvq_req(t, 1, e.info->ne[1], false, false, false, false, false, false, false, K));
             reqs.push_back(P.mmvq_req(t, 1, e.info->ne[1], true, false, false, P.quant_out && q32, false, false, false, K));

@@ -278,12 +278,8 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
   if (!norm_out || !rms_sq[0] || !n.w || mats.size() != 1 || !heads.empty() || combine) return false;
   const pending_matmul& m = mats.back();
   if (!same(m.y, x) || !m.residual || m.up || m.tail || !use_mmvq(*m.w, x.rows) || x.rows > max_q8_rows ||
-      x.cols % 32 || x.cols > max_k || x.cols != m.w->ne[1] || x.buf == n.y.buf)
+      x.cols % 32 || x.cols > max_k || x.cols != m.w->ne[1] || x.buf == n.y.buf || !norm_out_fits(m.w->type, m.w->ne[1]))
     return false;
-  // NORM_OUT's workgroup owns 32 rows. Formats tuned to 2 rows per lane group keep their per-warp
-  // work at 512 threads; Q6_K's 4 rows at 256 threads ran 29% slower than its 64 (H100 lab,
-  // 12288 x 4096: 35.5 vs 27.5 us), more than the quantize dispatch the fusion saves.
-  if (const auto sh = mmvq_shape(m.w->type, m.w->ne[1]); sh.rpg != 2) return false;
   // As the deferred norm below, but the producer waits: the next op decides whether the
   // producer writes the norm's first half (a matmul reading y: matmul()) or not (any other op).
   std::vector<pending_matmul> held;

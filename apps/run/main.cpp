@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       ->type_name("GBNF")->group(group::sampling);
   app.add_option("--grammar-file", o.grammar_file, "read the GBNF grammar from a file")->type_name("FILE")
       ->group(group::sampling);
-  app.add_option("-j,--json-schema", o.json_schema, "constrain the output to JSON that a JSON Schema accepts ({}: any object)")
+  app.add_option("-j,--json-schema", o.json_schema, "constrain the output to JSON that a JSON Schema accepts ({}: any JSON value)")
       ->type_name("SCHEMA")->group(group::sampling);
   app.add_option("--json-schema-file", o.json_schema_file, "read the JSON Schema from a file")->type_name("FILE")
       ->group(group::sampling);

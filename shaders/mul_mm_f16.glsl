@@ -8,6 +8,14 @@
 // loads of neighbouring rows fall into different banks. Every loop but K's is unrolled: an array of
 // cooperative matrices indexed in a loop the compiler keeps would live in local memory (measured:
 // 30 instead of 380 TFLOP/s of the same multiply-adds).
+// QW: W in its own format (one with an MM_SMALL unit, quant/*.glsl HAS_MMS_UNIT): thread r < BM
+// loads row r's raw 64-element unit (a step ahead, every other step when BK is 32) and expands the
+// step's 32 or 64 elements to f16 as it stashes them, so no f16 copy of the weights is written and
+// read back (dequant_f16.glsl), and a tile costs a quarter to a half of the bytes.
+// TOK_FAST: workgroup x walks token tiles, so the workgroups that read one weight tile run
+// together and share it in L2. SPLIT_K: workgroup z multiplies K range [z k_chunk, (z+1) k_chunk)
+// into its own partial product at y_off + z part_stride (split_k_sum.glsl adds them up), so a
+// matmul with few tiles (K/V projections, batches of 16-64 tokens) still fills every SM.
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = WG) in;
 #ifdef X_F16
@@ -21,6 +29,8 @@ layout(push_constant) uniform Params {
   uint w_off;              // in uvec4 (8 halves): row 0 of W; rows are K halves apart
   uint x_off, x_stride;    // in floats (multiples of 4); X_F16: in halves (multiples of 8)
   uint y_off, y_stride;    // in floats
+  uint row_bytes;          // QW: bytes per weight row (w_off is then in bytes)
+  uint k_chunk, part_stride;  // SPLIT_K: K elements per workgroup z (a multiple of 64), floats between partials
 } p;
 
 const uint RS = BK / 8 + 1;  // shared row stride in uvec4
@@ -28,10 +38,22 @@ const uint WARPS_M = BM / WM;
 const uint TI = WN / 16, TJ = WM / 16;  // accumulator tiles per warp: tokens x weights
 const uint W_VECS = BM * (BK / 8), X_VECS = BN * (BK / 8);  // uvec4 per tile
 const uint W_PER = (W_VECS + WG - 1) / WG, X_PER = (X_VECS + WG - 1) / WG;
+#ifdef QW
+#if (BK != 32 && BK != 64) || BM > WG
+#error "mul_mm_f16 QW: a step is half or all of a 64-element unit (BK 32 or 64) per weight row, one row per thread (BM <= WG)"
+#endif
+mms_raw wq;  // this thread's row's unit for the next stash
+bool wq_live = false;
+uint wq_unit = 0;
+#else
+uvec4 wr[W_PER];
+#endif
 const uint TILE = (BM + BN) * RS;  // one buffer: weight rows, then token rows
+#if 2 * (BM + BN) * (BK / 8 + 1) * 16 > 49152
+#error "mul_mm_f16: two tiles of (BM + BN) x BK halves need more than 48 KiB of shared memory"
+#endif
 shared uvec4 sh[2 * TILE];
 
-uvec4 wr[W_PER];
 #ifdef X_F16
 uvec4 xr[X_PER];
 #else
@@ -40,11 +62,19 @@ vec4 xr[2 * X_PER];
 
 void fetch(uint n0, uint t0, uint k0) {
   const uint tid = gl_LocalInvocationID.x;
+#ifdef QW
+  if (k0 % 64 == 0) {  // BK 32: the unit loaded for the first half serves the second
+    wq_unit = k0 / 64;
+    wq_live = tid < BM && n0 + tid < p.N;
+    if (wq_live) wq = mms_load(p.w_off + (n0 + tid) * p.row_bytes, wq_unit);
+  }
+#else
   [[unroll]] for (uint i = 0; i < W_PER; ++i) {
     const uint q = tid + i * WG, r = q / (BK / 8), c = q % (BK / 8);
     wr[i] = uvec4(0);
     if (q < W_VECS && n0 + r < p.N) wr[i] = w128[p.w_off + (n0 + r) * (p.K / 8) + k0 / 8 + c];
   }
+#endif
 #ifdef X_F16
   [[unroll]] for (uint i = 0; i < X_PER; ++i) {
     const uint q = tid + i * WG, t = q / (BK / 8), c = q % (BK / 8);
@@ -65,12 +95,23 @@ void fetch(uint n0, uint t0, uint k0) {
 #endif
 }
 
-void stash(uint buf) {
+void stash(uint buf, uint k0) {
   const uint tid = gl_LocalInvocationID.x, base = buf * TILE;
+#ifdef QW
+  if (tid < BM) {
+    [[unroll]] for (uint hf = 0; hf < BK / 32; ++hf) {
+      uvec4 h[4];
+      if (wq_live) mms_expand_half(wq, wq_unit, BK == 64 ? hf : (k0 / 32) & 1u, h);
+      else [[unroll]] for (uint c = 0; c < 4; ++c) h[c] = uvec4(0);
+      [[unroll]] for (uint c = 0; c < 4; ++c) sh[base + tid * RS + 4 * hf + c] = h[c];
+    }
+  }
+#else
   [[unroll]] for (uint i = 0; i < W_PER; ++i) {
     const uint q = tid + i * WG;
     if (q < W_VECS) sh[base + (q / (BK / 8)) * RS + q % (BK / 8)] = wr[i];
   }
+#endif
   [[unroll]] for (uint i = 0; i < X_PER; ++i) {
     const uint q = tid + i * WG;
 #ifdef X_F16
@@ -84,19 +125,28 @@ void stash(uint buf) {
 }
 
 void main() {
+#ifdef TOK_FAST
+  const uint n0 = gl_WorkGroupID.y * BM, t0 = gl_WorkGroupID.x * BN;
+#else
   const uint n0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
+#endif
   const uint warp = gl_SubgroupID;
   const uint wn = (warp % WARPS_M) * WM, wt = (warp / WARPS_M) * WN;
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TI][TJ];
   [[unroll]] for (uint i = 0; i < TI; ++i)
     [[unroll]] for (uint j = 0; j < TJ; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
 
-  fetch(n0, t0, 0);
-  stash(0);
+#ifdef SPLIT_K
+  const uint kb = gl_WorkGroupID.z * p.k_chunk, ke = min(p.K, kb + p.k_chunk), y_base = p.y_off + gl_WorkGroupID.z * p.part_stride;
+#else
+  const uint kb = 0, ke = p.K, y_base = p.y_off;
+#endif
+  fetch(n0, t0, kb);
+  stash(0, kb);
   barrier();
   uint buf = 0;
-  for (uint k0 = 0; k0 < p.K; k0 += BK) {
-    const bool more = k0 + BK < p.K;
+  for (uint k0 = kb; k0 < ke; k0 += BK) {
+    const bool more = k0 + BK < ke;
 #if !defined(LAB) || (LAB & 1) == 0  // kernel-lab knobs: LAB bit 0 skips the memory reads, bit 1 the fragment loads
     if (more) fetch(n0, t0, k0 + BK);
 #endif
@@ -113,27 +163,27 @@ void main() {
       [[unroll]] for (uint i = 0; i < TI; ++i)
         [[unroll]] for (uint j = 0; j < TJ; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
     }
-    if (more) stash(buf ^ 1u);
+    if (more) stash(buf ^ 1u, k0 + BK);
     barrier();  // the other buffer is complete, and nobody reads this one any more
     buf ^= 1u;
   }
 
   // Whole tiles go straight from the accumulators to y; edge tiles through a 16x16 square per
   // warp in the (now unused) shared buffer, 64 uvec4 = 256 floats each.
-  const bool whole = n0 + BM <= p.N && t0 + BN <= p.n_tok && p.y_off % 4 == 0 && p.y_stride % 4 == 0;
+  const bool whole = n0 + BM <= p.N && t0 + BN <= p.n_tok && y_base % 4 == 0 && p.y_stride % 4 == 0;
   const uint st = warp * 64;
   [[unroll]] for (uint i = 0; i < TI; ++i)
     [[unroll]] for (uint j = 0; j < TJ; ++j) {
       const uint t = t0 + wt + 16 * i, n = n0 + wn + 16 * j;
       if (whole) {
-        coopMatStoreNV(acc[i][j], y, p.y_off + t * p.y_stride + n, p.y_stride, false);
+        coopMatStoreNV(acc[i][j], y, y_base + t * p.y_stride + n, p.y_stride, false);
       } else {
         coopMatStoreNV(acc[i][j], sh, st, 4, false);  // rows of 16 floats = 4 uvec4
         subgroupMemoryBarrierShared();
         subgroupBarrier();
         for (uint e = gl_SubgroupInvocationID; e < 256; e += 32) {
           const uint tt = t + e / 16, nn = n + e % 16;
-          if (tt < p.n_tok && nn < p.N) y[p.y_off + tt * p.y_stride + nn] = uintBitsToFloat(sh[st + e / 4][e % 4]);
+          if (tt < p.n_tok && nn < p.N) y[y_base + tt * p.y_stride + nn] = uintBitsToFloat(sh[st + e / 4][e % 4]);
         }
         subgroupBarrier();
       }

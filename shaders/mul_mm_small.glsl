@@ -83,10 +83,17 @@ void main() {
 #ifdef HAS_MMS_UNIT
     const mms_raw cur = next;
     if (live && k0 + KS * WARPS < p.K) next = mms_load(row, (k0 + KS * WARPS) / KS);
-    uvec4 h[8];
-    if (live) mms_expand(cur, k0 / KS, h);
-    else [[unroll]] for (uint c = 0; c < 8; ++c) h[c] = uvec4(0);
-    [[unroll]] for (uint c = 0; c < 8; ++c) sm[wt + lane * SR + c] = h[c];
+    uvec4 h0[4], h1[4];
+    if (live) {
+      mms_expand_half(cur, k0 / KS, 0, h0);
+      mms_expand_half(cur, k0 / KS, 1, h1);
+    } else {
+      [[unroll]] for (uint c = 0; c < 4; ++c) h0[c] = h1[c] = uvec4(0);
+    }
+    [[unroll]] for (uint c = 0; c < 4; ++c) {
+      sm[wt + lane * SR + c] = h0[c];
+      sm[wt + lane * SR + 4 + c] = h1[c];
+    }
 #else
     [[unroll]] for (uint c = 0; c < KS / 16; ++c) {
       const uint part = k0 / 16 + c;

@@ -50,7 +50,10 @@ setup() {
   if [ -f .devbin/llama.cpp.tar.xz ] && [ ! -d "$LC" ]; then
     mkdir -p "$LC" && tar -C "$LC" -xJf .devbin/llama.cpp.tar.xz
     # -j14: leave two cores to Strata's model generation beside it.
-    setsid bash -c "cd $LC && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+    # Ninja where the host has it (the H200 hosts of session 8 did not: Makefiles there).
+    local gen=""
+    command -v ninja > /dev/null && gen="-G Ninja"
+    setsid bash -c "cd $LC && cmake -S . -B build $gen -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
       -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_APP=OFF \
       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF \
       -DLLAMA_OPENSSL=OFF > /tmp/lc-cfg.log 2>&1 && cmake --build build -j14 --target llama-bench \

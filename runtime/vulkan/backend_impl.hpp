@@ -41,6 +41,9 @@ inline std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return std::uint
 inline bool has_mmvq(gguf::type_id t) {
   return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k || t == gguf::type_id::q8_0;
 }
+// Weight formats with a 64-element f16 expansion unit (quant/<fmt>.glsl HAS_MMS_UNIT): the GEMMs
+// read them in place (mul_mm_small, mul_mm_f16 QW).
+inline bool has_mms_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
 }  // namespace detail
 
 // Workgroup tile of mul_mm.glsl's MMA2 path: BM weight rows x BN tokens, WM x WN per warp.
@@ -328,6 +331,39 @@ struct backend::impl {
   // The GEMM's activations converted to f16 first (copy_rows TO_F16): half the bytes each tile
   // reads from L2, where the f32 activations were 2/3 of the traffic. STRATA_VK_MM3_XF16=0 disables.
   bool mm3_xf16 = true;
+  // Formats with an expansion unit skip the f16 scratch: mul_mm_f16 QW expands each weight tile
+  // as it is stashed in shared memory. STRATA_VK_MMQ=0 returns them to the scratch.
+  // Q6_K in place measured 26% slower than expand + GEMM at 512 tokens (its unit's expansion is
+  // heavy for the half of the threads that do it), so only batches the small path would take
+  // (mmk_small) read it in place; STRATA_VK_MMQ=2 takes it in place for every batch.
+  int mmq = 1;
+  bool mm3_in_place(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
+    if (!mmq || !mm3_xf16 || K % 64) return false;
+    return t == gguf::type_id::q4_k || (detail::has_mms_unit(t) && (mmq >= 2 || tokens <= mms_max));
+  }
+  // Split K (mul_mm_f16 SPLIT_K + split_k_sum) when a GEMM's tiles leave SMs idle, each split at
+  // least split_min_k long (STRATA_VK_SPLITK_MIN_K, a multiple of 64: tests force splits of the
+  // small fixture models with it); partial products go to mm_parts (mm_parts_floats).
+  // STRATA_VK_SPLITK=0 off; STRATA_VK_SPLITK_WGS sets the workgroup target of small tiles.
+  // H200 lab, Q4_K (us per call): 128 x 128 tiles (8 warps) gain only when very few:
+  // 4096 x 1024 at 512 tokens (32 tiles) 140 -> 51 with 4 splits, but 4096 x 4096 (128 tiles)
+  // 140 -> 168 with 2; 64 x 64 tiles (4 warps, batches of 33-64 tokens) gain from 4 splits even
+  // at 192 tiles (4096 x 12288: 128 -> 110) and lose with 2 (134).
+  bool split_k = true;
+  std::uint32_t split_target = 256, split_min_k = 512;
+  std::uint32_t mm_parts = 0;
+  std::uint64_t mm_parts_floats = 0;
+  std::uint32_t k_splits(const mma2_tile& t, std::uint32_t tiles, std::uint64_t K) const {
+    if (!split_k || K < 2 * split_min_k) return 1;
+    std::uint64_t s = 1;
+    if (t.bm * t.bn >= 128 * 128) s = tiles <= 64 ? detail::div_up(128, tiles) : 1;
+    else if (tiles < split_target) s = std::max<std::uint64_t>(4, detail::div_up(split_target, tiles));
+    return std::uint32_t(std::min<std::uint64_t>({s, 8, K / split_min_k}));
+  }
+  // Batches of mmk_small_min..mms_max tokens in a format the GEMM reads in place take its tiles
+  // with split K instead of mul_mm_small (H200 lab, Q4_K/Q6_K at 64 tokens: 33-66% faster on
+  // every 8B shape; at 16 tokens mul_mm_small is faster). STRATA_VK_MMK_SMALL=0 off, =N from N tokens.
+  std::uint32_t mmk_small_min = 33;
   std::uint32_t mm_xh = 0;               // buffer id: max_rows x mm_xh_cols halves
   std::uint32_t mm_xh_cols = 0;
   // Matvec shape: rows per workgroup and workgroup size (STRATA_VK_MV_NR / _WG to experiment).
@@ -420,7 +456,9 @@ struct backend::impl {
   // (qwen3-8b pp512 4,281 vs 3,777 t/s with 128 x 64 tiles there); narrower tiles below.
   static constexpr mma2_tile mm3_tiles[] = {{128, 128, 32, 64}, {64, 64, 32, 32}, {64, 32, 32, 16}, {64, 16, 16, 16}};
   mma2_tile mm3_tile_for(std::uint32_t tokens) const;
-  pipeline_request mm3_req(const mma2_tile& s, bool xf16) const;
+  // qw: the weights' format when the GEMM reads them in place (mm3_in_place), else f16.
+  pipeline_request mm3_req(const mma2_tile& s, bool xf16, gguf::type_id qw = gguf::type_id::f16, bool split = false) const;
+  static pipeline_request split_k_sum_req() { return req("split_k_sum", {}, {{"WG", "256"}}, 2); }
   static pipeline_request dequant_req(gguf::type_id t) { return req("dequant_f16", t, {{"WG", "256"}}, 2); }
   // Small batches on tensor cores (mul_mm_small.glsl): steps of mms_min .. mms_max tokens read
   // each quantized weight once, expanding it in the kernel (no f16 copy of the weights).

@@ -89,6 +89,14 @@ backend::impl::impl(const backend_options& o)
     mma2_forced = true;
   }
   if (const char* v = std::getenv("STRATA_VK_MM3"); v && std::string_view(v) == "0") mm3 = false;
+  if (const char* v = std::getenv("STRATA_VK_MMQ")) mmq = std::clamp(std::atoi(v), 0, 2);
+  if (const char* v = std::getenv("STRATA_VK_SPLITK"); v && std::string_view(v) == "0") split_k = false;
+  if (const char* v = std::getenv("STRATA_VK_SPLITK_WGS")) split_target = std::uint32_t(std::clamp(std::atoi(v), 1, 65535));
+  if (const char* v = std::getenv("STRATA_VK_SPLITK_MIN_K")) split_min_k = std::uint32_t(std::clamp(std::atoi(v), 1, 65536) + 63) / 64 * 64;
+  if (const char* v = std::getenv("STRATA_VK_MMK_SMALL")) {
+    const int n = std::atoi(v);
+    mmk_small_min = n <= 0 ? 0xFFFFFFFFu : std::uint32_t(n == 1 ? 33 : n);
+  }
   if (const char* v = std::getenv("STRATA_VK_MMS"); v && std::string_view(v) == "0") mms = false;
   if (const char* v = std::getenv("STRATA_VK_MMS_MOE"); v && std::string_view(v) == "0") mms_moe = false;
   if (const char* v = std::getenv("STRATA_VK_MMS_MOE_CHUNK")) {
@@ -294,7 +302,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     std::uint64_t most = 0;
     for (const auto& e : P.weights)
       if (e.info->ne[2] == 1 && e.info->ne[1] > 1 && e.info->ne[0] % 16 == 0 && e.info->type != gguf::type_id::f16 &&
-          impl::f16_operands_ok(e.info->type))
+          impl::f16_operands_ok(e.info->type) && !P.mm3_in_place(e.info->type, e.info->ne[0], P.max_rows))
         most = std::max<std::uint64_t>(most, std::uint64_t(e.info->ne[0]) * e.info->ne[1]);
     if (most) {
       P.mm_scratch_halves = std::min<std::uint64_t>(most, 64ull << 20);
@@ -316,7 +324,43 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
           if (impl::f16_operands_ok(f))
             for (std::uint32_t tokens = 16; tokens <= 64; tokens += 16) reqs.push_back(impl::mm_small_req(f, tokens));
     }
-    for (const mma2_tile t : impl::mm3_tiles) reqs.push_back(P.mm3_req(P.mm3_forced ? P.mm3_shape : t, P.mm_xh != 0));
+    // Split-K partial products: room for the largest S x tokens x rows any GEMM of a step of
+    // max_rows, 64, 32 or 16 tokens asks for (at most 32 Mi floats; a GEMM that would need more
+    // takes fewer splits). Under --gpu-budget the placement is planned to the byte without this
+    // speed buffer: split K stays off there.
+    if (P.ctx.ledger().budget) P.split_k = false;
+    if (P.split_k) {
+      std::uint64_t most_parts = 0;
+      for (const auto& e : P.weights) {
+        const auto& w = *e.info;
+        if (w.ne[2] != 1 || w.ne[1] <= 1 || w.ne[0] % 16 || !impl::f16_operands_ok(w.type)) continue;
+        for (const std::uint32_t n : {P.max_rows, 64u, 32u, 16u}) {
+          if (n > P.max_rows) continue;
+          const mma2_tile t = P.mm3_tile_for(n);
+          const bool whole = w.type == gguf::type_id::f16 || P.mm3_in_place(w.type, w.ne[0], n);  // else scratch slices
+          const std::uint64_t rows =
+              whole ? w.ne[1] : std::min<std::uint64_t>(w.ne[1], std::max<std::uint64_t>(128, P.mm_scratch_halves / w.ne[0] / 128 * 128));
+          const std::uint32_t s = P.k_splits(t, div_up(rows, t.bm) * div_up(n, t.bn), w.ne[0]);
+          if (s > 1) most_parts = std::max<std::uint64_t>(most_parts, std::uint64_t(s) * n * rows);
+        }
+      }
+      P.mm_parts_floats = std::min<std::uint64_t>(most_parts, 32ull << 20);
+      if (P.mm_parts_floats) {
+        P.mm_parts = P.new_buffer(P.mm_parts_floats * 4, memory_kind::device, "split-K partial products");
+        reqs.push_back(impl::split_k_sum_req());
+      }
+    }
+    for (const mma2_tile t0 : impl::mm3_tiles) {
+      const mma2_tile t = P.mm3_forced ? P.mm3_shape : t0;
+      for (const bool split : {false, true}) {
+        if (split && !P.mm_parts) continue;
+        reqs.push_back(P.mm3_req(t, P.mm_xh != 0, gguf::type_id::f16, split));
+        if (P.mm_xh)
+          for (auto f : mat_formats)
+            if (P.mm3_in_place(f, 64, P.max_rows) || (P.mmk_small_min <= P.mms_max && P.mm3_in_place(f, 64, P.mms_max)))
+              reqs.push_back(P.mm3_req(t, true, f, split));
+      }
+    }
   }
   for (auto f : mat_formats) {
     reqs.push_back(P.mul_mm_req(f));

@@ -38,7 +38,10 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
-  if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) return record_mul_mm_small(m);
+  if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) {
+    if (mm_parts && n >= mmk_small_min && mm3 && mm3_in_place(w.type, w.ne[0], n)) return record_mul_mm_f16(m);
+    return record_mul_mm_small(m);
+  }
   // An F32 matrix of few rows (an MoE router, kept off the tensor cores) gives the f32 64 x 64
   // tiles too few workgroups to fill the GPU; the matvec's (rows, 8 tokens) grid does.
   const bool narrow_f32 = coopmat && !f16_operands_ok(w.type) && w.ne[1] <= 256;
@@ -165,7 +168,8 @@ void backend::impl::record_mul_mm(const pending_matmul& m) {
   const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), m.x.rows, std::uint32_t(w.row_bytes), m.x.off,
                      m.x.stride, m.y.off, m.y.stride, 0, 0, 0, 0, 0, 0, 0.0f};
   const bool f16_ok = coopmat && f16_operands_ok(w.type);
-  if (f16_ok && mm3 && w.ne[0] % 16 == 0 && (mm_scratch || w.type == gguf::type_id::f16)) return record_mul_mm_f16(m);
+  if (f16_ok && mm3 && w.ne[0] % 16 == 0 && (mm_scratch || w.type == gguf::type_id::f16 || mm3_in_place(w.type, w.ne[0], m.x.rows)))
+    return record_mul_mm_f16(m);
   const binding b[] = {bind_weight(w), bind(m.x, false), bind(m.y, true)};
   if (f16_ok && mma2) {
     const mma2_tile t = mma2_tile_for(w.ne[1], m.x.rows);
@@ -240,17 +244,36 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
   const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
   const mma2_tile t = mm3_tile_for(n);
   const bool xf16 = mm_xh && K <= mm_xh_cols && n <= max_rows && K % 8 == 0;
-  const pipeline_request g = mm3_req(t, xf16);
+  const bool in_place = xf16 && mm3_in_place(w.type, K, n);
+  const pipeline_request g = mm3_req(t, xf16, in_place ? w.type : gguf::type_id::f16);
   std::uint32_t x_off = m.x.off, x_stride = m.x.stride;
   binding xb = bind(m.x, false);
   if (xf16) {
     std::tie(x_off, x_stride) = f16_input(m.x);
     xb = bind_id(mm_xh, false);
   }
-  if (w.type == gguf::type_id::f16) {  // weights start section_align (256 bytes) apart
-    const mm_f16_pc pc{K, N, n, 0, x_off, x_stride, m.y.off, m.y.stride};
-    const binding b[] = {bind_weight(w), xb, bind(m.y, true)};
-    dispatch(g, b, &pc, sizeof pc, div_up(N, t.bm), div_up(n, t.bn));
+  // One GEMM over rows [r0, r0 + rows) of the weights bound as wb, split over K where its tiles
+  // alone leave SMs idle.
+  auto gemm = [&](const binding& wb, std::uint32_t r0, std::uint32_t rows, std::uint32_t row_bytes) {
+    std::uint32_t splits = k_splits(t, div_up(rows, t.bm) * div_up(n, t.bn), K);
+    while (splits > 1 && std::uint64_t(splits) * n * rows > mm_parts_floats) --splits;
+    if (splits < 2) {
+      const mm_f16_pc pc{K, rows, n, 0, x_off, x_stride, m.y.off + r0, m.y.stride, row_bytes};
+      const binding b[] = {wb, xb, bind(m.y, true)};
+      dispatch(g, b, &pc, sizeof pc, div_up(rows, t.bm), div_up(n, t.bn));
+      return;
+    }
+    const std::uint32_t chunk = div_up(div_up(K, splits), 64) * 64, used = div_up(K, chunk);
+    const mm_f16_pc pc{K, rows, n, 0, x_off, x_stride, 0, rows, row_bytes, chunk, n * rows};
+    const binding b[] = {wb, xb, bind_id(mm_parts, true)};
+    dispatch3(mm3_req(t, xf16, in_place ? w.type : gguf::type_id::f16, true), b, &pc, sizeof pc, div_up(rows, t.bm),
+              div_up(n, t.bn), used);
+    const split_k_sum_pc sp{rows, n, used, n * rows, m.y.off + r0, m.y.stride};
+    const binding sb[] = {bind_id(mm_parts, false), bind(m.y, true)};
+    dispatch(split_k_sum_req(), sb, &sp, sizeof sp, div_up(std::uint64_t(rows) * n, 256));
+  };
+  if (w.type == gguf::type_id::f16 || in_place) {  // weights start section_align (256 bytes) apart
+    gemm(bind_weight(w), 0, N, in_place ? std::uint32_t(w.row_bytes) : 0u);
     wrote(m.y);
     return;
   }
@@ -260,9 +283,7 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
     const dequant_f16_pc dq{K, std::uint32_t(w.row_bytes), r0, rows, 0};
     const binding db[] = {bind_weight(w), bind_id(mm_scratch, true)};
     dispatch(dequant_req(w.type), db, &dq, sizeof dq, div_up(std::uint64_t(rows) * (K / 16), 256));
-    const mm_f16_pc pc{K, rows, n, 0, x_off, x_stride, m.y.off + r0, m.y.stride};
-    const binding b[] = {bind_id(mm_scratch, false), xb, bind(m.y, true)};
-    dispatch(g, b, &pc, sizeof pc, div_up(rows, t.bm), div_up(n, t.bn));
+    gemm(bind_id(mm_scratch, false), r0, rows, 0);
   }
   wrote(m.y);
 }

@@ -37,8 +37,13 @@ struct attn_prep_pc {
   std::uint32_t ring_rows;  // compressed cache (KV_ENCODE) with a full-precision window
   float temp_scale, temp_floor_base;  // TEMP
 };
-struct mm_f16_pc {
+struct mm_f16_pc {  // mul_mm_f16.glsl
   std::uint32_t K, N, n_tok, w_off, x_off, x_stride, y_off, y_stride;
+  std::uint32_t row_bytes = 0;  // QW (weights in their own format): bytes per row
+  std::uint32_t k_chunk = 0, part_stride = 0;  // SPLIT_K: K per workgroup z, floats between partials
+};
+struct split_k_sum_pc {  // split_k_sum.glsl
+  std::uint32_t N, n_tok, splits, part_stride, y_off, y_stride;
 };
 struct mm_small_pc {  // mul_mm_small.glsl
   std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, sorted_off;

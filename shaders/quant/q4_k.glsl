@@ -138,19 +138,17 @@ uint mms_pair(uint w, uint shift, float d, float m) {
   precise float b = d * q4k_nib(w, shift + 8) - m;
   return packHalf2x16(vec2(a, b));
 }
-void mms_expand(mms_raw r, uint u, out uvec4 h[8]) {
+// Half hf of the unit (elements 32hf .. 32hf+31 = sub-block 2j+hf): element i of sub-block 2j is
+// the low nibble of qs byte i, of 2j+1 the high nibble.
+void mms_expand_half(mms_raw r, uint u, uint hf, out uvec4 h[4]) {
   uint sc, mn;
   q4k_unit_scales(r.hdr, u & 3u, sc, mn);
   const vec2 dm = unpackHalf2x16(r.hdr.x);
-  const float d0 = dm.x * float(sc & 0xFFu), d1 = dm.x * float((sc >> 8) & 0xFFu);
-  const float m0 = dm.y * float(mn & 0xFFu), m1 = dm.y * float((mn >> 8) & 0xFFu);
+  const uint sh = 8 * hf, nib = 4 * hf;
+  const float d = dm.x * float((sc >> sh) & 0xFFu), m = dm.y * float((mn >> sh) & 0xFFu);
   const uint qw[8] = uint[8](r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w);
-  // Element i < 32 of sub-block 2j is the low nibble of qs byte i, of 2j+1 the high nibble.
-  [[unroll]] for (uint c = 0; c < 4; ++c) {
-    h[c] = uvec4(mms_pair(qw[2 * c], 0, d0, m0), mms_pair(qw[2 * c], 16, d0, m0), mms_pair(qw[2 * c + 1], 0, d0, m0),
-                 mms_pair(qw[2 * c + 1], 16, d0, m0));
-    h[4 + c] = uvec4(mms_pair(qw[2 * c], 4, d1, m1), mms_pair(qw[2 * c], 20, d1, m1), mms_pair(qw[2 * c + 1], 4, d1, m1),
-                     mms_pair(qw[2 * c + 1], 20, d1, m1));
-  }
+  [[unroll]] for (uint c = 0; c < 4; ++c)
+    h[c] = uvec4(mms_pair(qw[2 * c], nib, d, m), mms_pair(qw[2 * c], nib + 16, d, m), mms_pair(qw[2 * c + 1], nib, d, m),
+                 mms_pair(qw[2 * c + 1], nib + 16, d, m));
 }
 #endif

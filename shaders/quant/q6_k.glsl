@@ -114,22 +114,19 @@ float mms_q6(uint lw, uint hw, uint b, uint ns, uint hs, float s) {
 uint mms_q6_pair(uint lw, uint hw, uint b, uint ns, uint hs, float s) {
   return packHalf2x16(vec2(mms_q6(lw, hw, b, ns, hs, s), mms_q6(lw, hw, b + 1, ns, hs, s)));
 }
-void mms_expand(mms_raw r, uint u, out uvec4 h[8]) {
-  const uint q = u & 3u, ns = 4 * (q & 1u), hs = 4 * (q & 1u);  // quarter k0's nibble and qh bit shifts
+// Half hf of the unit: quarter k0 + hf (elements 32hf .. 32hf+31), sub-blocks 4q+2hf, 4q+2hf+1.
+void mms_expand_half(mms_raw r, uint u, uint hf, out uvec4 h[4]) {
+  const uint q = u & 3u, ns = 4 * (q & 1u), hs = 4 * (q & 1u) + 2 * hf;  // nibble and qh bit shifts
   const float d = unpackHalf2x16(r.d).x;
-  float s[4];  // sub-blocks 4q .. 4q+3: 16 elements each
-  [[unroll]] for (uint i = 0; i < 4; ++i) s[i] = d * float(int(r.sc << (24 - 8 * i)) >> 24);
-  const uint la[8] = uint[8](r.l0.x, r.l0.y, r.l0.z, r.l0.w, r.l1.x, r.l1.y, r.l1.z, r.l1.w);  // quarter k0
-  const uint lb[8] = uint[8](r.l2.x, r.l2.y, r.l2.z, r.l2.w, r.l3.x, r.l3.y, r.l3.z, r.l3.w);  // quarter k0+1
+  const uint sc = r.sc >> (16 * hf);
+  const float s0 = d * float(int(sc << 24) >> 24), s1 = d * float(int(sc << 16) >> 24);
+  const uint l[8] = hf == 0 ? uint[8](r.l0.x, r.l0.y, r.l0.z, r.l0.w, r.l1.x, r.l1.y, r.l1.z, r.l1.w)
+                            : uint[8](r.l2.x, r.l2.y, r.l2.z, r.l2.w, r.l3.x, r.l3.y, r.l3.z, r.l3.w);
   const uint hq[8] = uint[8](r.h0.x, r.h0.y, r.h0.z, r.h0.w, r.h1.x, r.h1.y, r.h1.z, r.h1.w);
-  [[unroll]] for (uint c = 0; c < 4; ++c) {  // elements 8c .. 8c+7 of each quarter: words 2c, 2c+1
-    h[c] = uvec4(mms_q6_pair(la[2 * c], hq[2 * c], 0, ns, hs, s[c / 2]), mms_q6_pair(la[2 * c], hq[2 * c], 2, ns, hs, s[c / 2]),
-                 mms_q6_pair(la[2 * c + 1], hq[2 * c + 1], 0, ns, hs, s[c / 2]),
-                 mms_q6_pair(la[2 * c + 1], hq[2 * c + 1], 2, ns, hs, s[c / 2]));
-    h[4 + c] = uvec4(mms_q6_pair(lb[2 * c], hq[2 * c], 0, ns, hs + 2, s[2 + c / 2]),
-                     mms_q6_pair(lb[2 * c], hq[2 * c], 2, ns, hs + 2, s[2 + c / 2]),
-                     mms_q6_pair(lb[2 * c + 1], hq[2 * c + 1], 0, ns, hs + 2, s[2 + c / 2]),
-                     mms_q6_pair(lb[2 * c + 1], hq[2 * c + 1], 2, ns, hs + 2, s[2 + c / 2]));
+  [[unroll]] for (uint c = 0; c < 4; ++c) {  // elements 8c .. 8c+7 of the quarter: words 2c, 2c+1
+    const float s = c < 2 ? s0 : s1;
+    h[c] = uvec4(mms_q6_pair(l[2 * c], hq[2 * c], 0, ns, hs, s), mms_q6_pair(l[2 * c], hq[2 * c], 2, ns, hs, s),
+                 mms_q6_pair(l[2 * c + 1], hq[2 * c + 1], 0, ns, hs, s), mms_q6_pair(l[2 * c + 1], hq[2 * c + 1], 2, ns, hs, s));
   }
 }
 #endif

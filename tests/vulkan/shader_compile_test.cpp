@@ -58,5 +58,50 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
 #endif
 }
 
+TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights in place, token-fast grid)") {
+#ifndef STRATA_HAS_VULKAN
+  MESSAGE("this build has no Vulkan backend: shader compile test skipped");
+#else
+  using gguf::type_id;
+  // The backend's tiles (backend_impl.hpp mm3_tiles): BM x BN, WM x WN per warp.
+  const char* tiles[][4] = {{"128", "128", "32", "64"}, {"64", "64", "32", "32"}, {"64", "32", "32", "16"}, {"64", "16", "16", "16"}};
+  for (const auto& t : tiles) {
+    const std::string wg = std::to_string(std::stoi(t[0]) / std::stoi(t[2]) * (std::stoi(t[1]) / std::stoi(t[3])) * 32);
+    std::vector<std::pair<std::string, std::string>> d{{"WG", wg},   {"COOPMAT", "1"}, {"BM", t[0]},   {"BN", t[1]},
+                                                       {"WM", t[2]}, {"WN", t[3]},      {"X_F16", "1"}};
+    auto f16 = d;
+    f16.emplace_back("BK", "32");
+    compiles({"mul_mm_f16", type_id::f16, f16, 3});
+    for (const auto f : {type_id::q4_k, type_id::q6_k})
+      for (const char* bk : {"32", "64"}) {
+        if (std::string(bk) == "64" && std::string(t[1]) == "128") continue;  // over 48 KiB, below
+        auto q = d;
+        q.insert(q.end(), {{"BK", bk}, {"QW", "1"}, {"MM_SMALL", "1"}});
+        compiles({"mul_mm_f16", f, q, 3});
+        q.emplace_back("TOK_FAST", "1");
+        compiles({"mul_mm_f16", f, q, 3});
+        q.emplace_back("SPLIT_K", "1");
+        compiles({"mul_mm_f16", f, q, 3});
+      }
+    f16.emplace_back("SPLIT_K", "1");
+    compiles({"mul_mm_f16", type_id::f16, f16, 3});
+  }
+  // In place, a step is half or all of a 64-element unit per row, one row per thread; and two
+  // tiles must fit the 48 KiB of shared memory every device offers.
+  gpu::shader_compiler c({}, "offline");
+  const std::pair<std::vector<std::pair<std::string, std::string>>, const char*> bad[] = {
+      {{{"BK", "48"}, {"BM", "64"}, {"BN", "16"}, {"WG", "128"}}, "one row per thread"},
+      {{{"BK", "32"}, {"BM", "128"}, {"BN", "16"}, {"WG", "64"}}, "one row per thread"},
+      {{{"BK", "64"}, {"BM", "128"}, {"BN", "128"}, {"WG", "256"}}, "48 KiB"}};
+  for (const auto& [defs, why] : bad) {
+    std::vector<std::pair<std::string, std::string>> d{{"COOPMAT", "1"}, {"WM", "32"}, {"WN", "16"},
+                                                       {"X_F16", "1"},   {"QW", "1"}, {"MM_SMALL", "1"}};
+    d.insert(d.end(), defs.begin(), defs.end());
+    const gpu::pipeline_request r{"mul_mm_f16", type_id::q4_k, d, 3};
+    CHECK_THROWS_WITH(c.compile(r.label(), gpu::assemble_source(r)), doctest::Contains(why));
+  }
+#endif
+}
+
 }  // namespace
 }  // namespace strata::test

@@ -138,6 +138,11 @@ struct variant {
   // mul_mm_f16.glsl over weights dequant_f16.glsl expanded: "mm3:..." expands every call (as a
   // prefill step does), "mm3g:..." times the GEMM alone on weights expanded once.
   bool mm3 = false, mm3_expand = false;
+  // "mmq:...": mul_mm_f16.glsl QW, the weights read in their own format (formats with an
+  // MM_SMALL unit), f16 activations; knobs as mm3's. mm3/mmq knobs XH=1 (f16 activations),
+  // TF=1 (token tiles fastest in the grid).
+  bool mmq = false, xh = false, tok_fast = false;
+  std::uint32_t splits = 1;  // S=n: split K over n workgroups (SPLIT_K), then split_k_sum
   bool small = false;  // mul_mm_small.glsl: "ms:TT=n" (16n tokens per workgroup row)
   std::uint32_t bm = 64, bn = 64;
   std::vector<std::pair<std::string, std::string>> defines;
@@ -172,12 +177,14 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     if (pre_a) v.defines.emplace_back("PRE_A", "1");
     return v;
   }
-  if (s.rfind("mm3", 0) == 0) {  // "mm3[g]:BM=..:BN=..:WM=..:WN=..:BK=.."
-    v.mm3 = true;
+  if (s.rfind("mm3", 0) == 0 || s.rfind("mmq", 0) == 0) {  // "mm3[g]|mmq:BM=..:BN=..:WM=..:WN=..:BK=..:XH=1:TF=1"
+    v.mmq = s.rfind("mmq", 0) == 0;
+    v.mm3 = !v.mmq;
     v.mm3_expand = s.rfind("mm3g", 0) != 0;
-    std::uint32_t bm = 128, bn = 128, wm = 64, wn = 32, bk = 32, lab_bits = 0;
+    v.xh = v.mmq;
+    std::uint32_t bm = 128, bn = 128, wm = 32, wn = 64, bk = 32, lab_bits = 0;
     for (const auto& kv : split(s, ':')) {
-      if (kv == "mm3" || kv == "mm3g") continue;
+      if (kv == "mm3" || kv == "mm3g" || kv == "mmq") continue;
       const auto f = split(kv, '=');
       if (f.size() != 2) throw error("bad variant field '" + kv + "'");
       const std::uint32_t n = std::uint32_t(std::stoul(f[1]));
@@ -187,6 +194,9 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
       else if (f[0] == "WN") wn = n;
       else if (f[0] == "BK") bk = n;
       else if (f[0] == "LAB") lab_bits = n;  // mul_mm_f16.glsl's LAB knobs (results are then wrong)
+      else if (f[0] == "XH") v.xh = n != 0;
+      else if (f[0] == "TF") v.tok_fast = n != 0;
+      else if (f[0] == "S") v.splits = std::max<std::uint32_t>(1, n);
       else throw error("unknown variant field '" + f[0] + "'");
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
@@ -195,6 +205,13 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
                  {"BN", std::to_string(bn)}, {"WM", std::to_string(wm)}, {"WN", std::to_string(wn)},
                  {"BK", std::to_string(bk)}};
     if (lab_bits) v.defines.emplace_back("LAB", std::to_string(lab_bits));
+    if (v.xh) v.defines.emplace_back("X_F16", "1");
+    if (v.tok_fast) v.defines.emplace_back("TOK_FAST", "1");
+    if (v.splits > 1) v.defines.emplace_back("SPLIT_K", "1");
+    if (v.mmq) {
+      v.defines.emplace_back("QW", "1");
+      v.defines.emplace_back("MM_SMALL", "1");
+    }
     return v;
   }
   if (s.rfind("mm", 0) == 0) {  // "mm" = the 64x64 tile kernel; "mm:BM=..:BN=..:WM=..:WN=.." = MMA2
@@ -303,7 +320,8 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
     // mm3 variants: the expansion kernel and f16 scratch (expanded from copy 0 once for mm3g).
     const pipeline_request dq_req{"dequant_f16", fmt, {{"WG", "256"}}, 2};
     const dequant_f16_pc dq_pc{K, row_bytes, 0, N, 0};
-    std::optional<gpu_buffer> w16;
+    std::optional<gpu_buffer> w16, parts;
+    const pipeline_request sum_req{"split_k_sum", std::nullopt, {{"WG", "256"}}, 2};
     auto expand = [&](command_recorder& rec, std::uint32_t copy) {
       const binding b[] = {{{wb[copy].handle(), 0, wb[copy].size(), 0}, false}, whole(*w16, 5, true)};
       const std::uint32_t groups = (N * (K / 16) + 255) / 256;
@@ -313,12 +331,19 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
     for (const auto& vn : variant_names) {
       prepared pv{vn, parse_variant(vn, nt, L.ctx.info())};
       try {
+        if (pv.v.splits > 1) {
+          const std::size_t need = std::size_t(pv.v.splits) * nt * N * 4;
+          if (!parts || parts->size() < need) parts.emplace(L.ctx, need, memory_kind::device, "split-K partials");
+          L.pipes.get(sum_req);
+        }
         if (pv.v.mm3) {
           if (!w16) {
             w16.emplace(L.ctx, std::size_t(N) * K * 2, memory_kind::device, "f16 weights");
             L.run([&](command_recorder& rec) { expand(rec, 0); });
           }
           pv.pl = &L.pipes.get({"mul_mm_f16", gguf::type_id::f16, pv.v.defines, 3u});
+        } else if (pv.v.mmq) {
+          pv.pl = &L.pipes.get({"mul_mm_f16", fmt, pv.v.defines, 3u});
         } else if (pv.v.small) {
           pv.pl = &L.pipes.get({"mul_mm_small", fmt, pv.v.defines, 3u});
         } else {
@@ -338,11 +363,21 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
         const mm_small_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 0};
         const binding b[] = {wbind, whole(xhb, 6, false), whole(yb, 4, true)};
         rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + 31) / 32, (nt + v.bn - 1) / v.bn);
-      } else if (v.mm3) {
-        if (v.mm3_expand) expand(rec, copy);
-        const mm_f16_pc pc{K, N, nt, 0, 0, K, 0, N};
-        const binding b[] = {whole(*w16, 5, false), whole(xb, 1, false), whole(yb, 4, true)};
-        rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + v.bm - 1) / v.bm, (nt + v.bn - 1) / v.bn);
+      } else if (v.mm3 || v.mmq) {
+        if (v.mm3 && v.mm3_expand) expand(rec, copy);
+        const std::uint32_t S = v.splits, chunk = (K / S + 63) / 64 * 64;
+        const mm_f16_pc pc{K, N, nt, 0, 0, K, 0, N, v.mmq ? row_bytes : 0, chunk, nt * N};
+        const binding b[] = {v.mmq ? wbind : whole(*w16, 5, false), v.xh ? whole(xhb, 6, false) : whole(xb, 1, false),
+                             S > 1 ? whole(*parts, 7, true) : whole(yb, 4, true)};
+        const std::uint32_t gw = (N + v.bm - 1) / v.bm, gt = (nt + v.bn - 1) / v.bn, gs = (K + chunk - 1) / chunk;
+        if (v.tok_fast) rec.dispatch(*pv.pl, b, &pc, sizeof pc, gt, gw, gs);
+        else rec.dispatch(*pv.pl, b, &pc, sizeof pc, gw, gt, gs);
+        if (S > 1) {
+          const split_k_sum_pc sp{N, nt, gs, nt * N, 0, N};
+          const binding sb2[] = {whole(*parts, 7, false), whole(yb, 4, true)};
+          const std::uint32_t n_el = N * nt, groups = (n_el + 255) / 256;
+          rec.dispatch(L.pipes.get(sum_req), sb2, &sp, sizeof sp, std::min<std::uint32_t>(groups, 65535), (groups + 65534) / 65535);
+        }
       } else if (v.mm) {
         const matvec_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 0, 0, 0, 0, 0, 0.0f};
         const binding b[] = {wbind, whole(xb, 1, false), whole(yb, 4, true)};

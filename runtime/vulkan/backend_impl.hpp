@@ -111,6 +111,7 @@ struct backend::impl {
   // t/s, bench/RESULTS.md: shared-memory bank conflicts in its key loop), so opt-in for now.
   bool tiled_attention = false;            // STRATA_VK_QTILE_ATTN=1 enables
   bool gqa_attention = true;               // decode attention per KV head group; STRATA_VK_GQA_ATTN=0 disables
+  bool multi_gqa = true;                   // the same for steps of many sequences; STRATA_VK_MULTI_GQA=0 disables
   // The same for compressed KV (attention_qdec): 1 decode steps, 0 never (STRATA_VK_TQ_GQA=0),
   // 2 prompt steps too (=2; unsplit, n_head_kv x tokens workgroups: 6x slower than attention_q on
   // lavapipe, not yet measured on a GPU).

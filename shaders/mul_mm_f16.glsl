@@ -11,7 +11,9 @@
 // QW: W in its own format (one with an MM_SMALL unit, quant/*.glsl HAS_MMS_UNIT): thread r < BM
 // loads row r's raw 64-element unit (a step ahead, every other step when BK is 32) and expands the
 // step's 32 or 64 elements to f16 as it stashes them, so no f16 copy of the weights is written and
-// read back (dequant_f16.glsl), and a tile costs a quarter to a half of the bytes.
+// read back (dequant_f16.glsl), and a tile costs a quarter to a half of the bytes. QW2: two
+// threads per row (r and r + BM) each load and expand 16 of the step's 32 elements
+// (mms_load2/mms_expand2), so every thread of a 2 x BM workgroup shares the expansion.
 // TOK_FAST: workgroup x walks token tiles, so the workgroups that read one weight tile run
 // together and share it in L2. SPLIT_K: workgroup z multiplies K range [z k_chunk, (z+1) k_chunk)
 // into its own partial product at y_off + z part_stride (split_k_sum.glsl adds them up), so a
@@ -35,14 +37,26 @@ layout(push_constant) uniform Params {
 
 const uint RS = BK / 8 + 1;  // shared row stride in uvec4
 const uint WARPS_M = BM / WM;
-const uint TI = WN / 16, TJ = WM / 16;  // accumulator tiles per warp: tokens x weights
+// MMA_N: weights per accumulator tile, 16 (16x16x16 products) or 8 (16x8x16: the H100's
+// register-only probe ran them at 556 against 382 TFLOP/s).
+#ifndef MMA_N
+#define MMA_N 16
+#endif
+const uint TI = WN / 16, TJ = WM / MMA_N;  // accumulator tiles per warp: tokens x weights
 const uint W_VECS = BM * (BK / 8), X_VECS = BN * (BK / 8);  // uvec4 per tile
 const uint W_PER = (W_VECS + WG - 1) / WG, X_PER = (X_VECS + WG - 1) / WG;
 #ifdef QW
 #if (BK != 32 && BK != 64) || BM > WG
 #error "mul_mm_f16 QW: a step is half or all of a 64-element unit (BK 32 or 64) per weight row, one row per thread (BM <= WG)"
 #endif
+#ifdef QW2
+#if 2 * BM > WG
+#error "mul_mm_f16 QW2: two threads per weight row (2 BM <= WG)"
+#endif
+mms_raw2 wq;  // this thread's part of its row's unit for the next stash
+#else
 mms_raw wq;  // this thread's row's unit for the next stash
+#endif
 bool wq_live = false;
 uint wq_unit = 0;
 #else
@@ -65,8 +79,14 @@ void fetch(uint n0, uint t0, uint k0) {
 #ifdef QW
   if (k0 % 64 == 0) {  // BK 32: the unit loaded for the first half serves the second
     wq_unit = k0 / 64;
+#ifdef QW2
+    const uint r = tid % BM;
+    wq_live = tid < 2 * BM && n0 + r < p.N;
+    if (wq_live) wq = mms_load2(p.w_off + (n0 + r) * p.row_bytes, wq_unit, tid / BM);
+#else
     wq_live = tid < BM && n0 + tid < p.N;
     if (wq_live) wq = mms_load(p.w_off + (n0 + tid) * p.row_bytes, wq_unit);
+#endif
   }
 #else
   [[unroll]] for (uint i = 0; i < W_PER; ++i) {
@@ -97,7 +117,18 @@ void fetch(uint n0, uint t0, uint k0) {
 
 void stash(uint buf, uint k0) {
   const uint tid = gl_LocalInvocationID.x, base = buf * TILE;
-#ifdef QW
+#if defined(QW) && defined(QW2)
+  if (tid < 2 * BM) {
+    const uint r = tid % BM, part = tid / BM;
+    [[unroll]] for (uint hf = 0; hf < BK / 32; ++hf) {
+      uvec4 h[2];
+      if (wq_live) mms_expand2(wq, wq_unit, BK == 64 ? hf : (k0 / 32) & 1u, h);
+      else h[0] = h[1] = uvec4(0);
+      sh[base + r * RS + 4 * hf + 2 * part] = h[0];
+      sh[base + r * RS + 4 * hf + 2 * part + 1] = h[1];
+    }
+  }
+#elif defined(QW)
   if (tid < BM) {
     [[unroll]] for (uint hf = 0; hf < BK / 32; ++hf) {
       uvec4 h[4];
@@ -132,9 +163,9 @@ void main() {
 #endif
   const uint warp = gl_SubgroupID;
   const uint wn = (warp % WARPS_M) * WM, wt = (warp / WARPS_M) * WN;
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TI][TJ];
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, MMA_N> acc[TI][TJ];
   [[unroll]] for (uint i = 0; i < TI; ++i)
-    [[unroll]] for (uint j = 0; j < TJ; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+    [[unroll]] for (uint j = 0; j < TJ; ++j) acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, MMA_N>(0.0);
 
 #ifdef SPLIT_K
   const uint kb = gl_WorkGroupID.z * p.k_chunk, ke = min(p.K, kb + p.k_chunk), y_base = p.y_off + gl_WorkGroupID.z * p.part_stride;
@@ -152,13 +183,14 @@ void main() {
 #endif
     const uint wb = buf * TILE, xb = wb + BM * RS;
     [[unroll]] for (uint kk = 0; kk < BK; kk += 16) {
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TI], b[TJ];
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TI];
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, MMA_N> b[TJ];
 #if defined(LAB) && (LAB & 2) != 0
       if (k0 == 0)
 #endif
       {
         [[unroll]] for (uint i = 0; i < TI; ++i) coopMatLoadNV(a[i], sh, xb + (wt + 16 * i) * RS + kk / 8, RS, false);
-        [[unroll]] for (uint j = 0; j < TJ; ++j) coopMatLoadNV(b[j], sh, wb + (wn + 16 * j) * RS + kk / 8, RS, true);
+        [[unroll]] for (uint j = 0; j < TJ; ++j) coopMatLoadNV(b[j], sh, wb + (wn + MMA_N * j) * RS + kk / 8, RS, true);
       }
       [[unroll]] for (uint i = 0; i < TI; ++i)
         [[unroll]] for (uint j = 0; j < TJ; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
@@ -168,21 +200,21 @@ void main() {
     buf ^= 1u;
   }
 
-  // Whole tiles go straight from the accumulators to y; edge tiles through a 16x16 square per
-  // warp in the (now unused) shared buffer, 64 uvec4 = 256 floats each.
+  // Whole tiles go straight from the accumulators to y; edge tiles through a 16 x MMA_N square
+  // per warp in the (now unused) shared buffer, at most 64 uvec4 = 256 floats each.
   const bool whole = n0 + BM <= p.N && t0 + BN <= p.n_tok && y_base % 4 == 0 && p.y_stride % 4 == 0;
   const uint st = warp * 64;
   [[unroll]] for (uint i = 0; i < TI; ++i)
     [[unroll]] for (uint j = 0; j < TJ; ++j) {
-      const uint t = t0 + wt + 16 * i, n = n0 + wn + 16 * j;
+      const uint t = t0 + wt + 16 * i, n = n0 + wn + MMA_N * j;
       if (whole) {
         coopMatStoreNV(acc[i][j], y, y_base + t * p.y_stride + n, p.y_stride, false);
       } else {
-        coopMatStoreNV(acc[i][j], sh, st, 4, false);  // rows of 16 floats = 4 uvec4
+        coopMatStoreNV(acc[i][j], sh, st, MMA_N / 4, false);  // rows of MMA_N floats
         subgroupMemoryBarrierShared();
         subgroupBarrier();
-        for (uint e = gl_SubgroupInvocationID; e < 256; e += 32) {
-          const uint tt = t + e / 16, nn = n + e % 16;
+        for (uint e = gl_SubgroupInvocationID; e < 16 * MMA_N; e += 32) {
+          const uint tt = t + e / MMA_N, nn = n + e % MMA_N;
           if (tt < p.n_tok && nn < p.N) y[y_base + tt * p.y_stride + nn] = uintBitsToFloat(sh[st + e / 4][e % 4]);
         }
         subgroupBarrier();

@@ -338,6 +338,14 @@ struct backend::impl {
   // heavy for the half of the threads that do it), so only batches the small path would take
   // (mmk_small) read it in place; STRATA_VK_MMQ=2 takes it in place for every batch.
   int mmq = 1;
+  // In place, two threads per weight row share the expansion (mul_mm_f16 QW2). H200 lab, Q4_K:
+  // 64 x 64 tiles (batches of 33-64 tokens) 16% faster (4096 x 4096 at 64 tokens with 4 splits
+  // 40.7 -> 35.0 us), 128 x 128 tiles slower (122 -> 107 TFLOP/s), so 1 (default) takes it for
+  // tiles of at most 64 rows; STRATA_VK_MMQ2=0 never, =2 always.
+  int mmq2 = 1;
+  // The GEMM's products as 16x8x16 (MMA_N 8) instead of 16x16x16 (STRATA_VK_MMA_N8=1): H200,
+  // qwen3-8b pp512 6,965 against 7,264 (in place 5% slower in the lab, f16 weights 3% faster).
+  bool mma_n8 = false;
   bool mm3_in_place(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
     if (!mmq || !mm3_xf16 || K % 64) return false;
     return t == gguf::type_id::q4_k || (detail::has_mms_unit(t) && (mmq >= 2 || tokens <= mms_max));

@@ -135,8 +135,10 @@ pipeline_request backend::impl::mm3_req(const mma2_tile& s, bool xf16, gguf::typ
   if (in_place) {
     d.emplace_back("QW", "1");
     d.emplace_back("MM_SMALL", "1");
+    if ((mmq2 >= 2 || (mmq2 == 1 && s.bm <= 64)) && 2 * s.bm <= s.bm / s.wm * (s.bn / s.wn) * 32) d.emplace_back("QW2", "1");
   }
   if (split) d.emplace_back("SPLIT_K", "1");
+  if (mma_n8) d.emplace_back("MMA_N", "8");
   return req("mul_mm_f16", qw, std::move(d), 3);
 }
 

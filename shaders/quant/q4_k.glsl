@@ -138,6 +138,24 @@ uint mms_pair(uint w, uint shift, float d, float m) {
   precise float b = d * q4k_nib(w, shift + 8) - m;
   return packHalf2x16(vec2(a, b));
 }
+// Part p of the unit for a pair of threads (mul_mm_f16 QW2): elements 16p .. 16p+15 of each half,
+// from the block header and the 16 qs bytes they share (two 16-byte loads instead of three).
+struct mms_raw2 {
+  uvec4 hdr, q;
+};
+mms_raw2 mms_load2(uint row_base, uint u, uint part) {
+  const uint blk = (row_base + (u >> 2) * BLOCK_BYTES) >> 4;
+  return mms_raw2(w128[blk], w128[blk + 1 + 2 * (u & 3u) + part]);
+}
+void mms_expand2(mms_raw2 r, uint u, uint hf, out uvec4 h[2]) {
+  uint sc, mn;
+  q4k_unit_scales(r.hdr, u & 3u, sc, mn);
+  const vec2 dm = unpackHalf2x16(r.hdr.x);
+  const uint sh = 8 * hf, nib = 4 * hf;
+  const float d = dm.x * float((sc >> sh) & 0xFFu), m = dm.y * float((mn >> sh) & 0xFFu);
+  h[0] = uvec4(mms_pair(r.q.x, nib, d, m), mms_pair(r.q.x, nib + 16, d, m), mms_pair(r.q.y, nib, d, m), mms_pair(r.q.y, nib + 16, d, m));
+  h[1] = uvec4(mms_pair(r.q.z, nib, d, m), mms_pair(r.q.z, nib + 16, d, m), mms_pair(r.q.w, nib, d, m), mms_pair(r.q.w, nib + 16, d, m));
+}
 // Half hf of the unit (elements 32hf .. 32hf+31 = sub-block 2j+hf): element i of sub-block 2j is
 // the low nibble of qs byte i, of 2j+1 the high nibble.
 void mms_expand_half(mms_raw r, uint u, uint hf, out uvec4 h[4]) {

@@ -114,6 +114,28 @@ float mms_q6(uint lw, uint hw, uint b, uint ns, uint hs, float s) {
 uint mms_q6_pair(uint lw, uint hw, uint b, uint ns, uint hs, float s) {
   return packHalf2x16(vec2(mms_q6(lw, hw, b, ns, hs, s), mms_q6(lw, hw, b + 1, ns, hs, s)));
 }
+// Part p of the unit for a pair of threads (mul_mm_f16 QW2): elements 16p .. 16p+15 of each half
+// (sub-blocks 4q+2hf+p): 16 ql bytes per half, the 16 qh bytes they share, the two scales (byte
+// hf of sc), d.
+struct mms_raw2 {
+  uvec4 la, lb, h;
+  uint sc, d;
+};
+mms_raw2 mms_load2(uint row_base, uint u, uint part) {
+  const uint blk = row_base + (u >> 2) * BLOCK_BYTES, q = u & 3u, hh = q >> 1;
+  const uint ql = blk + Q6_K_OFF_QL + 64 * hh + 16 * part, qh = blk + Q6_K_OFF_QH + 32 * hh + 16 * part;
+  const uint sc4 = w_u32_2(blk + Q6_K_OFF_SCALES + 4 * q) >> (8 * part);  // bytes p and 2 + p
+  return mms_raw2(w_u128_2(ql), w_u128_2(ql + 32), w_u128_2(qh), (sc4 & 0xFFu) | ((sc4 >> 8) & 0xFF00u), w_u16(blk + Q6_K_OFF_D));
+}
+void mms_expand2(mms_raw2 r, uint u, uint hf, out uvec4 h[2]) {
+  const uint q = u & 3u, ns = 4 * (q & 1u), hs = 4 * (q & 1u) + 2 * hf;
+  const float s = unpackHalf2x16(r.d).x * float(int(r.sc << (24 - 8 * hf)) >> 24);
+  const uvec4 l = hf == 0 ? r.la : r.lb;
+  h[0] = uvec4(mms_q6_pair(l.x, r.h.x, 0, ns, hs, s), mms_q6_pair(l.x, r.h.x, 2, ns, hs, s),
+               mms_q6_pair(l.y, r.h.y, 0, ns, hs, s), mms_q6_pair(l.y, r.h.y, 2, ns, hs, s));
+  h[1] = uvec4(mms_q6_pair(l.z, r.h.z, 0, ns, hs, s), mms_q6_pair(l.z, r.h.z, 2, ns, hs, s),
+               mms_q6_pair(l.w, r.h.w, 0, ns, hs, s), mms_q6_pair(l.w, r.h.w, 2, ns, hs, s));
+}
 // Half hf of the unit: quarter k0 + hf (elements 32hf .. 32hf+31), sub-blocks 4q+2hf, 4q+2hf+1.
 void mms_expand_half(mms_raw r, uint u, uint hf, out uvec4 h[4]) {
   const uint q = u & 3u, ns = 4 * (q & 1u), hs = 4 * (q & 1u) + 2 * hf;  // nibble and qh bit shifts

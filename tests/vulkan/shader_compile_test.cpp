@@ -82,6 +82,10 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
         compiles({"mul_mm_f16", f, q, 3});
         q.emplace_back("SPLIT_K", "1");
         compiles({"mul_mm_f16", f, q, 3});
+        q.emplace_back("QW2", "1");
+        compiles({"mul_mm_f16", f, q, 3});
+        q.emplace_back("MMA_N", "8");
+        compiles({"mul_mm_f16", f, q, 3});
       }
     f16.emplace_back("SPLIT_K", "1");
     compiles({"mul_mm_f16", type_id::f16, f16, 3});
@@ -92,7 +96,8 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
   const std::pair<std::vector<std::pair<std::string, std::string>>, const char*> bad[] = {
       {{{"BK", "48"}, {"BM", "64"}, {"BN", "16"}, {"WG", "128"}}, "one row per thread"},
       {{{"BK", "32"}, {"BM", "128"}, {"BN", "16"}, {"WG", "64"}}, "one row per thread"},
-      {{{"BK", "64"}, {"BM", "128"}, {"BN", "128"}, {"WG", "256"}}, "48 KiB"}};
+      {{{"BK", "64"}, {"BM", "128"}, {"BN", "128"}, {"WG", "256"}}, "48 KiB"},
+      {{{"BK", "32"}, {"BM", "128"}, {"BN", "16"}, {"WG", "128"}, {"QW2", "1"}}, "two threads per weight row"}};
   for (const auto& [defs, why] : bad) {
     std::vector<std::pair<std::string, std::string>> d{{"COOPMAT", "1"}, {"WM", "32"}, {"WN", "16"},
                                                        {"X_F16", "1"},   {"QW", "1"}, {"MM_SMALL", "1"}};

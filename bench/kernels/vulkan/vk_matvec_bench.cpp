@@ -183,6 +183,8 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     v.mm3_expand = s.rfind("mm3g", 0) != 0;
     v.xh = v.mmq;
     std::uint32_t bm = 128, bn = 128, wm = 32, wn = 64, bk = 32, lab_bits = 0;
+    bool q2 = false;  // mmq: QW2 (two threads per weight row)
+    bool n8 = false;  // 16x8x16 products (MMA_N 8)
     for (const auto& kv : split(s, ':')) {
       if (kv == "mm3" || kv == "mm3g" || kv == "mmq") continue;
       const auto f = split(kv, '=');
@@ -197,6 +199,8 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
       else if (f[0] == "XH") v.xh = n != 0;
       else if (f[0] == "TF") v.tok_fast = n != 0;
       else if (f[0] == "S") v.splits = std::max<std::uint32_t>(1, n);
+      else if (f[0] == "Q2") q2 = n != 0;
+      else if (f[0] == "N8") n8 = n != 0;
       else throw error("unknown variant field '" + f[0] + "'");
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
@@ -208,9 +212,11 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     if (v.xh) v.defines.emplace_back("X_F16", "1");
     if (v.tok_fast) v.defines.emplace_back("TOK_FAST", "1");
     if (v.splits > 1) v.defines.emplace_back("SPLIT_K", "1");
+    if (n8) v.defines.emplace_back("MMA_N", "8");
     if (v.mmq) {
       v.defines.emplace_back("QW", "1");
       v.defines.emplace_back("MM_SMALL", "1");
+      if (q2) v.defines.emplace_back("QW2", "1");
     }
     return v;
   }

@@ -534,7 +534,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   if (!P.topk_done) {
     const moe_pc pc{E, k, 0, logits.off, logits.stride, 0, 0, 0};
     const binding b[] = {P.bind_id(P.moe_ids, true), P.bind_id(P.moe_ids, true), P.bind_id(P.moe_wts, true),
-                         P.bind(logits, false), P.bind(logits, false)};
+                         P.bind(logits, false), P.bind(logits, false), P.bind(logits, false)};
     P.dispatch(impl::moe_req("MOE_TOPK", sigmoid), b, &pc, sizeof pc, n);
   }
   P.topk_done = false;
@@ -548,7 +548,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     const tensor xin = s.xin.first_rows(pairs);
     const moe_pc pc{E, k, x.cols, x.off, x.stride, xin.off, xin.stride, 0};
     const binding b[] = {P.bind_id(P.moe_ids, false), P.bind_id(P.moe_ids, false), P.bind_id(P.moe_wts, false),
-                         P.bind(x, false), P.bind(xin, true)};
+                         P.bind(x, false), P.bind(xin, true), P.bind(xin, true)};
     P.dispatch(impl::moe_req("MOE_GATHER"), b, &pc, sizeof pc, div_up(x.cols, wg), pairs);
     in = xin;
     in_div = 1;

@@ -34,7 +34,9 @@ void command_recorder::barrier() {
 
 void command_recorder::dispatch(const pipeline& p, std::span<const binding> bindings, const void* push,
                                 std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
-  if (bindings.size() > p.bindings)
+  // Exactly one buffer per binding slot: a short list once left a kernel's last slots bound to
+  // whatever came last (split_k_sum read its partials from its output), silently.
+  if (bindings.size() != p.bindings)
     throw error("kernel '" + p.label + "' takes " + std::to_string(p.bindings) + " buffers, got " + std::to_string(bindings.size()));
   if (push_bytes > push_constant_bytes) throw error("kernel '" + p.label + "': push constants too large");
   bool hazard = false;
@@ -53,7 +55,7 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
   std::array<vk::DescriptorBufferInfo, max_bindings> infos;
   std::array<vk::WriteDescriptorSet, max_bindings> writes;
   for (std::uint32_t i = 0; i < p.bindings; ++i) {
-    const auto& r = bindings[std::min<std::size_t>(i, bindings.size() - 1)].range;  // unused slots repeat the last
+    const auto& r = bindings[i].range;
     infos[i] = vk::DescriptorBufferInfo(r.buffer, r.offset, r.bytes ? r.bytes : VK_WHOLE_SIZE);
     writes[i] = vk::WriteDescriptorSet(vk::DescriptorSet{}, i, 0, 1, vk::DescriptorType::eStorageBuffer, nullptr, &infos[i]);
   }

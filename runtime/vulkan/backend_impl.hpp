@@ -329,6 +329,10 @@ struct backend::impl {
   mma2_tile mm3_shape{128, 64, 64, 32};
   std::uint32_t mm_scratch = 0;          // buffer id of the f16 weight scratch
   std::uint64_t mm_scratch_halves = 0;
+  // Rows of a K-wide matrix expanded into the scratch at a time (at least 128).
+  std::uint32_t scratch_slice_rows(std::uint64_t K) const {
+    return std::uint32_t(std::max<std::uint64_t>(128, mm_scratch_halves / K / 128 * 128));
+  }
   // The GEMM's activations converted to f16 first (copy_rows TO_F16): half the bytes each tile
   // reads from L2, where the f32 activations were 2/3 of the traffic. STRATA_VK_MM3_XF16=0 disables.
   bool mm3_xf16 = true;

@@ -341,8 +341,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
           if (n > P.max_rows) continue;
           const mma2_tile t = P.mm3_tile_for(n);
           const bool whole = w.type == gguf::type_id::f16 || P.mm3_in_place(w.type, w.ne[0], n);  // else scratch slices
-          const std::uint64_t rows =
-              whole ? w.ne[1] : std::min<std::uint64_t>(w.ne[1], std::max<std::uint64_t>(128, P.mm_scratch_halves / w.ne[0] / 128 * 128));
+          const std::uint64_t rows = whole ? w.ne[1] : std::min<std::uint64_t>(w.ne[1], P.scratch_slice_rows(w.ne[0]));
           const std::uint32_t s = P.k_splits(t, div_up(rows, t.bm) * div_up(n, t.bn), w.ne[0]);
           if (s > 1) most_parts = std::max<std::uint64_t>(most_parts, std::uint64_t(s) * n * rows);
         }

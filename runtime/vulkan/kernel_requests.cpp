@@ -127,15 +127,16 @@ mma2_tile backend::impl::mm3_tile_for(std::uint32_t tokens) const {
 
 pipeline_request backend::impl::mm3_req(const mma2_tile& s, bool xf16, gguf::type_id qw, bool split) const {
   const bool in_place = qw != gguf::type_id::f16;
+  const std::uint32_t wg = s.bm / s.wm * (s.bn / s.wn) * 32;
   std::vector<std::pair<std::string, std::string>> d{
-      {"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"}, {"BM", std::to_string(s.bm)},
+      {"WG", std::to_string(wg)}, {"COOPMAT", "1"}, {"BM", std::to_string(s.bm)},
       {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)}, {"WN", std::to_string(s.wn)},
       {"BK", "32"}};
   if (xf16) d.emplace_back("X_F16", "1");
   if (in_place) {
     d.emplace_back("QW", "1");
     d.emplace_back("MM_SMALL", "1");
-    if ((mmq2 >= 2 || (mmq2 == 1 && s.bm <= 64)) && 2 * s.bm <= s.bm / s.wm * (s.bn / s.wn) * 32) d.emplace_back("QW2", "1");
+    if ((mmq2 >= 2 || (mmq2 == 1 && s.bm <= 64)) && 2 * s.bm <= wg) d.emplace_back("QW2", "1");
   }
   if (split) d.emplace_back("SPLIT_K", "1");
   if (mma_n8) d.emplace_back("MMA_N", "8");

@@ -245,7 +245,8 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
   const mma2_tile t = mm3_tile_for(n);
   const bool xf16 = mm_xh && K <= mm_xh_cols && n <= max_rows && K % 8 == 0;
   const bool in_place = xf16 && mm3_in_place(w.type, K, n);
-  const pipeline_request g = mm3_req(t, xf16, in_place ? w.type : gguf::type_id::f16);
+  const gguf::type_id w_read = in_place ? w.type : gguf::type_id::f16;  // the format the GEMM reads
+  const pipeline_request g = mm3_req(t, xf16, w_read);
   std::uint32_t x_off = m.x.off, x_stride = m.x.stride;
   binding xb = bind(m.x, false);
   if (xf16) {
@@ -266,7 +267,7 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
     const std::uint32_t chunk = div_up(div_up(K, splits), 64) * 64, used = div_up(K, chunk);
     const mm_f16_pc pc{K, rows, n, 0, x_off, x_stride, 0, rows, row_bytes, chunk, n * rows};
     const binding b[] = {wb, xb, bind_id(mm_parts, true)};
-    dispatch3(mm3_req(t, xf16, in_place ? w.type : gguf::type_id::f16, true), b, &pc, sizeof pc, div_up(rows, t.bm),
+    dispatch3(mm3_req(t, xf16, w_read, true), b, &pc, sizeof pc, div_up(rows, t.bm),
               div_up(n, t.bn), used);
     const split_k_sum_pc sp{rows, n, used, n * rows, m.y.off + r0, m.y.stride};
     const binding sb[] = {bind_id(mm_parts, false), bind(m.y, true)};
@@ -277,7 +278,7 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
     wrote(m.y);
     return;
   }
-  const std::uint32_t slice = std::uint32_t(std::max<std::uint64_t>(128, mm_scratch_halves / K / 128 * 128));
+  const std::uint32_t slice = scratch_slice_rows(K);
   for (std::uint32_t r0 = 0; r0 < N; r0 += slice) {
     const std::uint32_t rows = std::min(slice, N - r0);
     const dequant_f16_pc dq{K, std::uint32_t(w.row_bytes), r0, rows, 0};

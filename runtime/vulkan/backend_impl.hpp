@@ -314,6 +314,11 @@ struct backend::impl {
   std::vector<binding> tail_bindings(const pending_norm& n, std::uint32_t slot) const;
   norm_tail_pc tail_pc(const pending_norm& n) const;
   bool keep_heads = false;  // set while a head op or kv_store() prepares its inputs
+  // Lab only (STRATA_VK_SKIP=label,...): dispatches whose label starts with one of these are not
+  // recorded, so a benchmark's change in time is that kernel's real cost in the pipelined step.
+  // The results are wrong; nothing but a timing run sets it.
+  std::vector<std::string> skip_kernels;
+  bool skipped(const pipeline_request& r) const;
   std::uint32_t step_tokens = 0;
   bool fuse = true;
   bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)

@@ -60,6 +60,13 @@ using namespace detail;
 backend::impl::impl(const backend_options& o)
     : opt(o), ctx(o.device), pipes(ctx, o.cache_dir.empty() ? default_cache_dir() : o.cache_dir) {
   if (const char* f = std::getenv("STRATA_VK_FUSE"); f && std::string_view(f) == "0") fuse = false;
+  if (const char* s = std::getenv("STRATA_VK_SKIP"))
+    for (std::string_view v(s); !v.empty();) {
+      const auto c = v.find(',');
+      if (const auto item = v.substr(0, c); !item.empty()) skip_kernels.emplace_back(item);
+      v = c == v.npos ? std::string_view{} : v.substr(c + 1);
+    }
+  if (!skip_kernels.empty()) std::fprintf(stderr, "strata: STRATA_VK_SKIP is set: kernels left out, results are wrong (timing runs only)\n");
   coopmat = ctx.info().nv_coopmat;
   if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
   if (const char* c = std::getenv("STRATA_VK_QTILE_ATTN"); c && std::string_view(c) == "1") tiled_attention = true;

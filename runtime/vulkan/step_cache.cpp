@@ -16,8 +16,14 @@ constexpr std::uint32_t max_cached_steps = 16;
 
 using namespace detail;
 
+bool backend::impl::skipped(const pipeline_request& r) const {
+  const std::string l = r.label();
+  return std::any_of(skip_kernels.begin(), skip_kernels.end(), [&](const std::string& s) { return l.starts_with(s); });
+}
+
 void backend::impl::dispatch(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                              std::uint32_t gx, std::uint32_t gy) {
+  if (!skip_kernels.empty() && skipped(r)) return;
   // Workgroup counts above the device limit (e.g. vocabulary rows) spill into z.
   const std::uint32_t lim = ctx.info().max_workgroups_x;
   std::uint32_t gz = 1;
@@ -30,6 +36,7 @@ void backend::impl::dispatch(const pipeline_request& r, std::span<const binding>
 
 void backend::impl::dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                               std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
+  if (!skip_kernels.empty() && skipped(r)) return;
   rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
 }
 

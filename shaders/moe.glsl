@@ -4,7 +4,10 @@
 //  MOE_GATHER   Llama 4 weights the expert input: xin[pair] = x[pair / k] * wts[pair].
 //  MOE_COMBINE  out[t] = sum_j f_j * y[t*k + j], f_j = wts (or 1 when the input was weighted);
 //               RESIDUAL: out[t] = r[t] + that sum (the decoder's residual add, r may alias out);
-//               NORM_TAIL: then the last workgroup runs the next RMS norm of out (norm_tail.glsl).
+//               NORM_TAIL: then the last workgroup runs the next RMS norm of out (norm_tail.glsl);
+//               NORM_OUT: the next RMS norm's first half, as mmvq.glsl NORM_OUT writes it (out
+//               times the norm's weight as int8 blocks, each 32-column block's sum of out^2), so
+//               the next integer matvec reads it with RMS_IN and no norm dispatch runs between.
 //  MOE_GROUP    one workgroup: the step's (token, expert) pairs grouped by expert, for the
 //               grouped expert matvecs (mmvq.glsl MOE_GROUPED), which then read each expert's
 //               weights once per chunk of up to CHUNK pairs instead of once per pair.
@@ -21,10 +24,22 @@ layout(binding = 3, std430) readonly buffer S { float s[]; };
 layout(binding = 4, std430) TAIL_COHERENT writeonly buffer D { float d[]; };
 layout(push_constant) uniform Params {
   uint n_expert, k, cols, s_off, s_stride, d_off, d_stride, weighted, r_off, r_stride;
-#ifdef NORM_TAIL
+#if defined(NORM_TAIL)
   NORM_TAIL_PC
+#elif defined(NORM_OUT)
+  uint q_stride, qs_stride;  // the int8 slot's row strides: uvec4 (16 codes) and vec4 (a block)
 #endif
 } p;
+#ifdef NORM_OUT
+#if defined(NORM_TAIL) || !defined(RESIDUAL) || WG % 32 != 0
+#error "NORM_OUT follows the residual combine, a workgroup owning whole 32-column blocks"
+#endif
+layout(binding = 6, std430) readonly buffer NormW { float norm_w[]; };
+layout(binding = 7, std430) writeonly buffer XQO { uvec4 xqo[]; };
+layout(binding = 8, std430) writeonly buffer XSO { vec4 xso[]; };
+layout(binding = 9, std430) writeonly buffer SqOut { float sq_out[]; };  // [token][block of 32 columns]
+shared float outv[WG], outsq[WG];
+#endif
 #ifdef RESIDUAL
 layout(binding = 5, std430) readonly buffer R { float r[]; };
 #endif
@@ -89,7 +104,29 @@ void main() {
     acc = r[p.r_off + t * p.r_stride + i] + acc;
 #endif
     d[p.d_off + t * p.d_stride + i] = acc;
+#ifdef NORM_OUT
+    outv[gl_LocalInvocationID.x] = acc * norm_w[i];
+    outsq[gl_LocalInvocationID.x] = acc * acc;
+#endif
   }
+#ifdef NORM_OUT
+  // cols is a multiple of 32 (the host checks): every block of this workgroup is complete.
+  barrier();
+  const uint b = gl_LocalInvocationID.x, c0 = gl_WorkGroupID.x * WG + 32 * b;
+  if (b < WG / 32 && c0 < p.cols) {
+    float sq = 0.0;
+    for (uint j = 0; j < 32; ++j) sq += outsq[32 * b + j];
+    const uint blk = c0 / 32;
+    sq_out[t * (p.cols / 32) + blk] = sq;
+    vec4 v[8];
+    for (uint j = 0; j < 8; ++j)
+      v[j] = vec4(outv[32 * b + 4 * j], outv[32 * b + 4 * j + 1], outv[32 * b + 4 * j + 2], outv[32 * b + 4 * j + 3]);
+    const q8_block qb = q8_quantize(v);
+    xqo[t * p.q_stride + blk * 2] = qb.lo;
+    xqo[t * p.q_stride + blk * 2 + 1] = qb.hi;
+    xso[t * p.qs_stride + blk] = qb.s;
+  }
+#endif
 #ifdef NORM_TAIL
   NORM_TAIL_CALL();
 #endif

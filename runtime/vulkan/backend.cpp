@@ -83,6 +83,10 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   // reads that norm.
   for (auto& pm : P.mats)
     if (pm.norm_out && !(m.norm && impl::same(pm.norm_out->y, m.norm->y))) pm.norm_out.reset();
+  if (P.combine && P.combine->norm_out) {  // the combine writing this norm's first half (try_norm_out)
+    if (!(m.norm && impl::same(P.combine->norm_out->y, m.norm->y))) P.combine->norm_out.reset();
+    P.flush_combine();
+  }
   if (!chain) P.flush_mats();
   if (!m.norm) {
     std::vector<impl::pending_matmul> held;
@@ -335,6 +339,8 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     P.dispatch(impl::req("attention", {}, qdefs, 8), bd, &pc, sizeof pc, ap.n_head, div_up(q.rows, qtile));
     return;
   }
+  // Decode: the head dimension at compile time (unrolled key rows, attention.glsl HEAD_D).
+  if (P.attn_head_d && cfg.type_k != kv::kv_type::f32) defs.emplace_back("HEAD_D", std::to_string(ap.head_dim));
   // The per-head kernel's value sum over key groups, four dims a thread (attention.glsl V4_D).
   if (P.attn_v4 && cfg.type_v == kv::kv_type::f16 && ap.head_dim % 4 == 0 && 128 % (ap.head_dim / 4) == 0)
     defs.emplace_back("V4_D", std::to_string(ap.head_dim));
@@ -593,7 +599,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   }
   // The combine waits for the decoder's residual add (add() folds it in), else the next op.
   P.combine = impl::pending_combine{moe_pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u},
-                                    y, out, {}, {}, down};
+                                    y, out, {}, {}, down, {}};
   if (cached) P.end_cached_moe(out);
 }
 

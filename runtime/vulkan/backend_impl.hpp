@@ -259,6 +259,7 @@ struct backend::impl {
   // NORM_OUT / RMS_IN for decode steps (STRATA_VK_NORM_OUT=0 disables): the norm between a
   // residual matvec and the matvecs that read it costs no dispatch (and no barrier) of its own.
   bool norm_out = true;
+  bool combine_norm_out = true;  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
   // Decode attention writes its output as int8 too (attention.glsl QUANT_OUT); STRATA_VK_ATTN_Q8=0 disables.
   bool attn_q8 = true;
   // The unsplit per-head attention sums values over key groups, 4 dims a thread (V4_D); STRATA_VK_V4=0 disables.
@@ -296,6 +297,9 @@ struct backend::impl {
       std::uint32_t slot = 0, pairs = 0;
     };
     std::optional<down_t> down;
+    // The next norm's first half (moe.glsl NORM_OUT), kept while the op after the norm is a
+    // matmul that reads it (try_norm_out()).
+    std::optional<pending_norm> norm_out;
   };
   // The down matvec and the combine (+ residual, + the next norm) of `c` in one dispatch.
   void record_down_combine(const pending_combine& c);
@@ -313,8 +317,9 @@ struct backend::impl {
   bool try_norm_tail(const pending_norm& n);
   std::vector<binding> tail_bindings(const pending_norm& n, std::uint32_t slot) const;
   norm_tail_pc tail_pc(const pending_norm& n) const;
+  bool attn_head_d = true;  // STRATA_VK_ATTN_HEAD_D=0: the per-head decode kernel with a run-time head dim
   bool keep_heads = false;  // set while a head op or kv_store() prepares its inputs
-  // Lab only (STRATA_VK_SKIP=label,...): dispatches whose label starts with one of these are not
+  // Lab only (STRATA_VK_SKIP=a+b,c): dispatches whose label holds a and b, or c, are not
   // recorded, so a benchmark's change in time is that kernel's real cost in the pipelined step.
   // The results are wrong; nothing but a timing run sets it.
   std::vector<std::string> skip_kernels;
@@ -435,6 +440,9 @@ struct backend::impl {
   static pipeline_request copy_req(bool indexed);
   static pipeline_request norm_req(bool weighted);
   static pipeline_request moe_req(const char* stage, bool sigmoid = false);
+  static pipeline_request combine_norm_out_req() {
+    return req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}, {"NORM_OUT", "1"}}, 10);
+  }
   static pipeline_request moe_group_req(std::uint32_t chunk = moe_chunk) {
     return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(chunk)}}, 6);
   }

@@ -82,8 +82,10 @@ backend::impl::impl(const backend_options& o)
   if (const char* v = std::getenv("STRATA_VK_MMVQ"); v && std::string_view(v) == "0") mmvq = false;
   if (const char* v = std::getenv("STRATA_VK_QUANT_OUT"); v && std::string_view(v) == "0") quant_out = false;
   if (const char* v = std::getenv("STRATA_VK_NORM_OUT"); v && std::string_view(v) == "0") norm_out = false;
+  if (const char* v = std::getenv("STRATA_VK_COMBINE_NORM_OUT"); v && std::string_view(v) == "0") combine_norm_out = false;
   if (const char* v = std::getenv("STRATA_VK_ATTN_Q8"); v && std::string_view(v) == "0") attn_q8 = false;
   if (const char* v = std::getenv("STRATA_VK_V4"); v && std::string_view(v) == "0") attn_v4 = false;
+  if (const char* v = std::getenv("STRATA_VK_ATTN_HEAD_D"); v && std::string_view(v) == "0") attn_head_d = false;
   if (const char* v = std::getenv("STRATA_VK_TAIL")) tail_rows = std::uint32_t(std::clamp(std::atoi(v), 0, 8));
   if (const char* v = std::getenv("STRATA_VK_MOE_GROUPED"); v && std::string_view(v) == "0") moe_grouped = false;
   if (const char* v = std::getenv("STRATA_VK_MMVQ_MAX_TOKENS")) mmvq_max_tokens = std::uint32_t(std::clamp(std::atoi(v), int(detail::mm_min_tokens), 256));
@@ -426,6 +428,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     reqs.push_back(impl::moe_req("MOE_COMBINE"));
     reqs.push_back(impl::req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}}, 6));
     if (P.tail_counter) reqs.push_back(impl::req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}, {"NORM_TAIL", "6"}}, 12));
+    if (P.rms_sq[0]) reqs.push_back(impl::combine_norm_out_req());
     if (P.mmvq && P.max_k && P.moe_grouped) reqs.push_back(impl::moe_group_req());
     if (P.mmvq && P.max_k) reqs.push_back(impl::req("quantize_q8", {}, {{"WG", "128"}, {"NORM", "1"}, {"WRITE_Y", "1"}}, 5));
   }

@@ -12,7 +12,9 @@ using namespace detail;
 
 void backend::impl::prepare(std::initializer_list<tensor> reads, std::initializer_list<tensor> writes) {
   // A pending combine is older than any pending matmul (moe_ffn leaves none), and its deferred
-  // down matvec reads a quantized slot a matmul's quantization could overwrite.
+  // down matvec reads a quantized slot a matmul's quantization could overwrite. No matmul reads
+  // its norm next: the norm's dispatch (or fold) as before.
+  if (combine) combine->norm_out.reset();
   flush_combine();
   for (auto& m : mats) m.norm_out.reset();  // no matmul reads the norm next: its dispatch (or fold) as before
   flush_mats();
@@ -214,6 +216,19 @@ void backend::impl::record_combine(const pending_combine& c, const tensor* resid
     tail_slot = last_slot = so;
     return;
   }
+  if (c.norm_out && residual) {  // the next norm's first half into the other slot (moe.glsl NORM_OUT)
+    const std::uint32_t so = last_slot ^ 1u;
+    b.insert(b.end(), {bind_weight(*c.norm_out->w), bind_id(xq[so], true), bind_id(xs[so], true), bind_id(rms_sq[so], true)});
+    const struct {
+      moe_pc m;
+      std::uint32_t q_stride, qs_stride;
+    } np{pc, max_k / 16, max_k / 32};
+    dispatch(combine_norm_out_req(), b, &np, sizeof np, gx, gy);
+    wrote(c.out);
+    quantized[so] = quantized_input{c.out, c.norm_out->w, c.norm_out->eps, true};
+    last_slot = so;  // keep the norm's codes: the next quantize goes to the other slot
+    return;
+  }
   dispatch(req("moe", {}, std::move(d), 6), b, &pc, sizeof pc, gx, gy);
 }
 
@@ -275,7 +290,21 @@ void backend::impl::record_down_combine(const pending_combine& c) {
 
 bool backend::impl::try_norm_out(const pending_norm& n) {
   const tensor& x = n.x;
-  if (!norm_out || !rms_sq[0] || !n.w || mats.size() != 1 || !heads.empty() || combine) return false;
+  if (!norm_out || !rms_sq[0] || !n.w || !heads.empty()) return false;
+  // The MoE combine with its residual joined (decode steps): it writes the first half itself.
+  if (combine_norm_out && combine && mats.empty() && combine->residual && !combine->down && !combine->tail && same(combine->out, x) &&
+      x.rows <= max_q8_rows && x.rows < mmvq_max_tokens && x.cols % 32 == 0 && x.cols <= max_k && wg % 32 == 0 &&
+      x.buf != n.y.buf) {
+    std::optional<pending_combine> held;
+    held.swap(combine);
+    prepare({}, {n.y});
+    combine.swap(held);
+    std::erase_if(norms, [&](const pending_norm& o) { return o.y.buf == n.y.buf; });
+    norms.push_back(n);
+    combine->norm_out = n;
+    return true;
+  }
+  if (mats.size() != 1 || combine) return false;
   const pending_matmul& m = mats.back();
   if (!same(m.y, x) || !m.residual || m.up || m.tail || !use_mmvq(*m.w, x.rows) || x.rows > max_q8_rows ||
       x.cols % 32 || x.cols > max_k || x.cols != m.w->ne[1] || x.buf == n.y.buf || !norm_out_fits(m.w->type, m.w->ne[1]))

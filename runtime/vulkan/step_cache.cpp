@@ -17,8 +17,16 @@ constexpr std::uint32_t max_cached_steps = 16;
 using namespace detail;
 
 bool backend::impl::skipped(const pipeline_request& r) const {
+  // An item matches a label that holds every one of its '+'-separated parts ("mmvq+SWIGLU").
   const std::string l = r.label();
-  return std::any_of(skip_kernels.begin(), skip_kernels.end(), [&](const std::string& s) { return l.starts_with(s); });
+  return std::any_of(skip_kernels.begin(), skip_kernels.end(), [&](std::string_view s) {
+    for (std::size_t at = 0; at <= s.size();) {
+      const std::size_t e = std::min(s.find('+', at), s.size());
+      if (l.find(s.substr(at, e - at)) == std::string::npos) return false;
+      at = e + 1;
+    }
+    return true;
+  });
 }
 
 void backend::impl::dispatch(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,

@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
                "tg: decode with the backend's greedy argmax (session::decode_argmax: ids come back, not logits)")
       ->group(tests);
   app.add_flag("--no-warmup", no_warmup,
-               "pp: skip the untimed run of each prompt test before its repetitions (as llama-bench's "
-               "--no-warmup)")->group(tests);
+               "skip the untimed run of each prompt and generation test before its repetitions (as "
+               "llama-bench's --no-warmup)")->group(tests);
   app.add_flag("--profile", profile,
                "Vulkan: per-kernel GPU time of each test from timestamp queries (serialises kernels: "
                "throughput figures of a profiled run are lower)")->group(tests);
@@ -291,7 +291,11 @@ int main(int argc, char** argv) {
           for (auto g : n_gen) {
             if (!g) continue;
             result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}, {}, 0};
-            for (unsigned i = 0; i < reps; ++i) {
+            // One untimed run of the test first, as for the prompt tests: besides first-use costs,
+            // a GPU left idle while a large model uploads drops its clocks (an H200 fell to
+            // 345-800 MHz during a 4 s upload), and a short first repetition then ran at them:
+            // the 30B's tg64 spread was +-40-140 t/s across repetitions.
+            for (unsigned i = no_warmup ? 1 : 0; i <= reps; ++i) {
               s.clear();
               if (d) s.prefill(random_tokens(d, hp.n_vocab, rng));
               m->reset_kernel_profile();
@@ -305,6 +309,7 @@ int main(int argc, char** argv) {
               else
                 for (auto t : toks) s.decode(t);
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
+              if (i == 0) continue;  // the warm-up run
               count_cache(r, c0);
               count_stream(r, s0);
               count_disk(r, k0);

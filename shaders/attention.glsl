@@ -223,17 +223,6 @@ void main() {
 
 const uint DMAX = 256;
 const uint PER_THREAD = (DMAX + WG - 1) / WG;
-// HEAD_D (decode): the head dimension at compile time, so a key row's loads are unrolled and all
-// in flight at once; with the push constant's D the loop issued them a few at a time, each
-// round a memory latency (a key row is 32 loads at D = 128).
-#ifdef HEAD_D
-#extension GL_EXT_control_flow_attributes : require
-#define KEY_D HEAD_D
-#define UNROLL_KEY [[unroll]]
-#else
-#define KEY_D p.D
-#define UNROLL_KEY
-#endif
 shared vec4 qs[DMAX / 4];
 #ifdef V4_D
 // Unsplit decode with an f16 V cache (V4_D = head_dim, D / 4 dividing WG): the value sum of a
@@ -313,12 +302,7 @@ void main() {
       for (uint c = 0; c < D / 4; ++c)
         d += dot(qs[c], vec4(kc[kb + 4 * c], kc[kb + 4 * c + 1], kc[kb + 4 * c + 2], kc[kb + 4 * c + 3]));
 #else
-      float d2 = 0.0;  // two sums: half the dependent chain of adds
-      UNROLL_KEY for (uint c = 0; c < KEY_D / 4; c += 2) {
-        d += dot(qs[c], vec4(kc[kb / 4 + c]));
-        if (c + 1 < KEY_D / 4) d2 += dot(qs[c + 1], vec4(kc[kb / 4 + c + 1]));
-      }
-      d += d2;
+      for (uint c = 0; c < D / 4; ++c) d += dot(qs[c], vec4(kc[kb / 4 + c]));
 #endif
       s = d * p.scale;
     }
@@ -332,17 +316,7 @@ void main() {
     const uint n_keys = min(WG, last + 1 - j0);
 #ifdef V4_D
     acc4 *= corr;
-    // Four keys a round, their loads issued together (one key at a time waited a memory
-    // latency per key).
-    uint jj = v4_kg;
-    for (; jj + 3 * V4_KG < n_keys; jj += 4 * V4_KG) {
-      const vec4 v0 = vec4(vc4[(slot_of[jj] * row + hk * V4_D) / 4 + v4_dl]);
-      const vec4 v1 = vec4(vc4[(slot_of[jj + V4_KG] * row + hk * V4_D) / 4 + v4_dl]);
-      const vec4 v2 = vec4(vc4[(slot_of[jj + 2 * V4_KG] * row + hk * V4_D) / 4 + v4_dl]);
-      const vec4 v3 = vec4(vc4[(slot_of[jj + 3 * V4_KG] * row + hk * V4_D) / 4 + v4_dl]);
-      acc4 += (probs[jj] * v0 + probs[jj + V4_KG] * v1) + (probs[jj + 2 * V4_KG] * v2 + probs[jj + 3 * V4_KG] * v3);
-    }
-    for (; jj < n_keys; jj += V4_KG)
+    for (uint jj = v4_kg; jj < n_keys; jj += V4_KG)
       acc4 += probs[jj] * vec4(vc4[(slot_of[jj] * row + hk * V4_D) / 4 + v4_dl]);
 #else
     for (uint k = 0; k < PER_THREAD; ++k) {

@@ -339,8 +339,6 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     P.dispatch(impl::req("attention", {}, qdefs, 8), bd, &pc, sizeof pc, ap.n_head, div_up(q.rows, qtile));
     return;
   }
-  // Decode: the head dimension at compile time (unrolled key rows, attention.glsl HEAD_D).
-  if (P.attn_head_d && cfg.type_k != kv::kv_type::f32) defs.emplace_back("HEAD_D", std::to_string(ap.head_dim));
   // The per-head kernel's value sum over key groups, four dims a thread (attention.glsl V4_D).
   if (P.attn_v4 && cfg.type_v == kv::kv_type::f16 && ap.head_dim % 4 == 0 && 128 % (ap.head_dim / 4) == 0)
     defs.emplace_back("V4_D", std::to_string(ap.head_dim));

@@ -317,13 +317,15 @@ struct backend::impl {
   bool try_norm_tail(const pending_norm& n);
   std::vector<binding> tail_bindings(const pending_norm& n, std::uint32_t slot) const;
   norm_tail_pc tail_pc(const pending_norm& n) const;
-  bool attn_head_d = true;  // STRATA_VK_ATTN_HEAD_D=0: the per-head decode kernel with a run-time head dim
   bool keep_heads = false;  // set while a head op or kv_store() prepares its inputs
   // Lab only (STRATA_VK_SKIP=a+b,c): dispatches whose label holds a and b, or c, are not
   // recorded, so a benchmark's change in time is that kernel's real cost in the pipelined step.
   // The results are wrong; nothing but a timing run sets it.
   std::vector<std::string> skip_kernels;
   bool skipped(const pipeline_request& r) const;
+  // Lab only (STRATA_VK_PAD_LEVELS=N): N one-workgroup dependent dispatches after each attn_prep,
+  // so the change in time per token over N gives the cost of one level of the step.
+  std::uint32_t pad_levels = 0, pad_buffer = 0;
   std::uint32_t step_tokens = 0;
   bool fuse = true;
   bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)

@@ -66,6 +66,7 @@ backend::impl::impl(const backend_options& o)
       if (const auto item = v.substr(0, c); !item.empty()) skip_kernels.emplace_back(item);
       v = c == v.npos ? std::string_view{} : v.substr(c + 1);
     }
+  if (const char* v = std::getenv("STRATA_VK_PAD_LEVELS")) pad_levels = std::uint32_t(std::clamp(std::atoi(v), 0, 64));
   if (!skip_kernels.empty()) std::fprintf(stderr, "strata: STRATA_VK_SKIP is set: kernels left out, results are wrong (timing runs only)\n");
   coopmat = ctx.info().nv_coopmat;
   if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
@@ -85,7 +86,6 @@ backend::impl::impl(const backend_options& o)
   if (const char* v = std::getenv("STRATA_VK_COMBINE_NORM_OUT"); v && std::string_view(v) == "0") combine_norm_out = false;
   if (const char* v = std::getenv("STRATA_VK_ATTN_Q8"); v && std::string_view(v) == "0") attn_q8 = false;
   if (const char* v = std::getenv("STRATA_VK_V4"); v && std::string_view(v) == "0") attn_v4 = false;
-  if (const char* v = std::getenv("STRATA_VK_ATTN_HEAD_D"); v && std::string_view(v) == "0") attn_head_d = false;
   if (const char* v = std::getenv("STRATA_VK_TAIL")) tail_rows = std::uint32_t(std::clamp(std::atoi(v), 0, 8));
   if (const char* v = std::getenv("STRATA_VK_MOE_GROUPED"); v && std::string_view(v) == "0") moe_grouped = false;
   if (const char* v = std::getenv("STRATA_VK_MMVQ_MAX_TOKENS")) mmvq_max_tokens = std::uint32_t(std::clamp(std::atoi(v), int(detail::mm_min_tokens), 256));

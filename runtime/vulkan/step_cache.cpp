@@ -40,6 +40,12 @@ void backend::impl::dispatch(const pipeline_request& r, std::span<const binding>
     gx = div_up(gx, gz);
   }
   rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+  if (pad_levels && r.shader == "attn_prep") {
+    if (!pad_buffer) pad_buffer = new_buffer(1024, memory_kind::device, "lab level padding");
+    const copy_rows_pc cp{32, 0, 32, 64, 32};
+    const binding pb[] = {bind_id(pad_buffer, false), bind_id(pad_buffer, false), bind_id(pad_buffer, true)};
+    for (std::uint32_t i = 0; i < pad_levels; ++i) rec.dispatch(pipes.get(copy_req(false)), pb, &cp, sizeof cp, 1, 1, 1);
+  }
 }
 
 void backend::impl::dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,

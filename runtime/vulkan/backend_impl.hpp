@@ -323,6 +323,11 @@ struct backend::impl {
   // The results are wrong; nothing but a timing run sets it.
   std::vector<std::string> skip_kernels;
   bool skipped(const pipeline_request& r) const;
+  // Lab only (STRATA_VK_REPEAT, the same syntax): those dispatches are recorded twice, the second
+  // after a barrier where it reads what the first wrote; unlike leaving a kernel out, the data
+  // that steers later kernels (MoE routing) stays live. Results that accumulate are wrong.
+  std::vector<std::string> repeat_kernels;
+  bool repeated(const pipeline_request& r) const;
   // Lab only (STRATA_VK_PAD_LEVELS=N): N one-workgroup dependent dispatches after each attn_prep,
   // so the change in time per token over N gives the cost of one level of the step.
   std::uint32_t pad_levels = 0, pad_buffer = 0;

@@ -60,14 +60,18 @@ using namespace detail;
 backend::impl::impl(const backend_options& o)
     : opt(o), ctx(o.device), pipes(ctx, o.cache_dir.empty() ? default_cache_dir() : o.cache_dir) {
   if (const char* f = std::getenv("STRATA_VK_FUSE"); f && std::string_view(f) == "0") fuse = false;
-  if (const char* s = std::getenv("STRATA_VK_SKIP"))
-    for (std::string_view v(s); !v.empty();) {
+  const auto labels = [](const char* s, std::vector<std::string>& out) {
+    for (std::string_view v(s ? s : ""); !v.empty();) {
       const auto c = v.find(',');
-      if (const auto item = v.substr(0, c); !item.empty()) skip_kernels.emplace_back(item);
+      if (const auto item = v.substr(0, c); !item.empty()) out.emplace_back(item);
       v = c == v.npos ? std::string_view{} : v.substr(c + 1);
     }
+  };
+  labels(std::getenv("STRATA_VK_SKIP"), skip_kernels);
+  labels(std::getenv("STRATA_VK_REPEAT"), repeat_kernels);
   if (const char* v = std::getenv("STRATA_VK_PAD_LEVELS")) pad_levels = std::uint32_t(std::clamp(std::atoi(v), 0, 64));
-  if (!skip_kernels.empty()) std::fprintf(stderr, "strata: STRATA_VK_SKIP is set: kernels left out, results are wrong (timing runs only)\n");
+  if (!skip_kernels.empty() || !repeat_kernels.empty())
+    std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT is set: kernels left out or run twice, results are wrong (timing runs only)\n");
   coopmat = ctx.info().nv_coopmat;
   if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
   if (const char* c = std::getenv("STRATA_VK_QTILE_ATTN"); c && std::string_view(c) == "1") tiled_attention = true;
@@ -534,7 +538,9 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
   P.off_out_rows = section(at, B * 4);
   P.blocks_bytes = std::uint64_t(cfg.n_seq) * P.max_blocks * 4;
   P.off_blocks = section(at, P.blocks_bytes);
-  P.step = gpu_buffer(P.ctx, at, memory_kind::upload, "per-step inputs");
+  // STRATA_VK_STEP_HOST=1 (lab): in system memory, as before the BAR was preferred.
+  const bool step_host = std::getenv("STRATA_VK_STEP_HOST") != nullptr;
+  P.step = gpu_buffer(P.ctx, at, step_host ? memory_kind::upload : memory_kind::step, "per-step inputs");
   const auto defs = impl::kv_defs(cfg);
   const auto t1 = clock_type::now();
   auto split_defs = defs, combine_defs = defs;

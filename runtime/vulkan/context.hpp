@@ -62,6 +62,9 @@ class context {
   // A memory type with all `required` flags (and `preferred` ones if any type has them).
   std::optional<std::uint32_t> memory_type(std::uint32_t type_bits, vk::MemoryPropertyFlags required,
                                            vk::MemoryPropertyFlags preferred = {}) const;
+  bool device_local(std::uint32_t memory_type) const noexcept {
+    return bool(mem_props_.memoryTypes[memory_type].propertyFlags & vk::MemoryPropertyFlagBits::eDeviceLocal);
+  }
 
   // The cap applies to allocations made after it is set (set it before loading weights).
   void set_memory_budget(std::uint64_t bytes) noexcept { ledger_.budget = bytes; }

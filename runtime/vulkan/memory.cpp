@@ -28,22 +28,26 @@ gpu_buffer::gpu_buffer(const context& ctx, std::uint64_t bytes, memory_kind kind
   switch (kind) {
     case memory_kind::device: type = ctx.memory_type(req.memoryTypeBits, F::eDeviceLocal); break;
     case memory_kind::upload: type = ctx.memory_type(req.memoryTypeBits, F::eHostVisible | F::eHostCoherent); break;
+    case memory_kind::step:
+      type = ctx.memory_type(req.memoryTypeBits, F::eHostVisible | F::eHostCoherent, F::eDeviceLocal);
+      break;
     case memory_kind::readback:
       type = ctx.memory_type(req.memoryTypeBits, F::eHostVisible | F::eHostCoherent, F::eHostCached);
       break;
   }
   if (!type) throw error("GPU '" + ctx.info().name + "' has no suitable memory type for " + what);
   // The budget is checked before the driver is asked; a failed constructor returns the charge.
-  if (kind == memory_kind::device) ctx.charge(req.size, what);
+  const bool charged = kind == memory_kind::device || (kind == memory_kind::step && ctx.device_local(*type));
+  if (charged) ctx.charge(req.size, what);
   try {
     memory_ = vk::raii::DeviceMemory(ctx.device(), vk::MemoryAllocateInfo(req.size, *type));
     buffer_.bindMemory(*memory_, 0);
   } catch (const vk::SystemError& e) {
-    if (kind == memory_kind::device) ctx.release(req.size, classify_buffer_label(what));
+    if (charged) ctx.release(req.size, classify_buffer_label(what));
     throw error("out of GPU memory allocating " + gib(req.size) + " for " + what + " on '" + ctx.info().name +
                 "' (" + e.what() + "); use a smaller context (-c), fewer GPU layers (-ngl) or --backend cpu");
   }
-  if (kind == memory_kind::device) {
+  if (charged) {
     charged_ctx_ = &ctx;
     charged_ = req.size;
     use_ = classify_buffer_label(what);

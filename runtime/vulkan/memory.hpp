@@ -17,6 +17,10 @@ enum class memory_kind {
   device,    // device-local, not mapped
   upload,    // host-visible + coherent (staging, per-step inputs)
   readback,  // host-visible, preferably host-cached (results read by the CPU)
+  // Host-visible + coherent, preferably device-local (the BAR): small inputs the host writes each
+  // step and kernels read many times. In system memory every read a kernel makes of them crosses
+  // PCIe; attention reads positions, then block tables, then keys: dependent round trips.
+  step,
 };
 
 class gpu_buffer {

@@ -16,10 +16,12 @@ constexpr std::uint32_t max_cached_steps = 16;
 
 using namespace detail;
 
-bool backend::impl::skipped(const pipeline_request& r) const {
-  // An item matches a label that holds every one of its '+'-separated parts ("mmvq+SWIGLU").
+namespace {
+
+// An item matches a label that holds every one of its '+'-separated parts ("mmvq+SWIGLU").
+bool matches(const std::vector<std::string>& items, const pipeline_request& r) {
   const std::string l = r.label();
-  return std::any_of(skip_kernels.begin(), skip_kernels.end(), [&](std::string_view s) {
+  return std::any_of(items.begin(), items.end(), [&](std::string_view s) {
     for (std::size_t at = 0; at <= s.size();) {
       const std::size_t e = std::min(s.find('+', at), s.size());
       if (l.find(s.substr(at, e - at)) == std::string::npos) return false;
@@ -28,6 +30,11 @@ bool backend::impl::skipped(const pipeline_request& r) const {
     return true;
   });
 }
+
+}  // namespace
+
+bool backend::impl::skipped(const pipeline_request& r) const { return matches(skip_kernels, r); }
+bool backend::impl::repeated(const pipeline_request& r) const { return matches(repeat_kernels, r); }
 
 void backend::impl::dispatch(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                              std::uint32_t gx, std::uint32_t gy) {
@@ -40,6 +47,7 @@ void backend::impl::dispatch(const pipeline_request& r, std::span<const binding>
     gx = div_up(gx, gz);
   }
   rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+  if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
   if (pad_levels && r.shader == "attn_prep") {
     if (!pad_buffer) pad_buffer = new_buffer(1024, memory_kind::device, "lab level padding");
     const copy_rows_pc cp{32, 0, 32, 64, 32};
@@ -52,6 +60,7 @@ void backend::impl::dispatch3(const pipeline_request& r, std::span<const binding
                               std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
   if (!skip_kernels.empty() && skipped(r)) return;
   rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+  if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
 }
 
 void backend::begin(const graph::step_inputs& in) {

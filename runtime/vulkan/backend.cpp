@@ -529,7 +529,14 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     P.last_slot = sl;
   }
   const tensor logits = s.logits.first_rows(n);
-  matmul(*mw.gate_inp, x, logits);
+  // Decode: the router folds the norm in itself (matvec.glsl NORM_INPUT over the norm's input),
+  // so it does not wait for the quantize dispatch above: both read the residual stream and run
+  // side by side, a level less per MoE layer.
+  if (norm && P.router_norm && n <= 8 && !P.cached_experts(*mw.gate_exps)) {
+    P.record_matmul(impl::pending_matmul{mw.gate_inp, x, logits, *norm, {}, nullptr, {}, {}, {}});
+  } else {
+    matmul(*mw.gate_inp, x, logits);
+  }
   // Decode-sized steps: the router matvec's last workgroup may run the top-k (STRATA_VK_TAIL).
   if (n <= P.tail_rows && !P.mats.empty() && impl::same(P.mats.back().y, logits))
     P.mats.back().topk = impl::pending_matmul::topk_t{E, k, sigmoid};

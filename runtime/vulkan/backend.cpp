@@ -211,7 +211,8 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // far worse), so the grouped f16 kernel runs only split.
   const std::uint32_t max_splits = grouped ? 128 : 64;
   const std::uint32_t min_split = grouped ? (kv.compressed() ? P.tq_split : 128) : 256;
-  const bool split = P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 2 * min_split;
+  const bool split = P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 2 * min_split &&
+                     !(P.short_ctx && P.short_ctx_len <= 2 * min_split);
   if (split) {
     pc.split_len = std::max<std::uint32_t>(min_split, div_up(div_up(cfg.n_ctx, max_splits), 128) * 128);
     pc.n_splits = div_up(cfg.n_ctx, pc.split_len);

@@ -260,7 +260,11 @@ struct backend::impl {
   // residual matvec and the matvecs that read it costs no dispatch (and no barrier) of its own.
   bool norm_out = true;
   bool combine_norm_out = true;
-  bool router_norm = true;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
+  bool router_norm = true;
+  // Decode steps whose tokens are all at positions below short_ctx_len record their attention
+  // unsplit (STRATA_VK_SHORT_CTX=N sets the length, 0 turns it off).
+  std::uint32_t short_ctx_len = 256;
+  bool short_ctx = false;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
   // Decode attention writes its output as int8 too (attention.glsl QUANT_OUT); STRATA_VK_ATTN_Q8=0 disables.
   bool attn_q8 = true;
   // The unsplit per-head attention sums values over key groups, 4 dims a thread (V4_D); STRATA_VK_V4=0 disables.

@@ -105,8 +105,14 @@ void backend::begin(const graph::step_inputs& in) {
   P.single_seq = std::all_of(b.seq_ids.begin(), b.seq_ids.end(), [&](std::uint32_t s) { return s == b.seq_ids[0]; });
   // The shape of the recorded step: tokens, output rows, one sequence or several, and what it
   // hands back (an embedding step of n_out rows is not the logits step of n_out rows).
+  // Decode steps whose tokens all see a short context record apart from long ones: their attention
+  // runs unsplit (as in a small KV cache), not as splits of the whole cache, most of them empty,
+  // and a combine pass (H200, qwen3-8b tg128 in a 4,224-token cache: 255 t/s against 290).
+  std::int32_t max_pos = 0;
+  for (const auto p : b.positions) max_pos = std::max(max_pos, p);
+  P.short_ctx = P.short_ctx_len && n <= 8 && std::uint32_t(max_pos) < P.short_ctx_len;
   P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32 | std::uint64_t(in.output) << 60 |
-                  std::uint64_t(P.single_seq) << 62;
+                  std::uint64_t(P.single_seq) << 62 | std::uint64_t(P.short_ctx) << 63;
   P.ids_dst = nullptr;
   if (auto it = P.steps.find(P.current_key); it != P.steps.end()) {
     P.current = &it->second;

@@ -107,7 +107,8 @@ TEST_CASE("fidelity: Vulkan backend, shipped fixture models match llama.cpp logi
 }
 
 // n_ctx 256: decode attention runs unsplit (the per-head kernel, which also writes the output
-// projection's int8 input: attention.glsl QUANT_OUT) where n_ctx 512 splits it (COMBINE).
+// projection's int8 input: attention.glsl QUANT_OUT) at every position; with n_ctx 512 it runs
+// so only below STRATA_VK_SHORT_CTX (256) and splits over the cache beyond (COMBINE).
 TEST_CASE("fidelity: Vulkan with a short context (unsplit decode attention) matches llama.cpp logits") {
   if (!vulkan_available()) return;
   int ran = 0;
@@ -139,19 +140,49 @@ TEST_CASE("fidelity: Vulkan/CPU layer split (-ngl 2) matches llama.cpp logits") 
 // the routers' top-k as the last workgroup of the router matvec (moe_topk.glsl; softmax for
 // qwen3moe, sigmoid for llama4). Off by default until measured on a GPU, so this case turns it
 // on (the backend reads the variable when it is built).
+// Sets an environment variable for a scope (the Vulkan backend reads its switches when built).
+struct scoped_env {
+  scoped_env(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~scoped_env() {
+    if (saved_) ::setenv(name_, saved_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
 TEST_CASE("fidelity: Vulkan with norms and top-k run as their producers' tails (STRATA_VK_TAIL=8) matches llama.cpp logits") {
   if (!vulkan_available()) return;
-  const char* old = std::getenv("STRATA_VK_TAIL");
-  const std::string saved = old ? old : "";
-  ::setenv("STRATA_VK_TAIL", "8", 1);
+  const scoped_env tail("STRATA_VK_TAIL", "8");
   int ran = 0;
   for (const auto& g : strata::test::local_golden())
     if (g.name == "qwen3-Q4_K_M" || g.name == "qwen3moe-Q4_K_M" || g.name == "llama-Q4_K_M" || g.name == "llama4-Q4_K_M") {
       check_model(g, strata::rt::backend_kind::vulkan);
       ++ran;
     }
-  if (old) ::setenv("STRATA_VK_TAIL", saved.c_str(), 1);
-  else ::unsetenv("STRATA_VK_TAIL");
+  CHECK(ran == 4);
+}
+
+// Decode steps whose tokens sit below STRATA_VK_SHORT_CTX record their attention unsplit, the
+// others split over the whole cache (n_ctx 512) with a combine pass. At 64 the short prompt
+// decodes unsplit, the long one split, and the medium one (41 tokens + 32 decoded) crosses over,
+// so both recordings of the same step shape run in one sequence.
+TEST_CASE("fidelity: Vulkan decode across the short-context switch (STRATA_VK_SHORT_CTX=64) matches llama.cpp logits") {
+  if (!vulkan_available()) return;
+  const scoped_env short_ctx("STRATA_VK_SHORT_CTX", "64");
+  int ran = 0;
+  for (const auto& g : strata::test::local_golden())
+    if (g.name == "qwen3-Q4_K_M" || g.name == "qwen3moe-Q4_K_M" || g.name == "llama-Q4_K_M" || g.name == "llama4-Q4_K_M") {
+      check_model(g, strata::rt::backend_kind::vulkan);
+      ++ran;
+    }
   CHECK(ran == 4);
 }
 

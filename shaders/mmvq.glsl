@@ -25,6 +25,11 @@
 //                factor scales every code of a row alike, so the codes need not wait for it.
 //  RMS_IN        (not with MOE_IDS or NORM_TAIL) the other half: the input is NORM_OUT's codes;
 //                the block sums give 1 / rms(x), which scales the dot products (RMS_IN = K).
+//  TOPK_IN       (with MOE_IDS, not MOE_GROUPED: decode's gate/up) the router's top-k as a
+//                prologue: each workgroup ranks its pair's token's logits (moe_topk.glsl, bindings
+//                from TOPK_IN + 1) and reads that rank's expert; the first workgroup of each token
+//                writes the ids and weights for the down matvec and the combine. The top-k costs
+//                no dispatch (and no level) of its own.
 #if defined(NORM_TAIL) && defined(MOE_IDS) && !defined(MOE_COMBINE_TAIL)
 #error "NORM_TAIL follows a residual matvec or the MoE combine"
 #endif
@@ -36,6 +41,9 @@
 #endif
 #if defined(RMS_IN) && (defined(MOE_IDS) || defined(NORM_TAIL))
 #error "RMS_IN reads the rows of a plain matvec input"
+#endif
+#if defined(TOPK_IN) && (!defined(MOE_IDS) || defined(MOE_GROUPED) || defined(MOE_COMBINE_TAIL) || defined(NORM_TAIL))
+#error "TOPK_IN routes the pairs of a per-pair expert matvec"
 #endif
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
@@ -76,6 +84,8 @@ layout(push_constant) uniform Params {
   NORM_TAIL_PC
 #elif defined(RMS_IN)
   float rms_eps;
+#elif defined(TOPK_IN)
+  uint topk_n_expert, topk_l_off, topk_l_stride;  // the router's logits (k is in_div)
 #endif
 } p;
 
@@ -119,7 +129,13 @@ void main() {
   }
 #elif defined(MOE_IDS)
   const uint t0 = gl_WorkGroupID.y;
+#ifdef TOPK_IN
+  moe_topk(t0 / p.in_div, p.topk_n_expert, p.in_div, p.topk_l_off, p.topk_l_stride,
+           gl_WorkGroupID.x == 0 && gl_WorkGroupID.z == 0 && t0 % p.in_div == 0);
+  const uint wbase = topk_sel[t0 % p.in_div] * p.expert_bytes;
+#else
   const uint wbase = uint(ids[p.ids_off + t0]) * p.expert_bytes;
+#endif
   const uint nt = 1;
   for (uint t = 0; t < NT; ++t) {
     xr[t] = t0 / p.in_div;

@@ -48,7 +48,7 @@ layout(binding = 5, std430) writeonly buffer G { uint grp[]; };
 #endif
 
 #if defined(MOE_TOPK)
-void main() { moe_topk(gl_WorkGroupID.x, p.n_expert, p.k, p.s_off, p.s_stride); }  // moe_topk.glsl
+void main() { moe_topk(gl_WorkGroupID.x, p.n_expert, p.k, p.s_off, p.s_stride, true); }  // moe_topk.glsl
 #elif defined(MOE_GROUP)
 // p.n_expert experts, p.cols pairs (ids[0 .. cols)), CHUNK pairs per chunk at most, sorted
 // pairs from grp[p.d_off].

@@ -1,11 +1,14 @@
 // Top-k routing of one token: the k experts with the largest router logits (ties: lower id
 // first) and their weights (softmax over all experts renormalised over the k, or sigmoid for
 // Llama 4: ROUTER_SIGMOID) -> ids[t*k + j], wts[t*k + j]. Used by moe.glsl MOE_TOPK (one
-// workgroup per token) and as the router matvec's tail (matvec.glsl TOPK_TAIL: its last
-// workgroup routes every token of the step). Up to 256 experts and k <= 64.
-// Bindings from TOPK_TAIL + 1 (moe.glsl: from 1): +0 ids, +1 weights, +2 the logits.
-#ifdef TOPK_TAIL
+// workgroup per token), as the router matvec's tail (matvec.glsl TOPK_TAIL: its last
+// workgroup routes every token of the step) and as the experts' gate/up matvec's prologue
+// (mmvq.glsl TOPK_IN: every workgroup routes its pair's token). Up to 256 experts and k <= 64.
+// Bindings from TOPK_TAIL / TOPK_IN + 1 (moe.glsl: from 1): +0 ids, +1 weights, +2 the logits.
+#if defined(TOPK_TAIL)
 #define TOPK_BINDING (TOPK_TAIL + 1)
+#elif defined(TOPK_IN)
+#define TOPK_BINDING (TOPK_IN + 1)
 #else
 #define TOPK_BINDING 1
 #endif
@@ -16,6 +19,7 @@ layout(binding = TOPK_BINDING + 2, std430) coherent readonly buffer TopkLogits {
 const uint TOPK_PER_THREAD = (256u + WG - 1u) / WG;
 shared float topk_logit[256];
 shared float topk_wsel[64];
+shared uint topk_sel[64];  // the selected experts by rank, for the caller
 shared float topk_red[WG / MIN_SUBGROUP];
 
 float topk_wg_max(float v) {
@@ -37,8 +41,10 @@ float topk_wg_sum(float v) {
   return r;
 }
 
-// Token t's logits start at l_off + t * l_stride (floats). Every invocation calls it.
-void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride) {
+// Token t's logits start at l_off + t * l_stride (floats). Every invocation calls it; the ids
+// and weights go to memory where write_out holds (the same for the whole workgroup), and the
+// ids by rank to topk_sel[] in any case.
+void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool write_out) {
   // Each thread ranks its experts against all others (ties: lower id first), so the top-k
   // needs no serial selection; max and softmax sum are taken in the same sweep.
   const uint tid = gl_LocalInvocationIndex;
@@ -61,7 +67,8 @@ void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride) {
     for (uint o = 0u; o < n_expert; ++o) rank += (topk_logit[o] > v || (topk_logit[o] == v && o < e)) ? 1u : 0u;
     if (rank < k) {
       my_rank[i] = rank;
-      topk_ids[t * k + rank] = int(e);
+      topk_sel[rank] = e;
+      if (write_out) topk_ids[t * k + rank] = int(e);
 #ifdef ROUTER_SIGMOID
       topk_wsel[rank] = 1.0 / (1.0 + exp(-v));
 #else
@@ -72,13 +79,13 @@ void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride) {
   barrier();
 #ifdef ROUTER_SIGMOID
   for (uint i = 0u; i < TOPK_PER_THREAD; ++i)
-    if (my_rank[i] != 0xFFFFFFFFu) topk_wts[t * k + my_rank[i]] = topk_wsel[my_rank[i]];
+    if (write_out && my_rank[i] != 0xFFFFFFFFu) topk_wts[t * k + my_rank[i]] = topk_wsel[my_rank[i]];
 #else
   float wsum = 0.0;
   for (uint r = 0u; r < k; ++r) wsum += topk_wsel[r];
   wsum = max(wsum, 6.103515625e-5);
   for (uint i = 0u; i < TOPK_PER_THREAD; ++i)
-    if (my_rank[i] != 0xFFFFFFFFu) topk_wts[t * k + my_rank[i]] = topk_wsel[my_rank[i]] / wsum;
+    if (write_out && my_rank[i] != 0xFFFFFFFFu) topk_wts[t * k + my_rank[i]] = topk_wsel[my_rank[i]] / wsum;
 #endif
   barrier();  // topk_logit and topk_wsel are written again by the next token
 }

@@ -543,7 +543,11 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     P.mats.back().topk = impl::pending_matmul::topk_t{E, k, sigmoid};
   P.topk_done = false;
   P.flush_mats();
-  if (!P.topk_done) {
+  // Decode: the gate/up matvec ranks the logits itself (mmvq.glsl TOPK_IN), so no top-k
+  // dispatch sits between the router and the experts.
+  const bool topk_in = P.topk_in && !P.topk_done && int8 && !chunks && !small && !weight_input && n <= 8 &&
+                       !P.cached_experts(*mw.gate_exps) && P.adjacent(*mw.gate_exps, *mw.up_exps);
+  if (!P.topk_done && !topk_in) {
     const moe_pc pc{E, k, 0, logits.off, logits.stride, 0, 0, 0};
     const binding b[] = {P.bind_id(P.moe_ids, true), P.bind_id(P.moe_ids, true), P.bind_id(P.moe_wts, true),
                          P.bind(logits, false), P.bind(logits, false), P.bind(logits, false)};
@@ -575,7 +579,8 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     const std::uint64_t F = mw.gate_exps->ne[1];
     if (P.adjacent(*mw.gate_exps, *mw.up_exps)) {
       const bool qout = P.quant_out && F % 32 == 0 && F <= P.max_k && g.off % 4 == 0 && g.stride % 4 == 0;
-      P.record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, in_div, pairs, g, qout, chunks);
+      P.record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, in_div, pairs, g, qout, chunks,
+                        topk_in ? std::optional(impl::topk_in_t{logits, E, sigmoid}) : std::nullopt);
     } else {
       P.record_mmvq_ids(*mw.gate_exps, nullptr, sl, in_div, pairs, g, false, chunks);
       P.record_mmvq_ids(*mw.up_exps, nullptr, sl, in_div, pairs, u, false, chunks);

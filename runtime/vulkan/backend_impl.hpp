@@ -261,6 +261,7 @@ struct backend::impl {
   bool norm_out = true;
   bool combine_norm_out = true;
   bool router_norm = true;
+  bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
   // Decode steps whose tokens are all at positions below short_ctx_len record their attention
   // unsplit (STRATA_VK_SHORT_CTX=N sets the length, 0 turns it off).
   std::uint32_t short_ctx_len = 256;
@@ -575,8 +576,15 @@ struct backend::impl {
   // in one dispatch (SWIGLU), and with qout its output quantized into the other slot.
   // chunks > 0: grouped by expert, workgroup columns are the MOE_GROUP table's chunks (at most
   // `chunks` of them; the ones past the table's count exit at once).
+  // topk: the router's logits, ranked by every workgroup first (mmvq.glsl TOPK_IN) instead of
+  // read from the ids a MOE_TOPK dispatch wrote (per-pair gate/up only: chunks 0).
+  struct topk_in_t {
+    tensor logits;
+    std::uint32_t n_expert = 0;
+    bool sigmoid = false;
+  };
   void record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
-                       const tensor& y, bool qout, std::uint32_t chunks);
+                       const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk = {});
   // Gate and up expert slabs bindable as one range (up after gate, same chunk and layout).
   bool adjacent(const weight& g, const weight& u) const;
 

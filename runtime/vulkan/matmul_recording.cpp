@@ -290,7 +290,7 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
 }
 
 void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
-                                    const tensor& y, bool qout, std::uint32_t chunks) {
+                                    const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk) {
   const bool grouped = chunks > 0;
   mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0,
              max_k / 32, y.off, y.stride, 0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), grouped ? moe_sorted_off : 0,
@@ -303,10 +303,23 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
     pc.up_off = std::uint32_t(u.offset - g.offset);
   }
   const std::uint32_t so = sl ^ 1u;
-  const binding b[] = {wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
-                       bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
-  const auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[1], up != nullptr, false, true, qout, grouped);
-  dispatch(r, b, &pc, sizeof pc, div_up(w.ne[1], mmvq_rows_per_wg(r)), grouped ? chunks : pairs);
+  std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
+                         bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
+  auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[1], up != nullptr, false, true, qout, grouped);
+  const std::uint32_t gx = div_up(w.ne[1], mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
+  if (topk && !grouped) {  // bindings 10-12: moe_topk.glsl's ids (written), weights, logits; 8-9 unused
+    r.defines.emplace_back("TOPK_IN", "9");
+    if (topk->sigmoid) r.defines.emplace_back("ROUTER_SIGMOID", "1");
+    r.bindings = 13;
+    b.insert(b.end(), {bind(y, false), bind(y, false), bind_id(moe_ids, true), bind_id(moe_wts, true), bind(topk->logits, false)});
+    const struct {
+      mmvq_pc m;
+      std::uint32_t n_expert, l_off, l_stride;
+    } tp{pc, topk->n_expert, topk->logits.off, topk->logits.stride};
+    dispatch(r, b, &tp, sizeof tp, gx, gy);
+  } else {
+    dispatch(r, b, &pc, sizeof pc, gx, gy);
+  }
   wrote(y);
   if (qout) {
     quantized[so] = quantized_input{y, nullptr, 0.0f};

@@ -4,6 +4,7 @@
 #include "backend_impl.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "strata/core/error.hpp"
 
@@ -291,16 +292,21 @@ void backend::impl::record_down_combine(const pending_combine& c) {
 bool backend::impl::try_norm_out(const pending_norm& n) {
   const tensor& x = n.x;
   if (!norm_out || !rms_sq[0] || !n.w || !heads.empty()) return false;
+  // As the deferred norm in rms_norm(), but the producer waits: the next op decides whether the
+  // producer writes the norm's first half (a matmul reading y: matmul()) or not (any other op).
+  const auto defer_past = [&](auto& producer) {
+    std::remove_reference_t<decltype(producer)> held;
+    held.swap(producer);
+    prepare({}, {n.y});
+    producer.swap(held);
+    std::erase_if(norms, [&](const pending_norm& o) { return o.y.buf == n.y.buf; });
+    norms.push_back(n);
+  };
   // The MoE combine with its residual joined (decode steps): it writes the first half itself.
   if (combine_norm_out && combine && mats.empty() && combine->residual && !combine->down && !combine->tail && same(combine->out, x) &&
       x.rows <= max_q8_rows && x.rows < mmvq_max_tokens && x.cols % 32 == 0 && x.cols <= max_k && wg % 32 == 0 &&
       x.buf != n.y.buf) {
-    std::optional<pending_combine> held;
-    held.swap(combine);
-    prepare({}, {n.y});
-    combine.swap(held);
-    std::erase_if(norms, [&](const pending_norm& o) { return o.y.buf == n.y.buf; });
-    norms.push_back(n);
+    defer_past(combine);
     combine->norm_out = n;
     return true;
   }
@@ -309,14 +315,7 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
   if (!same(m.y, x) || !m.residual || m.up || m.tail || !use_mmvq(*m.w, x.rows) || x.rows > max_q8_rows ||
       x.cols % 32 || x.cols > max_k || x.cols != m.w->ne[1] || x.buf == n.y.buf || !norm_out_fits(m.w->type, m.w->ne[1]))
     return false;
-  // As the deferred norm below, but the producer waits: the next op decides whether the
-  // producer writes the norm's first half (a matmul reading y: matmul()) or not (any other op).
-  std::vector<pending_matmul> held;
-  held.swap(mats);
-  prepare({}, {n.y});
-  mats.swap(held);
-  std::erase_if(norms, [&](const pending_norm& o) { return o.y.buf == n.y.buf; });
-  norms.push_back(n);
+  defer_past(mats);
   mats.back().norm_out = n;
   return true;
 }

@@ -158,9 +158,9 @@ struct scoped_env {
   std::optional<std::string> saved_;
 };
 
-TEST_CASE("fidelity: Vulkan with norms and top-k run as their producers' tails (STRATA_VK_TAIL=8) matches llama.cpp logits") {
-  if (!vulkan_available()) return;
-  const scoped_env tail("STRATA_VK_TAIL", "8");
+// The four architectures' Q4_K_M fixtures on the Vulkan backend with one switch set.
+void check_vulkan_with(const char* name, const char* value) {
+  const scoped_env env(name, value);
   int ran = 0;
   for (const auto& g : strata::test::local_golden())
     if (g.name == "qwen3-Q4_K_M" || g.name == "qwen3moe-Q4_K_M" || g.name == "llama-Q4_K_M" || g.name == "llama4-Q4_K_M") {
@@ -170,20 +170,16 @@ TEST_CASE("fidelity: Vulkan with norms and top-k run as their producers' tails (
   CHECK(ran == 4);
 }
 
+TEST_CASE("fidelity: Vulkan with norms and top-k run as their producers' tails (STRATA_VK_TAIL=8) matches llama.cpp logits") {
+  if (vulkan_available()) check_vulkan_with("STRATA_VK_TAIL", "8");
+}
+
 // Decode steps whose tokens sit below STRATA_VK_SHORT_CTX record their attention unsplit, the
 // others split over the whole cache (n_ctx 512) with a combine pass. At 64 the short prompt
 // decodes unsplit, the long one split, and the medium one (41 tokens + 32 decoded) crosses over,
 // so both recordings of the same step shape run in one sequence.
 TEST_CASE("fidelity: Vulkan decode across the short-context switch (STRATA_VK_SHORT_CTX=64) matches llama.cpp logits") {
-  if (!vulkan_available()) return;
-  const scoped_env short_ctx("STRATA_VK_SHORT_CTX", "64");
-  int ran = 0;
-  for (const auto& g : strata::test::local_golden())
-    if (g.name == "qwen3-Q4_K_M" || g.name == "qwen3moe-Q4_K_M" || g.name == "llama-Q4_K_M" || g.name == "llama4-Q4_K_M") {
-      check_model(g, strata::rt::backend_kind::vulkan);
-      ++ran;
-    }
-  CHECK(ran == 4);
+  if (vulkan_available()) check_vulkan_with("STRATA_VK_SHORT_CTX", "64");
 }
 
 TEST_CASE("fidelity: Vulkan backend, full shared fixture set matches llama.cpp logits" * doctest::skip(true)) {

@@ -11,7 +11,8 @@
 #   bench/device/device.sh llama     waits for the llama.cpp build, then llama-bench and
 #                                    llama-batched-bench on the same files
 #   bench/device/device.sh tests     vulkan_tests and runtime_tests' Vulkan cases on the H100
-# Parts may be combined: `device.sh setup strata`.
+#   bench/device/device.sh clocks    log the GPU's clocks and power to $OUT/smi.csv meanwhile
+# Parts may be combined: `device.sh clocks setup strata`.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -28,11 +29,23 @@ log() { echo "== [$(date +%T)] $*" | tee -a "$OUT/device.log"; }
 run() { log "$*"; "$@" 2>&1 | tee -a "$OUT/device.log"; }
 
 loader() {
-  [ -f /tmp/.loader-done ] && return
+  # A warm machine keeps /tmp: unpack again when this call carries another bundle, or a later
+  # call of the session would run the binaries of an earlier one.
+  local sum
+  sum=$(md5sum .devbin/strata-bin.tar.xz | cut -d' ' -f1)
+  [ "$(cat /tmp/.loader-done 2>/dev/null)" = "$sum" ] && return
   for f in .gl/*.deb; do dpkg -x "$f" /; done
   ldconfig
-  mkdir -p /tmp/strata-bin && tar -C /tmp/strata-bin -xJf .devbin/strata-bin.tar.xz
-  touch /tmp/.loader-done
+  rm -rf /tmp/strata-bin && mkdir -p /tmp/strata-bin && tar -C /tmp/strata-bin -xJf .devbin/strata-bin.tar.xz
+  echo "$sum" > /tmp/.loader-done
+}
+
+# SM clock, memory clock, power and load every 250 ms into $OUT/smi.csv, in the background for
+# the rest of the call. An H200 left idle for a few seconds (a large model's upload) drops to
+# 345-810 MHz and needs a moment to come back: read a row's numbers beside the clocks it ran at.
+clocks() {
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 250 \
+    >> "$OUT/smi.csv" 2>&1 &
 }
 
 models() {
@@ -115,7 +128,7 @@ tests() {
 [ $# -ge 1 ] || { sed -n 2,14p "$0"; exit 2; }
 for part in "$@"; do
   case "$part" in
-    setup|strata|tails|llama|tests) "$part" ;;
-    *) echo "device.sh: unknown part '$part' (setup, strata, tails, llama, tests)" >&2; exit 2 ;;
+    setup|strata|tails|llama|tests|clocks) "$part" ;;
+    *) echo "device.sh: unknown part '$part' (setup, strata, tails, llama, tests, clocks)" >&2; exit 2 ;;
   esac
 done

@@ -6,7 +6,10 @@
 // Layout: a workgroup has WG / LPR lane groups; a group owns RPG consecutive rows and its LPR
 // lanes stride over the row's units, U units in flight per lane (all loads issued before any
 // math), so a warp reads contiguous weight bytes and each lane keeps several loads outstanding.
-// Every weight unit is read once for the NT tokens of the workgroup.
+// Every weight unit is read once for the NT tokens of the workgroup. A lane group's sum is a
+// subgroup sum when it is the subgroup (SG_LPR), a clustered one when it is a part of it
+// (SG_CLUSTER: short rows, e.g. LPR 8 for an expert's 768-wide down row of 12 units), else it
+// meets in shared memory.
 // Variants:
 //  SWIGLU        two weights (gate at 0, up at up_off bytes further in the binding): y = silu(g.x) * (u.x)
 //  ADD_RESIDUAL  y = r + W.x (r may alias y)
@@ -47,6 +50,15 @@
 #endif
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
+#endif
+#ifdef SG_CLUSTER
+// A butterfly of shuffles over the LPR lanes of a group (lavapipe's subgroupClusteredAdd summed
+// wrongly: rel. error 1.0 against the float64 product in vk_matvec_bench).
+#extension GL_KHR_shader_subgroup_shuffle : require
+float lane_group_sum(float v) {
+  for (uint o = LPR / 2; o > 0; o /= 2) v += subgroupShuffleXor(v, o);
+  return v;
+}
 #endif
 layout(local_size_x = WG) in;
 // Bindings 1 (xq: int8 codes) and 2 (xs: block scales and sums) are declared in common.glsl,
@@ -96,7 +108,7 @@ const uint NW = 1;
 #endif
 const uint GROUPS = WG / LPR;
 const uint ROWS = RPG * NW;
-#ifndef SG_LPR
+#if !defined(SG_LPR) && !defined(SG_CLUSTER)
 shared float red[ROWS * NT][WG];
 #endif
 #if defined(QUANT_OUT) || defined(NORM_OUT)
@@ -191,9 +203,12 @@ void main() {
     }
   }
 
-#ifdef SG_LPR  // a lane group is exactly one subgroup
+#if defined(SG_LPR)  // a lane group is exactly one subgroup
   for (uint r = 0; r < ROWS; ++r)
     for (uint t = 0; t < NT; ++t) acc[r][t] = subgroupAdd(acc[r][t]);
+#elif defined(SG_CLUSTER)  // a lane group is an aligned cluster of LPR lanes of a subgroup
+  for (uint r = 0; r < ROWS; ++r)
+    for (uint t = 0; t < NT; ++t) acc[r][t] = lane_group_sum(acc[r][t]);
 #else
   for (uint r = 0; r < ROWS; ++r)
     for (uint t = 0; t < NT; ++t) red[r * NT + t][gl_LocalInvocationID.x] = acc[r][t];
@@ -210,8 +225,10 @@ void main() {
   for (uint t = 0; t < NT; ++t) {
     float ss = 0.0;
     for (uint i = 0; i < RMS_PER_LANE; ++i) ss += sqv[t][i];
-#ifdef SG_LPR
+#if defined(SG_LPR)
     ss = subgroupAdd(ss);
+#elif defined(SG_CLUSTER)
+    ss = lane_group_sum(ss);
 #else
     barrier();  // lane 0 has read red above
     red[0][gl_LocalInvocationID.x] = ss;

@@ -261,7 +261,8 @@ struct backend::impl {
   bool norm_out = true;
   bool combine_norm_out = true;
   bool router_norm = true;
-  bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
+  bool topk_in = true;
+  std::uint32_t mmvq_short_lpr = 0;  // expert matvecs with rows of <= 1024: lanes per row (0: the default 32)  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
   // Decode steps whose tokens are all at positions below short_ctx_len record their attention
   // unsplit (STRATA_VK_SHORT_CTX=N sets the length, 0 turns it off).
   std::uint32_t short_ctx_len = 256;

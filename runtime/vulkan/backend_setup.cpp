@@ -90,6 +90,7 @@ backend::impl::impl(const backend_options& o)
   if (const char* v = std::getenv("STRATA_VK_COMBINE_NORM_OUT"); v && std::string_view(v) == "0") combine_norm_out = false;
   if (const char* v = std::getenv("STRATA_VK_ROUTER_NORM"); v && std::string_view(v) == "0") router_norm = false;
   if (const char* v = std::getenv("STRATA_VK_TOPK_IN"); v && std::string_view(v) == "0") topk_in = false;
+  if (const char* v = std::getenv("STRATA_VK_MMVQ_SHORT_LPR")) mmvq_short_lpr = std::uint32_t(std::clamp(std::atoi(v), 0, 16));
   if (const char* v = std::getenv("STRATA_VK_SHORT_CTX")) short_ctx_len = std::uint32_t(std::clamp(std::atoi(v), 0, 1 << 20));
   if (const char* v = std::getenv("STRATA_VK_ATTN_Q8"); v && std::string_view(v) == "0") attn_q8 = false;
   if (const char* v = std::getenv("STRATA_VK_V4"); v && std::string_view(v) == "0") attn_v4 = false;

@@ -54,12 +54,13 @@ bool backend::impl::norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const {
 }
 
 std::uint32_t backend::impl::mmvq_rows_per_wg(const pipeline_request& r) const {
-  std::uint32_t wgs = 0, rpg = 0;
+  std::uint32_t wgs = 0, rpg = 0, lpr = 32;
   for (const auto& [k, v] : r.defines) {
     if (k == "WG") wgs = std::uint32_t(std::stoul(v));
     if (k == "RPG") rpg = std::uint32_t(std::stoul(v));
+    if (k == "LPR") lpr = std::uint32_t(std::stoul(v));
   }
-  return wgs / 32 * rpg;
+  return wgs / lpr * rpg;
 }
 
 bool backend::impl::use_mmvq(const weight& w, std::uint32_t n) const {

@@ -5,8 +5,10 @@
 // check covers every layout of the memory tiers (layer splits, experts on the CPU, --fit).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -158,16 +160,18 @@ struct scoped_env {
   std::optional<std::string> saved_;
 };
 
-// The four architectures' Q4_K_M fixtures on the Vulkan backend with one switch set.
-void check_vulkan_with(const char* name, const char* value) {
+// Q4_K_M fixtures (the four architectures' by default) on the Vulkan backend with one switch set.
+void check_vulkan_with(const char* name, const char* value,
+                       std::initializer_list<std::string_view> models = {"qwen3-Q4_K_M", "qwen3moe-Q4_K_M", "llama-Q4_K_M",
+                                                                         "llama4-Q4_K_M"}) {
   const scoped_env env(name, value);
-  int ran = 0;
+  std::size_t ran = 0;
   for (const auto& g : strata::test::local_golden())
-    if (g.name == "qwen3-Q4_K_M" || g.name == "qwen3moe-Q4_K_M" || g.name == "llama-Q4_K_M" || g.name == "llama4-Q4_K_M") {
+    if (std::find(models.begin(), models.end(), g.name) != models.end()) {
       check_model(g, strata::rt::backend_kind::vulkan);
       ++ran;
     }
-  CHECK(ran == 4);
+  CHECK(ran == models.size());
 }
 
 TEST_CASE("fidelity: Vulkan with norms and top-k run as their producers' tails (STRATA_VK_TAIL=8) matches llama.cpp logits") {
@@ -180,6 +184,12 @@ TEST_CASE("fidelity: Vulkan with norms and top-k run as their producers' tails (
 // so both recordings of the same step shape run in one sequence.
 TEST_CASE("fidelity: Vulkan decode across the short-context switch (STRATA_VK_SHORT_CTX=64) matches llama.cpp logits") {
   if (vulkan_available()) check_vulkan_with("STRATA_VK_SHORT_CTX", "64");
+}
+
+// Expert matvecs over short rows with lane groups of 4 summed by shuffles (mmvq.glsl SG_CLUSTER;
+// lab switch until measured on a GPU): 4 divides every subgroup size that runs it.
+TEST_CASE("fidelity: Vulkan MoE decode with 4-lane groups for short expert rows (STRATA_VK_MMVQ_SHORT_LPR=4) matches llama.cpp logits") {
+  if (vulkan_available()) check_vulkan_with("STRATA_VK_MMVQ_SHORT_LPR", "4", {"qwen3moe-Q4_K_M", "llama4-Q4_K_M"});
 }
 
 TEST_CASE("fidelity: Vulkan backend, full shared fixture set matches llama.cpp logits" * doctest::skip(true)) {

@@ -533,7 +533,8 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // Decode: the router folds the norm in itself (matvec.glsl NORM_INPUT over the norm's input),
   // so it does not wait for the quantize dispatch above: both read the residual stream and run
   // side by side, a level less per MoE layer.
-  if (norm && P.router_norm && n <= 8 && !P.cached_experts(*mw.gate_exps)) {
+  const bool cached = P.cached_experts(*mw.gate_exps);
+  if (norm && P.router_norm && n <= 8 && !cached) {
     P.record_matmul(impl::pending_matmul{mw.gate_inp, x, logits, *norm, {}, nullptr, {}, {}, {}});
   } else {
     matmul(*mw.gate_inp, x, logits);
@@ -546,7 +547,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // Decode: the gate/up matvec ranks the logits itself (mmvq.glsl TOPK_IN), so no top-k
   // dispatch sits between the router and the experts.
   const bool topk_in = P.topk_in && !P.topk_done && int8 && !chunks && !small && !weight_input && n <= 8 &&
-                       !P.cached_experts(*mw.gate_exps) && P.adjacent(*mw.gate_exps, *mw.up_exps);
+                       !cached && P.adjacent(*mw.gate_exps, *mw.up_exps);
   if (!P.topk_done && !topk_in) {
     const moe_pc pc{E, k, 0, logits.off, logits.stride, 0, 0, 0};
     const binding b[] = {P.bind_id(P.moe_ids, true), P.bind_id(P.moe_ids, true), P.bind_id(P.moe_wts, true),
@@ -556,7 +557,6 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   P.topk_done = false;
   // GPU-cached experts: the host maps the routed ids to slots here (expert_cache.cpp); the
   // matvecs below read the slots with the same kernels.
-  const bool cached = P.cached_experts(*mw.gate_exps);
   if (cached) P.begin_cached_moe(mw, mp, x, logits);
   tensor in = x;
   std::uint32_t in_div = k;

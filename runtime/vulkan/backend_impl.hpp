@@ -259,14 +259,15 @@ struct backend::impl {
   // NORM_OUT / RMS_IN for decode steps (STRATA_VK_NORM_OUT=0 disables): the norm between a
   // residual matvec and the matvecs that read it costs no dispatch (and no barrier) of its own.
   bool norm_out = true;
-  bool combine_norm_out = true;
-  bool router_norm = true;
-  bool topk_in = true;
-  std::uint32_t mmvq_short_lpr = 0;  // expert matvecs with rows of <= 1024: lanes per row (0: the default 32)  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
+  bool combine_norm_out = true;  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
+  bool router_norm = true;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)
+  bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
+  // Expert matvecs with rows of <= 1024: lanes per row (STRATA_VK_MMVQ_SHORT_LPR; 0: the default 32).
+  std::uint32_t mmvq_short_lpr = 0;
   // Decode steps whose tokens are all at positions below short_ctx_len record their attention
-  // unsplit (STRATA_VK_SHORT_CTX=N sets the length, 0 turns it off).
+  // unsplit (STRATA_VK_SHORT_CTX=N sets the length, 0 turns it off); short_ctx: this step's.
   std::uint32_t short_ctx_len = 256;
-  bool short_ctx = false;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
+  bool short_ctx = false;
   // Decode attention writes its output as int8 too (attention.glsl QUANT_OUT); STRATA_VK_ATTN_Q8=0 disables.
   bool attn_q8 = true;
   // The unsplit per-head attention sums values over key groups, 4 dims a thread (V4_D); STRATA_VK_V4=0 disables.

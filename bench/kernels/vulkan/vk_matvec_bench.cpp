@@ -263,7 +263,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
                {"RPG", std::to_string(rpg)}, {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
   if (info.int_dot && !std::getenv("STRATA_VK_NO_DOT4")) v.defines.emplace_back("HAS_DOT4", "1");
   if (info.subgroup_size == lpr) v.defines.emplace_back("SG_LPR", "1");
-  else if (!std::getenv("LAB_NO_CLUSTER") && lpr < info.subgroup_size && info.subgroup_size % lpr == 0) v.defines.emplace_back("SG_CLUSTER", "1");
+  else if (lpr < info.subgroup_size && info.subgroup_size % lpr == 0) v.defines.emplace_back("SG_CLUSTER", "1");
   v.rows_per_wg = wg / lpr * rpg;
   return v;
 }

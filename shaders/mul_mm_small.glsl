@@ -11,12 +11,18 @@
 // loaded straight from memory (a few hundred KiB that stay in L1/L2) into TT x 2 accumulators of
 // 16 tokens x 16 rows, and the warps' partial sums meet in shared memory at the end.
 // Formats with an MM_SMALL unit (quant/*.glsl HAS_MMS_UNIT) load a row's 64 elements as a few
-// aligned words one step ahead and expand them in registers; the others go through dequant16.
+// aligned words U steps ahead and expand them in registers; the others go through dequant16.
 // MOE_GROUPED: workgroup y is a chunk of up to 16*TT pairs routed to one expert (moe.glsl
 // MOE_GROUP's table): X rows are the chunk's sorted rows (first .. first+count), the weights
 // that expert's slab; SCATTER writes output row t of the chunk to the pair's own row instead.
 #ifndef WARPS
 #define WARPS 4
+#endif
+// U: units in flight per lane (formats with an MM_SMALL unit): each lane keeps its row's next U
+// steps loading while it expands and multiplies this one. At 8-32 tokens a step's work is small
+// and the kernel waits on memory; one unit ahead left ~1.5 KiB in flight per warp.
+#ifndef U
+#define U 1
 #endif
 #if WARPS * TT > 16
 #error "mul_mm_small: WARPS x TT above 16 needs more than 48 KiB of shared memory"
@@ -68,11 +74,21 @@ void main() {
   const bool live = n0 + lane < p.N;
   const uint row = wbase + (n0 + lane) * p.row_bytes, wt = warp * WT;
 #ifdef HAS_MMS_UNIT
-  // The format's raw unit loads, issued one step ahead of its expansion.
-  mms_raw next;
-  if (live) next = mms_load(row, warp);
+  // The format's raw unit loads, issued U steps ahead of their expansion (ring[j] serves steps
+  // j, j + U, ... of this warp; the unrolled j loop keeps the ring in registers).
+  mms_raw ring[U];
+  [[unroll]] for (uint j = 0; j < U; ++j) {
+    const uint k = KS * (warp + j * WARPS);
+    if (live && k < p.K) ring[j] = mms_load(row, k / KS);
+  }
+  const uint RU = U;
+#else
+  const uint RU = 1;
 #endif
-  for (uint k0 = KS * warp; k0 < p.K; k0 += KS * WARPS) {
+  for (uint k00 = KS * warp; k00 < p.K; k00 += KS * WARPS * RU)
+  [[unroll]] for (uint j = 0; j < RU; ++j) {
+    const uint k0 = k00 + j * KS * WARPS;
+    if (k0 >= p.K) break;  // the same for the whole warp
 #ifdef PRE_A
     // The step's activation fragments first: their loads (L2) overlap the weight expansion.
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TT][KS / 16];
@@ -81,8 +97,8 @@ void main() {
         coopMatLoadNV(a[t][s], xh, (p.x_off + (x0 + 16 * t) * p.x_stride + k0 + 16 * s) / 8, p.x_stride / 8, false);
 #endif
 #ifdef HAS_MMS_UNIT
-    const mms_raw cur = next;
-    if (live && k0 + KS * WARPS < p.K) next = mms_load(row, (k0 + KS * WARPS) / KS);
+    const mms_raw cur = ring[j];
+    if (live && k0 + KS * WARPS * U < p.K) ring[j] = mms_load(row, (k0 + KS * WARPS * U) / KS);
     uvec4 h0[4], h1[4];
     if (live) {
       mms_expand_half(cur, k0 / KS, 0, h0);

@@ -506,6 +506,8 @@ struct backend::impl {
   // STRATA_VK_MMS=0 turns it off; STRATA_VK_MMS_MIN / _MAX move its token range.
   bool mms = true;
   std::uint32_t mms_min = 9, mms_max = 64;
+  // Weight units each lane of mul_mm_small keeps in flight (its U; STRATA_VK_MMS_U).
+  std::uint32_t mms_units = 1;
   bool small_matmul(std::uint64_t K, std::uint32_t n) const;
   // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
   // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps
@@ -520,7 +522,7 @@ struct backend::impl {
   bool small_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const;
   // Tokens a mul_mm_small workgroup row covers for a step of `tokens` (16 per accumulator tile, up to 4 tiles).
   static std::uint32_t mm_small_tokens(std::uint32_t tokens) { return 16 * std::min<std::uint32_t>(4, detail::div_up(tokens, 16)); }
-  static pipeline_request mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped = false, bool scatter = false);
+  pipeline_request mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped = false, bool scatter = false) const;
   // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
   // the input it holds now, until its buffer is written.
   std::optional<tensor> xh_holds;

@@ -126,6 +126,7 @@ backend::impl::impl(const backend_options& o)
   }
   if (const char* v = std::getenv("STRATA_VK_MMS_MIN")) mms_min = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
+  if (const char* v = std::getenv("STRATA_VK_MMS_U")) mms_units = std::uint32_t(std::clamp(std::atoi(v), 1, 8));
   if (const char* v = std::getenv("STRATA_VK_MM3_XF16"); v && std::string_view(v) == "0") mm3_xf16 = false;
   if (const char* v = std::getenv("STRATA_VK_MM3_SHAPE")) {
     unsigned a = 0, b = 0, c = 0, d = 0;
@@ -342,7 +343,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       if (P.mms)
         for (auto f : mat_formats)
           if (impl::f16_operands_ok(f))
-            for (std::uint32_t tokens = 16; tokens <= 64; tokens += 16) reqs.push_back(impl::mm_small_req(f, tokens));
+            for (std::uint32_t tokens = 16; tokens <= 64; tokens += 16) reqs.push_back(P.mm_small_req(f, tokens));
     }
     // Split-K partial products: room for the largest S x tokens x rows any GEMM of a step of
     // max_rows, 64, 32 or 16 tokens asks for (at most 32 Mi floats; a GEMM that would need more
@@ -475,8 +476,8 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       std::vector<pipeline_request> mr{impl::moe_group_req(P.mms_moe_chunk),
                                        impl::req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}, {"INDEXED", "1"}}, 4)};
       for (auto f : id_formats) {
-        mr.push_back(impl::mm_small_req(f, P.mms_moe_chunk, true));
-        mr.push_back(impl::mm_small_req(f, P.mms_moe_chunk, true, true));
+        mr.push_back(P.mm_small_req(f, P.mms_moe_chunk, true));
+        mr.push_back(P.mm_small_req(f, P.mms_moe_chunk, true, true));
       }
       P.pipes.prepare(mr, P.opt.progress);
     }

@@ -76,7 +76,7 @@ bool backend::impl::small_experts(std::uint32_t pairs, std::uint32_t n_expert, s
   return moe_xh && moe_groups && pairs >= n_expert && pairs <= max_q8_rows && fits(K) && fits(F);
 }
 
-pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped, bool scatter) {
+pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped, bool scatter) const {
   // 8 warps split K where the partial sums fit shared memory (up to 32 tokens; H100 lab at 16
   // tokens: 15-25% faster than 4), else 4; grouped experts keep 4 (many small workgroups:
   // qwen3-30b-a3b pp512 4,912 with 8 vs 5,457 with 4).
@@ -88,6 +88,7 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
                                                      {"WARPS", std::to_string(warps)}};
   if (grouped) d.emplace_back("MOE_GROUPED", "1");
   if (scatter) d.emplace_back("SCATTER", "1");
+  if (mms_units > 1) d.emplace_back("U", std::to_string(mms_units));
   return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
 }
 

@@ -48,6 +48,13 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
             {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "4"}, {"MOE_GROUPED", "1"}, {"SCATTER", "1"}}, 4});
   // 8 warps where the partial sums fit (the backend's choice up to 32 tokens); beyond, a clear error.
   compiles({"mul_mm_small", type_id::q6_k, {{"WG", "256"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "2"}, {"WARPS", "8"}}, 3});
+  // Several weight units in flight per lane (U), dense and grouped; formats without a unit ignore U.
+  for (const auto t : {type_id::q4_k, type_id::q6_k, type_id::q8_0})
+    for (const char* u : {"2", "4"}) {
+      compiles({"mul_mm_small", t, {{"WG", "256"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "1"}, {"WARPS", "8"}, {"U", u}}, 3});
+      compiles({"mul_mm_small", t,
+                {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "4"}, {"MOE_GROUPED", "1"}, {"U", u}}, 4});
+    }
   {
     gpu::shader_compiler c({}, "offline");
     const gpu::pipeline_request r{"mul_mm_small", type_id::q4_k, {{"WG", "256"}, {"COOPMAT", "1"}, {"TT", "4"}, {"WARPS", "8"}}, 3};

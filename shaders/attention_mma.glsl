@@ -121,8 +121,7 @@ void main() {
       }
       coopMatStoreNV(s, ss, sw + kt * 16, BK, false);
     }
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    warp_sync_shared();
     // Online softmax: this lane's 16 keys of row r.
     float sv[16];
     float tmax = -1.0 / 0.0;
@@ -150,21 +149,18 @@ void main() {
                 packHalf2x16(vec2(e[8 * i + 4], e[8 * i + 5])), packHalf2x16(vec2(e[8 * i + 6], e[8 * i + 7])));
     if (half_ == 0) rowf[warp * 16 + r] = corr;
     const bool rescale = subgroupAny(corr != 1.0);
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    warp_sync_shared();
     if (rescale) {
       [[unroll]] for (uint c = 0; c < D / 16; ++c) {
         coopMatStoreNV(acc[c], ss, sw, 16, false);
-        subgroupMemoryBarrierShared();
-        subgroupBarrier();
+        warp_sync_shared();
         [[unroll]] for (uint i = 0; i < 8; ++i) {
           const uint el = lane * 8 + i;
           ss[sw + el] *= rowf[warp * 16 + el / 16];
         }
-        subgroupMemoryBarrierShared();
-        subgroupBarrier();
+        warp_sync_shared();
         coopMatLoadNV(acc[c], ss, sw, 16, false);
-        subgroupBarrier();
+        warp_sync_shared();
       }
     }
     // O += P V.
@@ -184,16 +180,14 @@ void main() {
   }
   // O / l, written through the warp's staging square.
   if (half_ == 0) rowf[warp * 16 + r] = l > 0.0 ? 1.0 / l : 0.0;
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
+  warp_sync_shared();
   [[unroll]] for (uint c = 0; c < D / 16; ++c) {
     coopMatStoreNV(acc[c], ss, sw, 16, false);
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    warp_sync_shared();
     [[unroll]] for (uint i = 0; i < 8; ++i) {
       const uint el = lane * 8 + i, rr = el / 16, tt = t0 + warp * 16 + rr;
       if (tt < n_tok) o[p.o_off + tt * p.o_stride + h * D + 16 * c + el % 16] = ss[sw + el] * rowf[warp * 16 + rr];
     }
-    subgroupBarrier();
+    warp_sync_shared();
   }
 }

@@ -120,8 +120,7 @@ void main() {
       sm[wt + lane * SR + 2 * c + 1] = pack8(v, 8);
     }
 #endif
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    warp_sync_shared();
     [[unroll]] for (uint s = 0; s < KS / 16; ++s) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b0, b1;
       coopMatLoadNV(b0, sm, wt + 2 * s, SR, true);  // k x rows 0-15: column-major view of [row][k]
@@ -140,7 +139,7 @@ void main() {
 #endif
       }
     }
-    subgroupBarrier();  // the tile is read before the next step writes it
+    warp_sync_shared();  // the tile is read before the next step writes it
   }
   barrier();  // every warp is done with its tile: the space holds the partial sums now
   [[unroll]] for (uint t = 0; t < TT; ++t) {

@@ -508,6 +508,9 @@ struct backend::impl {
   std::uint32_t mms_min = 9, mms_max = 64;
   // Weight units each lane of mul_mm_small keeps in flight (its U; STRATA_VK_MMS_U).
   std::uint32_t mms_units = 1;
+  // mul_mm_small and attention_mma hand their warps' tiles over with a shared-memory-only
+  // barrier (common.glsl warp_sync_shared, WSYNC; STRATA_VK_WSYNC=1).
+  bool wsync = false;
   bool small_matmul(std::uint64_t K, std::uint32_t n) const;
   // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
   // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps

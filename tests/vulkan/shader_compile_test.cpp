@@ -48,6 +48,10 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
             {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "4"}, {"MOE_GROUPED", "1"}, {"SCATTER", "1"}}, 4});
   // 8 warps where the partial sums fit (the backend's choice up to 32 tokens); beyond, a clear error.
   compiles({"mul_mm_small", type_id::q6_k, {{"WG", "256"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "2"}, {"WARPS", "8"}}, 3});
+  // The shared-memory-only warp barrier (WSYNC) in the small-batch matmul and prefill attention.
+  compiles({"mul_mm_small", type_id::q4_k, {{"WG", "256"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "1"}, {"WARPS", "8"}, {"WSYNC", "1"}}, 3});
+  for (const char* d : {"64", "128"})
+    compiles({"attention_mma", std::nullopt, {{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", d}, {"WSYNC", "1"}}, 8});
   // Several weight units in flight per lane (U), dense and grouped; formats without a unit ignore U.
   for (const auto t : {type_id::q4_k, type_id::q6_k, type_id::q8_0})
     for (const char* u : {"2", "4"}) {

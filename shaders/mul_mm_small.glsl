@@ -85,10 +85,30 @@ void main() {
 #else
   const uint RU = 1;
 #endif
+#ifdef XP
+  // XP: the activation fragments of the warp's next step load while this step runs (loaded
+  // from memory at the point of use, each waited on the L2 before its products: lab, 4096 x 4096
+  // at 16 tokens, 17 of 21 us were the products and their fragment loads).
+  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> xn[TT][KS / 16];
+  if (KS * warp < p.K)
+    [[unroll]] for (uint t = 0; t < TT; ++t)
+      [[unroll]] for (uint s = 0; s < KS / 16; ++s)
+        coopMatLoadNV(xn[t][s], xh, (p.x_off + (x0 + 16 * t) * p.x_stride + KS * warp + 16 * s) / 8, p.x_stride / 8, false);
+#endif
   for (uint k00 = KS * warp; k00 < p.K; k00 += KS * WARPS * RU)
   [[unroll]] for (uint j = 0; j < RU; ++j) {
     const uint k0 = k00 + j * KS * WARPS;
     if (k0 >= p.K) break;  // the same for the whole warp
+#ifdef XP
+    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> xc[TT][KS / 16];
+    [[unroll]] for (uint t = 0; t < TT; ++t)
+      [[unroll]] for (uint s = 0; s < KS / 16; ++s) xc[t][s] = xn[t][s];
+    if (k0 + KS * WARPS < p.K)
+      [[unroll]] for (uint t = 0; t < TT; ++t)
+        [[unroll]] for (uint s = 0; s < KS / 16; ++s)
+          coopMatLoadNV(xn[t][s], xh, (p.x_off + (x0 + 16 * t) * p.x_stride + k0 + KS * WARPS + 16 * s) / 8,
+                        p.x_stride / 8, false);
+#endif
 #ifdef PRE_A
     // The step's activation fragments first: their loads (L2) overlap the weight expansion.
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[TT][KS / 16];
@@ -97,13 +117,25 @@ void main() {
         coopMatLoadNV(a[t][s], xh, (p.x_off + (x0 + 16 * t) * p.x_stride + k0 + 16 * s) / 8, p.x_stride / 8, false);
 #endif
 #ifdef HAS_MMS_UNIT
+    // Kernel-lab knobs (results are then wrong): LAB bit 0 skips the activation loads and the
+    // products, bit 1 the expansion (raw words stored), bit 2 the weight loads after the first.
     const mms_raw cur = ring[j];
+#if !defined(LAB) || (LAB & 4) == 0
     if (live && k0 + KS * WARPS * U < p.K) ring[j] = mms_load(row, (k0 + KS * WARPS * U) / KS);
+#endif
     uvec4 h0[4], h1[4];
+#if defined(LAB) && (LAB & 2) != 0
+    if (live) {
+      h0[0] = cur.q0; h0[1] = cur.q1; h0[2] = cur.hdr; h0[3] = cur.q0 ^ cur.q1;
+      h1[0] = cur.q1; h1[1] = cur.q0; h1[2] = cur.hdr ^ cur.q0; h1[3] = cur.hdr;
+    } else
+#else
     if (live) {
       mms_expand_half(cur, k0 / KS, 0, h0);
       mms_expand_half(cur, k0 / KS, 1, h1);
-    } else {
+    } else
+#endif
+    {
       [[unroll]] for (uint c = 0; c < 4; ++c) h0[c] = h1[c] = uvec4(0);
     }
     [[unroll]] for (uint c = 0; c < 4; ++c) {
@@ -121,6 +153,7 @@ void main() {
     }
 #endif
     warp_sync_shared();
+#if !defined(LAB) || (LAB & 1) == 0
     [[unroll]] for (uint s = 0; s < KS / 16; ++s) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b0, b1;
       coopMatLoadNV(b0, sm, wt + 2 * s, SR, true);  // k x rows 0-15: column-major view of [row][k]
@@ -128,7 +161,10 @@ void main() {
       [[unroll]] for (uint t = 0; t < TT; ++t) {
         // Rows past the chunk or the batch are read (the buffer has TOK rows of slack) and
         // multiplied, but never stored.
-#ifdef PRE_A
+#if defined(XP)
+        acc[t][0] = coopMatMulAddNV(xc[t][s], b0, acc[t][0]);
+        acc[t][1] = coopMatMulAddNV(xc[t][s], b1, acc[t][1]);
+#elif defined(PRE_A)
         acc[t][0] = coopMatMulAddNV(a[t][s], b0, acc[t][0]);
         acc[t][1] = coopMatMulAddNV(a[t][s], b1, acc[t][1]);
 #else
@@ -139,6 +175,7 @@ void main() {
 #endif
       }
     }
+#endif
     warp_sync_shared();  // the tile is read before the next step writes it
   }
   barrier();  // every warp is done with its tile: the space holds the partial sums now

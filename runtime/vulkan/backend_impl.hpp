@@ -508,6 +508,8 @@ struct backend::impl {
   std::uint32_t mms_min = 9, mms_max = 64;
   // Weight units each lane of mul_mm_small keeps in flight (its U; STRATA_VK_MMS_U).
   std::uint32_t mms_units = 1;
+  // mul_mm_small loads the next step's activation fragments during this one (XP; STRATA_VK_MMS_XP).
+  bool mms_xp = false;
   // mul_mm_small and attention_mma hand their warps' tiles over with a shared-memory-only
   // barrier (common.glsl warp_sync_shared, WSYNC; STRATA_VK_WSYNC=1).
   bool wsync = false;

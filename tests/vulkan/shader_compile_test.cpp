@@ -52,6 +52,12 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
   compiles({"mul_mm_small", type_id::q4_k, {{"WG", "256"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "1"}, {"WARPS", "8"}, {"WSYNC", "1"}}, 3});
   for (const char* d : {"64", "128"})
     compiles({"attention_mma", std::nullopt, {{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", d}, {"WSYNC", "1"}}, 8});
+  // The next step's activation fragments in flight (XP), dense and grouped, with and without a unit.
+  for (const auto t : {type_id::q4_k, type_id::q8_0})
+    for (const char* tt : {"1", "2", "4"}) {
+      compiles({"mul_mm_small", t, {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", tt}, {"XP", "1"}}, 3});
+      compiles({"mul_mm_small", t, {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", tt}, {"MOE_GROUPED", "1"}, {"XP", "1"}}, 4});
+    }
   // Several weight units in flight per lane (U), dense and grouped; formats without a unit ignore U.
   for (const auto t : {type_id::q4_k, type_id::q6_k, type_id::q8_0})
     for (const char* u : {"2", "4"}) {

@@ -158,7 +158,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     v.rows_per_wg = 8;
     return v;
   }
-  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n][:W=warps][:U=units in flight per lane][:WS=1 (WSYNC)]";
+  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n][:W=warps][:U=units in flight per lane][:WS=1 (WSYNC)][:XP=1][:LAB=bits]";
                                 // "msg": the format's unit off (dequant16 for every format);
                                 // "msa": activation fragments loaded before the expansion (PRE_A)
     v.small = true;
@@ -168,8 +168,13 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     for (const auto& kv : split(s, ':')) {
       if (kv == "ms" || kv == "msg" || kv == "msa") continue;
       const auto f = split(kv, '=');
-      if (f.size() != 2 || (f[0] != "TT" && f[0] != "W" && f[0] != "U" && f[0] != "WS"))
+      if (f.size() != 2 || (f[0] != "TT" && f[0] != "W" && f[0] != "U" && f[0] != "WS" && f[0] != "LAB" &&
+                          f[0] != "XP"))
         throw error("bad variant field '" + kv + "'");
+      if (f[0] == "LAB" || f[0] == "XP") {  // LAB: mul_mm_small.glsl's lab knobs (results are then wrong)
+        if (f[1] != "0") v.defines.emplace_back(f[0], f[1]);
+        continue;
+      }
       if (f[0] == "W") warps = std::uint32_t(std::stoul(f[1]));
       else if (f[0] == "U") units = std::uint32_t(std::stoul(f[1]));
       else if (f[0] == "WS") wsync = f[1] != "0";
@@ -177,7 +182,8 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
     v.bn = 16 * tt;
-    v.defines = {{"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"}, {"TT", std::to_string(tt)}, {"WARPS", std::to_string(warps)}};
+    v.defines.insert(v.defines.begin(), {{"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"}, {"TT", std::to_string(tt)},
+                                         {"WARPS", std::to_string(warps)}});
     if (!generic) v.defines.emplace_back("MM_SMALL", "1");
     if (pre_a) v.defines.emplace_back("PRE_A", "1");
     if (units > 1) v.defines.emplace_back("U", std::to_string(units));

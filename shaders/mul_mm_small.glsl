@@ -45,7 +45,20 @@ const uint SR = KS / 8 + 1;                 // shared row stride in uvec4 (padde
 const uint WT = RW * SR;                    // one warp's weight tile, uvec4
 const uint TOK = 16 * TT;                   // tokens per workgroup row
 const uint PART = TOK * RW;                 // one warp's partial sums, floats
-const uint SM = WARPS * PART / 4 > WARPS * WT ? WARPS * PART / 4 : WARPS * WT;
+#ifdef XS
+// XS: the step's activations reach the warp as plain 16-byte loads (8 lanes per token row) a
+// step ahead, staged in the warp's own tile beside its weights, and the fragments are read from
+// there. A fragment loaded straight from memory reads 16 rows 2 x K bytes apart: H200 lab, 4096 x
+// 4096 at 16 tokens, those loads and their products took 12 of the call's 21 us.
+const uint XT = TOK * SR;                   // one warp's activation tile, uvec4
+#if WARPS * (32 + 16 * TT) * 9 * 16 > 49152  // (RW + TOK) rows of SR uvec4 per warp
+#error "mul_mm_small XS: WARPS weight and activation tiles need more than 48 KiB of shared memory"
+#endif
+#else
+const uint XT = 0;
+#endif
+const uint WR = WT + XT;                    // one warp's region while K runs
+const uint SM = WARPS * PART / 4 > WARPS * WR ? WARPS * PART / 4 : WARPS * WR;
 shared uvec4 sm[SM];  // the weight tiles while K runs, then the partial sums (f32, 4 per uvec4)
 const uint PARTS = QK / 16;
 
@@ -72,7 +85,15 @@ void main() {
     acc[t][1] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
   }
   const bool live = n0 + lane < p.N;
-  const uint row = wbase + (n0 + lane) * p.row_bytes, wt = warp * WT;
+  const uint row = wbase + (n0 + lane) * p.row_bytes, wt = warp * WR;
+#ifdef XS
+  // Lane l carries row l / 8 + 4 i of the step's token rows, 16-byte chunk l % 8.
+  const uint xt = wt + WT, xrow = lane / 8, xc = lane % 8;
+  uvec4 xr[TT * 4];
+  if (KS * warp < p.K)
+    [[unroll]] for (uint i = 0; i < TT * 4; ++i)
+      xr[i] = xh[(p.x_off + (x0 + xrow + 4 * i) * p.x_stride + KS * warp) / 8 + xc];
+#endif
 #ifdef HAS_MMS_UNIT
   // The format's raw unit loads, issued U steps ahead of their expansion (ring[j] serves steps
   // j, j + U, ... of this warp; the unrolled j loop keeps the ring in registers).
@@ -99,6 +120,12 @@ void main() {
   [[unroll]] for (uint j = 0; j < RU; ++j) {
     const uint k0 = k00 + j * KS * WARPS;
     if (k0 >= p.K) break;  // the same for the whole warp
+#ifdef XS
+    [[unroll]] for (uint i = 0; i < TT * 4; ++i) sm[xt + (xrow + 4 * i) * SR + xc] = xr[i];
+    if (k0 + KS * WARPS < p.K)
+      [[unroll]] for (uint i = 0; i < TT * 4; ++i)
+        xr[i] = xh[(p.x_off + (x0 + xrow + 4 * i) * p.x_stride + k0 + KS * WARPS) / 8 + xc];
+#endif
 #ifdef XP
     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> xc[TT][KS / 16];
     [[unroll]] for (uint t = 0; t < TT; ++t)
@@ -161,7 +188,12 @@ void main() {
       [[unroll]] for (uint t = 0; t < TT; ++t) {
         // Rows past the chunk or the batch are read (the buffer has TOK rows of slack) and
         // multiplied, but never stored.
-#if defined(XP)
+#if defined(XS)
+        fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a;
+        coopMatLoadNV(a, sm, xt + 16 * t * SR + 2 * s, SR, false);
+        acc[t][0] = coopMatMulAddNV(a, b0, acc[t][0]);
+        acc[t][1] = coopMatMulAddNV(a, b1, acc[t][1]);
+#elif defined(XP)
         acc[t][0] = coopMatMulAddNV(xc[t][s], b0, acc[t][0]);
         acc[t][1] = coopMatMulAddNV(xc[t][s], b1, acc[t][1]);
 #elif defined(PRE_A)

@@ -510,6 +510,8 @@ struct backend::impl {
   std::uint32_t mms_units = 1;
   // mul_mm_small loads the next step's activation fragments during this one (XP; STRATA_VK_MMS_XP).
   bool mms_xp = false;
+  // mul_mm_small stages each step's activations in shared memory (XS; STRATA_VK_MMS_XS).
+  bool mms_xs = false;
   // mul_mm_small and attention_mma hand their warps' tiles over with a shared-memory-only
   // barrier (common.glsl warp_sync_shared, WSYNC; STRATA_VK_WSYNC=1).
   bool wsync = false;

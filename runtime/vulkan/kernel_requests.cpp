@@ -80,7 +80,11 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   // 8 warps split K where the partial sums fit shared memory (up to 32 tokens; H100 lab at 16
   // tokens: 15-25% faster than 4), else 4; grouped experts keep 4 (many small workgroups:
   // qwen3-30b-a3b pp512 4,912 with 8 vs 5,457 with 4).
-  const std::uint32_t tt = mm_small_tokens(tokens) / 16, warps = tt <= 2 && !grouped ? 8 : 4;
+  const std::uint32_t tt = mm_small_tokens(tokens) / 16;
+  std::uint32_t warps = tt <= 2 && !grouped ? 8 : 4;
+  // XS: each warp's activation tile (16 tt rows) sits beside its weight tile (32 rows), 64 + 8
+  // halves a row, within 48 KiB.
+  if (mms_xs) warps = std::min<std::uint32_t>(warps, 49152 / ((32 + 16 * tt) * 9 * 16));
   std::vector<std::pair<std::string, std::string>> d{{"WG", std::to_string(32 * warps)},
                                                      {"COOPMAT", "1"},
                                                      {"MM_SMALL", "1"},
@@ -91,6 +95,7 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   if (mms_units > 1) d.emplace_back("U", std::to_string(mms_units));
   if (wsync) d.emplace_back("WSYNC", "1");
   if (mms_xp) d.emplace_back("XP", "1");
+  if (mms_xs) d.emplace_back("XS", "1");
   return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
 }
 

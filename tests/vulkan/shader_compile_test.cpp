@@ -58,6 +58,18 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
       compiles({"mul_mm_small", t, {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", tt}, {"XP", "1"}}, 3});
       compiles({"mul_mm_small", t, {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", tt}, {"MOE_GROUPED", "1"}, {"XP", "1"}}, 4});
     }
+  // Activations staged in shared memory (XS) at the warp counts the backend picks for each token tile.
+  for (const auto t : {type_id::q4_k, type_id::q6_k, type_id::q8_0})
+    for (const auto& [tt, w] : {std::pair{"1", "7"}, {"2", "5"}, {"3", "4"}, {"4", "3"}}) {
+      compiles({"mul_mm_small", t, {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", tt}, {"WARPS", w}, {"XS", "1"}}, 3});
+      compiles({"mul_mm_small", t,
+                {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", tt}, {"WARPS", w}, {"MOE_GROUPED", "1"}, {"XS", "1"}}, 4});
+    }
+  {
+    gpu::shader_compiler c({}, "offline");
+    const gpu::pipeline_request r{"mul_mm_small", type_id::q4_k, {{"WG", "256"}, {"COOPMAT", "1"}, {"TT", "1"}, {"WARPS", "8"}, {"XS", "1"}}, 3};
+    CHECK_THROWS_WITH(c.compile(r.label(), gpu::assemble_source(r)), doctest::Contains("48 KiB"));
+  }
   // Several weight units in flight per lane (U), dense and grouped; formats without a unit ignore U.
   for (const auto t : {type_id::q4_k, type_id::q6_k, type_id::q8_0})
     for (const char* u : {"2", "4"}) {

@@ -158,7 +158,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     v.rows_per_wg = 8;
     return v;
   }
-  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n][:W=warps][:U=units in flight per lane][:WS=1 (WSYNC)][:XP=1][:LAB=bits]";
+  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n][:W=warps][:U=units in flight per lane][:WS=1 (WSYNC)][:XP=1][:XS=1][:LAB=bits]";
                                 // "msg": the format's unit off (dequant16 for every format);
                                 // "msa": activation fragments loaded before the expansion (PRE_A)
     v.small = true;
@@ -169,9 +169,9 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
       if (kv == "ms" || kv == "msg" || kv == "msa") continue;
       const auto f = split(kv, '=');
       if (f.size() != 2 || (f[0] != "TT" && f[0] != "W" && f[0] != "U" && f[0] != "WS" && f[0] != "LAB" &&
-                          f[0] != "XP"))
+                          f[0] != "XP" && f[0] != "XS"))
         throw error("bad variant field '" + kv + "'");
-      if (f[0] == "LAB" || f[0] == "XP") {  // LAB: mul_mm_small.glsl's lab knobs (results are then wrong)
+      if (f[0] == "LAB" || f[0] == "XP" || f[0] == "XS") {  // LAB: mul_mm_small.glsl's lab knobs (results are then wrong)
         if (f[1] != "0") v.defines.emplace_back(f[0], f[1]);
         continue;
       }

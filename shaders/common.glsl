@@ -17,22 +17,13 @@
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #endif
-#if defined(COOPMAT) || defined(WSYNC)
-#extension GL_KHR_memory_scope_semantics : require
-#endif
 
 // A warp hands a tile to itself through shared memory: what its lanes stored is what its
-// fragment loads read next. subgroupBarrier() is a full memory barrier (device memory too);
-// WSYNC (STRATA_VK_WSYNC) asks for an execution barrier over the subgroup that orders shared
-// memory alone, so loads of device memory issued ahead (the next step's weights, the next K/V
-// tile) need not land before the warp goes on.
+// fragment loads read next. (A barrier over shared memory alone, controlBarrier with shared
+// semantics, measured the same on the H200: the full barrier does not wait for loads in flight.)
 void warp_sync_shared() {
-#ifdef WSYNC
-  controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
-#else
   subgroupMemoryBarrierShared();
   subgroupBarrier();
-#endif
 }
 
 #ifdef HAS_WEIGHTS

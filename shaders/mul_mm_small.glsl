@@ -11,18 +11,12 @@
 // loaded straight from memory (a few hundred KiB that stay in L1/L2) into TT x 2 accumulators of
 // 16 tokens x 16 rows, and the warps' partial sums meet in shared memory at the end.
 // Formats with an MM_SMALL unit (quant/*.glsl HAS_MMS_UNIT) load a row's 64 elements as a few
-// aligned words U steps ahead and expand them in registers; the others go through dequant16.
+// aligned words one step ahead and expand them in registers; the others go through dequant16.
 // MOE_GROUPED: workgroup y is a chunk of up to 16*TT pairs routed to one expert (moe.glsl
 // MOE_GROUP's table): X rows are the chunk's sorted rows (first .. first+count), the weights
 // that expert's slab; SCATTER writes output row t of the chunk to the pair's own row instead.
 #ifndef WARPS
 #define WARPS 4
-#endif
-// U: units in flight per lane (formats with an MM_SMALL unit): each lane keeps its row's next U
-// steps loading while it expands and multiplies this one. At 8-32 tokens a step's work is small
-// and the kernel waits on memory; one unit ahead left ~1.5 KiB in flight per warp.
-#ifndef U
-#define U 1
 #endif
 #if WARPS * TT > 16
 #error "mul_mm_small: WARPS x TT above 16 needs more than 48 KiB of shared memory"
@@ -95,46 +89,17 @@ void main() {
       xr[i] = xh[(p.x_off + (x0 + xrow + 4 * i) * p.x_stride + KS * warp) / 8 + xc];
 #endif
 #ifdef HAS_MMS_UNIT
-  // The format's raw unit loads, issued U steps ahead of their expansion (ring[j] serves steps
-  // j, j + U, ... of this warp; the unrolled j loop keeps the ring in registers).
-  mms_raw ring[U];
-  [[unroll]] for (uint j = 0; j < U; ++j) {
-    const uint k = KS * (warp + j * WARPS);
-    if (live && k < p.K) ring[j] = mms_load(row, k / KS);
-  }
-  const uint RU = U;
-#else
-  const uint RU = 1;
+  // The format's raw unit loads, issued one step ahead of their expansion (more steps ahead
+  // measured no faster: the loads are not what the warp waits on).
+  mms_raw next;
+  if (live) next = mms_load(row, warp);
 #endif
-#ifdef XP
-  // XP: the activation fragments of the warp's next step load while this step runs (loaded
-  // from memory at the point of use, each waited on the L2 before its products: lab, 4096 x 4096
-  // at 16 tokens, 17 of 21 us were the products and their fragment loads).
-  fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> xn[TT][KS / 16];
-  if (KS * warp < p.K)
-    [[unroll]] for (uint t = 0; t < TT; ++t)
-      [[unroll]] for (uint s = 0; s < KS / 16; ++s)
-        coopMatLoadNV(xn[t][s], xh, (p.x_off + (x0 + 16 * t) * p.x_stride + KS * warp + 16 * s) / 8, p.x_stride / 8, false);
-#endif
-  for (uint k00 = KS * warp; k00 < p.K; k00 += KS * WARPS * RU)
-  [[unroll]] for (uint j = 0; j < RU; ++j) {
-    const uint k0 = k00 + j * KS * WARPS;
-    if (k0 >= p.K) break;  // the same for the whole warp
+  for (uint k0 = KS * warp; k0 < p.K; k0 += KS * WARPS) {
 #ifdef XS
     [[unroll]] for (uint i = 0; i < TT * 4; ++i) sm[xt + (xrow + 4 * i) * SR + xc] = xr[i];
     if (k0 + KS * WARPS < p.K)
       [[unroll]] for (uint i = 0; i < TT * 4; ++i)
         xr[i] = xh[(p.x_off + (x0 + xrow + 4 * i) * p.x_stride + k0 + KS * WARPS) / 8 + xc];
-#endif
-#ifdef XP
-    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> xc[TT][KS / 16];
-    [[unroll]] for (uint t = 0; t < TT; ++t)
-      [[unroll]] for (uint s = 0; s < KS / 16; ++s) xc[t][s] = xn[t][s];
-    if (k0 + KS * WARPS < p.K)
-      [[unroll]] for (uint t = 0; t < TT; ++t)
-        [[unroll]] for (uint s = 0; s < KS / 16; ++s)
-          coopMatLoadNV(xn[t][s], xh, (p.x_off + (x0 + 16 * t) * p.x_stride + k0 + KS * WARPS + 16 * s) / 8,
-                        p.x_stride / 8, false);
 #endif
 #ifdef PRE_A
     // The step's activation fragments first: their loads (L2) overlap the weight expansion.
@@ -146,9 +111,9 @@ void main() {
 #ifdef HAS_MMS_UNIT
     // Kernel-lab knobs (results are then wrong): LAB bit 0 skips the activation loads and the
     // products, bit 1 the expansion (raw words stored), bit 2 the weight loads after the first.
-    const mms_raw cur = ring[j];
+    const mms_raw cur = next;
 #if !defined(LAB) || (LAB & 4) == 0
-    if (live && k0 + KS * WARPS * U < p.K) ring[j] = mms_load(row, (k0 + KS * WARPS * U) / KS);
+    if (live && k0 + KS * WARPS < p.K) next = mms_load(row, (k0 + KS * WARPS) / KS);
 #endif
     uvec4 h0[4], h1[4];
 #if defined(LAB) && (LAB & 2) != 0
@@ -193,9 +158,6 @@ void main() {
         coopMatLoadNV(a, sm, xt + 16 * t * SR + 2 * s, SR, false);
         acc[t][0] = coopMatMulAddNV(a, b0, acc[t][0]);
         acc[t][1] = coopMatMulAddNV(a, b1, acc[t][1]);
-#elif defined(XP)
-        acc[t][0] = coopMatMulAddNV(xc[t][s], b0, acc[t][0]);
-        acc[t][1] = coopMatMulAddNV(xc[t][s], b1, acc[t][1]);
 #elif defined(PRE_A)
         acc[t][0] = coopMatMulAddNV(a[t][s], b0, acc[t][0]);
         acc[t][1] = coopMatMulAddNV(a[t][s], b1, acc[t][1]);

@@ -327,9 +327,8 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // Prefill of one sequence on tensor cores (attention_mma.glsl): f16 caches, head_dim 64 or 128.
   if (!split && P.single_seq && tensor_core_attention(q.rows, ap.head_dim, cfg.type_k, cfg.type_v)) {
     pc.n_splits = q.rows;  // the kernel's token count
-    std::vector<std::pair<std::string, std::string>> mdefs{{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", std::to_string(ap.head_dim)}};
-    if (P.wsync) mdefs.emplace_back("WSYNC", "1");
-    P.dispatch(impl::req("attention_mma", {}, std::move(mdefs), 8), bd, &pc, sizeof pc, ap.n_head, div_up(q.rows, 64));
+    P.dispatch(impl::req("attention_mma", {}, {{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", std::to_string(ap.head_dim)}}, 8),
+               bd, &pc, sizeof pc, ap.n_head, div_up(q.rows, 64));
     return;
   }
   // Prefill of one sequence: query tiles share each key tile (attention.glsl QTILE).

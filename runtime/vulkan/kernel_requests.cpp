@@ -92,9 +92,6 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
                                                      {"WARPS", std::to_string(warps)}};
   if (grouped) d.emplace_back("MOE_GROUPED", "1");
   if (scatter) d.emplace_back("SCATTER", "1");
-  if (mms_units > 1) d.emplace_back("U", std::to_string(mms_units));
-  if (wsync) d.emplace_back("WSYNC", "1");
-  if (mms_xp) d.emplace_back("XP", "1");
   if (mms_xs) d.emplace_back("XS", "1");
   return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
 }

@@ -158,27 +158,22 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     v.rows_per_wg = 8;
     return v;
   }
-  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n][:W=warps][:U=units in flight per lane][:WS=1 (WSYNC)][:XP=1][:XS=1][:LAB=bits]";
-                                // "msg": the format's unit off (dequant16 for every format);
-                                // "msa": activation fragments loaded before the expansion (PRE_A)
+  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n][:W=warps][:XS=0|1][:LAB=bits]"; "msg": the format's unit off
+                                // (dequant16 for every format); "msa": activation fragments loaded
+                                // before the expansion (PRE_A)
     v.small = true;
     const bool generic = s.rfind("msg", 0) == 0, pre_a = s.rfind("msa", 0) == 0;
-    std::uint32_t tt = std::min<std::uint32_t>(4, (nt + 15) / 16), warps = 4, units = 1;
-    bool wsync = false;
+    std::uint32_t tt = std::min<std::uint32_t>(4, (nt + 15) / 16), warps = 4;
+    bool xs = false;  // XS: activations staged in shared memory (the backend's default)
     for (const auto& kv : split(s, ':')) {
       if (kv == "ms" || kv == "msg" || kv == "msa") continue;
       const auto f = split(kv, '=');
-      if (f.size() != 2 || (f[0] != "TT" && f[0] != "W" && f[0] != "U" && f[0] != "WS" && f[0] != "LAB" &&
-                          f[0] != "XP" && f[0] != "XS"))
-        throw error("bad variant field '" + kv + "'");
-      if (f[0] == "LAB" || f[0] == "XP" || f[0] == "XS") {  // LAB: mul_mm_small.glsl's lab knobs (results are then wrong)
-        if (f[1] != "0") v.defines.emplace_back(f[0], f[1]);
-        continue;
-      }
+      if (f.size() != 2) throw error("bad variant field '" + kv + "'");
       if (f[0] == "W") warps = std::uint32_t(std::stoul(f[1]));
-      else if (f[0] == "U") units = std::uint32_t(std::stoul(f[1]));
-      else if (f[0] == "WS") wsync = f[1] != "0";
-      else tt = std::uint32_t(std::stoul(f[1]));
+      else if (f[0] == "TT") tt = std::uint32_t(std::stoul(f[1]));
+      else if (f[0] == "XS") xs = f[1] != "0";
+      else if (f[0] == "LAB") v.defines.emplace_back("LAB", f[1]);  // mul_mm_small.glsl's lab knobs (results are then wrong)
+      else throw error("unknown variant field '" + f[0] + "'");
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
     v.bn = 16 * tt;
@@ -186,8 +181,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
                                          {"WARPS", std::to_string(warps)}});
     if (!generic) v.defines.emplace_back("MM_SMALL", "1");
     if (pre_a) v.defines.emplace_back("PRE_A", "1");
-    if (units > 1) v.defines.emplace_back("U", std::to_string(units));
-    if (wsync) v.defines.emplace_back("WSYNC", "1");
+    if (xs) v.defines.emplace_back("XS", "1");
     return v;
   }
   if (s.rfind("mm3", 0) == 0 || s.rfind("mmq", 0) == 0) {  // "mm3[g]|mmq:BM=..:BN=..:WM=..:WN=..:BK=..:XH=1:TF=1"

@@ -501,11 +501,11 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // for a chunk of pairs beats expanding every expert to f16 for the tiled GEMM.
   const auto int8_ok = [&](const weight& w) { return P.has_int8_unit(w.type, w.ne[0]) && w.ne[0] <= P.max_k; };
   const bool int8 = int8_ok(*mw.gate_exps) && int8_ok(*mw.up_exps) && int8_ok(*mw.down_exps) && pairs <= P.max_q8_rows;
-  // Grouped by expert once there are at least as many pairs as experts (prefill, batches).
+  // Grouped by expert once a step routes more than two pairs per expert (prefill, large batches;
+  // impl::grouped_experts). Below, each pair's matvec reads its expert itself.
   const std::uint32_t chunks =
-      int8 && P.moe_groups && pairs >= E ? std::min(pairs, div_up(pairs, impl::moe_chunk) + E) : 0;
-  // Tensor cores once a step routes at least as many pairs as there are experts (prefill,
-  // large batches): each expert's pairs as chunks of f16 rows on mul_mm_small.
+      int8 && P.moe_groups && impl::grouped_experts(pairs, E) ? std::min(pairs, div_up(pairs, impl::moe_chunk) + E) : 0;
+  // Tensor cores where the step is grouped: each expert's pairs as chunks of f16 rows on mul_mm_small.
   const bool small = mw.gate_exps->ne[0] == mw.up_exps->ne[0] &&
                      P.small_experts(pairs, E, mw.gate_exps->ne[0], mw.down_exps->ne[0]);
   // x is the FFN norm's output: when that norm is still deferred, one quantize dispatch writes

@@ -73,7 +73,7 @@ bool backend::impl::small_matmul(std::uint64_t K, std::uint32_t n) const {
 
 bool backend::impl::small_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const {
   const auto fits = [&](std::uint64_t k) { return k % 64 == 0 && k <= moe_xh_cols; };
-  return moe_xh && moe_groups && pairs >= n_expert && pairs <= max_q8_rows && fits(K) && fits(F);
+  return moe_xh && moe_groups && grouped_experts(pairs, n_expert) && pairs <= max_q8_rows && fits(K) && fits(F);
 }
 
 pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped, bool scatter) const {

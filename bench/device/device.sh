@@ -43,6 +43,8 @@ loader() {
 # SM clock, memory clock, power and load every 250 ms into $OUT/smi.csv, in the background for
 # the rest of the call. An H200 left idle for a few seconds (a large model's upload) drops to
 # 345-810 MHz and needs a moment to come back: read a row's numbers beside the clocks it ran at.
+# The logger runs until the call ends: a script that calls clocks must wait on its own jobs' pids
+# (a bare `wait` waits for the logger too, i.e. until the call's time limit).
 clocks() {
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 250 \
     >> "$OUT/smi.csv" 2>&1 &

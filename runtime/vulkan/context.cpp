@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "devices.hpp"
 
@@ -223,6 +225,18 @@ context::context(int device_index) : vk_context_(make_context()) {
   if (p.apiVersion >= VK_API_VERSION_1_3) {  // chained only where the struct is known
     e13.pNext = e12.pNext;
     e12.pNext = &e13;
+  }
+  vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR exec_props;
+  if (const char* v = std::getenv("STRATA_VK_PIPELINE_STATS");
+      v && std::string_view(v) == "1" && has_extension(physical_, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) &&
+      physical_.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR>()
+          .get<vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR>()
+          .pipelineExecutableInfo) {
+    exec_props.pipelineExecutableInfo = VK_TRUE;
+    exec_props.pNext = e11.pNext;
+    e11.pNext = &exec_props;
+    ext.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    info_.pipeline_stats = true;
   }
   vk::DeviceCreateInfo dci({}, qci, {}, ext);
   dci.pNext = &enable;

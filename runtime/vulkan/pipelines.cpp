@@ -67,6 +67,31 @@ void pipeline_registry::save_cache() const {
   if (out) fs::rename(tmp, cache_file_, ec);
 }
 
+namespace {
+// "name=value, ..." of each executable the driver reports for a pipeline made with
+// eCaptureStatisticsKHR (executables separated by "; ").
+std::string executable_statistics(const vk::raii::Device& dev, vk::Pipeline pl) {
+  std::string out;
+  const auto execs = dev.getPipelineExecutablePropertiesKHR(vk::PipelineInfoKHR(pl));
+  for (std::uint32_t i = 0; i < execs.size(); ++i) {
+    if (i) out += "; ";
+    bool first = true;
+    for (const auto& st : dev.getPipelineExecutableStatisticsKHR(vk::PipelineExecutableInfoKHR(pl, i))) {
+      std::string v;
+      switch (st.format) {
+        case vk::PipelineExecutableStatisticFormatKHR::eBool32: v = st.value.b32 ? "yes" : "no"; break;
+        case vk::PipelineExecutableStatisticFormatKHR::eInt64: v = std::to_string(st.value.i64); break;
+        case vk::PipelineExecutableStatisticFormatKHR::eUint64: v = std::to_string(st.value.u64); break;
+        case vk::PipelineExecutableStatisticFormatKHR::eFloat64: v = std::to_string(st.value.f64); break;
+      }
+      out += (first ? "" : ", ") + std::string(st.name.data()) + "=" + v;
+      first = false;
+    }
+  }
+  return out;
+}
+}  // namespace
+
 std::string assemble_source(const pipeline_request& r) {
   std::string s = "#version 450\n";
   bool has_wg = false;
@@ -123,7 +148,10 @@ std::unique_ptr<pipeline> pipeline_registry::build(const pipeline_request& r) {
   const vk::raii::ShaderModule module(dev, vk::ShaderModuleCreateInfo({}, spirv.size() * 4, spirv.data()));
   const vk::PipelineShaderStageCreateInfo stage({}, vk::ShaderStageFlagBits::eCompute, *module, "main");
   try {
-    p->handle = vk::raii::Pipeline(dev, cache_, vk::ComputePipelineCreateInfo({}, stage, *p->layout));
+    const bool stats = ctx_->info().pipeline_stats;
+    const vk::PipelineCreateFlags flags = stats ? vk::PipelineCreateFlagBits::eCaptureStatisticsKHR : vk::PipelineCreateFlags{};
+    p->handle = vk::raii::Pipeline(dev, cache_, vk::ComputePipelineCreateInfo(flags, stage, *p->layout));
+    if (stats) p->stats = executable_statistics(dev, *p->handle);
   } catch (const vk::SystemError& e) {
     throw error("creating pipeline '" + r.label() + "' failed: " + e.what());
   }

@@ -43,6 +43,8 @@ struct pipeline {
   vk::raii::DescriptorSetLayout set_layout{nullptr};
   vk::raii::PipelineLayout layout{nullptr};
   vk::raii::Pipeline handle{nullptr};
+  // The driver's statistics ("name=value, ..." per executable) where device_info::pipeline_stats.
+  std::string stats;
 };
 
 class pipeline_registry {

@@ -4,6 +4,7 @@
 // dispatches as in a decode step. Prints time per call and weight GB/s per variant.
 //   vk_matvec_bench [--formats q4_k,q6_k,q8_0] [--shapes 4096x4096,4096x1024,...]
 //                   [--variants mv,q:WG=128:RPG=1:U=2,...] [--tokens 1] [--iters 200] [--rotate-mb 1024]
+//                   [--stats: the driver's statistics of each variant's pipeline: registers, spills]
 // Variant "mv" is the f32-activation matvec.glsl; "q:..." is mmvq.glsl (int8 activations) with
 // the given defines (WG, LPR, RPG, U; NT = --tokens).
 #include <array>
@@ -441,6 +442,7 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
       std::printf("  %-36s %10.2f %10.1f %10.2e", pv.name.c_str(), pv.best_us, double(w.size()) / (pv.best_us * 1e3), pv.rel);
       if (nt > 1) std::printf("  %.1f TFLOP/s", 2.0 * K * N * nt / (pv.best_us * 1e6));
       std::printf("\n");
+      if (pv.pl && !pv.pl->stats.empty()) std::printf("      driver: %s\n", pv.pl->stats.c_str());
     }
   }
 }
@@ -510,6 +512,7 @@ int main(int argc, char** argv) try {
     else if (a == "--iters") iters = std::uint32_t(std::stoul(next()));
     else if (a == "--rotate-mb") rotate_mb = std::stoull(next());
     else if (a == "--mma-probe") probe = true;
+    else if (a == "--stats") ::setenv("STRATA_VK_PIPELINE_STATS", "1", 1);  // before the context opens the device
     else if (a == "--shapes") {
       shapes.clear();
       for (const auto& s : split(next(), ',')) {
@@ -523,6 +526,8 @@ int main(int argc, char** argv) try {
   std::printf("device: %s (%s), subgroup %u, int8 dot products %s\n", L.ctx.info().name.c_str(),
               L.ctx.info().driver.c_str(), L.ctx.info().subgroup_size,
               L.ctx.info().int_dot ? (std::getenv("STRATA_VK_NO_DOT4") ? "off (STRATA_VK_NO_DOT4)" : "on") : "no");
+  if (std::getenv("STRATA_VK_PIPELINE_STATS") && !L.ctx.info().pipeline_stats)
+    std::printf("(--stats: this driver has no VK_KHR_pipeline_executable_properties)\n");
   if (probe) {
     mma_probe(L);
     return 0;

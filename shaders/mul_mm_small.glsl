@@ -4,12 +4,12 @@
 // Why not the prefill GEMM: at 16-64 tokens a 128 x 128 tile leaves most SMs idle and its
 // K loop waits on a workgroup barrier per step; the f16 expansion pass writes 4x the bytes it
 // reads. Here a workgroup owns RW = 32 weight rows and its WARPS warps split K (warp w takes the
-// 64-wide steps w, w+WARPS, ...; 8 warps up to 32 tokens, 4 beyond, for shared memory), so each
-// weight byte is read once, several warps' loads are in flight
-// per row group, and the K loop has no workgroup barrier: each lane expands its own row's 64
-// elements into the warp's f16 tile, the warp multiplies that tile with the f16 activations
-// loaded straight from memory (a few hundred KiB that stay in L1/L2) into TT x 2 accumulators of
-// 16 tokens x 16 rows, and the warps' partial sums meet in shared memory at the end.
+// 64-wide steps w, w+WARPS, ...; as many warps as shared memory holds, the backend's choice), so
+// each weight byte is read once, several warps' loads are in flight per row group, and the K loop
+// has no workgroup barrier: each lane expands its own row's 64 elements into the warp's f16 tile,
+// the warp multiplies that tile with the step's f16 activations (staged beside it under XS, else
+// loaded as fragments straight from memory) into TT x 2 accumulators of 16 tokens x 16 rows, and
+// the warps' partial sums meet in shared memory at the end.
 // Formats with an MM_SMALL unit (quant/*.glsl HAS_MMS_UNIT) load a row's 64 elements as a few
 // aligned words one step ahead and expand them in registers; the others go through dequant16.
 // MOE_GROUPED: workgroup y is a chunk of up to 16*TT pairs routed to one expert (moe.glsl
@@ -84,9 +84,11 @@ void main() {
   // Lane l carries row l / 8 + 4 i of the step's token rows, 16-byte chunk l % 8.
   const uint xt = wt + WT, xrow = lane / 8, xc = lane % 8;
   uvec4 xr[TT * 4];
+#if !defined(LAB) || (LAB & 1) == 0
   if (KS * warp < p.K)
     [[unroll]] for (uint i = 0; i < TT * 4; ++i)
       xr[i] = xh[(p.x_off + (x0 + xrow + 4 * i) * p.x_stride + KS * warp) / 8 + xc];
+#endif
 #endif
 #ifdef HAS_MMS_UNIT
   // The format's raw unit loads, issued one step ahead of their expansion (more steps ahead
@@ -95,7 +97,7 @@ void main() {
   if (live) next = mms_load(row, warp);
 #endif
   for (uint k0 = KS * warp; k0 < p.K; k0 += KS * WARPS) {
-#ifdef XS
+#if defined(XS) && (!defined(LAB) || (LAB & 1) == 0)
     [[unroll]] for (uint i = 0; i < TT * 4; ++i) sm[xt + (xrow + 4 * i) * SR + xc] = xr[i];
     if (k0 + KS * WARPS < p.K)
       [[unroll]] for (uint i = 0; i < TT * 4; ++i)
@@ -110,7 +112,8 @@ void main() {
 #endif
 #ifdef HAS_MMS_UNIT
     // Kernel-lab knobs (results are then wrong): LAB bit 0 skips the activation loads and the
-    // products, bit 1 the expansion (raw words stored), bit 2 the weight loads after the first.
+    // products, bit 1 the expansion (raw words stored), bit 2 the weight loads after the first
+    // (bits 1 and 2 act on formats with an MM_SMALL unit only).
     const mms_raw cur = next;
 #if !defined(LAB) || (LAB & 4) == 0
     if (live && k0 + KS * WARPS < p.K) next = mms_load(row, (k0 + KS * WARPS) / KS);

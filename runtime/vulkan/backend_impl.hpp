@@ -85,7 +85,7 @@ struct backend::impl {
   std::uint32_t max_blocks = 0;
   std::uint32_t moe_ids = 0, moe_wts = 0;  // buffer ids
   // Pairs grouped by expert (moe.glsl MOE_GROUP) for the grouped expert matvecs: chunks of up to
-  // moe_chunk pairs, used once a step routes at least as many pairs as there are experts.
+  // moe_chunk pairs, used once a step routes more than two pairs per expert (grouped_experts).
   // STRATA_VK_MOE_GROUPED=0 keeps one workgroup column per pair.
   static constexpr std::uint32_t moe_chunk = 8;
   std::uint32_t moe_groups = 0, moe_max_chunks = 0, moe_sorted_off = 0;
@@ -505,7 +505,8 @@ struct backend::impl {
   // each quantized weight once, expanding it in the kernel (no f16 copy of the weights).
   // STRATA_VK_MMS=0 turns it off; STRATA_VK_MMS_MIN / _MAX move its token range.
   // From 5 tokens (H200 lab, Q4_K at 4 tokens with activations staged: 17.0 us against the integer
-  // matvec's 18.1 for 4096 x 4096; 8 tokens 2x faster), where a step also leaves the fused decode path.
+  // matvec's 18.1 for 4096 x 4096; 8 tokens 2x faster). A step it takes leaves the fused decode
+  // path (norms, SwiGLU, residuals as their own dispatches), which keeps 4-token steps on the matvec.
   bool mms = true;
   std::uint32_t mms_min = 5, mms_max = 64;
   // mul_mm_small stages each step's activations in shared memory (XS; STRATA_VK_MMS_XS=0 off).

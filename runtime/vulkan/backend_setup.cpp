@@ -467,9 +467,14 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     P.moe_sorted_off = 4 + 3 * P.moe_max_chunks;
     P.moe_groups = P.new_buffer((std::uint64_t(P.moe_sorted_off) + max_routed) * 4, memory_kind::device, "MoE pairs by expert");
     std::uint32_t widest = 0;  // expert inputs: the hidden state (gate, up) and the FFN width (down)
+    std::uint32_t n_expert = 0;
     for (const auto& e : P.weights)
-      if (e.info->ne[2] > 1 && e.info->ne[0] % 64 == 0) widest = std::max(widest, std::uint32_t(e.info->ne[0]));
-    if (P.coopmat && P.mms && P.mms_moe && widest && max_routed >= 256) {
+      if (e.info->ne[2] > 1) {
+        n_expert = std::max(n_expert, std::uint32_t(e.info->ne[2]));
+        if (e.info->ne[0] % 64 == 0) widest = std::max(widest, std::uint32_t(e.info->ne[0]));
+      }
+    // Only grouped steps (impl::grouped_experts) run the experts on the tensor cores.
+    if (P.coopmat && P.mms && P.mms_moe && widest && max_routed >= 256 && impl::grouped_experts(max_routed, n_expert)) {
       // 64 rows of slack: a chunk's tiles are whole 16-row tiles.
       P.moe_xh_cols = widest;
       P.moe_xh = P.new_buffer((std::uint64_t(max_routed) + 64) * widest * 2, memory_kind::device, "MoE activations by expert (f16)");

@@ -100,7 +100,7 @@ void backend::begin(const graph::step_inputs& in) {
   P.step_tokens = n;
   P.read_dst = nullptr;
   // Fusion folds norms, SwiGLU and residual adds into the integer matvecs; steps that mul_mm_small
-  // takes (STRATA_VK_MMS_MIN below 9) run those ops on their own.
+  // takes (from mms_min tokens) run those ops on their own.
   P.fuse_step = P.fuse && n <= 8 && !(P.mms && P.mm_xh && n >= P.mms_min);
   P.single_seq = std::all_of(b.seq_ids.begin(), b.seq_ids.end(), [&](std::uint32_t s) { return s == b.seq_ids[0]; });
   // The shape of the recorded step: tokens, output rows, one sequence or several, and what it

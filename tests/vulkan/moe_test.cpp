@@ -184,11 +184,15 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
       {"sigmoid top-4 of 16 (weighted input), 3 tokens, Q8_0", sigmoid, input, 16, 4, 3, type_id::q8_0, type_id::q8_0},
       {"sigmoid top-3 of 16 (weighted combine), 4 tokens, Q4_K/Q6_K", sigmoid, output, 16, 3, 4, type_id::q4_k,
        type_id::q6_k},
-      // At least as many pairs as experts: pairs grouped by expert (MOE_GROUP), chunks of up to 8
+      // More than two pairs per expert: pairs grouped by expert (MOE_GROUP), chunks of up to 8
       // pairs share each expert's weight reads; full and partial chunks, experts without pairs.
       {"softmax top-4 of 16, 37 tokens (grouped), Q4_K/Q6_K", softmax, output, 16, 4, 37, type_id::q4_k, type_id::q6_k},
       {"sigmoid top-2 of 16 (weighted input), 21 tokens (grouped), Q8_0", sigmoid, input, 16, 2, 21, type_id::q8_0,
        type_id::q8_0},
+      // Either side of the grouping threshold: two pairs per expert run a matvec per pair, one more
+      // pair groups.
+      {"softmax top-2 of 16, 16 tokens (per pair), Q4_K/Q6_K", softmax, output, 16, 2, 16, type_id::q4_k, type_id::q6_k},
+      {"softmax top-2 of 16, 17 tokens (grouped), Q4_K/Q6_K", softmax, output, 16, 2, 17, type_id::q4_k, type_id::q6_k},
   };
   std::mt19937 rng(4242);
   for (const auto& c : cases) {
@@ -200,7 +204,7 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
     {
       gpu::backend be;
       g = run_moe(be, c, m);
-      // Steps of at least as many pairs as experts may run on the tensor cores (f16); else the
+      // Grouped steps (more than two pairs per expert) may run on the tensor cores (f16); else the
       // expert matvecs take int8 activations at every step size where the format has an int8 unit.
       f16 = be.tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, n_ff);
       int8 = !f16 && be.int8_activations(c.up, n_embd, 1) && be.int8_activations(c.down, n_ff, 1);

@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.hpp"
@@ -164,8 +165,8 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
                                 // before the expansion (PRE_A)
     v.small = true;
     const bool generic = s.rfind("msg", 0) == 0, pre_a = s.rfind("msa", 0) == 0;
-    std::uint32_t tt = std::min<std::uint32_t>(4, (nt + 15) / 16), warps = 4;
-    bool xs = false;  // XS: activations staged in shared memory (the backend's default)
+    std::uint32_t tt = std::min<std::uint32_t>(4, (nt + 15) / 16), warps = 0;
+    bool xs = false;  // XS: activations staged in shared memory (on in the backend, off here unless asked)
     for (const auto& kv : split(s, ':')) {
       if (kv == "ms" || kv == "msg" || kv == "msa") continue;
       const auto f = split(kv, '=');
@@ -177,6 +178,8 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
       else throw error("unknown variant field '" + f[0] + "'");
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
+    // No W given: 4 warps, or under XS as many as shared memory holds (the backend's count).
+    if (warps == 0) warps = xs ? std::min<std::uint32_t>(8, 49152 / ((32 + 16 * tt) * 9 * 16)) : 4;
     v.bn = 16 * tt;
     v.defines.insert(v.defines.begin(), {{"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"}, {"TT", std::to_string(tt)},
                                          {"WARPS", std::to_string(warps)}});
@@ -526,7 +529,7 @@ int main(int argc, char** argv) try {
   std::printf("device: %s (%s), subgroup %u, int8 dot products %s\n", L.ctx.info().name.c_str(),
               L.ctx.info().driver.c_str(), L.ctx.info().subgroup_size,
               L.ctx.info().int_dot ? (std::getenv("STRATA_VK_NO_DOT4") ? "off (STRATA_VK_NO_DOT4)" : "on") : "no");
-  if (std::getenv("STRATA_VK_PIPELINE_STATS") && !L.ctx.info().pipeline_stats)
+  if (const char* v = std::getenv("STRATA_VK_PIPELINE_STATS"); v && std::string_view(v) == "1" && !L.ctx.info().pipeline_stats)
     std::printf("(--stats: this driver has no VK_KHR_pipeline_executable_properties)\n");
   if (probe) {
     mma_probe(L);

@@ -51,6 +51,16 @@
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
 #endif
+// UR (STRATA_VK_MMVQ_UNROLL=1; lab, not yet measured): the loops over tokens, rows and units in
+// flight carry the unroll hint, so acc[ROWS][NT] and the per-token row indices stay in registers
+// even where a loop exits early (t >= nt). Arrays of cooperative matrices indexed in loops the
+// driver kept went to local memory (RESULTS "Vulkan prefill on tensor cores"), and the lab's
+// 8-token matvec runs ~10x its single-token time for 8x the arithmetic.
+#ifdef UR
+#define UNROLL [[unroll]]
+#else
+#define UNROLL
+#endif
 #ifdef SG_CLUSTER
 // A butterfly of shuffles over the LPR lanes of a group (lavapipe's subgroupClusteredAdd summed
 // wrongly: rel. error 1.0 against the float64 product in vk_matvec_bench).
@@ -134,7 +144,7 @@ void main() {
   if (chunk >= uint(ids[0])) return;  // the whole workgroup: no barrier has been reached
   const uint wbase = uint(ids[4 + 3 * chunk]) * p.expert_bytes, pfirst = uint(ids[5 + 3 * chunk]);
   const uint nt = uint(ids[6 + 3 * chunk]);
-  for (uint t = 0; t < NT; ++t) {
+  UNROLL for (uint t = 0; t < NT; ++t) {
     const uint pair = uint(ids[p.ids_off + pfirst + min(t, nt - 1)]);
     xr[t] = pair / p.in_div;
     yr[t] = pair;
@@ -149,7 +159,7 @@ void main() {
   const uint wbase = uint(ids[p.ids_off + t0]) * p.expert_bytes;
 #endif
   const uint nt = 1;
-  for (uint t = 0; t < NT; ++t) {
+  UNROLL for (uint t = 0; t < NT; ++t) {
     xr[t] = t0 / p.in_div;
     yr[t] = t0;
   }
@@ -157,28 +167,28 @@ void main() {
   const uint t0 = gl_WorkGroupID.y * NT;
   const uint wbase = 0;
   const uint nt = min(NT, p.n_tok - t0);
-  for (uint t = 0; t < NT; ++t) {
+  UNROLL for (uint t = 0; t < NT; ++t) {
     xr[t] = t0 + t;
     yr[t] = t0 + t;
   }
 #endif
   uint rbase[ROWS];
-  for (uint r = 0; r < RPG; ++r)
-    for (uint w = 0; w < NW; ++w) rbase[r * NW + w] = wbase + w * p.up_off + min(row0 + r, p.N - 1) * p.row_bytes;
+  UNROLL for (uint r = 0; r < RPG; ++r)
+    UNROLL for (uint w = 0; w < NW; ++w) rbase[r * NW + w] = wbase + w * p.up_off + min(row0 + r, p.N - 1) * p.row_bytes;
 
   float acc[ROWS][NT];
-  for (uint r = 0; r < ROWS; ++r)
-    for (uint t = 0; t < NT; ++t) acc[r][t] = 0.0;
+  UNROLL for (uint r = 0; r < ROWS; ++r)
+    UNROLL for (uint t = 0; t < NT; ++t) acc[r][t] = 0.0;
 #ifdef NORM_OUT
   float nwv[RPG];  // loaded now, used after the weights
-  for (uint r = 0; r < RPG; ++r) nwv[r] = norm_w[min(row0 + r, p.N - 1)];
+  UNROLL for (uint r = 0; r < RPG; ++r) nwv[r] = norm_w[min(row0 + r, p.N - 1)];
 #endif
 #ifdef RMS_IN
   // The block sums are issued before the weight loop and summed after it, in a fixed order.
   float sqv[NT][RMS_PER_LANE];
-  for (uint t = 0; t < NT; ++t) {
+  UNROLL for (uint t = 0; t < NT; ++t) {
     const uint base = min(xr[t], xr[0] + nt - 1) * RMS_NB;
-    for (uint i = 0; i < RMS_PER_LANE; ++i) {
+    UNROLL for (uint i = 0; i < RMS_PER_LANE; ++i) {
       const uint b = lane + i * LPR;
       sqv[t][i] = b < RMS_NB ? sq_in[base + b] : 0.0;
     }
@@ -188,43 +198,43 @@ void main() {
   const uint n_units = p.K / MMVQ_UNIT;
   for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
     mmvq_w wv[U][ROWS];
-    for (uint k = 0; k < U; ++k) {
+    UNROLL for (uint k = 0; k < U; ++k) {
       const uint u = min(u0 + k * LPR, n_units - 1);  // a clamped unit is loaded but not used
-      for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
+      UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
     }
-    for (uint k = 0; k < U; ++k) {
+    UNROLL for (uint k = 0; k < U; ++k) {
       const uint u = u0 + k * LPR;
       if (u >= n_units) break;
-      for (uint t = 0; t < NT; ++t) {
+      UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
         const uint qb = p.q_off + xr[t] * p.q_stride, sb = p.s_off + xr[t] * p.s_stride;
-        for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dot(wv[k][r], u, qb, sb);
+        UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dot(wv[k][r], u, qb, sb);
       }
     }
   }
 
 #if defined(SG_LPR)  // a lane group is exactly one subgroup
-  for (uint r = 0; r < ROWS; ++r)
-    for (uint t = 0; t < NT; ++t) acc[r][t] = subgroupAdd(acc[r][t]);
+  UNROLL for (uint r = 0; r < ROWS; ++r)
+    UNROLL for (uint t = 0; t < NT; ++t) acc[r][t] = subgroupAdd(acc[r][t]);
 #elif defined(SG_CLUSTER)  // a lane group is an aligned cluster of LPR lanes of a subgroup
-  for (uint r = 0; r < ROWS; ++r)
-    for (uint t = 0; t < NT; ++t) acc[r][t] = lane_group_sum(acc[r][t]);
+  UNROLL for (uint r = 0; r < ROWS; ++r)
+    UNROLL for (uint t = 0; t < NT; ++t) acc[r][t] = lane_group_sum(acc[r][t]);
 #else
-  for (uint r = 0; r < ROWS; ++r)
-    for (uint t = 0; t < NT; ++t) red[r * NT + t][gl_LocalInvocationID.x] = acc[r][t];
+  UNROLL for (uint r = 0; r < ROWS; ++r)
+    UNROLL for (uint t = 0; t < NT; ++t) red[r * NT + t][gl_LocalInvocationID.x] = acc[r][t];
   barrier();
   if (lane == 0)
-    for (uint r = 0; r < ROWS; ++r)
-      for (uint t = 0; t < NT; ++t) {
+    UNROLL for (uint r = 0; r < ROWS; ++r)
+      UNROLL for (uint t = 0; t < NT; ++t) {
         float s = 0.0;
         for (uint l = 0; l < LPR; ++l) s += red[r * NT + t][grp * LPR + l];
         acc[r][t] = s;
       }
 #endif
 #ifdef RMS_IN
-  for (uint t = 0; t < NT; ++t) {
+  UNROLL for (uint t = 0; t < NT; ++t) {
     float ss = 0.0;
-    for (uint i = 0; i < RMS_PER_LANE; ++i) ss += sqv[t][i];
+    UNROLL for (uint i = 0; i < RMS_PER_LANE; ++i) ss += sqv[t][i];
 #if defined(SG_LPR)
     ss = subgroupAdd(ss);
 #elif defined(SG_CLUSTER)
@@ -237,14 +247,14 @@ void main() {
     for (uint l = 0; l < LPR; ++l) ss += red[0][grp * LPR + l];
 #endif
     const float rs = 1.0 / sqrt(ss / float(RMS_IN) + p.rms_eps);
-    for (uint r = 0; r < ROWS; ++r) acc[r][t] *= rs;
+    UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][t] *= rs;
   }
 #endif
   if (lane == 0)
-    for (uint r = 0; r < RPG; ++r) {
+    UNROLL for (uint r = 0; r < RPG; ++r) {
       const uint row = row0 + r;
       if (row >= p.N) break;
-      for (uint t = 0; t < NT; ++t) {
+      UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
 #ifdef SWIGLU
         const float g = acc[r * 2][t];

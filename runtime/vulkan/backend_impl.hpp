@@ -511,6 +511,9 @@ struct backend::impl {
   std::uint32_t mms_min = 5, mms_max = 64;
   // mul_mm_small stages each step's activations in shared memory (XS; STRATA_VK_MMS_XS=0 off).
   bool mms_xs = true;
+  // The integer matvec's loops over tokens and rows carry the unroll hint (mmvq.glsl UR;
+  // STRATA_VK_MMVQ_UNROLL=1; off until measured on a GPU).
+  bool mmvq_unroll = false;
   bool small_matmul(std::uint64_t K, std::uint32_t n) const;
   // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
   // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps

@@ -43,6 +43,7 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   if (tail) d.emplace_back("NORM_TAIL", "8");  // bindings 8-13 after the kernel's own
   if (norm_out) d.emplace_back("NORM_OUT", "1");  // bindings 8 (norm weight), 9 (sums of y^2)
   if (rms_in_k) d.emplace_back("RMS_IN", std::to_string(rms_in_k));  // binding 10 (sums of x^2)
+  if (mmvq_unroll) d.emplace_back("UR", "1");
   return req("mmvq", t, std::move(d), tail ? 14 : rms_in_k ? 11 : norm_out ? 10 : 8);
 }
 

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -125,6 +126,56 @@ TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequant
     }
     MESSAGE((std::string(Fmt::name) + (int8[0] ? " (int8 activations below 16 tokens)" : "")) << ": NMSE vs float64 " << worst_f64 << ", vs CPU backend " << worst_cpu << " (worst token count)");
   });
+}
+
+
+// STRATA_VK_MMVQ_UNROLL=1 only hints the driver to unroll the integer matvec's loops over tokens
+// and rows: the products and their order are the default's.
+TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_MMVQ_UNROLL) equals the default") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(7);
+  const auto x = vkt::normal_floats(std::size_t(table_rows) * K, rng);
+  const auto check = [&](auto fmt) {
+    using Fmt = decltype(fmt);
+    CAPTURE(Fmt::name);
+    std::vector<typename Fmt::block> blocks(std::size_t(N) * K / Fmt::block_elems);
+    {
+      std::normal_distribution<float> nd(0.0f, 0.05f);
+      std::vector<float> w(std::size_t(N) * K);
+      for (auto& v : w) v = nd(rng);
+      for (std::uint32_t r = 0; r < N; ++r)
+        quant::quantize_row<Fmt>(w.data() + std::size_t(r) * K, blocks.data() + std::size_t(r) * K / Fmt::block_elems, K);
+    }
+    vkt::weight_store store;
+    const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
+    const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
+    std::vector<std::vector<float>> plain, unrolled;
+    std::vector<bool> int8(std::size(token_counts));
+    {
+      gpu::backend be;
+      plain = run_matmuls(be, wi, xi);
+      for (std::size_t c = 0; c < std::size(token_counts); ++c) int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
+    }
+    ::setenv("STRATA_VK_MMVQ_UNROLL", "1", 1);
+    try {
+      gpu::backend be;
+      unrolled = run_matmuls(be, wi, xi);
+    } catch (...) {
+      ::unsetenv("STRATA_VK_MMVQ_UNROLL");
+      throw;
+    }
+    ::unsetenv("STRATA_VK_MMVQ_UNROLL");
+    bool any_int8 = false;
+    for (std::size_t c = 0; c < std::size(token_counts); ++c) {
+      CAPTURE(token_counts[c]);
+      any_int8 = any_int8 || int8[c];
+      CHECK(test::nmse(unrolled[c], plain[c]) <= 1e-12);
+    }
+    CHECK(any_int8);  // the matvec ran for some token count
+  };
+  check(quant::q4_k{});
+  check(quant::q6_k{});
+  check(quant::q8_0{});
 }
 
 #endif

@@ -6,7 +6,7 @@
 //                   [--variants mv,q:WG=128:RPG=1:U=2,...] [--tokens 1] [--iters 200] [--rotate-mb 1024]
 //                   [--stats: the driver's statistics of each variant's pipeline: registers, spills]
 // Variant "mv" is the f32-activation matvec.glsl; "q:..." is mmvq.glsl (int8 activations) with
-// the given defines (WG, LPR, RPG, U; NT = --tokens).
+// the given defines (WG, LPR, RPG, U, UR; NT = --tokens).
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -259,6 +259,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
   if (s.rfind("q", 0) != 0) throw error("unknown variant '" + s + "'");
   v.mmvq = true;
   std::uint32_t wg = 128, lpr = 32, rpg = 1, u = 2;
+  bool unroll = false;  // UR=1: mmvq.glsl's loops over tokens and rows unrolled
   for (const auto& kv : split(s, ':')) {
     if (kv == "q") continue;
     const auto p = split(kv, '=');
@@ -268,10 +269,12 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     else if (p[0] == "LPR") lpr = n;
     else if (p[0] == "RPG") rpg = n;
     else if (p[0] == "U") u = n;
+    else if (p[0] == "UR") unroll = n != 0;
     else throw error("unknown variant field '" + p[0] + "'");
   }
   v.defines = {{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wg)}, {"LPR", std::to_string(lpr)},
                {"RPG", std::to_string(rpg)}, {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
+  if (unroll) v.defines.emplace_back("UR", "1");
   if (info.int_dot && !std::getenv("STRATA_VK_NO_DOT4")) v.defines.emplace_back("HAS_DOT4", "1");
   if (info.subgroup_size == lpr) v.defines.emplace_back("SG_LPR", "1");
   else if (lpr < info.subgroup_size && info.subgroup_size % lpr == 0) v.defines.emplace_back("SG_CLUSTER", "1");

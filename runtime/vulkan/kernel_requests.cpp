@@ -1,6 +1,7 @@
 // Which pipeline variant (shader, format, defines, bindings) each recorded op uses, and the
 // workgroup shapes measured for them.
 #include "backend_impl.hpp"
+#include "mul_mm_small_shape.hpp"
 
 #include <string>
 
@@ -83,12 +84,12 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   // workgroups: qwen3-30b-a3b pp512 4,912 with 8 vs 5,457 with 4).
   const std::uint32_t tt = mm_small_tokens(tokens) / 16;
   std::uint32_t warps = tt <= 2 && !grouped ? 8 : 4;
-  // XS: each warp's activation tile (16 tt rows) sits beside its weight tile (32 rows), 64 + 8
-  // halves a row, within 48 KiB: 7 warps at 16 tokens, 5 at 32, 4 at 48, 3 at 64. At 32 tokens
+  // XS: as many warps as 48 KiB holds (mm_small_xs_warps: 7 at 16 tokens, 5 at 32, 4 at 48, 3 at
+  // 64). At 32 tokens
   // Q4_K runs faster on 4 (H200 lab: 4096 x 4096 22.6 vs 24.0 us, 12288 x 4096 57.8 vs 62.7),
   // Q6_K on 5 (35.2 vs 43.2, 99.3 vs 120.7).
   if (mms_xs) {
-    warps = std::min<std::uint32_t>(warps, 49152 / ((32 + 16 * tt) * 9 * 16));
+    warps = std::min(warps, mm_small_xs_warps(tt));
     if (tt == 2 && t == gguf::type_id::q4_k) warps = std::min<std::uint32_t>(warps, 4);
   }
   std::vector<std::pair<std::string, std::string>> d{{"WG", std::to_string(32 * warps)},

@@ -23,6 +23,7 @@
 #include "context.hpp"
 #include "lab_args.hpp"
 #include "memory.hpp"
+#include "mul_mm_small_shape.hpp"
 #include "pipelines.hpp"
 #include "push_constants.hpp"
 #include "shader_compiler.hpp"
@@ -179,7 +180,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
     // No W given: 4 warps, or under XS as many as shared memory holds (the backend's count).
-    if (warps == 0) warps = xs ? std::min<std::uint32_t>(8, 49152 / ((32 + 16 * tt) * 9 * 16)) : 4;
+    if (warps == 0) warps = xs ? mm_small_xs_warps(tt) : 4;
     v.bn = 16 * tt;
     v.defines.insert(v.defines.begin(), {{"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"}, {"TT", std::to_string(tt)},
                                          {"WARPS", std::to_string(warps)}});

@@ -20,6 +20,7 @@
 #include "strata/core/byte_size.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
+#include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
 
 namespace {
@@ -142,29 +143,11 @@ TEST_CASE("fidelity: Vulkan/CPU layer split (-ngl 2) matches llama.cpp logits") 
 // the routers' top-k as the last workgroup of the router matvec (moe_topk.glsl; softmax for
 // qwen3moe, sigmoid for llama4). Off by default until measured on a GPU, so this case turns it
 // on (the backend reads the variable when it is built).
-// Sets an environment variable for a scope (the Vulkan backend reads its switches when built).
-struct scoped_env {
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) saved_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~scoped_env() {
-    if (saved_) ::setenv(name_, saved_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
-
 // Q4_K_M fixtures (the four architectures' by default) on the Vulkan backend with one switch set.
 void check_vulkan_with(const char* name, const char* value,
                        std::initializer_list<std::string_view> models = {"qwen3-Q4_K_M", "qwen3moe-Q4_K_M", "llama-Q4_K_M",
                                                                          "llama4-Q4_K_M"}) {
-  const scoped_env env(name, value);
+  const strata::test::scoped_env env(name, value);
   std::size_t ran = 0;
   for (const auto& g : strata::test::local_golden())
     if (std::find(models.begin(), models.end(), g.name) != models.end()) {

@@ -8,11 +8,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <random>
 #include <vector>
 
 #include "strata/quant/all.hpp"
+#include "support/scoped_env.hpp"
 #include "vulkan/vk_harness.hpp"
 
 namespace {
@@ -62,6 +62,18 @@ std::vector<std::vector<float>> run_matmuls(Backend& be, const gguf::tensor_info
   return out;
 }
 
+// N x K weight rows quantized by the reference quantizer from weight-like floats.
+template <class Fmt>
+std::vector<typename Fmt::block> weight_like_blocks(std::mt19937& rng) {
+  std::vector<typename Fmt::block> blocks(std::size_t(N) * K / Fmt::block_elems);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<float> w(std::size_t(N) * K);
+  for (auto& v : w) v = nd(rng);
+  for (std::uint32_t r = 0; r < N; ++r)
+    quant::quantize_row<Fmt>(w.data() + std::size_t(r) * K, blocks.data() + std::size_t(r) * K / Fmt::block_elems, K);
+  return blocks;
+}
+
 TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequantized weights") {
   if (!vkt::available()) return;
   std::mt19937 rng(99);
@@ -71,18 +83,10 @@ TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequant
     using B = typename Fmt::block;
     if (!gpu::gpu_supports(Fmt::gguf_type)) return;  // activation-only formats (dequant_test checks which)
     CAPTURE(Fmt::name);
-    // Weight rows quantized by the reference quantizer from weight-like floats.
-    std::vector<B> blocks(std::size_t(N) * K / Fmt::block_elems);
+    const std::vector<B> blocks = weight_like_blocks<Fmt>(rng);
     std::vector<float> wdq(std::size_t(N) * K);
-    {
-      std::normal_distribution<float> nd(0.0f, 0.05f);
-      std::vector<float> w(std::size_t(N) * K);
-      for (auto& v : w) v = nd(rng);
-      for (std::uint32_t r = 0; r < N; ++r) {
-        quant::quantize_row<Fmt>(w.data() + std::size_t(r) * K, blocks.data() + std::size_t(r) * K / Fmt::block_elems, K);
-        quant::dequant_row<Fmt>(blocks.data() + std::size_t(r) * K / Fmt::block_elems, wdq.data() + std::size_t(r) * K, K);
-      }
-    }
+    for (std::uint32_t r = 0; r < N; ++r)
+      quant::dequant_row<Fmt>(blocks.data() + std::size_t(r) * K / Fmt::block_elems, wdq.data() + std::size_t(r) * K, K);
     vkt::weight_store store;
     const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
     const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
@@ -138,14 +142,7 @@ TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_
   const auto check = [&](auto fmt) {
     using Fmt = decltype(fmt);
     CAPTURE(Fmt::name);
-    std::vector<typename Fmt::block> blocks(std::size_t(N) * K / Fmt::block_elems);
-    {
-      std::normal_distribution<float> nd(0.0f, 0.05f);
-      std::vector<float> w(std::size_t(N) * K);
-      for (auto& v : w) v = nd(rng);
-      for (std::uint32_t r = 0; r < N; ++r)
-        quant::quantize_row<Fmt>(w.data() + std::size_t(r) * K, blocks.data() + std::size_t(r) * K / Fmt::block_elems, K);
-    }
+    const auto blocks = weight_like_blocks<Fmt>(rng);
     vkt::weight_store store;
     const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
     const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
@@ -156,15 +153,11 @@ TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_
       plain = run_matmuls(be, wi, xi);
       for (std::size_t c = 0; c < std::size(token_counts); ++c) int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
     }
-    ::setenv("STRATA_VK_MMVQ_UNROLL", "1", 1);
-    try {
+    {
+      const test::scoped_env unroll("STRATA_VK_MMVQ_UNROLL", "1");
       gpu::backend be;
       unrolled = run_matmuls(be, wi, xi);
-    } catch (...) {
-      ::unsetenv("STRATA_VK_MMVQ_UNROLL");
-      throw;
     }
-    ::unsetenv("STRATA_VK_MMVQ_UNROLL");
     bool any_int8 = false;
     for (std::size_t c = 0; c < std::size(token_counts); ++c) {
       CAPTURE(token_counts[c]);

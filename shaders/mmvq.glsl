@@ -56,6 +56,9 @@
 // even where a loop exits early (t >= nt). Arrays of cooperative matrices indexed in loops the
 // driver kept went to local memory (RESULTS "Vulkan prefill on tensor cores"), and the 8-token
 // matvec reaches 6.7 TOP/s on the H200 (4096 x 4096 Q4_K: 40 us), far under the dot-product rate.
+// LAB (vk_matvec_bench q:...:LAB=n; results are then wrong, times only): bit 0 skips the
+// activation loads and the products (the weight words are only folded together, mmvq_lab), bit 1
+// reads one cache-hot unit instead of the row's weights.
 #ifdef UR
 #define UNROLL [[unroll]]
 #else
@@ -200,11 +203,19 @@ void main() {
     mmvq_w wv[U][ROWS];
     UNROLL for (uint k = 0; k < U; ++k) {
       const uint u = min(u0 + k * LPR, n_units - 1);  // a clamped unit is loaded but not used
+#if defined(LAB) && (LAB & 2) != 0
+      UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(wbase, lane & 3u);  // lab: one unit, cache-hot
+#else
       UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
+#endif
     }
     UNROLL for (uint k = 0; k < U; ++k) {
       const uint u = u0 + k * LPR;
       if (u >= n_units) break;
+#if defined(LAB) && (LAB & 1) != 0
+      UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][0] += float(mmvq_lab(wv[k][r]) & 1u);  // lab: weights only
+      continue;
+#endif
       UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
         const uint qb = p.q_off + xr[t] * p.q_stride, sb = p.s_off + xr[t] * p.s_stride;

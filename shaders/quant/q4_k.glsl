@@ -106,6 +106,8 @@ void q4k_unit_scales(uvec4 hdr, uint j, out uint sc, out uint mn) {
 const uint MMVQ_UNIT = 64;
 #define mmvq_w q4k_unit
 mmvq_w mmvq_load(uint row_base, uint u) { return q4k_unit_load(row_base, u); }
+// mmvq.glsl's LAB bit 0: every loaded word folded together, so no load is dropped.
+uint mmvq_lab(mmvq_w w) { return w.hdr.x ^ w.hdr.y ^ w.hdr.z ^ w.hdr.w ^ w.q0.x ^ w.q0.y ^ w.q0.z ^ w.q0.w ^ w.q1.x ^ w.q1.y ^ w.q1.z ^ w.q1.w; }
 float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
   const uint j = u & 3u, b = u >> 2;
   const uint xi = qb + 16 * b + 4 * j;

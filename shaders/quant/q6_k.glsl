@@ -67,6 +67,8 @@ mmvq_w mmvq_load(uint row_base, uint u) {
   return mmvq_w(w_u128_2(ql), w_u128_2(ql + 32), w_u128_2(blk + Q6_K_OFF_QH + 32 * h + lh),
                 w_u64_2(blk + Q6_K_OFF_SCALES + 8 * h), w_u16(blk + Q6_K_OFF_D));
 }
+// mmvq.glsl's LAB bit 0: every loaded word folded together, so no load is dropped.
+uint mmvq_lab(mmvq_w w) { return w.l01.x ^ w.l01.y ^ w.l01.z ^ w.l01.w ^ w.l23.x ^ w.l23.y ^ w.l23.z ^ w.l23.w ^ w.hh.x ^ w.hh.y ^ w.hh.z ^ w.hh.w ^ w.sc.x ^ w.sc.y ^ w.d; }
 float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
   const uint b = u >> 2, h = (u >> 1) & 1u, lh = u & 1u;
   // Quarter k holds elements 128h + 32k + 16lh + i: half lh of 32-block 8b + 4h + k.

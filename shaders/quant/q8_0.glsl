@@ -17,6 +17,8 @@ mmvq_w mmvq_load(uint row_base, uint u) {
   const uint blk = row_base + u * BLOCK_BYTES;
   return mmvq_w(w_u128_2(blk + Q8_0_OFF_QS), w_u128_2(blk + Q8_0_OFF_QS + 16), w_u16(blk + Q8_0_OFF_D));
 }
+// mmvq.glsl's LAB bit 0: every loaded word folded together, so no load is dropped.
+uint mmvq_lab(mmvq_w w) { return w.q0.x ^ w.q0.y ^ w.q0.z ^ w.q0.w ^ w.q1.x ^ w.q1.y ^ w.q1.z ^ w.q1.w ^ w.d; }
 float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
   const uvec4 a0 = xq[qb + 2 * u], a1 = xq[qb + 2 * u + 1];
   const int s = dot4(w.q0.x, a0.x) + dot4(w.q0.y, a0.y) + dot4(w.q0.z, a0.z) + dot4(w.q0.w, a0.w) +

@@ -6,7 +6,9 @@
 //                   [--variants mv,q:WG=128:RPG=1:U=2,...] [--tokens 1] [--iters 200] [--rotate-mb 1024]
 //                   [--stats: the driver's statistics of each variant's pipeline: registers, spills]
 // Variant "mv" is the f32-activation matvec.glsl; "q:..." is mmvq.glsl (int8 activations) with
-// the given defines (WG, LPR, RPG, U, UR; NT = --tokens).
+// the given defines (WG, LPR, RPG, U, UR, LAB; NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
+// weight bytes and nothing else (read_bw.glsl; G workgroups, default one pass of U loads a thread),
+// the reference a decode kernel's weight reads are measured against.
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -147,6 +149,8 @@ struct variant {
   bool mmq = false, xh = false, tok_fast = false;
   std::uint32_t splits = 1;  // S=n: split K over n workgroups (SPLIT_K), then split_k_sum
   bool small = false;  // mul_mm_small.glsl: "ms:TT=n" (16n tokens per workgroup row)
+  bool read = false;   // read_bw.glsl: "rd:WG=n:U=n:G=n"
+  std::uint32_t read_wg = 256, read_u = 4, read_groups = 0;
   std::uint32_t bm = 64, bn = 64;
   std::vector<std::pair<std::string, std::string>> defines;
   std::string name;
@@ -257,6 +261,21 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
                  {"BM", std::to_string(bm)}, {"BN", std::to_string(bn)}, {"WM", std::to_string(wm)}, {"WN", std::to_string(wn)}};
     return v;
   }
+  if (s.rfind("rd", 0) == 0) {
+    v.read = true;
+    for (const auto& kv : split(s, ':')) {
+      if (kv == "rd") continue;
+      const auto f = split(kv, '=');
+      if (f.size() != 2) throw error("bad variant field '" + kv + "'");
+      const std::uint32_t n = std::uint32_t(std::stoul(f[1]));
+      if (f[0] == "WG") v.read_wg = n;
+      else if (f[0] == "U") v.read_u = std::max<std::uint32_t>(1, n);
+      else if (f[0] == "G") v.read_groups = n;
+      else throw error("unknown variant field '" + f[0] + "'");
+    }
+    v.defines = {{"WG", std::to_string(v.read_wg)}, {"U", std::to_string(v.read_u)}};
+    return v;
+  }
   if (s.rfind("q", 0) != 0) throw error("unknown variant '" + s + "'");
   v.mmvq = true;
   std::uint32_t wg = 128, lpr = 32, rpg = 1, u = 2;
@@ -271,10 +290,11 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     else if (p[0] == "RPG") rpg = n;
     else if (p[0] == "U") u = n;
     else if (p[0] == "UR") unroll = n != 0;
+    else if (p[0] == "LAB") v.defines.emplace_back("LAB", std::to_string(n));  // mmvq.glsl's lab knobs (results wrong)
     else throw error("unknown variant field '" + p[0] + "'");
   }
-  v.defines = {{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wg)}, {"LPR", std::to_string(lpr)},
-               {"RPG", std::to_string(rpg)}, {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
+  v.defines.insert(v.defines.begin(), {{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wg)}, {"LPR", std::to_string(lpr)},
+                                       {"RPG", std::to_string(rpg)}, {"U", std::to_string(u)}, {"NT", std::to_string(nt)}});
   if (unroll) v.defines.emplace_back("UR", "1");
   if (info.int_dot && !std::getenv("STRATA_VK_NO_DOT4")) v.defines.emplace_back("HAS_DOT4", "1");
   if (info.subgroup_size == lpr) v.defines.emplace_back("SG_LPR", "1");
@@ -366,6 +386,8 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
           pv.pl = &L.pipes.get({"mul_mm_f16", gguf::type_id::f16, pv.v.defines, 3u});
         } else if (pv.v.mmq) {
           pv.pl = &L.pipes.get({"mul_mm_f16", fmt, pv.v.defines, 3u});
+        } else if (pv.v.read) {
+          pv.pl = &L.pipes.get({"read_bw", std::nullopt, pv.v.defines, 2u});
         } else if (pv.v.small) {
           pv.pl = &L.pipes.get({"mul_mm_small", fmt, pv.v.defines, 3u});
         } else {
@@ -381,7 +403,12 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
       const variant& v = pv.v;
       const std::uint32_t groups = (N + v.rows_per_wg - 1) / v.rows_per_wg;
       const binding wbind{{wb[copy].handle(), 0, wb[copy].size(), 0}, false};
-      if (v.small) {
+      if (v.read) {
+        const std::uint32_t n16 = std::uint32_t(w.size() / 16);
+        const std::uint32_t g = v.read_groups ? v.read_groups : (n16 + v.read_wg * v.read_u - 1) / (v.read_wg * v.read_u);
+        const binding b[] = {wbind, whole(yb, 4, true)};
+        rec.dispatch(*pv.pl, b, &n16, sizeof n16, g);
+      } else if (v.small) {
         const mm_small_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 0};
         const binding b[] = {wbind, whole(xhb, 6, false), whole(yb, 4, true)};
         rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + 31) / 32, (nt + v.bn - 1) / v.bn);
@@ -430,7 +457,7 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
           const std::size_t i = std::size_t(t) * N + r;
           err += (double(y[i]) - ref[i]) * (double(y[i]) - ref[i]);
         }
-      pv.rel = std::sqrt(err / ref_norm);  // NaN if any output was left unwritten
+      pv.rel = pv.v.read ? 0.0 : std::sqrt(err / ref_norm);  // NaN if any output was left unwritten
     }
     // Timing: ~0.3 s of warm-up load, then three passes over all variants, best pass kept;
     // `iters` dependent calls per pass, rotating over the copies.

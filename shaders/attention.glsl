@@ -205,10 +205,20 @@ void main() {
   barrier();  // also publishes cw
   float L = 0.0;
   for (uint g = 0; g < gl_NumSubgroups; ++g) L += cred[g];
+  // Eight splits' loads are issued before their sums: a loop of one load and one add per split
+  // waited out a memory latency per split (14 us per call at 33 splits on the H200).
+  const uint n8 = p.n_splits / 8 * 8;
   for (uint d = tid; d < p.D; d += WG) {
     float a = 0.0;
-    for (uint s = 0; s < p.n_splits; ++s)
-      if (cw[s] != 0.0) a += part[base + s * (p.D + 2) + d] * cw[s];  // an empty split wrote only m, l
+    for (uint s0 = 0; s0 < n8; s0 += 8) {
+      float v[8];
+      [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = part[base + (s0 + i) * (p.D + 2) + d];
+      [[unroll]] for (uint i = 0; i < 8; ++i) a += cw[s0 + i] != 0.0 ? v[i] * cw[s0 + i] : 0.0;  // an empty split wrote only m, l
+    }
+    for (uint s = n8; s < p.n_splits; ++s) {
+      const float v = part[base + s * (p.D + 2) + d];
+      a += cw[s] != 0.0 ? v * cw[s] : 0.0;
+    }
     o[p.o_off + t * p.o_stride + h * p.D + d] = a / L;
 #ifdef QUANT_OUT
     q8v[d] = a / L;

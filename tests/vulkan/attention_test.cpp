@@ -2,7 +2,10 @@
 // in one batch (interleaved, so their KV blocks interleave in the pool), positions spanning
 // many 16-slot blocks and more than one 128-key tile of the online softmax, the chunked window
 // of Llama 4, f16 and f32 K and V (also mixed), and decode steps that replay the recorded step
-// with new positions, slots and block tables.
+// with new positions, slots and block tables. Decode steps split the context (flash decoding):
+// a 1,280-slot cache gives ten 128-key splits and a sequence of 1,200 keys fills them, so the
+// merge's eight-split batches and its remainder both sum keys, with the COMBINE dispatch and as
+// the split kernel's tail (STRATA_VK_TAIL).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -12,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "support/scoped_env.hpp"
 #include "vulkan/vk_harness.hpp"
 
 namespace {
@@ -25,6 +29,8 @@ struct attn_case {
   const char* name;
   std::uint32_t H, Hkv, D, chunk;
   kv::kv_type k, v;
+  std::uint32_t n_ctx = 512;
+  bool long_steps = false;  // long_steps below instead of steps
 };
 
 constexpr std::uint32_t table_rows = 256;
@@ -42,18 +48,26 @@ const std::vector<vkt::seq_tokens> steps = {
     {{0, 1}, {1, 1}, {2, 1}},
 };
 
+// One sequence to 1,202 keys (every split of a 1,280-slot cache), decode steps replayed.
+const std::vector<vkt::seq_tokens> long_steps = {
+    {{0, 700}, {1, 37}},
+    {{0, 500}},
+    {{0, 1}, {1, 1}},
+    {{0, 1}, {1, 1}},
+};
+
 template <class Backend>
 std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, const vkt::weight_store::infos& t) {
   kv::kv_config cfg;
   cfg.n_layer = 1;
   cfg.n_head_kv = c.Hkv;
   cfg.head_dim = c.D;
-  cfg.n_ctx = 512;
+  cfg.n_ctx = c.n_ctx;
   cfg.n_seq = 3;
   cfg.block_size = 16;
   cfg.type_k = c.k;
   cfg.type_v = c.v;
-  return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, t, table_rows, steps);
+  return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, t, table_rows, c.long_steps ? long_steps : steps);
 }
 
 TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f16/f32 KV) vs CPU") {
@@ -64,6 +78,7 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       {"GQA 6/2, D 128, f32 KV, chunk 48", 6, 2, 128, 48, kv_type::f32, kv_type::f32},
       {"MHA 4/4, D 256, f32 K + f16 V, causal", 4, 4, 256, 0, kv_type::f32, kv_type::f16},
       {"GQA 8/1, D 80, f16 K + f32 V, chunk 64", 8, 1, 80, 64, kv_type::f16, kv_type::f32},
+      {"GQA 8/2, D 128, f16 KV, causal, 10 splits", 8, 2, 128, 0, kv_type::f16, kv_type::f16, 1280, true},
   };
   std::mt19937 rng(77);
   for (const auto& c : cases) {
@@ -73,12 +88,13 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
         &store.add_f32("test.q", vkt::normal_floats(std::size_t(table_rows) * c.H * c.D, rng, 1.5f), c.H * c.D, table_rows),
         &store.add_f32("test.k", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, table_rows),
         &store.add_f32("test.v", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, table_rows)};
-    std::vector<std::vector<float>> g, g_tiled, cpu;
-    std::vector<double> tol(steps.size(), vkt::tol_attention);
+    std::vector<std::vector<float>> g, g_tiled, g_tail, cpu;
+    const std::size_t n_steps = (c.long_steps ? long_steps : steps).size();
+    std::vector<double> tol(n_steps, vkt::tol_attention);
     {
       gpu::backend be;
       g = run_attention(be, c, t);
-      for (std::size_t s = 0; s < steps.size(); ++s)
+      for (std::size_t s = 0; s < n_steps; ++s)
         if (be.tensor_core_attention(std::uint32_t(g[s].size() / (c.H * c.D)), c.D, c.k, c.v)) tol[s] = vkt::tol_attention_f16;
     }
     {  // the opt-in query-tiled prefill kernel (single-sequence steps of >= 16 tokens; tensor cores off)
@@ -89,16 +105,22 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       ::unsetenv("STRATA_VK_QTILE_ATTN");
       ::unsetenv("STRATA_VK_FA");
     }
+    {  // the split decode's merge as the split kernel's last workgroup (split_combine.glsl)
+      const test::scoped_env tail("STRATA_VK_TAIL", "8");
+      gpu::backend be;
+      g_tail = run_attention(be, c, t);
+    }
     {
       vkt::cpu_backend be;
       cpu = run_attention(be, c, t);
     }
-    for (std::size_t s = 0; s < steps.size(); ++s) {
+    for (std::size_t s = 0; s < n_steps; ++s) {
       CAPTURE(s);
       const double e = test::nmse(g[s], cpu[s]);
       MESSAGE(std::string(c.name) << ", step " << s << " (" << g[s].size() / (c.H * c.D) << " tokens): NMSE GPU vs CPU " << e);
       CHECK(e <= tol[s]);
       CHECK(test::nmse(g_tiled[s], cpu[s]) <= vkt::tol_attention);
+      CHECK(test::nmse(g_tail[s], cpu[s]) <= tol[s]);
     }
   }
 }

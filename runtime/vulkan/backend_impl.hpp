@@ -118,6 +118,18 @@ struct backend::impl {
   int tq_gqa = 1;
   std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
   bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
+  // STRATA_VK_TQ_QDEC=1: the first attention_qdec (attention_qdec_v1.glsl: a memory latency per key
+  // in the window ring's value loop, shared-memory rotations) instead of the current one.
+  bool tq_qdec_v1 = false;
+  // STRATA_VK_TQ_ENCODE=1: kv_encode.glsl's first TurboQuant encoder (one side after the other,
+  // rotation and sums through shared memory with ~45 barriers a side; define TQ_ENCODE_V1).
+  bool tq_encode_v1 = false;
+  // kv_encode_defs with the encoder's switch (kv_store_q and attn_prep over a compressed cache).
+  std::vector<std::pair<std::string, std::string>> encode_defs(const kv_state& kv) const {
+    auto d = kv_encode_defs(kv);
+    if (tq_encode_v1) d.emplace_back("TQ_ENCODE_V1", "1");
+    return d;
+  }
   bool flash_attention = true;             // prefill attention on tensor cores; STRATA_VK_FA=0 disables
   bool single_seq = false;                 // every token of the step belongs to one sequence
   gpu_buffer readback;
@@ -514,6 +526,11 @@ struct backend::impl {
   // The integer matvec's loops over tokens and rows carry the unroll hint (mmvq.glsl UR;
   // STRATA_VK_MMVQ_UNROLL=1; off until measured on a GPU).
   bool mmvq_unroll = false;
+  // The integer matvec stages its tokens' activation words in shared memory (mmvq.glsl XSH, Q4_K
+  // and Q6_K, sized for max_k) in workgroups of at least this many threads; 0 off
+  // (STRATA_VK_MMVQ_XSH=WG).
+  std::uint32_t mmvq_xsh_wg = 0;
+  static constexpr std::uint64_t xsh_bytes_max = 40 * 1024;  // of the 48 KiB every device gives a workgroup
   bool small_matmul(std::uint64_t K, std::uint32_t n) const;
   // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
   // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps

@@ -68,6 +68,13 @@ void main() {
   const uint ops = is_q ? (p.flags & 15u) : ((p.flags >> 8) & 15u);
   const uint src = is_q ? p.q_off + t * p.q_stride + head * p.D : p.k_off + t * p.k_stride + head * p.D;
   for (uint i = tid; i < p.D; i += WG) h[i] = is_q ? q[src + i] : ks[src + i];
+  const uint vsrc = p.v_off + t * p.v_stride + head * p.D;
+#ifdef KV_ENCODE
+#if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
+  // The TurboQuant encoder's V elements, loaded with K (not after K's ops and barriers).
+  const vec4 vx = is_q ? vec4(0.0) : tq_v_prefetch(vsrc);
+#endif
+#endif
   barrier();
 
   if ((ops & 1u) != 0) {
@@ -113,9 +120,12 @@ void main() {
     for (uint i = tid; i < p.D; i += WG) q[src + i] = h[i] * temp;
     return;
   }
-  const uint vsrc = p.v_off + t * p.v_stride + head * p.D;
 #ifdef KV_ENCODE
+#if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
+  kv_append_v(head, t, 0u, vsrc, p.n_kv, p.ring_rows, vx);
+#else
   kv_append(head, t, 0u, vsrc, p.n_kv, p.ring_rows);
+#endif
 #else
   const uint row = p.n_kv * p.D;
   const uint dst = slots[t] * row + head * p.D;

@@ -140,4 +140,77 @@ void tq_rotate_inverse(uint nv) {
 }
 void tq_rotate_forward() { tq_rotate_forward(1u); }
 void tq_rotate_inverse() { tq_rotate_inverse(1u); }
+
+// The same rotation on registers: a head vector held by TQ_TPV consecutive threads (a power of
+// two, TQ_TPV·4 >= KD), thread i of them holding elements e0 = 4i .. 4i+3 as a vec4 (threads
+// with e0 >= KD hold padding). Stages h = 1, 2 are within the thread, h >= 4 exchange with thread
+// i ^ (h/4): a subgroup shuffle, or where that thread is in another subgroup (h/4 >= the subgroup
+// size) through shared memory. Every thread of the workgroup must call these together (the
+// shared-memory exchange has barriers); each element sees the butterflies of hadamard::fwht in
+// the same order, so the results equal tq_rotate_* bit for bit. Segments are 16..256 elements at
+// multiples of their size, so a thread's 4 elements lie in one segment and its partners too.
+#extension GL_KHR_shader_subgroup_shuffle : require
+const uint TQ_TPV = KD <= 16u ? 4u : KD <= 32u ? 8u : KD <= 64u ? 16u : KD <= 128u ? 32u : 64u;
+const uint TQ_SIGN_WORDS = (KD + 31u) / 32u;
+shared vec4 tq_xch[WG];
+// v of thread tid ^ d of the workgroup (d < TQ_TPV).
+vec4 tq_xor(vec4 v, uint d) {
+  if (d < gl_SubgroupSize) return subgroupShuffleXor(v, d);
+  const uint tid = gl_LocalInvocationID.x;
+  barrier();  // the previous exchange's reads are done
+  tq_xch[tid] = v;
+  barrier();
+  return tq_xch[tid ^ d];
+}
+uint tq_xor_u(uint v, uint d) { return floatBitsToUint(tq_xor(vec4(uintBitsToFloat(v), 0.0, 0.0, 0.0), d).x); }
+// Segment of element e0 (the thread's), its size (0 for padding) and 1/sqrt(size).
+uint tq_seg_at(uint e0) {
+  uint s = 0u;
+  [[unroll]] for (uint i = 1u; i < TQK_SEGMENTS; ++i)
+    if (e0 >= TQK_SEG_ELEM_OFFSET[i]) s = i;
+  return s;
+}
+uint tq_seg_n_at(uint e0) {
+  uint n = 0u;
+  [[unroll]] for (uint i = 0u; i < TQK_SEGMENTS; ++i)
+    if (e0 >= TQK_SEG_ELEM_OFFSET[i] && e0 < TQK_SEG_ELEM_OFFSET[i] + TQK_SEG_N[i]) n = TQK_SEG_N[i];
+  return n;
+}
+float tq_seg_scale_at(uint e0) {
+  float r = 0.0;
+  [[unroll]] for (uint i = 0u; i < TQK_SEGMENTS; ++i)
+    if (e0 >= TQK_SEG_ELEM_OFFSET[i]) r = TQK_SEG_INV_SQRT_N[i];
+  return r;
+}
+// Sign bits of elements e0..e0+3 in round r (bit e: element e0 + e negated).
+uint tq_sign_nibble(uint r, uint e0) {
+  uint w = 0u;
+  [[unroll]] for (uint i = 0u; i < TQ_SIGN_WORDS; ++i)
+    if (i == e0 / 32u) w = TQK_SIGN_BITS[r * TQ_SIGN_WORDS + i];
+  return (w >> (e0 % 32u)) & 15u;
+}
+vec4 tq_flip4(vec4 x, uint nib) {
+  return vec4((nib & 1u) != 0u ? -x.x : x.x, (nib & 2u) != 0u ? -x.y : x.y, (nib & 4u) != 0u ? -x.z : x.z,
+              (nib & 8u) != 0u ? -x.w : x.w);
+}
+vec4 tq_wht4(vec4 x, uint e0) {
+  const uint n = tq_seg_n_at(e0), i = e0 / 4u;
+  if (n != 0u) {
+    x = vec4(x.x + x.y, x.x - x.y, x.z + x.w, x.z - x.w);  // h = 1
+    x = vec4(x.x + x.z, x.y + x.w, x.x - x.z, x.y - x.w);  // h = 2
+  }
+  [[unroll]] for (uint d = 1u; d < TQ_TPV; d *= 2u) {  // h = 4d
+    const vec4 o = tq_xor(x, d);
+    if (4u * d < n) x = (i & d) != 0u ? o - x : x + o;
+  }
+  return x * tq_seg_scale_at(e0);
+}
+vec4 tq_rotate_forward4(vec4 x, uint e0) {
+  [[unroll]] for (uint r = 0u; r < TQK_ROUNDS; ++r) x = tq_wht4(tq_flip4(x, tq_sign_nibble(r, e0)), e0);
+  return x;
+}
+vec4 tq_rotate_inverse4(vec4 x, uint e0) {
+  [[unroll]] for (uint k = 1u; k <= TQK_ROUNDS; ++k) x = tq_flip4(tq_wht4(x, e0), tq_sign_nibble(TQK_ROUNDS - k, e0));
+  return x;
+}
 #endif

@@ -130,6 +130,129 @@ void tq_encode(uint side, uint src, uint row) {
     barrier();
   }
 }
+
+#ifndef TQ_ENCODE_V1
+// The TurboQuant encoder in registers (STRATA_VK_TQ_ENCODE=1 selects tq_encode above): K and V
+// at once, each held by TQ_TPV threads, 4 elements a thread (kv_codec.glsl's register layout:
+// threads [0, TQ_TPV) K, [TQ_TPV, 2·TQ_TPV) V, the rest idle). The rotation and the segment sums
+// exchange through subgroup shuffles (no barriers on a 32-wide subgroup), the cells are found
+// against the boundaries as compile-time constants, and the planes are written from the
+// registers. Every thread of the workgroup must call it (the exchanges may have barriers).
+// Float-float sums of a segment, combined lower thread first so every thread of it gets the
+// same bits.
+vec2 tq_seg_sum(vec2 v, uint i, uint n) {
+  [[unroll]] for (uint d = 1u; d < TQ_TPV; d *= 2u) {
+    const vec2 o = tq_xor(vec4(v, 0.0, 0.0), d).xy;
+    if (4u * d < n) v = (i & d) != 0u ? ff_add(o, v) : ff_add(v, o);
+  }
+  return v;
+}
+// Cell of z (the number of boundaries below it) and its centroid, segment sg of `side`.
+uint tq_cell(uint side, uint sg, float z) {
+  uint k = 0u;
+  [[unroll]] for (uint s = 0u; s < TQK_SEGMENTS; ++s)
+    if (s == sg) {
+      if (side == 0u) {
+        [[unroll]] for (uint b = 0u; b < (1u << TQK_BITS) - 1u; ++b) k += z > TQK_BOUNDARIES[s * 16u + b] ? 1u : 0u;
+      } else {
+        [[unroll]] for (uint b = 0u; b < (1u << TQV_BITS) - 1u; ++b) k += z > TQV_BOUNDARIES[s * 16u + b] ? 1u : 0u;
+      }
+    }
+  return k;
+}
+float tq_cent(uint side, uint sg, uint k) {
+  float c = 0.0;
+  [[unroll]] for (uint s = 0u; s < TQK_SEGMENTS; ++s)
+    if (s == sg) {
+      if (side == 0u) {
+        [[unroll]] for (uint b = 0u; b < (1u << TQK_BITS); ++b) c = k == b ? TQK_CENTROIDS[s * 16u + b] : c;
+      } else {
+        [[unroll]] for (uint b = 0u; b < (1u << TQV_BITS); ++b) c = k == b ? TQV_CENTROIDS[s * 16u + b] : c;
+      }
+    }
+  return c;
+}
+uint tq_seg_byte_at(uint side, uint sg) {
+  uint r = 0u;
+  [[unroll]] for (uint s = 0u; s < TQK_SEGMENTS; ++s)
+    if (s == sg) r = side == 0u ? TQK_SEG_BYTE_OFFSET[s] : TQV_SEG_BYTE_OFFSET[s];
+  return r;
+}
+uint tq_seg_high_at(uint side, uint sg) {
+  uint r = 0u;
+  [[unroll]] for (uint s = 0u; s < TQK_SEGMENTS; ++s)
+    if (s == sg) r = side == 0u ? TQK_SEG_HIGH_OFFSET[s] : TQV_SEG_HIGH_OFFSET[s];
+  return r;
+}
+// This thread's side (0 K, 1 V, else none) and whether it holds elements of a TurboQuant side.
+uint tq_side_of() { return gl_LocalInvocationID.x / TQ_TPV; }
+bool tq_holds() {
+  const uint side = tq_side_of();
+  return ((side == 0u && KV_K_KIND == 3) || (side == 1u && KV_V_KIND == 3)) && 4u * (gl_LocalInvocationID.x % TQ_TPV) < KD;
+}
+// The V elements this thread encodes (zero elsewhere), for a caller that loads them early.
+vec4 tq_v_prefetch(uint vsrc) {
+  const uint e0 = 4u * (gl_LocalInvocationID.x % TQ_TPV), i = vsrc + e0;
+  return tq_side_of() == 1u && tq_holds() ? vec4(src_at(1u, i), src_at(1u, i + 1u), src_at(1u, i + 2u), src_at(1u, i + 3u))
+                                          : vec4(0.0);
+}
+// Encodes the TurboQuant sides of row `row` (V from vx: tq_v_prefetch(vsrc)) and, where
+// ring_base != ~0u, copies them to the ring as f16.
+void tq_encode_pair(uint ksrc, vec4 vx, uint row, uint ring_base) {
+  const uint tid = gl_LocalInvocationID.x, side = tq_side_of(), i = tid % TQ_TPV, e0 = 4u * i;
+  const bool act = tq_holds();
+  vec4 x = vx;
+  if (act && side == 0u) x = vec4(src_at(0u, ksrc + e0), src_at(0u, ksrc + e0 + 1u), src_at(0u, ksrc + e0 + 2u), src_at(0u, ksrc + e0 + 3u));
+  const vec4 x0 = x;
+  x = tq_rotate_forward4(x, e0);
+  const uint n = tq_seg_n_at(e0), sg = tq_seg_at(e0);
+  float hi = 0.0, lo = 0.0;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) ff_add_sq(hi, lo, x[e], x[e]);
+  const vec2 nn = tq_seg_sum(vec2(hi, lo), i, n);
+  const float norm = ff_sqrt(nn.x, nn.y);
+  const float to_z = norm > 0.0 ? sqrt(float(n)) / norm : 0.0;
+  uvec4 code;
+  hi = 0.0;
+  lo = 0.0;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+    code[e] = tq_cell(side, sg, x[e] * to_z);
+    const float c = tq_cent(side, sg, code[e]);
+    ff_add_sq(hi, lo, c, c);
+  }
+  const vec2 ccs = tq_seg_sum(vec2(hi, lo), i, n);
+  const uint bits = side == 0u ? TQK_BITS : TQV_BITS, lp = bits == 3u ? 2u : bits, mask = (1u << lp) - 1u;
+  uint low = 0u, high = 0u;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+    low |= (code[e] & mask) << (e * lp);
+    high |= ((code[e] >> 2) & 1u) << e;
+  }
+  // 4-bit fields (1-bit low plane, the 3-bit formats' high plane) pair with the next thread's.
+  const uint low_next = tq_xor_u(low, 1u), high_next = tq_xor_u(high, 1u);
+  if (!act) return;
+  const uint blk = row * (side == 0u ? TQK_ROW_BYTES : TQV_ROW_BYTES) + tq_seg_byte_at(side, sg);
+  const uint dl = e0 % n;  // element of the segment (segments sit at multiples of their size)
+  if (dl == 0u) {
+    const float cc = ccs.x + ccs.y;
+    float sc = norm;
+    if (cc > 0.0) sc = norm * sqrt(float(n) / cc);
+    const uint h = f32_to_f16_bits(min(sc, 65504.0));
+    put_u8(side, blk, h & 0xFFu);
+    put_u8(side, blk + 1u, h >> 8);
+  }
+  if (lp == 1u) {
+    if ((i & 1u) == 0u) put_u8(side, blk + 2u + dl / 8u, low | (low_next << 4));
+  } else {
+    for (uint b = 0u; b < lp / 2u; ++b) put_u8(side, blk + 2u + dl * lp / 8u + b, (low >> (8u * b)) & 0xFFu);
+  }
+  if (bits == 3u && (i & 1u) == 0u) put_u8(side, blk + tq_seg_high_at(side, sg) + dl / 8u, high | (high_next << 4));
+  if (ring_base != ~0u)
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+      const uint h = f32_to_f16_bits(x0[e]);
+      if (side == 0u) kring[ring_base + e0 + e] = uint16_t(h);
+      else vring[ring_base + e0 + e] = uint16_t(h);
+    }
+}
+#endif
 #endif
 
 // ggml's quantize_row_q8_0_ref (quant::q8_0::quantize): d = amax/127, q = round-away(x·(1/d)).
@@ -169,19 +292,39 @@ void encode(uint side, uint kind, uint src, uint row) {
 }
 
 // Appends KV head `head` of step token t (K values from src_at(0, ksrc + i), V from
-// src_at(1, vsrc + i)) at the token's slot, and to the window's ring.
-void kv_append(uint head, uint t, uint ksrc, uint vsrc, uint n_head_kv, uint ring_rows) {
+// src_at(1, vsrc + i)) at the token's slot, and to the window's ring. kv_append_v: with the
+// TurboQuant encoder's V elements loaded early by the caller (tq_v_prefetch(vsrc)).
+void kv_append_v(uint head, uint t, uint ksrc, uint vsrc, uint n_head_kv, uint ring_rows, vec4 vx) {
   const uint row = slots[t] * n_head_kv + head;
-  encode(0u, KV_K_KIND, ksrc, row);
-  encode(1u, KV_V_KIND, vsrc, row);
 #ifdef KV_RING
   const uint P = uint(pos[t]);
   const uint r = seq_row[t] * ring_rows + P % ring_rows;
   const uint base = (r * n_head_kv + head) * KD;
+#else
+  const uint base = ~0u;
+#endif
+#if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
+  tq_encode_pair(ksrc, vx, row, base);  // its sides' ring rows too
+  const bool k_left = KV_K_KIND != 3, v_left = KV_V_KIND != 3;
+  if (k_left) encode(0u, KV_K_KIND, ksrc, row);
+  if (v_left) encode(1u, KV_V_KIND, vsrc, row);
+#else
+  const bool k_left = true, v_left = true;
+  encode(0u, KV_K_KIND, ksrc, row);
+  encode(1u, KV_V_KIND, vsrc, row);
+#endif
+#ifdef KV_RING
   for (uint i = gl_LocalInvocationID.x; i < KD; i += WG) {
-    if (KV_K_KIND >= 2) kring[base + i] = uint16_t(f32_to_f16_bits(src_at(0u, ksrc + i)));
-    if (KV_V_KIND >= 2) vring[base + i] = uint16_t(f32_to_f16_bits(src_at(1u, vsrc + i)));
+    if (KV_K_KIND >= 2 && k_left) kring[base + i] = uint16_t(f32_to_f16_bits(src_at(0u, ksrc + i)));
+    if (KV_V_KIND >= 2 && v_left) vring[base + i] = uint16_t(f32_to_f16_bits(src_at(1u, vsrc + i)));
   }
   if (head == 0u && gl_LocalInvocationID.x == 0u) tags[r] = P;
+#endif
+}
+void kv_append(uint head, uint t, uint ksrc, uint vsrc, uint n_head_kv, uint ring_rows) {
+#if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
+  kv_append_v(head, t, ksrc, vsrc, n_head_kv, ring_rows, tq_v_prefetch(vsrc));
+#else
+  kv_append_v(head, t, ksrc, vsrc, n_head_kv, ring_rows, vec4(0.0));
 #endif
 }

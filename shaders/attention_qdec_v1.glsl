@@ -1,0 +1,454 @@
+// The first attention_qdec (kept for A/B: STRATA_VK_TQ_QDEC=1 selects it): one latency per key
+// in the window ring's value loop, 27-barrier query and value rotations in shared memory.
+// Decode attention over a KV cache with a compressed side (q8_0 or TurboQuant; kv_codec.glsl),
+// one workgroup per (KV head, token[, split]) as attention_dec.glsl: the G = GQA_G query heads
+// that share a KV head are scored together, so each code row is read and decoded once per group.
+// Semantics of kernels::cpu attention_compressed (and attention_q.glsl): positions within the
+// full-precision window read the f16 ring when its tag holds them, older ones the codes.
+// Scores: thread i takes key i of a tile of WG keys. Its code row is read with 32-bit loads
+// (rows start at even bytes: aligned words, funnel-shifted), indices and q8_0 bytes are decoded
+// from the words in registers at compile-time bit positions, centroids come from a table in
+// shared memory, and TurboQuant keys are scored against the G queries rotated once (⟨Rq, ỹ⟩).
+// Values: key streams of LPK lanes (one warp = 32 / LPK streams) split the tile's keys; each lane
+// owns 4 dims of every chunk of 4·LPK dims, so a stream reads a value row's codes in one
+// coalesced access. TurboQuant values are summed in the rotated domain and rotated back once
+// per head at the end; f16 ring values go to a second, plain accumulator.
+// SPLIT: workgroup z covers keys [z * split_len, (z + 1) * split_len) and writes unnormalised
+// partials (acc, m, l) in attention.glsl's layout (each split rotates its own partial back, which
+// the linear merge preserves), merged by attention.glsl's COMBINE pass.
+// Requires TQ_ROT_N >= GQA_G (the rotation and the final sums share `rot`).
+#extension GL_EXT_control_flow_attributes : require
+layout(local_size_x = WG) in;
+#ifndef TAIL_COHERENT
+#define TAIL_COHERENT
+#endif
+layout(binding = 0, std430) TAIL_COHERENT buffer Part { float part[]; };
+layout(binding = 1, std430) readonly buffer Q { float q[]; };
+layout(binding = 2, std430) readonly buffer Kw { uint kw[]; };
+layout(binding = 2, std430) readonly buffer Kf { vec4 kf[]; };
+layout(binding = 2, std430) readonly buffer Kh { f16vec4 kh[]; };
+layout(binding = 3, std430) readonly buffer Vf { vec4 vf[]; };
+layout(binding = 3, std430) readonly buffer Vh { f16vec4 vh[]; };
+layout(binding = 3, std430) readonly buffer V8 { uint8_t v8[]; };
+layout(binding = 3, std430) readonly buffer V16 { uint16_t v16[]; };
+layout(binding = 4, std430) readonly buffer Pos { int pos[]; };
+layout(binding = 5, std430) readonly buffer SeqRow { uint seq_row[]; };
+layout(binding = 6, std430) readonly buffer Blocks { uint blocks[]; };
+layout(binding = 7, std430) buffer O { float o[]; };
+layout(binding = 8, std430) readonly buffer Kring { f16vec4 kring[]; };
+layout(binding = 9, std430) readonly buffer Vring { f16vec4 vring[]; };
+layout(binding = 10, std430) readonly buffer Tags { uint tags[]; };
+layout(push_constant) uniform Params {
+  uint n_head, n_head_kv, D, chunk;
+  uint q_off, q_stride, o_off, o_stride;
+  uint block_size, max_blocks;
+  float scale;
+  uint split_len, n_splits;
+  uint window, ring_rows;
+} p;
+
+const uint D = KD, G = GQA_G, GV = (G + 3u) / 4u;
+const uint NW = WG / 32u;
+// Lanes per value stream: D / 4 where that divides a warp (D <= 64), else 32 (chunks of 128 dims).
+const uint LPK = D <= 64u && 32u % (D / 4u) == 0u ? D / 4u : 32u;
+const uint KPW = 32u / LPK, NS = NW * KPW, CW = 4u * LPK, DCH = (D + CW - 1u) / CW;
+const uint KIF = 8u;  // value rows whose loads a stream keeps in flight (as attention_dec)
+
+shared vec4 qk[G][D / 4u];  // queries × scale as the K side scores them (rotated for TurboQuant)
+#if defined(KV_RING) && KV_K_KIND == 3
+shared vec4 qp[G][D / 4u];  // the plain queries × scale, for f16 ring keys
+#define QPLAIN qp
+#else
+#define QPLAIN qk
+#endif
+#if KV_K_KIND == 3
+shared float kcent[TQK_SEGMENTS * 16u];
+#endif
+#if KV_V_KIND == 3
+shared float vcent[TQV_SEGMENTS * 16u];
+#endif
+shared vec4 probs[WG][GV];
+shared uint slot_of[WG];
+#ifdef KV_RING
+shared uint ring_of[WG];  // ring row of the key's value, ~0u: its stored row
+#endif
+shared float red[G][WG / MIN_SUBGROUP];
+#if KV_HAS_TQ
+#define VSUM rot  // kv_codec's rotation buffer (TQ_ROT_N >= G vectors) doubles as the value sums
+#else
+shared float vsum[G * D];
+#define VSUM vsum
+#endif
+
+// Per-head maximum or sum over the workgroup of one value per thread and head.
+void wg_reduce(inout float v[G], bool is_max) {
+  [[unroll]] for (uint g = 0u; g < G; ++g) v[g] = is_max ? subgroupMax(v[g]) : subgroupAdd(v[g]);
+  barrier();  // red[] may still be read by the previous reduction
+  if (subgroupElect())
+    [[unroll]] for (uint g = 0u; g < G; ++g) red[g][gl_SubgroupID] = v[g];
+  barrier();
+  [[unroll]] for (uint g = 0u; g < G; ++g) {
+    float r = red[g][0];
+    for (uint s = 1u; s < gl_NumSubgroups; ++s) r = is_max ? max(r, red[g][s]) : r + red[g][s];
+    v[g] = r;
+  }
+}
+
+#if KV_K_KIND >= 2
+const uint KNW = (KV_K_ROW_BYTES + 3u) / 4u;
+// Bytes [b, b + KV_K_ROW_BYTES) of K (b even) as little-endian words w[k] = bytes 4k..4k+3:
+// aligned loads, funnel-shifted by 16 bits when b is not a multiple of 4. The word past the
+// last one is read only when it holds row bytes (a misaligned row of a multiple of 4 bytes).
+void k_words(uint b, out uint w[KNW]) {
+  const uint i0 = b >> 2, sh = (b & 2u) << 3;
+  uint a[KNW + 1u];
+  [[unroll]] for (uint k = 0u; k < KNW; ++k) a[k] = kw[i0 + k];
+  a[KNW] = KV_K_ROW_BYTES % 4u == 0u && sh != 0u ? kw[i0 + KNW] : 0u;
+  [[unroll]] for (uint k = 0u; k < KNW; ++k) w[k] = sh == 0u ? a[k] : (a[k] >> 16) | (a[k + 1u] << 16);
+}
+// n bits at bit `bit` of the row (no field of either format straddles a word).
+#define KBITS(bit, n) bitfieldExtract(kwd[(bit) >> 5], int((bit) & 31u), int(n))
+#endif
+
+// Adds q·k of the stored key row `row` (slot·n_head_kv + head) to s[g] for every head g.
+void key_scores(uint row, inout float s[G]) {
+#if KV_K_KIND == 0 || KV_K_KIND == 1
+  const uint kb = row * (D / 4u);
+  [[unroll]] for (uint c = 0u; c < D / 4u; ++c) {
+#if KV_K_KIND == 0
+    const vec4 k = kf[kb + c];
+#else
+    const vec4 k = vec4(kh[kb + c]);
+#endif
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += dot(qk[g][c], k);
+  }
+#elif KV_K_KIND == 2
+  uint kwd[KNW];
+  k_words(row * KV_K_ROW_BYTES, kwd);
+  [[unroll]] for (uint b = 0u; b < D / 32u; ++b) {
+    const uint b0 = b * 34u * 8u;
+    float a[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) a[g] = 0.0;
+    [[unroll]] for (uint i = 0u; i < 32u; i += 4u) {
+      vec4 x;
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const uint bit = b0 + 16u + 8u * (i + e);
+        x[e] = float(bitfieldExtract(int(kwd[bit >> 5]), int(bit & 31u), 8));
+      }
+      [[unroll]] for (uint g = 0u; g < G; ++g) a[g] += dot(qk[g][(32u * b + i) / 4u], x);
+    }
+    const float d = unpackHalf2x16(KBITS(b0, 16u)).x;
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += d * a[g];
+  }
+#else
+  uint kwd[KNW];
+  k_words(row * KV_K_ROW_BYTES, kwd);
+  [[unroll]] for (uint sg = 0u; sg < TQK_SEGMENTS; ++sg) {
+    const uint b0 = TQK_SEG_BYTE_OFFSET[sg] * 8u, e0 = TQK_SEG_ELEM_OFFSET[sg];
+    float a[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) a[g] = 0.0;
+    [[unroll]] for (uint i = 0u; i < TQK_SEG_N[sg]; i += 4u) {
+      vec4 c;
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        uint code = KBITS(b0 + 16u + (i + e) * TQK_LOW_BITS, TQK_LOW_BITS);
+#if KV_K_TQ == 3
+        code |= KBITS(b0 + TQK_SEG_HIGH_OFFSET[sg] * 8u + i + e, 1u) << 2;
+#endif
+        c[e] = kcent[sg * 16u + code];
+      }
+      [[unroll]] for (uint g = 0u; g < G; ++g) a[g] += dot(qk[g][(e0 + i) / 4u], c);
+    }
+    const float sc = unpackHalf2x16(KBITS(b0, 16u)).x * TQK_SEG_INV_SQRT_N[sg];
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += sc * a[g];
+  }
+#endif
+}
+
+#ifdef KV_RING
+// Adds q·k of f16 ring row (rr·n_head_kv + head) to s[g].
+void ring_scores(uint rb, inout float s[G]) {
+  [[unroll]] for (uint c = 0u; c < D / 4u; ++c) {
+    const vec4 k = vec4(kring[rb + c]);
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += dot(QPLAIN[g][c], k);
+  }
+}
+#endif
+
+// Where a lane's 4 value dims d..d+3 sit in a stored row (per chunk, outside the key loop).
+struct vdims {
+  uint d;
+#if KV_V_KIND == 2
+  uint blk;  // byte of the q8_0 block within the row
+#elif KV_V_KIND == 3
+  uint blk, low, high, shift, cbase;  // block byte, low-plane byte, high-plane byte, bit, centroids
+  float inv_sqrt_n;
+#endif
+};
+vdims vdims_of(uint d) {
+  vdims r;
+  r.d = d;
+#if KV_V_KIND == 2
+  r.blk = d / 32u * 34u;
+#elif KV_V_KIND == 3
+  uint sg = 0u;
+  [[unroll]] for (uint i = 1u; i < TQV_SEGMENTS; ++i)
+    if (d >= TQV_SEG_ELEM_OFFSET[i]) sg = i;
+  r.blk = 0u;
+  r.high = 0u;
+  r.inv_sqrt_n = 0.0;
+  uint dl = d;
+  [[unroll]] for (uint i = 0u; i < TQV_SEGMENTS; ++i)
+    if (i == sg) {
+      r.blk = TQV_SEG_BYTE_OFFSET[i];
+      r.high = TQV_SEG_BYTE_OFFSET[i] + TQV_SEG_HIGH_OFFSET[i] + (d - TQV_SEG_ELEM_OFFSET[i]) / 8u;
+      r.inv_sqrt_n = TQV_SEG_INV_SQRT_N[i];
+      dl = d - TQV_SEG_ELEM_OFFSET[i];
+    }
+  r.low = r.blk + 2u + dl * TQV_LOW_BITS / 8u;
+  r.shift = dl % 8u;
+  r.cbase = sg * 16u;
+#endif
+  return r;
+}
+// Dims d..d+3 of the stored value row `row` (TurboQuant: in the rotated domain, ỹ = s·c/√n).
+vec4 v_dims(uint row, vdims vd) {
+  const uint b = row * KV_V_ROW_BYTES;
+#if KV_V_KIND == 0
+  return vf[(b + 4u * vd.d) / 16u];
+#elif KV_V_KIND == 1
+  return vec4(vh[(b + 2u * vd.d) / 8u]);
+#elif KV_V_KIND == 2
+  const uint i = (b + vd.blk + 2u + vd.d % 32u) / 2u;
+  const uint w = uint(v16[i]) | (uint(v16[i + 1u]) << 16);
+  const vec4 x = vec4(bitfieldExtract(int(w), 0, 8), bitfieldExtract(int(w), 8, 8), bitfieldExtract(int(w), 16, 8),
+                      bitfieldExtract(int(w), 24, 8));
+  return x * unpackHalf2x16(uint(v16[(b + vd.blk) / 2u])).x;
+#else
+  const float sc = unpackHalf2x16(uint(v16[(b + vd.blk) / 2u])).x * vd.inv_sqrt_n;
+#if KV_V_TQ == 4
+  const uint lo = uint(v16[(b + vd.low) / 2u]);
+#elif KV_V_TQ >= 2
+  const uint lo = uint(v8[b + vd.low]);
+#else
+  const uint lo = uint(v8[b + vd.low]) >> vd.shift;
+#endif
+#if KV_V_TQ == 3
+  const uint hi = uint(v8[b + vd.high]) >> vd.shift;
+#endif
+  vec4 c;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+    uint code = bitfieldExtract(lo, int(e * TQV_LOW_BITS), int(TQV_LOW_BITS));
+#if KV_V_TQ == 3
+    code |= bitfieldExtract(hi, int(e), 1) << 2;
+#endif
+    c[e] = vcent[vd.cbase + code];
+  }
+  return c * sc;
+#endif
+}
+
+// The streams' value sums `a` added into VSUM (G x D) one stream after another; `first`: the
+// first stream's replace what VSUM held.
+void stream_sums(vec4 a[G][DCH], uint stream, uint sl, bool first) {
+  for (uint st = 0u; st < NS; ++st) {
+    if (stream == st)
+      [[unroll]] for (uint c = 0u; c < DCH; ++c) {
+        const uint d = CW * c + 4u * sl;
+        if (d >= D) break;
+        [[unroll]] for (uint g = 0u; g < G; ++g)
+          [[unroll]] for (uint i = 0u; i < 4u; ++i)
+            VSUM[g * D + d + i] = (first && st == 0u ? 0.0 : VSUM[g * D + d + i]) + a[g][c][i];
+      }
+    barrier();
+  }
+}
+
+void main() {
+  const uint hk = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint lane = tid % 32u, stream = (tid / 32u) * KPW + lane / LPK, sl = lane % LPK;
+  const uint h0 = hk * G;
+  const uint P = uint(pos[t]), seq = seq_row[t];
+  uint start = p.chunk != 0u ? P / p.chunk * p.chunk : 0u;
+  uint last = P;
+#ifdef SPLIT
+  const uint split = gl_WorkGroupID.z;
+  start = max(start, split * p.split_len);
+  last = min(P, (split + 1u) * p.split_len - 1u);
+  if (start > last) {  // nothing of this split is visible to the token (uniform per workgroup)
+    if (tid < G) {
+      const uint pb = ((t * p.n_head + h0 + tid) * p.n_splits + split) * (D + 2u);
+      part[pb + D] = -1.0 / 0.0;
+      part[pb + D + 1u] = 0.0;
+    }
+#ifdef SPLIT_COMBINE
+    SPLIT_COMBINE_CALL();
+#endif
+    return;
+  }
+#endif
+#ifdef KV_RING
+  const uint recent_from = P + 1u >= p.window ? P + 1u - p.window : 0u;
+#endif
+  const uint btab = seq * p.max_blocks;
+#if KV_K_KIND == 3
+  for (uint i = tid; i < TQK_SEGMENTS * 16u; i += WG) kcent[i] = TQK_CENTROIDS[i];
+#endif
+#if KV_V_KIND == 3
+  for (uint i = tid; i < TQV_SEGMENTS * 16u; i += WG) vcent[i] = TQV_CENTROIDS[i];
+#endif
+  // The group's G query heads are consecutive: G·D floats from head h0.
+  const uint qb = p.q_off + t * p.q_stride + h0 * D;
+#if KV_K_KIND == 3
+  for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
+  barrier();
+#ifdef KV_RING
+  for (uint i = tid; i < G * D / 4u; i += WG)
+    qp[i / (D / 4u)][i % (D / 4u)] = vec4(rot[4u * i], rot[4u * i + 1u], rot[4u * i + 2u], rot[4u * i + 3u]) * p.scale;
+  barrier();
+#endif
+  tq_rotate_forward(G);
+  for (uint i = tid; i < G * D / 4u; i += WG)
+    qk[i / (D / 4u)][i % (D / 4u)] = vec4(rot[4u * i], rot[4u * i + 1u], rot[4u * i + 2u], rot[4u * i + 3u]) * p.scale;
+#else
+  for (uint i = tid; i < G * D / 4u; i += WG)
+    qk[i / (D / 4u)][i % (D / 4u)] = vec4(q[qb + 4u * i], q[qb + 4u * i + 1u], q[qb + 4u * i + 2u], q[qb + 4u * i + 3u]) * p.scale;
+#endif
+  barrier();
+
+  float m[G], l[G];
+  vec4 acc[G][DCH];
+#if defined(KV_RING) && KV_V_KIND == 3
+  vec4 accp[G][DCH];  // f16 ring values, plain domain
+#define ACC_RING accp
+#else
+#define ACC_RING acc
+#endif
+  [[unroll]] for (uint g = 0u; g < G; ++g) {
+    m[g] = -1.0 / 0.0;
+    l[g] = 0.0;
+    [[unroll]] for (uint c = 0u; c < DCH; ++c) {
+      acc[g][c] = vec4(0.0);
+#if defined(KV_RING) && KV_V_KIND == 3
+      accp[g][c] = vec4(0.0);
+#endif
+    }
+  }
+
+  for (uint j0 = start; j0 <= last; j0 += WG) {
+    const uint j = j0 + tid;
+    float s[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = j <= last ? 0.0 : -1.0 / 0.0;
+    uint slot = 0u;
+#ifdef KV_RING
+    uint vring_row = ~0u;
+#endif
+    if (j <= last) {
+      slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
+      bool k_ring = false;
+#ifdef KV_RING
+      uint rr = 0u;
+      if (j >= recent_from) {
+        rr = seq * p.ring_rows + j % p.ring_rows;
+        if (tags[rr] == j) {
+          k_ring = KV_K_KIND >= 2;
+          if (KV_V_KIND >= 2) vring_row = rr;
+        }
+      }
+      if (k_ring) ring_scores((rr * p.n_head_kv + hk) * (D / 4u), s);
+#endif
+      if (!k_ring) key_scores(slot * p.n_head_kv + hk, s);
+    }
+    float mt[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) mt[g] = s[g];
+    wg_reduce(mt, true);
+    float e[G], corr[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) {
+      const float m_new = max(m[g], mt[g]);
+      e[g] = j <= last ? exp(s[g] - m_new) : 0.0;
+      corr[g] = exp(m[g] - m_new);
+      m[g] = m_new;
+    }
+    [[unroll]] for (uint k = 0u; k < GV; ++k) {
+      vec4 pv = vec4(0.0);
+      [[unroll]] for (uint i = 0u; i < 4u; ++i)
+        if (4u * k + i < G) pv[i] = e[4u * k + i];
+      probs[tid][k] = pv;
+    }
+    slot_of[tid] = slot;
+#ifdef KV_RING
+    ring_of[tid] = vring_row;
+#endif
+    wg_reduce(e, false);  // its barriers also publish probs / slot_of / ring_of
+    [[unroll]] for (uint g = 0u; g < G; ++g) {
+      l[g] = l[g] * corr[g] + e[g];
+      [[unroll]] for (uint c = 0u; c < DCH; ++c) {
+        acc[g][c] *= corr[g];
+#if defined(KV_RING) && KV_V_KIND == 3
+        accp[g][c] *= corr[g];
+#endif
+      }
+    }
+    const uint n_keys = min(WG, last + 1u - j0);
+#ifdef KV_RING
+    const bool tile_ring = j0 + n_keys > recent_from;  // some key of the tile may be in the ring
+#endif
+    [[unroll]] for (uint c = 0u; c < DCH; ++c) {
+      const uint d = CW * c + 4u * sl;
+      if (d >= D) break;
+      const vdims vd = vdims_of(d);
+      uint jj = stream;
+#ifdef KV_RING
+      if (tile_ring) {
+        for (; jj < n_keys; jj += NS) {
+          const uint rr = ring_of[jj];
+          if (rr != ~0u) {
+            const vec4 v = vec4(vring[(rr * p.n_head_kv + hk) * (D / 4u) + d / 4u]);
+            [[unroll]] for (uint g = 0u; g < G; ++g) ACC_RING[g][c] += probs[jj][g / 4u][g % 4u] * v;
+          } else {
+            const vec4 v = v_dims(slot_of[jj] * p.n_head_kv + hk, vd);
+            [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj][g / 4u][g % 4u] * v;
+          }
+        }
+        continue;
+      }
+#endif
+      for (; jj + (KIF - 1u) * NS < n_keys; jj += KIF * NS) {  // KIF keys' loads in flight
+        vec4 v[KIF];
+        [[unroll]] for (uint u = 0u; u < KIF; ++u) v[u] = v_dims(slot_of[jj + u * NS] * p.n_head_kv + hk, vd);
+        [[unroll]] for (uint u = 0u; u < KIF; ++u)
+          [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj + u * NS][g / 4u][g % 4u] * v[u];
+      }
+      for (; jj < n_keys; jj += NS) {
+        const vec4 v = v_dims(slot_of[jj] * p.n_head_kv + hk, vd);
+        [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj][g / 4u][g % 4u] * v;
+      }
+    }
+    barrier();  // probs / slot_of / ring_of are rewritten by the next tile
+  }
+
+  stream_sums(acc, stream, sl, true);
+#if KV_V_KIND == 3
+  tq_rotate_inverse(G);  // a zero sum stays zero, so splits without compressed values need no test
+#ifdef KV_RING
+  stream_sums(accp, stream, sl, false);
+#endif
+#endif
+  for (uint i = tid; i < G * D; i += WG) {
+    const uint g = i / D, d = i % D;
+#ifdef SPLIT
+    part[((t * p.n_head + h0 + g) * p.n_splits + split) * (D + 2u) + d] = VSUM[i];
+#else
+    o[p.o_off + t * p.o_stride + (h0 + g) * D + d] = VSUM[i] / l[g];
+#endif
+  }
+#ifdef SPLIT
+  if (tid < G) {
+    const uint pb = ((t * p.n_head + h0 + tid) * p.n_splits + split) * (D + 2u);
+    part[pb + D] = m[tid];
+    part[pb + D + 1u] = l[tid];
+  }
+#endif
+#ifdef SPLIT_COMBINE
+  SPLIT_COMBINE_CALL();
+#endif
+}

@@ -95,10 +95,18 @@ void main() {
 void main() {
   const uint i = gl_GlobalInvocationID.x, t = gl_WorkGroupID.y;
   if (i < p.cols) {  // no return: NORM_TAIL needs every invocation at the end
+    // Eight experts' rows are loaded before their sum (same order of additions): a loop of one
+    // load and one add per expert waited out a memory latency per expert.
     float acc = 0.0;
-    for (uint j = 0; j < p.k; ++j) {
-      const float f = p.weighted != 0 ? wts[t * p.k + j] : 1.0;
-      acc += f * s[p.s_off + (t * p.k + j) * p.s_stride + i];
+    for (uint j0 = 0; j0 < p.k; j0 += 8) {
+      float v[8], f[8];
+      [[unroll]] for (uint jj = 0; jj < 8; ++jj) {
+        const uint j = min(j0 + jj, p.k - 1);  // past k: loaded, not added
+        f[jj] = p.weighted != 0 ? wts[t * p.k + j] : 1.0;
+        v[jj] = s[p.s_off + (t * p.k + j) * p.s_stride + i];
+      }
+      [[unroll]] for (uint jj = 0; jj < 8; ++jj)
+        if (j0 + jj < p.k) acc += f[jj] * v[jj];
     }
 #ifdef RESIDUAL
     acc = r[p.r_off + t * p.r_stride + i] + acc;

@@ -24,9 +24,15 @@ void moe_combine_rows(uint tokens, uint k, uint cols, uint y_off, uint y_stride,
   for (uint t = 0u; t < tokens; ++t)
     for (uint i = gl_LocalInvocationIndex; i < cols; i += WG) {
       float acc = 0.0;
-      for (uint j = 0u; j < k; ++j) {
-        const float f = weighted ? ct_wts[t * k + j] : 1.0;
-        acc += f * ct_rows[y_off + (t * k + j) * y_stride + i];
+      for (uint j0 = 0u; j0 < k; j0 += 8u) {  // eight loads in flight, then their sums in order
+        float v[8], f[8];
+        [[unroll]] for (uint jj = 0u; jj < 8u; ++jj) {
+          const uint j = min(j0 + jj, k - 1u);
+          f[jj] = weighted ? ct_wts[t * k + j] : 1.0;
+          v[jj] = ct_rows[y_off + (t * k + j) * y_stride + i];
+        }
+        [[unroll]] for (uint jj = 0u; jj < 8u; ++jj)
+          if (j0 + jj < k) acc += f[jj] * v[jj];
       }
       acc = ct_res[r_off + t * r_stride + i] + acc;
       ct_out[out_off + t * out_stride + i] = acc;

@@ -24,12 +24,49 @@ layout(push_constant) uniform Params {
 
 shared float red[WG / MIN_SUBGROUP];
 
+void store_block(uint row, uint b, vec4 v[8]) {
+  const q8_block qb = q8_quantize(v);
+  const uint qo = p.q_off + row * p.q_stride + 2 * b;
+  xq[qo] = qb.lo;
+  xq[qo + 1] = qb.hi;
+  xs[p.s_off + row * p.s_stride + b] = qb.s;
+}
+
 void main() {
   const uint row = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   const uint xo = (p.x_off + row * p.x_stride) >> 2;
   const uint n_blocks = p.K / 32;
   float scale = 1.0;
 #ifdef NORM
+  if (n_blocks <= WG) {
+    // A block a thread (decode's rows: 4096 wide, 128 blocks): its x and weights are loaded at
+    // once and kept for the quantization. Two passes over the row waited out a memory latency
+    // per loop iteration of the sum of squares (a decode step's norm ~5 us).
+    const uint b = min(tid, n_blocks - 1);
+    vec4 v[8], w[8];
+    float ssq = 0.0;
+    [[unroll]] for (uint i = 0; i < 8; ++i) {
+      v[i] = x4[xo + 8 * b + i];
+      w[i] = norm_w4[8 * b + i];
+    }
+    if (tid < n_blocks)
+      [[unroll]] for (uint i = 0; i < 8; ++i) ssq += dot(v[i], v[i]);
+    ssq = subgroupAdd(ssq);
+    if (subgroupElect()) red[gl_SubgroupID] = ssq;
+    barrier();
+    float total = 0.0;
+    for (uint g = 0; g < gl_NumSubgroups; ++g) total += red[g];
+    scale = 1.0 / sqrt(total / float(p.K) + p.eps);
+    if (tid >= n_blocks) return;
+    [[unroll]] for (uint i = 0; i < 8; ++i) {
+      v[i] = v[i] * scale * w[i];
+#ifdef WRITE_Y
+      y4[(p.y_off + row * p.y_stride) / 4 + 8 * b + i] = v[i];
+#endif
+    }
+    store_block(row, b, v);
+    return;
+  }
   float ss = 0.0;
   for (uint i = tid; i < p.K / 4; i += WG) {
     const vec4 v = x4[xo + i];
@@ -53,10 +90,6 @@ void main() {
       y4[(p.y_off + row * p.y_stride) / 4 + 8 * b + i] = v[i];
 #endif
     }
-    const q8_block qb = q8_quantize(v);
-    const uint qo = p.q_off + row * p.q_stride + 2 * b;
-    xq[qo] = qb.lo;
-    xq[qo + 1] = qb.hi;
-    xs[p.s_off + row * p.s_stride + b] = qb.s;
+    store_block(row, b, v);
   }
 }

@@ -6,8 +6,8 @@
 // The kernel is latency-bound (a few workgroups per SM), so it is laid out to keep its chain of
 // dependent memory accesses short:
 // - The first tile's key slots, ring rows and tags, the queries and then the key code rows are
-//   all loaded before the query rotation, so it and those loads overlap; later tiles' keys are
-//   loaded while the previous tile's softmax and values run.
+//   all loaded before the query rotation, so it and those loads overlap (a later tile's keys are
+//   loaded at the end of the previous tile).
 // - TurboQuant's rotations (queries forward, value sums back) run in registers, 4 elements a
 //   thread, with subgroup shuffles (kv_codec.glsl's tq_rotate_*4): no barriers on a 32-wide
 //   subgroup, instead of 27 barriers per rotation through shared memory.
@@ -459,10 +459,6 @@ void main() {
 #ifdef KV_RING
     ring_of[tid] = j <= last ? tk.vrow : ~0u;
 #endif
-    if (j0 + WG <= last) {  // the next tile's keys load while this one's softmax and values run
-      fetch_slot(tk, j0 + WG, last, btab, seq, recent_from);
-      fetch_codes(tk);
-    }
     float mt[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) mt[g] = s[g];
     wg_reduce(mt, true);
@@ -529,6 +525,10 @@ void main() {
           [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += (kk < n_keys ? pr[g / 4u][g % 4u] : 0.0) * v;
         }
       }
+    }
+    if (j0 + WG <= last) {  // the next tile's keys (here, not before the values: registers)
+      fetch_slot(tk, j0 + WG, last, btab, seq, recent_from);
+      fetch_codes(tk);
     }
     barrier();  // probs / slot_of / ring_of / red are rewritten by the next tile
   }

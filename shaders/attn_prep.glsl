@@ -68,12 +68,28 @@ void main() {
   const uint ops = is_q ? (p.flags & 15u) : ((p.flags >> 8) & 15u);
   const uint src = is_q ? p.q_off + t * p.q_stride + head * p.D : p.k_off + t * p.k_stride + head * p.D;
   for (uint i = tid; i < p.D; i += WG) h[i] = is_q ? q[src + i] : ks[src + i];
+  // Every other load whose address is known now is issued now, not after the ops' barriers (a
+  // memory latency each): the norm weights, the position, the V row and the cache destination.
+  float nw[(MAXD + WG - 1) / WG];
+  [[unroll]] for (uint k = 0; k < (MAXD + WG - 1) / WG; ++k) {
+    const uint i = tid + k * WG;
+    nw[k] = (ops & 1u) != 0 && i < p.D ? (is_q ? qnw[i] : knw[i]) : 0.0;
+  }
+  const int pos_t = pos[t];
   const uint vsrc = p.v_off + t * p.v_stride + head * p.D;
 #ifdef KV_ENCODE
+  const kv_dest dst = kv_dest_of(head, t, p.n_kv, p.ring_rows);
 #if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
-  // The TurboQuant encoder's V elements, loaded with K (not after K's ops and barriers).
+  // The TurboQuant encoder's V elements.
   const vec4 vx = is_q ? vec4(0.0) : tq_v_prefetch(vsrc);
 #endif
+#else
+  const uint slot_t = slots[t];
+  float vv[(MAXD + WG - 1) / WG];
+  [[unroll]] for (uint k = 0; k < (MAXD + WG - 1) / WG; ++k) {
+    const uint i = tid + k * WG;
+    vv[k] = !is_q && i < p.D ? vs[vsrc + i] : 0.0;
+  }
 #endif
   barrier();
 
@@ -81,7 +97,10 @@ void main() {
     float s = 0.0;
     for (uint i = tid; i < p.D; i += WG) s += h[i] * h[i];
     const float scale = 1.0 / sqrt(row_sum(s) / float(p.D) + p.eps);
-    for (uint i = tid; i < p.D; i += WG) h[i] = (h[i] * scale) * (is_q ? qnw[i] : knw[i]);
+    [[unroll]] for (uint k = 0; k < (MAXD + WG - 1) / WG; ++k) {
+      const uint i = tid + k * WG;
+      if (i < p.D) h[i] = (h[i] * scale) * nw[k];
+    }
     barrier();
   }
   if ((ops & 2u) != 0) {
@@ -90,7 +109,7 @@ void main() {
     float r0[MAXD / 2 / WG + 1], r1[MAXD / 2 / WG + 1];
     uint k = 0;
     for (uint i = tid; i < half_rot; i += WG, ++k) {  // read every pair before any is written
-      const float theta = float(pos[t]) * pow(p.base, -2.0 * float(i) / float(p.n_rot));
+      const float theta = float(pos_t) * pow(p.base, -2.0 * float(i) / float(p.n_rot));
       const float f = p.freq_scale * (theta / (has_ff ? ff[i] : 1.0));
       const float c = cos(f), sn = sin(f);
       const uint a = neox ? i : 2 * i, b = neox ? i + half_rot : 2 * i + 1;
@@ -114,7 +133,7 @@ void main() {
     barrier();
   }
   float temp = 1.0;
-  if ((ops & 8u) != 0) temp = log(floor((float(pos[t]) + 1.0) / p.temp_floor_base) + 1.0) * p.temp_scale + 1.0;
+  if ((ops & 8u) != 0) temp = log(floor((float(pos_t) + 1.0) / p.temp_floor_base) + 1.0) * p.temp_scale + 1.0;
 
   if (is_q) {
     for (uint i = tid; i < p.D; i += WG) q[src + i] = h[i] * temp;
@@ -122,23 +141,25 @@ void main() {
   }
 #ifdef KV_ENCODE
 #if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
-  kv_append_v(head, t, 0u, vsrc, p.n_kv, p.ring_rows, vx);
+  kv_append_to(dst, head, 0u, vsrc, vx);
 #else
-  kv_append(head, t, 0u, vsrc, p.n_kv, p.ring_rows);
+  kv_append_to(dst, head, 0u, vsrc, vec4(0.0));
 #endif
 #else
   const uint row = p.n_kv * p.D;
-  const uint dst = slots[t] * row + head * p.D;
-  for (uint i = tid; i < p.D; i += WG) {
+  const uint dst = slot_t * row + head * p.D;
+  [[unroll]] for (uint k = 0; k < (MAXD + WG - 1) / WG; ++k) {
+    const uint i = tid + k * WG;
+    if (i >= p.D) break;
 #ifdef KV_K_F32
     kc[dst + i] = h[i];
 #else
     kc[dst + i] = float16_t(h[i]);
 #endif
 #ifdef KV_V_F32
-    vc[dst + i] = vs[vsrc + i];
+    vc[dst + i] = vv[k];
 #else
-    vc[dst + i] = float16_t(vs[vsrc + i]);
+    vc[dst + i] = float16_t(vv[k]);
 #endif
   }
 #endif

@@ -291,18 +291,29 @@ void encode(uint side, uint kind, uint src, uint row) {
   }
 }
 
-// Appends KV head `head` of step token t (K values from src_at(0, ksrc + i), V from
-// src_at(1, vsrc + i)) at the token's slot, and to the window's ring. kv_append_v: with the
-// TurboQuant encoder's V elements loaded early by the caller (tq_v_prefetch(vsrc)).
-void kv_append_v(uint head, uint t, uint ksrc, uint vsrc, uint n_head_kv, uint ring_rows, vec4 vx) {
-  const uint row = slots[t] * n_head_kv + head;
+// Where KV head `head` of step token t goes: its cache row and (KV_RING) its ring row, whose
+// tag is the position. Loaded by kv_dest_of, which a caller may issue early.
+struct kv_dest {
+  uint row, ring, ring_base, pos;  // ring_base: the ring row's first element
+};
+kv_dest kv_dest_of(uint head, uint t, uint n_head_kv, uint ring_rows) {
+  kv_dest d;
+  d.row = slots[t] * n_head_kv + head;
+  d.pos = uint(pos[t]);
 #ifdef KV_RING
-  const uint P = uint(pos[t]);
-  const uint r = seq_row[t] * ring_rows + P % ring_rows;
-  const uint base = (r * n_head_kv + head) * KD;
+  d.ring = seq_row[t] * ring_rows + d.pos % ring_rows;
+  d.ring_base = (d.ring * n_head_kv + head) * KD;
 #else
-  const uint base = ~0u;
+  d.ring = 0u;
+  d.ring_base = ~0u;
 #endif
+  return d;
+}
+// Appends KV head `head` (K values from src_at(0, ksrc + i), V from src_at(1, vsrc + i)) at
+// dst, and to the window's ring; vx: the TurboQuant encoder's V elements (tq_v_prefetch(vsrc),
+// which a caller may load early).
+void kv_append_to(kv_dest dst, uint head, uint ksrc, uint vsrc, vec4 vx) {
+  const uint row = dst.row, base = dst.ring_base;
 #if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
   tq_encode_pair(ksrc, vx, row, base);  // its sides' ring rows too
   const bool k_left = KV_K_KIND != 3, v_left = KV_V_KIND != 3;
@@ -318,13 +329,14 @@ void kv_append_v(uint head, uint t, uint ksrc, uint vsrc, uint n_head_kv, uint r
     if (KV_K_KIND >= 2 && k_left) kring[base + i] = uint16_t(f32_to_f16_bits(src_at(0u, ksrc + i)));
     if (KV_V_KIND >= 2 && v_left) vring[base + i] = uint16_t(f32_to_f16_bits(src_at(1u, vsrc + i)));
   }
-  if (head == 0u && gl_LocalInvocationID.x == 0u) tags[r] = P;
+  if (head == 0u && gl_LocalInvocationID.x == 0u) tags[dst.ring] = dst.pos;
 #endif
 }
 void kv_append(uint head, uint t, uint ksrc, uint vsrc, uint n_head_kv, uint ring_rows) {
+  const kv_dest dst = kv_dest_of(head, t, n_head_kv, ring_rows);
 #if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
-  kv_append_v(head, t, ksrc, vsrc, n_head_kv, ring_rows, tq_v_prefetch(vsrc));
+  kv_append_to(dst, head, ksrc, vsrc, tq_v_prefetch(vsrc));
 #else
-  kv_append_v(head, t, ksrc, vsrc, n_head_kv, ring_rows, vec4(0.0));
+  kv_append_to(dst, head, ksrc, vsrc, vec4(0.0));
 #endif
 }

@@ -32,36 +32,26 @@ layout(binding = 0, std430) readonly buffer W16 { uint16_t w16[]; };
 layout(binding = 0, std430) readonly buffer W32 { uint w32[]; };
 layout(binding = 0, std430) readonly buffer W128 { uvec4 w128[]; };
 
-// The 16- and 32-bit words below come through W16 / W32: the weight buffer itself, or under
-// mmvq.glsl WSH the lane group's chunk of the row staged in shared memory (wsh_word, defined there).
-#ifdef WSH
-uint wsh_word(uint i);
-#define W32(i) wsh_word(i)
-#define W16(i) ((wsh_word((i) >> 1) >> (16u * ((i) & 1u))) & 0xFFFFu)
-#else
-#define W32(i) w32[i]
-#define W16(i) uint(w16[i])
-#endif
 uint w_u8(uint byte_off) { return uint(w8[byte_off]); }
 int w_i8(uint byte_off) { return int(int8_t(w8[byte_off])); }
-uint w_u16(uint byte_off) { return W16(byte_off >> 1); }
-float w_f16(uint byte_off) { return unpackHalf2x16(W16(byte_off >> 1)).x; }
-float w_bf16(uint byte_off) { return uintBitsToFloat(W16(byte_off >> 1) << 16); }
-float w_f32(uint byte_off) { return uintBitsToFloat(W32(byte_off >> 2)); }
+uint w_u16(uint byte_off) { return uint(w16[byte_off >> 1]); }
+float w_f16(uint byte_off) { return unpackHalf2x16(uint(w16[byte_off >> 1])).x; }
+float w_bf16(uint byte_off) { return uintBitsToFloat(uint(w16[byte_off >> 1]) << 16); }
+float w_f32(uint byte_off) { return uintBitsToFloat(w32[byte_off >> 2]); }
 // Four bytes starting at a 2-aligned offset (Q6_K and friends are only 2-byte aligned).
-uint w_u32_2(uint byte_off) { return W16(byte_off >> 1) | (W16((byte_off >> 1) + 1) << 16); }
+uint w_u32_2(uint byte_off) { return uint(w16[byte_off >> 1]) | (uint(w16[(byte_off >> 1) + 1]) << 16); }
 // 16 / 8 bytes at a 2-aligned offset from aligned words, without branches: word k of the result
 // is bits [sh, sh + 32) of words k, k+1 (sh = 0 or 16). The extra word is only read when the
 // range is misaligned, so nothing past the range is touched.
 uint funnel16(uint lo, uint hi, uint sh) { return (lo >> sh) | ((hi << 16) << (16u - sh)); }
 uvec4 w_u128_2(uint byte_off) {
   const uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
-  const uint a0 = W32(i), a1 = W32(i + 1), a2 = W32(i + 2), a3 = W32(i + 3), a4 = W32(i + 3 + (sh >> 4));
+  const uint a0 = w32[i], a1 = w32[i + 1], a2 = w32[i + 2], a3 = w32[i + 3], a4 = w32[i + 3 + (sh >> 4)];
   return uvec4(funnel16(a0, a1, sh), funnel16(a1, a2, sh), funnel16(a2, a3, sh), funnel16(a3, a4, sh));
 }
 uvec2 w_u64_2(uint byte_off) {
   const uint i = byte_off >> 2, sh = (byte_off & 2u) << 3;
-  const uint a0 = W32(i), a1 = W32(i + 1), a2 = W32(i + 1 + (sh >> 4));
+  const uint a0 = w32[i], a1 = w32[i + 1], a2 = w32[i + 1 + (sh >> 4)];
   return uvec2(funnel16(a0, a1, sh), funnel16(a1, a2, sh));
 }
 #endif

@@ -35,11 +35,6 @@
 //                words lie 64 bytes apart (16 lines per warp load for 512 bytes), which cost as
 //                much as the weights' own reads (H200 lab, Q4_K 12288 x 4096: 14.3 us; weights
 //                alone 10.5, activations and math alone 9.0).
-//  WSH           (formats whose unit reads 2-byte-aligned words: Q6_K, Q8_0) each lane group stages
-//                the chunk of its rows that its next LPR * U units cover in shared memory with
-//                coalesced 16-byte loads, and the format's unit reads its words from there
-//                (common.glsl W16 / W32). Read from memory, a Q6_K unit was 19 loads of 2-4 bytes
-//                (H200 lab, 12288 x 4096 weights alone: 17.1 us against 12.2 for a plain read).
 //  TOPK_IN       (with MOE_IDS, not MOE_GROUPED: decode's gate/up) the router's top-k as a
 //                prologue: each workgroup ranks its pair's token's logits (moe_topk.glsl, bindings
 //                from TOPK_IN + 1) and reads that rank's expert; the first workgroup of each token
@@ -151,54 +146,6 @@ const uint RMS_NB = RMS_IN / 32;                 // block sums per token
 const uint RMS_PER_LANE = (RMS_NB + LPR - 1) / LPR;
 #endif
 
-#ifdef WSH
-// LPR * U units fill whole blocks (Q6_K: 4 units a block, Q8_0: 1; the host's lane groups are 32).
-const uint WSH_BYTES = LPR * U * MMVQ_UNIT / QK * BLOCK_BYTES;  // a chunk: LPR * U units' blocks
-const uint WSH_CHUNK16 = (WSH_BYTES + 15u + 4u + 15u) / 16u;   // from a 16-byte boundary, one word of slack
-shared uvec4 wsh[GROUPS * ROWS][WSH_CHUNK16];
-uint wsh_slot, wsh_base;  // the row chunk this invocation reads: its slot, its first weight word
-uint wsh_group, wsh_first[ROWS];
-uint wsh_word(uint i) {
-  const uint j = i - wsh_base;
-  return wsh[wsh_slot][j >> 2][j & 3u];
-}
-// 16 bytes of the weights at word4 i; the binding's last partial word from its 16-bit words.
-uvec4 w128_safe(uint i, uint n16) {
-  if (i < n16) return w128[i];
-  const uint n = uint(w16.length());
-  uvec4 v = uvec4(0);
-  for (uint c = 0; c < 4; ++c) {
-    const uint h = 8 * i + 2 * c;
-    v[c] = (h < n ? uint(w16[h]) : 0u) | (h + 1 < n ? uint(w16[h + 1]) << 16 : 0u);
-  }
-  return v;
-}
-void wsh_sync() {
-#ifdef SG_LPR
-  warp_sync_shared();  // the lane group is the subgroup
-#else
-  barrier();
-#endif
-}
-// The chunk of each of the group's rows that units c0 .. c0 + LPR * U - 1 cover, from the
-// 16-byte word at or before its first block.
-void wsh_stage(uint c0, uint lane, uint rbase[ROWS]) {
-  const uint blk0 = c0 / (QK / MMVQ_UNIT), n16 = uint(w128.length());
-  uint a0[ROWS];
-  UNROLL for (uint r = 0; r < ROWS; ++r) {
-    a0[r] = (rbase[r] + blk0 * BLOCK_BYTES) >> 4;
-    wsh_first[r] = a0[r] << 2;
-  }
-  const uint PER_LANE = (WSH_CHUNK16 + LPR - 1) / LPR;
-  uvec4 v[ROWS][PER_LANE];
-  [[unroll]] for (uint r = 0; r < ROWS; ++r)
-    [[unroll]] for (uint m = 0; m < PER_LANE; ++m) v[r][m] = w128_safe(a0[r] + min(lane + m * LPR, WSH_CHUNK16 - 1), n16);
-  [[unroll]] for (uint r = 0; r < ROWS; ++r)
-    [[unroll]] for (uint m = 0; m < PER_LANE; ++m)
-      if (lane + m * LPR < WSH_CHUNK16) wsh[wsh_group * ROWS + r][lane + m * LPR] = v[r][m];
-}
-#endif
-
 // The weights of units u0, u0 + LPR, ... (U of them) of the lane group's rows; a unit past the
 // row is clamped (loaded, not used).
 void load_units(uint u0, uint lane, uint n_units, uint wbase, uint rbase[ROWS], out mmvq_w wv[U][ROWS]) {
@@ -207,13 +154,7 @@ void load_units(uint u0, uint lane, uint n_units, uint wbase, uint rbase[ROWS], 
 #if defined(LAB) && (LAB & 2) != 0
     UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(wbase, lane & 3u);  // lab: one unit, cache-hot
 #else
-    UNROLL for (uint r = 0; r < ROWS; ++r) {
-#ifdef WSH
-      wsh_slot = wsh_group * ROWS + r;
-      wsh_base = wsh_first[r];
-#endif
-      wv[k][r] = mmvq_load(rbase[r], u);
-    }
+    UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
 #endif
   }
 }
@@ -282,12 +223,10 @@ void main() {
 
   const uint n_units = p.K / MMVQ_UNIT;
   mmvq_w wv[U][ROWS];
-#if defined(XSH) && !defined(WSH)
+#ifdef XSH
   // The first units' weight loads are issued before the staging, so their latency and the
   // activations' overlap.
   load_units(lane, lane, n_units, wbase, rbase, wv);
-#endif
-#ifdef XSH
   UNROLL for (uint t = 0; t < NT; ++t) {
     if (t >= nt) break;
     const uint qb = p.q_off + xr[t] * p.q_stride, sb = p.s_off + xr[t] * p.s_stride;
@@ -299,21 +238,11 @@ void main() {
   }
   barrier();
 #endif
-#ifdef WSH
-  wsh_group = grp;
-  for (uint c0 = 0; c0 < n_units; c0 += LPR * U) {  // the same trip count for every lane
-    const uint u0 = c0 + lane;
-    if (c0 != 0) wsh_sync();  // the previous chunk is read
-    wsh_stage(c0, lane, rbase);
-    wsh_sync();
-    load_units(u0, lane, n_units, wbase, rbase, wv);
-#else
   for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
 #ifdef XSH
     if (u0 != lane)  // the first units were loaded before the staging
 #endif
       load_units(u0, lane, n_units, wbase, rbase, wv);
-#endif
     UNROLL for (uint k = 0; k < U; ++k) {
       const uint u = u0 + k * LPR;
       if (u >= n_units) break;

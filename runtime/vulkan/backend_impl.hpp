@@ -531,10 +531,6 @@ struct backend::impl {
   // (STRATA_VK_MMVQ_XSH=WG).
   std::uint32_t mmvq_xsh_wg = 0;
   static constexpr std::uint64_t xsh_bytes_max = 40 * 1024;  // of the 48 KiB every device gives a workgroup
-  // The integer matvec stages each lane group's chunk of its weight rows in shared memory with
-  // 16-byte loads (mmvq.glsl WSH: Q6_K and Q8_0, whose units read 2-byte-aligned words);
-  // STRATA_VK_MMVQ_WSH=1, off until measured.
-  bool mmvq_wsh = false;
   bool small_matmul(std::uint64_t K, std::uint32_t n) const;
   // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
   // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps

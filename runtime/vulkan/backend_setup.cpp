@@ -130,7 +130,6 @@ backend::impl::impl(const backend_options& o)
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMVQ_UNROLL")) mmvq_unroll = std::string_view(v) == "1";
-  if (const char* v = std::getenv("STRATA_VK_MMVQ_WSH")) mmvq_wsh = std::string_view(v) == "1";
   if (const char* v = std::getenv("STRATA_VK_MMVQ_XSH")) {
     const int wg = std::atoi(v);
     if (wg != 0 && (wg < 32 || wg > 1024 || wg % 32))

@@ -37,14 +37,6 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   const bool xsh = mmvq_xsh_wg && xsh_words && max_k % 64 == 0 &&
                    std::uint64_t(nt) * (max_k / 64) * xsh_words * 16 <= xsh_bytes_max;
   if (xsh && !qout && !norm_out) wgs = std::max(wgs, mmvq_xsh_wg);  // those own 32-row blocks already
-  // Weight chunks staged in shared memory (WSH): each lane group's rows x LPR * U units' blocks.
-  const bool q6 = t == gguf::type_id::q6_k, q8 = t == gguf::type_id::q8_0;
-  const std::uint64_t wsh_bytes =
-      q6 || q8 ? std::uint64_t(wgs / 32) * rpg * (swiglu ? 2 : 1) *
-                     ((32 * u * (q6 ? 64 : 32) / (q6 ? 256 : 32) * (q6 ? 210 : 34) + 34 + 15) / 16 * 16)
-               : 0;
-  const std::uint64_t xsh_bytes = xsh ? std::uint64_t(nt) * (max_k / 64) * xsh_words * 16 : 0;
-  const bool wsh = mmvq_wsh && wsh_bytes && wsh_bytes + xsh_bytes <= xsh_bytes_max;
   std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},
                                                      {"LPR", "32"}, {"RPG", std::to_string(rpg)},
                                                      {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
@@ -60,7 +52,6 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   if (rms_in_k) d.emplace_back("RMS_IN", std::to_string(rms_in_k));  // binding 10 (sums of x^2)
   if (mmvq_unroll) d.emplace_back("UR", "1");
   if (xsh) d.emplace_back("XSH", std::to_string(max_k / 64));
-  if (wsh) d.emplace_back("WSH", "1");
   return req("mmvq", t, std::move(d), tail ? 14 : rms_in_k ? 11 : norm_out ? 10 : 8);
 }
 

@@ -136,15 +136,13 @@ TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequant
 // The integer matvec's variants compute the default's products in the default's order:
 // STRATA_VK_MMVQ_UNROLL=1 only hints the driver to unroll the loops over tokens and rows;
 // STRATA_VK_MMVQ_XSH=WG reads the activation words from shared memory (staged once per workgroup
-// of WG threads) instead of from memory; STRATA_VK_MMVQ_WSH=1 reads Q6_K's and Q8_0's weight words
-// from chunks of the rows staged in shared memory (N = 67 rows of K = 2304: Q6_K rows are not
-// 16-byte aligned, and the last row ends in a partial 16-byte word).
+// of WG threads) instead of from memory.
 TEST_CASE("vulkan matmul: the integer matvec's variants (unrolled loops, activations in shared memory) equal the default") {
   if (!vkt::available()) return;
   std::mt19937 rng(7);
   const auto x = vkt::normal_floats(std::size_t(table_rows) * K, rng);
   const std::pair<const char*, const char*> variants[] = {{"STRATA_VK_MMVQ_UNROLL", "1"}, {"STRATA_VK_MMVQ_XSH", "256"},
-                                                          {"STRATA_VK_MMVQ_XSH", "64"}, {"STRATA_VK_MMVQ_WSH", "1"}};
+                                                          {"STRATA_VK_MMVQ_XSH", "64"}};
   const auto check = [&](auto fmt) {
     using Fmt = decltype(fmt);
     CAPTURE(Fmt::name);

@@ -6,8 +6,7 @@
 //                   [--variants mv,q:WG=128:RPG=1:U=2,...] [--tokens 1] [--iters 200] [--rotate-mb 1024]
 //                   [--stats: the driver's statistics of each variant's pipeline: registers, spills]
 // Variant "mv" is the f32-activation matvec.glsl; "q:..." is mmvq.glsl (int8 activations) with
-// the given defines (WG, LPR, RPG, U, UR, LAB, XSH=1: activations staged in shared memory, WSH=1:
-// weight chunks staged in shared memory;
+// the given defines (WG, LPR, RPG, U, UR, LAB, XSH=1: activations staged in shared memory;
 // NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
 // weight bytes and nothing else (read_bw.glsl; G workgroups, default one pass of U loads a thread),
 // the reference a decode kernel's weight reads are measured against.
@@ -295,7 +294,6 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     else if (p[0] == "UR") unroll = n != 0;
     else if (p[0] == "LAB") v.defines.emplace_back("LAB", std::to_string(n));  // mmvq.glsl's lab knobs (results wrong)
     else if (p[0] == "XSH") v.xsh = n != 0;
-    else if (p[0] == "WSH") v.defines.emplace_back("WSH", "1");  // weight chunks staged in shared memory
     else throw error("unknown variant field '" + p[0] + "'");
   }
   v.defines.insert(v.defines.begin(), {{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wg)}, {"LPR", std::to_string(lpr)},

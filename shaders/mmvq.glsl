@@ -28,13 +28,6 @@
 //                factor scales every code of a row alike, so the codes need not wait for it.
 //  RMS_IN        (not with MOE_IDS or NORM_TAIL) the other half: the input is NORM_OUT's codes;
 //                the block sums give 1 / rms(x), which scales the dot products (RMS_IN = K).
-//  XSH           (= the units of a row, K / MMVQ_UNIT) the workgroup's tokens' activation words
-//                (the format's mmvq_xload) are staged once in shared memory, [token][word][unit],
-//                and every lane group reads them from there: lane l's unit l + 32k is then one
-//                conflict-free 16-byte row per word. Read from memory per lane group, a lane's
-//                words lie 64 bytes apart (16 lines per warp load for 512 bytes), which cost as
-//                much as the weights' own reads (H200 lab, Q4_K 12288 x 4096: 14.3 us; weights
-//                alone 10.5, activations and math alone 9.0).
 //  TOPK_IN       (with MOE_IDS, not MOE_GROUPED: decode's gate/up) the router's top-k as a
 //                prologue: each workgroup ranks its pair's token's logits (moe_topk.glsl, bindings
 //                from TOPK_IN + 1) and reads that rank's expert; the first workgroup of each token
@@ -138,26 +131,10 @@ shared float outv[NT][WG_ROWS];
 #ifdef NORM_OUT
 shared float outsq[NT][WG_ROWS];
 #endif
-#ifdef XSH
-shared uvec4 xsh[NT][MMVQ_XW][XSH];
-#endif
 #ifdef RMS_IN
 const uint RMS_NB = RMS_IN / 32;                 // block sums per token
 const uint RMS_PER_LANE = (RMS_NB + LPR - 1) / LPR;
 #endif
-
-// The weights of units u0, u0 + LPR, ... (U of them) of the lane group's rows; a unit past the
-// row is clamped (loaded, not used).
-void load_units(uint u0, uint lane, uint n_units, uint wbase, uint rbase[ROWS], out mmvq_w wv[U][ROWS]) {
-  UNROLL for (uint k = 0; k < U; ++k) {
-    const uint u = min(u0 + k * LPR, n_units - 1);
-#if defined(LAB) && (LAB & 2) != 0
-    UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(wbase, lane & 3u);  // lab: one unit, cache-hot
-#else
-    UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
-#endif
-  }
-}
 
 void main() {
   const uint lane = gl_LocalInvocationID.x % LPR, grp = gl_LocalInvocationID.x / LPR;
@@ -222,27 +199,16 @@ void main() {
 #endif
 
   const uint n_units = p.K / MMVQ_UNIT;
-  mmvq_w wv[U][ROWS];
-#ifdef XSH
-  // The first units' weight loads are issued before the staging, so their latency and the
-  // activations' overlap.
-  load_units(lane, lane, n_units, wbase, rbase, wv);
-  UNROLL for (uint t = 0; t < NT; ++t) {
-    if (t >= nt) break;
-    const uint qb = p.q_off + xr[t] * p.q_stride, sb = p.s_off + xr[t] * p.s_stride;
-    for (uint u = gl_LocalInvocationID.x; u < n_units; u += WG) {
-      uvec4 xw[MMVQ_XW];
-      mmvq_xload(u, qb, sb, xw);
-      UNROLL for (uint i = 0; i < MMVQ_XW; ++i) xsh[t][i][u] = xw[i];
-    }
-  }
-  barrier();
-#endif
   for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
-#ifdef XSH
-    if (u0 != lane)  // the first units were loaded before the staging
+    mmvq_w wv[U][ROWS];
+    UNROLL for (uint k = 0; k < U; ++k) {
+      const uint u = min(u0 + k * LPR, n_units - 1);  // a clamped unit is loaded but not used
+#if defined(LAB) && (LAB & 2) != 0
+      UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(wbase, lane & 3u);  // lab: one unit, cache-hot
+#else
+      UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
 #endif
-      load_units(u0, lane, n_units, wbase, rbase, wv);
+    }
     UNROLL for (uint k = 0; k < U; ++k) {
       const uint u = u0 + k * LPR;
       if (u >= n_units) break;
@@ -252,14 +218,8 @@ void main() {
 #endif
       UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
-#ifdef XSH
-        uvec4 xw[MMVQ_XW];
-        UNROLL for (uint i = 0; i < MMVQ_XW; ++i) xw[i] = xsh[t][i][u];
-        UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dotx(wv[k][r], u, xw);
-#else
         const uint qb = p.q_off + xr[t] * p.q_stride, sb = p.s_off + xr[t] * p.s_stride;
         UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dot(wv[k][r], u, qb, sb);
-#endif
       }
     }
   }

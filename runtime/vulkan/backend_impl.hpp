@@ -526,11 +526,6 @@ struct backend::impl {
   // The integer matvec's loops over tokens and rows carry the unroll hint (mmvq.glsl UR;
   // STRATA_VK_MMVQ_UNROLL=1; off until measured on a GPU).
   bool mmvq_unroll = false;
-  // The integer matvec stages its tokens' activation words in shared memory (mmvq.glsl XSH, Q4_K
-  // and Q6_K, sized for max_k) in workgroups of at least this many threads; 0 off
-  // (STRATA_VK_MMVQ_XSH=WG).
-  std::uint32_t mmvq_xsh_wg = 0;
-  static constexpr std::uint64_t xsh_bytes_max = 40 * 1024;  // of the 48 KiB every device gives a workgroup
   bool small_matmul(std::uint64_t K, std::uint32_t n) const;
   // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
   // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps

@@ -130,12 +130,6 @@ backend::impl::impl(const backend_options& o)
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMVQ_UNROLL")) mmvq_unroll = std::string_view(v) == "1";
-  if (const char* v = std::getenv("STRATA_VK_MMVQ_XSH")) {
-    const int wg = std::atoi(v);
-    if (wg != 0 && (wg < 32 || wg > 1024 || wg % 32))
-      throw error("STRATA_VK_MMVQ_XSH must be 0 or a workgroup size of 32-1024 threads in warps, got '" + std::string(v) + "'");
-    mmvq_xsh_wg = std::uint32_t(wg);
-  }
   if (const char* v = std::getenv("STRATA_VK_MM3_XF16"); v && std::string_view(v) == "0") mm3_xf16 = false;
   if (const char* v = std::getenv("STRATA_VK_MM3_SHAPE")) {
     unsigned a = 0, b = 0, c = 0, d = 0;

@@ -31,12 +31,6 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
                                          std::uint32_t rms_in_k) const {
   auto [wgs, rpg, u] = qout ? mmvq_shape_t{256, 4, 1} : mmvq_shape(t, n_rows);  // QUANT_OUT: 32 rows a workgroup
   if (norm_out && !qout) wgs = 32 * (32 / rpg);  // 32 rows a workgroup too (norm_out_fits: rpg 2, 512 threads)
-  // Activations staged in shared memory (XSH = units of the widest input row): once per
-  // workgroup, so in workgroups of at least mmvq_xsh_wg threads.
-  const std::uint32_t xsh_words = t == gguf::type_id::q4_k ? 5 : t == gguf::type_id::q6_k ? 6 : 0;
-  const bool xsh = mmvq_xsh_wg && xsh_words && max_k % 64 == 0 &&
-                   std::uint64_t(nt) * (max_k / 64) * xsh_words * 16 <= xsh_bytes_max;
-  if (xsh && !qout && !norm_out) wgs = std::max(wgs, mmvq_xsh_wg);  // those own 32-row blocks already
   std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},
                                                      {"LPR", "32"}, {"RPG", std::to_string(rpg)},
                                                      {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
@@ -51,7 +45,6 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   if (norm_out) d.emplace_back("NORM_OUT", "1");  // bindings 8 (norm weight), 9 (sums of y^2)
   if (rms_in_k) d.emplace_back("RMS_IN", std::to_string(rms_in_k));  // binding 10 (sums of x^2)
   if (mmvq_unroll) d.emplace_back("UR", "1");
-  if (xsh) d.emplace_back("XSH", std::to_string(max_k / 64));
   return req("mmvq", t, std::move(d), tail ? 14 : rms_in_k ? 11 : norm_out ? 10 : 8);
 }
 

@@ -108,23 +108,11 @@ const uint MMVQ_UNIT = 64;
 mmvq_w mmvq_load(uint row_base, uint u) { return q4k_unit_load(row_base, u); }
 // mmvq.glsl's LAB bit 0: every loaded word folded together, so no load is dropped.
 uint mmvq_lab(mmvq_w w) { return w.hdr.x ^ w.hdr.y ^ w.hdr.z ^ w.hdr.w ^ w.q0.x ^ w.q0.y ^ w.q0.z ^ w.q0.w ^ w.q1.x ^ w.q1.y ^ w.q1.z ^ w.q1.w; }
-// A unit's activation words (mmvq.glsl XSH stages them in shared memory): its 64 codes, then the
-// scale d and code sum of each half.
-const uint MMVQ_XW = 5;
-void mmvq_xload(uint u, uint qb, uint sb, out uvec4 xw[MMVQ_XW]) {
+float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
   const uint j = u & 3u, b = u >> 2;
   const uint xi = qb + 16 * b + 4 * j;
-  xw[0] = xq[xi];
-  xw[1] = xq[xi + 1];
-  xw[2] = xq[xi + 2];
-  xw[3] = xq[xi + 3];
+  const uvec4 a0 = xq[xi], a1 = xq[xi + 1], a2 = xq[xi + 2], a3 = xq[xi + 3];
   const vec4 s_lo = xs[sb + 8 * b + 2 * j], s_hi = xs[sb + 8 * b + 2 * j + 1];
-  xw[4] = floatBitsToUint(vec4(s_lo.x, s_lo.w, s_hi.x, s_hi.w));
-}
-float mmvq_dotx(mmvq_w w, uint u, uvec4 xw[MMVQ_XW]) {
-  const uint j = u & 3u;
-  const uvec4 a0 = xw[0], a1 = xw[1], a2 = xw[2], a3 = xw[3];
-  const vec4 s = uintBitsToFloat(xw[4]);  // d_lo, sum_lo, d_hi, sum_hi
   const uint M = 0x0F0F0F0Fu;
   int lo = dot4(w.q0.x & M, a0.x) + dot4(w.q0.y & M, a0.y) + dot4(w.q0.z & M, a0.z) + dot4(w.q0.w & M, a0.w) +
            dot4(w.q1.x & M, a1.x) + dot4(w.q1.y & M, a1.y) + dot4(w.q1.z & M, a1.z) + dot4(w.q1.w & M, a1.w);
@@ -134,13 +122,8 @@ float mmvq_dotx(mmvq_w w, uint u, uvec4 xw[MMVQ_XW]) {
   uint sc, mn;
   q4k_unit_scales(w.hdr, j, sc, mn);
   const vec2 dm = unpackHalf2x16(w.hdr.x);
-  return dm.x * (float(sc & 0xFFu) * s.x * float(lo) + float((sc >> 8) & 0xFFu) * s.z * float(hi)) -
-         dm.y * (float(mn & 0xFFu) * s.y + float((mn >> 8) & 0xFFu) * s.w);
-}
-float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
-  uvec4 xw[MMVQ_XW];
-  mmvq_xload(u, qb, sb, xw);
-  return mmvq_dotx(w, u, xw);
+  return dm.x * (float(sc & 0xFFu) * s_lo.x * float(lo) + float((sc >> 8) & 0xFFu) * s_hi.x * float(hi)) -
+         dm.y * (float(mn & 0xFFu) * s_lo.w + float((mn >> 8) & 0xFFu) * s_hi.w);
 }
 #endif
 

@@ -69,48 +69,28 @@ mmvq_w mmvq_load(uint row_base, uint u) {
 }
 // mmvq.glsl's LAB bit 0: every loaded word folded together, so no load is dropped.
 uint mmvq_lab(mmvq_w w) { return w.l01.x ^ w.l01.y ^ w.l01.z ^ w.l01.w ^ w.l23.x ^ w.l23.y ^ w.l23.z ^ w.l23.w ^ w.hh.x ^ w.hh.y ^ w.hh.z ^ w.hh.w ^ w.sc.x ^ w.sc.y ^ w.d; }
-// A unit's activation words (mmvq.glsl XSH stages them in shared memory): the codes of its four
-// quarters, then per quarter the scale d and the code sum of the half it covers.
-const uint MMVQ_XW = 6;
-void mmvq_xload(uint u, uint qb, uint sb, out uvec4 xw[MMVQ_XW]) {
+float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
   const uint b = u >> 2, h = (u >> 1) & 1u, lh = u & 1u;
+  // Quarter k holds elements 128h + 32k + 16lh + i: half lh of 32-block 8b + 4h + k.
   const uint blk32 = 8 * b + 4 * h;
   const uint xi = qb + 2 * blk32 + lh;
-  xw[0] = xq[xi];
-  xw[1] = xq[xi + 2];
-  xw[2] = xq[xi + 4];
-  xw[3] = xq[xi + 6];
-  vec4 s[4];
-  for (uint k = 0; k < 4; ++k) s[k] = xs[sb + blk32 + k];
-  xw[4] = floatBitsToUint(vec4(s[0].x, lh == 0u ? s[0].y : s[0].z, s[1].x, lh == 0u ? s[1].y : s[1].z));
-  xw[5] = floatBitsToUint(vec4(s[2].x, lh == 0u ? s[2].y : s[2].z, s[3].x, lh == 0u ? s[3].y : s[3].z));
-}
-float mmvq_dotx(mmvq_w w, uint u, uvec4 xw[MMVQ_XW]) {
-  const uint lh = u & 1u;
-  // Quarter k holds elements 128h + 32k + 16lh + i: half lh of 32-block 8b + 4h + k.
   const uint M = 0x0F0F0F0Fu, M2 = 0x03030303u;
   ivec4 acc = ivec4(0);
   for (uint c = 0; c < 4; ++c) {
     const uint a = w.l01[c], e = w.l23[c], hb = w.hh[c];
-    acc.x += dot4((a & M) | ((hb & M2) << 4), xw[0][c]);
-    acc.y += dot4((e & M) | (((hb >> 2) & M2) << 4), xw[1][c]);
-    acc.z += dot4(((a >> 4) & M) | (((hb >> 4) & M2) << 4), xw[2][c]);
-    acc.w += dot4(((e >> 4) & M) | (((hb >> 6) & M2) << 4), xw[3][c]);
+    acc.x += dot4((a & M) | ((hb & M2) << 4), xq[xi][c]);
+    acc.y += dot4((e & M) | (((hb >> 2) & M2) << 4), xq[xi + 2][c]);
+    acc.z += dot4(((a >> 4) & M) | (((hb >> 4) & M2) << 4), xq[xi + 4][c]);
+    acc.w += dot4(((e >> 4) & M) | (((hb >> 6) & M2) << 4), xq[xi + 6][c]);
   }
-  const vec4 s01 = uintBitsToFloat(xw[4]), s23 = uintBitsToFloat(xw[5]);
-  const vec2 s[4] = vec2[4](s01.xy, s01.zw, s23.xy, s23.zw);  // d, sum of the quarter's half
   float r = 0.0;
   for (uint k = 0; k < 4; ++k) {
+    const vec4 s = xs[sb + blk32 + k];
     const uint sbyte = (w.sc[k >> 1] >> (16 * (k & 1u) + 8 * lh)) & 0xFFu;  // sc[2k + lh]
-    const float part = s[k].x * float(acc[k]) - 32.0 * s[k].y;
+    const float part = s.x * float(acc[k]) - 32.0 * (lh == 0u ? s.y : s.z);
     r += float(int(sbyte << 24) >> 24) * part;
   }
   return unpackHalf2x16(w.d).x * r;
-}
-float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
-  uvec4 xw[MMVQ_XW];
-  mmvq_xload(u, qb, sb, xw);
-  return mmvq_dotx(w, u, xw);
 }
 #endif
 

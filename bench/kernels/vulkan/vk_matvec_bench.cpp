@@ -6,8 +6,7 @@
 //                   [--variants mv,q:WG=128:RPG=1:U=2,...] [--tokens 1] [--iters 200] [--rotate-mb 1024]
 //                   [--stats: the driver's statistics of each variant's pipeline: registers, spills]
 // Variant "mv" is the f32-activation matvec.glsl; "q:..." is mmvq.glsl (int8 activations) with
-// the given defines (WG, LPR, RPG, U, UR, LAB, XSH=1: activations staged in shared memory;
-// NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
+// the given defines (WG, LPR, RPG, U, UR, LAB; NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
 // weight bytes and nothing else (read_bw.glsl; G workgroups, default one pass of U loads a thread),
 // the reference a decode kernel's weight reads are measured against.
 #include <array>
@@ -151,7 +150,6 @@ struct variant {
   std::uint32_t splits = 1;  // S=n: split K over n workgroups (SPLIT_K), then split_k_sum
   bool small = false;  // mul_mm_small.glsl: "ms:TT=n" (16n tokens per workgroup row)
   bool read = false;   // read_bw.glsl: "rd:WG=n:U=n:G=n"
-  bool xsh = false;    // mmvq XSH (its value, the units of a row, is set per shape)
   std::uint32_t read_wg = 256, read_u = 4, read_groups = 0;
   std::uint32_t bm = 64, bn = 64;
   std::vector<std::pair<std::string, std::string>> defines;
@@ -293,7 +291,6 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     else if (p[0] == "U") u = n;
     else if (p[0] == "UR") unroll = n != 0;
     else if (p[0] == "LAB") v.defines.emplace_back("LAB", std::to_string(n));  // mmvq.glsl's lab knobs (results wrong)
-    else if (p[0] == "XSH") v.xsh = n != 0;
     else throw error("unknown variant field '" + p[0] + "'");
   }
   v.defines.insert(v.defines.begin(), {{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wg)}, {"LPR", std::to_string(lpr)},
@@ -375,7 +372,6 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
     };
     for (const auto& vn : variant_names) {
       prepared pv{vn, parse_variant(vn, nt, L.ctx.info())};
-      if (pv.v.xsh) pv.v.defines.emplace_back("XSH", std::to_string(K / (Fmt::block_elems == 32 ? 32 : 64)));
       try {
         if (pv.v.splits > 1) {
           const std::size_t need = std::size_t(pv.v.splits) * nt * N * 4;

@@ -14,8 +14,15 @@ void main() {
   const uint r = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z;
   if (r >= p.rows) return;  // uniform per workgroup, before any barrier
   const uint xb = p.x_off + r * p.x_stride, yb = p.y_off + r * p.y_stride;
+  // Loads in batches of eight before their sums (same order): one load per loop iteration waited
+  // out a memory latency each.
   float s = 0.0;
-  for (uint i = gl_LocalInvocationID.x; i < p.cols; i += WG) s += x[xb + i] * x[xb + i];
+  for (uint i0 = gl_LocalInvocationID.x; i0 < p.cols; i0 += 8 * WG) {
+    float v[8];
+    [[unroll]] for (uint k = 0; k < 8; ++k) v[k] = x[xb + min(i0 + k * WG, p.cols - 1)];
+    [[unroll]] for (uint k = 0; k < 8; ++k)
+      if (i0 + k * WG < p.cols) s += v[k] * v[k];
+  }
   s = subgroupAdd(s);
   if (subgroupElect()) red[gl_SubgroupID] = s;
   barrier();
@@ -23,11 +30,24 @@ void main() {
   for (uint g = 0; g < gl_NumSubgroups; ++g) sum += red[g];
   const float scale = 1.0 / sqrt(sum / float(p.cols) + p.eps);
   barrier();  // x and y may alias: every thread has read its x before anyone writes
-  for (uint i = gl_LocalInvocationID.x; i < p.cols; i += WG) {
+  for (uint i0 = gl_LocalInvocationID.x; i0 < p.cols; i0 += 8 * WG) {
+    float v[8], wv[8];
+    [[unroll]] for (uint k = 0; k < 8; ++k) {
+      const uint i = min(i0 + k * WG, p.cols - 1);
+      v[k] = x[xb + i];
 #ifdef HAS_NORM_WEIGHT
-    y[yb + i] = (x[xb + i] * scale) * w[i];
+      wv[k] = w[i];
 #else
-    y[yb + i] = x[xb + i] * scale;
+      wv[k] = 1.0;
 #endif
+    }
+    [[unroll]] for (uint k = 0; k < 8; ++k) {
+      const uint i = i0 + k * WG;
+#ifdef HAS_NORM_WEIGHT
+      if (i < p.cols) y[yb + i] = (v[k] * scale) * wv[k];
+#else
+      if (i < p.cols) y[yb + i] = v[k] * scale;
+#endif
+    }
   }
 }

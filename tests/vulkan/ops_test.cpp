@@ -4,6 +4,7 @@
 // counts because a GPU backend records one graph per batch shape and replays it after that.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -238,6 +239,40 @@ TEST_CASE("vulkan ops: dispatches past the workgroup-count limit (rope and QK no
   if (!vkt::available()) return;
   compare<large_inputs>("large step", {"rope + split-head rms_norm"}, {vkt::tol_rope},
                         [](auto& be, const large_inputs& in) { return run_large(be, in); });
+}
+
+// argmax over rows wider than a workgroup's batch of loads (1,024 threads x 8, then a tail):
+// ties resolve to the lowest index wherever the equal maxima fall (one thread's two batches,
+// two threads, the last column), a constant row and a row of -inf give index 0.
+TEST_CASE("vulkan ops: argmax (lowest index among ties) vs the host") {
+  if (!vkt::available()) return;
+  constexpr std::uint32_t C = 3 * 8 * 1024 + 48, R = 6;  // rows a multiple of 16 (a weight table)
+  std::mt19937 rng(99);
+  auto t = vkt::normal_floats(std::size_t(R) * C, rng);
+  const auto row = [&](std::uint32_t r) { return t.begin() + std::ptrdiff_t(r) * C; };
+  std::fill(row(1), row(2), 1.0f);
+  row(2)[C - 1] = 9.0f;
+  for (const std::uint32_t c : {11266u, 2050u, 9000u}) row(3)[c] = 9.0f;  // 2050 and 11266: one thread, two batches
+  std::fill(row(4), row(5), -std::numeric_limits<float>::infinity());
+  row(4)[C - 2] = row(4)[C - 1] = 0.5f;
+  std::fill(row(5), row(5) + C, -std::numeric_limits<float>::infinity());
+  std::vector<std::int32_t> want(R);
+  for (std::uint32_t r = 0; r < R; ++r) want[r] = std::int32_t(std::max_element(row(r), row(r) + C) - row(r));
+  CHECK(want[3] == 2050);
+  vkt::weight_store store;
+  const auto& info = store.add_f32("test.logits", t, C, R);
+  gpu::backend be;
+  const auto table = be.load(info);
+  const auto x = be.alloc(R, C);
+  be.reserve(R, 0);
+  auto kv = be.make_kv(vkt::small_kv());
+  const auto b = vkt::batch_data::rows(R, 0);
+  std::vector<std::int32_t> got(R, -1);
+  be.begin(graph::step_inputs{b.view(), nullptr});
+  be.embed(table, x.view(R));
+  be.argmax(x.view(R), got);
+  be.finish();
+  CHECK(got == want);
 }
 
 #endif

@@ -308,12 +308,22 @@ void main() {
       slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
       const uint kb = slot * row + hk * D;
       float d = 0.0;
+      // The key row's words in batches of 16 loads before their dot products (same order): D is a
+      // push constant, so a loop of one load and one dot waited out a memory latency per word
+      // (32 a key at head dim 128).
+      for (uint c0 = 0; c0 < D / 4; c0 += 16) {
+        vec4 kr[16];
+        [[unroll]] for (uint u = 0; u < 16; ++u) {
+          const uint c = min(c0 + u, D / 4 - 1);
 #ifdef KV_K_F32
-      for (uint c = 0; c < D / 4; ++c)
-        d += dot(qs[c], vec4(kc[kb + 4 * c], kc[kb + 4 * c + 1], kc[kb + 4 * c + 2], kc[kb + 4 * c + 3]));
+          kr[u] = vec4(kc[kb + 4 * c], kc[kb + 4 * c + 1], kc[kb + 4 * c + 2], kc[kb + 4 * c + 3]);
 #else
-      for (uint c = 0; c < D / 4; ++c) d += dot(qs[c], vec4(kc[kb / 4 + c]));
+          kr[u] = vec4(kc[kb / 4 + c]);
 #endif
+        }
+        [[unroll]] for (uint u = 0; u < 16; ++u)
+          if (c0 + u < D / 4) d += dot(qs[c0 + u], kr[u]);
+      }
       s = d * p.scale;
     }
     const float m_new = max(m, wg_max(s));
@@ -326,14 +336,25 @@ void main() {
     const uint n_keys = min(WG, last + 1 - j0);
 #ifdef V4_D
     acc4 *= corr;
-    for (uint jj = v4_kg; jj < n_keys; jj += V4_KG)
-      acc4 += probs[jj] * vec4(vc4[(slot_of[jj] * row + hk * V4_D) / 4 + v4_dl]);
+    uint jj = v4_kg;
+    for (; jj + 7 * V4_KG < n_keys; jj += 8 * V4_KG) {  // 8 keys' loads in flight, summed in key order
+      vec4 v[8];
+      [[unroll]] for (uint u = 0; u < 8; ++u) v[u] = vec4(vc4[(slot_of[jj + u * V4_KG] * row + hk * V4_D) / 4 + v4_dl]);
+      [[unroll]] for (uint u = 0; u < 8; ++u) acc4 += probs[jj + u * V4_KG] * v[u];
+    }
+    for (; jj < n_keys; jj += V4_KG) acc4 += probs[jj] * vec4(vc4[(slot_of[jj] * row + hk * V4_D) / 4 + v4_dl]);
 #else
     for (uint k = 0; k < PER_THREAD; ++k) {
       const uint d = tid + k * WG;
       if (d >= D) break;
       float a = acc[k] * corr;
-      for (uint jj = 0; jj < n_keys; ++jj) a += probs[jj] * float(vc[slot_of[jj] * row + hk * D + d]);
+      uint jj = 0;
+      for (; jj + 8 <= n_keys; jj += 8) {  // 8 keys' loads in flight, summed in key order
+        float v[8];
+        [[unroll]] for (uint u = 0; u < 8; ++u) v[u] = float(vc[slot_of[jj + u] * row + hk * D + d]);
+        [[unroll]] for (uint u = 0; u < 8; ++u) a += probs[jj + u] * v[u];
+      }
+      for (; jj < n_keys; ++jj) a += probs[jj] * float(vc[slot_of[jj] * row + hk * D + d]);
       acc[k] = a;
     }
 #endif

@@ -63,8 +63,18 @@ void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool wri
     const uint e = tid + i * WG;
     if (e >= n_expert) continue;
     const float v = topk_logit[e];
+    // Eight logits read before they are compared: a loop of one shared read and one compare per
+    // expert waited out the read each time (128 reads before a gate/up workgroup's first weight
+    // load, TOPK_IN).
     uint rank = 0u;
-    for (uint o = 0u; o < n_expert; ++o) rank += (topk_logit[o] > v || (topk_logit[o] == v && o < e)) ? 1u : 0u;
+    for (uint o0 = 0u; o0 < n_expert; o0 += 8u) {
+      float lo[8];
+      [[unroll]] for (uint u = 0u; u < 8u; ++u) lo[u] = topk_logit[min(o0 + u, n_expert - 1u)];
+      [[unroll]] for (uint u = 0u; u < 8u; ++u) {
+        const uint o = o0 + u;
+        rank += o < n_expert && (lo[u] > v || (lo[u] == v && o < e)) ? 1u : 0u;
+      }
+    }
     if (rank < k) {
       my_rank[i] = rank;
       topk_sel[rank] = e;

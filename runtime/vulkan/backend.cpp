@@ -271,10 +271,10 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
         qd.emplace_back("SPLIT_COMBINE", "11");
         const binding mb[] = {qb[0], qb[1], qb[2], qb[3], qb[4], qb[5], qb[6], qb[7], qb[8], qb[9], qb[10],
                               P.bind_id(P.split_counters, true)};
-        P.dispatch3(impl::req(P.tq_qdec_v1 ? "attention_qdec_v1" : "attention_qdec", {}, qd, 12), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
+        P.dispatch3(impl::req("attention_qdec", {}, qd, 12), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
         return;
       }
-      P.dispatch3(impl::req(P.tq_qdec_v1 ? "attention_qdec_v1" : "attention_qdec", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
+      P.dispatch3(impl::req("attention_qdec", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
     } else if (!split) {
       P.dispatch(impl::req("attention_q", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, q.rows);
     } else {

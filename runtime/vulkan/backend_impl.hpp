@@ -118,9 +118,6 @@ struct backend::impl {
   int tq_gqa = 1;
   std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
   bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
-  // STRATA_VK_TQ_QDEC=1: the first attention_qdec (attention_qdec_v1.glsl: a memory latency per key
-  // in the window ring's value loop, shared-memory rotations) instead of the current one.
-  bool tq_qdec_v1 = false;
   // STRATA_VK_TQ_ENCODE=1: kv_encode.glsl's first TurboQuant encoder (one side after the other,
   // rotation and sums through shared memory with ~45 barriers a side; define TQ_ENCODE_V1).
   bool tq_encode_v1 = false;
@@ -274,8 +271,11 @@ struct backend::impl {
   bool combine_norm_out = true;  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
   bool router_norm = true;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)
   bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
-  // Expert matvecs with rows of <= 1024: lanes per row (STRATA_VK_MMVQ_SHORT_LPR; 0: the default 32).
-  std::uint32_t mmvq_short_lpr = 0;
+  // Expert matvecs with rows of <= 1024: lanes per row, groups of 8 summed by shuffles
+  // (STRATA_VK_MMVQ_SHORT_LPR=N; 0: a warp a row). qwen3-30b-a3b's expert down rows of 768 are 12
+  // units of 64: a warp a row left 20 lanes idle (H200, tg128 alternated: 290.8 / 279.7 t/s with
+  // 8, 280.0 / 280.3 with 16, 263.5 / 265.2 with 0).
+  std::uint32_t mmvq_short_lpr = 8;
   // Decode steps whose tokens are all at positions below short_ctx_len record their attention
   // unsplit (STRATA_VK_SHORT_CTX=N sets the length, 0 turns it off); short_ctx: this step's.
   std::uint32_t short_ctx_len = 256;

@@ -81,7 +81,6 @@ backend::impl::impl(const backend_options& o)
   if (const char* c = std::getenv("STRATA_VK_TQ_GQA")) tq_gqa = std::clamp(std::atoi(c), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 128, 1, 64) * 128;
   if (const char* c = std::getenv("STRATA_VK_TQ_PREP"); c && std::string_view(c) == "0") tq_prep = false;
-  if (const char* c = std::getenv("STRATA_VK_TQ_QDEC"); c && std::string_view(c) == "1") tq_qdec_v1 = true;
   if (const char* c = std::getenv("STRATA_VK_TQ_ENCODE"); c && std::string_view(c) == "1") tq_encode_v1 = true;
   if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
   if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);

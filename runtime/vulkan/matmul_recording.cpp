@@ -306,8 +306,8 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
                          bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
   auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[1], up != nullptr, false, true, qout, grouped);
-  // Short expert rows (STRATA_VK_MMVQ_SHORT_LPR=N, lab until measured): lane groups of N lanes,
-  // so a 768-wide row's 12 units do not leave 20 of 32 lanes idle.
+  // Short expert rows (mmvq_short_lpr, default 8): lane groups of N lanes, so a 768-wide row's 12
+  // units do not leave 20 of 32 lanes idle.
   if (const std::uint32_t sg = ctx.info().subgroup_size;
       mmvq_short_lpr && w.ne[0] <= 1024 && sg % mmvq_short_lpr == 0 && mmvq_short_lpr < sg) {
     std::erase_if(r.defines, [](const auto& d) { return d.first == "SG_LPR"; });

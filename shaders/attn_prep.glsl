@@ -79,7 +79,7 @@ void main() {
   const uint vsrc = p.v_off + t * p.v_stride + head * p.D;
 #ifdef KV_ENCODE
   const kv_dest dst = kv_dest_of(head, t, p.n_kv, p.ring_rows);
-#if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
+#if KV_HAS_TQ
   // The TurboQuant encoder's V elements.
   const vec4 vx = is_q ? vec4(0.0) : tq_v_prefetch(vsrc);
 #endif
@@ -140,7 +140,7 @@ void main() {
     return;
   }
 #ifdef KV_ENCODE
-#if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
+#if KV_HAS_TQ
   kv_append_to(dst, head, 0u, vsrc, vx);
 #else
   kv_append_to(dst, head, 0u, vsrc, vec4(0.0));

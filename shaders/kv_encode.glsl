@@ -35,8 +35,6 @@ void put_f32(uint side, uint i, float v) {
 }
 
 #if KV_HAS_TQ
-shared uint idx_s[KD];
-
 // (hi, lo) += a·b without rounding error beyond the float-float format (the CPU sums in double).
 void ff_add_sq(inout float hi, inout float lo, float a, float b) {
   precise float prod = a * b;
@@ -56,21 +54,6 @@ vec2 ff_add(vec2 a, vec2 b) {
   precise float lo = e - (hi - s);
   return vec2(hi, lo);
 }
-shared vec2 ff_red[WG];
-// The workgroup's float-float sum of one (hi, lo) per thread: a tree in shared memory (log2 WG
-// levels instead of one thread's serial loop over the segment); every thread gets it.
-vec2 ff_wg_sum(vec2 v) {
-  const uint tid = gl_LocalInvocationID.x;
-  ff_red[tid] = v;
-  barrier();
-  for (uint st = WG / 2u; st > 0u; st >>= 1u) {
-    if (tid < st) ff_red[tid] = ff_add(ff_red[tid], ff_red[tid + st]);
-    barrier();
-  }
-  const vec2 r = ff_red[0];
-  barrier();  // ff_red is rewritten by the next sum
-  return r;
-}
 // float(sqrt(hi + lo)), one Newton correction of the float root.
 float ff_sqrt(float hi, float lo) {
   if (hi <= 0.0) return 0.0;
@@ -79,60 +62,7 @@ float ff_sqrt(float hi, float lo) {
   return s0 + r / (2.0 * s0);
 }
 
-void tq_encode(uint side, uint src, uint row) {
-  const uint tid = gl_LocalInvocationID.x, bits = tq_bits(side);
-  const uint rb = row * tq_row_bytes(side);
-  for (uint i = tid; i < KD; i += WG) rot[i] = src_at(side, src + i);
-  barrier();
-  tq_rotate_forward();
-  const uint lp = bits == 3u ? 2u : bits, mask = (1u << lp) - 1u, per_byte = 8u / lp;
-  for (uint s = 0u; s < TQK_SEGMENTS; ++s) {
-    const uint n = TQK_SEG_N[s], off = TQK_SEG_ELEM_OFFSET[s], blk = rb + tq_seg_byte(side, s);
-    float hi = 0.0, lo = 0.0;
-    for (uint i = tid; i < n; i += WG) ff_add_sq(hi, lo, rot[off + i], rot[off + i]);
-    const vec2 nn = ff_wg_sum(vec2(hi, lo));
-    const float norm = ff_sqrt(nn.x, nn.y);
-    const float to_z = norm > 0.0 ? sqrt(float(n)) / norm : 0.0;
-    const uint nb = (1u << bits) - 1u;
-    for (uint i = tid; i < n; i += WG) {
-      const float z = rot[off + i] * to_z;
-      uint k = 0u;
-      for (uint b = 0u; b < nb; ++b) k += z > tq_boundary(side, s, b) ? 1u : 0u;
-      idx_s[off + i] = k;
-    }
-    barrier();
-    hi = 0.0;
-    lo = 0.0;
-    for (uint i = tid; i < n; i += WG) {
-      const float c = tq_centroid(side, s, idx_s[off + i]);
-      ff_add_sq(hi, lo, c, c);
-    }
-    const vec2 ccs = ff_wg_sum(vec2(hi, lo));
-    if (tid == 0u) {
-      const float cc = ccs.x + ccs.y;
-      float sc = norm;
-      if (cc > 0.0) sc = norm * sqrt(float(n) / cc);
-      const uint h = f32_to_f16_bits(min(sc, 65504.0));
-      put_u8(side, blk, h & 0xFFu);
-      put_u8(side, blk + 1u, h >> 8);
-    }
-    for (uint b = tid; b < n * lp / 8u; b += WG) {
-      uint v = 0u;
-      for (uint e = 0u; e < per_byte; ++e) v |= (idx_s[off + b * per_byte + e] & mask) << (e * lp);
-      put_u8(side, blk + 2u + b, v);
-    }
-    if (bits == 3u)
-      for (uint g = tid; g < n / 8u; g += WG) {
-        uint v = 0u;
-        for (uint e = 0u; e < 8u; ++e) v |= ((idx_s[off + 8u * g + e] >> 2) & 1u) << e;
-        put_u8(side, blk + tq_seg_high(side, s) + g, v);
-      }
-    barrier();
-  }
-}
-
-#ifndef TQ_ENCODE_V1
-// The TurboQuant encoder in registers (STRATA_VK_TQ_ENCODE=1 selects tq_encode above): K and V
+// The TurboQuant encoder in registers: K and V
 // at once, each held by TQ_TPV threads, 4 elements a thread (kv_codec.glsl's register layout:
 // threads [0, TQ_TPV) K, [TQ_TPV, 2·TQ_TPV) V, the rest idle). The rotation and the segment sums
 // exchange through subgroup shuffles (no barriers on a 32-wide subgroup), the cells are found
@@ -253,7 +183,6 @@ void tq_encode_pair(uint ksrc, vec4 vx, uint row, uint ring_base) {
     }
 }
 #endif
-#endif
 
 // ggml's quantize_row_q8_0_ref (quant::q8_0::quantize): d = amax/127, q = round-away(x·(1/d)).
 void q8_encode(uint side, uint src, uint row) {
@@ -284,11 +213,7 @@ void encode(uint side, uint kind, uint src, uint row) {
     for (uint i = gl_LocalInvocationID.x; i < KD; i += WG) put_u16(side, row * KD + i, f32_to_f16_bits(src_at(side, src + i)));
   } else if (kind == 2u) {
     q8_encode(side, src, row);
-  } else {
-#if KV_HAS_TQ
-    tq_encode(side, src, row);
-#endif
-  }
+  }  // TurboQuant sides: tq_encode_pair
 }
 
 // Where KV head `head` of step token t goes: its cache row and (KV_RING) its ring row, whose
@@ -314,16 +239,12 @@ kv_dest kv_dest_of(uint head, uint t, uint n_head_kv, uint ring_rows) {
 // which a caller may load early).
 void kv_append_to(kv_dest dst, uint head, uint ksrc, uint vsrc, vec4 vx) {
   const uint row = dst.row, base = dst.ring_base;
-#if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
+#if KV_HAS_TQ
   tq_encode_pair(ksrc, vx, row, base);  // its sides' ring rows too
+#endif
   const bool k_left = KV_K_KIND != 3, v_left = KV_V_KIND != 3;
   if (k_left) encode(0u, KV_K_KIND, ksrc, row);
   if (v_left) encode(1u, KV_V_KIND, vsrc, row);
-#else
-  const bool k_left = true, v_left = true;
-  encode(0u, KV_K_KIND, ksrc, row);
-  encode(1u, KV_V_KIND, vsrc, row);
-#endif
 #ifdef KV_RING
   for (uint i = gl_LocalInvocationID.x; i < KD; i += WG) {
     if (KV_K_KIND >= 2 && k_left) kring[base + i] = uint16_t(f32_to_f16_bits(src_at(0u, ksrc + i)));
@@ -334,7 +255,7 @@ void kv_append_to(kv_dest dst, uint head, uint ksrc, uint vsrc, vec4 vx) {
 }
 void kv_append(uint head, uint t, uint ksrc, uint vsrc, uint n_head_kv, uint ring_rows) {
   const kv_dest dst = kv_dest_of(head, t, n_head_kv, ring_rows);
-#if KV_HAS_TQ && !defined(TQ_ENCODE_V1)
+#if KV_HAS_TQ
   kv_append_to(dst, head, ksrc, vsrc, tq_v_prefetch(vsrc));
 #else
   kv_append_to(dst, head, ksrc, vsrc, vec4(0.0));

@@ -174,7 +174,7 @@ void backend::kv_store(kv_state& kv, std::uint32_t layer, tensor k, tensor v) {
                           r.rows && r.v[layer] ? P.bind_id(r.v[layer], true) : dummy,
                           r.rows ? P.bind_id(r.tags[layer], true) : dummy,
                           P.bind_step(P.off_seq_row, B4)};
-    P.dispatch(impl::req("kv_store_q", {}, P.encode_defs(kv), 14), bd, &pc, sizeof pc, cfg.n_head_kv, k.rows);
+    P.dispatch(impl::req("kv_store_q", {}, impl::kv_encode_defs(kv), 14), bd, &pc, sizeof pc, cfg.n_head_kv, k.rows);
     return;
   }
   const kv_store_pc pc{k.rows, cfg.row_elems(), k.off, k.stride, v.off, v.stride};

@@ -118,15 +118,6 @@ struct backend::impl {
   int tq_gqa = 1;
   std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
   bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
-  // STRATA_VK_TQ_ENCODE=1: kv_encode.glsl's first TurboQuant encoder (one side after the other,
-  // rotation and sums through shared memory with ~45 barriers a side; define TQ_ENCODE_V1).
-  bool tq_encode_v1 = false;
-  // kv_encode_defs with the encoder's switch (kv_store_q and attn_prep over a compressed cache).
-  std::vector<std::pair<std::string, std::string>> encode_defs(const kv_state& kv) const {
-    auto d = kv_encode_defs(kv);
-    if (tq_encode_v1) d.emplace_back("TQ_ENCODE_V1", "1");
-    return d;
-  }
   bool flash_attention = true;             // prefill attention on tensor cores; STRATA_VK_FA=0 disables
   bool single_seq = false;                 // every token of the step belongs to one sequence
   gpu_buffer readback;

@@ -81,7 +81,6 @@ backend::impl::impl(const backend_options& o)
   if (const char* c = std::getenv("STRATA_VK_TQ_GQA")) tq_gqa = std::clamp(std::atoi(c), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 128, 1, 64) * 128;
   if (const char* c = std::getenv("STRATA_VK_TQ_PREP"); c && std::string_view(c) == "0") tq_prep = false;
-  if (const char* c = std::getenv("STRATA_VK_TQ_ENCODE"); c && std::string_view(c) == "1") tq_encode_v1 = true;
   if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
   if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
   if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
@@ -563,8 +562,8 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
     const auto qd = impl::kvq_defs(st);
     auto qsplit = qd;
     qsplit.emplace_back("SPLIT", "1");
-    const pipeline_request reqs[] = {impl::req("kv_store_q", {}, P.encode_defs(st), 14),
-                                     impl::req("attn_prep", {}, P.encode_defs(st), 14),
+    const pipeline_request reqs[] = {impl::req("kv_store_q", {}, impl::kv_encode_defs(st), 14),
+                                     impl::req("attn_prep", {}, impl::kv_encode_defs(st), 14),
                                      impl::req("attention_q", {}, qd, 11),
                                      impl::req("attention_q", {}, qsplit, 11), impl::req("attention", {}, combine_defs, 8)};
     P.pipes.prepare(reqs);

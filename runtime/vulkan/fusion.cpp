@@ -185,7 +185,7 @@ bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, co
                        ring.rows ? bind_id(ring.tags[layer], true) : dummy,
                        bind_step(off_seq_row, B4)};
   if (kv.compressed()) {  // K and V encoded as kv_store_q does (kv_encode.glsl)
-    dispatch(req("attn_prep", {}, encode_defs(kv), 14), b, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+    dispatch(req("attn_prep", {}, kv_encode_defs(kv), 14), b, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
   } else {
     dispatch(req("attn_prep", {}, kv_defs(cfg), 10), std::span(b).first(10), &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
   }

@@ -32,6 +32,16 @@ void store_block(uint row, uint b, vec4 v[8]) {
   xs[p.s_off + row * p.s_stride + b] = qb.s;
 }
 
+// 1 / rms of the row from each thread's part of its sum of squares (every thread gets it).
+float rms_scale(float ss) {
+  ss = subgroupAdd(ss);
+  if (subgroupElect()) red[gl_SubgroupID] = ss;
+  barrier();
+  float total = 0.0;
+  for (uint g = 0; g < gl_NumSubgroups; ++g) total += red[g];
+  return 1.0 / sqrt(total / float(p.K) + p.eps);
+}
+
 void main() {
   const uint row = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   const uint xo = (p.x_off + row * p.x_stride) >> 2;
@@ -51,12 +61,7 @@ void main() {
     }
     if (tid < n_blocks)
       [[unroll]] for (uint i = 0; i < 8; ++i) ssq += dot(v[i], v[i]);
-    ssq = subgroupAdd(ssq);
-    if (subgroupElect()) red[gl_SubgroupID] = ssq;
-    barrier();
-    float total = 0.0;
-    for (uint g = 0; g < gl_NumSubgroups; ++g) total += red[g];
-    scale = 1.0 / sqrt(total / float(p.K) + p.eps);
+    scale = rms_scale(ssq);
     if (tid >= n_blocks) return;
     [[unroll]] for (uint i = 0; i < 8; ++i) {
       v[i] = v[i] * scale * w[i];
@@ -72,12 +77,7 @@ void main() {
     const vec4 v = x4[xo + i];
     ss += dot(v, v);
   }
-  ss = subgroupAdd(ss);
-  if (subgroupElect()) red[gl_SubgroupID] = ss;
-  barrier();
-  float total = 0.0;
-  for (uint g = 0; g < gl_NumSubgroups; ++g) total += red[g];
-  scale = 1.0 / sqrt(total / float(p.K) + p.eps);
+  scale = rms_scale(ss);
 #endif
   for (uint b = tid; b < n_blocks; b += WG) {
     vec4 v[8];

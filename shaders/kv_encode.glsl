@@ -62,12 +62,13 @@ float ff_sqrt(float hi, float lo) {
   return s0 + r / (2.0 * s0);
 }
 
-// The TurboQuant encoder in registers: K and V
-// at once, each held by TQ_TPV threads, 4 elements a thread (kv_codec.glsl's register layout:
-// threads [0, TQ_TPV) K, [TQ_TPV, 2·TQ_TPV) V, the rest idle). The rotation and the segment sums
-// exchange through subgroup shuffles (no barriers on a 32-wide subgroup), the cells are found
-// against the boundaries as compile-time constants, and the planes are written from the
-// registers. Every thread of the workgroup must call it (the exchanges may have barriers).
+// The TurboQuant encoder in registers (tq_encode_pair below): K and V at once, each held by
+// TQ_TPV threads, 4 elements a thread (kv_codec.glsl's register layout: threads [0, TQ_TPV) K,
+// [TQ_TPV, 2·TQ_TPV) V, the rest idle). The rotation and the segment sums exchange through
+// subgroup shuffles (no barriers on a 32-wide subgroup), the cells are found against the
+// boundaries as compile-time constants, and the planes are written from the registers. Every
+// thread of the workgroup must call tq_encode_pair (the exchanges may have barriers).
+
 // Float-float sums of a segment, combined lower thread first so every thread of it gets the
 // same bits.
 vec2 tq_seg_sum(vec2 v, uint i, uint n) {

@@ -19,7 +19,7 @@ void main() {
   float s = 0.0;
   for (uint i0 = gl_LocalInvocationID.x; i0 < p.cols; i0 += 8 * WG) {
     float v[8];
-    [[unroll]] for (uint k = 0; k < 8; ++k) v[k] = x[xb + min(i0 + k * WG, p.cols - 1)];
+    [[unroll]] for (uint k = 0; k < 8; ++k) v[k] = x[xb + (i0 + k * WG < p.cols ? i0 + k * WG : i0)];
     [[unroll]] for (uint k = 0; k < 8; ++k)
       if (i0 + k * WG < p.cols) s += v[k] * v[k];
   }
@@ -33,7 +33,7 @@ void main() {
   for (uint i0 = gl_LocalInvocationID.x; i0 < p.cols; i0 += 8 * WG) {
     float v[8], wv[8];
     [[unroll]] for (uint k = 0; k < 8; ++k) {
-      const uint i = min(i0 + k * WG, p.cols - 1);
+      const uint i = i0 + k * WG < p.cols ? i0 + k * WG : i0;  // past the row: this thread's own element (y may alias x)
       v[k] = x[xb + i];
 #ifdef HAS_NORM_WEIGHT
       wv[k] = w[i];

@@ -458,7 +458,11 @@ void backend::argmax(tensor src, std::span<std::int32_t> dst) {
   P.prepare({src}, {});
   const argmax_pc pc{src.cols, src.off, src.stride};
   const binding b[] = {P.bind(src, false), P.bind(src, false), {{P.ids_readback.handle(), 0, P.ids_readback.size(), 0}, true}};
-  P.dispatch(impl::req("argmax", {}, {{"WG", "1024"}}, 3), b, &pc, sizeof pc, src.rows);  // a 150K-word row: 19 batches of loads a thread
+  // 1,024 threads where the device has them (a 150K-word row: 19 batches of loads a thread); a
+  // power of two for the tree reduction.
+  std::uint32_t wg_argmax = 128;
+  while (wg_argmax < 1024 && wg_argmax * 2 <= P.ctx.info().max_workgroup_threads) wg_argmax *= 2;
+  P.dispatch(impl::req("argmax", {}, {{"WG", std::to_string(wg_argmax)}}, 3), b, &pc, sizeof pc, src.rows);
 }
 
 void backend::write(tensor dst, std::span<const float> src) {

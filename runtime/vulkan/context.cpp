@@ -156,6 +156,7 @@ context::context(int device_index) : vk_context_(make_context()) {
   info_.min_storage_align = p.limits.minStorageBufferOffsetAlignment;
   info_.max_push_constants = p.limits.maxPushConstantsSize;
   info_.max_workgroups_x = p.limits.maxComputeWorkGroupCount[0];
+  info_.max_workgroup_threads = std::min(p.limits.maxComputeWorkGroupInvocations, p.limits.maxComputeWorkGroupSize[0]);
   info_.timestamp_period_ns = p.limits.timestampPeriod;
   // Tensor cores: VK_NV_cooperative_matrix with a 16x16x16 f16 x f16 -> f32 shape.
   if (has_extension(physical_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) && info_.subgroup_size == 32) {

@@ -26,6 +26,7 @@ struct device_info {
   std::uint64_t min_storage_align = 16;
   std::uint32_t max_push_constants = 128;
   std::uint32_t max_workgroups_x = 65535;
+  std::uint32_t max_workgroup_threads = 128;  // along x: min(invocations, size[0]); Vulkan guarantees 128
   float timestamp_period_ns = 1.0f;
   bool timestamps = false;
   bool nv_coopmat = false;

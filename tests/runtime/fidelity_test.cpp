@@ -141,8 +141,8 @@ TEST_CASE("fidelity: Vulkan/CPU layer split (-ngl 2) matches llama.cpp logits") 
 // STRATA_VK_TAIL=8: in decode steps the decoder's RMS norms run as the last workgroup of the
 // dispatch that writes their input (the residual matvecs, the MoE combine; norm_tail.glsl) and
 // the routers' top-k as the last workgroup of the router matvec (moe_topk.glsl; softmax for
-// qwen3moe, sigmoid for llama4). Off by default until measured on a GPU, so this case turns it
-// on (the backend reads the variable when it is built).
+// qwen3moe, sigmoid for llama4). Off by default (it lost 9-19% on the H100, bench/RESULTS.md
+// session 7), so this case turns it on (the backend reads the variable when it is built).
 // Q4_K_M fixtures (the four architectures' by default) on the Vulkan backend with one switch set.
 void check_vulkan_with(const char* name, const char* value,
                        std::initializer_list<std::string_view> models = {"qwen3-Q4_K_M", "qwen3moe-Q4_K_M", "llama-Q4_K_M",
@@ -169,8 +169,8 @@ TEST_CASE("fidelity: Vulkan decode across the short-context switch (STRATA_VK_SH
   if (vulkan_available()) check_vulkan_with("STRATA_VK_SHORT_CTX", "64");
 }
 
-// Expert matvecs over short rows with lane groups of 4 summed by shuffles (mmvq.glsl SG_CLUSTER;
-// lab switch until measured on a GPU): 4 divides every subgroup size that runs it.
+// Expert matvecs over short rows with lane groups summed by shuffles (mmvq.glsl SG_CLUSTER; 8 lanes
+// by default on 32-wide subgroups): 4, because lavapipe's subgroups of 8 leave the default off.
 TEST_CASE("fidelity: Vulkan MoE decode with 4-lane groups for short expert rows (STRATA_VK_MMVQ_SHORT_LPR=4) matches llama.cpp logits") {
   if (vulkan_available()) check_vulkan_with("STRATA_VK_MMVQ_SHORT_LPR", "4", {"qwen3moe-Q4_K_M", "llama4-Q4_K_M"});
 }

@@ -10,8 +10,7 @@
 // (attention_q) instead of the grouped one (attention_qdec), STRATA_VK_GQA_ATTN=0 the same for
 // f16/f32 KV. The append is attn_prep's (no head ops here, only its KV-head workgroups), or
 // kv_store / kv_store_q with STRATA_VK_FUSE=0 or (compressed) STRATA_VK_TQ_PREP=0. qwen3-8b's
-// attention at depth 4096 (32
-// query heads, 8 KV heads, head dim 128):
+// attention at depth 4096 (32 query heads, 8 KV heads, head dim 128):
 //   vk_kv_attention_bench --kv f16,tq3,q8_0 --ctx 4096 --heads 32:8 --dim 128 --iters 50 --no-prefill
 #include <chrono>
 #include <cmath>

@@ -136,7 +136,7 @@ void tq_encode_pair(uint ksrc, vec4 vx, uint row, uint ring_base) {
   if (act && side == 0u) x = vec4(src_at(0u, ksrc + e0), src_at(0u, ksrc + e0 + 1u), src_at(0u, ksrc + e0 + 2u), src_at(0u, ksrc + e0 + 3u));
   const vec4 x0 = x;
   x = tq_rotate_forward4(x, e0);
-  const uint n = tq_seg_n_at(e0), sg = tq_seg_at(e0);
+  const uint n = tq_seg_n_at(e0), sg = tq_segment_of(e0);
   float hi = 0.0, lo = 0.0;
   [[unroll]] for (uint e = 0u; e < 4u; ++e) ff_add_sq(hi, lo, x[e], x[e]);
   const vec2 nn = tq_seg_sum(vec2(hi, lo), i, n);

@@ -51,11 +51,10 @@
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
 #endif
-// UR (STRATA_VK_MMVQ_UNROLL=1; lab, not yet measured): the loops over tokens, rows and units in
-// flight carry the unroll hint, so acc[ROWS][NT] and the per-token row indices stay in registers
-// even where a loop exits early (t >= nt). Arrays of cooperative matrices indexed in loops the
-// driver kept went to local memory (RESULTS "Vulkan prefill on tensor cores"), and the 8-token
-// matvec reaches 6.7 TOP/s on the H200 (4096 x 4096 Q4_K: 40 us), far under the dot-product rate.
+// UR (STRATA_VK_MMVQ_UNROLL=1, off): the loops over tokens, rows and units in flight carry the
+// unroll hint, so acc[ROWS][NT] and the per-token row indices stay in registers even where a loop
+// exits early (t >= nt). On the H200 it removes 160 bytes of local memory at 8 tokens (Q4_K
+// 4096 x 4096 40.3 -> 31.5 us) and changes nothing at 1-4 tokens, the counts the matvec takes.
 // LAB (vk_matvec_bench q:...:LAB=n; results are then wrong, times only): bit 0 skips the
 // activation loads and the products (the weight words are only folded together, mmvq_lab), bit 1
 // reads one cache-hot unit instead of the row's weights.

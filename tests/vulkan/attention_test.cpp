@@ -8,8 +8,6 @@
 // the split kernel's tail (STRATA_VK_TAIL).
 #include <doctest/doctest.h>
 
-#include <cstdlib>
-
 #include <map>
 #include <random>
 #include <string>
@@ -56,6 +54,8 @@ const std::vector<vkt::seq_tokens> long_steps = {
     {{0, 1}, {1, 1}},
 };
 
+const std::vector<vkt::seq_tokens>& steps_of(const attn_case& c) { return c.long_steps ? long_steps : steps; }
+
 template <class Backend>
 std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, const vkt::weight_store::infos& t) {
   kv::kv_config cfg;
@@ -67,7 +67,7 @@ std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, c
   cfg.block_size = 16;
   cfg.type_k = c.k;
   cfg.type_v = c.v;
-  return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, t, table_rows, c.long_steps ? long_steps : steps);
+  return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, t, table_rows, steps_of(c));
 }
 
 TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f16/f32 KV) vs CPU") {
@@ -89,7 +89,7 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
         &store.add_f32("test.k", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, table_rows),
         &store.add_f32("test.v", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, table_rows)};
     std::vector<std::vector<float>> g, g_tiled, g_tail, cpu;
-    const std::size_t n_steps = (c.long_steps ? long_steps : steps).size();
+    const std::size_t n_steps = steps_of(c).size();
     std::vector<double> tol(n_steps, vkt::tol_attention);
     {
       gpu::backend be;
@@ -98,12 +98,9 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
         if (be.tensor_core_attention(std::uint32_t(g[s].size() / (c.H * c.D)), c.D, c.k, c.v)) tol[s] = vkt::tol_attention_f16;
     }
     {  // the opt-in query-tiled prefill kernel (single-sequence steps of >= 16 tokens; tensor cores off)
-      ::setenv("STRATA_VK_QTILE_ATTN", "1", 1);
-      ::setenv("STRATA_VK_FA", "0", 1);
+      const test::scoped_env qtile("STRATA_VK_QTILE_ATTN", "1"), fa("STRATA_VK_FA", "0");
       gpu::backend be;
       g_tiled = run_attention(be, c, t);
-      ::unsetenv("STRATA_VK_QTILE_ATTN");
-      ::unsetenv("STRATA_VK_FA");
     }
     {  // the split decode's merge as the split kernel's last workgroup (split_combine.glsl)
       const test::scoped_env tail("STRATA_VK_TAIL", "8");

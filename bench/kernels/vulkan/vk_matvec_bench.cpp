@@ -157,6 +157,18 @@ struct variant {
   std::uint32_t rows_per_wg = 8;
 };
 
+// A variant's "KEY=value" fields after its name ("q:WG=128:U=2" -> WG 128, U 2).
+std::vector<std::pair<std::string, std::string>> variant_fields(const std::string& s) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const auto parts = split(s, ':');
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const auto f = split(parts[i], '=');
+    if (f.size() != 2) throw error("bad variant field '" + parts[i] + "'");
+    out.emplace_back(f[0], f[1]);
+  }
+  return out;
+}
+
 variant parse_variant(const std::string& s, std::uint32_t nt, const device_info& info) {
   variant v;
   v.name = s;
@@ -172,15 +184,12 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     const bool generic = s.rfind("msg", 0) == 0, pre_a = s.rfind("msa", 0) == 0;
     std::uint32_t tt = std::min<std::uint32_t>(4, (nt + 15) / 16), warps = 0;
     bool xs = false;  // XS: activations staged in shared memory (on in the backend, off here unless asked)
-    for (const auto& kv : split(s, ':')) {
-      if (kv == "ms" || kv == "msg" || kv == "msa") continue;
-      const auto f = split(kv, '=');
-      if (f.size() != 2) throw error("bad variant field '" + kv + "'");
-      if (f[0] == "W") warps = std::uint32_t(std::stoul(f[1]));
-      else if (f[0] == "TT") tt = std::uint32_t(std::stoul(f[1]));
-      else if (f[0] == "XS") xs = f[1] != "0";
-      else if (f[0] == "LAB") v.defines.emplace_back("LAB", f[1]);  // mul_mm_small.glsl's lab knobs (results are then wrong)
-      else throw error("unknown variant field '" + f[0] + "'");
+    for (const auto& [key, value] : variant_fields(s)) {
+      if (key == "W") warps = std::uint32_t(std::stoul(value));
+      else if (key == "TT") tt = std::uint32_t(std::stoul(value));
+      else if (key == "XS") xs = value != "0";
+      else if (key == "LAB") v.defines.emplace_back("LAB", value);  // mul_mm_small.glsl's lab knobs (results are then wrong)
+      else throw error("unknown variant field '" + key + "'");
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
     // No W given: 4 warps, or under XS as many as shared memory holds (the backend's count).
@@ -201,23 +210,20 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     std::uint32_t bm = 128, bn = 128, wm = 32, wn = 64, bk = 32, lab_bits = 0;
     bool q2 = false;  // mmq: QW2 (two threads per weight row)
     bool n8 = false;  // 16x8x16 products (MMA_N 8)
-    for (const auto& kv : split(s, ':')) {
-      if (kv == "mm3" || kv == "mm3g" || kv == "mmq") continue;
-      const auto f = split(kv, '=');
-      if (f.size() != 2) throw error("bad variant field '" + kv + "'");
-      const std::uint32_t n = std::uint32_t(std::stoul(f[1]));
-      if (f[0] == "BM") bm = n;
-      else if (f[0] == "BN") bn = n;
-      else if (f[0] == "WM") wm = n;
-      else if (f[0] == "WN") wn = n;
-      else if (f[0] == "BK") bk = n;
-      else if (f[0] == "LAB") lab_bits = n;  // mul_mm_f16.glsl's LAB knobs (results are then wrong)
-      else if (f[0] == "XH") v.xh = n != 0;
-      else if (f[0] == "TF") v.tok_fast = n != 0;
-      else if (f[0] == "S") v.splits = std::max<std::uint32_t>(1, n);
-      else if (f[0] == "Q2") q2 = n != 0;
-      else if (f[0] == "N8") n8 = n != 0;
-      else throw error("unknown variant field '" + f[0] + "'");
+    for (const auto& [key, value] : variant_fields(s)) {
+      const std::uint32_t n = std::uint32_t(std::stoul(value));
+      if (key == "BM") bm = n;
+      else if (key == "BN") bn = n;
+      else if (key == "WM") wm = n;
+      else if (key == "WN") wn = n;
+      else if (key == "BK") bk = n;
+      else if (key == "LAB") lab_bits = n;  // mul_mm_f16.glsl's LAB knobs (results are then wrong)
+      else if (key == "XH") v.xh = n != 0;
+      else if (key == "TF") v.tok_fast = n != 0;
+      else if (key == "S") v.splits = std::max<std::uint32_t>(1, n);
+      else if (key == "Q2") q2 = n != 0;
+      else if (key == "N8") n8 = n != 0;
+      else throw error("unknown variant field '" + key + "'");
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
     v.bm = bm, v.bn = bn;
@@ -244,16 +250,13 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
       return v;
     }
     std::uint32_t bm = 128, bn = 128, wm = 64, wn = 32;
-    for (const auto& kv : split(s, ':')) {
-      if (kv == "mm") continue;
-      const auto f = split(kv, '=');
-      if (f.size() != 2) throw error("bad variant field '" + kv + "'");
-      const std::uint32_t n = std::uint32_t(std::stoul(f[1]));
-      if (f[0] == "BM") bm = n;
-      else if (f[0] == "BN") bn = n;
-      else if (f[0] == "WM") wm = n;
-      else if (f[0] == "WN") wn = n;
-      else throw error("unknown variant field '" + f[0] + "'");
+    for (const auto& [key, value] : variant_fields(s)) {
+      const std::uint32_t n = std::uint32_t(std::stoul(value));
+      if (key == "BM") bm = n;
+      else if (key == "BN") bn = n;
+      else if (key == "WM") wm = n;
+      else if (key == "WN") wn = n;
+      else throw error("unknown variant field '" + key + "'");
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
     v.bm = bm, v.bn = bn;
@@ -263,15 +266,12 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
   }
   if (s.rfind("rd", 0) == 0) {
     v.read = true;
-    for (const auto& kv : split(s, ':')) {
-      if (kv == "rd") continue;
-      const auto f = split(kv, '=');
-      if (f.size() != 2) throw error("bad variant field '" + kv + "'");
-      const std::uint32_t n = std::uint32_t(std::stoul(f[1]));
-      if (f[0] == "WG") v.read_wg = n;
-      else if (f[0] == "U") v.read_u = std::max<std::uint32_t>(1, n);
-      else if (f[0] == "G") v.read_groups = n;
-      else throw error("unknown variant field '" + f[0] + "'");
+    for (const auto& [key, value] : variant_fields(s)) {
+      const std::uint32_t n = std::uint32_t(std::stoul(value));
+      if (key == "WG") v.read_wg = n;
+      else if (key == "U") v.read_u = std::max<std::uint32_t>(1, n);
+      else if (key == "G") v.read_groups = n;
+      else throw error("unknown variant field '" + key + "'");
     }
     v.defines = {{"WG", std::to_string(v.read_wg)}, {"U", std::to_string(v.read_u)}};
     return v;
@@ -280,18 +280,15 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
   v.mmvq = true;
   std::uint32_t wg = 128, lpr = 32, rpg = 1, u = 2;
   bool unroll = false;  // UR=1: mmvq.glsl's loops over tokens and rows unrolled
-  for (const auto& kv : split(s, ':')) {
-    if (kv == "q") continue;
-    const auto p = split(kv, '=');
-    if (p.size() != 2) throw error("bad variant field '" + kv + "'");
-    const std::uint32_t n = std::uint32_t(std::stoul(p[1]));
-    if (p[0] == "WG") wg = n;
-    else if (p[0] == "LPR") lpr = n;
-    else if (p[0] == "RPG") rpg = n;
-    else if (p[0] == "U") u = n;
-    else if (p[0] == "UR") unroll = n != 0;
-    else if (p[0] == "LAB") v.defines.emplace_back("LAB", std::to_string(n));  // mmvq.glsl's lab knobs (results wrong)
-    else throw error("unknown variant field '" + p[0] + "'");
+  for (const auto& [key, value] : variant_fields(s)) {
+    const std::uint32_t n = std::uint32_t(std::stoul(value));
+    if (key == "WG") wg = n;
+    else if (key == "LPR") lpr = n;
+    else if (key == "RPG") rpg = n;
+    else if (key == "U") u = n;
+    else if (key == "UR") unroll = n != 0;
+    else if (key == "LAB") v.defines.emplace_back("LAB", std::to_string(n));  // mmvq.glsl's lab knobs (results wrong)
+    else throw error("unknown variant field '" + key + "'");
   }
   v.defines.insert(v.defines.begin(), {{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wg)}, {"LPR", std::to_string(lpr)},
                                        {"RPG", std::to_string(rpg)}, {"U", std::to_string(u)}, {"NT", std::to_string(nt)}});

@@ -54,6 +54,32 @@ uvec2 w_u64_2(uint byte_off) {
   const uint a0 = w32[i], a1 = w32[i + 1], a2 = w32[i + 1 + (sh >> 4)];
   return uvec2(funnel16(a0, a1, sh), funnel16(a1, a2, sh));
 }
+
+// The GPU's row layout (runtime/vulkan/quant_layout.hpp): formats with GROUPED_ROWS (Q6_K, Q8_0)
+// store a row of a multiple of GROUPED_ROWS blocks in groups of that many blocks, field by field
+// in the block's field order, so their wide fields are 16-byte aligned. A kernel that reads
+// weights calls w_set_rows(its row_bytes) first; w_field() is where block b's field lies.
+bool w_grouped = false;
+void w_set_rows(uint row_bytes) {
+#ifdef GROUPED_ROWS
+  w_grouped = row_bytes % (GROUPED_ROWS * BLOCK_BYTES) == 0u;
+#endif
+}
+uint w_field(uint row_base, uint b, uint off, uint size) {
+#ifdef GROUPED_ROWS
+  if (w_grouped) return row_base + (b / GROUPED_ROWS) * (GROUPED_ROWS * BLOCK_BYTES) + GROUPED_ROWS * off + (b % GROUPED_ROWS) * size;
+#endif
+  return row_base + b * BLOCK_BYTES + off;
+}
+// 16 / 4 bytes of a field: aligned loads in a grouped row, else from 2-aligned words.
+uvec4 w_u128_f(uint byte_off) { return w_grouped ? w128[byte_off >> 4] : w_u128_2(byte_off); }
+uint w_u32_f(uint byte_off) { return w_grouped ? w32[byte_off >> 2] : w_u32_2(byte_off); }
+
+#ifndef GROUPED_ROWS
+void dequant16(uint blk, uint part, out float v[16]);
+// 16-element part c of the row at row_base (formats in ggml's blocks; grouped ones define their own).
+void dequant_row16(uint row_base, uint c, out float v[16]) { dequant16(row_base + (c / (QK / 16)) * BLOCK_BYTES, c % (QK / 16), v); }
+#endif
 #endif
 
 #ifdef MMVQ

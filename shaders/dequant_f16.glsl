@@ -10,16 +10,16 @@ layout(push_constant) uniform Params {
   uint row0, rows; // the rows expanded by this dispatch
   uint o_off;      // in uvec4: where row row0 starts in the output (rows are K halves apart)
 } p;
-const uint PARTS = QK / 16;
 
 void main() {
+  w_set_rows(p.row_bytes);
   const uint per_row = p.K / 16;
   const uint g = (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x * WG +
                  gl_WorkGroupID.x * WG + gl_LocalInvocationID.x;
   if (g >= p.rows * per_row) return;
   const uint r = g / per_row, c = g % per_row;
   float v[16];
-  dequant16((p.row0 + r) * p.row_bytes + (c / PARTS) * BLOCK_BYTES, c % PARTS, v);
+  dequant_row16((p.row0 + r) * p.row_bytes, c, v);
   const uint at = p.o_off + r * (p.K / 8) + 2 * c;
   o[at] = uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])), packHalf2x16(vec2(v[4], v[5])),
                 packHalf2x16(vec2(v[6], v[7])));

@@ -70,7 +70,7 @@ float dot_unit(uint row_base, uint u, float xv[UNIT], float xs[4]) {
   return dot64(row_base, u, xv, xs);
 #else
   float v[16];
-  dequant16(row_base + (u / (QK / 16)) * BLOCK_BYTES, u % (QK / 16), v);
+  dequant_row16(row_base, u, v);
   float s = 0.0;
   for (uint i = 0; i < 16; ++i) s += v[i] * xv[i];
   return s;
@@ -78,6 +78,7 @@ float dot_unit(uint row_base, uint u, float xv[UNIT], float xs[4]) {
 }
 
 void main() {
+  w_set_rows(p.row_bytes);
   const uint row0 = (gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z) * NR;
 #ifndef TOPK_TAIL
   if (row0 >= p.N) return;  // uniform per workgroup

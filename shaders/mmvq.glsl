@@ -136,6 +136,7 @@ const uint RMS_PER_LANE = (RMS_NB + LPR - 1) / LPR;
 #endif
 
 void main() {
+  w_set_rows(p.row_bytes);
   const uint lane = gl_LocalInvocationID.x % LPR, grp = gl_LocalInvocationID.x / LPR;
   const uint wgx = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z;
   const uint row0 = (wgx * GROUPS + grp) * RPG;

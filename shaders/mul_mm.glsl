@@ -1,6 +1,6 @@
 // Quantized matrix x many tokens (prefill): Y[t][n] = sum_k X[t][k] W[n][k], tiled: a workgroup
 // computes BM weight rows x BN tokens, stepping K by BK; each step dequantizes its weight tile
-// (any format, through dequant16) and its activation tile into shared memory once, so a weight
+// (any format, through dequant_row16) and its activation tile into shared memory once, so a weight
 // element is read from memory once per BN tokens instead of once per token.
 // COOPMAT: the tile product runs on tensor cores (VK_NV_cooperative_matrix, f16 x f16 -> f32,
 // 16x16x16 per subgroup op); otherwise each thread accumulates a TM x TN block in f32 (the
@@ -13,7 +13,6 @@ layout(push_constant) uniform Params {
   uint K, N, n_tok, row_bytes;
   uint x_off, x_stride, y_off, y_stride;
 } p;
-const uint PARTS = QK / 16;
 
 #if !defined(MMA2)
 const uint BM = 64, BN = 64, BK = 32;
@@ -28,6 +27,7 @@ const uint TM = 4, TN = 8;  // per thread: TM rows x TN tokens (64*64 / 128 thre
 #endif
 
 void main() {
+  w_set_rows(p.row_bytes);
   const uint n0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN, tid = gl_LocalInvocationID.x;
 #ifdef COOPMAT
   // Subgroup s (of 4, 32 lanes each) owns token rows [16s, 16s+16) and all BM weight columns.
@@ -46,7 +46,7 @@ void main() {
     for (uint q = tid; q < BM * (BK / 16); q += WG) {
       const uint r = q / (BK / 16), c = (k0 / 16) + q % (BK / 16);
       float v[16];
-      if (n0 + r < p.N) dequant16((n0 + r) * p.row_bytes + (c / PARTS) * BLOCK_BYTES, c % PARTS, v);
+      if (n0 + r < p.N) dequant_row16((n0 + r) * p.row_bytes, c, v);
       else for (uint i = 0; i < 16; ++i) v[i] = 0.0;
       const uint kk = 16 * (q % (BK / 16));
       [[unroll]] for (uint i = 0; i < 16; ++i) {
@@ -134,7 +134,7 @@ void load_tiles(uint buf, uint n0, uint t0, uint k0) {
   for (uint q = tid; q < BM * (BK / 16); q += WG) {
     const uint r = q / (BK / 16), c = q % (BK / 16), part = k0 / 16 + c;
     float v[16];
-    if (n0 + r < p.N) dequant16((n0 + r) * p.row_bytes + (part / PARTS) * BLOCK_BYTES, part % PARTS, v);
+    if (n0 + r < p.N) dequant_row16((n0 + r) * p.row_bytes, part, v);
     else for (uint i = 0; i < 16; ++i) v[i] = 0.0;
     ws[buf][r * RS + 2 * c] = pack8(vec4(v[0], v[1], v[2], v[3]), vec4(v[4], v[5], v[6], v[7]));
     ws[buf][r * RS + 2 * c + 1] = pack8(vec4(v[8], v[9], v[10], v[11]), vec4(v[12], v[13], v[14], v[15]));
@@ -152,6 +152,7 @@ void load_tiles(uint buf, uint n0, uint t0, uint k0) {
 }
 
 void main() {
+  w_set_rows(p.row_bytes);
   const uint n0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
   const uint warp = gl_SubgroupID;
   const uint wn = (warp % WARPS_M) * WM, wt = (warp / WARPS_M) * WN;  // weight / token offsets

@@ -156,6 +156,9 @@ void stash(uint buf, uint k0) {
 }
 
 void main() {
+#ifdef QW
+  w_set_rows(p.row_bytes);
+#endif
 #ifdef TOK_FAST
   const uint n0 = gl_WorkGroupID.y * BM, t0 = gl_WorkGroupID.x * BN;
 #else

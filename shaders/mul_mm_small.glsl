@@ -11,7 +11,7 @@
 // loaded as fragments straight from memory) into TT x 2 accumulators of 16 tokens x 16 rows, and
 // the warps' partial sums meet in shared memory at the end.
 // Formats with an MM_SMALL unit (quant/*.glsl HAS_MMS_UNIT) load a row's 64 elements as a few
-// aligned words one step ahead and expand them in registers; the others go through dequant16.
+// aligned words one step ahead and expand them in registers; the others go through dequant_row16.
 // MOE_GROUPED: workgroup y is a chunk of up to 16*TT pairs routed to one expert (moe.glsl
 // MOE_GROUP's table): X rows are the chunk's sorted rows (first .. first+count), the weights
 // that expert's slab; SCATTER writes output row t of the chunk to the pair's own row instead.
@@ -54,7 +54,6 @@ const uint XT = 0;
 const uint WR = WT + XT;                    // one warp's region while K runs
 const uint SM = WARPS * PART / 4 > WARPS * WR ? WARPS * PART / 4 : WARPS * WR;
 shared uvec4 sm[SM];  // the weight tiles while K runs, then the partial sums (f32, 4 per uvec4)
-const uint PARTS = QK / 16;
 
 uvec4 pack8(float v[16], uint o) {
   return uvec4(packHalf2x16(vec2(v[o], v[o + 1])), packHalf2x16(vec2(v[o + 2], v[o + 3])),
@@ -62,6 +61,7 @@ uvec4 pack8(float v[16], uint o) {
 }
 
 void main() {
+  w_set_rows(p.row_bytes);
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
   const uint n0 = gl_WorkGroupID.x * RW;
 #ifdef MOE_GROUPED
@@ -141,7 +141,7 @@ void main() {
     [[unroll]] for (uint c = 0; c < KS / 16; ++c) {
       const uint part = k0 / 16 + c;
       float v[16];
-      if (live) dequant16(row + (part / PARTS) * BLOCK_BYTES, part % PARTS, v);
+      if (live) dequant_row16(row, part, v);
       else [[unroll]] for (uint i = 0; i < 16; ++i) v[i] = 0.0;
       sm[wt + lane * SR + 2 * c] = pack8(v, 0);
       sm[wt + lane * SR + 2 * c + 1] = pack8(v, 8);

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "backend_impl.hpp"
+#include "quant_layout.hpp"
 #include "strata/core/error.hpp"
 
 namespace strata::gpu {
@@ -61,7 +62,7 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
       const weight_entry& e = weights.at(b.weight[j]);
       b.host[j] = gpu_buffer(ctx, e.info->data.size(), memory_kind::upload,
                              "host experts " + std::string(e.info->name));
-      std::memcpy(b.host[j].mapped(), e.info->data.data(), e.info->data.size());
+      copy_gpu_rows(e.info->type, e.info->ne[0], e.info->data, b.host[j].mapped());
       cache_stats.host_bytes += e.info->data.size();
       cache_stats.slot_bytes += e.bytes;
     }

@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "backend_impl.hpp"
+#include "quant_layout.hpp"
 #include "strata/core/byte_size.hpp"
 #include "strata/core/error.hpp"
 #include "strata/tiers/demand.hpp"
@@ -99,7 +100,7 @@ void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit, st
     b.host = gpu_buffer(ctx, b.bytes, memory_kind::upload, "pinned dense FFN of block " + std::to_string(b.layer));
     for (const std::uint32_t id : b.weights) {
       weight_entry& e = weights.at(id);
-      std::memcpy(b.host.mapped() + e.offset, e.info->data.data(), e.bytes);
+      copy_gpu_rows(e.info->type, e.info->ne[0], e.info->data.first(e.bytes), b.host.mapped() + e.offset);
       e.chunk = ring_chunk[j % 2];
     }
     streaming.host_bytes += b.bytes;

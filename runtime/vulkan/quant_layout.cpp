@@ -1,6 +1,7 @@
 #include "quant_layout.hpp"
 
 #include <cstddef>
+#include <cstring>
 #include <string_view>
 
 #include "shader_sources.hpp"
@@ -20,8 +21,13 @@ struct layout_writer {
     const std::size_t bytes = Fmt::block_elems == 1 ? 16 * sizeof(typename Fmt::block) : sizeof(typename Fmt::block);
     out += "#define QK " + std::to_string(qk) + "u\n#define BLOCK_BYTES " + std::to_string(bytes) + "u\n";
   }
-  layout_writer& field(std::string_view name, std::size_t offset) {
+  layout_writer& field(std::string_view name, std::size_t offset, std::size_t size) {
     out += "#define " + prefix + "_OFF_" + std::string(name) + " " + std::to_string(offset) + "u\n";
+    out += "#define " + prefix + "_SIZE_" + std::string(name) + " " + std::to_string(size) + "u\n";
+    return *this;
+  }
+  layout_writer& grouped() {
+    out += "#define GROUPED_ROWS " + std::to_string(row_group_blocks) + "u\n";
     return *this;
   }
   template <class T, std::size_t N>
@@ -33,7 +39,7 @@ struct layout_writer {
   }
 };
 
-#define STRATA_FIELD(F, member, NAME) field(NAME, offsetof(quant::F::block, member))
+#define STRATA_FIELD(F, member, NAME) field(NAME, offsetof(quant::F::block, member), sizeof(quant::F::block::member))
 
 std::string layout_of(gguf::type_id t) {
   using gguf::type_id;
@@ -49,7 +55,8 @@ std::string layout_of(gguf::type_id t) {
     case type_id::q5_1:
       return layout_writer<quant::q5_1>()
           .STRATA_FIELD(q5_1, d, "D").STRATA_FIELD(q5_1, m, "M").STRATA_FIELD(q5_1, qh, "QH").STRATA_FIELD(q5_1, qs, "QS").out;
-    case type_id::q8_0: return layout_writer<quant::q8_0>().STRATA_FIELD(q8_0, d, "D").STRATA_FIELD(q8_0, qs, "QS").out;
+    case type_id::q8_0:
+      return layout_writer<quant::q8_0>().STRATA_FIELD(q8_0, d, "D").STRATA_FIELD(q8_0, qs, "QS").grouped().out;
     case type_id::q2_k:
       return layout_writer<quant::q2_k>()
           .STRATA_FIELD(q2_k, scales, "SCALES").STRATA_FIELD(q2_k, qs, "QS").STRATA_FIELD(q2_k, d, "D").STRATA_FIELD(q2_k, dmin, "DMIN").out;
@@ -65,7 +72,9 @@ std::string layout_of(gguf::type_id t) {
           .STRATA_FIELD(q5_k, qh, "QH").STRATA_FIELD(q5_k, qs, "QS").out;
     case type_id::q6_k:
       return layout_writer<quant::q6_k>()
-          .STRATA_FIELD(q6_k, ql, "QL").STRATA_FIELD(q6_k, qh, "QH").STRATA_FIELD(q6_k, scales, "SCALES").STRATA_FIELD(q6_k, d, "D").out;
+          .STRATA_FIELD(q6_k, ql, "QL").STRATA_FIELD(q6_k, qh, "QH").STRATA_FIELD(q6_k, scales, "SCALES").STRATA_FIELD(q6_k, d, "D")
+          .grouped()
+          .out;
     case type_id::iq4_nl:
       return layout_writer<quant::iq4_nl>()
           .STRATA_FIELD(iq4_nl, d, "D").STRATA_FIELD(iq4_nl, qs, "QS").table("VALUES", quant::iq4_nl::values).out;
@@ -80,6 +89,26 @@ std::string layout_of(gguf::type_id t) {
   }
 }
 #undef STRATA_FIELD
+
+// The fields of the formats stored in row groups, in block order (they tile the block).
+struct block_field {
+  std::size_t offset, size;
+};
+#define STRATA_BLOCK_FIELD(F, member) block_field{offsetof(quant::F::block, member), sizeof(quant::F::block::member)}
+constexpr block_field q6_k_fields[] = {STRATA_BLOCK_FIELD(q6_k, ql), STRATA_BLOCK_FIELD(q6_k, qh),
+                                       STRATA_BLOCK_FIELD(q6_k, scales), STRATA_BLOCK_FIELD(q6_k, d)};
+constexpr block_field q8_0_fields[] = {STRATA_BLOCK_FIELD(q8_0, d), STRATA_BLOCK_FIELD(q8_0, qs)};
+#undef STRATA_BLOCK_FIELD
+static_assert(q6_k_fields[3].offset + q6_k_fields[3].size == sizeof(quant::q6_k::block));
+static_assert(q8_0_fields[1].offset + q8_0_fields[1].size == sizeof(quant::q8_0::block));
+
+std::span<const block_field> group_fields(gguf::type_id t) noexcept {
+  switch (t) {
+    case gguf::type_id::q6_k: return q6_k_fields;
+    case gguf::type_id::q8_0: return q8_0_fields;
+    default: return {};
+  }
+}
 
 std::string lower(std::string_view s) {
   std::string r(s);
@@ -105,5 +134,27 @@ std::string glsl_layout(gguf::type_id t) {
 }
 
 std::string glsl_dequant_source(gguf::type_id t) { return "quant/" + lower(gguf::name_of(t)); }
+
+bool grouped_rows(gguf::type_id t, std::uint64_t ne0) noexcept {
+  if (group_fields(t).empty()) return false;
+  const std::uint64_t qk = gguf::block_elems(t);
+  return ne0 % qk == 0 && (ne0 / qk) % row_group_blocks == 0;
+}
+
+void copy_gpu_rows(gguf::type_id t, std::uint64_t ne0, std::span<const std::byte> src, std::byte* dst) {
+  if (!grouped_rows(t, ne0)) {
+    std::memcpy(dst, src.data(), src.size());
+    return;
+  }
+  const std::size_t block = gguf::block_bytes(t), group = row_group_blocks * block;
+  if (src.size() % group != 0)
+    throw error("GPU row layout: " + std::to_string(src.size()) + " bytes of " + std::string(gguf::name_of(t)) +
+                " are not whole rows of " + std::to_string(ne0) + " elements");
+  const auto fields = group_fields(t);
+  for (std::size_t g = 0; g < src.size(); g += group)
+    for (const block_field& f : fields)
+      for (std::size_t i = 0; i < row_group_blocks; ++i)
+        std::memcpy(dst + g + row_group_blocks * f.offset + i * f.size, src.data() + g + i * block + f.offset, f.size);
+}
 
 }  // namespace strata::gpu

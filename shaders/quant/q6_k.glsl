@@ -1,19 +1,27 @@
 // Q6_K (include/strata/quant/q6_k.hpp): 16 sub-blocks of 16, x = d*sc_j*(lo + 16*hi - 32).
 // Element e = 128h + 32k + l: lo in ql[64h + 32(k&1) + l] (high nibble for k >= 2),
-// hi in qh[32h + l] bits 2k..2k+1. Part p is sub-block j = p.
-void dequant16(uint blk, uint part, out float v[16]) {
+// hi in qh[32h + l] bits 2k..2k+1. Rows of a multiple of 8 blocks are stored in groups on the
+// GPU (common.glsl w_field): ql, qh and scales are then 16-byte aligned.
+uint q6k_ql(uint row_base, uint b) { return w_field(row_base, b, Q6_K_OFF_QL, Q6_K_SIZE_QL); }
+uint q6k_qh(uint row_base, uint b) { return w_field(row_base, b, Q6_K_OFF_QH, Q6_K_SIZE_QH); }
+uint q6k_sc(uint row_base, uint b) { return w_field(row_base, b, Q6_K_OFF_SCALES, Q6_K_SIZE_SCALES); }
+uint q6k_d(uint row_base, uint b) { return w_field(row_base, b, Q6_K_OFF_D, Q6_K_SIZE_D); }
+
+// Part c of a row is sub-block j = c % 16 of block c / 16.
+void dequant_row16(uint row_base, uint c, out float v[16]) {
+  const uint b = c >> 4, part = c & 15u;
   const uint e0 = 16 * part;
   const uint h = e0 >> 7, k = (e0 & 127u) >> 5, l0 = e0 & 31u;
-  const float d = w_f16(blk + Q6_K_OFF_D) * float(w_i8(blk + Q6_K_OFF_SCALES + part));
-  const uint ql = blk + Q6_K_OFF_QL + 64 * h + 32 * (k & 1u) + l0;
-  const uint qh = blk + Q6_K_OFF_QH + 32 * h + l0;
+  const float d = w_f16(q6k_d(row_base, b)) * float(w_i8(q6k_sc(row_base, b) + part));
+  const uint ql = q6k_ql(row_base, b) + 64 * h + 32 * (k & 1u) + l0;
+  const uint qh = q6k_qh(row_base, b) + 32 * h + l0;
   const uint lo_shift = k < 2 ? 0u : 4u, hi_shift = 2 * k;
   for (uint i = 0; i < 16; i += 4) {
-    const uint lo = w_u32_2(ql + i) >> lo_shift;
-    const uint hi = w_u32_2(qh + i) >> hi_shift;
-    for (uint b = 0; b < 4; ++b) {
-      const int q = int(((lo >> (8 * b)) & 0xFu) | (((hi >> (8 * b)) & 3u) << 4)) - 32;
-      v[i + b] = d * float(q);
+    const uint lo = w_u32_f(ql + i) >> lo_shift;
+    const uint hi = w_u32_f(qh + i) >> hi_shift;
+    for (uint j = 0; j < 4; ++j) {
+      const int q = int(((lo >> (8 * j)) & 0xFu) | (((hi >> (8 * j)) & 3u) << 4)) - 32;
+      v[i + j] = d * float(q);
     }
   }
 }
@@ -29,11 +37,11 @@ const uint UNIT64_GROUPS = 4;  // x sums per quarter k
 uint unit64_run_start(uint u, uint k) { return 256 * (u >> 2) + 128 * ((u >> 1) & 1u) + 32 * k + 16 * (u & 1u); }
 float q6k_code(uint v) { return uintBitsToFloat(v | 0x4B000000u) - 8388608.0; }
 float dot64(uint row_base, uint u, float xv[64], float xs[4]) {
-  const uint blk = row_base + (u >> 2) * BLOCK_BYTES, h = (u >> 1) & 1u, lh = 16 * (u & 1u);
-  const uint ql = blk + Q6_K_OFF_QL + 64 * h + lh, qh = blk + Q6_K_OFF_QH + 32 * h + lh;
+  const uint b = u >> 2, h = (u >> 1) & 1u, lh = 16 * (u & 1u);
+  const uint ql = q6k_ql(row_base, b) + 64 * h + lh, qh = q6k_qh(row_base, b) + 32 * h + lh;
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
   for (uint i = 0; i < 16; i += 4) {
-    const uint lo01 = w_u32_2(ql + i), lo23 = w_u32_2(ql + 32 + i), hi = w_u32_2(qh + i);
+    const uint lo01 = w_u32_f(ql + i), lo23 = w_u32_f(ql + 32 + i), hi = w_u32_f(qh + i);
     for (uint b = 0; b < 4; ++b) {
       const uint a = (lo01 >> (8 * b)) & 0xFFu, c = (lo23 >> (8 * b)) & 0xFFu, e = (hi >> (8 * b)) & 0xFFu;
       acc[0] += q6k_code((a & 0xFu) | ((e & 3u) << 4)) * xv[i + b];
@@ -42,19 +50,20 @@ float dot64(uint row_base, uint u, float xv[64], float xs[4]) {
       acc[3] += q6k_code((c >> 4) | (((e >> 6) & 3u) << 4)) * xv[48 + i + b];
     }
   }
-  const float d = w_f16(blk + Q6_K_OFF_D);
+  const float d = w_f16(q6k_d(row_base, b));
+  const uint sc = q6k_sc(row_base, b) + 8 * h + (u & 1u);
   float r = 0.0;
-  for (uint k = 0; k < 4; ++k)
-    r += (d * float(w_i8(blk + Q6_K_OFF_SCALES + 8 * h + 2 * k + (u & 1u)))) * (acc[k] - 32.0 * xs[k]);
+  for (uint k = 0; k < 4; ++k) r += (d * float(w_i8(sc + 2 * k))) * (acc[k] - 32.0 * xs[k]);
   return r;
 }
 
 #ifdef MMVQ
 // Integer matvec unit (mmvq.glsl): the 64 elements of dot64's unit u (block u/4, half h, lanes
 // l in [16(u%2), 16(u%2)+16) of the four quarters k): 16 bytes of ql from each 32-byte half,
-// 16 of qh, the quarter scales sc[8h + u%2 + 2k] and d. Blocks are only 2-byte aligned, so
-// 16-byte ranges come from aligned words (w_u128_2). Codes are lo | hi << 4 in 0..63: the -32
-// is applied through the activation sums, sum (q - 32) qx = sum q qx - 32 sum qx.
+// 16 of qh, the quarter scales sc[8h + u%2 + 2k] and d. In a grouped row these are three 16-byte
+// loads and one 8-byte load; ggml's 210-byte blocks are only 2-byte aligned, so there the ranges
+// come from aligned words (w_u128_2). Codes are lo | hi << 4 in 0..63: the -32 is applied
+// through the activation sums, sum (q - 32) qx = sum q qx - 32 sum qx.
 const uint MMVQ_UNIT = 64;
 struct mmvq_w {
   uvec4 l01, l23, hh;
@@ -62,10 +71,11 @@ struct mmvq_w {
   uint d;
 };
 mmvq_w mmvq_load(uint row_base, uint u) {
-  const uint blk = row_base + (u >> 2) * BLOCK_BYTES, h = (u >> 1) & 1u, lh = 16 * (u & 1u);
-  const uint ql = blk + Q6_K_OFF_QL + 64 * h + lh;
-  return mmvq_w(w_u128_2(ql), w_u128_2(ql + 32), w_u128_2(blk + Q6_K_OFF_QH + 32 * h + lh),
-                w_u64_2(blk + Q6_K_OFF_SCALES + 8 * h), w_u16(blk + Q6_K_OFF_D));
+  const uint b = u >> 2, h = (u >> 1) & 1u, lh = 16 * (u & 1u);
+  const uint ql = q6k_ql(row_base, b) + 64 * h + lh, qh = q6k_qh(row_base, b) + 32 * h + lh;
+  const uint sc = q6k_sc(row_base, b) + 8 * h, d = q6k_d(row_base, b);
+  if (w_grouped) return mmvq_w(w128[ql >> 4], w128[(ql + 32) >> 4], w128[qh >> 4], uvec2(w32[sc >> 2], w32[(sc >> 2) + 1]), w_u16(d));
+  return mmvq_w(w_u128_2(ql), w_u128_2(ql + 32), w_u128_2(qh), w_u64_2(sc), w_u16(d));
 }
 // mmvq.glsl's LAB bit 0: every loaded word folded together, so no load is dropped.
 uint mmvq_lab(mmvq_w w) { return w.l01.x ^ w.l01.y ^ w.l01.z ^ w.l01.w ^ w.l23.x ^ w.l23.y ^ w.l23.z ^ w.l23.w ^ w.hh.x ^ w.hh.y ^ w.hh.z ^ w.hh.w ^ w.sc.x ^ w.sc.y ^ w.d; }
@@ -97,18 +107,19 @@ float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
 #ifdef MM_SMALL
 // mul_mm_small.glsl's unit: the 64 contiguous elements 64q .. 64q+63 of block u/4 (q = u%4),
 // i.e. quarters k0 = 2(q&1) and k0+1 of half h = q/2: 64 bytes of ql (low nibbles for even q,
-// high for odd), the 32 qh bytes they share and 4 scales; loaded ahead as 16-bit-aligned words
-// (210-byte blocks), expanded as dequant16 rounds them (d*sc in f32, times q - 32).
+// high for odd), the 32 qh bytes they share and 4 scales; loaded ahead (16-byte loads in a
+// grouped row, else 16-bit-aligned words), expanded as dequant_row16 rounds them (d*sc in f32,
+// times q - 32).
 #define HAS_MMS_UNIT 1
 struct mms_raw {
   uvec4 l0, l1, l2, l3, h0, h1;
   uint sc, d;
 };
 mms_raw mms_load(uint row_base, uint u) {
-  const uint blk = row_base + (u >> 2) * BLOCK_BYTES, q = u & 3u, h = q >> 1;
-  const uint ql = blk + Q6_K_OFF_QL + 64 * h, qh = blk + Q6_K_OFF_QH + 32 * h;
-  return mms_raw(w_u128_2(ql), w_u128_2(ql + 16), w_u128_2(ql + 32), w_u128_2(ql + 48), w_u128_2(qh),
-                 w_u128_2(qh + 16), w_u32_2(blk + Q6_K_OFF_SCALES + 4 * q), w_u16(blk + Q6_K_OFF_D));
+  const uint b = u >> 2, q = u & 3u, h = q >> 1;
+  const uint ql = q6k_ql(row_base, b) + 64 * h, qh = q6k_qh(row_base, b) + 32 * h;
+  return mms_raw(w_u128_f(ql), w_u128_f(ql + 16), w_u128_f(ql + 32), w_u128_f(ql + 48), w_u128_f(qh),
+                 w_u128_f(qh + 16), w_u32_f(q6k_sc(row_base, b) + 4 * q), w_u16(q6k_d(row_base, b)));
 }
 float mms_q6(uint lw, uint hw, uint b, uint ns, uint hs, float s) {
   return s * float(int(((lw >> (8 * b + ns)) & 0xFu) | (((hw >> (8 * b + hs)) & 3u) << 4)) - 32);
@@ -124,10 +135,10 @@ struct mms_raw2 {
   uint sc, d;
 };
 mms_raw2 mms_load2(uint row_base, uint u, uint part) {
-  const uint blk = row_base + (u >> 2) * BLOCK_BYTES, q = u & 3u, hh = q >> 1;
-  const uint ql = blk + Q6_K_OFF_QL + 64 * hh + 16 * part, qh = blk + Q6_K_OFF_QH + 32 * hh + 16 * part;
-  const uint sc4 = w_u32_2(blk + Q6_K_OFF_SCALES + 4 * q) >> (8 * part);  // bytes p and 2 + p
-  return mms_raw2(w_u128_2(ql), w_u128_2(ql + 32), w_u128_2(qh), (sc4 & 0xFFu) | ((sc4 >> 8) & 0xFF00u), w_u16(blk + Q6_K_OFF_D));
+  const uint b = u >> 2, q = u & 3u, hh = q >> 1;
+  const uint ql = q6k_ql(row_base, b) + 64 * hh + 16 * part, qh = q6k_qh(row_base, b) + 32 * hh + 16 * part;
+  const uint sc4 = w_u32_f(q6k_sc(row_base, b) + 4 * q) >> (8 * part);  // bytes p and 2 + p
+  return mms_raw2(w_u128_f(ql), w_u128_f(ql + 32), w_u128_f(qh), (sc4 & 0xFFu) | ((sc4 >> 8) & 0xFF00u), w_u16(q6k_d(row_base, b)));
 }
 void mms_expand2(mms_raw2 r, uint u, uint hf, out uvec4 h[2]) {
   const uint q = u & 3u, ns = 4 * (q & 1u), hs = 4 * (q & 1u) + 2 * hf;

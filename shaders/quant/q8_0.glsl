@@ -1,21 +1,27 @@
-// Q8_0 (include/strata/quant/q8_0.hpp): x = d * qs[i]; part 0/1 = elements 0-15 / 16-31.
-void dequant16(uint blk, uint part, out float v[16]) {
-  const float d = w_f16(blk + Q8_0_OFF_D);
-  const uint q = blk + Q8_0_OFF_QS + 16 * part;
+// Q8_0 (include/strata/quant/q8_0.hpp): x = d * qs[i]; parts 2b / 2b+1 = elements 0-15 / 16-31
+// of block b. Rows of a multiple of 8 blocks are stored in groups on the GPU (common.glsl
+// w_field): the 8 scales, then the 8 code arrays, 16-byte aligned.
+uint q80_d(uint row_base, uint b) { return w_field(row_base, b, Q8_0_OFF_D, Q8_0_SIZE_D); }
+uint q80_qs(uint row_base, uint b) { return w_field(row_base, b, Q8_0_OFF_QS, Q8_0_SIZE_QS); }
+
+void dequant_row16(uint row_base, uint c, out float v[16]) {
+  const float d = w_f16(q80_d(row_base, c >> 1));
+  const uint q = q80_qs(row_base, c >> 1) + 16 * (c & 1u);
   for (uint i = 0; i < 16; ++i) v[i] = d * float(w_i8(q + i));
 }
 
 #ifdef MMVQ
-// Integer matvec unit (mmvq.glsl): one block, 32 codes after a 2-byte scale (34-byte blocks are
-// only 2-byte aligned: w_u128_2).
+// Integer matvec unit (mmvq.glsl): one block, 32 codes and a 2-byte scale (two 16-byte loads in
+// a grouped row; ggml's 34-byte blocks are only 2-byte aligned: w_u128_2).
 const uint MMVQ_UNIT = 32;
 struct mmvq_w {
   uvec4 q0, q1;
   uint d;
 };
 mmvq_w mmvq_load(uint row_base, uint u) {
-  const uint blk = row_base + u * BLOCK_BYTES;
-  return mmvq_w(w_u128_2(blk + Q8_0_OFF_QS), w_u128_2(blk + Q8_0_OFF_QS + 16), w_u16(blk + Q8_0_OFF_D));
+  const uint qs = q80_qs(row_base, u), d = q80_d(row_base, u);
+  if (w_grouped) return mmvq_w(w128[qs >> 4], w128[(qs >> 4) + 1], w_u16(d));
+  return mmvq_w(w_u128_2(qs), w_u128_2(qs + 16), w_u16(d));
 }
 // mmvq.glsl's LAB bit 0: every loaded word folded together, so no load is dropped.
 uint mmvq_lab(mmvq_w w) { return w.q0.x ^ w.q0.y ^ w.q0.z ^ w.q0.w ^ w.q1.x ^ w.q1.y ^ w.q1.z ^ w.q1.w ^ w.d; }

@@ -23,6 +23,9 @@ namespace vkt = strata::test::vk;
 #ifdef STRATA_HAS_VULKAN
 
 constexpr std::uint32_t K = 2304;  // 9 super-blocks; 144 16-element parts: some threads take two
+// Rows of 16 super-blocks: Q6_K's rows are then stored in groups of 8 blocks on the GPU
+// (quant_layout.hpp), as Q8_0's already are at K (72 blocks); at K, Q6_K's 9 blocks are not.
+constexpr std::uint32_t K_grouped = 4096;
 constexpr std::uint32_t N = 67;    // odd: the last workgroup has a row past the end
 constexpr std::uint32_t table_rows = 96;
 constexpr std::uint32_t token_counts[] = {1, 2, 3, 4, 5, 8, 9, 17, 64};
@@ -42,6 +45,7 @@ std::vector<std::int32_t> rows_for(std::uint32_t n) {
 // One step per token count; inputs rows of an F32 table, input stride K + 48, output stride N + 5.
 template <class Backend>
 std::vector<std::vector<float>> run_matmuls(Backend& be, const gguf::tensor_info& w_info, const gguf::tensor_info& x_info) {
+  const auto K = std::uint32_t(w_info.ne[0]);
   const auto w = be.load(w_info);
   const auto xt = be.load(x_info);
   const auto xb = be.alloc(max_tokens, K + 48);
@@ -64,7 +68,7 @@ std::vector<std::vector<float>> run_matmuls(Backend& be, const gguf::tensor_info
 
 // N x K weight rows quantized by the reference quantizer from weight-like floats.
 template <class Fmt>
-std::vector<typename Fmt::block> weight_like_blocks(std::mt19937& rng) {
+std::vector<typename Fmt::block> weight_like_blocks(std::mt19937& rng, std::uint32_t K) {
   std::vector<typename Fmt::block> blocks(std::size_t(N) * K / Fmt::block_elems);
   std::normal_distribution<float> nd(0.0f, 0.05f);
   std::vector<float> w(std::size_t(N) * K);
@@ -74,62 +78,99 @@ std::vector<typename Fmt::block> weight_like_blocks(std::mt19937& rng) {
   return blocks;
 }
 
+// Normal activations, K per table row, none of them halfway between two int8 codes of its
+// 32-element block: there the GPU's float rounding of x / d and the reference's may differ
+// (x / d = 54.5 at K_grouped), which is not what these tests are about.
+std::vector<float> untied_activations(std::uint32_t K, std::mt19937& rng) {
+  auto x = vkt::normal_floats(std::size_t(table_rows) * K, rng);
+  for (std::size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0.0f;
+    for (std::size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
+    const float d = amax / 127.0f;
+    for (std::size_t i = 0; i < 32; ++i) {
+      const float q = std::fabs(x[b + i]) / d;
+      if (std::fabs(q - std::trunc(q) - 0.5f) < 0.01f) x[b + i] += (x[b + i] < 0 ? -0.05f : 0.05f) * d;
+    }
+  }
+  return x;
+}
+
+// Every token count of Fmt's K-wide rows against float64 and the CPU backend.
+template <class Fmt>
+void check_format(std::uint32_t K, std::mt19937& rng, const std::vector<float>& x) {
+  using B = typename Fmt::block;
+  CAPTURE(Fmt::name);
+  CAPTURE(K);
+  const std::vector<B> blocks = weight_like_blocks<Fmt>(rng, K);
+  std::vector<float> wdq(std::size_t(N) * K);
+  for (std::uint32_t r = 0; r < N; ++r)
+    quant::dequant_row<Fmt>(blocks.data() + std::size_t(r) * K / Fmt::block_elems, wdq.data() + std::size_t(r) * K, K);
+  vkt::weight_store store;
+  const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
+  const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
+  std::vector<std::vector<float>> gpu_out, cpu_out;
+  std::vector<bool> int8(std::size(token_counts));
+  double tol = 0;
+  {
+    gpu::backend be;
+    gpu_out = run_matmuls(be, wi, xi);
+    tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
+    for (std::size_t c = 0; c < std::size(token_counts); ++c)
+      int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
+  }
+  {
+    vkt::cpu_backend be;
+    cpu_out = run_matmuls(be, wi, xi);
+  }
+  double worst_f64 = 0, worst_cpu = 0;
+  for (std::size_t c = 0; c < std::size(token_counts); ++c) {
+    const std::uint32_t n = token_counts[c];
+    CAPTURE(n);
+    const auto rows = rows_for(n);
+    std::vector<double> ref(std::size_t(n) * N);
+    for (std::uint32_t t = 0; t < n; ++t) {
+      const std::span<const float> xs(x.data() + std::size_t(rows[t]) * K, K);
+      std::vector<double> xr(xs.begin(), xs.end());
+      if (int8[c]) xr = vkt::q8_activations(xs);  // what the integer matvec multiplies
+      for (std::uint32_t r = 0; r < N; ++r) {
+        const float* wr = wdq.data() + std::size_t(r) * K;
+        double s = 0;
+        for (std::uint32_t k = 0; k < K; ++k) s += double(wr[k]) * xr[k];
+        ref[std::size_t(t) * N + r] = s;
+      }
+    }
+    const double e64 = vkt::nmse_f64(gpu_out[c], ref);
+    const double ecpu = test::nmse(gpu_out[c], cpu_out[c]);
+    worst_f64 = std::max(worst_f64, e64);
+    worst_cpu = std::max(worst_cpu, ecpu);
+    CHECK(e64 <= tol);
+    CHECK(ecpu <= vkt::tol_matmul_cpu);
+  }
+  MESSAGE((std::string(Fmt::name) + (int8[0] ? " (int8 activations below 16 tokens)" : "")) << " K " << K << ": NMSE vs float64 " << worst_f64 << ", vs CPU backend " << worst_cpu << " (worst token count)");
+}
+
 TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequantized weights") {
   if (!vkt::available()) return;
   std::mt19937 rng(99);
-  const auto x = vkt::normal_floats(std::size_t(table_rows) * K, rng);
+  const auto x = untied_activations(K, rng);
   for_each_format(quant::all{}, [&](auto fmt) {
     using Fmt = decltype(fmt);
-    using B = typename Fmt::block;
     if (!gpu::gpu_supports(Fmt::gguf_type)) return;  // activation-only formats (dequant_test checks which)
-    CAPTURE(Fmt::name);
-    const std::vector<B> blocks = weight_like_blocks<Fmt>(rng);
-    std::vector<float> wdq(std::size_t(N) * K);
-    for (std::uint32_t r = 0; r < N; ++r)
-      quant::dequant_row<Fmt>(blocks.data() + std::size_t(r) * K / Fmt::block_elems, wdq.data() + std::size_t(r) * K, K);
-    vkt::weight_store store;
-    const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
-    const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
-    std::vector<std::vector<float>> gpu_out, cpu_out;
-    std::vector<bool> int8(std::size(token_counts));
-    double tol = 0;
-    {
-      gpu::backend be;
-      gpu_out = run_matmuls(be, wi, xi);
-      tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
-      for (std::size_t c = 0; c < std::size(token_counts); ++c)
-        int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
-    }
-    {
-      vkt::cpu_backend be;
-      cpu_out = run_matmuls(be, wi, xi);
-    }
-    double worst_f64 = 0, worst_cpu = 0;
-    for (std::size_t c = 0; c < std::size(token_counts); ++c) {
-      const std::uint32_t n = token_counts[c];
-      CAPTURE(n);
-      const auto rows = rows_for(n);
-      std::vector<double> ref(std::size_t(n) * N);
-      for (std::uint32_t t = 0; t < n; ++t) {
-        const std::span<const float> xs(x.data() + std::size_t(rows[t]) * K, K);
-        std::vector<double> xr(xs.begin(), xs.end());
-        if (int8[c]) xr = vkt::q8_activations(xs);  // what the integer matvec multiplies
-        for (std::uint32_t r = 0; r < N; ++r) {
-          const float* wr = wdq.data() + std::size_t(r) * K;
-          double s = 0;
-          for (std::uint32_t k = 0; k < K; ++k) s += double(wr[k]) * xr[k];
-          ref[std::size_t(t) * N + r] = s;
-        }
-      }
-      const double e64 = vkt::nmse_f64(gpu_out[c], ref);
-      const double ecpu = test::nmse(gpu_out[c], cpu_out[c]);
-      worst_f64 = std::max(worst_f64, e64);
-      worst_cpu = std::max(worst_cpu, ecpu);
-      CHECK(e64 <= tol);
-      CHECK(ecpu <= vkt::tol_matmul_cpu);
-    }
-    MESSAGE((std::string(Fmt::name) + (int8[0] ? " (int8 activations below 16 tokens)" : "")) << ": NMSE vs float64 " << worst_f64 << ", vs CPU backend " << worst_cpu << " (worst token count)");
+    check_format<Fmt>(K, rng, x);
   });
+}
+
+// The formats stored in row groups on the GPU, at rows that are grouped (Q6_K at K_grouped,
+// Q8_0 at both) and rows that are not (Q6_K at K): every kernel reads both layouts.
+TEST_CASE("vulkan matmul: Q6_K and Q8_0 rows in the GPU's row groups") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(5);
+  const auto x = untied_activations(K_grouped, rng);
+  CHECK(gpu::grouped_rows(gguf::type_id::q6_k, K_grouped));
+  CHECK_FALSE(gpu::grouped_rows(gguf::type_id::q6_k, K));
+  CHECK(gpu::grouped_rows(gguf::type_id::q8_0, K));
+  check_format<quant::q6_k>(K_grouped, rng, x);
+  check_format<quant::q8_0>(K_grouped, rng, x);
 }
 
 
@@ -142,7 +183,7 @@ TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_
   const auto check = [&](auto fmt) {
     using Fmt = decltype(fmt);
     CAPTURE(Fmt::name);
-    const auto blocks = weight_like_blocks<Fmt>(rng);
+    const auto blocks = weight_like_blocks<Fmt>(rng, K);
     vkt::weight_store store;
     const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
     const auto& xi = store.add_f32("test.inputs", x, K, table_rows);

@@ -28,6 +28,7 @@
 #include "mul_mm_small_shape.hpp"
 #include "pipelines.hpp"
 #include "push_constants.hpp"
+#include "quant_layout.hpp"
 #include "shader_compiler.hpp"
 #include "strata/core/error.hpp"
 #include "strata/core/fp16.hpp"
@@ -310,10 +311,12 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
     const auto w = random_weights<Fmt>(N, K, rng);
     const std::uint32_t row_bytes = std::uint32_t(w.size() / N);
     const std::uint32_t copies = std::uint32_t(std::max<std::uint64_t>(1, (rotate_bytes + w.size() - 1) / w.size()));
+    std::vector<std::byte> w_gpu(w.size());  // the GPU's row layout (quant_layout.hpp), as the backend uploads
+    copy_gpu_rows(fmt, K, w, w_gpu.data());
     std::vector<gpu_buffer> wb;
     for (std::uint32_t c = 0; c < copies; ++c) {
       wb.emplace_back(L.ctx, w.size(), memory_kind::device, "weights");
-      L.upload(wb.back(), w.data(), w.size());
+      L.upload(wb.back(), w_gpu.data(), w_gpu.size());
     }
     std::vector<float> x(std::size_t(nt) * K);
     std::normal_distribution<float> g(0.0f, 1.0f);

@@ -59,12 +59,17 @@ uvec2 w_u64_2(uint byte_off) {
 // store a row of a multiple of GROUPED_ROWS blocks in groups of that many blocks, field by field
 // in the block's field order, so their wide fields are 16-byte aligned. A kernel that reads
 // weights calls w_set_rows(its row_bytes) first; w_field() is where block b's field lies.
+#ifdef W_GROUPED_CONST  // vk_matvec_bench only: the layout fixed at compile time, to time the test
+const bool w_grouped = W_GROUPED_CONST != 0;
+void w_set_rows(uint row_bytes) {}
+#else
 bool w_grouped = false;
 void w_set_rows(uint row_bytes) {
 #ifdef GROUPED_ROWS
   w_grouped = row_bytes % (GROUPED_ROWS * BLOCK_BYTES) == 0u;
 #endif
 }
+#endif
 uint w_field(uint row_base, uint b, uint off, uint size) {
 #ifdef GROUPED_ROWS
   if (w_grouped) return row_base + (b / GROUPED_ROWS) * (GROUPED_ROWS * BLOCK_BYTES) + GROUPED_ROWS * off + (b % GROUPED_ROWS) * size;

@@ -6,7 +6,7 @@
 //                   [--variants mv,q:WG=128:RPG=1:U=2,...] [--tokens 1] [--iters 200] [--rotate-mb 1024]
 //                   [--stats: the driver's statistics of each variant's pipeline: registers, spills]
 // Variant "mv" is the f32-activation matvec.glsl; "q:..." is mmvq.glsl (int8 activations) with
-// the given defines (WG, LPR, RPG, U, UR, LAB; NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
+// the given defines (WG, LPR, RPG, U, UR, LAB, GC; NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
 // weight bytes and nothing else (read_bw.glsl; G workgroups, default one pass of U loads a thread),
 // the reference a decode kernel's weight reads are measured against.
 #include <array>
@@ -289,6 +289,9 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     else if (key == "U") u = n;
     else if (key == "UR") unroll = n != 0;
     else if (key == "LAB") v.defines.emplace_back("LAB", std::to_string(n));  // mmvq.glsl's lab knobs (results wrong)
+    // GC=1 / GC=0: the row layout a compile-time constant (common.glsl W_GROUPED_CONST) instead of the
+    // run-time test; GC=0 on grouped rows reads the wrong bytes (times only)
+    else if (key == "GC") v.defines.emplace_back("W_GROUPED_CONST", std::to_string(n));
     else throw error("unknown variant field '" + key + "'");
   }
   v.defines.insert(v.defines.begin(), {{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wg)}, {"LPR", std::to_string(lpr)},

@@ -4,10 +4,9 @@
 // compile-time, so a key row's loads are unrolled and all in flight at once.
 // Scores: thread i takes key i of a tile of WG keys, for all G heads (online softmax per head).
 // Values: the warps split the tile's keys and each lane owns 4 dims of every 128-dim chunk, so a
-// warp reads a whole V row per key in one coalesced load; the warps' sums meet in shared memory
-// at the end. With f16 values and HEAD_D <= 128 (V_AHEAD) a warp issues all its keys' V loads
-// with the tile's K loads, before the scores: a tile costs one memory round trip, not five (the
-// scores, then four rounds of 8 keys). Otherwise it keeps 8 keys' V loads in flight.
+// warp reads a whole V row per key in one coalesced load (8 bytes a lane for f16) and keeps 8
+// keys' loads in flight; the warps' sums meet in shared memory at the end. (Issuing all 32 of a
+// warp's V loads with the tile's K loads measured 7% slower end to end on the H200 at depth 4096.)
 // SPLIT: workgroup z covers keys [z * split_len, (z + 1) * split_len) and writes unnormalised
 // partials (acc, m, l) in attention.glsl's layout, merged by its COMBINE pass.
 layout(local_size_x = WG) in;
@@ -25,9 +24,6 @@ layout(binding = 2, std430) readonly buffer Kc { f16vec4 kc[]; };
 layout(binding = 3, std430) readonly buffer Vc { float vc[]; };
 #else
 layout(binding = 3, std430) readonly buffer Vc { f16vec4 vc4[]; };  // rows of D, D % 4 == 0
-#if HEAD_D <= 128
-#define V_AHEAD 1
-#endif
 #endif
 layout(binding = 4, std430) readonly buffer Pos { int pos[]; };
 layout(binding = 5, std430) readonly buffer SeqRow { uint seq_row[]; };
@@ -110,26 +106,13 @@ void main() {
     for (uint c = 0; c < DCH; ++c) acc[g][c] = vec4(0.0);
   }
 
-  const uint KPW = WG / NW;  // keys of a tile per warp: warp, warp + NW, ...
   for (uint j0 = start; j0 <= last; j0 += WG) {
     const uint j = j0 + tid;
-    const uint n_keys = min(WG, last + 1 - j0);
     float s[G];
     for (uint g = 0; g < G; ++g) s[g] = -1.0 / 0.0;
-#ifdef V_AHEAD
-    slot_of[tid] = j <= last ? blocks[btab + j / p.block_size] * p.block_size + j % p.block_size : 0;
-    barrier();
-    const uint slot = slot_of[tid];
-    f16vec4 vr[KPW];  // this lane's 4 dims of the V rows of the warp's keys
-    for (uint u = 0; u < KPW; ++u) {
-      const uint jj = warp + u * NW;
-      vr[u] = jj < n_keys && 4 * lane < D ? vc4[(slot_of[jj] * row + hk * D) / 4 + lane] : f16vec4(0.0);
-    }
-#else
     uint slot = 0;
-    if (j <= last) slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
-#endif
     if (j <= last) {
+      slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
       const uint kb = (slot * row + hk * D) / 4;
       vec4 kr[D / 4];
       for (uint c = 0; c < D / 4; ++c) kr[c] = vec4(kc[kb + c]);
@@ -150,23 +133,13 @@ void main() {
       m[g] = m_new;
       probs[g][tid] = e[g];
     }
-#ifndef V_AHEAD
     slot_of[tid] = slot;
-#endif
     wg_reduce(e, false);  // its barriers also publish probs / slot_of
     for (uint g = 0; g < G; ++g) {
       l[g] = l[g] * corr[g] + e[g];
       for (uint c = 0; c < DCH; ++c) acc[g][c] *= corr[g];
     }
-#ifdef V_AHEAD
-    if (4 * lane < D)
-      for (uint u = 0; u < KPW; ++u) {  // the keys in the order the loop below takes them
-        const uint jj = warp + u * NW;
-        if (jj >= n_keys) break;
-        const vec4 v = vec4(vr[u]);
-        for (uint g = 0; g < G; ++g) acc[g][0] += probs[g][jj] * v;
-      }
-#else
+    const uint n_keys = min(WG, last + 1 - j0);
     for (uint c = 0; c < DCH; ++c) {
       const uint d = 128 * c + 4 * lane;
       if (d >= D) break;
@@ -183,7 +156,6 @@ void main() {
         for (uint g = 0; g < G; ++g) acc[g][c] += probs[g][jj] * v;
       }
     }
-#endif
     barrier();  // probs / slot_of are rewritten by the next tile
   }
   // The warps' partial sums, added in turn (vsum is G x D: small enough for any device).

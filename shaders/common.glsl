@@ -59,8 +59,10 @@ uvec2 w_u64_2(uint byte_off) {
 // store a row of a multiple of GROUPED_ROWS blocks in groups of that many blocks, field by field
 // in the block's field order, so their wide fields are 16-byte aligned. A kernel that reads
 // weights calls w_set_rows(its row_bytes) first; w_field() is where block b's field lies.
-#ifdef W_GROUPED_CONST  // vk_matvec_bench only: the layout fixed at compile time, to time the test
-const bool w_grouped = W_GROUPED_CONST != 0;
+// A kernel whose request knows the row width has the layout fixed at compile time (W_GROUPED 0 or
+// 1: mmvq, where the run-time test cost Q8_0's decode matvec 22% on the H200); the others test.
+#ifdef W_GROUPED
+const bool w_grouped = W_GROUPED != 0;
 void w_set_rows(uint row_bytes) {}
 #else
 bool w_grouped = false;

@@ -478,10 +478,11 @@ struct backend::impl {
     std::uint32_t wg, rpg, u;
   };
   mmvq_shape_t mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const;
-  // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group.
+  // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group; n_cols (the row width) fixes
+  // the row layout the kernel reads (quant_layout.hpp grouped_rows).
   // norm_out: NORM_OUT (32 rows a workgroup, as QUANT_OUT); rms_in_k: RMS_IN over inputs of that
   // many columns (0: off).
-  pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
+  pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_cols, std::uint64_t n_rows, bool swiglu, bool residual,
                             bool ids, bool qout = false, bool grouped = false, bool tail = false, bool norm_out = false,
                             std::uint32_t rms_in_k = 0) const;
   std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const;

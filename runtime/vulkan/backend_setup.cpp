@@ -416,7 +416,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     for (const auto& e : P.weights)
       if (has_mmvq(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1)
         for (int v = 0; v < 3 + (P.tail_rows > 0); ++v)
-          reqs.push_back(P.mmvq_req(e.info->type, 1, e.info->ne[1], v == 1, v >= 2, false,
+          reqs.push_back(P.mmvq_req(e.info->type, 1, e.info->ne[0], e.info->ne[1], v == 1, v >= 2, false,
                                     v == 1 && P.quant_out && e.info->ne[1] % 32 == 0, false, v == 3));
     std::uint64_t embd = 0;  // the residual stream's width: the norms between matvecs have it
     for (const auto& e : P.weights)
@@ -427,10 +427,10 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
           const auto t = e.info->type;
           const auto K = std::uint32_t(e.info->ne[0]);
           const bool q32 = e.info->ne[1] % 32 == 0;
-          if (q32 && e.info->ne[1] == embd && P.norm_out_fits(t, e.info->ne[1])) reqs.push_back(P.mmvq_req(t, 1, e.info->ne[1], false, true, false, false, false, false, true));
+          if (q32 && e.info->ne[1] == embd && P.norm_out_fits(t, e.info->ne[1])) reqs.push_back(P.mmvq_req(t, 1, e.info->ne[0], e.info->ne[1], false, true, false, false, false, false, true));
           if (K == embd) {
-            reqs.push_back(P.mmvq_req(t, 1, e.info->ne[1], false, false, false, false, false, false, false, K));
-            reqs.push_back(P.mmvq_req(t, 1, e.info->ne[1], true, false, false, P.quant_out && q32, false, false, false, K));
+            reqs.push_back(P.mmvq_req(t, 1, e.info->ne[0], e.info->ne[1], false, false, false, false, false, false, false, K));
+            reqs.push_back(P.mmvq_req(t, 1, e.info->ne[0], e.info->ne[1], true, false, false, P.quant_out && q32, false, false, false, K));
           }
         }
   }

@@ -250,7 +250,7 @@ void backend::impl::record_down_combine(const pending_combine& c) {
                    max_k / 32, c.y.off, c.y.stride, 0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), 0, 1};
   // Bindings 0-5 the matvec's (4 unused: no ADD_RESIDUAL), 6-10 the combine's, 11-15 the norm's
   // (NORM_TAIL = 10: its slot +0, the counter, is the combine's): 16, lavapipe's limit per stage.
-  pipeline_request rq = mmvq_req(w.type, 1, w.ne[1], false, false, true);
+  pipeline_request rq = mmvq_req(w.type, 1, w.ne[0], w.ne[1], false, false, true);
   rq.defines.emplace_back("MOE_COMBINE_TAIL", "6");
   std::vector<binding> b{bind_weight(w),          bind_id(xq[sl], false), bind_id(xs[sl], false),  bind(c.y, true),
                          bind(c.y, false),        bind_id(moe_ids, false), bind_id(tail_counter, true), bind_id(moe_wts, false),

@@ -2,6 +2,7 @@
 // workgroup shapes measured for them.
 #include "backend_impl.hpp"
 #include "mul_mm_small_shape.hpp"
+#include "quant_layout.hpp"
 
 #include <string>
 
@@ -26,7 +27,7 @@ backend::impl::mmvq_shape_t backend::impl::mmvq_shape(gguf::type_id t, std::uint
   return tall ? mmvq_shape_t{64, 2, 2} : mmvq_shape_t{128, 1, 2};
 }
 
-pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_rows, bool swiglu, bool residual,
+pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_cols, std::uint64_t n_rows, bool swiglu, bool residual,
                                          bool ids, bool qout, bool grouped, bool tail, bool norm_out,
                                          std::uint32_t rms_in_k) const {
   auto [wgs, rpg, u] = qout ? mmvq_shape_t{256, 4, 1} : mmvq_shape(t, n_rows);  // QUANT_OUT: 32 rows a workgroup
@@ -45,6 +46,7 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   if (norm_out) d.emplace_back("NORM_OUT", "1");  // bindings 8 (norm weight), 9 (sums of y^2)
   if (rms_in_k) d.emplace_back("RMS_IN", std::to_string(rms_in_k));  // binding 10 (sums of x^2)
   if (mmvq_unroll) d.emplace_back("UR", "1");
+  if (has_row_groups(t)) d.emplace_back("W_GROUPED", grouped_rows(t, n_cols) ? "1" : "0");  // common.glsl
   return req("mmvq", t, std::move(d), tail ? 14 : rms_in_k ? 11 : norm_out ? 10 : 8);
 }
 

@@ -128,7 +128,7 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
     b.push_back(bind_id(rms_sq[so], nout));
   }
   if (rms_in) b.push_back(bind_id(rms_sq[sl], false));
-  const auto r = mmvq_req(w.type, nt, w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout, false, tail, nout,
+  const auto r = mmvq_req(w.type, nt, w.ne[0], w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout, false, tail, nout,
                           rms_in ? std::uint32_t(w.ne[0]) : 0u);
   const std::uint32_t gx = div_up(w.ne[1], mmvq_rows_per_wg(r)), gy = div_up(n, nt);
   if (tail) {  // the next norm of y into the other slot, by the last workgroup
@@ -305,7 +305,7 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   const std::uint32_t so = sl ^ 1u;
   std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
                          bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
-  auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[1], up != nullptr, false, true, qout, grouped);
+  auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[0], w.ne[1], up != nullptr, false, true, qout, grouped);
   // Short expert rows (mmvq_short_lpr, default 8): lane groups of N lanes, so a 768-wide row's 12
   // units do not leave 20 of 32 lanes idle.
   if (const std::uint32_t sg = ctx.info().subgroup_size;

@@ -135,8 +135,10 @@ std::string glsl_layout(gguf::type_id t) {
 
 std::string glsl_dequant_source(gguf::type_id t) { return "quant/" + lower(gguf::name_of(t)); }
 
+bool has_row_groups(gguf::type_id t) noexcept { return !group_fields(t).empty(); }
+
 bool grouped_rows(gguf::type_id t, std::uint64_t ne0) noexcept {
-  if (group_fields(t).empty()) return false;
+  if (!has_row_groups(t)) return false;
   const std::uint64_t qk = gguf::block_elems(t);
   return ne0 % qk == 0 && (ne0 / qk) % row_group_blocks == 0;
 }

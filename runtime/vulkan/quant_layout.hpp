@@ -31,6 +31,9 @@ std::string glsl_dequant_source(gguf::type_id t);
 // change; other rows and formats keep ggml's blocks. common.glsl's w_field() is the reader.
 inline constexpr std::uint32_t row_group_blocks = 8;
 
+// True when t is stored in row groups where its rows allow (Q6_K, Q8_0).
+bool has_row_groups(gguf::type_id t) noexcept;
+
 // True when t's rows of ne0 elements are stored in groups on the GPU.
 bool grouped_rows(gguf::type_id t, std::uint64_t ne0) noexcept;
 

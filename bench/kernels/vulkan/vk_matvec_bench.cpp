@@ -6,7 +6,7 @@
 //                   [--variants mv,q:WG=128:RPG=1:U=2,...] [--tokens 1] [--iters 200] [--rotate-mb 1024]
 //                   [--stats: the driver's statistics of each variant's pipeline: registers, spills]
 // Variant "mv" is the f32-activation matvec.glsl; "q:..." is mmvq.glsl (int8 activations) with
-// the given defines (WG, LPR, RPG, U, UR, LAB, GC; NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
+// the given defines (WG, LPR, RPG, U, UR, LAB, GC=0; NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
 // weight bytes and nothing else (read_bw.glsl; G workgroups, default one pass of U loads a thread),
 // the reference a decode kernel's weight reads are measured against.
 #include <array>
@@ -170,7 +170,7 @@ std::vector<std::pair<std::string, std::string>> variant_fields(const std::strin
   return out;
 }
 
-variant parse_variant(const std::string& s, std::uint32_t nt, const device_info& info) {
+variant parse_variant(const std::string& s, std::uint32_t nt, const device_info& info, gguf::type_id fmt, std::uint32_t K) {
   variant v;
   v.name = s;
   if (s == "mv") {
@@ -281,6 +281,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
   v.mmvq = true;
   std::uint32_t wg = 128, lpr = 32, rpg = 1, u = 2;
   bool unroll = false;  // UR=1: mmvq.glsl's loops over tokens and rows unrolled
+  bool runtime_layout = false;
   for (const auto& [key, value] : variant_fields(s)) {
     const std::uint32_t n = std::uint32_t(std::stoul(value));
     if (key == "WG") wg = n;
@@ -289,14 +290,14 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     else if (key == "U") u = n;
     else if (key == "UR") unroll = n != 0;
     else if (key == "LAB") v.defines.emplace_back("LAB", std::to_string(n));  // mmvq.glsl's lab knobs (results wrong)
-    // GC=1 / GC=0: the row layout a compile-time constant (common.glsl W_GROUPED_CONST) instead of the
-    // run-time test; GC=0 on grouped rows reads the wrong bytes (times only)
-    else if (key == "GC") v.defines.emplace_back("W_GROUPED_CONST", std::to_string(n));
+    // GC=0: the run-time row layout test (common.glsl) instead of the backend's compile-time W_GROUPED
+    else if (key == "GC") runtime_layout = n == 0;
     else throw error("unknown variant field '" + key + "'");
   }
   v.defines.insert(v.defines.begin(), {{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wg)}, {"LPR", std::to_string(lpr)},
                                        {"RPG", std::to_string(rpg)}, {"U", std::to_string(u)}, {"NT", std::to_string(nt)}});
   if (unroll) v.defines.emplace_back("UR", "1");
+  if (!runtime_layout && has_row_groups(fmt)) v.defines.emplace_back("W_GROUPED", grouped_rows(fmt, K) ? "1" : "0");
   if (info.int_dot && !std::getenv("STRATA_VK_NO_DOT4")) v.defines.emplace_back("HAS_DOT4", "1");
   if (info.subgroup_size == lpr) v.defines.emplace_back("SG_LPR", "1");
   else if (lpr < info.subgroup_size && info.subgroup_size % lpr == 0) v.defines.emplace_back("SG_CLUSTER", "1");
@@ -374,7 +375,7 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
                    (groups + 65534) / 65535);
     };
     for (const auto& vn : variant_names) {
-      prepared pv{vn, parse_variant(vn, nt, L.ctx.info())};
+      prepared pv{vn, parse_variant(vn, nt, L.ctx.info(), fmt, K)};
       try {
         if (pv.v.splits > 1) {
           const std::size_t need = std::size_t(pv.v.splits) * nt * N * 4;

@@ -31,6 +31,7 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
                                          bool ids, bool qout, bool grouped, bool tail, bool norm_out,
                                          std::uint32_t rms_in_k) const {
   auto [wgs, rpg, u] = qout ? mmvq_shape_t{256, 4, 1} : mmvq_shape(t, n_rows);  // QUANT_OUT: 32 rows a workgroup
+  if (norm_out && !qout && t == gguf::type_id::q6_k) rpg = 2, u = 2;  // as Q4_K: 512 threads (norm_out_fits)
   if (norm_out && !qout) wgs = 32 * (32 / rpg);  // 32 rows a workgroup too (norm_out_fits: rpg 2, 512 threads)
   std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},
                                                      {"LPR", "32"}, {"RPG", std::to_string(rpg)},
@@ -52,9 +53,10 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
 
 bool backend::impl::norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const {
   // NORM_OUT's workgroup owns 32 rows. Formats tuned to 2 rows per lane group keep their per-warp
-  // work at 512 threads; Q6_K's 4 rows at 256 threads ran 29% slower than its 64 (H100 lab,
-  // 12288 x 4096: 35.5 vs 27.5 us), more than the quantize dispatch the fusion saves.
-  return mmvq_shape(t, n_rows).rpg == 2;
+  // work at 512 threads. Q6_K (as 2 rows per group, 512 threads; 4 rows at 256 had run 29% slower
+  // on the H100 in ggml's blocks) and Q8_0 (1 row, 1,024 threads) fuse since their rows are read in
+  // 16-byte groups: qwen3-8b tg128 on the H200 Q8_0 272 -> 295 t/s, Q4_K_M 312 -> 329 (session 12).
+  return mmvq_shape(t, n_rows).rpg == 2 || t == gguf::type_id::q6_k || t == gguf::type_id::q8_0;
 }
 
 std::uint32_t backend::impl::mmvq_rows_per_wg(const pipeline_request& r) const {

@@ -10,8 +10,11 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <span>
 #include <vector>
 
+#include "strata/core/error.hpp"
+#include "strata/core/fp16.hpp"
 #include "strata/quant/all.hpp"
 #include "vulkan/vk_harness.hpp"
 
@@ -166,6 +169,61 @@ TEST_CASE("vulkan dequant: get_rows is bit-exact with the C++ dequant for every 
     }
     CHECK(mismatches == 0);
   });
+}
+
+// The GPU's row layout (quant_layout.hpp): where copy_gpu_rows puts each field of a group, and
+// get_rows over grouped Q6_K rows (2,048 elements: 8 blocks; the case above has 4-block rows,
+// grouped for Q8_0 only) bit-exact with the C++ dequant.
+TEST_CASE("vulkan dequant: Q6_K and Q8_0 rows in the GPU's groups of 8 blocks") {
+  using B = quant::q8_0::block;
+  std::vector<B> blocks(16);  // two rows of 256 elements
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    blocks[i].d = to_fp16(float(i + 1));
+    for (std::size_t j = 0; j < 32; ++j) blocks[i].qs[j] = std::int8_t(i * 7 + j);
+  }
+  const auto src = std::as_bytes(std::span(blocks));
+  std::vector<std::byte> dst(src.size());
+  gpu::copy_gpu_rows(gguf::type_id::q8_0, 256, src, dst.data());
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const std::size_t g = i / 8 * 8 * sizeof(B), b = i % 8;
+    CHECK(std::memcmp(dst.data() + g + 2 * b, &blocks[i].d, 2) == 0);            // the 8 scales first
+    CHECK(std::memcmp(dst.data() + g + 16 + 32 * b, blocks[i].qs.data(), 32) == 0);  // then the 8 code arrays
+  }
+  CHECK(gpu::grouped_rows(gguf::type_id::q8_0, 256));
+  CHECK_FALSE(gpu::grouped_rows(gguf::type_id::q8_0, 224));
+  CHECK_FALSE(gpu::grouped_rows(gguf::type_id::q6_k, 1024));
+  CHECK_FALSE(gpu::grouped_rows(gguf::type_id::q4_k, 2048));
+  std::vector<std::byte> plain(src.size());
+  gpu::copy_gpu_rows(gguf::type_id::q8_0, 224, src.first(7 * sizeof(B)), plain.data());  // 7-block rows: a plain copy
+  CHECK(std::memcmp(plain.data(), src.data(), 7 * sizeof(B)) == 0);
+  CHECK_THROWS_WITH_AS(gpu::copy_gpu_rows(gguf::type_id::q8_0, 256, src.first(7 * sizeof(B)), dst.data()),
+                       doctest::Contains("are not whole rows of 256 elements"), strata::error);
+
+  if (!vkt::available()) return;
+  constexpr std::uint32_t K = 2048, rows = 6;
+  std::mt19937 rng(2048);
+  std::vector<std::byte> table;
+  for (std::uint32_t r = 0; r < rows; ++r) {
+    std::vector<quant::q6_k::block> row(K / 256);
+    if (r % 2 == 0) {
+      const auto x = varied_floats(K, rng);
+      quant::quantize_row<quant::q6_k>(x.data(), row.data(), K);
+    } else {
+      row = raw_blocks<quant::q6_k>(K / 256, rng);
+    }
+    const auto* p = reinterpret_cast<const std::byte*>(row.data());
+    table.insert(table.end(), p, p + row.size() * sizeof(quant::q6_k::block));
+  }
+  REQUIRE(gpu::grouped_rows(gguf::type_id::q6_k, K));
+  const std::vector<std::int32_t> ids = {3, 0, 5, 1, 4, 2, 3};
+  const auto got = gpu_get_rows(gguf::type_id::q6_k, table, K, rows, ids);
+  std::vector<float> want(K);
+  for (std::size_t t = 0; t < ids.size(); ++t) {
+    CAPTURE(t);
+    const auto* row = reinterpret_cast<const quant::q6_k::block*>(table.data() + std::size_t(ids[t]) * K / 256 * sizeof(quant::q6_k::block));
+    quant::dequant_row<quant::q6_k>(row, want.data(), K);
+    CHECK(std::memcmp(got.data() + t * K, want.data(), K * 4) == 0);
+  }
 }
 
 #else

@@ -99,14 +99,36 @@ constexpr block_field q6_k_fields[] = {STRATA_BLOCK_FIELD(q6_k, ql), STRATA_BLOC
                                        STRATA_BLOCK_FIELD(q6_k, scales), STRATA_BLOCK_FIELD(q6_k, d)};
 constexpr block_field q8_0_fields[] = {STRATA_BLOCK_FIELD(q8_0, d), STRATA_BLOCK_FIELD(q8_0, qs)};
 #undef STRATA_BLOCK_FIELD
-static_assert(q6_k_fields[3].offset + q6_k_fields[3].size == sizeof(quant::q6_k::block));
-static_assert(q8_0_fields[1].offset + q8_0_fields[1].size == sizeof(quant::q8_0::block));
+template <std::size_t N>
+constexpr bool tiles(const block_field (&f)[N], std::size_t block) {
+  std::size_t at = 0;
+  for (const auto& x : f) {
+    if (x.offset != at) return false;
+    at += x.size;
+  }
+  return at == block;
+}
+static_assert(tiles(q6_k_fields, sizeof(quant::q6_k::block)) && tiles(q8_0_fields, sizeof(quant::q8_0::block)));
 
 std::span<const block_field> group_fields(gguf::type_id t) noexcept {
   switch (t) {
     case gguf::type_id::q6_k: return q6_k_fields;
     case gguf::type_id::q8_0: return q8_0_fields;
     default: return {};
+  }
+}
+
+// A field's bytes with a constant-size copy for the sizes the grouped formats have: the generic
+// call per field moved Q8_0 (a 2-byte and a 32-byte field a block) at 3.6 GB/s, 2.2 s of an
+// 8 GB model's load.
+void copy_field(std::byte* dst, const std::byte* src, std::size_t size) {
+  switch (size) {
+    case 2: std::memcpy(dst, src, 2); break;
+    case 16: std::memcpy(dst, src, 16); break;
+    case 32: std::memcpy(dst, src, 32); break;
+    case 64: std::memcpy(dst, src, 64); break;
+    case 128: std::memcpy(dst, src, 128); break;
+    default: std::memcpy(dst, src, size);
   }
 }
 
@@ -156,7 +178,7 @@ void copy_gpu_rows(gguf::type_id t, std::uint64_t ne0, std::span<const std::byte
   for (std::size_t g = 0; g < src.size(); g += group)
     for (const block_field& f : fields)
       for (std::size_t i = 0; i < row_group_blocks; ++i)
-        std::memcpy(dst + g + row_group_blocks * f.offset + i * f.size, src.data() + g + i * block + f.offset, f.size);
+        copy_field(dst + g + row_group_blocks * f.offset + i * f.size, src.data() + g + i * block + f.offset, f.size);
 }
 
 }  // namespace strata::gpu

@@ -281,20 +281,14 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   {
     uploader up(P.ctx);
     std::uint64_t done = 0;
-    std::vector<std::byte> grouped;  // rows rewritten in the GPU's layout, a piece at a time
     for (const auto& e : P.weights) {
       if (e.host >= 0 || e.cache >= 0 || e.stream >= 0) continue;  // slots are filled on a miss or per step
       const gguf::tensor_info& t = *e.info;
       if (!grouped_rows(t.type, t.ne[0])) {
         up.copy(t.data, P.chunks[e.chunk].handle(), e.offset);
-      } else {
-        const std::uint64_t rows_per_piece = std::max<std::uint64_t>(1, (32ull << 20) / t.row_bytes());
-        for (std::uint64_t at = 0; at < t.data.size(); at += rows_per_piece * t.row_bytes()) {
-          const auto piece = t.data.subspan(at, std::min<std::uint64_t>(rows_per_piece * t.row_bytes(), t.data.size() - at));
-          grouped.resize(piece.size());
-          copy_gpu_rows(t.type, t.ne[0], piece, grouped.data());
-          up.copy(grouped, P.chunks[e.chunk].handle(), e.offset + at);
-        }
+      } else {  // rows rewritten in the GPU's layout straight into the staging buffer
+        up.copy(t.data, P.chunks[e.chunk].handle(), e.offset, t.row_bytes(),
+                [&t](std::span<const std::byte> rows, std::byte* out) { copy_gpu_rows(t.type, t.ne[0], rows, out); });
       }
       if (P.opt.progress) P.opt.progress({"upload", done += e.bytes, total, "bytes"});
     }

@@ -98,14 +98,21 @@ uploader::uploader(const context& ctx, std::uint64_t staging_bytes)
 }
 
 void uploader::copy(std::span<const std::byte> src, vk::Buffer dst, std::uint64_t dst_offset) {
+  copy(src, dst, dst_offset, 1, [](std::span<const std::byte> piece, std::byte* out) { std::memcpy(out, piece.data(), piece.size()); });
+}
+
+void uploader::copy(std::span<const std::byte> src, vk::Buffer dst, std::uint64_t dst_offset, std::uint64_t unit, const writer& write) {
+  if (unit == 0 || unit > staging_.size() || src.size() % unit != 0)
+    throw error("GPU upload: " + std::to_string(src.size()) + " bytes in units of " + std::to_string(unit) +
+                " do not fit a staging buffer of " + std::to_string(staging_.size()) + " bytes");
   while (!src.empty()) {
-    if (used_ == staging_.size()) flush();
+    if (staging_.size() - used_ < unit) flush();
     if (!open_) {
       cmd_.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
       open_ = true;
     }
-    const std::uint64_t n = std::min<std::uint64_t>(src.size(), staging_.size() - used_);
-    std::memcpy(staging_.mapped() + used_, src.data(), n);
+    const std::uint64_t n = std::min<std::uint64_t>(src.size(), (staging_.size() - used_) / unit * unit);
+    write(src.first(n), staging_.mapped() + used_);
     cmd_.copyBuffer(staging_.handle(), dst, vk::BufferCopy(used_, dst_offset, n));
     used_ += n;
     dst_offset += n;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -78,6 +79,10 @@ class uploader {
  public:
   explicit uploader(const context& ctx, std::uint64_t staging_bytes = 64ull << 20);
   void copy(std::span<const std::byte> src, vk::Buffer dst, std::uint64_t dst_offset);
+  // As copy(), but src is written into the staging buffer by write(piece, out) a piece of whole
+  // units at a time (out: piece.size() bytes), e.g. weight rows rewritten in the GPU's layout.
+  using writer = std::function<void(std::span<const std::byte>, std::byte*)>;
+  void copy(std::span<const std::byte> src, vk::Buffer dst, std::uint64_t dst_offset, std::uint64_t unit, const writer& write);
   void flush();  // waits until every queued copy has landed
 
  private:

@@ -46,6 +46,7 @@ inline typename V::i dot_ss(typename V::i acc, const ss_weight<V>& w, typename V
 
 struct q8_0_kernel {
   using layout = packed::q8_0;
+  static constexpr auto decode_prefetch = _MM_HINT_T0;  // where gemm_tile's decode prefetch puts lines
   template <class V, int T>
   static void block(const std::uint8_t* gb, int half, const std::uint8_t* const* act, std::size_t b,
                     std::size_t row_bytes, typename V::f* acc) noexcept {
@@ -93,6 +94,7 @@ struct q8k_tile {
 
 struct q4_k_kernel {
   using layout = packed::q4_k;
+  static constexpr auto decode_prefetch = _MM_HINT_T0;
   template <class V, int T>
   static void block(const std::uint8_t* gb, int half, const std::uint8_t* const* act, std::size_t b, std::size_t,
                     typename V::f* acc) noexcept {
@@ -152,6 +154,11 @@ struct q4_k_kernel {
 
 struct q6_k_kernel {
   using layout = packed::q6_k;
+  // Into L2, not L1: a block is 53 lines, and 53 L1 prefetches at a time held the loads of the
+  // block being computed behind them (1 token, 1 thread, weights from DRAM, 1024 x 1024 and
+  // 3072 x 1024: 10 GB/s with L1 prefetches, 19-21 with L2 ones, 9 with none; Q4_K's 36-line
+  // and Q8_0's blocks lose 10-15% with L2 prefetches, so they keep L1).
+  static constexpr auto decode_prefetch = _MM_HINT_T1;
   template <class V, int T>
   static void block(const std::uint8_t* gb, int half, const std::uint8_t* const* act, std::size_t b, std::size_t,
                     typename V::f* acc) noexcept {
@@ -264,7 +271,8 @@ inline void gemm_tile(const gemm_args& a, std::size_t g, int half, std::size_t t
     // per block, as before, left Q6_K's 53-line blocks to the hardware prefetchers: 16 GB/s of
     // the 31 this machine reads).
     if constexpr (T <= 2)
-      for (std::size_t o = 0; o < K::layout::group_block_bytes; o += 64) prefetch_weights(gb, o);
+      for (std::size_t o = 0; o < K::layout::group_block_bytes; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(gb) + weight_prefetch_distance + o, K::decode_prefetch);
     K::template block<V, T>(gb, half, act, b, a.act_row_bytes, acc);
   }
   const std::size_t row0 = g * pack_rows + std::size_t(half) * L;

@@ -153,7 +153,10 @@ class backend {
     const std::size_t n_tok4 = k.dot_rows_4 ? n_tok / 4 * 4 : 0;
     const std::size_t rest = n_tok - n_tok4;
     const bool pad = k.dot_rows_4 && rest >= 2 && (n_tok4 + 4) * act_bytes <= act_scratch_.size();
-    std::size_t grain = std::max<std::size_t>(1, std::min<std::size_t>(64, N / (pool_.size() * 8)));
+    // Rows read once per token take chunks of up to 256 KiB (a tied LM head of 151,936 rows was
+    // 2,374 chunks of 64, each a claim of the pool's shared word by one thread then the other).
+    const std::size_t cap = n_tok4 || pad ? 64 : std::max<std::size_t>(64, (256u << 10) / w.row_bytes);
+    std::size_t grain = std::max<std::size_t>(1, std::min<std::size_t>(cap, N / (pool_.size() * 8)));
     if (n_tok4 || pad) grain = std::max<std::size_t>(1, std::min<std::size_t>(grain, (256u << 10) / w.row_bytes));
     pool_.parallel_for(N, grain, [&](std::size_t b, std::size_t e, unsigned) {
       float o[4];

@@ -99,6 +99,11 @@ concept tensor_view = std::copyable<T> && requires(const T t, std::uint32_t n) {
 // Optional: be.begin_layer(il) before the first op of block il and be.end_layer(il) after its
 // last, for a backend that brings a block's weights in and out of memory (the CPU backend's
 // disk tier: kernels/cpu/weight_stream.hpp). The decoder calls them when the backend has them.
+// Optional fused ops, same results as the ops they replace; the decoder calls them when the
+// backend has them (the CPU backend, whose every op is a pool job): be.matmul_shared(x,
+// {{&w1, y1}, {&w2, y2}, ...}) is be.matmul(w_i, x, y_i) for each i (a layer's Q, K and V), and
+// be.swiglu_ffn(gate, up, down, x, g, u, out) is matmul(gate, x, g), matmul(up, x, u),
+// swiglu(g, u, g), matmul(down, g, out).
 // Setup, in this order, before the first step: load() every weight and alloc() every buffer,
 // then reserve(), then make_kv(). A step is begin(), ops, finish(). Every op may record rather
 // than execute: tensors hold their values only for later ops of the same step, and host memory

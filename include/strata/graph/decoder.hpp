@@ -114,9 +114,13 @@ class decoder {
       const arch::layer_plan& p = L.plan;
       if constexpr (requires { be.begin_layer(il); }) be.begin_layer(il);  // optional (backend_contract.hpp)
       be.rms_norm(x, &L.attn_norm, eps, a);
-      be.matmul(L.wq, a, q);
-      be.matmul(L.wk, a, k);
-      be.matmul(L.wv, a, v);
+      if constexpr (requires { be.matmul_shared(a, {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}}); }) {
+        be.matmul_shared(a, {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}});  // optional (backend_contract.hpp)
+      } else {
+        be.matmul(L.wq, a, q);
+        be.matmul(L.wk, a, k);
+        be.matmul(L.wv, a, v);
+      }
       tensor qh = q.split_rows(hp_.n_head), kh = k.split_rows(hp_.n_head_kv);
       if constexpr (Arch::qk_norm == arch::qk_norm_kind::rms_weighted_before_rope) {
         be.rms_norm(qh, &L.q_norm, eps, qh);
@@ -184,6 +188,9 @@ class decoder {
     const auto width = std::uint32_t(gate.ne[1]);  // scratch is as wide as the widest FFN
     g = g.first_cols(width);
     u = u.first_cols(width);
+    if constexpr (requires { be_->swiglu_ffn(gate, up, down, in, g, u, out); }) {
+      return be_->swiglu_ffn(gate, up, down, in, g, u, out);  // optional (backend_contract.hpp)
+    }
     be_->matmul(gate, in, g);
     be_->matmul(up, in, u);
     be_->swiglu(g, u, g);

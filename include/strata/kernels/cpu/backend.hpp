@@ -4,6 +4,8 @@
 // llama.cpp's CPU backend does.
 #pragma once
 #include <algorithm>
+#include <atomic>
+#include <initializer_list>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strata/arch/hparams_limits.hpp"
@@ -98,6 +101,7 @@ class backend {
       route_rows_.reserve(max_routed);
       route_pos_.resize(max_routed);
     }
+    if (ffn_done_.size() < max_cols_ / 256 + 1) ffn_done_.resize(max_cols_ / 256 + 1);
     route_order_.reserve(arch::limits::max_experts);
     expert_off_.reserve(arch::limits::max_experts + 1);
     active_.reserve(arch::limits::max_experts);
@@ -149,7 +153,10 @@ class backend {
     const std::size_t n_tok4 = k.dot_rows_4 ? n_tok / 4 * 4 : 0;
     const std::size_t rest = n_tok - n_tok4;
     const bool pad = k.dot_rows_4 && rest >= 2 && (n_tok4 + 4) * act_bytes <= act_scratch_.size();
-    std::size_t grain = std::max<std::size_t>(1, std::min<std::size_t>(64, N / (pool_.size() * 8)));
+    // Rows read once per token take chunks of up to 256 KiB (a tied LM head of 151,936 rows was
+    // 2,374 chunks of 64, each a claim of the pool's shared word by one thread then the other).
+    const std::size_t cap = n_tok4 || pad ? 64 : std::max<std::size_t>(64, (256u << 10) / w.row_bytes);
+    std::size_t grain = std::max<std::size_t>(1, std::min<std::size_t>(cap, N / (pool_.size() * 8)));
     if (n_tok4 || pad) grain = std::max<std::size_t>(1, std::min<std::size_t>(grain, (256u << 10) / w.row_bytes));
     pool_.parallel_for(N, grain, [&](std::size_t b, std::size_t e, unsigned) {
       float o[4];
@@ -176,30 +183,125 @@ class backend {
   // groups whose weights stay in L2 while every token tile passes over them.
   void matmul_packed(const weight& w, tensor x, tensor y) {
     const auto& k = *w.kernels;
-    const std::size_t K = x.cols, stride = k.gemm_act_bytes(K), N = y.cols;
+    const std::size_t K = x.cols, stride = k.gemm_act_bytes(K);
     std::byte* act = act_scratch_.data();
-    pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
-      for (std::size_t t = b; t < e; ++t) quantize_for_gemm(k, x.row(t), act + t * stride, K);
-    });
-    const std::size_t groups = packed_groups(N), group_bytes = pack_rows * w.row_bytes;
-    const std::size_t per_thread = std::max<std::size_t>(1, groups / (pool_.size() * (x.rows > 1 ? 4 : 8)));
-    const std::size_t grain = std::min(per_thread, std::max<std::size_t>(1, (256u << 10) / group_bytes));
-    gemm_args a;
-    a.w = w.packed;
-    a.group_bytes = group_bytes;
-    a.act = reinterpret_cast<const std::uint8_t*>(act);
-    a.act_stride = stride;
-    a.act_row_bytes = k.act_row_bytes(K);
-    a.n_tok = x.rows;
-    a.y = y.data;
-    a.y_stride = y.stride;
-    a.n_rows = N;
-    a.k = K;
-    pool_.parallel_for(groups, grain, [&](std::size_t b, std::size_t e, unsigned) {
+    quantize_rows_for_gemm(k, x, act, stride);
+    const gemm_args a = packed_args(w, act, stride, x.rows, y);
+    pool_.parallel_for(packed_groups(a.n_rows), packed_chunk(w, x.rows), [&](std::size_t b, std::size_t e, unsigned) {
       gemm_args part = a;
       part.group_begin = b;
       part.group_end = e;
       k.gemm(part);
+    });
+  }
+
+  using matmul_output = std::pair<const weight*, tensor>;  // y = w · x
+
+  // Matrices that read the same input (a layer's Q, K and V): y_i = W_i · x. When all are
+  // packed and quantize activations alike, x is quantized once and every matrix's chunks run
+  // in one pool job; otherwise one matmul each. A decode step's pool job is a wake and a wait
+  // of every thread on a few microseconds of work, and each job's last chunk leaves a thread
+  // idle. The chunks and kernels are matmul_packed's, so the outputs are the same bits.
+  void matmul_shared(tensor x, std::initializer_list<matmul_output> outs) {
+    const weight& w0 = *outs.begin()->first;
+    bool fused = outs.size() > 1 && outs.size() <= max_shared_outputs;
+    for (const auto& [w, y] : outs) {
+      fused = fused && w->packed && w->kernels->act_type == w0.kernels->act_type &&
+              w->kernels->prepare_act == w0.kernels->prepare_act && w->ne[0] == x.cols;
+      if (w->ne[0] != x.cols || w->ne[1] != y.cols || x.rows != y.rows) return matmul(*w, x, y);  // throws
+    }
+    if (!fused) {
+      for (const auto& [w, y] : outs) matmul(*w, x, y);
+      return;
+    }
+    const std::size_t stride = w0.kernels->gemm_act_bytes(x.cols);
+    std::byte* act = act_scratch_.data();
+    quantize_rows_for_gemm(*w0.kernels, x, act, stride);
+    // Items: each matrix's chunks in turn; first[i] is matrix i's first item.
+    gemm_args args[max_shared_outputs];
+    std::size_t chunk[max_shared_outputs], first[max_shared_outputs + 1] = {0};
+    std::size_t m = 0;
+    for (const auto& [w, y] : outs) {
+      args[m] = packed_args(*w, act, stride, x.rows, y);
+      chunk[m] = packed_chunk(*w, x.rows);
+      first[m + 1] = first[m] + (packed_groups(args[m].n_rows) + chunk[m] - 1) / chunk[m];
+      ++m;
+    }
+    const auto* w_of = outs.begin();
+    pool_.parallel_for(first[m], 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t it = b; it < e; ++it) {
+        std::size_t i = 0;
+        while (it >= first[i + 1]) ++i;
+        gemm_args part = args[i];
+        part.group_begin = (it - first[i]) * chunk[i];
+        part.group_end = std::min(packed_groups(part.n_rows), part.group_begin + chunk[i]);
+        w_of[i].first->kernels->gemm(part);
+      }
+    });
+  }
+
+  // A dense SwiGLU FFN: out = down · (silu(gate · x) ⊙ (up · x)); g and u (as wide as gate's
+  // rows) are scratch. Packed matrices run in two pool jobs instead of three (and a serial
+  // SwiGLU): gate and up chunk by chunk, where the thread that finishes the last chunk of a
+  // block of rows applies SwiGLU to the block and quantizes it for down (a block is a whole
+  // number of down's activation blocks), then down. Same kernels, same chunks, the same
+  // SwiGLU and quantization of each element: the outputs are matmul/swiglu/matmul's bits.
+  void swiglu_ffn(const weight& gate, const weight& up, const weight& down, tensor x, tensor g, tensor u, tensor out) {
+    const std::size_t n_ff = gate.ne[1];
+    const format_kernels &kg = *gate.kernels, &kd = *down.kernels;
+    const std::size_t block_rows = ffn_block_rows(kd), block_groups = block_rows / pack_rows;
+    const std::size_t stride_in = kg.gemm_act_bytes(x.cols), stride_ff = kd.gemm_act_bytes(n_ff);
+    // matmul_packed's chunk, cut to divide a block.
+    std::size_t chunk = std::min(packed_chunk(gate, x.rows), std::max<std::size_t>(1, block_groups));
+    while (block_groups % chunk) --chunk;
+    const bool fused = block_rows && gate.packed && up.packed && down.packed && up.kernels->act_type == kg.act_type &&
+                       up.kernels->prepare_act == kg.prepare_act && up.ne[1] == n_ff && down.ne[0] == n_ff &&
+                       gate.ne[0] == x.cols && up.ne[0] == x.cols && g.cols == n_ff && u.cols == n_ff &&
+                       g.rows == x.rows && u.rows == x.rows && out.rows == x.rows && out.cols == down.ne[1] &&
+                       n_ff % block_rows == 0 && n_ff / block_rows <= ffn_done_.size() &&
+                       std::size_t(x.rows) * (stride_in + stride_ff) <= act_scratch_.size();
+    if (!fused) {
+      matmul(gate, x, g);
+      matmul(up, x, u);
+      swiglu(g, u, g);
+      return matmul(down, g, out);
+    }
+    std::byte* act_in = act_scratch_.data();
+    std::byte* act_ff = act_in + std::size_t(x.rows) * stride_in;
+    quantize_rows_for_gemm(kg, x, act_in, stride_in);
+    const gemm_args ag = packed_args(gate, act_in, stride_in, x.rows, g), au = packed_args(up, act_in, stride_in, x.rows, u);
+    // Items in block order, gate and up chunks alternating: both threads finish a block soon.
+    const std::size_t blocks = n_ff / block_rows, per_block = 2 * block_rows / (chunk * pack_rows);
+    for (std::size_t b = 0; b < blocks; ++b) ffn_done_[b] = 0;
+    pool_.parallel_for(blocks * per_block, 1, [&](std::size_t beg, std::size_t end, unsigned) {
+      for (std::size_t it = beg; it < end; ++it) {
+        const std::size_t b = it / per_block, j = it % per_block;
+        gemm_args part = j % 2 ? au : ag;
+        part.group_begin = b * block_rows / pack_rows + j / 2 * chunk;
+        part.group_end = part.group_begin + chunk;
+        (j % 2 ? up : gate).kernels->gemm(part);
+        // acq_rel: the thread that completes the block sees the other threads' rows of it.
+        if (std::atomic_ref<std::uint32_t>(ffn_done_[b]).fetch_add(1, std::memory_order_acq_rel) + 1 != per_block)
+          continue;
+        const std::size_t c0 = b * block_rows, act_block = kd.act_block_bytes * (block_rows / kd.act_block_elems);
+        for (std::uint32_t t = 0; t < x.rows; ++t) {
+          float* gr = g.row(t) + c0;
+          const float* ur = u.row(t) + c0;
+          for (std::size_t i = 0; i < block_rows; ++i) gr[i] = silu(gr[i]) * ur[i];
+          kd.quantize_act_row(gr, act_ff + t * stride_ff + b * act_block, block_rows);
+        }
+      }
+    });
+    if (kd.prepare_act)
+      pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
+        for (std::size_t t = b; t < e; ++t) kd.prepare_act(act_ff + t * stride_ff, n_ff);
+      });
+    const gemm_args ad = packed_args(down, act_ff, stride_ff, x.rows, out);
+    pool_.parallel_for(packed_groups(ad.n_rows), packed_chunk(down, x.rows), [&](std::size_t b, std::size_t e, unsigned) {
+      gemm_args part = ad;
+      part.group_begin = b;
+      part.group_end = e;
+      kd.gemm(part);
     });
   }
 
@@ -399,6 +501,46 @@ class backend {
     if (k.prepare_act) k.prepare_act(dst, n);
   }
 
+  // Every row of x quantized for a packed gemm, rows `stride` bytes apart from act.
+  void quantize_rows_for_gemm(const format_kernels& k, tensor x, std::byte* act, std::size_t stride) {
+    pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t t = b; t < e; ++t) quantize_for_gemm(k, x.row(std::uint32_t(t)), act + t * stride, x.cols);
+    });
+  }
+
+  // The gemm arguments of packed w over `rows` activation rows at act (all groups).
+  static gemm_args packed_args(const weight& w, const std::byte* act, std::size_t stride, std::size_t rows, tensor y) {
+    gemm_args a;
+    a.w = w.packed;
+    a.group_bytes = pack_rows * w.row_bytes;
+    a.act = reinterpret_cast<const std::uint8_t*>(act);
+    a.act_stride = stride;
+    a.act_row_bytes = w.kernels->act_row_bytes(w.ne[0]);
+    a.n_tok = rows;
+    a.y = y.data;
+    a.y_stride = y.stride;
+    a.n_rows = w.ne[1];
+    a.k = w.ne[0];
+    a.group_begin = 0;
+    a.group_end = packed_groups(a.n_rows);
+    return a;
+  }
+
+  // Groups per chunk of a packed gemm: a thread's share cut in 8 (decode) or 4 (batches, whose
+  // chunks also stay within 256 KiB of weights, in L2 while every token tile passes).
+  std::size_t packed_chunk(const weight& w, std::size_t rows) const noexcept {
+    const std::size_t groups = packed_groups(w.ne[1]), group_bytes = pack_rows * w.row_bytes;
+    const std::size_t per_thread = std::max<std::size_t>(1, groups / (pool_.size() * (rows > 1 ? 4 : 8)));
+    return std::min(per_thread, std::max<std::size_t>(1, (256u << 10) / group_bytes));
+  }
+
+  // Rows of a swiglu_ffn block: 256, a whole number of 16-row groups and of down's activation
+  // blocks (32 or 256 elements), or 0 when the format's blocks do not divide it.
+  static std::size_t ffn_block_rows(const format_kernels& down) noexcept {
+    constexpr std::size_t rows = 256;
+    return down.act_block_elems && rows % down.act_block_elems == 0 ? rows : 0;
+  }
+
   // moe_experts for packed experts in five pool jobs whatever the number of experts: the routed
   // (token, expert) pairs' rows gathered in expert order and quantized once, gate and up of every
   // expert, SwiGLU + the down's quantization, down of every expert, then each token's sum. The
@@ -540,6 +682,8 @@ class backend {
   std::vector<std::uint32_t> route_pos_;              // pair -> its gathered row (moe_experts_batched)
   std::vector<std::uint32_t> expert_off_, active_;    // per expert: first gathered row; experts routed
   std::uint32_t routed_rows_ = 0;  // rows of the last moe_route()
+  static constexpr std::size_t max_shared_outputs = 4;  // matmul_shared's matrices in one job
+  std::vector<std::uint32_t> ffn_done_;  // swiglu_ffn: chunks finished per block of rows (atomic_ref)
   std::unique_ptr<weight_stream> stream_;  // disk-backed tensors (set_weight_stream), or none
 };
 

@@ -1,0 +1,131 @@
+// backend::matmul_shared (several matrices over one input in one pool job) and
+// backend::swiglu_ffn (gate and up with SwiGLU and down's quantization in one job, then down)
+// against the ops they replace, on random data: the outputs must be the same bits, for decode-
+// and prefill-sized steps, Q4_K_M's format mix, Q8_0 (whose activations carry extras), formats
+// without a packed layout (the fallback), every tier, 1 and 2 threads.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "kernels/cpu/kernel_checks.hpp"
+#include "strata/kernels/cpu/backend.hpp"
+
+namespace {
+
+using namespace strata;
+using namespace strata::test::kernels;
+namespace kc = strata::kernels::cpu;
+
+// A random rows x k matrix of Fmt as GGUF bytes.
+struct matrix {
+  gguf::type_id type;
+  std::uint32_t k, rows;
+  std::vector<std::byte> bytes;
+};
+
+template <class Fmt>
+matrix random_matrix(std::uint32_t k, std::uint32_t rows, std::mt19937& rng) {
+  matrix m{Fmt::gguf_type, k, rows, {}};
+  for (std::uint32_t r = 0; r < rows; ++r) {
+    const auto row = random_weights<Fmt>(k, rng, r % 3 == 1);
+    const auto b = std::as_bytes(std::span(row));
+    m.bytes.insert(m.bytes.end(), b.begin(), b.end());
+  }
+  return m;
+}
+
+kc::weight load(kc::backend& be, const matrix& m, const char* name) {
+  gguf::tensor_info t;
+  t.name = name;
+  t.type = m.type;
+  t.n_dims = 2;
+  t.ne = {m.k, m.rows, 1, 1};
+  t.data = std::span(m.bytes);
+  return be.load(t);
+}
+
+void fill_random(kc::tensor x, std::mt19937& rng) {
+  for (std::uint32_t t = 0; t < x.rows; ++t) {
+    const auto r = random_floats(x.cols, rng);
+    std::memcpy(x.row(t), r.data(), x.cols * 4);
+  }
+}
+
+bool same_bits(kc::tensor a, kc::tensor b) {
+  for (std::uint32_t t = 0; t < a.rows; ++t)
+    if (std::memcmp(a.row(t), b.row(t), a.cols * 4) != 0) return false;
+  return true;
+}
+
+constexpr std::uint32_t n_embd = 256, n_ff = 768, max_tok = 17;
+
+// FFN matrices (gate, up, down) and attention projections (q, k, v) of one format mix.
+struct layer_mix {
+  const char* name;
+  matrix gate, up, down, q, k, v;
+};
+
+std::vector<layer_mix> mixes(std::mt19937& rng) {
+  std::vector<layer_mix> m;
+  // Q4_K_M: Q4_K gate/up/q/k, Q6_K down and v (the act format is Q8_K for both).
+  m.push_back({"q4_k_m", random_matrix<quant::q4_k>(n_embd, n_ff, rng), random_matrix<quant::q4_k>(n_embd, n_ff, rng),
+               random_matrix<quant::q6_k>(n_ff, n_embd, rng), random_matrix<quant::q4_k>(n_embd, 2 * n_embd, rng),
+               random_matrix<quant::q4_k>(n_embd, 80, rng), random_matrix<quant::q6_k>(n_embd, 80, rng)});
+  // Q8_0: activations carry prepare_act's extras; q has rows that are not a whole group.
+  m.push_back({"q8_0", random_matrix<quant::q8_0>(n_embd, n_ff, rng), random_matrix<quant::q8_0>(n_embd, n_ff, rng),
+               random_matrix<quant::q8_0>(n_ff, n_embd, rng), random_matrix<quant::q8_0>(n_embd, 200, rng),
+               random_matrix<quant::q8_0>(n_embd, 64, rng), random_matrix<quant::q8_0>(n_embd, 64, rng)});
+  // No packed layout (Q4_0, Q5_K): the separate ops run; Q8_0's v differs in act format.
+  m.push_back({"rows", random_matrix<quant::q4_0>(n_embd, n_ff, rng), random_matrix<quant::q4_0>(n_embd, n_ff, rng),
+               random_matrix<quant::q5_k>(n_ff, n_embd, rng), random_matrix<quant::q4_k>(n_embd, 2 * n_embd, rng),
+               random_matrix<quant::q4_k>(n_embd, 80, rng), random_matrix<quant::q8_0>(n_embd, 80, rng)});
+  return m;
+}
+
+TEST_CASE("swiglu_ffn and matmul_shared equal the separate ops bit for bit") {
+  std::mt19937 rng(18);
+  const auto layers = mixes(rng);
+  for_each_tier([&](isa tier, const kernel_table& tab) {
+    CAPTURE(kc::name_of(tier));
+    for (const auto& mix : layers)
+      for (unsigned threads : {1u, 2u}) {
+        CAPTURE(mix.name);
+        CAPTURE(threads);
+        kc::backend be(threads, tab);
+        const auto wg = load(be, mix.gate, "blk.0.ffn_gate.weight"), wu = load(be, mix.up, "blk.0.ffn_up.weight"),
+                   wd = load(be, mix.down, "blk.0.ffn_down.weight"), wq = load(be, mix.q, "blk.0.attn_q.weight"),
+                   wk = load(be, mix.k, "blk.0.attn_k.weight"), wv = load(be, mix.v, "blk.0.attn_v.weight");
+        const auto x = be.alloc(max_tok, n_embd), g = be.alloc(max_tok, n_ff), u = be.alloc(max_tok, n_ff),
+                   out = be.alloc(max_tok, n_embd), g2 = be.alloc(max_tok, n_ff), u2 = be.alloc(max_tok, n_ff),
+                   want = be.alloc(max_tok, n_embd);
+        const auto q = be.alloc(max_tok, mix.q.rows), k = be.alloc(max_tok, mix.k.rows), v = be.alloc(max_tok, mix.v.rows),
+                   q2 = be.alloc(max_tok, mix.q.rows), k2 = be.alloc(max_tok, mix.k.rows), v2 = be.alloc(max_tok, mix.v.rows);
+        be.reserve(max_tok, 0);
+        for (const std::uint32_t n : {1u, 2u, 3u, max_tok}) {
+          CAPTURE(n);
+          const kc::tensor xn = x.view(n);
+          fill_random(xn, rng);
+          be.swiglu_ffn(wg, wu, wd, xn, g.view(n), u.view(n), out.view(n));
+          be.matmul(wg, xn, g2.view(n));
+          be.matmul(wu, xn, u2.view(n));
+          be.swiglu(g2.view(n), u2.view(n), g2.view(n));
+          be.matmul(wd, g2.view(n), want.view(n));
+          CHECK(same_bits(g.view(n), g2.view(n)));  // SwiGLU's output, before down
+          CHECK(same_bits(out.view(n), want.view(n)));
+
+          be.matmul_shared(xn, {{&wq, q.view(n)}, {&wk, k.view(n)}, {&wv, v.view(n)}});
+          be.matmul(wq, xn, q2.view(n));
+          be.matmul(wk, xn, k2.view(n));
+          be.matmul(wv, xn, v2.view(n));
+          CHECK(same_bits(q.view(n), q2.view(n)));
+          CHECK(same_bits(k.view(n), k2.view(n)));
+          CHECK(same_bits(v.view(n), v2.view(n)));
+        }
+      }
+  });
+}
+
+}  // namespace

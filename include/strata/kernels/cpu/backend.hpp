@@ -186,12 +186,16 @@ class backend {
     const std::size_t K = x.cols, stride = k.gemm_act_bytes(K);
     std::byte* act = act_scratch_.data();
     quantize_rows_for_gemm(k, x, act, stride);
-    const gemm_args a = packed_args(w, act, stride, x.rows, y);
-    pool_.parallel_for(packed_groups(a.n_rows), packed_chunk(w, x.rows), [&](std::size_t b, std::size_t e, unsigned) {
+    run_packed(w, packed_args(w, act, stride, x.rows, y), x.rows);
+  }
+
+  // w's packed gemm over activations already quantized into a, in matmul_packed's chunks.
+  void run_packed(const weight& w, const gemm_args& a, std::size_t tokens) {
+    pool_.parallel_for(packed_groups(a.n_rows), packed_chunk(w, tokens), [&](std::size_t b, std::size_t e, unsigned) {
       gemm_args part = a;
       part.group_begin = b;
       part.group_end = e;
-      k.gemm(part);
+      w.kernels->gemm(part);
     });
   }
 
@@ -296,13 +300,7 @@ class backend {
       pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
         for (std::size_t t = b; t < e; ++t) kd.prepare_act(act_ff + t * stride_ff, n_ff);
       });
-    const gemm_args ad = packed_args(down, act_ff, stride_ff, x.rows, out);
-    pool_.parallel_for(packed_groups(ad.n_rows), packed_chunk(down, x.rows), [&](std::size_t b, std::size_t e, unsigned) {
-      gemm_args part = ad;
-      part.group_begin = b;
-      part.group_end = e;
-      kd.gemm(part);
-    });
+    run_packed(down, packed_args(down, act_ff, stride_ff, x.rows, out), x.rows);
   }
 
   void rope(tensor x, std::uint32_t n_heads, const graph::rope_params& p, const weight* freq_factors) {

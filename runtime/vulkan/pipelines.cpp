@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -153,6 +154,7 @@ std::unique_ptr<pipeline> pipeline_registry::build(const pipeline_request& r) {
     p->handle = vk::raii::Pipeline(dev, cache_, vk::ComputePipelineCreateInfo(flags, stage, *p->layout));
     if (stats) try {
         p->stats = executable_statistics(dev, *p->handle);
+        std::fprintf(stderr, "strata: pipeline %s: %s\n", p->label.c_str(), p->stats.c_str());
       } catch (const vk::SystemError& e) {  // a lab tool: the pipeline itself is fine
         p->stats = std::string("statistics unavailable: ") + e.what();
       }

@@ -45,6 +45,11 @@ layout(push_constant) uniform Params {
   uint window, ring_rows;
 } p;
 
+// QDEC_SKIP (lab only, STRATA_VK_QDEC_SKIP; wrong results): leaves parts out to time them:
+// 1 the queries' rotation, 2 the values' rotation back, 4 the key scores, 8 the value sums.
+#ifndef QDEC_SKIP
+#define QDEC_SKIP 0
+#endif
 const uint D = KD, G = GQA_G, GV = (G + 3u) / 4u;
 const uint NW = WG / 32u;
 // Lanes per value stream: D / 4 where that divides a warp (D <= 64), else 32 (chunks of 128 dims).
@@ -304,7 +309,9 @@ void main() {
     qp[i / (D / 4u)][i % (D / 4u)] = vec4(rot[4u * i], rot[4u * i + 1u], rot[4u * i + 2u], rot[4u * i + 3u]) * p.scale;
   barrier();
 #endif
-  tq_rotate_forward(G);
+#if (QDEC_SKIP & 1) == 0
+  tq_rotate_rot(G, true);
+#endif
   for (uint i = tid; i < G * D / 4u; i += WG)
     qk[i / (D / 4u)][i % (D / 4u)] = vec4(rot[4u * i], rot[4u * i + 1u], rot[4u * i + 2u], rot[4u * i + 3u]) * p.scale;
 #else
@@ -354,7 +361,7 @@ void main() {
       }
       if (k_ring) ring_scores((rr * p.n_head_kv + hk) * (D / 4u), s);
 #endif
-      if (!k_ring) key_scores(slot * p.n_head_kv + hk, s);
+      if (!k_ring && (QDEC_SKIP & 4) == 0) key_scores(slot * p.n_head_kv + hk, s);
     }
     float mt[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) mt[g] = s[g];
@@ -392,7 +399,7 @@ void main() {
 #endif
     [[unroll]] for (uint c = 0u; c < DCH; ++c) {
       const uint d = CW * c + 4u * sl;
-      if (d >= D) break;
+      if (d >= D || (QDEC_SKIP & 8) != 0) break;
       const vdims vd = vdims_of(d);
       uint jj = stream;
 #ifdef KV_RING
@@ -426,7 +433,9 @@ void main() {
 
   stream_sums(acc, stream, sl, true);
 #if KV_V_KIND == 3
-  tq_rotate_inverse(G);  // a zero sum stays zero, so splits without compressed values need no test
+#if (QDEC_SKIP & 2) == 0
+  tq_rotate_rot(G, false);  // a zero sum stays zero, so splits without compressed values need no test
+#endif
 #ifdef KV_RING
   stream_sums(accp, stream, sl, false);
 #endif

@@ -138,7 +138,7 @@ void tq_rotate_inverse(uint nv) {
 }
 void tq_rotate_forward() { tq_rotate_forward(1u); }
 void tq_rotate_inverse() { tq_rotate_inverse(1u); }
-#else
+#endif  // !KV_ENCODE
 
 // The same rotation on registers: a head vector held by TQ_TPV consecutive threads (a power of
 // two, TQ_TPV·4 >= KD), thread i of them holding elements e0 = 4i .. 4i+3 as a vec4 (threads
@@ -202,5 +202,33 @@ vec4 tq_rotate_forward4(vec4 x, uint e0) {
   [[unroll]] for (uint r = 0u; r < TQK_ROUNDS; ++r) x = tq_wht4(tq_flip4(x, tq_sign_nibble(r, e0)), e0);
   return x;
 }
-#endif  // KV_ENCODE
+vec4 tq_rotate_inverse4(vec4 x, uint e0) {
+  [[unroll]] for (uint r = TQK_ROUNDS; r-- > 0u;) x = tq_flip4(tq_wht4(x, e0), tq_sign_nibble(r, e0));
+  return x;
+}
+#ifndef KV_ENCODE
+// tq_rotate_forward / tq_rotate_inverse of rot's vectors 0..nv-1 on registers, WG / TQ_TPV vectors
+// at a time (WG a multiple of TQ_TPV): no barrier per butterfly stage where a vector's threads
+// share a subgroup (the shared-vector form took ~5.5 us a layer for qwen3-8b's 4 query heads on
+// the H200). Callers: rot complete before (a barrier), read after (this ends with one).
+void tq_rotate_rot(uint nv, bool forward) {
+  const uint tid = gl_LocalInvocationID.x, e0 = 4u * (tid % TQ_TPV);
+  for (uint v0 = 0u; v0 < nv; v0 += WG / TQ_TPV) {
+    const uint b = (v0 + tid / TQ_TPV) * KD + e0;
+    const bool mine = v0 + tid / TQ_TPV < nv && e0 < KD;
+    vec4 x = mine ? vec4(rot[b], rot[b + 1u], rot[b + 2u], rot[b + 3u]) : vec4(0.0);
+    if (forward)  // uniform: the exchanges' barriers are reached by every thread
+      x = tq_rotate_forward4(x, e0);
+    else
+      x = tq_rotate_inverse4(x, e0);
+    if (mine) {
+      rot[b] = x.x;
+      rot[b + 1u] = x.y;
+      rot[b + 2u] = x.z;
+      rot[b + 3u] = x.w;
+    }
+  }
+  barrier();
+}
+#endif
 #endif

@@ -1,6 +1,7 @@
 #include "backend.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend_impl.hpp"
@@ -266,6 +267,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     if (grouped) {  // one workgroup per KV head and token scores its query-head group (attention_qdec.glsl)
       qd.emplace_back("GQA_G", std::to_string(group));
       qd.emplace_back("TQ_ROT_N", std::to_string(group));
+      if (const char* v = std::getenv("STRATA_VK_QDEC_SKIP")) qd.emplace_back("QDEC_SKIP", v);  // lab: wrong results
       if (split) qd.emplace_back("SPLIT", "1");
       if (merge_tail) {
         qd.emplace_back("SPLIT_COMBINE", "11");

@@ -70,8 +70,8 @@ backend::impl::impl(const backend_options& o)
   labels(std::getenv("STRATA_VK_SKIP"), skip_kernels);
   labels(std::getenv("STRATA_VK_REPEAT"), repeat_kernels);
   if (const char* v = std::getenv("STRATA_VK_PAD_LEVELS")) pad_levels = std::uint32_t(std::clamp(std::atoi(v), 0, 64));
-  if (!skip_kernels.empty() || !repeat_kernels.empty())
-    std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT is set: kernels left out or run twice, results are wrong (timing runs only)\n");
+  if (!skip_kernels.empty() || !repeat_kernels.empty() || std::getenv("STRATA_VK_QDEC_SKIP"))
+    std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP is set: kernels left out or run twice, results are wrong (timing runs only)\n");
   coopmat = ctx.info().nv_coopmat;
   if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
   if (const char* c = std::getenv("STRATA_VK_QTILE_ATTN"); c && std::string_view(c) == "1") tiled_attention = true;

@@ -1,12 +1,21 @@
-// SIMD attention over one tile (kernels/cpu/attention_tile.hpp): each block of 16 keys is
-// decoded once into f32 rows (F16C / vcvtph2ps for f16, int8 → float for q8_0, the fused
-// TurboQuant decoder for tq rows) and transposed (keys in lanes), then used by every query of
-// the tile: scores are FMAs of broadcast query coordinates against key vectors, four queries
-// at a time, with no horizontal sums; values are summed two queries at a time. A query's
-// arithmetic does not depend on the other queries it is grouped with, so batching never
-// changes results. Same math as attention_tile_reference, up to float rounding (sum order,
-// exp polynomial).
+// SIMD attention over one tile (kernels/cpu/attention_tile.hpp). A score is, per query and
+// key, one FMA chain per lane over the key's lane groups (coordinates c, c + L, c + 2L, ... in
+// lane c mod L), the lanes summed by V::reduce's fixed tree for 16 keys at once; values are
+// summed key by key in increasing order, one or two queries per pass.
+//
+// Where the key and value vectors come from depends on the tile, never the arithmetic:
+//  - a tile of several tokens (prefill) decodes each block of 16 cache rows once into f32
+//    scratch (F16C for f16, int8 → float for q8_0, the fused TurboQuant decoder for tq rows),
+//    and every query of the tile reads the scratch;
+//  - a tile of one token (decode: its GQA heads) reads f32 / f16 / q8_0 rows and f16 ring rows
+//    straight from the cache, converting in registers (a decoded-then-reloaded row cost ~3x the
+//    arithmetic here). TurboQuant sides still go through scratch.
+// Both give every query the same floats in the same order, so a query's result does not depend
+// on its tile (bit for bit): batching never changes results. Same math as
+// attention_tile_reference, up to float rounding (sum order, exp polynomial).
 #pragma once
+#include <type_traits>
+
 #include "strata/kernels/cpu/attention_tile.hpp"
 #include "strata/kernels/cpu/scale_tables.hpp"
 #include "strata/kernels/cpu/x86/vec.hpp"
@@ -61,17 +70,23 @@ inline bool reads_ring(const attention_side& s, const attention_tile& t, std::ui
   return s.ring && j >= t.recent_from[i] && s.ring[j - t.key_lo];
 }
 
+// Prefetches the cache rows of block [j0, j0 + 16) up to hi_all: a head's rows sit n_head_kv
+// head vectors apart, a stride the hardware prefetchers miss.
+inline void prefetch_block(const attention_side& s, const attention_tile& t, std::uint32_t j0, std::uint32_t hi_all) noexcept {
+  for (std::uint32_t j = j0; j < j0 + key_block && j <= hi_all; ++j)
+    for (std::size_t o = 0; o < s.row_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(s.rows[j - t.key_lo]) + o, _MM_HINT_T0);
+}
+
 // Decodes the keys of block [j0, j0 + 16) that some query of the tile reads: cache rows into
 // `rows`, ring rows into `ring` (when the side has a ring); returns whether any ring row was.
-// Slots nobody reads are zeroed, so every lane the kernels load holds a finite value. The next block's cache rows are prefetched:
-// a head's rows sit n_head_kv head vectors apart, a stride the hardware prefetchers miss.
+// Slots nobody reads are zeroed, so every lane the kernels load holds a finite value. The next
+// block's cache rows are prefetched.
 template <class V>
 inline bool decode_block(const attention_side& s, const attention_tile& t, std::uint32_t j0, std::uint32_t lo_all,
                          std::uint32_t hi_all, float* rows, float* ring, float* tmp) noexcept {
   bool any_ring = false;
   const std::uint32_t d = t.head_dim;
-  for (std::uint32_t j = j0 + key_block; j < j0 + 2 * key_block && j <= hi_all; ++j)
-    for (std::size_t o = 0; o < s.row_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(s.rows[j - t.key_lo]) + o, _MM_HINT_T0);
+  prefetch_block(s, t, j0 + key_block, hi_all);
   for (std::uint32_t k = 0; k < key_block; ++k) {
     const std::uint32_t j = j0 + k;
     bool need_ring = false, need_row = j >= lo_all && j <= hi_all;
@@ -100,82 +115,147 @@ inline bool decode_block(const attention_side& s, const attention_tile& t, std::
   return any_ring;
 }
 
-// o[0..d) += Σ_{k ∈ keys} p_k·v_k (v_k from `vc`, or `vr` where bit k of from_ring is set), keys
-// in increasing order, N vectors of o in registers per pass.
-template <class V, int N>
-inline void add_values(float* o, std::uint32_t c0, const typename V::f* p, std::uint32_t keys, std::uint32_t from_ring,
-                       const float* vc, const float* vr) noexcept {
+// Where the vectors of one key (or value) of a block are read: decoded scratch (lane groups 16
+// vectors apart) or the encoded row itself.
+enum class vec_src : std::uint8_t { scratch, f32, f16, q8_0 };
+
+struct row_src {
+  const std::uint8_t* p = nullptr;
+  vec_src kind = vec_src::scratch;
+};
+
+inline vec_src direct_src(kv_row_kind k) noexcept {
+  return k == kv_row_kind::f32 ? vec_src::f32 : k == kv_row_kind::q8_0 ? vec_src::q8_0 : vec_src::f16;
+}
+
+// Coordinates [c, c + L) of a row as floats: the same values decode_row_simd writes to scratch.
+template <class V, vec_src S>
+[[gnu::always_inline]] inline typename V::f load_group(const std::uint8_t* p, std::uint32_t c) noexcept {
   constexpr int L = V::lanes;
-  typename V::f acc[N];
-  for (int u = 0; u < N; ++u) acc[u] = V::load(o + c0 + u * L);
-  for (std::uint32_t k = 0; k < key_block; ++k) {
-    if (!(keys >> k & 1)) continue;
-    const typename V::f pk = V::lane(p[k / L], int(k % L));
-    const float* g = (from_ring >> k & 1 ? vr : vc) + (c0 / L) * key_block * L + k * L;
-    for (int u = 0; u < N; ++u) acc[u] = V::fmadd(pk, V::load(g + u * key_block * L), acc[u]);
+  if constexpr (S == vec_src::scratch) return V::load(reinterpret_cast<const float*>(p) + (c / L) * key_block * L);
+  if constexpr (S == vec_src::f32) return V::load(reinterpret_cast<const float*>(p) + c);
+  if constexpr (S == vec_src::f16) return V::load_f16(p + 2 * c);
+  if constexpr (S == vec_src::q8_0) {
+    const std::uint8_t* b = p + 34 * (c / 32);  // fp16 d, then 32 int8 codes
+    return V::mul(V::set1(fp16_table.v[b[0] | b[1] << 8]), V::cvt(V::i8_to_i32(b + 2 + c % 32)));
   }
-  for (int u = 0; u < N; ++u) V::store(o + c0 + u * L, acc[u]);
 }
 
-// kt[d·16 + k] = element d of key k: the decoded block transposed, one lane group at a time.
-template <class V>
-inline void transpose_block(const float* blk, std::uint32_t d, float* kt) noexcept {
-  for (std::uint32_t c = 0; c < d; c += V::lanes) V::transpose_16(blk + (c / V::lanes) * key_block * V::lanes, kt + c * key_block);
+// Calls f(std::integral_constant<vec_src, kind>) for a run-time kind.
+template <class F>
+[[gnu::always_inline]] inline void with_src(vec_src kind, F&& f) {
+  switch (kind) {
+    case vec_src::scratch: return f(std::integral_constant<vec_src, vec_src::scratch>{});
+    case vec_src::f32: return f(std::integral_constant<vec_src, vec_src::f32>{});
+    case vec_src::f16: return f(std::integral_constant<vec_src, vec_src::f16>{});
+    case vec_src::q8_0: return f(std::integral_constant<vec_src, vec_src::q8_0>{});
+  }
 }
 
-// s[g] = scale·⟨q_g, k⟩ for the 16 keys of a transposed block and G queries: per query two FMA
-// chains over the even and odd coordinates (keys in lanes), added at the end. Each key vector
-// loaded serves the G queries; a query's scores are the same for every G.
+// s[g] = scale·⟨q_g, k⟩ for the keys of a block in `keys` (others 0) and G queries that read the
+// same sources (key k from ring[k] where bit k of from_ring is set, else rows[k]). Per query and
+// key one FMA chain per lane over the lane groups, then V::reduce over 16 keys' lanes: a score
+// depends on its query and key only. Each key vector loaded serves the G queries.
 template <class V, int G>
-inline void block_scores_t(const float* kt, const float* const* q, std::uint32_t d, float scale,
-                           float (*s)[key_block]) noexcept {
+inline void block_scores(const row_src* rows, const row_src* ring, std::uint32_t from_ring, std::uint32_t keys,
+                         const float* const* q, std::uint32_t d, float scale, float (*s)[key_block]) noexcept {
+  using f = typename V::f;
   constexpr int L = V::lanes, NB = int(key_block) / L;
-  typename V::f acc[G][2][NB];
-  for (int g = 0; g < G; ++g)
-    for (int h = 0; h < NB; ++h) acc[g][0][h] = acc[g][1][h] = V::zero();
-  for (std::uint32_t c = 0; c < d; c += 2)
-    for (int par = 0; par < 2; ++par) {
-      const float* row = kt + (c + par) * key_block;
-      typename V::f kv[NB];
-      for (int h = 0; h < NB; ++h) kv[h] = V::load(row + h * L);
-      for (int g = 0; g < G; ++g) {
-        const typename V::f b = V::bcast(q[g] + c + par);
-        for (int h = 0; h < NB; ++h) acc[g][par][h] = V::fmadd(b, kv[h], acc[g][par][h]);
-      }
+  alignas(64) f a[G][key_block];
+  for (std::uint32_t k = 0; k < key_block; ++k) {
+    if (!(keys >> k & 1)) {
+      for (int g = 0; g < G; ++g) a[g][k] = V::zero();
+      continue;
     }
+    const row_src r = from_ring >> k & 1 ? ring[k] : rows[k];
+    with_src(r.kind, [&](auto src) {
+      f acc[G];
+      for (int g = 0; g < G; ++g) acc[g] = V::zero();
+      for (std::uint32_t c = 0; c < d; c += L) {
+        const f kv = load_group<V, decltype(src)::value>(r.p, c);
+        for (int g = 0; g < G; ++g) acc[g] = V::fmadd(V::load(q[g] + c), kv, acc[g]);
+      }
+      for (int g = 0; g < G; ++g) a[g][k] = acc[g];
+    });
+  }
   for (int g = 0; g < G; ++g)
-    for (int h = 0; h < NB; ++h) V::store(s[g] + h * L, V::mul(V::add(acc[g][0][h], acc[g][1][h]), V::set1(scale)));
+    for (int h = 0; h < NB; ++h) V::store(s[g] + h * L, V::mul(V::reduce(a[g] + h * L), V::set1(scale)));
 }
 
 template <class V>
-inline void block_scores_n(int n, const float* kt, const float* const* q, std::uint32_t d, float scale,
-                           float (*s)[key_block]) noexcept {
+inline void block_scores_n(int n, const row_src* rows, const row_src* ring, std::uint32_t from_ring, std::uint32_t keys,
+                           const float* const* q, std::uint32_t d, float scale, float (*s)[key_block]) noexcept {
   switch (n) {
-    case 1: return block_scores_t<V, 1>(kt, q, d, scale, s);
-    case 2: return block_scores_t<V, 2>(kt, q, d, scale, s);
-    case 3: return block_scores_t<V, 3>(kt, q, d, scale, s);
-    default: return block_scores_t<V, 4>(kt, q, d, scale, s);
+    case 1: return block_scores<V, 1>(rows, ring, from_ring, keys, q, d, scale, s);
+    case 2: return block_scores<V, 2>(rows, ring, from_ring, keys, q, d, scale, s);
+    case 3: return block_scores<V, 3>(rows, ring, from_ring, keys, q, d, scale, s);
+    default: return block_scores<V, 4>(rows, ring, from_ring, keys, q, d, scale, s);
   }
 }
 
-// add_values for two queries with the same keys: each value vector loaded is used twice.
-template <class V, int N>
-inline void add_values_pair(float* oa, float* ob, std::uint32_t c0, const typename V::f* pa, const typename V::f* pb,
-                            std::uint32_t keys, std::uint32_t from_ring, const float* vc, const float* vr) noexcept {
+// o_q[c0, c0 + N·L) += Σ_{k ∈ keys} p_q,k·v_k for Q queries with the same keys (v_k from ring[k]
+// where bit k of from_ring is set, else rows[k]), keys in increasing order; each value vector
+// loaded serves the Q queries.
+template <class V, int N, int Q>
+inline void add_values(float* const* o, std::uint32_t c0, const typename V::f (*p)[key_block / V::lanes], std::uint32_t keys,
+                       std::uint32_t from_ring, const row_src* rows, const row_src* ring) noexcept {
+  using f = typename V::f;
   constexpr int L = V::lanes;
-  typename V::f aa[N], ab[N];
-  for (int u = 0; u < N; ++u) aa[u] = V::load(oa + c0 + u * L), ab[u] = V::load(ob + c0 + u * L);
+  f acc[Q][N];
+  for (int q = 0; q < Q; ++q)
+    for (int u = 0; u < N; ++u) acc[q][u] = V::load(o[q] + c0 + u * L);
   for (std::uint32_t k = 0; k < key_block; ++k) {
     if (!(keys >> k & 1)) continue;
-    const typename V::f pka = V::lane(pa[k / L], int(k % L)), pkb = V::lane(pb[k / L], int(k % L));
-    const float* g = (from_ring >> k & 1 ? vr : vc) + (c0 / L) * key_block * L + k * L;
-    for (int u = 0; u < N; ++u) {
-      const typename V::f v = V::load(g + u * key_block * L);
-      aa[u] = V::fmadd(pka, v, aa[u]);
-      ab[u] = V::fmadd(pkb, v, ab[u]);
+    f pk[Q];
+    for (int q = 0; q < Q; ++q) pk[q] = V::lane(p[q][k / L], int(k % L));
+    const row_src r = from_ring >> k & 1 ? ring[k] : rows[k];
+    with_src(r.kind, [&](auto src) {
+      for (int u = 0; u < N; ++u) {
+        const f v = load_group<V, decltype(src)::value>(r.p, c0 + u * L);
+        for (int q = 0; q < Q; ++q) acc[q][u] = V::fmadd(pk[q], v, acc[q][u]);
+      }
+    });
+  }
+  for (int q = 0; q < Q; ++q)
+    for (int u = 0; u < N; ++u) V::store(o[q] + c0 + u * L, acc[q][u]);
+}
+
+template <class V, int Q>
+inline void add_values_all(float* const* o, std::uint32_t d, const typename V::f (*p)[key_block / V::lanes], std::uint32_t keys,
+                           std::uint32_t from_ring, const row_src* rows, const row_src* ring) noexcept {
+  constexpr int L = V::lanes, N = Q == 2 ? (L == 16 ? 8 : 4) : 8;  // o vectors in registers per pass
+  std::uint32_t c0 = 0;
+  for (; c0 + N * L <= d; c0 += N * L) add_values<V, N, Q>(o, c0, p, keys, from_ring, rows, ring);
+  for (; c0 < d; c0 += L) add_values<V, 1, Q>(o, c0, p, keys, from_ring, rows, ring);
+}
+
+// Whether the tile's sides may be read straight from the rows: one token's queries (the same
+// keys and ring window for all), few enough that re-converting a row per group of 4 is cheap.
+inline bool reads_rows_directly(const attention_tile& t, const attention_side& s) noexcept {
+  if (s.kind == kv_row_kind::turboquant || t.n_q > 8) return false;
+  for (std::uint32_t i = 1; i < t.n_q; ++i)
+    if (t.first[i] != t.first[0] || t.last[i] != t.last[0] || t.recent_from[i] != t.recent_from[0]) return false;
+  return true;
+}
+
+// Sources of block [j0, j0 + 16): the rows themselves (direct; keys outside [lo_all, hi_all]
+// are never read) or the decoded scratch.
+template <class V>
+inline void block_sources(const attention_side& s, const attention_tile& t, bool direct, std::uint32_t j0,
+                          std::uint32_t lo_all, std::uint32_t hi_all, float* rows_blk, float* ring_blk, row_src* rows,
+                          row_src* ring) noexcept {
+  for (std::uint32_t k = 0; k < key_block; ++k) {
+    const std::uint32_t j = j0 + k;
+    if (!direct) {
+      rows[k] = {reinterpret_cast<const std::uint8_t*>(lane_group<V>(rows_blk, k, 0)), vec_src::scratch};
+      ring[k] = {reinterpret_cast<const std::uint8_t*>(lane_group<V>(ring_blk, k, 0)), vec_src::scratch};
+    } else if (j >= lo_all && j <= hi_all) {
+      rows[k] = {s.rows[j - t.key_lo], direct_src(s.kind)};
+      ring[k] = {s.ring ? reinterpret_cast<const std::uint8_t*>(s.ring[j - t.key_lo]) : nullptr, vec_src::f16};
+    } else {
+      rows[k] = ring[k] = {};
     }
   }
-  for (int u = 0; u < N; ++u) V::store(oa + c0 + u * L, aa[u]), V::store(ob + c0 + u * L, ab[u]);
 }
 
 // Returns false (leaving the tile untouched) when head_dim is not a multiple of the lane count;
@@ -184,7 +264,6 @@ template <class V>
 inline bool attention_tile_simd(attention_tile& t) noexcept {
   using f = typename V::f;
   constexpr int L = V::lanes, NB = int(key_block) / L;  // score vectors per block
-  constexpr int DT = 8;                                   // o vectors kept in registers per step
   constexpr int G = 4;                                    // queries scored together
   const std::uint32_t d = t.head_dim;
   if (d == 0 || d % L) return false;
@@ -193,11 +272,10 @@ inline bool attention_tile_simd(attention_tile& t) noexcept {
   float* kr = kc + key_block * dp;
   float* vc = kr + key_block * dp;
   float* vr = vc + key_block * dp;
-  float* ktc = vr + key_block * dp;  // K rows and K ring transposed
-  float* ktr = ktc + key_block * dp;
-  float* tmp = ktr + key_block * dp;
+  float* tmp = vr + key_block * dp;
   float* orot_all = tmp + dp;
   const bool tq_k = t.k.kind == kv_row_kind::turboquant, tq_v = t.v.kind == kv_row_kind::turboquant;
+  const bool k_direct = reads_rows_directly(t, t.k), v_direct = reads_rows_directly(t, t.v);
 
   float m[attention_max_queries], l[attention_max_queries];
   std::uint32_t lo_all = t.first[0], hi_all = t.last[0];
@@ -211,49 +289,67 @@ inline bool attention_tile_simd(attention_tile& t) noexcept {
     lo_all = t.first[i] < lo_all ? t.first[i] : lo_all;
     hi_all = t.last[i] > hi_all ? t.last[i] : hi_all;
   }
+  if (k_direct) prefetch_block(t.k, t, lo_all, hi_all);
+  if (v_direct) prefetch_block(t.v, t, lo_all, hi_all);
 
   const f ninf = V::set1(-__builtin_inff());
   alignas(64) float sc[attention_max_queries][key_block];  // this block's scores
   std::uint32_t k_ring[attention_max_queries], v_ring[attention_max_queries];  // bit k: key k from the ring
+  std::uint32_t in_range[attention_max_queries];                                // bit k: key k in [first, last]
+  row_src k_rows[key_block], k_ring_rows[key_block], v_rows[key_block], v_ring_rows[key_block];
   for (std::uint32_t b = lo_all / key_block; b <= hi_all / key_block; ++b) {
     const std::uint32_t j0 = b * key_block, j1 = j0 + key_block - 1;
-    const bool k_any_ring = decode_block<V>(t.k, t, j0, lo_all, hi_all, kc, kr, tmp);
-    decode_block<V>(t.v, t, j0, lo_all, hi_all, vc, vr, tmp);
-    transpose_block<V>(kc, d, ktc);
-    if (k_any_ring) transpose_block<V>(kr, d, ktr);
+    if (k_direct)
+      prefetch_block(t.k, t, j0 + key_block, hi_all);
+    else
+      decode_block<V>(t.k, t, j0, lo_all, hi_all, kc, kr, tmp);
+    if (v_direct)
+      prefetch_block(t.v, t, j0 + key_block, hi_all);
+    else
+      decode_block<V>(t.v, t, j0, lo_all, hi_all, vc, vr, tmp);
+    block_sources<V>(t.k, t, k_direct, j0, lo_all, hi_all, kc, kr, k_rows, k_ring_rows);
+    block_sources<V>(t.v, t, v_direct, j0, lo_all, hi_all, vc, vr, v_rows, v_ring_rows);
 
-    // Scores of every query that meets the block: groups of up to G queries reading only cache
-    // rows; a query that reads ring keys (near the end of its window) alone, against both.
     const auto meets = [&](std::uint32_t i) { return t.last[i] >= j0 && t.first[i] <= j1; };
     for (std::uint32_t i = 0; i < t.n_q; ++i) {
-      k_ring[i] = v_ring[i] = 0;
-      if ((t.k.ring || t.v.ring) && meets(i))
-        for (std::uint32_t j = t.first[i] > j0 ? t.first[i] : j0; j <= j1 && j <= t.last[i]; ++j) {
+      k_ring[i] = v_ring[i] = in_range[i] = 0;
+      if (!meets(i)) continue;
+      const std::uint32_t a = (t.first[i] > j0 ? t.first[i] : j0) - j0, e = (t.last[i] < j1 ? t.last[i] : j1) - j0;
+      in_range[i] = ((2u << e) - 1) & ~((1u << a) - 1);
+      if (t.k.ring || t.v.ring)
+        for (std::uint32_t j = j0 + a; j <= j0 + e; ++j) {
           k_ring[i] |= std::uint32_t(reads_ring(t.k, t, i, j)) << (j - j0);
           v_ring[i] |= std::uint32_t(reads_ring(t.v, t, i, j)) << (j - j0);
         }
     }
+    // Scores of every query that meets the block, in groups of up to G consecutive queries that
+    // read the same keys from the ring (cache rows of TurboQuant K against the rotated query).
     for (std::uint32_t i = 0; i < t.n_q;) {
       if (!meets(i)) {
         ++i;
         continue;
       }
-      if (k_ring[i] == 0) {
-        const float* qs[G];
-        int n = 0;
-        for (std::uint32_t k = i; k < t.n_q && n < G && meets(k) && k_ring[k] == 0; ++k) qs[n++] = tq_k ? t.q_rot[k] : t.q[k];
-        block_scores_n<V>(n, ktc, qs, d, t.scale, sc + i);
-        i += std::uint32_t(n);
-        continue;
+      const float* qs[G];
+      std::uint32_t keys = 0;
+      int n = 0;
+      for (std::uint32_t k = i; k < t.n_q && n < G && meets(k) && k_ring[k] == k_ring[i]; ++k) {
+        qs[n++] = tq_k && !k_ring[k] ? t.q_rot[k] : t.q[k];
+        keys |= in_range[k];
       }
-      float sr[1][key_block];
-      const float* qr = t.q[i];
-      block_scores_t<V, 1>(ktr, &qr, d, t.scale, sr);
-      const float* qc = tq_k ? t.q_rot[i] : t.q[i];
-      block_scores_t<V, 1>(ktc, &qc, d, t.scale, sc + i);
-      for (std::uint32_t k = 0; k < key_block; ++k)
-        if (k_ring[i] >> k & 1) sc[i][k] = sr[0][k];
-      ++i;
+      if (tq_k && k_ring[i]) {  // ring keys against q, cache rows against R·q: one query at a time
+        n = 1;
+        keys = in_range[i];
+        float sr[1][key_block];
+        const float* qr = t.q[i];
+        block_scores<V, 1>(k_rows, k_ring_rows, ~0u, keys & k_ring[i], &qr, d, t.scale, sr);
+        const float* qc = t.q_rot[i];
+        block_scores<V, 1>(k_rows, k_ring_rows, 0, keys & ~k_ring[i], &qc, d, t.scale, sc + i);
+        for (std::uint32_t k = 0; k < key_block; ++k)
+          if (k_ring[i] >> k & 1) sc[i][k] = sr[0][k];
+      } else {
+        block_scores_n<V>(n, k_rows, k_ring_rows, k_ring[i], keys, qs, d, t.scale, sc + i);
+      }
+      i += std::uint32_t(n);
     }
 
     // Online softmax per query, then the values: pairs of queries with the same keys (the GQA
@@ -264,8 +360,8 @@ inline bool attention_tile_simd(attention_tile& t) noexcept {
         continue;
       }
       const std::uint32_t a = (t.first[i] > j0 ? t.first[i] : j0) - j0, e = (t.last[i] < j1 ? t.last[i] : j1) - j0;
-      const std::uint32_t in_range = ((2u << e) - 1) & ~((1u << a) - 1);
-      const std::uint32_t rot = tq_v ? in_range & ~v_ring[i] : 0;
+      const std::uint32_t keys = in_range[i];
+      const std::uint32_t rot = tq_v ? keys & ~v_ring[i] : 0;
       const bool pair = i + 1 < t.n_q && t.first[i + 1] == t.first[i] && t.last[i + 1] == t.last[i] &&
                         t.recent_from[i + 1] == t.recent_from[i] && !rot;
       const std::uint32_t nq = pair ? 2 : 1;
@@ -274,7 +370,7 @@ inline bool attention_tile_simd(attention_tile& t) noexcept {
         f s[NB];
         for (int h = 0; h < NB; ++h) {
           s[h] = V::load(sc[iq] + h * L);
-          if (in_range != 0xFFFFu) {
+          if (keys != 0xFFFFu) {
             const f idx = V::add(V::iota(), V::set1(float(h * L)));
             s[h] = V::blend(s[h], ninf, V::lt(idx, V::set1(float(a))));
             s[h] = V::blend(s[h], ninf, V::lt(V::set1(float(e)), idx));
@@ -302,23 +398,16 @@ inline bool attention_tile_simd(attention_tile& t) noexcept {
         l[iq] += V::hsum(psum);
         if (rot) t.used_rot[iq] = true;
       }
-      // o += Σ p_k·v_k over the keys in range (increasing k), DT vectors of o per step. Rows
-      // of a TurboQuant V (not from the ring) go to the rotated accumulator instead.
+      // o += Σ p_k·v_k over the keys in range (increasing k). Rows of a TurboQuant V (not from
+      // the ring) go to the rotated accumulator instead.
       if (pair) {
-        constexpr int DT2 = L == 16 ? 8 : 4;
-        std::uint32_t c0 = 0;
-        for (; c0 + DT2 * L <= d; c0 += DT2 * L)
-          add_values_pair<V, DT2>(t.out[i], t.out[i + 1], c0, pv[0], pv[1], in_range, v_ring[i], vc, vr);
-        for (; c0 < d; c0 += L)
-          add_values_pair<V, 1>(t.out[i], t.out[i + 1], c0, pv[0], pv[1], in_range, v_ring[i], vc, vr);
+        float* const o2[2] = {t.out[i], t.out[i + 1]};
+        add_values_all<V, 2>(o2, d, pv, keys, v_ring[i], v_rows, v_ring_rows);
       } else {
         for (int target = 0; target < (rot ? 2 : 1); ++target) {
-          float* dst = target ? orot_all + i * dp : t.out[i];
-          const std::uint32_t keys = target ? rot : in_range & ~rot;
-          if (!keys) continue;
-          std::uint32_t c0 = 0;
-          for (; c0 + DT * L <= d; c0 += DT * L) add_values<V, DT>(dst, c0, pv[0], keys, v_ring[i], vc, vr);
-          for (; c0 < d; c0 += L) add_values<V, 1>(dst, c0, pv[0], keys, v_ring[i], vc, vr);
+          float* const dst[1] = {target ? orot_all + i * dp : t.out[i]};
+          const std::uint32_t tk = target ? rot : keys & ~rot;
+          if (tk) add_values_all<V, 1>(dst, d, pv, tk, v_ring[i], v_rows, v_ring_rows);
         }
       }
       i += nq;

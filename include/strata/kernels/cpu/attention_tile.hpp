@@ -62,11 +62,11 @@ struct attention_tile {
 
 using attention_fn = void (*)(attention_tile&) noexcept;
 
-// Scratch one tile needs: decoded K and V blocks (cache rows and ring rows), a row, and
-// per-query state (o_rot).
+// Scratch one tile needs: decoded K and V blocks (cache rows and ring rows), the K blocks
+// transposed, a row, and per-query state (o_rot).
 inline constexpr std::size_t attention_scratch_floats(std::size_t head_dim) noexcept {
   const std::size_t d = (head_dim + 15) / 16 * 16;
-  return (4 * attention_key_block + 1) * d + std::size_t(attention_max_queries) * d;
+  return (6 * attention_key_block + 1) * d + std::size_t(attention_max_queries) * d;
 }
 
 namespace detail {

@@ -201,7 +201,7 @@ template <class F>
 // where bit k of from_ring is set, else rows[k]), keys in increasing order; each value vector
 // loaded serves the Q queries.
 template <class V, int N, int Q, vec_src RowS, vec_src RingS>
-inline void add_values_src(float* const* o, std::uint32_t c0, const typename V::f (*p)[key_block / V::lanes], std::uint32_t keys,
+[[gnu::always_inline]] inline void add_values_src(float* const* o, std::uint32_t c0, const typename V::f (*p)[key_block / V::lanes], std::uint32_t keys,
                        std::uint32_t from_ring, const block_src& src) noexcept {
   using f = typename V::f;
   constexpr int L = V::lanes;
@@ -279,7 +279,7 @@ inline void block_scores_n(int n, const float* kt, const float* const* q, std::u
 // vectors (keys outside `keys` read as zeros) are loaded, transposed in registers and used at
 // once. The same FMAs in the same order as through transpose_block.
 template <class V, int G, vec_src RowS, vec_src RingS>
-inline void block_scores_rows(const block_src& src, std::uint32_t from_ring, std::uint32_t keys, const float* const* q,
+[[gnu::always_inline]] inline void block_scores_rows(const block_src& src, std::uint32_t from_ring, std::uint32_t keys, const float* const* q,
                               std::uint32_t d, float scale, float (*s)[key_block]) noexcept {
   using f = typename V::f;
   constexpr int L = V::lanes, NB = int(key_block) / L;

@@ -131,7 +131,7 @@ struct v256 {
   }
   // in: 16 rows of 8 floats (keys); out[2c + h] = element c of keys 8h..8h+7 (the transpose,
   // in registers when inlined).
-  static void transpose_16_regs(const f* in, f* out) noexcept {
+  [[gnu::always_inline]] static void transpose_16_regs(const f* in, f* out) noexcept {
     for (int half = 0; half < 2; ++half) {  // rows 8·half.. → out[2c + half]
       const f* r = in + 8 * half;
       const f t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -298,7 +298,7 @@ struct v512 {
   // in: 16 rows of 16 floats; out: the transpose (in registers when inlined). Per 128-bit
   // lane a 4×4 transpose of each group of four rows (unpack, shuffle), then the lanes gathered
   // across the groups.
-  static void transpose_16_regs(const f* r, f* out) noexcept {
+  [[gnu::always_inline]] static void transpose_16_regs(const f* r, f* out) noexcept {
     f sg[16];
     for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3: sg[4g + j] lane l = rows' element 4l + j
       const f t0 = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]), t1 = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);

@@ -9,8 +9,8 @@
 //    transposes the K block through memory, and every query of the tile reads the scratch;
 //  - a tile of one token (decode: its GQA heads) reads f32 / f16 / q8_0 rows and f16 ring rows
 //    straight from the cache, converting and transposing in registers (decoding rows to scratch
-//    and reloading them cost ~10x the arithmetic for 1-4 queries). TurboQuant sides still
-//    decode to scratch.
+//    and reloading them cost several times the arithmetic for 1-4 queries). TurboQuant sides
+//    still decode to scratch.
 // Both give every query the same floats in the same order, so a query's result does not depend
 // on its tile (bit for bit): batching never changes results. Same math as
 // attention_tile_reference, up to float rounding (sum order, exp polynomial).
@@ -153,16 +153,15 @@ inline void add_values_pair(float* oa, float* ob, std::uint32_t c0, const typena
   for (int u = 0; u < N; ++u) V::store(oa + c0 + u * L, aa[u]), V::store(ob + c0 + u * L, ab[u]);
 }
 
-// Where the vectors of one key (or value) of a block are read: decoded scratch (lane groups 16
-// vectors apart) or the encoded row itself.
-enum class vec_src : std::uint8_t { scratch, f32, f16, q8_0 };
+// The encodings a decode tile reads straight from the cache (the ring is always f16).
+enum class vec_src : std::uint8_t { f32, f16, q8_0 };
 
-// One side's vectors for a block: key k's row from rows[k], or from ring[k] where the query
-// reads the ring; every row of one kind, every ring row of another.
+// One side's rows for a block of a decode tile: key k's row from rows[k], or from ring[k] where
+// the tile reads the ring (null where nothing may be read).
 struct block_src {
   const std::uint8_t* rows[key_block];
   const std::uint8_t* ring[key_block];
-  vec_src row_kind = vec_src::scratch, ring_kind = vec_src::scratch;
+  vec_src row_kind = vec_src::f16;
 };
 
 inline vec_src direct_src(kv_row_kind k) noexcept {
@@ -172,8 +171,6 @@ inline vec_src direct_src(kv_row_kind k) noexcept {
 // Coordinates [c, c + L) of a row as floats: the values decode_row_simd writes to scratch.
 template <class V, vec_src S>
 [[gnu::always_inline]] inline typename V::f load_group(const std::uint8_t* p, std::uint32_t c) noexcept {
-  constexpr int L = V::lanes;
-  if constexpr (S == vec_src::scratch) return V::load(reinterpret_cast<const float*>(p) + (c / L) * key_block * L);
   if constexpr (S == vec_src::f32) return V::load(reinterpret_cast<const float*>(p) + c);
   if constexpr (S == vec_src::f16) return V::load_f16(p + 2 * c);
   if constexpr (S == vec_src::q8_0) {
@@ -185,24 +182,23 @@ template <class V, vec_src S>
 template <vec_src S>
 using src_tag = std::integral_constant<vec_src, S>;
 
-// Calls f(src_tag<row kind>, src_tag<ring kind>) for a block's run-time kinds (the ring is
-// scratch exactly when the rows are).
+// Calls f(src_tag<row kind>) for a block's run-time row kind.
 template <class F>
 [[gnu::always_inline]] inline void with_src(const block_src& b, F&& f) {
   switch (b.row_kind) {
-    case vec_src::scratch: return f(src_tag<vec_src::scratch>{}, src_tag<vec_src::scratch>{});
-    case vec_src::f32: return f(src_tag<vec_src::f32>{}, src_tag<vec_src::f16>{});
-    case vec_src::f16: return f(src_tag<vec_src::f16>{}, src_tag<vec_src::f16>{});
-    case vec_src::q8_0: return f(src_tag<vec_src::q8_0>{}, src_tag<vec_src::f16>{});
+    case vec_src::f32: return f(src_tag<vec_src::f32>{});
+    case vec_src::f16: return f(src_tag<vec_src::f16>{});
+    case vec_src::q8_0: return f(src_tag<vec_src::q8_0>{});
   }
 }
 
 // o_q[c0, c0 + N·L) += Σ_{k ∈ keys} p_q,k·v_k for Q queries with the same keys (v_k from ring[k]
 // where bit k of from_ring is set, else rows[k]), keys in increasing order; each value vector
 // loaded serves the Q queries.
-template <class V, int N, int Q, vec_src RowS, vec_src RingS>
-[[gnu::always_inline]] inline void add_values_src(float* const* o, std::uint32_t c0, const typename V::f (*p)[key_block / V::lanes], std::uint32_t keys,
-                       std::uint32_t from_ring, const block_src& src) noexcept {
+template <class V, int N, int Q, vec_src RowS>
+[[gnu::always_inline]] inline void add_values_src(float* const* o, std::uint32_t c0,
+                                                  const typename V::f (*p)[key_block / V::lanes], std::uint32_t keys,
+                                                  std::uint32_t from_ring, const block_src& src) noexcept {
   using f = typename V::f;
   constexpr int L = V::lanes;
   f acc[Q][N];
@@ -214,7 +210,8 @@ template <class V, int N, int Q, vec_src RowS, vec_src RingS>
     for (int q = 0; q < Q; ++q) pk[q] = V::lane(p[q][k / L], int(k % L));
     const bool ring = from_ring >> k & 1;
     for (int u = 0; u < N; ++u) {
-      const f v = ring ? load_group<V, RingS>(src.ring[k], c0 + u * L) : load_group<V, RowS>(src.rows[k], c0 + u * L);
+      const f v = ring ? load_group<V, vec_src::f16>(src.ring[k], c0 + u * L)
+                       : load_group<V, RowS>(src.rows[k], c0 + u * L);
       for (int q = 0; q < Q; ++q) acc[q][u] = V::fmadd(pk[q], v, acc[q][u]);
     }
   }
@@ -223,14 +220,14 @@ template <class V, int N, int Q, vec_src RowS, vec_src RingS>
 }
 
 template <class V, int Q>
-inline void add_values_src_all(float* const* o, std::uint32_t d, const typename V::f (*p)[key_block / V::lanes], std::uint32_t keys,
-                           std::uint32_t from_ring, const block_src& src) noexcept {
+inline void add_values_src_all(float* const* o, std::uint32_t d, const typename V::f (*p)[key_block / V::lanes],
+                               std::uint32_t keys, std::uint32_t from_ring, const block_src& src) noexcept {
   constexpr int L = V::lanes, N = Q == 2 ? (L == 16 ? 8 : 4) : 8;  // o vectors in registers per pass
-  with_src(src, [&](auto rs, auto gs) {
-    constexpr vec_src RowS = decltype(rs)::value, RingS = decltype(gs)::value;
+  with_src(src, [&](auto rs) {
+    constexpr vec_src RowS = decltype(rs)::value;
     std::uint32_t c0 = 0;
-    for (; c0 + N * L <= d; c0 += N * L) add_values_src<V, N, Q, RowS, RingS>(o, c0, p, keys, from_ring, src);
-    for (; c0 < d; c0 += L) add_values_src<V, 1, Q, RowS, RingS>(o, c0, p, keys, from_ring, src);
+    for (; c0 + N * L <= d; c0 += N * L) add_values_src<V, N, Q, RowS>(o, c0, p, keys, from_ring, src);
+    for (; c0 < d; c0 += L) add_values_src<V, 1, Q, RowS>(o, c0, p, keys, from_ring, src);
   });
 }
 
@@ -278,9 +275,10 @@ inline void block_scores_n(int n, const float* kt, const float* const* q, std::u
 // block_scores_t for G queries of one token straight from the rows: per lane group, the 16 keys'
 // vectors (keys outside `keys` read as zeros) are loaded, transposed in registers and used at
 // once. The same FMAs in the same order as through transpose_block.
-template <class V, int G, vec_src RowS, vec_src RingS>
-[[gnu::always_inline]] inline void block_scores_rows(const block_src& src, std::uint32_t from_ring, std::uint32_t keys, const float* const* q,
-                              std::uint32_t d, float scale, float (*s)[key_block]) noexcept {
+template <class V, int G, vec_src RowS>
+[[gnu::always_inline]] inline void block_scores_rows(const block_src& src, std::uint32_t from_ring, std::uint32_t keys,
+                                                     const float* const* q, std::uint32_t d, float scale,
+                                                     float (*s)[key_block]) noexcept {
   using f = typename V::f;
   constexpr int L = V::lanes, NB = int(key_block) / L;
   f acc[G][2][NB];
@@ -290,7 +288,7 @@ template <class V, int G, vec_src RowS, vec_src RingS>
     f r[key_block], kt[key_block];
     for (std::uint32_t k = 0; k < key_block; ++k)
       r[k] = !(keys >> k & 1)      ? V::zero()
-             : from_ring >> k & 1 ? load_group<V, RingS>(src.ring[k], c)
+             : from_ring >> k & 1 ? load_group<V, vec_src::f16>(src.ring[k], c)
                                   : load_group<V, RowS>(src.rows[k], c);
     V::transpose_16_regs(r, kt);  // kt[cc·NB + h]: coordinate c + cc of keys h·L..h·L + L − 1
     for (int cc = 0; cc < L; cc += 2)
@@ -307,13 +305,13 @@ template <class V, int G, vec_src RowS, vec_src RingS>
 template <class V>
 inline void block_scores_rows_n(int n, const block_src& src, std::uint32_t from_ring, std::uint32_t keys,
                                 const float* const* q, std::uint32_t d, float scale, float (*s)[key_block]) noexcept {
-  with_src(src, [&](auto rs, auto gs) {
-    constexpr vec_src RowS = decltype(rs)::value, RingS = decltype(gs)::value;
+  with_src(src, [&](auto rs) {
+    constexpr vec_src RowS = decltype(rs)::value;
     switch (n) {
-      case 1: return block_scores_rows<V, 1, RowS, RingS>(src, from_ring, keys, q, d, scale, s);
-      case 2: return block_scores_rows<V, 2, RowS, RingS>(src, from_ring, keys, q, d, scale, s);
-      case 3: return block_scores_rows<V, 3, RowS, RingS>(src, from_ring, keys, q, d, scale, s);
-      default: return block_scores_rows<V, 4, RowS, RingS>(src, from_ring, keys, q, d, scale, s);
+      case 1: return block_scores_rows<V, 1, RowS>(src, from_ring, keys, q, d, scale, s);
+      case 2: return block_scores_rows<V, 2, RowS>(src, from_ring, keys, q, d, scale, s);
+      case 3: return block_scores_rows<V, 3, RowS>(src, from_ring, keys, q, d, scale, s);
+      default: return block_scores_rows<V, 4, RowS>(src, from_ring, keys, q, d, scale, s);
     }
   });
 }
@@ -327,24 +325,16 @@ inline bool reads_rows_directly(const attention_tile& t, const attention_side& s
   return true;
 }
 
-// Sources of block [j0, j0 + 16): the rows themselves (direct; positions outside [lo_all,
-// hi_all] are never read) or the decoded scratch.
-template <class V>
-inline void block_sources(const attention_side& s, const attention_tile& t, bool direct, std::uint32_t j0,
-                          std::uint32_t lo_all, std::uint32_t hi_all, float* rows_blk, float* ring_blk, block_src& b) noexcept {
-  b.row_kind = direct ? direct_src(s.kind) : vec_src::scratch;
-  b.ring_kind = direct ? vec_src::f16 : vec_src::scratch;
+// The rows of block [j0, j0 + 16) of a decode tile (positions outside [lo_all, hi_all] are
+// never read).
+inline void block_sources(const attention_side& s, const attention_tile& t, std::uint32_t j0, std::uint32_t lo_all,
+                          std::uint32_t hi_all, block_src& b) noexcept {
+  b.row_kind = direct_src(s.kind);
   for (std::uint32_t k = 0; k < key_block; ++k) {
     const std::uint32_t j = j0 + k;
-    if (!direct) {
-      b.rows[k] = reinterpret_cast<const std::uint8_t*>(lane_group<V>(rows_blk, k, 0));
-      b.ring[k] = reinterpret_cast<const std::uint8_t*>(lane_group<V>(ring_blk, k, 0));
-    } else if (j >= lo_all && j <= hi_all) {
-      b.rows[k] = s.rows[j - t.key_lo];
-      b.ring[k] = s.ring ? reinterpret_cast<const std::uint8_t*>(s.ring[j - t.key_lo]) : nullptr;
-    } else {
-      b.rows[k] = b.ring[k] = nullptr;
-    }
+    const bool held = j >= lo_all && j <= hi_all;
+    b.rows[k] = held ? s.rows[j - t.key_lo] : nullptr;
+    b.ring[k] = held && s.ring ? reinterpret_cast<const std::uint8_t*>(s.ring[j - t.key_lo]) : nullptr;
   }
 }
 
@@ -393,17 +383,18 @@ inline bool attention_tile_simd(attention_tile& t) noexcept {
     const std::uint32_t j0 = b * key_block, j1 = j0 + key_block - 1;
     if (k_direct) {
       prefetch_block(t.k, t, j0 + key_block, hi_all);
-      block_sources<V>(t.k, t, true, j0, lo_all, hi_all, kc, kr, k_src);
+      block_sources(t.k, t, j0, lo_all, hi_all, k_src);
     } else {
       const bool k_any_ring = decode_block<V>(t.k, t, j0, lo_all, hi_all, kc, kr, tmp);
       transpose_block<V>(kc, d, ktc);
       if (k_any_ring) transpose_block<V>(kr, d, ktr);
     }
-    if (v_direct)
+    if (v_direct) {
       prefetch_block(t.v, t, j0 + key_block, hi_all);
-    else
+      block_sources(t.v, t, j0, lo_all, hi_all, v_src);
+    } else {
       decode_block<V>(t.v, t, j0, lo_all, hi_all, vc, vr, tmp);
-    if (v_direct) block_sources<V>(t.v, t, true, j0, lo_all, hi_all, vc, vr, v_src);
+    }
 
     // Scores of every query that meets the block: groups of up to G queries reading only cache
     // rows; a query that reads ring keys (near the end of its window) alone, against both.
@@ -492,8 +483,8 @@ inline bool attention_tile_simd(attention_tile& t) noexcept {
         l[iq] += V::hsum(psum);
         if (rot) t.used_rot[iq] = true;
       }
-      // o += Σ p_k·v_k over the keys in range (increasing k). Rows
-      // of a TurboQuant V (not from the ring) go to the rotated accumulator instead.
+      // o += Σ p_k·v_k over the keys in range (increasing k). Rows of a TurboQuant V (not from
+      // the ring) go to the rotated accumulator instead.
       if (v_direct) {  // never TurboQuant: no rotated part
         float* const o2[2] = {t.out[i], pair ? t.out[i + 1] : nullptr};
         if (pair)

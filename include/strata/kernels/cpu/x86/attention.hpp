@@ -71,11 +71,13 @@ inline bool reads_ring(const attention_side& s, const attention_tile& t, std::ui
   return s.ring && j >= t.recent_from[i] && s.ring[j - t.key_lo];
 }
 
-// Prefetches the cache rows of positions [j0, j0 + 16) up to hi_all: a head's rows sit
-// n_head_kv head vectors apart, a stride the hardware prefetchers miss.
+// Prefetches the cache rows of positions [j0, j0 + 16) up to hi_all into L2: a head's rows sit
+// n_head_kv head vectors apart, a stride the hardware prefetchers miss. Not into L1: a block is
+// 64-128 lines a side, more than L1 has misses in flight, and in decode (rows cold in DRAM) the
+// prefetch instructions themselves were the kernel's hot spot.
 inline void prefetch_block(const attention_side& s, const attention_tile& t, std::uint32_t j0, std::uint32_t hi_all) noexcept {
   for (std::uint32_t j = j0; j < j0 + key_block && j <= hi_all; ++j)
-    for (std::size_t o = 0; o < s.row_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(s.rows[j - t.key_lo]) + o, _MM_HINT_T0);
+    for (std::size_t o = 0; o < s.row_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(s.rows[j - t.key_lo]) + o, _MM_HINT_T1);
 }
 
 // Decodes the keys of block [j0, j0 + 16) that some query of the tile reads: cache rows into

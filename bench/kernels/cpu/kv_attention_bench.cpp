@@ -3,7 +3,8 @@
 // for f16, q8_0, tq4, tq3, K tq4 + V tq3 and K q8_0 + V tq3 (full-precision window 128).
 // Reports µs per layer, the same ×36 layers (ms per token of attention alone), KV bytes per
 // token over 36 layers and the append (quantize) cost per token and layer.
-// Usage: kv_attention_bench [threads=1] [depths=4096,32768]
+// Usage: kv_attention_bench [threads=1] [depths=4096,32768] [cases=all, e.g. f16,q8_0]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,15 +29,21 @@ struct kv_case {
 
 int main(int argc, char** argv) {
   const unsigned threads = argc > 1 ? unsigned(std::atoi(argv[1])) : 1;
+  const auto split = [](std::string s) {
+    std::vector<std::string> v;
+    for (; !s.empty();) {
+      const auto c = s.find(',');
+      v.push_back(s.substr(0, c));
+      s = c == std::string::npos ? "" : s.substr(c + 1);
+    }
+    return v;
+  };
   std::vector<std::uint32_t> depths{4096, 32768};
   if (argc > 2) {
     depths.clear();
-    for (std::string s = argv[2]; !s.empty();) {
-      const auto c = s.find(',');
-      depths.push_back(std::uint32_t(std::stoul(s.substr(0, c))));
-      s = c == std::string::npos ? "" : s.substr(c + 1);
-    }
+    for (const auto& d : split(argv[2])) depths.push_back(std::uint32_t(std::stoul(d)));
   }
+  const std::vector<std::string> only = argc > 3 ? split(argv[3]) : std::vector<std::string>{};
   constexpr std::uint32_t n_head = 32, n_head_kv = 8, d = 128, n_layer_model = 36;
   const kv_case cases[] = {{"f16", kv::kv_type::f16, kv::kv_type::f16},
                            {"q8_0", kv::kv_type::q8_0, kv::kv_type::q8_0},
@@ -55,6 +62,7 @@ int main(int argc, char** argv) {
     be.reserve(1, 0);
     std::vector<float> kr(std::size_t(n_head_kv) * d), vr(kr.size()), q(std::size_t(n_head) * d), o(q.size());
     for (const auto& c : cases) {
+      if (!only.empty() && std::find(only.begin(), only.end(), std::string(c.name)) == only.end()) continue;
       kv::kv_config cfg;
       cfg.n_layer = 1;
       cfg.n_head_kv = n_head_kv;

@@ -156,3 +156,67 @@ TEST_CASE("attention tile: every tier equals the reference, and tiles do not cha
     }
   });
 }
+
+// Decode tiles (one token's GQA heads: the same keys and ring window for every query) read f32,
+// f16 and q8_0 cache rows and the f16 ring straight from the cache, not through decoded
+// scratch. Against the reference on random caches at several depths (block tails, one key, a
+// window into the ring), 1-8 queries per token, head dims with and without a vector tail; and
+// bit for bit against the same queries inside a two-token (prefill) tile, which decodes.
+TEST_CASE("attention tile: decode tiles read rows directly and give a prefill tile's bits") {
+  const kv::kv_type types[] = {kv::kv_type::f16, kv::kv_type::f32, kv::kv_type::q8_0, kv::kv_type::tq3};
+  for_each_tier([&](isa tier, const strata::kernels::cpu::kernel_table& tab) {
+    for (const std::uint32_t d : {128u, 64u, 96u, 80u, 72u}) {
+      for (const kv::kv_type tk : types)
+        for (const kv::kv_type tv : types) {
+          if ((tk == kv::kv_type::q8_0 || tv == kv::kv_type::q8_0) && d % 32) continue;
+          if ((tk == kv::kv_type::tq3 || tv == kv::kv_type::tq3) && d % 16) continue;
+          CAPTURE(strata::kernels::cpu::name_of(tier));
+          CAPTURE(d);
+          CAPTURE(kv::name_of(tk));
+          CAPTURE(kv::name_of(tv));
+          constexpr std::uint32_t n_pos = 131, window = 12;
+          std::mt19937 rng(d * 131 + unsigned(tk) * 17 + unsigned(tv));
+          const side_data k(tk, d, n_pos, 100, rng), v(tv, d, n_pos, 100, rng);
+          std::normal_distribution<float> nd;
+          for (const std::uint32_t pos : {0u, 1u, 15u, 16u, 17u, 47u, 110u, 130u})
+            for (const std::uint32_t gqa : {1u, 2u, 3u, 4u, 8u}) {
+              CAPTURE(pos);
+              CAPTURE(gqa);
+              const auto spec_at = [&](std::uint32_t p) {
+                return query_spec{0, p, p + 1 >= window ? p + 1 - window : 0};
+              };
+              std::vector<query_spec> spec(gqa, spec_at(pos));
+              std::vector<std::vector<float>> qs(gqa, std::vector<float>(d));
+              for (auto& q : qs)
+                for (auto& x : q) x = nd(rng);
+              const auto want = run_tile(reference, k, v, d, spec, qs);
+              bool handled = false;
+              const auto got = run_tile(tab.attention, k, v, d, spec, qs, &handled);
+              if (!handled) {
+                CHECK(d % 16 != 0);
+                continue;
+              }
+              double num = 0, den = 0;
+              for (std::size_t i = 0; i < gqa; ++i)
+                for (std::uint32_t c = 0; c < d; ++c) {
+                  num += (double(got[i][c]) - want[i][c]) * (double(got[i][c]) - want[i][c]);
+                  den += double(want[i][c]) * want[i][c];
+                }
+              CHECK(num / den < 1e-10);
+              if (pos == 0) continue;
+              // The previous token's heads, then these: a prefill tile (scratch path).
+              std::vector<query_spec> two(gqa, spec_at(pos - 1));
+              two.insert(two.end(), spec.begin(), spec.end());
+              std::vector<std::vector<float>> q2(gqa, std::vector<float>(d));
+              for (auto& q : q2)
+                for (auto& x : q) x = nd(rng);
+              q2.insert(q2.end(), qs.begin(), qs.end());
+              if (two.size() > strata::kernels::cpu::attention_max_queries) continue;
+              const auto both = run_tile(tab.attention, k, v, d, two, q2);
+              for (std::size_t i = 0; i < gqa; ++i)
+                CHECK(std::memcmp(both[gqa + i].data(), got[i].data(), d * sizeof(float)) == 0);
+            }
+        }
+    }
+  });
+}

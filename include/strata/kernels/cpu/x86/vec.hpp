@@ -129,6 +129,30 @@ struct v256 {
       store(o + 7 * 16, _mm256_permute2f128_ps(s3, s7, 0x31));
     }
   }
+  // in: 16 rows of 8 floats (keys); out[2c + h] = element c of keys 8h..8h+7 (the transpose,
+  // in registers when inlined).
+  [[gnu::always_inline]] static void transpose_16_regs(const f* in, f* out) noexcept {
+    for (int half = 0; half < 2; ++half) {  // rows 8·half.. → out[2c + half]
+      const f* r = in + 8 * half;
+      const f t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const f t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const f t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const f t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const f s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const f s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const f s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const f s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      f* o = out + half;
+      o[0 * 2] = _mm256_permute2f128_ps(s0, s4, 0x20);
+      o[1 * 2] = _mm256_permute2f128_ps(s1, s5, 0x20);
+      o[2 * 2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+      o[3 * 2] = _mm256_permute2f128_ps(s3, s7, 0x20);
+      o[4 * 2] = _mm256_permute2f128_ps(s0, s4, 0x31);
+      o[5 * 2] = _mm256_permute2f128_ps(s1, s5, 0x31);
+      o[6 * 2] = _mm256_permute2f128_ps(s2, s6, 0x31);
+      o[7 * 2] = _mm256_permute2f128_ps(s3, s7, 0x31);
+    }
+  }
   // blend: b where mask (all ones from lt) is set, else a. lt: lanes where a < b.
   static f blend(f a, f b, f mask) noexcept { return _mm256_blendv_ps(a, b, mask); }
   static f lt(f a, f b) noexcept { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
@@ -269,6 +293,30 @@ struct v512 {
       store(out + 16 * (4 + j), _mm512_shuffle_f32x4(ab_lo, cd_lo, _MM_SHUFFLE(3, 1, 3, 1)));
       store(out + 16 * (8 + j), _mm512_shuffle_f32x4(ab_hi, cd_hi, _MM_SHUFFLE(2, 0, 2, 0)));
       store(out + 16 * (12 + j), _mm512_shuffle_f32x4(ab_hi, cd_hi, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+  }
+  // in: 16 rows of 16 floats; out: the transpose (in registers when inlined). Per 128-bit
+  // lane a 4×4 transpose of each group of four rows (unpack, shuffle), then the lanes gathered
+  // across the groups.
+  [[gnu::always_inline]] static void transpose_16_regs(const f* r, f* out) noexcept {
+    f sg[16];
+    for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3: sg[4g + j] lane l = rows' element 4l + j
+      const f t0 = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]), t1 = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+      const f t2 = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]), t3 = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+      sg[4 * g + 0] = _mm512_shuffle_ps(t0, t2, 0x44);
+      sg[4 * g + 1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+      sg[4 * g + 2] = _mm512_shuffle_ps(t1, t3, 0x44);
+      sg[4 * g + 3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+    }
+    for (int j = 0; j < 4; ++j) {  // column 4l + j = lane l of sg[j], sg[4 + j], sg[8 + j], sg[12 + j]
+      const f ab_lo = _mm512_shuffle_f32x4(sg[j], sg[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+      const f ab_hi = _mm512_shuffle_f32x4(sg[j], sg[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+      const f cd_lo = _mm512_shuffle_f32x4(sg[8 + j], sg[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+      const f cd_hi = _mm512_shuffle_f32x4(sg[8 + j], sg[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+      out[0 + j] = _mm512_shuffle_f32x4(ab_lo, cd_lo, _MM_SHUFFLE(2, 0, 2, 0));
+      out[4 + j] = _mm512_shuffle_f32x4(ab_lo, cd_lo, _MM_SHUFFLE(3, 1, 3, 1));
+      out[8 + j] = _mm512_shuffle_f32x4(ab_hi, cd_hi, _MM_SHUFFLE(2, 0, 2, 0));
+      out[12 + j] = _mm512_shuffle_f32x4(ab_hi, cd_hi, _MM_SHUFFLE(3, 1, 3, 1));
     }
   }
   static f blend(f a, f b, f mask) noexcept {

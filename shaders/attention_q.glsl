@@ -134,7 +134,7 @@ void main() {
 #if KV_K_KIND == 3
   for (uint i = tid; i < KD; i += WG) rot[i] = qs[i];
   barrier();
-  tq_rotate_forward();
+  tq_rotate_rot(1u, true);
   for (uint i = tid; i < KD; i += WG) qr[i] = rot[i];
   barrier();
 #endif
@@ -213,7 +213,7 @@ void main() {
     if (d < KD) rot[d] = accr[k];
   }
   barrier();
-  tq_rotate_inverse();
+  tq_rotate_rot(1u, false);
   for (uint k = 0; k < PER_THREAD; ++k) {
     const uint d = tid + k * WG;
     if (d < KD) acc[k] += rot[d];

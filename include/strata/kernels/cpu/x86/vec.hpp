@@ -108,26 +108,10 @@ struct v256 {
   }
   // in: 16 rows of `lanes` floats (row-major); out: `lanes` rows of 16 floats (the transpose).
   static void transpose_16(const float* in, float* out) noexcept {
-    for (int half = 0; half < 2; ++half) {  // rows 8·half.. → columns 8·half.. of out
-      const float* r = in + 8 * 8 * half;
-      const f t0 = _mm256_unpacklo_ps(load(r), load(r + 8)), t1 = _mm256_unpackhi_ps(load(r), load(r + 8));
-      const f t2 = _mm256_unpacklo_ps(load(r + 16), load(r + 24)), t3 = _mm256_unpackhi_ps(load(r + 16), load(r + 24));
-      const f t4 = _mm256_unpacklo_ps(load(r + 32), load(r + 40)), t5 = _mm256_unpackhi_ps(load(r + 32), load(r + 40));
-      const f t6 = _mm256_unpacklo_ps(load(r + 48), load(r + 56)), t7 = _mm256_unpackhi_ps(load(r + 48), load(r + 56));
-      const f s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-      const f s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-      const f s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-      const f s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-      float* o = out + 8 * half;
-      store(o + 0 * 16, _mm256_permute2f128_ps(s0, s4, 0x20));
-      store(o + 1 * 16, _mm256_permute2f128_ps(s1, s5, 0x20));
-      store(o + 2 * 16, _mm256_permute2f128_ps(s2, s6, 0x20));
-      store(o + 3 * 16, _mm256_permute2f128_ps(s3, s7, 0x20));
-      store(o + 4 * 16, _mm256_permute2f128_ps(s0, s4, 0x31));
-      store(o + 5 * 16, _mm256_permute2f128_ps(s1, s5, 0x31));
-      store(o + 6 * 16, _mm256_permute2f128_ps(s2, s6, 0x31));
-      store(o + 7 * 16, _mm256_permute2f128_ps(s3, s7, 0x31));
-    }
+    f r[16], t[16];
+    for (int k = 0; k < 16; ++k) r[k] = load(in + 8 * k);
+    transpose_16_regs(r, t);
+    for (int k = 0; k < 16; ++k) store(out + 8 * k, t[k]);  // t[2c + h]: out row c, columns 8h..
   }
   // in: 16 rows of 8 floats (keys); out[2c + h] = element c of keys 8h..8h+7 (the transpose,
   // in registers when inlined).
@@ -271,29 +255,12 @@ struct v512 {
     return _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
   }
-  // in: 16 rows of 16 floats; out: the transpose. Per 128-bit lane a 4×4 transpose of each
-  // group of four rows (unpack, shuffle), then the lanes gathered across the groups.
+  // in: 16 rows of 16 floats; out: the transpose.
   static void transpose_16(const float* in, float* out) noexcept {
-    f r[16], sg[16];
+    f r[16], t[16];
     for (int k = 0; k < 16; ++k) r[k] = load(in + 16 * k);
-    for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3: sg[4g + j] lane l = rows' element 4l + j
-      const f t0 = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]), t1 = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
-      const f t2 = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]), t3 = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
-      sg[4 * g + 0] = _mm512_shuffle_ps(t0, t2, 0x44);
-      sg[4 * g + 1] = _mm512_shuffle_ps(t0, t2, 0xEE);
-      sg[4 * g + 2] = _mm512_shuffle_ps(t1, t3, 0x44);
-      sg[4 * g + 3] = _mm512_shuffle_ps(t1, t3, 0xEE);
-    }
-    for (int j = 0; j < 4; ++j) {  // column 4l + j = lane l of sg[j], sg[4 + j], sg[8 + j], sg[12 + j]
-      const f ab_lo = _mm512_shuffle_f32x4(sg[j], sg[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
-      const f ab_hi = _mm512_shuffle_f32x4(sg[j], sg[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
-      const f cd_lo = _mm512_shuffle_f32x4(sg[8 + j], sg[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
-      const f cd_hi = _mm512_shuffle_f32x4(sg[8 + j], sg[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
-      store(out + 16 * (0 + j), _mm512_shuffle_f32x4(ab_lo, cd_lo, _MM_SHUFFLE(2, 0, 2, 0)));
-      store(out + 16 * (4 + j), _mm512_shuffle_f32x4(ab_lo, cd_lo, _MM_SHUFFLE(3, 1, 3, 1)));
-      store(out + 16 * (8 + j), _mm512_shuffle_f32x4(ab_hi, cd_hi, _MM_SHUFFLE(2, 0, 2, 0)));
-      store(out + 16 * (12 + j), _mm512_shuffle_f32x4(ab_hi, cd_hi, _MM_SHUFFLE(3, 1, 3, 1)));
-    }
+    transpose_16_regs(r, t);
+    for (int k = 0; k < 16; ++k) store(out + 16 * k, t[k]);
   }
   // in: 16 rows of 16 floats; out: the transpose (in registers when inlined). Per 128-bit
   // lane a 4×4 transpose of each group of four rows (unpack, shuffle), then the lanes gathered

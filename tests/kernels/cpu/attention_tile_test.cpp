@@ -97,6 +97,27 @@ std::vector<std::vector<float>> run_tile(Fn fn, const side_data& k, const side_d
   return out;
 }
 
+// n query vectors of d normal floats.
+std::vector<std::vector<float>> random_queries(std::size_t n, std::uint32_t d, std::mt19937& rng) {
+  std::normal_distribution<float> nd;
+  std::vector<std::vector<float>> qs(n, std::vector<float>(d));
+  for (auto& q : qs)
+    for (auto& x : q) x = nd(rng);
+  return qs;
+}
+
+// NMSE of the first n queries' outputs against the reference's.
+double tile_nmse(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want, std::size_t n,
+                 std::uint32_t d) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::uint32_t c = 0; c < d; ++c) {
+      num += (double(got[i][c]) - want[i][c]) * (double(got[i][c]) - want[i][c]);
+      den += double(want[i][c]) * want[i][c];
+    }
+  return num / den;
+}
+
 bool reference(attention_tile& t) noexcept {
   strata::kernels::cpu::attention_tile_reference(t);
   return true;
@@ -126,10 +147,7 @@ TEST_CASE("attention tile: every tier equals the reference, and tiles do not cha
           // Six queries: causal at positions 74, 73, 58 and 17, one chunked (chunk 32, first 64),
           // one at position 0; windows of 12 positions into the ring (starting mid-block).
           const std::vector<query_spec> spec = {{0, 74, 63}, {0, 73, 62}, {0, 58, 47}, {0, 17, 6}, {64, 74, 63}, {0, 0, 0}};
-          std::normal_distribution<float> nd;
-          std::vector<std::vector<float>> qs(spec.size(), std::vector<float>(d));
-          for (auto& q : qs)
-            for (auto& x : q) x = nd(rng);
+          const auto qs = random_queries(spec.size(), d, rng);
           const auto want = run_tile(reference, k, v, d, spec, qs);
           bool handled = false;
           const auto got = run_tile(tab.attention, k, v, d, spec, qs, &handled);
@@ -137,16 +155,10 @@ TEST_CASE("attention tile: every tier equals the reference, and tiles do not cha
             CHECK(d % 16 != 0);  // only a head_dim the vector width does not divide may be declined
             continue;
           }
-          double num = 0, den = 0;
-          for (std::size_t i = 0; i < spec.size(); ++i)
-            for (std::uint32_t c = 0; c < d; ++c) {
-              num += (double(got[i][c]) - want[i][c]) * (double(got[i][c]) - want[i][c]);
-              den += double(want[i][c]) * want[i][c];
-            }
           // Float sums of ≤ 75 keys × d products in different orders and a polynomial exp with
           // ≈ 2 ulp error against std::exp: NMSE ~1e-13; 1e-10 leaves room and still catches a
           // wrong key, a wrong ring/row choice or a missed rescale (≥ 1e-4).
-          CHECK(num / den < 1e-10);
+          CHECK(tile_nmse(got, want, spec.size(), d) < 1e-10);
           // Each query alone in its tile gives the same bits as inside the six-query tile.
           for (std::size_t i = 0; i < spec.size(); ++i) {
             const auto one = run_tile(tab.attention, k, v, d, {spec[i]}, {qs[i]});
@@ -177,7 +189,6 @@ TEST_CASE("attention tile: decode tiles read rows directly and give a prefill ti
           constexpr std::uint32_t n_pos = 131, window = 12;
           std::mt19937 rng(d * 131 + unsigned(tk) * 17 + unsigned(tv));
           const side_data k(tk, d, n_pos, 100, rng), v(tv, d, n_pos, 100, rng);
-          std::normal_distribution<float> nd;
           for (const std::uint32_t pos : {0u, 1u, 15u, 16u, 17u, 47u, 110u, 130u})
             for (const std::uint32_t gqa : {1u, 2u, 3u, 4u, 8u}) {
               CAPTURE(pos);
@@ -186,9 +197,7 @@ TEST_CASE("attention tile: decode tiles read rows directly and give a prefill ti
                 return query_spec{0, p, p + 1 >= window ? p + 1 - window : 0};
               };
               std::vector<query_spec> spec(gqa, spec_at(pos));
-              std::vector<std::vector<float>> qs(gqa, std::vector<float>(d));
-              for (auto& q : qs)
-                for (auto& x : q) x = nd(rng);
+              const auto qs = random_queries(gqa, d, rng);
               const auto want = run_tile(reference, k, v, d, spec, qs);
               bool handled = false;
               const auto got = run_tile(tab.attention, k, v, d, spec, qs, &handled);
@@ -196,20 +205,12 @@ TEST_CASE("attention tile: decode tiles read rows directly and give a prefill ti
                 CHECK(d % 16 != 0);
                 continue;
               }
-              double num = 0, den = 0;
-              for (std::size_t i = 0; i < gqa; ++i)
-                for (std::uint32_t c = 0; c < d; ++c) {
-                  num += (double(got[i][c]) - want[i][c]) * (double(got[i][c]) - want[i][c]);
-                  den += double(want[i][c]) * want[i][c];
-                }
-              CHECK(num / den < 1e-10);
+              CHECK(tile_nmse(got, want, gqa, d) < 1e-10);
               if (pos == 0) continue;
               // The previous token's heads, then these: a prefill tile (scratch path).
               std::vector<query_spec> two(gqa, spec_at(pos - 1));
               two.insert(two.end(), spec.begin(), spec.end());
-              std::vector<std::vector<float>> q2(gqa, std::vector<float>(d));
-              for (auto& q : q2)
-                for (auto& x : q) x = nd(rng);
+              auto q2 = random_queries(gqa, d, rng);
               q2.insert(q2.end(), qs.begin(), qs.end());
               if (two.size() > strata::kernels::cpu::attention_max_queries) continue;
               const auto both = run_tile(tab.attention, k, v, d, two, q2);

@@ -264,6 +264,14 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
                           ring.rows && ring.v[layer] ? P.bind_id(ring.v[layer], false) : dummy,
                           ring.rows ? P.bind_id(ring.tags[layer], false) : dummy};
     auto qd = impl::kvq_defs(kv);
+    // Prefill of one sequence on tensor cores (attention_mma.glsl): code rows decoded to f16 in
+    // shared memory, the window's keys from the f16 ring in a second pass.
+    if (!split && P.single_seq && tensor_core_attention(q.rows, ap.head_dim, cfg.type_k, cfg.type_v)) {
+      qd.insert(qd.end(), {{"WG", "128"}, {"COOPMAT", "1"}, {"TQ_ROT_N", "16"}});
+      pc.n_splits = q.rows;  // the kernel's token count
+      P.dispatch(impl::req("attention_mma", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, div_up(q.rows, 64));
+      return;
+    }
     if (grouped) {  // one workgroup per KV head and token scores its query-head group (attention_qdec.glsl)
       qd.emplace_back("GQA_G", std::to_string(group));
       qd.emplace_back("TQ_ROT_N", std::to_string(group));

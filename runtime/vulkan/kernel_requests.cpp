@@ -218,7 +218,10 @@ bool backend::tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, s
 }
 
 bool backend::tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const {
+  // f16, q8_0 and TurboQuant sides (attention_mma.glsl decodes codes to f16); f32 caches keep the
+  // float kernels.
+  const auto f16_operands = [](kv::kv_type t) { return t == kv::kv_type::f16 || kv::is_compressed(t); };
   return p_->coopmat && p_->flash_attention && tokens >= flash_min_tokens &&
-         (head_dim == 64 || head_dim == 128) && k == kv::kv_type::f16 && v == kv::kv_type::f16;
+         (head_dim == 64 || head_dim == 128) && f16_operands(k) && f16_operands(v);
 }
 }  // namespace strata::gpu

@@ -148,6 +148,9 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
     std::vector<std::vector<float>> grouped, per_head, cpu;
     gpu::backend_options profiled;
     profiled.profile = true;  // to see which kernel ran
+    // The prompt steps stay on these kernels where the device has tensor cores too (their
+    // attention_mma path is kv_compressed_test's).
+    ::setenv("STRATA_VK_FA", "0", 1);
     {
       // Unsplit, the prompt step runs the decode steps' pipeline: through attention_qdec too.
       if (c.n_ctx <= 256) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
@@ -168,6 +171,7 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       CHECK_FALSE(ran(be, "attention_qdec"));
       CHECK(ran(be, "kv_store_q"));
     }
+    ::unsetenv("STRATA_VK_FA");
     {
       vkt::cpu_backend be;
       cpu = run_decode(be, c, t);

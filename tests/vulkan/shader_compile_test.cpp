@@ -126,5 +126,32 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
 #endif
 }
 
+TEST_CASE("vulkan shaders: tensor-core prefill attention variants compile (f16, q8_0, TurboQuant, mixed, ring)") {
+#ifndef STRATA_HAS_VULKAN
+  MESSAGE("this build has no Vulkan backend: shader compile test skipped");
+#else
+  for (const char* d : {"64", "128"})
+    compiles({"attention_mma", std::nullopt, {{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", d}}, 8});
+  // The compressed sides as backend::impl::kvq_defs names them: kind 1 f16, 2 q8_0, 3 TurboQuant.
+  struct side {
+    const char* kind;
+    const char* tq;  // TurboQuant bits, or nullptr
+  };
+  const side sides[] = {{"1", nullptr}, {"2", nullptr}, {"3", "4"}, {"3", "3"}, {"3", "2"}};
+  for (const char* d : {"64", "128"})
+    for (const side& k : sides)
+      for (const side& v : sides)
+        for (const bool ring : {false, true}) {
+          if (std::string(k.kind) == "1" && std::string(v.kind) == "1") continue;  // the f16 kernel
+          std::vector<std::pair<std::string, std::string>> defs{{"KV_D", d}, {"KV_K_KIND", k.kind}, {"KV_V_KIND", v.kind}};
+          if (k.tq) defs.emplace_back("KV_K_TQ", k.tq);
+          if (v.tq) defs.emplace_back("KV_V_TQ", v.tq);
+          if (ring) defs.emplace_back("KV_RING", "1");
+          defs.insert(defs.end(), {{"WG", "128"}, {"COOPMAT", "1"}, {"TQ_ROT_N", "16"}});
+          compiles({"attention_mma", std::nullopt, defs, 11});
+        }
+#endif
+}
+
 }  // namespace
 }  // namespace strata::test

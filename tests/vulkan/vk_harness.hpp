@@ -301,6 +301,9 @@ inline constexpr double tol_attention_f16 = 1e-6;
 // code at a cell boundary (kv_compressed_test counts them), dots over codes and the rotations
 // summed in a different order.
 inline constexpr double tol_attention_compressed = 1e-6;
+// The same on tensor cores (attention_mma.glsl): the decoded keys and values are rounded to f16
+// too, four f16 roundings (Q, K, P, V) instead of tol_attention_f16's two: (4u)^2 ~ 4e-6.
+inline constexpr double tol_attention_compressed_f16 = 4e-6;
 // GPU matmul vs a float64 product of the dequantized weights with the float activations: only
 // the GPU's float accumulation error, ~sqrt(K)·u relative per output (lavapipe: ~2e-14).
 inline constexpr double tol_matmul_f64 = 1e-10;

@@ -193,3 +193,87 @@ void tq_rotate_rot(uint nv, bool forward) {
 }
 #endif
 #endif
+
+// Rows decoded to f16 for the tensor-core attention kernels (attention_mma, attention_mma_dec).
+// Raw fields of dims 8c..8c+7 of a stored row starting at byte b, decoded by stash(): q8_0 (x: the
+// block's f16 scale, y/z: the 8 int8), TurboQuant (x: f16 scale | high-plane byte << 16, y: the
+// low-plane bits, z: the segment). A side of kind 1 (f16) is read as 8 halves instead.
+#define FETCH_Q8(NAME, P16)                                                                         \
+  uvec4 NAME(uint b, uint c) {                                                                      \
+    const uint o = b + c / 4u * 34u, i = (o + 2u + 8u * (c % 4u)) / 2u;                              \
+    return uvec4(uint(P16[o / 2u]), uint(P16[i]) | (uint(P16[i + 1u]) << 16),                       \
+                 uint(P16[i + 2u]) | (uint(P16[i + 3u]) << 16), 0u);                                \
+  }
+#define FETCH_TQ(NAME, TQ, P16, P8, PFX)                                                            \
+  uvec4 NAME(uint b, uint c) {                                                                      \
+    const uint d0 = 8u * c;                                                                         \
+    uint sg = 0u, blk = 0u, hi_off = 0u, dl = 0u;                                                   \
+    [[unroll]] for (uint s = 1u; s < PFX##SEGMENTS; ++s)                                            \
+      if (d0 >= PFX##SEG_ELEM_OFFSET[s]) sg = s;                                                    \
+    [[unroll]] for (uint s = 0u; s < PFX##SEGMENTS; ++s)                                            \
+      if (s == sg) {                                                                                \
+        blk = PFX##SEG_BYTE_OFFSET[s];                                                              \
+        hi_off = PFX##SEG_HIGH_OFFSET[s];                                                           \
+        dl = d0 - PFX##SEG_ELEM_OFFSET[s];                                                          \
+      }                                                                                             \
+    const uint lo_at = b + blk + 2u + dl * PFX##LOW_BITS / 8u;                                      \
+    uint lo;                                                                                        \
+    if (PFX##LOW_BITS == 4u)                                                                        \
+      lo = uint(P16[lo_at / 2u]) | (uint(P16[lo_at / 2u + 1u]) << 16);                              \
+    else if (PFX##LOW_BITS == 2u)                                                                   \
+      lo = uint(P16[lo_at / 2u]);                                                                   \
+    else                                                                                            \
+      lo = uint(P8[lo_at]);                                                                         \
+    const uint hi = TQ == 3 ? uint(P8[b + blk + hi_off + dl / 8u]) : 0u;                              \
+    return uvec4(uint(P16[(b + blk) / 2u]) | (hi << 16), lo, sg, 0u);                               \
+  }
+// f16 x 8 of the raw fields (decoded as the CPU codec does: q8_0 q·d, TurboQuant ỹ = s·c/√n).
+uvec4 pack8(float x[8]) {
+  return uvec4(packHalf2x16(vec2(x[0], x[1])), packHalf2x16(vec2(x[2], x[3])), packHalf2x16(vec2(x[4], x[5])),
+               packHalf2x16(vec2(x[6], x[7])));
+}
+uvec4 decode_q8(uvec4 r) {
+  const float d = unpackHalf2x16(r.x).x;
+  float x[8];
+  [[unroll]] for (uint e = 0u; e < 8u; ++e) x[e] = float(bitfieldExtract(int(e < 4u ? r.y : r.z), int(8u * (e % 4u)), 8)) * d;
+  return pack8(x);
+}
+#define DECODE_TQ(NAME, TQ, CENT, PFX)                                                              \
+  uvec4 NAME(uvec4 r) {                                                                             \
+    const uint sg = r.z;                                                                            \
+    float inv = 0.0;                                                                                \
+    [[unroll]] for (uint s = 0u; s < PFX##SEGMENTS; ++s)                                            \
+      if (s == sg) inv = PFX##SEG_INV_SQRT_N[s];                                                    \
+    const float sc = unpackHalf2x16(r.x & 0xFFFFu).x * inv;                                         \
+    float x[8];                                                                                     \
+    [[unroll]] for (uint e = 0u; e < 8u; ++e) {                                                     \
+      uint code = bitfieldExtract(r.y, int(e * PFX##LOW_BITS), int(PFX##LOW_BITS));                 \
+      if (TQ == 3) code |= ((r.x >> (16u + e)) & 1u) << 2;                                          \
+      x[e] = CENT[sg * 16u + code] * sc;                                                            \
+    }                                                                                               \
+    return pack8(x);                                                                                \
+  }
+// The fetch (k_codes / v_codes) and decode (k_decode / v_decode) of each compressed side, and
+// the centroid tables in shared memory (kcent / vcent, filled by the kernel), over the kernel's
+// 16- and 8-bit views of the K and V bindings (k16 k8 v16 v8); invoked after those.
+#if KV_K_KIND == 2
+#define KV_K_ROW_CODECS FETCH_Q8(k_codes, k16)
+#define k_decode decode_q8
+#elif KV_K_KIND == 3
+#define KV_K_ROW_CODECS                 \
+  shared float kcent[TQK_SEGMENTS * 16u]; \
+  FETCH_TQ(k_codes, KV_K_TQ, k16, k8, TQK_) DECODE_TQ(k_decode, KV_K_TQ, kcent, TQK_)
+#else
+#define KV_K_ROW_CODECS
+#endif
+#if KV_V_KIND == 2
+#define KV_V_ROW_CODECS FETCH_Q8(v_codes, v16)
+#define v_decode decode_q8
+#elif KV_V_KIND == 3
+#define KV_V_ROW_CODECS                 \
+  shared float vcent[TQV_SEGMENTS * 16u]; \
+  FETCH_TQ(v_codes, KV_V_TQ, v16, v8, TQV_) DECODE_TQ(v_decode, KV_V_TQ, vcent, TQV_)
+#else
+#define KV_V_ROW_CODECS
+#endif
+#define KV_F16_ROW_CODECS() KV_K_ROW_CODECS KV_V_ROW_CODECS

@@ -248,6 +248,45 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
       P.last_slot = q8_slot;
     }
   };
+  // Decode on tensor cores (attention_mma_dec.glsl): one warp per (KV head, token, split) of at
+  // most 256 keys, the merge by attention.glsl's COMBINE.
+  const bool mma_dec = P.coopmat && P.mma_dec >= (kv.compressed() ? 1 : 2) && P.split_attention &&
+                       q.rows <= split_tokens && group >= 1 && group <= 16 && ap.n_head % ap.n_head_kv == 0 &&
+                       (ap.head_dim == 64 || ap.head_dim == 128) && cfg.type_k != kv::kv_type::f32 &&
+                       cfg.type_v != kv::kv_type::f32 && cfg.n_ctx >= 256;
+  if (mma_dec) {
+    constexpr std::uint32_t max_split = 256;
+    pc.split_len = std::clamp<std::uint32_t>(div_up(div_up(cfg.n_ctx, 128), 64) * 64, 64, max_split);
+    pc.n_splits = div_up(cfg.n_ctx, pc.split_len);
+    const std::uint64_t need = std::uint64_t(split_tokens) * ap.n_head * pc.n_splits * (ap.head_dim + 2) * 4;
+    if (!P.attn_part || P.buf(P.attn_part).size() < need)
+      P.attn_part = P.new_buffer(need, memory_kind::device, "split attention partials");
+    const binding dummy = P.bind(q, false);
+    const binding mb[] = {P.bind_id(P.attn_part, true),
+                          P.bind(q, false),
+                          P.bind_id(kv.k_buffer(layer), false),
+                          P.bind_id(kv.v_buffer(layer), false),
+                          P.bind_step(P.off_pos, B4),
+                          P.bind_step(P.off_seq_row, B4),
+                          P.bind_step(P.off_blocks, P.blocks_bytes),
+                          dummy,
+                          ring.rows && ring.k[layer] ? P.bind_id(ring.k[layer], false) : dummy,
+                          ring.rows && ring.v[layer] ? P.bind_id(ring.v[layer], false) : dummy,
+                          ring.rows ? P.bind_id(ring.tags[layer], false) : dummy};
+    auto md = kv.compressed() ? impl::kvq_defs(kv)
+                              : std::vector<std::pair<std::string, std::string>>{{"KV_D", std::to_string(ap.head_dim)},
+                                                                                  {"KV_K_KIND", "1"},
+                                                                                  {"KV_V_KIND", "1"}};
+    md.insert(md.end(), {{"WG", "32"}, {"COOPMAT", "1"}, {"TQ_ROT_N", "16"}, {"GQA_G", std::to_string(group)},
+                         {"MAX_SPLIT", std::to_string(max_split)}});
+    P.dispatch3(impl::req("attention_mma_dec", {}, md, 11), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
+    const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
+                          P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
+    auto combine_defs = impl::kv_defs(cfg);
+    combine_defs.emplace_back("COMBINE", "1");
+    q8_dispatch(combine_defs, cb);
+    return;
+  }
   const binding part = split ? P.bind_id(P.attn_part, true) : P.bind(q, false);
   const binding bd[] = {part,
                         P.bind(q, false),

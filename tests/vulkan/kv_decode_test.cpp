@@ -148,9 +148,10 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
     std::vector<std::vector<float>> grouped, per_head, cpu;
     gpu::backend_options profiled;
     profiled.profile = true;  // to see which kernel ran
-    // The prompt steps stay on these kernels where the device has tensor cores too (their
-    // attention_mma path is kv_compressed_test's).
+    // These two runs stay on these kernels where the device has tensor cores too (the prompt
+    // steps' attention_mma is kv_compressed_test's; attention_mma_dec the third run's below).
     ::setenv("STRATA_VK_FA", "0", 1);
+    ::setenv("STRATA_VK_MMA_DEC", "0", 1);
     {
       // Unsplit, the prompt step runs the decode steps' pipeline: through attention_qdec too.
       if (c.n_ctx <= 256) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
@@ -172,6 +173,17 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       CHECK(ran(be, "kv_store_q"));
     }
     ::unsetenv("STRATA_VK_FA");
+    ::unsetenv("STRATA_VK_MMA_DEC");
+    std::vector<std::vector<float>> tensor_cores;  // attention_mma(_dec) where the device has them (opt-in)
+    {
+      ::setenv("STRATA_VK_MMA_DEC", "1", 1);
+      gpu::backend be(profiled);
+      ::unsetenv("STRATA_VK_MMA_DEC");
+      if (be.tensor_core_attention(16, c.D, c.k, c.v)) {
+        tensor_cores = run_decode(be, c, t);
+        MESSAGE(std::string(c.name) << ": attention_mma_dec " << std::string(ran(be, "attention_mma_dec") ? "ran" : "did not run"));
+      }
+    }
     {
       vkt::cpu_backend be;
       cpu = run_decode(be, c, t);
@@ -185,6 +197,11 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       // With head ops the fused and unfused norms sum in different orders: a code at a cell
       // boundary may differ, so only the compressed-attention tolerance holds.
       CHECK(e_old <= (c.head_ops ? vkt::tol_attention_compressed : tol_grouped_vs_per_head));
+      if (!tensor_cores.empty()) {
+        const double e_tc = test::nmse(tensor_cores[s], cpu[s]);
+        MESSAGE("  tensor cores: NMSE vs CPU " << e_tc);
+        CHECK(e_tc <= vkt::tol_attention_compressed_f16);
+      }
     }
   }
 }

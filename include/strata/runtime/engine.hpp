@@ -71,6 +71,10 @@ struct engine_options {
   // --stream-layers N: the dense FFN of the last N GPU blocks lives in pinned host memory and is
   // streamed through a 2-slot GPU ring every step (attention and KV stay resident); 0: off.
   std::uint32_t stream_layers = 0;
+  // Routed experts the CPU computes (--cpu-moe, --n-cpu-moe, -ot, --fit) stream through a 2-slot
+  // GPU ring in prompt steps longer than the link speeds' threshold, when the GPU budget holds
+  // the ring (tiers::with_streamed_experts); false: --no-stream-experts, always on the CPU.
+  bool stream_experts = true;
   // The planner chooses the GPU blocks and which blocks' experts the CPU computes, within the
   // budgets (n_gpu_layers is then not read); else -ngl and the overrides say it, and a layout
   // beyond gpu_budget is an error naming it.

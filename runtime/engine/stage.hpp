@@ -52,6 +52,7 @@ class stage {
   virtual void reset_kernel_profile() {}
   virtual model::expert_cache_counters expert_cache() const { return {}; }
   virtual model::stream_counters streaming() const { return {}; }
+  virtual model::stream_counters expert_streaming() const { return {}; }
   virtual model::disk_counters disk_tier() const { return {}; }
 };
 

@@ -130,6 +130,11 @@ class model {
     double bytes_per_token() const noexcept { return tokens ? double(bytes_streamed) / double(tokens) : 0.0; }
   };
   virtual stream_counters streaming() const { return {}; }
+  // Hand-off blocks whose routed experts stream through the expert ring in prompt steps (the
+  // default with CPU experts; --no-stream-experts), and its counters (cpu_steps: steps that
+  // handed them to the CPU instead; cpu_tokens: the threshold).
+  virtual std::vector<std::uint32_t> expert_streamed_layers() const { return {}; }
+  virtual stream_counters expert_streaming() const { return {}; }
   // CPU blocks whose tensors are read from the model file every step (the disk tier: O_DIRECT,
   // io_uring, a ring of block slots one block ahead of the compute), and its counters since load.
   virtual std::vector<std::uint32_t> disk_layers() const { return {}; }

@@ -42,6 +42,7 @@ struct result {
   strata::rt::model::stream_counters stream;       // dense layer streaming over the timed runs
   strata::rt::model::disk_counters disk;           // the disk tier (CPU blocks read from the file) over the timed runs
   double wall_seconds = 0;                         // of the timed repetitions
+  strata::rt::model::stream_counters xstream;      // CPU experts streamed in prompt steps over the timed runs
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -178,6 +179,9 @@ int main(int argc, char** argv) {
         layout.streamed_ffn.assign(hp.n_layer, 0);
         for (const auto il : m->streamed_layers()) layout.streamed_ffn.at(il) = 1;
         layout.stream_cpu_tokens = m->streaming().cpu_tokens;  // the per-phase choice the backend runs
+        layout.streamed_experts.assign(hp.n_layer, 0);
+        for (const auto il : m->expert_streamed_layers()) layout.streamed_experts.at(il) = 1;
+        if (m->expert_streaming().layers) layout.expert_cpu_tokens = m->expert_streaming().cpu_tokens;
         const auto count_stream = [&](result& r, const strata::rt::model::stream_counters& before) {
           const auto a = m->streaming();
           r.stream.layers = a.layers;
@@ -188,6 +192,15 @@ int main(int argc, char** argv) {
           r.stream.steps += a.steps - before.steps;
           r.stream.cpu_steps += a.cpu_steps - before.cpu_steps;
           r.stream.cpu_tokens = a.cpu_tokens;
+        };
+        const auto count_xstream = [&](result& r, const strata::rt::model::stream_counters& before) {
+          const auto a = m->expert_streaming();
+          r.xstream.layers = a.layers, r.xstream.ring_bytes = a.ring_bytes, r.xstream.bytes_per_step = a.bytes_per_step;
+          r.xstream.bytes_streamed += a.bytes_streamed - before.bytes_streamed;
+          r.xstream.tokens += a.tokens - before.tokens;
+          r.xstream.steps += a.steps - before.steps;
+          r.xstream.cpu_steps += a.cpu_steps - before.cpu_steps;
+          r.xstream.cpu_tokens = a.cpu_tokens;
         };
         // The disk tier's counters over the timed part of a test only.
         const auto count_disk = [&](result& r, const strata::rt::model::disk_counters& before) {
@@ -255,7 +268,7 @@ int main(int argc, char** argv) {
         for (auto d : depths) {
           for (auto p : n_prompt) {
             if (!p) continue;
-            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}, {}, 0};
+            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}, {}, 0, {}};
             // One untimed run of the test's own shape first (llama-bench does the same): the
             // 16-token warm-up above does not build the pipelines or touch the memory a p-token
             // step needs (GPU: tiled and grouped-expert kernels, larger scratch), so without it
@@ -271,6 +284,7 @@ int main(int argc, char** argv) {
               all.insert(all.end(), toks.begin(), toks.end());
               const auto c0 = m->expert_cache();
               const auto s0 = m->streaming();
+              const auto x0 = m->expert_streaming();
               const auto k0 = m->disk_tier();
               const auto t0 = clock_type::now();
               s.prefill(all);
@@ -278,6 +292,8 @@ int main(int argc, char** argv) {
               if (i > 0) {  // the first run of the prompt shape is the warm-up
                 count_cache(r, c0);
                 count_stream(r, s0);
+              count_xstream(r, x0);
+                count_xstream(r, x0);
                 count_disk(r, k0);
                 r.wall_seconds += sec;
                 r.samples.push_back(double(p) / sec);
@@ -290,7 +306,7 @@ int main(int argc, char** argv) {
           }
           for (auto g : n_gen) {
             if (!g) continue;
-            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}, {}, 0};
+            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}, {}, 0, {}};
             // One untimed run of the test first, as for the prompt tests: besides first-use costs,
             // a GPU left idle while a large model uploads drops its clocks (an H200 fell to
             // 345-800 MHz during a 4 s upload), and a short first repetition then ran at them:
@@ -302,6 +318,7 @@ int main(int argc, char** argv) {
               const auto toks = random_tokens(g, hp.n_vocab, rng);
               const auto c0 = m->expert_cache();
               const auto s0 = m->streaming();
+              const auto x0 = m->expert_streaming();
               const auto k0 = m->disk_tier();
               const auto t0 = clock_type::now();
               if (argmax)
@@ -312,6 +329,7 @@ int main(int argc, char** argv) {
               if (i == 0) continue;  // the warm-up run
               count_cache(r, c0);
               count_stream(r, s0);
+              count_xstream(r, x0);
               count_disk(r, k0);
               r.wall_seconds += sec;
               r.samples.push_back(double(g) / sec);
@@ -376,6 +394,14 @@ int main(int argc, char** argv) {
                                                                 {"cpu_steps", r.stream.cpu_steps},
                                                                 {"predicted_host_to_gpu_bytes_per_token",
                                                                  r.predicted.host_to_gpu_bytes}}},
+                                           {"expert_streaming",
+                                            boost::json::object{{"layers", r.xstream.layers},
+                                                                {"ring_bytes", r.xstream.ring_bytes},
+                                                                {"bytes_per_step", r.xstream.bytes_per_step},
+                                                                {"streamed_bytes_per_token", r.xstream.bytes_per_token()},
+                                                                {"cpu_tokens", r.xstream.cpu_tokens},
+                                                                {"steps", r.xstream.steps},
+                                                                {"cpu_steps", r.xstream.cpu_steps}}},
                                            {"disk_tier",
                                             boost::json::object{{"blocks", r.disk.blocks},
                                                                 {"slots", r.disk.slots},
@@ -462,6 +488,24 @@ int main(int argc, char** argv) {
     }
     std::printf("(every streamed step copies each streamed block's dense FFN once: a prompt step's tokens share the "
                 "bytes; CPU steps: steps of few tokens that computed those FFNs on the CPU instead)\n");
+  }
+  // CPU experts streamed in prompt steps (the default with CPU experts; --no-stream-experts).
+  if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.xstream.layers > 0; })) {
+    std::printf("\n| %-14s | %-15s | %12s | %15s | %18s |\n", "test", "expert blocks", "ring MiB", "CPU steps/all",
+                "streamed MB/token");
+    std::printf("| %.14s | %.15s | %.12s | %.15s | %.18s |\n", "---------------", "----------------", "-------------",
+                "----------------", "-------------------");
+    for (const result& r : results) {
+      if (!r.xstream.layers) continue;
+      char steps[40];
+      std::snprintf(steps, sizeof steps, "%llu/%llu", (unsigned long long)r.xstream.cpu_steps,
+                    (unsigned long long)r.xstream.steps);
+      std::printf("| %-14s | %15u | %12.1f | %15s | %18.3f |\n", r.test.c_str(), r.xstream.layers,
+                  double(r.xstream.ring_bytes) / double(1 << 20), steps, r.xstream.bytes_per_token() / 1e6);
+    }
+    std::printf("(prompt steps of more than %u tokens copy every expert of those blocks into the GPU ring once; "
+                "shorter steps hand them to the CPU)\n",
+                std::find_if(results.begin(), results.end(), [](const result& r) { return r.xstream.layers > 0; })->xstream.cpu_tokens);
   }
   // The disk tier (CPU blocks beyond --ram-budget or -ot ...=disk, read from the model file every
   // step), measured over the timed runs: the drive's rate while the reader reads, over the whole

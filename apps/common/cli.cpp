@@ -276,6 +276,11 @@ void add_tier_options(CLI::App& app, tier_options& o) {
                  "2-slot GPU ring one layer ahead of use in prompt steps (a batch reads each weight once), and computed "
                  "on the CPU in decode steps when the link speeds say the CPU is faster (attention and KV stay on the GPU)")
       ->type_name("N")->group(group::tiers);
+  app.add_flag("--no-stream-experts", o.no_stream_experts,
+               "keep the routed experts the CPU computes (--cpu-moe, --n-cpu-moe, -ot, --fit) on the CPU in prompt steps "
+               "too; by default a prompt step longer than the link speeds' threshold copies them, every expert, into a "
+               "2-slot GPU ring and the GPU computes them, when the GPU budget holds the ring")
+      ->group(group::tiers);
   app.add_flag("--fit", o.fit,
                "let the placement planner choose the GPU layers, which layers' FFN to stream and which layers' experts "
                "the CPU computes, within "
@@ -295,6 +300,7 @@ void apply(const tier_options& t, rt::engine_options& eo) {
   eo.n_cpu_moe = t.n_cpu_moe;
   eo.fit = t.fit;
   eo.stream_layers = t.stream_layers;
+  eo.stream_experts = !t.no_stream_experts;
   if (!t.expert_cache.empty()) {
     std::uint32_t slots = 0;
     const char* end = t.expert_cache.data() + t.expert_cache.size();

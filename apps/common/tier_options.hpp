@@ -19,6 +19,7 @@ struct tier_options {
   bool fit = false;                           // --fit
   std::string expert_cache;                   // --expert-cache SLOTS (empty: off)
   std::uint32_t stream_layers = 0;            // --stream-layers N
+  bool no_stream_experts = false;             // --no-stream-experts
 };
 
 // Fills the engine's tier options (a malformed size or rule throws strata::error naming the flag).

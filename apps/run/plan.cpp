@@ -54,6 +54,16 @@ std::string layout_text(const tiers::engine_layout& l) {
     append_blocks(s, h);
     s += " on the CPU";
   }
+  const auto xs = l.expert_streamed_layers();
+  if (!xs.empty()) {
+    const bool all = xs.size() == h.size();
+    if (!all) {
+      s += " (those of blocks";
+      append_blocks(s, xs);
+    }
+    s += std::string(all ? " (all" : "") + " streamed through the expert ring in steps of more than " +
+         std::to_string(l.expert_cpu_tokens) + " tokens: the GPU computes them there)";
+  }
   const auto c = l.cached_layers();
   if (!c.empty()) {
     s += ", routed experts of blocks";
@@ -137,6 +147,12 @@ int run_plan(const run_options& opt) {
       out += std::to_string(layout->stream_cpu_tokens);
       out += ",\"streamed_bytes_per_step\":";
       out += std::to_string(tiers::streamed_bytes(demand, *layout));
+      out += ",\"expert_streamed_layers\":[";
+      const auto xs = layout->expert_streamed_layers();
+      for (std::size_t i = 0; i < xs.size(); ++i) out += (i ? "," : "") + std::to_string(xs[i]);
+      out += "],\"expert_cpu_tokens\":" + std::to_string(layout->expert_streamed_layers().empty() ? 0 : layout->expert_cpu_tokens);
+      out += ",\"expert_streamed_bytes_per_step\":" + std::to_string(tiers::expert_streamed_bytes(demand, *layout));
+      out += ",\"expert_ring_bytes\":" + std::to_string(tiers::expert_ring_bytes(demand, *layout));
       out += ",\"disk_layers\":[";
       for (std::size_t i = 0; i < layout->disk.blocks.size(); ++i) out += (i ? "," : "") + std::to_string(layout->disk.blocks[i]);
       out += "],\"disk_bytes_per_step\":" + std::to_string(layout->disk.disk_bytes) +

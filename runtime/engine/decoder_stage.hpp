@@ -57,6 +57,10 @@ class decoder_stage final : public stage {
     if constexpr (requires { traits::streaming(*be_); }) return traits::streaming(*be_);
     else return {};
   }
+  model::stream_counters expert_streaming() const override {
+    if constexpr (requires { traits::expert_streaming(*be_); }) return traits::expert_streaming(*be_);
+    else return {};
+  }
   model::disk_counters disk_tier() const override {
     if constexpr (requires { traits::disk_tier(*be_); }) return traits::disk_tier(*be_);
     else return {};

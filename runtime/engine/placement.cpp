@@ -68,6 +68,7 @@ placement_inputs placement_for(const std::filesystem::path& model, const gguf::r
   for (const std::string& rule : opt.override_tensor) tiers::parse_override_rules(rule, po.overrides);
   tiers::add_cpu_moe_rules(opt.cpu_moe, opt.n_cpu_moe, po.overrides);
   po.prefill_batch = opt.n_batch;
+  po.stream_experts = opt.stream_experts;
   probe_options probe;
   probe.disk_file = model;
   probe.threads = opt.threads;
@@ -98,6 +99,14 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
   else {
     l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides, opt.expert_cache.value_or(0), opt.stream_layers);
     l.stream_cpu_tokens = tiers::stream_cpu_tokens(d, l, po.links, po.prefill_batch);  // the per-phase choice
+    // CPU experts stream in prompt steps by default when the budget holds their ring; with no
+    // --gpu-budget the device's free memory (less the margin) must hold it.
+    if (opt.stream_experts && !l.handoff_layers().empty()) {
+      std::uint64_t budget = po.gpu_budget;
+      if (budget == unlimited)
+        if (const auto g = gpu_memory(opt.device)) budget = default_gpu_budget(g->available);
+      l = tiers::with_streamed_experts(d, std::move(l), po.links, budget, po.prefill_batch);
+    }
   }
 
   const tiers::placement_plan p = tiers::layout_plan(d, l, po.links, unlimited, po.prefill_batch);
@@ -109,15 +118,22 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
                                                                  " MoE blocks GPU-cached") +
                            (l.streamed_layers().empty() ? "" : " and the dense FFN of " +
                                                                    std::to_string(l.streamed_layers().size()) +
-                                                                   " blocks streamed");
+                                                                   " blocks streamed") +
+                           (l.expert_streamed_layers().empty() ? "" : " (the experts of " +
+                                                                          std::to_string(l.expert_streamed_layers().size()) +
+                                                                          " CPU blocks streamed in prompt steps)");
   // Weights and KV are known exactly; the activation scratch the ledger checks as it allocates.
   if (gpu && l.n_gpu_layers && p.gpu_weights + p.gpu_kv + p.gpu_ring > po.gpu_budget)
     throw error("--gpu-budget " + format_byte_size(po.gpu_budget) + " does not hold what " + what + " puts on the GPU: " +
                 "weights " + format_byte_size(p.gpu_weights) + " and the KV cache of " + blocks_text(l.n_gpu_layers) +
                 " (" + format_byte_size(p.gpu_kv) + ")" +
-                (p.gpu_ring ? " and the layer-streaming ring (" + std::to_string(tiers::ring_slots) + " slots of " +
+                (tiers::ring_bytes(d, l) ? " and the layer-streaming ring (" + std::to_string(tiers::ring_slots) + " slots of " +
                                   format_byte_size(tiers::ring_slot_bytes(d, l)) + ")"
                             : std::string()) +
+                (tiers::expert_ring_bytes(d, l) ? " and the expert-streaming ring (" +
+                                                      format_byte_size(tiers::expert_ring_slots(d, l).first) + " + " +
+                                                      format_byte_size(tiers::expert_ring_slots(d, l).second) + ")"
+                                                : std::string()) +
                 "; lower -ngl, move experts with --n-cpu-moe / --cpu-moe, stream dense FFNs with --stream-layers, or "
                 "use --fit to place the model within the budget");
   // What the CPU cannot hold in RAM streams from the drive (its blocks, whole, from the last

@@ -32,6 +32,10 @@ struct layer_slice {
   std::filesystem::path disk_file;
   std::vector<tiers::streamed_tensor> disk_tensors;
   std::uint32_t disk_slots = 0;
+  // GPU stages: blocks of cpu_expert_layers whose experts stream through the expert ring in
+  // steps of more than expert_cpu_tokens tokens (runtime/vulkan/expert_stream.cpp).
+  std::vector<std::uint32_t> streamed_expert_layers;
+  std::uint32_t expert_cpu_tokens = 0;
 };
 
 class stage {
@@ -48,6 +52,7 @@ class stage {
   virtual void reset_kernel_profile() {}
   virtual model::expert_cache_counters expert_cache() const { return {}; }
   virtual model::stream_counters streaming() const { return {}; }
+  virtual model::stream_counters expert_streaming() const { return {}; }
   virtual model::disk_counters disk_tier() const { return {}; }
 };
 

@@ -120,6 +120,18 @@ class staged_model final : public model {
     return c;
   }
 
+  std::vector<std::uint32_t> expert_streamed_layers() const override {
+    std::vector<std::uint32_t> out;
+    for (const auto& s : slices_) out.insert(out.end(), s.streamed_expert_layers.begin(), s.streamed_expert_layers.end());
+    return out;
+  }
+  stream_counters expert_streaming() const override {
+    stream_counters c;
+    for (const auto& s : stages_)  // one GPU stage at most
+      if (const auto e = s->expert_streaming(); e.layers) c = e;
+    return c;
+  }
+
   std::vector<std::uint32_t> disk_layers() const override {
     std::vector<std::uint32_t> out;
     for (const auto& s : slices_)

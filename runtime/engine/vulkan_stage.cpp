@@ -13,7 +13,8 @@ struct engine_backend<gpu::backend> {
     return std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress, opt.gpu_budget,
                                                                s.cpu_expert_layers, opt.threads, s.cached_expert_layers,
                                                                s.expert_slots, s.streamed_layers,
-                                                               s.stream_cpu_tokens});
+                                                               s.stream_cpu_tokens, s.streamed_expert_layers,
+                                                               s.expert_cpu_tokens});
   }
   static model::expert_cache_counters expert_cache(const gpu::backend& be) {
     const gpu::expert_cache_stats s = be.expert_cache();
@@ -21,6 +22,11 @@ struct engine_backend<gpu::backend> {
   }
   static model::stream_counters streaming(const gpu::backend& be) {
     const gpu::stream_stats s = be.streaming();
+    return {s.layers, s.ring_bytes, s.host_bytes, s.bytes_per_step, s.bytes_streamed, s.tokens, s.steps,
+            s.cpu_steps, s.cpu_tokens};
+  }
+  static model::stream_counters expert_streaming(const gpu::backend& be) {
+    const gpu::stream_stats s = be.expert_streaming();
     return {s.layers, s.ring_bytes, s.host_bytes, s.bytes_per_step, s.bytes_streamed, s.tokens, s.steps,
             s.cpu_steps, s.cpu_tokens};
   }
@@ -35,7 +41,7 @@ struct engine_backend<gpu::backend> {
     // The engine's own account of GPU memory (what --gpu-budget caps), to set beside nvidia-smi.
     const gpu::memory_use_bytes m = be.memory_use();
     const auto mib = [](std::uint64_t b) { return double(b) / double(1ull << 20); };
-    char mem[200];
+    char mem[320];
     std::snprintf(mem, sizeof mem, "; GPU memory %.1f MiB (weights %.1f, KV %.1f, scratch %.1f)", mib(m.total()),
                   mib(m.weights), mib(m.kv), mib(m.scratch));
     std::string out = std::string(buf) + mem;
@@ -46,6 +52,13 @@ struct engine_backend<gpu::backend> {
     if (const gpu::expert_cache_stats c = be.expert_cache(); c.layers) {
       std::snprintf(mem, sizeof mem, "; expert cache: %u slots x %u MoE layers (%.1f MiB on the GPU, %.1f MiB in host memory)",
                     c.slots, c.layers, mib(c.slot_bytes), mib(c.host_bytes));
+      out += mem;
+    }
+    if (const gpu::stream_stats s = be.expert_streaming(); s.layers) {
+      std::snprintf(mem, sizeof mem,
+                    "; expert streaming: routed experts of %u CPU blocks (%.1f MiB pinned) through a 2-slot ring (%.1f MiB "
+                    "on the GPU) in steps of more than %u tokens, %.1f MiB per such step",
+                    s.layers, mib(s.host_bytes), mib(s.ring_bytes), s.cpu_tokens, mib(s.bytes_per_step));
       out += mem;
     }
     if (const gpu::stream_stats s = be.streaming(); s.layers) {

@@ -537,7 +537,8 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   auto& P = *p_;
   const std::uint32_t k = mp.n_used;
   if (P.replay) return;
-  if (P.weights.at(mw.gate_exps->id).host >= 0) {  // experts on the CPU: router here, then a hand-off
+  // Experts on the CPU (always, or in this phase: expert_stream.cpp): router here, then a hand-off.
+  if (P.cpu_moe_step(*mw.gate_exps)) {
     const tensor logits = s.logits.first_rows(x.rows);
     P.prepare({x}, {logits});
     matmul(*mw.gate_inp, x, logits);
@@ -587,6 +588,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // so it does not wait for the quantize dispatch above: both read the residual stream and run
   // side by side, a level less per MoE layer.
   const bool cached = P.cached_experts(*mw.gate_exps);
+  const bool streamed = P.weights.at(mw.gate_exps->id).xstream >= 0;  // read from the expert ring (enter_expert)
   if (norm && P.router_norm && n <= 8 && !cached) {
     P.record_matmul(impl::pending_matmul{mw.gate_inp, x, logits, *norm, {}, nullptr, {}, {}, {}});
   } else {
@@ -643,12 +645,13 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     const std::uint32_t sd = P.quantize_input(g, nullptr, 0.0f);
     // Decode steps (STRATA_VK_TAIL): the down matvec waits with the combine, so the residual add
     // and the next norm can join it as its tail (record_down_combine).
-    if (!chunks && !cached && n <= P.tail_rows && P.tail_counter && y.off % 4 == 0 && y.stride % 4 == 0)
+    if (!chunks && !cached && !streamed && n <= P.tail_rows && P.tail_counter && y.off % 4 == 0 && y.stride % 4 == 0)
       down = impl::pending_combine::down_t{mw.down_exps, sd, pairs};
     else
       P.record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, chunks);
   } else {
     auto matvec_id = [&](const weight& w, tensor xi, std::uint32_t div, tensor yo) {
+      P.enter_expert(w);
       const matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), xi.off,
                          xi.stride, yo.off, yo.stride, std::uint32_t(w.row_bytes * w.ne[1]), div, 0, 0, 0, 0, 0.f};
       const binding b[] = {P.bind_weight(w), P.bind(xi, false), P.bind(yo, true), P.bind_id(P.moe_ids, false)};

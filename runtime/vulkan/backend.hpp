@@ -105,6 +105,12 @@ struct backend_options {
   // The per-phase choice: steps of at most this many tokens compute the streamed FFNs on the
   // CPU instead (runtime/vulkan/cpu_ffn.hpp: a hand-off each way per block; 0: always stream).
   std::uint32_t stream_cpu_tokens = 0;
+  // Blocks of cpu_expert_layers whose routed experts are also streamed for prefill
+  // (runtime/vulkan/expert_stream.cpp): steps of more than expert_cpu_tokens tokens copy the
+  // block's expert tensors (every expert) from pinned host memory into a 2-slot device ring and
+  // run the GPU's MoE kernels on them; shorter steps (decode) hand the rows to the CPU as before.
+  std::vector<std::uint32_t> streamed_expert_layers;
+  std::uint32_t expert_cpu_tokens = 0;
 };
 
 // Dense layer streaming's counters since load.
@@ -115,7 +121,7 @@ struct stream_stats {
   std::uint64_t bytes_per_step = 0;  // copied host -> ring each step
   std::uint64_t bytes_streamed = 0, tokens = 0, steps = 0;
   std::uint64_t cpu_steps = 0;       // steps that computed the streamed FFNs on the CPU
-  std::uint32_t cpu_tokens = 0;      // stream_cpu_tokens
+  std::uint32_t cpu_tokens = 0;      // stream_cpu_tokens (expert_cpu_tokens for the expert ring)
 };
 
 // The expert cache's counters since load (all cached blocks together).
@@ -172,6 +178,9 @@ class backend {
   std::uint32_t handoffs_per_step() const;
   expert_cache_stats expert_cache() const;
   stream_stats streaming() const;
+  // The same counters for routed experts streamed in prompt steps (streamed_expert_layers);
+  // cpu_steps: steps that handed them to the CPU.
+  stream_stats expert_streaming() const;
   // Whether a matmul of `tokens` rows over a K-wide weight of type t multiplies int8-quantized
   // activations (the integer matvec; tests pick their reference by it).
   bool int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;

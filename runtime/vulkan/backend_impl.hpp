@@ -72,7 +72,12 @@ struct backend::impl {
     // A dense FFN tensor of a streamed block: its index in `streams`; then chunk is a ring slot
     // and offset its place in the slot (layer_stream.cpp).
     std::int32_t stream = -1;
+    // A routed-expert tensor of a CPU block streamed in prompt steps (host >= 0 too): its index
+    // in `xstreams`; then chunk is an expert ring slot and offset its place there (expert_stream.cpp).
+    std::int32_t xstream = -1;
   };
+  // Whether the GPU's kernels ever read the tensor (in its chunk, a cache slot or a ring slot).
+  static bool gpu_reads(const weight_entry& e) { return e.host < 0 || e.xstream >= 0; }
   std::vector<weight_entry> weights;
   std::vector<gpu_buffer> chunks;
   bool uploaded = false;
@@ -193,6 +198,20 @@ struct backend::impl {
   std::unique_ptr<cpu_ffn> ffn_host;
   std::uint32_t ffn_in = 0, ffn_out = 0, ffn_rows = 0;  // buffer ids, rows they hold
   std::int32_t ffn_open = -1;  // while recording: the block whose FFN the CPU computes (up to its down)
+  // Routed experts streamed in prompt steps (backend_options::streamed_expert_layers;
+  // expert_stream.cpp). Each block is two ring items: gate + up (slot 0: read by the same
+  // kernels) and down (slot 1), so the ring is one block's experts, not two, and the copy of
+  // each item still runs one item ahead of its kernels.
+  struct xstream_block {
+    std::uint32_t layer = 0;
+    std::uint32_t part[3] = {~0u, ~0u, ~0u};  // weight ids of gate, up, down
+    std::uint64_t bytes[2] = {0, 0};          // items: gate + up, down
+    gpu_buffer host[2];                       // pinned, laid out as in their slot
+  };
+  std::vector<xstream_block> xstreams;
+  std::uint32_t xring_chunk[2] = {0, 0};
+  std::uint32_t xstream_next = 0;  // while recording: the first item (2 per block) not yet entered
+  stream_stats xstreaming;
   vk::raii::CommandPool pool{nullptr};
   vk::raii::Fence fence{nullptr};
   vk::raii::QueryPool queries{nullptr};
@@ -658,6 +677,23 @@ struct backend::impl {
   // into y; the SwiGLU between them is skipped (ffn_open).
   void record_cpu_ffn(const weight& w, const tensor& x, const tensor& y);
   void run_cpu_ffn(const handoff& h);
+
+  // --- expert_stream.cpp: routed experts of CPU blocks streamed in prompt steps (the same
+  // chain as layer_stream.cpp over items of half a block). load_xstream marks an expert tensor
+  // the CPU also holds; make_xring (reserve()) allocates the ring and the pinned copies;
+  // xstream_step_begin records the first item's copy, enter_expert (before the first kernel
+  // reading an item) the barriers and the next item's copy.
+  void load_xstream(const gguf::tensor_info& t, std::uint32_t layer, std::uint32_t id);
+  void make_xring(std::uint64_t align, std::uint64_t chunk_limit);
+  void xstream_step_begin();
+  void enter_expert(const weight& w);
+  // The per-phase choice of the step being recorded: streamed experts handed to the CPU.
+  bool experts_on_cpu() const noexcept { return step_tokens <= opt.expert_cpu_tokens; }
+  // The step computes this block's experts on the CPU (always, or in this phase).
+  bool cpu_moe_step(const weight& gate) const {
+    const weight_entry& e = weights.at(gate.id);
+    return e.host >= 0 && (e.xstream < 0 || experts_on_cpu());
+  }
 };
 
 }  // namespace strata::gpu

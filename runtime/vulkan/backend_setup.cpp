@@ -176,6 +176,9 @@ std::string backend::description() const {
     d += (p_->opt.cpu_expert_layers.empty() ? " with " : " and ") + std::to_string(p_->opt.expert_slots) +
          " GPU expert slots (SLRU) for each of " + std::to_string(p_->opt.cached_expert_layers.size()) +
          " MoE layers whose experts live in host memory";
+  if (const auto& s = p_->xstreaming; s.layers)
+    d += ", the routed experts of " + std::to_string(s.layers) + " of them also streamed through a 2-slot GPU ring in steps of more than " +
+         std::to_string(s.cpu_tokens) + " tokens";
   if (const auto& s = p_->streaming; s.layers)
     d += std::string(d.find(" with ") == std::string::npos ? " with" : ",") + " the dense FFN of " +
          std::to_string(s.layers) + " blocks streamed from pinned host memory through a 2-slot GPU ring" +
@@ -236,6 +239,9 @@ weight backend::load(const gguf::tensor_info& t) {
   if (p_->host && tiers::classify(t.name, false) == tiers::tensor_kind::routed_experts &&
       std::find(cpu_layers.begin(), cpu_layers.end(), std::uint32_t(layer)) != cpu_layers.end()) {
     p_->weights.push_back({&t, 0, 0, 0, std::int32_t(p_->host->load(t))});
+    const auto& streamed = p_->opt.streamed_expert_layers;  // ... and streamed in prompt steps (expert_stream.cpp)
+    if (std::find(streamed.begin(), streamed.end(), std::uint32_t(layer)) != streamed.end())
+      p_->load_xstream(t, std::uint32_t(layer), w.id);
     return w;
   }
   // Routed experts of a GPU-cached block: host memory plus slots on the GPU (expert_cache.cpp).
@@ -279,6 +285,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   for (std::size_t c = 0; c < layout.chunk_sizes().size(); ++c)
     P.chunks.emplace_back(P.ctx, layout.chunk_sizes()[c], memory_kind::device, "weights (chunk " + std::to_string(c) + ")");
   P.make_ring(std::max<std::uint64_t>(tiers::ring_align, info.min_storage_align), limit, max_tokens);
+  P.make_xring(std::max<std::uint64_t>(tiers::ring_align, info.min_storage_align), limit);
   {
     uploader up(P.ctx);
     std::uint64_t done = 0;
@@ -306,7 +313,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   std::set<gguf::type_id> mat_formats, id_formats;
   for (const auto& e : P.weights) {
     const auto* t = e.info;
-    if (e.host >= 0) continue;
+    if (!impl::gpu_reads(e)) continue;
     if (t->ne[2] > 1) id_formats.insert(t->type);
     else if (t->ne[1] > 1) mat_formats.insert(t->type);
     if (t->name == "token_embd.weight") reqs.push_back(impl::req("get_rows", t->type, {}, 3));
@@ -398,7 +405,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   }
   // Integer matvec: scratch for one quantized input, decode-shaped pipelines per format.
   for (const auto& e : P.weights)
-    if (e.host < 0 && has_mmvq(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
+    if (impl::gpu_reads(e) && has_mmvq(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
   if (P.mmvq && P.max_k) {
     P.max_k = (P.max_k + 255) / 256 * 256;
     for (int sl = 0; sl < 2; ++sl) {
@@ -437,7 +444,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     up.flush();
   }
   for (const auto& e : P.weights)
-    if (e.host < 0 && e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
+    if (impl::gpu_reads(e) && e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
   if (!id_formats.empty()) {
     reqs.push_back(impl::moe_req("MOE_TOPK"));
     reqs.push_back(impl::moe_req("MOE_TOPK", true));

@@ -221,6 +221,7 @@ void backend::impl::record_moe_small(const moe_weights& mw, const tensor& in, st
   record_moe_group(n_expert, in_div, pairs, mms_moe_chunk);  // the grouping reads only n_expert and pairs
   const std::uint32_t chunks = std::min(moe_max_chunks, div_up(pairs, mms_moe_chunk) + n_expert);
   auto gemm = [&](const weight& w, const tensor& out, bool scatter) {
+    enter_expert(w);
     const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]);
     const mm_small_pc pc{K, N, pairs, std::uint32_t(w.row_bytes), 0, K, out.off, out.stride,
                          std::uint32_t(w.row_bytes * w.ne[1]), moe_sorted_off};
@@ -291,6 +292,7 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
 
 void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
                                     const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk) {
+  enter_expert(w);  // a streamed block's item: its copy landed, the next one's issued
   const bool grouped = chunks > 0;
   mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0,
              max_k / 32, y.off, y.stride, 0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), grouped ? moe_sorted_off : 0,

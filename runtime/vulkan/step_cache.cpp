@@ -127,6 +127,7 @@ void backend::begin(const graph::step_inputs& in) {
       P.ctx.device(), vk::CommandBufferAllocateInfo(*P.pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
   P.rec.begin(P.pending.cmd, P.opt.profile ? *P.queries : vk::QueryPool{}, P.query_capacity);
   P.stream_step_begin();
+  P.xstream_step_begin();
 }
 
 void backend::finish() {
@@ -147,6 +148,12 @@ void backend::finish() {
     else P.streaming.bytes_streamed += P.streaming.bytes_per_step;
     P.streaming.tokens += P.step_tokens;
     ++P.streaming.steps;
+  }
+  if (P.xstreaming.layers) {  // the same for routed experts streamed in prompt steps
+    if (P.experts_on_cpu()) ++P.xstreaming.cpu_steps;
+    else P.xstreaming.bytes_streamed += P.xstreaming.bytes_per_step;
+    P.xstreaming.tokens += P.step_tokens;
+    ++P.xstreaming.steps;
   }
   if (P.read_dst) std::memcpy(P.read_dst, P.readback.mapped(), P.read_floats * 4);
   if (P.ids_dst) std::memcpy(P.ids_dst, P.ids_readback.mapped(), P.ids_count * 4);

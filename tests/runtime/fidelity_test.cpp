@@ -253,6 +253,7 @@ void check_fit(const golden_model& g, std::uint64_t budget, const strata::tiers:
   CHECK(m->cached_expert_layers() == expect.cached_layers());
   if (!expect.cached_layers().empty()) CHECK(m->expert_cache().slots == expect.expert_slots);
   CHECK(m->streamed_layers() == expect.streamed_layers());
+  CHECK(m->expert_streamed_layers() == expect.expert_streamed_layers());
 }
 
 }  // namespace
@@ -262,6 +263,7 @@ TEST_CASE("fidelity: Vulkan with every routed expert on the CPU (qwen3moe --cpu-
   const golden_model& g = *shipped("qwen3moe-Q4_K_M");
   auto opt = fixture_options(strata::rt::backend_kind::vulkan);
   opt.cpu_moe = true;
+  opt.stream_experts = false;  // the hand-off in every step (streamed prompt steps: expert_stream_test.cpp)
   std::unique_ptr<strata::rt::model> m;
   check_model(g, opt, &m, "medium");
   REQUIRE(m);
@@ -277,6 +279,7 @@ TEST_CASE("fidelity: Vulkan with experts on the CPU and a layer split (llama4 -n
   const golden_model& g = *shipped("llama4-Q4_K_M");
   auto opt = fixture_options(strata::rt::backend_kind::vulkan, 3);
   opt.n_cpu_moe = 2;
+  opt.stream_experts = false;
   std::unique_ptr<strata::rt::model> m;
   check_model(g, opt, &m, "medium");
   REQUIRE(m);

@@ -71,6 +71,10 @@ struct engine_options {
   // --stream-layers N: the dense FFN of the last N GPU blocks lives in pinned host memory and is
   // streamed through a 2-slot GPU ring every step (attention and KV stay resident); 0: off.
   std::uint32_t stream_layers = 0;
+  // Routed experts the CPU computes (--cpu-moe, --n-cpu-moe, -ot, --fit) stream through a 2-slot
+  // GPU ring in prompt steps longer than the link speeds' threshold, when the GPU budget holds
+  // the ring (tiers::with_streamed_experts); false: --no-stream-experts, always on the CPU.
+  bool stream_experts = true;
   // The planner chooses the GPU blocks and which blocks' experts the CPU computes, within the
   // budgets (n_gpu_layers is then not read); else -ngl and the overrides say it, and a layout
   // beyond gpu_budget is an error naming it.
@@ -126,6 +130,11 @@ class model {
     double bytes_per_token() const noexcept { return tokens ? double(bytes_streamed) / double(tokens) : 0.0; }
   };
   virtual stream_counters streaming() const { return {}; }
+  // Hand-off blocks whose routed experts stream through the expert ring in prompt steps (the
+  // default with CPU experts; --no-stream-experts), and its counters (cpu_steps: steps that
+  // handed them to the CPU instead; cpu_tokens: the threshold).
+  virtual std::vector<std::uint32_t> expert_streamed_layers() const { return {}; }
+  virtual stream_counters expert_streaming() const { return {}; }
   // CPU blocks whose tensors are read from the model file every step (the disk tier: O_DIRECT,
   // io_uring, a ring of block slots one block ahead of the compute), and its counters since load.
   virtual std::vector<std::uint32_t> disk_layers() const { return {}; }

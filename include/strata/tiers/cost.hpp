@@ -25,6 +25,9 @@ struct tensor_placement {
   // GPU-computed weights homed off the GPU: the share of their reads that crosses the link (1:
   // streamed; a GPU expert cache: its expected miss rate, the rest read from the slots).
   double miss_rate = 1.0;
+  // Streamed whole through a ring (layer_stream, expert_stream): every byte crosses the link once
+  // per step whatever the routing, and the copy is known before the step (no host sync).
+  bool upload_whole = false;
 };
 
 // What the four placements are called: resident, streamed, CPU-computed, disk-backed.
@@ -99,7 +102,8 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
       kv_counted[t.layer] = 1;
       kv = double(d.kv_bytes_per_layer);
     }
-    const bool on_chain = t.kind == tensor_kind::routed_experts && decode;  // known only after the router
+    // Known only after the router (unless the whole tensor streams ahead of it).
+    const bool on_chain = t.kind == tensor_kind::routed_experts && decode && !pl.upload_whole;
     if (pl.home == home_tier::disk) {
       c.nvme_bytes += bytes;
       if (on_chain) c.chain_s += bytes / l.nvme_qd32;
@@ -108,11 +112,11 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
       c.gpu_read_bytes += bytes + kv;
       c.chain_s += std::max((bytes + kv) / l.gpu_read, flops / l.gpu_flops);
       if (pl.home != home_tier::gpu) {
-        const double up = bytes * pl.miss_rate;
+        const double up = pl.upload_whole ? double(t.bytes) / B : bytes * pl.miss_rate;
         c.host_to_gpu_bytes += up;
         if (on_chain) c.chain_s += up / l.host_to_gpu;
         // Routed experts uploaded by id: the host reads the router's choice (a round trip).
-        if (t.kind == tensor_kind::routed_experts && t.layer != synced_layer) {
+        if (t.kind == tensor_kind::routed_experts && !pl.upload_whole && t.layer != synced_layer) {
           synced_layer = t.layer;
           c.handoffs += 1;
         }

@@ -10,6 +10,9 @@
 // Dense layer streaming: in chosen GPU blocks the dense FFN (ffn_gate/up/down) lives in pinned
 // host memory and is copied, block by block, into a ring of two device-local slots ahead of its
 // use (runtime/vulkan/layer_stream.cpp); attention, norms and KV stay resident.
+// Expert streaming: GPU blocks whose routed experts the CPU computes may stream them, every
+// expert, through a second ring in prompt steps (runtime/vulkan/expert_stream.cpp): the design's
+// per-phase rule, decode on the CPU where the experts live, prefill uploading them once per batch.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -42,6 +45,11 @@ struct engine_layout {
   // on the CPU, where they live (a hand-off each way per block), longer steps (prefill) stream
   // them; 0: every step streams. stream_cpu_tokens() picks it from the link speeds.
   std::uint32_t stream_cpu_tokens = 0;
+  // Per GPU block whose routed experts the CPU computes (cpu_experts): in steps of more than
+  // expert_cpu_tokens tokens they stream through the expert ring and the GPU computes them
+  // instead (at least 1: decode always hands off; expert_cpu_tokens() picks it).
+  std::vector<char> streamed_experts;
+  std::uint32_t expert_cpu_tokens = 1;
   // Tensors of CPU blocks read from the model file every step through a ring of block slots
   // (disk-backed; tiers/disk_tier.hpp, chosen by choose_layout after the rest of the layout).
   disk_tier disk;
@@ -74,6 +82,18 @@ struct engine_layout {
     std::vector<std::uint32_t> out;
     for (std::uint32_t il = 0; il < n_gpu_layers && il < cpu_experts.size(); ++il)
       if (cpu_experts[il]) out.push_back(il);
+    return out;
+  }
+
+  bool experts_streamed(std::uint32_t il) const noexcept {
+    return il < n_gpu_layers && il < cpu_experts.size() && cpu_experts[il] && il < streamed_experts.size() &&
+           streamed_experts[il];
+  }
+  // Hand-off blocks whose experts stream in prompt steps.
+  std::vector<std::uint32_t> expert_streamed_layers() const {
+    std::vector<std::uint32_t> out;
+    for (std::uint32_t il = 0; il < n_gpu_layers; ++il)
+      if (experts_streamed(il)) out.push_back(il);
     return out;
   }
 };
@@ -139,6 +159,13 @@ inline bool streamed_on_gpu(const engine_layout& l, const tensor_demand& t) {
 // Bytes of a tensor in a ring slot (each placed at a ring_align boundary).
 inline std::uint64_t ring_place(std::uint64_t bytes) { return (bytes + ring_align - 1) / ring_align * ring_align; }
 
+// A routed-expert tensor streamed in prompt steps (the expert ring; runtime/vulkan/expert_stream.cpp).
+inline bool expert_streamed_on_gpu(const engine_layout& l, const tensor_demand& t) {
+  return t.kind == tensor_kind::routed_experts && t.layer >= 0 && l.experts_streamed(std::uint32_t(t.layer));
+}
+// Its ring item: 0 gate + up, 1 down (the backend's split of a block).
+inline int expert_item(const tensor_demand& t) { return t.name.find("ffn_down_exps") != std::string::npos ? 1 : 0; }
+
 }  // namespace detail
 
 // The ring of the streamed blocks: two slots, each the largest streamed block's dense FFN.
@@ -151,6 +178,28 @@ inline std::uint64_t ring_slot_bytes(const model_demand& d, const engine_layout&
 }
 inline std::uint64_t ring_bytes(const model_demand& d, const engine_layout& l) {
   return ring_slots * ring_slot_bytes(d, l);
+}
+// The expert ring's two slots: the largest gate + up of a streamed block, and the largest down.
+// With `all`, as if every MoE block's experts streamed (what --fit reserves before choosing).
+inline std::pair<std::uint64_t, std::uint64_t> expert_ring_slots(const model_demand& d, const engine_layout& l,
+                                                                 bool all = false) {
+  std::vector<std::uint64_t> per[2] = {std::vector<std::uint64_t>(d.n_layer, 0), std::vector<std::uint64_t>(d.n_layer, 0)};
+  for (const tensor_demand& t : d.tensors)
+    if (all ? t.kind == tensor_kind::routed_experts && t.layer >= 0 && std::uint32_t(t.layer) < d.n_layer
+            : detail::expert_streamed_on_gpu(l, t))
+      per[detail::expert_item(t)][std::uint32_t(t.layer)] += detail::ring_place(t.bytes);
+  const auto top = [](const std::vector<std::uint64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); };
+  return {top(per[0]), top(per[1])};
+}
+inline std::uint64_t expert_ring_bytes(const model_demand& d, const engine_layout& l, bool all = false) {
+  const auto [a, b] = expert_ring_slots(d, l, all);
+  return a + b;
+}
+// Expert bytes a streaming (prompt) step copies into the expert ring: every expert of each block.
+inline std::uint64_t expert_streamed_bytes(const model_demand& d, const engine_layout& l) {
+  std::uint64_t b = 0;
+  for (const tensor_demand& t : d.tensors) b += detail::expert_streamed_on_gpu(l, t) ? t.bytes : 0;
+  return b;
 }
 // Weight bytes every step copies into the ring (a prompt step's tokens share them).
 inline std::uint64_t streamed_bytes(const model_demand& d, const engine_layout& l) {
@@ -191,7 +240,7 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
   p.gpu_kv = std::uint64_t(l.n_gpu_layers) * d.kv_bytes_per_layer;
   p.ram_kv = std::uint64_t(d.n_layer - l.n_gpu_layers) * d.kv_bytes_per_layer;
   p.gpu_weights = detail::tied_copy_on_gpu(d, l);
-  p.gpu_ring = ring_bytes(d, l);
+  p.gpu_ring = ring_bytes(d, l) + expert_ring_bytes(d, l);
   std::uint64_t ram_left = ram_budget > p.ram_kv + p.ram_scratch ? ram_budget - p.ram_kv - p.ram_scratch : 0;
   for (const std::size_t i : p.order) {
     const tensor_demand& t = d.tensors[i];
@@ -214,6 +263,14 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
       const std::uint64_t b = l.stream_cpu_tokens ? 2 * t.bytes : t.bytes;
       p.ram_weights += b;
       ram_left -= std::min(ram_left, b);
+    } else if (detail::expert_streamed_on_gpu(l, t)) {
+      // CPU-computed in steps of <= expert_cpu_tokens tokens, streamed whole in longer ones; in
+      // RAM twice (the pinned copy the ring reads and the CPU backend's).
+      const exec_unit decode = l.expert_cpu_tokens >= 1 ? exec_unit::cpu : exec_unit::gpu;
+      const exec_unit prefill = prefill_batch <= l.expert_cpu_tokens ? exec_unit::cpu : exec_unit::gpu;
+      p.tensors[i] = {home_tier::ram, decode, prefill, 1.0, true};
+      p.ram_weights += 2 * t.bytes;
+      ram_left -= std::min(ram_left, 2 * t.bytes);
     } else if (t.bytes <= ram_left) {
       p.tensors[i] = {home_tier::ram, exec_unit::cpu, exec_unit::cpu};
       p.ram_weights += t.bytes;
@@ -234,15 +291,17 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
 // token, with two hand-offs per block; the link copies the bytes once per step, overlapping the
 // GPU's work. The CPU's cost grows with the tokens and the link's does not, so short (decode)
 // steps favour the CPU unless the link (with the overlap) beats it: then 0, every step streams.
-inline std::uint32_t stream_cpu_tokens(const model_demand& d, const engine_layout& l, const link_speeds& links,
-                                       std::uint32_t max_batch) {
-  if (streamed_bytes(d, l) == 0 || max_batch == 0) return 0;
-  engine_layout s = l;
-  s.stream_cpu_tokens = 0;
+namespace detail {
+
+// The longest step (1..max_batch; 0 when even one token is faster streamed) for which computing
+// the tensors `sel` picks on the CPU beats streaming them, in layout s where they always stream.
+template <class Select>
+std::uint32_t cpu_phase_tokens(const model_demand& d, const engine_layout& s, const link_speeds& links,
+                               std::uint32_t max_batch, Select sel) {
   const placement_plan streamed = layout_plan(d, s, links, std::numeric_limits<std::uint64_t>::max() / 4, 1);
   std::vector<tensor_placement> on_cpu = streamed.tensors;
   for (std::size_t i = 0; i < d.tensors.size(); ++i)
-    if (detail::streamed_on_gpu(l, d.tensors[i])) on_cpu[i].decode = on_cpu[i].prefill = exec_unit::cpu;
+    if (sel(d.tensors[i])) on_cpu[i] = {home_tier::ram, exec_unit::cpu, exec_unit::cpu};
   const auto cpu_faster = [&](std::uint32_t batch) {
     return detail::engine_cost(d, s, on_cpu, links, batch, streamed.order).seconds_per_token <
            detail::engine_cost(d, s, streamed.tensors, links, batch, streamed.order).seconds_per_token;
@@ -256,6 +315,38 @@ inline std::uint32_t stream_cpu_tokens(const model_demand& d, const engine_layou
   }
   return lo;
 }
+
+}  // namespace detail
+
+inline std::uint32_t stream_cpu_tokens(const model_demand& d, const engine_layout& l, const link_speeds& links,
+                                       std::uint32_t max_batch) {
+  if (streamed_bytes(d, l) == 0 || max_batch == 0) return 0;
+  engine_layout s = l;
+  s.stream_cpu_tokens = 0;
+  return detail::cpu_phase_tokens(d, s, links, max_batch, [&](const tensor_demand& t) { return detail::streamed_on_gpu(l, t); });
+}
+
+// The same choice for streamed routed experts: the CPU reads the experts a step routes (k/n of
+// them per token, 1 - (1 - k/n)^B of them for B tokens) and pays two hand-offs per block; the
+// ring copies every expert once per step, overlapping the GPU's work (max, not sum). At least 1:
+// decode always hands off (uploading every expert per token never beats reading k of them where
+// they live; the expert cache is the GPU's decode path). max_batch: streaming never pays.
+inline std::uint32_t expert_cpu_tokens(const model_demand& d, const engine_layout& l, const link_speeds& links,
+                                       std::uint32_t max_batch) {
+  if (expert_streamed_bytes(d, l) == 0 || max_batch == 0) return std::max<std::uint32_t>(max_batch, 1);
+  engine_layout s = l;
+  s.expert_cpu_tokens = 0;
+  const std::uint32_t t =
+      detail::cpu_phase_tokens(d, s, links, max_batch, [&](const tensor_demand& x) { return detail::expert_streamed_on_gpu(l, x); });
+  return std::max<std::uint32_t>(t, 1);
+}
+
+// The expert streaming of a layout whose GPU blocks hand experts to the CPU: every such block
+// streams them in prompt steps when the GPU budget holds the expert ring beside the rest of l
+// and streaming is predicted faster for some step of up to max_batch tokens; else l unchanged.
+// `why` (optional) says which of the two it was not.
+inline engine_layout with_streamed_experts(const model_demand& d, engine_layout l, const link_speeds& links,
+                                           std::uint64_t gpu_budget, std::uint32_t max_batch, std::string* why = nullptr);
 
 // Which overrides a layout can follow: routed-expert tensors to the CPU (or disk: the CPU reads
 // them from the mapped file) inside GPU blocks, anything on the GPU that the layout puts there.
@@ -331,11 +422,34 @@ inline engine_layout fixed_layout(const model_demand& d, std::int64_t n_gpu_laye
 inline std::uint64_t layout_gpu_bytes(const model_demand& d, const engine_layout& l) {
   if (l.n_gpu_layers == 0) return 0;
   std::uint64_t b = d.scratch_bytes + std::uint64_t(l.n_gpu_layers) * d.kv_bytes_per_layer + detail::tied_copy_on_gpu(d, l) +
-                    ring_bytes(d, l);
+                    ring_bytes(d, l) + expert_ring_bytes(d, l);
   for (const tensor_demand& t : d.tensors)
     if (detail::on_gpu(d, l, t)) b += t.bytes;
     else if (detail::cached_on_gpu(l, t)) b += detail::slot_bytes(l, t);
   return b;
+}
+
+inline engine_layout with_streamed_experts(const model_demand& d, engine_layout l, const link_speeds& links,
+                                           std::uint64_t gpu_budget, std::uint32_t max_batch, std::string* why) {
+  const std::vector<std::uint32_t> blocks = l.handoff_layers();
+  if (blocks.empty()) return l;
+  engine_layout s = l;
+  s.streamed_experts.assign(d.n_layer, 0);
+  for (const std::uint32_t il : blocks) s.streamed_experts[il] = 1;
+  if (const std::uint64_t need = layout_gpu_bytes(d, s); need > gpu_budget) {
+    const auto [a, b] = expert_ring_slots(d, s);
+    if (why)
+      *why = "not streamed: the GPU budget " + format_byte_size(gpu_budget) + " does not hold the expert ring (" +
+             format_byte_size(a) + " + " + format_byte_size(b) + ") beside the layout's " +
+             format_byte_size(need - a - b);
+    return l;
+  }
+  s.expert_cpu_tokens = expert_cpu_tokens(d, s, links, max_batch);
+  if (s.expert_cpu_tokens >= max_batch) {
+    if (why) *why = "not streamed: the CPU is predicted faster for every step of up to " + std::to_string(max_batch) + " tokens";
+    return l;
+  }
+  return s;
 }
 
 // --fit: for every count of leading GPU blocks whose non-expert tensors (and KV) fit the GPU
@@ -398,6 +512,7 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
     double decode, prefill;  // predicted seconds per token
   };
   std::vector<candidate> streamed;  // per count of GPU blocks, the layout that streams
+  const std::uint64_t xring = any_experts ? expert_ring_bytes(d, layer_split_layout(d, 0), true) : 0;
   for (std::uint32_t n = 0; n <= d.n_layer; ++n) {
     if (std::int64_t(n) <= need_gpu_through || (head_forced_gpu && n < d.n_layer)) continue;
     engine_layout l = layer_split_layout(d, n);
@@ -446,6 +561,39 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
               cached->cpu_experts[il] = 0;
               cached->cached_experts[il] = 1;
             }
+        }
+      }
+    }
+    // The CPU experts streamed in prompt steps: the expert ring reserved first (so about one
+    // block's experts more go to the CPU), and the CPU blocks spread evenly over the GPU blocks
+    // (not the first ones): each block's copy then overlaps the resident blocks computing between
+    // two streamed ones, which the cost model's max(chain, link) assumes.
+    if (n > 0 && fits && xring && o.stream_experts) {
+      std::uint64_t used = d.scratch_bytes + embedding + (n == d.n_layer ? tail : tied) + xring, movable = 0;
+      std::vector<std::uint32_t> free_blocks;  // blocks whose experts the planner may move
+      for (std::uint32_t il = 0; il < n; ++il) {
+        used += core[il] + d.kv_bytes_per_layer;
+        if (experts_forced_gpu[il]) used += experts[il];
+        else if (!forced_cpu[il] && experts[il]) free_blocks.push_back(il), used += experts[il], movable += experts[il];
+      }
+      if (used - movable <= o.gpu_budget) {
+        engine_layout x = layer_split_layout(d, n);
+        const auto F = free_blocks.size();
+        for (std::size_t m = 0; m <= F; ++m) {
+          x.cpu_experts = forced_cpu;
+          for (std::uint32_t il = 0; il < n; ++il) x.cpu_experts[il] &= char(!experts_forced_gpu[il]);
+          std::uint64_t moved = 0;
+          for (std::size_t i = 0; i < m; ++i) {
+            const std::uint32_t il = free_blocks[(2 * i + 1) * F / (2 * m)];
+            x.cpu_experts[il] = 1;
+            moved += experts[il];
+          }
+          if (used - moved <= o.gpu_budget) break;
+        }
+        x = with_streamed_experts(d, std::move(x), o.links, o.gpu_budget, o.prefill_batch);
+        if (!x.expert_streamed_layers().empty()) {
+          const placement_plan px = layout_plan(d, x, o.links, o.ram_budget, o.prefill_batch);
+          streamed.push_back({std::move(x), px.decode.seconds_per_token, px.prefill.seconds_per_token});
         }
       }
     }

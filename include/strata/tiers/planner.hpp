@@ -33,6 +33,7 @@ struct plan_options {
   link_speeds links = assumed_desktop_links();
   std::vector<override_rule> overrides{};  // -ot, then --cpu-moe / --n-cpu-moe rules
   std::uint32_t prefill_batch = 512;     // tokens per prefill step
+  bool stream_experts = true;            // --fit may stream CPU experts in prompt steps (engine_layout.hpp)
 };
 
 struct placement_plan {

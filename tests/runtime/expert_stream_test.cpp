@@ -1,0 +1,189 @@
+// Expert streaming (runtime/vulkan/expert_stream.cpp): MoE blocks whose routed experts the CPU
+// computes copy them into the GPU's expert ring in prompt steps longer than the per-phase
+// threshold and hand them to the CPU in shorter steps. Placement never changes the math: on the
+// fixture models (lavapipe) the logits of prompt steps on both sides of the threshold and of
+// decode steps match the all-GPU run, the CPU backend and llama.cpp within the fixture tolerance.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/arch/all.hpp"
+#include "strata/core/byte_size.hpp"
+#include "strata/runtime/engine.hpp"
+#include "strata/runtime/placement.hpp"
+#include "support/fidelity.hpp"
+#include "support/session_logits.hpp"
+
+namespace {
+
+using strata::test::golden_model;
+
+bool vulkan_here() {
+  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
+    MESSAGE("no Vulkan build or device: expert streaming checks skipped");
+    return false;
+  }
+  return true;
+}
+
+const golden_model& fixture(std::string_view name) {
+  static const auto models = strata::test::local_golden();
+  for (const auto& g : models)
+    if (g.name == name) return g;
+  FAIL("fixture model " << name << " is not shipped");
+  throw;
+}
+
+strata::rt::engine_options options(strata::rt::backend_kind backend, std::uint32_t n_batch) {
+  strata::rt::engine_options opt;
+  opt.backend = backend;
+  opt.threads = 2;
+  opt.n_ctx = 512;  // the fixtures were produced with n_ctx 512
+  opt.n_batch = n_batch;
+  return opt;
+}
+
+strata::rt::placement_inputs placement(const golden_model& g, const strata::rt::engine_options& opt) {
+  const strata::gguf::file f(g.path);
+  const auto hp = strata::arch::visit(f.gguf().get_string("general.architecture"),
+                                      [&](auto a) { return decltype(a)::load_hparams(f.gguf()); });
+  return strata::rt::placement_for(g.path, f.gguf(), hp, opt, true);
+}
+
+// Link speeds for which the expert threshold T of the --cpu-moe layout is 2..6 tokens: the
+// CPU's time is its flops (reads and hand-offs free), slowed in steps until the link wins steps
+// of a few tokens. The layout comes with T set.
+strata::tiers::engine_layout threshold_layout(const strata::tiers::model_demand& d, std::uint32_t n_batch,
+                                              strata::tiers::link_speeds& l) {
+  std::vector<strata::tiers::override_rule> rules;
+  strata::tiers::add_cpu_moe_rules(true, 0, rules);  // --cpu-moe
+  auto layout = strata::tiers::fixed_layout(d, -1, rules);
+  l = strata::tiers::assumed_desktop_links();
+  l.handoff_s = 0;
+  l.cpu_read = 1e15;
+  l.source = "test: the CPU wins steps of a few tokens";
+  for (l.cpu_flops = 1e6; l.cpu_flops < 1e15; l.cpu_flops *= 1.25) {
+    const auto s = strata::tiers::with_streamed_experts(d, layout, l, 1ull << 40, n_batch);
+    if (!s.expert_streamed_layers().empty() && s.expert_cpu_tokens >= 2 && s.expert_cpu_tokens <= 6) return s;
+  }
+  FAIL("no CPU speed gives an expert threshold of 2..6 tokens");
+  return layout;
+}
+
+// --cpu-moe with the experts streamed in prompt steps of n_batch tokens (more than T) and handed
+// to the CPU in the decode steps and a short last prompt step (at most T tokens).
+void check_streamed_experts(const golden_model& g, std::uint32_t n_batch, const std::vector<std::uint32_t>& moe_blocks) {
+  CAPTURE(g.name);
+  CAPTURE(n_batch);
+  const auto& run = g.runs.front();
+  constexpr std::size_t decode = 8;
+  auto opt = options(strata::rt::backend_kind::vulkan, n_batch);
+  const auto ref_gpu = strata::test::prompt_and_decode_logits(*strata::rt::model::load(g.path, opt), run, decode);
+  const auto ref_cpu = strata::test::prompt_and_decode_logits(
+      *strata::rt::model::load(g.path, options(strata::rt::backend_kind::cpu, n_batch)), run, decode);
+  opt.cpu_moe = true;
+  const auto in = placement(g, opt);
+  strata::tiers::link_speeds l;
+  const auto layout = threshold_layout(in.demand, n_batch, l);
+  const std::uint32_t T = layout.expert_cpu_tokens;
+  opt.links = l;
+  const auto m = strata::rt::model::load(g.path, opt);
+  CHECK(m->cpu_expert_layers() == moe_blocks);
+  CHECK(m->expert_streamed_layers() == moe_blocks);
+  CHECK(m->backend_description().find("also streamed through a 2-slot GPU ring in steps of more than " +
+                                      std::to_string(T) + " tokens") != std::string::npos);
+  CHECK(m->startup_report().find("expert streaming: routed experts of " + std::to_string(moe_blocks.size()) + " CPU blocks") !=
+        std::string::npos);
+  const auto got = strata::test::prompt_and_decode_logits(*m, run, decode);
+  REQUIRE(got.size() == ref_gpu.size());
+  const std::size_t V = m->hparams().n_vocab;
+  const auto sg = strata::test::compare_logits(got, ref_gpu, V);
+  const auto sc = strata::test::compare_logits(got, ref_cpu, V);
+  const auto ref = strata::test::read_f32(run.logits);
+  const auto sl = strata::test::compare_logits(std::span(got).first(ref.size()), ref, V);
+  MESSAGE(g.name << " T = " << T << ", prompt steps of " << n_batch << ": vs all-GPU nmse " << sg.nmse << ", vs CPU "
+                 << sc.nmse << ", prompt vs llama.cpp " << sl.nmse << " (tolerance " << g.tolerance_nmse << ")");
+  CHECK(sg.nmse <= g.tolerance_nmse);
+  CHECK(sc.nmse <= g.tolerance_nmse);
+  CHECK(sl.nmse <= g.tolerance_nmse);
+  // With every prompt step streamed, the prompt's logits are the all-GPU run's bit for bit: the
+  // same kernels read the same bytes, from a ring slot instead of the arena.
+  const std::uint64_t n = run.ids.size(), prompt_steps = (n + n_batch - 1) / n_batch;
+  const std::uint64_t short_last = n % n_batch && n % n_batch <= T;
+  if (!short_last) CHECK(std::equal(got.begin(), got.begin() + std::ptrdiff_t(n * V), ref_gpu.begin()));
+  // Every step's work, counted: prompt steps of n_batch stream, a short last one of <= T tokens
+  // and the decode steps hand off.
+  const auto c = m->expert_streaming();
+  CHECK(c.layers == moe_blocks.size());
+  CHECK(c.cpu_tokens == T);
+  CHECK(c.steps == prompt_steps + decode);
+  CHECK(c.cpu_steps == decode + short_last);
+  CHECK(c.tokens == n + decode);
+  CHECK(c.bytes_streamed == (prompt_steps - short_last) * c.bytes_per_step);
+  const std::uint64_t bytes = strata::tiers::expert_streamed_bytes(in.demand, layout);  // + each tensor's alignment
+  CHECK(c.bytes_per_step >= bytes);
+  CHECK(c.bytes_per_step <= bytes + 3 * c.layers * 4096);
+}
+
+}  // namespace
+
+TEST_CASE("expert streaming: qwen3moe --cpu-moe, experts streamed in 8-token prompt steps and on the CPU in decode, gives the all-GPU, CPU and llama.cpp logits") {
+  if (vulkan_here()) check_streamed_experts(fixture("qwen3moe-Q4_K_M"), 8, {0, 1, 2, 3});
+}
+
+TEST_CASE("expert streaming: qwen3moe --cpu-moe, the whole prompt in one streamed step (experts grouped by expert), gives the all-GPU, CPU and llama.cpp logits") {
+  if (vulkan_here()) check_streamed_experts(fixture("qwen3moe-Q4_K_M"), 256, {0, 1, 2, 3});
+}
+
+// Llama 4: the router weights the experts' input (gather) and a shared expert runs beside them
+// (resident on the GPU either way); MoE in blocks 1 and 3.
+TEST_CASE("expert streaming: llama4 --cpu-moe (weighted input, shared expert), experts streamed in prompt steps, gives the all-GPU, CPU and llama.cpp logits") {
+  if (!vulkan_here()) return;
+  check_streamed_experts(fixture("llama4-Q4_K_M"), 8, {1, 3});
+  check_streamed_experts(fixture("llama4-Q4_K_M"), 256, {1, 3});
+}
+
+// The bad paths: a budget one byte short of the ring keeps the experts on the CPU (the plan says
+// why, naming the sizes), --no-stream-experts does too, and the CPU backend never streams.
+TEST_CASE("expert streaming: a GPU budget short of the expert ring, or --no-stream-experts, keeps the experts on the CPU") {
+  const golden_model& g = fixture("qwen3moe-Q4_K_M");
+  auto opt = options(strata::rt::backend_kind::vulkan, 8);
+  opt.cpu_moe = true;
+  const auto in = placement(g, opt);
+  strata::tiers::link_speeds l;
+  const auto streamed = threshold_layout(in.demand, 8, l);
+  REQUIRE(!streamed.expert_streamed_layers().empty());
+  const std::uint64_t need = strata::tiers::layout_gpu_bytes(in.demand, streamed);
+  const auto [a, b] = strata::tiers::expert_ring_slots(in.demand, streamed);
+  CHECK(a > 0);
+  CHECK(b > 0);
+  CHECK(strata::tiers::layout_plan(in.demand, streamed, l, 1ull << 40, 8).gpu_ring == a + b);
+  auto unstreamed = streamed;
+  unstreamed.streamed_experts.clear();
+  CHECK(need == strata::tiers::layout_gpu_bytes(in.demand, unstreamed) + a + b);
+  std::string why;
+  const auto short_of = strata::tiers::with_streamed_experts(in.demand, unstreamed, l, need - 1, 8, &why);
+  CHECK(short_of.expert_streamed_layers().empty());
+  CHECK(short_of.cpu_experts == unstreamed.cpu_experts);
+  const std::string sizes = "does not hold the expert ring (" + strata::format_byte_size(a) + " + " + strata::format_byte_size(b) + ")";
+  CHECK(why.find(sizes) != std::string::npos);
+  MESSAGE(why);
+  CHECK(!strata::tiers::with_streamed_experts(in.demand, unstreamed, l, need, 8).expert_streamed_layers().empty());
+  if (!vulkan_here()) return;
+  opt.links = l;
+  opt.gpu_budget = need - 1;  // holds the layout, not the ring: the engine hands every step to the CPU
+  auto m = strata::rt::model::load(g.path, opt);
+  CHECK(m->cpu_expert_layers() == std::vector<std::uint32_t>{0, 1, 2, 3});
+  CHECK(m->expert_streamed_layers().empty());
+  CHECK(m->expert_streaming().layers == 0);
+  opt.gpu_budget = need;
+  CHECK(strata::rt::model::load(g.path, opt)->expert_streamed_layers() == std::vector<std::uint32_t>{0, 1, 2, 3});
+  opt.stream_experts = false;  // --no-stream-experts
+  m = strata::rt::model::load(g.path, opt);
+  CHECK(m->cpu_expert_layers() == std::vector<std::uint32_t>{0, 1, 2, 3});
+  CHECK(m->expert_streamed_layers().empty());
+}

@@ -1,5 +1,7 @@
 // Decode attention on tensor cores, split over the context (flash-decoding): one warp per (KV
-// head, token, split) over a compressed (q8_0 / TurboQuant) or f16 cache. The G query heads that
+// head, token, split) over a cache with a compressed side (q8_0 / TurboQuant; the other side may
+// be f16). Opt-in (STRATA_VK_MMA_DEC=1): correct, but slower than attention_qdec on the H200
+// (bench/RESULTS.md, session 14). The G query heads that
 // share the KV head are rows 0..G-1 of a 16-row f16 tile; key tiles of 16 rows are read a tile
 // ahead as raw fields and decoded to f16 in shared memory (kv_codec.glsl's row codecs), so
 // S = Q K^T and O += P V run on the tensor cores and the decode is spread over the whole warp

@@ -212,10 +212,17 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // far worse), so the grouped f16 kernel runs only split.
   const std::uint32_t max_splits = grouped ? 128 : 64;
   const std::uint32_t min_split = grouped ? (kv.compressed() ? P.tq_split : 128) : 256;
-  const bool split = P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 2 * min_split &&
-                     !(P.short_ctx && P.short_ctx_len <= 2 * min_split);
+  // Decode on tensor cores (attention_mma_dec.glsl, opt-in: measured slower): a warp per (KV
+  // head, token, split of 64-256 keys).
+  constexpr std::uint32_t mma_dec_split = 256;
+  const bool mma_dec = P.mma_dec && kv.compressed() && P.split_attention && q.rows <= split_tokens && group >= 1 &&
+                       group <= 16 && ap.n_head % ap.n_head_kv == 0 && cfg.n_ctx >= 256 &&
+                       tensor_core_attention(flash_min_tokens, ap.head_dim, cfg.type_k, cfg.type_v);
+  const bool split = mma_dec || (P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 2 * min_split &&
+                                 !(P.short_ctx && P.short_ctx_len <= 2 * min_split));
   if (split) {
-    pc.split_len = std::max<std::uint32_t>(min_split, div_up(div_up(cfg.n_ctx, max_splits), 128) * 128);
+    pc.split_len = mma_dec ? std::clamp<std::uint32_t>(div_up(div_up(cfg.n_ctx, 128), 64) * 64, 64, mma_dec_split)
+                           : std::max<std::uint32_t>(min_split, div_up(div_up(cfg.n_ctx, max_splits), 128) * 128);
     pc.n_splits = div_up(cfg.n_ctx, pc.split_len);
     const std::uint64_t need = std::uint64_t(split_tokens) * ap.n_head * pc.n_splits * (ap.head_dim + 2) * 4;
     if (!P.attn_part || P.buf(P.attn_part).size() < need)
@@ -223,7 +230,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   }
   // Grouped split decode (STRATA_VK_TAIL): the merge runs as the split kernel's tail, per
   // (token, KV head) counter, instead of the COMBINE dispatch.
-  const bool merge_tail = split && grouped && q.rows <= P.tail_rows && q.rows * ap.n_head_kv <= impl::split_counter_count;
+  const bool merge_tail = split && grouped && !mma_dec && q.rows <= P.tail_rows && q.rows * ap.n_head_kv <= impl::split_counter_count;
   if (merge_tail && !P.split_counters) {
     P.split_counters = P.new_buffer(impl::split_counter_count * 4, memory_kind::device, "split attention counters");
     const std::vector<std::uint32_t> zeros(impl::split_counter_count, 0);
@@ -248,45 +255,6 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
       P.last_slot = q8_slot;
     }
   };
-  // Decode on tensor cores (attention_mma_dec.glsl): one warp per (KV head, token, split) of at
-  // most 256 keys, the merge by attention.glsl's COMBINE.
-  const bool mma_dec = P.coopmat && P.mma_dec >= (kv.compressed() ? 1 : 2) && P.split_attention &&
-                       q.rows <= split_tokens && group >= 1 && group <= 16 && ap.n_head % ap.n_head_kv == 0 &&
-                       (ap.head_dim == 64 || ap.head_dim == 128) && cfg.type_k != kv::kv_type::f32 &&
-                       cfg.type_v != kv::kv_type::f32 && cfg.n_ctx >= 256;
-  if (mma_dec) {
-    constexpr std::uint32_t max_split = 256;
-    pc.split_len = std::clamp<std::uint32_t>(div_up(div_up(cfg.n_ctx, 128), 64) * 64, 64, max_split);
-    pc.n_splits = div_up(cfg.n_ctx, pc.split_len);
-    const std::uint64_t need = std::uint64_t(split_tokens) * ap.n_head * pc.n_splits * (ap.head_dim + 2) * 4;
-    if (!P.attn_part || P.buf(P.attn_part).size() < need)
-      P.attn_part = P.new_buffer(need, memory_kind::device, "split attention partials");
-    const binding dummy = P.bind(q, false);
-    const binding mb[] = {P.bind_id(P.attn_part, true),
-                          P.bind(q, false),
-                          P.bind_id(kv.k_buffer(layer), false),
-                          P.bind_id(kv.v_buffer(layer), false),
-                          P.bind_step(P.off_pos, B4),
-                          P.bind_step(P.off_seq_row, B4),
-                          P.bind_step(P.off_blocks, P.blocks_bytes),
-                          dummy,
-                          ring.rows && ring.k[layer] ? P.bind_id(ring.k[layer], false) : dummy,
-                          ring.rows && ring.v[layer] ? P.bind_id(ring.v[layer], false) : dummy,
-                          ring.rows ? P.bind_id(ring.tags[layer], false) : dummy};
-    auto md = kv.compressed() ? impl::kvq_defs(kv)
-                              : std::vector<std::pair<std::string, std::string>>{{"KV_D", std::to_string(ap.head_dim)},
-                                                                                  {"KV_K_KIND", "1"},
-                                                                                  {"KV_V_KIND", "1"}};
-    md.insert(md.end(), {{"WG", "32"}, {"COOPMAT", "1"}, {"TQ_ROT_N", "16"}, {"GQA_G", std::to_string(group)},
-                         {"MAX_SPLIT", std::to_string(max_split)}});
-    P.dispatch3(impl::req("attention_mma_dec", {}, md, 11), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
-    const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
-                          P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
-    auto combine_defs = impl::kv_defs(cfg);
-    combine_defs.emplace_back("COMBINE", "1");
-    q8_dispatch(combine_defs, cb);
-    return;
-  }
   const binding part = split ? P.bind_id(P.attn_part, true) : P.bind(q, false);
   const binding bd[] = {part,
                         P.bind(q, false),
@@ -311,7 +279,11 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
       P.dispatch(impl::req("attention_mma", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, div_up(q.rows, 64));
       return;
     }
-    if (grouped) {  // one workgroup per KV head and token scores its query-head group (attention_qdec.glsl)
+    if (mma_dec) {
+      qd.insert(qd.end(), {{"WG", "32"}, {"COOPMAT", "1"}, {"TQ_ROT_N", "16"}, {"GQA_G", std::to_string(group)},
+                           {"MAX_SPLIT", std::to_string(mma_dec_split)}});
+      P.dispatch3(impl::req("attention_mma_dec", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
+    } else if (grouped) {  // one workgroup per KV head and token scores its query-head group (attention_qdec.glsl)
       qd.emplace_back("GQA_G", std::to_string(group));
       qd.emplace_back("TQ_ROT_N", std::to_string(group));
       if (const char* v = std::getenv("STRATA_VK_QDEC_SKIP")) qd.emplace_back("QDEC_SKIP", v);  // lab: wrong results

@@ -124,10 +124,10 @@ struct backend::impl {
   std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
   bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
   bool flash_attention = true;             // prefill attention on tensor cores; STRATA_VK_FA=0 disables
-  // Decode attention on tensor cores (attention_mma_dec.glsl): 1 over compressed caches, 2 f16
-  // caches too, 0 never (STRATA_VK_MMA_DEC). Correct but measured slower on the H200 (qwen3-8b
-  // tg64 @ d4096: tq3 118 vs attention_qdec's 206 t/s, f16 235 vs attention_dec's 270), so opt-in.
-  int mma_dec = 0;
+  // Decode attention over compressed caches on tensor cores (attention_mma_dec.glsl,
+  // STRATA_VK_MMA_DEC=1): correct but measured slower on the H200 (qwen3-8b tg64 @ d4096: tq3 118
+  // vs attention_qdec's 206 t/s; an f16 variant 235 vs attention_dec's 270), so opt-in.
+  bool mma_dec = false;
   bool single_seq = false;                 // every token of the step belongs to one sequence
   gpu_buffer readback;
   gpu_buffer ids_readback;                 // argmax results (host-visible)

@@ -131,6 +131,7 @@ struct attn_case {
   const char* name;
   std::uint32_t H, Hkv, D, window;
   kv::kv_type k, v;
+  std::uint32_t chunk = 0;  // chunked attention (Llama 4): keys from the query's chunk only
 };
 
 constexpr std::uint32_t table_rows = 256;
@@ -160,7 +161,7 @@ std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, c
   cfg.type_v = c.v;
   cfg.full_precision_window = c.window;
   cfg.max_batch = 160;  // the f16 ring holds window + max_batch rows per sequence
-  return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, 0, 1.0f / std::sqrt(float(c.D))}, t, table_rows, plan);
+  return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, t, table_rows, plan);
 }
 
 const attn_case attn_cases[] = {
@@ -174,6 +175,7 @@ const attn_case attn_cases[] = {
     {"K tq4 + V tq3, D 128, window 128", 4, 2, 128, 128, kv::kv_type::tq4, kv::kv_type::tq3},
     {"K f16 + V tq3, D 64, window 16", 4, 2, 64, 16, kv::kv_type::f16, kv::kv_type::tq3},
     {"K tq3 + V f32, D 128, window 16", 4, 2, 128, 16, kv::kv_type::tq3, kv::kv_type::f32},
+    {"tq3, D 128, window 16, chunk 64", 4, 2, 128, 16, kv::kv_type::tq3, kv::kv_type::tq3, 64},
 };
 
 // Every case of attn_cases through `plan` on the GPU and the CPU backend.

@@ -464,6 +464,7 @@ void scheduler::publish(bool stepped, double step_seconds, std::uint32_t generat
   stats_.kv_used = model_->kv().used_slots();
   stats_.expert_cache = model_->expert_cache();
   stats_.streaming = model_->streaming();
+  stats_.expert_streaming = model_->expert_streaming();
   stats_.disk = model_->disk_tier();
 }
 

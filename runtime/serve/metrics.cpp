@@ -96,6 +96,21 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
     metric(out, "strata_stream_tokens_total", "counter",
            "Tokens of the steps that streamed (bytes per token: divide).", double(c.tokens));
   }
+  if (const auto& c = s.expert_streaming; c.layers) {  // CPU experts streamed in prompt steps (the default)
+    metric(out, "strata_expert_stream_layers", "gauge",
+           "MoE blocks whose CPU-computed experts are copied to the GPU ring in long prompt steps.", c.layers);
+    metric(out, "strata_expert_stream_ring_bytes", "gauge", "GPU memory of the expert ring (both slots).",
+           double(c.ring_bytes));
+    metric(out, "strata_expert_stream_cpu_tokens", "gauge",
+           "Steps of at most this many tokens hand the experts to the CPU instead.", c.cpu_tokens);
+    metric(out, "strata_expert_stream_bytes_total", "counter", "Expert weight bytes copied host -> GPU ring.",
+           double(c.bytes_streamed));
+    metric(out, "strata_expert_stream_tokens_total", "counter",
+           "Tokens of the steps that streamed (bytes per token: divide).", double(c.tokens));
+    metric(out, "strata_expert_stream_steps_total", "counter", "Steps that streamed the experts.", double(c.steps));
+    metric(out, "strata_expert_stream_cpu_steps_total", "counter", "Steps that handed the experts to the CPU.",
+           double(c.cpu_steps));
+  }
   if (const auto& c = s.disk; c.blocks) {  // the disk tier (--ram-budget short of the model, -ot ...=disk)
     metric(out, "strata_disk_blocks", "gauge", "CPU blocks read from the model file every step (O_DIRECT, io_uring).",
            c.blocks);

@@ -189,7 +189,8 @@ class backend {
   // an F32 MoE router from 9 tokens on the H100; tests pick their reference by it).
   bool tensor_core_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;
   // Whether a single-sequence step of `tokens` queries runs attention on the tensor cores
-  // (attention_mma.glsl: Q and P rounded to f16; tests pick their tolerance by it).
+  // (attention_mma.glsl: Q and P rounded to f16, and a compressed side's decoded K / V; tests
+  // pick their tolerance by it).
   bool tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const;
   // Whether an MoE step routing `pairs` (token, expert) pairs over n_expert experts whose
   // matrices take K-wide (gate/up) and F-wide (down) inputs runs them on the tensor cores

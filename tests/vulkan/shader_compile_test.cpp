@@ -126,7 +126,7 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
 #endif
 }
 
-TEST_CASE("vulkan shaders: tensor-core attention variants compile (prefill and decode; f16, q8_0, TurboQuant, mixed, ring)") {
+TEST_CASE("vulkan shaders: tensor-core attention variants compile (prefill and decode, f16, q8_0, TurboQuant, mixed, ring)") {
 #ifndef STRATA_HAS_VULKAN
   MESSAGE("this build has no Vulkan backend: shader compile test skipped");
 #else

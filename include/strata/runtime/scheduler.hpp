@@ -180,6 +180,7 @@ struct scheduler_stats {
   std::uint32_t kv_used = 0, kv_total = 0;  // gauge: KV token slots in use / in the pool
   model::expert_cache_counters expert_cache;  // the GPU expert cache's counters (--expert-cache), after the last step
   model::stream_counters streaming;           // dense layer streaming's counters (--stream-layers), after the last step
+  model::stream_counters expert_streaming;    // CPU experts streamed through the expert ring in prompt steps
   model::disk_counters disk;                  // the disk tier's counters (CPU blocks read from the file), after the last step
 };
 

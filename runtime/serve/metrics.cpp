@@ -94,7 +94,8 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
     metric(out, "strata_stream_bytes_total", "counter",
            "Dense FFN weight bytes copied host -> GPU ring.", double(c.bytes_streamed));
     metric(out, "strata_stream_tokens_total", "counter",
-           "Tokens of the steps that streamed (bytes per token: divide).", double(c.tokens));
+           "Tokens of every step since load, the CPU's decode steps included (bytes per token: divide).",
+           double(c.tokens));
   }
   if (const auto& c = s.expert_streaming; c.layers) {  // CPU experts streamed in prompt steps (the default)
     metric(out, "strata_expert_stream_layers", "gauge",
@@ -106,8 +107,9 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
     metric(out, "strata_expert_stream_bytes_total", "counter", "Expert weight bytes copied host -> GPU ring.",
            double(c.bytes_streamed));
     metric(out, "strata_expert_stream_tokens_total", "counter",
-           "Tokens of the steps that streamed (bytes per token: divide).", double(c.tokens));
-    metric(out, "strata_expert_stream_steps_total", "counter", "Steps that streamed the experts.", double(c.steps));
+           "Tokens of every step since load, hand-off steps included (bytes per token: divide).", double(c.tokens));
+    metric(out, "strata_expert_stream_steps_total", "counter",
+           "Steps since load; those that streamed: this minus the hand-off steps.", double(c.steps));
     metric(out, "strata_expert_stream_cpu_steps_total", "counter", "Steps that handed the experts to the CPU.",
            double(c.cpu_steps));
   }

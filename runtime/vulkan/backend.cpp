@@ -215,8 +215,10 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // Decode on tensor cores (attention_mma_dec.glsl, opt-in: measured slower): a warp per (KV
   // head, token, split of 64-256 keys).
   constexpr std::uint32_t mma_dec_split = 256;
+  // (COMBINE merges at most 128 splits: longer contexts keep attention_qdec.)
   const bool mma_dec = P.mma_dec && kv.compressed() && P.split_attention && q.rows <= split_tokens && group >= 1 &&
                        group <= 16 && ap.n_head % ap.n_head_kv == 0 && cfg.n_ctx >= 256 &&
+                       div_up(cfg.n_ctx, mma_dec_split) <= 128 &&
                        tensor_core_attention(flash_min_tokens, ap.head_dim, cfg.type_k, cfg.type_v);
   const bool split = mma_dec || (P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 2 * min_split &&
                                  !(P.short_ctx && P.short_ctx_len <= 2 * min_split));

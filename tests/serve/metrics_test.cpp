@@ -53,8 +53,8 @@ TEST_CASE("metrics: expert-streaming counters are rendered when CPU experts stre
   s.expert_streaming.ring_bytes = 391643136;
   s.expert_streaming.cpu_tokens = 45;
   s.expert_streaming.bytes_streamed = 6582353920;
-  s.expert_streaming.tokens = 512;
-  s.expert_streaming.steps = 1;
+  s.expert_streaming.tokens = 576;  // one 512-token prompt step streamed, 64 decode steps handed off
+  s.expert_streaming.steps = 65;
   s.expert_streaming.cpu_steps = 64;
   const std::string t = m.render(s, 1);
   CHECK(t.find("# TYPE strata_expert_stream_layers gauge\nstrata_expert_stream_layers 18\n") != std::string::npos);
@@ -62,8 +62,8 @@ TEST_CASE("metrics: expert-streaming counters are rendered when CPU experts stre
   CHECK(t.find("strata_expert_stream_cpu_tokens 45\n") != std::string::npos);
   CHECK(t.find("# TYPE strata_expert_stream_bytes_total counter\nstrata_expert_stream_bytes_total 6582353920\n") !=
         std::string::npos);
-  CHECK(t.find("strata_expert_stream_tokens_total 512\n") != std::string::npos);
-  CHECK(t.find("strata_expert_stream_steps_total 1\n") != std::string::npos);
+  CHECK(t.find("strata_expert_stream_tokens_total 576\n") != std::string::npos);
+  CHECK(t.find("strata_expert_stream_steps_total 65\n") != std::string::npos);
   CHECK(t.find("strata_expert_stream_cpu_steps_total 64\n") != std::string::npos);
   CHECK(t.find("strata_stream_layers") == std::string::npos);  // the dense ring's counters stay apart
 }

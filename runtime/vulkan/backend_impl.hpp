@@ -670,6 +670,31 @@ struct backend::impl {
   void make_ring(std::uint64_t align, std::uint64_t chunk_limit, std::uint32_t max_tokens);
   void stream_step_begin();
   void enter_streamed(const weight& w);
+  // The chain both rings record (this and expert_stream.cpp's): an item's pinned source, its
+  // slot and its bytes; record_ring_copy copies one item; advance_ring, before the first kernel
+  // of item `upto`, records for each item j from `next` on the barrier that waits for j's copy,
+  // then the barrier that waits for item j-1's kernels (the last readers of slot (j+1) % 2) and
+  // item j+1's copy (copy_of(j + 1)), while j + 1 < items.
+  struct ring_copy {
+    const gpu_buffer& from;
+    const gpu_buffer& slot;
+    std::uint64_t bytes;
+  };
+  void record_ring_copy(const ring_copy& r);
+  template <class CopyOf>
+  void advance_ring(std::uint32_t& next, std::uint32_t upto, std::uint32_t items, CopyOf copy_of) {
+    flush_mats();  // every kernel of the earlier items is recorded before the barriers below
+    const vk::raii::CommandBuffer& c = recording_cmd();
+    for (; next <= upto; ++next) {
+      const std::uint32_t j = next;
+      c.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader, {},
+                        vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eShaderRead), {}, {});
+      if (j + 1 >= items) continue;
+      if (j >= 1)  // write-after-read on slot (j+1) % 2: an execution dependency
+        c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eTransfer, {}, {}, {}, {});
+      record_ring_copy(copy_of(j + 1));
+    }
+  }
   // The per-phase choice of the step being recorded: its streamed FFNs on the CPU.
   bool stream_on_cpu() const noexcept { return step_tokens <= opt.stream_cpu_tokens; }
   // In such a step, a streamed FFN's matmuls: the gate's copies x out and splits the step (the

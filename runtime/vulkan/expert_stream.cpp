@@ -113,16 +113,10 @@ void backend::impl::make_xring(std::uint64_t align, std::uint64_t chunk_limit) {
   xstreaming.cpu_tokens = opt.expert_cpu_tokens;
 }
 
-namespace {
-void copy_item(const vk::raii::CommandBuffer& c, const gpu_buffer& from, const gpu_buffer& slot, std::uint64_t bytes) {
-  c.copyBuffer(from.handle(), slot.handle(), vk::BufferCopy(0, 0, bytes));
-}
-}  // namespace
-
 void backend::impl::xstream_step_begin() {
   xstream_next = 0;
   if (xstreams.empty() || experts_on_cpu()) return;
-  copy_item(recording_cmd(), xstreams[0].host[0], chunks.at(xring_chunk[0]), xstreams[0].bytes[0]);
+  record_ring_copy({xstreams[0].host[0], chunks.at(xring_chunk[0]), xstreams[0].bytes[0]});
 }
 
 void backend::impl::enter_expert(const weight& w) {
@@ -131,20 +125,10 @@ void backend::impl::enter_expert(const weight& w) {
   const auto block = std::uint32_t(e.xstream);
   const std::uint32_t item = 2 * block + (w.id == xstreams[block].part[2] ? 1u : 0u);
   if (item < xstream_next) return;
-  flush_mats();  // every kernel recorded before the barriers below
-  const vk::raii::CommandBuffer& c = recording_cmd();
-  const auto items = std::uint32_t(2 * xstreams.size());
-  for (; xstream_next <= item; ++xstream_next) {
-    const std::uint32_t j = xstream_next;
-    c.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader, {},
-                      vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eShaderRead), {}, {});
-    if (j + 1 >= items) continue;
-    if (j >= 1)  // slot (j+1) % 2 was last read by item j-1 (write-after-read: an execution dependency)
-      c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eTransfer, {}, {}, {}, {});
-    const xstream_block& next = xstreams[(j + 1) / 2];
-    const std::uint32_t k = (j + 1) % 2;
-    copy_item(c, next.host[k], chunks.at(xring_chunk[k]), next.bytes[k]);
-  }
+  advance_ring(xstream_next, item, std::uint32_t(2 * xstreams.size()), [&](std::uint32_t j) {
+    const xstream_block& b = xstreams[j / 2];
+    return ring_copy{b.host[j % 2], chunks.at(xring_chunk[j % 2]), b.bytes[j % 2]};
+  });
 }
 
 stream_stats backend::expert_streaming() const { return p_->xstreaming; }

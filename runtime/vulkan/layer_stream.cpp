@@ -118,34 +118,23 @@ void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit, st
   }
 }
 
-namespace {
-void copy_block(const vk::raii::CommandBuffer& c, const gpu_buffer& from, const gpu_buffer& slot, std::uint64_t bytes) {
-  c.copyBuffer(from.handle(), slot.handle(), vk::BufferCopy(0, 0, bytes));
+void backend::impl::record_ring_copy(const ring_copy& r) {
+  recording_cmd().copyBuffer(r.from.handle(), r.slot.handle(), vk::BufferCopy(0, 0, r.bytes));
 }
-}  // namespace
 
 void backend::impl::stream_step_begin() {
   stream_next = 0;
   ffn_open = -1;
   if (streams.empty() || stream_on_cpu()) return;
-  copy_block(recording_cmd(), streams[0].host, chunks.at(ring_chunk[0]), streams[0].bytes);
+  record_ring_copy({streams[0].host, chunks.at(ring_chunk[0]), streams[0].bytes});
 }
 
 void backend::impl::enter_streamed(const weight& w) {
   const std::int32_t b = weights.at(w.id).stream;
   if (b < 0 || std::uint32_t(b) < stream_next) return;
-  flush_mats();  // every kernel of the earlier blocks is recorded before the barriers below
-  const vk::raii::CommandBuffer& c = recording_cmd();
-  for (; stream_next <= std::uint32_t(b); ++stream_next) {
-    const std::uint32_t j = stream_next;
-    c.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader, {},
-                      vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eShaderRead), {}, {});
-    if (j + 1 >= streams.size()) continue;
-    // Slot (j+1) % 2 was last read by block j-1 (write-after-read: an execution dependency).
-    if (j >= 1)
-      c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eTransfer, {}, {}, {}, {});
-    copy_block(c, streams[j + 1].host, chunks.at(ring_chunk[(j + 1) % 2]), streams[j + 1].bytes);
-  }
+  advance_ring(stream_next, std::uint32_t(b), std::uint32_t(streams.size()), [&](std::uint32_t j) {
+    return ring_copy{streams[j].host, chunks.at(ring_chunk[j % 2]), streams[j].bytes};
+  });
 }
 
 void backend::impl::record_cpu_ffn(const weight& w, const tensor& x, const tensor& y) {

@@ -18,6 +18,7 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
+#include "support/fixture_placement.hpp"
 #include "support/session_logits.hpp"
 
 namespace fs = std::filesystem;
@@ -49,10 +50,7 @@ bool direct_io_at(const fs::path& p) {
 
 // What the CPU side holds in RAM with every block resident (the budget the disk tier weighs).
 std::uint64_t resident_ram(const golden_model& g, const strata::rt::engine_options& opt) {
-  const strata::gguf::file f(g.path);
-  const auto hp = strata::arch::visit(f.gguf().get_string("general.architecture"),
-                                      [&](auto a) { return decltype(a)::load_hparams(f.gguf()); });
-  const auto in = strata::rt::placement_for(g.path, f.gguf(), hp, opt, false);
+  const auto in = strata::test::fixture_placement(g, opt, false);
   const auto l = strata::tiers::layer_split_layout(in.demand, 0);
   return strata::tiers::layout_plan(in.demand, l, in.plan.links, ~0ull >> 2, opt.n_batch).ram_total();
 }

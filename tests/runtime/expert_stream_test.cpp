@@ -16,6 +16,7 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
+#include "support/fixture_placement.hpp"
 #include "support/session_logits.hpp"
 
 namespace {
@@ -45,13 +46,6 @@ strata::rt::engine_options options(strata::rt::backend_kind backend, std::uint32
   opt.n_ctx = 512;  // the fixtures were produced with n_ctx 512
   opt.n_batch = n_batch;
   return opt;
-}
-
-strata::rt::placement_inputs placement(const golden_model& g, const strata::rt::engine_options& opt) {
-  const strata::gguf::file f(g.path);
-  const auto hp = strata::arch::visit(f.gguf().get_string("general.architecture"),
-                                      [&](auto a) { return decltype(a)::load_hparams(f.gguf()); });
-  return strata::rt::placement_for(g.path, f.gguf(), hp, opt, true);
 }
 
 // Link speeds for which the expert threshold T of the --cpu-moe layout is 2..6 tokens: the
@@ -86,7 +80,7 @@ void check_streamed_experts(const golden_model& g, std::uint32_t n_batch, const 
   const auto ref_cpu = strata::test::prompt_and_decode_logits(
       *strata::rt::model::load(g.path, options(strata::rt::backend_kind::cpu, n_batch)), run, decode);
   opt.cpu_moe = true;
-  const auto in = placement(g, opt);
+  const auto in = strata::test::fixture_placement(g, opt, true);
   strata::tiers::link_speeds l;
   const auto layout = threshold_layout(in.demand, n_batch, l);
   const std::uint32_t T = layout.expert_cpu_tokens;
@@ -153,7 +147,7 @@ TEST_CASE("expert streaming: a GPU budget short of the expert ring, or --no-stre
   const golden_model& g = fixture("qwen3moe-Q4_K_M");
   auto opt = options(strata::rt::backend_kind::vulkan, 8);
   opt.cpu_moe = true;
-  const auto in = placement(g, opt);
+  const auto in = strata::test::fixture_placement(g, opt, true);
   strata::tiers::link_speeds l;
   const auto streamed = threshold_layout(in.demand, 8, l);
   REQUIRE(!streamed.expert_streamed_layers().empty());

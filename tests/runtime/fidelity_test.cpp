@@ -20,6 +20,7 @@
 #include "strata/core/byte_size.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
+#include "support/fixture_placement.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
 
@@ -202,13 +203,6 @@ const golden_model* shipped(std::string_view name) {
   return nullptr;
 }
 
-// The engine's placement inputs for a fixture at the fidelity options (what model::load sees).
-strata::rt::placement_inputs fixture_placement(const golden_model& g, const strata::rt::engine_options& opt) {
-  const strata::gguf::file f(g.path);
-  const auto hp = strata::arch::visit(f.gguf().get_string("general.architecture"),
-                                      [&](auto a) { return decltype(a)::load_hparams(f.gguf()); });
-  return strata::rt::placement_for(g.path, f.gguf(), hp, opt, true);
-}
 
 // Link speeds under which a split pays on a model of a few MiB: a free hand-off and a slow CPU
 // (with desktop numbers the planner rightly keeps such a model on one side: a hand-off costs
@@ -229,7 +223,7 @@ strata::rt::engine_options fit_options() {
 // chooses a layout `wanted` accepts, with that budget; nullopt when none does.
 template <class Wanted>
 std::optional<std::pair<std::uint64_t, strata::tiers::engine_layout>> budget_for(const golden_model& g, Wanted wanted) {
-  auto in = fixture_placement(g, fit_options());
+  auto in = strata::test::fixture_placement(g, fit_options(), true);
   const std::uint64_t all = strata::tiers::layout_gpu_bytes(in.demand, strata::tiers::layer_split_layout(in.demand, -1));
   for (std::uint64_t b = all / 256; b <= all; b += all / 256) {
     in.plan.gpu_budget = b;
@@ -463,7 +457,7 @@ TEST_CASE("fidelity: Vulkan streamed dense FFNs computed on the CPU in decode st
   // The CPU's time = its flops (reads and hand-offs free), set so it beats the link in steps
   // of a few tokens: the first CPU speed (in steps of 2x) for which T is 2..6.
   opt.stream_layers = 3;
-  const auto in = fixture_placement(g, opt);
+  const auto in = strata::test::fixture_placement(g, opt, true);
   auto layout = strata::tiers::fixed_layout(in.demand, -1, {}, 0, 3);
   double bytes = 0;
   for (const auto& t : in.demand.tensors)
@@ -539,7 +533,7 @@ TEST_CASE("tiers: --stream-layers beyond the GPU blocks, without Vulkan, with --
   // The planner's check: resident weights, KV and the ring against the budget.
   opt = fixture_options(strata::rt::backend_kind::vulkan);
   opt.stream_layers = 3;
-  const auto in = fixture_placement(g, opt);
+  const auto in = strata::test::fixture_placement(g, opt, true);
   const auto layout = strata::tiers::fixed_layout(in.demand, -1, {}, 0, 3);
   const auto p = strata::tiers::layout_plan(in.demand, layout, in.plan.links, 1ull << 40, opt.n_batch);
   const std::uint64_t slot = strata::tiers::ring_slot_bytes(in.demand, layout);

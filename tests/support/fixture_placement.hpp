@@ -1,0 +1,19 @@
+// Test support: the engine's placement inputs for a fixture model (what model::load sees), for
+// the suites that plan tier layouts over the golden models.
+#pragma once
+#include "strata/arch/all.hpp"
+#include "strata/gguf/reader.hpp"
+#include "strata/runtime/placement.hpp"
+#include "support/fidelity.hpp"
+
+namespace strata::test {
+
+// `gpu`: as rt::placement_for (the Vulkan backend's budgets; else the GPU budget is 0).
+inline rt::placement_inputs fixture_placement(const golden_model& g, const rt::engine_options& opt, bool gpu) {
+  const gguf::file f(g.path);
+  const auto hp = arch::visit(f.gguf().get_string("general.architecture"),
+                              [&](auto a) { return decltype(a)::load_hparams(f.gguf()); });
+  return rt::placement_for(g.path, f.gguf(), hp, opt, gpu);
+}
+
+}  // namespace strata::test

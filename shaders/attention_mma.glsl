@@ -164,9 +164,9 @@ void stage_q(uint t0, uint h, uint n_tok, bool rotate) {
       tq_rotate_rot(16u, true);
       for (uint e = tid; e < 16 * DV; e += 128) {
         const uint b = (e / DV) * D + 8 * (e % DV);
-        kv[(r0 + e / DV) * DS + e % DV] =
-            uvec4(packHalf2x16(vec2(rot[b], rot[b + 1])), packHalf2x16(vec2(rot[b + 2], rot[b + 3])),
-                  packHalf2x16(vec2(rot[b + 4], rot[b + 5])), packHalf2x16(vec2(rot[b + 6], rot[b + 7])));
+        float x[8];
+        [[unroll]] for (uint i = 0; i < 8; ++i) x[i] = rot[b + i];
+        kv[(r0 + e / DV) * DS + e % DV] = pack8(x);
       }
       barrier();  // rot is rewritten by the next rows
     }

@@ -63,6 +63,13 @@
 #else
 #define UNROLL
 #endif
+// MMVQ_MT (steps of 2-8 tokens, formats with HAS_MMVQ_PREP; MT_OFF turns it off for A/B):
+// each unit is unpacked once per row and each token's activations are loaded once per unit for
+// all the group's rows, so a token adds only its dot products (quant/q4_k.glsl). The loops over
+// rows and tokens are unrolled so acc[ROWS][NT] stays in registers.
+#if defined(HAS_MMVQ_PREP) && NT > 1 && NT <= 8 && !defined(MT_OFF) && !defined(LAB)
+#define MMVQ_MT 1
+#endif
 #ifdef SG_CLUSTER
 // A butterfly of shuffles over the LPR lanes of a group (lavapipe's subgroupClusteredAdd summed
 // wrongly: rel. error 1.0 against the float64 product in vk_matvec_bench).
@@ -216,11 +223,21 @@ void main() {
       UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][0] += float(mmvq_lab(wv[k][r]) & 1u);  // lab: weights only
       continue;
 #endif
+#ifdef MMVQ_MT
+      mmvq_p pw[ROWS];
+      [[unroll]] for (uint r = 0; r < ROWS; ++r) pw[r] = mmvq_prep(wv[k][r], u);
+      [[unroll]] for (uint t = 0; t < NT; ++t) {
+        if (t >= nt) break;
+        const mmvq_a a = mmvq_act(u, p.q_off + xr[t] * p.q_stride, p.s_off + xr[t] * p.s_stride);
+        [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dot_p(pw[r], a);
+      }
+#else
       UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
         const uint qb = p.q_off + xr[t] * p.q_stride, sb = p.s_off + xr[t] * p.s_stride;
         UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dot(wv[k][r], u, qb, sb);
       }
+#endif
     }
   }
 

@@ -44,6 +44,10 @@ inline bool has_mmvq(gguf::type_id t) {
 // Weight formats with a 64-element f16 expansion unit (quant/<fmt>.glsl HAS_MMS_UNIT): the GEMMs
 // read them in place (mul_mm_small, mul_mm_f16 QW).
 inline bool has_mms_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
+// Weight formats whose MMVQ unit also has the multi-token form (quant/<fmt>.glsl HAS_MMVQ_PREP):
+// mmvq.glsl's MMVQ_MT, for steps of 2 .. mmvq_mt_max_tokens tokens.
+inline bool has_mmvq_mt(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
+inline constexpr std::uint32_t mmvq_mt_max_tokens = 8;
 }  // namespace detail
 
 // Workgroup tile of mul_mm.glsl's MMA2 path: BM weight rows x BN tokens, WM x WN per warp.
@@ -501,6 +505,16 @@ struct backend::impl {
     std::uint32_t wg, rpg, u;
   };
   mmvq_shape_t mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const;
+  // Multi-token steps (MMVQ_MT): plain matvecs take mmvq_mt_shape (4 rows a lane group on tall
+  // matrices, 2 on short ones, where 4 leaves too few warps: H200 lab at 8 tokens, Q4_K 4096 x 1024
+  // 16.8 us against 12.7), QUANT_OUT's (the SwiGLU gate / up pair, so twice the rows per group)
+  // mmvq_mt_qout; STRATA_VK_MMVQ_MT_SHAPE (every height) / _MT_QOUT = WG:RPG:U set them,
+  // STRATA_VK_MMVQ_MT=0 turns the multi-token form off (MT_OFF).
+  bool mmvq_mt = true, mmvq_mt_shape_forced = false;
+  mmvq_shape_t mmvq_mt_shape{64, 4, 1}, mmvq_mt_qout{512, 2, 1};
+  bool uses_mmvq_mt(gguf::type_id t, std::uint32_t nt) const {
+    return mmvq_mt && !mmvq_shape_forced && nt > 1 && nt <= detail::mmvq_mt_max_tokens && detail::has_mmvq_mt(t);
+  }
   // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group; n_cols (the row width) fixes
   // the row layout the kernel reads (quant_layout.hpp grouped_rows).
   // norm_out: NORM_OUT (32 rows a workgroup, as QUANT_OUT); rms_in_k: RMS_IN over inputs of that
@@ -534,6 +548,8 @@ struct backend::impl {
   // From 5 tokens (H200 lab, Q4_K at 4 tokens with activations staged: 17.0 us against the integer
   // matvec's 18.1 for 4096 x 4096; 8 tokens 2x faster). A step it takes leaves the fused decode
   // path (norms, SwiGLU, residuals as their own dispatches), which keeps 4-token steps on the matvec.
+  // (With the matvec's multi-token form, MMVQ_MT, 8-token steps on the matvec ran slower than here:
+  // H200, qwen3-8b 8 streams 733 against 839 t/s; its 2-4 token steps are the gain, bench/RESULTS.md.)
   bool mms = true;
   std::uint32_t mms_min = 5, mms_max = 64;
   // mul_mm_small stages each step's activations in shared memory (XS; STRATA_VK_MMS_XS=0 off).

@@ -126,6 +126,20 @@ backend::impl::impl(const backend_options& o)
     mms_moe_chunk = std::uint32_t(c);
   }
   if (const char* v = std::getenv("STRATA_VK_MMS_MIN")) mms_min = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
+  if (const char* v = std::getenv("STRATA_VK_MMVQ_MT")) mmvq_mt = std::string_view(v) != "0";
+  const auto shape_env = [](const char* name, mmvq_shape_t& out) {
+    const char* v = std::getenv(name);
+    if (!v) return;
+    unsigned a = 0, b = 0, c = 0;
+    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || a < 32 || a > 1024 || a % 32 || b < 1 || b > 8 || c < 1 || c > 8)
+      throw error(std::string(name) + " must be WG:RPG:U (e.g. 64:4:1), got '" + v + "'");
+    out = {a, b, c};
+  };
+  shape_env("STRATA_VK_MMVQ_MT_SHAPE", mmvq_mt_shape);
+  mmvq_mt_shape_forced = std::getenv("STRATA_VK_MMVQ_MT_SHAPE") != nullptr;
+  shape_env("STRATA_VK_MMVQ_MT_QOUT", mmvq_mt_qout);
+  if (mmvq_mt_qout.wg / 32 * mmvq_mt_qout.rpg != 32)
+    throw error("STRATA_VK_MMVQ_MT_QOUT: a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMVQ_UNROLL")) mmvq_unroll = std::string_view(v) == "1";
@@ -408,6 +422,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     if (impl::gpu_reads(e) && has_mmvq(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
   if (P.mmvq && P.max_k) {
     P.max_k = (P.max_k + 255) / 256 * 256;
+
     for (int sl = 0; sl < 2; ++sl) {
       P.xq[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k, memory_kind::device, "int8 activations");
       P.xs[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k / 32 * 16, memory_kind::device, "int8 activation scales");

@@ -30,7 +30,10 @@ backend::impl::mmvq_shape_t backend::impl::mmvq_shape(gguf::type_id t, std::uint
 pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_cols, std::uint64_t n_rows, bool swiglu, bool residual,
                                          bool ids, bool qout, bool grouped, bool tail, bool norm_out,
                                          std::uint32_t rms_in_k) const {
-  auto [wgs, rpg, u] = qout ? mmvq_shape_t{256, 4, 1} : mmvq_shape(t, n_rows);  // QUANT_OUT: 32 rows a workgroup
+  const bool mt = uses_mmvq_mt(t, nt);
+  auto [wgs, rpg, u] = qout ? (mt ? mmvq_mt_qout : mmvq_shape_t{256, 4, 1})  // QUANT_OUT: 32 rows a workgroup
+                            : (mt ? (n_rows >= 4096 || mmvq_mt_shape_forced ? mmvq_mt_shape : mmvq_shape_t{64, 2, 1})
+                                  : mmvq_shape(t, n_rows));
   if (norm_out && !qout && t == gguf::type_id::q6_k) rpg = 2, u = 2;  // as Q4_K: 512 threads (norm_out_fits)
   if (norm_out && !qout) wgs = 32 * (32 / rpg);  // 32 rows a workgroup too (norm_out_fits: rpg 2, 512 threads)
   std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},
@@ -47,6 +50,7 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   if (norm_out) d.emplace_back("NORM_OUT", "1");  // bindings 8 (norm weight), 9 (sums of y^2)
   if (rms_in_k) d.emplace_back("RMS_IN", std::to_string(rms_in_k));  // binding 10 (sums of x^2)
   if (mmvq_unroll) d.emplace_back("UR", "1");
+  if (nt > 1 && !mt) d.emplace_back("MT_OFF", "1");
   if (has_row_groups(t)) d.emplace_back("W_GROUPED", grouped_rows(t, n_cols) ? "1" : "0");  // common.glsl
   return req("mmvq", t, std::move(d), tail ? 14 : rms_in_k ? 11 : norm_out ? 10 : 8);
 }

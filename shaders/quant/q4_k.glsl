@@ -125,6 +125,41 @@ float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
   return dm.x * (float(sc & 0xFFu) * s_lo.x * float(lo) + float((sc >> 8) & 0xFFu) * s_hi.x * float(hi)) -
          dm.y * (float(mn & 0xFFu) * s_lo.w + float((mn >> 8) & 0xFFu) * s_hi.w);
 }
+// Multi-token form (mmvq.glsl MMVQ_MT, steps of 2-8 tokens): a row's unit is unpacked once, its
+// nibbles masked and its scales folded (mmvq_prep), a token's activations are loaded once for
+// every row (mmvq_act), and each (row, token) pair costs only its 16 dot products and the scale
+// terms (mmvq_dot_p). Same sums as mmvq_dot, the scale products associated differently.
+#define HAS_MMVQ_PREP 1
+struct mmvq_p {
+  uvec4 lo0, lo1, hi0, hi1;  // sub-block 2j's codes (low nibbles), 2j+1's (high nibbles)
+  vec4 f;                    // d sc_2j, d sc_2j+1, dmin m_2j, dmin m_2j+1
+};
+mmvq_p mmvq_prep(mmvq_w w, uint u) {
+  const uint M = 0x0F0F0F0Fu;
+  uint sc, mn;
+  q4k_unit_scales(w.hdr, u & 3u, sc, mn);
+  const vec2 dm = unpackHalf2x16(w.hdr.x);
+  return mmvq_p(w.q0 & M, w.q1 & M, (w.q0 >> 4) & M, (w.q1 >> 4) & M,
+                vec4(dm.x * float(sc & 0xFFu), dm.x * float((sc >> 8) & 0xFFu), dm.y * float(mn & 0xFFu),
+                     dm.y * float((mn >> 8) & 0xFFu)));
+}
+struct mmvq_a {
+  uvec4 a0, a1, a2, a3;
+  vec4 s;  // the two 32-blocks' scales, then their code sums
+};
+mmvq_a mmvq_act(uint u, uint qb, uint sb) {
+  const uint j = u & 3u, b = u >> 2;
+  const uint xi = qb + 16 * b + 4 * j;
+  const vec4 s_lo = xs[sb + 8 * b + 2 * j], s_hi = xs[sb + 8 * b + 2 * j + 1];
+  return mmvq_a(xq[xi], xq[xi + 1], xq[xi + 2], xq[xi + 3], vec4(s_lo.x, s_hi.x, s_lo.w, s_hi.w));
+}
+float mmvq_dot_p(mmvq_p w, mmvq_a a) {
+  const int lo = dot4(w.lo0.x, a.a0.x) + dot4(w.lo0.y, a.a0.y) + dot4(w.lo0.z, a.a0.z) + dot4(w.lo0.w, a.a0.w) +
+                 dot4(w.lo1.x, a.a1.x) + dot4(w.lo1.y, a.a1.y) + dot4(w.lo1.z, a.a1.z) + dot4(w.lo1.w, a.a1.w);
+  const int hi = dot4(w.hi0.x, a.a2.x) + dot4(w.hi0.y, a.a2.y) + dot4(w.hi0.z, a.a2.z) + dot4(w.hi0.w, a.a2.w) +
+                 dot4(w.hi1.x, a.a3.x) + dot4(w.hi1.y, a.a3.y) + dot4(w.hi1.z, a.a3.z) + dot4(w.hi1.w, a.a3.w);
+  return w.f.x * a.s.x * float(lo) + w.f.y * a.s.y * float(hi) - (w.f.z * a.s.z + w.f.w * a.s.w);
+}
 #endif
 
 #ifdef MM_SMALL

@@ -102,6 +102,58 @@ float mmvq_dot(mmvq_w w, uint u, uint qb, uint sb) {
   }
   return unpackHalf2x16(w.d).x * r;
 }
+// Multi-token form (mmvq.glsl MMVQ_MT; see q4_k.glsl): the 6-bit codes assembled and the
+// quarter scales times d once per row, the activations once per token.
+#define HAS_MMVQ_PREP 1
+struct mmvq_p {
+  uvec4 c0, c1, c2, c3;  // quarters k = 0..3, 16 codes each
+  vec4 f;                // d sc[2k + lh]
+};
+mmvq_p mmvq_prep(mmvq_w w, uint u) {
+  const uint lh = u & 1u;
+  const uint M = 0x0F0F0F0Fu, M2 = 0x03030303u;
+  mmvq_p r;
+  r.c0 = (w.l01 & M) | ((w.hh & M2) << 4);
+  r.c1 = (w.l23 & M) | (((w.hh >> 2) & M2) << 4);
+  r.c2 = ((w.l01 >> 4) & M) | (((w.hh >> 4) & M2) << 4);
+  r.c3 = ((w.l23 >> 4) & M) | (((w.hh >> 6) & M2) << 4);
+  const float d = unpackHalf2x16(w.d).x;
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    const uint sbyte = (w.sc[k >> 1] >> (16 * (k & 1u) + 8 * lh)) & 0xFFu;
+    r.f[k] = d * float(int(sbyte << 24) >> 24);
+  }
+  return r;
+}
+struct mmvq_a {
+  uvec4 a0, a1, a2, a3;  // quarters k = 0..3
+  vec4 s, m;             // the quarters' scales and 32 x their half's code sums
+};
+mmvq_a mmvq_act(uint u, uint qb, uint sb) {
+  const uint b = u >> 2, h = (u >> 1) & 1u, lh = u & 1u;
+  const uint blk32 = 8 * b + 4 * h;
+  const uint xi = qb + 2 * blk32 + lh;
+  mmvq_a a;
+  a.a0 = xq[xi];
+  a.a1 = xq[xi + 2];
+  a.a2 = xq[xi + 4];
+  a.a3 = xq[xi + 6];
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    const vec4 s = xs[sb + blk32 + k];
+    a.s[k] = s.x;
+    a.m[k] = 32.0 * (lh == 0u ? s.y : s.z);
+  }
+  return a;
+}
+float mmvq_dot_p(mmvq_p w, mmvq_a a) {
+  ivec4 acc = ivec4(0);
+  [[unroll]] for (uint c = 0; c < 4; ++c) {
+    acc.x += dot4(w.c0[c], a.a0[c]);
+    acc.y += dot4(w.c1[c], a.a1[c]);
+    acc.z += dot4(w.c2[c], a.a2[c]);
+    acc.w += dot4(w.c3[c], a.a3[c]);
+  }
+  return dot(w.f, a.s * vec4(acc) - a.m);
+}
 #endif
 
 #ifdef MM_SMALL

@@ -212,6 +212,45 @@ TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_
   check(quant::q8_0{});
 }
 
+// The integer matvec's multi-token form (mmvq.glsl MMVQ_MT: each unit unpacked once per row, each
+// token's activations once per unit) computes the one-token form's sums with the scale products
+// associated differently: 2-8 token steps agree with STRATA_VK_MMVQ_MT=0 to rounding.
+TEST_CASE("vulkan matmul: the integer matvec's multi-token form equals its one-token form") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(11);
+  const auto x = vkt::normal_floats(std::size_t(table_rows) * K, rng);
+  const auto check = [&](auto fmt) {
+    using Fmt = decltype(fmt);
+    CAPTURE(Fmt::name);
+    const auto blocks = weight_like_blocks<Fmt>(rng, K);
+    vkt::weight_store store;
+    const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
+    const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
+    std::vector<std::vector<float>> multi, single;
+    std::vector<bool> int8(std::size(token_counts));
+    {
+      gpu::backend be;
+      multi = run_matmuls(be, wi, xi);
+      for (std::size_t c = 0; c < std::size(token_counts); ++c) int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
+    }
+    {
+      const test::scoped_env off("STRATA_VK_MMVQ_MT", "0");
+      gpu::backend be;
+      single = run_matmuls(be, wi, xi);
+    }
+    std::uint32_t multi_steps = 0;
+    for (std::size_t c = 0; c < std::size(token_counts); ++c) {
+      const std::uint32_t n = token_counts[c];
+      CAPTURE(n);
+      if (int8[c] && n > 1 && n <= 8) ++multi_steps;  // runtime/vulkan: has_mmvq_mt, mmvq_mt_max_tokens
+      CHECK(test::nmse(multi[c], single[c]) <= 1e-12);
+    }
+    CHECK(multi_steps >= 4);  // 2, 3, 4, 5 and 8 tokens took the matvec
+  };
+  check(quant::q4_k{});
+  check(quant::q6_k{});
+}
+
 #endif
 
 }  // namespace

@@ -6,7 +6,7 @@
 //                   [--variants mv,q:WG=128:RPG=1:U=2,...] [--tokens 1] [--iters 200] [--rotate-mb 1024]
 //                   [--stats: the driver's statistics of each variant's pipeline: registers, spills]
 // Variant "mv" is the f32-activation matvec.glsl; "q:..." is mmvq.glsl (int8 activations) with
-// the given defines (WG, LPR, RPG, U, UR, LAB, GC=0; NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
+// the given defines (WG, LPR, RPG, U, UR, MT=0, LAB, GC=0; NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
 // weight bytes and nothing else (read_bw.glsl; G workgroups, default one pass of U loads a thread),
 // the reference a decode kernel's weight reads are measured against.
 #include <array>
@@ -289,6 +289,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     else if (key == "RPG") rpg = n;
     else if (key == "U") u = n;
     else if (key == "UR") unroll = n != 0;
+    else if (key == "MT") { if (n == 0) v.defines.emplace_back("MT_OFF", "1"); }  // MT=0: the one-token form at NT > 1
     else if (key == "LAB") v.defines.emplace_back("LAB", std::to_string(n));  // mmvq.glsl's lab knobs (results wrong)
     // GC=0: the run-time row layout test (common.glsl) instead of the backend's compile-time W_GROUPED
     else if (key == "GC") runtime_layout = n == 0;

@@ -91,7 +91,7 @@ void backend::impl::handoff_buffers(std::uint32_t C, std::uint32_t E) {
   if (!hand_in) {
     hand_cols = C;
     hand_in = new_buffer(std::uint64_t(max_rows) * (C + E) * 4, memory_kind::readback, "MoE hand-off to the CPU");
-    hand_out = new_buffer(std::uint64_t(max_rows) * C * 4, memory_kind::upload, "MoE hand-off from the CPU");
+    hand_out = new_buffer(std::uint64_t(max_rows) * C * 4, memory_kind::handoff, "MoE hand-off from the CPU");
   }
   if (C != hand_cols || buf(hand_in).size() < std::uint64_t(max_rows) * (C + E) * 4)
     throw error("internal: MoE blocks of different widths in one model");

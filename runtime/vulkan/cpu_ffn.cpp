@@ -25,6 +25,7 @@ cpu_ffn::cpu_ffn(unsigned threads) : s_(std::make_unique<state>(threads)) {}
 cpu_ffn::~cpu_ffn() = default;
 
 unsigned cpu_ffn::threads() const noexcept { return s_->be.threads(); }
+kernels::cpu::thread_pool& cpu_ffn::pool() noexcept { return s_->be.pool(); }
 
 std::uint32_t cpu_ffn::load(const gguf::tensor_info& t) {
   if (t.ne[1] < 2 || t.ne[2] != 1 || t.ne[3] != 1)

@@ -6,6 +6,7 @@
 //                         the MoE combine into the residual add; prepare() orders the rest
 //   matmul_recording.cpp  matvec, integer matvec (int8 activations), tiled prefill matmul
 //   backend.cpp           the graph ops of the contract (graph/backend_contract.hpp)
+//   handoff_submit.cpp    a step's parts submitted around the CPU's hand-offs (timeline or fences)
 // Private to runtime/vulkan (includes Vulkan).
 #pragma once
 #include <chrono>

@@ -6,8 +6,10 @@
 //                         the MoE combine into the residual add; prepare() orders the rest
 //   matmul_recording.cpp  matvec, integer matvec (int8 activations), tiled prefill matmul
 //   backend.cpp           the graph ops of the contract (graph/backend_contract.hpp)
+//   handoff_submit.cpp    a step's parts submitted around the CPU's hand-offs (timeline or fences)
 // Private to runtime/vulkan (includes Vulkan).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -652,8 +654,6 @@ struct backend::impl {
   // one that copies the CPU's result into out; submit_step runs the CPU in between.
   void record_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
                       const tensor& out);
-  void submit_and_wait(vk::CommandBuffer c);
-  void submit_and_wait(std::span<const vk::CommandBuffer> c);
   // The hand-off buffers (x and router logits to the host, the CPU's sum back), made on first use.
   void handoff_buffers(std::uint32_t cols, std::uint32_t n_expert);
   // Records the copies of x (the FFN norm's rows) and the router logits into hand_in.
@@ -672,10 +672,47 @@ struct backend::impl {
   void end_cached_moe(const tensor& out);
   // submit_step's part for a cached hand-off: slots, uploads, the submit of the right parts.
   void run_cached(handoff& h);
-  // The current step's command buffers, with the CPU's experts between them.
-  void submit_step();
   // The CPU backend's experts over the hand-off buffers (the GPU's rows and router logits in, sum out).
   void run_handoff_on_cpu(const handoff& h);
+
+  // --- handoff_submit.cpp: the current step's command buffers, with the CPU's work between
+  // them: pre-submitted parts on a timeline semaphore (the host signals after each CPU part and
+  // spins on the counter for the GPU's), or a submit and fence wait per part
+  // (STRATA_VK_HANDOFF_FENCE=1, and steps with GPU-cached experts); the CPU pools kept hot.
+  void init_handoff();  // the switches and the semaphore (constructor)
+  void submit_step();
+  void submit_and_wait(vk::CommandBuffer c);
+  void submit_and_wait(std::span<const vk::CommandBuffer> c);
+  void wait_fence();
+  void submit_fenced(bool timed);
+  void submit_timeline(bool timed);
+  void wait_timeline(std::uint64_t value);
+  void signal_timeline(std::uint64_t value);
+  void run_handoff(handoff& h);  // the CPU's part of an experts or dense-FFN hand-off
+  template <class Work, class Release>
+  void timed_handoff(bool timed, std::chrono::steady_clock::time_point& mark, Work&& work, Release&& release);
+  void report_handoff_times() const;  // STRATA_VK_HANDOFF_TIMES=1: at destruction, to stderr
+  bool handoff_timeline = false;      // parts pre-submitted (STRATA_VK_HANDOFF_FENCE=1: off)
+  bool handoff_hot = false;           // CPU workers spin through a step (STRATA_VK_HANDOFF_HOT=0|1)
+  // The CPU's result buffers: host-cached (memory_kind::handoff), or for A/B the first
+  // host-visible type as before (STRATA_VK_HANDOFF_WC=1: write-combined on NVIDIA).
+  bool handoff_wc = false;
+  memory_kind handoff_out_kind() const noexcept { return handoff_wc ? memory_kind::upload : memory_kind::handoff; }
+  std::uint32_t handoff_spin_us = 0;  // host spin on the counter before vkWaitSemaphores (STRATA_VK_HANDOFF_SPIN_US)
+  vk::raii::Semaphore timeline{nullptr};
+  std::uint64_t timeline_value = 0;   // the last value signalled
+  // A step's submits, sized once to the most parts a step has had (no allocation per step).
+  std::vector<vk::CommandBuffer> tl_cmds;
+  std::vector<std::uint64_t> tl_wait, tl_signal;
+  std::vector<vk::TimelineSemaphoreSubmitInfo> tl_infos;
+  std::vector<vk::SubmitInfo> tl_submits;
+  // STRATA_VK_HANDOFF_TIMES=1: host-clock sums over the hand-offs of steps of <= 8 tokens
+  // without GPU-cached blocks.
+  struct handoff_times {
+    bool on = false;
+    std::uint64_t steps = 0, handoffs = 0;
+    double submit_us = 0, wait_us = 0, cpu_us = 0, release_us = 0, last_us = 0, step_us = 0;
+  } times;
 
   // --- layer_stream.cpp: dense layer streaming. load_streamed takes a dense FFN tensor of a
   // streamed block (false: not one); make_ring (reserve(), after the weight arena) allocates the

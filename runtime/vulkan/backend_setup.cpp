@@ -169,6 +169,7 @@ backend::impl::impl(const backend_options& o)
   pool = vk::raii::CommandPool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer,
                                                                        ctx.queue_family()));
   fence = vk::raii::Fence(ctx.device(), vk::FenceCreateInfo());
+  init_handoff();
   if (opt.profile) {
     if (!ctx.info().timestamps) throw error("GPU '" + ctx.info().name + "' has no timestamp queries: cannot profile");
     query_capacity = 16384;
@@ -178,7 +179,9 @@ backend::impl::impl(const backend_options& o)
 
 backend::backend(const backend_options& opt) : p_(std::make_unique<impl>(opt)) {}
 
-backend::~backend() = default;
+backend::~backend() {
+  if (p_) p_->report_handoff_times();
+}
 
 std::string backend::description() const {
   const auto& i = p_->ctx.info();
@@ -199,6 +202,10 @@ std::string backend::description() const {
          (s.cpu_tokens ? " (computed on the CPU, " + std::to_string(p_->ffn_host->threads()) + " threads, in steps of <= " +
                              std::to_string(s.cpu_tokens) + " tokens)"
                        : std::string());
+  if (p_->host || p_->ffn_host)
+    d += std::string("; hand-offs: ") +
+         (p_->handoff_timeline ? "parts pre-submitted on a timeline semaphore" : "a submit and fence wait per part") +
+         (p_->handoff_hot ? ", CPU workers kept hot through a step" : "");
   return d;
 }
 

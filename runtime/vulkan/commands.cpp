@@ -86,10 +86,14 @@ void command_recorder::resume(const vk::raii::CommandBuffer& cmd, const std::str
     if (labels_.size() + 1 > query_capacity_) throw error("profiling: too many dispatches for the query pool");
     cmd_->writeTimestamp(vk::PipelineStageFlagBits::eTopOfPipe, queries_, std::uint32_t(labels_.size()));
   }
-  // Earlier submits' shader writes and transfers (the expert cache's uploads) before any use here.
-  const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite,
+  // Earlier submits' shader writes and transfers (the expert cache's uploads) before any use here,
+  // and the host's writes of the hand-off's result: a part submitted before the host wrote them
+  // (the timeline path, handoff_submit.cpp) gets no host-write guarantee from its submit; the
+  // host's signal it waits on orders them, and HOST_WRITE here makes them visible.
+  const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite | vk::AccessFlagBits::eHostWrite,
                              vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite);
-  cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer,
+  cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer |
+                            vk::PipelineStageFlagBits::eHost,
                         vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
   written_.clear();
   read_.clear();

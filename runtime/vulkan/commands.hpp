@@ -28,10 +28,10 @@ class command_recorder {
                 std::uint32_t gx, std::uint32_t gy = 1, std::uint32_t gz = 1);
   // Makes every shader write visible to the host (before the fence the host waits on).
   void end();
-  // Continues the same step in `cmd`, submitted after the previous command buffer completed and
-  // the host ran in between (a hand-off): starts with a barrier, so what the earlier submit
-  // wrote is visible before anything here reads or overwrites it (shader writes and transfers:
-  // the expert cache uploads slots in a command buffer submitted just before). When profiling, the time from
+  // Continues the same step in `cmd`, run after the previous command buffer completed and the
+  // host ran in between (a hand-off): starts with a barrier, so what the earlier part and the
+  // host wrote is visible before anything here reads or overwrites it (shader writes, transfers:
+  // the expert cache uploads slots in a command buffer submitted just before; host writes). When profiling, the time from
   // the last kernel before the hand-off to this command buffer's start is an entry of its own,
   // `label` (the host's work plus a submit).
   void resume(const vk::raii::CommandBuffer& cmd, const std::string& label);

@@ -210,6 +210,7 @@ context::context(int device_index) : vk_context_(make_context()) {
   e12.shaderFloat16 = VK_TRUE;
   e12.shaderInt8 = VK_TRUE;
   e12.timelineSemaphore = f12.timelineSemaphore;
+  info_.timeline = f12.timelineSemaphore;
   e12.hostQueryReset = f12.hostQueryReset;
   vk::PhysicalDeviceVulkan13Features e13;
   e13.shaderIntegerDotProduct = info_.int_dot;

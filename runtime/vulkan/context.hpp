@@ -31,6 +31,7 @@ struct device_info {
   bool timestamps = false;
   bool nv_coopmat = false;
   bool int_dot = false;      // packed 4x8-bit integer dot products (shaderIntegerDotProduct)
+  bool timeline = false;     // timeline semaphores (Vulkan 1.2 core feature; enabled when present)
   // The driver's statistics of each compiled pipeline (registers, spills, shared memory), asked for
   // with STRATA_VK_PIPELINE_STATS=1 where VK_KHR_pipeline_executable_properties is there (a lab tool).
   bool pipeline_stats = false;

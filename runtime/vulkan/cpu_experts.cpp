@@ -1,10 +1,12 @@
 // The MoE hand-off of the Vulkan backend (cpu_experts.hpp): the CPU side (the CPU backend's
 // routing and expert kernels over host views of the hand-off buffers) and the recording side (the
-// copies around it and the command buffer split), and the submit loop that runs the CPU between
-// the parts of a step. One submit and fence wait per hand-off: the host must see the router's
-// output before it can start, and the GPU must see the experts' sum before the next op.
+// copies around it and the command buffer split). The host must see the router's output before
+// it can start, and the GPU must see the experts' sum before the next op: how the parts of a
+// step are submitted and waited on around the CPU's work is handoff_submit.cpp.
 #include "cpu_experts.hpp"
 
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "backend_impl.hpp"
@@ -23,13 +25,17 @@ struct cpu_experts::state {
   std::uint32_t max_rows = 0;
 
   explicit state(unsigned threads)
-      : be(threads ? threads : kernels::cpu::thread_pool::physical_cores(), rt::select_kernel_table(rt::best_isa())) {}
+      : be(threads ? threads : kernels::cpu::thread_pool::physical_cores(), rt::select_kernel_table(rt::best_isa())) {
+    // A/B lab switch: the experts' four pool jobs per step instead of one (same bits).
+    if (const char* v = std::getenv("STRATA_VK_HANDOFF_FUSE"); v && std::string_view(v) == "0") be.set_moe_fuse_pairs(0);
+  }
 };
 
 cpu_experts::cpu_experts(unsigned threads) : s_(std::make_unique<state>(threads)) {}
 cpu_experts::~cpu_experts() = default;
 
 unsigned cpu_experts::threads() const noexcept { return s_->be.threads(); }
+kernels::cpu::thread_pool& cpu_experts::pool() noexcept { return s_->be.pool(); }
 
 std::uint32_t cpu_experts::load(const gguf::tensor_info& t) {
   if (t.ne[2] < 2 || t.ne[3] != 1)
@@ -91,7 +97,7 @@ void backend::impl::handoff_buffers(std::uint32_t C, std::uint32_t E) {
   if (!hand_in) {
     hand_cols = C;
     hand_in = new_buffer(std::uint64_t(max_rows) * (C + E) * 4, memory_kind::readback, "MoE hand-off to the CPU");
-    hand_out = new_buffer(std::uint64_t(max_rows) * C * 4, memory_kind::upload, "MoE hand-off from the CPU");
+    hand_out = new_buffer(std::uint64_t(max_rows) * C * 4, handoff_out_kind(), "MoE hand-off from the CPU");
   }
   if (C != hand_cols || buf(hand_in).size() < std::uint64_t(max_rows) * (C + E) * 4)
     throw error("internal: MoE blocks of different widths in one model");
@@ -111,32 +117,6 @@ void backend::impl::record_handoff_in(const tensor& x, const tensor& logits) {
 
 const vk::raii::CommandBuffer& backend::impl::recording_cmd() const {
   return pending.handoffs.empty() ? pending.cmd : pending.handoffs.back().cmd;
-}
-
-void backend::impl::submit_and_wait(vk::CommandBuffer c) { submit_and_wait(std::span(&c, 1)); }
-
-void backend::impl::submit_and_wait(std::span<const vk::CommandBuffer> c) {
-  ctx.queue().submit(vk::SubmitInfo({}, {}, c), *fence);
-  if (ctx.device().waitForFences(*fence, VK_TRUE, UINT64_MAX) != vk::Result::eSuccess) throw error("GPU step did not complete");
-  ctx.device().resetFences(*fence);
-}
-
-void backend::impl::submit_step() {
-  submit_and_wait(*current->cmd);
-  cache_stats.tokens += step_tokens;
-  for (handoff& h : current->handoffs) {
-    if (h.ffn >= 0) {  // a streamed block's dense FFN (layer_stream.cpp)
-      run_cpu_ffn(h);
-      submit_and_wait(*h.cmd);
-      continue;
-    }
-    if (h.cache >= 0) {
-      run_cached(h);
-      continue;
-    }
-    run_handoff_on_cpu(h);
-    submit_and_wait(*h.cmd);
-  }
 }
 
 void backend::impl::run_handoff_on_cpu(const handoff& h) {

@@ -11,6 +11,10 @@
 #include "strata/gguf/tensor_info.hpp"
 #include "strata/graph/backend_contract.hpp"
 
+namespace strata::kernels::cpu {
+class thread_pool;
+}
+
 namespace strata::gpu {
 
 class cpu_experts {
@@ -21,6 +25,8 @@ class cpu_experts {
   cpu_experts& operator=(const cpu_experts&) = delete;
 
   unsigned threads() const noexcept;
+  // The CPU backend's workers (kept hot across the hand-offs of a step: handoff_submit.cpp).
+  kernels::cpu::thread_pool& pool() noexcept;
   // An expert tensor [n_in, n_out, n_expert] as the CPU kernels store it; returns its index.
   std::uint32_t load(const gguf::tensor_info& t);
   // Scratch for steps of at most max_tokens rows (max_tokens x n_used expert pairs), sized from

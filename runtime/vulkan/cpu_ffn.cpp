@@ -25,6 +25,7 @@ cpu_ffn::cpu_ffn(unsigned threads) : s_(std::make_unique<state>(threads)) {}
 cpu_ffn::~cpu_ffn() = default;
 
 unsigned cpu_ffn::threads() const noexcept { return s_->be.threads(); }
+kernels::cpu::thread_pool& cpu_ffn::pool() noexcept { return s_->be.pool(); }
 
 std::uint32_t cpu_ffn::load(const gguf::tensor_info& t) {
   if (t.ne[1] < 2 || t.ne[2] != 1 || t.ne[3] != 1)
@@ -52,10 +53,8 @@ void cpu_ffn::run(std::uint32_t gate, std::uint32_t up, std::uint32_t down, std:
   const auto ff = std::uint32_t(g.ne[1]);
   const ct xv{const_cast<float*>(x), rows, cols, cols};  // read only
   const ct gv = S.gate.all().first_rows(rows).first_cols(ff), uv = S.up.all().first_rows(rows).first_cols(ff);
-  S.be.matmul(g, xv, gv);
-  S.be.matmul(S.weights.at(up), xv, uv);
-  S.be.swiglu(gv, uv, gv);
-  S.be.matmul(S.weights.at(down), gv, {out, rows, cols, cols});
+  // Gate and up in one pool job, SwiGLU folded in, then down (the bits of matmul, swiglu, matmul).
+  S.be.swiglu_ffn(g, S.weights.at(up), S.weights.at(down), xv, gv, uv, {out, rows, cols, cols});
 }
 
 }  // namespace strata::gpu

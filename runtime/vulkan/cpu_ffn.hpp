@@ -9,6 +9,10 @@
 
 #include "strata/gguf/tensor_info.hpp"
 
+namespace strata::kernels::cpu {
+class thread_pool;
+}
+
 namespace strata::gpu {
 
 class cpu_ffn {
@@ -19,6 +23,8 @@ class cpu_ffn {
   cpu_ffn& operator=(const cpu_ffn&) = delete;
 
   unsigned threads() const noexcept;
+  // The CPU backend's workers (kept hot across the hand-offs of a step: handoff_submit.cpp).
+  kernels::cpu::thread_pool& pool() noexcept;
   // A dense FFN matrix [n_in, n_out] as the CPU kernels read it; returns its index.
   std::uint32_t load(const gguf::tensor_info& t);
   // Scratch for steps of at most max_rows tokens, sized from the loaded tensors.

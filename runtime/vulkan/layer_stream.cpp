@@ -112,7 +112,7 @@ void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit, st
     ffn_rows = std::min(opt.stream_cpu_tokens, max_tokens);
     const auto cols = std::uint32_t(weights.at(streams[0].part[0]).info->ne[0]);
     ffn_in = new_buffer(std::uint64_t(ffn_rows) * cols * 4, memory_kind::readback, "dense FFN hand-off to the CPU");
-    ffn_out = new_buffer(std::uint64_t(ffn_rows) * cols * 4, memory_kind::upload, "dense FFN hand-off from the CPU");
+    ffn_out = new_buffer(std::uint64_t(ffn_rows) * cols * 4, handoff_out_kind(), "dense FFN hand-off from the CPU");
     ffn_host->reserve(ffn_rows);
     streaming.cpu_tokens = opt.stream_cpu_tokens;
   }

@@ -32,6 +32,7 @@ gpu_buffer::gpu_buffer(const context& ctx, std::uint64_t bytes, memory_kind kind
       type = ctx.memory_type(req.memoryTypeBits, F::eHostVisible | F::eHostCoherent, F::eDeviceLocal);
       break;
     case memory_kind::readback:
+    case memory_kind::handoff:
       type = ctx.memory_type(req.memoryTypeBits, F::eHostVisible | F::eHostCoherent, F::eHostCached);
       break;
   }

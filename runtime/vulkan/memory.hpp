@@ -18,6 +18,11 @@ enum class memory_kind {
   device,    // device-local, not mapped
   upload,    // host-visible + coherent (staging, per-step inputs)
   readback,  // host-visible, preferably host-cached (results read by the CPU)
+  // Host-visible + coherent, preferably host-cached: what the CPU writes *and reads back* between
+  // the parts of a step (a hand-off's result, which the CPU's experts accumulate in place). The
+  // first `upload` type is write-combined on discrete GPUs (NVIDIA: HOST_VISIBLE|HOST_COHERENT
+  // without HOST_CACHED), where every CPU read is an uncached load.
+  handoff,
   // Host-visible + coherent, preferably device-local (the BAR): small inputs the host writes each
   // step and kernels read many times. In system memory every read a kernel makes of them crosses
   // PCIe; attention reads positions, then block tables, then keys: dependent round trips.

@@ -1,7 +1,8 @@
-// backend::moe_experts on packed experts (all experts' rows in five pool jobs) against the
-// per-expert sequence it replaced, written out here with the backend's own matmul and swiglu on
-// each expert's slab: the outputs must be the same bits, for decode-sized and prefill-sized
-// steps, output- and input-weighted experts, on every tier and with 1 and 2 threads.
+// backend::moe_experts on packed experts (all experts' rows in a job per stage, or in one job
+// for decode-sized steps) against the per-expert sequence it replaced, written out here with the
+// backend's own matmul and swiglu on each expert's slab: the outputs must be the same bits, for
+// decode-sized and prefill-sized steps, fused and not, output- and input-weighted experts, on
+// every tier and with 1 and 2 threads.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -67,10 +68,13 @@ TEST_CASE("moe_experts: packed experts in one pass equal the per-expert matmuls 
       be.reserve(max_tok, routed);
       const graph::moe_scratch<kc::tensor> s{logits.all(), xin.all(), g.all(), u.all(), y.all()};
       const graph::moe_weights<kc::weight> mw{nullptr, &wg, &wu, &wd};
+      for (const std::uint32_t fuse : {64u, 0u})  // one pool job (decode-sized steps) or a job per stage
       for (const auto weighting : {graph::moe_weighting::output, graph::moe_weighting::input})
         for (const std::uint32_t n : {1u, 2u, max_tok}) {
+          CAPTURE(fuse);
           CAPTURE(n);
           CAPTURE(int(weighting));
+          be.set_moe_fuse_pairs(fuse);
           graph::moe_params mp;
           mp.n_used = k_used;
           mp.weighting = weighting;

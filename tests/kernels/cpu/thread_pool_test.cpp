@@ -6,9 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "strata/kernels/cpu/thread_pool.hpp"
@@ -69,6 +71,42 @@ TEST_CASE("thread_pool: many tiny jobs, most done by the caller before any worke
     });
   std::size_t wrong = 0;
   for (int v : out) wrong += v != 2000;
+  CHECK(wrong == 0);
+}
+
+// Hot scopes (the Vulkan backend's hand-offs): the workers spin between jobs while one is open,
+// are woken from sleep when it opens, and go back to sleeping after; jobs inside, across and
+// after scopes (nested too) still run every item once with their own function.
+TEST_CASE("thread_pool: jobs inside, between and after hot scopes run every item once") {
+  thread_pool pool(4);
+  std::vector<int> out(97, 0);
+  const auto job = [&] {
+    pool.parallel_for(out.size(), 3, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t i = b; i < e; ++i) out[i] += 1;
+    });
+  };
+  int expect = 0;
+  for (int rep = 0; rep < 200; ++rep) {
+    if (rep % 50 == 7) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers asleep
+    {
+      thread_pool::hot_scope hot(&pool);
+      CHECK(pool.hot());
+      job();
+      {
+        thread_pool::hot_scope nested(&pool);
+        job();
+      }
+      CHECK(pool.hot());
+      if (rep % 20 == 3) std::this_thread::sleep_for(std::chrono::microseconds(300));  // spinning, not asleep
+      job();
+    }
+    CHECK(!pool.hot());
+    job();
+    expect += 4;
+  }
+  { thread_pool::hot_scope none(nullptr); }  // a null pool: nothing to keep hot
+  std::size_t wrong = 0;
+  for (int v : out) wrong += v != expect;
   CHECK(wrong == 0);
 }
 

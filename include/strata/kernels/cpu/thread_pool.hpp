@@ -8,7 +8,11 @@
 // sleeps on the done count while another thread finishes its last chunk. Sleeping is a futex on
 // the 32-bit word itself (the kernel compares the word before sleeping, so a wake-up can only be
 // missed by a thread that then sees the new value), not std::atomic::wait, which libstdc++ runs
-// through a shared proxy counter for the 64-bit words the pool used to have.
+// through a shared proxy counter for the 64-bit words the pool used to have. While a hot_scope
+// is open the workers (and the caller's wait) spin without a time limit instead of sleeping:
+// for a caller whose short jobs come a few hundred microseconds apart with the host waiting on
+// something else in between (the Vulkan backend's hand-offs within one step), where each
+// futex wake-up would cost more than the job's barrier.
 #pragma once
 #include <atomic>
 #include <climits>
@@ -73,6 +77,26 @@ class thread_pool {
 
   unsigned size() const noexcept { return n_threads_; }
 
+  // Keeps the workers spinning between jobs (no sleep) while at least one scope is open, and
+  // wakes the sleeping ones when the first opens, so they are spinning by the first job. Open
+  // and close it on the thread that calls parallel_for. The workers go back to spinning briefly,
+  // then sleeping, once the last scope closes.
+  class hot_scope {
+   public:
+    explicit hot_scope(thread_pool* p) noexcept : p_(p) {
+      if (p_) p_->enter_hot();
+    }
+    ~hot_scope() {
+      if (p_) p_->hot_.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    hot_scope(const hot_scope&) = delete;
+    hot_scope& operator=(const hot_scope&) = delete;
+
+   private:
+    thread_pool* p_;
+  };
+  bool hot() const noexcept { return hot_.load(std::memory_order_relaxed) != 0; }
+
   // Runs f over [0, n) in chunks of `grain` items; returns when every chunk is done. f(b, e,
   // tid) runs on the caller (tid 0) or a worker (tid 1..size()-1), never on two threads with the
   // same tid at once.
@@ -104,7 +128,8 @@ class thread_pool {
     if (sleepers_.load(std::memory_order_seq_cst)) detail::futex_wake_all(generation_);
     caller_asleep_.store(false, std::memory_order_relaxed);
     run_chunks(g, 0);
-    for (int spin = 0; done_.load(std::memory_order_acquire) != n32 && spin < caller_spins; ++spin) STRATA_CPU_RELAX();
+    const bool hot = hot_.load(std::memory_order_relaxed) != 0;
+    for (int spin = 0; done_.load(std::memory_order_acquire) != n32 && (hot || spin < caller_spins); ++spin) STRATA_CPU_RELAX();
     // A chunk still running belongs to a worker that may have been descheduled mid-chunk: sleep
     // until the last chunk's thread wakes us instead of burning the time slice it needs. The
     // flag and done_ are seq_cst on both sides, so either we see the last chunk done or its
@@ -166,20 +191,31 @@ class thread_pool {
     }
   }
 
+  // A job of no items (the claim word is left as it is, so no chunk can be taken with it):
+  // generation_ changes, which is what wakes a sleeper (the futex compares the word).
+  void enter_hot() noexcept {
+    if (hot_.fetch_add(1, std::memory_order_seq_cst) != 0) return;
+    generation_.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst)) detail::futex_wake_all(generation_);
+  }
+
   void worker_loop(unsigned tid) {
     std::uint32_t seen = 0;
     for (;;) {
-      // Spin briefly (ops follow each other within microseconds), then sleep on the counter.
+      // Spin briefly (ops follow each other within microseconds), or as long as the pool is hot,
+      // then sleep on the counter.
       std::uint32_t g = generation_.load(std::memory_order_acquire);
-      for (int spin = 0; g == seen && spin < worker_spins; ++spin) {
+      for (int spin = 0; g == seen;) {
+        if (hot_.load(std::memory_order_relaxed)) spin = 0;
+        else if (++spin > worker_spins) break;
         STRATA_CPU_RELAX();
         g = generation_.load(std::memory_order_acquire);
       }
-      while (g == seen) {
+      if (g == seen) {
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
         if (generation_.load(std::memory_order_seq_cst) == seen) detail::futex_wait(generation_, seen);
         sleepers_.fetch_sub(1, std::memory_order_seq_cst);
-        g = generation_.load(std::memory_order_acquire);
+        continue;  // a job, a hot scope or a spurious wake-up: look again
       }
       seen = g;
       if (stop_.load(std::memory_order_relaxed)) return;
@@ -197,6 +233,7 @@ class thread_pool {
   std::atomic<const job*> job_{nullptr};
   std::atomic<std::size_t> n_{0}, grain_{1};
   std::atomic<bool> caller_asleep_{false};  // the caller waits on done_ (notify it at the end)
+  std::atomic<std::uint32_t> hot_{0};       // open hot_scopes
 };
 
 }  // namespace strata::kernels::cpu

@@ -1,0 +1,214 @@
+// How a recorded step with hand-offs (the CPU computing routed experts or a streamed dense FFN
+// between two parts of the step: cpu_experts.cpp, layer_stream.cpp) is submitted and waited on.
+// Timeline path (the default where the device has timeline semaphores): every part is submitted
+// at once; part i+1 waits on the value the host signals (vkSignalSemaphore) after the CPU's
+// work i, each part signals its own value when done, and the host waits for a part by spinning
+// on the semaphore's counter (a bounded spin, then vkWaitSemaphores): no queue submit, no GPU
+// start-up and no sleeping host thread between the parts. STRATA_VK_HANDOFF_FENCE=1 keeps the
+// fence path: per part a submit and a fence wait. Steps with GPU-cached experts
+// (expert_cache.cpp) always take it: the host chooses after the router which parts run next.
+// Either way the CPU backend's workers are kept spinning through the step (thread_pool
+// hot_scope) instead of sleeping between hand-offs. STRATA_VK_HANDOFF_TIMES=1 times the
+// hand-offs of decode-sized steps on the host and prints averages when the backend closes.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "backend_impl.hpp"
+#include "strata/core/error.hpp"
+#include "strata/kernels/cpu/thread_pool.hpp"
+
+namespace strata::gpu {
+
+namespace {
+using clock = std::chrono::steady_clock;
+double us(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+}  // namespace
+
+void backend::impl::init_handoff() {
+  const auto env = [](const char* name) -> const char* { return std::getenv(name); };
+  const bool fence_forced = env("STRATA_VK_HANDOFF_FENCE") && std::string_view(env("STRATA_VK_HANDOFF_FENCE")) == "1";
+  handoff_timeline = ctx.info().timeline && !fence_forced;
+  // A CPU device (lavapipe) runs the GPU's parts on the same cores: spinning workers and a
+  // spinning host would take them from it. Real GPUs: hot workers, a 1 ms spin on the counter.
+  handoff_hot = !ctx.info().is_cpu;
+  handoff_spin_us = ctx.info().is_cpu ? 0 : 1000;
+  if (const char* v = env("STRATA_VK_HANDOFF_HOT")) handoff_hot = std::string_view(v) == "1";
+  if (const char* v = env("STRATA_VK_HANDOFF_SPIN_US")) handoff_spin_us = std::uint32_t(std::clamp(std::atoi(v), 0, 1000000));
+  if (const char* v = env("STRATA_VK_HANDOFF_TIMES")) times.on = std::string_view(v) == "1";
+  if (const char* v = env("STRATA_VK_HANDOFF_WC")) handoff_wc = std::string_view(v) == "1";
+  if (handoff_timeline) {
+    const vk::SemaphoreTypeCreateInfo type(vk::SemaphoreType::eTimeline, 0);
+    timeline = vk::raii::Semaphore(ctx.device(), vk::SemaphoreCreateInfo({}, &type));
+  }
+}
+
+void backend::impl::submit_and_wait(vk::CommandBuffer c) { submit_and_wait(std::span(&c, 1)); }
+
+void backend::impl::submit_and_wait(std::span<const vk::CommandBuffer> c) {
+  ctx.queue().submit(vk::SubmitInfo({}, {}, c), *fence);
+  wait_fence();
+}
+
+void backend::impl::wait_fence() {
+  if (ctx.device().waitForFences(*fence, VK_TRUE, UINT64_MAX) != vk::Result::eSuccess) throw error("GPU step did not complete");
+  ctx.device().resetFences(*fence);
+}
+
+void backend::impl::wait_timeline(std::uint64_t value) {
+  if (handoff_spin_us) {
+    const auto until = clock::now() + std::chrono::microseconds(handoff_spin_us);
+    for (std::uint32_t i = 1;; ++i) {
+      if (timeline.getCounterValue() >= value) return;
+      if (i % 64 == 0 && clock::now() > until) break;
+      STRATA_CPU_RELAX();
+    }
+  }
+  const vk::Semaphore s = *timeline;
+  if (ctx.device().waitSemaphores(vk::SemaphoreWaitInfo({}, s, value), UINT64_MAX) != vk::Result::eSuccess)
+    throw error("GPU step did not complete (timeline semaphore wait)");
+}
+
+void backend::impl::signal_timeline(std::uint64_t value) { ctx.device().signalSemaphore(vk::SemaphoreSignalInfo(*timeline, value)); }
+
+// One hand-off after the host has seen the part before it end (mark: when it began waiting for
+// that part): the CPU's work, then the release of the part after it (a submit or a signal).
+template <class Work, class Release>
+void backend::impl::timed_handoff(bool timed, std::chrono::steady_clock::time_point& mark, Work&& work, Release&& release) {
+  if (!timed) {
+    work();
+    return release();
+  }
+  const auto seen = clock::now();
+  work();
+  const auto cpu_end = clock::now();
+  release();
+  const auto released = clock::now();
+  times.wait_us += us(seen - mark);
+  times.cpu_us += us(cpu_end - seen);
+  times.release_us += us(released - cpu_end);
+  ++times.handoffs;
+  mark = released;
+}
+
+void backend::impl::run_handoff(handoff& h) {
+  if (h.ffn >= 0) run_cpu_ffn(h);  // a streamed block's dense FFN (layer_stream.cpp)
+  else run_handoff_on_cpu(h);
+}
+
+void backend::impl::submit_step() {
+  cache_stats.tokens += step_tokens;
+  std::deque<handoff>& hs = current->handoffs;
+  if (hs.empty()) return submit_and_wait(*current->cmd);
+  bool cached = false, experts = false, ffn = false;
+  for (const handoff& h : hs) {
+    cached |= h.cache >= 0;
+    experts |= h.cache >= 0 || h.ffn < 0;
+    ffn |= h.ffn >= 0;
+  }
+  using kernels::cpu::thread_pool;
+  const thread_pool::hot_scope hot_x(handoff_hot && experts ? &host->pool() : nullptr);
+  const thread_pool::hot_scope hot_f(handoff_hot && ffn ? &ffn_host->pool() : nullptr);
+  const bool timed = times.on && !cached && step_tokens <= 8;
+  const clock::time_point t0 = timed ? clock::now() : clock::time_point{};
+  if (handoff_timeline && !cached) submit_timeline(timed);
+  else submit_fenced(timed);
+  if (timed) {
+    times.step_us += us(clock::now() - t0);
+    ++times.steps;
+  }
+}
+
+void backend::impl::submit_fenced(bool timed) {
+  std::deque<handoff>& hs = current->handoffs;
+  clock::time_point mark = timed ? clock::now() : clock::time_point{};
+  ctx.queue().submit(vk::SubmitInfo({}, {}, *current->cmd), *fence);
+  if (timed) times.submit_us += us(clock::now() - mark);
+  mark = timed ? clock::now() : mark;
+  bool in_flight = true;  // a submit the fence has not been waited on for
+  for (handoff& h : hs) {
+    if (in_flight) wait_fence();
+    if (h.cache >= 0) {  // GPU-cached experts: the host picks the parts that follow (submitted and waited on)
+      run_cached(h);
+      in_flight = false;
+      continue;
+    }
+    timed_handoff(timed, mark, [&] { run_handoff(h); }, [&] { ctx.queue().submit(vk::SubmitInfo({}, {}, *h.cmd), *fence); });
+    in_flight = true;
+  }
+  if (in_flight) wait_fence();
+  if (timed) times.last_us += us(clock::now() - mark);
+}
+
+void backend::impl::submit_timeline(bool timed) {
+  std::deque<handoff>& hs = current->handoffs;
+  const std::size_t n = hs.size(), parts = n + 1;
+  // Values from base: part i done = base + 2i + 1, the host's work after part i = base + 2i + 2.
+  const std::uint64_t base = timeline_value;
+  tl_cmds.resize(parts);
+  tl_wait.resize(parts);
+  tl_signal.resize(parts);
+  tl_infos.resize(parts);
+  tl_submits.resize(parts);
+  const vk::Semaphore sem = *timeline;
+  static const vk::PipelineStageFlags wait_stage = vk::PipelineStageFlagBits::eAllCommands;
+  for (std::size_t i = 0; i < parts; ++i) {
+    tl_cmds[i] = i == 0 ? *current->cmd : *hs[i - 1].cmd;
+    tl_wait[i] = base + 2 * i;
+    tl_signal[i] = base + 2 * i + 1;
+    tl_infos[i] = vk::TimelineSemaphoreSubmitInfo(i ? 1 : 0, &tl_wait[i], 1, &tl_signal[i]);
+    tl_submits[i] = vk::SubmitInfo(i ? 1 : 0, &sem, &wait_stage, 1, &tl_cmds[i], 1, &sem, &tl_infos[i]);
+  }
+  clock::time_point mark = timed ? clock::now() : clock::time_point{};
+  ctx.queue().submit(tl_submits);
+  timeline_value = base + 2 * n + 1;
+  if (timed) times.submit_us += us(clock::now() - mark);
+  mark = timed ? clock::now() : mark;
+  std::size_t done = 0;  // host values signalled
+  try {
+    for (; done < n; ++done) {
+      wait_timeline(base + 2 * done + 1);
+      timed_handoff(timed, mark, [&] { run_handoff(hs[done]); }, [&] { signal_timeline(base + 2 * done + 2); });
+    }
+    wait_timeline(timeline_value);
+  } catch (...) {
+    // The parts already submitted wait on values only the host signals: let them run (on
+    // whatever the hand-off buffers hold) so the queue drains before the error leaves the step.
+    try {
+      for (; done < n; ++done) {
+        wait_timeline(base + 2 * done + 1);
+        signal_timeline(base + 2 * done + 2);
+      }
+      wait_timeline(timeline_value);
+    } catch (...) {
+    }
+    throw;
+  }
+  if (timed) times.last_us += us(clock::now() - mark);
+}
+
+void backend::impl::report_handoff_times() const {
+  if (!times.on) return;
+  if (!times.steps || !times.handoffs) {
+    std::fprintf(stderr, "hand-off times (STRATA_VK_HANDOFF_TIMES): no decode-sized step with hand-offs ran\n");
+    return;
+  }
+  const double h = double(times.handoffs), s = double(times.steps);
+  std::fprintf(stderr,
+               "hand-off times (STRATA_VK_HANDOFF_TIMES; host clock, %llu steps of <= 8 tokens, %.1f hand-offs each, %s, "
+               "CPU workers %s):\n"
+               "  per hand-off: waiting for the GPU part before it %.1f us (from the previous submit or signal until its end "
+               "is seen), CPU work %.1f us, next part released (%s) %.2f us\n"
+               "  per step: first submit %.1f us, waiting for the last part %.1f us, step %.1f us (hand-offs %.1f us: "
+               "GPU wait %.1f, CPU %.1f, host %.1f)\n",
+               static_cast<unsigned long long>(times.steps), h / s,
+               handoff_timeline ? "parts pre-submitted on a timeline semaphore" : "a submit and fence wait per part",
+               handoff_hot ? "kept hot" : "sleeping between jobs", times.wait_us / h, times.cpu_us / h,
+               handoff_timeline ? "vkSignalSemaphore" : "vkQueueSubmit", times.release_us / h, times.submit_us / s,
+               times.last_us / s, times.step_us / s, (times.wait_us + times.cpu_us + times.release_us) / s,
+               times.wait_us / s, times.cpu_us / s, times.release_us / s);
+}
+
+}  // namespace strata::gpu

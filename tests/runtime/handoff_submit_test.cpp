@@ -1,0 +1,127 @@
+// The two ways a Vulkan step with hand-offs is submitted (runtime/vulkan/handoff_submit.cpp):
+// every part at once on a timeline semaphore (the host signals after each CPU part and spins on
+// the GPU's values), or a submit and fence wait per part (STRATA_VK_HANDOFF_FENCE=1); with the
+// CPU workers kept hot through a step or not, the host spinning on the counter or not, the
+// experts in one pool job or a job per stage, and the result buffers host-cached or not. The
+// same kernels read the same bytes in the same order whichever way, so the logits of a prompt
+// in several steps and of 8 decode steps are the same bits, for routed experts on the CPU
+// (qwen3moe --cpu-moe: 4 hand-offs a step; llama4 --n-cpu-moe with a CPU stage after the GPU's)
+// and for streamed dense FFNs computed on the CPU (qwen3: 3 a step).
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/runtime/engine.hpp"
+#include "strata/tiers/links.hpp"
+#include "support/fidelity.hpp"
+#include "support/scoped_env.hpp"
+#include "support/session_logits.hpp"
+
+namespace {
+
+using strata::test::golden_model;
+using strata::test::scoped_env;
+
+bool vulkan_here() {
+  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
+    MESSAGE("no Vulkan build or device: hand-off submission checks skipped");
+    return false;
+  }
+  return true;
+}
+
+const golden_model& fixture(std::string_view name) {
+  static const auto models = strata::test::local_golden();
+  for (const auto& g : models)
+    if (g.name == name) return g;
+  FAIL("fixture model " << name << " is not shipped");
+  throw;
+}
+
+struct path {
+  const char* name;
+  const char* fence;  // STRATA_VK_HANDOFF_FENCE
+  const char* hot;    // STRATA_VK_HANDOFF_HOT
+  const char* spin;   // STRATA_VK_HANDOFF_SPIN_US
+  const char* fuse;   // STRATA_VK_HANDOFF_FUSE (0: the experts' pool job per stage)
+  const char* wc;     // STRATA_VK_HANDOFF_WC (1: result buffers of the first host-visible type)
+  const char* says;   // in the backend's description
+};
+constexpr path paths[] = {
+    {"fence, workers sleeping, a job per stage (the old hand-off)", "1", "0", "0", "0", "1", "a submit and fence wait per part"},
+    {"timeline, workers sleeping, no spin", "0", "0", "0", "1", "0", "parts pre-submitted on a timeline semaphore"},
+    {"timeline, workers hot, host spinning", "0", "1", "200", "1", "0",
+     "parts pre-submitted on a timeline semaphore, CPU workers kept hot"},
+    {"fence, workers hot", "1", "1", "0", "1", "0", "a submit and fence wait per part, CPU workers kept hot"},
+};
+
+// Logits of the first run's prompt (steps of opt.n_batch tokens) and 8 decode steps, per path;
+// every path's must equal the fence path's bit for bit.
+void check_paths(const golden_model& g, const strata::rt::engine_options& opt, std::string_view layout) {
+  CAPTURE(g.name);
+  const auto& run = g.runs.front();
+  std::vector<float> ref;
+  for (const path& p : paths) {
+    CAPTURE(p.name);
+    const scoped_env fence("STRATA_VK_HANDOFF_FENCE", p.fence), hot("STRATA_VK_HANDOFF_HOT", p.hot),
+        spin("STRATA_VK_HANDOFF_SPIN_US", p.spin), fuse("STRATA_VK_HANDOFF_FUSE", p.fuse), wc("STRATA_VK_HANDOFF_WC", p.wc);
+    const auto m = strata::rt::model::load(g.path, opt);
+    const std::string d = m->backend_description();
+    CHECK(d.find(layout) != std::string::npos);
+    CHECK(d.find(std::string("; hand-offs: ") + p.says) != std::string::npos);
+    const auto got = strata::test::prompt_and_decode_logits(*m, run, 8);
+    if (ref.empty()) {
+      ref = got;
+      continue;
+    }
+    REQUIRE(got.size() == ref.size());
+    CHECK(got == ref);
+  }
+}
+
+strata::rt::engine_options options(std::uint32_t n_batch) {
+  strata::rt::engine_options opt;
+  opt.backend = strata::rt::backend_kind::vulkan;
+  opt.threads = 2;
+  opt.n_ctx = 512;  // the fixtures were produced with n_ctx 512
+  opt.n_batch = n_batch;
+  opt.stream_experts = false;  // every step hands its experts to the CPU
+  return opt;
+}
+
+}  // namespace
+
+TEST_CASE("hand-off submission: qwen3moe --cpu-moe gives the same logits on the timeline and fence paths") {
+  if (!vulkan_here()) return;
+  auto opt = options(5);  // prompt steps of 5 tokens, a short last one, then 1-token steps
+  opt.cpu_moe = true;
+  check_paths(fixture("qwen3moe-Q4_K_M"), opt, "routed experts of 4 MoE layers on the CPU");
+}
+
+TEST_CASE("hand-off submission: llama4 -ngl 3 --n-cpu-moe 2 (weighted input, a CPU stage after) gives the same logits on every path") {
+  if (!vulkan_here()) return;
+  auto opt = options(256);
+  opt.n_gpu_layers = 3;
+  opt.n_cpu_moe = 2;
+  check_paths(fixture("llama4-Q4_K_M"), opt, "routed experts of 1 MoE layers on the CPU");
+}
+
+TEST_CASE("hand-off submission: streamed dense FFNs computed on the CPU (qwen3) give the same logits on every path") {
+  if (!vulkan_here()) return;
+  auto opt = options(8);
+  opt.stream_layers = 3;
+  // A link slower than any CPU: every step (prompt and decode) computes the streamed FFNs on the
+  // CPU, three hand-offs a step.
+  strata::tiers::link_speeds l = strata::tiers::assumed_desktop_links();
+  l.host_to_gpu = 1e3;
+  l.handoff_s = 0;
+  l.source = "test: a link slower than the CPU";
+  opt.links = l;
+  check_paths(fixture("qwen3-Q4_K_M"), opt, "computed on the CPU");
+  const auto m = strata::rt::model::load(fixture("qwen3-Q4_K_M").path, opt);
+  strata::test::prompt_and_decode_logits(*m, fixture("qwen3-Q4_K_M").runs.front(), 2);
+  CHECK(m->streaming().cpu_steps == m->streaming().steps);
+}

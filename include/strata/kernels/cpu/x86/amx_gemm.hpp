@@ -225,6 +225,32 @@ inline void kq_block(const std::uint8_t* act0, std::size_t stride, const std::ui
   }
 }
 
+// Q4_K's block for two 16-token tiles at once (act0, act1): A tiles tmm0/tmm1, B tiles tmm2/tmm3
+// (passes 0 and 1), C tiles tmm4-5 (first tile's passes) and tmm6-7 (second's). Four independent
+// accumulation chains instead of two: one tile's two chains of 4 dependent products left the
+// tile unit waiting on their latency.
+inline void kq_block2_pair(const std::uint8_t* act0, const std::uint8_t* act1, std::size_t stride, const std::uint8_t* bt,
+                           std::int32_t (*c0)[256], std::int32_t (*c1)[256]) noexcept {
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  for (int c = 0; c < 4; ++c) {
+    STRATA_TILE_LOAD(0, act0 + 4 + 64 * c, stride);
+    STRATA_TILE_LOAD(1, act1 + 4 + 64 * c, stride);
+    STRATA_TILE_LOAD(2, bt + (c * 2) * 1024, 64);
+    STRATA_TILE_LOAD(3, bt + (c * 2 + 1) * 1024, 64);
+    _tile_dpbssd(4, 0, 2);
+    _tile_dpbssd(5, 0, 3);
+    _tile_dpbssd(6, 1, 2);
+    _tile_dpbssd(7, 1, 3);
+  }
+  _tile_stored(4, c0[0], 64);
+  _tile_stored(5, c0[1], 64);
+  _tile_stored(6, c1[0], 64);
+  _tile_stored(7, c1[1], 64);
+}
+
 struct q4_k_amx {
   using vnni = q4_k_kernel;
   using layout = packed::q4_k;
@@ -272,14 +298,13 @@ struct q4_k_amx {
     }
   }
 
+  // S_j = bsums_2j + bsums_2j+1 (|S_j| ≤ 2·16·128, an int16) for j = 0..7, in order.
   static void prepare_token(const std::uint8_t* act, std::size_t nb, std::uint8_t* out) noexcept {
     for (std::size_t b = 0; b < nb; ++b) {
-      const std::uint8_t* bs = act + b * q8k_bytes + 260;
-      std::int16_t s[16];
-      std::memcpy(s, bs, 32);
-      std::int16_t w[8];
-      for (int j = 0; j < 8; ++j) w[j] = std::int16_t(s[2 * j] + s[2 * j + 1]);
-      std::memcpy(out + b * token_block_bytes, w, 16);
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + b * q8k_bytes + 260));
+      const __m256i s = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + b * token_block_bytes),
+                       _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
     }
   }
 
@@ -378,11 +403,31 @@ inline void kq_run(const gemm_args& a, std::size_t n_tiles) noexcept {
   std::uint8_t* tok = K::token_block_bytes ? amx_t_scratch.get(n_tok * tok_stride) : nullptr;
   if constexpr (K::token_block_bytes > 0)
     for (std::size_t t = 0; t < n_tok; ++t) K::prepare_token(a.act + t * a.act_stride, nb, tok + t * tok_stride);
-  alignas(64) std::int32_t c[3][256];
+  alignas(64) std::int32_t c[3][256], c1[3][256];
+  const auto tok_at = [&](std::size_t t0, std::size_t b) {
+    return tok ? tok + t0 * tok_stride + b * K::token_block_bytes : nullptr;
+  };
   for (std::size_t g = a.group_begin; g < a.group_end; ++g) {
     const std::uint8_t* gw = a.w + g * a.group_bytes;
     for (std::size_t b = 0; b < nb; ++b) K::prepare_block(gw + b * bb, bt + b * K::block_scratch);
-    for (std::size_t tile = 0; tile < n_tiles; ++tile) {
+    std::size_t tile = 0;
+    if constexpr (P == 2)
+      for (; tile + 2 <= n_tiles; tile += 2) {  // two tiles at a time (kq_block2_pair)
+        const std::size_t t0 = tile * amx_tile_tokens, t1 = t0 + amx_tile_tokens;
+        const std::uint8_t *act0 = a.act + t0 * a.act_stride, *act1 = a.act + t1 * a.act_stride;
+        __m512 acc[2 * amx_tile_tokens];
+        for (auto& v : acc) v = _mm512_setzero_ps();
+        for (std::size_t b = 0; b < nb; ++b) {
+          const std::uint8_t* bb_t = bt + b * K::block_scratch;
+          kq_block2_pair(act0 + b * q8k_bytes, act1 + b * q8k_bytes, a.act_stride, bb_t, c, c1);
+          K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
+          K::finish(c1, gw + b * bb, bb_t, act1 + b * q8k_bytes, a.act_stride, tok_at(t1, b), tok_stride,
+                    acc + amx_tile_tokens);
+        }
+        amx_store(a, g, t0, acc);
+        amx_store(a, g, t1, acc + amx_tile_tokens);
+      }
+    for (; tile < n_tiles; ++tile) {
       const std::size_t t0 = tile * amx_tile_tokens;
       const std::uint8_t* act0 = a.act + t0 * a.act_stride;
       __m512 acc[amx_tile_tokens];
@@ -390,8 +435,7 @@ inline void kq_run(const gemm_args& a, std::size_t n_tiles) noexcept {
       for (std::size_t b = 0; b < nb; ++b) {
         const std::uint8_t* bb_t = bt + b * K::block_scratch;
         kq_block<P>(act0 + b * q8k_bytes, a.act_stride, bb_t, c);
-        K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride,
-                  tok ? tok + t0 * tok_stride + b * K::token_block_bytes : nullptr, tok_stride, acc);
+        K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
       }
       amx_store(a, g, t0, acc);
     }

@@ -393,12 +393,18 @@ struct q6_k_amx {
   }
 };
 
+// Groups are taken a batch at a time (their B tiles within 256 KiB, in L2), and every token
+// tile (pair) passes over the whole batch, so a tile's activations (K = 3072: 3.5 KiB a token)
+// are read from memory once per batch rather than once per group.
 template <class K>
 inline void kq_run(const gemm_args& a, std::size_t n_tiles) noexcept {
   constexpr int P = K::passes;
   amx_configure(64, P == 2 ? 4 : 3, 16);
   const std::size_t nb = a.k / K::layout::block_elems, bb = K::layout::group_block_bytes;
-  std::uint8_t* bt = amx_b_scratch.get(nb * K::block_scratch);
+  const std::size_t per_group = nb * K::block_scratch;
+  const std::size_t max_batch = per_group >= (256u << 10) ? 1 : (256u << 10) / per_group;
+  const std::size_t n_groups = a.group_end - a.group_begin, batch = n_groups < max_batch ? n_groups : max_batch;
+  std::uint8_t* bt = amx_b_scratch.get(batch * per_group);
   const std::size_t n_tok = n_tiles * amx_tile_tokens, tok_stride = nb * K::token_block_bytes;
   std::uint8_t* tok = K::token_block_bytes ? amx_t_scratch.get(n_tok * tok_stride) : nullptr;
   if constexpr (K::token_block_bytes > 0)
@@ -407,38 +413,46 @@ inline void kq_run(const gemm_args& a, std::size_t n_tiles) noexcept {
   const auto tok_at = [&](std::size_t t0, std::size_t b) {
     return tok ? tok + t0 * tok_stride + b * K::token_block_bytes : nullptr;
   };
-  for (std::size_t g = a.group_begin; g < a.group_end; ++g) {
-    const std::uint8_t* gw = a.w + g * a.group_bytes;
-    for (std::size_t b = 0; b < nb; ++b) K::prepare_block(gw + b * bb, bt + b * K::block_scratch);
+  for (std::size_t g0 = a.group_begin; g0 < a.group_end; g0 += batch) {
+    const std::size_t g1 = a.group_end - g0 < batch ? a.group_end : g0 + batch;
+    for (std::size_t g = g0; g < g1; ++g)
+      for (std::size_t b = 0; b < nb; ++b)
+        K::prepare_block(a.w + g * a.group_bytes + b * bb, bt + (g - g0) * per_group + b * K::block_scratch);
     std::size_t tile = 0;
     if constexpr (P == 2)
-      for (; tile + 2 <= n_tiles; tile += 2) {  // two tiles at a time (kq_block2_pair)
-        const std::size_t t0 = tile * amx_tile_tokens, t1 = t0 + amx_tile_tokens;
-        const std::uint8_t *act0 = a.act + t0 * a.act_stride, *act1 = a.act + t1 * a.act_stride;
-        __m512 acc[2 * amx_tile_tokens];
+      for (; tile + 2 <= n_tiles; tile += 2)  // two tiles at a time (kq_block2_pair)
+        for (std::size_t g = g0; g < g1; ++g) {
+          const std::uint8_t* gw = a.w + g * a.group_bytes;
+          const std::uint8_t* btg = bt + (g - g0) * per_group;
+          const std::size_t t0 = tile * amx_tile_tokens, t1 = t0 + amx_tile_tokens;
+          const std::uint8_t *act0 = a.act + t0 * a.act_stride, *act1 = a.act + t1 * a.act_stride;
+          __m512 acc[2 * amx_tile_tokens];
+          for (auto& v : acc) v = _mm512_setzero_ps();
+          for (std::size_t b = 0; b < nb; ++b) {
+            const std::uint8_t* bb_t = btg + b * K::block_scratch;
+            kq_block2_pair(act0 + b * q8k_bytes, act1 + b * q8k_bytes, a.act_stride, bb_t, c, c1);
+            K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
+            K::finish(c1, gw + b * bb, bb_t, act1 + b * q8k_bytes, a.act_stride, tok_at(t1, b), tok_stride,
+                      acc + amx_tile_tokens);
+          }
+          amx_store(a, g, t0, acc);
+          amx_store(a, g, t1, acc + amx_tile_tokens);
+        }
+    for (; tile < n_tiles; ++tile)
+      for (std::size_t g = g0; g < g1; ++g) {
+        const std::uint8_t* gw = a.w + g * a.group_bytes;
+        const std::uint8_t* btg = bt + (g - g0) * per_group;
+        const std::size_t t0 = tile * amx_tile_tokens;
+        const std::uint8_t* act0 = a.act + t0 * a.act_stride;
+        __m512 acc[amx_tile_tokens];
         for (auto& v : acc) v = _mm512_setzero_ps();
         for (std::size_t b = 0; b < nb; ++b) {
-          const std::uint8_t* bb_t = bt + b * K::block_scratch;
-          kq_block2_pair(act0 + b * q8k_bytes, act1 + b * q8k_bytes, a.act_stride, bb_t, c, c1);
+          const std::uint8_t* bb_t = btg + b * K::block_scratch;
+          kq_block<P>(act0 + b * q8k_bytes, a.act_stride, bb_t, c);
           K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
-          K::finish(c1, gw + b * bb, bb_t, act1 + b * q8k_bytes, a.act_stride, tok_at(t1, b), tok_stride,
-                    acc + amx_tile_tokens);
         }
         amx_store(a, g, t0, acc);
-        amx_store(a, g, t1, acc + amx_tile_tokens);
       }
-    for (; tile < n_tiles; ++tile) {
-      const std::size_t t0 = tile * amx_tile_tokens;
-      const std::uint8_t* act0 = a.act + t0 * a.act_stride;
-      __m512 acc[amx_tile_tokens];
-      for (auto& v : acc) v = _mm512_setzero_ps();
-      for (std::size_t b = 0; b < nb; ++b) {
-        const std::uint8_t* bb_t = bt + b * K::block_scratch;
-        kq_block<P>(act0 + b * q8k_bytes, a.act_stride, bb_t, c);
-        K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
-      }
-      amx_store(a, g, t0, acc);
-    }
   }
 }
 

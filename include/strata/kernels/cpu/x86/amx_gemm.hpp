@@ -470,7 +470,10 @@ template <class K>
 inline void amx_gemm(const gemm_args& a) noexcept {
   using V = v512<true>;
   const std::size_t n_tiles = a.n_tok >= amx_min_tokens ? a.n_tok / amx_tile_tokens : 0;
-  if (n_tiles) amx_runner<K>::run(a, n_tiles);
+  if (n_tiles) {
+    amx_runner<K>::run(a, n_tiles);
+    _tile_release();  // back to the init state: a context switch then saves no tile data
+  }
   const std::size_t done = n_tiles * amx_tile_tokens;
   if (done == a.n_tok) return;
   gemm_args rest = a;

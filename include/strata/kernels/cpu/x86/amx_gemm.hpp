@@ -164,7 +164,55 @@ struct q8_0_amx {
     alignas(64) std::int32_t c[4][256];
     for (std::size_t g = a.group_begin; g < a.group_end; ++g) {
       const std::uint8_t* gw = a.w + g * a.group_bytes;
-      for (std::size_t tile = 0; tile < n_tiles; ++tile) {
+      std::size_t tile = 0;
+      for (; tile + 2 <= n_tiles; tile += 2) {  // two token tiles share each B tile
+        const std::size_t t0 = tile * amx_tile_tokens;
+        const std::uint8_t* act0 = a.act + t0 * a.act_stride;
+        const std::uint8_t* act1 = act0 + amx_tile_tokens * a.act_stride;
+        __m512 acc[2 * amx_tile_tokens];
+        for (auto& v : acc) v = _mm512_setzero_ps();
+        std::size_t b = 0;
+        for (; b + 2 <= nb; b += 2) {  // blocks b (C tiles 4, 5) and b + 1 (6, 7) in flight
+          STRATA_TILE_LOAD(2, gw + b * bb + 32, 64);
+          STRATA_TILE_LOAD(0, act0 + 34 * b + 2, a.act_stride);
+          STRATA_TILE_LOAD(1, act1 + 34 * b + 2, a.act_stride);
+          _tile_zero(4);
+          _tile_zero(5);
+          _tile_dpbsud(4, 0, 2);
+          _tile_dpbsud(5, 1, 2);
+          STRATA_TILE_LOAD(3, gw + (b + 1) * bb + 32, 64);
+          STRATA_TILE_LOAD(0, act0 + 34 * (b + 1) + 2, a.act_stride);
+          STRATA_TILE_LOAD(1, act1 + 34 * (b + 1) + 2, a.act_stride);
+          _tile_zero(6);
+          _tile_zero(7);
+          _tile_dpbsud(6, 0, 3);
+          _tile_dpbsud(7, 1, 3);
+          _tile_stored(4, c[0], 64);
+          _tile_stored(5, c[1], 64);
+          _tile_stored(6, c[2], 64);
+          _tile_stored(7, c[3], 64);
+          finish(c[0], gw + b * bb, a, act0, b, acc);
+          finish(c[1], gw + b * bb, a, act1, b, acc + amx_tile_tokens);
+          finish(c[2], gw + (b + 1) * bb, a, act0, b + 1, acc);
+          finish(c[3], gw + (b + 1) * bb, a, act1, b + 1, acc + amx_tile_tokens);
+        }
+        for (; b < nb; ++b) {
+          STRATA_TILE_LOAD(2, gw + b * bb + 32, 64);
+          STRATA_TILE_LOAD(0, act0 + 34 * b + 2, a.act_stride);
+          STRATA_TILE_LOAD(1, act1 + 34 * b + 2, a.act_stride);
+          _tile_zero(4);
+          _tile_zero(5);
+          _tile_dpbsud(4, 0, 2);
+          _tile_dpbsud(5, 1, 2);
+          _tile_stored(4, c[0], 64);
+          _tile_stored(5, c[1], 64);
+          finish(c[0], gw + b * bb, a, act0, b, acc);
+          finish(c[1], gw + b * bb, a, act1, b, acc + amx_tile_tokens);
+        }
+        amx_store(a, g, t0, acc);
+        amx_store(a, g, t0 + amx_tile_tokens, acc + amx_tile_tokens);
+      }
+      for (; tile < n_tiles; ++tile) {
         const std::size_t t0 = tile * amx_tile_tokens;
         const std::uint8_t* act0 = a.act + t0 * a.act_stride;
         __m512 acc[amx_tile_tokens];

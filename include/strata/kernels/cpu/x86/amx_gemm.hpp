@@ -162,10 +162,13 @@ struct q8_0_amx {
     amx_configure(32, 2, 8);  // A: 16 × 32 bytes; B: 8 rows (32 K values) × 64 bytes; C: tmm4-7
     const std::size_t nb = a.k / layout::block_elems, bb = layout::group_block_bytes;
     alignas(64) std::int32_t c[4][256];
-    for (std::size_t g = a.group_begin; g < a.group_end; ++g) {
-      const std::uint8_t* gw = a.w + g * a.group_bytes;
-      std::size_t tile = 0;
-      for (; tile + 2 <= n_tiles; tile += 2) {  // two token tiles share each B tile
+    // Token tiles outer, the call's groups inner: a tile pair's activations (32 rows) stay in
+    // L1/L2 while the chunk's weights (at most 256 KiB, in L2) pass, rather than every token's
+    // activations being read again for each group.
+    std::size_t tile = 0;
+    for (; tile + 2 <= n_tiles; tile += 2)  // two token tiles share each B tile
+      for (std::size_t g = a.group_begin; g < a.group_end; ++g) {
+        const std::uint8_t* gw = a.w + g * a.group_bytes;
         const std::size_t t0 = tile * amx_tile_tokens;
         const std::uint8_t* act0 = a.act + t0 * a.act_stride;
         const std::uint8_t* act1 = act0 + amx_tile_tokens * a.act_stride;
@@ -212,7 +215,9 @@ struct q8_0_amx {
         amx_store(a, g, t0, acc);
         amx_store(a, g, t0 + amx_tile_tokens, acc + amx_tile_tokens);
       }
-      for (; tile < n_tiles; ++tile) {
+    for (; tile < n_tiles; ++tile)
+      for (std::size_t g = a.group_begin; g < a.group_end; ++g) {
+        const std::uint8_t* gw = a.w + g * a.group_bytes;
         const std::size_t t0 = tile * amx_tile_tokens;
         const std::uint8_t* act0 = a.act + t0 * a.act_stride;
         __m512 acc[amx_tile_tokens];
@@ -236,7 +241,6 @@ struct q8_0_amx {
         }
         amx_store(a, g, t0, acc);
       }
-    }
   }
 };
 

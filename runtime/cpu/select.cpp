@@ -37,7 +37,7 @@ kernel_table lay_over(const kernel_table& base, const kernel_table& top) {
 
 #if defined(STRATA_X86_TIERS)
 struct x86_tables {
-  kernel_table avx2, avx512, avx512_vnni;
+  kernel_table avx2, avx512, avx512_vnni, amx;
 };
 // Built on first use; merging only copies pointers, it runs no tier code.
 const x86_tables& tables() {
@@ -46,6 +46,7 @@ const x86_tables& tables() {
     x.avx2 = lay_over(kernels::cpu::reference_table(), avx2_kernel_table());
     x.avx512 = lay_over(x.avx2, avx512_kernel_table());
     x.avx512_vnni = lay_over(x.avx512, avx512_vnni_kernel_table());
+    x.amx = lay_over(x.avx512_vnni, amx_kernel_table());
     return x;
   }();
   return t;
@@ -67,14 +68,14 @@ isa engine_isa() {
   static const isa tier = [] {
     const char* want = std::getenv("STRATA_CPU_ISA");
     if (!want || !*want) return best_isa();
-    for (isa t : {isa::scalar, isa::avx2, isa::avx512, isa::avx512_vnni})
+    for (isa t : {isa::scalar, isa::avx2, isa::avx512, isa::avx512_vnni, isa::amx})
       if (kernels::cpu::name_of(t) == want) {
         if (int(t) > int(best_isa()))
           throw error("STRATA_CPU_ISA=" + std::string(want) + ": this CPU's best tier is " +
                       std::string(kernels::cpu::name_of(best_isa())));
         return t;
       }
-    throw error("STRATA_CPU_ISA=" + std::string(want) + " is not a tier (scalar, avx2, avx512, avx512_vnni)");
+    throw error("STRATA_CPU_ISA=" + std::string(want) + " is not a tier (scalar, avx2, avx512, avx512_vnni, amx)");
   }();
   return tier;
 }
@@ -93,6 +94,8 @@ const kernel_table& select_kernel_table(isa tier) {
       return tables().avx512;
     case isa::avx512_vnni:
       return tables().avx512_vnni;
+    case isa::amx:
+      return tables().amx;
     default:
       break;
   }

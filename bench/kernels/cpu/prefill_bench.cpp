@@ -5,7 +5,8 @@
 //   attn    GFLOP/s (4·d per query-key pair: q·k and p·v) of backend::attention for a
 //           T-token prefill over an empty f16 cache (causal), 16 query / 8 KV heads, d = 128,
 //           with the tier's tile kernel and with the scalar reference tile.
-// Usage: prefill_bench [tokens=512] [format ...]   (formats: q4_k q6_k q8_0 by default)
+// Usage: prefill_bench [tokens=512] [format ...]   (formats: q4_k q6_k q8_0 by default);
+// STRATA_CPU_ISA=<tier> runs a lower tier than the CPU's best (avx512_vnni against amx).
 #include <time.h>
 
 #include <algorithm>
@@ -134,7 +135,7 @@ void bench_attention(const kernels::cpu::kernel_table& table, std::uint32_t T, c
 int main(int argc, char** argv) {
   const std::uint32_t T = argc > 1 ? std::uint32_t(std::atoi(argv[1])) : 512;
   std::vector<std::string> only(argv + std::min(argc, 2), argv + argc);
-  const auto tier = rt::best_isa();
+  const auto tier = rt::engine_isa();
   const auto& table = rt::select_kernel_table(tier);
   std::printf("prefill_bench: %u tokens, 1 thread, tier %s, GFLOP/s by thread CPU time\n\n", T,
               std::string(kernels::cpu::name_of(tier)).c_str());

@@ -23,7 +23,7 @@ using strata::kernels::cpu::isa;
 using strata::kernels::cpu::kernel_table;
 
 // Every SIMD tier; tiers the CPU lacks are reported and skipped by for_each_tier.
-inline constexpr isa simd_tiers[] = {isa::avx2, isa::avx512, isa::avx512_vnni};
+inline constexpr isa simd_tiers[] = {isa::avx2, isa::avx512, isa::avx512_vnni, isa::amx};
 
 template <class F>
 void for_each_tier(F&& f) {

@@ -1,0 +1,577 @@
+// AMX-INT8 packed GEMM (kernels/cpu/packed_gemm.hpp) for Q8_0, Q4_K and Q6_K: the same outputs,
+// bit for bit, as the scalar gemm_reference and the VNNI kernel (x86/packed_gemm.hpp), from tile
+// matrix multiplies. Built only into the amx tier's TU (runtime/cpu/amx_table.cpp, with
+// -mamx-tile -mamx-int8 on top of the AVX-512 + VNNI flags); select.cpp picks that tier only when
+// the CPU has AMX-TILE/INT8 and Linux granted the process the tile state (kernels/cpu/isa.hpp).
+//
+// A tile product C[t][n] += Σ_k A[t][k]·B[k][n] takes 16 tokens × 64 activation bytes (A, rows
+// act_stride apart, read straight from the quantized activation rows) and 16 packed rows × 64
+// weight bytes laid out 4 consecutive K values per 32-bit lane (B): the packed layout already is
+// that layout, so Q8_0's B tiles load straight from the packed weights. The reference's exact
+// int32 block sums come out of the tiles; the float part (one scale product and one FMA per block,
+// blocks in order) runs on AVX-512 per token row as the VNNI kernel does: the same bits.
+//
+// K-quant sub-block scales are per row, so they cannot multiply the activations, and sc·q does
+// not fit a byte. Each scale is cut into small digits instead, and each digit times the code
+// does fit: one B tile per digit (a "pass"), one C tile per pass, then an exact integer sum.
+//   Q4_K: sc (0..63) = d0 + 8·d1, digits 0..7, codes 0..15: products ≤ 105. isum = C0 + 8·C1.
+//         msum = Σ_j m_j·(bsums_2j + bsums_2j+1) by vpmaddwd, as in the VNNI kernel.
+//   Q6_K: sc (−128..127) = d0 + 7·d1 + 49·d2, balanced digits −3..3, codes u − 32 (−32..31):
+//         |products| ≤ 96. isum = C0 + 7·(C1 + 7·C2) = Σ_j sc_j Σ (u − 32)·a, the reference's
+//         Σ_j sc_j·S_j − 32·Σ_j sc_j·bsums_j.
+// The digit B tiles of a group are built once per call and reused by every 16-token tile.
+// Batches under amx_min_tokens (decode) and the token tail past the last full 16 run the VNNI
+// kernel, whose results are the same bits.
+#pragma once
+#include <immintrin.h>
+
+#include <new>
+
+#include "strata/kernels/cpu/x86/packed_gemm.hpp"
+
+namespace strata::kernels::cpu::x86 {
+namespace {
+
+inline constexpr std::size_t amx_tile_tokens = 16;
+// Fewer tokens than this run the VNNI kernel: a tile product costs the same for 1 token as for
+// 16, and decode's weight stream is the VNNI kernel's tuned path.
+inline constexpr std::size_t amx_min_tokens = 16;
+
+// ldtilecfg's 64-byte operand (palette 1).
+struct alignas(64) amx_tile_config {
+  std::uint8_t palette_id;
+  std::uint8_t start_row;
+  std::uint8_t reserved[14];
+  std::uint16_t colsb[16];
+  std::uint8_t rows[16];
+};
+
+// tmm0, tmm1: A (16 rows × a_colsb bytes); tmm2..tmm(1 + b_tiles): B (b_rows × 64 bytes); the
+// rest up to tmm7: C (16 × 64 bytes, int32).
+inline void amx_configure(int a_colsb, int b_tiles, int b_rows) noexcept {
+  amx_tile_config c{};
+  c.palette_id = 1;
+  for (int i = 0; i < 8; ++i) {
+    const bool a = i < 2, b = !a && i < 2 + b_tiles;
+    c.rows[i] = std::uint8_t(b ? b_rows : 16);
+    c.colsb[i] = std::uint16_t(a ? a_colsb : 64);
+  }
+  _tile_loadconfig(&c);
+}
+
+// Tile loads with a memory clobber (GCC 12's _tile_loadd has none, so the compiler could move
+// the stores that built a B tile past the load that reads it). Tile numbers must be literals:
+// GCC's tile intrinsics paste them into the instruction text. #undef'd at the end.
+#define STRATA_TILE_LOAD(t, base, stride)                                                              \
+  __asm__ volatile("{tileloadd\t(%0,%1,1), %%tmm" #t "|tileloadd\t%%tmm" #t ", [%0+%1*1]}" ::"r"(   \
+                       static_cast<const void*>(base)),                                                \
+                   "r"(static_cast<long>(stride))                                                      \
+                   : "memory")
+// Q8_0: block i of the 16 tokens at act0 (A tile ta) times the group's block i (B tile tb: the
+// offset-binary weights w + 128, unsigned, straight from the packed layout) into C tile tc.
+#define STRATA_Q8_PRODUCT(ta, tb, tc, i)                   \
+  STRATA_TILE_LOAD(ta, act0 + 34 * (i) + 2, a.act_stride); \
+  STRATA_TILE_LOAD(tb, gw + (i)*bb + 32, 64);              \
+  _tile_zero(tc);                                          \
+  _tile_dpbsud(tc, ta, tb)
+// K-quants, K step c of a block: A tile ta (activations 64c..64c+63 of the 16 tokens), then per
+// pass p the B tile at bt + (c·P + p)·1 KiB into C tile tmm(8 − P + p).
+#define STRATA_KQ_STEP2(c, ta, tb, tb1)                     \
+  STRATA_TILE_LOAD(ta, act0 + 4 + 64 * (c), stride);        \
+  STRATA_TILE_LOAD(tb, bt + ((c)*2) * 1024, 64);            \
+  _tile_dpbssd(6, ta, tb);                                  \
+  STRATA_TILE_LOAD(tb1, bt + ((c)*2 + 1) * 1024, 64);    \
+  _tile_dpbssd(7, ta, tb1)
+#define STRATA_KQ_STEP3(c, ta)                         \
+  STRATA_TILE_LOAD(ta, act0 + 4 + 64 * (c), stride);   \
+  STRATA_TILE_LOAD(2, bt + ((c)*3) * 1024, 64);        \
+  _tile_dpbssd(5, ta, 2);                              \
+  STRATA_TILE_LOAD(3, bt + ((c)*3 + 1) * 1024, 64);    \
+  _tile_dpbssd(6, ta, 3);                              \
+  STRATA_TILE_LOAD(4, bt + ((c)*3 + 2) * 1024, 64);    \
+  _tile_dpbssd(7, ta, 4)
+
+// A thread's growable, 64-byte aligned scratch (B tiles, per-token sums). No std containers:
+// this header is compiled with AMX flags and must not emit weak copies of library templates
+// (kernels/cpu/simd_kernels.hpp).
+struct amx_scratch {
+  std::uint8_t* p = nullptr;
+  std::size_t n = 0;
+  amx_scratch() = default;
+  amx_scratch(const amx_scratch&) = delete;
+  amx_scratch& operator=(const amx_scratch&) = delete;
+  ~amx_scratch() {
+    if (p) ::operator delete(p, std::align_val_t(64));
+  }
+  std::uint8_t* get(std::size_t bytes) {
+    if (bytes > n) {
+      if (p) ::operator delete(p, std::align_val_t(64));
+      p = static_cast<std::uint8_t*>(::operator new(bytes, std::align_val_t(64)));
+      n = bytes;
+    }
+    return p;
+  }
+};
+thread_local amx_scratch amx_b_scratch, amx_t_scratch;
+
+// The 16 (or fewer, at the matrix's end) outputs of packed group g for 16 tokens from t0.
+inline void amx_store(const gemm_args& a, std::size_t g, std::size_t t0, const __m512* acc) noexcept {
+  const std::size_t row0 = g * pack_rows;
+  const std::size_t rows = a.n_rows - row0 < pack_rows ? a.n_rows - row0 : pack_rows;
+  const __mmask16 m = __mmask16((1u << rows) - 1);
+  for (std::size_t t = 0; t < amx_tile_tokens; ++t) _mm512_mask_storeu_ps(a.y + (t0 + t) * a.y_stride + row0, m, acc[t]);
+}
+
+// Bytes × per-32-bit-lane digit (the same digit in both 16-bit halves of dd), products fitting
+// a byte: unsigned bytes (Q4_K codes) and signed bytes (Q6_K codes).
+inline __m512i mul_u8(__m512i v, __m512i dd) noexcept {
+  const __m512i lo = _mm512_mullo_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x00FF)), dd);
+  const __m512i hi = _mm512_mullo_epi16(_mm512_srli_epi16(v, 8), dd);
+  return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 8));
+}
+inline __m512i mul_s8(__m512i v, __m512i dd) noexcept {
+  const __m512i lo = _mm512_mullo_epi16(_mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), dd);
+  const __m512i hi = _mm512_mullo_epi16(_mm512_srai_epi16(v, 8), dd);
+  return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi16(0x00FF)), _mm512_slli_epi16(hi, 8));
+}
+inline __m512i pair16(__m512i d) noexcept {  // int32 lanes −32768..32767 → (d, d) int16 pairs
+  return _mm512_or_si512(_mm512_and_si512(d, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(d, 16));
+}
+
+// ---- Q8_0: one 32-element block per tile product (each block has its own scale) ----------
+
+struct q8_0_amx {
+  using vnni = q8_0_kernel;
+  using layout = packed::q8_0;
+
+  // acc[t] += (C[t] − 128·Σa)·(d_w·d_a) for block b, exactly packed::q8_0::accumulate's floats.
+  static void finish(const std::int32_t* c, const std::uint8_t* gb, const gemm_args& a, const std::uint8_t* act0,
+                     std::size_t b, __m512* acc) noexcept {
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+    for (std::size_t t = 0; t < amx_tile_tokens; ++t) {
+      const std::uint8_t* at = act0 + t * a.act_stride;
+      std::int32_t corr;
+      std::memcpy(&corr, at + a.act_row_bytes + 4 * b, 4);
+      const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c + 16 * t), _mm512_set1_epi32(corr));
+      const float da = fp16_table.v[at[34 * b] | at[34 * b + 1] << 8];
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[t]);
+    }
+  }
+
+  static void run(const gemm_args& a, std::size_t n_tiles) noexcept {
+    amx_configure(32, 2, 8);  // A: 16 × 32 bytes; B: 8 rows (32 K values) × 64 bytes; C: tmm4-7
+    const std::size_t nb = a.k / layout::block_elems, bb = layout::group_block_bytes;
+    alignas(64) std::int32_t c[4][256];
+    // Token tiles outer, the call's groups inner: a tile pair's activations (32 rows) stay in
+    // L1/L2 while the chunk's weights (at most 256 KiB, in L2) pass, rather than every token's
+    // activations being read again for each group.
+    std::size_t tile = 0;
+    for (; tile + 2 <= n_tiles; tile += 2)  // two token tiles share each B tile
+      for (std::size_t g = a.group_begin; g < a.group_end; ++g) {
+        const std::uint8_t* gw = a.w + g * a.group_bytes;
+        const std::size_t t0 = tile * amx_tile_tokens;
+        const std::uint8_t* act0 = a.act + t0 * a.act_stride;
+        const std::uint8_t* act1 = act0 + amx_tile_tokens * a.act_stride;
+        __m512 acc[2 * amx_tile_tokens];
+        for (auto& v : acc) v = _mm512_setzero_ps();
+        std::size_t b = 0;
+        for (; b + 2 <= nb; b += 2) {  // blocks b (C tiles 4, 5) and b + 1 (6, 7) in flight
+          STRATA_TILE_LOAD(2, gw + b * bb + 32, 64);
+          STRATA_TILE_LOAD(0, act0 + 34 * b + 2, a.act_stride);
+          STRATA_TILE_LOAD(1, act1 + 34 * b + 2, a.act_stride);
+          _tile_zero(4);
+          _tile_zero(5);
+          _tile_dpbsud(4, 0, 2);
+          _tile_dpbsud(5, 1, 2);
+          STRATA_TILE_LOAD(3, gw + (b + 1) * bb + 32, 64);
+          STRATA_TILE_LOAD(0, act0 + 34 * (b + 1) + 2, a.act_stride);
+          STRATA_TILE_LOAD(1, act1 + 34 * (b + 1) + 2, a.act_stride);
+          _tile_zero(6);
+          _tile_zero(7);
+          _tile_dpbsud(6, 0, 3);
+          _tile_dpbsud(7, 1, 3);
+          _tile_stored(4, c[0], 64);
+          _tile_stored(5, c[1], 64);
+          _tile_stored(6, c[2], 64);
+          _tile_stored(7, c[3], 64);
+          finish(c[0], gw + b * bb, a, act0, b, acc);
+          finish(c[1], gw + b * bb, a, act1, b, acc + amx_tile_tokens);
+          finish(c[2], gw + (b + 1) * bb, a, act0, b + 1, acc);
+          finish(c[3], gw + (b + 1) * bb, a, act1, b + 1, acc + amx_tile_tokens);
+        }
+        for (; b < nb; ++b) {
+          STRATA_TILE_LOAD(2, gw + b * bb + 32, 64);
+          STRATA_TILE_LOAD(0, act0 + 34 * b + 2, a.act_stride);
+          STRATA_TILE_LOAD(1, act1 + 34 * b + 2, a.act_stride);
+          _tile_zero(4);
+          _tile_zero(5);
+          _tile_dpbsud(4, 0, 2);
+          _tile_dpbsud(5, 1, 2);
+          _tile_stored(4, c[0], 64);
+          _tile_stored(5, c[1], 64);
+          finish(c[0], gw + b * bb, a, act0, b, acc);
+          finish(c[1], gw + b * bb, a, act1, b, acc + amx_tile_tokens);
+        }
+        amx_store(a, g, t0, acc);
+        amx_store(a, g, t0 + amx_tile_tokens, acc + amx_tile_tokens);
+      }
+    for (; tile < n_tiles; ++tile)
+      for (std::size_t g = a.group_begin; g < a.group_end; ++g) {
+        const std::uint8_t* gw = a.w + g * a.group_bytes;
+        const std::size_t t0 = tile * amx_tile_tokens;
+        const std::uint8_t* act0 = a.act + t0 * a.act_stride;
+        __m512 acc[amx_tile_tokens];
+        for (auto& v : acc) v = _mm512_setzero_ps();
+        std::size_t b = 0;
+        for (; b + 4 <= nb; b += 4) {  // four blocks in flight, A and B double-buffered
+          STRATA_Q8_PRODUCT(0, 2, 4, b);
+          STRATA_Q8_PRODUCT(1, 3, 5, b + 1);
+          STRATA_Q8_PRODUCT(0, 2, 6, b + 2);
+          STRATA_Q8_PRODUCT(1, 3, 7, b + 3);
+          _tile_stored(4, c[0], 64);
+          _tile_stored(5, c[1], 64);
+          _tile_stored(6, c[2], 64);
+          _tile_stored(7, c[3], 64);
+          for (std::size_t i = 0; i < 4; ++i) finish(c[i], gw + (b + i) * bb, a, act0, b + i, acc);
+        }
+        for (; b < nb; ++b) {
+          STRATA_Q8_PRODUCT(0, 2, 4, b);
+          _tile_stored(4, c[0], 64);
+          finish(c[0], gw + b * bb, a, act0, b, acc);
+        }
+        amx_store(a, g, t0, acc);
+      }
+  }
+};
+
+// ---- K-quants: 256-element blocks, 4 tile products of 64 per pass ---------------------------
+
+// Q8_K activation block b of a row: float d at 0, int8 qs[256] at 4, int16 bsums[16] at 260.
+inline constexpr std::size_t q8k_bytes = sizeof(quant::q8_k::block);
+
+// One block's tile products for the 16 tokens at act0 into the P C tiles tmm(8 − P)..tmm7,
+// stored to c[0..P): the A tile alternates between tmm0 and tmm1 by K step; with P = 2 the B
+// tiles are double-buffered too (tmm2-3, tmm4-5).
+template <int P>
+inline void kq_block(const std::uint8_t* act0, std::size_t stride, const std::uint8_t* bt, std::int32_t (*c)[256]) noexcept {
+  if constexpr (P == 2) {
+    _tile_zero(6);
+    _tile_zero(7);
+    STRATA_KQ_STEP2(0, 0, 2, 3);
+    STRATA_KQ_STEP2(1, 1, 4, 5);
+    STRATA_KQ_STEP2(2, 0, 2, 3);
+    STRATA_KQ_STEP2(3, 1, 4, 5);
+    _tile_stored(6, c[0], 64);
+    _tile_stored(7, c[1], 64);
+  } else {
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+    STRATA_KQ_STEP3(0, 0);
+    STRATA_KQ_STEP3(1, 1);
+    STRATA_KQ_STEP3(2, 0);
+    STRATA_KQ_STEP3(3, 1);
+    _tile_stored(5, c[0], 64);
+    _tile_stored(6, c[1], 64);
+    _tile_stored(7, c[2], 64);
+  }
+}
+
+// Q4_K's block for two 16-token tiles at once (act0, act1): A tiles tmm0/tmm1, B tiles tmm2/tmm3
+// (passes 0 and 1), C tiles tmm4-5 (first tile's passes) and tmm6-7 (second's). Four independent
+// accumulation chains instead of two: one tile's two chains of 4 dependent products left the
+// tile unit waiting on their latency.
+inline void kq_block2_pair(const std::uint8_t* act0, const std::uint8_t* act1, std::size_t stride, const std::uint8_t* bt,
+                           std::int32_t (*c0)[256], std::int32_t (*c1)[256]) noexcept {
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  for (int c = 0; c < 4; ++c) {
+    STRATA_TILE_LOAD(0, act0 + 4 + 64 * c, stride);
+    STRATA_TILE_LOAD(1, act1 + 4 + 64 * c, stride);
+    STRATA_TILE_LOAD(2, bt + (c * 2) * 1024, 64);
+    STRATA_TILE_LOAD(3, bt + (c * 2 + 1) * 1024, 64);
+    _tile_dpbssd(4, 0, 2);
+    _tile_dpbssd(5, 0, 3);
+    _tile_dpbssd(6, 1, 2);
+    _tile_dpbssd(7, 1, 3);
+  }
+  _tile_stored(4, c0[0], 64);
+  _tile_stored(5, c0[1], 64);
+  _tile_stored(6, c1[0], 64);
+  _tile_stored(7, c1[1], 64);
+}
+
+struct q4_k_amx {
+  using vnni = q4_k_kernel;
+  using layout = packed::q4_k;
+  static constexpr int passes = 2;
+  // Per block in the B scratch: 4 steps × 2 passes of 1 KiB, then the mins as int16 pairs
+  // (m_2p, m_2p+1) per row for p = 0..3 (4 × 64 bytes).
+  static constexpr std::size_t block_scratch = 8 * 1024 + 4 * 64;
+  // Per token and block in the token scratch: the four words (S_4p + S_4p+1, S_4p+2 + S_4p+3)
+  // of bsums pair sums that vpmaddwd takes against the min pairs.
+  static constexpr std::size_t token_block_bytes = 16;
+
+  static void prepare_block(const std::uint8_t* gb, std::uint8_t* out) noexcept {
+    const __m512i u0 = _mm512_loadu_si512(gb + layout::scales_offset);
+    const __m512i u1 = _mm512_loadu_si512(gb + layout::scales_offset + 64);
+    const __m512i u2 = _mm512_loadu_si512(gb + layout::scales_offset + 128);
+    const __m512i k6 = _mm512_set1_epi8(0x3F), k4 = _mm512_set1_epi8(0x0F), k2 = _mm512_set1_epi8(0x03);
+    // Lane bytes 0-3: sc_0..3 / m_0..3 (lo) and sc_4..7 / m_4..7 (hi), as in q4_k_kernel.
+    const __m512i sc_lo = _mm512_and_si512(u0, k6), m_lo = _mm512_and_si512(u1, k6);
+    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(u2, k4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), k2), 4));
+    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), k4),
+                                         _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), k2), 4));
+    const __m512i ff = _mm512_set1_epi32(0xFF);
+    const auto byte_of = [&](__m512i v, int k) { return _mm512_and_si512(_mm512_srlv_epi32(v, _mm512_set1_epi32(8 * k)), ff); };
+    for (int c = 0; c < 4; ++c) {
+      const __m512i sc = c < 2 ? sc_lo : sc_hi;
+      const __m512i s0 = byte_of(sc, (2 * c) % 4), s1 = byte_of(sc, (2 * c + 1) % 4);
+      const __m512i d00 = pair16(_mm512_and_si512(s0, _mm512_set1_epi32(7))), d01 = pair16(_mm512_srli_epi32(s0, 3));
+      const __m512i d10 = pair16(_mm512_and_si512(s1, _mm512_set1_epi32(7))), d11 = pair16(_mm512_srli_epi32(s1, 3));
+      std::uint8_t* b0 = out + (c * 2) * 1024;
+      std::uint8_t* b1 = b0 + 1024;
+      for (int s = 0; s < 8; ++s) {
+        const __m512i v = _mm512_loadu_si512(gb + layout::qs_offset + (8 * c + s) * 64);
+        const __m512i lo = _mm512_and_si512(v, k4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), k4);
+        _mm512_store_si512(b0 + 64 * s, mul_u8(lo, d00));        // sub-block 2c, digit 0
+        _mm512_store_si512(b0 + 64 * (8 + s), mul_u8(hi, d10));  // sub-block 2c + 1, digit 0
+        _mm512_store_si512(b1 + 64 * s, mul_u8(lo, d01));
+        _mm512_store_si512(b1 + 64 * (8 + s), mul_u8(hi, d11));
+      }
+    }
+    std::uint8_t* mins = out + 8 * 1024;
+    for (int p = 0; p < 4; ++p) {
+      const __m512i m = p < 2 ? m_lo : m_hi;
+      const __m512i pr = _mm512_or_si512(byte_of(m, (2 * p) % 4), _mm512_slli_epi32(byte_of(m, (2 * p + 1) % 4), 16));
+      _mm512_store_si512(mins + 64 * p, pr);
+    }
+  }
+
+  // S_j = bsums_2j + bsums_2j+1 (|S_j| ≤ 2·16·128, an int16) for j = 0..7, in order.
+  static void prepare_token(const std::uint8_t* act, std::size_t nb, std::uint8_t* out) noexcept {
+    for (std::size_t b = 0; b < nb; ++b) {
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + b * q8k_bytes + 260));
+      const __m256i s = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + b * token_block_bytes),
+                       _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+    }
+  }
+
+  static void finish(const std::int32_t (*c)[256], const std::uint8_t* gb, const std::uint8_t* bt,
+                     const std::uint8_t* act0, std::size_t stride, const std::uint8_t* tok, std::size_t tok_stride,
+                     __m512* acc) noexcept {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + 32)));
+    const std::uint8_t* mins = bt + 8 * 1024;
+    const __m512i m0 = _mm512_load_si512(mins), m1 = _mm512_load_si512(mins + 64), m2 = _mm512_load_si512(mins + 128),
+                  m3 = _mm512_load_si512(mins + 192);
+    for (std::size_t t = 0; t < amx_tile_tokens; ++t) {
+      const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c[0] + 16 * t), _mm512_slli_epi32(_mm512_load_si512(c[1] + 16 * t), 3));
+      const std::uint8_t* w = tok + t * tok_stride;
+      __m512i msum = _mm512_madd_epi16(m0, _mm512_set1_epi32(std::int32_t(load_u32(w))));
+      msum = _mm512_add_epi32(msum, _mm512_madd_epi16(m1, _mm512_set1_epi32(std::int32_t(load_u32(w + 4)))));
+      msum = _mm512_add_epi32(msum, _mm512_madd_epi16(m2, _mm512_set1_epi32(std::int32_t(load_u32(w + 8)))));
+      msum = _mm512_add_epi32(msum, _mm512_madd_epi16(m3, _mm512_set1_epi32(std::int32_t(load_u32(w + 12)))));
+      float da;
+      std::memcpy(&da, act0 + t * stride, 4);
+      const __m512 vda = _mm512_set1_ps(da);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, vda), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(dmin, vda), acc[t]);
+    }
+  }
+};
+
+struct q6_k_amx {
+  using vnni = q6_k_kernel;
+  using layout = packed::q6_k;
+  static constexpr int passes = 3;
+  static constexpr std::size_t block_scratch = 12 * 1024;
+  static constexpr std::size_t token_block_bytes = 0;
+
+  static void prepare_block(const std::uint8_t* gb, std::uint8_t* out) noexcept {
+    // Balanced base-7 digits of every sub-block scale (per row lane), as (d, d) int16 pairs:
+    // d2 = round(sc/49), r = sc − 49·d2 (|r| ≤ 24), d1 = round(r/7), d0 = r − 7·d1. No quotient
+    // is within 1/98 of a rounding tie, so float rounding gives the exact digits.
+    __m512i dg[16][3];
+    for (int j = 0; j < 16; ++j) {
+      const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gb + layout::scales_offset + 16 * j)));
+      const __m512i d2 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(sc), _mm512_set1_ps(1.0f / 49.0f)));
+      const __m512i r = _mm512_sub_epi32(sc, _mm512_mullo_epi32(d2, _mm512_set1_epi32(49)));
+      const __m512i d1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(r), _mm512_set1_ps(1.0f / 7.0f)));
+      const __m512i d0 = _mm512_sub_epi32(r, _mm512_mullo_epi32(d1, _mm512_set1_epi32(7)));
+      dg[j][0] = pair16(d0);
+      dg[j][1] = pair16(d1);
+      dg[j][2] = pair16(d2);
+    }
+    const __m512i low4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
+    for (int h = 0; h < 2; ++h)
+      for (int s = 0; s < 8; ++s) {
+        const __m512i qla = _mm512_loadu_si512(gb + layout::ql_offset + (16 * h + s) * 64);
+        const __m512i qlb = _mm512_loadu_si512(gb + layout::ql_offset + (16 * h + 8 + s) * 64);
+        const __m512i qh = _mm512_loadu_si512(gb + layout::qh_offset + (8 * h + s) * 64);
+        const __m512i code[4] = {
+            _mm512_or_si512(_mm512_and_si512(qla, low4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), hi2)),
+            _mm512_or_si512(_mm512_and_si512(qlb, low4), _mm512_and_si512(_mm512_slli_epi16(qh, 2), hi2)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qla, 4), low4), _mm512_and_si512(qh, hi2)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(qlb, 4), low4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), hi2))};
+        for (int k = 0; k < 4; ++k) {
+          // Quarter k, word s: elements 128h + 32k + 4s.., K step 2h + k/2, row 8·(k%2) + s,
+          // sub-block 8h + 2k + s/4.
+          const __m512i q = _mm512_sub_epi8(code[k], k32);
+          const int step = 2 * h + k / 2, row = 8 * (k % 2) + s, j = 8 * h + 2 * k + s / 4;
+          for (int p = 0; p < 3; ++p) _mm512_store_si512(out + (step * 3 + p) * 1024 + 64 * row, mul_s8(q, dg[j][p]));
+        }
+      }
+  }
+
+  static void prepare_token(const std::uint8_t*, std::size_t, std::uint8_t*) noexcept {}
+
+  static void finish(const std::int32_t (*c)[256], const std::uint8_t* gb, const std::uint8_t*, const std::uint8_t* act0,
+                     std::size_t stride, const std::uint8_t*, std::size_t, __m512* acc) noexcept {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+    for (std::size_t t = 0; t < amx_tile_tokens; ++t) {
+      const __m512i c0 = _mm512_load_si512(c[0] + 16 * t), c1 = _mm512_load_si512(c[1] + 16 * t),
+                    c2 = _mm512_load_si512(c[2] + 16 * t);
+      __m512i x = _mm512_sub_epi32(_mm512_slli_epi32(c2, 3), c2);        // 7·C2
+      x = _mm512_add_epi32(x, c1);                                        // C1 + 7·C2
+      x = _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(x, 3), x), c0);  // C0 + 7·(C1 + 7·C2)
+      float da;
+      std::memcpy(&da, act0 + t * stride, 4);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(x), _mm512_mul_ps(d, _mm512_set1_ps(da)), acc[t]);
+    }
+  }
+};
+
+// Groups are taken a batch at a time (their B tiles within 256 KiB, in L2), and every token
+// tile (pair) passes over the whole batch, so a tile's activations (K = 3072: 3.5 KiB a token)
+// are read from memory once per batch rather than once per group.
+template <class K>
+inline void kq_run(const gemm_args& a, std::size_t n_tiles) noexcept {
+  constexpr int P = K::passes;
+  amx_configure(64, P == 2 ? 4 : 3, 16);
+  const std::size_t nb = a.k / K::layout::block_elems, bb = K::layout::group_block_bytes;
+  const std::size_t per_group = nb * K::block_scratch;
+  const std::size_t max_batch = per_group >= (256u << 10) ? 1 : (256u << 10) / per_group;
+  const std::size_t n_groups = a.group_end - a.group_begin, batch = n_groups < max_batch ? n_groups : max_batch;
+  std::uint8_t* bt = amx_b_scratch.get(batch * per_group);
+  const std::size_t n_tok = n_tiles * amx_tile_tokens, tok_stride = nb * K::token_block_bytes;
+  std::uint8_t* tok = K::token_block_bytes ? amx_t_scratch.get(n_tok * tok_stride) : nullptr;
+  if constexpr (K::token_block_bytes > 0)
+    for (std::size_t t = 0; t < n_tok; ++t) K::prepare_token(a.act + t * a.act_stride, nb, tok + t * tok_stride);
+  alignas(64) std::int32_t c[3][256], c1[3][256];
+  const auto tok_at = [&](std::size_t t0, std::size_t b) {
+    return tok ? tok + t0 * tok_stride + b * K::token_block_bytes : nullptr;
+  };
+  for (std::size_t g0 = a.group_begin; g0 < a.group_end; g0 += batch) {
+    const std::size_t g1 = a.group_end - g0 < batch ? a.group_end : g0 + batch;
+    for (std::size_t g = g0; g < g1; ++g)
+      for (std::size_t b = 0; b < nb; ++b)
+        K::prepare_block(a.w + g * a.group_bytes + b * bb, bt + (g - g0) * per_group + b * K::block_scratch);
+    std::size_t tile = 0;
+    if constexpr (P == 2)
+      for (; tile + 2 <= n_tiles; tile += 2)  // two tiles at a time (kq_block2_pair)
+        for (std::size_t g = g0; g < g1; ++g) {
+          const std::uint8_t* gw = a.w + g * a.group_bytes;
+          const std::uint8_t* btg = bt + (g - g0) * per_group;
+          const std::size_t t0 = tile * amx_tile_tokens, t1 = t0 + amx_tile_tokens;
+          const std::uint8_t *act0 = a.act + t0 * a.act_stride, *act1 = a.act + t1 * a.act_stride;
+          __m512 acc[2 * amx_tile_tokens];
+          for (auto& v : acc) v = _mm512_setzero_ps();
+          for (std::size_t b = 0; b < nb; ++b) {
+            const std::uint8_t* bb_t = btg + b * K::block_scratch;
+            kq_block2_pair(act0 + b * q8k_bytes, act1 + b * q8k_bytes, a.act_stride, bb_t, c, c1);
+            K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
+            K::finish(c1, gw + b * bb, bb_t, act1 + b * q8k_bytes, a.act_stride, tok_at(t1, b), tok_stride,
+                      acc + amx_tile_tokens);
+          }
+          amx_store(a, g, t0, acc);
+          amx_store(a, g, t1, acc + amx_tile_tokens);
+        }
+    for (; tile < n_tiles; ++tile)
+      for (std::size_t g = g0; g < g1; ++g) {
+        const std::uint8_t* gw = a.w + g * a.group_bytes;
+        const std::uint8_t* btg = bt + (g - g0) * per_group;
+        const std::size_t t0 = tile * amx_tile_tokens;
+        const std::uint8_t* act0 = a.act + t0 * a.act_stride;
+        __m512 acc[amx_tile_tokens];
+        for (auto& v : acc) v = _mm512_setzero_ps();
+        for (std::size_t b = 0; b < nb; ++b) {
+          const std::uint8_t* bb_t = btg + b * K::block_scratch;
+          kq_block<P>(act0 + b * q8k_bytes, a.act_stride, bb_t, c);
+          K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
+        }
+        amx_store(a, g, t0, acc);
+      }
+  }
+}
+
+template <class K>
+struct amx_runner {
+  static void run(const gemm_args& a, std::size_t n_tiles) noexcept { kq_run<K>(a, n_tiles); }
+};
+template <>
+struct amx_runner<q8_0_amx> {
+  static void run(const gemm_args& a, std::size_t n_tiles) noexcept { q8_0_amx::run(a, n_tiles); }
+};
+
+// Whole 16-token tiles on AMX, the rest (and small batches) on the VNNI kernel.
+template <class K>
+inline void amx_gemm(const gemm_args& a) noexcept {
+  using V = v512<true>;
+  const std::size_t n_tiles = a.n_tok >= amx_min_tokens ? a.n_tok / amx_tile_tokens : 0;
+  if (n_tiles) {
+    amx_runner<K>::run(a, n_tiles);
+    _tile_release();  // back to the init state: a context switch then saves no tile data
+  }
+  const std::size_t done = n_tiles * amx_tile_tokens;
+  if (done == a.n_tok) return;
+  gemm_args rest = a;
+  rest.act = a.act + done * a.act_stride;
+  rest.y = a.y + done * a.y_stride;
+  rest.n_tok = a.n_tok - done;
+  packed_gemm<V, typename K::vnni>(rest);
+}
+
+template <class Fmt>
+struct amx_for {
+  using type = void;
+};
+template <>
+struct amx_for<quant::q8_0> {
+  using type = q8_0_amx;
+};
+template <>
+struct amx_for<quant::q4_k> {
+  using type = q4_k_amx;
+};
+template <>
+struct amx_for<quant::q6_k> {
+  using type = q6_k_amx;
+};
+
+// The amx tier's overlay: the AMX gemm of every format that has one, nothing else (select.cpp
+// lays it over avx512_vnni, whose kernels every other entry keeps).
+template <class... Fmt>
+constexpr kernel_table amx_overlay(quant::type_list<Fmt...>) {
+  kernel_table t{};
+  const auto entry = [](auto fmt) {
+    using F = decltype(fmt);
+    format_kernels k{};
+    k.type = F::gguf_type;
+    if constexpr (!std::is_void_v<typename amx_for<F>::type>) k.gemm = &amx_gemm<typename amx_for<F>::type>;
+    return k;
+  };
+  ((t[std::size_t(Fmt::gguf_type)] = entry(Fmt{})), ...);
+  return t;
+}
+
+}  // namespace
+}  // namespace strata::kernels::cpu::x86
+
+#undef STRATA_KQ_STEP3
+#undef STRATA_KQ_STEP2
+#undef STRATA_Q8_PRODUCT
+#undef STRATA_TILE_LOAD

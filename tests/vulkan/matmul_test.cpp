@@ -245,7 +245,7 @@ TEST_CASE("vulkan matmul: the integer matvec's multi-token form equals its one-t
       if (int8[c] && n > 1 && n <= 8) ++multi_steps;  // runtime/vulkan: has_mmvq_mt, mmvq_mt_max_tokens
       CHECK(test::nmse(multi[c], single[c]) <= 1e-12);
     }
-    CHECK(multi_steps >= 4);  // 2, 3, 4, 5 and 8 tokens took the matvec
+    CHECK(multi_steps >= 3);  // 2, 3 and 4 tokens took the matvec (5 and 8 do too unless mul_mm_small takes them)
   };
   check(quant::q4_k{});
   check(quant::q6_k{});

@@ -676,9 +676,10 @@ struct backend::impl {
   void run_handoff_on_cpu(const handoff& h);
 
   // --- handoff_submit.cpp: the current step's command buffers, with the CPU's work between
-  // them: pre-submitted parts on a timeline semaphore (the host signals after each CPU part and
-  // spins on the counter for the GPU's), or a submit and fence wait per part
-  // (STRATA_VK_HANDOFF_FENCE=1, and steps with GPU-cached experts); the CPU pools kept hot.
+  // them: a submit and fence wait per part (the default; always for steps with GPU-cached
+  // experts), or, opt-in (STRATA_VK_HANDOFF_TIMELINE=1; wrong logits on the H200, session 15),
+  // parts pre-submitted on a timeline semaphore (the host signals after each CPU part and spins
+  // on the counter for the GPU's); the CPU pools kept hot.
   void init_handoff();  // the switches and the semaphore (constructor)
   void submit_step();
   void submit_and_wait(vk::CommandBuffer c);
@@ -692,7 +693,7 @@ struct backend::impl {
   template <class Work, class Release>
   void timed_handoff(bool timed, std::chrono::steady_clock::time_point& mark, Work&& work, Release&& release);
   void report_handoff_times() const;  // STRATA_VK_HANDOFF_TIMES=1: at destruction, to stderr
-  bool handoff_timeline = false;      // parts pre-submitted (STRATA_VK_HANDOFF_FENCE=1: off)
+  bool handoff_timeline = false;      // parts pre-submitted (STRATA_VK_HANDOFF_TIMELINE=1)
   bool handoff_hot = false;           // CPU workers spin through a step (STRATA_VK_HANDOFF_HOT=0|1)
   // The CPU's result buffers: host-cached (memory_kind::handoff), or for A/B the first
   // host-visible type as before (STRATA_VK_HANDOFF_WC=1: write-combined on NVIDIA).

@@ -155,6 +155,11 @@ struct backend::impl {
     // A streamed block's dense FFN on the CPU (ffn >= 0: its index in `streams`; task.gate/up/
     // down are cpu_ffn indices, task.rows/cols the rows): the host runs it, then `cmd`.
     std::int32_t ffn = -1;
+    // The region of the CPU's result buffer (hand_out, ffn_out) this hand-off writes and its part
+    // reads: one per hand-off of a step. A part pre-submitted on the timeline semaphore gets no
+    // cache invalidation after the host's write, so on the H200 a second hand-off of the step read
+    // the first one's result from the GPU's L2 where both shared a region (wrong logits, session 15).
+    std::uint32_t out_slot = 0;
   };
   struct recorded_step {
     vk::raii::CommandBuffer cmd{nullptr};
@@ -165,7 +170,8 @@ struct backend::impl {
   // Memory tiers: routed experts computed by the CPU (null: all on the GPU), and the host-visible
   // buffers of their hand-off (the FFN norm's rows and router logits out, the experts' sum back).
   std::unique_ptr<cpu_experts> host;
-  std::uint32_t hand_in = 0, hand_out = 0;  // buffer ids
+  std::uint32_t hand_in = 0, hand_out = 0;  // buffer ids; hand_out holds hand_slots regions of max_rows rows
+  std::uint32_t hand_slots = 0;
   std::uint32_t hand_cols = 0;              // floats of x per row in hand_in (router logits after max_rows rows)
   // GPU-cached expert blocks (backend_options::cached_expert_layers).
   struct cached_block {
@@ -676,10 +682,9 @@ struct backend::impl {
   void run_handoff_on_cpu(const handoff& h);
 
   // --- handoff_submit.cpp: the current step's command buffers, with the CPU's work between
-  // them: a submit and fence wait per part (the default; always for steps with GPU-cached
-  // experts), or, opt-in (STRATA_VK_HANDOFF_TIMELINE=1; wrong logits on the H200, session 15),
-  // parts pre-submitted on a timeline semaphore (the host signals after each CPU part and spins
-  // on the counter for the GPU's); the CPU pools kept hot.
+  // them: pre-submitted parts on a timeline semaphore (the host signals after each CPU part and
+  // spins on the counter for the GPU's), or a submit and fence wait per part
+  // (STRATA_VK_HANDOFF_FENCE=1, and steps with GPU-cached experts); the CPU pools kept hot.
   void init_handoff();  // the switches and the semaphore (constructor)
   void submit_step();
   void submit_and_wait(vk::CommandBuffer c);
@@ -693,7 +698,7 @@ struct backend::impl {
   template <class Work, class Release>
   void timed_handoff(bool timed, std::chrono::steady_clock::time_point& mark, Work&& work, Release&& release);
   void report_handoff_times() const;  // STRATA_VK_HANDOFF_TIMES=1: at destruction, to stderr
-  bool handoff_timeline = false;      // parts pre-submitted (STRATA_VK_HANDOFF_TIMELINE=1)
+  bool handoff_timeline = false;      // parts pre-submitted (STRATA_VK_HANDOFF_FENCE=1: off)
   bool handoff_hot = false;           // CPU workers spin through a step (STRATA_VK_HANDOFF_HOT=0|1)
   // The CPU's result buffers: host-cached (memory_kind::handoff), or for A/B the first
   // host-visible type as before (STRATA_VK_HANDOFF_WC=1: write-combined on NVIDIA).

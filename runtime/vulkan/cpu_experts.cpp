@@ -79,16 +79,23 @@ void backend::impl::record_cpu_moe(const moe_weights& mw, const graph::moe_param
   if (out.cols != C || out.rows != n) throw error("moe_ffn: output shape does not match the input");
   record_handoff_in(x, logits);
 
-  // The step continues in a new command buffer, after the CPU's part.
+  // The step continues in a new command buffer, after the CPU's part, reading the CPU's sum from
+  // this hand-off's own region of hand_out.
+  std::uint32_t slot = 0;
+  for (const handoff& o : pending.handoffs) slot += o.ffn < 0 && o.cache < 0;
+  if (slot >= hand_slots)
+    throw error("internal: " + std::to_string(slot + 1) + " CPU-expert hand-offs in one step, hand_out holds " +
+                std::to_string(hand_slots));
   rec.end();
   handoff& h = pending.handoffs.emplace_back();
+  h.out_slot = slot;
   const auto host_index = [&](const weight* w) { return std::uint32_t(weights.at(w->id).host); };
   h.task = {host_index(mw.gate_exps), host_index(mw.up_exps), host_index(mw.down_exps), mp, n, C, E};
   h.cmd = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
   rec.resume(h.cmd, "cpu experts (hand-off: host work + submit)");
 
   prepare({}, {out});
-  const copy_rows_pc po{C, 0, C, out.off, out.stride};
+  const copy_rows_pc po{C, slot * max_rows * C, C, out.off, out.stride};
   const binding bo[] = {bind_id(hand_out, false), bind_id(hand_out, false), bind(out, true)};
   dispatch(copy_req(false), bo, &po, sizeof po, div_up(C, wg), n);
 }
@@ -97,7 +104,8 @@ void backend::impl::handoff_buffers(std::uint32_t C, std::uint32_t E) {
   if (!hand_in) {
     hand_cols = C;
     hand_in = new_buffer(std::uint64_t(max_rows) * (C + E) * 4, memory_kind::readback, "MoE hand-off to the CPU");
-    hand_out = new_buffer(std::uint64_t(max_rows) * C * 4, handoff_out_kind(), "MoE hand-off from the CPU");
+    hand_slots = std::max<std::uint32_t>(1, std::uint32_t(opt.cpu_expert_layers.size()));
+    hand_out = new_buffer(std::uint64_t(max_rows) * C * 4 * hand_slots, handoff_out_kind(), "MoE hand-off from the CPU");
   }
   if (C != hand_cols || buf(hand_in).size() < std::uint64_t(max_rows) * (C + E) * 4)
     throw error("internal: MoE blocks of different widths in one model");
@@ -121,7 +129,8 @@ const vk::raii::CommandBuffer& backend::impl::recording_cmd() const {
 
 void backend::impl::run_handoff_on_cpu(const handoff& h) {
   const auto* in = reinterpret_cast<const float*>(buf(hand_in).mapped());
-  host->run(h.task, in, in + std::size_t(max_rows) * hand_cols, reinterpret_cast<float*>(buf(hand_out).mapped()));
+  host->run(h.task, in, in + std::size_t(max_rows) * hand_cols,
+            reinterpret_cast<float*>(buf(hand_out).mapped()) + std::size_t(h.out_slot) * max_rows * hand_cols);
 }
 
 }  // namespace strata::gpu

@@ -1,11 +1,11 @@
 // How a recorded step with hand-offs (the CPU computing routed experts or a streamed dense FFN
 // between two parts of the step: cpu_experts.cpp, layer_stream.cpp) is submitted and waited on.
-// Timeline path (opt-in, STRATA_VK_HANDOFF_TIMELINE=1: wrong logits on NVIDIA, see init_handoff): every part is submitted
+// Timeline path (the default where the device has timeline semaphores): every part is submitted
 // at once; part i+1 waits on the value the host signals (vkSignalSemaphore) after the CPU's
 // work i, each part signals its own value when done, and the host waits for a part by spinning
 // on the semaphore's counter (a bounded spin, then vkWaitSemaphores): no queue submit, no GPU
-// start-up and no sleeping host thread between the parts. The fence path (the default): per part
-// a submit and a fence wait. Steps with GPU-cached experts
+// start-up and no sleeping host thread between the parts. STRATA_VK_HANDOFF_FENCE=1 keeps the
+// fence path: per part a submit and a fence wait. Steps with GPU-cached experts
 // (expert_cache.cpp) always take it: the host chooses after the router which parts run next.
 // Either way the CPU backend's workers are kept spinning through the step (thread_pool
 // hot_scope) instead of sleeping between hand-offs. STRATA_VK_HANDOFF_TIMES=1 times the
@@ -29,13 +29,11 @@ double us(clock::duration d) { return std::chrono::duration<double, std::micro>(
 
 void backend::impl::init_handoff() {
   const auto env = [](const char* name) -> const char* { return std::getenv(name); };
-  // The timeline path is opt-in (STRATA_VK_HANDOFF_TIMELINE=1): on the H200 (NVIDIA 580.159.04)
-  // its logits were wrong, the same wrong bits whatever the spin, workers, job split or buffer
-  // type (session 15, bench/RESULTS.md), where lavapipe gives the fence path's bits. Until that is
-  // found, steps take a submit and a fence wait per part; STRATA_VK_HANDOFF_FENCE=1 forces it.
+  // Each hand-off of a step has its own region of the CPU's result buffer (handoff::out_slot):
+  // a pre-submitted part gets no cache invalidation after the host's write, and on the H200 parts
+  // that shared one region read an earlier hand-off's result from the GPU's L2 (session 15).
   const bool fence_forced = env("STRATA_VK_HANDOFF_FENCE") && std::string_view(env("STRATA_VK_HANDOFF_FENCE")) == "1";
-  const bool timeline_asked = env("STRATA_VK_HANDOFF_TIMELINE") && std::string_view(env("STRATA_VK_HANDOFF_TIMELINE")) == "1";
-  handoff_timeline = ctx.info().timeline && timeline_asked && !fence_forced;
+  handoff_timeline = ctx.info().timeline && !fence_forced;
   // A CPU device (lavapipe) runs the GPU's parts on the same cores: spinning workers and a
   // spinning host would take them from it. Real GPUs: hot workers, a 1 ms spin on the counter.
   handoff_hot = !ctx.info().is_cpu;

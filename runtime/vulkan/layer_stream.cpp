@@ -112,7 +112,8 @@ void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit, st
     ffn_rows = std::min(opt.stream_cpu_tokens, max_tokens);
     const auto cols = std::uint32_t(weights.at(streams[0].part[0]).info->ne[0]);
     ffn_in = new_buffer(std::uint64_t(ffn_rows) * cols * 4, memory_kind::readback, "dense FFN hand-off to the CPU");
-    ffn_out = new_buffer(std::uint64_t(ffn_rows) * cols * 4, handoff_out_kind(), "dense FFN hand-off from the CPU");
+    // A region per streamed block (handoff::out_slot): the parts of one step never read one region twice.
+    ffn_out = new_buffer(std::uint64_t(ffn_rows) * cols * 4 * streams.size(), handoff_out_kind(), "dense FFN hand-off from the CPU");
     ffn_host->reserve(ffn_rows);
     streaming.cpu_tokens = opt.stream_cpu_tokens;
   }
@@ -153,6 +154,7 @@ void backend::impl::record_cpu_ffn(const weight& w, const tensor& x, const tenso
     rec.end();
     handoff& h = pending.handoffs.emplace_back();
     h.ffn = std::int32_t(index);
+    h.out_slot = index;
     h.task.gate = b.cpu[0], h.task.up = b.cpu[1], h.task.down = b.cpu[2];
     h.task.rows = n, h.task.cols = C;
     h.cmd = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
@@ -164,7 +166,7 @@ void backend::impl::record_cpu_ffn(const weight& w, const tensor& x, const tenso
     throw error("layer streaming: '" + std::string(w.name) + "' without its block's ffn_gate first");
   if (w.id == b.part[1]) return;  // computed with the gate
   prepare({}, {y});  // down: the CPU's result into y
-  const copy_rows_pc po{y.cols, 0, y.cols, y.off, y.stride};
+  const copy_rows_pc po{y.cols, index * ffn_rows * y.cols, y.cols, y.off, y.stride};
   const binding bo[] = {bind_id(ffn_out, false), bind_id(ffn_out, false), bind(y, true)};
   dispatch(copy_req(false), bo, &po, sizeof po, detail::div_up(y.cols, detail::wg), y.rows);
   ffn_open = -1;
@@ -172,7 +174,8 @@ void backend::impl::record_cpu_ffn(const weight& w, const tensor& x, const tenso
 
 void backend::impl::run_cpu_ffn(const handoff& h) {
   ffn_host->run(h.task.gate, h.task.up, h.task.down, h.task.rows, h.task.cols,
-                reinterpret_cast<const float*>(buf(ffn_in).mapped()), reinterpret_cast<float*>(buf(ffn_out).mapped()));
+                reinterpret_cast<const float*>(buf(ffn_in).mapped()),
+                reinterpret_cast<float*>(buf(ffn_out).mapped()) + std::size_t(h.out_slot) * ffn_rows * h.task.cols);
 }
 
 stream_stats backend::streaming() const { return p_->streaming; }

@@ -18,21 +18,16 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
+#include "support/shipped_fixture.hpp"
 #include "support/fixture_placement.hpp"
 #include "support/session_logits.hpp"
 
 namespace fs = std::filesystem;
 using strata::test::golden_model;
+using strata::test::shipped_fixture;
 
 namespace {
 
-const golden_model& fixture(std::string_view name) {
-  static const auto models = strata::test::local_golden();
-  for (const auto& g : models)
-    if (g.name == name) return g;
-  FAIL("fixture model " << name << " is not shipped");
-  return models.front();
-}
 
 strata::rt::engine_options cpu_options(std::uint32_t n_batch) {
   strata::rt::engine_options opt;
@@ -84,7 +79,7 @@ std::vector<float> disk_logits(const golden_model& g, const strata::rt::engine_o
 
 TEST_CASE("disk tier: a --ram-budget short of the model streams the last blocks and gives the resident logits") {
   for (const char* name : {"llama-F32", "qwen3-Q4_K_M", "qwen3moe-Q4_K_M"}) {
-    const golden_model& g = fixture(name);
+    const golden_model& g = shipped_fixture(name);
     CAPTURE(g.name);
     if (!direct_io_at(g.path)) {
       MESSAGE("the fixtures' file system has no O_DIRECT: disk tier not checked");
@@ -110,7 +105,7 @@ TEST_CASE("disk tier: a --ram-budget short of the model streams the last blocks 
 }
 
 TEST_CASE("disk tier: -ot REGEX=disk streams the matching tensors of CPU blocks, bit for bit on the row kernels") {
-  const golden_model& g = fixture("llama-F32");
+  const golden_model& g = shipped_fixture("llama-F32");
   if (!direct_io_at(g.path)) {
     MESSAGE("the fixtures' file system has no O_DIRECT: disk tier not checked");
     return;
@@ -123,7 +118,7 @@ TEST_CASE("disk tier: -ot REGEX=disk streams the matching tensors of CPU blocks,
 }
 
 TEST_CASE("disk tier: refusals name the budget, the rule and tensor, or the file") {
-  const golden_model& g = fixture("qwen3-Q4_K_M");
+  const golden_model& g = shipped_fixture("qwen3-Q4_K_M");
   auto opt = cpu_options(16);
   opt.ram_budget = 1 << 20;  // below the KV cache alone
   CHECK_THROWS_WITH_AS(strata::rt::model::load(g.path, opt), doctest::Contains("--ram-budget 1.00 MiB does not hold"),

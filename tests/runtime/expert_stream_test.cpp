@@ -16,12 +16,14 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
+#include "support/shipped_fixture.hpp"
 #include "support/fixture_placement.hpp"
 #include "support/session_logits.hpp"
 
 namespace {
 
 using strata::test::golden_model;
+using strata::test::shipped_fixture;
 
 bool vulkan_here() {
   if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
@@ -31,13 +33,6 @@ bool vulkan_here() {
   return true;
 }
 
-const golden_model& fixture(std::string_view name) {
-  static const auto models = strata::test::local_golden();
-  for (const auto& g : models)
-    if (g.name == name) return g;
-  FAIL("fixture model " << name << " is not shipped");
-  throw;
-}
 
 strata::rt::engine_options options(strata::rt::backend_kind backend, std::uint32_t n_batch) {
   strata::rt::engine_options opt;
@@ -126,25 +121,25 @@ void check_streamed_experts(const golden_model& g, std::uint32_t n_batch, const 
 }  // namespace
 
 TEST_CASE("expert streaming: qwen3moe --cpu-moe, experts streamed in 8-token prompt steps and on the CPU in decode, gives the all-GPU, CPU and llama.cpp logits") {
-  if (vulkan_here()) check_streamed_experts(fixture("qwen3moe-Q4_K_M"), 8, {0, 1, 2, 3});
+  if (vulkan_here()) check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 8, {0, 1, 2, 3});
 }
 
 TEST_CASE("expert streaming: qwen3moe --cpu-moe, the whole prompt in one streamed step (experts grouped by expert), gives the all-GPU, CPU and llama.cpp logits") {
-  if (vulkan_here()) check_streamed_experts(fixture("qwen3moe-Q4_K_M"), 256, {0, 1, 2, 3});
+  if (vulkan_here()) check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 256, {0, 1, 2, 3});
 }
 
 // Llama 4: the router weights the experts' input (gather) and a shared expert runs beside them
 // (resident on the GPU either way); MoE in blocks 1 and 3.
 TEST_CASE("expert streaming: llama4 --cpu-moe (weighted input, shared expert), experts streamed in prompt steps, gives the all-GPU, CPU and llama.cpp logits") {
   if (!vulkan_here()) return;
-  check_streamed_experts(fixture("llama4-Q4_K_M"), 8, {1, 3});
-  check_streamed_experts(fixture("llama4-Q4_K_M"), 256, {1, 3});
+  check_streamed_experts(shipped_fixture("llama4-Q4_K_M"), 8, {1, 3});
+  check_streamed_experts(shipped_fixture("llama4-Q4_K_M"), 256, {1, 3});
 }
 
 // The bad paths: a budget one byte short of the ring keeps the experts on the CPU (the plan says
 // why, naming the sizes), --no-stream-experts does too, and the CPU backend never streams.
 TEST_CASE("expert streaming: a GPU budget short of the expert ring, or --no-stream-experts, keeps the experts on the CPU") {
-  const golden_model& g = fixture("qwen3moe-Q4_K_M");
+  const golden_model& g = shipped_fixture("qwen3moe-Q4_K_M");
   auto opt = options(strata::rt::backend_kind::vulkan, 8);
   opt.cpu_moe = true;
   const auto in = strata::test::fixture_placement(g, opt, true);

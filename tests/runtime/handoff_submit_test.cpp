@@ -17,12 +17,14 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/tiers/links.hpp"
 #include "support/fidelity.hpp"
+#include "support/shipped_fixture.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
 
 namespace {
 
 using strata::test::golden_model;
+using strata::test::shipped_fixture;
 using strata::test::scoped_env;
 
 bool vulkan_here() {
@@ -33,13 +35,6 @@ bool vulkan_here() {
   return true;
 }
 
-const golden_model& fixture(std::string_view name) {
-  static const auto models = strata::test::local_golden();
-  for (const auto& g : models)
-    if (g.name == name) return g;
-  FAIL("fixture model " << name << " is not shipped");
-  throw;
-}
 
 struct path {
   const char* name;
@@ -98,7 +93,7 @@ TEST_CASE("hand-off submission: qwen3moe --cpu-moe gives the same logits on the 
   if (!vulkan_here()) return;
   auto opt = options(5);  // prompt steps of 5 tokens, a short last one, then 1-token steps
   opt.cpu_moe = true;
-  check_paths(fixture("qwen3moe-Q4_K_M"), opt, "routed experts of 4 MoE layers on the CPU");
+  check_paths(shipped_fixture("qwen3moe-Q4_K_M"), opt, "routed experts of 4 MoE layers on the CPU");
 }
 
 TEST_CASE("hand-off submission: llama4 -ngl 3 --n-cpu-moe 2 (weighted input, a CPU stage after) gives the same logits on every path") {
@@ -106,7 +101,7 @@ TEST_CASE("hand-off submission: llama4 -ngl 3 --n-cpu-moe 2 (weighted input, a C
   auto opt = options(256);
   opt.n_gpu_layers = 3;
   opt.n_cpu_moe = 2;
-  check_paths(fixture("llama4-Q4_K_M"), opt, "routed experts of 1 MoE layers on the CPU");
+  check_paths(shipped_fixture("llama4-Q4_K_M"), opt, "routed experts of 1 MoE layers on the CPU");
 }
 
 TEST_CASE("hand-off submission: streamed dense FFNs computed on the CPU (qwen3) give the same logits on every path") {
@@ -120,8 +115,8 @@ TEST_CASE("hand-off submission: streamed dense FFNs computed on the CPU (qwen3) 
   l.handoff_s = 0;
   l.source = "test: a link slower than the CPU";
   opt.links = l;
-  check_paths(fixture("qwen3-Q4_K_M"), opt, "computed on the CPU");
-  const auto m = strata::rt::model::load(fixture("qwen3-Q4_K_M").path, opt);
-  strata::test::prompt_and_decode_logits(*m, fixture("qwen3-Q4_K_M").runs.front(), 2);
+  check_paths(shipped_fixture("qwen3-Q4_K_M"), opt, "computed on the CPU");
+  const auto m = strata::rt::model::load(shipped_fixture("qwen3-Q4_K_M").path, opt);
+  strata::test::prompt_and_decode_logits(*m, shipped_fixture("qwen3-Q4_K_M").runs.front(), 2);
   CHECK(m->streaming().cpu_steps == m->streaming().steps);
 }

@@ -174,6 +174,33 @@ TEST_CASE("vulkan matmul: Q6_K and Q8_0 rows in the GPU's row groups") {
 }
 
 
+// One format's matmuls at every token count, with the backend's defaults and again with one
+// STRATA_VK_* switch set, and which token counts took int8 activations.
+struct switch_runs {
+  std::vector<std::vector<float>> base, switched;
+  std::vector<bool> int8;
+};
+template <class Fmt>
+switch_runs runs_with_switch(std::mt19937& rng, const std::vector<float>& x, const char* name, const char* value) {
+  const auto blocks = weight_like_blocks<Fmt>(rng, K);
+  vkt::weight_store store;
+  const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
+  const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
+  switch_runs r;
+  r.int8.resize(std::size(token_counts));
+  {
+    gpu::backend be;
+    r.base = run_matmuls(be, wi, xi);
+    for (std::size_t c = 0; c < std::size(token_counts); ++c) r.int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
+  }
+  {
+    const test::scoped_env env(name, value);
+    gpu::backend be;
+    r.switched = run_matmuls(be, wi, xi);
+  }
+  return r;
+}
+
 // STRATA_VK_MMVQ_UNROLL=1 only hints the driver to unroll the integer matvec's loops over tokens
 // and rows: the products and their order are the default's.
 TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_MMVQ_UNROLL) equals the default") {
@@ -183,27 +210,12 @@ TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_
   const auto check = [&](auto fmt) {
     using Fmt = decltype(fmt);
     CAPTURE(Fmt::name);
-    const auto blocks = weight_like_blocks<Fmt>(rng, K);
-    vkt::weight_store store;
-    const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
-    const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
-    std::vector<std::vector<float>> plain, unrolled;
-    std::vector<bool> int8(std::size(token_counts));
-    {
-      gpu::backend be;
-      plain = run_matmuls(be, wi, xi);
-      for (std::size_t c = 0; c < std::size(token_counts); ++c) int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
-    }
-    {
-      const test::scoped_env unroll("STRATA_VK_MMVQ_UNROLL", "1");
-      gpu::backend be;
-      unrolled = run_matmuls(be, wi, xi);
-    }
+    const auto r = runs_with_switch<Fmt>(rng, x, "STRATA_VK_MMVQ_UNROLL", "1");
     bool any_int8 = false;
     for (std::size_t c = 0; c < std::size(token_counts); ++c) {
       CAPTURE(token_counts[c]);
-      any_int8 = any_int8 || int8[c];
-      CHECK(test::nmse(unrolled[c], plain[c]) <= 1e-12);
+      any_int8 = any_int8 || r.int8[c];
+      CHECK(test::nmse(r.switched[c], r.base[c]) <= 1e-12);
     }
     CHECK(any_int8);  // the matvec ran for some token count
   };
@@ -222,28 +234,13 @@ TEST_CASE("vulkan matmul: the integer matvec's multi-token form equals its one-t
   const auto check = [&](auto fmt) {
     using Fmt = decltype(fmt);
     CAPTURE(Fmt::name);
-    const auto blocks = weight_like_blocks<Fmt>(rng, K);
-    vkt::weight_store store;
-    const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
-    const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
-    std::vector<std::vector<float>> multi, single;
-    std::vector<bool> int8(std::size(token_counts));
-    {
-      gpu::backend be;
-      multi = run_matmuls(be, wi, xi);
-      for (std::size_t c = 0; c < std::size(token_counts); ++c) int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
-    }
-    {
-      const test::scoped_env off("STRATA_VK_MMVQ_MT", "0");
-      gpu::backend be;
-      single = run_matmuls(be, wi, xi);
-    }
+    const auto r = runs_with_switch<Fmt>(rng, x, "STRATA_VK_MMVQ_MT", "0");
     std::uint32_t multi_steps = 0;
     for (std::size_t c = 0; c < std::size(token_counts); ++c) {
       const std::uint32_t n = token_counts[c];
       CAPTURE(n);
-      if (int8[c] && n > 1 && n <= 8) ++multi_steps;  // runtime/vulkan: has_mmvq_mt, mmvq_mt_max_tokens
-      CHECK(test::nmse(multi[c], single[c]) <= 1e-12);
+      if (r.int8[c] && n > 1 && n <= 8) ++multi_steps;  // runtime/vulkan: has_mmvq_mt, mmvq_mt_max_tokens
+      CHECK(test::nmse(r.base[c], r.switched[c]) <= 1e-12);
     }
     CHECK(multi_steps >= 3);  // 2, 3 and 4 tokens took the matvec (5 and 8 do too unless mul_mm_small takes them)
   };

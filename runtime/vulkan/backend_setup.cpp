@@ -127,17 +127,19 @@ backend::impl::impl(const backend_options& o)
   }
   if (const char* v = std::getenv("STRATA_VK_MMS_MIN")) mms_min = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMVQ_MT")) mmvq_mt = std::string_view(v) != "0";
-  const auto shape_env = [](const char* name, mmvq_shape_t& out) {
+  // WG:RPG:U from an integer-matvec shape switch (false: not set); whole warps when asked.
+  const auto shape_env = [](const char* name, const char* example, bool whole_warps, mmvq_shape_t& out) {
     const char* v = std::getenv(name);
-    if (!v) return;
+    if (!v) return false;
     unsigned a = 0, b = 0, c = 0;
-    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || a < 32 || a > 1024 || a % 32 || b < 1 || b > 8 || c < 1 || c > 8)
-      throw error(std::string(name) + " must be WG:RPG:U (e.g. 64:4:1), got '" + v + "'");
+    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || a < 32 || a > 1024 || (whole_warps && a % 32) || b < 1 || b > 8 ||
+        c < 1 || c > 8)
+      throw error(std::string(name) + " must be WG:RPG:U (e.g. " + example + "), got '" + v + "'");
     out = {a, b, c};
+    return true;
   };
-  shape_env("STRATA_VK_MMVQ_MT_SHAPE", mmvq_mt_shape);
-  mmvq_mt_shape_forced = std::getenv("STRATA_VK_MMVQ_MT_SHAPE") != nullptr;
-  shape_env("STRATA_VK_MMVQ_MT_QOUT", mmvq_mt_qout);
+  mmvq_mt_shape_forced = shape_env("STRATA_VK_MMVQ_MT_SHAPE", "64:4:1", true, mmvq_mt_shape);
+  shape_env("STRATA_VK_MMVQ_MT_QOUT", "64:4:1", true, mmvq_mt_qout);
   if (mmvq_mt_qout.wg / 32 * mmvq_mt_qout.rpg != 32)
     throw error("STRATA_VK_MMVQ_MT_QOUT: a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
@@ -152,12 +154,8 @@ backend::impl::impl(const backend_options& o)
     mm3_shape = {a, b, c, d};
     mm3_forced = true;
   }
-  if (const char* v = std::getenv("STRATA_VK_MMVQ_SHAPE")) {
-    unsigned a = 0, b = 0, c = 0;
-    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || a < 32 || a > 1024 || b < 1 || b > 8 || c < 1 || c > 8)
-      throw error("STRATA_VK_MMVQ_SHAPE must be WG:RPG:U (e.g. 64:2:2), got '" + std::string(v) + "'");
-    mmvq_wg = a, mmvq_rpg = b, mmvq_u = c, mmvq_shape_forced = true;
-  }
+  if (mmvq_shape_t forced{}; shape_env("STRATA_VK_MMVQ_SHAPE", "64:2:2", false, forced))
+    mmvq_wg = forced.wg, mmvq_rpg = forced.rpg, mmvq_u = forced.u, mmvq_shape_forced = true;
   ctx.set_memory_budget(opt.memory_budget);
   if (!opt.cached_expert_layers.empty()) {
     if (opt.expert_slots == 0) throw error("--expert-cache 0: the expert cache needs at least one slot per layer");

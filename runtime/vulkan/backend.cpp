@@ -601,7 +601,9 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   const tensor g = s.gate.first_rows(pairs), u = s.up.first_rows(pairs), y = s.y.first_rows(pairs);
   std::optional<impl::pending_combine::down_t> down;
   if (chunks && !small) P.record_moe_group(E, k, pairs, impl::moe_chunk);
-  if (small) {
+  if (small && int8 && P.mmq_ok(*mw.gate_exps) && P.mmq_ok(*mw.up_exps)) {
+    P.record_moe_mmq(mw, in, in_div, pairs, E, g, u, y);
+  } else if (small) {
     P.record_moe_small(mw, in, in_div, pairs, E, g, u, y);
   } else if (int8) {
     const std::uint32_t sl = P.quantize_input(in, nullptr, 0.0f);

@@ -196,6 +196,10 @@ class backend {
   // matrices take K-wide (gate/up) and F-wide (down) inputs runs them on the tensor cores
   // (mul_mm_small MOE_GROUPED: weights and activations rounded to f16).
   bool tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const;
+  // Whether such a step runs all its expert matmuls on int8 tensor cores (mul_mmq.glsl: int8
+  // activations, the weights' codes exact) rather than f16 ones: gate/up and down formats.
+  bool int8_tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F,
+                                gguf::type_id gate_up, gguf::type_id down) const;
 
   buffer alloc(std::uint32_t rows, std::uint32_t cols);
   // Also creates the step buffer (batch inputs and the block tables of kv_cfg.n_seq sequences).

@@ -26,6 +26,7 @@
 #include "cpu_experts.hpp"
 #include "cpu_ffn.hpp"
 #include "memory.hpp"
+#include "mma_layout.hpp"
 #include "pipelines.hpp"
 #include "push_constants.hpp"
 #include "strata/tiers/expert_cache.hpp"
@@ -49,6 +50,8 @@ inline bool has_mms_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t
 // Weight formats whose MMVQ unit also has the multi-token form (quant/<fmt>.glsl HAS_MMVQ_PREP):
 // mmvq.glsl's MMVQ_MT, for steps of 2 .. mmvq_mt_max_tokens tokens.
 inline bool has_mmvq_mt(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
+// Formats with mul_mmq.glsl's int8 unit (quant/*.glsl HAS_MMQ_UNIT).
+inline bool has_mmq_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
 inline constexpr std::uint32_t mmvq_mt_max_tokens = 8;
 }  // namespace detail
 
@@ -110,6 +113,21 @@ struct backend::impl {
   // The experts' matmuls of one MoE step on mul_mm_small (gate, up, SwiGLU, down).
   void record_moe_small(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                         std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y);
+  // One grouped expert matmul on mul_mm_small over moe_xh's rows (SCATTER: each row back to its pair's).
+  void record_mm_small_experts(const weight& w, const tensor& out, bool scatter, std::uint32_t pairs, std::uint32_t chunks);
+  // The same steps on int8 tensor cores (mul_mmq.glsl MOE_GROUPED) where the device has them and
+  // the gate/up format an int8 unit (quant/*.glsl HAS_MMQ_UNIT): no f16 expansion of the weights
+  // and no gathered copies of the activations (int8 rows read in place). A down projection in a
+  // format without the unit stays on mul_mm_small. STRATA_VK_MMQ_MOE=0 keeps mul_mm_small for all.
+  // mmq_layout: the accumulator layout (mma_layout.cpp), probed at start-up.
+  std::optional<mma_layout> mmq_layout;
+  bool mmq_moe = true;
+  bool mmq_ok(gguf::type_id t, std::uint64_t K) const;  // a matrix of rows of K can run on mul_mmq
+  bool mmq_ok(const weight& w) const { return mmq_ok(w.type, w.ne[0]); }
+  mma2_tile mmq_moe_tile() const;  // BN = the chunk (mms_moe_chunk)
+  pipeline_request mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped) const;
+  void record_moe_mmq(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
+                      std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y);
   bool moe_grouped = true;
   std::uint32_t attn_part = 0;             // split-attention partials (allocated on first use)
   // Per (token, KV head) counters of the split attention's merge as its last workgroup's tail

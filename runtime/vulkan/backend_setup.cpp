@@ -125,6 +125,7 @@ backend::impl::impl(const backend_options& o)
     if (c != 16 && c != 32 && c != 64) throw error("STRATA_VK_MMS_MOE_CHUNK must be 16, 32 or 64, got '" + std::string(v) + "'");
     mms_moe_chunk = std::uint32_t(c);
   }
+  if (const char* v = std::getenv("STRATA_VK_MMQ_MOE"); v && std::string_view(v) == "0") mmq_moe = false;
   if (const char* v = std::getenv("STRATA_VK_MMS_MIN")) mms_min = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMVQ_MT")) mmvq_mt = std::string_view(v) != "0";
   // WG:RPG:U from an integer-matvec shape switch (false: not set); whole warps when asked.
@@ -518,6 +519,15 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       for (auto f : id_formats) {
         mr.push_back(P.mm_small_req(f, P.mms_moe_chunk, true));
         mr.push_back(P.mm_small_req(f, P.mms_moe_chunk, true, true));
+      }
+      // Int8 tensor cores for the formats with an int8 unit (record_moe_mmq), once the probe
+      // shows the accumulator layout the epilogue needs.
+      if (P.mmq_moe && P.ctx.info().nv_coopmat_int8 &&
+          std::any_of(id_formats.begin(), id_formats.end(), [](gguf::type_id f) { return detail::has_mmq_unit(f); })) {
+        P.mmq_layout = probe_mma_layout(P.ctx, P.pipes);
+        if (P.mmq_layout)
+          for (auto f : id_formats)
+            if (detail::has_mmq_unit(f)) mr.push_back(P.mmq_req(f, P.mmq_moe_tile(), true));
       }
       P.pipes.prepare(mr, P.opt.progress);
     }

@@ -30,6 +30,7 @@ struct device_info {
   float timestamp_period_ns = 1.0f;
   bool timestamps = false;
   bool nv_coopmat = false;
+  bool nv_coopmat_int8 = false;  // also 16x16x32 int8 x int8 -> int32 (mul_mmq.glsl)
   bool int_dot = false;      // packed 4x8-bit integer dot products (shaderIntegerDotProduct)
   bool timeline = false;     // timeline semaphores (Vulkan 1.2 core feature; enabled when present)
   // The driver's statistics of each compiled pipeline (registers, spills, shared memory), asked for

@@ -224,6 +224,12 @@ bool backend::tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, s
   return p_->small_experts(pairs, n_expert, K, F);
 }
 
+bool backend::int8_tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F,
+                                       gguf::type_id gate_up, gguf::type_id down) const {
+  return p_->small_experts(pairs, n_expert, K, F) && pairs <= p_->max_q8_rows && p_->has_int8_unit(gate_up, K) &&
+         p_->has_int8_unit(down, F) && p_->mmq_ok(gate_up, K) && p_->mmq_ok(down, F);
+}
+
 bool backend::tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const {
   // f16, q8_0 and TurboQuant sides (attention_mma.glsl decodes codes to f16); f32 caches keep the
   // float kernels.

@@ -216,28 +216,79 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   wrote(m.y);
 }
 
+void backend::impl::record_mm_small_experts(const weight& w, const tensor& out, bool scatter, std::uint32_t pairs,
+                                            std::uint32_t chunks) {
+  enter_expert(w);
+  const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]);
+  const mm_small_pc pc{K, N, pairs, std::uint32_t(w.row_bytes), 0, K, out.off, out.stride,
+                       std::uint32_t(w.row_bytes * w.ne[1]), moe_sorted_off};
+  const binding b[] = {bind_weight(w), bind_id(moe_xh, false), bind(out, true), bind_id(moe_groups, false)};
+  dispatch(mm_small_req(w.type, mms_moe_chunk, true, scatter), b, &pc, sizeof pc, div_up(N, 32), chunks);
+  wrote(out);
+}
+
 void backend::impl::record_moe_small(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                                      std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y) {
   record_moe_group(n_expert, in_div, pairs, mms_moe_chunk);  // the grouping reads only n_expert and pairs
   const std::uint32_t chunks = std::min(moe_max_chunks, div_up(pairs, mms_moe_chunk) + n_expert);
-  auto gemm = [&](const weight& w, const tensor& out, bool scatter) {
-    enter_expert(w);
-    const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]);
-    const mm_small_pc pc{K, N, pairs, std::uint32_t(w.row_bytes), 0, K, out.off, out.stride,
-                         std::uint32_t(w.row_bytes * w.ne[1]), moe_sorted_off};
-    const binding b[] = {bind_weight(w), bind_id(moe_xh, false), bind(out, true), bind_id(moe_groups, false)};
-    dispatch(mm_small_req(w.type, mms_moe_chunk, true, scatter), b, &pc, sizeof pc, div_up(N, 32), chunks);
-    wrote(out);
-  };
   record_f16_rows(in, pairs, moe_xh, in_div);  // each pair's input row, as f16, in expert order
-  gemm(*mw.gate_exps, g, false);               // rows in expert order
-  gemm(*mw.up_exps, u, false);
+  record_mm_small_experts(*mw.gate_exps, g, false, pairs, chunks);  // rows in expert order
+  record_mm_small_experts(*mw.up_exps, u, false, pairs, chunks);
   const elementwise_pc ep{g.cols, g.off, g.stride, u.off, u.stride, g.off, g.stride};
   const binding eb[] = {bind(g, false), bind(g, false), bind(u, false), bind(g, true)};
   dispatch(elementwise_req("OP_SWIGLU"), eb, &ep, sizeof ep, div_up(g.cols, wg), pairs);
   wrote(g);
   record_f16_rows(g, pairs, moe_xh);
-  gemm(*mw.down_exps, y, true);  // each pair's row back in place for the combine
+  record_mm_small_experts(*mw.down_exps, y, true, pairs, chunks);  // each pair's row back in place for the combine
+}
+
+bool backend::impl::mmq_ok(gguf::type_id t, std::uint64_t K) const {
+  return mmq_layout && mmq_moe && detail::has_mmq_unit(t) && K % 64 == 0 && K <= max_k;
+}
+
+mma2_tile backend::impl::mmq_moe_tile() const {
+  const std::uint32_t bn = mms_moe_chunk;
+  return {64, bn, 32, std::max<std::uint32_t>(16, bn / 2)};
+}
+
+pipeline_request backend::impl::mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped) const {
+  std::vector<std::pair<std::string, std::string>> d{
+      {"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"}, {"MMQ", "1"},
+      {"BM", std::to_string(s.bm)}, {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)},
+      {"WN", std::to_string(s.wn)}, {"MMA_DR", mmq_layout->row_offsets}, {"MMA_DC", mmq_layout->col_offsets}};
+  if (grouped) d.emplace_back("MOE_GROUPED", "1");
+  return req("mul_mmq", t, std::move(d), grouped ? 5 : 4);
+}
+
+void backend::impl::record_moe_mmq(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
+                                   std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y) {
+  record_moe_group(n_expert, in_div, pairs, mms_moe_chunk);
+  const std::uint32_t chunks = std::min(moe_max_chunks, div_up(pairs, mms_moe_chunk) + n_expert);
+  const mma2_tile t = mmq_moe_tile();
+  // Pair p's activations are int8 row p / div of the slot; its output goes to row p of out.
+  auto gemm = [&](const weight& w, std::uint32_t slot, std::uint32_t div, const tensor& out) {
+    enter_expert(w);
+    const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]);
+    const mmq_pc pc{K, N, pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32, out.off, out.stride,
+                    std::uint32_t(w.row_bytes * w.ne[1]), moe_sorted_off, div};
+    const binding b[] = {bind_weight(w), bind_id(xq[slot], false), bind_id(xs[slot], false), bind(out, true),
+                         bind_id(moe_groups, false)};
+    dispatch(mmq_req(w.type, t, true), b, &pc, sizeof pc, div_up(N, t.bm), chunks);
+    wrote(out);
+  };
+  const std::uint32_t sl = quantize_input(in, nullptr, 0.0f);
+  gemm(*mw.gate_exps, sl, in_div, g);
+  gemm(*mw.up_exps, sl, in_div, u);
+  const elementwise_pc ep{g.cols, g.off, g.stride, u.off, u.stride, g.off, g.stride};
+  const binding eb[] = {bind(g, false), bind(g, false), bind(u, false), bind(g, true)};
+  dispatch(elementwise_req("OP_SWIGLU"), eb, &ep, sizeof ep, div_up(g.cols, wg), pairs);
+  wrote(g);
+  if (mmq_ok(*mw.down_exps)) {
+    gemm(*mw.down_exps, quantize_input(g, nullptr, 0.0f), 1, y);
+  } else {  // the pairs' rows as f16 in expert order for mul_mm_small, written back to their rows
+    record_f16_rows(g, pairs, moe_xh, 1);
+    record_mm_small_experts(*mw.down_exps, y, true, pairs, chunks);
+  }
 }
 
 void backend::impl::record_mul_mm_f16(const pending_matmul& m) {

@@ -48,6 +48,10 @@ struct split_k_sum_pc {  // split_k_sum.glsl
 struct mm_small_pc {  // mul_mm_small.glsl
   std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, sorted_off;
 };
+struct mmq_pc {  // mul_mmq.glsl
+  std::uint32_t K, N, n_tok, row_bytes, q_off, q_stride, s_off, s_stride, y_off, y_stride;
+  std::uint32_t expert_bytes = 0, sorted_off = 0, in_div = 1;  // MOE_GROUPED
+};
 struct dequant_f16_pc {
   std::uint32_t K, row_bytes, row0, rows, o_off;
 };

@@ -71,8 +71,8 @@ float dot64(uint row_base, uint u, float xv[64], float xs[4]) {
          (dm.y * float(mn[1])) * xs[1];
 }
 
-#if defined(MMVQ) || defined(MM_SMALL)
-// The 64-element unit of the integer matvec and mul_mm_small: pair j = u%4 of block u/4 = 32
+#if defined(MMVQ) || defined(MM_SMALL) || defined(MMQ)
+// The 64-element unit of the integer matvec, mul_mm_small and mul_mmq: pair j = u%4 of block u/4 = 32
 // bytes of qs holding sub-block 2j in the low nibbles and 2j+1 in the high ones; the 16-byte
 // block header (d, dmin, 12 scale bytes) is one aligned load (144-byte blocks keep every field
 // 16-byte aligned), so a unit is three 16-byte loads.
@@ -205,5 +205,28 @@ void mms_expand_half(mms_raw r, uint u, uint hf, out uvec4 h[4]) {
   [[unroll]] for (uint c = 0; c < 4; ++c)
     h[c] = uvec4(mms_pair(qw[2 * c], nib, d, m), mms_pair(qw[2 * c], nib + 16, d, m), mms_pair(qw[2 * c + 1], nib, d, m),
                  mms_pair(qw[2 * c + 1], nib + 16, d, m));
+}
+#endif
+
+#ifdef MMQ
+// mul_mmq.glsl's unit (int8 tensor-core products): the 64 elements of pair j = u%4 of block u/4
+// as the int8 codes of sub-block 2j (c[0], c[1]: 32 bytes, low nibbles) and 2j+1 (c[2], c[3]:
+// high nibbles), and f = (d sc_2j, d sc_2j+1, dmin m_2j, dmin m_2j+1): a sub-block's sum is
+// f.x dx sum_i q_i qx_i - f.z (dx sum_i qx_i), as the integer matvec factors it.
+#define HAS_MMQ_UNIT 1
+#define mmq_raw q4k_unit
+mmq_raw mmq_load(uint row_base, uint u) { return q4k_unit_load(row_base, u); }
+mmq_raw mmq_zero() { return q4k_unit(uvec4(0), uvec4(0), uvec4(0)); }
+void mmq_unpack(mmq_raw r, uint u, out uvec4 c[4], out vec4 f) {
+  const uint M = 0x0F0F0F0Fu;
+  c[0] = r.q0 & M;
+  c[1] = r.q1 & M;
+  c[2] = (r.q0 >> 4) & M;
+  c[3] = (r.q1 >> 4) & M;
+  uint sc, mn;
+  q4k_unit_scales(r.hdr, u & 3u, sc, mn);
+  const vec2 dm = unpackHalf2x16(r.hdr.x);
+  f = vec4(dm.x * float(sc & 0xFFu), dm.x * float((sc >> 8) & 0xFFu), dm.y * float(mn & 0xFFu),
+           dm.y * float((mn >> 8) & 0xFFu));
 }
 #endif

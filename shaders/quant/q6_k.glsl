@@ -156,7 +156,7 @@ float mmvq_dot_p(mmvq_p w, mmvq_a a) {
 }
 #endif
 
-#ifdef MM_SMALL
+#if defined(MM_SMALL) || defined(MMQ)
 // mul_mm_small.glsl's unit: the 64 contiguous elements 64q .. 64q+63 of block u/4 (q = u%4),
 // i.e. quarters k0 = 2(q&1) and k0+1 of half h = q/2: 64 bytes of ql (low nibbles for even q,
 // high for odd), the 32 qh bytes they share and 4 scales; loaded ahead (16-byte loads in a
@@ -215,5 +215,32 @@ void mms_expand_half(mms_raw r, uint u, uint hf, out uvec4 h[4]) {
     h[c] = uvec4(mms_q6_pair(l[2 * c], hq[2 * c], 0, ns, hs, s), mms_q6_pair(l[2 * c], hq[2 * c], 2, ns, hs, s),
                  mms_q6_pair(l[2 * c + 1], hq[2 * c + 1], 0, ns, hs, s), mms_q6_pair(l[2 * c + 1], hq[2 * c + 1], 2, ns, hs, s));
   }
+}
+#endif
+
+#ifdef MMQ
+// mul_mmq.glsl's unit (int8 tensor cores): mul_mm_small's 64 contiguous elements as signed int8
+// codes q - 32 (c[i]: elements 16i .. 16i+15) and f = d sc of each 16-element sub-block. A scale
+// covers 16 elements, half an int8 product's K of 32: MMQ_G16 makes the kernel multiply each half
+// separately (its token codes beside 16 zeros).
+#define HAS_MMQ_UNIT 1
+#define MMQ_G16 1
+#define mmq_raw mms_raw
+mmq_raw mmq_load(uint row_base, uint u) { return mms_load(row_base, u); }
+mmq_raw mmq_zero() { return mms_raw(uvec4(0), uvec4(0), uvec4(0), uvec4(0), uvec4(0), uvec4(0), 0u, 0u); }
+// Codes lo | hi << 4 (0..63) minus 32 per byte: flipping bit 5 gives the 6-bit two's complement,
+// whose sign bit 5 is then copied into bits 6 and 7.
+uvec4 q6k_codes(uvec4 l, uvec4 hq, uint ns, uint hs) {
+  const uvec4 t = (((l >> ns) & 0x0F0F0F0Fu) | (((hq >> hs) & 0x03030303u) << 4)) ^ 0x20202020u;
+  return t | ((t & 0x20202020u) * 6u);
+}
+void mmq_unpack(mmq_raw r, uint u, out uvec4 c[4], out vec4 f) {
+  const uint ns = 4 * (u & 1u);  // quarters k0 = 2(q&1), k0+1: the nibble and qh bit shifts (mms_expand_half)
+  c[0] = q6k_codes(r.l0, r.h0, ns, ns);
+  c[1] = q6k_codes(r.l1, r.h1, ns, ns);
+  c[2] = q6k_codes(r.l2, r.h0, ns, ns + 2);
+  c[3] = q6k_codes(r.l3, r.h1, ns, ns + 2);
+  f = unpackHalf2x16(r.d).x * vec4(float(int(r.sc << 24) >> 24), float(int(r.sc << 16) >> 24), float(int(r.sc << 8) >> 24),
+                                   float(int(r.sc) >> 24));
 }
 #endif

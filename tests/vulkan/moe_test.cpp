@@ -23,7 +23,7 @@ namespace vkt = strata::test::vk;
 
 #ifdef STRATA_HAS_VULKAN
 
-constexpr std::uint32_t n_embd = 256, n_ff = 256, table_rows = 64;
+constexpr std::uint32_t n_embd = 256, n_ff = 256, table_rows = 96;  // rows of x: token ids up to 3 + 80
 
 struct moe_case {
   const char* name;
@@ -193,6 +193,12 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
       // pair groups.
       {"softmax top-2 of 16, 16 tokens (per pair), Q4_K/Q6_K", softmax, output, 16, 2, 16, type_id::q4_k, type_id::q6_k},
       {"softmax top-2 of 16, 17 tokens (grouped), Q4_K/Q6_K", softmax, output, 16, 2, 17, type_id::q4_k, type_id::q6_k},
+      // Prompt-sized steps (256+ pairs): grouped experts on tensor cores where the device has
+      // them (int8 ones: mul_mmq.glsl, Q4_K and Q6_K units; else f16 mul_mm_small), chunks of 32.
+      {"softmax top-4 of 16, 80 tokens (grouped, tensor cores), Q4_K/Q6_K", softmax, output, 16, 4, 80, type_id::q4_k,
+       type_id::q6_k},
+      {"sigmoid top-4 of 16 (weighted input), 70 tokens (grouped, tensor cores), Q6_K/Q4_K", sigmoid, input, 16, 4, 70,
+       type_id::q6_k, type_id::q4_k},
   };
   std::mt19937 rng(4242);
   for (const auto& c : cases) {
@@ -200,14 +206,17 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
     moe_model m;
     make_model(m, c, rng);
     std::vector<float> g, cpu;
-    bool int8 = false, f16 = false;
+    bool int8 = false, f16 = false, int8_tc = false;
     {
       gpu::backend be;
       g = run_moe(be, c, m);
       // Grouped steps (more than two pairs per expert) may run on the tensor cores (f16); else the
       // expert matvecs take int8 activations at every step size where the format has an int8 unit.
       f16 = be.tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, n_ff);
-      int8 = !f16 && be.int8_activations(c.up, n_embd, 1) && be.int8_activations(c.down, n_ff, 1);
+      // Int8 tensor cores: the same int8 activations as the integer matvecs, the weights exact.
+      int8_tc = f16 && be.int8_tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, n_ff, c.up, c.down);
+      f16 = f16 && !int8_tc;
+      int8 = int8_tc || (!f16 && be.int8_activations(c.up, n_embd, 1) && be.int8_activations(c.down, n_ff, 1));
       // F32 weights never take the tensor cores: the router's logits (which choose the experts)
       // are the reference's exact ones.
       CHECK_FALSE(be.tensor_core_matmul(type_id::f32, n_embd, c.n_tok));
@@ -227,7 +236,7 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
       else ties.flipped.erase(s);
     }
     const double ecpu = test::nmse(g, cpu);
-    MESSAGE((std::string(c.name) + (int8 ? " (int8 experts)" : f16 ? " (f16 tensor-core experts)" : ""))
+    MESSAGE((std::string(c.name) + (int8_tc ? " (int8 tensor-core experts)" : int8 ? " (int8 experts)" : f16 ? " (f16 tensor-core experts)" : ""))
             << ": NMSE vs float64 " << e64 << " (" << ties.flipped.size() << " of " << ties.seen.size()
             << " codes near a tie rounded the other way), vs CPU backend " << ecpu);
     CHECK(e64 <= (f16 ? vkt::tol_matmul_f64_f16_tiles : vkt::tol_moe_f64));

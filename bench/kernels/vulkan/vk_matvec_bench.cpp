@@ -9,6 +9,7 @@
 // the given defines (WG, LPR, RPG, U, UR, MT=0, LAB, GC=0; NT = --tokens); "rd[:WG=n][:U=n][:G=n]" reads the
 // weight bytes and nothing else (read_bw.glsl; G workgroups, default one pass of U loads a thread),
 // the reference a decode kernel's weight reads are measured against.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "context.hpp"
 #include "lab_args.hpp"
 #include "memory.hpp"
+#include "mma_layout.hpp"
 #include "mul_mm_small_shape.hpp"
 #include "pipelines.hpp"
 #include "push_constants.hpp"
@@ -138,6 +140,9 @@ struct lab {
   }
 };
 
+// The accumulator layout mul_mmq.glsl needs (probed once when an "iq" variant is asked for).
+std::optional<mma_layout> mmq_layout;
+
 struct variant {
   bool mmvq = false;
   bool mm = false;  // mul_mm.glsl (tiled, tensor cores where the device has them)
@@ -150,6 +155,7 @@ struct variant {
   bool mmq = false, xh = false, tok_fast = false;
   std::uint32_t splits = 1;  // S=n: split K over n workgroups (SPLIT_K), then split_k_sum
   bool small = false;  // mul_mm_small.glsl: "ms:TT=n" (16n tokens per workgroup row)
+  bool iq = false;     // mul_mmq.glsl (int8 tensor cores): "iq:BM=..:BN=..:WM=..:WN=..:RS=.."
   bool read = false;   // read_bw.glsl: "rd:WG=n:U=n:G=n"
   std::uint32_t read_wg = 256, read_u = 4, read_groups = 0;
   std::uint32_t bm = 64, bn = 64;
@@ -201,6 +207,26 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     if (!generic) v.defines.emplace_back("MM_SMALL", "1");
     if (pre_a) v.defines.emplace_back("PRE_A", "1");
     if (xs) v.defines.emplace_back("XS", "1");
+    return v;
+  }
+  if (s.rfind("iq", 0) == 0) {
+    v.iq = true;
+    std::uint32_t bm = 64, bn = 64, wm = 32, wn = 32, rs = 5;
+    for (const auto& [key, value] : variant_fields(s)) {
+      const std::uint32_t n = std::uint32_t(std::stoul(value));
+      if (key == "BM") bm = n;
+      else if (key == "BN") bn = n;
+      else if (key == "WM") wm = n;
+      else if (key == "WN") wn = n;
+      else if (key == "RS") rs = n;
+      else throw error("unknown variant field '" + key + "'");
+    }
+    if (!info.nv_coopmat || !info.nv_coopmat_int8 || !mmq_layout)
+      throw error("variant " + s + " needs int8 tensor cores with a lane-uniform accumulator layout");
+    v.bm = bm, v.bn = bn;
+    v.defines = {{"WG", std::to_string(bm / wm * (bn / wn) * 32)}, {"COOPMAT", "1"}, {"MMQ", "1"}, {"BM", std::to_string(bm)},
+                 {"BN", std::to_string(bn)}, {"WM", std::to_string(wm)}, {"WN", std::to_string(wn)}, {"RS", std::to_string(rs)},
+                 {"MMA_DR", mmq_layout->row_offsets}, {"MMA_DC", mmq_layout->col_offsets}};
     return v;
   }
   if (s.rfind("mm3", 0) == 0 || s.rfind("mmq", 0) == 0) {  // "mm3[g]|mmq:BM=..:BN=..:WM=..:WN=..:BK=..:XH=1:TF=1"
@@ -395,6 +421,8 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
           pv.pl = &L.pipes.get({"read_bw", std::nullopt, pv.v.defines, 2u});
         } else if (pv.v.small) {
           pv.pl = &L.pipes.get({"mul_mm_small", fmt, pv.v.defines, 3u});
+        } else if (pv.v.iq) {
+          pv.pl = &L.pipes.get({"mul_mmq", fmt, pv.v.defines, 4u});
         } else {
           pv.pl = &L.pipes.get({pv.v.mmvq ? "mmvq" : pv.v.mm ? "mul_mm" : "matvec", fmt, pv.v.defines, pv.v.mm ? 3u : 6u});
         }
@@ -417,6 +445,10 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
         const mm_small_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 0};
         const binding b[] = {wbind, whole(xhb, 6, false), whole(yb, 4, true)};
         rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + 31) / 32, (nt + v.bn - 1) / v.bn);
+      } else if (v.iq) {
+        const mmq_pc pc{K, N, nt, row_bytes, 0, K / 16, 0, K / 32, 0, N};
+        const binding b[] = {wbind, whole(qb, 2, false), whole(sb, 3, false), whole(yb, 4, true)};
+        rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + v.bm - 1) / v.bm, (nt + v.bn - 1) / v.bn);
       } else if (v.mm3 || v.mmq) {
         if (v.mm3 && v.mm3_expand) expand(rec, copy);
         const std::uint32_t S = v.splits, chunk = (K / S + 63) / 64 * 64;
@@ -570,6 +602,11 @@ int main(int argc, char** argv) try {
   if (probe) {
     mma_probe(L);
     return 0;
+  }
+  if (L.ctx.info().nv_coopmat_int8 && std::any_of(variants.begin(), variants.end(), [](const std::string& v) { return v.rfind("iq", 0) == 0; })) {
+    mmq_layout = probe_mma_layout(L.ctx, L.pipes);
+    std::printf("accumulator layout: %s\n", mmq_layout ? ("rows +" + mmq_layout->row_offsets + ", columns +" + mmq_layout->col_offsets).c_str()
+                                                      : "not lane-uniform (no int8 GEMM)");
   }
   for (const auto& f : formats) {
     const auto t = gguf::type_from_name(f);

@@ -55,14 +55,16 @@ const uint TI = WN / 16, TJ = WM / 16;  // accumulator tiles per warp: tokens x 
 #ifdef MMQ_G16
 // Weight scales of 16 elements (quant/*.glsl MMQ_G16): a token row holds each 16-code half of a
 // 32-block beside 16 zeros, so one 16 x 32 fragment multiplies only that half.
-const uint RSX = 9, NG = 2;
+#define RSX 9
+#define NG 2
 #else
-const uint RSX = RS, NG = 1;
+#define RSX RS
+#define NG 1
 #endif
 const uint TILE = BM * RS + BN * RSX;   // one buffer's codes: weight rows, then token rows
 const uint X_VECS = BN * 4, X_PER = (X_VECS + WG - 1) / WG;  // token code vectors per step, per thread
-#if 2 * (BM * (RS + 1) + BN * (RS + 5)) * 16 + 1024 > 49152
-#error "mul_mmq: two buffers of BM + BN rows need more than 48 KiB of shared memory"
+#if 2 * (BM * RS + BN * RSX) * 16 + 2 * (BM + BN) * 16 + 1024 > 49152
+#error "mul_mmq: two buffers of BM weight and BN token rows, their factors and the layout map need more than 48 KiB of shared memory"
 #endif
 shared uvec4 sh[2 * TILE];
 // Factors: weight row (f sub-block 0, f 1, min 0, min 1) or, MMQ_G16, (f 0, f 1, f 2, f 3) of its

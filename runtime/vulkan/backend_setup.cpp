@@ -126,6 +126,20 @@ backend::impl::impl(const backend_options& o)
     mms_moe_chunk = std::uint32_t(c);
   }
   if (const char* v = std::getenv("STRATA_VK_MMQ_MOE"); v && std::string_view(v) == "0") mmq_moe = false;
+  if (const char* v = std::getenv("STRATA_VK_MMQ_MOE_CHUNK")) {
+    const int c = std::atoi(v);
+    if (c != 16 && c != 32 && c != 64) throw error("STRATA_VK_MMQ_MOE_CHUNK must be 16, 32 or 64, got '" + std::string(v) + "'");
+    mmq_moe_chunk = std::uint32_t(c);
+  }
+  if (const char* v = std::getenv("STRATA_VK_MMQ_MOE_SHAPE")) {
+    unsigned a = 0, b = 0, c = 0;
+    const unsigned bn = mmq_moe_chunk;
+    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || !b || !c || a % b || bn % c || a % 16 || b % 16 || c % 16 ||
+        a / b * (bn / c) * 32 < a || a / b * (bn / c) * 32 > 1024)
+      throw error("STRATA_VK_MMQ_MOE_SHAPE must be BM:WM:WN (multiples of 16; the chunk of " + std::to_string(bn) +
+                  " tokens a multiple of WN; a weight row per thread: BM <= 32 BM/WM x chunk/WN), got '" + std::string(v) + "'");
+    mmq_moe_shape = {a, bn, b, c};
+  }
   if (const char* v = std::getenv("STRATA_VK_MMS_MIN")) mms_min = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMVQ_MT")) mmvq_mt = std::string_view(v) != "0";
   // WG:RPG:U from an integer-matvec shape switch (false: not set); whole warps when asked.
@@ -525,9 +539,11 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       if (P.mmq_moe && P.ctx.info().nv_coopmat_int8 &&
           std::any_of(id_formats.begin(), id_formats.end(), [](gguf::type_id f) { return detail::has_mmq_unit(f); })) {
         P.mmq_layout = probe_mma_layout(P.ctx, P.pipes);
-        if (P.mmq_layout)
+        if (P.mmq_layout) {
+          mr.push_back(impl::moe_group_req(P.mmq_moe_chunk));
           for (auto f : id_formats)
             if (detail::has_mmq_unit(f)) mr.push_back(P.mmq_req(f, P.mmq_moe_tile(), true));
+        }
       }
       P.pipes.prepare(mr, P.opt.progress);
     }

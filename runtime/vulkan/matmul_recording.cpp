@@ -247,8 +247,9 @@ bool backend::impl::mmq_ok(gguf::type_id t, std::uint64_t K) const {
 }
 
 mma2_tile backend::impl::mmq_moe_tile() const {
-  const std::uint32_t bn = mms_moe_chunk;
-  return {64, bn, 32, std::max<std::uint32_t>(16, bn / 2)};
+  const std::uint32_t bn = mmq_moe_chunk;
+  if (mmq_moe_shape.bm) return {mmq_moe_shape.bm, bn, mmq_moe_shape.wm, mmq_moe_shape.wn};
+  return {128, bn, 32, std::max<std::uint32_t>(16, bn / 2)};
 }
 
 pipeline_request backend::impl::mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped) const {
@@ -262,8 +263,8 @@ pipeline_request backend::impl::mmq_req(gguf::type_id t, const mma2_tile& s, boo
 
 void backend::impl::record_moe_mmq(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                                    std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y) {
-  record_moe_group(n_expert, in_div, pairs, mms_moe_chunk);
-  const std::uint32_t chunks = std::min(moe_max_chunks, div_up(pairs, mms_moe_chunk) + n_expert);
+  record_moe_group(n_expert, in_div, pairs, mmq_moe_chunk);
+  const std::uint32_t chunks = std::min(moe_max_chunks, div_up(pairs, mmq_moe_chunk) + n_expert);
   const mma2_tile t = mmq_moe_tile();
   // Pair p's activations are int8 row p / div of the slot; its output goes to row p of out.
   auto gemm = [&](const weight& w, std::uint32_t slot, std::uint32_t div, const tensor& out) {
@@ -285,9 +286,10 @@ void backend::impl::record_moe_mmq(const moe_weights& mw, const tensor& in, std:
   wrote(g);
   if (mmq_ok(*mw.down_exps)) {
     gemm(*mw.down_exps, quantize_input(g, nullptr, 0.0f), 1, y);
-  } else {  // the pairs' rows as f16 in expert order for mul_mm_small, written back to their rows
+  } else {  // mul_mm_small's chunks, the pairs' rows as f16 in that order, written back to their rows
+    record_moe_group(n_expert, in_div, pairs, mms_moe_chunk);
     record_f16_rows(g, pairs, moe_xh, 1);
-    record_mm_small_experts(*mw.down_exps, y, true, pairs, chunks);
+    record_mm_small_experts(*mw.down_exps, y, true, pairs, std::min(moe_max_chunks, div_up(pairs, mms_moe_chunk) + n_expert));
   }
 }
 

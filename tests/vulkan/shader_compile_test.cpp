@@ -126,6 +126,30 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
 #endif
 }
 
+TEST_CASE("vulkan shaders: int8 tensor-core GEMM variants compile (Q4_K and Q6_K units, MoE chunks, dense tiles)") {
+#ifndef STRATA_HAS_VULKAN
+  MESSAGE("this build has no Vulkan backend: shader compile test skipped");
+#else
+  using gguf::type_id;
+  compiles({"mma_layout", std::nullopt, {{"WG", "32"}, {"COOPMAT", "1"}}, 1});
+  // The accumulator offsets the H200's driver reports (mma_layout.cpp); any lane-uniform list compiles.
+  const std::pair<std::string, std::string> dr{"MMA_DR", "0,0,0,0,8,8,8,8"}, dc{"MMA_DC", "0,1,8,9,0,1,8,9"};
+  for (const auto t : {type_id::q4_k, type_id::q6_k}) {
+    // Grouped experts at each chunk the backend may use (record_moe_mmq: BM 128, WM 32, BN = chunk).
+    for (const auto& [bn, wn, wg] : {std::tuple{"16", "16", "128"}, {"32", "16", "256"}, {"64", "32", "256"}})
+      compiles({"mul_mmq", t,
+                {{"WG", wg}, {"COOPMAT", "1"}, {"MMQ", "1"}, {"BM", "128"}, {"BN", bn}, {"WM", "32"}, {"WN", wn}, dr, dc,
+                 {"MOE_GROUPED", "1"}},
+                5});
+    // Dense tiles (vk_matvec_bench's iq variants); Q4_K's widest without the row padding.
+    compiles({"mul_mmq", t, {{"WG", "256"}, {"COOPMAT", "1"}, {"MMQ", "1"}, {"BM", "128"}, {"BN", "64"}, {"WM", "32"}, {"WN", "32"}, dr, dc}, 4});
+  }
+  compiles({"mul_mmq", type_id::q4_k,
+            {{"WG", "256"}, {"COOPMAT", "1"}, {"MMQ", "1"}, {"BM", "128"}, {"BN", "128"}, {"WM", "32"}, {"WN", "64"}, {"RS", "4"}, dr, dc},
+            4});
+#endif
+}
+
 TEST_CASE("vulkan shaders: tensor-core attention variants compile (prefill and decode, f16, q8_0, TurboQuant, mixed, ring)") {
 #ifndef STRATA_HAS_VULKAN
   MESSAGE("this build has no Vulkan backend: shader compile test skipped");

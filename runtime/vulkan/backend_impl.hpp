@@ -472,6 +472,7 @@ struct backend::impl {
   // Short matrices (an MoE router's 64-256 rows) take one row per workgroup, so they still
   // spread over the whole GPU.
   std::uint32_t rows_for(std::uint64_t n) const { return n > 512 && n >= mv_rows ? mv_rows : 1; }
+  std::uint32_t router_rows = 8;  // an f32 router's rows a workgroup in prompt steps (STRATA_VK_ROUTER_ROWS)
   std::vector<pending_norm> norms;
   std::vector<pending_matmul> mats;
   std::vector<tensor> dropped;  // results of norms dropped unread: reading one is a bug

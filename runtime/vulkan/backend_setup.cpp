@@ -125,6 +125,7 @@ backend::impl::impl(const backend_options& o)
     if (c != 16 && c != 32 && c != 64) throw error("STRATA_VK_MMS_MOE_CHUNK must be 16, 32 or 64, got '" + std::string(v) + "'");
     mms_moe_chunk = std::uint32_t(c);
   }
+  if (const char* v = std::getenv("STRATA_VK_ROUTER_ROWS")) router_rows = std::uint32_t(std::clamp(std::atoi(v), 1, 16));
   if (const char* v = std::getenv("STRATA_VK_MMQ_MOE"); v && std::string_view(v) == "0") mmq_moe = false;
   if (const char* v = std::getenv("STRATA_VK_MMQ_MOE_CHUNK")) {
     const int c = std::atoi(v);

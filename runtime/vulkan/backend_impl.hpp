@@ -121,14 +121,17 @@ struct backend::impl {
   // format without the unit stays on mul_mm_small. STRATA_VK_MMQ_MOE=0 keeps mul_mm_small for all.
   // mmq_layout: the accumulator layout (mma_layout.cpp), probed at start-up.
   std::optional<mma_layout> mmq_layout;
-  // Its own chunk of pairs (STRATA_VK_MMQ_MOE_CHUNK=16|32|64): H200, qwen3-30b-a3b pp512 with
-  // 128 x 64 tiles 8,202 t/s against 7,145 with mul_mm_small's 32 on 64 x 32 tiles.
+  // Its own chunk of pairs, by the step's pairs per expert (mmq_chunk_for): a prompt's ~32 take
+  // one chunk of 64 (H200, qwen3-30b-a3b pp512: 8,202 t/s on 128 x 64 tiles against 7,145 with
+  // chunks of 32), a 64-stream decode step's ~4 chunks of 16 (1,555 against 1,375 t/s with 64).
+  // STRATA_VK_MMQ_MOE_CHUNK=16|32|64 forces one.
   bool mmq_moe = true;
-  std::uint32_t mmq_moe_chunk = 64;
+  std::uint32_t mmq_moe_chunk = 0;
   mma2_tile mmq_moe_shape{0, 0, 0, 0};  // STRATA_VK_MMQ_MOE_SHAPE=BM:WM:WN (BN is the chunk); 0: the default
+  std::uint32_t mmq_chunk_for(std::uint32_t pairs, std::uint32_t n_expert) const;
   bool mmq_ok(gguf::type_id t, std::uint64_t K) const;  // a matrix of rows of K can run on mul_mmq
   bool mmq_ok(const weight& w) const { return mmq_ok(w.type, w.ne[0]); }
-  mma2_tile mmq_moe_tile() const;  // BN = the chunk (mmq_moe_chunk)
+  mma2_tile mmq_moe_tile(std::uint32_t chunk) const;  // BN = the chunk
   pipeline_request mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped) const;
   void record_moe_mmq(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                       std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y);
@@ -472,7 +475,6 @@ struct backend::impl {
   // Short matrices (an MoE router's 64-256 rows) take one row per workgroup, so they still
   // spread over the whole GPU.
   std::uint32_t rows_for(std::uint64_t n) const { return n > 512 && n >= mv_rows ? mv_rows : 1; }
-  std::uint32_t router_rows = 8;  // an f32 router's rows a workgroup in prompt steps (STRATA_VK_ROUTER_ROWS)
   std::vector<pending_norm> norms;
   std::vector<pending_matmul> mats;
   std::vector<tensor> dropped;  // results of norms dropped unread: reading one is a bug

@@ -125,7 +125,6 @@ backend::impl::impl(const backend_options& o)
     if (c != 16 && c != 32 && c != 64) throw error("STRATA_VK_MMS_MOE_CHUNK must be 16, 32 or 64, got '" + std::string(v) + "'");
     mms_moe_chunk = std::uint32_t(c);
   }
-  if (const char* v = std::getenv("STRATA_VK_ROUTER_ROWS")) router_rows = std::uint32_t(std::clamp(std::atoi(v), 1, 16));
   if (const char* v = std::getenv("STRATA_VK_MMQ_MOE"); v && std::string_view(v) == "0") mmq_moe = false;
   if (const char* v = std::getenv("STRATA_VK_MMQ_MOE_CHUNK")) {
     const int c = std::atoi(v);
@@ -134,12 +133,15 @@ backend::impl::impl(const backend_options& o)
   }
   if (const char* v = std::getenv("STRATA_VK_MMQ_MOE_SHAPE")) {
     unsigned a = 0, b = 0, c = 0;
-    const unsigned bn = mmq_moe_chunk;
-    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || !b || !c || a % b || bn % c || a % 16 || b % 16 || c % 16 ||
-        a / b * (bn / c) * 32 < a || a / b * (bn / c) * 32 > 1024)
-      throw error("STRATA_VK_MMQ_MOE_SHAPE must be BM:WM:WN (multiples of 16; the chunk of " + std::to_string(bn) +
-                  " tokens a multiple of WN; a weight row per thread: BM <= 32 BM/WM x chunk/WN), got '" + std::string(v) + "'");
-    mmq_moe_shape = {a, bn, b, c};
+    // The chunks in use (one forced, else 16 .. 64) hold whole WN tiles, a thread per weight row
+    // at the smallest and at most 1024 threads at the largest.
+    const unsigned lo = mmq_moe_chunk ? mmq_moe_chunk : 16, hi = mmq_moe_chunk ? mmq_moe_chunk : 64;
+    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || !b || !c || a % b || lo % c || a % 16 || b % 16 || c % 16 ||
+        a / b * (lo / c) * 32 < a || a / b * (hi / c) * 32 > 1024)
+      throw error("STRATA_VK_MMQ_MOE_SHAPE must be BM:WM:WN (multiples of 16; chunks of " + std::to_string(lo) + ".." +
+                  std::to_string(hi) + " tokens multiples of WN; BM <= 32 BM/WM x chunk/WN <= 1024 threads), got '" +
+                  std::string(v) + "'");
+    mmq_moe_shape = {a, lo, b, c};
   }
   if (const char* v = std::getenv("STRATA_VK_MMS_MIN")) mms_min = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMVQ_MT")) mmvq_mt = std::string_view(v) != "0";
@@ -540,11 +542,13 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       if (P.mmq_moe && P.ctx.info().nv_coopmat_int8 &&
           std::any_of(id_formats.begin(), id_formats.end(), [](gguf::type_id f) { return detail::has_mmq_unit(f); })) {
         P.mmq_layout = probe_mma_layout(P.ctx, P.pipes);
-        if (P.mmq_layout) {
-          mr.push_back(impl::moe_group_req(P.mmq_moe_chunk));
-          for (auto f : id_formats)
-            if (detail::has_mmq_unit(f)) mr.push_back(P.mmq_req(f, P.mmq_moe_tile(), true));
-        }
+        if (P.mmq_layout)
+          for (const std::uint32_t c : {16u, 32u, 64u}) {
+            if (P.mmq_moe_chunk && c != P.mmq_moe_chunk) continue;
+            mr.push_back(impl::moe_group_req(c));
+            for (auto f : id_formats)
+              if (detail::has_mmq_unit(f)) mr.push_back(P.mmq_req(f, P.mmq_moe_tile(c), true));
+          }
       }
       P.pipes.prepare(mr, P.opt.progress);
     }

@@ -65,16 +65,12 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   }
   std::vector<binding> b{wb, bind(x, false), bind(m.y, true), bind(x, false),
                          m.norm ? bind_weight(*m.norm->w) : bind(x, false), m.residual ? bind(*m.residual, false) : bind(x, false)};
-  // A router in a prompt step: each workgroup reads its 8 tokens' rows for router_rows rows, not
-  // one (H200 profile of qwen3-30b-a3b pp512: the one-row router was 7.5% of the step, its
-  // workgroups re-reading 64 KiB of activations per 8 KiB weight row).
-  const std::uint32_t nr = narrow_f32 && n >= detail::mm_min_tokens ? router_rows : rows_for(w.ne[1]);
   std::vector<std::pair<std::string, std::string>> d{
-      {"NR", std::to_string(nr)}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
+      {"NR", std::to_string(rows_for(w.ne[1]))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
   if (m.norm) d.emplace_back("NORM_INPUT", "1");
   if (m.up) d.emplace_back("SWIGLU", "1");
   if (m.residual) d.emplace_back("ADD_RESIDUAL", "1");
-  const std::uint32_t gx = div_up(w.ne[1], nr), gy = div_up(n, nt);
+  const std::uint32_t gx = div_up(w.ne[1], rows_for(w.ne[1])), gy = div_up(n, nt);
   // A router's top-k by the last workgroup (moe_topk.glsl: up to 256 experts, 2 per thread at
   // most 4 x WG); every workgroup must hold rows, so the grid may not spill into z.
   if (m.topk && tail_counter && !m.norm && !m.up && !m.residual && m.topk->n_expert == w.ne[1] &&
@@ -250,10 +246,15 @@ bool backend::impl::mmq_ok(gguf::type_id t, std::uint64_t K) const {
   return mmq_layout && mmq_moe && detail::has_mmq_unit(t) && K % 64 == 0 && K <= max_k;
 }
 
-mma2_tile backend::impl::mmq_moe_tile() const {
-  const std::uint32_t bn = mmq_moe_chunk;
-  if (mmq_moe_shape.bm) return {mmq_moe_shape.bm, bn, mmq_moe_shape.wm, mmq_moe_shape.wn};
-  return {128, bn, 32, std::max<std::uint32_t>(16, bn / 2)};
+std::uint32_t backend::impl::mmq_chunk_for(std::uint32_t pairs, std::uint32_t n_expert) const {
+  if (mmq_moe_chunk) return mmq_moe_chunk;
+  const std::uint32_t per_expert = pairs / std::max<std::uint32_t>(1, n_expert);
+  return per_expert >= 24 ? 64 : per_expert >= 12 ? 32 : 16;
+}
+
+mma2_tile backend::impl::mmq_moe_tile(std::uint32_t chunk) const {
+  if (mmq_moe_shape.bm) return {mmq_moe_shape.bm, chunk, mmq_moe_shape.wm, mmq_moe_shape.wn};
+  return {128, chunk, 32, std::max<std::uint32_t>(16, chunk / 2)};
 }
 
 pipeline_request backend::impl::mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped) const {
@@ -267,9 +268,10 @@ pipeline_request backend::impl::mmq_req(gguf::type_id t, const mma2_tile& s, boo
 
 void backend::impl::record_moe_mmq(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                                    std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y) {
-  record_moe_group(n_expert, in_div, pairs, mmq_moe_chunk);
-  const std::uint32_t chunks = std::min(moe_max_chunks, div_up(pairs, mmq_moe_chunk) + n_expert);
-  const mma2_tile t = mmq_moe_tile();
+  const std::uint32_t chunk = mmq_chunk_for(pairs, n_expert);
+  record_moe_group(n_expert, in_div, pairs, chunk);
+  const std::uint32_t chunks = std::min(moe_max_chunks, div_up(pairs, chunk) + n_expert);
+  const mma2_tile t = mmq_moe_tile(chunk);
   // Pair p's activations are int8 row p / div of the slot; its output goes to row p of out.
   auto gemm = [&](const weight& w, std::uint32_t slot, std::uint32_t div, const tensor& out) {
     enter_expert(w);

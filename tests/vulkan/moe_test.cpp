@@ -23,7 +23,7 @@ namespace vkt = strata::test::vk;
 
 #ifdef STRATA_HAS_VULKAN
 
-constexpr std::uint32_t n_embd = 256, n_ff = 256, table_rows = 96;  // rows of x: token ids up to 3 + 80
+constexpr std::uint32_t n_embd = 256, n_ff = 256, table_rows = 160;  // rows of x: token ids up to 3 + 128
 
 struct moe_case {
   const char* name;
@@ -194,11 +194,16 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
       {"softmax top-2 of 16, 16 tokens (per pair), Q4_K/Q6_K", softmax, output, 16, 2, 16, type_id::q4_k, type_id::q6_k},
       {"softmax top-2 of 16, 17 tokens (grouped), Q4_K/Q6_K", softmax, output, 16, 2, 17, type_id::q4_k, type_id::q6_k},
       // Prompt-sized steps (256+ pairs): grouped experts on tensor cores where the device has
-      // them (int8 ones: mul_mmq.glsl, Q4_K and Q6_K units; chunks of 64; else f16 mul_mm_small, chunks of 32).
+      // them (int8 ones: mul_mmq.glsl, Q4_K and Q6_K units; else f16 mul_mm_small, chunks of 32).
       {"softmax top-4 of 16, 80 tokens (grouped, tensor cores), Q4_K/Q6_K", softmax, output, 16, 4, 80, type_id::q4_k,
        type_id::q6_k},
       {"sigmoid top-4 of 16 (weighted input), 70 tokens (grouped, tensor cores), Q6_K/Q4_K", sigmoid, input, 16, 4, 70,
        type_id::q6_k, type_id::q4_k},
+      // The int8 chunk by pairs per expert (mmq_chunk_for): 24 -> chunks of 64, 4 -> chunks of 16.
+      {"softmax top-8 of 16, 48 tokens (grouped, tensor cores, 24 pairs an expert), Q4_K/Q6_K", softmax, output, 16, 8,
+       48, type_id::q4_k, type_id::q6_k},
+      {"softmax top-2 of 64, 128 tokens (grouped, tensor cores, 4 pairs an expert), Q4_K/Q6_K", softmax, output, 64, 2,
+       128, type_id::q4_k, type_id::q6_k},
   };
   std::mt19937 rng(4242);
   for (const auto& c : cases) {

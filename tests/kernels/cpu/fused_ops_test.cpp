@@ -128,4 +128,47 @@ TEST_CASE("swiglu_ffn and matmul_shared equal the separate ops bit for bit") {
   });
 }
 
+// The decode split (work_split.hpp: items per thread, a floor on an item's weight bytes) and the
+// pool's batched done count change which thread runs which rows, never a row's bits: one-token
+// matmul, matmul_shared and swiglu_ffn on 4 threads under several splits equal 1 thread's.
+TEST_CASE("decode work splits and the pool's done counting leave the outputs' bits unchanged") {
+  std::mt19937 rng(19);
+  const auto layers = mixes(rng);
+  const kc::work_split splits[] = {{8, 0}, {1, 0}, {8, 32u << 10}, {2, 1u << 20}, {64, 4u << 10}};
+  const auto& tab = rt::select_kernel_table(rt::best_isa());
+  for (const auto& mix : layers) {
+    CAPTURE(mix.name);
+    kc::backend ref(1, tab);
+    const auto rg = load(ref, mix.gate, "blk.0.ffn_gate.weight"), ru = load(ref, mix.up, "blk.0.ffn_up.weight"),
+               rd = load(ref, mix.down, "blk.0.ffn_down.weight"), rq = load(ref, mix.q, "blk.0.attn_q.weight");
+    const auto x = ref.alloc(1, n_embd), g = ref.alloc(1, n_ff), u = ref.alloc(1, n_ff), want = ref.alloc(1, n_embd),
+               want_q = ref.alloc(1, mix.q.rows);
+    ref.reserve(1, 0);
+    fill_random(x.all(), rng);
+    ref.swiglu_ffn(rg, ru, rd, x.all(), g.all(), u.all(), want.all());
+    ref.matmul(rq, x.all(), want_q.all());
+    for (const bool batched : {true, false})
+      for (const auto& sp : splits) {
+        CAPTURE(batched);
+        CAPTURE(sp.decode_chunks_per_thread);
+        CAPTURE(sp.decode_min_item_bytes);
+        kc::backend be(4, tab);
+        be.set_work_split(sp);
+        be.pool().set_batched_done(batched);
+        const auto wg = load(be, mix.gate, "blk.0.ffn_gate.weight"), wu = load(be, mix.up, "blk.0.ffn_up.weight"),
+                   wd = load(be, mix.down, "blk.0.ffn_down.weight"), wq = load(be, mix.q, "blk.0.attn_q.weight"),
+                   wk = load(be, mix.k, "blk.0.attn_k.weight");
+        const auto g2 = be.alloc(1, n_ff), u2 = be.alloc(1, n_ff), out = be.alloc(1, n_embd), q = be.alloc(1, mix.q.rows),
+                   q2 = be.alloc(1, mix.q.rows), k = be.alloc(1, mix.k.rows);
+        be.reserve(1, 0);
+        be.swiglu_ffn(wg, wu, wd, x.all(), g2.all(), u2.all(), out.all());
+        CHECK(same_bits(out.all(), want.all()));
+        be.matmul(wq, x.all(), q.all());
+        CHECK(same_bits(q.all(), want_q.all()));
+        be.matmul_shared(x.all(), {{&wq, q2.all()}, {&wk, k.all()}});
+        CHECK(same_bits(q2.all(), want_q.all()));
+      }
+  }
+}
+
 }  // namespace

@@ -29,6 +29,7 @@
 #include "strata/kernels/cpu/tensor.hpp"
 #include "strata/kernels/cpu/thread_pool.hpp"
 #include "strata/kernels/cpu/weight_stream.hpp"
+#include "strata/kernels/cpu/work_split.hpp"
 
 namespace strata::kernels::cpu {
 
@@ -42,6 +43,10 @@ class backend {
   backend(unsigned n_threads, const kernel_table& kernels) : pool_(n_threads), kernels_(&kernels) {}
 
   unsigned threads() const noexcept { return pool_.size(); }
+
+  // The decode matmuls' item sizes (work_split.hpp); set before the first step.
+  void set_work_split(const work_split& s) noexcept { split_ = s; }
+  const work_split& split() const noexcept { return split_; }
 
   // Tensors the stream places are not kept resident: load() points them at the stream's memory
   // (no packed copy: the row kernels read them), and each decoder block waits for its bytes
@@ -530,12 +535,16 @@ class backend {
     return a;
   }
 
-  // Groups per chunk of a packed gemm: a thread's share cut in 8 (decode) or 4 (batches, whose
-  // chunks also stay within 256 KiB of weights, in L2 while every token tile passes).
+  // Groups per chunk of a packed gemm: a thread's share cut in 4 (batches, whose chunks also
+  // stay within 256 KiB of weights, in L2 while every token tile passes) or, for one token,
+  // in split_.decode_chunks_per_thread, no chunk under split_.decode_min_item_bytes.
   std::size_t packed_chunk(const weight& w, std::size_t rows) const noexcept {
     const std::size_t groups = packed_groups(w.ne[1]), group_bytes = pack_rows * w.row_bytes;
-    const std::size_t per_thread = std::max<std::size_t>(1, groups / (pool_.size() * (rows > 1 ? 4 : 8)));
-    return std::min(per_thread, std::max<std::size_t>(1, (256u << 10) / group_bytes));
+    const std::size_t cuts = rows > 1 ? 4 : std::max(1u, split_.decode_chunks_per_thread);
+    std::size_t chunk = std::max<std::size_t>(1, groups / (pool_.size() * cuts));
+    if (rows <= 1 && split_.decode_min_item_bytes)
+      chunk = std::max(chunk, std::min(groups, (split_.decode_min_item_bytes + group_bytes - 1) / group_bytes));
+    return std::min(chunk, std::max<std::size_t>(1, (256u << 10) / group_bytes));
   }
 
   // Rows of a swiglu_ffn block: 256, a whole number of 16-row groups and of down's activation
@@ -745,6 +754,7 @@ class backend {
 
   thread_pool pool_;
   const kernel_table* kernels_;
+  work_split split_;
   graph::step_inputs step_;
   std::uint32_t max_cols_ = 0;    // widest buffer allocated
   std::uint32_t max_tokens_ = 0;  // per step (reserve), for the attention scratch (make_kv)

@@ -1,0 +1,21 @@
+// How the CPU backend cuts a decode step's packed matmuls into pool items. Every item is a
+// claim of the pool's shared word and (see thread_pool::set_batched_done) a count of finished
+// items: with many threads, items of one 16-row group (9 KiB of Q4_K at K = 1024, well under a
+// microsecond of streaming) made those atomics, on lines every thread writes, cost about as much
+// as the items. The engine fills this from STRATA_CPU_* variables (runtime/engine/cpu_stage.cpp)
+// so the old split can be A/B'd on one binary; the backend's defaults are these.
+#pragma once
+#include <cstddef>
+
+namespace strata::kernels::cpu {
+
+struct work_split {
+  // A decode matmul's groups: each thread's share cut in this many items (the split before
+  // work_split existed: 8).
+  unsigned decode_chunks_per_thread = 8;
+  // ... but no item smaller than this many weight bytes (0: no floor, the old split). Only
+  // bites from ~8 threads up on Qwen3-0.6B shapes (2 threads already take 36 KiB or more).
+  std::size_t decode_min_item_bytes = 32u << 10;
+};
+
+}  // namespace strata::kernels::cpu

@@ -38,8 +38,10 @@ struct engine_backend<kernels::cpu::backend> {
     auto be = std::make_unique<kernels::cpu::backend>(opt.threads ? opt.threads : kernels::cpu::thread_pool::physical_cores(),
                                                       select_kernel_table(engine_isa()));
     // Lab knobs (bench/RESULTS.md, "CPU Q8_0 on AMX, thread scaling"): 0 restores the split
-    // and pool counting from before them (STRATA_CPU_DECODE_CHUNKS=8 is the default).
+    // and pool counting from before them (STRATA_CPU_DECODE_CHUNKS=8 and STRATA_CPU_PREFILL_CHUNKS=4 are the defaults).
     kernels::cpu::work_split split;
+    if (const char* e = std::getenv("STRATA_CPU_PREFILL_CHUNKS")) split.prefill_chunks_per_thread = unsigned(std::strtoul(e, nullptr, 10));
+    if (const char* e = std::getenv("STRATA_CPU_TOKEN_SPLIT")) split.prefill_min_items_per_thread = unsigned(std::strtoul(e, nullptr, 10));
     if (const char* e = std::getenv("STRATA_CPU_DECODE_CHUNKS")) split.decode_chunks_per_thread = unsigned(std::strtoul(e, nullptr, 10));
     if (const char* e = std::getenv("STRATA_CPU_DECODE_MIN_ITEM_KIB")) split.decode_min_item_bytes = std::size_t(std::strtoul(e, nullptr, 10)) << 10;
     be->set_work_split(split);

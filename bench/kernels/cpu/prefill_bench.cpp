@@ -6,7 +6,9 @@
 //           T-token prefill over an empty f16 cache (causal), 16 query / 8 KV heads, d = 128,
 //           with the tier's tile kernel and with the scalar reference tile.
 // Usage: prefill_bench [tokens=512] [format ...]   (formats: q4_k q6_k q8_0 by default);
-// STRATA_CPU_ISA=<tier> runs a lower tier than the CPU's best (avx512_vnni against amx).
+// STRATA_CPU_ISA=<tier> runs a lower tier than the CPU's best (avx512_vnni against amx);
+// STRATA_CPU_PREFILL_CHUNKS=<n> cuts each matmul into n gemm calls (the backend's 4 a thread):
+// 64 gives the one-group calls of a 16-thread pool on the Qwen3-0.6B shapes.
 #include <time.h>
 
 #include <algorithm>
@@ -71,6 +73,11 @@ void bench_format(const kernels::cpu::kernel_table& table, std::uint32_t T) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
   kernels::cpu::backend be(1, table);
+  if (const char* e = std::getenv("STRATA_CPU_PREFILL_CHUNKS")) {
+    kernels::cpu::work_split split;
+    split.prefill_chunks_per_thread = unsigned(std::atoi(e));
+    be.set_work_split(split);
+  }
   std::uint32_t widest = 0;
   for (const auto& s : shapes) widest = std::max(widest, s.k);
   (void)be.alloc(T, widest);  // reserve() sizes the activation scratch for the widest buffer

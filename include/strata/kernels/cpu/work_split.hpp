@@ -1,4 +1,4 @@
-// How the CPU backend cuts a decode step's packed matmuls into pool items. Every item is a
+// How the CPU backend cuts packed matmuls into pool items. Every item is a
 // claim of the pool's shared word and (see thread_pool::set_batched_done) a count of finished
 // items: with many threads, items of one 16-row group (9 KiB of Q4_K at K = 1024, well under a
 // microsecond of streaming) made those atomics, on lines every thread writes, cost about as much
@@ -10,6 +10,14 @@
 namespace strata::kernels::cpu {
 
 struct work_split {
+  // A batch's (prefill's) groups: each thread's share cut in this many items, each also within
+  // 256 KiB of weights (the split before work_split existed: 4).
+  unsigned prefill_chunks_per_thread = 4;
+  // A batch's gemm whose group chunks are fewer than threads × this many also cuts its tokens
+  // (whole 16-token tiles) into as many parts as bring its items up to it: with 16 threads a
+  // Qwen3-0.6B attn_output or ffn_down (64 groups) was 4 one-group items a thread, and a
+  // thread that took the last one alone decided the job's end (0: no token parts, as before).
+  unsigned prefill_min_items_per_thread = 0;
   // A decode matmul's groups: each thread's share cut in this many items (the split before
   // work_split existed: 8).
   unsigned decode_chunks_per_thread = 8;

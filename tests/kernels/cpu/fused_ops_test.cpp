@@ -180,8 +180,9 @@ TEST_CASE("decode work splits and the pool's done counting leave the outputs' bi
 // Token parts (work_split::prefill_min_items_per_thread): a batch's gemm items cut by token
 // ranges of whole 16-token tiles as well as by groups give the same bits as one thread's whole
 // calls, for matmul, matmul_shared and swiglu_ffn (whose down runs that way), every tier, batch
-// sizes with and without a partial last tile.
-TEST_CASE("prefill token parts leave the outputs' bits unchanged") {
+// sizes with and without a partial last tile; swiglu_ffn's SwiGLU both as its own token-split
+// job (work_split::swiglu_pass_min_tokens) and on the thread finishing each block.
+TEST_CASE("prefill token parts and the SwiGLU pass leave the outputs' bits unchanged") {
   std::mt19937 rng(20);
   const auto layers = mixes(rng);
   constexpr std::uint32_t max_rows = 70;
@@ -192,6 +193,7 @@ TEST_CASE("prefill token parts leave the outputs' bits unchanged") {
       kc::backend ref(1, tab), be(3, tab);
       kc::work_split split;
       split.prefill_min_items_per_thread = 64;  // more parts than the tiles allow: every tile its own
+      split.swiglu_pass_min_tokens = 40;        // 48 and 70 tokens: SwiGLU as its own job; 33: per block
       be.set_work_split(split);
       const auto rg = load(ref, mix.gate, "blk.0.ffn_gate.weight"), ru = load(ref, mix.up, "blk.0.ffn_up.weight"),
                  rd = load(ref, mix.down, "blk.0.ffn_down.weight"), rq = load(ref, mix.q, "blk.0.attn_q.weight"),

@@ -320,6 +320,21 @@ class backend {
     // Items in block order, gate and up chunks alternating: both threads finish a block soon.
     const std::size_t blocks = n_ff / block_rows, per_block = 2 * block_rows / (chunk * pack_rows);
     for (std::size_t b = 0; b < blocks; ++b) ffn_done_[b] = 0;
+    const std::size_t act_block = kd.act_block_bytes * (block_rows / kd.act_block_elems);
+    // SwiGLU of block b for tokens [t0, t1), quantized for down.
+    const auto swiglu_block = [&](std::size_t b, std::uint32_t t0, std::uint32_t t1) {
+      const std::size_t c0 = b * block_rows;
+      for (std::uint32_t t = t0; t < t1; ++t) {
+        float* gr = g.row(t) + c0;
+        const float* ur = u.row(t) + c0;
+        for (std::size_t i = 0; i < block_rows; ++i) gr[i] = silu(gr[i]) * ur[i];
+        kd.quantize_act_row(gr, act_ff + t * stride_ff + b * act_block, block_rows);
+      }
+    };
+    // Long batches take SwiGLU out of the gate/up job into its own, split by tokens: done by
+    // whoever finished a block's last chunk, the last block's SwiGLU (all tokens, one thread)
+    // was the job's tail, long with many threads (work_split::swiglu_pass_min_tokens).
+    const bool pass = split_.swiglu_pass_min_tokens && x.rows >= split_.swiglu_pass_min_tokens;
     pool_.parallel_for(blocks * per_block, 1, [&](std::size_t beg, std::size_t end, unsigned) {
       for (std::size_t it = beg; it < end; ++it) {
         const std::size_t b = it / per_block, j = it % per_block;
@@ -328,21 +343,23 @@ class backend {
         part.group_end = part.group_begin + chunk;
         (j % 2 ? up : gate).kernels->gemm(part);
         // acq_rel: the thread that completes the block sees the other threads' rows of it.
-        if (std::atomic_ref<std::uint32_t>(ffn_done_[b]).fetch_add(1, std::memory_order_acq_rel) + 1 != per_block)
+        if (pass || std::atomic_ref<std::uint32_t>(ffn_done_[b]).fetch_add(1, std::memory_order_acq_rel) + 1 != per_block)
           continue;
-        const std::size_t c0 = b * block_rows, act_block = kd.act_block_bytes * (block_rows / kd.act_block_elems);
-        for (std::uint32_t t = 0; t < x.rows; ++t) {
-          float* gr = g.row(t) + c0;
-          const float* ur = u.row(t) + c0;
-          for (std::size_t i = 0; i < block_rows; ++i) gr[i] = silu(gr[i]) * ur[i];
-          kd.quantize_act_row(gr, act_ff + t * stride_ff + b * act_block, block_rows);
-        }
+        swiglu_block(b, 0, x.rows);
       }
     });
-    if (kd.prepare_act)
+    if (pass) {
+      const std::size_t tok_chunk = std::max<std::size_t>(1, x.rows / (pool_.size() * 4));
+      pool_.parallel_for(x.rows, tok_chunk, [&](std::size_t b, std::size_t e, unsigned) {
+        for (std::size_t blk = 0; blk < blocks; ++blk) swiglu_block(blk, std::uint32_t(b), std::uint32_t(e));
+        if (kd.prepare_act)
+          for (std::size_t t = b; t < e; ++t) kd.prepare_act(act_ff + t * stride_ff, n_ff);
+      });
+    } else if (kd.prepare_act) {
       pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
         for (std::size_t t = b; t < e; ++t) kd.prepare_act(act_ff + t * stride_ff, n_ff);
       });
+    }
     run_packed(down, packed_args(down, act_ff, stride_ff, x.rows, out), x.rows);
   }
 

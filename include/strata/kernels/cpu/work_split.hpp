@@ -18,6 +18,10 @@ struct work_split {
   // Qwen3-0.6B attn_output or ffn_down (64 groups) was 4 one-group items a thread, and a
   // thread that took the last one alone decided the job's end (0: no token parts, as before).
   unsigned prefill_min_items_per_thread = 0;
+  // swiglu_ffn on batches of at least this many tokens runs SwiGLU (and down's activation
+  // quantization) as its own job split by tokens, after gate and up, instead of on the thread
+  // that finishes each 256-row block (0: always the latter, as before).
+  unsigned swiglu_pass_min_tokens = 64;
   // A decode matmul's groups: each thread's share cut in this many items (the split before
   // work_split existed: 8).
   unsigned decode_chunks_per_thread = 8;

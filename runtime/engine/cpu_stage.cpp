@@ -43,6 +43,7 @@ struct engine_backend<kernels::cpu::backend> {
     if (const char* e = std::getenv("STRATA_CPU_PREFILL_CHUNKS")) split.prefill_chunks_per_thread = unsigned(std::strtoul(e, nullptr, 10));
     if (const char* e = std::getenv("STRATA_CPU_TOKEN_SPLIT")) split.prefill_min_items_per_thread = unsigned(std::strtoul(e, nullptr, 10));
     if (const char* e = std::getenv("STRATA_CPU_SWIGLU_PASS")) split.swiglu_pass_min_tokens = unsigned(std::strtoul(e, nullptr, 10));
+    if (const char* e = std::getenv("STRATA_CPU_ATTN_SPLIT_HEADS")) split.decode_attention_split_heads = std::string_view(e) != "0";
     if (const char* e = std::getenv("STRATA_CPU_DECODE_CHUNKS")) split.decode_chunks_per_thread = unsigned(std::strtoul(e, nullptr, 10));
     if (const char* e = std::getenv("STRATA_CPU_DECODE_MIN_ITEM_KIB")) split.decode_min_item_bytes = std::size_t(std::strtoul(e, nullptr, 10)) << 10;
     be->set_work_split(split);

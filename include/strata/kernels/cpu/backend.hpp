@@ -44,8 +44,12 @@ class backend {
 
   unsigned threads() const noexcept { return pool_.size(); }
 
-  // The packed matmuls' item sizes (work_split.hpp); set before the first step.
-  void set_work_split(const work_split& s) noexcept { split_ = s; }
+  // How matmuls, SwiGLU and attention are cut into pool items (work_split.hpp); set before the
+  // first step.
+  void set_work_split(const work_split& s) noexcept {
+    split_ = s;
+    attn_.set_split_heads(s.decode_attention_split_heads);
+  }
   const work_split& split() const noexcept { return split_; }
 
   // Tensors the stream places are not kept resident: load() points them at the stream's memory

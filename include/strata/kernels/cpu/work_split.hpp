@@ -22,6 +22,10 @@ struct work_split {
   // quantization) as its own job split by tokens, after gate and up, instead of on the thread
   // that finishes each 256-row block (0: always the latter, as before).
   unsigned swiglu_pass_min_tokens = 64;
+  // Attention with fewer items (tiles x KV heads) than threads, a decode step's, splits each KV
+  // head's query heads over more tiles (false: one tile per KV head, as before). Qwen3-0.6B has
+  // 8 KV heads: 16 threads left half idle in decode attention.
+  bool decode_attention_split_heads = true;
   // A decode matmul's groups: each thread's share cut in this many items (the split before
   // work_split existed: 8).
   unsigned decode_chunks_per_thread = 8;

@@ -126,6 +126,19 @@ TEST_CASE("amx gemm: Q8_0 over several K segments, group batches and token tiles
     for (const std::size_t blocks : {33u, 70u}) check_format<quant::q8_0>(117, blocks, raw, rng, 70);
 }
 
+// The K-quant kernel cuts K into segments (as many blocks as keep the call's groups' B tiles
+// within 256 KiB, at least 2; the running sums wait in y between them): 9 blocks and 117 rows
+// (8 groups: 3 segments of Q4_K, 5 of Q6_K, the last shorter) and up to 70 tokens (tile pairs,
+// a single tile and a tail).
+TEST_CASE("amx gemm: Q4_K and Q6_K over several K segments and token tiles equal the reference") {
+  if (!have_amx()) return;
+  std::mt19937 rng(44);
+  for (const bool raw : {false, true}) {
+    check_format<quant::q4_k>(117, 9, raw, rng, 70);
+    check_format<quant::q6_k>(117, 9, raw, rng, 70);
+  }
+}
+
 TEST_CASE("amx gemm: other formats keep the avx512_vnni kernels") {
   if (!have_amx()) return;
   const auto &amx = rt::select_kernel_table(isa::amx), &vnni = rt::select_kernel_table(isa::avx512_vnni);

@@ -123,6 +123,14 @@ inline void amx_store(const gemm_args& a, std::size_t g, std::size_t t0, const _
   for (std::size_t t = 0; t < amx_tile_tokens; ++t) _mm512_mask_storeu_ps(a.y + (t0 + t) * a.y_stride + row0, m, acc[t]);
 }
 
+// amx_store's outputs read back (the running sums between K segments; padding lanes read 0).
+inline void amx_load(const gemm_args& a, std::size_t g, std::size_t t0, __m512* acc) noexcept {
+  const std::size_t row0 = g * pack_rows;
+  const std::size_t rows = a.n_rows - row0 < pack_rows ? a.n_rows - row0 : pack_rows;
+  const __mmask16 m = __mmask16((1u << rows) - 1);
+  for (std::size_t t = 0; t < amx_tile_tokens; ++t) acc[t] = _mm512_maskz_loadu_ps(m, a.y + (t0 + t) * a.y_stride + row0);
+}
+
 // Bytes × per-32-bit-lane digit (the same digit in both 16-bit halves of dd), products fitting
 // a byte: unsigned bytes (Q4_K codes) and signed bytes (Q6_K codes).
 inline __m512i mul_u8(__m512i v, __m512i dd) noexcept {
@@ -468,16 +476,26 @@ struct q6_k_amx {
 };
 
 // Groups are taken a batch at a time (their B tiles within 256 KiB, in L2), and every token
-// tile (pair) passes over the whole batch, so a tile's activations (K = 3072: 3.5 KiB a token)
-// are read from memory once per batch rather than once per group.
+// tile (pair) passes over the whole batch, so a tile's activations are read from memory once
+// per batch rather than once per group. K is cut into segments of `seg` blocks so that a batch
+// holds many groups even at large K (Q4_K's digit tiles are 8.25 KiB a block: at K = 4096 a
+// whole-K batch was one group, and every group read all the call's activations again); the
+// running sums wait in y between segments (stored and read back as floats: the same FMAs, in
+// block order).
 template <class K>
 inline void kq_run(const gemm_args& a, std::size_t n_tiles) noexcept {
   constexpr int P = K::passes;
+  constexpr std::size_t budget = 256u << 10;
   amx_configure(64, P == 2 ? 4 : 3, 16);
   const std::size_t nb = a.k / K::layout::block_elems, bb = K::layout::group_block_bytes;
-  const std::size_t per_group = nb * K::block_scratch;
-  const std::size_t max_batch = per_group >= (256u << 10) ? 1 : (256u << 10) / per_group;
-  const std::size_t n_groups = a.group_end - a.group_begin, batch = n_groups < max_batch ? n_groups : max_batch;
+  const std::size_t n_groups = a.group_end - a.group_begin;
+  // The call's groups in one batch if segments of 2+ blocks allow it, else the longest segments.
+  std::size_t seg = budget / (n_groups * K::block_scratch);
+  seg = seg < 2 ? 2 : seg;
+  seg = seg > nb ? nb : seg;
+  const std::size_t per_group = seg * K::block_scratch;
+  const std::size_t max_batch = per_group >= budget ? 1 : budget / per_group;
+  const std::size_t n_batches = (n_groups + max_batch - 1) / max_batch, batch = (n_groups + n_batches - 1) / n_batches;
   std::uint8_t* bt = amx_b_scratch.get(batch * per_group);
   const std::size_t n_tok = n_tiles * amx_tile_tokens, tok_stride = nb * K::token_block_bytes;
   std::uint8_t* tok = K::token_block_bytes ? amx_t_scratch.get(n_tok * tok_stride) : nullptr;
@@ -489,44 +507,55 @@ inline void kq_run(const gemm_args& a, std::size_t n_tiles) noexcept {
   };
   for (std::size_t g0 = a.group_begin; g0 < a.group_end; g0 += batch) {
     const std::size_t g1 = a.group_end - g0 < batch ? a.group_end : g0 + batch;
-    for (std::size_t g = g0; g < g1; ++g)
-      for (std::size_t b = 0; b < nb; ++b)
-        K::prepare_block(a.w + g * a.group_bytes + b * bb, bt + (g - g0) * per_group + b * K::block_scratch);
-    std::size_t tile = 0;
-    if constexpr (P == 2)
-      for (; tile + 2 <= n_tiles; tile += 2)  // two tiles at a time (kq_block2_pair)
+    for (std::size_t s0 = 0; s0 < nb; s0 += seg) {
+      const std::size_t s1 = nb - s0 < seg ? nb : s0 + seg;
+      for (std::size_t g = g0; g < g1; ++g)
+        for (std::size_t b = s0; b < s1; ++b)
+          K::prepare_block(a.w + g * a.group_bytes + b * bb, bt + (g - g0) * per_group + (b - s0) * K::block_scratch);
+      std::size_t tile = 0;
+      if constexpr (P == 2)
+        for (; tile + 2 <= n_tiles; tile += 2)  // two tiles at a time (kq_block2_pair)
+          for (std::size_t g = g0; g < g1; ++g) {
+            const std::uint8_t* gw = a.w + g * a.group_bytes;
+            const std::uint8_t* btg = bt + (g - g0) * per_group;
+            const std::size_t t0 = tile * amx_tile_tokens, t1 = t0 + amx_tile_tokens;
+            const std::uint8_t *act0 = a.act + t0 * a.act_stride, *act1 = a.act + t1 * a.act_stride;
+            __m512 acc[2 * amx_tile_tokens];
+            if (s0) {
+              amx_load(a, g, t0, acc);
+              amx_load(a, g, t1, acc + amx_tile_tokens);
+            } else {
+              for (auto& v : acc) v = _mm512_setzero_ps();
+            }
+            for (std::size_t b = s0; b < s1; ++b) {
+              const std::uint8_t* bb_t = btg + (b - s0) * K::block_scratch;
+              kq_block2_pair(act0 + b * q8k_bytes, act1 + b * q8k_bytes, a.act_stride, bb_t, c, c1);
+              K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
+              K::finish(c1, gw + b * bb, bb_t, act1 + b * q8k_bytes, a.act_stride, tok_at(t1, b), tok_stride,
+                        acc + amx_tile_tokens);
+            }
+            amx_store(a, g, t0, acc);
+            amx_store(a, g, t1, acc + amx_tile_tokens);
+          }
+      for (; tile < n_tiles; ++tile)
         for (std::size_t g = g0; g < g1; ++g) {
           const std::uint8_t* gw = a.w + g * a.group_bytes;
           const std::uint8_t* btg = bt + (g - g0) * per_group;
-          const std::size_t t0 = tile * amx_tile_tokens, t1 = t0 + amx_tile_tokens;
-          const std::uint8_t *act0 = a.act + t0 * a.act_stride, *act1 = a.act + t1 * a.act_stride;
-          __m512 acc[2 * amx_tile_tokens];
-          for (auto& v : acc) v = _mm512_setzero_ps();
-          for (std::size_t b = 0; b < nb; ++b) {
-            const std::uint8_t* bb_t = btg + b * K::block_scratch;
-            kq_block2_pair(act0 + b * q8k_bytes, act1 + b * q8k_bytes, a.act_stride, bb_t, c, c1);
+          const std::size_t t0 = tile * amx_tile_tokens;
+          const std::uint8_t* act0 = a.act + t0 * a.act_stride;
+          __m512 acc[amx_tile_tokens];
+          if (s0)
+            amx_load(a, g, t0, acc);
+          else
+            for (auto& v : acc) v = _mm512_setzero_ps();
+          for (std::size_t b = s0; b < s1; ++b) {
+            const std::uint8_t* bb_t = btg + (b - s0) * K::block_scratch;
+            kq_block<P>(act0 + b * q8k_bytes, a.act_stride, bb_t, c);
             K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
-            K::finish(c1, gw + b * bb, bb_t, act1 + b * q8k_bytes, a.act_stride, tok_at(t1, b), tok_stride,
-                      acc + amx_tile_tokens);
           }
           amx_store(a, g, t0, acc);
-          amx_store(a, g, t1, acc + amx_tile_tokens);
         }
-    for (; tile < n_tiles; ++tile)
-      for (std::size_t g = g0; g < g1; ++g) {
-        const std::uint8_t* gw = a.w + g * a.group_bytes;
-        const std::uint8_t* btg = bt + (g - g0) * per_group;
-        const std::size_t t0 = tile * amx_tile_tokens;
-        const std::uint8_t* act0 = a.act + t0 * a.act_stride;
-        __m512 acc[amx_tile_tokens];
-        for (auto& v : acc) v = _mm512_setzero_ps();
-        for (std::size_t b = 0; b < nb; ++b) {
-          const std::uint8_t* bb_t = btg + b * K::block_scratch;
-          kq_block<P>(act0 + b * q8k_bytes, a.act_stride, bb_t, c);
-          K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
-        }
-        amx_store(a, g, t0, acc);
-      }
+    }
   }
 }
 

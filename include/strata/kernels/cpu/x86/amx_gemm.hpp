@@ -207,6 +207,7 @@ struct q8_0_amx {
     // Batches of groups whose B scratch fits 256 KiB (in L2), as even as the call allows.
     const std::size_t max_batch = per_group >= (256u << 10) ? 1 : (256u << 10) / per_group;
     const std::size_t n_groups = a.group_end - a.group_begin, n_batches = (n_groups + max_batch - 1) / max_batch;
+    if (n_groups == 0) return;
     const std::size_t batch = (n_groups + n_batches - 1) / n_batches;
     std::uint8_t* bt = amx_b_scratch.get(batch * per_group);
     std::uint8_t* ts = amx_t_scratch.get(seg_blocks * tile_block_bytes + batch * amx_tile_tokens * sizeof(__m512));
@@ -489,6 +490,7 @@ inline void kq_run(const gemm_args& a, std::size_t n_tiles) noexcept {
   amx_configure(64, P == 2 ? 4 : 3, 16);
   const std::size_t nb = a.k / K::layout::block_elems, bb = K::layout::group_block_bytes;
   const std::size_t n_groups = a.group_end - a.group_begin;
+  if (n_groups == 0) return;
   // The call's groups in one batch if segments of 2+ blocks allow it, else the longest segments.
   std::size_t seg = budget / (n_groups * K::block_scratch);
   seg = seg < 2 ? 2 : seg;

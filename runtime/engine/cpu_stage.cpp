@@ -37,6 +37,17 @@ struct engine_backend<kernels::cpu::backend> {
   static std::unique_ptr<kernels::cpu::backend> make(const engine_options& opt, const layer_slice& s) {
     auto be = std::make_unique<kernels::cpu::backend>(opt.threads ? opt.threads : kernels::cpu::thread_pool::physical_cores(),
                                                       select_kernel_table(engine_isa()));
+    // Lab knobs (bench/RESULTS.md, "CPU Q8_0 on AMX, thread scaling"): 0 restores the split
+    // and pool counting from before them (STRATA_CPU_DECODE_CHUNKS=8 and STRATA_CPU_PREFILL_CHUNKS=4 are the defaults).
+    kernels::cpu::work_split split;
+    if (const char* e = std::getenv("STRATA_CPU_PREFILL_CHUNKS")) split.prefill_chunks_per_thread = unsigned(std::strtoul(e, nullptr, 10));
+    if (const char* e = std::getenv("STRATA_CPU_TOKEN_SPLIT")) split.prefill_min_items_per_thread = unsigned(std::strtoul(e, nullptr, 10));
+    if (const char* e = std::getenv("STRATA_CPU_SWIGLU_PASS")) split.swiglu_pass_min_tokens = unsigned(std::strtoul(e, nullptr, 10));
+    if (const char* e = std::getenv("STRATA_CPU_ATTN_SPLIT_HEADS")) split.decode_attention_split_heads = std::string_view(e) != "0";
+    if (const char* e = std::getenv("STRATA_CPU_DECODE_CHUNKS")) split.decode_chunks_per_thread = unsigned(std::strtoul(e, nullptr, 10));
+    if (const char* e = std::getenv("STRATA_CPU_DECODE_MIN_ITEM_KIB")) split.decode_min_item_bytes = std::size_t(std::strtoul(e, nullptr, 10)) << 10;
+    be->set_work_split(split);
+    if (const char* e = std::getenv("STRATA_CPU_POOL_BATCHED_DONE")) be->pool().set_batched_done(std::string_view(e) != "0");
     if (!s.disk_tensors.empty()) {
       // Lab knobs (bench/RESULTS.md, disk tier): reads in flight, their size, registered slots.
       unsigned depth = 32, chunk_kib = 1024;

@@ -5,8 +5,11 @@
 //   attn    GFLOP/s (4·d per query-key pair: q·k and p·v) of backend::attention for a
 //           T-token prefill over an empty f16 cache (causal), 16 query / 8 KV heads, d = 128,
 //           with the tier's tile kernel and with the scalar reference tile.
-// Usage: prefill_bench [tokens=512] [format ...]   (formats: q4_k q6_k q8_0 by default);
-// STRATA_CPU_ISA=<tier> runs a lower tier than the CPU's best (avx512_vnni against amx).
+// Usage: prefill_bench [tokens=512] [8b] [format ...]   (formats: q4_k q6_k q8_0 by default;
+// 8b: Qwen3-8B's shapes instead);
+// STRATA_CPU_ISA=<tier> runs a lower tier than the CPU's best (avx512_vnni against amx);
+// STRATA_CPU_PREFILL_CHUNKS=<n> cuts each matmul into n gemm calls (the backend's 4 a thread):
+// 64 gives the one-group calls of a 16-thread pool on the Qwen3-0.6B shapes.
 #include <time.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -63,14 +67,23 @@ struct shape {
   std::uint32_t k, n;
 };
 // Qwen3-0.6B: n_embd 1024, 16 query heads and 8 KV heads of 128, n_ff 3072.
-constexpr shape shapes[] = {{"attn_q", 1024, 2048}, {"attn_k/v", 1024, 1024}, {"attn_output", 2048, 1024},
-                            {"ffn_gate/up", 1024, 3072}, {"ffn_down", 3072, 1024}};
+constexpr shape shapes_06b[] = {{"attn_q", 1024, 2048}, {"attn_k/v", 1024, 1024}, {"attn_output", 2048, 1024},
+                                {"ffn_gate/up", 1024, 3072}, {"ffn_down", 3072, 1024}};
+// Qwen3-8B (the `8b` argument): n_embd 4096, 32 query heads and 8 KV heads of 128, n_ff 12288.
+constexpr shape shapes_8b[] = {{"attn_q", 4096, 4096}, {"attn_k/v", 4096, 1024}, {"attn_output", 4096, 4096},
+                               {"ffn_gate/up", 4096, 12288}, {"ffn_down", 12288, 4096}};
+std::span<const shape> shapes = shapes_06b;
 
 template <class Fmt>
 void bench_format(const kernels::cpu::kernel_table& table, std::uint32_t T) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd;
   kernels::cpu::backend be(1, table);
+  if (const char* e = std::getenv("STRATA_CPU_PREFILL_CHUNKS")) {
+    kernels::cpu::work_split split;
+    split.prefill_chunks_per_thread = unsigned(std::atoi(e));
+    be.set_work_split(split);
+  }
   std::uint32_t widest = 0;
   for (const auto& s : shapes) widest = std::max(widest, s.k);
   (void)be.alloc(T, widest);  // reserve() sizes the activation scratch for the widest buffer
@@ -134,7 +147,13 @@ void bench_attention(const kernels::cpu::kernel_table& table, std::uint32_t T, c
 
 int main(int argc, char** argv) {
   const std::uint32_t T = argc > 1 ? std::uint32_t(std::atoi(argv[1])) : 512;
-  std::vector<std::string> only(argv + std::min(argc, 2), argv + argc);
+  std::vector<std::string> only;
+  for (int i = 2; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "8b")
+      shapes = shapes_8b;
+    else
+      only.emplace_back(argv[i]);
+  }
   const auto tier = rt::engine_isa();
   const auto& table = rt::select_kernel_table(tier);
   std::printf("prefill_bench: %u tokens, 1 thread, tier %s, GFLOP/s by thread CPU time\n\n", T,

@@ -32,12 +32,12 @@ bool have_amx() {
 }
 
 template <class Fmt>
-void check_format(std::size_t n_rows, std::size_t blocks, bool raw, std::mt19937& rng) {
+void check_format(std::size_t n_rows, std::size_t blocks, bool raw, std::mt19937& rng, std::size_t max_tok = 40) {
   const auto& r = strata::kernels::cpu::reference_table()[std::size_t(Fmt::gguf_type)];
   const auto& amx = rt::select_kernel_table(isa::amx)[std::size_t(Fmt::gguf_type)];
   REQUIRE(bool(r.pack_group));
   REQUIRE(bool(amx.gemm != r.gemm));
-  const std::size_t k = blocks * Fmt::block_elems, max_tok = 40;
+  const std::size_t k = blocks * Fmt::block_elems;
   CAPTURE(Fmt::name);
   CAPTURE(n_rows);
   CAPTURE(k);
@@ -87,12 +87,20 @@ void check_format(std::size_t n_rows, std::size_t blocks, bool raw, std::mt19937
     }
     CHECK(bad == 0);
   }
-  if (groups > 1) {  // a range that starts at group 1, a whole AMX tile and a tail
-    auto a = args(35, got);
+  {  // an empty group range writes nothing
+    auto a = args(std::min<std::size_t>(max_tok, 35), got);
+    a.group_begin = a.group_end = groups;
+    amx.gemm(a);
+    std::size_t bad = 0;
+    for (const float v : got) bad += v != -1.0f;
+    CHECK(bad == 0);
+  }
+  if (groups > 1) {  // a range that starts at group 1, whole AMX tiles and a tail
+    auto a = args(std::min<std::size_t>(max_tok, 35 + (max_tok - 40)), got);
     a.group_begin = 1;
     amx.gemm(a);
     std::size_t bad = 0;
-    for (std::size_t t = 0; t < 35; ++t) {
+    for (std::size_t t = 0; t < a.n_tok; ++t) {
       bad += std::memcmp(got.data() + t * y_stride + pack_rows, want.data() + t * y_stride + pack_rows, (n_rows - pack_rows) * 4) != 0;
       bad += got[t * y_stride] != -1.0f;
     }
@@ -113,6 +121,30 @@ TEST_CASE("amx gemm: Q8_0, Q4_K and Q6_K equal the reference bit for bit for 1..
         check_format<quant::q6_k>(n_rows, blocks, raw, rng);
       }
     }
+}
+
+// Q8_0's kernel cuts K into segments of 32 blocks (the running sums wait in memory between
+// them), takes groups in batches of at most 256 KiB of B scratch and 16-token tiles in pairs:
+// K of 33 and 70 blocks (a 1- and a 6-block last segment), 117 rows (8 groups: several batches
+// at 70 blocks, a partial last group) and up to 70 tokens (4 tiles and a tail).
+TEST_CASE("amx gemm: Q8_0 over several K segments, group batches and token tiles equals the reference") {
+  if (!have_amx()) return;
+  std::mt19937 rng(43);
+  for (const bool raw : {false, true})
+    for (const std::size_t blocks : {33u, 70u}) check_format<quant::q8_0>(117, blocks, raw, rng, 70);
+}
+
+// The K-quant kernel cuts K into segments (as many blocks as keep the call's groups' B tiles
+// within 256 KiB, at least 2; the running sums wait in y between them): 9 blocks and 117 rows
+// (8 groups: 3 segments of Q4_K, 5 of Q6_K, the last shorter) and up to 70 tokens (tile pairs,
+// a single tile and a tail).
+TEST_CASE("amx gemm: Q4_K and Q6_K over several K segments and token tiles equal the reference") {
+  if (!have_amx()) return;
+  std::mt19937 rng(44);
+  for (const bool raw : {false, true}) {
+    check_format<quant::q4_k>(117, 9, raw, rng, 70);
+    check_format<quant::q6_k>(117, 9, raw, rng, 70);
+  }
 }
 
 TEST_CASE("amx gemm: other formats keep the avx512_vnni kernels") {

@@ -128,4 +128,103 @@ TEST_CASE("swiglu_ffn and matmul_shared equal the separate ops bit for bit") {
   });
 }
 
+// The decode split (work_split.hpp: items per thread, a floor on an item's weight bytes) and the
+// pool's batched done count change which thread runs which rows, never a row's bits: one-token
+// matmul, matmul_shared and swiglu_ffn on 4 threads under several splits equal 1 thread's.
+TEST_CASE("decode work splits and the pool's done counting leave the outputs' bits unchanged") {
+  std::mt19937 rng(19);
+  const auto layers = mixes(rng);
+  const auto split = [](unsigned chunks, std::size_t min_bytes) {
+    kc::work_split s;
+    s.decode_chunks_per_thread = chunks;
+    s.decode_min_item_bytes = min_bytes;
+    return s;
+  };
+  const kc::work_split splits[] = {split(8, 0), split(1, 0), split(8, 32u << 10), split(2, 1u << 20), split(64, 4u << 10)};
+  const auto& tab = rt::select_kernel_table(rt::best_isa());
+  for (const auto& mix : layers) {
+    CAPTURE(mix.name);
+    kc::backend ref(1, tab);
+    const auto rg = load(ref, mix.gate, "blk.0.ffn_gate.weight"), ru = load(ref, mix.up, "blk.0.ffn_up.weight"),
+               rd = load(ref, mix.down, "blk.0.ffn_down.weight"), rq = load(ref, mix.q, "blk.0.attn_q.weight");
+    const auto x = ref.alloc(1, n_embd), g = ref.alloc(1, n_ff), u = ref.alloc(1, n_ff), want = ref.alloc(1, n_embd),
+               want_q = ref.alloc(1, mix.q.rows);
+    ref.reserve(1, 0);
+    fill_random(x.all(), rng);
+    ref.swiglu_ffn(rg, ru, rd, x.all(), g.all(), u.all(), want.all());
+    ref.matmul(rq, x.all(), want_q.all());
+    for (const bool batched : {true, false})
+      for (const auto& sp : splits) {
+        CAPTURE(batched);
+        CAPTURE(sp.decode_chunks_per_thread);
+        CAPTURE(sp.decode_min_item_bytes);
+        kc::backend be(4, tab);
+        be.set_work_split(sp);
+        be.pool().set_batched_done(batched);
+        const auto wg = load(be, mix.gate, "blk.0.ffn_gate.weight"), wu = load(be, mix.up, "blk.0.ffn_up.weight"),
+                   wd = load(be, mix.down, "blk.0.ffn_down.weight"), wq = load(be, mix.q, "blk.0.attn_q.weight"),
+                   wk = load(be, mix.k, "blk.0.attn_k.weight");
+        const auto g2 = be.alloc(1, n_ff), u2 = be.alloc(1, n_ff), out = be.alloc(1, n_embd), q = be.alloc(1, mix.q.rows),
+                   q2 = be.alloc(1, mix.q.rows), k = be.alloc(1, mix.k.rows);
+        be.reserve(1, 0);
+        be.swiglu_ffn(wg, wu, wd, x.all(), g2.all(), u2.all(), out.all());
+        CHECK(same_bits(out.all(), want.all()));
+        be.matmul(wq, x.all(), q.all());
+        CHECK(same_bits(q.all(), want_q.all()));
+        be.matmul_shared(x.all(), {{&wq, q2.all()}, {&wk, k.all()}});
+        CHECK(same_bits(q2.all(), want_q.all()));
+      }
+  }
+}
+
+// Token parts (work_split::prefill_min_items_per_thread): a batch's gemm items cut by token
+// ranges of whole 16-token tiles as well as by groups give the same bits as one thread's whole
+// calls, for matmul, matmul_shared and swiglu_ffn (whose down runs that way), every tier, batch
+// sizes with and without a partial last tile; swiglu_ffn's SwiGLU both as its own token-split
+// job (work_split::swiglu_pass_min_tokens) and on the thread finishing each block.
+TEST_CASE("prefill token parts and the SwiGLU pass leave the outputs' bits unchanged") {
+  std::mt19937 rng(20);
+  const auto layers = mixes(rng);
+  constexpr std::uint32_t max_rows = 70;
+  for_each_tier([&](isa tier, const kernel_table& tab) {
+    CAPTURE(kc::name_of(tier));
+    for (const auto& mix : layers) {
+      CAPTURE(mix.name);
+      kc::backend ref(1, tab), be(3, tab);
+      kc::work_split split;
+      split.prefill_min_items_per_thread = 64;  // more parts than the tiles allow: every tile its own
+      split.swiglu_pass_min_tokens = 40;        // 48 and 70 tokens: SwiGLU as its own job; 33: per block
+      be.set_work_split(split);
+      const auto rg = load(ref, mix.gate, "blk.0.ffn_gate.weight"), ru = load(ref, mix.up, "blk.0.ffn_up.weight"),
+                 rd = load(ref, mix.down, "blk.0.ffn_down.weight"), rq = load(ref, mix.q, "blk.0.attn_q.weight"),
+                 rk = load(ref, mix.k, "blk.0.attn_k.weight");
+      const auto wg = load(be, mix.gate, "blk.0.ffn_gate.weight"), wu = load(be, mix.up, "blk.0.ffn_up.weight"),
+                 wd = load(be, mix.down, "blk.0.ffn_down.weight"), wq = load(be, mix.q, "blk.0.attn_q.weight"),
+                 wk = load(be, mix.k, "blk.0.attn_k.weight");
+      const auto x = ref.alloc(max_rows, n_embd), g = ref.alloc(max_rows, n_ff), u = ref.alloc(max_rows, n_ff),
+                 want = ref.alloc(max_rows, n_embd), want_q = ref.alloc(max_rows, mix.q.rows),
+                 want_k = ref.alloc(max_rows, mix.k.rows);
+      const auto g2 = be.alloc(max_rows, n_ff), u2 = be.alloc(max_rows, n_ff), out = be.alloc(max_rows, n_embd),
+                 q = be.alloc(max_rows, mix.q.rows), k = be.alloc(max_rows, mix.k.rows), q2 = be.alloc(max_rows, mix.q.rows);
+      ref.reserve(max_rows, 0);
+      be.reserve(max_rows, 0);
+      for (const std::uint32_t n : {33u, 48u, max_rows}) {
+        CAPTURE(n);
+        const kc::tensor xn = x.view(n);
+        fill_random(xn, rng);
+        ref.swiglu_ffn(rg, ru, rd, xn, g.view(n), u.view(n), want.view(n));
+        ref.matmul(rq, xn, want_q.view(n));
+        ref.matmul(rk, xn, want_k.view(n));
+        be.swiglu_ffn(wg, wu, wd, xn, g2.view(n), u2.view(n), out.view(n));
+        CHECK(same_bits(out.view(n), want.view(n)));
+        be.matmul(wq, xn, q2.view(n));
+        CHECK(same_bits(q2.view(n), want_q.view(n)));
+        be.matmul_shared(xn, {{&wq, q.view(n)}, {&wk, k.view(n)}});
+        CHECK(same_bits(q.view(n), want_q.view(n)));
+        CHECK(same_bits(k.view(n), want_k.view(n)));
+      }
+    }
+  });
+}
+
 }  // namespace

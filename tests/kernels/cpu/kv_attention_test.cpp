@@ -139,3 +139,61 @@ TEST_CASE("KV row kernels: the fast set equals the scalar reference bit for bit"
     CHECK(std::memcmp(n1.data(), n2.data(), n * sizeof(fp16)) == 0);
   }
 }
+
+// Decode attention with fewer items than threads splits each KV head's query heads over more
+// tiles (work_split::decode_attention_split_heads): the outputs are the same bits as one tile
+// per KV head and as one thread, f16 and compressed caches, one and two sequences.
+TEST_CASE("decode attention split over query heads gives the same bits") {
+  constexpr std::uint32_t n_head = 16, n_head_kv = 2, d = 128, n_pos = 40;
+  const auto& tab = rt::select_kernel_table(rt::best_isa());
+  for (const kv_type tk : {kv_type::f16, kv_type::q8_0})
+    for (const std::uint32_t n_seq : {1u, 2u}) {
+      CAPTURE(int(tk));
+      CAPTURE(n_seq);
+      kv::kv_config cfg;
+      cfg.n_layer = 1;
+      cfg.n_head_kv = n_head_kv;
+      cfg.head_dim = d;
+      cfg.n_ctx = 96;
+      cfg.n_seq = 2;
+      cfg.block_size = 16;
+      cfg.type_k = tk;
+      cfg.max_batch = 4;
+      std::mt19937 rng(5 + n_seq);
+      std::normal_distribution<float> nd;
+      std::vector<float> keys(std::size_t(n_seq) * n_pos * n_head_kv * d), vals(keys.size()), q(n_seq * n_head * d);
+      for (auto& x : keys) x = nd(rng);
+      for (auto& x : vals) x = nd(rng);
+      for (auto& x : q) x = nd(rng);
+      std::vector<std::int32_t> toks(n_seq, 0), pos(n_seq, std::int32_t(n_pos - 1));
+      std::vector<std::uint32_t> seqs;
+      for (std::uint32_t s = 0; s < n_seq; ++s) seqs.push_back(s);
+      const std::vector<std::uint8_t> want(n_seq, 1);
+      const graph::batch b{toks, pos, seqs, want};
+      const auto run = [&](unsigned threads, bool split) {
+        kernels::cpu::backend be(threads, tab);
+        kernels::cpu::work_split ws;
+        ws.decode_attention_split_heads = split;
+        be.set_work_split(ws);
+        be.reserve(4, 0);
+        auto kv = be.make_kv(cfg);
+        kv::block_table table(cfg);
+        for (std::uint32_t s = 0; s < n_seq; ++s) {
+          table.reserve_append(s, n_pos);
+          for (std::uint32_t j = 0; j < n_pos; ++j) {
+            const std::size_t o = (std::size_t(s) * n_pos + j) * n_head_kv * d;
+            kv.store(0, s, j, table.slot(s, j), &keys[o], &vals[o]);
+          }
+        }
+        std::vector<float> out(q.size());
+        be.begin({b, &table});
+        be.attention(kv, 0, {q.data(), n_seq, n_head * d, n_head * d}, {n_head, n_head_kv, d, 0, 1.0f / std::sqrt(float(d))},
+                     {out.data(), n_seq, n_head * d, n_head * d});
+        return out;
+      };
+      const auto one = run(1, true), whole = run(8, false), split = run(8, true);
+      CHECK(std::memcmp(one.data(), whole.data(), one.size() * 4) == 0);
+      CHECK(std::memcmp(one.data(), split.data(), one.size() * 4) == 0);
+    }
+}
+

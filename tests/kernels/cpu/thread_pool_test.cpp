@@ -19,9 +19,12 @@ namespace {
 
 using strata::kernels::cpu::thread_pool;
 
-void check_jobs(unsigned threads, int jobs, std::uint32_t seed) {
+void check_jobs(unsigned threads, int jobs, std::uint32_t seed, bool batched_done = true) {
   thread_pool pool(threads);
   REQUIRE(pool.size() == threads);
+  CHECK(pool.batched_done());  // the default
+  pool.set_batched_done(batched_done);
+  CHECK(pool.batched_done() == batched_done);
   std::mt19937 rng(seed);
   const std::size_t max_n = 700;
   std::unique_ptr<std::atomic<int>[]> hits(new std::atomic<int>[max_n]);
@@ -58,6 +61,12 @@ TEST_CASE("thread_pool: every item once, with its own job, on a distinct thread 
   // Many short jobs of varying size on 8 threads: a worker late from one job meets the next
   // job's larger n while the old claim word is still up (the pool closes it first).
   SUBCASE("eight threads, short jobs of varying size") { check_jobs(8, 6000, 4); }
+  // Each finished item counted on its own (STRATA_CPU_POOL_BATCHED_DONE=0), as before batching.
+  SUBCASE("items counted one by one, two threads") { check_jobs(2, 3000, 5, false); }
+  SUBCASE("items counted one by one, more threads than cores") {
+    check_jobs(4 * std::max(1u, std::thread::hardware_concurrency()), 500, 6, false);
+  }
+  SUBCASE("items counted one by one, eight threads") { check_jobs(8, 6000, 7, false); }
 }
 
 TEST_CASE("thread_pool: many tiny jobs, most done by the caller before any worker wakes") {

@@ -54,6 +54,10 @@ class attention_runner {
   }
   bool reserved() const noexcept { return float_stride_ != 0; }
 
+  // Whether run() splits a KV head's query heads over more tiles when there are fewer items than
+  // threads (work_split::decode_attention_split_heads).
+  void set_split_heads(bool on) noexcept { split_heads_ = on; }
+
   // max_head_dim floats per thread, free outside run() (kv_store's TurboQuant encoding).
   float* encode_scratch(unsigned tid) noexcept {
     return floats_.data() + tid * float_stride_ + (float_stride_ - max_head_dim);
@@ -64,8 +68,7 @@ class attention_runner {
   void run(thread_pool& pool, const kernel_table& kt, const kv_storage& kv, const kv::block_table& table,
            std::uint32_t layer, const graph::batch& b, tensor q, const attention_params& p, tensor out) {
     const std::uint32_t gqa = p.n_head / p.n_head_kv, d = p.head_dim;
-    const std::uint32_t heads_per_tile = std::min(gqa, attention_max_queries);
-    const std::uint32_t head_groups = (gqa + heads_per_tile - 1) / heads_per_tile;
+    std::uint32_t heads_per_tile = std::min(gqa, attention_max_queries);
     const std::uint32_t tile_tokens = std::max(1u, attention_max_queries / gqa);
     if (d > max_head_dim) throw error("attention: head_dim " + std::to_string(d) + " exceeds " + std::to_string(max_head_dim));
     tiles_.clear();
@@ -83,9 +86,18 @@ class attention_runner {
     if (widest > ptr_stride_)
       throw error("attention: a tile spans " + std::to_string(widest) + " cached positions, more than the " +
                   std::to_string(ptr_stride_) + " reserved");
+    // Fewer items than threads (a decode step: one tile a sequence, one item a KV head): split
+    // each KV head's query heads over more tiles, down to one head a tile, until every thread
+    // has one. A query's result does not depend on the tile it is in; the KV rows are read once
+    // more per extra tile.
+    const std::size_t n_tiles = tiles_.size();
+    if (split_heads_)
+      while (heads_per_tile > 1 && n_tiles * p.n_head_kv * ((gqa + heads_per_tile - 1) / heads_per_tile) < pool.size())
+        heads_per_tile = (heads_per_tile + 1) / 2;
+    const std::uint32_t head_groups = (gqa + heads_per_tile - 1) / heads_per_tile;
     // Items by KV head, then tiles from the last (longest) to the first: consecutive items read
     // the same head's rows (L2-resident), and long tiles start before short ones.
-    const std::size_t n_tiles = tiles_.size(), items = n_tiles * p.n_head_kv * head_groups;
+    const std::size_t items = n_tiles * p.n_head_kv * head_groups;
     pool.parallel_for(items, 1, [&](std::size_t beg, std::size_t end, unsigned tid) {
       for (std::size_t it = beg; it < end; ++it) {
         const tile_run& tr = tiles_[n_tiles - 1 - it % n_tiles];
@@ -169,6 +181,7 @@ class attention_runner {
 
   std::vector<tile_run> tiles_;
   std::vector<float> floats_;   // per thread: tile scratch, rotated queries, rotated outputs, encode scratch
+  bool split_heads_ = true;
   std::size_t float_stride_ = 0;
   std::vector<const std::uint8_t*> rows_;  // per thread: K then V row of each position of one tile
   std::vector<const fp16*> ring_;          // per thread: K then V ring copy of each position

@@ -29,6 +29,7 @@
 #include "strata/kernels/cpu/tensor.hpp"
 #include "strata/kernels/cpu/thread_pool.hpp"
 #include "strata/kernels/cpu/weight_stream.hpp"
+#include "strata/kernels/cpu/work_split.hpp"
 
 namespace strata::kernels::cpu {
 
@@ -42,6 +43,14 @@ class backend {
   backend(unsigned n_threads, const kernel_table& kernels) : pool_(n_threads), kernels_(&kernels) {}
 
   unsigned threads() const noexcept { return pool_.size(); }
+
+  // How matmuls, SwiGLU and attention are cut into pool items (work_split.hpp); set before the
+  // first step.
+  void set_work_split(const work_split& s) noexcept {
+    split_ = s;
+    attn_.set_split_heads(s.decode_attention_split_heads);
+  }
+  const work_split& split() const noexcept { return split_; }
 
   // Tensors the stream places are not kept resident: load() points them at the stream's memory
   // (no packed copy: the row kernels read them), and each decoder block waits for its bytes
@@ -193,12 +202,45 @@ class backend {
 
   // w's packed gemm over activations already quantized into a, in matmul_packed's chunks.
   void run_packed(const weight& w, const gemm_args& a, std::size_t tokens) {
-    pool_.parallel_for(packed_groups(a.n_rows), packed_chunk(w, tokens), [&](std::size_t b, std::size_t e, unsigned) {
-      gemm_args part = a;
-      part.group_begin = b;
-      part.group_end = e;
-      w.kernels->gemm(part);
+    const std::size_t groups = packed_groups(a.n_rows), chunk = packed_chunk(w, tokens);
+    const std::size_t group_items = (groups + chunk - 1) / chunk, parts = token_parts(group_items, tokens);
+    if (parts == 1)
+      return pool_.parallel_for(groups, chunk, [&](std::size_t b, std::size_t e, unsigned) {
+        gemm_args part = a;
+        part.group_begin = b;
+        part.group_end = e;
+        w.kernels->gemm(part);
+      });
+    pool_.parallel_for(group_items * parts, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t it = b; it < e; ++it) run_item(w, a, chunk, parts, it);
     });
+  }
+
+  // Token parts of a batch's gemm items (work_split::prefill_min_items_per_thread): a call whose
+  // group chunks are fewer than threads × that many has each chunk cut into parts of whole
+  // 16-token tiles, as many as bring the items up to it. A token's outputs never depend on the
+  // batch it is in, so the parts give the whole call's bits.
+  std::size_t token_parts(std::size_t group_items, std::size_t tokens) const noexcept {
+    constexpr std::size_t tile = 16;
+    const std::size_t want = std::size_t(pool_.size()) * split_.prefill_min_items_per_thread;
+    if (pool_.size() < 2 || tokens < 2 * tile || group_items >= want) return 1;
+    return std::min((want + group_items - 1) / group_items, tokens / tile);
+  }
+
+  // Item `it` of a gemm cut into group chunks of `chunk` × `parts` token parts (chunk-major).
+  static void run_item(const weight& w, const gemm_args& a, std::size_t chunk, std::size_t parts, std::size_t it) {
+    gemm_args part = a;
+    part.group_begin = it / parts * chunk;
+    part.group_end = std::min(packed_groups(a.n_rows), part.group_begin + chunk);
+    if (parts > 1) {
+      const std::size_t len = ((a.n_tok + parts - 1) / parts + 15) & ~std::size_t(15);  // whole tiles
+      const std::size_t t0 = std::min(a.n_tok, it % parts * len), t1 = std::min(a.n_tok, t0 + len);
+      if (t0 == t1) return;
+      part.act += t0 * a.act_stride;
+      part.y += t0 * a.y_stride;
+      part.n_tok = t1 - t0;
+    }
+    w.kernels->gemm(part);
   }
 
   using matmul_output = std::pair<const weight*, tensor>;  // y = w · x
@@ -225,23 +267,26 @@ class backend {
     quantize_rows_for_gemm(*w0.kernels, x, act, stride);
     // Items: each matrix's chunks in turn; first[i] is matrix i's first item.
     gemm_args args[max_shared_outputs];
-    std::size_t chunk[max_shared_outputs], first[max_shared_outputs + 1] = {0};
-    std::size_t m = 0;
+    std::size_t chunk[max_shared_outputs], parts[max_shared_outputs], first[max_shared_outputs + 1] = {0};
+    std::size_t m = 0, group_items = 0;
     for (const auto& [w, y] : outs) {
       args[m] = packed_args(*w, act, stride, x.rows, y);
       chunk[m] = packed_chunk(*w, x.rows);
-      first[m + 1] = first[m] + (packed_groups(args[m].n_rows) + chunk[m] - 1) / chunk[m];
+      group_items += (packed_groups(args[m].n_rows) + chunk[m] - 1) / chunk[m];
       ++m;
+    }
+    // Token parts by the job's items (all matrices'), the same for each matrix.
+    const std::size_t n_parts = token_parts(group_items, x.rows);
+    for (std::size_t i = 0; i < m; ++i) {
+      parts[i] = n_parts;
+      first[i + 1] = first[i] + (packed_groups(args[i].n_rows) + chunk[i] - 1) / chunk[i] * parts[i];
     }
     const auto* w_of = outs.begin();
     pool_.parallel_for(first[m], 1, [&](std::size_t b, std::size_t e, unsigned) {
       for (std::size_t it = b; it < e; ++it) {
         std::size_t i = 0;
         while (it >= first[i + 1]) ++i;
-        gemm_args part = args[i];
-        part.group_begin = (it - first[i]) * chunk[i];
-        part.group_end = std::min(packed_groups(part.n_rows), part.group_begin + chunk[i]);
-        w_of[i].first->kernels->gemm(part);
+        run_item(*w_of[i].first, args[i], chunk[i], parts[i], it - first[i]);
       }
     });
   }
@@ -279,6 +324,21 @@ class backend {
     // Items in block order, gate and up chunks alternating: both threads finish a block soon.
     const std::size_t blocks = n_ff / block_rows, per_block = 2 * block_rows / (chunk * pack_rows);
     for (std::size_t b = 0; b < blocks; ++b) ffn_done_[b] = 0;
+    const std::size_t act_block = kd.act_block_bytes * (block_rows / kd.act_block_elems);
+    // SwiGLU of block b for tokens [t0, t1), quantized for down.
+    const auto swiglu_block = [&](std::size_t b, std::uint32_t t0, std::uint32_t t1) {
+      const std::size_t c0 = b * block_rows;
+      for (std::uint32_t t = t0; t < t1; ++t) {
+        float* gr = g.row(t) + c0;
+        const float* ur = u.row(t) + c0;
+        for (std::size_t i = 0; i < block_rows; ++i) gr[i] = silu(gr[i]) * ur[i];
+        kd.quantize_act_row(gr, act_ff + t * stride_ff + b * act_block, block_rows);
+      }
+    };
+    // Long batches take SwiGLU out of the gate/up job into its own, split by tokens: done by
+    // whoever finished a block's last chunk, the last block's SwiGLU (all tokens, one thread)
+    // was the job's tail, long with many threads (work_split::swiglu_pass_min_tokens).
+    const bool pass = split_.swiglu_pass_min_tokens && x.rows >= split_.swiglu_pass_min_tokens;
     pool_.parallel_for(blocks * per_block, 1, [&](std::size_t beg, std::size_t end, unsigned) {
       for (std::size_t it = beg; it < end; ++it) {
         const std::size_t b = it / per_block, j = it % per_block;
@@ -287,21 +347,23 @@ class backend {
         part.group_end = part.group_begin + chunk;
         (j % 2 ? up : gate).kernels->gemm(part);
         // acq_rel: the thread that completes the block sees the other threads' rows of it.
-        if (std::atomic_ref<std::uint32_t>(ffn_done_[b]).fetch_add(1, std::memory_order_acq_rel) + 1 != per_block)
+        if (pass || std::atomic_ref<std::uint32_t>(ffn_done_[b]).fetch_add(1, std::memory_order_acq_rel) + 1 != per_block)
           continue;
-        const std::size_t c0 = b * block_rows, act_block = kd.act_block_bytes * (block_rows / kd.act_block_elems);
-        for (std::uint32_t t = 0; t < x.rows; ++t) {
-          float* gr = g.row(t) + c0;
-          const float* ur = u.row(t) + c0;
-          for (std::size_t i = 0; i < block_rows; ++i) gr[i] = silu(gr[i]) * ur[i];
-          kd.quantize_act_row(gr, act_ff + t * stride_ff + b * act_block, block_rows);
-        }
+        swiglu_block(b, 0, x.rows);
       }
     });
-    if (kd.prepare_act)
+    if (pass) {
+      const std::size_t tok_chunk = std::max<std::size_t>(1, x.rows / (pool_.size() * 4));
+      pool_.parallel_for(x.rows, tok_chunk, [&](std::size_t b, std::size_t e, unsigned) {
+        for (std::size_t blk = 0; blk < blocks; ++blk) swiglu_block(blk, std::uint32_t(b), std::uint32_t(e));
+        if (kd.prepare_act)
+          for (std::size_t t = b; t < e; ++t) kd.prepare_act(act_ff + t * stride_ff, n_ff);
+      });
+    } else if (kd.prepare_act) {
       pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
         for (std::size_t t = b; t < e; ++t) kd.prepare_act(act_ff + t * stride_ff, n_ff);
       });
+    }
     run_packed(down, packed_args(down, act_ff, stride_ff, x.rows, out), x.rows);
   }
 
@@ -530,12 +592,17 @@ class backend {
     return a;
   }
 
-  // Groups per chunk of a packed gemm: a thread's share cut in 8 (decode) or 4 (batches, whose
-  // chunks also stay within 256 KiB of weights, in L2 while every token tile passes).
+  // Groups per chunk of a packed gemm: a thread's share cut in split_.prefill_chunks_per_thread
+  // (batches, whose chunks also stay within 256 KiB of weights, in L2 while every token tile
+  // passes) or, for one token, in split_.decode_chunks_per_thread, no chunk under
+  // split_.decode_min_item_bytes.
   std::size_t packed_chunk(const weight& w, std::size_t rows) const noexcept {
     const std::size_t groups = packed_groups(w.ne[1]), group_bytes = pack_rows * w.row_bytes;
-    const std::size_t per_thread = std::max<std::size_t>(1, groups / (pool_.size() * (rows > 1 ? 4 : 8)));
-    return std::min(per_thread, std::max<std::size_t>(1, (256u << 10) / group_bytes));
+    const std::size_t cuts = std::max(1u, rows > 1 ? split_.prefill_chunks_per_thread : split_.decode_chunks_per_thread);
+    std::size_t chunk = std::max<std::size_t>(1, groups / (pool_.size() * cuts));
+    if (rows <= 1 && split_.decode_min_item_bytes)
+      chunk = std::max(chunk, std::min(groups, (split_.decode_min_item_bytes + group_bytes - 1) / group_bytes));
+    return std::min(chunk, std::max<std::size_t>(1, (256u << 10) / group_bytes));
   }
 
   // Rows of a swiglu_ffn block: 256, a whole number of 16-row groups and of down's activation
@@ -745,6 +812,7 @@ class backend {
 
   thread_pool pool_;
   const kernel_table* kernels_;
+  work_split split_;
   graph::step_inputs step_;
   std::uint32_t max_cols_ = 0;    // widest buffer allocated
   std::uint32_t max_tokens_ = 0;  // per step (reserve), for the attention scratch (make_kv)

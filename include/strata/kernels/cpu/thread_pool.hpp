@@ -97,6 +97,14 @@ class thread_pool {
   };
   bool hot() const noexcept { return hot_.load(std::memory_order_relaxed) != 0; }
 
+  // Whether each thread counts its finished items into the shared done count once per job
+  // (when it finds no item left) rather than once per item: one write to that line per thread
+  // and job instead of one per item, which with many threads and small items (a decode step's)
+  // was as many contended atomics as claims. The caller still returns only when every item is
+  // done. Set between jobs (before the first), from the thread that calls parallel_for.
+  void set_batched_done(bool on) noexcept { batched_done_.store(on, std::memory_order_relaxed); }
+  bool batched_done() const noexcept { return batched_done_.load(std::memory_order_relaxed); }
+
   // Runs f over [0, n) in chunks of `grain` items; returns when every chunk is done. f(b, e,
   // tid) runs on the caller (tid 0) or a worker (tid 1..size()-1), never on two threads with the
   // same tid at once.
@@ -172,23 +180,37 @@ class thread_pool {
   // validates what was read before it: job_, n_ and grain_ are g's as long as the claim word is
   // still (g, begin); a later job closes the word before it replaces any of them (parallel_for).
   void run_chunks(std::uint32_t g, unsigned tid) {
+    const bool batched = batched_done_.load(std::memory_order_relaxed);
+    std::uint32_t finished = 0;  // items run and not yet counted in done_ (batched)
+    std::size_t n_g = 0;         // job g's item count, as read before a successful claim
     std::uint64_t cur = claim_.load(std::memory_order_acquire);
     for (;;) {
-      if (std::uint32_t(cur >> 32) != g) return;
+      if (std::uint32_t(cur >> 32) != g) break;
       const std::size_t begin = std::size_t(cur & index_mask);
-      const std::size_t n = n_.load(std::memory_order_acquire), grain = grain_.load(std::memory_order_acquire);
+      const std::size_t n = n_.load(std::memory_order_acquire);
+      const std::size_t grain = grain_.load(std::memory_order_acquire);
       const job* f = job_.load(std::memory_order_acquire);
-      if (begin >= n) return;
+      if (begin >= n) break;
       const std::size_t end = begin + grain < n ? begin + grain : n;
       if (!claim_.compare_exchange_weak(cur, (std::uint64_t(g) << 32) | end, std::memory_order_acq_rel,
                                         std::memory_order_acquire))
         continue;
+      n_g = n;
       (*f)(begin, end, tid);
       const auto k = std::uint32_t(end - begin);
-      if (done_.fetch_add(k, std::memory_order_seq_cst) + k == std::uint32_t(n) && caller_asleep_.load(std::memory_order_seq_cst))
-        detail::futex_wake_all(done_);
+      if (batched)
+        finished += k;
+      else
+        count_done(k, n_g);
       cur = claim_.load(std::memory_order_acquire);
     }
+    // Job g cannot end while items of it are uncounted (the caller waits for them all).
+    if (finished) count_done(finished, n_g);
+  }
+
+  void count_done(std::uint32_t k, std::size_t n) noexcept {
+    if (done_.fetch_add(k, std::memory_order_seq_cst) + k == std::uint32_t(n) && caller_asleep_.load(std::memory_order_seq_cst))
+      detail::futex_wake_all(done_);
   }
 
   // A job of no items (the claim word is left as it is, so no chunk can be taken with it):
@@ -223,17 +245,22 @@ class thread_pool {
     }
   }
 
+  // Three cache lines: what idle workers poll (generation, sleepers, hot, stop), what a claim
+  // reads and writes (the claim word and the job it validates), and what finishing writes and
+  // the caller polls (done). On one line, every claim and every finished item invalidated the
+  // copies of every spinning thread.
   unsigned n_threads_;
   std::vector<std::thread> workers_;
-  std::atomic<std::uint32_t> generation_{0};
-  std::atomic<bool> stop_{false};
-  std::atomic<std::uint64_t> claim_{0};  // (generation << 32) | next index
-  std::atomic<std::uint32_t> done_{0};   // items finished in the current job (n < 2^32)
+  alignas(64) std::atomic<std::uint32_t> generation_{0};
   std::atomic<std::uint32_t> sleepers_{0};  // workers asleep (or about to be) on generation_
+  std::atomic<std::uint32_t> hot_{0};       // open hot_scopes
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> batched_done_{true};    // set_batched_done
+  alignas(64) std::atomic<std::uint64_t> claim_{0};  // (generation << 32) | next index
   std::atomic<const job*> job_{nullptr};
   std::atomic<std::size_t> n_{0}, grain_{1};
+  alignas(64) std::atomic<std::uint32_t> done_{0};   // items finished in the current job (n < 2^32)
   std::atomic<bool> caller_asleep_{false};  // the caller waits on done_ (notify it at the end)
-  std::atomic<std::uint32_t> hot_{0};       // open hot_scopes
 };
 
 }  // namespace strata::kernels::cpu

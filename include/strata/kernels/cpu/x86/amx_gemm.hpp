@@ -4,10 +4,11 @@
 // -mamx-tile -mamx-int8 on top of the AVX-512 + VNNI flags); select.cpp picks that tier only when
 // the CPU has AMX-TILE/INT8 and Linux granted the process the tile state (kernels/cpu/isa.hpp).
 //
-// A tile product C[t][n] += Σ_k A[t][k]·B[k][n] takes 16 tokens × 64 activation bytes (A, rows
-// act_stride apart, read straight from the quantized activation rows) and 16 packed rows × 64
-// weight bytes laid out 4 consecutive K values per 32-bit lane (B): the packed layout already is
-// that layout, so Q8_0's B tiles load straight from the packed weights. The reference's exact
+// A tile product C[t][n] += Σ_k A[t][k]·B[k][n] takes 16 tokens × 64 activation bytes (A: the
+// K-quants' rows act_stride apart, read straight from the quantized activation rows; Q8_0's
+// copied per tile, below) and 16 packed rows × 64 weight bytes laid out 4 consecutive K values
+// per 32-bit lane (B): the packed layout already is that layout (Q8_0's B scratch only flips
+// the codes' offset and converts the scales). The reference's exact
 // int32 block sums come out of the tiles; the float part (one scale product and one FMA per block,
 // blocks in order) runs on AVX-512 per token row as the VNNI kernel does: the same bits.
 //
@@ -67,13 +68,13 @@ inline void amx_configure(int a_colsb, int b_tiles, int b_rows) noexcept {
                        static_cast<const void*>(base)),                                                \
                    "r"(static_cast<long>(stride))                                                      \
                    : "memory")
-// Q8_0: block i of the 16 tokens at act0 (A tile ta) times the group's block i (B tile tb: the
-// offset-binary weights w + 128, unsigned, straight from the packed layout) into C tile tc.
-#define STRATA_Q8_PRODUCT(ta, tb, tc, i)                   \
-  STRATA_TILE_LOAD(ta, act0 + 34 * (i) + 2, a.act_stride); \
-  STRATA_TILE_LOAD(tb, gw + (i)*bb + 32, 64);              \
-  _tile_zero(tc);                                          \
-  _tile_dpbsud(tc, ta, tb)
+// Q8_0: block i of the 16 tokens at act0 (A tile ta) times block i's signed codes in the B
+// scratch bs (B tile tb) into C tile tc.
+#define STRATA_Q8_PRODUCT(ta, tb, tc, i)                          \
+  STRATA_TILE_LOAD(ta, ts + (i) * q8_0_amx::tile_block_bytes, 32); \
+  STRATA_TILE_LOAD(tb, bs + (i) * q8_0_amx::block_scratch, 64);   \
+  _tile_zero(tc);                                                 \
+  _tile_dpbssd(tc, ta, tb)
 // K-quants, K step c of a block: A tile ta (activations 64c..64c+63 of the 16 tokens), then per
 // pass p the B tile at bt + (c·P + p)·1 KiB into C tile tmm(8 − P + p).
 #define STRATA_KQ_STEP2(c, ta, tb, tb1)                     \
@@ -122,6 +123,14 @@ inline void amx_store(const gemm_args& a, std::size_t g, std::size_t t0, const _
   for (std::size_t t = 0; t < amx_tile_tokens; ++t) _mm512_mask_storeu_ps(a.y + (t0 + t) * a.y_stride + row0, m, acc[t]);
 }
 
+// amx_store's outputs read back (the running sums between K segments; padding lanes read 0).
+inline void amx_load(const gemm_args& a, std::size_t g, std::size_t t0, __m512* acc) noexcept {
+  const std::size_t row0 = g * pack_rows;
+  const std::size_t rows = a.n_rows - row0 < pack_rows ? a.n_rows - row0 : pack_rows;
+  const __mmask16 m = __mmask16((1u << rows) - 1);
+  for (std::size_t t = 0; t < amx_tile_tokens; ++t) acc[t] = _mm512_maskz_loadu_ps(m, a.y + (t0 + t) * a.y_stride + row0);
+}
+
 // Bytes × per-32-bit-lane digit (the same digit in both 16-bit halves of dd), products fitting
 // a byte: unsigned bytes (Q4_K codes) and signed bytes (Q6_K codes).
 inline __m512i mul_u8(__m512i v, __m512i dd) noexcept {
@@ -139,108 +148,130 @@ inline __m512i pair16(__m512i d) noexcept {  // int32 lanes −32768..32767 → 
 }
 
 // ---- Q8_0: one 32-element block per tile product (each block has its own scale) ----------
+//
+// The float part is the cost (a tile product is 16 cycles; its 256 outputs need 16 rows of
+// convert, scale product and FMA), so everything else is taken out of the per-block epilogue:
+// a group batch's weights are copied once per call into a scratch of signed codes (w, not
+// w + 128: tdpbssd then gives Σ w·a with no −128·Σa correction) with each block's 16 row
+// scales as floats beside them, and each token tile's activation scales are converted once per
+// batch into 16 floats per block (one broadcast operand each). Per 16 outputs of a block: one
+// convert (C row from memory), one multiply (d_w · broadcast d_a), one FMA, the reference's
+// fma(float(Σ w·a), d_w·d_a, acc).
 
 struct q8_0_amx {
   using vnni = q8_0_kernel;
   using layout = packed::q8_0;
+  // Per block in the B scratch: the signed codes as the B tile (8 rows × 64 bytes), then d_w[16].
+  static constexpr std::size_t block_scratch = 512 + 64;
 
-  // acc[t] += (C[t] − 128·Σa)·(d_w·d_a) for block b, exactly packed::q8_0::accumulate's floats.
-  static void finish(const std::int32_t* c, const std::uint8_t* gb, const gemm_args& a, const std::uint8_t* act0,
-                     std::size_t b, __m512* acc) noexcept {
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
-    for (std::size_t t = 0; t < amx_tile_tokens; ++t) {
-      const std::uint8_t* at = act0 + t * a.act_stride;
-      std::int32_t corr;
-      std::memcpy(&corr, at + a.act_row_bytes + 4 * b, 4);
-      const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c + 16 * t), _mm512_set1_epi32(corr));
-      const float da = fp16_table.v[at[34 * b] | at[34 * b + 1] << 8];
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[t]);
+  static void prepare_block(const std::uint8_t* gb, std::uint8_t* out) noexcept {
+    const __m512i k80 = _mm512_set1_epi8(char(0x80));
+    for (int s = 0; s < 8; ++s)
+      _mm512_store_si512(out + 64 * s, _mm512_xor_si512(_mm512_loadu_si512(gb + 32 + 64 * s), k80));
+    _mm512_store_ps(out + 512, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb))));
+  }
+
+  // Per block in a token tile's scratch: the 16 rows' codes back to back (the A tile, 16 × 32
+  // bytes, no row crossing a cache line), then d_a[16] in token order.
+  static constexpr std::size_t tile_block_bytes = 512 + 64;
+
+  static void prepare_tile(const std::uint8_t* act0, std::size_t stride, std::size_t nb, std::uint8_t* out) noexcept {
+    const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(std::int32_t(stride)));
+    for (std::size_t b = 0; b < nb; ++b, out += tile_block_bytes) {
+      for (std::size_t t = 0; t < amx_tile_tokens; ++t)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * t),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act0 + t * stride + 34 * b + 2)));
+      const __m512i h = _mm512_i32gather_epi32(rows, act0 + 34 * b, 1);  // d (fp16) in each low half
+      _mm512_store_ps(out + 512, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
     }
   }
+
+  // acc[t] = fma(float(C[t]), d_w · d_a[t], acc[t]) for one block's C tile.
+  static void finish(const std::int32_t* c, const std::uint8_t* bs, const std::uint8_t* ts, __m512* acc) noexcept {
+    const __m512 dw = _mm512_load_ps(bs + 512);
+    const float* da = reinterpret_cast<const float*>(ts + 512);
+    for (std::size_t t = 0; t < amx_tile_tokens; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * t)), _mm512_mul_ps(dw, _mm512_set1_ps(da[t])), acc[t]);
+  }
+
+  // Blocks per K segment: a token tile's segment of A scratch and one group's of B scratch
+  // (18 KiB each) stay in L1 together while the batch's groups pass; each group's 16 running
+  // sums wait in memory between segments (the FMAs stay in block order).
+  static constexpr std::size_t seg_blocks = 32;
 
   static void run(const gemm_args& a, std::size_t n_tiles) noexcept {
     amx_configure(32, 2, 8);  // A: 16 × 32 bytes; B: 8 rows (32 K values) × 64 bytes; C: tmm4-7
     const std::size_t nb = a.k / layout::block_elems, bb = layout::group_block_bytes;
+    const std::size_t per_group = nb * block_scratch;
+    // Batches of groups whose B scratch fits 256 KiB (in L2), as even as the call allows.
+    const std::size_t max_batch = per_group >= (256u << 10) ? 1 : (256u << 10) / per_group;
+    const std::size_t n_groups = a.group_end - a.group_begin, n_batches = (n_groups + max_batch - 1) / max_batch;
+    if (n_groups == 0) return;
+    const std::size_t batch = (n_groups + n_batches - 1) / n_batches;
+    std::uint8_t* bt = amx_b_scratch.get(batch * per_group);
+    std::uint8_t* ts = amx_t_scratch.get(seg_blocks * tile_block_bytes + batch * amx_tile_tokens * sizeof(__m512));
+    __m512* sums = reinterpret_cast<__m512*>(ts + seg_blocks * tile_block_bytes);
     alignas(64) std::int32_t c[4][256];
-    // Token tiles outer, the call's groups inner: a tile pair's activations (32 rows) stay in
-    // L1/L2 while the chunk's weights (at most 256 KiB, in L2) pass, rather than every token's
-    // activations being read again for each group.
-    std::size_t tile = 0;
-    for (; tile + 2 <= n_tiles; tile += 2)  // two token tiles share each B tile
-      for (std::size_t g = a.group_begin; g < a.group_end; ++g) {
-        const std::uint8_t* gw = a.w + g * a.group_bytes;
+    for (std::size_t g0 = a.group_begin; g0 < a.group_end; g0 += batch) {
+      const std::size_t g1 = a.group_end - g0 < batch ? a.group_end : g0 + batch;
+      for (std::size_t g = g0; g < g1; ++g)
+        for (std::size_t b = 0; b < nb; ++b)
+          prepare_block(a.w + g * a.group_bytes + b * bb, bt + (g - g0) * per_group + b * block_scratch);
+      // Token tiles outer, K segments, then the batch's groups: a tile's segment of activations
+      // stays in L1 while the batch's B scratch (in L2) passes.
+      for (std::size_t tile = 0; tile < n_tiles; ++tile) {
         const std::size_t t0 = tile * amx_tile_tokens;
-        const std::uint8_t* act0 = a.act + t0 * a.act_stride;
-        const std::uint8_t* act1 = act0 + amx_tile_tokens * a.act_stride;
-        __m512 acc[2 * amx_tile_tokens];
-        for (auto& v : acc) v = _mm512_setzero_ps();
-        std::size_t b = 0;
-        for (; b + 2 <= nb; b += 2) {  // blocks b (C tiles 4, 5) and b + 1 (6, 7) in flight
-          STRATA_TILE_LOAD(2, gw + b * bb + 32, 64);
-          STRATA_TILE_LOAD(0, act0 + 34 * b + 2, a.act_stride);
-          STRATA_TILE_LOAD(1, act1 + 34 * b + 2, a.act_stride);
-          _tile_zero(4);
-          _tile_zero(5);
-          _tile_dpbsud(4, 0, 2);
-          _tile_dpbsud(5, 1, 2);
-          STRATA_TILE_LOAD(3, gw + (b + 1) * bb + 32, 64);
-          STRATA_TILE_LOAD(0, act0 + 34 * (b + 1) + 2, a.act_stride);
-          STRATA_TILE_LOAD(1, act1 + 34 * (b + 1) + 2, a.act_stride);
-          _tile_zero(6);
-          _tile_zero(7);
-          _tile_dpbsud(6, 0, 3);
-          _tile_dpbsud(7, 1, 3);
-          _tile_stored(4, c[0], 64);
-          _tile_stored(5, c[1], 64);
-          _tile_stored(6, c[2], 64);
-          _tile_stored(7, c[3], 64);
-          finish(c[0], gw + b * bb, a, act0, b, acc);
-          finish(c[1], gw + b * bb, a, act1, b, acc + amx_tile_tokens);
-          finish(c[2], gw + (b + 1) * bb, a, act0, b + 1, acc);
-          finish(c[3], gw + (b + 1) * bb, a, act1, b + 1, acc + amx_tile_tokens);
+        for (std::size_t s0 = 0; s0 < nb; s0 += seg_blocks) {
+          const std::size_t s1 = nb - s0 < seg_blocks ? nb : s0 + seg_blocks;
+          prepare_tile(a.act + t0 * a.act_stride + 34 * s0, a.act_stride, s1 - s0, ts);
+          for (std::size_t g = g0; g < g1; ++g) {
+            const std::uint8_t* bs = bt + (g - g0) * per_group + s0 * block_scratch;
+            __m512* gs = sums + (g - g0) * amx_tile_tokens;
+            __m512 acc[amx_tile_tokens];
+            for (std::size_t t = 0; t < amx_tile_tokens; ++t) acc[t] = s0 ? gs[t] : _mm512_setzero_ps();
+            const std::size_t n = s1 - s0;
+            // Pairs of blocks, C tiles 4-5 and 6-7 in turn: a pair's products are issued before
+            // the previous pair's epilogue, which then overlaps them.
+            std::size_t b = 0, prev = 0;
+            bool pending = false, odd = false;
+            for (; b + 2 <= n; b += 2, odd = !odd) {
+              if (!odd) {
+                STRATA_Q8_PRODUCT(0, 2, 4, b);
+                STRATA_Q8_PRODUCT(1, 3, 5, b + 1);
+              } else {
+                STRATA_Q8_PRODUCT(0, 2, 6, b);
+                STRATA_Q8_PRODUCT(1, 3, 7, b + 1);
+              }
+              if (pending)
+                for (std::size_t i = 0; i < 2; ++i)
+                  finish(c[2 * !odd + i], bs + (prev + i) * block_scratch, ts + (prev + i) * tile_block_bytes, acc);
+              if (!odd) {
+                _tile_stored(4, c[0], 64);
+                _tile_stored(5, c[1], 64);
+              } else {
+                _tile_stored(6, c[2], 64);
+                _tile_stored(7, c[3], 64);
+              }
+              pending = true, prev = b;
+            }
+            if (pending)
+              for (std::size_t i = 0; i < 2; ++i)
+                finish(c[odd ? i : 2 + i],  // the last pair's buffers
+                        bs + (prev + i) * block_scratch, ts + (prev + i) * tile_block_bytes, acc);
+            if (b < n) {
+              STRATA_Q8_PRODUCT(0, 2, 4, b);
+              _tile_stored(4, c[0], 64);
+              finish(c[0], bs + b * block_scratch, ts + b * tile_block_bytes, acc);
+            }
+            if (s1 == nb)
+              amx_store(a, g, t0, acc);
+            else
+              for (std::size_t t = 0; t < amx_tile_tokens; ++t) gs[t] = acc[t];
+          }
         }
-        for (; b < nb; ++b) {
-          STRATA_TILE_LOAD(2, gw + b * bb + 32, 64);
-          STRATA_TILE_LOAD(0, act0 + 34 * b + 2, a.act_stride);
-          STRATA_TILE_LOAD(1, act1 + 34 * b + 2, a.act_stride);
-          _tile_zero(4);
-          _tile_zero(5);
-          _tile_dpbsud(4, 0, 2);
-          _tile_dpbsud(5, 1, 2);
-          _tile_stored(4, c[0], 64);
-          _tile_stored(5, c[1], 64);
-          finish(c[0], gw + b * bb, a, act0, b, acc);
-          finish(c[1], gw + b * bb, a, act1, b, acc + amx_tile_tokens);
-        }
-        amx_store(a, g, t0, acc);
-        amx_store(a, g, t0 + amx_tile_tokens, acc + amx_tile_tokens);
       }
-    for (; tile < n_tiles; ++tile)
-      for (std::size_t g = a.group_begin; g < a.group_end; ++g) {
-        const std::uint8_t* gw = a.w + g * a.group_bytes;
-        const std::size_t t0 = tile * amx_tile_tokens;
-        const std::uint8_t* act0 = a.act + t0 * a.act_stride;
-        __m512 acc[amx_tile_tokens];
-        for (auto& v : acc) v = _mm512_setzero_ps();
-        std::size_t b = 0;
-        for (; b + 4 <= nb; b += 4) {  // four blocks in flight, A and B double-buffered
-          STRATA_Q8_PRODUCT(0, 2, 4, b);
-          STRATA_Q8_PRODUCT(1, 3, 5, b + 1);
-          STRATA_Q8_PRODUCT(0, 2, 6, b + 2);
-          STRATA_Q8_PRODUCT(1, 3, 7, b + 3);
-          _tile_stored(4, c[0], 64);
-          _tile_stored(5, c[1], 64);
-          _tile_stored(6, c[2], 64);
-          _tile_stored(7, c[3], 64);
-          for (std::size_t i = 0; i < 4; ++i) finish(c[i], gw + (b + i) * bb, a, act0, b + i, acc);
-        }
-        for (; b < nb; ++b) {
-          STRATA_Q8_PRODUCT(0, 2, 4, b);
-          _tile_stored(4, c[0], 64);
-          finish(c[0], gw + b * bb, a, act0, b, acc);
-        }
-        amx_store(a, g, t0, acc);
-      }
+    }
   }
 };
 
@@ -446,16 +477,27 @@ struct q6_k_amx {
 };
 
 // Groups are taken a batch at a time (their B tiles within 256 KiB, in L2), and every token
-// tile (pair) passes over the whole batch, so a tile's activations (K = 3072: 3.5 KiB a token)
-// are read from memory once per batch rather than once per group.
+// tile (pair) passes over the whole batch, so a tile's activations are read from memory once
+// per batch rather than once per group. K is cut into segments of `seg` blocks so that a batch
+// holds many groups even at large K (Q4_K's digit tiles are 8.25 KiB a block: at K = 4096 a
+// whole-K batch was one group, and every group read all the call's activations again); the
+// running sums wait in y between segments (stored and read back as floats: the same FMAs, in
+// block order).
 template <class K>
 inline void kq_run(const gemm_args& a, std::size_t n_tiles) noexcept {
   constexpr int P = K::passes;
+  constexpr std::size_t budget = 256u << 10;
   amx_configure(64, P == 2 ? 4 : 3, 16);
   const std::size_t nb = a.k / K::layout::block_elems, bb = K::layout::group_block_bytes;
-  const std::size_t per_group = nb * K::block_scratch;
-  const std::size_t max_batch = per_group >= (256u << 10) ? 1 : (256u << 10) / per_group;
-  const std::size_t n_groups = a.group_end - a.group_begin, batch = n_groups < max_batch ? n_groups : max_batch;
+  const std::size_t n_groups = a.group_end - a.group_begin;
+  if (n_groups == 0) return;
+  // The call's groups in one batch if segments of 2+ blocks allow it, else the longest segments.
+  std::size_t seg = budget / (n_groups * K::block_scratch);
+  seg = seg < 2 ? 2 : seg;
+  seg = seg > nb ? nb : seg;
+  const std::size_t per_group = seg * K::block_scratch;
+  const std::size_t max_batch = per_group >= budget ? 1 : budget / per_group;
+  const std::size_t n_batches = (n_groups + max_batch - 1) / max_batch, batch = (n_groups + n_batches - 1) / n_batches;
   std::uint8_t* bt = amx_b_scratch.get(batch * per_group);
   const std::size_t n_tok = n_tiles * amx_tile_tokens, tok_stride = nb * K::token_block_bytes;
   std::uint8_t* tok = K::token_block_bytes ? amx_t_scratch.get(n_tok * tok_stride) : nullptr;
@@ -467,44 +509,55 @@ inline void kq_run(const gemm_args& a, std::size_t n_tiles) noexcept {
   };
   for (std::size_t g0 = a.group_begin; g0 < a.group_end; g0 += batch) {
     const std::size_t g1 = a.group_end - g0 < batch ? a.group_end : g0 + batch;
-    for (std::size_t g = g0; g < g1; ++g)
-      for (std::size_t b = 0; b < nb; ++b)
-        K::prepare_block(a.w + g * a.group_bytes + b * bb, bt + (g - g0) * per_group + b * K::block_scratch);
-    std::size_t tile = 0;
-    if constexpr (P == 2)
-      for (; tile + 2 <= n_tiles; tile += 2)  // two tiles at a time (kq_block2_pair)
+    for (std::size_t s0 = 0; s0 < nb; s0 += seg) {
+      const std::size_t s1 = nb - s0 < seg ? nb : s0 + seg;
+      for (std::size_t g = g0; g < g1; ++g)
+        for (std::size_t b = s0; b < s1; ++b)
+          K::prepare_block(a.w + g * a.group_bytes + b * bb, bt + (g - g0) * per_group + (b - s0) * K::block_scratch);
+      std::size_t tile = 0;
+      if constexpr (P == 2)
+        for (; tile + 2 <= n_tiles; tile += 2)  // two tiles at a time (kq_block2_pair)
+          for (std::size_t g = g0; g < g1; ++g) {
+            const std::uint8_t* gw = a.w + g * a.group_bytes;
+            const std::uint8_t* btg = bt + (g - g0) * per_group;
+            const std::size_t t0 = tile * amx_tile_tokens, t1 = t0 + amx_tile_tokens;
+            const std::uint8_t *act0 = a.act + t0 * a.act_stride, *act1 = a.act + t1 * a.act_stride;
+            __m512 acc[2 * amx_tile_tokens];
+            if (s0) {
+              amx_load(a, g, t0, acc);
+              amx_load(a, g, t1, acc + amx_tile_tokens);
+            } else {
+              for (auto& v : acc) v = _mm512_setzero_ps();
+            }
+            for (std::size_t b = s0; b < s1; ++b) {
+              const std::uint8_t* bb_t = btg + (b - s0) * K::block_scratch;
+              kq_block2_pair(act0 + b * q8k_bytes, act1 + b * q8k_bytes, a.act_stride, bb_t, c, c1);
+              K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
+              K::finish(c1, gw + b * bb, bb_t, act1 + b * q8k_bytes, a.act_stride, tok_at(t1, b), tok_stride,
+                        acc + amx_tile_tokens);
+            }
+            amx_store(a, g, t0, acc);
+            amx_store(a, g, t1, acc + amx_tile_tokens);
+          }
+      for (; tile < n_tiles; ++tile)
         for (std::size_t g = g0; g < g1; ++g) {
           const std::uint8_t* gw = a.w + g * a.group_bytes;
           const std::uint8_t* btg = bt + (g - g0) * per_group;
-          const std::size_t t0 = tile * amx_tile_tokens, t1 = t0 + amx_tile_tokens;
-          const std::uint8_t *act0 = a.act + t0 * a.act_stride, *act1 = a.act + t1 * a.act_stride;
-          __m512 acc[2 * amx_tile_tokens];
-          for (auto& v : acc) v = _mm512_setzero_ps();
-          for (std::size_t b = 0; b < nb; ++b) {
-            const std::uint8_t* bb_t = btg + b * K::block_scratch;
-            kq_block2_pair(act0 + b * q8k_bytes, act1 + b * q8k_bytes, a.act_stride, bb_t, c, c1);
+          const std::size_t t0 = tile * amx_tile_tokens;
+          const std::uint8_t* act0 = a.act + t0 * a.act_stride;
+          __m512 acc[amx_tile_tokens];
+          if (s0)
+            amx_load(a, g, t0, acc);
+          else
+            for (auto& v : acc) v = _mm512_setzero_ps();
+          for (std::size_t b = s0; b < s1; ++b) {
+            const std::uint8_t* bb_t = btg + (b - s0) * K::block_scratch;
+            kq_block<P>(act0 + b * q8k_bytes, a.act_stride, bb_t, c);
             K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
-            K::finish(c1, gw + b * bb, bb_t, act1 + b * q8k_bytes, a.act_stride, tok_at(t1, b), tok_stride,
-                      acc + amx_tile_tokens);
           }
           amx_store(a, g, t0, acc);
-          amx_store(a, g, t1, acc + amx_tile_tokens);
         }
-    for (; tile < n_tiles; ++tile)
-      for (std::size_t g = g0; g < g1; ++g) {
-        const std::uint8_t* gw = a.w + g * a.group_bytes;
-        const std::uint8_t* btg = bt + (g - g0) * per_group;
-        const std::size_t t0 = tile * amx_tile_tokens;
-        const std::uint8_t* act0 = a.act + t0 * a.act_stride;
-        __m512 acc[amx_tile_tokens];
-        for (auto& v : acc) v = _mm512_setzero_ps();
-        for (std::size_t b = 0; b < nb; ++b) {
-          const std::uint8_t* bb_t = btg + b * K::block_scratch;
-          kq_block<P>(act0 + b * q8k_bytes, a.act_stride, bb_t, c);
-          K::finish(c, gw + b * bb, bb_t, act0 + b * q8k_bytes, a.act_stride, tok_at(t0, b), tok_stride, acc);
-        }
-        amx_store(a, g, t0, acc);
-      }
+    }
   }
 }
 

@@ -38,7 +38,8 @@ struct engine_backend<kernels::cpu::backend> {
     auto be = std::make_unique<kernels::cpu::backend>(opt.threads ? opt.threads : kernels::cpu::thread_pool::physical_cores(),
                                                       select_kernel_table(engine_isa()));
     // Lab knobs (bench/RESULTS.md, "CPU Q8_0 on AMX, thread scaling"): 0 restores the split
-    // and pool counting from before them (STRATA_CPU_DECODE_CHUNKS=8 and STRATA_CPU_PREFILL_CHUNKS=4 are the defaults).
+    // and pool counting from before them (STRATA_CPU_DECODE_CHUNKS=8 and STRATA_CPU_PREFILL_CHUNKS=4 are the defaults;
+    // the pool counts finished items one by one unless STRATA_CPU_POOL_BATCHED_DONE=1).
     kernels::cpu::work_split split;
     if (const char* e = std::getenv("STRATA_CPU_PREFILL_CHUNKS")) split.prefill_chunks_per_thread = unsigned(std::strtoul(e, nullptr, 10));
     if (const char* e = std::getenv("STRATA_CPU_TOKEN_SPLIT")) split.prefill_min_items_per_thread = unsigned(std::strtoul(e, nullptr, 10));

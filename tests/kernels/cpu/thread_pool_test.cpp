@@ -22,7 +22,7 @@ using strata::kernels::cpu::thread_pool;
 void check_jobs(unsigned threads, int jobs, std::uint32_t seed, bool batched_done = true) {
   thread_pool pool(threads);
   REQUIRE(pool.size() == threads);
-  CHECK(pool.batched_done());  // the default
+  CHECK_FALSE(pool.batched_done());  // the default: per item
   pool.set_batched_done(batched_done);
   CHECK(pool.batched_done() == batched_done);
   std::mt19937 rng(seed);

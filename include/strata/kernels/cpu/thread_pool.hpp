@@ -101,7 +101,10 @@ class thread_pool {
   // (when it finds no item left) rather than once per item: one write to that line per thread
   // and job instead of one per item, which with many threads and small items (a decode step's)
   // was as many contended atomics as claims. The caller still returns only when every item is
-  // done. Set between jobs (before the first), from the thread that calls parallel_for.
+  // done. Off by default (STRATA_CPU_POOL_BATCHED_DONE=1 in the engine turns it on): a worker
+  // preempted between two items holds finished work uncounted and the caller waits for it, and
+  // no 16-thread measurement has yet shown the gain that would pay for that on a busy machine.
+  // Set between jobs (before the first), from the thread that calls parallel_for.
   void set_batched_done(bool on) noexcept { batched_done_.store(on, std::memory_order_relaxed); }
   bool batched_done() const noexcept { return batched_done_.load(std::memory_order_relaxed); }
 
@@ -255,7 +258,7 @@ class thread_pool {
   std::atomic<std::uint32_t> sleepers_{0};  // workers asleep (or about to be) on generation_
   std::atomic<std::uint32_t> hot_{0};       // open hot_scopes
   std::atomic<bool> stop_{false};
-  std::atomic<bool> batched_done_{true};    // set_batched_done
+  std::atomic<bool> batched_done_{false};   // set_batched_done
   alignas(64) std::atomic<std::uint64_t> claim_{0};  // (generation << 32) | next index
   std::atomic<const job*> job_{nullptr};
   std::atomic<std::size_t> n_{0}, grain_{1};

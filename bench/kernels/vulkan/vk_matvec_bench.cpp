@@ -176,6 +176,20 @@ std::vector<std::pair<std::string, std::string>> variant_fields(const std::strin
   return out;
 }
 
+// A tile variant's fields: BM, BN, WM, WN into the tile, any other key to `other` (which throws
+// on keys it does not know).
+template <class Other>
+void tile_fields(const std::string& s, std::uint32_t& bm, std::uint32_t& bn, std::uint32_t& wm, std::uint32_t& wn, Other&& other) {
+  for (const auto& [key, value] : variant_fields(s)) {
+    const std::uint32_t n = std::uint32_t(std::stoul(value));
+    if (key == "BM") bm = n;
+    else if (key == "BN") bn = n;
+    else if (key == "WM") wm = n;
+    else if (key == "WN") wn = n;
+    else other(key, n);
+  }
+}
+
 variant parse_variant(const std::string& s, std::uint32_t nt, const device_info& info, gguf::type_id fmt, std::uint32_t K) {
   variant v;
   v.name = s;
@@ -212,15 +226,10 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
   if (s.rfind("iq", 0) == 0) {
     v.iq = true;
     std::uint32_t bm = 64, bn = 64, wm = 32, wn = 32, rs = 5;
-    for (const auto& [key, value] : variant_fields(s)) {
-      const std::uint32_t n = std::uint32_t(std::stoul(value));
-      if (key == "BM") bm = n;
-      else if (key == "BN") bn = n;
-      else if (key == "WM") wm = n;
-      else if (key == "WN") wn = n;
-      else if (key == "RS") rs = n;
+    tile_fields(s, bm, bn, wm, wn, [&](const std::string& key, std::uint32_t n) {
+      if (key == "RS") rs = n;
       else throw error("unknown variant field '" + key + "'");
-    }
+    });
     if (!info.nv_coopmat || !info.nv_coopmat_int8 || !mmq_layout)
       throw error("variant " + s + " needs int8 tensor cores with a lane-uniform accumulator layout");
     v.bm = bm, v.bn = bn;
@@ -237,13 +246,8 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     std::uint32_t bm = 128, bn = 128, wm = 32, wn = 64, bk = 32, lab_bits = 0;
     bool q2 = false;  // mmq: QW2 (two threads per weight row)
     bool n8 = false;  // 16x8x16 products (MMA_N 8)
-    for (const auto& [key, value] : variant_fields(s)) {
-      const std::uint32_t n = std::uint32_t(std::stoul(value));
-      if (key == "BM") bm = n;
-      else if (key == "BN") bn = n;
-      else if (key == "WM") wm = n;
-      else if (key == "WN") wn = n;
-      else if (key == "BK") bk = n;
+    tile_fields(s, bm, bn, wm, wn, [&](const std::string& key, std::uint32_t n) {
+      if (key == "BK") bk = n;
       else if (key == "LAB") lab_bits = n;  // mul_mm_f16.glsl's LAB knobs (results are then wrong)
       else if (key == "XH") v.xh = n != 0;
       else if (key == "TF") v.tok_fast = n != 0;
@@ -251,7 +255,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
       else if (key == "Q2") q2 = n != 0;
       else if (key == "N8") n8 = n != 0;
       else throw error("unknown variant field '" + key + "'");
-    }
+    });
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
     v.bm = bm, v.bn = bn;
     v.defines = {{"WG", std::to_string(bm / wm * (bn / wn) * 32)}, {"COOPMAT", "1"}, {"BM", std::to_string(bm)},
@@ -277,14 +281,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
       return v;
     }
     std::uint32_t bm = 128, bn = 128, wm = 64, wn = 32;
-    for (const auto& [key, value] : variant_fields(s)) {
-      const std::uint32_t n = std::uint32_t(std::stoul(value));
-      if (key == "BM") bm = n;
-      else if (key == "BN") bn = n;
-      else if (key == "WM") wm = n;
-      else if (key == "WN") wn = n;
-      else throw error("unknown variant field '" + key + "'");
-    }
+    tile_fields(s, bm, bn, wm, wn, [](const std::string& key, std::uint32_t) { throw error("unknown variant field '" + key + "'"); });
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
     v.bm = bm, v.bn = bn;
     v.defines = {{"WG", std::to_string(bm / wm * (bn / wn) * 32)}, {"COOPMAT", "1"}, {"MMA2", "1"},

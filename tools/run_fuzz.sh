@@ -9,10 +9,19 @@
 #    (tests/fuzz/request_parser_fuzz.cpp), seeded with the SDK conformance traffic
 #    (tests/fuzz/seeds/requests/, recorded by tests/clients with STRATA_RECORD_REQUESTS).
 # (The model-level fuzzer, tests/fuzz/model_fuzz.cpp, needs the compiled runtime: CMake builds it.)
-# usage: tools/run_fuzz.sh [seconds per target=60] [target...]
+# usage: tools/run_fuzz.sh [--build-only | --no-build] [seconds per target=60] [target...]
+#   --build-only: build the targets' binaries and stop (no corpus, no run);
+#   --no-build:   run binaries an earlier --build-only left in build-fuzz/.
+# (.ci/run builds every target while the model-level fuzzer runs, then runs the targets side by
+# side, one core each.)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+build=1 run=1
+case ${1:-} in
+  --build-only) run=0; shift ;;
+  --no-build) build=0; shift ;;
+esac
 secs=${1:-60}
 shift || true
 targets=("$@")
@@ -30,19 +39,12 @@ run() {  # name corpus
     -artifact_prefix="$out/artifacts/" -print_final_stats=1 "$2"
 }
 
-for t in "${targets[@]}"; do
-  case $t in
+build_target() {
+  case $1 in
     gguf_reader)
       echo "building gguf_reader_fuzz with $cxx"
       "$cxx" "${flags[@]}" "${san[@]}" "$root/tests/fuzz/gguf_reader_fuzz.cpp" -o "$out/gguf_reader_fuzz"
       "$cxx" "${flags[@]}" "$root/tests/fuzz/gguf_seeds.cpp" -o "$out/gguf_seeds"
-      models=("$root"/tests/fixtures/models/*.gguf)
-      "$out/gguf_seeds" "$corpus" "${models[@]}"
-      for m in "${models[@]}"; do
-        head -c 40960 "$m" > "$corpus/prefix40k-$(basename "$m")"
-      done
-      echo "corpus: $(ls "$corpus" | wc -l) inputs in $corpus"
-      run gguf_reader "$corpus"
       ;;
     request_parser)
       echo "building request_parser_fuzz with $cxx"
@@ -54,12 +56,36 @@ for t in "${targets[@]}"; do
       for f in "${parser_sources[@]}"; do srcs+=("$serve/$f.cpp"); done
       "$cxx" "${flags[@]}" "${san[@]}" "$root/tests/fuzz/request_parser_fuzz.cpp" "${srcs[@]}" \
         -lsimdjson -lboost_json -o "$out/request_parser_fuzz"
+      ;;
+  esac
+}
+
+run_target() {
+  case $1 in
+    gguf_reader)
+      models=("$root"/tests/fixtures/models/*.gguf)
+      "$out/gguf_seeds" "$corpus" "${models[@]}"
+      for m in "${models[@]}"; do
+        head -c 40960 "$m" > "$corpus/prefix40k-$(basename "$m")"
+      done
+      echo "corpus: $(ls "$corpus" | wc -l) inputs in $corpus"
+      run gguf_reader "$corpus"
+      ;;
+    request_parser)
       rcorpus="$root/tests/fuzz/corpus-requests"
       mkdir -p "$rcorpus"
       cp "$root"/tests/fuzz/seeds/requests/* "$rcorpus/"
       echo "corpus: $(ls "$rcorpus" | wc -l) inputs in $rcorpus"
       run request_parser "$rcorpus"
       ;;
+  esac
+}
+
+for t in "${targets[@]}"; do
+  case $t in
+    gguf_reader|request_parser) ;;
     *) echo "unknown fuzz target '$t' (gguf_reader, request_parser)" >&2; exit 2 ;;
   esac
+  if [ "$build" = 1 ]; then build_target "$t"; fi
+  if [ "$run" = 1 ]; then run_target "$t"; fi
 done

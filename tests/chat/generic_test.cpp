@@ -13,13 +13,13 @@ namespace {
 using strata::chat::generic;
 using strata::chat::message;
 
-message msg(std::string role, std::string content) { return {std::move(role), std::move(content), {}}; }
+message generic_msg(std::string role, std::string content) { return {std::move(role), std::move(content), {}}; }
 
 }  // namespace
 
 TEST_CASE("generic: one line per turn, then the assistant prompt") {
-  const std::vector<message> m = {msg("system", "Be kind."), msg("user", "Hi!"), msg("assistant", "Hello."),
-                                  msg("tool", "42"), msg("user", " two\nlines ")};
+  const std::vector<message> m = {generic_msg("system", "Be kind."), generic_msg("user", "Hi!"), generic_msg("assistant", "Hello."),
+                                  generic_msg("tool", "42"), generic_msg("user", " two\nlines ")};
   CHECK(generic::render(m) ==
         "system: Be kind.\nuser: Hi!\nassistant: Hello.\ntool: 42\nuser:  two\nlines \nassistant:");
   CHECK(generic::render(m, {.add_generation_prompt = false}) ==
@@ -33,7 +33,7 @@ TEST_CASE("generic: no special tokens, no BOS, thinking options ignored") {
 }
 
 TEST_CASE("generic: unknown roles are errors") {
-  const std::vector<message> bad = {msg("user", "a"), msg("narrator", "b")};
+  const std::vector<message> bad = {generic_msg("user", "a"), generic_msg("narrator", "b")};
   CHECK_THROWS_WITH_AS(generic::render(bad),
                        "chat: message 1 has role 'narrator', which the generic template does not support "
                        "(expected system, user, assistant or tool)",

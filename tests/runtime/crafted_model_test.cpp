@@ -15,7 +15,7 @@ using namespace strata;
 
 namespace {
 
-const char* fixture(const char* name) {
+const char* crafted_fixture(const char* name) {
   static std::string path;
   path = std::string(STRATA_TEST_FIXTURES) + "/models/" + name;
   return path.c_str();
@@ -57,11 +57,11 @@ TEST_CASE("crafted hyper-parameters are refused at load, naming the key and the 
     CAPTURE(file);
     const std::string a = mc.arch;
     {
-      test::gguf_edit e(fixture(mc.file));
+      test::gguf_edit e(crafted_fixture(mc.file));
       CHECK(load_error(e).empty());  // the unedited copy loads and runs
     }
     const auto refused = [&](const std::string& key, auto value, const std::string& want) {
-      test::gguf_edit e(fixture(mc.file));
+      test::gguf_edit e(crafted_fixture(mc.file));
       e.set(a + "." + key, value);
       const std::string msg = load_error(e);
       CAPTURE(key);
@@ -86,14 +86,14 @@ TEST_CASE("crafted hyper-parameters are refused at load, naming the key and the 
     }
     // A tensor whose shape disagrees with the hyper-parameters.
     {
-      test::gguf_edit e(fixture(mc.file));
+      test::gguf_edit e(crafted_fixture(mc.file));
       auto* t = e.find("blk.0.attn_output.weight");
       REQUIRE(t);
       std::swap(t->ne[0], t->ne[1]);
       if (t->ne[0] != t->ne[1]) CHECK(load_error(e).find("blk.0.attn_output.weight") != std::string::npos);
     }
     {
-      test::gguf_edit e(fixture(mc.file));
+      test::gguf_edit e(crafted_fixture(mc.file));
       e.find("token_embd.weight")->ne[0] += 256;
       CHECK(load_error(e).find("token_embd.weight") != std::string::npos);
     }

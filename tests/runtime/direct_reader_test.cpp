@@ -22,12 +22,12 @@ using strata::tiers::direct_read;
 using strata::tiers::direct_reader;
 
 namespace {
-const fs::path fixture = fs::path(STRATA_TEST_FIXTURES) / "models" / "llama4-Q4_K_M.gguf";
+const fs::path reader_fixture = fs::path(STRATA_TEST_FIXTURES) / "models" / "llama4-Q4_K_M.gguf";
 
 // nullopt-like: false when this file system has no O_DIRECT (tmpfs), said, nothing checked.
 bool make_reader(std::unique_ptr<direct_reader>& r, unsigned depth, std::size_t chunk) {
   try {
-    r = std::make_unique<direct_reader>(fixture, depth, chunk);
+    r = std::make_unique<direct_reader>(reader_fixture, depth, chunk);
     return true;
   } catch (const strata::error& e) {
     if (std::string(e.what()).find("with O_DIRECT") == std::string::npos) throw;
@@ -40,7 +40,7 @@ bool make_reader(std::unique_ptr<direct_reader>& r, unsigned depth, std::size_t 
 TEST_CASE("direct reader: every tensor of a GGUF equals the mapped bytes") {
   std::unique_ptr<direct_reader> r;
   if (!make_reader(r, 4, 16384)) return;
-  const strata::gguf::file f(fixture);
+  const strata::gguf::file f(reader_fixture);
   std::vector<std::vector<std::byte>> out;
   std::vector<direct_read> reads;
   for (const auto& t : f->tensors()) out.emplace_back(t.nbytes + 1);  // +1: unaligned destinations
@@ -60,7 +60,7 @@ TEST_CASE("direct reader: every tensor of a GGUF equals the mapped bytes") {
 TEST_CASE("direct reader: random overlapping, empty and end-of-file ranges") {
   std::unique_ptr<direct_reader> r;
   if (!make_reader(r, 3, 8192)) return;
-  const strata::gguf::file f(fixture);
+  const strata::gguf::file f(reader_fixture);
   const auto whole = f->bytes();
   const std::uint64_t size = r->file_size();
   REQUIRE(size == whole.size());
@@ -85,7 +85,7 @@ TEST_CASE("direct reader: random overlapping, empty and end-of-file ranges") {
 }
 
 TEST_CASE("direct reader: bad arguments and files") {
-  CHECK_THROWS_WITH_AS(direct_reader(fixture, 4, 1000), doctest::Contains("multiple of 4096"), strata::error);
+  CHECK_THROWS_WITH_AS(direct_reader(reader_fixture, 4, 1000), doctest::Contains("multiple of 4096"), strata::error);
   CHECK_THROWS_WITH_AS(direct_reader("/nonexistent/model.gguf"), doctest::Contains("cannot open '/nonexistent/model.gguf'"),
                        strata::error);
 }
@@ -117,7 +117,7 @@ TEST_CASE("direct reader: read_direct into registered memory (READ_FIXED) and be
     CHECK_THROWS_WITH_AS(r->read(unaligned), doctest::Contains("read() after register_memory()"), strata::error);
   }
   if (r->stats().fixed_chunks == 0) return;
-  std::ifstream in(fixture, std::ios::binary);
+  std::ifstream in(reader_fixture, std::ios::binary);
   std::vector<char> file(size);
   REQUIRE(in.read(file.data(), std::streamsize(size)));
   CHECK(std::memcmp(mem, file.data(), size) == 0);

@@ -20,12 +20,11 @@ using namespace sampling_test;
 using ids = std::vector<token_id>;
 
 namespace {
-constexpr float inf = std::numeric_limits<float>::infinity();
 // p = {0.1, 0.4, 0.2, 0.3}: descending order is ids 1, 3, 2, 0 with cumulative 0.4, 0.7, 0.9, 1.0.
 const std::vector<float> four = log_probs({0.1, 0.4, 0.2, 0.3});
 
 // Float probabilities are within a few ulp of the exact ones; 1e-6 is ~10 ulp at 0.4.
-constexpr double prob_tol = 1e-6;
+constexpr double filter_prob_tol = 1e-6;
 }  // namespace
 
 TEST_CASE("top_k: keeps the k highest logits, sorted, lower id wins a tie at the boundary") {
@@ -190,7 +189,7 @@ TEST_CASE("softmax: normalized probabilities, banned tokens get exactly 0") {
   cand_set s(four);
   softmax(s.c);
   const double want[] = {0.1, 0.4, 0.2, 0.3};
-  for (int i = 0; i < 4; ++i) CHECK(s.c.data[i].p == doctest::Approx(want[i]).epsilon(prob_tol));
+  for (int i = 0; i < 4; ++i) CHECK(s.c.data[i].p == doctest::Approx(want[i]).epsilon(filter_prob_tol));
 
   cand_set b({0.0f, -inf, 0.0f});
   softmax(b.c);

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "strata/sampling/candidates.hpp"
@@ -10,6 +11,8 @@
 namespace sampling_test {
 
 using namespace strata::sampling;
+
+inline constexpr float inf = std::numeric_limits<float>::infinity();
 
 // Owns the buffer a `candidates` window points into.
 struct cand_set {

@@ -10,10 +10,6 @@
 
 using namespace sampling_test;
 
-namespace {
-constexpr float inf = std::numeric_limits<float>::infinity();
-}
-
 TEST_CASE("logit_bias: adds to the logit, entries for one token add up") {
   cand_set s({1.0f, 2.0f, 3.0f});
   const std::vector<logit_bias_entry> b = {{0, 0.5f}, {2, -1.0f}, {0, 0.25f}};

@@ -4,14 +4,15 @@
 #include <cmath>
 #include <limits>
 
+#include "helpers.hpp"
 #include "strata/sampling/chain.hpp"
 #include "strata/sampling/sampler_params.hpp"
 
 using namespace strata::sampling;
+using sampling_test::inf;
 
 namespace {
 constexpr std::int32_t n_vocab = 100;
-constexpr float inf = std::numeric_limits<float>::infinity();
 constexpr float qnan = std::numeric_limits<float>::quiet_NaN();
 
 template <class Edit>

@@ -17,14 +17,14 @@ using namespace strata::serve;
 namespace {
 
 // The real Qwen3 vocabulary (151,936 ids; <tool_call> is one token), not the fixture model's.
-const tokenizer::tokenizer& qwen3_tokenizer() {
+const tokenizer::tokenizer& constraints_qwen3_tokenizer() {
   static const auto f = gguf::open(STRATA_TEST_FIXTURES "/tokenizer/ggml-vocab-qwen3.gguf");
   static const auto tok = tokenizer::tokenizer::from_gguf(f.gguf());
   return tok;
 }
 
 grammar_cache& cache() {
-  static grammar_cache c(qwen3_tokenizer());
+  static grammar_cache c(constraints_qwen3_tokenizer());
   return c;
 }
 
@@ -43,14 +43,14 @@ grammar_constraint constraint_for(const parsed_request& r) {
 }
 
 void accept_text(grammar_constraint& c, std::string_view text) {
-  for (const auto t : qwen3_tokenizer().encode(text, false, true)) {
+  for (const auto t : constraints_qwen3_tokenizer().encode(text, false, true)) {
     REQUIRE(c.allows(t));
     c.accept(t);
   }
 }
 
 sampling::token_id one_token(std::string_view text) {
-  const auto ids = qwen3_tokenizer().encode(text, false, true);
+  const auto ids = constraints_qwen3_tokenizer().encode(text, false, true);
   REQUIRE(ids.size() == 1);
   return ids[0];
 }

@@ -22,14 +22,14 @@ namespace {
 
 using namespace strata;
 namespace http = boost::beast::http;
-namespace json = boost::json;
+namespace bjson = boost::json;
 
 const char* model_file = STRATA_TEST_FIXTURES "/models/qwen3-Q4_K_M.gguf";
 constexpr std::uint32_t n_ctx = 64;
 
 struct answer {
   int status = 0;
-  json::object body;
+  bjson::object body;
 };
 
 answer post(std::uint16_t port, const std::string& target, const std::string& body) {
@@ -46,7 +46,7 @@ answer post(std::uint16_t port, const std::string& target, const std::string& bo
   http::response<http::string_body> res;
   http::read(s, buf, res);
   answer a{int(res.result_int()), {}};
-  if (const auto v = json::parse(res.body()); v.is_object()) a.body = v.as_object();
+  if (const auto v = bjson::parse(res.body()); v.is_object()) a.body = v.as_object();
   return a;
 }
 

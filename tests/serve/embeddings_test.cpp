@@ -8,16 +8,16 @@
 #include "serve/embeddings.hpp"
 
 using namespace strata::serve;
-namespace json = boost::json;
+namespace bjson = boost::json;
 
 namespace {
-json_in::object body(const std::string& s) {
+json_in::object parse_body(const std::string& s) {
   static thread_local simdjson::dom::parser p;
   return json_in::parse_object(p, s);
 }
 std::string bad_param(const std::string& s) {
   try {
-    parse_embeddings(body(s), 4);
+    parse_embeddings(parse_body(s), 4);
   } catch (const api_error& e) {
     CHECK(e.status == 400);
     return e.param;
@@ -47,17 +47,17 @@ std::vector<float> decode_base64(const std::string& s) {
 }  // namespace
 
 TEST_CASE("embeddings: input forms") {
-  auto a = parse_embeddings(body(R"({"model":"m","input":"hello"})"), 4);
+  auto a = parse_embeddings(parse_body(R"({"model":"m","input":"hello"})"), 4);
   REQUIRE(a.size() == 1);
   CHECK(a.texts[0] == "hello");
   CHECK(!a.base64);
-  auto b = parse_embeddings(body(R"({"model":"m","input":["a","b"],"encoding_format":"base64","dimensions":4})"), 4);
+  auto b = parse_embeddings(parse_body(R"({"model":"m","input":["a","b"],"encoding_format":"base64","dimensions":4})"), 4);
   CHECK(b.size() == 2);
   CHECK(b.base64);
-  auto c = parse_embeddings(body(R"({"model":"m","input":[1,2,3]})"), 4);
+  auto c = parse_embeddings(parse_body(R"({"model":"m","input":[1,2,3]})"), 4);
   REQUIRE(c.size() == 1);
   CHECK(c.token_inputs[0] == std::vector<std::int32_t>{1, 2, 3});
-  auto d = parse_embeddings(body(R"({"model":"m","input":[[1],[2,3]]})"), 4);
+  auto d = parse_embeddings(parse_body(R"({"model":"m","input":[[1],[2,3]]})"), 4);
   CHECK(d.size() == 2);
   CHECK(d.token_inputs[1] == std::vector<std::int32_t>{2, 3});
 }
@@ -77,7 +77,7 @@ TEST_CASE("embeddings: bad requests are named") {
 TEST_CASE("embeddings: float and base64 bodies carry the same vectors") {
   const std::vector<std::vector<float>> v = {{0.5f, -1.25f, 3.0e-8f}, {1.0f, 0.0f, -0.0f}};
   for (const bool b64 : {false, true}) {
-    const auto o = json::parse(embeddings_body("m", v, b64, 7)).as_object();
+    const auto o = bjson::parse(embeddings_body("m", v, b64, 7)).as_object();
     CHECK(o.at("object") == "list");
     CHECK(o.at("model") == "m");
     CHECK(o.at("usage").at("prompt_tokens") == 7);

@@ -11,7 +11,7 @@
 #include "strata/json/parse.hpp"
 
 using namespace strata::serve;
-namespace json = boost::json;
+namespace bjson = boost::json;
 
 namespace {
 
@@ -65,8 +65,8 @@ parsed_request request(bool include_usage = false, std::int32_t top_logprobs = -
 
 const strata::serve::tool_call weather{"call_1", "get_weather", R"({"city": "Paris"})"};
 
-json::object data(const sse_event& e) { return json::parse(e.data).as_object(); }
-const json::object& choice0(const json::object& chunk) { return chunk.at("choices").as_array()[0].as_object(); }
+bjson::object data(const sse_event& e) { return bjson::parse(e.data).as_object(); }
+const bjson::object& choice0(const bjson::object& chunk) { return chunk.at("choices").as_array()[0].as_object(); }
 
 }  // namespace
 
@@ -127,7 +127,7 @@ TEST_CASE("openai chat stream: tool call deltas (id and name first, arguments in
   CHECK(args == weather.arguments);
   CHECK(choice0(data(ev[4])).at("finish_reason") == "tool_calls");
 
-  const auto b = json::parse(f->body(r)).as_object();
+  const auto b = bjson::parse(f->body(r)).as_object();
   const auto& msg = b.at("choices").as_array()[0].at("message").as_object();
   CHECK(msg.at("content").is_null());
   CHECK(msg.at("tool_calls").as_array()[0].at("function").at("arguments") .as_string() == weather.arguments);
@@ -157,13 +157,13 @@ TEST_CASE("openai chat: n choices interleave by index, logprobs in chunks and bo
   const auto& entry = c.at("logprobs").at("content").as_array()[0].as_object();
   CHECK(entry.at("token") == "Hi");
   CHECK(entry.at("logprob").as_double() == doctest::Approx(-0.5));
-  CHECK(entry.at("bytes") == json::array{72, 105});
+  CHECK(entry.at("bytes") == bjson::array{72, 105});
   const auto& alt = entry.at("top_logprobs").as_array()[1].as_object();
   CHECK(alt.at("token") == "\xef\xbf\xbd");  // a partial UTF-8 byte as U+FFFD; bytes keep it exact
-  CHECK(alt.at("bytes") == json::array{195});
+  CHECK(alt.at("bytes") == bjson::array{195});
   CHECK(choice0(data(ev[3])).at("delta").at("content") == "");
   CHECK(ev[6].data == "[DONE]");
-  const auto b = json::parse(f->body(r)).as_object();
+  const auto b = bjson::parse(f->body(r)).as_object();
   REQUIRE(b.at("choices").as_array().size() == 2);
   CHECK(b.at("choices").as_array()[1].at("index") == 1);
   CHECK(b.at("choices").as_array()[1].at("logprobs").at("content").as_array().size() == 1);
@@ -174,14 +174,14 @@ TEST_CASE("openai chat: n choices interleave by index, logprobs in chunks and bo
 
 TEST_CASE("openai chat body and finish reasons") {
   auto f = openai::chat_format(meta, request());
-  const auto b = json::parse(f->body(result(strata::rt::finish_reason::eog))).as_object();
+  const auto b = bjson::parse(f->body(result(strata::rt::finish_reason::eog))).as_object();
   CHECK(b.at("object") == "chat.completion");
   const auto& choice = b.at("choices").as_array()[0];
   CHECK(choice.at("message").at("content") == "Hello there");
   CHECK(!choice.at("message").as_object().contains("tool_calls"));
   CHECK(choice.at("logprobs").is_null());
   CHECK(choice.at("finish_reason") == "stop");
-  CHECK(json::parse(f->body(result(strata::rt::finish_reason::context_full))).at("choices").as_array()[0].at("finish_reason") ==
+  CHECK(bjson::parse(f->body(result(strata::rt::finish_reason::context_full))).at("choices").as_array()[0].at("finish_reason") ==
         "length");
 }
 
@@ -196,12 +196,12 @@ TEST_CASE("legacy completions: text_completion chunks per choice, the legacy log
   const auto c = choice0(data(ev[0]));
   CHECK(c.at("index") == 1);
   CHECK(c.at("text") == "Once upon");
-  CHECK(c.at("logprobs").at("tokens") == json::array{"Once", " upon"});
-  CHECK(c.at("logprobs").at("text_offset") == json::array{0, 4});
+  CHECK(c.at("logprobs").at("tokens") == bjson::array{"Once", " upon"});
+  CHECK(c.at("logprobs").at("text_offset") == bjson::array{0, 4});
   CHECK(c.at("logprobs").at("top_logprobs").as_array()[1].at(" upon").as_double() == doctest::Approx(-2.0));
   auto r = result(strata::rt::finish_reason::max_tokens);
   r.choices.push_back(r.choices[0]);
-  const auto b = json::parse(f->body(r)).as_object();
+  const auto b = bjson::parse(f->body(r)).as_object();
   CHECK(b.at("object") == "text_completion");
   CHECK(b.at("choices").as_array().size() == 2);
   CHECK(b.at("choices").as_array()[1].at("finish_reason") == "length");
@@ -223,16 +223,16 @@ TEST_CASE("anthropic stream: exact event sequence with event: lines, ping, usage
   std::vector<std::string> names;
   for (const auto& e : ev) {
     names.push_back(e.name);
-    CHECK(json::parse(e.data).at("type").as_string() == e.name);  // every event is named as its type
+    CHECK(bjson::parse(e.data).at("type").as_string() == e.name);  // every event is named as its type
   }
   CHECK(names == std::vector<std::string>{"message_start", "content_block_start", "ping", "content_block_delta", "ping",
                                           "content_block_delta", "content_block_stop", "message_delta", "message_stop"});
-  const auto start = json::parse(ev[0].data).at("message").as_object();
+  const auto start = bjson::parse(ev[0].data).at("message").as_object();
   CHECK(start.at("id") == "id_1");
   CHECK(start.at("content").as_array().empty());
   CHECK(start.at("stop_reason").is_null());
   CHECK(start.at("usage").at("input_tokens") == 12);
-  const auto delta = json::parse(ev[7].data).as_object();
+  const auto delta = bjson::parse(ev[7].data).as_object();
   CHECK(delta.at("delta").at("stop_reason") == "stop_sequence");
   CHECK(delta.at("delta").at("stop_sequence") == "\n\n");
   CHECK(delta.at("usage").at("output_tokens") == 3);
@@ -278,10 +278,10 @@ TEST_CASE("anthropic stream: tool_use blocks with input_json_delta, stop_reason 
       CHECK(data(ev[i]).at("delta").at("type") == "input_json_delta");
       partial += data(ev[i]).at("delta").at("partial_json").as_string();
     }
-    CHECK(json::parse(partial) == json::parse(weather.arguments));
+    CHECK(bjson::parse(partial) == bjson::parse(weather.arguments));
     CHECK(data(ev[at + 4]).at("delta").at("stop_reason") == "tool_use");
 
-    const auto b = json::parse(f->body(r)).as_object();
+    const auto b = bjson::parse(f->body(r)).as_object();
     const auto& content = b.at("content").as_array();
     REQUIRE(content.size() == (forced ? 1u : 2u));
     CHECK(content.back().at("type") == "tool_use");
@@ -292,7 +292,7 @@ TEST_CASE("anthropic stream: tool_use blocks with input_json_delta, stop_reason 
 
 TEST_CASE("anthropic body and stop reasons") {
   auto f = anthropic::messages_format(meta, request());
-  const auto b = json::parse(f->body(result(strata::rt::finish_reason::max_tokens))).as_object();
+  const auto b = bjson::parse(f->body(result(strata::rt::finish_reason::max_tokens))).as_object();
   CHECK(b.at("type") == "message");
   CHECK(b.at("role") == "assistant");
   CHECK(b.at("content").as_array()[0].at("text") == "Hello there");
@@ -303,7 +303,7 @@ TEST_CASE("anthropic body and stop reasons") {
   CHECK(std::string(anthropic::stop_reason_name(result(strata::rt::finish_reason::eog).choices[0])) == "end_turn");
   auto cut = result(strata::rt::finish_reason::max_tokens);
   cut.choices[0].tool_calls = {{"toolu_2", "f", R"({"a": )"}};  // cut short: input becomes {}
-  const auto c = json::parse(f->body(cut)).as_object();
+  const auto c = bjson::parse(f->body(cut)).as_object();
   CHECK(c.at("content").as_array()[1].at("input").as_object().empty());
 }
 
@@ -321,7 +321,7 @@ TEST_CASE("responses stream: event order and sequence numbers") {
   std::vector<std::string> names;
   for (std::size_t i = 0; i < ev.size(); ++i) {
     names.push_back(ev[i].name);
-    const auto o = json::parse(ev[i].data).as_object();
+    const auto o = bjson::parse(ev[i].data).as_object();
     CHECK(o.at("type").as_string() == ev[i].name);
     CHECK(o.at("sequence_number") == i);
   }
@@ -329,7 +329,7 @@ TEST_CASE("responses stream: event order and sequence numbers") {
                                           "response.content_part.added", "response.output_text.delta",
                                           "response.output_text.done", "response.content_part.done",
                                           "response.output_item.done", "response.completed"});
-  const auto done = json::parse(ev.back().data).at("response").as_object();
+  const auto done = bjson::parse(ev.back().data).at("response").as_object();
   CHECK(done.at("status") == "completed");
   CHECK(done.at("output").as_array()[0].at("content").as_array()[0].at("text") == "Hi");
   CHECK(done.at("usage").at("output_tokens") == 3);
@@ -366,7 +366,7 @@ TEST_CASE("responses stream: function_call items with argument deltas, no empty 
   REQUIRE(done.at("output").as_array().size() == 1);
   CHECK(done.at("output").as_array()[0].at("type") == "function_call");
   CHECK(done.at("output").as_array()[0].at("arguments") .as_string() == weather.arguments);
-  const auto b = json::parse(f->body(r)).as_object();
+  const auto b = bjson::parse(f->body(r)).as_object();
   REQUIRE(b.at("output").as_array().size() == 1);
   CHECK(b.at("output").as_array()[0].at("status") == "completed");
 }
@@ -391,7 +391,7 @@ TEST_CASE("responses logprobs: held-back tokens ride the next delta, a call's to
   f->choice_end(0, r.choices[0], out);
   f->end(r, out);
   const auto ev = parse_sse(out);
-  const auto tokens = [](const json::value& lp) {
+  const auto tokens = [](const bjson::value& lp) {
     std::vector<std::string> t;
     for (const auto& e : lp.as_array()) t.emplace_back(e.at("token").as_string());
     return t;
@@ -412,7 +412,7 @@ TEST_CASE("responses logprobs: held-back tokens ride the next delta, a call's to
   CHECK((saw_delta && saw_done));
   const auto done = data(ev.back()).at("response").as_object();
   CHECK(tokens(done.at("output").as_array()[0].at("content").as_array()[0].at("logprobs")) == hi);
-  const auto b = json::parse(f->body(r)).as_object();
+  const auto b = bjson::parse(f->body(r)).as_object();
   CHECK(tokens(b.at("output").as_array()[0].at("content").as_array()[0].at("logprobs")) == hi);
 }
 
@@ -439,17 +439,17 @@ TEST_CASE("responses stream: text after a function call is a new message item wi
 
 TEST_CASE("errors: OpenAI and Anthropic bodies, in-band events") {
   const api_error e = bad_request("'top_p' must be in (0, 1]", "top_p");
-  const auto o = json::parse(error_body(api_flavor::openai, e, "req_1")).as_object();
+  const auto o = bjson::parse(error_body(api_flavor::openai, e, "req_1")).as_object();
   CHECK(o.at("error").at("type") == "invalid_request_error");
   CHECK(o.at("error").at("param") == "top_p");
   CHECK(o.at("error").at("message") == "'top_p' must be in (0, 1]");
   CHECK(o.at("error").at("code").is_null());
   // An unknown model has OpenAI's code; an unknown route does not.
   const api_error model(404, "not_found_error", "model 'x' does not exist", "model");
-  CHECK(json::parse(error_body(api_flavor::openai, model, "r")).at("error").at("code") == "model_not_found");
+  CHECK(bjson::parse(error_body(api_flavor::openai, model, "r")).at("error").at("code") == "model_not_found");
   const api_error route(404, "not_found_error", "unknown route: GET /x");
-  CHECK(json::parse(error_body(api_flavor::openai, route, "r")).at("error").at("code").is_null());
-  const auto a = json::parse(error_body(api_flavor::anthropic, api_error(429, "rate_limit_error", "busy"), "req_2")).as_object();
+  CHECK(bjson::parse(error_body(api_flavor::openai, route, "r")).at("error").at("code").is_null());
+  const auto a = bjson::parse(error_body(api_flavor::anthropic, api_error(429, "rate_limit_error", "busy"), "req_2")).as_object();
   CHECK(a.at("type") == "error");
   CHECK(a.at("error").at("type") == "rate_limit_error");
   CHECK(a.at("request_id") == "req_2");
@@ -459,11 +459,11 @@ TEST_CASE("errors: OpenAI and Anthropic bodies, in-band events") {
   const auto ae = parse_sse(error_event(api_flavor::anthropic, api_error(500, "server_error", "boom")));
   REQUIRE(ae.size() == 1);
   CHECK(ae[0].name == "error");
-  CHECK(json::parse(ae[0].data).at("error").at("type") == "api_error");
+  CHECK(bjson::parse(ae[0].data).at("error").at("type") == "api_error");
   const auto oe = parse_sse(error_event(api_flavor::openai, api_error(500, "server_error", "boom")));
   REQUIRE(oe.size() == 1);
   CHECK(oe[0].name.empty());
-  CHECK(json::parse(oe[0].data).at("error").at("message") == "boom");
+  CHECK(bjson::parse(oe[0].data).at("error").at("message") == "boom");
 }
 
 TEST_CASE("keepalive pings are events clients ignore") {

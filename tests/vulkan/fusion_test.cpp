@@ -21,8 +21,8 @@ namespace vkt = strata::test::vk;
 
 #ifdef STRATA_HAS_VULKAN
 
-constexpr std::uint32_t E = 512, F = 768, table_rows = 32;
-constexpr std::uint32_t token_counts[] = {1, 2, 3, 8, 17};
+constexpr std::uint32_t E = 512, F = 768, fusion_table_rows = 32;
+constexpr std::uint32_t fusion_token_counts[] = {1, 2, 3, 8, 17};
 constexpr float eps = 1e-5f;
 
 struct ffn_model {
@@ -32,9 +32,9 @@ struct ffn_model {
   const gguf::tensor_info *x, *norm, *gate, *up, *down;
 };
 
-std::vector<std::int32_t> rows_for(std::uint32_t n) {
+std::vector<std::int32_t> fusion_rows_for(std::uint32_t n) {
   std::vector<std::int32_t> r(n);
-  for (std::uint32_t i = 0; i < n; ++i) r[i] = std::int32_t((5 * i + n) % table_rows);
+  for (std::uint32_t i = 0; i < n; ++i) r[i] = std::int32_t((5 * i + n) % fusion_table_rows);
   return r;
 }
 
@@ -47,9 +47,9 @@ std::vector<std::vector<float>> run_ffn(gpu::backend& be, const ffn_model& m, st
   be.reserve(B, 0);
   auto kv = be.make_kv(vkt::small_kv());
   std::vector<std::vector<float>> out;
-  for (const std::uint32_t n : token_counts) {
+  for (const std::uint32_t n : fusion_token_counts) {
     auto b = vkt::batch_data::rows(n);
-    b.tokens = rows_for(n);
+    b.tokens = fusion_rows_for(n);
     out.push_back(vkt::run_step(be, b, [&] {
       const auto xv = x.view(n), av = a.view(n), ov = o.view(n), gv = g.view(n), uv = u.view(n);
       be.embed(xt, xv);
@@ -68,7 +68,7 @@ std::vector<std::vector<float>> run_ffn(gpu::backend& be, const ffn_model& m, st
 
 // int8: the integer matvec's view, a and h quantized to int8 blocks (vkt::q8_activations).
 std::vector<double> reference(const ffn_model& m, std::uint32_t n, bool int8) {
-  const auto rows = rows_for(n);
+  const auto rows = fusion_rows_for(n);
   std::vector<double> out(std::size_t(n) * E);
   for (std::uint32_t t = 0; t < n; ++t) {
     const float* x = m.xs.data() + std::size_t(rows[t]) * E;
@@ -100,13 +100,13 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
   if (!vkt::available()) return;
   std::mt19937 rng(31337);
   ffn_model m;
-  m.xs = vkt::normal_floats(std::size_t(table_rows) * E, rng);
+  m.xs = vkt::normal_floats(std::size_t(fusion_table_rows) * E, rng);
   m.norm_w = vkt::normal_floats(E, rng, 0.3f);
   for (auto& v : m.norm_w) v += 1.0f;
   m.g = vkt::make_weight(gguf::type_id::q4_k, F, E, rng, 0.05f);
   m.u = vkt::make_weight(gguf::type_id::q4_k, F, E, rng, 0.05f);
   m.d = vkt::make_weight(gguf::type_id::q6_k, E, F, rng, 0.05f);
-  m.x = &m.store.add_f32("test.x", m.xs, E, table_rows);
+  m.x = &m.store.add_f32("test.x", m.xs, E, fusion_table_rows);
   m.norm = &m.store.add_f32("blk.0.ffn_norm.weight", m.norm_w, E);
   // Gate and up next to each other, as in a model file (the fused SwiGLU binds both at once).
   m.gate = &m.store.add("blk.0.ffn_gate.weight", gguf::type_id::q4_k, m.g.bytes, E, F);
@@ -116,7 +116,7 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
   for (const bool fuse : {true, false}) {
     CAPTURE(fuse);
     std::vector<std::vector<float>> got;
-    std::vector<bool> int8(std::size(token_counts));
+    std::vector<bool> int8(std::size(fusion_token_counts));
     double tol = 0;
     {
       const char* old = std::getenv("STRATA_VK_FUSE");
@@ -128,14 +128,14 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
       else ::unsetenv("STRATA_VK_FUSE");
       got = run_ffn(be, m, dispatches[fuse ? 0 : 1]);
       tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
-      for (std::size_t c = 0; c < std::size(token_counts); ++c)
-        int8[c] = be.int8_activations(gguf::type_id::q4_k, E, token_counts[c]) &&
-                  be.int8_activations(gguf::type_id::q6_k, F, token_counts[c]);
+      for (std::size_t c = 0; c < std::size(fusion_token_counts); ++c)
+        int8[c] = be.int8_activations(gguf::type_id::q4_k, E, fusion_token_counts[c]) &&
+                  be.int8_activations(gguf::type_id::q6_k, F, fusion_token_counts[c]);
     }
-    for (std::size_t c = 0; c < std::size(token_counts); ++c) {
-      CAPTURE(token_counts[c]);
-      const double e = vkt::nmse_f64(got[c], reference(m, token_counts[c], int8[c]));
-      MESSAGE(std::string(fuse ? "fused" : "unfused") << ", " << token_counts[c] << " tokens: NMSE vs float64 " << e);
+    for (std::size_t c = 0; c < std::size(fusion_token_counts); ++c) {
+      CAPTURE(fusion_token_counts[c]);
+      const double e = vkt::nmse_f64(got[c], reference(m, fusion_token_counts[c], int8[c]));
+      MESSAGE(std::string(fuse ? "fused" : "unfused") << ", " << fusion_token_counts[c] << " tokens: NMSE vs float64 " << e);
       CHECK(e <= tol);
     }
   }
@@ -154,12 +154,12 @@ TEST_CASE("vulkan fusion: one norm folded into Q/K/V matmuls of three formats vs
   const gguf::type_id types[3] = {gguf::type_id::q4_k, gguf::type_id::q6_k, gguf::type_id::q8_0};
   const std::uint32_t widths[3] = {Q, KV, KV};
   vkt::weight_store store;
-  const auto xs = vkt::normal_floats(std::size_t(table_rows) * E, rng);
+  const auto xs = vkt::normal_floats(std::size_t(fusion_table_rows) * E, rng);
   auto norm_w = vkt::normal_floats(E, rng, 0.3f);
   for (auto& v : norm_w) v += 1.0f;
   std::vector<vkt::random_weight> w;
   std::vector<const gguf::tensor_info*> wi;
-  const auto& xi = store.add_f32("test.x", xs, E, table_rows);
+  const auto& xi = store.add_f32("test.x", xs, E, fusion_table_rows);
   const auto& ni = store.add_f32("blk.0.attn_norm.weight", norm_w, E);
   const char* names[3] = {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"};
   for (int i = 0; i < 3; ++i) {
@@ -176,7 +176,7 @@ TEST_CASE("vulkan fusion: one norm folded into Q/K/V matmuls of three formats vs
   for (std::uint32_t n = 1; n <= 3; ++n) {
     CAPTURE(n);
     auto b = vkt::batch_data::rows(n);
-    b.tokens = rows_for(n);
+    b.tokens = fusion_rows_for(n);
     const auto got = vkt::run_step(be, b, [&] {
       be.embed(xt, x.view(n));
       be.rms_norm(x.view(n), &nw, eps, a.view(n));
@@ -219,12 +219,12 @@ TEST_CASE("vulkan fusion: the norm between residual matvec and matvec (tail, spl
   std::mt19937 rng(2718);
   constexpr std::uint32_t Q = 256;
   vkt::weight_store store;
-  const auto xs = vkt::normal_floats(std::size_t(table_rows) * E, rng);
+  const auto xs = vkt::normal_floats(std::size_t(fusion_table_rows) * E, rng);
   auto w2 = vkt::normal_floats(E, rng, 0.3f);
   for (auto& v : w2) v += 1.0f;
   const auto wo = vkt::make_weight(gguf::type_id::q6_k, E, E, rng, 0.05f);
   const auto wq = vkt::make_weight(gguf::type_id::q4_k, Q, E, rng, 0.05f);
-  const auto& xi = store.add_f32("test.x", xs, E, table_rows);
+  const auto& xi = store.add_f32("test.x", xs, E, fusion_table_rows);
   const auto& n2 = store.add_f32("blk.0.ffn_norm.weight", w2, E);
   const auto& oi = store.add("blk.0.attn_output.weight", gguf::type_id::q6_k, wo.bytes, E, E);
   const auto& qi = store.add("blk.1.attn_q.weight", gguf::type_id::q4_k, wq.bytes, E, Q);
@@ -255,7 +255,7 @@ TEST_CASE("vulkan fusion: the norm between residual matvec and matvec (tail, spl
     for (const std::uint32_t n : counts) {
       CAPTURE(n);
       auto b = vkt::batch_data::rows(n);
-      b.tokens = rows_for(n);
+      b.tokens = fusion_rows_for(n);
       // Odd steps read h (the tail's f32 rows), even ones q (from its int8 rows).
       const bool read_h = n == 2;
       const auto got = vkt::run_step(be, b, [&] {

@@ -127,16 +127,16 @@ TEST_CASE("vulkan ops: compressed KV quantize-on-append matches the CPU codec by
   }
 }
 
-struct attn_case {
+struct kvq_attn_case {
   const char* name;
   std::uint32_t H, Hkv, D, window;
   kv::kv_type k, v;
   std::uint32_t chunk = 0;  // chunked attention (Llama 4): keys from the query's chunk only
 };
 
-constexpr std::uint32_t table_rows = 256;
+constexpr std::uint32_t kvq_table_rows = 256;
 
-const std::vector<vkt::seq_tokens> steps = {
+const std::vector<vkt::seq_tokens> kvq_steps = {
     {{0, 100}, {1, 37}, {2, 5}},
     {{1, 60}, {0, 90}, {2, 1}},
     {{0, 1}, {1, 1}, {2, 1}},
@@ -148,7 +148,7 @@ const std::vector<vkt::seq_tokens> steps = {
 const std::vector<vkt::seq_tokens> prefill_steps = {{{0, 100}}, {{0, 70}}, {{0, 1}}, {{0, 33}}};
 
 template <class Backend>
-std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, const vkt::weight_store::infos& t,
+std::vector<std::vector<float>> run_attention(Backend& be, const kvq_attn_case& c, const vkt::weight_store::infos& t,
                                               const std::vector<vkt::seq_tokens>& plan) {
   kv::kv_config cfg;
   cfg.n_layer = 1;
@@ -161,10 +161,10 @@ std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, c
   cfg.type_v = c.v;
   cfg.full_precision_window = c.window;
   cfg.max_batch = 160;  // the f16 ring holds window + max_batch rows per sequence
-  return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, t, table_rows, plan);
+  return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, t, kvq_table_rows, plan);
 }
 
-const attn_case attn_cases[] = {
+const kvq_attn_case attn_cases[] = {
     {"q8_0, D 128, window 16", 4, 2, 128, 16, kv::kv_type::q8_0, kv::kv_type::q8_0},
     {"tq4, D 128, window 0", 4, 2, 128, 0, kv::kv_type::tq4, kv::kv_type::tq4},
     {"tq3, D 64, window 16", 8, 2, 64, 16, kv::kv_type::tq3, kv::kv_type::tq3},
@@ -185,9 +185,9 @@ void check_attention_cases(const std::vector<vkt::seq_tokens>& plan) {
     CAPTURE(std::string(c.name));
     vkt::weight_store store;
     const vkt::weight_store::infos t = {
-        &store.add_f32("test.q", vkt::normal_floats(std::size_t(table_rows) * c.H * c.D, rng, 1.5f), c.H * c.D, table_rows),
-        &store.add_f32("test.k", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, table_rows),
-        &store.add_f32("test.v", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, table_rows)};
+        &store.add_f32("test.q", vkt::normal_floats(std::size_t(kvq_table_rows) * c.H * c.D, rng, 1.5f), c.H * c.D, kvq_table_rows),
+        &store.add_f32("test.k", vkt::normal_floats(std::size_t(kvq_table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, kvq_table_rows),
+        &store.add_f32("test.v", vkt::normal_floats(std::size_t(kvq_table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, kvq_table_rows)};
     std::vector<std::vector<float>> g, cpu;
     std::vector<double> tol(plan.size(), vkt::tol_attention_compressed);
     {
@@ -213,7 +213,7 @@ void check_attention_cases(const std::vector<vkt::seq_tokens>& plan) {
 
 TEST_CASE("vulkan ops: kv_store + attention with compressed KV (q8_0, tq4/3/2, mixed, window ring) vs CPU") {
   if (!vkt::available()) return;
-  check_attention_cases(steps);
+  check_attention_cases(kvq_steps);
 }
 
 TEST_CASE("vulkan ops: compressed KV prompt attention of one sequence (tensor cores where present) vs CPU") {

@@ -45,8 +45,8 @@ std::uint32_t prefill_length(const decode_case& c, std::uint32_t seq) {
 }
 constexpr std::uint32_t decode_steps = 3;
 constexpr std::uint32_t prompt_len = 37;  // the prompt step's tokens (sequence 0)
-constexpr std::uint32_t table_rows = 560;  // distinct q/k/v rows for every token of a run
-constexpr std::uint32_t max_tokens = 128;  // prefill chunk
+constexpr std::uint32_t decode_table_rows = 560;  // distinct q/k/v rows for every token of a run
+constexpr std::uint32_t decode_max_tokens = 128;  // prefill chunk
 
 // Runs the prefill (kv_store in chunks, no attention) and returns the attention output of the
 // prompt step (step 0) and of each decode step (all three sequences: steps 1 and 3; sequences 1
@@ -60,9 +60,9 @@ std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, co
   rp.neox = true;
   rp.n_rot = c.D;
   rp.base = 1e6f;
-  const auto q = be.alloc(max_tokens, QW), k = be.alloc(max_tokens, KW), v = be.alloc(max_tokens, KW);
-  const auto o = be.alloc(max_tokens, QW);
-  be.reserve(max_tokens, 0);
+  const auto q = be.alloc(decode_max_tokens, QW), k = be.alloc(decode_max_tokens, KW), v = be.alloc(decode_max_tokens, KW);
+  const auto o = be.alloc(decode_max_tokens, QW);
+  be.reserve(decode_max_tokens, 0);
   kv::kv_config cfg;
   cfg.n_layer = 1;
   cfg.n_head_kv = c.Hkv;
@@ -73,13 +73,13 @@ std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, co
   cfg.type_k = c.k;
   cfg.type_v = c.v;
   cfg.full_precision_window = c.window;
-  cfg.max_batch = max_tokens;
+  cfg.max_batch = decode_max_tokens;
   auto kv = be.make_kv(cfg);
   kv::block_table table(cfg);
   std::int32_t next_row = 0;
   // One batch of `count` tokens of each listed sequence; attention only when asked.
   auto step = [&](const vkt::seq_tokens& seqs, bool attend) {
-    const auto b = vkt::continue_sequences(table, seqs, next_row, table_rows);
+    const auto b = vkt::continue_sequences(table, seqs, next_row, decode_table_rows);
     const std::uint32_t n = std::uint32_t(b.tokens.size());
     auto y = vkt::run_step(
         be, b,
@@ -104,8 +104,8 @@ std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, co
     return y;
   };
   for (std::uint32_t s = 0; s < 3; ++s)
-    for (std::uint32_t done = 0; done < prefill_length(c, s); done += max_tokens)
-      step({{s, std::min(max_tokens, prefill_length(c, s) - done)}}, false);
+    for (std::uint32_t done = 0; done < prefill_length(c, s); done += decode_max_tokens)
+      step({{s, std::min(decode_max_tokens, prefill_length(c, s) - done)}}, false);
   std::vector<std::vector<float>> out;
   out.push_back(step({{0, prompt_len}}, true));
   for (std::uint32_t i = 0; i < decode_steps; ++i)
@@ -140,9 +140,9 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
     CAPTURE(std::string(c.name));
     vkt::weight_store store;
     const vkt::weight_store::infos t = {
-        &store.add_f32("test.q", vkt::normal_floats(std::size_t(table_rows) * c.H * c.D, rng, 1.5f), c.H * c.D, table_rows),
-        &store.add_f32("test.k", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, table_rows),
-        &store.add_f32("test.v", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, table_rows),
+        &store.add_f32("test.q", vkt::normal_floats(std::size_t(decode_table_rows) * c.H * c.D, rng, 1.5f), c.H * c.D, decode_table_rows),
+        &store.add_f32("test.k", vkt::normal_floats(std::size_t(decode_table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, decode_table_rows),
+        &store.add_f32("test.v", vkt::normal_floats(std::size_t(decode_table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, decode_table_rows),
         &store.add_f32("test.q_norm", vkt::normal_floats(c.D, rng, 0.5f), c.D),
         &store.add_f32("test.k_norm", vkt::normal_floats(c.D, rng, 0.5f), c.D)};
     std::vector<std::vector<float>> grouped, per_head, cpu;

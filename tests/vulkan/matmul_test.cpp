@@ -27,18 +27,18 @@ constexpr std::uint32_t K = 2304;  // 9 super-blocks; 144 16-element parts: some
 // (quant_layout.hpp), as Q8_0's already are at K (72 blocks); at K, Q6_K's 9 blocks are not.
 constexpr std::uint32_t K_grouped = 4096;
 constexpr std::uint32_t N = 67;    // odd: the last workgroup has a row past the end
-constexpr std::uint32_t table_rows = 96;
-constexpr std::uint32_t token_counts[] = {1, 2, 3, 4, 5, 8, 9, 17, 64};
-constexpr std::uint32_t max_tokens = 64;
+constexpr std::uint32_t mm_table_rows = 96;
+constexpr std::uint32_t mm_token_counts[] = {1, 2, 3, 4, 5, 8, 9, 17, 64};
+constexpr std::uint32_t mm_max_tokens = 64;
 
 template <class... F, class G>
-void for_each_format(quant::type_list<F...>, G&& g) {
+void for_each_mm_format(quant::type_list<F...>, G&& g) {
   (g(F{}), ...);
 }
 
-std::vector<std::int32_t> rows_for(std::uint32_t n) {
+std::vector<std::int32_t> mm_rows_for(std::uint32_t n) {
   std::vector<std::int32_t> r(n);
-  for (std::uint32_t i = 0; i < n; ++i) r[i] = std::int32_t((7 * i + n) % table_rows);
+  for (std::uint32_t i = 0; i < n; ++i) r[i] = std::int32_t((7 * i + n) % mm_table_rows);
   return r;
 }
 
@@ -48,14 +48,14 @@ std::vector<std::vector<float>> run_matmuls(Backend& be, const gguf::tensor_info
   const auto K = std::uint32_t(w_info.ne[0]);
   const auto w = be.load(w_info);
   const auto xt = be.load(x_info);
-  const auto xb = be.alloc(max_tokens, K + 48);
-  const auto yb = be.alloc(max_tokens, N + 5);
-  be.reserve(max_tokens, 0);
+  const auto xb = be.alloc(mm_max_tokens, K + 48);
+  const auto yb = be.alloc(mm_max_tokens, N + 5);
+  be.reserve(mm_max_tokens, 0);
   auto kv = be.make_kv(vkt::small_kv());
   std::vector<std::vector<float>> out;
-  for (const std::uint32_t n : token_counts) {
+  for (const std::uint32_t n : mm_token_counts) {
     auto b = vkt::batch_data::rows(n);
-    b.tokens = rows_for(n);
+    b.tokens = mm_rows_for(n);
     out.push_back(vkt::run_step(be, b, [&] {
       const auto x = xb.view(n).first_cols(K), y = yb.view(n).first_cols(N);
       be.embed(xt, x);
@@ -82,7 +82,7 @@ std::vector<typename Fmt::block> weight_like_blocks(std::mt19937& rng, std::uint
 // 32-element block: there the GPU's float rounding of x / d and the reference's may differ
 // (x / d = 54.5 at K_grouped), which is not what these tests are about.
 std::vector<float> untied_activations(std::uint32_t K, std::mt19937& rng) {
-  auto x = vkt::normal_floats(std::size_t(table_rows) * K, rng);
+  auto x = vkt::normal_floats(std::size_t(mm_table_rows) * K, rng);
   for (std::size_t b = 0; b < x.size(); b += 32) {
     float amax = 0.0f;
     for (std::size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
@@ -107,26 +107,26 @@ void check_format(std::uint32_t K, std::mt19937& rng, const std::vector<float>& 
     quant::dequant_row<Fmt>(blocks.data() + std::size_t(r) * K / Fmt::block_elems, wdq.data() + std::size_t(r) * K, K);
   vkt::weight_store store;
   const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
-  const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
+  const auto& xi = store.add_f32("test.inputs", x, K, mm_table_rows);
   std::vector<std::vector<float>> gpu_out, cpu_out;
-  std::vector<bool> int8(std::size(token_counts));
+  std::vector<bool> int8(std::size(mm_token_counts));
   double tol = 0;
   {
     gpu::backend be;
     gpu_out = run_matmuls(be, wi, xi);
     tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
-    for (std::size_t c = 0; c < std::size(token_counts); ++c)
-      int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
+    for (std::size_t c = 0; c < std::size(mm_token_counts); ++c)
+      int8[c] = be.int8_activations(Fmt::gguf_type, K, mm_token_counts[c]);
   }
   {
     vkt::cpu_backend be;
     cpu_out = run_matmuls(be, wi, xi);
   }
   double worst_f64 = 0, worst_cpu = 0;
-  for (std::size_t c = 0; c < std::size(token_counts); ++c) {
-    const std::uint32_t n = token_counts[c];
+  for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) {
+    const std::uint32_t n = mm_token_counts[c];
     CAPTURE(n);
-    const auto rows = rows_for(n);
+    const auto rows = mm_rows_for(n);
     std::vector<double> ref(std::size_t(n) * N);
     for (std::uint32_t t = 0; t < n; ++t) {
       const std::span<const float> xs(x.data() + std::size_t(rows[t]) * K, K);
@@ -153,7 +153,7 @@ TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequant
   if (!vkt::available()) return;
   std::mt19937 rng(99);
   const auto x = untied_activations(K, rng);
-  for_each_format(quant::all{}, [&](auto fmt) {
+  for_each_mm_format(quant::all{}, [&](auto fmt) {
     using Fmt = decltype(fmt);
     if (!gpu::gpu_supports(Fmt::gguf_type)) return;  // activation-only formats (dequant_test checks which)
     check_format<Fmt>(K, rng, x);
@@ -185,13 +185,13 @@ switch_runs runs_with_switch(std::mt19937& rng, const std::vector<float>& x, con
   const auto blocks = weight_like_blocks<Fmt>(rng, K);
   vkt::weight_store store;
   const auto& wi = store.add_blocks("blk.0.ffn_up.weight", Fmt::gguf_type, blocks, K, N);
-  const auto& xi = store.add_f32("test.inputs", x, K, table_rows);
+  const auto& xi = store.add_f32("test.inputs", x, K, mm_table_rows);
   switch_runs r;
-  r.int8.resize(std::size(token_counts));
+  r.int8.resize(std::size(mm_token_counts));
   {
     gpu::backend be;
     r.base = run_matmuls(be, wi, xi);
-    for (std::size_t c = 0; c < std::size(token_counts); ++c) r.int8[c] = be.int8_activations(Fmt::gguf_type, K, token_counts[c]);
+    for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) r.int8[c] = be.int8_activations(Fmt::gguf_type, K, mm_token_counts[c]);
   }
   {
     const test::scoped_env env(name, value);
@@ -206,14 +206,14 @@ switch_runs runs_with_switch(std::mt19937& rng, const std::vector<float>& x, con
 TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_MMVQ_UNROLL) equals the default") {
   if (!vkt::available()) return;
   std::mt19937 rng(7);
-  const auto x = vkt::normal_floats(std::size_t(table_rows) * K, rng);
+  const auto x = vkt::normal_floats(std::size_t(mm_table_rows) * K, rng);
   const auto check = [&](auto fmt) {
     using Fmt = decltype(fmt);
     CAPTURE(Fmt::name);
     const auto r = runs_with_switch<Fmt>(rng, x, "STRATA_VK_MMVQ_UNROLL", "1");
     bool any_int8 = false;
-    for (std::size_t c = 0; c < std::size(token_counts); ++c) {
-      CAPTURE(token_counts[c]);
+    for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) {
+      CAPTURE(mm_token_counts[c]);
       any_int8 = any_int8 || r.int8[c];
       CHECK(test::nmse(r.switched[c], r.base[c]) <= 1e-12);
     }
@@ -230,14 +230,14 @@ TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_
 TEST_CASE("vulkan matmul: the integer matvec's multi-token form equals its one-token form") {
   if (!vkt::available()) return;
   std::mt19937 rng(11);
-  const auto x = vkt::normal_floats(std::size_t(table_rows) * K, rng);
+  const auto x = vkt::normal_floats(std::size_t(mm_table_rows) * K, rng);
   const auto check = [&](auto fmt) {
     using Fmt = decltype(fmt);
     CAPTURE(Fmt::name);
     const auto r = runs_with_switch<Fmt>(rng, x, "STRATA_VK_MMVQ_MT", "0");
     std::uint32_t multi_steps = 0;
-    for (std::size_t c = 0; c < std::size(token_counts); ++c) {
-      const std::uint32_t n = token_counts[c];
+    for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) {
+      const std::uint32_t n = mm_token_counts[c];
       CAPTURE(n);
       if (r.int8[c] && n > 1 && n <= 8) ++multi_steps;  // runtime/vulkan: has_mmvq_mt, mmvq_mt_max_tokens
       CHECK(test::nmse(r.base[c], r.switched[c]) <= 1e-12);

@@ -23,7 +23,7 @@ namespace vkt = strata::test::vk;
 
 #ifdef STRATA_HAS_VULKAN
 
-constexpr std::uint32_t n_embd = 256, n_ff = 256, table_rows = 160;  // rows of x: token ids up to 3 + 128
+constexpr std::uint32_t n_embd = 256, n_ff = 256, moe_table_rows = 160;  // rows of x: token ids up to 3 + 128
 
 struct moe_case {
   const char* name;
@@ -156,12 +156,12 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, 
 }
 
 void make_model(moe_model& m, const moe_case& c, std::mt19937& rng) {
-  m.xs = vkt::normal_floats(std::size_t(table_rows) * n_embd, rng);
+  m.xs = vkt::normal_floats(std::size_t(moe_table_rows) * n_embd, rng);
   m.inp_f = vkt::normal_floats(std::size_t(c.n_expert) * n_embd, rng, 0.1f);
   m.g = vkt::make_weight(c.up, std::size_t(c.n_expert) * n_ff, n_embd, rng, 0.1f);
   m.u = vkt::make_weight(c.up, std::size_t(c.n_expert) * n_ff, n_embd, rng, 0.1f);
   m.d = vkt::make_weight(c.down, std::size_t(c.n_expert) * n_embd, n_ff, rng, 0.1f);
-  m.x = &m.store.add_f32("test.x", m.xs, n_embd, table_rows);
+  m.x = &m.store.add_f32("test.x", m.xs, n_embd, moe_table_rows);
   m.inp = &m.store.add_f32("blk.0.ffn_gate_inp.weight", m.inp_f, n_embd, c.n_expert);
   m.gate = &m.store.add("blk.0.ffn_gate_exps.weight", c.up, m.g.bytes, n_embd, n_ff, c.n_expert);
   m.up = &m.store.add("blk.0.ffn_up_exps.weight", c.up, m.u.bytes, n_embd, n_ff, c.n_expert);

@@ -27,7 +27,7 @@ struct matrix {
 };
 
 template <class Fmt>
-matrix random_matrix(std::uint32_t k, std::uint32_t rows, std::mt19937& rng) {
+matrix random_gguf_matrix(std::uint32_t k, std::uint32_t rows, std::mt19937& rng) {
   matrix m{Fmt::gguf_type, k, rows, {}};
   for (std::uint32_t r = 0; r < rows; ++r) {
     const auto row = random_weights<Fmt>(k, rng, r % 3 == 1);
@@ -71,17 +71,17 @@ struct layer_mix {
 std::vector<layer_mix> mixes(std::mt19937& rng) {
   std::vector<layer_mix> m;
   // Q4_K_M: Q4_K gate/up/q/k, Q6_K down and v (the act format is Q8_K for both).
-  m.push_back({"q4_k_m", random_matrix<quant::q4_k>(n_embd, n_ff, rng), random_matrix<quant::q4_k>(n_embd, n_ff, rng),
-               random_matrix<quant::q6_k>(n_ff, n_embd, rng), random_matrix<quant::q4_k>(n_embd, 2 * n_embd, rng),
-               random_matrix<quant::q4_k>(n_embd, 80, rng), random_matrix<quant::q6_k>(n_embd, 80, rng)});
+  m.push_back({"q4_k_m", random_gguf_matrix<quant::q4_k>(n_embd, n_ff, rng), random_gguf_matrix<quant::q4_k>(n_embd, n_ff, rng),
+               random_gguf_matrix<quant::q6_k>(n_ff, n_embd, rng), random_gguf_matrix<quant::q4_k>(n_embd, 2 * n_embd, rng),
+               random_gguf_matrix<quant::q4_k>(n_embd, 80, rng), random_gguf_matrix<quant::q6_k>(n_embd, 80, rng)});
   // Q8_0: activations carry prepare_act's extras; q has rows that are not a whole group.
-  m.push_back({"q8_0", random_matrix<quant::q8_0>(n_embd, n_ff, rng), random_matrix<quant::q8_0>(n_embd, n_ff, rng),
-               random_matrix<quant::q8_0>(n_ff, n_embd, rng), random_matrix<quant::q8_0>(n_embd, 200, rng),
-               random_matrix<quant::q8_0>(n_embd, 64, rng), random_matrix<quant::q8_0>(n_embd, 64, rng)});
+  m.push_back({"q8_0", random_gguf_matrix<quant::q8_0>(n_embd, n_ff, rng), random_gguf_matrix<quant::q8_0>(n_embd, n_ff, rng),
+               random_gguf_matrix<quant::q8_0>(n_ff, n_embd, rng), random_gguf_matrix<quant::q8_0>(n_embd, 200, rng),
+               random_gguf_matrix<quant::q8_0>(n_embd, 64, rng), random_gguf_matrix<quant::q8_0>(n_embd, 64, rng)});
   // No packed layout (Q4_0, Q5_K): the separate ops run; Q8_0's v differs in act format.
-  m.push_back({"rows", random_matrix<quant::q4_0>(n_embd, n_ff, rng), random_matrix<quant::q4_0>(n_embd, n_ff, rng),
-               random_matrix<quant::q5_k>(n_ff, n_embd, rng), random_matrix<quant::q4_k>(n_embd, 2 * n_embd, rng),
-               random_matrix<quant::q4_k>(n_embd, 80, rng), random_matrix<quant::q8_0>(n_embd, 80, rng)});
+  m.push_back({"rows", random_gguf_matrix<quant::q4_0>(n_embd, n_ff, rng), random_gguf_matrix<quant::q4_0>(n_embd, n_ff, rng),
+               random_gguf_matrix<quant::q5_k>(n_ff, n_embd, rng), random_gguf_matrix<quant::q4_k>(n_embd, 2 * n_embd, rng),
+               random_gguf_matrix<quant::q4_k>(n_embd, 80, rng), random_gguf_matrix<quant::q8_0>(n_embd, 80, rng)});
   return m;
 }
 

@@ -22,7 +22,7 @@ using namespace strata::test::kernels;
 namespace kc = strata::kernels::cpu;
 
 template <class Fmt>
-std::vector<typename Fmt::block> random_matrix(std::uint32_t k, std::uint32_t rows, std::mt19937& rng) {
+std::vector<typename Fmt::block> random_block_matrix(std::uint32_t k, std::uint32_t rows, std::mt19937& rng) {
   std::vector<typename Fmt::block> w;
   for (std::uint32_t r = 0; r < rows; ++r) {
     const auto row = random_weights<Fmt>(k, rng, r % 3 == 1);
@@ -46,9 +46,9 @@ TEST_CASE("moe_experts: packed experts in one pass equal the per-expert matmuls 
   constexpr std::uint32_t n_embd = 256, n_ff = 256, E = 8, k_used = 3, max_tok = 11;
   std::mt19937 rng(31);
   // Gate/up Q4_K, down Q6_K (a Q4_K_M mix): K-quant rows are whole 256-element blocks.
-  const auto gate = random_matrix<quant::q4_k>(n_embd, n_ff * E, rng);
-  const auto up = random_matrix<quant::q4_k>(n_embd, n_ff * E, rng);
-  const auto down = random_matrix<quant::q6_k>(n_ff, n_embd * E, rng);
+  const auto gate = random_block_matrix<quant::q4_k>(n_embd, n_ff * E, rng);
+  const auto up = random_block_matrix<quant::q4_k>(n_embd, n_ff * E, rng);
+  const auto down = random_block_matrix<quant::q6_k>(n_ff, n_embd * E, rng);
   for_each_tier([&](isa tier, const kernel_table& tab) {
     CAPTURE(kc::name_of(tier));
     if (!tab[std::size_t(quant::q4_k::gguf_type)].pack_group) return;  // no packed layout on this tier

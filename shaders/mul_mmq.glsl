@@ -4,8 +4,9 @@
 // Why: the f16 GEMMs (mul_mm_f16 QW, mul_mm_small) expand every weight element to f16 with a
 // convert and an FMA per element and multiply at the f16 rate; here a unit's codes are masks and
 // shifts of its bytes, tiles hold half the bytes, and the products run at the int8 rate. That
-// matters most where few tokens share a weight tile: MoE experts in prefill (each expert sees a
-// few dozen tokens) and batches of 16-64 tokens.
+// matters most where few tokens share a weight tile: the backend runs grouped MoE steps here
+// (each expert sees a few dozen tokens of a prompt); dense GEMMs stay on f16, which is faster
+// while this kernel's per-block float epilogue bounds it (docs/ARCHITECTURE.md).
 // A workgroup owns BM weight rows x BN tokens, each warp WM x WN of them. K advances a unit (64:
 // two 32-element sub-blocks) a step through two shared buffers (the next unit read into registers
 // before this one's products, stored after them; one barrier a step). Per sub-block a warp

@@ -113,6 +113,10 @@ struct backend::impl {
   // The experts' matmuls of one MoE step on mul_mm_small (gate, up, SwiGLU, down).
   void record_moe_small(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                         std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y);
+  // Groups the step's pairs by expert in chunks of `chunk` (moe.glsl MOE_GROUP); the chunk count a grouped dispatch covers.
+  std::uint32_t group_experts(std::uint32_t n_expert, std::uint32_t in_div, std::uint32_t pairs, std::uint32_t chunk);
+  // SwiGLU over the pairs' gate and up rows, into gate.
+  void record_pair_swiglu(const tensor& g, const tensor& u, std::uint32_t pairs);
   // One grouped expert matmul on mul_mm_small over moe_xh's rows (SCATTER: each row back to its pair's).
   void record_mm_small_experts(const weight& w, const tensor& out, bool scatter, std::uint32_t pairs, std::uint32_t chunks);
   // The same steps on int8 tensor cores (mul_mmq.glsl MOE_GROUPED) where the device has them and

@@ -227,17 +227,25 @@ void backend::impl::record_mm_small_experts(const weight& w, const tensor& out, 
   wrote(out);
 }
 
-void backend::impl::record_moe_small(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
-                                     std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y) {
-  record_moe_group(n_expert, in_div, pairs, mms_moe_chunk);  // the grouping reads only n_expert and pairs
-  const std::uint32_t chunks = std::min(moe_max_chunks, div_up(pairs, mms_moe_chunk) + n_expert);
-  record_f16_rows(in, pairs, moe_xh, in_div);  // each pair's input row, as f16, in expert order
-  record_mm_small_experts(*mw.gate_exps, g, false, pairs, chunks);  // rows in expert order
-  record_mm_small_experts(*mw.up_exps, u, false, pairs, chunks);
+std::uint32_t backend::impl::group_experts(std::uint32_t n_expert, std::uint32_t in_div, std::uint32_t pairs, std::uint32_t chunk) {
+  record_moe_group(n_expert, in_div, pairs, chunk);  // the grouping reads only n_expert and pairs
+  return std::min(moe_max_chunks, div_up(pairs, chunk) + n_expert);
+}
+
+void backend::impl::record_pair_swiglu(const tensor& g, const tensor& u, std::uint32_t pairs) {
   const elementwise_pc ep{g.cols, g.off, g.stride, u.off, u.stride, g.off, g.stride};
   const binding eb[] = {bind(g, false), bind(g, false), bind(u, false), bind(g, true)};
   dispatch(elementwise_req("OP_SWIGLU"), eb, &ep, sizeof ep, div_up(g.cols, wg), pairs);
   wrote(g);
+}
+
+void backend::impl::record_moe_small(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
+                                     std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y) {
+  const std::uint32_t chunks = group_experts(n_expert, in_div, pairs, mms_moe_chunk);
+  record_f16_rows(in, pairs, moe_xh, in_div);  // each pair's input row, as f16, in expert order
+  record_mm_small_experts(*mw.gate_exps, g, false, pairs, chunks);  // rows in expert order
+  record_mm_small_experts(*mw.up_exps, u, false, pairs, chunks);
+  record_pair_swiglu(g, u, pairs);
   record_f16_rows(g, pairs, moe_xh);
   record_mm_small_experts(*mw.down_exps, y, true, pairs, chunks);  // each pair's row back in place for the combine
 }
@@ -269,8 +277,7 @@ pipeline_request backend::impl::mmq_req(gguf::type_id t, const mma2_tile& s, boo
 void backend::impl::record_moe_mmq(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                                    std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y) {
   const std::uint32_t chunk = mmq_chunk_for(pairs, n_expert);
-  record_moe_group(n_expert, in_div, pairs, chunk);
-  const std::uint32_t chunks = std::min(moe_max_chunks, div_up(pairs, chunk) + n_expert);
+  const std::uint32_t chunks = group_experts(n_expert, in_div, pairs, chunk);
   const mma2_tile t = mmq_moe_tile(chunk);
   // Pair p's activations are int8 row p / div of the slot; its output goes to row p of out.
   auto gemm = [&](const weight& w, std::uint32_t slot, std::uint32_t div, const tensor& out) {
@@ -286,16 +293,13 @@ void backend::impl::record_moe_mmq(const moe_weights& mw, const tensor& in, std:
   const std::uint32_t sl = quantize_input(in, nullptr, 0.0f);
   gemm(*mw.gate_exps, sl, in_div, g);
   gemm(*mw.up_exps, sl, in_div, u);
-  const elementwise_pc ep{g.cols, g.off, g.stride, u.off, u.stride, g.off, g.stride};
-  const binding eb[] = {bind(g, false), bind(g, false), bind(u, false), bind(g, true)};
-  dispatch(elementwise_req("OP_SWIGLU"), eb, &ep, sizeof ep, div_up(g.cols, wg), pairs);
-  wrote(g);
+  record_pair_swiglu(g, u, pairs);
   if (mmq_ok(*mw.down_exps)) {
     gemm(*mw.down_exps, quantize_input(g, nullptr, 0.0f), 1, y);
   } else {  // mul_mm_small's chunks, the pairs' rows as f16 in that order, written back to their rows
-    record_moe_group(n_expert, in_div, pairs, mms_moe_chunk);
+    const std::uint32_t small_chunks = group_experts(n_expert, in_div, pairs, mms_moe_chunk);
     record_f16_rows(g, pairs, moe_xh, 1);
-    record_mm_small_experts(*mw.down_exps, y, true, pairs, std::min(moe_max_chunks, div_up(pairs, mms_moe_chunk) + n_expert));
+    record_mm_small_experts(*mw.down_exps, y, true, pairs, small_chunks);
   }
 }
 

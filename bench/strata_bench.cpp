@@ -292,7 +292,6 @@ int main(int argc, char** argv) {
               if (i > 0) {  // the first run of the prompt shape is the warm-up
                 count_cache(r, c0);
                 count_stream(r, s0);
-              count_xstream(r, x0);
                 count_xstream(r, x0);
                 count_disk(r, k0);
                 r.wall_seconds += sec;

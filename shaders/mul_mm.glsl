@@ -12,10 +12,20 @@ layout(binding = 2, std430) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform Params {
   uint K, N, n_tok, row_bytes;
   uint x_off, x_stride, y_off, y_stride;
+#ifdef SPLIT_K
+  uint k_chunk, part_stride;  // K elements per workgroup z (a multiple of BK); floats between partials
+#endif
 } p;
 
 #if !defined(MMA2)
+// NARROW (portable path): 32 x 32 tiles for matrices of few rows (an MoE router's f32 rows, kept
+// off the f16 tensor cores); with SPLIT_K each workgroup z multiplies one K range into its own
+// partial product (split_k_sum.glsl adds them), so 128 rows x a prompt still fill the GPU.
+#ifdef NARROW
+const uint BM = 32, BN = 32, BK = 32;
+#else
 const uint BM = 64, BN = 64, BK = 32;
+#endif
 #ifdef COOPMAT
 shared float16_t ws[BM * BK];  // [n][k]
 shared float16_t xs[BN * BK];  // [t][k]
@@ -23,7 +33,14 @@ shared float cs[BN * BM];      // staging of the result tile for bounds-checked 
 #else
 shared float ws[BM][BK + 1];
 shared float xs[BN][BK + 1];
+#ifdef NARROW
+const uint TM = 2, TN = 4;  // per thread: TM rows x TN tokens (32*32 / 128 threads = 8)
+#else
 const uint TM = 4, TN = 8;  // per thread: TM rows x TN tokens (64*64 / 128 threads = 32)
+#endif
+#endif
+#if defined(SPLIT_K) && defined(COOPMAT)
+#error "mul_mm: SPLIT_K is the portable path's (mul_mm_f16.glsl splits the tensor-core GEMM)"
 #endif
 
 void main() {
@@ -41,7 +58,13 @@ void main() {
     [[unroll]] for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
 #endif
 
-  for (uint k0 = 0; k0 < p.K; k0 += BK) {
+#ifdef SPLIT_K
+  const uint k_begin = gl_WorkGroupID.z * p.k_chunk, k_end = min(p.K, k_begin + p.k_chunk);
+  const uint y_base = gl_WorkGroupID.z * p.part_stride;
+#else
+  const uint k_begin = 0, k_end = p.K, y_base = 0;
+#endif
+  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
     // Weight tile: BM rows x BK = BM * (BK/16) parts of 16.
     for (uint q = tid; q < BM * (BK / 16); q += WG) {
       const uint r = q / (BK / 16), c = (k0 / 16) + q % (BK / 16);
@@ -107,7 +130,7 @@ void main() {
 #else
   [[unroll]] for (uint i = 0; i < TM; ++i)
     [[unroll]] for (uint j = 0; j < TN; ++j)
-      if (n0 + tr + i < p.N && t0 + tt + j < p.n_tok) y[p.y_off + (t0 + tt + j) * p.y_stride + n0 + tr + i] = acc[i][j];
+      if (n0 + tr + i < p.N && t0 + tt + j < p.n_tok) y[y_base + p.y_off + (t0 + tt + j) * p.y_stride + n0 + tr + i] = acc[i][j];
 #endif
 }
 #elif defined(MMA2)

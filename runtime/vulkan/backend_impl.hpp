@@ -458,6 +458,26 @@ struct backend::impl {
   std::uint32_t split_target = 256, split_min_k = 512;
   std::uint32_t mm_parts = 0;
   std::uint64_t mm_parts_floats = 0;
+  // An f32 matrix of few rows (an MoE router, kept off the f16 tensor cores) in a step of
+  // narrow_min_tokens or more: 32 x 32 f32 tiles split over K (mul_mm.glsl NARROW SPLIT_K) into
+  // narrow_parts, then split_k_sum. The matvec it replaces re-read each workgroup's 8 tokens of
+  // activations for every router row. STRATA_VK_NARROW_GEMM=0: the matvec.
+  bool narrow_gemm = true;
+  static constexpr std::uint32_t narrow_splits = 8, narrow_min_tokens = 32, narrow_max_rows = 256;
+  std::uint32_t narrow_parts = 0;
+  std::uint64_t narrow_parts_floats = 0;
+  template <class W>  // gguf::tensor_info or weight
+  static bool narrow_matrix(const W& w) {
+    return !f16_operands_ok(w.type) && w.ne[2] == 1 && w.ne[1] > 1 && w.ne[1] <= narrow_max_rows && w.ne[0] % 32 == 0;
+  }
+  bool use_narrow_gemm(const weight& w, std::uint32_t n) const {
+    return narrow_parts && n >= narrow_min_tokens && narrow_matrix(w) &&
+           std::uint64_t(narrow_splits) * n * w.ne[1] <= narrow_parts_floats;
+  }
+  static pipeline_request narrow_req(gguf::type_id t) {
+    return req("mul_mm", t, {{"WG", "128"}, {"NARROW", "1"}, {"SPLIT_K", "1"}}, 3);
+  }
+  void record_narrow_gemm(const pending_matmul& m);
   std::uint32_t k_splits(const mma2_tile& t, std::uint32_t tiles, std::uint64_t K) const {
     if (!split_k || K < 2 * split_min_k) return 1;
     std::uint64_t s = 1;

@@ -125,6 +125,7 @@ backend::impl::impl(const backend_options& o)
     if (c != 16 && c != 32 && c != 64) throw error("STRATA_VK_MMS_MOE_CHUNK must be 16, 32 or 64, got '" + std::string(v) + "'");
     mms_moe_chunk = std::uint32_t(c);
   }
+  if (const char* v = std::getenv("STRATA_VK_NARROW_GEMM"); v && std::string_view(v) == "0") narrow_gemm = false;
   if (const char* v = std::getenv("STRATA_VK_MMQ_MOE"); v && std::string_view(v) == "0") mmq_moe = false;
   if (const char* v = std::getenv("STRATA_VK_MMQ_MOE_CHUNK")) {
     const int c = std::atoi(v);
@@ -432,6 +433,23 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
             if (P.mm3_in_place(f, 64, P.max_rows) || (P.mmk_small_min <= P.mms_max && P.mm3_in_place(f, 64, P.mms_max)))
               reqs.push_back(P.mm3_req(t, true, f, split));
       }
+    }
+  }
+  // Narrow f32 matrices' split-K partials (record_narrow_gemm): S x max_rows x rows of the widest.
+  // Not under --gpu-budget, whose placement is planned to the byte without this speed buffer.
+  if (P.narrow_gemm && P.max_rows >= impl::narrow_min_tokens && !P.ctx.ledger().budget) {
+    std::uint64_t most = 0;
+    std::set<gguf::type_id> types;
+    for (const auto& e : P.weights)
+      if (impl::gpu_reads(e) && impl::narrow_matrix(*e.info)) {
+        most = std::max<std::uint64_t>(most, std::uint64_t(impl::narrow_splits) * P.max_rows * e.info->ne[1]);
+        types.insert(e.info->type);
+      }
+    for (const auto t : types) reqs.push_back(impl::narrow_req(t));
+    if (most) {
+      P.narrow_parts_floats = most;
+      P.narrow_parts = P.new_buffer(most * 4, memory_kind::device, "narrow f32 GEMM partial products");
+      if (!P.mm_parts) reqs.push_back(impl::split_k_sum_req());
     }
   }
   for (auto f : mat_formats) {

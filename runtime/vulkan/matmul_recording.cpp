@@ -38,6 +38,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+  if (!m.norm && !m.up && !m.residual && use_narrow_gemm(w, n)) return record_narrow_gemm(m);
   if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) {
     if (mm_parts && n >= mmk_small_min && mm3 && mm3_in_place(w.type, w.ne[0], n)) return record_mul_mm_f16(m);
     return record_mul_mm_small(m);
@@ -88,6 +89,21 @@ void backend::impl::record_matmul(const pending_matmul& m) {
     return;
   }
   dispatch(req("matvec", w.type, std::move(d), 6), b, &pc, sizeof pc, gx, gy);
+  wrote(m.y);
+}
+
+void backend::impl::record_narrow_gemm(const pending_matmul& m) {
+  const weight& w = *m.w;
+  if (m.x.off % 4 || m.x.stride % 4)
+    throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
+  const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
+  const std::uint32_t chunk = div_up(div_up(K, narrow_splits), 32) * 32, used = div_up(K, chunk);
+  const mul_mm_split_pc pc{K, N, n, std::uint32_t(w.row_bytes), m.x.off, m.x.stride, 0, N, chunk, n * N};
+  const binding b[] = {bind_weight(w), bind(m.x, false), bind_id(narrow_parts, true)};
+  dispatch3(narrow_req(w.type), b, &pc, sizeof pc, div_up(N, 32), div_up(n, 32), used);
+  const split_k_sum_pc sp{N, n, used, n * N, m.y.off, m.y.stride};
+  const binding sb[] = {bind_id(narrow_parts, false), bind(m.y, true)};
+  dispatch(split_k_sum_req(), sb, &sp, sizeof sp, div_up(std::uint64_t(N) * n, 256));
   wrote(m.y);
 }
 

@@ -42,6 +42,9 @@ struct mm_f16_pc {  // mul_mm_f16.glsl
   std::uint32_t row_bytes = 0;  // QW (weights in their own format): bytes per row
   std::uint32_t k_chunk = 0, part_stride = 0;  // SPLIT_K: K per workgroup z, floats between partials
 };
+struct mul_mm_split_pc {  // mul_mm.glsl NARROW SPLIT_K
+  std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, k_chunk, part_stride;
+};
 struct split_k_sum_pc {  // split_k_sum.glsl
   std::uint32_t N, n_tok, splits, part_stride, y_off, y_stride;
 };

@@ -366,6 +366,7 @@ int main(int argc, char** argv) {
                                            {"kv_bytes_per_token", r.kv_bytes_per_token},
                                            {"avg_ts", r.mean()},
                                            {"stddev_ts", r.sd()},
+                                           {"samples_ts", std::move(samples)},
                                            {"predicted_ts", r.predicted_ts},
                                            {"predicted_bytes_per_token",
                                             boost::json::object{{"gpu_read", r.predicted.gpu_read_bytes},

@@ -45,6 +45,12 @@ layout(push_constant) uniform Params {
 #error "mul_mmq: the accumulator layout's element offsets (MMA_DR, MMA_DC) are required"
 #endif
 const int dr[8] = int[8](MMA_DR), dc[8] = int[8](MMA_DC);
+// LAB (vk_matvec_bench "iq:...:LAB=bits" only; results are then wrong): parts left out to see what
+// bounds the kernel. 1: the float epilogue (each block's int32 tile converted and added, no
+// factors); 2: the weight units' loads and unpacking; 4: the token codes' loads; 8: the products.
+#ifndef LAB
+#define LAB 0
+#endif
 #if BM > WG
 #error "mul_mmq: one weight row per thread loads and unpacks a unit (BM <= WG)"
 #endif
@@ -96,11 +102,12 @@ uint token_row(uint t) {  // activation row of the workgroup's token t, ~0u past
 
 void fetch(uint u) {
   const uint tid = gl_LocalInvocationID.x;
-  if (tid < BM) wr = wr_live ? mmq_load(wbase + (n0 + tid) * p.row_bytes, u) : mmq_zero();
+  if ((LAB & 2) == 0 && tid < BM) wr = wr_live ? mmq_load(wbase + (n0 + tid) * p.row_bytes, u) : mmq_zero();
   [[unroll]] for (uint i = 0; i < X_PER; ++i) {
     const uint q = tid + i * WG;
     xr[i] = uvec4(0);
-    if (q < X_VECS && xrow[i] != ~0u) xr[i] = xq[p.q_off + xrow[i] * p.q_stride + 4 * u + q % 4];
+    if ((LAB & 4) != 0) xr[i] = uvec4(q + u);
+    else if (q < X_VECS && xrow[i] != ~0u) xr[i] = xq[p.q_off + xrow[i] * p.q_stride + 4 * u + q % 4];
   }
   if (tid < BN) {
     xsr[0] = xsr[1] = vec4(0.0);
@@ -116,7 +123,12 @@ void stash(uint buf, uint u) {
   if (tid < BM) {
     uvec4 c[4];
     vec4 f;
-    mmq_unpack(wr, u, c, f);
+    if ((LAB & 2) != 0) {
+      c[0] = c[1] = c[2] = c[3] = uvec4(tid + u);
+      f = vec4(1.0);
+    } else {
+      mmq_unpack(wr, u, c, f);
+    }
     [[unroll]] for (uint i = 0; i < 4; ++i) sh[base + tid * RS + i] = c[i];
     shf[fb + tid] = f;
   }
@@ -189,7 +201,13 @@ void main() {
         [[unroll]] for (uint i = 0; i < TI; ++i)
           coopMatLoadNV(a[i], sh, xb + (wt + 16 * i) * RSX + (NG == 2 ? 4 * h + 2 * g : 2 * h), RSX, false);
         [[unroll]] for (uint i = 0; i < TI; ++i)
-          [[unroll]] for (uint j = 0; j < TJ; ++j) ci[g][i][j] = coopMatMulAddNV(a[i], b[j], IACC(0));
+          [[unroll]] for (uint j = 0; j < TJ; ++j)
+            ci[g][i][j] = (LAB & 8) != 0 ? IACC(int(u + h)) : coopMatMulAddNV(a[i], b[j], IACC(0));
+      }
+      if ((LAB & 1) != 0) {
+        [[unroll]] for (uint i = 0; i < TI; ++i)
+          [[unroll]] for (uint j = 0; j < TJ; ++j) acc[i][j] += ACC(ci[0][i][j]) + ACC(ci[NG - 1][i][j]);
+        continue;
       }
       [[unroll]] for (uint i = 0; i < TI; ++i)
         [[unroll]] for (uint j = 0; j < TJ; ++j) {

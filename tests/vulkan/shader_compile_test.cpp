@@ -147,6 +147,12 @@ TEST_CASE("vulkan shaders: int8 tensor-core GEMM variants compile (Q4_K and Q6_K
   compiles({"mul_mmq", type_id::q4_k,
             {{"WG", "256"}, {"COOPMAT", "1"}, {"MMQ", "1"}, {"BM", "128"}, {"BN", "128"}, {"WM", "32"}, {"WN", "64"}, {"RS", "4"}, dr, dc},
             4});
+  // The lab's ablations (vk_matvec_bench "iq:...:LAB=bits"), each part left out alone.
+  for (const char* lab : {"1", "2", "4", "8"})
+    for (const auto t : {type_id::q4_k, type_id::q6_k})
+      compiles({"mul_mmq", t,
+                {{"WG", "256"}, {"COOPMAT", "1"}, {"MMQ", "1"}, {"BM", "128"}, {"BN", "64"}, {"WM", "32"}, {"WN", "32"}, dr, dc, {"LAB", lab}},
+                4});
 #endif
 }
 

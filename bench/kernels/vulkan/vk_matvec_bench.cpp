@@ -155,7 +155,7 @@ struct variant {
   bool mmq = false, xh = false, tok_fast = false;
   std::uint32_t splits = 1;  // S=n: split K over n workgroups (SPLIT_K), then split_k_sum
   bool small = false;  // mul_mm_small.glsl: "ms:TT=n" (16n tokens per workgroup row)
-  bool iq = false;     // mul_mmq.glsl (int8 tensor cores): "iq:BM=..:BN=..:WM=..:WN=..:RS=.."
+  bool iq = false;     // mul_mmq.glsl (int8 tensor cores): "iq:BM=..:BN=..:WM=..:WN=..:RS=..:LAB=bits"
   bool read = false;   // read_bw.glsl: "rd:WG=n:U=n:G=n"
   std::uint32_t read_wg = 256, read_u = 4, read_groups = 0;
   std::uint32_t bm = 64, bn = 64;
@@ -226,8 +226,10 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
   if (s.rfind("iq", 0) == 0) {
     v.iq = true;
     std::uint32_t bm = 64, bn = 64, wm = 32, wn = 32, rs = 5;
+    std::uint32_t lab = 0;
     tile_fields(s, bm, bn, wm, wn, [&](const std::string& key, std::uint32_t n) {
       if (key == "RS") rs = n;
+      else if (key == "LAB") lab = n;  // mul_mmq.glsl's LAB knobs: parts of the kernel left out (results are then wrong)
       else throw error("unknown variant field '" + key + "'");
     });
     if (!info.nv_coopmat || !info.nv_coopmat_int8 || !mmq_layout)
@@ -236,6 +238,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     v.defines = {{"WG", std::to_string(bm / wm * (bn / wn) * 32)}, {"COOPMAT", "1"}, {"MMQ", "1"}, {"BM", std::to_string(bm)},
                  {"BN", std::to_string(bn)}, {"WM", std::to_string(wm)}, {"WN", std::to_string(wn)}, {"RS", std::to_string(rs)},
                  {"MMA_DR", mmq_layout->row_offsets}, {"MMA_DC", mmq_layout->col_offsets}};
+    if (lab) v.defines.emplace_back("LAB", std::to_string(lab));
     return v;
   }
   if (s.rfind("mm3", 0) == 0 || s.rfind("mmq", 0) == 0) {  // "mm3[g]|mmq:BM=..:BN=..:WM=..:WN=..:BK=..:XH=1:TF=1"

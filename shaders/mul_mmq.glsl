@@ -6,7 +6,7 @@
 // shifts of its bytes, tiles hold half the bytes, and the products run at the int8 rate. That
 // matters most where few tokens share a weight tile: the backend runs grouped MoE steps here
 // (each expert sees a few dozen tokens of a prompt); dense GEMMs stay on f16, which is faster
-// while this kernel's per-block float epilogue bounds it (docs/ARCHITECTURE.md).
+// (docs/ARCHITECTURE.md; SPLIT_K, dense 16-64-token steps, is STRATA_VK_MMQ_DENSE=1's, off by default).
 // A workgroup owns BM weight rows x BN tokens, each warp WM x WN of them. K advances a unit (64:
 // two 32-element sub-blocks) a step through two shared buffers (the next unit read into registers
 // before this one's products, stored after them; one barrier a step). Per sub-block a warp
@@ -36,6 +36,7 @@ layout(push_constant) uniform Params {
   uint s_off, s_stride;  // their block scales: in vec4 (one per 32 codes)
   uint y_off, y_stride;  // in floats
   uint expert_bytes, sorted_off, in_div;
+  uint k_chunk, part_stride;  // SPLIT_K: K elements per workgroup z (a multiple of 64), floats between partials
 } p;
 
 #if !defined(HAS_MMQ_UNIT)
@@ -50,6 +51,9 @@ const int dr[8] = int[8](MMA_DR), dc[8] = int[8](MMA_DC);
 // factors); 2: the weight units' loads and unpacking; 4: the token codes' loads; 8: the products.
 #ifndef LAB
 #define LAB 0
+#endif
+#if defined(SPLIT_K) && defined(MOE_GROUPED)
+#error "mul_mmq: SPLIT_K is for dense GEMMs"
 #endif
 #if BM > WG
 #error "mul_mmq: one weight row per thread loads and unpacks a unit (BM <= WG)"
@@ -183,12 +187,19 @@ void main() {
   [[unroll]] for (uint i = 0; i < TI; ++i)
     [[unroll]] for (uint j = 0; j < TJ; ++j) acc[i][j] = ACC(0.0);
 
-  const uint units = p.K / 64;
-  fetch(0);
-  stash(0, 0);
+#ifdef SPLIT_K
+  // Workgroup z multiplies units [u0, units) of K into its own partial product (split_k_sum.glsl
+  // adds them in order): a step of few tokens has too few tiles to fill the GPU otherwise.
+  const uint u0 = gl_WorkGroupID.z * (p.k_chunk / 64), units = min(p.K / 64, u0 + p.k_chunk / 64);
+  const uint y_base = gl_WorkGroupID.z * p.part_stride;
+#else
+  const uint u0 = 0, units = p.K / 64, y_base = 0;
+#endif
+  fetch(u0);
+  stash(0, u0);
   barrier();
   uint buf = 0;
-  for (uint u = 0; u < units; ++u) {
+  for (uint u = u0; u < units; ++u) {
     const bool more = u + 1 < units;
     if (more) fetch(u + 1);
     const uint wb = buf * TILE, xb = wb + BM * RS, fb = buf * (BM + BN);
@@ -241,6 +252,6 @@ void main() {
 #else
         const uint row = t0 + t;
 #endif
-        y[p.y_off + row * p.y_stride + n] = acc[i][j][e];
+        y[y_base + p.y_off + row * p.y_stride + n] = acc[i][j][e];
       }
 }

@@ -136,7 +136,24 @@ struct backend::impl {
   bool mmq_ok(gguf::type_id t, std::uint64_t K) const;  // a matrix of rows of K can run on mul_mmq
   bool mmq_ok(const weight& w) const { return mmq_ok(w.type, w.ne[0]); }
   mma2_tile mmq_moe_tile(std::uint32_t chunk) const;  // BN = the chunk
-  pipeline_request mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped) const;
+  pipeline_request mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped, bool split = false) const;
+  // Plain matmuls of mmq_dense_min..mmq_dense_max tokens (batched decode of 16-64 streams) in a
+  // format with an int8 unit on mul_mmq, split over K where the tiles are few (record_mmq_dense).
+  // Off: the H200 lab favoured it on wide matrices (Q4_K 4096 x 12288 at 32 tokens: 77.8 us against
+  // mul_mm_small's 115.5 and the split f16 tiles' 128.2) but not on long K (12288 x 4096 unsplit:
+  // 199.7 against 88.8), and whole steps lost (qwen3-8b batched decode at 16 / 32 / 64 streams:
+  // 1,448 / 2,155 / 3,430 t/s against 1,693 / 2,584 / 3,594; same H200 fidelity either way).
+  // STRATA_VK_MMQ_DENSE=1 on, =N from N tokens; STRATA_VK_MMQ_DENSE_MAX_K=K only rows of at most K
+  // (not yet measured).
+  bool mmq_dense = false;
+  std::uint32_t mmq_dense_min = 16, mmq_dense_max = 64, mmq_dense_max_k = 1u << 30;
+  bool mmq_dense_ok(gguf::type_id t, std::uint64_t K, std::uint32_t n) const {
+    return mmq_dense && mmq_layout && n >= mmq_dense_min && n <= mmq_dense_max && n <= max_q8_rows &&
+           detail::has_mmq_unit(t) && K % 64 == 0 && K <= max_k && K <= mmq_dense_max_k;
+  }
+  static mma2_tile mmq_dense_tile(std::uint32_t n) {
+    return n <= 16 ? mma2_tile{64, 16, 16, 16} : n <= 32 ? mma2_tile{64, 32, 32, 16} : mma2_tile{128, 64, 32, 32};
+  }
   void record_moe_mmq(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                       std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y);
   bool moe_grouped = true;
@@ -478,6 +495,7 @@ struct backend::impl {
     return req("mul_mm", t, {{"WG", "128"}, {"NARROW", "1"}, {"SPLIT_K", "1"}}, 3);
   }
   void record_narrow_gemm(const pending_matmul& m);
+  void record_mmq_dense(const pending_matmul& m);
   std::uint32_t k_splits(const mma2_tile& t, std::uint32_t tiles, std::uint64_t K) const {
     if (!split_k || K < 2 * split_min_k) return 1;
     std::uint64_t s = 1;

@@ -127,6 +127,12 @@ backend::impl::impl(const backend_options& o)
   }
   if (const char* v = std::getenv("STRATA_VK_NARROW_GEMM"); v && std::string_view(v) == "0") narrow_gemm = false;
   if (const char* v = std::getenv("STRATA_VK_MMQ_MOE"); v && std::string_view(v) == "0") mmq_moe = false;
+  if (const char* v = std::getenv("STRATA_VK_MMQ_DENSE")) {
+    const int n = std::atoi(v);
+    mmq_dense = n != 0;
+    if (n > 1) mmq_dense_min = std::uint32_t(std::clamp(n, 16, 64));
+  }
+  if (const char* v = std::getenv("STRATA_VK_MMQ_DENSE_MAX_K")) mmq_dense_max_k = std::uint32_t(std::max(64, std::atoi(v)));
   if (const char* v = std::getenv("STRATA_VK_MMQ_MOE_CHUNK")) {
     const int c = std::atoi(v);
     if (c != 16 && c != 32 && c != 64) throw error("STRATA_VK_MMQ_MOE_CHUNK must be 16, 32 or 64, got '" + std::string(v) + "'");
@@ -569,6 +575,21 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
           }
       }
       P.pipes.prepare(mr, P.opt.progress);
+    }
+  }
+  // Int8 tensor cores for plain matmuls of mmq_dense_min..mmq_dense_max tokens (record_mmq_dense).
+  if (P.mmq_dense && P.coopmat && P.ctx.info().nv_coopmat_int8 && P.max_k && P.max_rows >= P.mmq_dense_min &&
+      std::any_of(mat_formats.begin(), mat_formats.end(), [](gguf::type_id f) { return detail::has_mmq_unit(f); })) {
+    if (!P.mmq_layout) P.mmq_layout = probe_mma_layout(P.ctx, P.pipes);
+    if (P.mmq_layout) {
+      std::vector<pipeline_request> dr;
+      for (const std::uint32_t n : {16u, 32u, 64u})
+        for (auto f : mat_formats)
+          if (detail::has_mmq_unit(f) && n >= P.mmq_dense_min / 16 * 16 && n <= std::max<std::uint32_t>(16, P.max_rows)) {
+            dr.push_back(P.mmq_req(f, impl::mmq_dense_tile(n), false));
+            if (P.mm_parts) dr.push_back(P.mmq_req(f, impl::mmq_dense_tile(n), false, true));
+          }
+      P.pipes.prepare(dr, P.opt.progress);
     }
   }
 }

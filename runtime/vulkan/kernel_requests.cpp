@@ -213,11 +213,13 @@ std::vector<std::pair<std::string, std::string>> backend::impl::kv_encode_defs(c
 }
 
 bool backend::int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
-  return tokens < p_->mmvq_max_tokens && p_->has_int8_unit(t, K) && !p_->small_matmul(K, tokens);
+  return (tokens < p_->mmvq_max_tokens && p_->has_int8_unit(t, K) && !p_->small_matmul(K, tokens)) ||
+         p_->mmq_dense_ok(t, K, tokens);
 }
 
 bool backend::tensor_core_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
-  return impl::f16_operands_ok(t) && (p_->small_matmul(K, tokens) || (p_->coopmat && p_->tiled_matmul(t, K, tokens)));
+  return impl::f16_operands_ok(t) && !p_->mmq_dense_ok(t, K, tokens) &&
+         (p_->small_matmul(K, tokens) || (p_->coopmat && p_->tiled_matmul(t, K, tokens)));
 }
 
 bool backend::tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const {

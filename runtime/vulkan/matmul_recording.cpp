@@ -39,6 +39,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
   if (!m.norm && !m.up && !m.residual && use_narrow_gemm(w, n)) return record_narrow_gemm(m);
+  if (!m.norm && !m.up && !m.residual && w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) return record_mmq_dense(m);
   if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) {
     if (mm_parts && n >= mmk_small_min && mm3 && mm3_in_place(w.type, w.ne[0], n)) return record_mul_mm_f16(m);
     return record_mul_mm_small(m);
@@ -281,13 +282,40 @@ mma2_tile backend::impl::mmq_moe_tile(std::uint32_t chunk) const {
   return {128, chunk, 32, std::max<std::uint32_t>(16, chunk / 2)};
 }
 
-pipeline_request backend::impl::mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped) const {
+pipeline_request backend::impl::mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped, bool split) const {
   std::vector<std::pair<std::string, std::string>> d{
       {"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"}, {"MMQ", "1"},
       {"BM", std::to_string(s.bm)}, {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)},
       {"WN", std::to_string(s.wn)}, {"MMA_DR", mmq_layout->row_offsets}, {"MMA_DC", mmq_layout->col_offsets}};
   if (grouped) d.emplace_back("MOE_GROUPED", "1");
+  if (split) d.emplace_back("SPLIT_K", "1");
   return req("mul_mmq", t, std::move(d), grouped ? 5 : 4);
+}
+
+void backend::impl::record_mmq_dense(const pending_matmul& m) {
+  const weight& w = *m.w;
+  const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
+  const mma2_tile t = mmq_dense_tile(n);
+  const std::uint32_t sl = quantize_input(m.x, nullptr, 0.0f);
+  const std::uint32_t tiles = div_up(N, t.bm) * div_up(n, t.bn), units = K / 64;
+  // Splits until split_target workgroups (as k_splits), each at least 8 units (512) of K long.
+  std::uint32_t splits = split_k ? std::min<std::uint32_t>({div_up(split_target, tiles), 8, units / 8}) : 1;
+  while (splits > 1 && std::uint64_t(splits) * n * N > mm_parts_floats) --splits;
+  if (!mm_parts || splits < 2) {
+    const mmq_pc pc{K, N, n, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32, m.y.off, m.y.stride};
+    const binding b[] = {bind_weight(w), bind_id(xq[sl], false), bind_id(xs[sl], false), bind(m.y, true)};
+    dispatch(mmq_req(w.type, t, false), b, &pc, sizeof pc, div_up(N, t.bm), div_up(n, t.bn));
+    wrote(m.y);
+    return;
+  }
+  const std::uint32_t chunk = div_up(units, splits) * 64, used = div_up(K, chunk);
+  const mmq_pc pc{K, N, n, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32, 0, N, 0, 0, 1, chunk, n * N};
+  const binding b[] = {bind_weight(w), bind_id(xq[sl], false), bind_id(xs[sl], false), bind_id(mm_parts, true)};
+  dispatch3(mmq_req(w.type, t, false, true), b, &pc, sizeof pc, div_up(N, t.bm), div_up(n, t.bn), used);
+  const split_k_sum_pc sp{N, n, used, n * N, m.y.off, m.y.stride};
+  const binding sb[] = {bind_id(mm_parts, false), bind(m.y, true)};
+  dispatch(split_k_sum_req(), sb, &sp, sizeof sp, div_up(std::uint64_t(N) * n, 256));
+  wrote(m.y);
 }
 
 void backend::impl::record_moe_mmq(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,

@@ -54,6 +54,7 @@ struct mm_small_pc {  // mul_mm_small.glsl
 struct mmq_pc {  // mul_mmq.glsl
   std::uint32_t K, N, n_tok, row_bytes, q_off, q_stride, s_off, s_stride, y_off, y_stride;
   std::uint32_t expert_bytes = 0, sorted_off = 0, in_div = 1;  // MOE_GROUPED
+  std::uint32_t k_chunk = 0, part_stride = 0;                  // SPLIT_K: K per workgroup z, floats between partials
 };
 struct dequant_f16_pc {
   std::uint32_t K, row_bytes, row0, rows, o_off;

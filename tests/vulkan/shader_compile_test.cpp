@@ -147,6 +147,16 @@ TEST_CASE("vulkan shaders: int8 tensor-core GEMM variants compile (Q4_K and Q6_K
   compiles({"mul_mmq", type_id::q4_k,
             {{"WG", "256"}, {"COOPMAT", "1"}, {"MMQ", "1"}, {"BM", "128"}, {"BN", "128"}, {"WM", "32"}, {"WN", "64"}, {"RS", "4"}, dr, dc},
             4});
+  // Dense small batches (record_mmq_dense: 16, 32, 64-token tiles), whole and split over K.
+  for (const auto t : {type_id::q4_k, type_id::q6_k})
+    for (const auto& [bm, bn, wm, wn, wg] : {std::tuple{"64", "16", "16", "16", "128"}, {"64", "32", "32", "16", "128"},
+                                             {"128", "64", "32", "32", "256"}})
+      for (const bool split : {false, true}) {
+        std::vector<std::pair<std::string, std::string>> d{
+            {"WG", wg}, {"COOPMAT", "1"}, {"MMQ", "1"}, {"BM", bm}, {"BN", bn}, {"WM", wm}, {"WN", wn}, dr, dc};
+        if (split) d.emplace_back("SPLIT_K", "1");
+        compiles({"mul_mmq", t, d, 4});
+      }
   // The lab's ablations (vk_matvec_bench "iq:...:LAB=bits"), each part left out alone.
   for (const char* lab : {"1", "2", "4", "8"})
     for (const auto t : {type_id::q4_k, type_id::q6_k})

@@ -1,9 +1,6 @@
-// The Vulkan backend's tuning switches: which kernel variant and shape each op takes, with the
-// measurement behind each default. Set from STRATA_VK_* environment variables (read_env,
-// tuning.cpp) when the backend starts; backend::impl (backend_impl.hpp) derives from
-// backend_tuning, so its files read them as its own members. The small predicates here depend
-// on nothing but the switches; the ones that also read buffers or the device stay in
-// backend_impl.hpp.
+// The Vulkan backend's tuning switches (STRATA_VK_*, read by read_env in tuning.cpp) with the
+// measurement behind each default, and the predicates that read nothing else. backend::impl
+// derives from backend_tuning, so its files use them as its own members.
 // Private to runtime/vulkan.
 #pragma once
 #include <algorithm>

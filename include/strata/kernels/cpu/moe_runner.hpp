@@ -1,8 +1,6 @@
-// Mixture-of-experts routing and the packed experts of the CPU backend (backend.hpp): each
-// row's top-k experts and their weights (route), kept for the experts that follow, and the
-// experts over packed weights in a few pool jobs (run_packed). The backend owns one and its
-// thread pool and activation scratch; backend::moe_experts falls back to a loop of matmuls
-// over the same routing where the experts have no packed copy.
+// The CPU backend's mixture-of-experts routing (each row's top-k experts and weights) and its
+// experts over packed weights in a few pool jobs (run_packed); backend.hpp owns one, and its
+// moe_experts falls back to a loop of matmuls over the same routing.
 #pragma once
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,5 @@
 // The Vulkan backend's state, shared by the files that implement it (one responsibility each):
+//   tuning.hpp / .cpp     the tuning switches (STRATA_VK_*) and their measurements, a base of impl
 //   backend_setup.cpp     device options, weights upload, pipelines built up front, KV buffers
 //   step_cache.cpp        a step recorded once per shape and replayed (begin / finish, dispatch)
 //   kernel_requests.cpp   which pipeline variant (shader + defines) an op records
@@ -29,38 +30,12 @@
 #include "mma_layout.hpp"
 #include "pipelines.hpp"
 #include "push_constants.hpp"
+#include "tuning.hpp"
 #include "strata/tiers/expert_cache.hpp"
 
 namespace strata::gpu {
 
-namespace detail {
-inline constexpr std::uint32_t wg = 128;         // workgroup size of the elementwise / row kernels
-inline constexpr std::uint32_t mm_min_tokens = 16;  // from here on matmuls use the tiled kernel
-inline constexpr std::uint32_t flash_min_tokens = 16;  // and attention the tensor cores (one sequence, f16 KV)
-
-inline std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return std::uint32_t((a + b - 1) / b); }
-
-// Weight formats with an int8-activation unit in shaders/quant/<fmt>.glsl (MMVQ).
-inline bool has_mmvq(gguf::type_id t) {
-  return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k || t == gguf::type_id::q8_0;
-}
-// Weight formats with a 64-element f16 expansion unit (quant/<fmt>.glsl HAS_MMS_UNIT): the GEMMs
-// read them in place (mul_mm_small, mul_mm_f16 QW).
-inline bool has_mms_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
-// Weight formats whose MMVQ unit also has the multi-token form (quant/<fmt>.glsl HAS_MMVQ_PREP):
-// mmvq.glsl's MMVQ_MT, for steps of 2 .. mmvq_mt_max_tokens tokens.
-inline bool has_mmvq_mt(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
-// Formats with mul_mmq.glsl's int8 unit (quant/*.glsl HAS_MMQ_UNIT).
-inline bool has_mmq_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
-inline constexpr std::uint32_t mmvq_mt_max_tokens = 8;
-}  // namespace detail
-
-// Workgroup tile of mul_mm.glsl's MMA2 path: BM weight rows x BN tokens, WM x WN per warp.
-struct mma2_tile {
-  std::uint32_t bm, bn, wm, wn;
-};
-
-struct backend::impl {
+struct backend::impl : backend_tuning {
   backend_options opt;
   context ctx;
   pipeline_registry pipes;
@@ -103,12 +78,6 @@ struct backend::impl {
   // STRATA_VK_MOE_GROUPED=0 keeps one workgroup column per pair.
   static constexpr std::uint32_t moe_chunk = 8;
   std::uint32_t moe_groups = 0, moe_max_chunks = 0, moe_sorted_off = 0;
-  // Prefill-sized MoE steps on tensor cores (mul_mm_small MOE_GROUPED): pairs grouped by expert
-  // in chunks of mms_moe_chunk, their activation rows gathered as f16 in that order (moe_xh,
-  // moe_xh_cols halves per row). STRATA_VK_MMS_MOE=0 keeps the grouped int8 matvecs;
-  // STRATA_VK_MMS_MOE_CHUNK=16|32|64 sets the chunk.
-  bool mms_moe = true;
-  std::uint32_t mms_moe_chunk = 32;
   std::uint32_t moe_xh = 0, moe_xh_cols = 0;
   // The experts' matmuls of one MoE step on mul_mm_small (gate, up, SwiGLU, down).
   void record_moe_small(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
@@ -119,67 +88,25 @@ struct backend::impl {
   void record_pair_swiglu(const tensor& g, const tensor& u, std::uint32_t pairs);
   // One grouped expert matmul on mul_mm_small over moe_xh's rows (SCATTER: each row back to its pair's).
   void record_mm_small_experts(const weight& w, const tensor& out, bool scatter, std::uint32_t pairs, std::uint32_t chunks);
-  // The same steps on int8 tensor cores (mul_mmq.glsl MOE_GROUPED) where the device has them and
-  // the gate/up format an int8 unit (quant/*.glsl HAS_MMQ_UNIT): no f16 expansion of the weights
-  // and no gathered copies of the activations (int8 rows read in place). A down projection in a
-  // format without the unit stays on mul_mm_small. STRATA_VK_MMQ_MOE=0 keeps mul_mm_small for all.
   // mmq_layout: the accumulator layout (mma_layout.cpp), probed at start-up.
   std::optional<mma_layout> mmq_layout;
-  // Its own chunk of pairs, by the step's pairs per expert (mmq_chunk_for): a prompt's ~32 take
-  // one chunk of 64 (H200, qwen3-30b-a3b pp512: 8,202 t/s on 128 x 64 tiles against 7,145 with
-  // chunks of 32), a 64-stream decode step's ~4 chunks of 16 (1,555 against 1,375 t/s with 64).
-  // STRATA_VK_MMQ_MOE_CHUNK=16|32|64 forces one.
-  bool mmq_moe = true;
-  std::uint32_t mmq_moe_chunk = 0;
-  mma2_tile mmq_moe_shape{0, 0, 0, 0};  // STRATA_VK_MMQ_MOE_SHAPE=BM:WM:WN (BN is the chunk); 0: the default
   std::uint32_t mmq_chunk_for(std::uint32_t pairs, std::uint32_t n_expert) const;
   bool mmq_ok(gguf::type_id t, std::uint64_t K) const;  // a matrix of rows of K can run on mul_mmq
   bool mmq_ok(const weight& w) const { return mmq_ok(w.type, w.ne[0]); }
   mma2_tile mmq_moe_tile(std::uint32_t chunk) const;  // BN = the chunk
   pipeline_request mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped, bool split = false) const;
-  // Plain matmuls of mmq_dense_min..mmq_dense_max tokens (batched decode of 16-64 streams) in a
-  // format with an int8 unit on mul_mmq, split over K where the tiles are few (record_mmq_dense).
-  // Off: the H200 lab favoured it on wide matrices (Q4_K 4096 x 12288 at 32 tokens: 77.8 us against
-  // mul_mm_small's 115.5 and the split f16 tiles' 128.2) but not on long K (12288 x 4096 unsplit:
-  // 199.7 against 88.8), and whole steps lost (qwen3-8b batched decode at 16 / 32 / 64 streams:
-  // 1,448 / 2,155 / 3,430 t/s against 1,693 / 2,584 / 3,594; same H200 fidelity either way).
-  // STRATA_VK_MMQ_DENSE=1 on, =N from N tokens; STRATA_VK_MMQ_DENSE_MAX_K=K only rows of at most K
-  // (not yet measured).
-  bool mmq_dense = false;
-  std::uint32_t mmq_dense_min = 16, mmq_dense_max = 64, mmq_dense_max_k = 1u << 30;
   bool mmq_dense_ok(gguf::type_id t, std::uint64_t K, std::uint32_t n) const {
     return mmq_dense && mmq_layout && n >= mmq_dense_min && n <= mmq_dense_max && n <= max_q8_rows &&
            detail::has_mmq_unit(t) && K % 64 == 0 && K <= max_k && K <= mmq_dense_max_k;
   }
-  static mma2_tile mmq_dense_tile(std::uint32_t n) {
-    return n <= 16 ? mma2_tile{64, 16, 16, 16} : n <= 32 ? mma2_tile{64, 32, 32, 16} : mma2_tile{128, 64, 32, 32};
-  }
   void record_moe_mmq(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                       std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y);
-  bool moe_grouped = true;
   std::uint32_t attn_part = 0;             // split-attention partials (allocated on first use)
   // Per (token, KV head) counters of the split attention's merge as its last workgroup's tail
   // (split_combine.glsl, STRATA_VK_TAIL decode steps): allocated zeroed on first use.
   std::uint32_t split_counters = 0;
   static constexpr std::uint32_t split_counter_count = 4096;
   std::uint32_t input = 0;                 // host-visible staging of write()
-  bool split_attention = true;             // STRATA_VK_SPLIT_ATTN=0 disables
-  // Query-tiled prefill attention: correct, but measured slower on the H100 (pp4096 752 vs 1154
-  // t/s, bench/RESULTS.md: shared-memory bank conflicts in its key loop), so opt-in for now.
-  bool tiled_attention = false;            // STRATA_VK_QTILE_ATTN=1 enables
-  bool gqa_attention = true;               // decode attention per KV head group; STRATA_VK_GQA_ATTN=0 disables
-  bool multi_gqa = true;                   // the same for steps of many sequences; STRATA_VK_MULTI_GQA=0 disables
-  // The same for compressed KV (attention_qdec): 1 decode steps, 0 never (STRATA_VK_TQ_GQA=0),
-  // 2 prompt steps too (=2; unsplit, n_head_kv x tokens workgroups: 6x slower than attention_q on
-  // lavapipe, not yet measured on a GPU).
-  int tq_gqa = 1;
-  std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
-  bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
-  bool flash_attention = true;             // prefill attention on tensor cores; STRATA_VK_FA=0 disables
-  // Decode attention over compressed caches on tensor cores (attention_mma_dec.glsl,
-  // STRATA_VK_MMA_DEC=1): correct but measured slower on the H200 (qwen3-8b tg64 @ d4096: tq3 118
-  // vs attention_qdec's 206 t/s; an f16 variant 235 vs attention_dec's 270), so opt-in.
-  bool mma_dec = false;
   bool single_seq = false;                 // every token of the step belongs to one sequence
   gpu_buffer readback;
   gpu_buffer ids_readback;                 // argmax results (host-visible)
@@ -311,23 +238,11 @@ struct backend::impl {
     };
     std::optional<topk_t> topk;  // a router: its top-k, run by the last workgroup if the path allows
   };
-  // Integer matvec (mmvq.glsl): activations quantized once per input to int8 blocks (xq/xs
-  // scratch), then packed 4x8-bit dot products. STRATA_VK_MMVQ=0 turns it off (f32 matvec);
-  // STRATA_VK_MMVQ_SHAPE=WG:RPG:U overrides the workgroup shape for experiments.
-  bool mmvq = true;
-  // Steps below this many tokens use the integer matvec for formats that have it (8 tokens per
-  // weight pass), from it on the tiled GEMM. STRATA_VK_MMVQ_MAX_TOKENS moves the switch up (an
-  // experiment: 16-64-token steps expand every weight to f16 on the tiled path); never below
-  // mm_min_tokens, where every format leaves the matvecs.
-  std::uint32_t mmvq_max_tokens = detail::mm_min_tokens;
-  std::uint32_t mmvq_wg = 64, mmvq_rpg = 2, mmvq_u = 2;
-  bool mmvq_shape_forced = false;
   // Two scratch slots, so a matvec can read its quantized input from one and write its output,
   // quantized for the next matvec (QUANT_OUT), into the other.
   std::uint32_t xq[2] = {0, 0}, xs[2] = {0, 0};  // buffer ids
   std::uint32_t max_k = 0;                         // widest matmul input
   std::uint32_t max_q8_rows = 0;                   // rows the int8 scratch holds (tokens or MoE pairs)
-  bool quant_out = true;                           // STRATA_VK_QUANT_OUT=0 disables
   // The input each slot holds now (valid until its buffer is written).
   struct quantized_input {
     tensor x;
@@ -337,25 +252,7 @@ struct backend::impl {
   };
   // Per slot, NORM_OUT's sums of y^2 per token and 32-row block (buffer ids).
   std::uint32_t rms_sq[2] = {0, 0};
-  // NORM_OUT / RMS_IN for decode steps (STRATA_VK_NORM_OUT=0 disables): the norm between a
-  // residual matvec and the matvecs that read it costs no dispatch (and no barrier) of its own.
-  bool norm_out = true;
-  bool combine_norm_out = true;  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
-  bool router_norm = true;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)
-  bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
-  // Expert matvecs with rows of <= 1024: lanes per row, groups of 8 summed by shuffles
-  // (STRATA_VK_MMVQ_SHORT_LPR=N; 0: a warp a row). qwen3-30b-a3b's expert down rows of 768 are 12
-  // units of 64: a warp a row left 20 lanes idle (H200, tg128 alternated: 290.8 / 279.7 t/s with
-  // 8, 280.0 / 280.3 with 16, 263.5 / 265.2 with 0).
-  std::uint32_t mmvq_short_lpr = 8;
-  // Decode steps whose tokens are all at positions below short_ctx_len record their attention
-  // unsplit (STRATA_VK_SHORT_CTX=N sets the length, 0 turns it off); short_ctx: this step's.
-  std::uint32_t short_ctx_len = 256;
   bool short_ctx = false;
-  // Decode attention writes its output as int8 too (attention.glsl QUANT_OUT); STRATA_VK_ATTN_Q8=0 disables.
-  bool attn_q8 = true;
-  // The unsplit per-head attention sums values over key groups, 4 dims a thread (V4_D); STRATA_VK_V4=0 disables.
-  bool attn_v4 = true;
   bool try_norm_out(const pending_norm& n);
   std::optional<quantized_input> quantized[2];
   std::uint32_t last_slot = 1;
@@ -396,13 +293,6 @@ struct backend::impl {
   // The down matvec and the combine (+ residual, + the next norm) of `c` in one dispatch.
   void record_down_combine(const pending_combine& c);
   std::optional<pending_combine> combine;
-  // Work that needs every output of a dispatch, run by its last workgroup (last_workgroup.glsl)
-  // instead of a dispatch of its own, in steps of at most tail_rows tokens: the next RMS norm
-  // after a residual integer matvec or the MoE combine with its residual (norm_tail.glsl: the
-  // rows as f32 and as int8 in a quantized slot, so neither the norm's nor a quantize dispatch
-  // follows), and the router's top-k after its matvec (moe_topk.glsl). STRATA_VK_TAIL=N sets the
-  // token limit; 0, the default, until the H100 has measured it.
-  std::uint32_t tail_rows = 0;
   std::uint32_t tail_counter = 0;            // buffer id: the last-workgroup counter, 0 between dispatches
   std::optional<std::uint32_t> tail_slot;    // the quantized slot the tail just recorded wrote
   bool topk_done = false;                    // the router matvec just recorded ran the top-k
@@ -410,83 +300,21 @@ struct backend::impl {
   std::vector<binding> tail_bindings(const pending_norm& n, std::uint32_t slot) const;
   norm_tail_pc tail_pc(const pending_norm& n) const;
   bool keep_heads = false;  // set while a head op or kv_store() prepares its inputs
-  // Lab only (STRATA_VK_SKIP=a+b,c): dispatches whose label holds a and b, or c, are not
-  // recorded, so a benchmark's change in time is that kernel's real cost in the pipelined step.
-  // The results are wrong; nothing but a timing run sets it.
-  std::vector<std::string> skip_kernels;
   bool skipped(const pipeline_request& r) const;
-  // Lab only (STRATA_VK_REPEAT, the same syntax): those dispatches are recorded twice, the second
-  // after a barrier where it reads what the first wrote; unlike leaving a kernel out, the data
-  // that steers later kernels (MoE routing) stays live. Results that accumulate are wrong.
-  std::vector<std::string> repeat_kernels;
   bool repeated(const pipeline_request& r) const;
-  // Lab only (STRATA_VK_PAD_LEVELS=N): N one-workgroup dependent dispatches after each attn_prep,
-  // so the change in time per token over N gives the cost of one level of the step.
-  std::uint32_t pad_levels = 0, pad_buffer = 0;
+  std::uint32_t pad_buffer = 0;  // the buffer of STRATA_VK_PAD_LEVELS's dispatches (tuning.hpp pad_levels)
   std::uint32_t step_tokens = 0;
-  bool fuse = true;
   bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)
-  bool coopmat = false;   // tensor-core tile product in mul_mm
-  bool mma2 = false;      // its larger double-buffered tiles (STRATA_VK_MMA2=1; off until faster than the 64x64 kernel)
-  bool mma2_forced = false;
-  mma2_tile mma2_shape{128, 128, 64, 32};
-  // Prefill on tensor cores over f16 weights (mul_mm_f16.glsl): a quantized matrix is expanded
-  // into f16 scratch (dequant_f16.glsl) a slice of rows at a time, then multiplied with
-  // register-prefetched tiles. STRATA_VK_MM3=0 returns to mul_mm.glsl; STRATA_VK_MM3_SHAPE forces a tile.
-  bool mm3 = true;
-  bool mm3_forced = false;
-  mma2_tile mm3_shape{128, 64, 64, 32};
   std::uint32_t mm_scratch = 0;          // buffer id of the f16 weight scratch
   std::uint64_t mm_scratch_halves = 0;
   // Rows of a K-wide matrix expanded into the scratch at a time (at least 128).
   std::uint32_t scratch_slice_rows(std::uint64_t K) const {
     return std::uint32_t(std::max<std::uint64_t>(128, mm_scratch_halves / K / 128 * 128));
   }
-  // The GEMM's activations converted to f16 first (copy_rows TO_F16): half the bytes each tile
-  // reads from L2, where the f32 activations were 2/3 of the traffic. STRATA_VK_MM3_XF16=0 disables.
-  bool mm3_xf16 = true;
-  // Formats with an expansion unit skip the f16 scratch: mul_mm_f16 QW expands each weight tile
-  // as it is stashed in shared memory. STRATA_VK_MMQ=0 returns them to the scratch.
-  // Q6_K in place measured 26% slower than expand + GEMM at 512 tokens (its unit's expansion is
-  // heavy for the half of the threads that do it), so only batches the small path would take
-  // (mmk_small) read it in place; STRATA_VK_MMQ=2 takes it in place for every batch.
-  int mmq = 1;
-  // In place, two threads per weight row share the expansion (mul_mm_f16 QW2). H200 lab, Q4_K:
-  // 64 x 64 tiles (batches of 33-64 tokens) 16% faster (4096 x 4096 at 64 tokens with 4 splits
-  // 40.7 -> 35.0 us), 128 x 128 tiles slower (122 -> 107 TFLOP/s), so 1 (default) takes it for
-  // tiles of at most 64 rows; STRATA_VK_MMQ2=0 never, =2 always.
-  int mmq2 = 1;
-  // The GEMM's products as 16x8x16 (MMA_N 8) instead of 16x16x16 (STRATA_VK_MMA_N8=1): H200,
-  // qwen3-8b pp512 6,965 against 7,264 (in place 5% slower in the lab, f16 weights 3% faster).
-  bool mma_n8 = false;
-  bool mm3_in_place(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
-    if (!mmq || !mm3_xf16 || K % 64) return false;
-    return t == gguf::type_id::q4_k || (detail::has_mms_unit(t) && (mmq >= 2 || tokens <= mms_max));
-  }
-  // Split K (mul_mm_f16 SPLIT_K + split_k_sum) when a GEMM's tiles leave SMs idle, each split at
-  // least split_min_k long (STRATA_VK_SPLITK_MIN_K, a multiple of 64: tests force splits of the
-  // small fixture models with it); partial products go to mm_parts (mm_parts_floats).
-  // STRATA_VK_SPLITK=0 off; STRATA_VK_SPLITK_WGS sets the workgroup target of small tiles.
-  // H200 lab, Q4_K (us per call): 128 x 128 tiles (8 warps) gain only when very few:
-  // 4096 x 1024 at 512 tokens (32 tiles) 140 -> 51 with 4 splits, but 4096 x 4096 (128 tiles)
-  // 140 -> 168 with 2; 64 x 64 tiles (4 warps, batches of 33-64 tokens) gain from 4 splits even
-  // at 192 tiles (4096 x 12288: 128 -> 110) and lose with 2 (134).
-  bool split_k = true;
-  std::uint32_t split_target = 256, split_min_k = 512;
   std::uint32_t mm_parts = 0;
   std::uint64_t mm_parts_floats = 0;
-  // An f32 matrix of few rows (an MoE router, kept off the f16 tensor cores) in a step of
-  // narrow_min_tokens or more: 32 x 32 f32 tiles split over K (mul_mm.glsl NARROW SPLIT_K) into
-  // narrow_parts, then split_k_sum. The matvec it replaces re-read each workgroup's 8 tokens of
-  // activations for every router row. STRATA_VK_NARROW_GEMM=0: the matvec.
-  bool narrow_gemm = true;
-  static constexpr std::uint32_t narrow_splits = 8, narrow_min_tokens = 32, narrow_max_rows = 256;
   std::uint32_t narrow_parts = 0;
   std::uint64_t narrow_parts_floats = 0;
-  template <class W>  // gguf::tensor_info or weight
-  static bool narrow_matrix(const W& w) {
-    return !f16_operands_ok(w.type) && w.ne[2] == 1 && w.ne[1] > 1 && w.ne[1] <= narrow_max_rows && w.ne[0] % 32 == 0;
-  }
   bool use_narrow_gemm(const weight& w, std::uint32_t n) const {
     return narrow_parts && n >= narrow_min_tokens && narrow_matrix(w) &&
            std::uint64_t(narrow_splits) * n * w.ne[1] <= narrow_parts_floats;
@@ -496,27 +324,8 @@ struct backend::impl {
   }
   void record_narrow_gemm(const pending_matmul& m);
   void record_mmq_dense(const pending_matmul& m);
-  std::uint32_t k_splits(const mma2_tile& t, std::uint32_t tiles, std::uint64_t K) const {
-    if (!split_k || K < 2 * split_min_k) return 1;
-    std::uint64_t s = 1;
-    if (t.bm * t.bn >= 128 * 128) s = tiles <= 64 ? detail::div_up(128, tiles) : 1;
-    else if (tiles < split_target) s = std::max<std::uint64_t>(4, detail::div_up(split_target, tiles));
-    return std::uint32_t(std::min<std::uint64_t>({s, 8, K / split_min_k}));
-  }
-  // Batches of mmk_small_min..mms_max tokens in a format the GEMM reads in place take its tiles
-  // with split K instead of mul_mm_small (H200 lab, Q4_K/Q6_K at 64 tokens: 33-66% faster on
-  // every 8B shape; at 16 tokens mul_mm_small is faster). STRATA_VK_MMK_SMALL=0 off, =N from N tokens.
-  std::uint32_t mmk_small_min = 33;
   std::uint32_t mm_xh = 0;               // buffer id: max_rows x mm_xh_cols halves
   std::uint32_t mm_xh_cols = 0;
-  // Matvec shape: rows per workgroup and workgroup size (STRATA_VK_MV_NR / _WG to experiment).
-  std::uint32_t mv_rows = 8, mv_wg = 64;
-  // Rows per workgroup of a matvec. Measured on the H100 (bench/RESULTS.md): 8 for every
-  // matrix beats fewer rows for small ones (K/V projections), since x is then read from L2 once
-  // per 8 rows; fewer only when the matrix has fewer rows than that.
-  // Short matrices (an MoE router's 64-256 rows) take one row per workgroup, so they still
-  // spread over the whole GPU.
-  std::uint32_t rows_for(std::uint64_t n) const { return n > 512 && n >= mv_rows ? mv_rows : 1; }
   std::vector<pending_norm> norms;
   std::vector<pending_matmul> mats;
   std::vector<tensor> dropped;  // results of norms dropped unread: reading one is a bug
@@ -576,20 +385,7 @@ struct backend::impl {
   // from vk_matvec_bench on the H100 (bench/RESULTS.md): short matrices (the K/V projections)
   // keep one row per group so enough workgroups exist to fill the GPU; Q6_K's costlier units
   // want more rows per group on tall matrices; Q8_0 is load-bound and likes one row per group.
-  struct mmvq_shape_t {
-    std::uint32_t wg, rpg, u;
-  };
   mmvq_shape_t mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const;
-  // Multi-token steps (MMVQ_MT): plain matvecs take mmvq_mt_shape (4 rows a lane group on tall
-  // matrices, 2 on short ones, where 4 leaves too few warps: H200 lab at 8 tokens, Q4_K 4096 x 1024
-  // 16.8 us against 12.7), QUANT_OUT's (the SwiGLU gate / up pair, so twice the rows per group)
-  // mmvq_mt_qout; STRATA_VK_MMVQ_MT_SHAPE (every height) / _MT_QOUT = WG:RPG:U set them,
-  // STRATA_VK_MMVQ_MT=0 turns the multi-token form off (MT_OFF).
-  bool mmvq_mt = true, mmvq_mt_shape_forced = false;
-  mmvq_shape_t mmvq_mt_shape{64, 4, 1}, mmvq_mt_qout{512, 2, 1};
-  bool uses_mmvq_mt(gguf::type_id t, std::uint32_t nt) const {
-    return mmvq_mt && !mmvq_shape_forced && nt > 1 && nt <= detail::mmvq_mt_max_tokens && detail::has_mmvq_mt(t);
-  }
   // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group; n_cols (the row width) fixes
   // the row layout the kernel reads (quant_layout.hpp grouped_rows).
   // norm_out: NORM_OUT (32 rows a workgroup, as QUANT_OUT); rms_in_k: RMS_IN over inputs of that
@@ -600,8 +396,6 @@ struct backend::impl {
   std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const;
   // A residual matvec of this format and height may write the next norm's first half (NORM_OUT).
   bool norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const;
-  // The format has an int8 unit and K fits its blocks: the integer matvec can run it.
-  bool has_int8_unit(gguf::type_id t, std::uint64_t K) const { return mmvq && detail::has_mmvq(t) && K % 256 == 0; }
   bool use_mmvq(const weight& w, std::uint32_t n) const;
   // Tensor-core tiles (mul_mm.glsl MMA2): the largest tile that still gives the GPU a few
   // hundred workgroups (STRATA_VK_MMA2_SHAPE=BM:BN:WM:WN forces one).
@@ -617,41 +411,9 @@ struct backend::impl {
   pipeline_request mm3_req(const mma2_tile& s, bool xf16, gguf::type_id qw = gguf::type_id::f16, bool split = false) const;
   static pipeline_request split_k_sum_req() { return req("split_k_sum", {}, {{"WG", "256"}}, 2); }
   static pipeline_request dequant_req(gguf::type_id t) { return req("dequant_f16", t, {{"WG", "256"}}, 2); }
-  // Small batches on tensor cores (mul_mm_small.glsl): steps of mms_min .. mms_max tokens read
-  // each quantized weight once, expanding it in the kernel (no f16 copy of the weights).
-  // STRATA_VK_MMS=0 turns it off; STRATA_VK_MMS_MIN / _MAX move its token range.
-  // From 5 tokens (H200 lab, Q4_K at 4 tokens with activations staged: 17.0 us against the integer
-  // matvec's 18.1 for 4096 x 4096; 8 tokens 2x faster). A step it takes leaves the fused decode
-  // path (norms, SwiGLU, residuals as their own dispatches), which keeps 4-token steps on the matvec.
-  // (With the matvec's multi-token form, MMVQ_MT, 8-token steps on the matvec ran slower than here:
-  // H200, qwen3-8b 8 streams 733 against 839 t/s; its 2-4 token steps are the gain, bench/RESULTS.md.)
-  bool mms = true;
-  std::uint32_t mms_min = 5, mms_max = 64;
-  // mul_mm_small stages each step's activations in shared memory (XS; STRATA_VK_MMS_XS=0 off).
-  bool mms_xs = true;
-  // The integer matvec's loops over tokens and rows carry the unroll hint (mmvq.glsl UR;
-  // STRATA_VK_MMVQ_UNROLL=1). Off: on the H200 it removes local memory at 8 tokens (40.3 -> 31.5
-  // us) and does nothing at 1-4, the token counts the matvec takes.
-  bool mmvq_unroll = false;
   bool small_matmul(std::uint64_t K, std::uint32_t n) const;
-  // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
-  // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps
-  // them in f32 / TF32 too).
-  static bool f16_operands_ok(gguf::type_id t) { return t != gguf::type_id::f32; }
   bool use_mm_small(const weight& w, std::uint32_t n) const { return f16_operands_ok(w.type) && small_matmul(w.ne[0], n); }
-  // A plain matmul (no fused norm, SwiGLU or residual) of n tokens that mul_mm_small leaves
-  // takes the tiled GEMM (record_mul_mm): f16 tiles wherever cooperative matrices are used.
-  bool tiled_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t n) const {
-    return n >= (has_int8_unit(t, K) ? mmvq_max_tokens : detail::mm_min_tokens) && K % 32 == 0;
-  }
   bool small_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const;
-  // A step's (token, expert) pairs go grouped by expert (moe.glsl MOE_GROUP, then chunks of each
-  // expert's pairs) above two pairs per expert. Below, a chunk would hold one or two pairs: H200,
-  // qwen3-30b-a3b (top-8 of 128) batched decode at 16 / 32 streams ran 503 / 776 t/s grouped and
-  // 925 / 1,199 with a matvec per pair.
-  static bool grouped_experts(std::uint32_t pairs, std::uint32_t n_expert) { return pairs > 2 * n_expert; }
-  // Tokens a mul_mm_small workgroup row covers for a step of `tokens` (16 per accumulator tile, up to 4 tiles).
-  static std::uint32_t mm_small_tokens(std::uint32_t tokens) { return 16 * std::min<std::uint32_t>(4, detail::div_up(tokens, 16)); }
   pipeline_request mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped = false, bool scatter = false) const;
   // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
   // the input it holds now, until its buffer is written.

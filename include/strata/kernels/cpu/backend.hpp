@@ -25,6 +25,7 @@
 #include "strata/kernels/cpu/attention.hpp"
 #include "strata/kernels/cpu/format_kernels.hpp"
 #include "strata/kernels/cpu/kv_storage.hpp"
+#include "strata/kernels/cpu/moe_runner.hpp"
 #include "strata/kernels/cpu/ops.hpp"
 #include "strata/kernels/cpu/tensor.hpp"
 #include "strata/kernels/cpu/thread_pool.hpp"
@@ -105,17 +106,8 @@ class backend {
     const std::size_t act = std::size_t(std::max(max_tokens, max_routed)) * (std::size_t(max_cols_) * 4 + 64);
     if (act_scratch_.size() < act) act_scratch_.resize(act);
     max_tokens_ = max_tokens;
-    if (route_ids_.size() < max_routed) {
-      route_ids_.resize(max_routed);
-      route_w_.resize(max_routed);
-      route_rows_.reserve(max_routed);
-      route_pos_.resize(max_routed);
-    }
+    moe_.reserve(max_routed);
     if (ffn_done_.size() < max_cols_ / 256 + 1) ffn_done_.resize(max_cols_ / 256 + 1);
-    route_order_.reserve(arch::limits::max_experts);
-    if (expert_done_.size() < arch::limits::max_experts) expert_done_.resize(arch::limits::max_experts);
-    expert_off_.reserve(arch::limits::max_experts + 1);
-    active_.reserve(arch::limits::max_experts);
   }
 
   // The step's inputs, read by the ops below (the CPU keeps views; nothing is copied).
@@ -480,60 +472,23 @@ class backend {
   // The routing half of moe_ffn: each row's top n_used experts of its router logits (rows x
   // n_expert) and their weights, kept for moe_experts(). A GPU backend whose experts run here
   // hands over its router logits (runtime/vulkan/cpu_experts.cpp).
-  void moe_route(tensor logits, const graph::moe_params& mp) {
-    const std::uint32_t n = logits.rows, E = logits.cols, k = mp.n_used;
-    if (E > arch::limits::max_experts || k > E || std::size_t(n) * k > route_ids_.size())
-      throw error("moe: " + std::to_string(n) + " rows x " + std::to_string(k) + " of " + std::to_string(E) +
-                  " experts exceed the routing buffers (" + std::to_string(route_ids_.size()) + " entries)");
-    std::int32_t* ids = route_ids_.data();
-    float* wts = route_w_.data();
-    std::vector<std::uint32_t>& order = route_order_;
-    for (std::uint32_t t = 0; t < n; ++t) {
-      const float* l = logits.row(t);
-      order.resize(E);
-      std::iota(order.begin(), order.end(), 0u);
-      // Top-k by selection, highest first; ties keep the lower expert index first. (No
-      // std::stable_sort: it may allocate, and this runs for every token.)
-      for (std::uint32_t j = 0; j < k; ++j) {
-        std::uint32_t best = j;
-        for (std::uint32_t e = j + 1; e < E; ++e)
-          if (l[order[e]] > l[order[best]] || (l[order[e]] == l[order[best]] && order[e] < order[best])) best = e;
-        std::swap(order[j], order[best]);
-      }
-      if (mp.gating == graph::moe_gating::softmax) {
-        const float mx = l[order[0]];
-        double sum = 0.0;
-        for (std::uint32_t e = 0; e < E; ++e) sum += std::exp(double(l[e] - mx));
-        float wsum = 0.0f;
-        for (std::uint32_t j = 0; j < k; ++j) {
-          wts[t * k + j] = float(std::exp(double(l[order[j]] - mx)) / sum);
-          wsum += wts[t * k + j];
-        }
-        wsum = std::max(wsum, 6.103515625e-5f);
-        for (std::uint32_t j = 0; j < k; ++j) wts[t * k + j] /= wsum;
-      } else {
-        for (std::uint32_t j = 0; j < k; ++j) wts[t * k + j] = sigmoid(l[order[j]]);
-      }
-      for (std::uint32_t j = 0; j < k; ++j) ids[t * k + j] = std::int32_t(order[j]);
-    }
-    routed_rows_ = n;
-  }
+  void moe_route(tensor logits, const graph::moe_params& mp) { moe_.route(logits, mp); }
 
   // Steps of at most `pairs` routed pairs run the packed experts in one pool job
-  // (moe_experts_batched); 0: never. For tests and measurements; the results are the same bits.
-  void set_moe_fuse_pairs(std::uint32_t pairs) noexcept { moe_fuse_pairs_ = pairs; }
+  // (moe_runner::run_packed); 0: never. For tests and measurements; the results are the same bits.
+  void set_moe_fuse_pairs(std::uint32_t pairs) noexcept { moe_.set_fuse_pairs(pairs); }
 
   // The experts half of moe_ffn over the routing of the last moe_route() (x has its rows); the
   // router weight (mw.gate_inp) is not read.
   void moe_experts(const moe_weights& mw, const graph::moe_params& mp, tensor x, const moe_scratch& s, tensor out) {
     const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_exps->ne[2]), k = mp.n_used;
-    if (n != routed_rows_) throw error("moe: experts over " + std::to_string(n) + " rows, routed " + std::to_string(routed_rows_));
-    const std::int32_t* ids = route_ids_.data();
-    const float* wts = route_w_.data();
+    if (n != moe_.routed_rows()) throw error("moe: experts over " + std::to_string(n) + " rows, routed " + std::to_string(moe_.routed_rows()));
+    const std::int32_t* ids = moe_.ids();
+    const float* wts = moe_.weights();
     for (std::uint32_t t = 0; t < n; ++t) std::fill(out.row(t), out.row(t) + out.cols, 0.0f);
     const bool weight_input = mp.weighting == graph::moe_weighting::input;
-    if (moe_experts_batched(mw, n * k, k, weight_input, x, s, out)) return;
-    std::vector<std::uint32_t>& rows = route_rows_;
+    if (moe_.run_packed(pool_, act_scratch_, mw, n * k, k, weight_input, x, s, out)) return;
+    std::vector<std::uint32_t>& rows = moe_.rows();
     for (std::uint32_t e = 0; e < E; ++e) {
       rows.clear();
       for (std::uint32_t i = 0; i < n * k; ++i)
@@ -561,12 +516,6 @@ class backend {
   }
 
  private:
-  // One activation row in the layout a packed gemm reads (gemm_act_bytes(k) bytes at dst).
-  static void quantize_for_gemm(const format_kernels& k, const float* x, std::byte* dst, std::size_t n) {
-    k.quantize_act_row(x, dst, n);
-    if (k.prepare_act) k.prepare_act(dst, n);
-  }
-
   // Every row of x quantized for a packed gemm, rows `stride` bytes apart from act.
   void quantize_rows_for_gemm(const format_kernels& k, tensor x, std::byte* act, std::size_t stride) {
     pool_.parallel_for(x.rows, 1, [&](std::size_t b, std::size_t e, unsigned) {
@@ -612,182 +561,6 @@ class backend {
     return down.act_block_elems && rows % down.act_block_elems == 0 ? rows : 0;
   }
 
-  // moe_experts for packed experts in a few pool jobs whatever the number of experts: the routed
-  // (token, expert) pairs' rows gathered in expert order and quantized once, gate and up of every
-  // expert, SwiGLU + the down's quantization, down of every expert, then each token's sum. The
-  // loop in moe_experts runs four pool jobs per expert (32 per layer and token at 8 experts; in
-  // decode each is a wake and a wait of every thread on a few microseconds of work). Every row
-  // goes through the same packed gemm (whose result does not depend on the batch) and each
-  // token adds its experts' rows in increasing expert order, as the loop does: the same bits.
-  // Steps of at most moe_fuse_pairs_ pairs (decode) run one pool job, not three: the gather is
-  // done by the caller (an unweighted input is quantized once per token and copied to its
-  // pairs' rows), gate/up items come before every down item, and the thread that finishes an
-  // expert's last gate/up chunk applies SwiGLU to its rows and quantizes them for down, while
-  // that expert's down chunks wait for it (they can only wait on items already claimed, so
-  // never on themselves); the token sums of one token run on the caller. Longer steps keep a
-  // job per stage: one thread's SwiGLU over an expert's many rows would hold the others.
-  // False (nothing done) when the experts have no packed copy or gate and up differ in format.
-  bool moe_experts_batched(const moe_weights& mw, std::uint32_t pairs, std::uint32_t k, bool weight_input, tensor x,
-                           const moe_scratch& s, tensor out) {
-    const weight &G = *mw.gate_exps, &U = *mw.up_exps, &D = *mw.down_exps;
-    if (!G.packed || !U.packed || !D.packed || G.kernels != U.kernels) return false;
-    const std::uint32_t E = std::uint32_t(G.ne[2]), n_ff = std::uint32_t(G.ne[1]), n_embd = x.cols;
-    const std::int32_t* ids = route_ids_.data();
-    const float* wts = route_w_.data();
-    // Counting sort of the pairs by expert: rows[r] is the pair at gathered row r.
-    std::vector<std::uint32_t>& off = expert_off_;
-    off.assign(E + 1, 0);
-    for (std::uint32_t i = 0; i < pairs; ++i) ++off[std::uint32_t(ids[i]) + 1];
-    active_.clear();
-    for (std::uint32_t e = 0; e < E; ++e) {
-      if (off[e + 1]) active_.push_back(e);
-      off[e + 1] += off[e];
-    }
-    std::vector<std::uint32_t>& rows = route_rows_;
-    rows.resize(pairs);
-    for (std::uint32_t i = 0; i < pairs; ++i) {
-      const std::uint32_t r = off[std::uint32_t(ids[i])]++;
-      rows[r] = i;
-      route_pos_[i] = r;
-    }
-    for (std::uint32_t e = E; e > 0; --e) off[e] = off[e - 1];  // back to each expert's first row
-    off[0] = 0;
-
-    const format_kernels &kg = *G.kernels, &kd = *D.kernels;
-    const std::size_t stride_g = kg.gemm_act_bytes(n_embd), stride_d = kd.gemm_act_bytes(n_ff);
-    // Fused: gate/up's input and down's input side by side (down's rows are written while other
-    // experts' gate/up still read theirs); else down's input reuses gate/up's.
-    const bool fused = pairs <= moe_fuse_pairs_ && std::size_t(pairs) * (stride_g + stride_d) <= act_scratch_.size() &&
-                       expert_done_.size() >= active_.size();
-    if (std::size_t(pairs) * std::max(stride_g, stride_d) > act_scratch_.size())
-      throw error("moe: " + std::to_string(pairs) + " routed rows exceed the activation scratch reserve() sized");
-    std::byte* act = act_scratch_.data();
-    std::byte* act_ff = fused ? act + std::size_t(pairs) * stride_g : act;
-    const std::uint32_t n = pairs / k;
-    if (fused && !weight_input) {  // every pair of a token reads the token's row: quantize it once
-      for (std::uint32_t t = 0; t < n; ++t) {
-        std::byte* first = act + std::size_t(route_pos_[t * k]) * stride_g;
-        quantize_for_gemm(kg, x.row(t), first, n_embd);
-        for (std::uint32_t j = 1; j < k; ++j) std::memcpy(act + std::size_t(route_pos_[t * k + j]) * stride_g, first, stride_g);
-      }
-    } else {
-      pool_.parallel_for(pairs, 1, [&](std::size_t b, std::size_t e, unsigned) {
-        for (std::size_t r = b; r < e; ++r) {
-          const float* src = x.row(rows[r] / k);
-          float* dst = s.xin.row(std::uint32_t(r));
-          const float f = weight_input ? wts[rows[r]] : 1.0f;
-          for (std::uint32_t c = 0; c < n_embd; ++c) dst[c] = weight_input ? src[c] * f : src[c];
-          quantize_for_gemm(kg, dst, act + r * stride_g, n_embd);
-        }
-      });
-    }
-    // SwiGLU of gathered rows [b, e) and their quantization for down.
-    const auto swiglu_rows = [&](std::size_t b, std::size_t e) {
-      for (std::size_t r = b; r < e; ++r) {
-        float* g = s.gate.row(std::uint32_t(r));
-        const float* u = s.up.row(std::uint32_t(r));
-        for (std::uint32_t i = 0; i < n_ff; ++i) g[i] = silu(g[i]) * u[i];
-        quantize_for_gemm(kd, g, act_ff + r * stride_d, n_ff);
-      }
-    };
-    // Items over (expert, matrix, chunk of 16-row groups); a chunk's weights stay in L2 while
-    // the expert's rows pass over them (as matmul_packed sizes them).
-    struct stage {
-      const weight* w[2];
-      tensor y[2];
-      std::size_t mats, k_in, stride, groups, group_bytes, chunk, chunks, per_expert;
-      const std::byte* act;
-    };
-    const auto make_stage = [&](std::initializer_list<std::pair<const weight*, tensor>> mats, std::size_t k_in,
-                                std::size_t stride, const std::byte* in) {
-      stage st{};
-      for (const auto& [w, y] : mats) {
-        st.w[st.mats] = w;
-        st.y[st.mats++] = y;
-      }
-      st.k_in = k_in;
-      st.stride = stride;
-      st.groups = packed_groups(st.w[0]->ne[1]);
-      st.group_bytes = pack_rows * st.w[0]->row_bytes;
-      st.chunk = std::clamp<std::size_t>((256u << 10) / st.group_bytes, 1, std::max<std::size_t>(1, st.groups / 2));
-      st.chunks = (st.groups + st.chunk - 1) / st.chunk;
-      st.per_expert = st.chunks * st.mats;
-      st.act = in;
-      return st;
-    };
-    const auto run_item = [&](const stage& st, std::size_t it) {
-      const std::uint32_t ex = active_[it / st.per_expert];
-      const std::size_t within = it % st.per_expert, c = within % st.chunks, m = within / st.chunks;
-      const weight& w = *st.w[m];
-      gemm_args a;
-      a.w = w.packed + ex * w.packed_slab_bytes;
-      a.group_bytes = st.group_bytes;
-      a.group_begin = c * st.chunk;
-      a.group_end = std::min(st.groups, a.group_begin + st.chunk);
-      a.act = reinterpret_cast<const std::uint8_t*>(st.act + off[ex] * st.stride);
-      a.act_stride = st.stride;
-      a.act_row_bytes = w.kernels->act_row_bytes(st.k_in);
-      a.n_tok = off[ex + 1] - off[ex];
-      a.y = st.y[m].row(off[ex]);
-      a.y_stride = st.y[m].stride;
-      a.n_rows = w.ne[1];
-      a.k = st.k_in;
-      w.kernels->gemm(a);
-    };
-    const stage gu = make_stage({{&G, s.gate}, {&U, s.up}}, n_embd, stride_g, act);
-    const stage dn = make_stage({{&D, s.y}}, n_ff, stride_d, act_ff);
-    const std::size_t A = active_.size(), n_gu = A * gu.per_expert;
-    if (fused) {
-      // expert_done_[a]: gate/up chunks of active expert a finished; per_expert + 1 once its
-      // rows are SwiGLU'd and quantized (release: down's threads then see them).
-      const auto ready = std::uint32_t(gu.per_expert + 1);
-      for (std::size_t a = 0; a < A; ++a) expert_done_[a] = 0;
-      pool_.parallel_for(n_gu + A * dn.per_expert, 1, [&](std::size_t b, std::size_t e, unsigned) {
-        for (std::size_t it = b; it < e; ++it) {
-          if (it < n_gu) {
-            run_item(gu, it);
-            const std::size_t a = it / gu.per_expert;
-            std::atomic_ref<std::uint32_t> done(expert_done_[a]);
-            // acq_rel: the thread that completes the expert sees the other threads' rows of it.
-            if (done.fetch_add(1, std::memory_order_acq_rel) + 1 != gu.per_expert) continue;
-            swiglu_rows(off[active_[a]], off[active_[a] + 1]);
-            done.store(ready, std::memory_order_release);
-            continue;
-          }
-          const std::size_t d = it - n_gu, a = d / dn.per_expert;
-          std::atomic_ref<std::uint32_t> done(expert_done_[a]);
-          for (std::uint32_t spin = 0; done.load(std::memory_order_acquire) != ready; ++spin) {
-            if (spin < 4096) STRATA_CPU_RELAX();
-            else std::this_thread::yield();  // its last gate/up chunk's thread is not running
-          }
-          run_item(dn, d);
-        }
-      });
-    } else {
-      pool_.parallel_for(n_gu, 1, [&](std::size_t b, std::size_t e, unsigned) {
-        for (std::size_t it = b; it < e; ++it) run_item(gu, it);
-      });
-      pool_.parallel_for(pairs, 1, [&](std::size_t b, std::size_t e, unsigned) { swiglu_rows(b, e); });
-      pool_.parallel_for(A * dn.per_expert, 1, [&](std::size_t b, std::size_t e, unsigned) {
-        for (std::size_t it = b; it < e; ++it) run_item(dn, it);
-      });
-    }
-    pool_.parallel_for(n, 1, [&](std::size_t b, std::size_t e, unsigned) {
-      for (std::size_t t = b; t < e; ++t) {
-        std::uint32_t pos[arch::limits::max_experts_used];
-        for (std::uint32_t j = 0; j < k; ++j) pos[j] = route_pos_[t * k + j];
-        std::sort(pos, pos + k);  // rows are in expert order: increasing expert id
-        float* o = out.row(std::uint32_t(t));
-        for (std::uint32_t j = 0; j < k; ++j) {
-          const float f = weight_input ? 1.0f : wts[rows[pos[j]]];
-          const float* y = s.y.row(pos[j]);
-          for (std::uint32_t c = 0; c < out.cols; ++c) o[c] += f * y[c];
-        }
-      }
-    });
-    return true;
-  }
-
   const kv::block_table& step_kv() const {
     if (!step_.kv) throw error("CPU backend: a KV op in a step begun without a block table");
     return *step_.kv;
@@ -819,14 +592,7 @@ class backend {
   std::vector<std::byte> act_scratch_;
   attention_runner attn_;
   std::vector<byte_buffer> packed_;  // packed weights (load)
-  std::vector<std::int32_t> route_ids_;
-  std::vector<float> route_w_;
-  std::vector<std::uint32_t> route_order_, route_rows_;
-  std::vector<std::uint32_t> route_pos_;              // pair -> its gathered row (moe_experts_batched)
-  std::vector<std::uint32_t> expert_off_, active_;    // per expert: first gathered row; experts routed
-  std::uint32_t routed_rows_ = 0;  // rows of the last moe_route()
-  std::vector<std::uint32_t> expert_done_;  // fused moe_experts_batched: per active expert (atomic_ref)
-  std::uint32_t moe_fuse_pairs_ = 64;       // steps of at most this many pairs run it fused
+  moe_runner moe_;  // MoE routing and the packed experts (moe_runner.hpp)
   static constexpr std::size_t max_shared_outputs = 4;  // matmul_shared's matrices in one job
   std::vector<std::uint32_t> ffn_done_;  // swiglu_ffn: chunks finished per block of rows (atomic_ref)
   std::unique_ptr<weight_stream> stream_;  // disk-backed tensors (set_weight_stream), or none

@@ -47,6 +47,12 @@ struct format_kernels {
   std::size_t gemm_act_bytes(std::size_t n) const noexcept { return act_row_bytes(n) + n / act_block_elems * act_extra; }
 };
 
+// One activation row in the layout a packed gemm reads (gemm_act_bytes(k) bytes at dst).
+inline void quantize_for_gemm(const format_kernels& k, const float* x, std::byte* dst, std::size_t n) {
+  k.quantize_act_row(x, dst, n);
+  if (k.prepare_act) k.prepare_act(dst, n);
+}
+
 inline constexpr std::size_t max_type_id = 40;
 
 // An ISA tier's kernels: one entry per GGUF type id, plus the ops that do not depend on a

@@ -1,0 +1,138 @@
+// The tuning switches read from STRATA_VK_* environment variables (tuning.hpp).
+#include "tuning.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "strata/core/error.hpp"
+
+namespace strata::gpu {
+
+void backend_tuning::read_env() {
+  if (const char* f = std::getenv("STRATA_VK_FUSE"); f && std::string_view(f) == "0") fuse = false;
+  const auto labels = [](const char* s, std::vector<std::string>& out) {
+    for (std::string_view v(s ? s : ""); !v.empty();) {
+      const auto c = v.find(',');
+      if (const auto item = v.substr(0, c); !item.empty()) out.emplace_back(item);
+      v = c == v.npos ? std::string_view{} : v.substr(c + 1);
+    }
+  };
+  labels(std::getenv("STRATA_VK_SKIP"), skip_kernels);
+  labels(std::getenv("STRATA_VK_REPEAT"), repeat_kernels);
+  if (const char* v = std::getenv("STRATA_VK_PAD_LEVELS")) pad_levels = std::uint32_t(std::clamp(std::atoi(v), 0, 64));
+  if (!skip_kernels.empty() || !repeat_kernels.empty() || std::getenv("STRATA_VK_QDEC_SKIP"))
+    std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP is set: kernels left out or run twice, results are wrong (timing runs only)\n");
+  if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
+  if (const char* c = std::getenv("STRATA_VK_QTILE_ATTN"); c && std::string_view(c) == "1") tiled_attention = true;
+  if (const char* c = std::getenv("STRATA_VK_GQA_ATTN"); c && std::string_view(c) == "0") gqa_attention = false;
+  if (const char* c = std::getenv("STRATA_VK_MULTI_GQA"); c && std::string_view(c) == "0") multi_gqa = false;
+  if (const char* c = std::getenv("STRATA_VK_FA"); c && std::string_view(c) == "0") flash_attention = false;
+  if (const char* c = std::getenv("STRATA_VK_MMA_DEC")) mma_dec = std::string_view(c) == "1";
+  if (const char* c = std::getenv("STRATA_VK_TQ_GQA")) tq_gqa = std::clamp(std::atoi(c), 0, 2);
+  if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 128, 1, 64) * 128;
+  if (const char* c = std::getenv("STRATA_VK_TQ_PREP"); c && std::string_view(c) == "0") tq_prep = false;
+  if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
+  if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
+  if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
+  if (const char* v = std::getenv("STRATA_VK_MMVQ"); v && std::string_view(v) == "0") mmvq = false;
+  if (const char* v = std::getenv("STRATA_VK_QUANT_OUT"); v && std::string_view(v) == "0") quant_out = false;
+  if (const char* v = std::getenv("STRATA_VK_NORM_OUT"); v && std::string_view(v) == "0") norm_out = false;
+  if (const char* v = std::getenv("STRATA_VK_COMBINE_NORM_OUT"); v && std::string_view(v) == "0") combine_norm_out = false;
+  if (const char* v = std::getenv("STRATA_VK_ROUTER_NORM"); v && std::string_view(v) == "0") router_norm = false;
+  if (const char* v = std::getenv("STRATA_VK_TOPK_IN"); v && std::string_view(v) == "0") topk_in = false;
+  if (const char* v = std::getenv("STRATA_VK_MMVQ_SHORT_LPR")) mmvq_short_lpr = std::uint32_t(std::clamp(std::atoi(v), 0, 16));
+  if (const char* v = std::getenv("STRATA_VK_SHORT_CTX")) short_ctx_len = std::uint32_t(std::clamp(std::atoi(v), 0, 1 << 20));
+  if (const char* v = std::getenv("STRATA_VK_ATTN_Q8"); v && std::string_view(v) == "0") attn_q8 = false;
+  if (const char* v = std::getenv("STRATA_VK_V4"); v && std::string_view(v) == "0") attn_v4 = false;
+  if (const char* v = std::getenv("STRATA_VK_TAIL")) tail_rows = std::uint32_t(std::clamp(std::atoi(v), 0, 8));
+  if (const char* v = std::getenv("STRATA_VK_MOE_GROUPED"); v && std::string_view(v) == "0") moe_grouped = false;
+  if (const char* v = std::getenv("STRATA_VK_MMVQ_MAX_TOKENS")) mmvq_max_tokens = std::uint32_t(std::clamp(std::atoi(v), int(detail::mm_min_tokens), 256));
+  if (const char* v = std::getenv("STRATA_VK_MMA2")) mma2 = std::string_view(v) != "0";
+  if (const char* v = std::getenv("STRATA_VK_MMA2_SHAPE")) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (std::sscanf(v, "%u:%u:%u:%u", &a, &b, &c, &d) != 4 || !c || !d || a % c || b % d || a % 16 || b % 16 ||
+        c % 16 || d % 16 || a / c * (b / d) * 32 > 1024)
+      throw error("STRATA_VK_MMA2_SHAPE must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + std::string(v) + "'");
+    mma2_shape = {a, b, c, d};
+    mma2_forced = true;
+  }
+  if (const char* v = std::getenv("STRATA_VK_MM3"); v && std::string_view(v) == "0") mm3 = false;
+  if (const char* v = std::getenv("STRATA_VK_MMQ")) mmq = std::clamp(std::atoi(v), 0, 2);
+  if (const char* v = std::getenv("STRATA_VK_MMQ2")) mmq2 = std::clamp(std::atoi(v), 0, 2);
+  if (const char* v = std::getenv("STRATA_VK_MMA_N8")) mma_n8 = std::string_view(v) == "1";
+  if (const char* v = std::getenv("STRATA_VK_SPLITK"); v && std::string_view(v) == "0") split_k = false;
+  if (const char* v = std::getenv("STRATA_VK_SPLITK_WGS")) split_target = std::uint32_t(std::clamp(std::atoi(v), 1, 65535));
+  if (const char* v = std::getenv("STRATA_VK_SPLITK_MIN_K")) split_min_k = std::uint32_t(std::clamp(std::atoi(v), 1, 65536) + 63) / 64 * 64;
+  if (const char* v = std::getenv("STRATA_VK_MMK_SMALL")) {
+    const int n = std::atoi(v);
+    mmk_small_min = n <= 0 ? 0xFFFFFFFFu : std::uint32_t(n == 1 ? 33 : n);
+  }
+  if (const char* v = std::getenv("STRATA_VK_MMS"); v && std::string_view(v) == "0") mms = false;
+  if (const char* v = std::getenv("STRATA_VK_MMS_MOE"); v && std::string_view(v) == "0") mms_moe = false;
+  if (const char* v = std::getenv("STRATA_VK_MMS_MOE_CHUNK")) {
+    const int c = std::atoi(v);
+    if (c != 16 && c != 32 && c != 64) throw error("STRATA_VK_MMS_MOE_CHUNK must be 16, 32 or 64, got '" + std::string(v) + "'");
+    mms_moe_chunk = std::uint32_t(c);
+  }
+  if (const char* v = std::getenv("STRATA_VK_NARROW_GEMM"); v && std::string_view(v) == "0") narrow_gemm = false;
+  if (const char* v = std::getenv("STRATA_VK_MMQ_MOE"); v && std::string_view(v) == "0") mmq_moe = false;
+  if (const char* v = std::getenv("STRATA_VK_MMQ_DENSE")) {
+    const int n = std::atoi(v);
+    mmq_dense = n != 0;
+    if (n > 1) mmq_dense_min = std::uint32_t(std::clamp(n, 16, 64));
+  }
+  if (const char* v = std::getenv("STRATA_VK_MMQ_DENSE_MAX_K")) mmq_dense_max_k = std::uint32_t(std::max(64, std::atoi(v)));
+  if (const char* v = std::getenv("STRATA_VK_MMQ_MOE_CHUNK")) {
+    const int c = std::atoi(v);
+    if (c != 16 && c != 32 && c != 64) throw error("STRATA_VK_MMQ_MOE_CHUNK must be 16, 32 or 64, got '" + std::string(v) + "'");
+    mmq_moe_chunk = std::uint32_t(c);
+  }
+  if (const char* v = std::getenv("STRATA_VK_MMQ_MOE_SHAPE")) {
+    unsigned a = 0, b = 0, c = 0;
+    // The chunks in use (one forced, else 16 .. 64) hold whole WN tiles, a thread per weight row
+    // at the smallest and at most 1024 threads at the largest.
+    const unsigned lo = mmq_moe_chunk ? mmq_moe_chunk : 16, hi = mmq_moe_chunk ? mmq_moe_chunk : 64;
+    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || !b || !c || a % b || lo % c || a % 16 || b % 16 || c % 16 ||
+        a / b * (lo / c) * 32 < a || a / b * (hi / c) * 32 > 1024)
+      throw error("STRATA_VK_MMQ_MOE_SHAPE must be BM:WM:WN (multiples of 16; chunks of " + std::to_string(lo) + ".." +
+                  std::to_string(hi) + " tokens multiples of WN; BM <= 32 BM/WM x chunk/WN <= 1024 threads), got '" +
+                  std::string(v) + "'");
+    mmq_moe_shape = {a, lo, b, c};
+  }
+  if (const char* v = std::getenv("STRATA_VK_MMS_MIN")) mms_min = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
+  if (const char* v = std::getenv("STRATA_VK_MMVQ_MT")) mmvq_mt = std::string_view(v) != "0";
+  // WG:RPG:U from an integer-matvec shape switch (false: not set); whole warps when asked.
+  const auto shape_env = [](const char* name, const char* example, bool whole_warps, mmvq_shape_t& out) {
+    const char* v = std::getenv(name);
+    if (!v) return false;
+    unsigned a = 0, b = 0, c = 0;
+    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || a < 32 || a > 1024 || (whole_warps && a % 32) || b < 1 || b > 8 ||
+        c < 1 || c > 8)
+      throw error(std::string(name) + " must be WG:RPG:U (e.g. " + example + "), got '" + v + "'");
+    out = {a, b, c};
+    return true;
+  };
+  mmvq_mt_shape_forced = shape_env("STRATA_VK_MMVQ_MT_SHAPE", "64:4:1", true, mmvq_mt_shape);
+  shape_env("STRATA_VK_MMVQ_MT_QOUT", "64:4:1", true, mmvq_mt_qout);
+  if (mmvq_mt_qout.wg / 32 * mmvq_mt_qout.rpg != 32)
+    throw error("STRATA_VK_MMVQ_MT_QOUT: a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
+  if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
+  if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
+  if (const char* v = std::getenv("STRATA_VK_MMVQ_UNROLL")) mmvq_unroll = std::string_view(v) == "1";
+  if (const char* v = std::getenv("STRATA_VK_MM3_XF16"); v && std::string_view(v) == "0") mm3_xf16 = false;
+  if (const char* v = std::getenv("STRATA_VK_MM3_SHAPE")) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (std::sscanf(v, "%u:%u:%u:%u", &a, &b, &c, &d) != 4 || !c || !d || a % c || b % d || a % 16 || b % 16 ||
+        c % 16 || d % 16 || a / c * (b / d) * 32 > 1024)
+      throw error("STRATA_VK_MM3_SHAPE must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + std::string(v) + "'");
+    mm3_shape = {a, b, c, d};
+    mm3_forced = true;
+  }
+  if (mmvq_shape_t forced{}; shape_env("STRATA_VK_MMVQ_SHAPE", "64:2:2", false, forced))
+    mmvq_wg = forced.wg, mmvq_rpg = forced.rpg, mmvq_u = forced.u, mmvq_shape_forced = true;
+}
+
+}  // namespace strata::gpu

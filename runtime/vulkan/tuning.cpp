@@ -51,14 +51,18 @@ void backend_tuning::read_env() {
   if (const char* v = std::getenv("STRATA_VK_MOE_GROUPED"); v && std::string_view(v) == "0") moe_grouped = false;
   if (const char* v = std::getenv("STRATA_VK_MMVQ_MAX_TOKENS")) mmvq_max_tokens = std::uint32_t(std::clamp(std::atoi(v), int(detail::mm_min_tokens), 256));
   if (const char* v = std::getenv("STRATA_VK_MMA2")) mma2 = std::string_view(v) != "0";
-  if (const char* v = std::getenv("STRATA_VK_MMA2_SHAPE")) {
+  // BM:BN:WM:WN from a tensor-core tile switch (false: not set).
+  const auto tile_env = [](const char* name, mma2_tile& out) {
+    const char* v = std::getenv(name);
+    if (!v) return false;
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (std::sscanf(v, "%u:%u:%u:%u", &a, &b, &c, &d) != 4 || !c || !d || a % c || b % d || a % 16 || b % 16 ||
         c % 16 || d % 16 || a / c * (b / d) * 32 > 1024)
-      throw error("STRATA_VK_MMA2_SHAPE must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + std::string(v) + "'");
-    mma2_shape = {a, b, c, d};
-    mma2_forced = true;
-  }
+      throw error(std::string(name) + " must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + v + "'");
+    out = {a, b, c, d};
+    return true;
+  };
+  if (tile_env("STRATA_VK_MMA2_SHAPE", mma2_shape)) mma2_forced = true;
   if (const char* v = std::getenv("STRATA_VK_MM3"); v && std::string_view(v) == "0") mm3 = false;
   if (const char* v = std::getenv("STRATA_VK_MMQ")) mmq = std::clamp(std::atoi(v), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_MMQ2")) mmq2 = std::clamp(std::atoi(v), 0, 2);
@@ -123,14 +127,7 @@ void backend_tuning::read_env() {
   if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMVQ_UNROLL")) mmvq_unroll = std::string_view(v) == "1";
   if (const char* v = std::getenv("STRATA_VK_MM3_XF16"); v && std::string_view(v) == "0") mm3_xf16 = false;
-  if (const char* v = std::getenv("STRATA_VK_MM3_SHAPE")) {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (std::sscanf(v, "%u:%u:%u:%u", &a, &b, &c, &d) != 4 || !c || !d || a % c || b % d || a % 16 || b % 16 ||
-        c % 16 || d % 16 || a / c * (b / d) * 32 > 1024)
-      throw error("STRATA_VK_MM3_SHAPE must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + std::string(v) + "'");
-    mm3_shape = {a, b, c, d};
-    mm3_forced = true;
-  }
+  if (tile_env("STRATA_VK_MM3_SHAPE", mm3_shape)) mm3_forced = true;
   if (mmvq_shape_t forced{}; shape_env("STRATA_VK_MMVQ_SHAPE", "64:2:2", false, forced))
     mmvq_wg = forced.wg, mmvq_rpg = forced.rpg, mmvq_u = forced.u, mmvq_shape_forced = true;
 }

@@ -324,6 +324,10 @@ struct backend::impl : backend_tuning {
   }
   void record_narrow_gemm(const pending_matmul& m);
   void record_mmq_dense(const pending_matmul& m);
+  // split_k_sum over `splits` partials of n x N in buffer parts (n * N floats apart) into y's
+  // columns [col0, col0 + N): the split-K GEMMs' last dispatch.
+  void record_split_sum(std::uint32_t parts, std::uint32_t N, std::uint32_t n, std::uint32_t splits, const tensor& y,
+                        std::uint32_t col0);
   std::uint32_t mm_xh = 0;               // buffer id: max_rows x mm_xh_cols halves
   std::uint32_t mm_xh_cols = 0;
   std::vector<pending_norm> norms;

@@ -102,10 +102,15 @@ void backend::impl::record_narrow_gemm(const pending_matmul& m) {
   const mul_mm_split_pc pc{K, N, n, std::uint32_t(w.row_bytes), m.x.off, m.x.stride, 0, N, chunk, n * N};
   const binding b[] = {bind_weight(w), bind(m.x, false), bind_id(narrow_parts, true)};
   dispatch3(narrow_req(w.type), b, &pc, sizeof pc, div_up(N, 32), div_up(n, 32), used);
-  const split_k_sum_pc sp{N, n, used, n * N, m.y.off, m.y.stride};
-  const binding sb[] = {bind_id(narrow_parts, false), bind(m.y, true)};
-  dispatch(split_k_sum_req(), sb, &sp, sizeof sp, div_up(std::uint64_t(N) * n, 256));
+  record_split_sum(narrow_parts, N, n, used, m.y, 0);
   wrote(m.y);
+}
+
+void backend::impl::record_split_sum(std::uint32_t parts, std::uint32_t N, std::uint32_t n, std::uint32_t splits,
+                                     const tensor& y, std::uint32_t col0) {
+  const split_k_sum_pc sp{N, n, splits, n * N, y.off + col0, y.stride};
+  const binding sb[] = {bind_id(parts, false), bind(y, true)};
+  dispatch(split_k_sum_req(), sb, &sp, sizeof sp, div_up(std::uint64_t(N) * n, 256));
 }
 
 void backend::impl::record_mmvq(const pending_matmul& m) {
@@ -312,9 +317,7 @@ void backend::impl::record_mmq_dense(const pending_matmul& m) {
   const mmq_pc pc{K, N, n, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32, 0, N, 0, 0, 1, chunk, n * N};
   const binding b[] = {bind_weight(w), bind_id(xq[sl], false), bind_id(xs[sl], false), bind_id(mm_parts, true)};
   dispatch3(mmq_req(w.type, t, false, true), b, &pc, sizeof pc, div_up(N, t.bm), div_up(n, t.bn), used);
-  const split_k_sum_pc sp{N, n, used, n * N, m.y.off, m.y.stride};
-  const binding sb[] = {bind_id(mm_parts, false), bind(m.y, true)};
-  dispatch(split_k_sum_req(), sb, &sp, sizeof sp, div_up(std::uint64_t(N) * n, 256));
+  record_split_sum(mm_parts, N, n, used, m.y, 0);
   wrote(m.y);
 }
 
@@ -377,9 +380,7 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
     const binding b[] = {wb, xb, bind_id(mm_parts, true)};
     dispatch3(mm3_req(t, xf16, w_read, true), b, &pc, sizeof pc, div_up(rows, t.bm),
               div_up(n, t.bn), used);
-    const split_k_sum_pc sp{rows, n, used, n * rows, m.y.off + r0, m.y.stride};
-    const binding sb[] = {bind_id(mm_parts, false), bind(m.y, true)};
-    dispatch(split_k_sum_req(), sb, &sp, sizeof sp, div_up(std::uint64_t(rows) * n, 256));
+    record_split_sum(mm_parts, rows, n, used, m.y, r0);
   };
   if (w.type == gguf::type_id::f16 || in_place) {  // weights start section_align (256 bytes) apart
     gemm(bind_weight(w), 0, N, in_place ? std::uint32_t(w.row_bytes) : 0u);

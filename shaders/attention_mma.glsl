@@ -18,6 +18,10 @@
 // run in two passes: phase 0 the codes (and the ring's missing rows), phase 1 the ring, after the
 // accumulator's rotation back and the plain queries' staging. The online softmax state carries
 // over, since both passes add to the same sums.
+// MMA_QUAD (the probed accumulator layout is mma.sync's: lane l holds rows l / 4 and l / 4 + 8 of a
+// 16 x 16 square, columns 2 (l % 4) + {0, 1, 8, 9}): the softmax runs on S's accumulator elements
+// in registers (row max and sum across the lane quad), P becomes the f16 operand by conversion, and
+// O is rescaled in registers; S, P and the rescale never pass through shared memory.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_vote : require
@@ -59,9 +63,11 @@ const uint PS = BK / 8 + 1; // P row stride in uvec4
 const uint LOADS = BK * DV / 128;  // uvec4 per thread per K (and V) tile
 // K tile then V tile; at the start the same space holds the scaled Q tile (BQ rows).
 shared uvec4 kv[2 * BK * DS > BQ * DS ? 2 * BK * DS : BQ * DS];
+#ifndef MMA_QUAD
 shared float ss[WARPS * 16 * BK];   // per warp: S (16 x BK), or a 16x16 O square being rescaled
 shared uvec4 ps[WARPS * 16 * PS];   // per warp: P (16 x BK, f16)
 shared float rowf[WARPS * 16];      // per warp and row: the rescale factor, then 1 / l
+#endif
 shared uint range_lo, range_hi, range_minp;
 
 uvec4 kr[LOADS], vr[LOADS];
@@ -248,8 +254,24 @@ void main() {
 
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[D / 16];
   [[unroll]] for (uint c = 0; c < D / 16; ++c) acc[c] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+#ifdef MMA_QUAD
+  // This lane's two rows (a = 0, 1: row lane / 4 + 8 a of the warp's 16) and its columns of a square.
+  const uint qc = 2u * (lane % 4u);
+  bool rlive[2];
+  uint rP[2], rstart[2];
+  float rm[2], rl[2];
+  [[unroll]] for (uint a = 0; a < 2; ++a) {
+    const uint tt = t0 + warp * 16 + lane / 4 + 8 * a;
+    rlive[a] = tt < n_tok;
+    rP[a] = rlive[a] ? uint(pos[tt]) : 0;
+    rstart[a] = rlive[a] ? (p.chunk != 0 ? rP[a] / p.chunk * p.chunk : 0) : 0;
+    rm[a] = -1.0 / 0.0;
+    rl[a] = 0.0;
+  }
+#else
   float m = -1.0 / 0.0, l = 0.0;
   const uint sw = warp * 16 * BK, pw = warp * 16 * PS;
+#endif
 
   // Phase 0: every key of an f16 cache, or the codes of a compressed one (the keys each query
   // sees outside its window: up to hi - W, or all when some ring row is missing); phase 1: the
@@ -279,6 +301,57 @@ void main() {
     for (uint j0 = from; j0 <= to; j0 += BK) {
       const bool more = j0 + BK <= to;
       if (more) fetch(j0 + BK, to, btab, row, hk, seq, phase);
+#ifdef MMA_QUAD
+      fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> s[BK / 16];
+      [[unroll]] for (uint kt = 0; kt < BK / 16; ++kt) {
+        s[kt] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+        [[unroll]] for (uint c = 0; c < D / 16; ++c) {
+          fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> kb;
+          coopMatLoadNV(kb, kv, (kt * 16) * DS + 2 * c, DS, true);  // K^T: column-major view of [key][d]
+          s[kt] = coopMatMulAddNV(qa[c], kb, s[kt]);
+        }
+      }
+      // Masks and the rows' maxima: element i is row i / 4, column qc + (i & 1) + 8 ((i >> 1) & 1).
+      float tmax[2] = float[2](-1.0 / 0.0, -1.0 / 0.0);
+      [[unroll]] for (uint kt = 0; kt < BK / 16; ++kt)
+        [[unroll]] for (uint i = 0; i < 8; ++i) {
+          const uint a = i / 4, j = j0 + kt * 16 + qc + (i & 1u) + 8u * ((i >> 1) & 1u);
+          bool ok = rlive[a] && j >= rstart[a] && j <= rP[a];
+#ifdef KV_RING
+          if (ok && j + W > rP[a]) ok = (phase == 1) == ring_holds(seq, j);  // the window: ring rows in phase 1
+          else if (phase == 1) ok = false;
+#endif
+          const float v = ok ? s[kt][i] : -1.0 / 0.0;
+          s[kt][i] = v;
+          tmax[a] = max(tmax[a], v);
+        }
+      float corr[2], sum[2];
+      [[unroll]] for (uint a = 0; a < 2; ++a) {
+        tmax[a] = max(tmax[a], subgroupShuffleXor(tmax[a], 1));
+        tmax[a] = max(tmax[a], subgroupShuffleXor(tmax[a], 2));
+        const float m_new = max(rm[a], tmax[a]);
+        corr[a] = m_new == -1.0 / 0.0 ? 1.0 : exp(rm[a] - m_new);
+        rm[a] = m_new;
+        sum[a] = 0.0;
+      }
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> pa[BK / 16];
+      [[unroll]] for (uint kt = 0; kt < BK / 16; ++kt) {
+        [[unroll]] for (uint i = 0; i < 8; ++i) {
+          const float e = s[kt][i] == -1.0 / 0.0 ? 0.0 : exp(s[kt][i] - rm[i / 4]);
+          s[kt][i] = e;
+          sum[i / 4] += e;
+        }
+        pa[kt] = fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>(s[kt]);
+      }
+      [[unroll]] for (uint a = 0; a < 2; ++a) {
+        sum[a] += subgroupShuffleXor(sum[a], 1);
+        sum[a] += subgroupShuffleXor(sum[a], 2);
+        rl[a] = rl[a] * corr[a] + sum[a];
+      }
+      if (subgroupAny(corr[0] != 1.0 || corr[1] != 1.0))
+        [[unroll]] for (uint c = 0; c < D / 16; ++c)
+          [[unroll]] for (uint i = 0; i < 8; ++i) acc[c][i] *= corr[i / 4];
+#else
       // S = Q K^T for this warp's 16 rows: BK / 16 squares, D / 16 steps each.
       [[unroll]] for (uint kt = 0; kt < BK / 16; ++kt) {
         fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> s = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
@@ -335,9 +408,10 @@ void main() {
           warp_sync_shared();
         }
       }
-      // O += P V.
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> pa[BK / 16];
       [[unroll]] for (uint kt = 0; kt < BK / 16; ++kt) coopMatLoadNV(pa[kt], ps, pw + 2 * kt, PS, false);
+#endif
+      // O += P V.
       [[unroll]] for (uint c = 0; c < D / 16; ++c)
         [[unroll]] for (uint kt = 0; kt < BK / 16; ++kt) {
           fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> vb;
@@ -354,6 +428,16 @@ void main() {
 #if defined(KV_D) && KV_V_KIND == 3
   if (W == 0) ROTATE_ACC_BACK();
 #endif
+#ifdef MMA_QUAD
+  // O / l, each element straight from its register.
+  [[unroll]] for (uint a = 0; a < 2; ++a) rl[a] = rl[a] > 0.0 ? 1.0 / rl[a] : 0.0;
+  [[unroll]] for (uint c = 0; c < D / 16; ++c)
+    [[unroll]] for (uint i = 0; i < 8; ++i) {
+      const uint a = i / 4, tt = t0 + warp * 16 + lane / 4 + 8 * a;
+      if (tt < n_tok)
+        o[p.o_off + tt * p.o_stride + h * D + 16 * c + qc + (i & 1u) + 8u * ((i >> 1) & 1u)] = acc[c][i] * rl[a];
+    }
+#else
   // O / l, written through the warp's staging square.
   if (half_ == 0) rowf[warp * 16 + r] = l > 0.0 ? 1.0 / l : 0.0;
   warp_sync_shared();
@@ -366,4 +450,5 @@ void main() {
     }
     warp_sync_shared();
   }
+#endif
 }

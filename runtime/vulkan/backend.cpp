@@ -277,6 +277,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     // shared memory, the window's keys from the f16 ring in a second pass.
     if (!split && P.single_seq && tensor_core_attention(q.rows, ap.head_dim, cfg.type_k, cfg.type_v)) {
       qd.insert(qd.end(), {{"WG", "128"}, {"COOPMAT", "1"}, {"TQ_ROT_N", "16"}});
+      if (P.fa_quad) qd.emplace_back("MMA_QUAD", "1");
       pc.n_splits = q.rows;  // the kernel's token count
       P.dispatch(impl::req("attention_mma", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, div_up(q.rows, 64));
       return;
@@ -350,8 +351,9 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // Prefill of one sequence on tensor cores (attention_mma.glsl): f16 caches, head_dim 64 or 128.
   if (!split && P.single_seq && tensor_core_attention(q.rows, ap.head_dim, cfg.type_k, cfg.type_v)) {
     pc.n_splits = q.rows;  // the kernel's token count
-    P.dispatch(impl::req("attention_mma", {}, {{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", std::to_string(ap.head_dim)}}, 8),
-               bd, &pc, sizeof pc, ap.n_head, div_up(q.rows, 64));
+    std::vector<std::pair<std::string, std::string>> fd{{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", std::to_string(ap.head_dim)}};
+    if (P.fa_quad) fd.emplace_back("MMA_QUAD", "1");
+    P.dispatch(impl::req("attention_mma", {}, fd, 8), bd, &pc, sizeof pc, ap.n_head, div_up(q.rows, 64));
     return;
   }
   // Prefill of one sequence: query tiles share each key tile (attention.glsl QTILE).

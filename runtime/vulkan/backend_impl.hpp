@@ -90,6 +90,7 @@ struct backend::impl : backend_tuning {
   void record_mm_small_experts(const weight& w, const tensor& out, bool scatter, std::uint32_t pairs, std::uint32_t chunks);
   // mmq_layout: the accumulator layout (mma_layout.cpp), probed at start-up.
   std::optional<mma_layout> mmq_layout;
+  bool fa_quad = false;  // attention_mma.glsl MMA_QUAD: the probe found mma.sync's layout (and fa_regs)
   std::uint32_t mmq_chunk_for(std::uint32_t pairs, std::uint32_t n_expert) const;
   bool mmq_ok(gguf::type_id t, std::uint64_t K) const;  // a matrix of rows of K can run on mul_mmq
   bool mmq_ok(const weight& w) const { return mmq_ok(w.type, w.ne[0]); }

@@ -472,6 +472,11 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       P.pipes.prepare(dr, P.opt.progress);
     }
   }
+  // The prompt attention keeps its softmax in registers where the accumulators have mma.sync's layout.
+  if (P.coopmat && P.flash_attention && P.fa_regs) {
+    const auto layout = P.mmq_layout ? P.mmq_layout : probe_mma_layout(P.ctx, P.pipes);
+    P.fa_quad = layout && layout->quad;
+  }
 }
 
 kv_state backend::make_kv(const kv::kv_config& cfg) {

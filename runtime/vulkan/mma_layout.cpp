@@ -31,16 +31,19 @@ std::optional<mma_layout> probe_mma_layout(const context& ctx, pipeline_registry
   if (v[256] != 8) return std::nullopt;
   std::array<int, 8> dr{}, dc{};
   std::array<bool, 256> seen{};
+  bool quad = true;
   for (std::uint32_t lane = 0; lane < 32; ++lane)
     for (std::uint32_t e = 0; e < 8; ++e) {
       const std::uint32_t p = v[lane * 8 + e], p0 = v[lane * 8];
       if (p >= 256 || seen[p]) return std::nullopt;
       seen[p] = true;
       const int r = int(p / 16) - int(p0 / 16), col = int(p % 16) - int(p0 % 16);
+      if (e == 0) quad = quad && p0 / 16 == lane / 4 && p0 % 16 == 2 * (lane % 4);
       if (lane == 0) dr[e] = r, dc[e] = col;
       else if (dr[e] != r || dc[e] != col) return std::nullopt;
     }
   mma_layout l;
+  l.quad = quad && dr == std::array<int, 8>{0, 0, 0, 0, 8, 8, 8, 8} && dc == std::array<int, 8>{0, 1, 8, 9, 0, 1, 8, 9};
   for (std::uint32_t e = 0; e < 8; ++e) {
     l.row_offsets += (e ? "," : "") + std::to_string(dr[e]);
     l.col_offsets += (e ? "," : "") + std::to_string(dc[e]);

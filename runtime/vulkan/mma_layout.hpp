@@ -15,6 +15,10 @@ class pipeline_registry;
 
 struct mma_layout {
   std::string row_offsets, col_offsets;  // GLSL lists of 8 ints: element e's (row, column) minus element 0's
+  // The mma.sync fragment layout: lane l holds rows l / 4 and l / 4 + 8, columns 2 (l % 4) + {0, 1, 8, 9}
+  // (elements in that order). attention_mma.glsl MMA_QUAD keeps its softmax in registers with it:
+  // a row's elements sit in one quad of lanes.
+  bool quad = false;
 };
 
 // nullopt when the device has no such layout (not 8 elements a lane, or offsets that differ by lane).

@@ -30,6 +30,7 @@ void backend_tuning::read_env() {
   if (const char* c = std::getenv("STRATA_VK_GQA_ATTN"); c && std::string_view(c) == "0") gqa_attention = false;
   if (const char* c = std::getenv("STRATA_VK_MULTI_GQA"); c && std::string_view(c) == "0") multi_gqa = false;
   if (const char* c = std::getenv("STRATA_VK_FA"); c && std::string_view(c) == "0") flash_attention = false;
+  if (const char* c = std::getenv("STRATA_VK_FA_REGS"); c && std::string_view(c) == "0") fa_regs = false;
   if (const char* c = std::getenv("STRATA_VK_MMA_DEC")) mma_dec = std::string_view(c) == "1";
   if (const char* c = std::getenv("STRATA_VK_TQ_GQA")) tq_gqa = std::clamp(std::atoi(c), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 128, 1, 64) * 128;

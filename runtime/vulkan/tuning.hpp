@@ -69,6 +69,9 @@ struct backend_tuning {
   std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
   bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
   bool flash_attention = true;             // prefill attention on tensor cores; STRATA_VK_FA=0 disables
+  // Its softmax on the accumulators in registers (attention_mma.glsl MMA_QUAD) where the probed
+  // layout is mma.sync's; STRATA_VK_FA_REGS=0: through shared memory as before.
+  bool fa_regs = true;
   // Decode attention over compressed caches on tensor cores (attention_mma_dec.glsl,
   // STRATA_VK_MMA_DEC=1): correct but measured slower on the H200 (qwen3-8b tg64 @ d4096: tq3 118
   // vs attention_qdec's 206 t/s; an f16 variant 235 vs attention_dec's 270), so opt-in.

@@ -171,7 +171,11 @@ TEST_CASE("vulkan shaders: tensor-core attention variants compile (prefill and d
   MESSAGE("this build has no Vulkan backend: shader compile test skipped");
 #else
   for (const char* d : {"64", "128"})
-    compiles({"attention_mma", std::nullopt, {{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", d}}, 8});
+    for (const bool quad : {false, true}) {  // MMA_QUAD: the softmax in registers (mma.sync's layout)
+      std::vector<std::pair<std::string, std::string>> defs{{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", d}};
+      if (quad) defs.emplace_back("MMA_QUAD", "1");
+      compiles({"attention_mma", std::nullopt, defs, 8});
+    }
   // The compressed sides as backend::impl::kvq_defs names them: kind 1 f16, 2 q8_0, 3 TurboQuant.
   struct side {
     const char* kind;
@@ -189,6 +193,8 @@ TEST_CASE("vulkan shaders: tensor-core attention variants compile (prefill and d
           if (ring) defs.emplace_back("KV_RING", "1");
           auto dec = defs;
           defs.insert(defs.end(), {{"WG", "128"}, {"COOPMAT", "1"}, {"TQ_ROT_N", "16"}});
+          compiles({"attention_mma", std::nullopt, defs, 11});
+          defs.emplace_back("MMA_QUAD", "1");
           compiles({"attention_mma", std::nullopt, defs, 11});
           // Decode (attention_mma_dec.glsl) at the group sizes of the supported models.
           for (const char* g : {"4", "8"}) {

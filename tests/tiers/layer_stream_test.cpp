@@ -185,6 +185,23 @@ TEST_CASE("layer streaming: --fit on Llama 3.1 70B shapes at 12 GiB streams the 
   CHECK(p.prefill.host_to_gpu_bytes > 0);
 }
 
+// A RAM budget below the streamed FFNs' host copies: only whole CPU blocks can be disk-backed, so
+// --fit must pick a layout whose other RAM (streamed FFNs, head, KV, scratch) plus the disk ring
+// fits (the H200's 70B at --gpu-budget 24G --ram-budget 8G chose 36 GiB of streamed FFNs, and the
+// engine refused it); with no layout that fits, the error is the disk tier's, naming the budget.
+TEST_CASE("layer streaming: --fit under a RAM budget the streamed FFNs exceed picks CPU blocks on disk") {
+  const model_demand d = llama_70b();
+  const plan_options o{.gpu_budget = 24ull << 30, .ram_budget = 8ull << 30};
+  const engine_layout l = plan_engine_layout(d, o);
+  CHECK(l.streamed_layers().empty());
+  CHECK(l.n_gpu_layers < 80);
+  const placement_plan p = layout_plan(d, l, o.links, 1ull << 62, o.prefill_batch);
+  const disk_tier t = plan_disk_tier(d, l.n_gpu_layers, {}, o.ram_budget, p.ram_total());
+  CHECK_FALSE(t.empty());
+  const plan_options tiny{.gpu_budget = 24ull << 30, .ram_budget = 64ull << 20};
+  CHECK_THROWS_WITH_AS(plan_engine_layout(d, tiny), doctest::Contains("--ram-budget 64.00 MiB"), strata::error);
+}
+
 // Uploads overlap the GPU stage's kernels but not the CPU stage's blocks: with -ngl below the
 // block count, a streaming phase pays the upload time the GPU's reads do not cover on top.
 TEST_CASE("layer streaming: with CPU blocks the uploads the GPU's work does not hide add to the step") {

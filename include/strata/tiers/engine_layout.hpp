@@ -512,6 +512,21 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
     double decode, prefill;  // predicted seconds per token
   };
   std::vector<candidate> streamed;  // per count of GPU blocks, the layout that streams
+  // Whether the engine can run a layout within the RAM budget: only whole CPU blocks can be
+  // disk-backed (disk_tier.hpp), so what else it keeps in RAM (streamed FFNs' and CPU experts'
+  // host copies, the head, KV, scratch) plus the disk tier's ring must fit. ram_why: the reason
+  // the all-CPU layout cannot run, the error when no layout can.
+  std::string ram_why;
+  const auto runnable = [&](const engine_layout& x) {
+    try {
+      const placement_plan px = layout_plan(d, x, o.links, std::numeric_limits<std::uint64_t>::max() / 4, o.prefill_batch);
+      (void)plan_disk_tier(d, x.n_gpu_layers, o.overrides, o.ram_budget, px.ram_total());
+      return true;
+    } catch (const error& e) {
+      if (x.n_gpu_layers == 0) ram_why = e.what();
+      return false;
+    }
+  };
   const std::uint64_t xring = any_experts ? expert_ring_bytes(d, layer_split_layout(d, 0), true) : 0;
   for (std::uint32_t n = 0; n <= d.n_layer; ++n) {
     if (std::int64_t(n) <= need_gpu_through || (head_forced_gpu && n < d.n_layer)) continue;
@@ -591,7 +606,7 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
           if (used - moved <= o.gpu_budget) break;
         }
         x = with_streamed_experts(d, std::move(x), o.links, o.gpu_budget, o.prefill_batch);
-        if (!x.expert_streamed_layers().empty()) {
+        if (!x.expert_streamed_layers().empty() && runnable(x)) {
           const placement_plan px = layout_plan(d, x, o.links, o.ram_budget, o.prefill_batch);
           streamed.push_back({std::move(x), px.decode.seconds_per_token, px.prefill.seconds_per_token});
         }
@@ -614,16 +629,16 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
       bool any = false;
       for (std::uint32_t il = first; il < n; ++il)
         if (!ffn_forced_gpu[il] && ffn[il]) s.streamed_ffn[il] = 1, any = true;
-      if (any && used + ring_after[first] <= o.gpu_budget) {
+      if (any && used + ring_after[first] <= o.gpu_budget && runnable(s)) {
         s.stream_cpu_tokens = stream_cpu_tokens(d, s, o.links, o.prefill_batch);
         const placement_plan ps = layout_plan(d, s, o.links, o.ram_budget, o.prefill_batch);
         streamed.push_back({std::move(s), ps.decode.seconds_per_token, ps.prefill.seconds_per_token});
       }
     }
-    if (!fits) continue;  // only streaming fits this many blocks
+    if (!fits || !runnable(l)) continue;  // only streaming fits this many blocks, or RAM does not hold the rest
     const double t = layout_plan(d, l, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
     if (best_t < 0 || t <= best_t * (1 + 1e-9)) best = std::move(l), best_t = t;
-    if (cached) {
+    if (cached && runnable(*cached)) {
       const double tc = layout_plan(d, *cached, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
       if (tc < best_t * (1 - 1e-9)) best = std::move(*cached), best_t = tc;
     }
@@ -639,6 +654,7 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
       if (c.decode <= best_t * 1.05 && c.prefill < fastest) pick = &c, fastest = c.prefill;
   }
   if (pick) best = pick->layout, best_t = pick->decode;
+  if (best_t < 0 && !ram_why.empty()) throw error(ram_why);
   if (best_t < 0)
     throw error("--gpu-budget " + format_byte_size(o.gpu_budget) + " cannot hold the tensors the overrides force to the GPU "
                 "with their blocks and the activation scratch (" + format_byte_size(d.scratch_bytes) + ")");

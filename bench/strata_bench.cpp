@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
         layout.streamed_experts.assign(hp.n_layer, 0);
         for (const auto il : m->expert_streamed_layers()) layout.streamed_experts.at(il) = 1;
         if (m->expert_streaming().layers) layout.expert_cpu_tokens = m->expert_streaming().cpu_tokens;
+        const std::vector<std::uint32_t> disk_layers = m->disk_layers();
         const auto count_stream = [&](result& r, const strata::rt::model::stream_counters& before) {
           const auto a = m->streaming();
           r.stream.layers = a.layers;
@@ -257,7 +258,16 @@ int main(int argc, char** argv) {
           dopt.max_batch = n_batch;
           const auto demand = strata::tiers::demand_from_gguf(m->gguf(), hp, dopt);
           const std::uint32_t batch = prefill ? std::min(tokens, n_batch) : 1;
-          const auto plan = strata::tiers::layout_plan(demand, layout, links, 1ull << 62, batch);
+          // The blocks the engine reads from the file every step cost their bytes over the drive.
+          auto run_layout = layout;
+          if (!disk_layers.empty()) {
+            run_layout.disk.on_disk.assign(demand.tensors.size(), 0);
+            for (std::size_t i = 0; i < demand.tensors.size(); ++i) {
+              const std::int32_t il = demand.tensors[i].layer;
+              run_layout.disk.on_disk[i] = char(il >= 0 && std::count(disk_layers.begin(), disk_layers.end(), std::uint32_t(il)));
+            }
+          }
+          const auto plan = strata::tiers::layout_plan(demand, run_layout, links, 1ull << 62, batch);
           return prefill ? plan.prefill : plan.decode;
         };
         strata::rt::session s(*m);

@@ -227,7 +227,8 @@ inline phase_cost engine_cost(const model_demand& d, const engine_layout& l, con
 }  // namespace detail
 
 // The layout as a placement plan (per tensor: GPU-resident or CPU-computed; CPU weights beyond
-// the RAM budget are disk-backed), with memory per tier and the predicted decode and prefill cost.
+// the RAM budget, or those of l.disk when set, are disk-backed), with memory per tier and the
+// predicted decode and prefill cost.
 inline placement_plan layout_plan(const model_demand& d, const engine_layout& l, const link_speeds& links,
                                   std::uint64_t ram_budget, std::uint32_t prefill_batch) {
   placement_plan p;
@@ -271,10 +272,12 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
       p.tensors[i] = {home_tier::ram, decode, prefill, 1.0, true};
       p.ram_weights += 2 * t.bytes;
       ram_left -= std::min(ram_left, 2 * t.bytes);
-    } else if (t.bytes <= ram_left) {
+    } else if (l.disk.on_disk.size() == d.tensors.size() ? !l.disk.on_disk[i] : t.bytes <= ram_left) {
+      // The engine's disk tier, where the layout has one (whole CPU blocks from the last down),
+      // else the RAM budget filled in execution order.
       p.tensors[i] = {home_tier::ram, exec_unit::cpu, exec_unit::cpu};
       p.ram_weights += t.bytes;
-      ram_left -= t.bytes;
+      ram_left -= std::min(ram_left, t.bytes);
     } else {
       p.tensors[i] = {home_tier::disk, exec_unit::cpu, exec_unit::cpu};
       p.disk_weights += t.bytes;

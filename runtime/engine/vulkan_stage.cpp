@@ -49,6 +49,10 @@ struct engine_backend<gpu::backend> {
       std::snprintf(mem, sizeof mem, " of --gpu-budget %.1f MiB", mib(m.budget));
       out += mem;
     }
+    if (m.driver_usage) {
+      std::snprintf(mem, sizeof mem, ", %.1f MiB in use as the driver reports it (VK_EXT_memory_budget)", mib(m.driver_usage));
+      out += mem;
+    }
     if (const gpu::expert_cache_stats c = be.expert_cache(); c.layers) {
       std::snprintf(mem, sizeof mem, "; expert cache: %u slots x %u MoE layers (%.1f MiB on the GPU, %.1f MiB in host memory)",
                     c.slots, c.layers, mib(c.slot_bytes), mib(c.host_bytes));

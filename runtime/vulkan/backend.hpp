@@ -138,6 +138,9 @@ struct expert_cache_stats {
 // Device-local memory the backend holds, by use, and its cap (0: none).
 struct memory_use_bytes {
   std::uint64_t weights = 0, kv = 0, scratch = 0, budget = 0;
+  // What the driver says this process holds (VK_EXT_memory_budget; 0 without it): the buffers above
+  // plus the driver's own (pipelines, command and query pools), which no budget line counts.
+  std::uint64_t driver_usage = 0;
   std::uint64_t total() const noexcept { return weights + kv + scratch; }
 };
 

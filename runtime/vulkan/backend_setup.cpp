@@ -114,7 +114,8 @@ std::string backend::description() const {
 
 memory_use_bytes backend::memory_use() const {
   const memory_ledger& l = p_->ctx.ledger();
-  return {l.weights, l.kv, l.scratch, l.budget};
+  const device_memory now = p_->ctx.memory_now();
+  return {l.weights, l.kv, l.scratch, l.budget, now.budget_ext ? now.usage_bytes : 0};
 }
 
 expert_cache_stats backend::expert_cache() const { return p_->cache_stats; }

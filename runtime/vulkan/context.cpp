@@ -103,13 +103,11 @@ std::size_t pick_device(const vk::raii::PhysicalDevices& devices, int device_ind
 }
 }  // namespace
 
-device_memory query_device_memory(int index) {
-  vk::raii::PhysicalDevices devices(probe().instance);
-  const vk::raii::PhysicalDevice& pd = devices[pick_device(devices, index)];
-  const auto props = pd.getProperties();
+namespace {
+
+// The device-local heaps' sizes, and with VK_EXT_memory_budget this process's budget and usage.
+device_memory device_local_memory(const vk::raii::PhysicalDevice& pd) {
   device_memory m;
-  m.name = props.deviceName.data();
-  m.is_cpu = props.deviceType == vk::PhysicalDeviceType::eCpu;
   m.budget_ext = has_extension(pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   // The budget struct may be chained only when the extension is there.
   vk::PhysicalDeviceMemoryBudgetPropertiesEXT budget;
@@ -127,6 +125,24 @@ device_memory query_device_memory(int index) {
     m.budget_bytes += m.budget_ext ? budget.heapBudget[h] : mp.memoryHeaps[h].size;
     m.usage_bytes += m.budget_ext ? budget.heapUsage[h] : 0;
   }
+  return m;
+}
+
+}  // namespace
+
+device_memory query_device_memory(int index) {
+  vk::raii::PhysicalDevices devices(probe().instance);
+  const vk::raii::PhysicalDevice& pd = devices[pick_device(devices, index)];
+  const auto props = pd.getProperties();
+  device_memory m = device_local_memory(pd);
+  m.name = props.deviceName.data();
+  m.is_cpu = props.deviceType == vk::PhysicalDeviceType::eCpu;
+  return m;
+}
+
+device_memory context::memory_now() const {
+  device_memory m = device_local_memory(physical_);
+  m.name = info_.name;
   return m;
 }
 

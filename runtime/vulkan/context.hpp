@@ -10,6 +10,8 @@
 
 #include <vulkan/vulkan_raii.hpp>
 
+#include "devices.hpp"
+
 namespace strata::gpu {
 
 struct device_info {
@@ -75,6 +77,9 @@ class context {
   // The cap applies to allocations made after it is set (set it before loading weights).
   void set_memory_budget(std::uint64_t bytes) noexcept { ledger_.budget = bytes; }
   const memory_ledger& ledger() const noexcept { return ledger_; }
+  // The device-local heaps now, as the driver reports them (VK_EXT_memory_budget's usage is all of
+  // this process's device memory: the ledger's buffers and the driver's own allocations).
+  device_memory memory_now() const;
   // Counts `bytes` of device-local memory for `label`; throws strata::error naming the budget,
   // what is already held and the request when the cap would be passed.
   void charge(std::uint64_t bytes, const std::string& label) const;

@@ -10,9 +10,18 @@
 #include "strata/core/error.hpp"
 
 namespace strata::gpu {
+namespace {
+
+// Whether environment variable `name` is set to exactly `value` (the switches' "0" / "1").
+bool env_is(const char* name, std::string_view value) {
+  const char* v = std::getenv(name);
+  return v && std::string_view(v) == value;
+}
+
+}  // namespace
 
 void backend_tuning::read_env() {
-  if (const char* f = std::getenv("STRATA_VK_FUSE"); f && std::string_view(f) == "0") fuse = false;
+  if (env_is("STRATA_VK_FUSE", "0")) fuse = false;
   const auto labels = [](const char* s, std::vector<std::string>& out) {
     for (std::string_view v(s ? s : ""); !v.empty();) {
       const auto c = v.find(',');
@@ -25,31 +34,31 @@ void backend_tuning::read_env() {
   if (const char* v = std::getenv("STRATA_VK_PAD_LEVELS")) pad_levels = std::uint32_t(std::clamp(std::atoi(v), 0, 64));
   if (!skip_kernels.empty() || !repeat_kernels.empty() || std::getenv("STRATA_VK_QDEC_SKIP"))
     std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP is set: kernels left out or run twice, results are wrong (timing runs only)\n");
-  if (const char* c = std::getenv("STRATA_VK_SPLIT_ATTN"); c && std::string_view(c) == "0") split_attention = false;
-  if (const char* c = std::getenv("STRATA_VK_QTILE_ATTN"); c && std::string_view(c) == "1") tiled_attention = true;
-  if (const char* c = std::getenv("STRATA_VK_GQA_ATTN"); c && std::string_view(c) == "0") gqa_attention = false;
-  if (const char* c = std::getenv("STRATA_VK_MULTI_GQA"); c && std::string_view(c) == "0") multi_gqa = false;
-  if (const char* c = std::getenv("STRATA_VK_FA"); c && std::string_view(c) == "0") flash_attention = false;
-  if (const char* c = std::getenv("STRATA_VK_FA_REGS"); c && std::string_view(c) == "0") fa_regs = false;
+  if (env_is("STRATA_VK_SPLIT_ATTN", "0")) split_attention = false;
+  if (env_is("STRATA_VK_QTILE_ATTN", "1")) tiled_attention = true;
+  if (env_is("STRATA_VK_GQA_ATTN", "0")) gqa_attention = false;
+  if (env_is("STRATA_VK_MULTI_GQA", "0")) multi_gqa = false;
+  if (env_is("STRATA_VK_FA", "0")) flash_attention = false;
+  if (env_is("STRATA_VK_FA_REGS", "0")) fa_regs = false;
   if (const char* c = std::getenv("STRATA_VK_MMA_DEC")) mma_dec = std::string_view(c) == "1";
   if (const char* c = std::getenv("STRATA_VK_TQ_GQA")) tq_gqa = std::clamp(std::atoi(c), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 128, 1, 64) * 128;
-  if (const char* c = std::getenv("STRATA_VK_TQ_PREP"); c && std::string_view(c) == "0") tq_prep = false;
-  if (const char* c = std::getenv("STRATA_VK_COOPMAT"); c && std::string_view(c) == "0") coopmat = false;
+  if (env_is("STRATA_VK_TQ_PREP", "0")) tq_prep = false;
+  if (env_is("STRATA_VK_COOPMAT", "0")) coopmat = false;
   if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
   if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);
-  if (const char* v = std::getenv("STRATA_VK_MMVQ"); v && std::string_view(v) == "0") mmvq = false;
-  if (const char* v = std::getenv("STRATA_VK_QUANT_OUT"); v && std::string_view(v) == "0") quant_out = false;
-  if (const char* v = std::getenv("STRATA_VK_NORM_OUT"); v && std::string_view(v) == "0") norm_out = false;
-  if (const char* v = std::getenv("STRATA_VK_COMBINE_NORM_OUT"); v && std::string_view(v) == "0") combine_norm_out = false;
-  if (const char* v = std::getenv("STRATA_VK_ROUTER_NORM"); v && std::string_view(v) == "0") router_norm = false;
-  if (const char* v = std::getenv("STRATA_VK_TOPK_IN"); v && std::string_view(v) == "0") topk_in = false;
+  if (env_is("STRATA_VK_MMVQ", "0")) mmvq = false;
+  if (env_is("STRATA_VK_QUANT_OUT", "0")) quant_out = false;
+  if (env_is("STRATA_VK_NORM_OUT", "0")) norm_out = false;
+  if (env_is("STRATA_VK_COMBINE_NORM_OUT", "0")) combine_norm_out = false;
+  if (env_is("STRATA_VK_ROUTER_NORM", "0")) router_norm = false;
+  if (env_is("STRATA_VK_TOPK_IN", "0")) topk_in = false;
   if (const char* v = std::getenv("STRATA_VK_MMVQ_SHORT_LPR")) mmvq_short_lpr = std::uint32_t(std::clamp(std::atoi(v), 0, 16));
   if (const char* v = std::getenv("STRATA_VK_SHORT_CTX")) short_ctx_len = std::uint32_t(std::clamp(std::atoi(v), 0, 1 << 20));
-  if (const char* v = std::getenv("STRATA_VK_ATTN_Q8"); v && std::string_view(v) == "0") attn_q8 = false;
-  if (const char* v = std::getenv("STRATA_VK_V4"); v && std::string_view(v) == "0") attn_v4 = false;
+  if (env_is("STRATA_VK_ATTN_Q8", "0")) attn_q8 = false;
+  if (env_is("STRATA_VK_V4", "0")) attn_v4 = false;
   if (const char* v = std::getenv("STRATA_VK_TAIL")) tail_rows = std::uint32_t(std::clamp(std::atoi(v), 0, 8));
-  if (const char* v = std::getenv("STRATA_VK_MOE_GROUPED"); v && std::string_view(v) == "0") moe_grouped = false;
+  if (env_is("STRATA_VK_MOE_GROUPED", "0")) moe_grouped = false;
   if (const char* v = std::getenv("STRATA_VK_MMVQ_MAX_TOKENS")) mmvq_max_tokens = std::uint32_t(std::clamp(std::atoi(v), int(detail::mm_min_tokens), 256));
   if (const char* v = std::getenv("STRATA_VK_MMA2")) mma2 = std::string_view(v) != "0";
   // BM:BN:WM:WN from a tensor-core tile switch (false: not set).
@@ -64,26 +73,26 @@ void backend_tuning::read_env() {
     return true;
   };
   if (tile_env("STRATA_VK_MMA2_SHAPE", mma2_shape)) mma2_forced = true;
-  if (const char* v = std::getenv("STRATA_VK_MM3"); v && std::string_view(v) == "0") mm3 = false;
+  if (env_is("STRATA_VK_MM3", "0")) mm3 = false;
   if (const char* v = std::getenv("STRATA_VK_MMQ")) mmq = std::clamp(std::atoi(v), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_MMQ2")) mmq2 = std::clamp(std::atoi(v), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_MMA_N8")) mma_n8 = std::string_view(v) == "1";
-  if (const char* v = std::getenv("STRATA_VK_SPLITK"); v && std::string_view(v) == "0") split_k = false;
+  if (env_is("STRATA_VK_SPLITK", "0")) split_k = false;
   if (const char* v = std::getenv("STRATA_VK_SPLITK_WGS")) split_target = std::uint32_t(std::clamp(std::atoi(v), 1, 65535));
   if (const char* v = std::getenv("STRATA_VK_SPLITK_MIN_K")) split_min_k = std::uint32_t(std::clamp(std::atoi(v), 1, 65536) + 63) / 64 * 64;
   if (const char* v = std::getenv("STRATA_VK_MMK_SMALL")) {
     const int n = std::atoi(v);
     mmk_small_min = n <= 0 ? 0xFFFFFFFFu : std::uint32_t(n == 1 ? 33 : n);
   }
-  if (const char* v = std::getenv("STRATA_VK_MMS"); v && std::string_view(v) == "0") mms = false;
-  if (const char* v = std::getenv("STRATA_VK_MMS_MOE"); v && std::string_view(v) == "0") mms_moe = false;
+  if (env_is("STRATA_VK_MMS", "0")) mms = false;
+  if (env_is("STRATA_VK_MMS_MOE", "0")) mms_moe = false;
   if (const char* v = std::getenv("STRATA_VK_MMS_MOE_CHUNK")) {
     const int c = std::atoi(v);
     if (c != 16 && c != 32 && c != 64) throw error("STRATA_VK_MMS_MOE_CHUNK must be 16, 32 or 64, got '" + std::string(v) + "'");
     mms_moe_chunk = std::uint32_t(c);
   }
-  if (const char* v = std::getenv("STRATA_VK_NARROW_GEMM"); v && std::string_view(v) == "0") narrow_gemm = false;
-  if (const char* v = std::getenv("STRATA_VK_MMQ_MOE"); v && std::string_view(v) == "0") mmq_moe = false;
+  if (env_is("STRATA_VK_NARROW_GEMM", "0")) narrow_gemm = false;
+  if (env_is("STRATA_VK_MMQ_MOE", "0")) mmq_moe = false;
   if (const char* v = std::getenv("STRATA_VK_MMQ_DENSE")) {
     const int n = std::atoi(v);
     mmq_dense = n != 0;
@@ -127,7 +136,7 @@ void backend_tuning::read_env() {
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMVQ_UNROLL")) mmvq_unroll = std::string_view(v) == "1";
-  if (const char* v = std::getenv("STRATA_VK_MM3_XF16"); v && std::string_view(v) == "0") mm3_xf16 = false;
+  if (env_is("STRATA_VK_MM3_XF16", "0")) mm3_xf16 = false;
   if (tile_env("STRATA_VK_MM3_SHAPE", mm3_shape)) mm3_forced = true;
   if (mmvq_shape_t forced{}; shape_env("STRATA_VK_MMVQ_SHAPE", "64:2:2", false, forced))
     mmvq_wg = forced.wg, mmvq_rpg = forced.rpg, mmvq_u = forced.u, mmvq_shape_forced = true;

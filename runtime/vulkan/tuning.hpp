@@ -174,6 +174,11 @@ struct backend_tuning {
   // The GEMM's products as 16x8x16 (MMA_N 8) instead of 16x16x16 (STRATA_VK_MMA_N8=1): H200,
   // qwen3-8b pp512 6,965 against 7,264 (in place 5% slower in the lab, f16 weights 3% faster).
   bool mma_n8 = false;
+  // Q4_K's tile expansion in f16x2 arithmetic (quant/q4_k.glsl MMS_H2): STRATA_VK_MMS_H2=1 in
+  // mul_mm_f16's in-place tiles, 2 in mul_mm_small's too. Off: H200, qwen3-8b pp512 +0.5%, 8
+  // streams +4-6%, for 3x the tile's error against float64 (Q4_K NMSE 2.7e-7 against 9e-8; m is
+  // rounded to f16 before its product), which the default keeps.
+  int mms_h2 = 0;
   bool mm3_in_place(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
     if (!mmq || !mm3_xf16 || K % 64) return false;
     return t == gguf::type_id::q4_k || (detail::has_mms_unit(t) && (mmq >= 2 || tokens <= mms_max));

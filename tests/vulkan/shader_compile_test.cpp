@@ -45,6 +45,7 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
   for (const char* tt : {"2", "3"})
     compiles({"mul_mm_small", type_id::q4_k, {{"WG", "128"}, {"COOPMAT", "1"}, {"TT", tt}}, 3});
   compiles({"mul_mm_small", type_id::q4_k, {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "2"}, {"MOE_GROUPED", "1"}}, 4});
+  compiles({"mul_mm_small", type_id::q4_k, {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "2"}, {"MMS_H2", "1"}}, 3});
   compiles({"mul_mm_small", type_id::q6_k,
             {{"WG", "128"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "4"}, {"MOE_GROUPED", "1"}, {"SCATTER", "1"}}, 4});
   // 8 warps where the partial sums fit (the backend's choice up to 32 tokens with STRATA_VK_MMS_XS=0);
@@ -104,6 +105,12 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
         compiles({"mul_mm_f16", f, q, 3});
         q.emplace_back("MMA_N", "8");
         compiles({"mul_mm_f16", f, q, 3});
+        if (f == type_id::q4_k) {  // the expansion in f16x2 arithmetic, with and without QW2
+          q.emplace_back("MMS_H2", "1");
+          compiles({"mul_mm_f16", f, q, 3});
+          std::erase_if(q, [](const auto& kv) { return kv.first == "QW2"; });
+          compiles({"mul_mm_f16", f, q, 3});
+        }
       }
     f16.emplace_back("SPLIT_K", "1");
     compiles({"mul_mm_f16", type_id::f16, f16, 3});

@@ -249,6 +249,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     std::uint32_t bm = 128, bn = 128, wm = 32, wn = 64, bk = 32, lab_bits = 0;
     bool q2 = false;  // mmq: QW2 (two threads per weight row)
     bool n8 = false;  // 16x8x16 products (MMA_N 8)
+    bool h2 = false;  // H2=1: the in-place expansion in f16x2 arithmetic (MMS_H2)
     tile_fields(s, bm, bn, wm, wn, [&](const std::string& key, std::uint32_t n) {
       if (key == "BK") bk = n;
       else if (key == "LAB") lab_bits = n;  // mul_mm_f16.glsl's LAB knobs (results are then wrong)
@@ -257,6 +258,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
       else if (key == "S") v.splits = std::max<std::uint32_t>(1, n);
       else if (key == "Q2") q2 = n != 0;
       else if (key == "N8") n8 = n != 0;
+      else if (key == "H2") h2 = n != 0;
       else throw error("unknown variant field '" + key + "'");
     });
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
@@ -269,6 +271,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     if (v.tok_fast) v.defines.emplace_back("TOK_FAST", "1");
     if (v.splits > 1) v.defines.emplace_back("SPLIT_K", "1");
     if (n8) v.defines.emplace_back("MMA_N", "8");
+    if (h2) v.defines.emplace_back("MMS_H2", "1");
     if (v.mmq) {
       v.defines.emplace_back("QW", "1");
       v.defines.emplace_back("MM_SMALL", "1");

@@ -317,7 +317,8 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
         reqs.push_back(P.mm3_req(t, P.mm_xh != 0, gguf::type_id::f16, split));
         if (P.mm_xh)
           for (auto f : mat_formats)
-            if (P.mm3_in_place(f, 64, P.max_rows) || (P.mmk_small_min <= P.mms_max && P.mm3_in_place(f, 64, P.mms_max)))
+            if (P.mm3_in_place(f, 64, P.max_rows) || (P.mmk_small_min <= P.mms_max && P.mm3_in_place(f, 64, P.mms_max)) ||
+                P.mm3_in_place(f, 64, std::min(P.max_rows, std::max(P.mm3_scratch_min, 2u) - 1)))
               reqs.push_back(P.mm3_req(t, true, f, split));
       }
     }

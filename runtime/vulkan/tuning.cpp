@@ -75,6 +75,10 @@ void backend_tuning::read_env() {
   if (tile_env("STRATA_VK_MMA2_SHAPE", mma2_shape)) mma2_forced = true;
   if (env_is("STRATA_VK_MM3", "0")) mm3 = false;
   if (const char* v = std::getenv("STRATA_VK_MMQ")) mmq = std::clamp(std::atoi(v), 0, 2);
+  if (const char* v = std::getenv("STRATA_VK_MM3_SCRATCH_MIN")) {
+    const int n = std::atoi(v);
+    mm3_scratch_min = n <= 0 ? 0xFFFFFFFFu : std::uint32_t(n);
+  }
   if (const char* v = std::getenv("STRATA_VK_MMQ2")) mmq2 = std::clamp(std::atoi(v), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_MMA_N8")) mma_n8 = std::string_view(v) == "1";
   if (const char* v = std::getenv("STRATA_VK_MMS_H2")) mms_h2 = std::clamp(std::atoi(v), 0, 2);

@@ -179,9 +179,17 @@ struct backend_tuning {
   // streams +4-6%, for 3x the tile's error against float64 (Q4_K NMSE 2.7e-7 against 9e-8; m is
   // rounded to f16 before its product), which the default keeps.
   int mms_h2 = 0;
+  // Steps of at least mm3_scratch_min tokens expand Q4_K into the f16 scratch once per matrix
+  // (dequant_f16) and run the f16 tile, which is 15-20% faster than expanding every tile in place
+  // (H200 lab, 512 tokens: 4096 x 4096 117 against 140 us); the expansion pass pays off once a
+  // step is long enough. H200, qwen3-8b pp4096: -b 2048 7,878 -> 8,344 t/s, -b 4096 8,026 ->
+  // 8,554; pp512 (-b 512) 7,915 in place against 7,668 through the scratch.
+  // STRATA_VK_MM3_SCRATCH_MIN=N from N tokens, 0 never.
+  std::uint32_t mm3_scratch_min = 1024;
   bool mm3_in_place(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
     if (!mmq || !mm3_xf16 || K % 64) return false;
-    return t == gguf::type_id::q4_k || (detail::has_mms_unit(t) && (mmq >= 2 || tokens <= mms_max));
+    if (t == gguf::type_id::q4_k) return mmq >= 2 || tokens < mm3_scratch_min;
+    return detail::has_mms_unit(t) && (mmq >= 2 || tokens <= mms_max);
   }
   // Split K (mul_mm_f16 SPLIT_K + split_k_sum) when a GEMM's tiles leave SMs idle, each split at
   // least split_min_k long (STRATA_VK_SPLITK_MIN_K, a multiple of 64: tests force splits of the

@@ -39,8 +39,11 @@ placement_inputs placement_for(const std::filesystem::path& model, const gguf::r
   if (!gpu) {
     in.gpu_budget_source = "the CPU backend: no GPU";
   } else if (opt.gpu_budget) {
-    po.gpu_budget = opt.gpu_budget;
-    in.gpu_budget_source = "--gpu-budget";
+    po.gpu_budget = engine_gpu_budget(opt.gpu_budget);
+    const std::uint64_t reserve = opt.gpu_budget - po.gpu_budget;
+    in.gpu_budget_source = reserve ? "--gpu-budget " + format_byte_size(opt.gpu_budget) + " less " + format_byte_size(reserve) +
+                                         " kept for the driver's own memory (its context and recorded command buffers)"
+                                   : "--gpu-budget";
   } else if (!want_defaults) {
     po.gpu_budget = unlimited;
     in.gpu_budget_source = "no --gpu-budget: unlimited";
@@ -124,7 +127,11 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
                                                                           " CPU blocks streamed in prompt steps)");
   // Weights and KV are known exactly; the activation scratch the ledger checks as it allocates.
   if (gpu && l.n_gpu_layers && p.gpu_weights + p.gpu_kv + p.gpu_ring > po.gpu_budget)
-    throw error("--gpu-budget " + format_byte_size(po.gpu_budget) + " does not hold what " + what + " puts on the GPU: " +
+    throw error("--gpu-budget " + format_byte_size(opt.gpu_budget ? opt.gpu_budget : po.gpu_budget) +
+                (opt.gpu_budget && opt.gpu_budget != po.gpu_budget
+                     ? " (" + format_byte_size(po.gpu_budget) + " for the engine after the driver's reserve)"
+                     : std::string()) +
+                " does not hold what " + what + " puts on the GPU: " +
                 "weights " + format_byte_size(p.gpu_weights) + " and the KV cache of " + blocks_text(l.n_gpu_layers) +
                 " (" + format_byte_size(p.gpu_kv) + ")" +
                 (tiers::ring_bytes(d, l) ? " and the layer-streaming ring (" + std::to_string(tiers::ring_slots) + " slots of " +

@@ -4,13 +4,15 @@
 
 #include "../vulkan/backend.hpp"
 #include "decoder_stage.hpp"
+#include "strata/runtime/device_memory.hpp"
 
 namespace strata::rt {
 
 template <>
 struct engine_backend<gpu::backend> {
   static std::unique_ptr<gpu::backend> make(const engine_options& opt, const layer_slice& s) {
-    return std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress, opt.gpu_budget,
+    return std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress,
+                                                               engine_gpu_budget(opt.gpu_budget),
                                                                s.cpu_expert_layers, opt.threads, s.cached_expert_layers,
                                                                s.expert_slots, s.streamed_layers,
                                                                s.stream_cpu_tokens, s.streamed_expert_layers,
@@ -45,8 +47,8 @@ struct engine_backend<gpu::backend> {
     std::snprintf(mem, sizeof mem, "; GPU memory %.1f MiB (weights %.1f, KV %.1f, scratch %.1f)", mib(m.total()),
                   mib(m.weights), mib(m.kv), mib(m.scratch));
     std::string out = std::string(buf) + mem;
-    if (m.budget) {
-      std::snprintf(mem, sizeof mem, " of --gpu-budget %.1f MiB", mib(m.budget));
+    if (m.budget) {  // the engine's share of --gpu-budget (device_memory.hpp gpu_driver_reserve)
+      std::snprintf(mem, sizeof mem, " of the %.1f MiB --gpu-budget leaves the engine", mib(m.budget));
       out += mem;
     }
     if (m.driver_usage) {

@@ -46,6 +46,13 @@ std::uint64_t default_gpu_budget(std::uint64_t available) noexcept {
   return available > margin ? available - margin : 0;
 }
 
+std::uint64_t gpu_driver_reserve(std::uint64_t gpu_budget) noexcept {
+  constexpr std::uint64_t floor = 512ull << 20, most = 256ull << 20;
+  return gpu_budget > floor ? std::min(most, (gpu_budget - floor) / 8) : 0;
+}
+
+std::uint64_t engine_gpu_budget(std::uint64_t gpu_budget) noexcept { return gpu_budget - gpu_driver_reserve(gpu_budget); }
+
 std::uint64_t default_ram_budget(std::uint64_t available) noexcept {
   const std::uint64_t margin = std::max<std::uint64_t>(1ull << 30, available / 10);
   return available > margin ? available - margin : 0;

@@ -1,0 +1,54 @@
+// What an explicit --gpu-budget keeps back for the driver (device_memory.hpp gpu_driver_reserve):
+// none for test-sized budgets, at most 256 MiB, the engine's share growing with the budget, and
+// the placement planning within that share and saying so.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <string_view>
+
+#include "strata/runtime/device_memory.hpp"
+#include "support/fixture_placement.hpp"
+
+namespace device_memory_test {
+constexpr std::uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
+
+strata::test::golden_model fixture(std::string_view name) {
+  for (auto& g : strata::test::local_golden())
+    if (g.name == name) return g;
+  FAIL("fixture model " << name << " is not shipped");
+  return {};
+}
+}  // namespace device_memory_test
+
+
+TEST_CASE("device memory: the driver's reserve of an explicit --gpu-budget") {
+  using namespace device_memory_test;
+  using strata::rt::engine_gpu_budget;
+  using strata::rt::gpu_driver_reserve;
+  CHECK(gpu_driver_reserve(0) == 0);
+  CHECK(gpu_driver_reserve(64 * MiB) == 0);
+  CHECK(gpu_driver_reserve(512 * MiB) == 0);
+  CHECK(gpu_driver_reserve(1 * GiB) == 64 * MiB);
+  CHECK(gpu_driver_reserve(12 * GiB) == 256 * MiB);
+  CHECK(gpu_driver_reserve(24 * GiB) == 256 * MiB);
+  CHECK(engine_gpu_budget(12 * GiB) == 12 * GiB - 256 * MiB);
+  // A larger budget never leaves the engine less.
+  std::uint64_t last = 0;
+  for (std::uint64_t b = 0; b <= 4 * GiB; b += 7 * MiB + 13) {
+    CHECK(engine_gpu_budget(b) >= last);
+    last = engine_gpu_budget(b);
+  }
+}
+
+TEST_CASE("device memory: the placement plans within the engine's share of --gpu-budget and names the reserve") {
+  using namespace device_memory_test;
+  const strata::test::golden_model g = device_memory_test::fixture("qwen3-Q4_K_M");
+  strata::rt::engine_options opt;
+  opt.backend = strata::rt::backend_kind::vulkan;
+  opt.gpu_budget = 12 * GiB;
+  const auto in = strata::test::fixture_placement(g, opt, true);
+  CHECK(in.plan.gpu_budget == 12 * GiB - 256 * MiB);
+  CHECK(in.gpu_budget_source.find("--gpu-budget 12.00 GiB less 256.00 MiB kept for the driver") != std::string::npos);
+  opt.gpu_budget = 64 * MiB;  // test-sized: all of it
+  CHECK(strata::test::fixture_placement(g, opt, true).plan.gpu_budget == 64 * MiB);
+}

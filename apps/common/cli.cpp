@@ -250,9 +250,9 @@ void add_batch_option(CLI::App& app, std::uint32_t& n_batch, const std::string& 
 
 void add_tier_options(CLI::App& app, tier_options& o) {
   app.add_option("--gpu-budget", o.gpu_budget,
-                 "GPU memory the engine may use for weights, KV cache and scratch, e.g. 12G (a hard cap: a layout "
-                 "beyond it is an error naming what does not fit; with --fit the default is the free GPU memory "
-                 "minus a margin)")
+                 "GPU memory this process may use, e.g. 12G: weights, KV cache and scratch within it less up to "
+                 "256 MiB kept for the driver's own memory (a hard cap: a layout beyond it is an error naming "
+                 "what does not fit; with --fit the default is the free GPU memory minus a margin)")
       ->type_name("SIZE")->group(group::tiers);
   app.add_option("--ram-budget", o.ram_budget,
                  "RAM for the weights, KV cache and scratch of what runs on the CPU, e.g. 48G (default: unchecked; "

@@ -45,7 +45,7 @@ inline std::string layer_signature(const model_demand& d, const placement_plan& 
 inline std::string plan_text(const model_demand& d, const placement_plan& p, const plan_options& o) {
   std::string out;
   const auto line = [&](const std::string& s) { out += s + "\n"; };
-  line("placement plan: --gpu-budget " + format_byte_size(o.gpu_budget) + ", --ram-budget " +
+  line("placement plan: GPU " + format_byte_size(o.gpu_budget) + " for the engine, --ram-budget " +
        format_byte_size(o.ram_budget) + ", prefill batch " + std::to_string(o.prefill_batch));
   line("link speeds: " + o.links.source + (o.links.assumed() ? " - predictions below are ASSUMED, not measured" : ""));
   line("  GPU read " + detail::fmt("%.1f", o.links.gpu_read / 1e9) + " GB/s, host->GPU " +

@@ -20,7 +20,6 @@ strata::test::golden_model fixture(std::string_view name) {
 }
 }  // namespace device_memory_test
 
-
 TEST_CASE("device memory: the driver's reserve of an explicit --gpu-budget") {
   using namespace device_memory_test;
   using strata::rt::engine_gpu_budget;

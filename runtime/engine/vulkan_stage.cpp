@@ -4,15 +4,16 @@
 
 #include "../vulkan/backend.hpp"
 #include "decoder_stage.hpp"
-#include "strata/runtime/device_memory.hpp"
 
 namespace strata::rt {
 
 template <>
 struct engine_backend<gpu::backend> {
   static std::unique_ptr<gpu::backend> make(const engine_options& opt, const layer_slice& s) {
-    return std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress,
-                                                               engine_gpu_budget(opt.gpu_budget),
+    // opt.gpu_budget is already the engine's share (model.cpp sets it from the plan, which kept
+    // back device_memory.hpp's driver reserve): taking the reserve here again left --fit's plan
+    // 256 MiB short of the ledger at 12G.
+    return std::make_unique<gpu::backend>(gpu::backend_options{opt.device, opt.gpu_profile, {}, opt.progress, opt.gpu_budget,
                                                                s.cpu_expert_layers, opt.threads, s.cached_expert_layers,
                                                                s.expert_slots, s.streamed_layers,
                                                                s.stream_cpu_tokens, s.streamed_expert_layers,

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "strata/runtime/device_memory.hpp"
+#include "strata/runtime/engine.hpp"
 #include "support/fixture_placement.hpp"
 
 namespace device_memory_test {
@@ -50,4 +51,26 @@ TEST_CASE("device memory: the placement plans within the engine's share of --gpu
   CHECK(in.gpu_budget_source.find("--gpu-budget 12.00 GiB less 256.00 MiB kept for the driver") != std::string::npos);
   opt.gpu_budget = 64 * MiB;  // test-sized: all of it
   CHECK(strata::test::fixture_placement(g, opt, true).plan.gpu_budget == 64 * MiB);
+}
+
+// The plan and the Vulkan ledger must cap the engine at the same share: the ledger once took the
+// reserve a second time, so a --fit plan filled to its budget failed to load at 12G.
+TEST_CASE("device memory: the Vulkan ledger caps the engine at the plan's share of --gpu-budget") {
+  using namespace device_memory_test;
+  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
+    MESSAGE("no Vulkan device: skipped");
+    return;
+  }
+  const strata::test::golden_model g = device_memory_test::fixture("qwen3-Q4_K_M");
+  strata::rt::engine_options opt;
+  opt.backend = strata::rt::backend_kind::vulkan;
+  opt.threads = 2;
+  opt.n_ctx = 256;
+  opt.n_batch = 64;
+  opt.fit = true;
+  opt.gpu_budget = 1 * GiB;  // above the 512 MiB floor, so 64 MiB are kept back
+  const auto m = strata::rt::model::load(g.path, opt);
+  const std::string report = m->startup_report();
+  MESSAGE(report);
+  CHECK(report.find("of the 960.0 MiB --gpu-budget leaves the engine") != std::string::npos);
 }

@@ -134,9 +134,6 @@ struct backend::impl : backend_tuning {
     // cache invalidation after the host's write, so on the H200 a second hand-off of the step read
     // the first one's result from the GPU's L2 where both shared a region (wrong logits, session 15).
     std::uint32_t out_slot = 0;
-    // Recorded with the event hand-off (handoff_events): the part before it sets ev_ready[i], this
-    // hand-off's `cmd` waits for ev_done[i] (i: its index in the step's hand-offs).
-    bool evented = false;
   };
   struct recorded_step {
     vk::raii::CommandBuffer cmd{nullptr};
@@ -529,11 +526,6 @@ struct backend::impl : backend_tuning {
   void wait_fence();
   void submit_fenced(bool timed);
   void submit_timeline(bool timed);
-  void submit_events(bool timed);
-  void wait_event(const vk::raii::Event& e);
-  // The events of the hand-off recorded next (index: the hand-offs recorded so far in this step),
-  // made on first use; null handles when hand-offs do not use events.
-  std::pair<vk::Event, vk::Event> next_handoff_events();
   void wait_timeline(std::uint64_t value);
   void signal_timeline(std::uint64_t value);
   void run_handoff(handoff& h);  // the CPU's part of an experts or dense-FFN hand-off
@@ -541,12 +533,6 @@ struct backend::impl : backend_tuning {
   void timed_handoff(bool timed, std::chrono::steady_clock::time_point& mark, Work&& work, Release&& release);
   void report_handoff_times() const;  // STRATA_VK_HANDOFF_TIMES=1: at destruction, to stderr
   bool handoff_timeline = false;      // parts pre-submitted (STRATA_VK_HANDOFF_FENCE=1: off)
-  // The default hand-off: the whole step in one submit, the GPU setting an event at the end of
-  // each part and waiting (vkCmdWaitEvents) for one the host sets after its work: the host polls
-  // and sets event memory the GPU's front end reads, so no driver thread wakes between them (the
-  // timeline path's waits cost ~170 us a hand-off on the H200). STRATA_VK_HANDOFF_EVENTS=0: off.
-  bool handoff_events = false;
-  std::vector<vk::raii::Event> ev_ready, ev_done;  // per hand-off index of a step
   bool handoff_hot = false;           // CPU workers spin through a step (STRATA_VK_HANDOFF_HOT=0|1)
   // The CPU's result buffers: host-cached (memory_kind::handoff), or for A/B the first
   // host-visible type as before (STRATA_VK_HANDOFF_WC=1: write-combined on NVIDIA).

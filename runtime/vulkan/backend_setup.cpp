@@ -107,9 +107,7 @@ std::string backend::description() const {
                        : std::string());
   if (p_->host || p_->ffn_host)
     d += std::string("; hand-offs: ") +
-         (p_->handoff_events     ? "one submit, parts joined by events"
-          : p_->handoff_timeline ? "parts pre-submitted on a timeline semaphore"
-                                 : "a submit and fence wait per part") +
+         (p_->handoff_timeline ? "parts pre-submitted on a timeline semaphore" : "a submit and fence wait per part") +
          (p_->handoff_hot ? ", CPU workers kept hot through a step" : "");
   return d;
 }

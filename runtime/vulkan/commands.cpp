@@ -77,14 +77,9 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
   }
 }
 
-void command_recorder::resume(const vk::raii::CommandBuffer& cmd, const std::string& label, vk::Event wait) {
+void command_recorder::resume(const vk::raii::CommandBuffer& cmd, const std::string& label) {
   cmd_ = &cmd;
   cmd_->begin(vk::CommandBufferBeginInfo());
-  if (wait) {
-    const vk::MemoryBarrier hb(vk::AccessFlagBits::eHostWrite, vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eTransferRead);
-    cmd_->waitEvents(wait, vk::PipelineStageFlagBits::eHost,
-                     vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer, hb, {}, {});
-  }
   if (queries_) {
     labels_.push_back(label);
     weight_bytes_.push_back(0);
@@ -104,10 +99,9 @@ void command_recorder::resume(const vk::raii::CommandBuffer& cmd, const std::str
   read_.clear();
 }
 
-void command_recorder::end(vk::Event signal) {
+void command_recorder::end() {
   const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite, vk::AccessFlagBits::eHostRead);
   cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eHost, {}, mb, {}, {});
-  if (signal) cmd_->setEvent(signal, vk::PipelineStageFlagBits::eAllCommands);
   cmd_->end();
 }
 

@@ -26,18 +26,15 @@ class command_recorder {
   void begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool queries = {}, std::uint32_t query_capacity = 0);
   void dispatch(const pipeline& p, std::span<const binding> bindings, const void* push, std::uint32_t push_bytes,
                 std::uint32_t gx, std::uint32_t gy = 1, std::uint32_t gz = 1);
-  // Makes every shader write visible to the host (before the fence the host waits on); with
-  // `signal`, then sets that event, which the host polls (the event hand-off, handoff_submit.cpp).
-  void end(vk::Event signal = {});
+  // Makes every shader write visible to the host (before the fence the host waits on).
+  void end();
   // Continues the same step in `cmd`, run after the previous command buffer completed and the
   // host ran in between (a hand-off): starts with a barrier, so what the earlier part and the
   // host wrote is visible before anything here reads or overwrites it (shader writes, transfers:
   // the expert cache uploads slots in a command buffer submitted just before; host writes). When profiling, the time from
   // the last kernel before the hand-off to this command buffer's start is an entry of its own,
   // `label` (the host's work plus a submit).
-  // With `wait`, the command buffer first waits for that event, which the host sets once its
-  // work is written (vkCmdWaitEvents on a host-set event: no driver thread between host and GPU).
-  void resume(const vk::raii::CommandBuffer& cmd, const std::string& label, vk::Event wait = {});
+  void resume(const vk::raii::CommandBuffer& cmd, const std::string& label);
 
   std::uint32_t dispatches() const noexcept { return std::uint32_t(labels_.size()); }
   const std::vector<std::string>& labels() const noexcept { return labels_; }

@@ -86,15 +86,13 @@ void backend::impl::record_cpu_moe(const moe_weights& mw, const graph::moe_param
   if (slot >= hand_slots)
     throw error("internal: " + std::to_string(slot + 1) + " CPU-expert hand-offs in one step, hand_out holds " +
                 std::to_string(hand_slots));
-  const auto [ready, done] = next_handoff_events();
-  rec.end(ready);
+  rec.end();
   handoff& h = pending.handoffs.emplace_back();
   h.out_slot = slot;
-  h.evented = bool(ready);
   const auto host_index = [&](const weight* w) { return std::uint32_t(weights.at(w->id).host); };
   h.task = {host_index(mw.gate_exps), host_index(mw.up_exps), host_index(mw.down_exps), mp, n, C, E};
   h.cmd = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
-  rec.resume(h.cmd, "cpu experts (hand-off: host work + submit)", done);
+  rec.resume(h.cmd, "cpu experts (hand-off: host work + submit)");
 
   prepare({}, {out});
   const copy_rows_pc po{C, slot * max_rows * C, C, out.off, out.stride};

@@ -1,17 +1,12 @@
 // How a recorded step with hand-offs (the CPU computing routed experts or a streamed dense FFN
 // between two parts of the step: cpu_experts.cpp, layer_stream.cpp) is submitted and waited on.
-// Event path (the default): the step's parts go in one submit; part i ends by setting event
-// ready[i] (after a barrier that makes its writes visible to the host), the host polls it, runs
-// the CPU's work and sets done[i], which part i+1 waits for (vkCmdWaitEvents from the host
-// stage). Both events are memory the host and the GPU's front end read directly.
-// Timeline path (STRATA_VK_HANDOFF_EVENTS=0, where the device has timeline semaphores): every
-// part is submitted at once; part i+1 waits on the value the host signals (vkSignalSemaphore)
-// after the CPU's work i, each part signals its own value when done, and the host waits for a
-// part by spinning on the semaphore's counter (a bounded spin, then vkWaitSemaphores). On the
-// H200 a host-signalled wait costs ~170 us more than the part's work (session 20), the event
-// path a few. STRATA_VK_HANDOFF_FENCE=1 keeps the fence path: per part a submit and a fence
-// wait. Steps with GPU-cached experts (expert_cache.cpp) always take it: the host chooses after
-// the router which parts run next.
+// Timeline path (the default where the device has timeline semaphores): every part is submitted
+// at once; part i+1 waits on the value the host signals (vkSignalSemaphore) after the CPU's
+// work i, each part signals its own value when done, and the host waits for a part by spinning
+// on the semaphore's counter (a bounded spin, then vkWaitSemaphores): no queue submit, no GPU
+// start-up and no sleeping host thread between the parts. STRATA_VK_HANDOFF_FENCE=1 keeps the
+// fence path: per part a submit and a fence wait. Steps with GPU-cached experts
+// (expert_cache.cpp) always take it: the host chooses after the router which parts run next.
 // Either way the CPU backend's workers are kept spinning through the step (thread_pool
 // hot_scope) instead of sleeping between hand-offs. STRATA_VK_HANDOFF_TIMES=1 times the
 // hand-offs of decode-sized steps on the host and prints averages when the backend closes.
@@ -20,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
-#include <thread>
 
 #include "backend_impl.hpp"
 #include "strata/core/error.hpp"
@@ -48,7 +42,6 @@ void backend::impl::init_handoff() {
   if (const char* v = env("STRATA_VK_HANDOFF_SPIN_US")) handoff_spin_us = std::uint32_t(std::clamp(std::atoi(v), 0, 1000000));
   if (const char* v = env("STRATA_VK_HANDOFF_TIMES")) times.on = std::string_view(v) == "1";
   if (const char* v = env("STRATA_VK_HANDOFF_WC")) handoff_wc = std::string_view(v) == "1";
-  handoff_events = !fence_forced && !(env("STRATA_VK_HANDOFF_EVENTS") && std::string_view(env("STRATA_VK_HANDOFF_EVENTS")) == "0");
   if (handoff_timeline) {
     const vk::SemaphoreTypeCreateInfo type(vk::SemaphoreType::eTimeline, 0);
     timeline = vk::raii::Semaphore(ctx.device(), vk::SemaphoreCreateInfo({}, &type));
@@ -79,32 +72,6 @@ void backend::impl::wait_timeline(std::uint64_t value) {
   const vk::Semaphore s = *timeline;
   if (ctx.device().waitSemaphores(vk::SemaphoreWaitInfo({}, s, value), UINT64_MAX) != vk::Result::eSuccess)
     throw error("GPU step did not complete (timeline semaphore wait)");
-}
-
-std::pair<vk::Event, vk::Event> backend::impl::next_handoff_events() {
-  if (!handoff_events) return {};
-  const std::size_t i = pending.handoffs.size();
-  while (ev_ready.size() <= i) {
-    ev_ready.emplace_back(ctx.device(), vk::EventCreateInfo());
-    ev_done.emplace_back(ctx.device(), vk::EventCreateInfo());
-  }
-  return {*ev_ready[i], *ev_done[i]};
-}
-
-// Polls a device-set event: spins handoff_spin_us, then checks every ~20 us (long prompt steps).
-// A lost device throws from getStatus(); an event never set would mean a recording bug.
-void backend::impl::wait_event(const vk::raii::Event& e) {
-  const auto start = clock::now();
-  const auto spin = std::chrono::microseconds(handoff_spin_us);
-  for (std::uint32_t i = 1;; ++i) {
-    if (e.getStatus() == vk::Result::eEventSet) return;
-    if (i % 64 == 0) {
-      const auto waited = clock::now() - start;
-      if (waited > std::chrono::minutes(10)) throw error("GPU step stalled: a hand-off's part did not finish in 10 minutes");
-      if (waited > spin) std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-    STRATA_CPU_RELAX();
-  }
 }
 
 void backend::impl::signal_timeline(std::uint64_t value) { ctx.device().signalSemaphore(vk::SemaphoreSignalInfo(*timeline, value)); }
@@ -149,8 +116,7 @@ void backend::impl::submit_step() {
   const thread_pool::hot_scope hot_f(handoff_hot && ffn ? &ffn_host->pool() : nullptr);
   const bool timed = times.on && !cached && step_tokens <= 8;
   const clock::time_point t0 = timed ? clock::now() : clock::time_point{};
-  if (handoff_events && !cached) submit_events(timed);
-  else if (handoff_timeline && !cached) submit_timeline(timed);
+  if (handoff_timeline && !cached) submit_timeline(timed);
   else submit_fenced(timed);
   if (timed) {
     times.step_us += us(clock::now() - t0);
@@ -160,28 +126,19 @@ void backend::impl::submit_step() {
 
 void backend::impl::submit_fenced(bool timed) {
   std::deque<handoff>& hs = current->handoffs;
-  for (std::size_t i = 0; i < hs.size(); ++i)  // events of evented hand-offs (a step with GPU-cached blocks)
-    if (hs[i].evented) {
-      ev_ready[i].reset();
-      ev_done[i].reset();
-    }
   clock::time_point mark = timed ? clock::now() : clock::time_point{};
   ctx.queue().submit(vk::SubmitInfo({}, {}, *current->cmd), *fence);
   if (timed) times.submit_us += us(clock::now() - mark);
   mark = timed ? clock::now() : mark;
   bool in_flight = true;  // a submit the fence has not been waited on for
-  for (std::size_t i = 0; i < hs.size(); ++i) {
-    handoff& h = hs[i];
+  for (handoff& h : hs) {
     if (in_flight) wait_fence();
     if (h.cache >= 0) {  // GPU-cached experts: the host picks the parts that follow (submitted and waited on)
       run_cached(h);
       in_flight = false;
       continue;
     }
-    timed_handoff(timed, mark, [&] { run_handoff(h); }, [&] {
-      if (h.evented) ev_done[i].set();
-      ctx.queue().submit(vk::SubmitInfo({}, {}, *h.cmd), *fence);
-    });
+    timed_handoff(timed, mark, [&] { run_handoff(h); }, [&] { ctx.queue().submit(vk::SubmitInfo({}, {}, *h.cmd), *fence); });
     in_flight = true;
   }
   if (in_flight) wait_fence();
@@ -235,41 +192,6 @@ void backend::impl::submit_timeline(bool timed) {
   if (timed) times.last_us += us(clock::now() - mark);
 }
 
-void backend::impl::submit_events(bool timed) {
-  std::deque<handoff>& hs = current->handoffs;
-  const std::size_t n = hs.size();
-  tl_cmds.resize(n + 1);
-  tl_cmds[0] = *current->cmd;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!hs[i].evented) throw error("internal: a hand-off recorded without its events on the event path");
-    tl_cmds[i + 1] = *hs[i].cmd;
-    ev_ready[i].reset();  // the previous step has completed: no command waits on them
-    ev_done[i].reset();
-  }
-  clock::time_point mark = timed ? clock::now() : clock::time_point{};
-  ctx.queue().submit(vk::SubmitInfo({}, {}, tl_cmds), *fence);
-  if (timed) times.submit_us += us(clock::now() - mark);
-  mark = timed ? clock::now() : mark;
-  std::size_t done = 0;  // events set by the host
-  try {
-    for (; done < n; ++done) {
-      wait_event(ev_ready[done]);
-      timed_handoff(timed, mark, [&] { run_handoff(hs[done]); }, [&] { ev_done[done].set(); });
-    }
-  } catch (...) {
-    // The parts still to run wait on events only the host sets: set them (the parts then run on
-    // whatever the hand-off buffers hold) so the queue drains before the error leaves the step.
-    try {
-      for (; done < n; ++done) ev_done[done].set();
-      wait_fence();
-    } catch (...) {
-    }
-    throw;
-  }
-  wait_fence();
-  if (timed) times.last_us += us(clock::now() - mark);
-}
-
 void backend::impl::report_handoff_times() const {
   if (!times.on) return;
   if (!times.steps || !times.handoffs) {
@@ -285,12 +207,9 @@ void backend::impl::report_handoff_times() const {
                "  per step: first submit %.1f us, waiting for the last part %.1f us, step %.1f us (hand-offs %.1f us: "
                "GPU wait %.1f, CPU %.1f, host %.1f)\n",
                static_cast<unsigned long long>(times.steps), h / s,
-               handoff_events     ? "one submit, parts joined by events"
-               : handoff_timeline ? "parts pre-submitted on a timeline semaphore"
-                                  : "a submit and fence wait per part",
+               handoff_timeline ? "parts pre-submitted on a timeline semaphore" : "a submit and fence wait per part",
                handoff_hot ? "kept hot" : "sleeping between jobs", times.wait_us / h, times.cpu_us / h,
-               handoff_events ? "vkSetEvent" : handoff_timeline ? "vkSignalSemaphore" : "vkQueueSubmit", times.release_us / h,
-               times.submit_us / s,
+               handoff_timeline ? "vkSignalSemaphore" : "vkQueueSubmit", times.release_us / h, times.submit_us / s,
                times.last_us / s, times.step_us / s, (times.wait_us + times.cpu_us + times.release_us) / s,
                times.wait_us / s, times.cpu_us / s, times.release_us / s);
 }

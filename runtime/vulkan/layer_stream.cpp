@@ -151,16 +151,14 @@ void backend::impl::record_cpu_ffn(const weight& w, const tensor& x, const tenso
     const copy_rows_pc px{C, x.off, x.stride, 0, C};
     const binding bx[] = {bind(x, false), bind(x, false), bind_id(ffn_in, true)};
     dispatch(copy_req(false), bx, &px, sizeof px, detail::div_up(C, detail::wg), n);
-    const auto [ready, done] = next_handoff_events();
-    rec.end(ready);
+    rec.end();
     handoff& h = pending.handoffs.emplace_back();
-    h.evented = bool(ready);
     h.ffn = std::int32_t(index);
     h.out_slot = index;
     h.task.gate = b.cpu[0], h.task.up = b.cpu[1], h.task.down = b.cpu[2];
     h.task.rows = n, h.task.cols = C;
     h.cmd = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
-    rec.resume(h.cmd, "cpu dense FFN (hand-off: host work + submit)", done);
+    rec.resume(h.cmd, "cpu dense FFN (hand-off: host work + submit)");
     ffn_open = std::int32_t(index);
     return;
   }

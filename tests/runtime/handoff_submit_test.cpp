@@ -1,8 +1,6 @@
-// The three ways a Vulkan step with hand-offs is submitted (runtime/vulkan/handoff_submit.cpp):
-// every part in one submit, joined by events the GPU sets and the host sets (the default), every
-// part at once on a timeline semaphore (STRATA_VK_HANDOFF_EVENTS=0: the host signals after each
-// CPU part and spins on the GPU's values), or a submit and fence wait per part
-// (STRATA_VK_HANDOFF_FENCE=1); with the
+// The two ways a Vulkan step with hand-offs is submitted (runtime/vulkan/handoff_submit.cpp):
+// every part at once on a timeline semaphore (the host signals after each CPU part and spins on
+// the GPU's values), or a submit and fence wait per part (STRATA_VK_HANDOFF_FENCE=1); with the
 // CPU workers kept hot through a step or not, the host spinning on the counter or not, the
 // experts in one pool job or a job per stage, and the result buffers host-cached or not. The
 // same kernels read the same bytes in the same order whichever way, so the logits of a prompt
@@ -41,7 +39,6 @@ bool vulkan_here() {
 struct path {
   const char* name;
   const char* fence;  // STRATA_VK_HANDOFF_FENCE
-  const char* events;  // STRATA_VK_HANDOFF_EVENTS (0: the timeline path where FENCE is 0)
   const char* hot;    // STRATA_VK_HANDOFF_HOT
   const char* spin;   // STRATA_VK_HANDOFF_SPIN_US
   const char* fuse;   // STRATA_VK_HANDOFF_FUSE (0: the experts' pool job per stage)
@@ -49,14 +46,11 @@ struct path {
   const char* says;   // in the backend's description
 };
 constexpr path paths[] = {
-    {"fence, workers sleeping, a job per stage (the old hand-off)", "1", "1", "0", "0", "0", "1", "a submit and fence wait per part"},
-    {"timeline, workers sleeping, no spin", "0", "0", "0", "0", "1", "0", "parts pre-submitted on a timeline semaphore"},
-    {"timeline, workers hot, host spinning", "0", "0", "1", "200", "1", "0",
+    {"fence, workers sleeping, a job per stage (the old hand-off)", "1", "0", "0", "0", "1", "a submit and fence wait per part"},
+    {"timeline, workers sleeping, no spin", "0", "0", "0", "1", "0", "parts pre-submitted on a timeline semaphore"},
+    {"timeline, workers hot, host spinning", "0", "1", "200", "1", "0",
      "parts pre-submitted on a timeline semaphore, CPU workers kept hot"},
-    {"events, workers sleeping, no spin", "0", "1", "0", "0", "1", "0", "one submit, parts joined by events"},
-    {"events, workers hot, host spinning (the default)", "0", "1", "1", "200", "1", "0",
-     "one submit, parts joined by events, CPU workers kept hot"},
-    {"fence, workers hot", "1", "1", "1", "0", "1", "0", "a submit and fence wait per part, CPU workers kept hot"},
+    {"fence, workers hot", "1", "1", "0", "1", "0", "a submit and fence wait per part, CPU workers kept hot"},
 };
 
 // Logits of the first run's prompt (steps of opt.n_batch tokens) and 8 decode steps, per path;
@@ -67,8 +61,7 @@ void check_paths(const golden_model& g, const strata::rt::engine_options& opt, s
   std::vector<float> ref;
   for (const path& p : paths) {
     CAPTURE(p.name);
-    const scoped_env fence("STRATA_VK_HANDOFF_FENCE", p.fence), events("STRATA_VK_HANDOFF_EVENTS", p.events),
-        hot("STRATA_VK_HANDOFF_HOT", p.hot),
+    const scoped_env fence("STRATA_VK_HANDOFF_FENCE", p.fence), hot("STRATA_VK_HANDOFF_HOT", p.hot),
         spin("STRATA_VK_HANDOFF_SPIN_US", p.spin), fuse("STRATA_VK_HANDOFF_FUSE", p.fuse), wc("STRATA_VK_HANDOFF_WC", p.wc);
     const auto m = strata::rt::model::load(g.path, opt);
     const std::string d = m->backend_description();
@@ -96,7 +89,7 @@ strata::rt::engine_options options(std::uint32_t n_batch) {
 
 }  // namespace
 
-TEST_CASE("hand-off submission: qwen3moe --cpu-moe gives the same logits on the event, timeline and fence paths") {
+TEST_CASE("hand-off submission: qwen3moe --cpu-moe gives the same logits on the timeline and fence paths") {
   if (!vulkan_here()) return;
   auto opt = options(5);  // prompt steps of 5 tokens, a short last one, then 1-token steps
   opt.cpu_moe = true;

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "backend_impl.hpp"
-#include "quant_layout.hpp"
+#include "pinned_copy.hpp"
 #include "strata/core/error.hpp"
 
 namespace strata::gpu {
@@ -54,6 +54,7 @@ void backend::impl::load_cached(const gguf::tensor_info& t, std::uint32_t layer,
 void backend::impl::upload_cached(std::uint32_t max_routed) {
   if (cached.empty()) return;
   std::uint32_t most = 0;
+  std::vector<pinned_copy> copies;
   for (cached_block& b : cached) {
     for (int j = 0; j < 3; ++j) {
       if (b.weight[j] == ~0u)
@@ -62,12 +63,13 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
       const weight_entry& e = weights.at(b.weight[j]);
       b.host[j] = gpu_buffer(ctx, e.info->data.size(), memory_kind::upload,
                              "host experts " + std::string(e.info->name));
-      copy_gpu_rows(e.info->type, e.info->ne[0], e.info->data, b.host[j].mapped());
+      copies.push_back({e.info, e.info->data.size(), b.host[j].mapped()});
       cache_stats.host_bytes += e.info->data.size();
       cache_stats.slot_bytes += e.bytes;
     }
     most = std::max(most, b.cache.experts());
   }
+  copy_pinned(copies);
   cache_seen.assign(most, 0);
   cache_slot_of.assign(most, 0);
   cache_distinct.reserve(most);

@@ -25,7 +25,7 @@
 #include <algorithm>
 
 #include "backend_impl.hpp"
-#include "quant_layout.hpp"
+#include "pinned_copy.hpp"
 #include "strata/core/byte_size.hpp"
 #include "strata/core/error.hpp"
 
@@ -94,6 +94,7 @@ void backend::impl::make_xring(std::uint64_t align, std::uint64_t chunk_limit) {
     xring_chunk[k] = std::uint32_t(chunks.size());
     chunks.emplace_back(ctx, slot[k], memory_kind::device, "weights (expert-streaming ring slot " + std::to_string(k) + ")");
   }
+  std::vector<pinned_copy> copies;
   for (xstream_block& b : xstreams) {
     for (int k = 0; k < 2; ++k)
       b.host[k] = gpu_buffer(ctx, b.bytes[k], memory_kind::upload,
@@ -102,12 +103,13 @@ void backend::impl::make_xring(std::uint64_t align, std::uint64_t chunk_limit) {
     for (int p = 0; p < 3; ++p) {
       weight_entry& e = weights.at(b.part[p]);
       const int k = p == 2 ? 1 : 0;
-      copy_gpu_rows(e.info->type, e.info->ne[0], e.info->data.first(e.bytes), b.host[k].mapped() + e.offset);
+      copies.push_back({e.info, e.bytes, b.host[k].mapped() + e.offset});
       e.chunk = xring_chunk[k];
     }
     xstreaming.host_bytes += b.bytes[0] + b.bytes[1];
     xstreaming.bytes_per_step += b.bytes[0] + b.bytes[1];
   }
+  copy_pinned(copies);
   xstreaming.layers = std::uint32_t(xstreams.size());
   xstreaming.ring_bytes = slot[0] + slot[1];
   xstreaming.cpu_tokens = opt.expert_cpu_tokens;

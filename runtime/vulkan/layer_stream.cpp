@@ -24,7 +24,7 @@
 #include <cstring>
 
 #include "backend_impl.hpp"
-#include "quant_layout.hpp"
+#include "pinned_copy.hpp"
 #include "strata/core/byte_size.hpp"
 #include "strata/core/error.hpp"
 #include "strata/tiers/demand.hpp"
@@ -95,17 +95,19 @@ void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit, st
     ring_chunk[k] = std::uint32_t(chunks.size());
     chunks.emplace_back(ctx, slot, memory_kind::device, "weights (layer-streaming ring slot " + std::to_string(k) + ")");
   }
+  std::vector<pinned_copy> copies;
   for (std::size_t j = 0; j < streams.size(); ++j) {
     streamed_block& b = streams[j];
     b.host = gpu_buffer(ctx, b.bytes, memory_kind::upload, "pinned dense FFN of block " + std::to_string(b.layer));
     for (const std::uint32_t id : b.weights) {
       weight_entry& e = weights.at(id);
-      copy_gpu_rows(e.info->type, e.info->ne[0], e.info->data.first(e.bytes), b.host.mapped() + e.offset);
+      copies.push_back({e.info, e.bytes, b.host.mapped() + e.offset});
       e.chunk = ring_chunk[j % 2];
     }
     streaming.host_bytes += b.bytes;
     streaming.bytes_per_step += b.bytes;
   }
+  copy_pinned(copies);
   streaming.layers = std::uint32_t(streams.size());
   streaming.ring_bytes = 2 * slot;
   if (opt.stream_cpu_tokens) {  // the decode phase's hand-off buffers: up to stream_cpu_tokens rows

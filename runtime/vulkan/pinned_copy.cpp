@@ -21,7 +21,8 @@ void copy_pinned(std::span<const pinned_copy> copies) {
     const std::uint64_t rb = c.t->row_bytes();
     if (rb == 0 || c.bytes % rb != 0 || c.bytes > c.t->data.size())
       throw error("pinned copy of '" + std::string(c.t->name) + "': " + std::to_string(c.bytes) +
-                  " bytes are not whole rows of its " + std::to_string(c.t->data.size()));
+                  " bytes are not whole rows of " + std::to_string(rb) + " bytes within its " +
+                  std::to_string(c.t->data.size()));
     const std::uint64_t rows = c.bytes / rb, step = std::max<std::uint64_t>(1, chunk_bytes / rb);
     for (std::uint64_t r = 0; r < rows; r += step) ranges.push_back({&c, r, std::min(step, rows - r)});
   }

@@ -115,10 +115,17 @@ inline std::uint64_t scratch_estimate(const arch::hparams& hp, const demand_opti
   if (k) floats += B * hp.n_expert + B * k * (2 * E + 2 * std::uint64_t(hp.n_ff_exp) + 2);  // + expert ids, weights
   const std::uint64_t rows_q8 = std::max<std::uint64_t>(B, B * k);
   const std::uint64_t k256 = (widest_k + 255) / 256 * 256;
-  const std::uint64_t int8 = 2 * rows_q8 * (k256 + k256 / 2);  // two slots of codes + scales
-  const std::uint64_t gemm = 2 * std::min<std::uint64_t>(largest_matrix, 64ull << 20) + 2 * B * widest_k;
+  // Two slots of codes (1 byte), scales (16 bytes per 32) and the norm's block sums (4 per 32).
+  const std::uint64_t int8 = 2 * rows_q8 * (k256 + k256 / 2 + k256 / 8);
+  // The f16 weight slice of the tensor-core GEMM, its f16 activations (64 rows of tile slack)
+  // and, for MoE, the f16 rows of the routed pairs grouped by expert.
+  const std::uint64_t gemm = 2 * std::min<std::uint64_t>(largest_matrix, 64ull << 20) + 2 * (B + 64) * widest_k +
+                             (k ? 2 * (B * k + 64) * widest_k : 0);
   const std::uint64_t partials = 8ull * hp.n_head * 128 * (hp.head_dim + 2) * 4;
-  return floats * 4 + int8 + gemm + partials;
+  // Routing ids and weights, counters, the window rings' tags: small, but a plan filled to the
+  // byte fails on them.
+  const std::uint64_t small = 1ull << 20;
+  return floats * 4 + int8 + gemm + partials + small;
 }
 
 // The demand of a GGUF model: every tensor of the file, KV and scratch from hparams.

@@ -546,6 +546,27 @@ struct backend::impl : backend_tuning {
   std::vector<std::uint64_t> tl_wait, tl_signal;
   std::vector<vk::TimelineSemaphoreSubmitInfo> tl_infos;
   std::vector<vk::SubmitInfo> tl_submits;
+
+  // --- handoff_poll.cpp: the step in one submit, the GPU and the host meeting at each hand-off
+  // through words of a host-visible buffer (shaders/handoff_sync.glsl): a small command buffer
+  // between two parts signals "part done" and spins until the host's "go"; the host spins on the
+  // done word. No semaphore, no driver thread between the CPU's work and the GPU's next kernel.
+  // Default on real GPUs; STRATA_VK_HANDOFF_POLL=0|1 (1 also on lavapipe, for tests).
+  void submit_polled(bool timed);
+  void ensure_sync_cmds(std::size_t handoffs);  // flag words and recorded sync command buffers
+  // One signal and wait with the host answering 50 ms late: false where the GPU does not see the
+  // host's go word in time (lavapipe, whose loops end early), which keeps the timeline path.
+  bool probe_polling();
+  void wait_done_word(std::size_t word, std::uint32_t tag);
+  void wait_fence_spinning();
+  bool handoff_poll = false;
+  std::uint32_t sync_flags = 0;     // buffer id of the done words, in host memory (0: none yet)
+  std::uint32_t sync_go = 0;        // buffer id of the tag and go words, device-local mapped (the BAR)
+  std::uint32_t sync_capacity = 0;  // hand-offs the flag words and sync_cmds hold
+  std::uint32_t sync_tag = 0;       // the current step's tag (never 0 in a step)
+  std::uint32_t sync_max_spins = 0; // the GPU's bound on its wait (x 1024 reads)
+  std::vector<vk::raii::CommandBuffer> sync_cmds;
+  std::vector<vk::CommandBuffer> poll_cmds;
   // STRATA_VK_HANDOFF_TIMES=1: host-clock sums over the hand-offs of steps of <= 8 tokens
   // without GPU-cached blocks.
   struct handoff_times {
@@ -613,5 +634,27 @@ struct backend::impl : backend_tuning {
     return e.host >= 0 && (e.xstream < 0 || experts_on_cpu());
   }
 };
+
+// One hand-off (handoff_submit.cpp, handoff_poll.cpp) after the host has seen the part before it end (mark: when it began waiting for
+// that part): the CPU's work, then the release of the part after it (a submit or a signal).
+template <class Work, class Release>
+void backend::impl::timed_handoff(bool timed, std::chrono::steady_clock::time_point& mark, Work&& work, Release&& release) {
+  if (!timed) {
+    work();
+    return release();
+  }
+  using clock = std::chrono::steady_clock;
+  const auto us = [](clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+  const auto seen = clock::now();
+  work();
+  const auto cpu_end = clock::now();
+  release();
+  const auto released = clock::now();
+  times.wait_us += us(seen - mark);
+  times.cpu_us += us(cpu_end - seen);
+  times.release_us += us(released - cpu_end);
+  ++times.handoffs;
+  mark = released;
+}
 
 }  // namespace strata::gpu

@@ -107,7 +107,9 @@ std::string backend::description() const {
                        : std::string());
   if (p_->host || p_->ffn_host)
     d += std::string("; hand-offs: ") +
-         (p_->handoff_timeline ? "parts pre-submitted on a timeline semaphore" : "a submit and fence wait per part") +
+         (p_->handoff_poll       ? "one submit, GPU and host meeting at flag words"
+          : p_->handoff_timeline ? "parts pre-submitted on a timeline semaphore"
+                                 : "a submit and fence wait per part") +
          (p_->handoff_hot ? ", CPU workers kept hot through a step" : "");
   return d;
 }
@@ -479,6 +481,9 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     const auto layout = P.mmq_layout ? P.mmq_layout : probe_mma_layout(P.ctx, P.pipes);
     P.fa_quad = layout && layout->quad;
   }
+  // Hand-offs meet the GPU at flag words only where a probe shows the GPU sees the host's go
+  // word in time (handoff_poll.cpp); else the timeline path.
+  if (P.handoff_poll) P.handoff_poll = P.probe_polling();
 }
 
 kv_state backend::make_kv(const kv::kv_config& cfg) {

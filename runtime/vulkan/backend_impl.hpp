@@ -554,12 +554,22 @@ struct backend::impl : backend_tuning {
   // Default on real GPUs; STRATA_VK_HANDOFF_POLL=0|1 (1 also on lavapipe, for tests).
   void submit_polled(bool timed);
   void ensure_sync_cmds(std::size_t handoffs);  // flag words and recorded sync command buffers
+  // Sync `index`: the part before made visible, its done word signalled, the go word awaited.
+  void record_sync(const vk::raii::CommandBuffer& c, std::uint32_t index, std::uint32_t max_spins);
+  std::uint32_t next_sync_tag();                      // a step's tag, written before its submit
+  void release_go(std::size_t index, std::uint32_t tag);  // the host's go word for a hand-off
   // One signal and wait with the host answering 50 ms late: false where the GPU does not see the
   // host's go word in time (lavapipe, whose loops end early), which keeps the timeline path.
   bool probe_polling();
   void wait_done_word(std::size_t word, std::uint32_t tag);
   void wait_fence_spinning();
   bool handoff_poll = false;
+  // How this backend submits a step with hand-offs (description(), the hand-off times).
+  const char* handoff_path() const noexcept {
+    return handoff_poll       ? "one submit, GPU and host meeting at flag words"
+           : handoff_timeline ? "parts pre-submitted on a timeline semaphore"
+                              : "a submit and fence wait per part";
+  }
   std::uint32_t sync_flags = 0;     // buffer id of the done words, in host memory (0: none yet)
   std::uint32_t sync_go = 0;        // buffer id of the tag and go words, device-local mapped (the BAR)
   std::uint32_t sync_capacity = 0;  // hand-offs the flag words and sync_cmds hold

@@ -106,11 +106,7 @@ std::string backend::description() const {
                              std::to_string(s.cpu_tokens) + " tokens)"
                        : std::string());
   if (p_->host || p_->ffn_host)
-    d += std::string("; hand-offs: ") +
-         (p_->handoff_poll       ? "one submit, GPU and host meeting at flag words"
-          : p_->handoff_timeline ? "parts pre-submitted on a timeline semaphore"
-                                 : "a submit and fence wait per part") +
-         (p_->handoff_hot ? ", CPU workers kept hot through a step" : "");
+    d += std::string("; hand-offs: ") + p_->handoff_path() + (p_->handoff_hot ? ", CPU workers kept hot through a step" : "");
   return d;
 }
 

@@ -73,58 +73,60 @@ void backend::impl::ensure_sync_cmds(std::size_t handoffs) {
   }
   flush_writes();
   sync_capacity = cap;
-  const pipeline& signal = pipes.get(req("handoff_sync", {}, {{"SIGNAL", "1"}}, 3));
-  const pipeline& wait = pipes.get(req("handoff_sync", {}, {}, 3));
   auto cmds = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, cap));
-  const binding b[] = {bind_id(sync_flags, true), bind_id(sync_flags, true), bind_id(sync_go, false)};
   for (std::uint32_t i = 0; i < cap; ++i) {
     sync_cmds.push_back(std::move(cmds[i]));
-    const vk::raii::CommandBuffer& c = sync_cmds.back();
-    command_recorder r;
-    r.begin(c);
-    // Part i's shader writes and transfers: visible to the host (the hand-off's input rows)
-    // before this signal runs, and ordered before the shaders here.
-    const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite,
-                               vk::AccessFlagBits::eHostRead | vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite);
-    c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer,
-                      vk::PipelineStageFlagBits::eHost | vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
-    const sync_pc pc{i, sync_max_spins, 0};
-    r.dispatch(signal, b, &pc, sizeof pc, 1);
-    r.dispatch(wait, b, &pc, sizeof pc, 1);
-    c.end();
+    record_sync(sync_cmds.back(), i, sync_max_spins);
   }
+}
+
+void backend::impl::record_sync(const vk::raii::CommandBuffer& c, std::uint32_t index, std::uint32_t max_spins) {
+  const pipeline& signal = pipes.get(req("handoff_sync", {}, {{"SIGNAL", "1"}}, 3));
+  const pipeline& wait = pipes.get(req("handoff_sync", {}, {}, 3));
+  const binding b[] = {bind_id(sync_flags, true), bind_id(sync_flags, true), bind_id(sync_go, false)};
+  command_recorder r;
+  r.begin(c);
+  // The part before's shader writes and transfers: visible to the host (the hand-off's input
+  // rows) before this signal runs, and ordered before the shaders here.
+  const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite,
+                             vk::AccessFlagBits::eHostRead | vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite);
+  c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer,
+                    vk::PipelineStageFlagBits::eHost | vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
+  const sync_pc pc{index, max_spins, 0};
+  r.dispatch(signal, b, &pc, sizeof pc, 1);
+  r.dispatch(wait, b, &pc, sizeof pc, 1);
+  c.end();
+}
+
+std::uint32_t backend::impl::next_sync_tag() {
+  sync_tag = sync_tag + 1 ? sync_tag + 1 : 1;
+  words(buf(sync_go))[0] = sync_tag;  // before the submit
+  words(buf(sync_flags))[1] = 0;
+  flush_writes();
+  return sync_tag;
+}
+
+void backend::impl::release_go(std::size_t i, std::uint32_t tag) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the CPU's result before the go word
+  flush_writes();
+  words(buf(sync_go))[go_word(i)] = tag;
+  flush_writes();
 }
 
 bool backend::impl::probe_polling() {
   ensure_sync_cmds(1);
-  const pipeline& signal = pipes.get(req("handoff_sync", {}, {{"SIGNAL", "1"}}, 3));
-  const pipeline& wait = pipes.get(req("handoff_sync", {}, {}, 3));
   auto cmds = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1));
-  const vk::raii::CommandBuffer& c = cmds[0];
-  command_recorder r;
-  r.begin(c);
-  const binding b[] = {bind_id(sync_flags, true), bind_id(sync_flags, true), bind_id(sync_go, false)};
-  const sync_pc pc{0, 4096, 0};  // 4 Mi reads: seconds over PCIe, ended by the go word at 50 ms
-  r.dispatch(signal, b, &pc, sizeof pc, 1);
-  r.dispatch(wait, b, &pc, sizeof pc, 1);
-  c.end();
-  volatile std::uint32_t* w = words(buf(sync_flags));
-  volatile std::uint32_t* go = words(buf(sync_go));
-  sync_tag = sync_tag + 1 ? sync_tag + 1 : 1;
-  const std::uint32_t tag = sync_tag;
-  go[0] = tag;
-  w[1] = 0;
-  flush_writes();
-  ctx.queue().submit(vk::SubmitInfo({}, {}, *c), *fence);
+  record_sync(cmds[0], 0, 4096);  // 4 Mi reads: seconds over PCIe, ended by the go word at 50 ms
+  const std::uint32_t tag = next_sync_tag();
+  ctx.queue().submit(vk::SubmitInfo({}, {}, *cmds[0]), *fence);
+  const volatile std::uint32_t* w = words(buf(sync_flags));
   const auto until = clock::now() + std::chrono::seconds(2);
   bool signalled = false;
   while (!(signalled = w[done_word(0)] == tag) && clock::now() < until) std::this_thread::yield();
   // The host answers late, as a long CPU part would: a GPU whose wait ends early (llvmpipe
   // caps loops) has given up by then.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  go[go_word(0)] = tag;
-  flush_writes();
+  release_go(0, tag);
   wait_fence();
   return signalled && w[1] == 0;
 }
@@ -159,13 +161,7 @@ void backend::impl::submit_polled(bool timed) {
   std::deque<handoff>& hs = current->handoffs;
   const std::size_t n = hs.size();
   ensure_sync_cmds(n);
-  volatile std::uint32_t* w = words(buf(sync_flags));
-  volatile std::uint32_t* go = words(buf(sync_go));
-  sync_tag = sync_tag + 1 ? sync_tag + 1 : 1;
-  const std::uint32_t tag = sync_tag;
-  go[0] = tag;  // before the submit
-  w[1] = 0;
-  flush_writes();
+  const std::uint32_t tag = next_sync_tag();
   poll_cmds.resize(2 * n + 1);
   poll_cmds[0] = *current->cmd;
   for (std::size_t i = 0; i < n; ++i) {
@@ -176,32 +172,24 @@ void backend::impl::submit_polled(bool timed) {
   ctx.queue().submit(vk::SubmitInfo({}, {}, poll_cmds), *fence);
   if (timed) times.submit_us += std::chrono::duration<double, std::micro>(clock::now() - mark).count();
   mark = timed ? clock::now() : mark;
-  const auto release = [&](std::size_t i) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // the CPU's result before the go word
-    flush_writes();
-    go[go_word(i)] = tag;
-    flush_writes();
-  };
   std::size_t done = 0;  // go words written
   try {
     for (; done < n; ++done) {
       wait_done_word(done_word(done), tag);
       std::atomic_thread_fence(std::memory_order_seq_cst);  // the done word before the rows it guards
-      timed_handoff(timed, mark, [&] { run_handoff(hs[done]); }, [&] { release(done); });
+      timed_handoff(timed, mark, [&] { run_handoff(hs[done]); }, [&] { release_go(done, tag); });
     }
     wait_fence_spinning();
   } catch (...) {
     // Later parts wait on go words only the host writes: release them all so the queue drains.
-    for (; done < n; ++done) release(done);
+    for (; done < n; ++done) release_go(done, tag);
     try {
       wait_fence();
     } catch (...) {
     }
     throw;
   }
-  if (w[1]) {
-    throw error("GPU hand-off: the GPU's wait for the host timed out");
-  }
+  if (words(buf(sync_flags))[1]) throw error("GPU hand-off: the GPU's wait for the host timed out");
   if (timed) times.last_us += std::chrono::duration<double, std::micro>(clock::now() - mark).count();
 }
 

@@ -194,9 +194,7 @@ void backend::impl::report_handoff_times() const {
                "  per step: first submit %.1f us, waiting for the last part %.1f us, step %.1f us (hand-offs %.1f us: "
                "GPU wait %.1f, CPU %.1f, host %.1f)\n",
                static_cast<unsigned long long>(times.steps), h / s,
-               handoff_poll       ? "one submit, GPU and host meeting at flag words"
-               : handoff_timeline ? "parts pre-submitted on a timeline semaphore"
-                                  : "a submit and fence wait per part",
+               handoff_path(),
                handoff_hot ? "kept hot" : "sleeping between jobs", times.wait_us / h, times.cpu_us / h,
                handoff_poll ? "go word" : handoff_timeline ? "vkSignalSemaphore" : "vkQueueSubmit", times.release_us / h,
                times.submit_us / s,

@@ -19,6 +19,18 @@ strata::test::golden_model fixture(std::string_view name) {
   FAIL("fixture model " << name << " is not shipped");
   return {};
 }
+
+// Vulkan, --fit under an explicit --gpu-budget.
+strata::rt::engine_options fit_options(std::uint32_t n_ctx, std::uint32_t n_batch, std::uint64_t gpu_budget) {
+  strata::rt::engine_options opt;
+  opt.backend = strata::rt::backend_kind::vulkan;
+  opt.threads = 2;
+  opt.n_ctx = n_ctx;
+  opt.n_batch = n_batch;
+  opt.fit = true;
+  opt.gpu_budget = gpu_budget;
+  return opt;
+}
 }  // namespace device_memory_test
 
 TEST_CASE("device memory: the driver's reserve of an explicit --gpu-budget") {
@@ -62,13 +74,7 @@ TEST_CASE("device memory: the Vulkan ledger caps the engine at the plan's share 
     return;
   }
   const strata::test::golden_model g = device_memory_test::fixture("qwen3-Q4_K_M");
-  strata::rt::engine_options opt;
-  opt.backend = strata::rt::backend_kind::vulkan;
-  opt.threads = 2;
-  opt.n_ctx = 256;
-  opt.n_batch = 64;
-  opt.fit = true;
-  opt.gpu_budget = 1 * GiB;  // above the 512 MiB floor, so 64 MiB are kept back
+  const auto opt = fit_options(256, 64, 1 * GiB);  // above the 512 MiB floor, so 64 MiB are kept back
   const auto m = strata::rt::model::load(g.path, opt);
   const std::string report = m->startup_report();
   MESSAGE(report);
@@ -88,13 +94,7 @@ TEST_CASE("device memory: the Vulkan backend's scratch stays within the planner'
   for (const std::string name : {"qwen3-Q4_K_M", "qwen3moe-Q4_K_M", "llama4-Q4_K_M", "llama-Q4_K_M"}) {
     CAPTURE(name);
     const strata::test::golden_model g = device_memory_test::fixture(name);
-    strata::rt::engine_options opt;
-    opt.backend = strata::rt::backend_kind::vulkan;
-    opt.threads = 2;
-    opt.n_ctx = 64;
-    opt.n_batch = 512;
-    opt.fit = true;
-    opt.gpu_budget = 1 * GiB;
+    const auto opt = fit_options(64, 512, 1 * GiB);
     const std::uint64_t estimate = strata::test::fixture_placement(g, opt, true).demand.scratch_bytes;
     const auto m = strata::rt::model::load(g.path, opt);
     const std::string report = m->startup_report();

@@ -215,6 +215,8 @@ int main(int argc, char** argv) {
           r.xstream.steps += a.steps - before.steps;
           r.xstream.cpu_steps += a.cpu_steps - before.cpu_steps;
           r.xstream.cpu_tokens = a.cpu_tokens;
+          r.xstream.share_blocks += a.share_blocks - before.share_blocks;
+          r.xstream.share_bytes += a.share_bytes - before.share_bytes;
         };
         // The disk tier's counters over the timed part of a test only.
         const auto count_disk = [&](result& r, const strata::rt::model::disk_counters& before) {
@@ -523,20 +525,22 @@ int main(int argc, char** argv) {
   }
   // CPU experts streamed in prompt steps (the default with CPU experts; --no-stream-experts).
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.xstream.layers > 0; })) {
-    std::printf("\n| %-14s | %-15s | %12s | %15s | %18s |\n", "test", "expert blocks", "ring MiB", "CPU steps/all",
-                "streamed MB/token");
-    std::printf("| %.14s | %.15s | %.12s | %.15s | %.18s |\n", "---------------", "----------------", "-------------",
-                "----------------", "-------------------");
+    std::printf("\n| %-14s | %-15s | %12s | %15s | %18s | %19s |\n", "test", "expert blocks", "ring MiB", "CPU steps/all",
+                "streamed MB/token", "GPU-share MB/token");
+    std::printf("| %.14s | %.15s | %.12s | %.15s | %.18s | %.19s |\n", "---------------", "----------------", "-------------",
+                "----------------", "-------------------", "--------------------");
     for (const result& r : results) {
       if (!r.xstream.layers) continue;
       char steps[40];
       std::snprintf(steps, sizeof steps, "%llu/%llu", (unsigned long long)r.xstream.cpu_steps,
                     (unsigned long long)r.xstream.steps);
-      std::printf("| %-14s | %15u | %12.1f | %15s | %18.3f |\n", r.test.c_str(), r.xstream.layers,
-                  double(r.xstream.ring_bytes) / double(1 << 20), steps, r.xstream.bytes_per_token() / 1e6);
+      std::printf("| %-14s | %15u | %12.1f | %15s | %18.3f | %19.3f |\n", r.test.c_str(), r.xstream.layers,
+                  double(r.xstream.ring_bytes) / double(1 << 20), steps, r.xstream.bytes_per_token() / 1e6,
+                  r.xstream.share_bytes_per_token() / 1e6);
     }
     std::printf("(prompt steps of more than %u tokens copy every expert of those blocks into the GPU ring once; "
-                "shorter steps hand them to the CPU)\n",
+                "shorter steps hand them to the CPU; GPU share: in 1-token steps the GPU computes some of each "
+                "token's experts from their pinned copy while the CPU computes the rest)\n",
                 std::find_if(results.begin(), results.end(), [](const result& r) { return r.xstream.layers > 0; })->xstream.cpu_tokens);
   }
   // The disk tier (CPU blocks beyond --ram-budget or -ot ...=disk, read from the model file every

@@ -1,5 +1,6 @@
 // Row copy as a compute shader (vkCmdCopyBuffer is slow on this class of GPU): dst[r] =
-// src[idx[r]] with INDEXED (the rows that produce logits), else dst[r] = src[r].
+// src[idx[r]] with INDEXED (the rows that produce logits), else dst[r] = src[r]; ADD: dst[r] +=
+// src[r] (the CPU's share of a block's experts onto the GPU's: cpu_experts.cpp).
 // TO_F16: dst holds f16 rows (offsets and stride in uvec4 of 8 halves); invocation i converts
 // floats 8i..8i+7 of the row (the tensor-core GEMM's activations: half the bytes per tile).
 // TO_F16 + INDEXED: row r comes from source row idx[idx_off + r] / div (an MoE step's pairs in
@@ -8,6 +9,8 @@ layout(local_size_x = WG) in;
 layout(binding = 1, std430) readonly buffer S { float s[]; };
 #ifdef TO_F16
 layout(binding = 2, std430) writeonly buffer D { uvec4 d[]; };
+#elif defined(ADD)
+layout(binding = 2, std430) buffer D { float d[]; };
 #else
 layout(binding = 2, std430) writeonly buffer D { float d[]; };
 #endif
@@ -35,6 +38,10 @@ void main() {
 #else
   const uint sr = r;
 #endif
+#ifdef ADD
+  d[p.d_off + r * p.d_stride + i] += s[p.s_off + sr * p.s_stride + i];
+#else
   d[p.d_off + r * p.d_stride + i] = s[p.s_off + sr * p.s_stride + i];
+#endif
 #endif
 }

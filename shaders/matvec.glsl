@@ -183,6 +183,6 @@ void main() {
   }
 #ifdef TOPK_TAIL
   if (last_workgroup())
-    for (uint t = 0u; t < p.n_tok; ++t) moe_topk(t, p.topk_n_expert, p.topk_k, p.y_off, p.y_stride, true);
+    for (uint t = 0u; t < p.n_tok; ++t) moe_topk(t, p.topk_n_expert, p.topk_k, p.y_off, p.y_stride, true, 0u);
 #endif
 }

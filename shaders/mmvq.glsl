@@ -163,7 +163,7 @@ void main() {
   const uint t0 = gl_WorkGroupID.y;
 #ifdef TOPK_IN
   moe_topk(t0 / p.in_div, p.topk_n_expert, p.in_div, p.topk_l_off, p.topk_l_stride,
-           gl_WorkGroupID.x == 0 && gl_WorkGroupID.z == 0 && t0 % p.in_div == 0);
+           gl_WorkGroupID.x == 0 && gl_WorkGroupID.z == 0 && t0 % p.in_div == 0, 0u);
   const uint wbase = topk_sel[t0 % p.in_div] * p.expert_bytes;
 #else
   const uint wbase = uint(ids[p.ids_off + t0]) * p.expert_bytes;

@@ -1,6 +1,7 @@
 // Mixture-of-experts routing and combination on the GPU, one entry point per MOE_STAGE:
 //  MOE_TOPK     one workgroup per token: top-k experts of the router logits and their weights
-//               -> ids[t*k + j], wts[t*k + j] (moe_topk.glsl).
+//               -> ids[t*k + j], wts[t*k + j] (moe_topk.glsl); cols > 0: only ranks cols..k-1,
+//               at t*(k - cols) + j - cols (the GPU's share of a CPU block: cpu_experts.cpp).
 //  MOE_GATHER   Llama 4 weights the expert input: xin[pair] = x[pair / k] * wts[pair].
 //  MOE_COMBINE  out[t] = sum_j f_j * y[t*k + j], f_j = wts (or 1 when the input was weighted);
 //               RESIDUAL: out[t] = r[t] + that sum (the decoder's residual add, r may alias out);
@@ -48,7 +49,7 @@ layout(binding = 5, std430) writeonly buffer G { uint grp[]; };
 #endif
 
 #if defined(MOE_TOPK)
-void main() { moe_topk(gl_WorkGroupID.x, p.n_expert, p.k, p.s_off, p.s_stride, true); }  // moe_topk.glsl
+void main() { moe_topk(gl_WorkGroupID.x, p.n_expert, p.k, p.s_off, p.s_stride, true, p.cols); }  // moe_topk.glsl; cols: first
 #elif defined(MOE_GROUP)
 // p.n_expert experts, p.cols pairs (ids[0 .. cols)), CHUNK pairs per chunk at most, sorted
 // pairs from grp[p.d_off].

@@ -43,8 +43,10 @@ float topk_wg_sum(float v) {
 
 // Token t's logits start at l_off + t * l_stride (floats). Every invocation calls it; the ids
 // and weights go to memory where write_out holds (the same for the whole workgroup), and the
-// ids by rank to topk_sel[] in any case.
-void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool write_out) {
+// ids by rank to topk_sel[] in any case. first > 0 writes only ranks first..k-1, at
+// t * (k - first) + rank - first (weights still normalised over all k): the GPU's share of a
+// block whose first ranks the CPU computes (cpu_experts.cpp, the CPU ranks the same way).
+void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool write_out, uint first) {
   // Each thread ranks its experts against all others (ties: lower id first), so the top-k
   // needs no serial selection; max and softmax sum are taken in the same sweep.
   const uint tid = gl_LocalInvocationIndex;
@@ -78,7 +80,7 @@ void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool wri
     if (rank < k) {
       my_rank[i] = rank;
       topk_sel[rank] = e;
-      if (write_out) topk_ids[t * k + rank] = int(e);
+      if (write_out && rank >= first) topk_ids[t * (k - first) + rank - first] = int(e);
 #ifdef ROUTER_SIGMOID
       topk_wsel[rank] = 1.0 / (1.0 + exp(-v));
 #else
@@ -89,13 +91,15 @@ void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool wri
   barrier();
 #ifdef ROUTER_SIGMOID
   for (uint i = 0u; i < TOPK_PER_THREAD; ++i)
-    if (write_out && my_rank[i] != 0xFFFFFFFFu) topk_wts[t * k + my_rank[i]] = topk_wsel[my_rank[i]];
+    if (write_out && my_rank[i] != 0xFFFFFFFFu && my_rank[i] >= first)
+      topk_wts[t * (k - first) + my_rank[i] - first] = topk_wsel[my_rank[i]];
 #else
   float wsum = 0.0;
   for (uint r = 0u; r < k; ++r) wsum += topk_wsel[r];
   wsum = max(wsum, 6.103515625e-5);
   for (uint i = 0u; i < TOPK_PER_THREAD; ++i)
-    if (write_out && my_rank[i] != 0xFFFFFFFFu) topk_wts[t * k + my_rank[i]] = topk_wsel[my_rank[i]] / wsum;
+    if (write_out && my_rank[i] != 0xFFFFFFFFu && my_rank[i] >= first)
+      topk_wts[t * (k - first) + my_rank[i] - first] = topk_wsel[my_rank[i]] / wsum;
 #endif
   barrier();  // topk_logit and topk_wsel are written again by the next token
 }

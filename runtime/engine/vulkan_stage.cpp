@@ -31,7 +31,7 @@ struct engine_backend<gpu::backend> {
   static model::stream_counters expert_streaming(const gpu::backend& be) {
     const gpu::stream_stats s = be.expert_streaming();
     return {s.layers, s.ring_bytes, s.host_bytes, s.bytes_per_step, s.bytes_streamed, s.tokens, s.steps,
-            s.cpu_steps, s.cpu_tokens};
+            s.cpu_steps, s.cpu_tokens, s.share_blocks, s.share_bytes};
   }
   static std::string describe(const gpu::backend& be) { return be.description(); }
   static std::string startup_report(const gpu::backend& be) {

@@ -122,6 +122,9 @@ struct stream_stats {
   std::uint64_t bytes_streamed = 0, tokens = 0, steps = 0;
   std::uint64_t cpu_steps = 0;       // steps that computed the streamed FFNs on the CPU
   std::uint32_t cpu_tokens = 0;      // stream_cpu_tokens (expert_cpu_tokens for the expert ring)
+  // The expert ring's blocks only: block-steps whose GPU computed a share of the experts from the
+  // pinned copy beside the CPU (cpu_experts.cpp record_shared_moe), and the bytes it read there.
+  std::uint64_t share_blocks = 0, share_bytes = 0;
 };
 
 // The expert cache's counters since load (all cached blocks together).

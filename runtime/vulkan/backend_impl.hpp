@@ -134,6 +134,11 @@ struct backend::impl : backend_tuning {
     // cache invalidation after the host's write, so on the H200 a second hand-off of the step read
     // the first one's result from the GPU's L2 where both shared a region (wrong logits, session 15).
     std::uint32_t out_slot = 0;
+    // The GPU's share of a CPU block's experts (cpu_experts.cpp record_shared_moe): recorded
+    // apart, it runs while the CPU computes its share (between the sync's signal and its wait
+    // on the flag-word path; after the part before, ahead of the CPU, on the others).
+    vk::raii::CommandBuffer share{nullptr};
+    std::uint64_t share_bytes = 0;  // the expert weights the share reads from host memory
   };
   struct recorded_step {
     vk::raii::CommandBuffer cmd{nullptr};
@@ -350,6 +355,10 @@ struct backend::impl : backend_tuning {
   binding bind_id(std::uint32_t id, bool written) const { return {{buf(id).handle(), 0, buf(id).size(), id}, written}; }
   binding bind_weight(const weight& w) const {
     const auto& e = weights.at(w.id);
+    if ((xstream_zero_copy || host_experts) && e.xstream >= 0) {  // the kernels read the pinned host copy over PCIe
+      const xstream_block& b = xstreams[std::size_t(e.xstream)];
+      return {{b.host[w.id == b.part[2] ? 1 : 0].handle(), e.offset, e.bytes, 0}, false, true};
+    }
     return {{chunks.at(e.chunk).handle(), e.offset, e.bytes, 0}, false, true};
   }
   binding bind_step(std::uint64_t off, std::uint64_t bytes) const { return {{step.handle(), off, bytes, 0}, false}; }
@@ -494,6 +503,22 @@ struct backend::impl : backend_tuning {
   // one that copies the CPU's result into out; submit_step runs the CPU in between.
   void record_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
                       const tensor& out);
+  // The same hand-off with the GPU computing ranks k - share .. k - 1 of each token's experts
+  // from the block's pinned host copy (its kernels read it over PCIe) while the CPU computes the
+  // first k - share: the link's bandwidth added to the CPU's. out = the GPU's sum + the CPU's.
+  void record_shared_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
+                         const moe_scratch& s, const tensor& out, std::uint32_t share);
+  // record_cpu_moe's two ends: the hand-off's copies out and its new command buffer (not yet
+  // resumed); the CPU's sum into out (add: onto the GPU's share) at the start of the next part.
+  void begin_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
+                     const tensor& out, std::uint32_t ranks);
+  void end_cpu_moe(const tensor& out, bool add);
+  // How many of a CPU block's k ranks the GPU takes in this step (0: the CPU computes them all):
+  // STRATA_VK_GPU_SHARE=N (at most k - 1) in single-token steps of blocks with a pinned copy
+  // (expert streaming) and integer expert kernels.
+  std::uint32_t gpu_share_slots(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const;
+  std::int32_t gpu_share_env = 0;  // STRATA_VK_GPU_SHARE (0: off)
+  bool host_experts = false;  // while recording a GPU share: bind_weight binds the pinned host copies
   // The hand-off buffers (x and router logits to the host, the CPU's sum back), made on first use.
   void handoff_buffers(std::uint32_t cols, std::uint32_t n_expert);
   // Records the copies of x (the FFN norm's rows) and the router logits into hand_in.
@@ -555,7 +580,8 @@ struct backend::impl : backend_tuning {
   void submit_polled(bool timed);
   void ensure_sync_cmds(std::size_t handoffs);  // flag words and recorded sync command buffers
   // Sync `index`: the part before made visible, its done word signalled, the go word awaited.
-  void record_sync(const vk::raii::CommandBuffer& c, std::uint32_t index, std::uint32_t max_spins);
+  void record_sync(const vk::raii::CommandBuffer& c, std::uint32_t index, std::uint32_t max_spins, bool signal = true,
+                   bool wait = true);
   std::uint32_t next_sync_tag();                      // a step's tag, written before its submit
   void release_go(std::size_t index, std::uint32_t tag);  // the host's go word for a hand-off
   // One signal and wait with the host answering 50 ms late: false where the GPU does not see the
@@ -576,6 +602,8 @@ struct backend::impl : backend_tuning {
   std::uint32_t sync_tag = 0;       // the current step's tag (never 0 in a step)
   std::uint32_t sync_max_spins = 0; // the GPU's bound on its wait (x 1024 reads)
   std::vector<vk::raii::CommandBuffer> sync_cmds;
+  // The same sync in two halves, for a hand-off whose GPU share runs between them.
+  std::vector<vk::raii::CommandBuffer> sync_signal_cmds, sync_wait_cmds;
   std::vector<vk::CommandBuffer> poll_cmds;
   // STRATA_VK_HANDOFF_TIMES=1: host-clock sums over the hand-offs of steps of <= 8 tokens
   // without GPU-cached blocks.
@@ -637,7 +665,11 @@ struct backend::impl : backend_tuning {
   void xstream_step_begin();
   void enter_expert(const weight& w);
   // The per-phase choice of the step being recorded: streamed experts handed to the CPU.
-  bool experts_on_cpu() const noexcept { return step_tokens <= opt.expert_cpu_tokens; }
+  bool experts_on_cpu() const noexcept { return !xstream_zero_copy && step_tokens <= opt.expert_cpu_tokens; }
+  // Lab (STRATA_VK_XSTREAM_ZC=1): every step's kernels read the streamed blocks' experts from
+  // their pinned host copy over PCIe (no ring copies, no CPU hand-off): what a shader's reads of
+  // host memory move, for a GPU share of the CPU's experts.
+  bool xstream_zero_copy = false;
   // The step computes this block's experts on the CPU (always, or in this phase).
   bool cpu_moe_step(const weight& gate) const {
     const weight_entry& e = weights.at(gate.id);

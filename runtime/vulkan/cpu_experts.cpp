@@ -68,13 +68,25 @@ void cpu_experts::run(const task& t, const float* x, const float* logits, float*
   const auto& d = S.weights.at(t.down);
   const auto ff = std::uint32_t(g.ne[1]);
   S.be.moe_route(lv, t.params);
+  graph::moe_params mp = t.params;
+  if (t.ranks && t.ranks < mp.n_used) {  // the GPU computes the other ranks (record_shared_moe)
+    S.be.moe_keep_first_ranks(mp.n_used, t.ranks);
+    mp.n_used = t.ranks;
+  }
   const graph::moe_scratch<ct> s{lv, S.xin.all().first_cols(t.cols), S.gate.all().first_cols(ff),
                                  S.up.all().first_cols(ff), S.y.all().first_cols(t.cols)};
-  S.be.moe_experts({nullptr, &g, &u, &d}, t.params, xv, s, ov);
+  S.be.moe_experts({nullptr, &g, &u, &d}, mp, xv, s, ov);
 }
 
 void backend::impl::record_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
                                    const tensor& logits, const tensor& out) {
+  begin_cpu_moe(mw, mp, x, logits, out, 0);
+  rec.resume(pending.handoffs.back().cmd, "cpu experts (hand-off: host work + submit)");
+  end_cpu_moe(out, false);
+}
+
+void backend::impl::begin_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
+                                  const tensor& logits, const tensor& out, std::uint32_t ranks) {
   const std::uint32_t n = x.rows, C = x.cols, E = logits.cols;
   if (out.cols != C || out.rows != n) throw error("moe_ffn: output shape does not match the input");
   record_handoff_in(x, logits);
@@ -90,14 +102,62 @@ void backend::impl::record_cpu_moe(const moe_weights& mw, const graph::moe_param
   handoff& h = pending.handoffs.emplace_back();
   h.out_slot = slot;
   const auto host_index = [&](const weight* w) { return std::uint32_t(weights.at(w->id).host); };
-  h.task = {host_index(mw.gate_exps), host_index(mw.up_exps), host_index(mw.down_exps), mp, n, C, E};
+  h.task = {host_index(mw.gate_exps), host_index(mw.up_exps), host_index(mw.down_exps), mp, n, C, E, ranks};
   h.cmd = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
-  rec.resume(h.cmd, "cpu experts (hand-off: host work + submit)");
+}
 
-  prepare({}, {out});
+void backend::impl::end_cpu_moe(const tensor& out, bool add) {
+  const std::uint32_t C = out.cols, slot = pending.handoffs.back().out_slot;
+  if (add) prepare({out}, {out});
+  else prepare({}, {out});
   const copy_rows_pc po{C, slot * max_rows * C, C, out.off, out.stride};
   const binding bo[] = {bind_id(hand_out, false), bind_id(hand_out, false), bind(out, true)};
-  dispatch(copy_req(false), bo, &po, sizeof po, div_up(C, wg), n);
+  dispatch(add ? req("copy_rows", {}, {{"ADD", "1"}}, 3) : copy_req(false), bo, &po, sizeof po, div_up(C, wg), out.rows);
+}
+
+std::uint32_t backend::impl::gpu_share_slots(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const {
+  const std::uint32_t k = mp.n_used;
+  if (rows != 1 || k < 2 || mp.weighting == graph::moe_weighting::input || gpu_share_env <= 0) return 0;
+  const weight &g = *mw.gate_exps, &u = *mw.up_exps, &d = *mw.down_exps;
+  if (weights.at(g.id).xstream < 0 || weights.at(u.id).xstream < 0 || weights.at(d.id).xstream < 0) return 0;  // no pinned copy
+  const auto int8_ok = [&](const weight& w) { return has_int8_unit(w.type, w.ne[0]) && w.ne[0] <= max_k; };
+  if (!int8_ok(g) || !int8_ok(u) || !int8_ok(d) || !adjacent(g, u) || std::uint64_t(k) > max_q8_rows) return 0;
+  // Off unless asked for: on the H200 hosts 2 of 8 ranks gained 6-14% with 16 CPU threads and
+  // lost 5% with 32, where the CPU's time hardly fell with fewer experts (bench/RESULTS.md,
+  // session 22); a default needs the CPU's and the link's rates measured at start-up.
+  return gpu_share_env > 0 ? std::min<std::uint32_t>(std::uint32_t(gpu_share_env), k - 1) : 0;
+}
+
+void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
+                                      const tensor& logits, const moe_scratch& s, const tensor& out, std::uint32_t share) {
+  const std::uint32_t k = mp.n_used, first = k - share, C = x.cols, E = logits.cols;
+  begin_cpu_moe(mw, mp, x, logits, out, first);
+  handoff& h = pending.handoffs.back();
+  for (const weight* w : {mw.gate_exps, mw.up_exps, mw.down_exps}) h.share_bytes += std::uint64_t(share) * w->row_bytes * w->ne[1];
+  h.share = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  rec.resume(h.share, "cpu experts: the GPU's share (host work + submit)");
+  const tensor g = s.gate.first_rows(share), y = s.y.first_rows(share);
+  prepare({x, logits}, {g, s.up.first_rows(share), y, out});
+  // Ranks first .. k-1 of the token's experts and their weights (normalised over all k) at
+  // moe_ids / moe_wts 0 .. share-1: the CPU ranks the same logits the same way and takes the rest.
+  const moe_pc tp{E, k, first, logits.off, logits.stride, 0, 0, 0};
+  const binding tb[] = {bind_id(moe_ids, true), bind_id(moe_ids, true), bind_id(moe_wts, true),
+                        bind(logits, false), bind(logits, false), bind(logits, false)};
+  dispatch(moe_req("MOE_TOPK", mp.gating == graph::moe_gating::sigmoid), tb, &tp, sizeof tp, 1);
+  host_experts = true;  // the expert matvecs bind the pinned host copies
+  const std::uint32_t sl = quantize_input(x, nullptr, 0.0f);
+  const std::uint64_t F = mw.gate_exps->ne[1];
+  const bool qout = quant_out && F % 32 == 0 && F <= max_k && g.off % 4 == 0 && g.stride % 4 == 0;
+  record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, share, share, g, qout, 0);
+  const std::uint32_t sd = quantize_input(g, nullptr, 0.0f);
+  record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, share, y, false, 0);
+  host_experts = false;
+  combine = pending_combine{moe_pc{E, share, C, y.off, y.stride, out.off, out.stride, 1}, y, out, {}, {}, {}, {}};
+  flush_all();
+  for (auto& q : quantized) q.reset();
+  rec.end();
+  rec.resume(h.cmd, "cpu experts (hand-off: the CPU's share)");
+  end_cpu_moe(out, true);  // out += the CPU's sum
 }
 
 void backend::impl::handoff_buffers(std::uint32_t C, std::uint32_t E) {

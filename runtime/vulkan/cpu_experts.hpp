@@ -39,6 +39,7 @@ class cpu_experts {
     std::uint32_t gate = 0, up = 0, down = 0;  // indices from load()
     graph::moe_params params;
     std::uint32_t rows = 0, cols = 0, n_expert = 0;
+    std::uint32_t ranks = 0;  // > 0: only each token's first `ranks` experts (the GPU computes the rest)
   };
   void run(const task& t, const float* x, const float* logits, float* out);
 

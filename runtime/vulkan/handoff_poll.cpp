@@ -74,27 +74,39 @@ void backend::impl::ensure_sync_cmds(std::size_t handoffs) {
   flush_writes();
   sync_capacity = cap;
   auto cmds = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, cap));
+  auto halves = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 2 * cap));
+  sync_signal_cmds.clear();
+  sync_wait_cmds.clear();
   for (std::uint32_t i = 0; i < cap; ++i) {
     sync_cmds.push_back(std::move(cmds[i]));
     record_sync(sync_cmds.back(), i, sync_max_spins);
+    sync_signal_cmds.push_back(std::move(halves[2 * i]));
+    record_sync(sync_signal_cmds.back(), i, sync_max_spins, true, false);
+    sync_wait_cmds.push_back(std::move(halves[2 * i + 1]));
+    record_sync(sync_wait_cmds.back(), i, sync_max_spins, false, true);
   }
 }
 
-void backend::impl::record_sync(const vk::raii::CommandBuffer& c, std::uint32_t index, std::uint32_t max_spins) {
+void backend::impl::record_sync(const vk::raii::CommandBuffer& c, std::uint32_t index, std::uint32_t max_spins, bool signal_part,
+                                bool wait_part) {
   const pipeline& signal = pipes.get(req("handoff_sync", {}, {{"SIGNAL", "1"}}, 3));
   const pipeline& wait = pipes.get(req("handoff_sync", {}, {}, 3));
   const binding b[] = {bind_id(sync_flags, true), bind_id(sync_flags, true), bind_id(sync_go, false)};
   command_recorder r;
   r.begin(c);
-  // The part before's shader writes and transfers: visible to the host (the hand-off's input
-  // rows) before this signal runs, and ordered before the shaders here.
-  const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite,
-                             vk::AccessFlagBits::eHostRead | vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite);
-  c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer,
-                    vk::PipelineStageFlagBits::eHost | vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
   const sync_pc pc{index, max_spins, 0};
-  r.dispatch(signal, b, &pc, sizeof pc, 1);
-  r.dispatch(wait, b, &pc, sizeof pc, 1);
+  if (signal_part) {
+    // The part before's shader writes and transfers: visible to the host (the hand-off's input
+    // rows) before this signal runs, and ordered before the shaders here.
+    const vk::MemoryBarrier mb(vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite,
+                               vk::AccessFlagBits::eHostRead | vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite);
+    c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer,
+                      vk::PipelineStageFlagBits::eHost | vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
+    r.dispatch(signal, b, &pc, sizeof pc, 1);
+  }
+  // The wait alone (a GPU share between the halves) needs no barrier before it: the part after
+  // begins with one (command_recorder::resume) that orders it after the share and the wait.
+  if (wait_part) r.dispatch(wait, b, &pc, sizeof pc, 1);
   c.end();
 }
 
@@ -162,11 +174,17 @@ void backend::impl::submit_polled(bool timed) {
   const std::size_t n = hs.size();
   ensure_sync_cmds(n);
   const std::uint32_t tag = next_sync_tag();
-  poll_cmds.resize(2 * n + 1);
-  poll_cmds[0] = *current->cmd;
+  poll_cmds.clear();  // keeps its capacity: no allocation once a step of this size has run
+  poll_cmds.push_back(*current->cmd);
   for (std::size_t i = 0; i < n; ++i) {
-    poll_cmds[2 * i + 1] = *sync_cmds[i];
-    poll_cmds[2 * i + 2] = *hs[i].cmd;
+    if (*hs[i].share) {  // the GPU's share of the experts runs while the host computes its own
+      poll_cmds.push_back(*sync_signal_cmds[i]);
+      poll_cmds.push_back(*hs[i].share);
+      poll_cmds.push_back(*sync_wait_cmds[i]);
+    } else {
+      poll_cmds.push_back(*sync_cmds[i]);
+    }
+    poll_cmds.push_back(*hs[i].cmd);
   }
   clock::time_point mark = timed ? clock::now() : clock::time_point{};
   ctx.queue().submit(vk::SubmitInfo({}, {}, poll_cmds), *fence);

@@ -93,6 +93,10 @@ void backend::impl::submit_step() {
   if (hs.empty()) return submit_and_wait(*current->cmd);
   bool cached = false, experts = false, ffn = false;
   for (const handoff& h : hs) {
+    if (*h.share) {
+      ++xstreaming.share_blocks;
+      xstreaming.share_bytes += h.share_bytes;
+    }
     cached |= h.cache >= 0;
     experts |= h.cache >= 0 || h.ffn < 0;
     ffn |= h.ffn >= 0;
@@ -125,6 +129,7 @@ void backend::impl::submit_fenced(bool timed) {
       in_flight = false;
       continue;
     }
+    if (*h.share) submit_and_wait(*h.share);  // the GPU's share of the experts, before the CPU's on this path
     timed_handoff(timed, mark, [&] { run_handoff(h); }, [&] { ctx.queue().submit(vk::SubmitInfo({}, {}, *h.cmd), *fence); });
     in_flight = true;
   }
@@ -137,7 +142,7 @@ void backend::impl::submit_timeline(bool timed) {
   const std::size_t n = hs.size(), parts = n + 1;
   // Values from base: part i done = base + 2i + 1, the host's work after part i = base + 2i + 2.
   const std::uint64_t base = timeline_value;
-  tl_cmds.resize(parts);
+  tl_cmds.resize(2 * parts);
   tl_wait.resize(parts);
   tl_signal.resize(parts);
   tl_infos.resize(parts);
@@ -145,11 +150,14 @@ void backend::impl::submit_timeline(bool timed) {
   const vk::Semaphore sem = *timeline;
   static const vk::PipelineStageFlags wait_stage = vk::PipelineStageFlagBits::eAllCommands;
   for (std::size_t i = 0; i < parts; ++i) {
-    tl_cmds[i] = i == 0 ? *current->cmd : *hs[i - 1].cmd;
+    // Part i, then the GPU's share of hand-off i (if any): on this path it runs before the CPU's.
+    tl_cmds[2 * i] = i == 0 ? *current->cmd : *hs[i - 1].cmd;
+    const bool share = i < n && *hs[i].share;
+    if (share) tl_cmds[2 * i + 1] = *hs[i].share;
     tl_wait[i] = base + 2 * i;
     tl_signal[i] = base + 2 * i + 1;
     tl_infos[i] = vk::TimelineSemaphoreSubmitInfo(i ? 1 : 0, &tl_wait[i], 1, &tl_signal[i]);
-    tl_submits[i] = vk::SubmitInfo(i ? 1 : 0, &sem, &wait_stage, 1, &tl_cmds[i], 1, &sem, &tl_infos[i]);
+    tl_submits[i] = vk::SubmitInfo(i ? 1 : 0, &sem, &wait_stage, share ? 2 : 1, &tl_cmds[2 * i], 1, &sem, &tl_infos[i]);
   }
   clock::time_point mark = timed ? clock::now() : clock::time_point{};
   ctx.queue().submit(tl_submits);

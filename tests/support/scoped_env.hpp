@@ -8,9 +8,11 @@
 namespace strata::test {
 
 struct scoped_env {
+  // value nullptr: unset for the scope.
   scoped_env(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) saved_ = old;
-    ::setenv(name, value, 1);
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
   }
   ~scoped_env() {
     if (saved_) ::setenv(name_, saved_->c_str(), 1);

@@ -127,7 +127,11 @@ class model {
     std::uint64_t bytes_streamed = 0, tokens = 0, steps = 0;
     std::uint64_t cpu_steps = 0;     // steps that computed the streamed FFNs on the CPU (the decode phase)
     std::uint32_t cpu_tokens = 0;    // ... those of at most this many tokens
+    // Expert ring only: block-steps whose GPU computed a share of the experts from the pinned
+    // copy while the CPU computed the rest, and the bytes it read there over the link.
+    std::uint64_t share_blocks = 0, share_bytes = 0;
     double bytes_per_token() const noexcept { return tokens ? double(bytes_streamed) / double(tokens) : 0.0; }
+    double share_bytes_per_token() const noexcept { return tokens ? double(share_bytes) / double(tokens) : 0.0; }
   };
   virtual stream_counters streaming() const { return {}; }
   // Hand-off blocks whose routed experts stream through the expert ring in prompt steps (the

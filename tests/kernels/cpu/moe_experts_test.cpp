@@ -1,8 +1,9 @@
 // backend::moe_experts on packed experts (all experts' rows in a job per stage, or in one job
 // for decode-sized steps) against the per-expert sequence it replaced, written out here with the
 // backend's own matmul and swiglu on each expert's slab: the outputs must be the same bits, for
-// decode-sized and prefill-sized steps, fused and not, output- and input-weighted experts, on
-// every tier and with 1 and 2 threads.
+// decode-sized and prefill-sized steps, fused and not, output- and input-weighted experts, every
+// rank or the first ranks only (weights still normalised over all k), on every tier and with 1
+// and 2 threads.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -70,8 +71,10 @@ TEST_CASE("moe_experts: packed experts in one pass equal the per-expert matmuls 
       const graph::moe_weights<kc::weight> mw{nullptr, &wg, &wu, &wd};
       for (const std::uint32_t fuse : {64u, 0u})  // one pool job (decode-sized steps) or a job per stage
       for (const auto weighting : {graph::moe_weighting::output, graph::moe_weighting::input})
-        for (const std::uint32_t n : {1u, 2u, max_tok}) {
+        for (const std::uint32_t n : {1u, 2u, max_tok})
+        for (const std::uint32_t kept : {k_used, 2u}) {  // 2: the first 2 ranks only (moe_keep_first_ranks)
           CAPTURE(fuse);
+          CAPTURE(kept);
           CAPTURE(n);
           CAPTURE(int(weighting));
           be.set_moe_fuse_pairs(fuse);
@@ -85,7 +88,12 @@ TEST_CASE("moe_experts: packed experts in one pass equal the per-expert matmuls 
             std::memcpy(logits.all().row(t), lr.data(), E * 4);
           }
           be.moe_route(logits.all().first_rows(n), mp);
-          be.moe_experts(mw, mp, x.all().first_rows(n), s, out.all().first_rows(n));
+          graph::moe_params mk = mp;
+          if (kept < k_used) {
+            be.moe_keep_first_ranks(k_used, kept);
+            mk.n_used = kept;
+          }
+          be.moe_experts(mw, mk, x.all().first_rows(n), s, out.all().first_rows(n));
           // The reference: per expert in increasing order, each routed row through the
           // backend's matmul on the expert's slab (a token's result does not depend on its batch).
           for (std::uint32_t t = 0; t < n; ++t) std::fill(want.all().row(t), want.all().row(t) + n_embd, 0.0f);
@@ -98,7 +106,7 @@ TEST_CASE("moe_experts: packed experts in one pass equal the per-expert matmuls 
               std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return l[a] > l[b]; });
               std::uint32_t j = 0;
               while (j < k_used && order[j] != e) ++j;
-              if (j == k_used) continue;
+              if (j >= kept) continue;  // not routed, or a rank another device computes
               float wgt;
               if (mp.gating == graph::moe_gating::softmax) {
                 double sum = 0.0;

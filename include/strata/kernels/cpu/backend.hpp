@@ -473,6 +473,9 @@ class backend {
   // n_expert) and their weights, kept for moe_experts(). A GPU backend whose experts run here
   // hands over its router logits (runtime/vulkan/cpu_experts.cpp).
   void moe_route(tensor logits, const graph::moe_params& mp) { moe_.route(logits, mp); }
+  // The last moe_route() cut to each row's first `kept` of k ranks (moe_experts then runs with
+  // n_used = kept): the CPU's share where a GPU computes the other ranks.
+  void moe_keep_first_ranks(std::uint32_t k, std::uint32_t kept) { moe_.keep_first_ranks(k, kept); }
 
   // Steps of at most `pairs` routed pairs run the packed experts in one pool job
   // (moe_runner::run_packed); 0: never. For tests and measurements; the results are the same bits.

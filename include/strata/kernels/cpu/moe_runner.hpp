@@ -86,6 +86,18 @@ class moe_runner {
     routed_rows_ = n;
   }
 
+  // Keeps each routed row's first `kept` of its k (expert, weight) ranks, as a routing of `kept`
+  // a row (weights unchanged: normalised over all k): the CPU's share of a block whose other
+  // ranks another device computes (runtime/vulkan/cpu_experts.cpp).
+  void keep_first_ranks(std::uint32_t k, std::uint32_t kept) {
+    if (kept == 0 || kept > k) throw error("moe: keeping " + std::to_string(kept) + " of " + std::to_string(k) + " ranks");
+    for (std::uint32_t t = 0; t < routed_rows_; ++t)
+      for (std::uint32_t j = 0; j < kept; ++j) {  // in place: t * kept + j <= t * k + j
+        route_ids_[t * kept + j] = route_ids_[t * k + j];
+        route_w_[t * kept + j] = route_w_[t * k + j];
+      }
+  }
+
   // Steps of at most `pairs` routed pairs run the packed experts in one pool job; 0: never.
   void set_fuse_pairs(std::uint32_t pairs) noexcept { moe_fuse_pairs_ = pairs; }
 

@@ -98,7 +98,11 @@ std::string backend::description() const {
          " MoE layers whose experts live in host memory";
   if (const auto& s = p_->xstreaming; s.layers)
     d += ", the routed experts of " + std::to_string(s.layers) + " of them also streamed through a 2-slot GPU ring in steps of more than " +
-         std::to_string(s.cpu_tokens) + " tokens";
+         std::to_string(s.cpu_tokens) + " tokens" +
+         (p_->xstream_direct_tokens > s.cpu_tokens
+              ? " (read from pinned host memory by the kernels themselves in steps of up to " +
+                    std::to_string(p_->xstream_direct_tokens) + ")"
+              : std::string());
   if (const auto& s = p_->streaming; s.layers)
     d += std::string(d.find(" with ") == std::string::npos ? " with" : ",") + " the dense FFN of " +
          std::to_string(s.layers) + " blocks streamed from pinned host memory through a 2-slot GPU ring" +

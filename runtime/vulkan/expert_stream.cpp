@@ -117,17 +117,18 @@ void backend::impl::make_xring(std::uint64_t align, std::uint64_t chunk_limit) {
   xstreaming.cpu_tokens = opt.expert_cpu_tokens;
   if (const char* v = std::getenv("STRATA_VK_XSTREAM_ZC")) xstream_zero_copy = std::string_view(v) == "1";
   if (const char* v = std::getenv("STRATA_VK_GPU_SHARE")) gpu_share_env = std::max(0, std::atoi(v));
+  if (const char* v = std::getenv("STRATA_VK_XSTREAM_DIRECT_TOKENS")) xstream_direct_tokens = std::uint32_t(std::max(0, std::atoi(v)));
 }
 
 void backend::impl::xstream_step_begin() {
   xstream_next = 0;
-  if (xstreams.empty() || experts_on_cpu() || xstream_zero_copy) return;
+  if (xstreams.empty() || experts_on_cpu() || xstream_direct()) return;
   record_ring_copy({xstreams[0].host[0], chunks.at(xring_chunk[0]), xstreams[0].bytes[0]});
 }
 
 void backend::impl::enter_expert(const weight& w) {
   const weight_entry& e = weights.at(w.id);
-  if (e.xstream < 0 || xstream_zero_copy || host_experts) return;
+  if (e.xstream < 0 || xstream_direct()) return;
   const auto block = std::uint32_t(e.xstream);
   const std::uint32_t item = 2 * block + (w.id == xstreams[block].part[2] ? 1u : 0u);
   if (item < xstream_next) return;

@@ -95,6 +95,9 @@ std::vector<float> check_streamed_experts(const golden_model& g, std::uint32_t n
                                       std::to_string(T) + " tokens") != std::string::npos);
   CHECK(m->startup_report().find("expert streaming: routed experts of " + std::to_string(moe_blocks.size()) + " CPU blocks") !=
         std::string::npos);
+  const char* direct = std::getenv("STRATA_VK_XSTREAM_DIRECT_TOKENS");
+  CHECK((m->backend_description().find("read from pinned host memory by the kernels themselves in steps of up to 512") !=
+         std::string::npos) == (direct == nullptr));
   const auto got = strata::test::prompt_and_decode_logits(*m, run, decode);
   REQUIRE(got.size() == ref_gpu.size());
   const std::size_t V = m->hparams().n_vocab;
@@ -136,12 +139,21 @@ std::vector<float> check_streamed_experts(const golden_model& g, std::uint32_t n
 
 }  // namespace
 
+// Prompt steps of up to 512 tokens read the pinned copy in their kernels (no ring copies);
+// STRATA_VK_XSTREAM_DIRECT_TOKENS=0 keeps the ring for every prompt step: both ways the prompt's
+// logits are the all-GPU run's bit for bit (check_streamed_experts).
 TEST_CASE("expert streaming: qwen3moe --cpu-moe, experts streamed in 8-token prompt steps and on the CPU in decode, gives the all-GPU, CPU and llama.cpp logits") {
-  if (vulkan_here()) check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 8, {0, 1, 2, 3});
+  if (!vulkan_here()) return;
+  check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 8, {0, 1, 2, 3});
+  const scoped_env ring("STRATA_VK_XSTREAM_DIRECT_TOKENS", "0");
+  check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 8, {0, 1, 2, 3});
 }
 
 TEST_CASE("expert streaming: qwen3moe --cpu-moe, the whole prompt in one streamed step (experts grouped by expert), gives the all-GPU, CPU and llama.cpp logits") {
-  if (vulkan_here()) check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 256, {0, 1, 2, 3});
+  if (!vulkan_here()) return;
+  check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 256, {0, 1, 2, 3});
+  const scoped_env ring("STRATA_VK_XSTREAM_DIRECT_TOKENS", "0");
+  check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 256, {0, 1, 2, 3});
 }
 
 // The GPU's share of the CPU blocks' experts in decode (cpu_experts.cpp record_shared_moe): it

@@ -538,7 +538,8 @@ int main(int argc, char** argv) {
                   double(r.xstream.ring_bytes) / double(1 << 20), steps, r.xstream.bytes_per_token() / 1e6,
                   r.xstream.share_bytes_per_token() / 1e6);
     }
-    std::printf("(prompt steps of more than %u tokens copy every expert of those blocks into the GPU ring once; "
+    std::printf("(prompt steps of more than %u tokens read every expert of those blocks over the link once: copied into "
+                "the GPU ring, or in steps the backend's description names read by the kernels from pinned memory; "
                 "shorter steps hand them to the CPU; GPU share: in 1-token steps the GPU computes some of each "
                 "token's experts from their pinned copy while the CPU computes the rest)\n",
                 std::find_if(results.begin(), results.end(), [](const result& r) { return r.xstream.layers > 0; })->xstream.cpu_tokens);

@@ -118,6 +118,7 @@ void backend::impl::end_cpu_moe(const tensor& out, bool add) {
 std::uint32_t backend::impl::gpu_share_slots(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const {
   const std::uint32_t k = mp.n_used;
   if (rows != 1 || k < 2 || mp.weighting == graph::moe_weighting::input || gpu_share_env <= 0) return 0;
+  if (mw.gate_inp->ne[1] > 256 || k > 64) return 0;  // the GPU's top-k (moe_topk.glsl) ranks up to 256 experts, k <= 64
   const weight &g = *mw.gate_exps, &u = *mw.up_exps, &d = *mw.down_exps;
   if (weights.at(g.id).xstream < 0 || weights.at(u.id).xstream < 0 || weights.at(d.id).xstream < 0) return 0;  // no pinned copy
   const auto int8_ok = [&](const weight& w) { return has_int8_unit(w.type, w.ne[0]) && w.ne[0] <= max_k; };
@@ -144,14 +145,20 @@ void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_pa
   const binding tb[] = {bind_id(moe_ids, true), bind_id(moe_ids, true), bind_id(moe_wts, true),
                         bind(logits, false), bind(logits, false), bind(logits, false)};
   dispatch(moe_req("MOE_TOPK", mp.gating == graph::moe_gating::sigmoid), tb, &tp, sizeof tp, 1);
-  host_experts = true;  // the expert matvecs bind the pinned host copies
-  const std::uint32_t sl = quantize_input(x, nullptr, 0.0f);
-  const std::uint64_t F = mw.gate_exps->ne[1];
-  const bool qout = quant_out && F % 32 == 0 && F <= max_k && g.off % 4 == 0 && g.stride % 4 == 0;
-  record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, share, share, g, qout, 0);
-  const std::uint32_t sd = quantize_input(g, nullptr, 0.0f);
-  record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, share, y, false, 0);
-  host_experts = false;
+  {
+    // The expert matvecs bind the pinned host copies (reset however the recording ends).
+    struct host_binding {
+      bool& on;
+      explicit host_binding(bool& b) : on(b) { on = true; }
+      ~host_binding() { on = false; }
+    } bind_host(host_experts);
+    const std::uint32_t sl = quantize_input(x, nullptr, 0.0f);
+    const std::uint64_t F = mw.gate_exps->ne[1];
+    const bool qout = quant_out && F % 32 == 0 && F <= max_k && g.off % 4 == 0 && g.stride % 4 == 0;
+    record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, share, share, g, qout, 0);
+    const std::uint32_t sd = quantize_input(g, nullptr, 0.0f);
+    record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, share, y, false, 0);
+  }
   combine = pending_combine{moe_pc{E, share, C, y.off, y.stride, out.off, out.stride, 1}, y, out, {}, {}, {}, {}};
   flush_all();
   for (auto& q : quantized) q.reset();

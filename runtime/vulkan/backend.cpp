@@ -530,8 +530,8 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // Integer expert matvecs for every step size (formats with an int8 unit): expert matrices are
   // small and each sees only its share of the pairs, so a matvec that reads each weight unit once
   // for a chunk of pairs beats expanding every expert to f16 for the tiled GEMM.
-  const auto int8_ok = [&](const weight& w) { return P.has_int8_unit(w.type, w.ne[0]) && w.ne[0] <= P.max_k; };
-  const bool int8 = int8_ok(*mw.gate_exps) && int8_ok(*mw.up_exps) && int8_ok(*mw.down_exps) && pairs <= P.max_q8_rows;
+  const bool int8 = P.int8_expert_ok(*mw.gate_exps) && P.int8_expert_ok(*mw.up_exps) && P.int8_expert_ok(*mw.down_exps) &&
+                    pairs <= P.max_q8_rows;
   // Grouped by expert once a step routes more than two pairs per expert (prefill, large batches;
   // impl::grouped_experts). Below, each pair's matvec reads its expert itself.
   const std::uint32_t chunks =

@@ -248,6 +248,9 @@ struct backend::impl : backend_tuning {
   // quantized for the next matvec (QUANT_OUT), into the other.
   std::uint32_t xq[2] = {0, 0}, xs[2] = {0, 0};  // buffer ids
   std::uint32_t max_k = 0;                         // widest matmul input
+  // An expert tensor the integer expert matvecs (mmvq.glsl MOE_IDS) take: an int8 unit, rows
+  // no wider than the int8 scratch.
+  bool int8_expert_ok(const weight& w) const { return has_int8_unit(w.type, w.ne[0]) && w.ne[0] <= max_k; }
   std::uint32_t max_q8_rows = 0;                   // rows the int8 scratch holds (tokens or MoE pairs)
   // The input each slot holds now (valid until its buffer is written).
   struct quantized_input {
@@ -380,7 +383,7 @@ struct backend::impl : backend_tuning {
   }
   pipeline_request matvec_req(gguf::type_id t, std::uint32_t nt, bool ids, std::uint64_t n_rows) const;
   static pipeline_request elementwise_req(const char* op) { return req("elementwise", {}, {{op, "1"}}, 4); }
-  static pipeline_request copy_req(bool indexed);
+  static pipeline_request copy_req(bool indexed, bool add = false);
   static pipeline_request norm_req(bool weighted);
   static pipeline_request moe_req(const char* stage, bool sigmoid = false);
   static pipeline_request combine_norm_out_req() {
@@ -554,8 +557,12 @@ struct backend::impl : backend_tuning {
   void wait_timeline(std::uint64_t value);
   void signal_timeline(std::uint64_t value);
   void run_handoff(handoff& h);  // the CPU's part of an experts or dense-FFN hand-off
+  vk::raii::CommandBuffer new_command_buffer() const {  // a primary buffer of the step's pool
+    return std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  }
   template <class Work, class Release>
-  void timed_handoff(bool timed, std::chrono::steady_clock::time_point& mark, Work&& work, Release&& release);
+  void timed_handoff(bool timed, std::chrono::steady_clock::time_point& mark, Work&& work,
+                     Release&& release);  // defined in handoff_timing.hpp
   void report_handoff_times() const;  // STRATA_VK_HANDOFF_TIMES=1: at destruction, to stderr
   bool handoff_timeline = false;      // parts pre-submitted (STRATA_VK_HANDOFF_FENCE=1: off)
   bool handoff_hot = false;           // CPU workers spin through a step (STRATA_VK_HANDOFF_HOT=0|1)
@@ -686,27 +693,5 @@ struct backend::impl : backend_tuning {
     return e.host >= 0 && (e.xstream < 0 || experts_on_cpu());
   }
 };
-
-// One hand-off (handoff_submit.cpp, handoff_poll.cpp) after the host has seen the part before it end (mark: when it began waiting for
-// that part): the CPU's work, then the release of the part after it (a submit or a signal).
-template <class Work, class Release>
-void backend::impl::timed_handoff(bool timed, std::chrono::steady_clock::time_point& mark, Work&& work, Release&& release) {
-  if (!timed) {
-    work();
-    return release();
-  }
-  using clock = std::chrono::steady_clock;
-  const auto us = [](clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
-  const auto seen = clock::now();
-  work();
-  const auto cpu_end = clock::now();
-  release();
-  const auto released = clock::now();
-  times.wait_us += us(seen - mark);
-  times.cpu_us += us(cpu_end - seen);
-  times.release_us += us(released - cpu_end);
-  ++times.handoffs;
-  mark = released;
-}
 
 }  // namespace strata::gpu

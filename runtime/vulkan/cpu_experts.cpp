@@ -103,7 +103,7 @@ void backend::impl::begin_cpu_moe(const moe_weights& mw, const graph::moe_params
   h.out_slot = slot;
   const auto host_index = [&](const weight* w) { return std::uint32_t(weights.at(w->id).host); };
   h.task = {host_index(mw.gate_exps), host_index(mw.up_exps), host_index(mw.down_exps), mp, n, C, E, ranks};
-  h.cmd = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  h.cmd = new_command_buffer();
 }
 
 void backend::impl::end_cpu_moe(const tensor& out, bool add) {
@@ -112,7 +112,7 @@ void backend::impl::end_cpu_moe(const tensor& out, bool add) {
   else prepare({}, {out});
   const copy_rows_pc po{C, slot * max_rows * C, C, out.off, out.stride};
   const binding bo[] = {bind_id(hand_out, false), bind_id(hand_out, false), bind(out, true)};
-  dispatch(add ? req("copy_rows", {}, {{"ADD", "1"}}, 3) : copy_req(false), bo, &po, sizeof po, div_up(C, wg), out.rows);
+  dispatch(copy_req(false, add), bo, &po, sizeof po, div_up(C, wg), out.rows);
 }
 
 std::uint32_t backend::impl::gpu_share_slots(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const {
@@ -121,12 +121,11 @@ std::uint32_t backend::impl::gpu_share_slots(const moe_weights& mw, const graph:
   if (mw.gate_inp->ne[1] > 256 || k > 64) return 0;  // the GPU's top-k (moe_topk.glsl) ranks up to 256 experts, k <= 64
   const weight &g = *mw.gate_exps, &u = *mw.up_exps, &d = *mw.down_exps;
   if (weights.at(g.id).xstream < 0 || weights.at(u.id).xstream < 0 || weights.at(d.id).xstream < 0) return 0;  // no pinned copy
-  const auto int8_ok = [&](const weight& w) { return has_int8_unit(w.type, w.ne[0]) && w.ne[0] <= max_k; };
-  if (!int8_ok(g) || !int8_ok(u) || !int8_ok(d) || !adjacent(g, u) || std::uint64_t(k) > max_q8_rows) return 0;
+  if (!int8_expert_ok(g) || !int8_expert_ok(u) || !int8_expert_ok(d) || !adjacent(g, u) || std::uint64_t(k) > max_q8_rows) return 0;
   // Off unless asked for: on the H200 hosts 2 of 8 ranks gained 6-14% with 16 CPU threads and
   // lost 5% with 32, where the CPU's time hardly fell with fewer experts (bench/RESULTS.md,
   // session 22); a default needs the CPU's and the link's rates measured at start-up.
-  return gpu_share_env > 0 ? std::min<std::uint32_t>(std::uint32_t(gpu_share_env), k - 1) : 0;
+  return std::min<std::uint32_t>(std::uint32_t(gpu_share_env), k - 1);
 }
 
 void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
@@ -135,7 +134,7 @@ void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_pa
   begin_cpu_moe(mw, mp, x, logits, out, first);
   handoff& h = pending.handoffs.back();
   for (const weight* w : {mw.gate_exps, mw.up_exps, mw.down_exps}) h.share_bytes += std::uint64_t(share) * w->row_bytes * w->ne[1];
-  h.share = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  h.share = new_command_buffer();
   rec.resume(h.share, "cpu experts: the GPU's share (host work + submit)");
   const tensor g = s.gate.first_rows(share), y = s.y.first_rows(share);
   prepare({x, logits}, {g, s.up.first_rows(share), y, out});

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "backend_impl.hpp"
+#include "handoff_timing.hpp"
 #include "strata/core/error.hpp"
 #include "strata/kernels/cpu/thread_pool.hpp"
 

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "backend_impl.hpp"
+#include "handoff_timing.hpp"
 #include "strata/core/error.hpp"
 #include "strata/kernels/cpu/thread_pool.hpp"
 

@@ -173,7 +173,8 @@ pipeline_request backend::impl::matvec_req(gguf::type_id t, std::uint32_t nt, bo
   return req("matvec", t, std::move(d), ids ? 4 : 3);
 }
 
-pipeline_request backend::impl::copy_req(bool indexed) {
+pipeline_request backend::impl::copy_req(bool indexed, bool add) {
+  if (add) return req("copy_rows", {}, {{"ADD", "1"}}, 3);  // dst += src (not with INDEXED)
   return indexed ? req("copy_rows", {}, {{"INDEXED", "1"}}, 4) : req("copy_rows", {}, {}, 3);
 }
 

@@ -159,7 +159,7 @@ void backend::impl::record_cpu_ffn(const weight& w, const tensor& x, const tenso
     h.out_slot = index;
     h.task.gate = b.cpu[0], h.task.up = b.cpu[1], h.task.down = b.cpu[2];
     h.task.rows = n, h.task.cols = C;
-    h.cmd = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+    h.cmd = new_command_buffer();
     rec.resume(h.cmd, "cpu dense FFN (hand-off: host work + submit)");
     ffn_open = std::int32_t(index);
     return;

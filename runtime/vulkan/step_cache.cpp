@@ -123,8 +123,7 @@ void backend::begin(const graph::step_inputs& in) {
   P.replay = false;
   P.recording = true;
   P.pending = {};
-  P.pending.cmd = std::move(vk::raii::CommandBuffers(
-      P.ctx.device(), vk::CommandBufferAllocateInfo(*P.pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  P.pending.cmd = P.new_command_buffer();
   P.rec.begin(P.pending.cmd, P.opt.profile ? *P.queries : vk::QueryPool{}, P.query_capacity);
   P.stream_step_begin();
   P.xstream_step_begin();

@@ -519,7 +519,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     P.prepare({x}, {logits});
     matmul(*mw.gate_inp, x, logits);
     P.flush_mats();
-    if (const std::uint32_t share = P.gpu_share_slots(mw, mp, x.rows)) return P.record_shared_moe(mw, mp, x, logits, s, out, share);
+    if (const auto share = P.gpu_share(mw, mp, x.rows)) return P.record_shared_moe(mw, mp, x, logits, s, out, share);
     return P.record_cpu_moe(mw, mp, x, logits, out);
   }
   const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_inp->ne[1]), pairs = n * k;

@@ -496,8 +496,15 @@ struct backend::impl : backend_tuning {
     std::uint32_t n_expert = 0;
     bool sigmoid = false;
   };
+  // part: the experts' first intermediate columns only (the GPU's slice of a CPU block,
+  // record_shared_moe): gate/up's first `rows` rows of each expert, or down's first `k` inputs of
+  // every row (row and expert strides unchanged); 0: all of them.
+  struct expert_cols {
+    std::uint32_t rows, k;
+  };
   void record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
-                       const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk = {});
+                       const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk = {},
+                       expert_cols part = {0, 0});
   // Gate and up expert slabs bindable as one range (up after gate, same chunk and layout).
   bool adjacent(const weight& g, const weight& u) const;
 
@@ -506,21 +513,32 @@ struct backend::impl : backend_tuning {
   // one that copies the CPU's result into out; submit_step runs the CPU in between.
   void record_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
                       const tensor& out);
-  // The same hand-off with the GPU computing ranks k - share .. k - 1 of each token's experts
-  // from the block's pinned host copy (its kernels read it over PCIe) while the CPU computes the
-  // first k - share: the link's bandwidth added to the CPU's. out = the GPU's sum + the CPU's.
+  // What the GPU computes of a CPU block's experts in a step, from the block's pinned host copy
+  // (its kernels read it over PCIe) while the CPU computes the rest: the link's bandwidth added
+  // to the CPU's. Either ranks k - ranks .. k - 1 of each token's experts (the CPU the first
+  // k - ranks), or the first ff_cols intermediate columns of every routed expert (gate/up rows,
+  // down inputs; the CPU the columns after them), which also splits a top-1 block (Llama 4).
+  struct gpu_share_t {
+    std::uint32_t ranks = 0, ff_cols = 0;
+    explicit operator bool() const noexcept { return ranks || ff_cols; }
+  };
+  // The hand-off with the GPU's share; out = the GPU's sum + the CPU's.
   void record_shared_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
-                         const moe_scratch& s, const tensor& out, std::uint32_t share);
+                         const moe_scratch& s, const tensor& out, gpu_share_t share);
   // record_cpu_moe's two ends: the hand-off's copies out and its new command buffer (not yet
   // resumed); the CPU's sum into out (add: onto the GPU's share) at the start of the next part.
   void begin_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
                      const tensor& out, std::uint32_t ranks);
   void end_cpu_moe(const tensor& out, bool add);
-  // How many of a CPU block's k ranks the GPU takes in this step (0: the CPU computes them all):
-  // STRATA_VK_GPU_SHARE=N (at most k - 1) in single-token steps of blocks with a pinned copy
-  // (expert streaming) and integer expert kernels.
-  std::uint32_t gpu_share_slots(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const;
-  std::int32_t gpu_share_env = 0;  // STRATA_VK_GPU_SHARE (0: off)
+  // The GPU's share of a CPU block in this step (none: the CPU computes it all), in
+  // single-token steps of blocks with a pinned copy (expert streaming) and integer expert
+  // kernels: STRATA_VK_GPU_SHARE=N ranks (at most k - 1), or STRATA_VK_GPU_SLICE=P percent of
+  // the intermediate columns (rounded to what both sides can cut at; by default
+  // top1_slice_percent for top-1 blocks, none for top-k).
+  gpu_share_t gpu_share(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const;
+  static constexpr std::int32_t top1_slice_percent = 20;
+  std::int32_t gpu_share_env = 0;   // STRATA_VK_GPU_SHARE (0: off)
+  std::int32_t gpu_slice_env = -1;  // STRATA_VK_GPU_SLICE (0: off; unset, -1: the default)
   bool host_experts = false;  // while recording a GPU share: bind_weight binds the pinned host copies
   // The hand-off buffers (x and router logits to the host, the CPU's sum back), made on first use.
   void handoff_buffers(std::uint32_t cols, std::uint32_t n_expert);

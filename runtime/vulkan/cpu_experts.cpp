@@ -6,6 +6,7 @@
 #include "cpu_experts.hpp"
 
 #include <cstdlib>
+#include <numeric>
 #include <string_view>
 #include <vector>
 
@@ -56,6 +57,14 @@ void cpu_experts::reserve(std::uint32_t max_tokens, std::uint32_t max_pairs) {
   S.max_rows = max_tokens;
 }
 
+std::uint32_t cpu_experts::slice_align(std::uint32_t gate, std::uint32_t up, std::uint32_t down) const {
+  const auto& g = s_->weights.at(gate);
+  const auto& u = s_->weights.at(up);
+  const auto& d = s_->weights.at(down);
+  if (!g.packed || !u.packed || !d.packed || g.kernels != u.kernels) return 0;
+  return kernels::cpu::moe_runner::slice_align(d);
+}
+
 void cpu_experts::run(const task& t, const float* x, const float* logits, float* out) {
   auto& S = *s_;
   if (t.rows > S.max_rows) throw error("CPU experts: " + std::to_string(t.rows) + " rows exceed the reserved " + std::to_string(S.max_rows));
@@ -75,7 +84,7 @@ void cpu_experts::run(const task& t, const float* x, const float* logits, float*
   }
   const graph::moe_scratch<ct> s{lv, S.xin.all().first_cols(t.cols), S.gate.all().first_cols(ff),
                                  S.up.all().first_cols(ff), S.y.all().first_cols(t.cols)};
-  S.be.moe_experts({nullptr, &g, &u, &d}, mp, xv, s, ov);
+  S.be.moe_experts({nullptr, &g, &u, &d}, mp, xv, s, ov, t.ff_begin);
 }
 
 void backend::impl::record_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
@@ -115,35 +124,72 @@ void backend::impl::end_cpu_moe(const tensor& out, bool add) {
   dispatch(copy_req(false, add), bo, &po, sizeof po, div_up(C, wg), out.rows);
 }
 
-std::uint32_t backend::impl::gpu_share_slots(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const {
+backend::impl::gpu_share_t backend::impl::gpu_share(const moe_weights& mw, const graph::moe_params& mp,
+                                                    std::uint32_t rows) const {
   const std::uint32_t k = mp.n_used;
-  if (rows != 1 || k < 2 || mp.weighting == graph::moe_weighting::input || gpu_share_env <= 0) return 0;
-  if (mw.gate_inp->ne[1] > 256 || k > 64) return 0;  // the GPU's top-k (moe_topk.glsl) ranks up to 256 experts, k <= 64
+  // Top-1 blocks (Llama 4) slice by default: on an H200 x2 host (32 threads) Scout's decode at
+  // 12 GiB gained 7-14% with 20% of the columns on the GPU (1,536 of 8,192), less with 12% or
+  // 25%; at 24 GiB 8% with 12% or 25% (bench/RESULTS.md, session 23). The host's memory serves
+  // both the CPU's reads and the GPU's over PCIe, so the gain is far below the two rates' sum.
+  // The 30B's top-8 blocks of small experts lost 18% (256 of 768 columns): off for top-k.
+  const std::int32_t slice_percent = gpu_slice_env >= 0 ? gpu_slice_env : k == 1 ? top1_slice_percent : 0;
+  if (rows != 1 || (gpu_share_env <= 0 && slice_percent <= 0)) return {};
+  if (mw.gate_inp->ne[1] > 256 || k > 64) return {};  // the GPU's top-k (moe_topk.glsl) ranks up to 256 experts, k <= 64
   const weight &g = *mw.gate_exps, &u = *mw.up_exps, &d = *mw.down_exps;
-  if (weights.at(g.id).xstream < 0 || weights.at(u.id).xstream < 0 || weights.at(d.id).xstream < 0) return 0;  // no pinned copy
-  if (!int8_expert_ok(g) || !int8_expert_ok(u) || !int8_expert_ok(d) || !adjacent(g, u) || std::uint64_t(k) > max_q8_rows) return 0;
+  if (weights.at(g.id).xstream < 0 || weights.at(u.id).xstream < 0 || weights.at(d.id).xstream < 0) return {};  // no pinned copy
+  if (!int8_expert_ok(g) || !int8_expert_ok(u) || !int8_expert_ok(d) || !adjacent(g, u) || std::uint64_t(k) > max_q8_rows) return {};
   // Off unless asked for: on the H200 hosts 2 of 8 ranks gained 6-14% with 16 CPU threads and
   // lost 5% with 32, where the CPU's time hardly fell with fewer experts (bench/RESULTS.md,
   // session 22); a default needs the CPU's and the link's rates measured at start-up.
-  return std::min<std::uint32_t>(std::uint32_t(gpu_share_env), k - 1);
+  if (gpu_share_env > 0) {
+    if (k < 2 || mp.weighting == graph::moe_weighting::input) return {};  // ranks of input-weighted experts: not built
+    return {std::min<std::uint32_t>(std::uint32_t(gpu_share_env), k - 1), 0};
+  }
+  // A slice cuts where both sides can: whole packed row groups and down blocks on the CPU
+  // (cpu_experts::slice_align), whole 32-column blocks of int8 activations on the GPU.
+  const auto idx = [&](const weight& w) { return std::uint32_t(weights.at(w.id).host); };
+  const std::uint32_t cut = host->slice_align(idx(g), idx(u), idx(d)), F = std::uint32_t(g.ne[1]);
+  if (!cut) return {};
+  const std::uint32_t align = std::lcm(cut, 32u);
+  const std::uint32_t cols = std::uint32_t((std::uint64_t(F) * std::uint32_t(slice_percent) / 100 + align / 2) / align * align);
+  if (cols == 0 || cols >= F || cols > max_k) return {};
+  return {0, cols};
 }
 
 void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
-                                      const tensor& logits, const moe_scratch& s, const tensor& out, std::uint32_t share) {
-  const std::uint32_t k = mp.n_used, first = k - share, C = x.cols, E = logits.cols;
-  begin_cpu_moe(mw, mp, x, logits, out, first);
+                                      const tensor& logits, const moe_scratch& s, const tensor& out, gpu_share_t share) {
+  const std::uint32_t k = mp.n_used, C = x.cols, E = logits.cols;
+  // Ranks: the GPU takes ranks first .. k-1 of the token's experts; a slice: all k, columns 0 .. S-1.
+  const std::uint32_t first = share.ranks ? k - share.ranks : 0, pairs = k - first, S = share.ff_cols;
+  const bool weight_input = mp.weighting == graph::moe_weighting::input;  // slices only (gpu_share)
+  begin_cpu_moe(mw, mp, x, logits, out, share.ranks ? first : 0);
   handoff& h = pending.handoffs.back();
-  for (const weight* w : {mw.gate_exps, mw.up_exps, mw.down_exps}) h.share_bytes += std::uint64_t(share) * w->row_bytes * w->ne[1];
+  h.task.ff_begin = S;
+  for (const weight* w : {mw.gate_exps, mw.up_exps, mw.down_exps})
+    h.share_bytes += S ? std::uint64_t(pairs) * w->row_bytes * w->ne[1] * S / mw.gate_exps->ne[1]
+                       : std::uint64_t(pairs) * w->row_bytes * w->ne[1];
   h.share = new_command_buffer();
   rec.resume(h.share, "cpu experts: the GPU's share (host work + submit)");
-  const tensor g = s.gate.first_rows(share), y = s.y.first_rows(share);
-  prepare({x, logits}, {g, s.up.first_rows(share), y, out});
-  // Ranks first .. k-1 of the token's experts and their weights (normalised over all k) at
-  // moe_ids / moe_wts 0 .. share-1: the CPU ranks the same logits the same way and takes the rest.
+  const std::uint64_t F = S ? S : mw.gate_exps->ne[1];
+  const tensor g = s.gate.first_rows(pairs).first_cols(std::uint32_t(F)), y = s.y.first_rows(pairs);
+  const tensor xin = s.xin.first_rows(pairs);
+  prepare({x, logits}, {g, s.up.first_rows(pairs), y, xin, out});
+  // The ranks' experts and weights (normalised over all k) at moe_ids / moe_wts 0 .. pairs-1:
+  // the CPU ranks the same logits the same way and takes the rest.
   const moe_pc tp{E, k, first, logits.off, logits.stride, 0, 0, 0};
   const binding tb[] = {bind_id(moe_ids, true), bind_id(moe_ids, true), bind_id(moe_wts, true),
                         bind(logits, false), bind(logits, false), bind(logits, false)};
   dispatch(moe_req("MOE_TOPK", mp.gating == graph::moe_gating::sigmoid), tb, &tp, sizeof tp, 1);
+  tensor in = x;
+  std::uint32_t in_div = pairs;
+  if (weight_input) {  // Llama 4: each pair's input times its weight (as moe_ffn on the GPU)
+    const moe_pc pc{E, k, C, x.off, x.stride, xin.off, xin.stride, 0};
+    const binding b[] = {bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_wts, false),
+                         bind(x, false), bind(xin, true), bind(xin, true)};
+    dispatch(moe_req("MOE_GATHER"), b, &pc, sizeof pc, div_up(C, wg), pairs);
+    in = xin;
+    in_div = 1;
+  }
   {
     // The expert matvecs bind the pinned host copies (reset however the recording ends).
     struct host_binding {
@@ -151,14 +197,13 @@ void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_pa
       explicit host_binding(bool& b) : on(b) { on = true; }
       ~host_binding() { on = false; }
     } bind_host(host_experts);
-    const std::uint32_t sl = quantize_input(x, nullptr, 0.0f);
-    const std::uint64_t F = mw.gate_exps->ne[1];
+    const std::uint32_t sl = quantize_input(in, nullptr, 0.0f);
     const bool qout = quant_out && F % 32 == 0 && F <= max_k && g.off % 4 == 0 && g.stride % 4 == 0;
-    record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, share, share, g, qout, 0);
+    record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, in_div, pairs, g, qout, 0, std::nullopt, {S, 0});
     const std::uint32_t sd = quantize_input(g, nullptr, 0.0f);
-    record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, share, y, false, 0);
+    record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, 0, std::nullopt, {0, S});
   }
-  combine = pending_combine{moe_pc{E, share, C, y.off, y.stride, out.off, out.stride, 1}, y, out, {}, {}, {}, {}};
+  combine = pending_combine{moe_pc{E, pairs, C, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u}, y, out, {}, {}, {}, {}};
   flush_all();
   for (auto& q : quantized) q.reset();
   rec.end();

@@ -40,7 +40,11 @@ class cpu_experts {
     graph::moe_params params;
     std::uint32_t rows = 0, cols = 0, n_expert = 0;
     std::uint32_t ranks = 0;  // > 0: only each token's first `ranks` experts (the GPU computes the rest)
+    std::uint32_t ff_begin = 0;  // > 0: only the experts' intermediate columns from here on (the GPU's slice is before)
   };
+  // What task::ff_begin must be a multiple of for these experts; 0: they cannot be cut by
+  // columns (no packed copy on the CPU).
+  std::uint32_t slice_align(std::uint32_t gate, std::uint32_t up, std::uint32_t down) const;
   void run(const task& t, const float* x, const float* logits, float* out);
 
  private:

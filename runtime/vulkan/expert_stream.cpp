@@ -117,6 +117,7 @@ void backend::impl::make_xring(std::uint64_t align, std::uint64_t chunk_limit) {
   xstreaming.cpu_tokens = opt.expert_cpu_tokens;
   if (const char* v = std::getenv("STRATA_VK_XSTREAM_ZC")) xstream_zero_copy = std::string_view(v) == "1";
   if (const char* v = std::getenv("STRATA_VK_GPU_SHARE")) gpu_share_env = std::max(0, std::atoi(v));
+  if (const char* v = std::getenv("STRATA_VK_GPU_SLICE")) gpu_slice_env = std::clamp(std::atoi(v), 0, 100);
   if (const char* v = std::getenv("STRATA_VK_XSTREAM_DIRECT_TOKENS")) xstream_direct_tokens = std::uint32_t(std::max(0, std::atoi(v)));
 }
 

@@ -399,10 +399,12 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
 }
 
 void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
-                                    const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk) {
+                                    const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk,
+                                    expert_cols part) {
   enter_expert(w);  // a streamed block's item: its copy landed, the next one's issued
   const bool grouped = chunks > 0;
-  mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0,
+  const std::uint32_t K = part.k ? part.k : std::uint32_t(w.ne[0]), N = part.rows ? part.rows : std::uint32_t(w.ne[1]);
+  mmvq_pc pc{K, N, pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0,
              max_k / 32, y.off, y.stride, 0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), grouped ? moe_sorted_off : 0,
              in_div};
   binding wb = bind_weight(w);
@@ -415,17 +417,18 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   const std::uint32_t so = sl ^ 1u;
   std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
                          bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
-  auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[0], w.ne[1], up != nullptr, false, true, qout, grouped);
+  // n_cols: the stored row's width (whether its blocks are stored in groups), not the K read.
+  auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[0], N, up != nullptr, false, true, qout, grouped);
   // Short expert rows (mmvq_short_lpr, default 8): lane groups of N lanes, so a 768-wide row's 12
   // units do not leave 20 of 32 lanes idle.
   if (const std::uint32_t sg = ctx.info().subgroup_size;
-      mmvq_short_lpr && w.ne[0] <= 1024 && sg % mmvq_short_lpr == 0 && mmvq_short_lpr < sg) {
+      mmvq_short_lpr && K <= 1024 && sg % mmvq_short_lpr == 0 && mmvq_short_lpr < sg) {
     std::erase_if(r.defines, [](const auto& d) { return d.first == "SG_LPR"; });
     for (auto& [k, v] : r.defines)
       if (k == "LPR") v = std::to_string(mmvq_short_lpr);
     r.defines.emplace_back("SG_CLUSTER", "1");
   }
-  const std::uint32_t gx = div_up(w.ne[1], mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
+  const std::uint32_t gx = div_up(N, mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
   if (topk && !grouped) {  // bindings 10-12: moe_topk.glsl's ids (written), weights, logits; 8-9 unused
     r.defines.emplace_back("TOPK_IN", "9");
     if (topk->sigmoid) r.defines.emplace_back("ROUTER_SIGMOID", "1");

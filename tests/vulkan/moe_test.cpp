@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "support/scoped_env.hpp"
 #include "vulkan/vk_harness.hpp"
 
 namespace {
@@ -31,6 +32,7 @@ struct moe_case {
   graph::moe_weighting weighting;
   std::uint32_t n_expert, k, n_tok;
   gguf::type_id up, down;  // gate and up share a format, as in llama-quantize's mixes
+  std::uint32_t ff = n_ff;  // the experts' intermediate width
 };
 
 struct moe_model {
@@ -47,7 +49,7 @@ std::vector<float> run_moe(Backend& be, const moe_case& c, const moe_model& m, i
              down = be.load(*m.down);
   const std::uint32_t n = c.n_tok, pairs = n * c.k;
   const auto x = be.alloc(n, n_embd), out = be.alloc(n, n_embd), logits = be.alloc(n, c.n_expert);
-  const auto xin = be.alloc(pairs, n_embd), g = be.alloc(pairs, n_ff), u = be.alloc(pairs, n_ff), y = be.alloc(pairs, n_embd);
+  const auto xin = be.alloc(pairs, n_embd), g = be.alloc(pairs, c.ff), u = be.alloc(pairs, c.ff), y = be.alloc(pairs, n_embd);
   be.reserve(n, pairs);
   auto kv = be.make_kv(vkt::small_kv());
   const auto b = vkt::batch_data::rows(n, 3);
@@ -72,7 +74,7 @@ std::vector<std::vector<float>> run_moe_steps(Backend& be, const moe_case& c, co
   for (const auto& b : steps) most = std::max(most, std::uint32_t(b.tokens.size()));
   const std::uint32_t pairs = most * c.k;
   const auto x = be.alloc(most, n_embd), out = be.alloc(most, n_embd), logits = be.alloc(most, c.n_expert);
-  const auto xin = be.alloc(pairs, n_embd), g = be.alloc(pairs, n_ff), u = be.alloc(pairs, n_ff), y = be.alloc(pairs, n_embd);
+  const auto xin = be.alloc(pairs, n_embd), g = be.alloc(pairs, c.ff), u = be.alloc(pairs, c.ff), y = be.alloc(pairs, n_embd);
   be.reserve(most, pairs);
   auto kv = be.make_kv(vkt::small_kv());
   std::vector<std::vector<float>> result;
@@ -143,12 +145,12 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, 
       if (weight_input)
         for (auto& v : xi) v *= float(w[j]);  // the GPU's weights are floats
       if (int8) xi = q8(xi, t, weight_input ? j : 0, 0);  // unweighted: one quantized row per token
-      const auto gv = matvec(m.g.dequant.data() + e * n_ff * n_embd, n_ff, n_embd, xi);
-      const auto uv = matvec(m.u.dequant.data() + e * n_ff * n_embd, n_ff, n_embd, xi);
-      std::vector<double> h(n_ff);
-      for (std::uint32_t i = 0; i < n_ff; ++i) h[i] = gv[i] / (1.0 + std::exp(-gv[i])) * uv[i];
+      const auto gv = matvec(m.g.dequant.data() + e * c.ff * n_embd, c.ff, n_embd, xi);
+      const auto uv = matvec(m.u.dequant.data() + e * c.ff * n_embd, c.ff, n_embd, xi);
+      std::vector<double> h(c.ff);
+      for (std::uint32_t i = 0; i < c.ff; ++i) h[i] = gv[i] / (1.0 + std::exp(-gv[i])) * uv[i];
       if (int8) h = q8(h, t, j, 1);
-      const auto yv = matvec(m.d.dequant.data() + e * n_embd * n_ff, n_embd, n_ff, h);
+      const auto yv = matvec(m.d.dequant.data() + e * n_embd * c.ff, n_embd, c.ff, h);
       for (std::uint32_t i = 0; i < n_embd; ++i) out[std::size_t(t) * n_embd + i] += (weight_input ? 1.0 : w[j]) * yv[i];
     }
   }
@@ -158,14 +160,14 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, 
 void make_model(moe_model& m, const moe_case& c, std::mt19937& rng) {
   m.xs = vkt::normal_floats(std::size_t(moe_table_rows) * n_embd, rng);
   m.inp_f = vkt::normal_floats(std::size_t(c.n_expert) * n_embd, rng, 0.1f);
-  m.g = vkt::make_weight(c.up, std::size_t(c.n_expert) * n_ff, n_embd, rng, 0.1f);
-  m.u = vkt::make_weight(c.up, std::size_t(c.n_expert) * n_ff, n_embd, rng, 0.1f);
-  m.d = vkt::make_weight(c.down, std::size_t(c.n_expert) * n_embd, n_ff, rng, 0.1f);
+  m.g = vkt::make_weight(c.up, std::size_t(c.n_expert) * c.ff, n_embd, rng, 0.1f);
+  m.u = vkt::make_weight(c.up, std::size_t(c.n_expert) * c.ff, n_embd, rng, 0.1f);
+  m.d = vkt::make_weight(c.down, std::size_t(c.n_expert) * n_embd, c.ff, rng, 0.1f);
   m.x = &m.store.add_f32("test.x", m.xs, n_embd, moe_table_rows);
   m.inp = &m.store.add_f32("blk.0.ffn_gate_inp.weight", m.inp_f, n_embd, c.n_expert);
-  m.gate = &m.store.add("blk.0.ffn_gate_exps.weight", c.up, m.g.bytes, n_embd, n_ff, c.n_expert);
-  m.up = &m.store.add("blk.0.ffn_up_exps.weight", c.up, m.u.bytes, n_embd, n_ff, c.n_expert);
-  m.down = &m.store.add("blk.0.ffn_down_exps.weight", c.down, m.d.bytes, n_ff, n_embd, c.n_expert);
+  m.gate = &m.store.add("blk.0.ffn_gate_exps.weight", c.up, m.g.bytes, n_embd, c.ff, c.n_expert);
+  m.up = &m.store.add("blk.0.ffn_up_exps.weight", c.up, m.u.bytes, n_embd, c.ff, c.n_expert);
+  m.down = &m.store.add("blk.0.ffn_down_exps.weight", c.down, m.d.bytes, c.ff, n_embd, c.n_expert);
 }
 
 TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float64 and the CPU backend") {
@@ -217,11 +219,11 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
       g = run_moe(be, c, m);
       // Grouped steps (more than two pairs per expert) may run on the tensor cores (f16); else the
       // expert matvecs take int8 activations at every step size where the format has an int8 unit.
-      f16 = be.tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, n_ff);
+      f16 = be.tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, c.ff);
       // Int8 tensor cores: the same int8 activations as the integer matvecs, the weights exact.
-      int8_tc = f16 && be.int8_tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, n_ff, c.up, c.down);
+      int8_tc = f16 && be.int8_tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, c.ff, c.up, c.down);
       f16 = f16 && !int8_tc;
-      int8 = int8_tc || (!f16 && be.int8_activations(c.up, n_embd, 1) && be.int8_activations(c.down, n_ff, 1));
+      int8 = int8_tc || (!f16 && be.int8_activations(c.up, n_embd, 1) && be.int8_activations(c.down, c.ff, 1));
       // F32 weights never take the tensor cores: the router's logits (which choose the experts)
       // are the reference's exact ones.
       CHECK_FALSE(be.tensor_core_matmul(type_id::f32, n_embd, c.n_tok));
@@ -286,6 +288,77 @@ TEST_CASE("vulkan ops: moe_ffn with the experts on the CPU (mid-step hand-off) e
     CHECK(e <= tol_moe_handoff);
     CHECK(replayed == first);
     CHECK(be.memory_use().weights < m.g.bytes.size());  // the expert tensors were not uploaded
+  }
+}
+
+// Memory tiers: the GPU's slice of a CPU block's experts (cpu_experts.cpp record_shared_moe,
+// STRATA_VK_GPU_SLICE): in a one-token step of a block whose experts have a pinned copy
+// (expert streaming), the GPU computes every routed expert's first intermediate columns (gate/up
+// rows, down's inputs) from that copy and the CPU the columns after them; out = both sums. The
+// same experts alone on the CPU are the reference: the slice changes only which kernels compute
+// a quarter of the columns (the GPU's and the CPU's int8 activations round differently), where a
+// slice counted twice or left out would move a quarter of every expert's output. The cut must
+// fall on whole Q6_K/Q4_K blocks of down's rows (256 columns) and 32-column blocks for Q8_0.
+TEST_CASE("vulkan ops: moe_ffn with the GPU computing a column slice of a CPU block's experts equals the CPU alone") {
+  if (!vkt::available()) return;
+  using gguf::type_id;
+  struct slice_case {
+    moe_case c;
+    std::uint32_t cols25, cols60;  // the GPU's columns at STRATA_VK_GPU_SLICE=25 and 60
+  };
+  const slice_case cases[] = {
+      {{"softmax top-2 of 16, 1 token, Q4_K/Q6_K, 1024 wide", graph::moe_gating::softmax, graph::moe_weighting::output, 16,
+        2, 1, type_id::q4_k, type_id::q6_k, 1024},
+       256, 512},
+      {{"sigmoid top-1 of 16 (weighted input), 1 token, Q4_K/Q4_K, 1024 wide", graph::moe_gating::sigmoid,
+        graph::moe_weighting::input, 16, 1, 1, type_id::q4_k, type_id::q4_k, 1024},
+       256, 512},
+      // 160 of 256 columns: 5 blocks of rows stored in groups of 8 (the kernel's layout follows
+      // the stored row, not the columns it reads).
+      {{"softmax top-5 of 16, 1 token, Q8_0, 256 wide", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 5,
+        1, type_id::q8_0, type_id::q8_0, 256},
+       64, 160},
+  };
+  std::mt19937 rng(91);
+  for (const auto& [c, cols25, cols60] : cases) {
+    CAPTURE(c.name);
+    moe_model m;
+    make_model(m, c, rng);
+    gpu::backend_options o;
+    o.cpu_expert_layers = {0};
+    o.streamed_expert_layers = {0};
+    o.expert_cpu_tokens = 8;  // one-token steps hand the block to the CPU
+    o.cpu_threads = 2;
+    std::vector<float> alone, all_gpu;
+    {
+      const test::scoped_env off("STRATA_VK_GPU_SLICE", "0");  // top-1 blocks slice by default
+      gpu::backend be(o);
+      alone = run_moe(be, c, m, 2);
+      CHECK(be.expert_streaming().share_blocks == 0);
+    }
+    {
+      gpu::backend be;
+      all_gpu = run_moe(be, c, m);
+    }
+    const double apart = test::nmse(alone, all_gpu);
+    for (const auto& [percent, cols] : {std::pair{"25", cols25}, std::pair{"60", cols60}}) {
+      CAPTURE(percent);
+      const test::scoped_env slice("STRATA_VK_GPU_SLICE", percent);
+      gpu::backend be(o);
+      const auto sliced = run_moe(be, c, m, 2);  // recorded, then replayed
+      const auto st = be.expert_streaming();
+      CHECK(st.share_blocks == 2);
+      // The GPU read its columns' share of each routed expert's gate, up and down bytes.
+      const std::uint64_t expert = (m.g.bytes.size() + m.u.bytes.size() + m.d.bytes.size()) / c.n_expert;
+      CHECK(st.share_bytes == 2 * std::uint64_t(c.k) * expert * cols / c.ff);
+      // The sum lies between the CPU's and the GPU's own results: closer to each than they are
+      // to each other (a slice counted twice or left out is far from both).
+      const double to_cpu = test::nmse(sliced, alone), to_gpu = test::nmse(sliced, all_gpu);
+      MESSAGE(std::string(c.name) << ", GPU slice of " << cols << " columns: NMSE vs the CPU alone " << to_cpu << ", vs all on the GPU "
+                     << to_gpu << " (those two apart: " << apart << ")");
+      CHECK(to_cpu < apart);
+      CHECK(to_gpu < apart);
+    }
   }
 }
 

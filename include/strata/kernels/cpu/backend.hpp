@@ -482,15 +482,19 @@ class backend {
   void set_moe_fuse_pairs(std::uint32_t pairs) noexcept { moe_.set_fuse_pairs(pairs); }
 
   // The experts half of moe_ffn over the routing of the last moe_route() (x has its rows); the
-  // router weight (mw.gate_inp) is not read.
-  void moe_experts(const moe_weights& mw, const graph::moe_params& mp, tensor x, const moe_scratch& s, tensor out) {
+  // router weight (mw.gate_inp) is not read. ff_begin > 0: the experts' intermediate columns
+  // from ff_begin on only (moe_runner::run_packed; packed experts only), for a device that
+  // computes the columns before it and adds the two sums.
+  void moe_experts(const moe_weights& mw, const graph::moe_params& mp, tensor x, const moe_scratch& s, tensor out,
+                   std::uint32_t ff_begin = 0) {
     const std::uint32_t n = x.rows, E = std::uint32_t(mw.gate_exps->ne[2]), k = mp.n_used;
     if (n != moe_.routed_rows()) throw error("moe: experts over " + std::to_string(n) + " rows, routed " + std::to_string(moe_.routed_rows()));
     const std::int32_t* ids = moe_.ids();
     const float* wts = moe_.weights();
     for (std::uint32_t t = 0; t < n; ++t) std::fill(out.row(t), out.row(t) + out.cols, 0.0f);
     const bool weight_input = mp.weighting == graph::moe_weighting::input;
-    if (moe_.run_packed(pool_, act_scratch_, mw, n * k, k, weight_input, x, s, out)) return;
+    if (moe_.run_packed(pool_, act_scratch_, mw, n * k, k, weight_input, x, s, out, ff_begin)) return;
+    if (ff_begin) throw error("moe: a range of intermediate columns needs packed experts ('" + std::string(mw.gate_exps->name) + "' has none)");
     std::vector<std::uint32_t>& rows = moe_.rows();
     for (std::uint32_t e = 0; e < E; ++e) {
       rows.clear();

@@ -98,6 +98,12 @@ class moe_runner {
       }
   }
 
+  // What an intermediate column range of packed experts must start at (run_packed's ff_begin):
+  // whole packed row groups of gate/up and whole blocks of down's rows.
+  static std::uint32_t slice_align(const weight& down) noexcept {
+    return std::uint32_t(std::lcm<std::uint64_t>(pack_rows, gguf::block_elems(down.type)));
+  }
+
   // Steps of at most `pairs` routed pairs run the packed experts in one pool job; 0: never.
   void set_fuse_pairs(std::uint32_t pairs) noexcept { moe_fuse_pairs_ = pairs; }
 
@@ -124,11 +130,18 @@ class moe_runner {
   // job per stage: one thread's SwiGLU over an expert's many rows would hold the others.
   // False (nothing done) when the experts have no packed copy or gate and up differ in format.
   // pool and act_scratch: the backend's thread pool and activation scratch (as reserve() sized it).
+  // ff_begin > 0: only the experts' intermediate columns [ff_begin, n_ff) (gate/up rows and
+  // down's inputs), whose sum another device adds to its own of [0, ff_begin) (the GPU's slice
+  // of a CPU block: runtime/vulkan/cpu_experts.cpp); ff_begin a multiple of slice_align(D).
   bool run_packed(thread_pool& pool, std::vector<std::byte>& act_scratch, const moe_weights& mw, std::uint32_t pairs,
-                  std::uint32_t k, bool weight_input, tensor x, const moe_scratch& s, tensor out) {
+                  std::uint32_t k, bool weight_input, tensor x, const moe_scratch& s, tensor out, std::uint32_t ff_begin = 0) {
     const weight &G = *mw.gate_exps, &U = *mw.up_exps, &D = *mw.down_exps;
     if (!G.packed || !U.packed || !D.packed || G.kernels != U.kernels) return false;
-    const std::uint32_t E = std::uint32_t(G.ne[2]), n_ff = std::uint32_t(G.ne[1]), n_embd = x.cols;
+    const std::uint32_t E = std::uint32_t(G.ne[2]), n_ff_all = std::uint32_t(G.ne[1]), n_embd = x.cols;
+    if (ff_begin >= n_ff_all || ff_begin % slice_align(D) != 0)
+      throw error("moe: intermediate columns from " + std::to_string(ff_begin) + " of " + std::to_string(n_ff_all) +
+                  ": not a multiple of " + std::to_string(slice_align(D)) + " below the width");
+    const std::uint32_t n_ff = n_ff_all - ff_begin;  // the columns this call computes
     const std::int32_t* ids = route_ids_.data();
     const float* wts = route_w_.data();
     // Counting sort of the pairs by expert: rows[r] is the pair at gathered row r.
@@ -181,22 +194,25 @@ class moe_runner {
     // SwiGLU of gathered rows [b, e) and their quantization for down.
     const auto swiglu_rows = [&](std::size_t b, std::size_t e) {
       for (std::size_t r = b; r < e; ++r) {
-        float* g = s.gate.row(std::uint32_t(r));
-        const float* u = s.up.row(std::uint32_t(r));
+        float* g = s.gate.row(std::uint32_t(r)) + ff_begin;
+        const float* u = s.up.row(std::uint32_t(r)) + ff_begin;
         for (std::uint32_t i = 0; i < n_ff; ++i) g[i] = silu(g[i]) * u[i];
         quantize_for_gemm(kd, g, act_ff + r * stride_d, n_ff);
       }
     };
     // Items over (expert, matrix, chunk of 16-row groups); a chunk's weights stay in L2 while
     // the expert's rows pass over them (as matmul_packed sizes them).
+    // A stage's rows are groups [group0, group0 + groups) and its inputs the row elements from
+    // k0 on (bytes k_skip into each packed group): gate/up's rows and down's inputs of the
+    // columns this call computes.
     struct stage {
       const weight* w[2];
       tensor y[2];
-      std::size_t mats, k_in, stride, groups, group_bytes, chunk, chunks, per_expert;
+      std::size_t mats, k_in, stride, group0, groups, group_bytes, k_skip, chunk, chunks, per_expert;
       const std::byte* act;
     };
     const auto make_stage = [&](std::initializer_list<std::pair<const weight*, tensor>> mats, std::size_t k_in,
-                                std::size_t stride, const std::byte* in) {
+                                std::size_t stride, const std::byte* in, std::size_t row0, std::size_t k0) {
       stage st{};
       for (const auto& [w, y] : mats) {
         st.w[st.mats] = w;
@@ -204,8 +220,10 @@ class moe_runner {
       }
       st.k_in = k_in;
       st.stride = stride;
-      st.groups = packed_groups(st.w[0]->ne[1]);
+      st.group0 = row0 / pack_rows;
+      st.groups = packed_groups(st.w[0]->ne[1]) - st.group0;
       st.group_bytes = pack_rows * st.w[0]->row_bytes;
+      st.k_skip = k0 / gguf::block_elems(st.w[0]->type) * pack_rows * gguf::block_bytes(st.w[0]->type);
       st.chunk = std::clamp<std::size_t>((256u << 10) / st.group_bytes, 1, std::max<std::size_t>(1, st.groups / 2));
       st.chunks = (st.groups + st.chunk - 1) / st.chunk;
       st.per_expert = st.chunks * st.mats;
@@ -217,10 +235,10 @@ class moe_runner {
       const std::size_t within = it % st.per_expert, c = within % st.chunks, m = within / st.chunks;
       const weight& w = *st.w[m];
       gemm_args a;
-      a.w = w.packed + ex * w.packed_slab_bytes;
+      a.w = w.packed + ex * w.packed_slab_bytes + st.k_skip;
       a.group_bytes = st.group_bytes;
-      a.group_begin = c * st.chunk;
-      a.group_end = std::min(st.groups, a.group_begin + st.chunk);
+      a.group_begin = st.group0 + c * st.chunk;
+      a.group_end = std::min(st.group0 + st.groups, a.group_begin + st.chunk);
       a.act = reinterpret_cast<const std::uint8_t*>(st.act + off[ex] * st.stride);
       a.act_stride = st.stride;
       a.act_row_bytes = w.kernels->act_row_bytes(st.k_in);
@@ -231,8 +249,8 @@ class moe_runner {
       a.k = st.k_in;
       w.kernels->gemm(a);
     };
-    const stage gu = make_stage({{&G, s.gate}, {&U, s.up}}, n_embd, stride_g, act);
-    const stage dn = make_stage({{&D, s.y}}, n_ff, stride_d, act_ff);
+    const stage gu = make_stage({{&G, s.gate}, {&U, s.up}}, n_embd, stride_g, act, ff_begin, 0);
+    const stage dn = make_stage({{&D, s.y}}, n_ff, stride_d, act_ff, 0, ff_begin);
     const std::size_t A = active_.size(), n_gu = A * gu.per_expert;
     if (fused) {
       // expert_done_[a]: gate/up chunks of active expert a finished; per_expert + 1 once its

@@ -534,9 +534,10 @@ struct backend::impl : backend_tuning {
   // single-token steps of blocks with a pinned copy (expert streaming) and integer expert
   // kernels: STRATA_VK_GPU_SHARE=N ranks (at most k - 1), or STRATA_VK_GPU_SLICE=P percent of
   // the intermediate columns (rounded to what both sides can cut at; by default
-  // top1_slice_percent for top-1 blocks, none for top-k).
+  // top1_slice_percent for top-1 blocks on the flag-word path, none for top-k).
   gpu_share_t gpu_share(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const;
   static constexpr std::int32_t top1_slice_percent = 20;
+  std::string gpu_share_words() const;  // the share or slice, for backend::description()
   std::int32_t gpu_share_env = 0;   // STRATA_VK_GPU_SHARE (0: off)
   std::int32_t gpu_slice_env = -1;  // STRATA_VK_GPU_SLICE (0: off; unset, -1: the default)
   bool host_experts = false;  // while recording a GPU share: bind_weight binds the pinned host copies

@@ -102,7 +102,8 @@ std::string backend::description() const {
          (p_->xstream_direct_tokens > s.cpu_tokens
               ? " (read from pinned host memory by the kernels themselves in steps of up to " +
                     std::to_string(p_->xstream_direct_tokens) + ")"
-              : std::string());
+              : std::string()) +
+         p_->gpu_share_words();
   if (const auto& s = p_->streaming; s.layers)
     d += std::string(d.find(" with ") == std::string::npos ? " with" : ",") + " the dense FFN of " +
          std::to_string(s.layers) + " blocks streamed from pinned host memory through a 2-slot GPU ring" +

@@ -131,8 +131,9 @@ backend::impl::gpu_share_t backend::impl::gpu_share(const moe_weights& mw, const
   // 12 GiB gained 7-14% with 20% of the columns on the GPU (1,536 of 8,192), less with 12% or
   // 25%; at 24 GiB 8% with 12% or 25% (bench/RESULTS.md, session 23). The host's memory serves
   // both the CPU's reads and the GPU's over PCIe, so the gain is far below the two rates' sum.
-  // The 30B's top-8 blocks of small experts lost 18% (256 of 768 columns): off for top-k.
-  const std::int32_t slice_percent = gpu_slice_env >= 0 ? gpu_slice_env : k == 1 ? top1_slice_percent : 0;
+  // The 30B's top-8 blocks of small experts lost 18% (256 of 768 columns): off for top-k. Only
+  // where the slice overlaps the CPU's work (flag words): the timeline and fence paths run it first.
+  const std::int32_t slice_percent = gpu_slice_env >= 0 ? gpu_slice_env : k == 1 && handoff_poll ? top1_slice_percent : 0;
   if (rows != 1 || (gpu_share_env <= 0 && slice_percent <= 0)) return {};
   if (mw.gate_inp->ne[1] > 256 || k > 64) return {};  // the GPU's top-k (moe_topk.glsl) ranks up to 256 experts, k <= 64
   const weight &g = *mw.gate_exps, &u = *mw.up_exps, &d = *mw.down_exps;
@@ -154,6 +155,16 @@ backend::impl::gpu_share_t backend::impl::gpu_share(const moe_weights& mw, const
   const std::uint32_t cols = std::uint32_t((std::uint64_t(F) * std::uint32_t(slice_percent) / 100 + align / 2) / align * align);
   if (cols == 0 || cols >= F || cols > max_k) return {};
   return {0, cols};
+}
+
+std::string backend::impl::gpu_share_words() const {
+  const std::string where = " from the pinned copy in 1-token steps";
+  if (gpu_share_env > 0)
+    return ", the GPU computing the last " + std::to_string(gpu_share_env) + " of each token's expert ranks" + where;
+  const std::int32_t percent = gpu_slice_env >= 0 ? gpu_slice_env : handoff_poll ? top1_slice_percent : 0;
+  if (percent <= 0) return {};
+  return ", the GPU computing the first " + std::to_string(percent) + "% of each routed expert's columns" +
+         (gpu_slice_env >= 0 ? "" : " in top-1 blocks") + where;
 }
 
 void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,

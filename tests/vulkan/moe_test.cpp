@@ -335,6 +335,7 @@ TEST_CASE("vulkan ops: moe_ffn with the GPU computing a column slice of a CPU bl
       gpu::backend be(o);
       alone = run_moe(be, c, m, 2);
       CHECK(be.expert_streaming().share_blocks == 0);
+      CHECK(be.description().find("the GPU computing") == std::string::npos);
     }
     {
       gpu::backend be;
@@ -346,6 +347,8 @@ TEST_CASE("vulkan ops: moe_ffn with the GPU computing a column slice of a CPU bl
       const test::scoped_env slice("STRATA_VK_GPU_SLICE", percent);
       gpu::backend be(o);
       const auto sliced = run_moe(be, c, m, 2);  // recorded, then replayed
+      CHECK(be.description().find(std::string("the GPU computing the first ") + percent +
+                                  "% of each routed expert's columns from the pinned copy in 1-token steps") != std::string::npos);
       const auto st = be.expert_streaming();
       CHECK(st.share_blocks == 2);
       // The GPU read its columns' share of each routed expert's gate, up and down bytes.

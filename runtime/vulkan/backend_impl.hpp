@@ -8,6 +8,7 @@
 //   matmul_recording.cpp  matvec, integer matvec (int8 activations), tiled prefill matmul
 //   backend.cpp           the graph ops of the contract (graph/backend_contract.hpp)
 //   handoff_submit.cpp    a step's parts submitted around the CPU's hand-offs (timeline or fences)
+//   recorded_step.hpp     a recorded step's command buffers and its hand-offs
 // Private to runtime/vulkan (includes Vulkan).
 #pragma once
 #include <chrono>
@@ -30,6 +31,7 @@
 #include "mma_layout.hpp"
 #include "pipelines.hpp"
 #include "push_constants.hpp"
+#include "recorded_step.hpp"
 #include "tuning.hpp"
 #include "strata/tiers/expert_cache.hpp"
 
@@ -114,38 +116,9 @@ struct backend::impl : backend_tuning {
   std::int32_t* ids_dst = nullptr;
   std::size_t ids_count = 0;
 
-  // Recorded steps by shape. A step with CPU hand-offs is several command buffers: the first,
-  // then per hand-off the CPU's work and the command buffer that continues after it.
-  struct handoff {
-    cpu_experts::task task;
-    vk::raii::CommandBuffer cmd{nullptr};
-    // A GPU-cached block (cache >= 0): after the router, the host picks slots and either submits
-    // `upload` (recorded per step: missed experts into their slots, slot ids into moe_ids) and
-    // `gpu` (the expert matvecs and combine, recorded once), or has the CPU compute the block and
-    // submits `cpu` (its sum into the output); `cmd` continues either way.
-    std::int32_t cache = -1;
-    std::uint32_t pairs = 0;
-    vk::raii::CommandBuffer upload{nullptr}, gpu{nullptr}, cpu{nullptr};
-    // A streamed block's dense FFN on the CPU (ffn >= 0: its index in `streams`; task.gate/up/
-    // down are cpu_ffn indices, task.rows/cols the rows): the host runs it, then `cmd`.
-    std::int32_t ffn = -1;
-    // The region of the CPU's result buffer (hand_out, ffn_out) this hand-off writes and its part
-    // reads: one per hand-off of a step. A part pre-submitted on the timeline semaphore gets no
-    // cache invalidation after the host's write, so on the H200 a second hand-off of the step read
-    // the first one's result from the GPU's L2 where both shared a region (wrong logits, session 15).
-    std::uint32_t out_slot = 0;
-    // The GPU's share of a CPU block's experts (cpu_experts.cpp record_shared_moe): recorded
-    // apart, it runs while the CPU computes its share (between the sync's signal and its wait
-    // on the flag-word path; after the part before, ahead of the CPU, on the others).
-    vk::raii::CommandBuffer share{nullptr};
-    std::uint64_t share_bytes = 0;  // the expert weights the share reads from host memory
-  };
-  struct recorded_step {
-    vk::raii::CommandBuffer cmd{nullptr};
-    std::deque<handoff> handoffs;  // a deque: the recorder points at the command buffer being recorded
-    std::vector<std::string> labels;
-    std::vector<std::uint64_t> weight_bytes;  // per dispatch, as labels
-  };
+  // Recorded steps by shape (recorded_step.hpp).
+  using handoff = step_handoff;
+  using recorded_step = gpu::recorded_step;
   // Memory tiers: routed experts computed by the CPU (null: all on the GPU), and the host-visible
   // buffers of their hand-off (the FFN norm's rows and router logits out, the experts' sum back).
   std::unique_ptr<cpu_experts> host;
@@ -537,6 +510,7 @@ struct backend::impl : backend_tuning {
   // top1_slice_percent for top-1 blocks on the flag-word path, none for top-k).
   gpu_share_t gpu_share(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const;
   static constexpr std::int32_t top1_slice_percent = 20;
+  std::int32_t slice_percent(std::uint32_t k) const;  // of a top-k block's columns: the switch or the default
   std::string gpu_share_words() const;  // the share or slice, for backend::description()
   std::int32_t gpu_share_env = 0;   // STRATA_VK_GPU_SHARE (0: off)
   std::int32_t gpu_slice_env = -1;  // STRATA_VK_GPU_SLICE (0: off; unset, -1: the default)

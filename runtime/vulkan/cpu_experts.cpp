@@ -124,17 +124,22 @@ void backend::impl::end_cpu_moe(const tensor& out, bool add) {
   dispatch(copy_req(false, add), bo, &po, sizeof po, div_up(C, wg), out.rows);
 }
 
-backend::impl::gpu_share_t backend::impl::gpu_share(const moe_weights& mw, const graph::moe_params& mp,
-                                                    std::uint32_t rows) const {
-  const std::uint32_t k = mp.n_used;
+std::int32_t backend::impl::slice_percent(std::uint32_t k) const {
   // Top-1 blocks (Llama 4) slice by default: on an H200 x2 host (32 threads) Scout's decode at
   // 12 GiB gained 7-14% with 20% of the columns on the GPU (1,536 of 8,192), less with 12% or
   // 25%; at 24 GiB 8% with 12% or 25% (bench/RESULTS.md, session 23). The host's memory serves
   // both the CPU's reads and the GPU's over PCIe, so the gain is far below the two rates' sum.
   // The 30B's top-8 blocks of small experts lost 18% (256 of 768 columns): off for top-k. Only
   // where the slice overlaps the CPU's work (flag words): the timeline and fence paths run it first.
-  const std::int32_t slice_percent = gpu_slice_env >= 0 ? gpu_slice_env : k == 1 && handoff_poll ? top1_slice_percent : 0;
-  if (rows != 1 || (gpu_share_env <= 0 && slice_percent <= 0)) return {};
+  if (gpu_slice_env >= 0) return gpu_slice_env;
+  return k == 1 && handoff_poll ? top1_slice_percent : 0;
+}
+
+backend::impl::gpu_share_t backend::impl::gpu_share(const moe_weights& mw, const graph::moe_params& mp,
+                                                    std::uint32_t rows) const {
+  const std::uint32_t k = mp.n_used;
+  const std::int32_t percent = slice_percent(k);
+  if (rows != 1 || (gpu_share_env <= 0 && percent <= 0)) return {};
   if (mw.gate_inp->ne[1] > 256 || k > 64) return {};  // the GPU's top-k (moe_topk.glsl) ranks up to 256 experts, k <= 64
   const weight &g = *mw.gate_exps, &u = *mw.up_exps, &d = *mw.down_exps;
   if (weights.at(g.id).xstream < 0 || weights.at(u.id).xstream < 0 || weights.at(d.id).xstream < 0) return {};  // no pinned copy
@@ -152,7 +157,7 @@ backend::impl::gpu_share_t backend::impl::gpu_share(const moe_weights& mw, const
   const std::uint32_t cut = host->slice_align(idx(g), idx(u), idx(d)), F = std::uint32_t(g.ne[1]);
   if (!cut) return {};
   const std::uint32_t align = std::lcm(cut, 32u);
-  const std::uint32_t cols = std::uint32_t((std::uint64_t(F) * std::uint32_t(slice_percent) / 100 + align / 2) / align * align);
+  const std::uint32_t cols = std::uint32_t((std::uint64_t(F) * std::uint32_t(percent) / 100 + align / 2) / align * align);
   if (cols == 0 || cols >= F || cols > max_k) return {};
   return {0, cols};
 }
@@ -161,7 +166,7 @@ std::string backend::impl::gpu_share_words() const {
   const std::string where = " from the pinned copy in 1-token steps";
   if (gpu_share_env > 0)
     return ", the GPU computing the last " + std::to_string(gpu_share_env) + " of each token's expert ranks" + where;
-  const std::int32_t percent = gpu_slice_env >= 0 ? gpu_slice_env : handoff_poll ? top1_slice_percent : 0;
+  const std::int32_t percent = slice_percent(1);
   if (percent <= 0) return {};
   return ", the GPU computing the first " + std::to_string(percent) + "% of each routed expert's columns" +
          (gpu_slice_env >= 0 ? "" : " in top-1 blocks") + where;
@@ -173,15 +178,15 @@ void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_pa
   // Ranks: the GPU takes ranks first .. k-1 of the token's experts; a slice: all k, columns 0 .. S-1.
   const std::uint32_t first = share.ranks ? k - share.ranks : 0, pairs = k - first, S = share.ff_cols;
   const bool weight_input = mp.weighting == graph::moe_weighting::input;  // slices only (gpu_share)
-  begin_cpu_moe(mw, mp, x, logits, out, share.ranks ? first : 0);
+  begin_cpu_moe(mw, mp, x, logits, out, first);  // first 0: the CPU ranks them all
   handoff& h = pending.handoffs.back();
   h.task.ff_begin = S;
+  // The GPU's intermediate columns: the first S, or all of its ranks' experts.
+  const std::uint64_t F_all = mw.gate_exps->ne[1], F = S ? S : F_all;
   for (const weight* w : {mw.gate_exps, mw.up_exps, mw.down_exps})
-    h.share_bytes += S ? std::uint64_t(pairs) * w->row_bytes * w->ne[1] * S / mw.gate_exps->ne[1]
-                       : std::uint64_t(pairs) * w->row_bytes * w->ne[1];
+    h.share_bytes += std::uint64_t(pairs) * w->row_bytes * w->ne[1] * F / F_all;
   h.share = new_command_buffer();
   rec.resume(h.share, "cpu experts: the GPU's share (host work + submit)");
-  const std::uint64_t F = S ? S : mw.gate_exps->ne[1];
   const tensor g = s.gate.first_rows(pairs).first_cols(std::uint32_t(F)), y = s.y.first_rows(pairs);
   const tensor xin = s.xin.first_rows(pairs);
   prepare({x, logits}, {g, s.up.first_rows(pairs), y, xin, out});

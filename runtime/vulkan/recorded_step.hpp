@@ -1,0 +1,48 @@
+// A step of the Vulkan backend as recorded once per shape and replayed (step_cache.cpp): its
+// command buffers and, per CPU hand-off, what the host does between them. Private to
+// runtime/vulkan (includes Vulkan).
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "cpu_experts.hpp"
+#include "memory.hpp"
+
+namespace strata::gpu {
+
+// Recorded steps by shape. A step with CPU hand-offs is several command buffers: the first,
+// then per hand-off the CPU's work and the command buffer that continues after it.
+struct step_handoff {
+  cpu_experts::task task;
+  vk::raii::CommandBuffer cmd{nullptr};
+  // A GPU-cached block (cache >= 0): after the router, the host picks slots and either submits
+  // `upload` (recorded per step: missed experts into their slots, slot ids into moe_ids) and
+  // `gpu` (the expert matvecs and combine, recorded once), or has the CPU compute the block and
+  // submits `cpu` (its sum into the output); `cmd` continues either way.
+  std::int32_t cache = -1;
+  std::uint32_t pairs = 0;
+  vk::raii::CommandBuffer upload{nullptr}, gpu{nullptr}, cpu{nullptr};
+  // A streamed block's dense FFN on the CPU (ffn >= 0: its index in `streams`; task.gate/up/
+  // down are cpu_ffn indices, task.rows/cols the rows): the host runs it, then `cmd`.
+  std::int32_t ffn = -1;
+  // The region of the CPU's result buffer (hand_out, ffn_out) this hand-off writes and its part
+  // reads: one per hand-off of a step. A part pre-submitted on the timeline semaphore gets no
+  // cache invalidation after the host's write, so on the H200 a second hand-off of the step read
+  // the first one's result from the GPU's L2 where both shared a region (wrong logits, session 15).
+  std::uint32_t out_slot = 0;
+  // The GPU's share of a CPU block's experts (cpu_experts.cpp record_shared_moe): recorded
+  // apart, it runs while the CPU computes its share (between the sync's signal and its wait
+  // on the flag-word path; after the part before, ahead of the CPU, on the others).
+  vk::raii::CommandBuffer share{nullptr};
+  std::uint64_t share_bytes = 0;  // the expert weights the share reads from host memory
+};
+struct recorded_step {
+  vk::raii::CommandBuffer cmd{nullptr};
+  std::deque<step_handoff> handoffs;  // a deque: the recorder points at the command buffer being recorded
+  std::vector<std::string> labels;
+  std::vector<std::uint64_t> weight_bytes;  // per dispatch, as labels
+};
+
+}  // namespace strata::gpu

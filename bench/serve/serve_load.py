@@ -182,6 +182,26 @@ async def run(args, host, port, model_name):
     return stats, t_start + args.warmup, deadline
 
 
+def scrape_steps(host, port):
+    """The server's step counters from /metrics (forward steps, steps the GPU recorded and the time
+    that took); {} when it has none."""
+    names = ("strata_forward_steps_total", "strata_steps_recorded_total", "strata_step_recording_seconds_total")
+    try:
+        c = http.client.HTTPConnection(host, port, timeout=10)
+        c.request("GET", "/metrics")
+        body = c.getresponse().read().decode()
+        c.close()
+    except (OSError, http.client.HTTPException):
+        return {}
+    out = {}
+    for line in body.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in names:
+            v = float(parts[1])
+            out[parts[0]] = v if parts[0].endswith("seconds_total") else int(v)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--serve", help="strata-serve binary to start")
@@ -217,6 +237,7 @@ def main():
     model_name = args.model_name or (re.sub(r"\.gguf$", "", args.model.split("/")[-1]) if args.model else "model")
     try:
         stats, w0, w1 = asyncio.run(run(args, host, port, model_name))
+        steps = scrape_steps(host, port)
     finally:
         if proc:
             proc.terminate()
@@ -251,6 +272,11 @@ def main():
         res["tokens_per_s"],
         res["ttft_ms"]["p50"], res["ttft_ms"]["p99"], res["inter_token_ms"]["p50"], res["inter_token_ms"]["p99"],
         res["inter_token_ms"]["max"]))
+    if steps:
+        res["server_steps"] = steps
+        print("server, whole run: %d forward steps, %d of them recorded by the GPU (%.3f s of recording)" % (
+            steps.get("strata_forward_steps_total", 0), steps.get("strata_steps_recorded_total", 0),
+            steps.get("strata_step_recording_seconds_total", 0.0)))
     for e in stats.errors[:5]:
         print("error:", e, file=sys.stderr)
     if args.json:

@@ -65,6 +65,10 @@ class decoder_stage final : public stage {
     if constexpr (requires { traits::disk_tier(*be_); }) return traits::disk_tier(*be_);
     else return {};
   }
+  model::recording_counters step_recordings() const override {
+    if constexpr (requires { traits::step_recordings(*be_); }) return traits::step_recordings(*be_);
+    else return {};
+  }
 
  private:
   std::unique_ptr<Backend> be_;  // the decoder keeps a reference: the backend never moves

@@ -54,6 +54,7 @@ class stage {
   virtual model::stream_counters streaming() const { return {}; }
   virtual model::stream_counters expert_streaming() const { return {}; }
   virtual model::disk_counters disk_tier() const { return {}; }
+  virtual model::recording_counters step_recordings() const { return {}; }
 };
 
 // The stage factory of each backend (the GGUF's architecture picks the decoder instantiation),

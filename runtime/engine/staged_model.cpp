@@ -132,6 +132,15 @@ class staged_model final : public model {
     return c;
   }
 
+  recording_counters step_recordings() const override {
+    recording_counters c;
+    for (const auto& s : stages_) {
+      const auto e = s->step_recordings();
+      c.steps += e.steps, c.ms += e.ms;
+    }
+    return c;
+  }
+
   std::vector<std::uint32_t> disk_layers() const override {
     std::vector<std::uint32_t> out;
     for (const auto& s : slices_)

@@ -33,6 +33,10 @@ struct engine_backend<gpu::backend> {
     return {s.layers, s.ring_bytes, s.host_bytes, s.bytes_per_step, s.bytes_streamed, s.tokens, s.steps,
             s.cpu_steps, s.cpu_tokens, s.share_blocks, s.share_bytes};
   }
+  static model::recording_counters step_recordings(const gpu::backend& be) {
+    const gpu::step_recording_stats s = be.recordings();
+    return {s.steps, s.ms};
+  }
   static std::string describe(const gpu::backend& be) { return be.description(); }
   static std::string startup_report(const gpu::backend& be) {
     const auto& s = be.startup();

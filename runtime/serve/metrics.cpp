@@ -71,6 +71,12 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
          "KV cache token slots in use (cached prefixes included).", s.kv_used);
   metric(out, "strata_kv_cache_usage_ratio", "gauge",
          "Fraction of the KV cache pool in use.", s.kv_total ? double(s.kv_used) / s.kv_total : 0.0);
+  if (const auto& r = s.recordings; r.steps) {  // a recording backend (Vulkan): the rest of the steps replayed
+    metric(out, "strata_steps_recorded_total", "counter",
+           "Steps recorded into GPU command buffers (one per step size and form; every other step replays one).",
+           double(r.steps));
+    metric(out, "strata_step_recording_seconds_total", "counter", "Host seconds spent recording those steps.", r.ms / 1e3);
+  }
   if (const auto& c = s.expert_cache; c.layers) {  // GPU-cached MoE experts (--expert-cache)
     metric(out, "strata_expert_cache_slots", "gauge", "GPU expert slots per cached MoE layer.", c.slots);
     metric(out, "strata_expert_cache_layers", "gauge", "MoE layers whose routed experts are GPU-cached.", c.layers);

@@ -456,10 +456,12 @@ void backend::select_rows(tensor x, tensor out) {
 void backend::read(tensor src, std::span<float> dst) {
   auto& P = *p_;
   const std::size_t n = std::size_t(src.rows) * src.cols;
-  if (dst.size() < n) throw error("read: destination too small");
+  if (dst.size() < src.cols)
+    throw error("read: destination of " + std::to_string(dst.size()) + " floats holds no row of " + std::to_string(src.cols));
   if (P.readback.size() < n * 4) throw error("read: " + std::to_string(n) + " floats exceed the readback buffer");
   P.read_dst = dst.data();
-  P.read_floats = n;
+  // The recorded copy brings every row; the host takes those dst holds (a padded step's own rows).
+  P.read_floats = std::min(n, dst.size() / src.cols * src.cols);
   if (P.replay) return;
   P.prepare({src}, {});
   const copy_rows_pc pc{src.cols, src.off, src.stride, 0, src.cols};
@@ -470,7 +472,7 @@ void backend::read(tensor src, std::span<float> dst) {
 
 void backend::argmax(tensor src, std::span<std::int32_t> dst) {
   auto& P = *p_;
-  if (dst.size() < src.rows) throw error("argmax: destination too small");
+  if (dst.empty()) throw error("argmax: no room for an id");
   if (!P.ids_readback || P.ids_readback.size() < std::uint64_t(src.rows) * 4) {
     if (P.replay) throw error("internal: argmax() first seen while replaying a step");
     P.steps.clear();  // recorded steps may reference a smaller buffer
@@ -478,7 +480,7 @@ void backend::argmax(tensor src, std::span<std::int32_t> dst) {
                                 "argmax readback");
   }
   P.ids_dst = dst.data();
-  P.ids_count = src.rows;
+  P.ids_count = std::uint32_t(std::min<std::size_t>(src.rows, dst.size()));
   if (P.replay) return;
   P.prepare({src}, {});
   const argmax_pc pc{src.cols, src.off, src.stride};

@@ -161,6 +161,13 @@ struct startup_stats {
   std::uint64_t weight_bytes = 0;
 };
 
+// Steps recorded into command buffers since start (each new step shape) and the host time their
+// recording took; the other steps replayed a recorded one.
+struct step_recording_stats {
+  std::uint64_t steps = 0;
+  double ms = 0;
+};
+
 class backend {
  public:
   using tensor = gpu::tensor;
@@ -179,6 +186,10 @@ class backend {
   std::vector<kernel_time> profile() const;  // accumulated since start (profile option)
   void reset_profile();
   std::uint32_t dispatches_per_step() const;  // of the last recorded step
+  step_recording_stats recordings() const;
+  // The token count a step of n tokens runs as (step_buckets.hpp; n with STRATA_VK_STEP_BUCKETS=0):
+  // the decoder pads the batch to it (graph/backend_contract.hpp, step_rows).
+  std::uint32_t step_rows(std::uint32_t n) const;
   memory_use_bytes memory_use() const;
   // CPU hand-offs (MoE blocks whose experts the CPU computes) in each step.
   std::uint32_t handoffs_per_step() const;

@@ -189,6 +189,8 @@ struct backend::impl : backend_tuning {
   float* read_dst = nullptr;
   std::size_t read_floats = 0;
   std::uint32_t last_dispatches = 0;
+  step_recording_stats recordings;
+  std::chrono::steady_clock::time_point record_start;
   std::map<std::string, kernel_time> prof;
 
   // Peephole fusion while recording (STRATA_VK_FUSE=0 turns it off): an RMS norm whose only
@@ -286,6 +288,7 @@ struct backend::impl : backend_tuning {
   bool repeated(const pipeline_request& r) const;
   std::uint32_t pad_buffer = 0;  // the buffer of STRATA_VK_PAD_LEVELS's dispatches (tuning.hpp pad_levels)
   std::uint32_t step_tokens = 0;
+  std::uint32_t batch_tokens = 0;  // of them the batch's own (the rest pad it: step_inputs::padding)
   bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)
   std::uint32_t mm_scratch = 0;          // buffer id of the f16 weight scratch
   std::uint64_t mm_scratch_halves = 0;

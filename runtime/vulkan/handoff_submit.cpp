@@ -89,7 +89,7 @@ void backend::impl::run_handoff(handoff& h) {
 }
 
 void backend::impl::submit_step() {
-  cache_stats.tokens += step_tokens;
+  cache_stats.tokens += batch_tokens;
   std::deque<handoff>& hs = current->handoffs;
   if (hs.empty()) return submit_and_wait(*current->cmd);
   bool cached = false, experts = false, ffn = false;

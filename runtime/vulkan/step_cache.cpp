@@ -1,6 +1,7 @@
 // A step recorded once per shape and replayed: begin() writes the step's inputs and picks the
 // recorded command buffer (or starts recording), finish() submits it and copies results out.
 #include "backend_impl.hpp"
+#include "step_buckets.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +11,9 @@
 namespace strata::gpu {
 namespace {
 
-constexpr std::uint32_t max_cached_steps = 16;
+// Room for every step size up to 64 tokens (step_buckets.hpp: 20) in its forms (logits or
+// argmax, one sequence or several, short context or long) and the prompt sizes a server sees.
+constexpr std::uint32_t max_cached_steps = 64;
 
 }  // namespace
 
@@ -32,6 +35,9 @@ bool matches(const std::vector<std::string>& items, const pipeline_request& r) {
 }
 
 }  // namespace
+
+std::uint32_t backend::step_rows(std::uint32_t n) const { return p_->step_buckets ? padded_step_rows(n) : n; }
+step_recording_stats backend::recordings() const { return p_->recordings; }
 
 bool backend::impl::skipped(const pipeline_request& r) const { return matches(skip_kernels, r); }
 bool backend::impl::repeated(const pipeline_request& r) const { return matches(repeat_kernels, r); }
@@ -76,6 +82,13 @@ void backend::begin(const graph::step_inputs& in) {
   std::uint32_t n_out = 0;
   for (std::uint32_t t = 0; t < n; ++t)
     if (b.logits[t]) out_rows[n_out++] = t;
+  const bool every_row_out = n_out == n;  // the output norm reads the rows in place (decoder.hpp)
+  if (in.outputs > n_out) {  // a padded step's output rows: copies of its last
+    if (n_out == 0 || in.outputs > n)
+      throw error("step of " + std::to_string(n) + " tokens asks for " + std::to_string(in.outputs) + " output rows from " +
+                  std::to_string(n_out) + " flagged");
+    for (; n_out < in.outputs; ++n_out) out_rows[n_out] = out_rows[n_out - 1];
+  }
   if (in.kv) {  // slots of the new tokens and the block tables of their sequences
     auto* slots = reinterpret_cast<std::uint32_t*>(s + P.off_slots);
     auto* seq_row = reinterpret_cast<std::uint32_t*>(s + P.off_seq_row);
@@ -98,6 +111,8 @@ void backend::begin(const graph::step_inputs& in) {
   P.xh_holds.reset();
   P.heads.clear();
   P.step_tokens = n;
+  if (in.padding >= n) throw error("step of " + std::to_string(n) + " tokens pads " + std::to_string(in.padding));
+  P.batch_tokens = n - in.padding;
   P.read_dst = nullptr;
   // Fusion folds norms, SwiGLU and residual adds into the integer matvecs; steps that mul_mm_small
   // takes (from mms_min tokens) run those ops on their own.
@@ -111,8 +126,8 @@ void backend::begin(const graph::step_inputs& in) {
   std::int32_t max_pos = 0;
   for (const auto p : b.positions) max_pos = std::max(max_pos, p);
   P.short_ctx = P.short_ctx_len && n <= 8 && std::uint32_t(max_pos) < P.short_ctx_len;
-  P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32 | std::uint64_t(in.output) << 60 |
-                  std::uint64_t(P.single_seq) << 62 | std::uint64_t(P.short_ctx) << 63;
+  P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32 | std::uint64_t(every_row_out) << 59 |
+                  std::uint64_t(in.output) << 60 | std::uint64_t(P.single_seq) << 62 | std::uint64_t(P.short_ctx) << 63;
   P.ids_dst = nullptr;
   if (auto it = P.steps.find(P.current_key); it != P.steps.end()) {
     P.current = &it->second;
@@ -122,6 +137,7 @@ void backend::begin(const graph::step_inputs& in) {
   if (P.steps.size() >= max_cached_steps) P.steps.clear();  // shapes churn: start over rather than grow
   P.replay = false;
   P.recording = true;
+  P.record_start = std::chrono::steady_clock::now();
   P.pending = {};
   P.pending.cmd = P.new_command_buffer();
   P.rec.begin(P.pending.cmd, P.opt.profile ? *P.queries : vk::QueryPool{}, P.query_capacity);
@@ -140,18 +156,20 @@ void backend::finish() {
     P.pending.weight_bytes = P.rec.weight_bytes();
     P.last_dispatches = P.rec.dispatches();
     P.current = &P.steps.insert_or_assign(P.current_key, std::move(P.pending)).first->second;
+    ++P.recordings.steps;
+    P.recordings.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - P.record_start).count();
   }
   P.submit_step();
   if (P.streaming.layers) {  // the recorded copies ran (every streamed block once), or the CPU computed them
     if (P.stream_on_cpu()) ++P.streaming.cpu_steps;
     else P.streaming.bytes_streamed += P.streaming.bytes_per_step;
-    P.streaming.tokens += P.step_tokens;
+    P.streaming.tokens += P.batch_tokens;
     ++P.streaming.steps;
   }
   if (P.xstreaming.layers) {  // the same for routed experts streamed in prompt steps
     if (P.experts_on_cpu()) ++P.xstreaming.cpu_steps;
     else P.xstreaming.bytes_streamed += P.xstreaming.bytes_per_step;
-    P.xstreaming.tokens += P.step_tokens;
+    P.xstreaming.tokens += P.batch_tokens;
     ++P.xstreaming.steps;
   }
   if (P.read_dst) std::memcpy(P.read_dst, P.readback.mapped(), P.read_floats * 4);

@@ -43,6 +43,9 @@ struct backend_tuning {
   // --- Recording and lab switches.
   // Peephole fusion while recording (backend_impl.hpp pending_norm / pending_matmul); STRATA_VK_FUSE=0 off.
   bool fuse = true;
+  // Steps run as one of a few token counts (step_buckets.hpp), so changing batches replay
+  // recorded steps; STRATA_VK_STEP_BUCKETS=0: every token count records its own step.
+  bool step_buckets = true;
   // Lab only (STRATA_VK_SKIP=a+b,c): dispatches whose label holds a and b, or c, are not
   // recorded, so a benchmark's change in time is that kernel's real cost in the pipelined step.
   // The results are wrong; nothing but a timing run sets it.

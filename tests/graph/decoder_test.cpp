@@ -250,3 +250,95 @@ TEST_CASE("decoder slices on the CPU backend compute the whole model's logits bi
     CHECK(std::memcmp(a.data(), b.data(), n * sizeof(float)) == 0);
   }
 }
+
+namespace {
+
+// The rows of the last op named `name` in be's trace.
+std::uint32_t rows_of(const trace_backend& be, const std::string& name) {
+  for (auto it = be.ops.rbegin(); it != be.ops.rend(); ++it)
+    if (it->name == name) return it->rows;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("decoder: a recording backend's steps are padded with copies of the last token (step_rows)") {
+  using test::padding_trace_backend;
+  gguf::file f(model_path("qwen3-Q4_K_M.gguf"));
+  padding_trace_backend be;
+  graph::decoder<arch::qwen3, padding_trace_backend> dec(be, f.gguf(), {.max_batch = 8});
+  auto kv = be.make_kv({});
+  kv::block_table table(64, 16, 4);
+  std::vector<float> logits(8 * dec.hparams().n_vocab);
+  using ids = std::vector<std::int32_t>;
+  using seqs = std::vector<std::uint32_t>;
+  using flags = std::vector<std::uint8_t>;
+
+  SUBCASE("decode of three streams: every row produces logits, the host gets three") {
+    const ids tok{5, 6, 7}, pos{10, 3, 0};
+    const seqs seq{0, 1, 2};
+    const flags want{1, 1, 1};
+    dec.forward({tok, pos, seq, want}, table, kv, logits);
+    CHECK(be.step_tokens == ids{5, 6, 7, 7, 7, 7, 7, 7});
+    CHECK(be.step_positions == ids{10, 3, 0, 0, 0, 0, 0, 0});
+    CHECK(be.step_seq_ids == seqs{0, 1, 2, 2, 2, 2, 2, 2});
+    CHECK(be.step_logits == flags{1, 1, 1, 1, 1, 1, 1, 1});
+    CHECK(be.step.outputs == 8);
+    CHECK(be.step.padding == 5);
+    CHECK(rows_of(be, "embed") == 8);
+    CHECK(rows_of(be, "attention") == 8);
+    CHECK(be.count("select_rows") == 0);  // every row is an output: the norm reads them in place
+    CHECK(rows_of(be, "read") == 8);
+    CHECK(be.host_rows == 3);
+    std::vector<std::int32_t> next(3);
+    dec.forward({tok, pos, seq, want}, table, kv, {}, {}, {}, next);  // greedy: three ids
+    CHECK(rows_of(be, "argmax") == 8);
+    CHECK(be.host_rows == 3);
+  }
+  SUBCASE("a prompt of five tokens: copies want no logits, one output row") {
+    dec.forward(tokens(5, 20).view(), table, kv, logits);
+    CHECK(be.step_tokens.size() == 8);
+    CHECK(be.step_positions == ids{20, 21, 22, 23, 24, 24, 24, 24});
+    CHECK(be.step_logits == flags{0, 0, 0, 0, 1, 0, 0, 0});
+    CHECK(be.step.outputs == 1);
+    CHECK(be.step.padding == 3);
+    CHECK(rows_of(be, "select_rows") == 1);
+    CHECK(be.host_rows == 1);
+  }
+  SUBCASE("three of five rows want logits: the output rows are padded on their own") {
+    tokens t(5);
+    t.want = {1, 0, 1, 0, 1};
+    dec.forward(t.view(), table, kv, logits);
+    CHECK(be.step_logits == flags{1, 0, 1, 0, 1, 0, 0, 0});
+    CHECK(be.step.outputs == 8);  // step_rows(3)
+    CHECK(rows_of(be, "select_rows") == 8);
+    CHECK(rows_of(be, "read") == 8);
+    CHECK(be.host_rows == 3);
+  }
+  SUBCASE("sizes the backend runs as they are are not padded") {
+    dec.forward(tokens(2, 0, true).view(), table, kv, logits);
+    CHECK(be.step_tokens.size() == 2);
+    CHECK(be.step.outputs == 2);
+    CHECK(be.step.padding == 0);
+    CHECK(be.host_rows == 2);
+  }
+  SUBCASE("output rows stay within max_outputs") {
+    padding_trace_backend be2;
+    graph::decoder<arch::qwen3, padding_trace_backend> few(be2, f.gguf(), {.max_batch = 8, .max_outputs = 4});
+    auto kv2 = be2.make_kv({});
+    few.forward(tokens(3, 0, true).view(), table, kv2, logits);
+    CHECK(be2.step_logits == flags{1, 1, 1, 0, 0, 0, 0, 0});  // 8 logits rows would exceed 4
+    CHECK(be2.step.outputs == 4);
+    CHECK(rows_of(be2, "select_rows") == 4);
+    CHECK(be2.host_rows == 3);
+  }
+  SUBCASE("a slice without the embedding takes hidden states as they come") {
+    padding_trace_backend be3;
+    graph::decoder<arch::qwen3, padding_trace_backend> tail(be3, f.gguf(), {.max_batch = 8, .first_layer = 1, .embed = false});
+    auto kv3 = be3.make_kv({});
+    std::vector<float> hidden(3 * tail.hparams().n_embd);
+    tail.forward(tokens(3).view(), table, kv3, logits, hidden);
+    CHECK(be3.step_tokens.size() == 3);
+    CHECK(rows_of(be3, "write") == 3);
+  }
+}

@@ -46,6 +46,11 @@ struct trace_backend {
   std::vector<graph::attention_params> attentions;
   std::vector<graph::moe_params> moes;
   std::uint32_t reserved_tokens = 0, reserved_routed = 0, next_id = 1;
+  std::uint32_t host_rows = 0;  // rows the last read() / argmax() hands to the host
+  // The step's batch as begin() saw it (its spans point into the decoder's storage).
+  std::vector<std::int32_t> step_tokens, step_positions;
+  std::vector<std::uint32_t> step_seq_ids;
+  std::vector<std::uint8_t> step_logits;
 
   weight load(const gguf::tensor_info& t) {
     loaded.emplace_back(t.name);
@@ -62,6 +67,10 @@ struct trace_backend {
 
   void begin(const graph::step_inputs& s) {
     step = s;
+    step_tokens.assign(s.tokens.tokens.begin(), s.tokens.tokens.end());
+    step_positions.assign(s.tokens.positions.begin(), s.tokens.positions.end());
+    step_seq_ids.assign(s.tokens.seq_ids.begin(), s.tokens.seq_ids.end());
+    step_logits.assign(s.tokens.logits.begin(), s.tokens.logits.end());
     ops.push_back({"begin", ~0u, std::uint32_t(s.tokens.size()), {}});
   }
   void embed(const weight& w, tensor out) { ops.push_back({"embed", ~0u, out.rows, w.name}); }
@@ -89,8 +98,14 @@ struct trace_backend {
   }
   void select_rows(tensor, tensor out) { ops.push_back({"select_rows", ~0u, out.rows, {}}); }
   void write(tensor dst, std::span<const float>) { ops.push_back({"write", ~0u, dst.rows, {}}); }
-  void read(tensor src, std::span<float>) { ops.push_back({"read", ~0u, src.rows, {}}); }
-  void argmax(tensor src, std::span<std::int32_t>) { ops.push_back({"argmax", ~0u, src.rows, {}}); }
+  void read(tensor src, std::span<float> dst) {
+    ops.push_back({"read", ~0u, src.rows, {}});
+    host_rows = std::uint32_t(dst.size() / src.cols);
+  }
+  void argmax(tensor src, std::span<std::int32_t> dst) {
+    ops.push_back({"argmax", ~0u, src.rows, {}});
+    host_rows = std::uint32_t(dst.size());
+  }
   void finish() { ops.push_back({"finish", ~0u, 0, {}}); }
 
   // Names of the recorded ops, in order.
@@ -106,5 +121,11 @@ struct trace_backend {
   }
 };
 static_assert(graph::backend<trace_backend>);
+
+// The trace backend as a recording backend would pad its steps (backend_contract.hpp,
+// step_rows): 1 and 2 tokens as they are, more as 8.
+struct padding_trace_backend : trace_backend {
+  std::uint32_t step_rows(std::uint32_t n) const { return n <= 2 ? n : 8; }
+};
 
 }  // namespace strata::test

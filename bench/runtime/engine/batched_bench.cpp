@@ -145,8 +145,11 @@ int main(int argc, char** argv) try {
   const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
   std::printf("model %s, %s, PP %u, TG %u, n_batch %u, best of %u runs\n\n", o.model.c_str(),
               m->backend_description().c_str(), o.pp, o.tg, eo.n_batch, o.reps);
-  std::printf("| streams | TTFT mean ms | TTFT max ms | decode t/s (all streams) | speed-up vs 1 | end-to-end t/s | wall s |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+  // Steps recorded: how many steps of the timed runs the GPU recorded rather than replayed (new
+  // step sizes; runtime/vulkan/step_buckets.hpp), and the host time that took.
+  std::printf("| streams | TTFT mean ms | TTFT max ms | decode t/s (all streams) | speed-up vs 1 | end-to-end t/s | wall s | "
+              "steps recorded (ms) |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   double single = 0;  // decode t/s per stream of the first configuration
   for (const std::uint32_t n : o.npl) {
     run_result best;
@@ -156,13 +159,16 @@ int main(int argc, char** argv) try {
       run_once(*m, tok, w, n);
       if (o.profile) m->reset_kernel_profile();
     }
+    const rt::model::recording_counters rec0 = m->step_recordings();
     for (std::uint32_t rep = 0; rep < o.reps; ++rep) {
       const run_result r = run_once(*m, tok, o, n);
       if (r.decode_tps > best.decode_tps) best = r;
     }
     if (n == o.npl.front()) single = best.decode_tps / n;
-    std::printf("| %u | %.1f | %.1f | %.2f | %.2fx | %.2f | %.2f |\n", n, best.ttft_mean_ms, best.ttft_max_ms,
-                best.decode_tps, single > 0 ? best.decode_tps / single : 0.0, best.e2e_tps, best.wall_s);
+    const rt::model::recording_counters rec = m->step_recordings();
+    std::printf("| %u | %.1f | %.1f | %.2f | %.2fx | %.2f | %.2f | %llu (%.1f) |\n", n, best.ttft_mean_ms, best.ttft_max_ms,
+                best.decode_tps, single > 0 ? best.decode_tps / single : 0.0, best.e2e_tps, best.wall_s,
+                static_cast<unsigned long long>(rec.steps - rec0.steps), rec.ms - rec0.ms);
     std::fflush(stdout);
     if (o.profile) {  // every step of this count's runs (prompt steps too), per generated token
       strata::bench::print_kernel_profile(m->kernel_profile(), double(n) * o.tg * o.reps,

@@ -32,6 +32,11 @@ struct step_inputs {
   const kv::block_table* kv = nullptr;   // slots of every sequence's positions (null: no KV op runs);
                                          // each token's position is reserved in it already
   step_output output = step_output::logits;  // what the step ends with
+  // Rows of the step's output (logits, argmax or embedding rows): at least the flagged tokens;
+  // rows beyond them repeat the last flagged token's (a padded step, below). 0: the flagged rows.
+  std::uint32_t outputs = 0;
+  // Trailing rows of `tokens` that copy its last token (a padded step): counters of tokens leave them out.
+  std::uint32_t padding = 0;
 };
 
 // x[t] rotated per head by angle(pos_t, i) = freq_scale · pos_t · base^(−2i/n_rot) / freq_factor[i].
@@ -96,6 +101,11 @@ concept tensor_view = std::copyable<T> && requires(const T t, std::uint32_t n) {
   { t.split_rows(n) } -> std::same_as<T>;  // contiguous rows, each viewed as n rows (one per head)
 };
 
+// Optional: be.step_rows(n), the token count a step of n tokens runs as (>= n), for a backend
+// that records steps and replays them by shape (runtime/vulkan/step_buckets.hpp). The decoder then
+// pads the batch with copies of its last token (same id, position, sequence and KV slot: every
+// op computes and stores what it does for that token) and the outputs as step_inputs::outputs
+// says; read() and argmax() hand back the real rows only.
 // Optional: be.begin_layer(il) before the first op of block il and be.end_layer(il) after its
 // last, for a backend that brings a block's weights in and out of memory (the CPU backend's
 // disk tier: kernels/cpu/weight_stream.hpp). The decoder calls them when the backend has them.
@@ -108,6 +118,8 @@ concept tensor_view = std::copyable<T> && requires(const T t, std::uint32_t n) {
 // then reserve(), then make_kv(). A step is begin(), ops, finish(). Every op may record rather
 // than execute: tensors hold their values only for later ops of the same step, and host memory
 // passed to read()/argmax() is written by finish() at the latest (it must stay valid until then).
+// read() and argmax() hand back the first rows of their tensor that the host span holds (all of
+// them when it holds as many; a span shorter than one row or id is an error).
 // Tensors given as input and output of one op may alias only where an op says so.
 template <class B>
 concept backend = requires(B& be, const gguf::tensor_info& info, const kv::kv_config& kv_cfg,

@@ -3,6 +3,7 @@
 // plain parameters of the backend ops (graph/backend_contract.hpp); the Backend either executes
 // each op at once (CPU) or records it (Vulkan; finish() then submits the step). Spec: docs/spec/architectures.md §3.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -78,7 +79,7 @@ class decoder {
   void forward(const batch& b, const kv::block_table& table, kv_state& kv, std::span<float> logits,
                std::span<const float> hidden_in = {}, std::span<float> hidden_out = {},
                std::span<std::int32_t> argmax_out = {}, std::span<float> embd_out = {}) {
-    const std::uint32_t n = std::uint32_t(b.size());
+    std::uint32_t n = std::uint32_t(b.size());  // from begin() on: the step's rows, padded
     if (n == 0) return;
     if (n > opt_.max_batch)
       throw error("batch of " + std::to_string(n) + " tokens exceeds the maximum " + std::to_string(opt_.max_batch));
@@ -101,12 +102,28 @@ class decoder {
     const step_output out_kind = !opt_.head || embed ? step_output::hidden
                                  : greedy            ? step_output::argmax
                                                      : step_output::logits;
-    be.begin(step_inputs{b, &table, out_kind});
+    // A recording backend runs the step as one of a few token counts (backend_contract.hpp,
+    // step_rows): the batch grows by copies of its last token, which produce logits too when
+    // every token does (decode), else the output rows are padded on their own.
+    const std::uint32_t n_batch = n;
+    std::uint32_t outs = std::uint32_t(n_out);
+    bool every_row_out = n_out == n;
+    const batch* step_batch = &b;
+    if constexpr (requires { be.step_rows(n); }) {
+      if (opt_.embed) {
+        const std::uint32_t rows = std::min(be.step_rows(n), opt_.max_batch);
+        every_row_out = every_row_out && rows <= max_outputs();
+        outs = every_row_out ? rows : n_out ? std::min({be.step_rows(std::uint32_t(n_out)), rows, max_outputs()}) : 0;
+        if (rows > n) step_batch = &pad(b, rows, every_row_out);
+        n = rows;
+      }
+    }
+    be.begin(step_inputs{*step_batch, &table, out_kind, outs, n - n_batch});
     const float eps = hp_.rms_eps;
     tensor x = x_.view(n), a = a_.view(n), q = q_.view(n), k = k_.view(n), v = v_.view(n);
     tensor att = att_.view(n), o = o_.view(n);
     if (opt_.embed) be.embed(tok_embd_, x);
-    else be.write(x, hidden_in.first(hidden));
+    else be.write(x, hidden_in.first(hidden));  // not padded: no embedding, no step_rows
 
     for (std::uint32_t il = opt_.first_layer; il < end_layer_; ++il) {
       const layer_weights& L = layers_[il - opt_.first_layer];
@@ -166,20 +183,21 @@ class decoder {
       return be.finish();
     }
     if (n_out == 0) return be.finish();
-    tensor xo = a.first_rows(std::uint32_t(n_out));
-    if (n_out == n) be.rms_norm(x, &output_norm_, eps, xo);
+    tensor xo = a.first_rows(outs);
+    if (every_row_out) be.rms_norm(x, &output_norm_, eps, xo);
     else {
       be.select_rows(x, xo);
       be.rms_norm(xo, &output_norm_, eps, xo);
     }
+    // Reads hand back the batch's own rows (the first n_out of a padded step's outs).
     if (embed) {
       be.read(xo, embd_out.first(n_out * hp_.n_embd));
       return be.finish();
     }
-    tensor lg = logits_.view(std::uint32_t(n_out));
+    tensor lg = logits_.view(outs);
     be.matmul(hp_.tied_output ? tok_embd_ : output_, xo, lg);
-    if (greedy) be.argmax(lg, argmax_out);
-    else be.read(lg, logits);
+    if (greedy) be.argmax(lg, argmax_out.first(n_out));
+    else be.read(lg, logits.first(n_out * hp_.n_vocab));
     be.finish();
   }
 
@@ -198,6 +216,22 @@ class decoder {
   }
 
   std::uint32_t max_outputs() const noexcept { return opt_.max_outputs ? opt_.max_outputs : opt_.max_batch; }
+
+  // b grown to `rows` tokens by copies of its last one (flagged for logits when `flag_copies`),
+  // in storage reserved by allocate(): no allocation per step.
+  const batch& pad(const batch& b, std::uint32_t rows, bool flag_copies) {
+    const std::size_t last = b.size() - 1;
+    pad_tokens_.assign(b.tokens.begin(), b.tokens.end());
+    pad_tokens_.resize(rows, b.tokens[last]);
+    pad_positions_.assign(b.positions.begin(), b.positions.end());
+    pad_positions_.resize(rows, b.positions[last]);
+    pad_seq_ids_.assign(b.seq_ids.begin(), b.seq_ids.end());
+    pad_seq_ids_.resize(rows, b.seq_ids[last]);
+    pad_logits_.assign(b.logits.begin(), b.logits.end());
+    pad_logits_.resize(rows, flag_copies ? 1 : 0);
+    padded_ = {pad_tokens_, pad_positions_, pad_seq_ids_, pad_logits_};
+    return padded_;
+  }
 
   moe_params moe_routing() const {
     if constexpr (Arch::router == arch::router_kind::sigmoid_topk_weight_input)
@@ -289,6 +323,10 @@ class decoder {
     ff_gate_ = be.alloc(B, ff);
     ff_up_ = be.alloc(B, ff);
     if (opt_.head) logits_ = be.alloc(max_outputs(), hp_.n_vocab);
+    pad_tokens_.reserve(B);
+    pad_positions_.reserve(B);
+    pad_seq_ids_.reserve(B);
+    pad_logits_.reserve(B);
     std::uint32_t moe_rows = 0;  // token × expert pairs of a step
     if (hp_.n_expert) {
       moe_rows = B * hp_.n_expert_used;
@@ -309,6 +347,10 @@ class decoder {
   weight tok_embd_, output_norm_, output_, rope_freqs_;
   std::vector<layer_weights> layers_;
   buffer x_, a_, q_, k_, v_, att_, o_, ff_gate_, ff_up_, logits_;
+  std::vector<std::int32_t> pad_tokens_, pad_positions_;  // a padded step's batch (pad())
+  std::vector<std::uint32_t> pad_seq_ids_;
+  std::vector<std::uint8_t> pad_logits_;
+  batch padded_;
   buffer moe_logits_, moe_in_, moe_gate_, moe_up_, moe_y_;
 };
 

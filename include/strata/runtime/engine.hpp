@@ -152,6 +152,13 @@ class model {
     double read_gbps() const noexcept { return read_seconds > 0 ? double(bytes_read) / read_seconds / 1e9 : 0.0; }
   };
   virtual disk_counters disk_tier() const { return {}; }
+  // Steps a recording backend (Vulkan) recorded since load, and the host time that took; every
+  // other step replayed one (step sizes: runtime/vulkan/step_buckets.hpp).
+  struct recording_counters {
+    std::uint64_t steps = 0;
+    double ms = 0;
+  };
+  virtual recording_counters step_recordings() const { return {}; }
   virtual void reset_kernel_profile() {}
   // The model's one KV bookkeeping (every backend's storage follows it): sessions and the
   // scheduler read it and truncate or clear sequences; steps reserve and commit it.

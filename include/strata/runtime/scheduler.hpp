@@ -182,6 +182,7 @@ struct scheduler_stats {
   model::stream_counters streaming;           // dense layer streaming's counters (--stream-layers), after the last step
   model::stream_counters expert_streaming;    // CPU experts streamed through the expert ring in prompt steps
   model::disk_counters disk;                  // the disk tier's counters (CPU blocks read from the file), after the last step
+  model::recording_counters recordings;       // steps the GPU recorded (the rest replayed), after the last step
 };
 
 class scheduler {

@@ -432,6 +432,7 @@ class backend {
     std::uint32_t o = 0;
     for (std::uint32_t t = 0; t < x.rows; ++t)
       if (flags[t]) std::memcpy(out.row(o++), x.row(t), x.cols * sizeof(float));
+    for (; o > 0 && o < out.rows; ++o) std::memcpy(out.row(o), out.row(o - 1), x.cols * sizeof(float));  // padded outputs
   }
 
   // Ops run as they are called: nothing is pending at the end of a step.
@@ -439,7 +440,9 @@ class backend {
 
   // Index of each row's largest value, lowest index among ties (greedy decoding).
   void argmax(tensor src, std::span<std::int32_t> dst) {
-    for (std::uint32_t r = 0; r < src.rows; ++r) {
+    if (dst.empty()) throw error("argmax: no room for an id");
+    const auto rows = std::uint32_t(std::min<std::size_t>(src.rows, dst.size()));
+    for (std::uint32_t r = 0; r < rows; ++r) {
       const float* x = src.row(r);
       std::uint32_t best = 0;
       for (std::uint32_t i = 1; i < src.cols; ++i)
@@ -455,7 +458,9 @@ class backend {
   }
 
   void read(tensor src, std::span<float> dst) {
-    for (std::uint32_t r = 0; r < src.rows; ++r) std::memcpy(dst.data() + std::size_t(r) * src.cols, src.row(r), src.cols * 4);
+    if (dst.size() < src.cols) throw error("read: destination of " + std::to_string(dst.size()) + " floats holds no row of " + std::to_string(src.cols));
+    const auto rows = std::uint32_t(std::min<std::size_t>(src.rows, dst.size() / src.cols));
+    for (std::uint32_t r = 0; r < rows; ++r) std::memcpy(dst.data() + std::size_t(r) * src.cols, src.row(r), src.cols * 4);
   }
 
   using moe_weights = graph::moe_weights<weight>;

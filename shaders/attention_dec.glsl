@@ -1,7 +1,8 @@
 // Decode attention over the paged f16/f32 KV cache, one workgroup per (KV head, token[, split]):
 // the G = n_head / n_head_kv query heads that share a KV head are scored together, so each K
 // and V row is read once per group instead of once per query head. HEAD_D and GQA_G are
-// compile-time, so a key row's loads are unrolled and all in flight at once.
+// compile-time, so a key row's loads are unrolled and all in flight at once. Two forms: LANES
+// (below: lanes split each key row) where the subgroup allows, else a thread a key:
 // Scores: thread i takes key i of a tile of WG keys, for all G heads (online softmax per head).
 // Values: the warps split the tile's keys and each lane owns 4 dims of every 128-dim chunk, so a
 // warp reads a whole V row per key in one coalesced load (8 bytes a lane for f16) and keeps 8
@@ -37,6 +38,179 @@ layout(push_constant) uniform Params {
   uint split_len, n_splits;
 } p;
 
+vec4 v_at(uint base, uint d) {  // 4 dims of a V row from d (D is a multiple of 4)
+#ifdef KV_V_F32
+  return vec4(vc[base + d], vc[base + d + 1], vc[base + d + 2], vc[base + d + 3]);
+#else
+  return vec4(vc4[(base + d) / 4]);
+#endif
+}
+
+#ifdef LANES
+#extension GL_KHR_shader_subgroup_shuffle : require
+// LANES (the default on devices whose subgroups hold a key row's lanes): each group of LPK lanes
+// of a subgroup is a stream of keys, and the lanes split the head's dims (DPL a lane), so a key
+// or value row is one coalesced load. A stream takes KC = LPK / G consecutive keys at a time:
+// their K and V rows are all loaded before any use, each lane's partial dot products of the
+// chunk's KC x G (key, head) pairs are summed over the group by halving exchanges (LPK - 1
+// shuffles, after which lane i holds pair i = key i / G, head i % G), and the online softmax
+// runs per stream with no workgroup barrier in the key loop; the streams' (m, l, acc) meet in
+// shared memory once at the end. The thread-a-key form reads a key row in 32 separate loads, a
+// row per lane, and meets at four workgroup barriers per tile of keys (H200, qwen3-8b: 19.2 ->
+// 16.4 us a layer at depth 4096; bench/RESULTS.md session 24).
+const uint D = HEAD_D, G = GQA_G;
+const uint DPL = D / LPK;               // dims per lane: a multiple of 4
+const uint KC = LPK / G;                // keys per chunk of a stream
+const uint NS = WG / LPK;               // streams per workgroup
+#if LPK % GQA_G != 0 || HEAD_D % (4 * LPK) != 0
+#error "attention_dec LANES: LPK must be a multiple of GQA_G and HEAD_D of 4 * LPK"
+#endif
+shared float pw[NS][LPK];               // a chunk's probabilities, pair i at i
+shared float cw[NS][G];                 // a chunk's rescale factor per head
+shared float sm_m[NS][G], sm_l[NS][G];  // the streams' softmax state at the end
+shared float vsum[NS][G][D];            // the streams' unnormalised value sums
+
+vec4 k4(uint base, uint d) {  // 4 dims of a K row from d
+#ifdef KV_K_F32
+  return kc[(base + d) / 4];
+#else
+  return vec4(kc[(base + d) / 4]);
+#endif
+}
+
+// One halving exchange: of the n = 2h values a lane holds, it keeps the half its lane bit h
+// selects, adding the partner's copy of it.
+#define HALVE(h)                                                   \
+  if (LPK > (h)) {                                                 \
+    const bool up = (li & (h)) != 0u;                              \
+    [[unroll]] for (uint i = 0u; i < (h); ++i) {                   \
+      const float send = up ? pv[i] : pv[i + (h)];                 \
+      const float keep = up ? pv[i + (h)] : pv[i];                 \
+      pv[i] = keep + subgroupShuffleXor(send, (h));                \
+    }                                                              \
+  }
+
+// The K and V rows (this lane's dims) of the chunk of keys from j0; keys past `last` re-read
+// the last one (weighted 0).
+void load_chunk(uint j0, uint last, uint btab, uint vb, uint row, out vec4 kr[KC][DPL / 4], out vec4 vr[KC][DPL / 4]) {
+  [[unroll]] for (uint k = 0; k < KC; ++k) {
+    const uint j = min(j0 + k, last);
+    const uint base = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * row + vb;
+    [[unroll]] for (uint c = 0; c < DPL / 4; ++c) {
+      kr[k][c] = k4(base, 4 * c);
+      vr[k][c] = v_at(base, 4 * c);
+    }
+  }
+}
+
+void main() {
+  const uint hk = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint sid = gl_SubgroupID * (gl_SubgroupSize / LPK) + gl_SubgroupInvocationID / LPK;  // stream
+  const uint li = gl_SubgroupInvocationID % LPK, d0 = li * DPL;
+  const uint h0 = hk * G, row = p.n_head_kv * D;
+  const uint P = uint(pos[t]);
+  uint start = p.chunk != 0 ? P / p.chunk * p.chunk : 0;
+  uint last = P;
+#ifdef SPLIT
+  const uint split = gl_WorkGroupID.z;
+  start = max(start, split * p.split_len);
+  last = min(P, (split + 1) * p.split_len - 1);
+  if (start > last) {  // nothing of this split is visible to the token (uniform per workgroup)
+    if (tid < G) {
+      const uint pb = ((t * p.n_head + h0 + tid) * p.n_splits + split) * (D + 2);
+      part[pb + D] = -1.0 / 0.0;
+      part[pb + D + 1] = 0.0;
+    }
+#ifdef SPLIT_COMBINE
+    SPLIT_COMBINE_CALL();
+#endif
+    return;
+  }
+#endif
+  const uint btab = seq_row[t] * p.max_blocks;
+  vec4 qr[G][DPL / 4];  // this lane's dims of every head's query, times the scale
+  [[unroll]] for (uint g = 0; g < G; ++g)
+    [[unroll]] for (uint c = 0; c < DPL / 4; ++c) {
+      const uint qb = p.q_off + t * p.q_stride + (h0 + g) * D + d0 + 4 * c;
+      qr[g][c] = vec4(q[qb], q[qb + 1], q[qb + 2], q[qb + 3]) * p.scale;
+    }
+  vec4 acc[G][DPL / 4];
+  [[unroll]] for (uint g = 0; g < G; ++g)
+    [[unroll]] for (uint c = 0; c < DPL / 4; ++c) acc[g][c] = vec4(0.0);
+  float m = -1.0 / 0.0, l = 0.0;  // the running max and sum of this lane's pair's head (li % G)
+  const uint vb = hk * D + d0;
+  for (uint j0 = start + sid * KC; j0 <= last; j0 += NS * KC) {
+    // (Loading the next chunk while this one is summed measured no faster on the H200.)
+    vec4 kr[KC][DPL / 4], vr[KC][DPL / 4];
+    load_chunk(j0, last, btab, vb, row, kr, vr);
+    float pv[LPK];  // pair k * G + g: this lane's share of key k's score for head g
+    [[unroll]] for (uint k = 0; k < KC; ++k)
+      [[unroll]] for (uint g = 0; g < G; ++g) {
+        float d = 0.0;
+        [[unroll]] for (uint c = 0; c < DPL / 4; ++c) d += dot(qr[g][c], kr[k][c]);
+        pv[k * G + g] = d;
+      }
+    HALVE(16u) HALVE(8u) HALVE(4u) HALVE(2u) HALVE(1u)
+    const float s = j0 + li / G <= last ? pv[0] : -1.0 / 0.0;
+    float cm = s;  // the chunk's max for this lane's head: over the lanes of that head
+    for (uint o = G; o < LPK; o *= 2) cm = max(cm, subgroupShuffleXor(cm, o));
+    const float mn = max(m, cm);
+    const float e = exp(s - mn), corr = exp(m - mn);
+    float es = e;
+    for (uint o = G; o < LPK; o *= 2) es += subgroupShuffleXor(es, o);
+    l = l * corr + es;
+    m = mn;
+    pw[sid][li] = e;
+    if (li < G) cw[sid][li] = corr;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint g = 0; g < G; ++g) {
+      const float cg = cw[sid][g];
+      [[unroll]] for (uint c = 0; c < DPL / 4; ++c) acc[g][c] *= cg;
+    }
+    [[unroll]] for (uint k = 0; k < KC; ++k)
+      [[unroll]] for (uint g = 0; g < G; ++g) {
+        const float pg = pw[sid][k * G + g];
+        [[unroll]] for (uint c = 0; c < DPL / 4; ++c) acc[g][c] += pg * vr[k][c];
+      }
+    subgroupBarrier();  // pw / cw are rewritten by the next chunk
+  }
+  // The streams meet: each writes its state, then every (head, dim) sums the streams' values
+  // weighted by exp(m_s - M) for the head's maximum M.
+  if (li < G) {
+    sm_m[sid][li] = m;
+    sm_l[sid][li] = l;
+  }
+  [[unroll]] for (uint g = 0; g < G; ++g)
+    [[unroll]] for (uint c = 0; c < DPL / 4; ++c)
+      [[unroll]] for (uint i = 0; i < 4; ++i) vsum[sid][g][d0 + 4 * c + i] = acc[g][c][i];
+  barrier();
+  for (uint i = tid; i < G * D; i += WG) {
+    const uint g = i / D, d = i % D, h = h0 + g;
+    float M = -1.0 / 0.0;
+    for (uint s = 0; s < NS; ++s) M = max(M, sm_m[s][g]);
+    float a = 0.0, L = 0.0;
+    for (uint s = 0; s < NS; ++s) {
+      const float w = sm_m[s][g] > -1.0 / 0.0 ? exp(sm_m[s][g] - M) : 0.0;  // a stream with no key: 0
+      a += w * vsum[s][g][d];
+      L += w * sm_l[s][g];
+    }
+#ifdef SPLIT
+    const uint pb = ((t * p.n_head + h) * p.n_splits + split) * (D + 2);
+    part[pb + d] = a;
+    if (d == 0) {
+      part[pb + D] = M;
+      part[pb + D + 1] = L;
+    }
+#else
+    o[p.o_off + t * p.o_stride + h * D + d] = a / L;
+#endif
+  }
+#ifdef SPLIT_COMBINE
+  SPLIT_COMBINE_CALL();
+#endif
+}
+#else  // the thread-a-key form (devices whose subgroups are narrower than LPK would need)
 const uint D = HEAD_D, G = GQA_G;
 const uint NW = WG / 32;           // warps; warp w accumulates keys w, w + NW, ... of a tile
 const uint DCH = (D + 127) / 128;  // 128-dim chunks; lane l owns dims 128c + 4l .. 128c + 4l + 3
@@ -58,14 +232,6 @@ void wg_reduce(inout float v[G], bool is_max) {
     for (uint s = 1; s < gl_NumSubgroups; ++s) r = is_max ? max(r, red[g][s]) : r + red[g][s];
     v[g] = r;
   }
-}
-
-vec4 v_at(uint base, uint d) {  // 4 dims of a V row from d (D is a multiple of 4)
-#ifdef KV_V_F32
-  return vec4(vc[base + d], vc[base + d + 1], vc[base + d + 2], vc[base + d + 3]);
-#else
-  return vec4(vc4[(base + d) / 4]);
-#endif
 }
 
 void main() {
@@ -188,3 +354,4 @@ void main() {
   SPLIT_COMBINE_CALL();
 #endif
 }
+#endif

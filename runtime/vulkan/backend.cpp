@@ -232,7 +232,8 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   }
   // Grouped split decode (STRATA_VK_TAIL): the merge runs as the split kernel's tail, per
   // (token, KV head) counter, instead of the COMBINE dispatch.
-  const bool merge_tail = split && grouped && !mma_dec && q.rows <= P.tail_rows && q.rows * ap.n_head_kv <= impl::split_counter_count;
+  const bool merge_tail = split && grouped && !mma_dec && (q.rows <= P.tail_rows || P.merge_tail) &&
+                          q.rows * ap.n_head_kv <= impl::split_counter_count;
   if (merge_tail && !P.split_counters) {
     P.split_counters = P.new_buffer(impl::split_counter_count * 4, memory_kind::device, "split attention counters");
     const std::vector<std::uint32_t> zeros(impl::split_counter_count, 0);
@@ -319,6 +320,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     auto ddefs = defs;
     ddefs.emplace_back("HEAD_D", std::to_string(ap.head_dim));
     ddefs.emplace_back("GQA_G", std::to_string(group));
+    P.add_dec_lanes(ddefs, ap.head_dim, group);
     if (split) ddefs.emplace_back("SPLIT", "1");
     if (merge_tail) {
       ddefs.emplace_back("SPLIT_COMBINE", "8");
@@ -345,6 +347,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     auto ddefs = defs;
     ddefs.emplace_back("HEAD_D", std::to_string(ap.head_dim));
     ddefs.emplace_back("GQA_G", std::to_string(group));
+    P.add_dec_lanes(ddefs, ap.head_dim, group);
     P.dispatch3(impl::req("attention_dec", {}, ddefs, 8), bd, &pc, sizeof pc, ap.n_head_kv, q.rows, 1);
     return;
   }

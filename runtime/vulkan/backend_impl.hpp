@@ -371,6 +371,8 @@ struct backend::impl : backend_tuning {
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);
   // kv_store_q / attention_q: kinds, head_dim, TurboQuant bits per side, the window ring.
   static std::vector<std::pair<std::string, std::string>> kvq_defs(const kv_state& kv);
+  // attention_dec.glsl LANES and its LPK where the device and the head shape allow (tuning.hpp dec_lanes).
+  void add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group) const;
   // kv_store_q and attn_prep over a compressed cache: kvq_defs and the encoder (kv_encode.glsl).
   static std::vector<std::pair<std::string, std::string>> kv_encode_defs(const kv_state& kv);
   pipeline_request quantize_req(bool norm) const;

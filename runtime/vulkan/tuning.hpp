@@ -64,6 +64,12 @@ struct backend_tuning {
   // t/s, bench/RESULTS.md: shared-memory bank conflicts in its key loop), so opt-in for now.
   bool tiled_attention = false;            // STRATA_VK_QTILE_ATTN=1 enables
   bool gqa_attention = true;               // decode attention per KV head group; STRATA_VK_GQA_ATTN=0 disables
+  // attention_dec.glsl LANES: groups of lanes split a head's dims, a coalesced load a key row, and
+  // no workgroup barrier in the key loop (STRATA_VK_DEC_LANES=0: the thread-a-key form).
+  bool dec_lanes = true;
+  // Its workgroup (STRATA_VK_DEC_LANES_WG, a power of two; H200, qwen3-8b: 256 and 128 equal at
+  // depth 4096, 256 ahead with 64 streams, 512 behind at both; bench/RESULTS.md session 24).
+  std::uint32_t dec_lanes_wg = 256;
   bool multi_gqa = true;                   // the same for steps of many sequences; STRATA_VK_MULTI_GQA=0 disables
   // The same for compressed KV (attention_qdec): 1 decode steps, 0 never (STRATA_VK_TQ_GQA=0),
   // 2 prompt steps too (=2; unsplit, n_head_kv x tokens workgroups: 6x slower than attention_q on
@@ -148,6 +154,9 @@ struct backend_tuning {
   // follows), and the router's top-k after its matvec (moe_topk.glsl). STRATA_VK_TAIL=N sets the
   // token limit; 0, the default, until the H100 has measured it.
   std::uint32_t tail_rows = 0;
+  // The split decode attention's merge alone as its last workgroup's tail (split_combine.glsl),
+  // whatever tail_rows says (STRATA_VK_MERGE_TAIL=1).
+  bool merge_tail = false;
 
   // --- Tiled and tensor-core matmuls.
   bool coopmat = false;   // tensor-core tile product in mul_mm

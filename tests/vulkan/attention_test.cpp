@@ -5,7 +5,8 @@
 // with new positions, slots and block tables. Decode steps split the context (flash decoding):
 // a 1,280-slot cache gives ten 128-key splits and a sequence of 1,200 keys fills them, so the
 // merge's eight-split batches and its remainder both sum keys, with the COMBINE dispatch and as
-// the split kernel's tail (STRATA_VK_TAIL).
+// the split kernel's tail (STRATA_VK_TAIL). The grouped decode kernel runs with lanes splitting
+// each key row (LANES: the default where the subgroup and head shape allow) and a thread a key.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -88,7 +89,7 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
         &store.add_f32("test.q", vkt::normal_floats(std::size_t(table_rows) * c.H * c.D, rng, 1.5f), c.H * c.D, table_rows),
         &store.add_f32("test.k", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, table_rows),
         &store.add_f32("test.v", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, table_rows)};
-    std::vector<std::vector<float>> g, g_tiled, g_tail, cpu;
+    std::vector<std::vector<float>> g, g_tiled, g_tail, g_thread, cpu;
     const std::size_t n_steps = steps_of(c).size();
     std::vector<double> tol(n_steps, vkt::tol_attention);
     {
@@ -107,6 +108,11 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       gpu::backend be;
       g_tail = run_attention(be, c, t);
     }
+    {  // grouped decode with a thread a key instead of lanes splitting the dims (attention_dec.glsl LANES)
+      const test::scoped_env lanes("STRATA_VK_DEC_LANES", "0");
+      gpu::backend be;
+      g_thread = run_attention(be, c, t);
+    }
     {
       vkt::cpu_backend be;
       cpu = run_attention(be, c, t);
@@ -118,6 +124,7 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       CHECK(e <= tol[s]);
       CHECK(test::nmse(g_tiled[s], cpu[s]) <= vkt::tol_attention);
       CHECK(test::nmse(g_tail[s], cpu[s]) <= tol[s]);
+      CHECK(test::nmse(g_thread[s], cpu[s]) <= tol[s]);
     }
   }
 }

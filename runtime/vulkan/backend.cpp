@@ -232,8 +232,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   }
   // Grouped split decode (STRATA_VK_TAIL): the merge runs as the split kernel's tail, per
   // (token, KV head) counter, instead of the COMBINE dispatch.
-  const bool merge_tail = split && grouped && !mma_dec && (q.rows <= P.tail_rows || P.merge_tail) &&
-                          q.rows * ap.n_head_kv <= impl::split_counter_count;
+  const bool merge_tail = split && grouped && !mma_dec && q.rows <= P.tail_rows && q.rows * ap.n_head_kv <= impl::split_counter_count;
   if (merge_tail && !P.split_counters) {
     P.split_counters = P.new_buffer(impl::split_counter_count * 4, memory_kind::device, "split attention counters");
     const std::vector<std::uint32_t> zeros(impl::split_counter_count, 0);

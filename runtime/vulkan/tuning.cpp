@@ -41,7 +41,6 @@ void backend_tuning::read_env() {
   if (env_is("STRATA_VK_GQA_ATTN", "0")) gqa_attention = false;
   if (env_is("STRATA_VK_MULTI_GQA", "0")) multi_gqa = false;
   if (env_is("STRATA_VK_DEC_LANES", "0")) dec_lanes = false;
-  if (const char* v = std::getenv("STRATA_VK_MERGE_TAIL")) merge_tail = std::string_view(v) == "1";
   if (const char* v = std::getenv("STRATA_VK_DEC_LANES_WG")) dec_lanes_wg = std::bit_floor(std::uint32_t(std::clamp(std::atoi(v), 32, 1024)));
   if (env_is("STRATA_VK_FA", "0")) flash_attention = false;
   if (env_is("STRATA_VK_FA_REGS", "0")) fa_regs = false;

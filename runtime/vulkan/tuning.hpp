@@ -154,9 +154,6 @@ struct backend_tuning {
   // follows), and the router's top-k after its matvec (moe_topk.glsl). STRATA_VK_TAIL=N sets the
   // token limit; 0, the default, until the H100 has measured it.
   std::uint32_t tail_rows = 0;
-  // The split decode attention's merge alone as its last workgroup's tail (split_combine.glsl),
-  // whatever tail_rows says (STRATA_VK_MERGE_TAIL=1).
-  bool merge_tail = false;
 
   // --- Tiled and tensor-core matmuls.
   bool coopmat = false;   // tensor-core tile product in mul_mm

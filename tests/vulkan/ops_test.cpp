@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/error_of.hpp"
 #include "vulkan/vk_harness.hpp"
 
 namespace {
@@ -273,6 +274,54 @@ TEST_CASE("vulkan ops: argmax (lowest index among ties) vs the host") {
   be.argmax(x.view(R), got);
   be.finish();
   CHECK(got == want);
+}
+
+// read() and argmax() hand back the first rows their host span holds (a padded step's own rows,
+// graph/decoder.hpp), in a recorded step and when it replays; a span without one row is an error.
+TEST_CASE("vulkan ops: read and argmax hand back the rows the host span holds") {
+  if (!vkt::available()) return;
+  constexpr std::uint32_t C = 96, R = 8;
+  std::mt19937 rng(5);
+  const auto t = vkt::normal_floats(std::size_t(R) * C, rng);
+  std::vector<std::int32_t> want(R);
+  for (std::uint32_t r = 0; r < R; ++r)
+    want[r] = std::int32_t(std::max_element(t.begin() + r * C, t.begin() + (r + 1) * C) - (t.begin() + r * C));
+  vkt::weight_store store;
+  const auto& info = store.add_f32("test.rows", t, C, R);
+  const auto b = vkt::batch_data::rows(R, 0);
+  const auto check = [&](auto& be) {
+    const auto table = be.load(info);
+    const auto x = be.alloc(R, C);
+    be.reserve(R, 0);
+    auto kv = be.make_kv(vkt::small_kv());
+    for (int pass = 0; pass < 2; ++pass) {  // recorded, then replayed (Vulkan)
+      CAPTURE(pass);
+      std::vector<float> rows(3 * C + 5, -1.0f);  // three rows and part of a fourth
+      be.begin(graph::step_inputs{b.view(), nullptr});
+      be.embed(table, x.view(R));
+      be.read(x.view(R), rows);
+      be.finish();
+      CHECK(std::equal(rows.begin(), rows.begin() + 3 * C, t.begin()));
+      CHECK(std::all_of(rows.begin() + 3 * C, rows.end(), [](float v) { return v == -1.0f; }));
+      std::vector<std::int32_t> ids(5, -1);
+      be.begin(graph::step_inputs{b.view(), nullptr, graph::step_output::argmax});
+      be.embed(table, x.view(R));
+      be.argmax(x.view(R), ids);
+      be.finish();
+      CHECK(ids == std::vector<std::int32_t>(want.begin(), want.begin() + 5));
+    }
+    std::vector<float> short_row(C - 1);
+    be.begin(graph::step_inputs{b.view(), nullptr});
+    be.embed(table, x.view(R));
+    CHECK(test::error_of([&] { be.read(x.view(R), short_row); }) == "read: destination of 95 floats holds no row of 96");
+    CHECK(test::error_of([&] { be.argmax(x.view(R), {}); }) == "argmax: no room for an id");
+  };
+  {
+    gpu::backend be;
+    check(be);
+  }
+  vkt::cpu_backend cpu;
+  check(cpu);
 }
 
 #endif

@@ -46,6 +46,31 @@ vec4 v_at(uint base, uint d) {  // 4 dims of a V row from d (D is a multiple of 
 #endif
 }
 
+const uint D = HEAD_D, G = GQA_G;
+
+// The keys [start, last] workgroup (KV head, token t[, split]) sums: the token's causal (or
+// chunked) range, cut to the split. False for a split with none of them (uniform per workgroup),
+// after writing its empty partial (m = -inf, l = 0) for the merge.
+bool key_range(uint t, uint h0, out uint start, out uint last) {
+  const uint P = uint(pos[t]);
+  start = p.chunk != 0 ? P / p.chunk * p.chunk : 0;
+  last = P;
+#ifdef SPLIT
+  const uint split = gl_WorkGroupID.z;
+  start = max(start, split * p.split_len);
+  last = min(P, (split + 1) * p.split_len - 1);
+  if (start > last) {
+    if (gl_LocalInvocationID.x < G) {
+      const uint pb = ((t * p.n_head + h0 + gl_LocalInvocationID.x) * p.n_splits + split) * (D + 2);
+      part[pb + D] = -1.0 / 0.0;
+      part[pb + D + 1] = 0.0;
+    }
+    return false;
+  }
+#endif
+  return true;
+}
+
 #ifdef LANES
 #extension GL_KHR_shader_subgroup_shuffle : require
 // LANES (the default on devices whose subgroups hold a key row's lanes): each group of LPK lanes
@@ -58,7 +83,6 @@ vec4 v_at(uint base, uint d) {  // 4 dims of a V row from d (D is a multiple of 
 // shared memory once at the end. The thread-a-key form reads a key row in 32 separate loads, a
 // row per lane, and meets at four workgroup barriers per tile of keys (H200, qwen3-8b: 19.2 ->
 // 16.4 us a layer at depth 4096; bench/RESULTS.md session 24).
-const uint D = HEAD_D, G = GQA_G;
 const uint DPL = D / LPK;               // dims per lane: a multiple of 4
 const uint KC = LPK / G;                // keys per chunk of a stream
 const uint NS = WG / LPK;               // streams per workgroup
@@ -108,25 +132,16 @@ void main() {
   const uint sid = gl_SubgroupID * (gl_SubgroupSize / LPK) + gl_SubgroupInvocationID / LPK;  // stream
   const uint li = gl_SubgroupInvocationID % LPK, d0 = li * DPL;
   const uint h0 = hk * G, row = p.n_head_kv * D;
-  const uint P = uint(pos[t]);
-  uint start = p.chunk != 0 ? P / p.chunk * p.chunk : 0;
-  uint last = P;
 #ifdef SPLIT
   const uint split = gl_WorkGroupID.z;
-  start = max(start, split * p.split_len);
-  last = min(P, (split + 1) * p.split_len - 1);
-  if (start > last) {  // nothing of this split is visible to the token (uniform per workgroup)
-    if (tid < G) {
-      const uint pb = ((t * p.n_head + h0 + tid) * p.n_splits + split) * (D + 2);
-      part[pb + D] = -1.0 / 0.0;
-      part[pb + D + 1] = 0.0;
-    }
+#endif
+  uint start, last;
+  if (!key_range(t, h0, start, last)) {
 #ifdef SPLIT_COMBINE
     SPLIT_COMBINE_CALL();
 #endif
     return;
   }
-#endif
   const uint btab = seq_row[t] * p.max_blocks;
   vec4 qr[G][DPL / 4];  // this lane's dims of every head's query, times the scale
   [[unroll]] for (uint g = 0; g < G; ++g)
@@ -211,7 +226,6 @@ void main() {
 #endif
 }
 #else  // the thread-a-key form (devices whose subgroups are narrower than LPK would need)
-const uint D = HEAD_D, G = GQA_G;
 const uint NW = WG / 32;           // warps; warp w accumulates keys w, w + NW, ... of a tile
 const uint DCH = (D + 127) / 128;  // 128-dim chunks; lane l owns dims 128c + 4l .. 128c + 4l + 3
 shared vec4 qs[G][D / 4];
@@ -238,25 +252,16 @@ void main() {
   const uint hk = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
   const uint warp = tid / 32, lane = tid % 32;
   const uint h0 = hk * G, row = p.n_head_kv * D;
-  const uint P = uint(pos[t]);
-  uint start = p.chunk != 0 ? P / p.chunk * p.chunk : 0;
-  uint last = P;
 #ifdef SPLIT
   const uint split = gl_WorkGroupID.z;
-  start = max(start, split * p.split_len);
-  last = min(P, (split + 1) * p.split_len - 1);
-  if (start > last) {  // nothing of this split is visible to the token (uniform per workgroup)
-    if (tid < G) {
-      const uint pb = ((t * p.n_head + h0 + tid) * p.n_splits + split) * (D + 2);
-      part[pb + D] = -1.0 / 0.0;
-      part[pb + D + 1] = 0.0;
-    }
+#endif
+  uint start, last;
+  if (!key_range(t, h0, start, last)) {
 #ifdef SPLIT_COMBINE
     SPLIT_COMBINE_CALL();
 #endif
     return;
   }
-#endif
   const uint btab = seq_row[t] * p.max_blocks;
   for (uint i = tid; i < G * D / 4; i += WG) {
     const uint g = i / (D / 4), c = i % (D / 4);

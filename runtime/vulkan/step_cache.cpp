@@ -13,7 +13,10 @@ namespace {
 
 // Room for every step size up to 64 tokens (step_buckets.hpp: 20) in its forms (logits or
 // argmax, one sequence or several, short context or long) and the prompt sizes a server sees.
-constexpr std::uint32_t max_cached_steps = 64;
+// A recorded step holds ~6 MiB of device memory the driver counts (H200, qwen3-8b; bench/RESULTS.md
+// session 24), outside the engine's ledger: under --gpu-budget the cache keeps to the 16 steps
+// the budget's keep-back for the driver was measured with (runtime/device_memory.hpp).
+constexpr std::uint32_t max_cached_steps = 64, max_cached_steps_budgeted = 16;
 
 }  // namespace
 
@@ -134,7 +137,8 @@ void backend::begin(const graph::step_inputs& in) {
     P.replay = true;
     return;
   }
-  if (P.steps.size() >= max_cached_steps) P.steps.clear();  // shapes churn: start over rather than grow
+  if (P.steps.size() >= (P.opt.memory_budget ? max_cached_steps_budgeted : max_cached_steps))
+    P.steps.clear();  // shapes churn: start over rather than grow
   P.replay = false;
   P.recording = true;
   P.record_start = std::chrono::steady_clock::now();

@@ -102,18 +102,6 @@ vec4 k4(uint base, uint d) {  // 4 dims of a K row from d
 #endif
 }
 
-// One halving exchange: of the n = 2h values a lane holds, it keeps the half its lane bit h
-// selects, adding the partner's copy of it.
-#define HALVE(h)                                                   \
-  if (LPK > (h)) {                                                 \
-    const bool up = (li & (h)) != 0u;                              \
-    [[unroll]] for (uint i = 0u; i < (h); ++i) {                   \
-      const float send = up ? pv[i] : pv[i + (h)];                 \
-      const float keep = up ? pv[i + (h)] : pv[i];                 \
-      pv[i] = keep + subgroupShuffleXor(send, (h));                \
-    }                                                              \
-  }
-
 // The K and V rows (this lane's dims) of the chunk of keys from j0; keys past `last` re-read
 // the last one (weighted 0).
 void load_chunk(uint j0, uint last, uint btab, uint vb, uint row, out vec4 kr[KC][DPL / 4], out vec4 vr[KC][DPL / 4]) {
@@ -165,7 +153,8 @@ void main() {
         [[unroll]] for (uint c = 0; c < DPL / 4; ++c) d += dot(qr[g][c], kr[k][c]);
         pv[k * G + g] = d;
       }
-    HALVE(16u) HALVE(8u) HALVE(4u) HALVE(2u) HALVE(1u)
+    HALVE_PAIRS(pv, li, LPK, 16u) HALVE_PAIRS(pv, li, LPK, 8u) HALVE_PAIRS(pv, li, LPK, 4u)
+    HALVE_PAIRS(pv, li, LPK, 2u) HALVE_PAIRS(pv, li, LPK, 1u)
     const float s = j0 + li / G <= last ? pv[0] : -1.0 / 0.0;
     float cm = s;  // the chunk's max for this lane's head: over the lanes of that head
     for (uint o = G; o < LPK; o *= 2) cm = max(cm, subgroupShuffleXor(cm, o));

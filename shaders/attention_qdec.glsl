@@ -3,14 +3,14 @@
 // that share a KV head are scored together, so each code row is read and decoded once per group.
 // Semantics of kernels::cpu attention_compressed (and attention_q.glsl): positions within the
 // full-precision window read the f16 ring when its tag holds them, older ones the codes.
-// Scores: thread i takes key i of a tile of WG keys. Its code row is read with 32-bit loads
-// (rows start at even bytes: aligned words, funnel-shifted), indices and q8_0 bytes are decoded
-// from the words in registers at compile-time bit positions, centroids come from a table in
-// shared memory, and TurboQuant keys are scored against the G queries rotated once (⟨Rq, ỹ⟩).
+// TurboQuant keys are scored against the G queries rotated once (⟨Rq, ỹ⟩), values summed in the
+// rotated domain and rotated back once per head at the end; centroids come from shared memory.
+// Two forms: LANES (lanes split each row; below), else a thread a key: thread i scores key i of
+// a tile of WG keys, its code row read with 32-bit loads (rows start at even bytes: aligned words,
+// funnel-shifted), indices and q8_0 bytes decoded at compile-time bit positions.
 // Values: key streams of LPK lanes (one warp = 32 / LPK streams) split the tile's keys; each lane
 // owns 4 dims of every chunk of 4·LPK dims, so a stream reads a value row's codes in one
-// coalesced access. TurboQuant values are summed in the rotated domain and rotated back once
-// per head at the end; f16 ring values go to a second, plain accumulator.
+// coalesced access; f16 ring values go to a second, plain accumulator.
 // SPLIT: workgroup z covers keys [z * split_len, (z + 1) * split_len) and writes unnormalised
 // partials (acc, m, l) in attention.glsl's layout (each split rotates its own partial back, which
 // the linear merge preserves), merged by attention.glsl's COMBINE pass.
@@ -25,6 +25,8 @@ layout(binding = 1, std430) readonly buffer Q { float q[]; };
 layout(binding = 2, std430) readonly buffer Kw { uint kw[]; };
 layout(binding = 2, std430) readonly buffer Kf { vec4 kf[]; };
 layout(binding = 2, std430) readonly buffer Kh { f16vec4 kh[]; };
+layout(binding = 2, std430) readonly buffer K8 { uint8_t k8[]; };
+layout(binding = 2, std430) readonly buffer K16 { uint16_t k16[]; };
 layout(binding = 3, std430) readonly buffer Vf { vec4 vf[]; };
 layout(binding = 3, std430) readonly buffer Vh { f16vec4 vh[]; };
 layout(binding = 3, std430) readonly buffer V8 { uint8_t v8[]; };
@@ -50,8 +52,336 @@ layout(push_constant) uniform Params {
 #ifndef QDEC_SKIP
 #define QDEC_SKIP 0
 #endif
-const uint D = KD, G = GQA_G, GV = (G + 3u) / 4u;
-const uint NW = WG / 32u;
+const uint D = KD, G = GQA_G;
+#if KV_K_KIND == 3
+shared float kcent[TQK_SEGMENTS * 16u];
+#endif
+#if KV_V_KIND == 3
+shared float vcent[TQV_SEGMENTS * 16u];
+#endif
+
+#if KV_K_KIND == 2
+Q8_DIMS(k_q8, k16)
+#elif KV_K_KIND == 3
+TQ_DIMS(k_tq, k_tq_of, KV_K_TQ, TQK_, kcent, k8, k16)
+#endif
+#if KV_V_KIND == 2
+Q8_DIMS(v_q8, v16)
+#elif KV_V_KIND == 3
+TQ_DIMS(v_tq, v_tq_of, KV_V_TQ, TQV_, vcent, v8, v16)
+#endif
+rdims k_dims_of(uint d) {
+#if KV_K_KIND == 3
+  return k_tq_of(d);
+#else
+  return q8_dims_of(d);  // f32 / f16 rows use only r.d
+#endif
+}
+rdims v_dims_of(uint d) {
+#if KV_V_KIND == 3
+  return v_tq_of(d);
+#else
+  return q8_dims_of(d);
+#endif
+}
+// Dims r.d..r.d+3 of stored K / V row `row` (slot·n_head_kv + head); TurboQuant in the rotated domain.
+vec4 k_dims(uint row, rdims r) {
+  const uint b = row * KV_K_ROW_BYTES;
+#if KV_K_KIND == 0
+  return kf[(b + 4u * r.d) / 16u];
+#elif KV_K_KIND == 1
+  return vec4(kh[(b + 2u * r.d) / 8u]);
+#elif KV_K_KIND == 2
+  return k_q8(b, r);
+#else
+  return k_tq(b, r);
+#endif
+}
+vec4 v_dims(uint row, rdims r) {
+  const uint b = row * KV_V_ROW_BYTES;
+#if KV_V_KIND == 0
+  return vf[(b + 4u * r.d) / 16u];
+#elif KV_V_KIND == 1
+  return vec4(vh[(b + 2u * r.d) / 8u]);
+#elif KV_V_KIND == 2
+  return v_q8(b, r);
+#else
+  return v_tq(b, r);
+#endif
+}
+
+// The centroid tables into shared memory (visible after the caller's next barrier).
+void load_centroids() {
+  const uint tid = gl_LocalInvocationID.x;
+#if KV_K_KIND == 3
+  for (uint i = tid; i < TQK_SEGMENTS * 16u; i += WG) kcent[i] = TQK_CENTROIDS[i];
+#endif
+#if KV_V_KIND == 3
+  for (uint i = tid; i < TQV_SEGMENTS * 16u; i += WG) vcent[i] = TQV_CENTROIDS[i];
+#endif
+}
+
+// The keys [start, last] workgroup (KV head, token t[, split]) sums: the token's causal (or
+// chunked) range, cut to the split. False for a split with none of them (uniform per workgroup),
+// after writing its empty partial (m = -inf, l = 0) for the merge.
+bool key_range(uint t, uint h0, out uint start, out uint last) {
+  const uint P = uint(pos[t]);
+  start = p.chunk != 0u ? P / p.chunk * p.chunk : 0u;
+  last = P;
+#ifdef SPLIT
+  const uint split = gl_WorkGroupID.z;
+  start = max(start, split * p.split_len);
+  last = min(P, (split + 1u) * p.split_len - 1u);
+  if (start > last) {
+    if (gl_LocalInvocationID.x < G) {
+      const uint pb = ((t * p.n_head + h0 + gl_LocalInvocationID.x) * p.n_splits + split) * (D + 2u);
+      part[pb + D] = -1.0 / 0.0;
+      part[pb + D + 1u] = 0.0;
+    }
+    return false;
+  }
+#endif
+  return true;
+}
+
+#ifdef LANES
+#extension GL_KHR_shader_subgroup_shuffle : require
+// LANES (opt-in, where a subgroup holds a key row's lanes; attention_dec.glsl's LANES form with
+// code rows): each group of LPK lanes of a subgroup is a stream of keys and the lanes split
+// the head's dims (DPL a lane, found once in the row's layout), so a code row is one coalesced
+// load and each lane decodes only its own dims. A stream takes KC = LPK / G keys at a time: all
+// their K and V loads are issued before any use, the lanes' partial dot products of the chunk's
+// KC x G (key, head) pairs are summed by halving exchanges (lane i ends with pair i), and the
+// online softmax runs per stream with no workgroup barrier in the key loop. Keys of the window
+// whose ring row holds them are read from the f16 ring and scored against the plain query;
+// TurboQuant values are summed in the rotated domain, ring values apart in the plain one. The
+// streams' states meet in shared memory once; TurboQuant sums are rotated back once per head.
+const uint DPL = D / LPK, NC = DPL / 4u, KC = LPK / G, NS = WG / LPK;
+#if LPK % GQA_G != 0 || KV_D % (4 * LPK) != 0
+#error "attention_qdec LANES: LPK must be a multiple of GQA_G and KV_D of 4 * LPK"
+#endif
+#if defined(KV_RING) && KV_K_KIND == 3
+#define RING_QUERY 1  // ring keys need the plain query beside the rotated one
+#endif
+#if defined(KV_RING) && KV_V_KIND == 3
+#define RING_ACC 1  // ring values summed apart from the rotated-domain codes
+#endif
+shared float pw[NS][LPK];               // a chunk's probabilities, pair i at i
+shared float cw[NS][G];                 // a chunk's rescale factor per head
+shared float sm_m[NS][G], sm_l[NS][G];  // the streams' softmax state at the end
+shared float vsum[NS][G][D];            // the streams' unnormalised value sums
+
+// Head g's maximum over the streams and its softmax sum, each stream's weighted by exp(m_s - M).
+void merged_state(uint g, out float M, out float L) {
+  M = -1.0 / 0.0;
+  for (uint s = 0u; s < NS; ++s) M = max(M, sm_m[s][g]);
+  L = 0.0;
+  for (uint s = 0u; s < NS; ++s) L += sm_m[s][g] > -1.0 / 0.0 ? exp(sm_m[s][g] - M) * sm_l[s][g] : 0.0;
+}
+// The streams' sums of vsum at (g, d), weighted as merged_state (a stream with no key: 0).
+float merged_sum(uint g, uint d, float M) {
+  float a = 0.0;
+  for (uint s = 0u; s < NS; ++s) a += sm_m[s][g] > -1.0 / 0.0 ? exp(sm_m[s][g] - M) * vsum[s][g][d] : 0.0;
+  return a;
+}
+void put_sums(uint sid, uint d0, vec4 a[G][NC]) {
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint c = 0u; c < NC; ++c)
+      [[unroll]] for (uint i = 0u; i < 4u; ++i) vsum[sid][g][d0 + 4u * c + i] = a[g][c][i];
+}
+
+void main() {
+  const uint hk = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint sid = gl_SubgroupID * (gl_SubgroupSize / LPK) + gl_SubgroupInvocationID / LPK;  // stream
+  const uint li = gl_SubgroupInvocationID % LPK, d0 = li * DPL;
+  const uint h0 = hk * G;
+#ifdef SPLIT
+  const uint split = gl_WorkGroupID.z;
+#endif
+  uint start, last;
+  if (!key_range(t, h0, start, last)) {
+#ifdef SPLIT_COMBINE
+    SPLIT_COMBINE_CALL();
+#endif
+    return;
+  }
+  const uint P = uint(pos[t]), seq = seq_row[t], btab = seq * p.max_blocks;
+  load_centroids();
+  const uint qb = p.q_off + t * p.q_stride + h0 * D;
+  vec4 qr[G][NC];  // this lane's dims of the queries × scale as the codes score them
+#if KV_K_KIND == 3
+  for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
+  barrier();
+#if (QDEC_SKIP & 1) == 0
+  tq_rotate_rot(G, true);  // ends with a barrier
+#endif
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint c = 0u; c < NC; ++c) {
+      const uint b = g * D + d0 + 4u * c;
+      qr[g][c] = vec4(rot[b], rot[b + 1u], rot[b + 2u], rot[b + 3u]) * p.scale;
+    }
+#else
+  barrier();  // the centroids
+#endif
+#if KV_K_KIND != 3 || defined(RING_QUERY)
+  vec4 qp[G][NC];  // the plain queries × scale
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint c = 0u; c < NC; ++c) {
+      const uint b = qb + g * D + d0 + 4u * c;
+      qp[g][c] = vec4(q[b], q[b + 1u], q[b + 2u], q[b + 3u]) * p.scale;
+    }
+#if KV_K_KIND != 3
+  qr = qp;
+#endif
+#endif
+  rdims kd[NC], vd[NC];
+  [[unroll]] for (uint c = 0u; c < NC; ++c) {
+    kd[c] = k_dims_of(d0 + 4u * c);
+    vd[c] = v_dims_of(d0 + 4u * c);
+  }
+#ifdef KV_RING
+  const uint recent_from = P + 1u >= p.window ? P + 1u - p.window : 0u;
+#endif
+  vec4 acc[G][NC];
+#ifdef RING_ACC
+  vec4 accp[G][NC];
+#endif
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint c = 0u; c < NC; ++c) {
+      acc[g][c] = vec4(0.0);
+#ifdef RING_ACC
+      accp[g][c] = vec4(0.0);
+#endif
+    }
+  float m = -1.0 / 0.0, l = 0.0;  // the running max and sum of this lane's pair's head (li % G)
+  for (uint j0 = start + sid * KC; j0 <= last; j0 += NS * KC) {
+    // The chunk's K and V dims; keys past `last` re-read the last one (weighted 0).
+    vec4 kr[KC][NC], vr[KC][NC];
+    bool kin[KC], vin[KC];  // from the ring
+    [[unroll]] for (uint k = 0u; k < KC; ++k) {
+      const uint j = min(j0 + k, last);
+      const uint row = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * p.n_head_kv + hk;
+      bool in_ring = false;
+      uint rb = 0u;
+#ifdef KV_RING
+      if (j >= recent_from) {
+        const uint rr = seq * p.ring_rows + j % p.ring_rows;
+        in_ring = tags[rr] == j;
+        rb = (rr * p.n_head_kv + hk) * (D / 4u) + d0 / 4u;
+      }
+#endif
+      kin[k] = in_ring && KV_K_KIND >= 2;
+      vin[k] = in_ring && KV_V_KIND >= 2;
+      [[unroll]] for (uint c = 0u; c < NC; ++c) {
+        kr[k][c] = kin[k] ? vec4(kring[rb + c]) : k_dims(row, kd[c]);
+        vr[k][c] = vin[k] ? vec4(vring[rb + c]) : v_dims(row, vd[c]);
+      }
+    }
+    float pv[LPK];  // pair k * G + g: this lane's share of key k's score for head g
+    [[unroll]] for (uint k = 0u; k < KC; ++k)
+      [[unroll]] for (uint g = 0u; g < G; ++g) {
+        float d = 0.0;
+        [[unroll]] for (uint c = 0u; c < NC; ++c) {
+#ifdef RING_QUERY
+          d += dot(kin[k] ? qp[g][c] : qr[g][c], kr[k][c]);
+#else
+          d += dot(qr[g][c], kr[k][c]);
+#endif
+        }
+        pv[k * G + g] = d;
+      }
+    HALVE_PAIRS(pv, li, LPK, 16u) HALVE_PAIRS(pv, li, LPK, 8u) HALVE_PAIRS(pv, li, LPK, 4u)
+    HALVE_PAIRS(pv, li, LPK, 2u) HALVE_PAIRS(pv, li, LPK, 1u)
+    const float s = j0 + li / G <= last ? pv[0] : -1.0 / 0.0;
+    float cm = s;  // the chunk's max for this lane's head: over the lanes of that head
+    for (uint o = G; o < LPK; o *= 2u) cm = max(cm, subgroupShuffleXor(cm, o));
+    const float mn = max(m, cm);
+    const float e = exp(s - mn), corr = exp(m - mn);
+    float es = e;
+    for (uint o = G; o < LPK; o *= 2u) es += subgroupShuffleXor(es, o);
+    l = l * corr + es;
+    m = mn;
+    pw[sid][li] = e;
+    if (li < G) cw[sid][li] = corr;
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    [[unroll]] for (uint g = 0u; g < G; ++g) {
+      const float cg = cw[sid][g];
+      [[unroll]] for (uint c = 0u; c < NC; ++c) {
+        acc[g][c] *= cg;
+#ifdef RING_ACC
+        accp[g][c] *= cg;
+#endif
+      }
+    }
+    [[unroll]] for (uint k = 0u; k < KC; ++k)
+      [[unroll]] for (uint g = 0u; g < G; ++g) {
+        const float pg = pw[sid][k * G + g];
+        [[unroll]] for (uint c = 0u; c < NC; ++c) {
+#ifdef RING_ACC
+          if (vin[k]) {
+            accp[g][c] += pg * vr[k][c];
+            continue;
+          }
+#endif
+          acc[g][c] += pg * vr[k][c];
+        }
+      }
+    subgroupBarrier();  // pw / cw are rewritten by the next chunk
+  }
+  // The streams meet: each writes its state and sums, then every (head, dim) merges them.
+  if (li < G) {
+    sm_m[sid][li] = m;
+    sm_l[sid][li] = l;
+  }
+  put_sums(sid, d0, acc);
+  barrier();
+#if KV_V_KIND == 3
+  // Rotated-domain sums back to the plain domain (a zero sum stays zero), the ring's added after.
+  for (uint i = tid; i < G * D; i += WG) {
+    float M, L;
+    merged_state(i / D, M, L);
+    rot[i] = merged_sum(i / D, i % D, M);
+  }
+  barrier();
+#ifdef RING_ACC
+  put_sums(sid, d0, accp);  // vsum's reads are done (the barrier above)
+#endif
+#if (QDEC_SKIP & 2) == 0
+  tq_rotate_rot(G, false);  // ends with a barrier
+#else
+  barrier();
+#endif
+#endif
+  for (uint i = tid; i < G * D; i += WG) {
+    const uint g = i / D, d = i % D;
+    float M, L;
+    merged_state(g, M, L);
+#if KV_V_KIND == 3
+    float a = rot[i];
+#ifdef RING_ACC
+    a += merged_sum(g, d, M);
+#endif
+#else
+    const float a = merged_sum(g, d, M);
+#endif
+#ifdef SPLIT
+    const uint pb = ((t * p.n_head + h0 + g) * p.n_splits + split) * (D + 2u);
+    part[pb + d] = a;
+    if (d == 0u) {
+      part[pb + D] = M;
+      part[pb + D + 1u] = L;
+    }
+#else
+    o[p.o_off + t * p.o_stride + (h0 + g) * D + d] = a / L;
+#endif
+  }
+#ifdef SPLIT_COMBINE
+  SPLIT_COMBINE_CALL();
+#endif
+}
+#else  // the thread-a-key form (the default: LANES is opt-in, tuning.hpp qdec_lanes)
+const uint GV = (G + 3u) / 4u, NW = WG / 32u;
 // Lanes per value stream: D / 4 where that divides a warp (D <= 64), else 32 (chunks of 128 dims).
 const uint LPK = D <= 64u && 32u % (D / 4u) == 0u ? D / 4u : 32u;
 const uint KPW = 32u / LPK, NS = NW * KPW, CW = 4u * LPK, DCH = (D + CW - 1u) / CW;
@@ -63,12 +393,6 @@ shared vec4 qp[G][D / 4u];  // the plain queries × scale, for f16 ring keys
 #define QPLAIN qp
 #else
 #define QPLAIN qk
-#endif
-#if KV_K_KIND == 3
-shared float kcent[TQK_SEGMENTS * 16u];
-#endif
-#if KV_V_KIND == 3
-shared float vcent[TQV_SEGMENTS * 16u];
 #endif
 shared vec4 probs[WG][GV];
 shared uint slot_of[WG];
@@ -177,79 +501,6 @@ void ring_scores(uint rb, inout float s[G]) {
 }
 #endif
 
-// Where a lane's 4 value dims d..d+3 sit in a stored row (per chunk, outside the key loop).
-struct vdims {
-  uint d;
-#if KV_V_KIND == 2
-  uint blk;  // byte of the q8_0 block within the row
-#elif KV_V_KIND == 3
-  uint blk, low, high, shift, cbase;  // block byte, low-plane byte, high-plane byte, bit, centroids
-  float inv_sqrt_n;
-#endif
-};
-vdims vdims_of(uint d) {
-  vdims r;
-  r.d = d;
-#if KV_V_KIND == 2
-  r.blk = d / 32u * 34u;
-#elif KV_V_KIND == 3
-  uint sg = 0u;
-  [[unroll]] for (uint i = 1u; i < TQV_SEGMENTS; ++i)
-    if (d >= TQV_SEG_ELEM_OFFSET[i]) sg = i;
-  r.blk = 0u;
-  r.high = 0u;
-  r.inv_sqrt_n = 0.0;
-  uint dl = d;
-  [[unroll]] for (uint i = 0u; i < TQV_SEGMENTS; ++i)
-    if (i == sg) {
-      r.blk = TQV_SEG_BYTE_OFFSET[i];
-      r.high = TQV_SEG_BYTE_OFFSET[i] + TQV_SEG_HIGH_OFFSET[i] + (d - TQV_SEG_ELEM_OFFSET[i]) / 8u;
-      r.inv_sqrt_n = TQV_SEG_INV_SQRT_N[i];
-      dl = d - TQV_SEG_ELEM_OFFSET[i];
-    }
-  r.low = r.blk + 2u + dl * TQV_LOW_BITS / 8u;
-  r.shift = dl % 8u;
-  r.cbase = sg * 16u;
-#endif
-  return r;
-}
-// Dims d..d+3 of the stored value row `row` (TurboQuant: in the rotated domain, ỹ = s·c/√n).
-vec4 v_dims(uint row, vdims vd) {
-  const uint b = row * KV_V_ROW_BYTES;
-#if KV_V_KIND == 0
-  return vf[(b + 4u * vd.d) / 16u];
-#elif KV_V_KIND == 1
-  return vec4(vh[(b + 2u * vd.d) / 8u]);
-#elif KV_V_KIND == 2
-  const uint i = (b + vd.blk + 2u + vd.d % 32u) / 2u;
-  const uint w = uint(v16[i]) | (uint(v16[i + 1u]) << 16);
-  const vec4 x = vec4(bitfieldExtract(int(w), 0, 8), bitfieldExtract(int(w), 8, 8), bitfieldExtract(int(w), 16, 8),
-                      bitfieldExtract(int(w), 24, 8));
-  return x * unpackHalf2x16(uint(v16[(b + vd.blk) / 2u])).x;
-#else
-  const float sc = unpackHalf2x16(uint(v16[(b + vd.blk) / 2u])).x * vd.inv_sqrt_n;
-#if KV_V_TQ == 4
-  const uint lo = uint(v16[(b + vd.low) / 2u]);
-#elif KV_V_TQ >= 2
-  const uint lo = uint(v8[b + vd.low]);
-#else
-  const uint lo = uint(v8[b + vd.low]) >> vd.shift;
-#endif
-#if KV_V_TQ == 3
-  const uint hi = uint(v8[b + vd.high]) >> vd.shift;
-#endif
-  vec4 c;
-  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-    uint code = bitfieldExtract(lo, int(e * TQV_LOW_BITS), int(TQV_LOW_BITS));
-#if KV_V_TQ == 3
-    code |= bitfieldExtract(hi, int(e), 1) << 2;
-#endif
-    c[e] = vcent[vd.cbase + code];
-  }
-  return c * sc;
-#endif
-}
-
 // The streams' value sums `a` added into VSUM (G x D) one stream after another; `first`: the
 // first stream's replace what VSUM held.
 void stream_sums(vec4 a[G][DCH], uint stream, uint sl, bool first) {
@@ -270,35 +521,22 @@ void main() {
   const uint hk = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
   const uint lane = tid % 32u, stream = (tid / 32u) * KPW + lane / LPK, sl = lane % LPK;
   const uint h0 = hk * G;
-  const uint P = uint(pos[t]), seq = seq_row[t];
-  uint start = p.chunk != 0u ? P / p.chunk * p.chunk : 0u;
-  uint last = P;
 #ifdef SPLIT
   const uint split = gl_WorkGroupID.z;
-  start = max(start, split * p.split_len);
-  last = min(P, (split + 1u) * p.split_len - 1u);
-  if (start > last) {  // nothing of this split is visible to the token (uniform per workgroup)
-    if (tid < G) {
-      const uint pb = ((t * p.n_head + h0 + tid) * p.n_splits + split) * (D + 2u);
-      part[pb + D] = -1.0 / 0.0;
-      part[pb + D + 1u] = 0.0;
-    }
+#endif
+  uint start, last;
+  if (!key_range(t, h0, start, last)) {
 #ifdef SPLIT_COMBINE
     SPLIT_COMBINE_CALL();
 #endif
     return;
   }
-#endif
+  const uint P = uint(pos[t]), seq = seq_row[t];
 #ifdef KV_RING
   const uint recent_from = P + 1u >= p.window ? P + 1u - p.window : 0u;
 #endif
   const uint btab = seq * p.max_blocks;
-#if KV_K_KIND == 3
-  for (uint i = tid; i < TQK_SEGMENTS * 16u; i += WG) kcent[i] = TQK_CENTROIDS[i];
-#endif
-#if KV_V_KIND == 3
-  for (uint i = tid; i < TQV_SEGMENTS * 16u; i += WG) vcent[i] = TQV_CENTROIDS[i];
-#endif
+  load_centroids();
   // The group's G query heads are consecutive: G·D floats from head h0.
   const uint qb = p.q_off + t * p.q_stride + h0 * D;
 #if KV_K_KIND == 3
@@ -400,7 +638,7 @@ void main() {
     [[unroll]] for (uint c = 0u; c < DCH; ++c) {
       const uint d = CW * c + 4u * sl;
       if (d >= D || (QDEC_SKIP & 8) != 0) break;
-      const vdims vd = vdims_of(d);
+      const rdims vd = v_dims_of(d);
       uint jj = stream;
 #ifdef KV_RING
       if (tile_ring) {
@@ -459,3 +697,4 @@ void main() {
   SPLIT_COMBINE_CALL();
 #endif
 }
+#endif

@@ -26,6 +26,20 @@ void warp_sync_shared() {
   subgroupBarrier();
 }
 
+// One halving exchange of the decode attention's LANES forms (attention_dec, attention_qdec):
+// of the 2h values PV[0, 2h) a lane holds, it keeps the half its lane bit h (LI & h) selects,
+// adding the partner lane's copy of it. Run for h = NL/2 .. 1 (NL lanes a key row), lane i ends
+// with the NL lanes' sum of value i. The including shader enables GL_KHR_shader_subgroup_shuffle.
+#define HALVE_PAIRS(PV, LI, NL, h)                                  \
+  if ((NL) > (h)) {                                                 \
+    const bool up = ((LI) & (h)) != 0u;                             \
+    [[unroll]] for (uint i = 0u; i < (h); ++i) {                    \
+      const float send = up ? PV[i] : PV[i + (h)];                  \
+      const float keep = up ? PV[i + (h)] : PV[i];                  \
+      PV[i] = keep + subgroupShuffleXor(send, (h));                 \
+    }                                                               \
+  }
+
 #ifdef HAS_WEIGHTS
 layout(binding = 0, std430) readonly buffer W8 { uint8_t w8[]; };
 layout(binding = 0, std430) readonly buffer W16 { uint16_t w16[]; };

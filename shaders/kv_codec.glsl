@@ -194,6 +194,65 @@ void tq_rotate_rot(uint nv, bool forward) {
 #endif
 #endif
 
+// Dims d..d+3 of stored rows decoded to f32 (attention_qdec.glsl LANES, a lane's own dims of
+// each row). Where they sit, found once per lane outside the key loop: q8_0 the
+// block's byte; TurboQuant the block, low-plane and high-plane bytes, the bit within those bytes,
+// the segment's centroids and 1/√n.
+struct rdims {
+  uint d, blk, low, high, shift, cbase;
+  float inv_sqrt_n;
+};
+rdims q8_dims_of(uint d) {
+  rdims r;
+  r.d = d;
+  r.blk = d / 32u * 34u;
+  r.low = r.high = r.shift = r.cbase = 0u;
+  r.inv_sqrt_n = 0.0;
+  return r;
+}
+// The q8_0 dims d..d+3 of the row at byte b (2-byte aligned: two 16-bit loads).
+#define Q8_DIMS(NAME, P16)                                                                        \
+  vec4 NAME(uint b, rdims r) {                                                                    \
+    const uint i = (b + r.blk + 2u + r.d % 32u) / 2u;                                             \
+    const int w = int(uint(P16[i]) | (uint(P16[i + 1u]) << 16));                                 \
+    const vec4 x = vec4(bitfieldExtract(w, 0, 8), bitfieldExtract(w, 8, 8), bitfieldExtract(w, 16, 8), \
+                        bitfieldExtract(w, 24, 8));                                               \
+    return x * unpackHalf2x16(uint(P16[(b + r.blk) / 2u])).x;                                     \
+  }
+// TurboQuant: NAME_of(d) finds the dims, NAME(b, r) decodes them in the rotated domain
+// (ỹ = s·c/√n, the CPU codec's decode before the inverse rotation).
+#define TQ_DIMS(NAME, NAME_OF, TQB, PFX, CENT, P8, P16)                                           \
+  rdims NAME_OF(uint d) {                                                                         \
+    rdims r;                                                                                      \
+    r.d = d;                                                                                      \
+    r.blk = r.high = r.cbase = 0u;                                                                \
+    r.inv_sqrt_n = 0.0;                                                                           \
+    uint dl = d;                                                                                  \
+    [[unroll]] for (uint i = 0u; i < PFX##SEGMENTS; ++i)                                          \
+      if (d >= PFX##SEG_ELEM_OFFSET[i]) {                                                         \
+        r.blk = PFX##SEG_BYTE_OFFSET[i];                                                          \
+        r.high = PFX##SEG_BYTE_OFFSET[i] + PFX##SEG_HIGH_OFFSET[i] + (d - PFX##SEG_ELEM_OFFSET[i]) / 8u; \
+        r.inv_sqrt_n = PFX##SEG_INV_SQRT_N[i];                                                    \
+        r.cbase = i * 16u;                                                                        \
+        dl = d - PFX##SEG_ELEM_OFFSET[i];                                                         \
+      }                                                                                           \
+    r.low = r.blk + 2u + dl * PFX##LOW_BITS / 8u;                                                 \
+    r.shift = dl % 8u;                                                                            \
+    return r;                                                                                     \
+  }                                                                                               \
+  vec4 NAME(uint b, rdims r) {                                                                    \
+    const float sc = unpackHalf2x16(uint(P16[(b + r.blk) / 2u])).x * r.inv_sqrt_n;                \
+    uint lo = TQB == 4 ? uint(P16[(b + r.low) / 2u]) : uint(P8[b + r.low]);                       \
+    if (TQB < 2) lo >>= r.shift;                                                                  \
+    const uint hi = TQB == 3 ? uint(P8[b + r.high]) >> r.shift : 0u;                              \
+    vec4 c;                                                                                       \
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {                                                   \
+      uint code = bitfieldExtract(lo, int(e * PFX##LOW_BITS), int(PFX##LOW_BITS));                \
+      if (TQB == 3) code |= bitfieldExtract(hi, int(e), 1) << 2;                                  \
+      c[e] = CENT[r.cbase + code];                                                                \
+    }                                                                                             \
+    return c * sc;                                                                                \
+  }
 // Rows decoded to f16 for the tensor-core attention kernels (attention_mma, attention_mma_dec).
 // Raw fields of dims 8c..8c+7 of a stored row starting at byte b, decoded by stash(): q8_0 (x: the
 // block's f16 scale, y/z: the 8 int8), TurboQuant (x: f16 scale | high-plane byte << 16, y: the

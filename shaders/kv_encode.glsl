@@ -237,19 +237,26 @@ kv_dest kv_dest_of(uint head, uint t, uint n_head_kv, uint ring_rows) {
 }
 // Appends KV head `head` (K values from src_at(0, ksrc + i), V from src_at(1, vsrc + i)) at
 // dst, and to the window's ring; vx: the TurboQuant encoder's V elements (tq_v_prefetch(vsrc),
-// which a caller may load early).
+// which a caller may load early). KV_PART splits the append in two dispatches (attn_prep.glsl):
+// 1 what this step's attention reads (the ring rows, their tags, f32/f16 sides), 2 the
+// compressed sides' codes, which it does not read (backend.cpp: a step's positions stay in the
+// ring), so they can be written beside it; 3 (default) both.
+#ifndef KV_PART
+#define KV_PART 3
+#endif
 void kv_append_to(kv_dest dst, uint head, uint ksrc, uint vsrc, vec4 vx) {
   const uint row = dst.row, base = dst.ring_base;
-#if KV_HAS_TQ
-  tq_encode_pair(ksrc, vx, row, base);  // its sides' ring rows too
+#if KV_HAS_TQ && (KV_PART & 2) != 0
+  tq_encode_pair(ksrc, vx, row, KV_PART == 3 ? base : ~0u);  // its sides' ring rows too (part 3)
 #endif
   const bool k_left = KV_K_KIND != 3, v_left = KV_V_KIND != 3;
-  if (k_left) encode(0u, KV_K_KIND, ksrc, row);
-  if (v_left) encode(1u, KV_V_KIND, vsrc, row);
-#ifdef KV_RING
+  const bool k_here = (KV_K_KIND < 2 ? KV_PART & 1 : KV_PART & 2) != 0, v_here = (KV_V_KIND < 2 ? KV_PART & 1 : KV_PART & 2) != 0;
+  if (k_left && k_here) encode(0u, KV_K_KIND, ksrc, row);
+  if (v_left && v_here) encode(1u, KV_V_KIND, vsrc, row);
+#if defined(KV_RING) && (KV_PART & 1) != 0
   for (uint i = gl_LocalInvocationID.x; i < KD; i += WG) {
-    if (KV_K_KIND >= 2 && k_left) kring[base + i] = uint16_t(f32_to_f16_bits(src_at(0u, ksrc + i)));
-    if (KV_V_KIND >= 2 && v_left) vring[base + i] = uint16_t(f32_to_f16_bits(src_at(1u, vsrc + i)));
+    if (KV_K_KIND >= 2 && (k_left || KV_PART == 1)) kring[base + i] = uint16_t(f32_to_f16_bits(src_at(0u, ksrc + i)));
+    if (KV_V_KIND >= 2 && (v_left || KV_PART == 1)) vring[base + i] = uint16_t(f32_to_f16_bits(src_at(1u, vsrc + i)));
   }
   if (head == 0u && gl_LocalInvocationID.x == 0u) tags[dst.ring] = dst.pos;
 #endif

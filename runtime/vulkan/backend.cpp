@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "backend_impl.hpp"
 #include "strata/core/error.hpp"
@@ -188,7 +189,10 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
                         tensor out) {
   auto& P = *p_;
   if (P.replay) return;
+  auto codes = std::exchange(P.encode, std::nullopt);  // attn_prep's codes: after this attention's kernel
   P.prepare({q}, {out});
+  P.encode = std::move(codes);
+  P.encode_next = P.encode.has_value();
   if (ap.head_dim > 256 || ap.head_dim % 4)
     throw error("Vulkan attention supports head dimensions up to 256 in multiples of 4, the model has " +
                 std::to_string(ap.head_dim));
@@ -291,6 +295,10 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
       qd.emplace_back("TQ_ROT_N", std::to_string(group));
       if (const char* v = std::getenv("STRATA_VK_QDEC_SKIP")) qd.emplace_back("QDEC_SKIP", v);  // lab: wrong results
       if (split) qd.emplace_back("SPLIT", "1");
+      if (P.qdec_lanes) {  // shared memory beside the streams' sums: rot, centroids, the merge tail; tq_xch a thread
+        const bool tq = kv::turboquant_bits(cfg.type_k) || kv::turboquant_bits(cfg.type_v);
+        P.add_dec_lanes(qd, ap.head_dim, group, group * ap.head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0), tq ? 16 : 0);
+      }
       if (merge_tail) {
         qd.emplace_back("SPLIT_COMBINE", "11");
         const binding mb[] = {qb[0], qb[1], qb[2], qb[3], qb[4], qb[5], qb[6], qb[7], qb[8], qb[9], qb[10],

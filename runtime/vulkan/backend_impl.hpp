@@ -296,10 +296,8 @@ struct backend::impl : backend_tuning {
   std::uint32_t scratch_slice_rows(std::uint64_t K) const {
     return std::uint32_t(std::max<std::uint64_t>(128, mm_scratch_halves / K / 128 * 128));
   }
-  std::uint32_t mm_parts = 0;
-  std::uint64_t mm_parts_floats = 0;
-  std::uint32_t narrow_parts = 0;
-  std::uint64_t narrow_parts_floats = 0;
+  std::uint32_t mm_parts = 0, narrow_parts = 0;
+  std::uint64_t mm_parts_floats = 0, narrow_parts_floats = 0;
   bool use_narrow_gemm(const weight& w, std::uint32_t n) const {
     return narrow_parts && n >= narrow_min_tokens && narrow_matrix(w) &&
            std::uint64_t(narrow_splits) * n * w.ne[1] <= narrow_parts_floats;
@@ -371,8 +369,10 @@ struct backend::impl : backend_tuning {
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);
   // kv_store_q / attention_q: kinds, head_dim, TurboQuant bits per side, the window ring.
   static std::vector<std::pair<std::string, std::string>> kvq_defs(const kv_state& kv);
-  // attention_dec.glsl LANES and its LPK where the device and the head shape allow (tuning.hpp dec_lanes).
-  void add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group) const;
+  // attention_dec.glsl / attention_qdec.glsl LANES and its LPK where the device and the head shape
+  // allow (tuning.hpp dec_lanes); the kernel's other shared memory: fixed_bytes + thread_bytes a thread.
+  void add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group,
+                     std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0) const;
   // kv_store_q and attn_prep over a compressed cache: kvq_defs and the encoder (kv_encode.glsl).
   static std::vector<std::pair<std::string, std::string>> kv_encode_defs(const kv_state& kv);
   pipeline_request quantize_req(bool norm) const;
@@ -441,6 +441,12 @@ struct backend::impl : backend_tuning {
                                           std::optional<graph::position_scale_params>& temp) const;
   // kv_store() with the deferred Q/K head ops folded in; false when they cannot be fused.
   bool record_attn_prep(const kv_state& kv, std::uint32_t layer, const tensor& k, const tensor& v);
+  // attn_prep's codes (kv_encode.glsl KV_PART 2), recorded after the next dispatch, the attention's
+  // (encode_next), so both run in one level (tuning.hpp encode_beside); other ops record it first.
+  struct pending_encode { pipeline_request r; std::vector<binding> b; attn_prep_pc pc; std::uint32_t gx, gy; };
+  std::optional<pending_encode> encode;
+  bool encode_next = false;
+  void flush_encode();
   void record_combine(const pending_combine& c, const tensor* residual);
   void flush_combine();
 

@@ -41,12 +41,12 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
   if (push_bytes > push_constant_bytes) throw error("kernel '" + p.label + "': push constants too large");
   bool hazard = false;
   for (const auto& b : bindings) {
-    if (b.range.id == 0) continue;  // read-only constants (weights)
+    if (b.range.id == 0 || b.disjoint) continue;  // read-only constants (weights), disjoint writes
     hazard |= contains(written_, b.range.id) || (b.written && contains(read_, b.range.id));
   }
   if (hazard) barrier();
   for (const auto& b : bindings) {
-    if (b.range.id == 0) continue;
+    if (b.range.id == 0 || b.disjoint) continue;
     (b.written ? written_ : read_).push_back(b.range.id);
   }
   cmd_->bindPipeline(vk::PipelineBindPoint::eCompute, *p.handle);

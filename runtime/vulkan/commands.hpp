@@ -17,6 +17,10 @@ struct binding {
   buffer_range range;
   bool written = false;
   bool weights = false;  // a model weight's bytes (profiles count what a kernel reads of them)
+  // Written where no dispatch of the step reads or writes the same bytes (the KV codes of the
+  // step's own positions, written beside the attention that reads older ones): no barrier for it,
+  // and no later dispatch of the step waits for it.
+  bool disjoint = false;
 };
 
 class command_recorder {

@@ -12,6 +12,7 @@ namespace strata::gpu {
 using namespace detail;
 
 void backend::impl::prepare(std::initializer_list<tensor> reads, std::initializer_list<tensor> writes) {
+  flush_encode();
   // A pending combine is older than any pending matmul (moe_ffn leaves none), and its deferred
   // down matvec reads a quantized slot a matmul's quantization could overwrite. No matmul reads
   // its norm next: the norm's dispatch (or fold) as before.
@@ -46,6 +47,7 @@ void backend::impl::prepare(std::initializer_list<tensor> reads, std::initialize
 }
 
 void backend::impl::flush_all() {
+  flush_encode();
   flush_combine();
   flush_mats();
   flush_heads();
@@ -184,7 +186,19 @@ bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, co
                        ring.rows && ring.v[layer] ? bind_id(ring.v[layer], true) : dummy,
                        ring.rows ? bind_id(ring.tags[layer], true) : dummy,
                        bind_step(off_seq_row, B4)};
-  if (kv.compressed()) {  // K and V encoded as kv_store_q does (kv_encode.glsl)
+  // The codes beside the attention: the step's positions stay in the ring (ring_rows = window +
+  // max_batch), so with at most `window` tokens a sequence no attention of the step reads them.
+  if (kv.compressed() && encode_beside && ring.rows && k.rows <= cfg.full_precision_window) {
+    auto d = kv_encode_defs(kv);
+    d.emplace_back("KV_PART", "1");
+    dispatch(req("attn_prep", {}, d, 14), b, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+    d.back().second = "2";
+    pending_encode e{req("attn_prep", {}, std::move(d), 14), {b, b + 14}, pc, cfg.n_head_kv, k.rows};
+    e.pc.n_head = 0;  // KV-head workgroups only
+    e.b[0] = e.b[10] = e.b[11] = e.b[12] = dummy;
+    e.b[5].disjoint = e.b[6].disjoint = true;
+    encode = std::move(e);
+  } else if (kv.compressed()) {  // K and V encoded as kv_store_q does (kv_encode.glsl)
     dispatch(req("attn_prep", {}, kv_encode_defs(kv), 14), b, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
   } else {
     dispatch(req("attn_prep", {}, kv_defs(cfg), 10), std::span(b).first(10), &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
@@ -192,6 +206,13 @@ bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, co
   if (kh && !kh->ops.empty()) dropped.push_back(k);  // k itself was not rewritten: reading it is a bug
   heads.clear();
   return true;
+}
+
+void backend::impl::flush_encode() {
+  if (!encode) return;
+  const pending_encode e = std::move(*encode);
+  encode.reset();
+  dispatch(e.r, e.b, &e.pc, sizeof e.pc, e.gx, e.gy);
 }
 
 void backend::impl::record_combine(const pending_combine& c, const tensor* residual) {

@@ -199,7 +199,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::kv_defs(const kv
 }
 
 void backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim,
-                                  std::uint32_t group) const {
+                                  std::uint32_t group, std::uint32_t fixed_bytes, std::uint32_t thread_bytes) const {
   if (!dec_lanes || group == 0) return;
   // LPK lanes a key row (a power of two within a subgroup), a multiple of the group so the
   // halving exchanges end with a (key, head) pair a lane, at most 8 keys a chunk (registers).
@@ -207,7 +207,9 @@ void backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
   if (lpk < 4 || (lpk & (lpk - 1)) || lpk % group || lpk / group > 8 || head_dim % (4 * lpk)) return;
   // The widest workgroup up to dec_lanes_wg whose streams' sums fit shared memory.
   std::uint32_t wg = std::min(dec_lanes_wg, ctx.info().max_workgroup_threads);
-  const auto shared = [&](std::uint32_t w) { return std::uint64_t(w / lpk) * (group * head_dim + lpk + 3 * group) * 4; };
+  const auto shared = [&](std::uint32_t w) {
+    return std::uint64_t(w / lpk) * (group * head_dim + lpk + 3 * group) * 4 + fixed_bytes + std::uint64_t(w) * thread_bytes;
+  };
   while (wg > 32 && shared(wg) > ctx.info().max_shared_bytes) wg /= 2;
   if (wg % ctx.info().subgroup_size || wg < lpk || shared(wg) > ctx.info().max_shared_bytes) return;
   d.emplace_back("WG", std::to_string(wg));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "strata/core/error.hpp"
 
@@ -57,6 +58,7 @@ void backend::impl::dispatch(const pipeline_request& r, std::span<const binding>
   }
   rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
   if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+  if (std::exchange(encode_next, false)) flush_encode();
   if (pad_levels && r.shader == "attn_prep") {
     if (!pad_buffer) pad_buffer = new_buffer(1024, memory_kind::device, "lab level padding");
     const copy_rows_pc cp{32, 0, 32, 64, 32};
@@ -70,6 +72,7 @@ void backend::impl::dispatch3(const pipeline_request& r, std::span<const binding
   if (!skip_kernels.empty() && skipped(r)) return;
   rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
   if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+  if (std::exchange(encode_next, false)) flush_encode();
 }
 
 void backend::begin(const graph::step_inputs& in) {

@@ -41,6 +41,7 @@ void backend_tuning::read_env() {
   if (env_is("STRATA_VK_GQA_ATTN", "0")) gqa_attention = false;
   if (env_is("STRATA_VK_MULTI_GQA", "0")) multi_gqa = false;
   if (env_is("STRATA_VK_DEC_LANES", "0")) dec_lanes = false;
+  if (const char* v = std::getenv("STRATA_VK_QDEC_LANES")) qdec_lanes = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_DEC_LANES_WG")) dec_lanes_wg = std::bit_floor(std::uint32_t(std::clamp(std::atoi(v), 32, 1024)));
   if (env_is("STRATA_VK_FA", "0")) flash_attention = false;
   if (env_is("STRATA_VK_FA_REGS", "0")) fa_regs = false;
@@ -48,6 +49,7 @@ void backend_tuning::read_env() {
   if (const char* c = std::getenv("STRATA_VK_TQ_GQA")) tq_gqa = std::clamp(std::atoi(c), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 128, 1, 64) * 128;
   if (env_is("STRATA_VK_TQ_PREP", "0")) tq_prep = false;
+  if (env_is("STRATA_VK_ENCODE_BESIDE", "0")) encode_beside = false;
   if (env_is("STRATA_VK_COOPMAT", "0")) coopmat = false;
   if (const char* v = std::getenv("STRATA_VK_MV_NR")) mv_rows = std::clamp(std::atoi(v), 1, 16);
   if (const char* v = std::getenv("STRATA_VK_MV_WG")) mv_wg = std::clamp(std::atoi(v), 16, 512);

@@ -67,6 +67,9 @@ struct backend_tuning {
   // attention_dec.glsl LANES: groups of lanes split a head's dims, a coalesced load a key row, and
   // no workgroup barrier in the key loop (STRATA_VK_DEC_LANES=0: the thread-a-key form).
   bool dec_lanes = true;
+  // The same for attention_qdec (compressed KV), opt-in (STRATA_VK_QDEC_LANES=1): H200, qwen3-8b
+  // tq3 at depth 4096, 58.7 us a layer against the thread-a-key form's 40.6 (bench/RESULTS.md session 25).
+  bool qdec_lanes = false;
   // Its workgroup (STRATA_VK_DEC_LANES_WG, a power of two; H200, qwen3-8b: 256 and 128 equal at
   // depth 4096, 256 ahead with 64 streams, 512 behind at both; bench/RESULTS.md session 24).
   std::uint32_t dec_lanes_wg = 256;
@@ -77,6 +80,9 @@ struct backend_tuning {
   int tq_gqa = 1;
   std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
   bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
+  // attn_prep writes the ring (what the attention reads) and a second dispatch the codes beside
+  // the attention (kv_encode.glsl KV_PART); STRATA_VK_ENCODE_BESIDE=0: the codes in attn_prep.
+  bool encode_beside = true;
   bool flash_attention = true;             // prefill attention on tensor cores; STRATA_VK_FA=0 disables
   // Its softmax on the accumulators in registers (attention_mma.glsl MMA_QUAD) where the probed
   // layout is mma.sync's; STRATA_VK_FA_REGS=0: through shared memory as before.

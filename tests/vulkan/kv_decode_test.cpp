@@ -6,7 +6,10 @@
 // 96 (two TurboQuant segments) and 128; with and without the f16 window ring; chunked attention;
 // split (n_ctx 2048: 128-key splits) and unsplit; some with Qwen3's head ops before the append
 // (weighted RMS norm of q and k heads, NEOX RoPE),
-// which the GPU folds into one attn_prep dispatch that also encodes K and V.
+// which the GPU folds into one attn_prep dispatch that also encodes K and V (with a window, a
+// step within it writes the ring there and the codes in a second dispatch beside the attention).
+// The grouped kernel runs in both forms: thread-a-key, and LANES where the group and the
+// subgroup allow (STRATA_VK_QDEC_LANES=1; groups of 3 and 6 stay thread-a-key).
 // Gated against the CPU backend's attention_compressed (the scalar reference) and against the
 // per-head kernel attention_q with unfused ops and kv_store_q (STRATA_VK_TQ_GQA=0,
 // STRATA_VK_FUSE=0): without head ops both store the same codes, so they agree far tighter.
@@ -113,10 +116,10 @@ std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, co
   return out;
 }
 
-// Whether a profiled backend ran a kernel whose label starts with `prefix`.
-bool ran(const gpu::backend& be, const std::string& prefix) {
+// Whether a profiled backend ran a kernel whose label starts with `prefix` (and holds `part`).
+bool ran(const gpu::backend& be, const std::string& prefix, const std::string& part = "") {
   for (const auto& k : be.profile())
-    if (k.label.rfind(prefix, 0) == 0) return true;
+    if (k.label.rfind(prefix, 0) == 0 && k.label.find(part) != std::string::npos) return true;
   return false;
 }
 
@@ -136,6 +139,7 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       {"K f16 + V tq4, GQA 12/2, D 64, window 0, split", 12, 2, 64, 0, 0, 2048, kv_type::f16, kv_type::tq4, false},
   };
   std::mt19937 rng(2026);
+  bool lanes_ran = false;  // attention_qdec's LANES form (groups of 4 and 8 on any subgroup of 4 or more)
   for (const auto& c : cases) {
     CAPTURE(std::string(c.name));
     vkt::weight_store store;
@@ -145,21 +149,27 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
         &store.add_f32("test.v", vkt::normal_floats(std::size_t(decode_table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, decode_table_rows),
         &store.add_f32("test.q_norm", vkt::normal_floats(c.D, rng, 0.5f), c.D),
         &store.add_f32("test.k_norm", vkt::normal_floats(c.D, rng, 0.5f), c.D)};
-    std::vector<std::vector<float>> grouped, per_head, cpu;
+    std::vector<std::vector<float>> grouped, lanes, per_head, cpu;
     gpu::backend_options profiled;
     profiled.profile = true;  // to see which kernel ran
     // These two runs stay on these kernels where the device has tensor cores too (the prompt
     // steps' attention_mma is kv_compressed_test's; attention_mma_dec the third run's below).
     ::setenv("STRATA_VK_FA", "0", 1);
     ::setenv("STRATA_VK_MMA_DEC", "0", 1);
-    {
+    for (const bool lanes_form : {false, true}) {
       // Unsplit, the prompt step runs the decode steps' pipeline: through attention_qdec too.
       if (c.n_ctx <= 256) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
+      ::setenv("STRATA_VK_QDEC_LANES", lanes_form ? "1" : "0", 1);
       gpu::backend be(profiled);
       ::unsetenv("STRATA_VK_TQ_GQA");
-      grouped = run_decode(be, c, t);
+      ::unsetenv("STRATA_VK_QDEC_LANES");
+      (lanes_form ? lanes : grouped) = run_decode(be, c, t);
       CHECK(ran(be, "attention_qdec"));
+      if (!lanes_form) CHECK_FALSE(ran(be, "attention_qdec", ".LANES"));
+      lanes_ran |= ran(be, "attention_qdec", ".LANES");
       CHECK(ran(be, "attn_prep"));
+      // Decode steps within the window write their codes beside the attention (KV_PART 2).
+      CHECK(ran(be, "attn_prep", ".KV_PART=2") == (c.window > 0));
       CHECK_FALSE(ran(be, "kv_store_q"));
     }
     {
@@ -197,6 +207,9 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       // With head ops the fused and unfused norms sum in different orders: a code at a cell
       // boundary may differ, so only the compressed-attention tolerance holds.
       CHECK(e_old <= (c.head_ops ? vkt::tol_attention_compressed : tol_grouped_vs_per_head));
+      const double e_lanes = test::nmse(lanes[s], grouped[s]);  // the same codes, sums in another order
+      MESSAGE("  LANES form: NMSE vs the thread-a-key form " << e_lanes);
+      CHECK(e_lanes <= tol_grouped_vs_per_head);
       if (!tensor_cores.empty()) {
         const double e_tc = test::nmse(tensor_cores[s], cpu[s]);
         MESSAGE("  tensor cores: NMSE vs CPU " << e_tc);
@@ -204,6 +217,7 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       }
     }
   }
+  CHECK(lanes_ran);
 }
 
 #endif

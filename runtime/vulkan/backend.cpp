@@ -216,6 +216,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // far worse), so the grouped f16 kernel runs only split.
   const std::uint32_t max_splits = grouped ? 128 : 64;
   const std::uint32_t min_split = grouped ? (kv.compressed() ? P.tq_split : 128) : 256;
+  const std::uint32_t split_unit = min_split % 128 ? 64 : 128;  // splits are multiples of it
   // Decode on tensor cores (attention_mma_dec.glsl, opt-in: measured slower): a warp per (KV
   // head, token, split of 64-256 keys).
   constexpr std::uint32_t mma_dec_split = 256;
@@ -228,7 +229,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
                                  !(P.short_ctx && P.short_ctx_len <= 2 * min_split));
   if (split) {
     pc.split_len = mma_dec ? std::clamp<std::uint32_t>(div_up(div_up(cfg.n_ctx, 128), 64) * 64, 64, mma_dec_split)
-                           : std::max<std::uint32_t>(min_split, div_up(div_up(cfg.n_ctx, max_splits), 128) * 128);
+                           : std::max<std::uint32_t>(min_split, div_up(div_up(cfg.n_ctx, max_splits), split_unit) * split_unit);
     pc.n_splits = div_up(cfg.n_ctx, pc.split_len);
     const std::uint64_t need = std::uint64_t(split_tokens) * ap.n_head * pc.n_splits * (ap.head_dim + 2) * 4;
     if (!P.attn_part || P.buf(P.attn_part).size() < need)

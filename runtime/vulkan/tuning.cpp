@@ -47,7 +47,7 @@ void backend_tuning::read_env() {
   if (env_is("STRATA_VK_FA_REGS", "0")) fa_regs = false;
   if (const char* c = std::getenv("STRATA_VK_MMA_DEC")) mma_dec = std::string_view(c) == "1";
   if (const char* c = std::getenv("STRATA_VK_TQ_GQA")) tq_gqa = std::clamp(std::atoi(c), 0, 2);
-  if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 128, 1, 64) * 128;
+  if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 64, 1, 128) * 64;
   if (env_is("STRATA_VK_TQ_PREP", "0")) tq_prep = false;
   if (env_is("STRATA_VK_ENCODE_BESIDE", "0")) encode_beside = false;
   if (env_is("STRATA_VK_COOPMAT", "0")) coopmat = false;

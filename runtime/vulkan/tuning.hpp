@@ -78,7 +78,9 @@ struct backend_tuning {
   // 2 prompt steps too (=2; unsplit, n_head_kv x tokens workgroups: 6x slower than attention_q on
   // lavapipe, not yet measured on a GPU).
   int tq_gqa = 1;
-  std::uint32_t tq_split = 128;            // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x128)
+  // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x64). H200, qwen3-8b tq3 at depth
+  // 4096, us a layer: 64 keys 53.6, 128 39.7, 256 52.7, 512 69.9 (bench/RESULTS.md session 25).
+  std::uint32_t tq_split = 128;
   bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
   // attn_prep writes the ring (what the attention reads) and a second dispatch the codes beside
   // the attention (kv_encode.glsl KV_PART); STRATA_VK_ENCODE_BESIDE=0: the codes in attn_prep.

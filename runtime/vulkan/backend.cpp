@@ -262,6 +262,14 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
       P.last_slot = q8_slot;
     }
   };
+  // The split kernels' partials merged into out (attention.glsl COMBINE).
+  const auto combine = [&] {
+    const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
+                          P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
+    auto d = impl::kv_defs(cfg);
+    d.emplace_back("COMBINE", "1");
+    q8_dispatch(d, cb);
+  };
   const binding part = split ? P.bind_id(P.attn_part, true) : P.bind(q, false);
   const binding bd[] = {part,
                         P.bind(q, false),
@@ -314,22 +322,22 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
       qd.emplace_back("SPLIT", "1");
       P.dispatch3(impl::req("attention_q", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, q.rows, pc.n_splits);
     }
-    if (!split) return;
-    const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
-                          P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
-    auto combine_defs = impl::kv_defs(cfg);
-    combine_defs.emplace_back("COMBINE", "1");
-    q8_dispatch(combine_defs, cb);
+    if (split) combine();
     return;
   }
   auto defs = impl::kv_defs(cfg);
+  // attention_dec's defines: the cache's, the head shape, LANES where it fits.
+  const auto dec_defs = [&] {
+    auto d = defs;
+    d.emplace_back("HEAD_D", std::to_string(ap.head_dim));
+    d.emplace_back("GQA_G", std::to_string(group));
+    P.add_dec_lanes(d, ap.head_dim, group);
+    return d;
+  };
   // Decode: one workgroup per KV head scores its whole query-head group (attention_dec.glsl).
   if (grouped && split) {
-    auto ddefs = defs;
-    ddefs.emplace_back("HEAD_D", std::to_string(ap.head_dim));
-    ddefs.emplace_back("GQA_G", std::to_string(group));
-    P.add_dec_lanes(ddefs, ap.head_dim, group);
-    if (split) ddefs.emplace_back("SPLIT", "1");
+    auto ddefs = dec_defs();
+    ddefs.emplace_back("SPLIT", "1");
     if (merge_tail) {
       ddefs.emplace_back("SPLIT_COMBINE", "8");
       const binding mb[] = {bd[0], bd[1], bd[2], bd[3], bd[4], bd[5], bd[6], bd[7], P.bind_id(P.split_counters, true)};
@@ -337,12 +345,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
       return;
     }
     P.dispatch3(impl::req("attention_dec", {}, ddefs, 8), bd, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
-    if (!split) return;
-    const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
-                          P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
-    auto combine_defs = defs;
-    combine_defs.emplace_back("COMBINE", "1");
-    q8_dispatch(combine_defs, cb);
+    combine();
     return;
   }
   // Steps of many sequences (batched decode, several prompts in one step): one workgroup per
@@ -352,11 +355,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // decode step). STRATA_VK_MULTI_GQA=0 returns such steps to the per-head kernel.
   if (!split && !P.single_seq && P.multi_gqa && q.rows > split_tokens && group >= 1 && group <= 8 &&
       ap.n_head % ap.n_head_kv == 0) {
-    auto ddefs = defs;
-    ddefs.emplace_back("HEAD_D", std::to_string(ap.head_dim));
-    ddefs.emplace_back("GQA_G", std::to_string(group));
-    P.add_dec_lanes(ddefs, ap.head_dim, group);
-    P.dispatch3(impl::req("attention_dec", {}, ddefs, 8), bd, &pc, sizeof pc, ap.n_head_kv, q.rows, 1);
+    P.dispatch3(impl::req("attention_dec", {}, dec_defs(), 8), bd, &pc, sizeof pc, ap.n_head_kv, q.rows, 1);
     return;
   }
   // Prefill of one sequence on tensor cores (attention_mma.glsl): f16 caches, head_dim 64 or 128.
@@ -386,11 +385,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   auto split_defs = defs;
   split_defs.emplace_back("SPLIT", "1");
   P.dispatch3(impl::req("attention", {}, split_defs, 8), bd, &pc, sizeof pc, ap.n_head, q.rows, pc.n_splits);
-  const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
-                        P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
-  auto combine_defs = impl::kv_defs(cfg);
-  combine_defs.emplace_back("COMBINE", "1");
-  q8_dispatch(combine_defs, cb);
+  combine();
 }
 
 void backend::swiglu(tensor gate, tensor up, tensor out) {

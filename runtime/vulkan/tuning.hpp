@@ -68,7 +68,7 @@ struct backend_tuning {
   // no workgroup barrier in the key loop (STRATA_VK_DEC_LANES=0: the thread-a-key form).
   bool dec_lanes = true;
   // The same for attention_qdec (compressed KV), opt-in (STRATA_VK_QDEC_LANES=1): H200, qwen3-8b
-  // tq3 at depth 4096, 58.7 us a layer against the thread-a-key form's 40.6 (bench/RESULTS.md session 25).
+  // tq3 at depth 4096, 48.1 us a layer against the thread-a-key form's 39.7 (bench/RESULTS.md session 25).
   bool qdec_lanes = false;
   // Its workgroup (STRATA_VK_DEC_LANES_WG, a power of two; H200, qwen3-8b: 256 and 128 equal at
   // depth 4096, 256 ahead with 64 streams, 512 behind at both; bench/RESULTS.md session 24).

@@ -239,8 +239,8 @@ kv_dest kv_dest_of(uint head, uint t, uint n_head_kv, uint ring_rows) {
 // dst, and to the window's ring; vx: the TurboQuant encoder's V elements (tq_v_prefetch(vsrc),
 // which a caller may load early). KV_PART splits the append in two dispatches (attn_prep.glsl):
 // 1 what this step's attention reads (the ring rows, their tags, f32/f16 sides), 2 the
-// compressed sides' codes, which it does not read (backend.cpp: a step's positions stay in the
-// ring), so they can be written beside it; 3 (default) both.
+// compressed sides' codes, which it does not read (fusion.cpp record_attn_prep: a step's
+// positions stay in the ring), so they can be written beside it; 3 (default) both.
 #ifndef KV_PART
 #define KV_PART 3
 #endif

@@ -10,6 +10,9 @@
 // the warp multiplies that tile with the step's f16 activations (staged beside it under XS, else
 // loaded as fragments straight from memory) into TT x 2 accumulators of 16 tokens x 16 rows, and
 // the warps' partial sums meet in shared memory at the end.
+// N8 (steps of at most 8 tokens, TT 1, XS): the products are weights x tokens as 16x8x16 tiles
+// (16 weight rows, 8 tokens) instead of 16 tokens x 16 rows, so a step stages, loads and
+// multiplies 8 token rows, not 16 of which half are padding.
 // Formats with an MM_SMALL unit (quant/*.glsl HAS_MMS_UNIT) load a row's 64 elements as a few
 // aligned words one step ahead and expand them in registers; the others go through dequant_row16.
 // MOE_GROUPED: workgroup y is a chunk of up to 16*TT pairs routed to one expert (moe.glsl
@@ -17,6 +20,9 @@
 // that expert's slab; SCATTER writes output row t of the chunk to the pair's own row instead.
 #ifndef WARPS
 #define WARPS 4
+#endif
+#if defined(N8) && (TT != 1 || !defined(XS) || defined(PRE_A))
+#error "mul_mm_small N8: one 8-token tile (TT 1), activations staged (XS)"
 #endif
 #if WARPS * TT > 16
 #error "mul_mm_small: WARPS x TT above 16 needs more than 48 KiB of shared memory"
@@ -37,7 +43,12 @@ layout(push_constant) uniform Params {
 const uint RW = 32, KS = 64;
 const uint SR = KS / 8 + 1;                 // shared row stride in uvec4 (padded: other banks)
 const uint WT = RW * SR;                    // one warp's weight tile, uvec4
-const uint TOK = 16 * TT;                   // tokens per workgroup row
+#ifdef N8
+#define MMS_TOK 8
+#else
+#define MMS_TOK (16 * TT)
+#endif
+const uint TOK = MMS_TOK;                   // tokens per workgroup row
 const uint PART = TOK * RW;                 // one warp's partial sums, floats
 #ifdef XS
 // XS: the step's activations reach the warp as plain 16-byte loads (8 lanes per token row) a
@@ -45,7 +56,7 @@ const uint PART = TOK * RW;                 // one warp's partial sums, floats
 // there. A fragment loaded straight from memory reads 16 rows 2 x K bytes apart: H200 lab, 4096 x
 // 4096 at 16 tokens, those loads and their products took 12 of the call's 21 us.
 const uint XT = TOK * SR;                   // one warp's activation tile, uvec4
-#if WARPS * (32 + 16 * TT) * 9 * 16 > 49152  // (RW + TOK) rows of SR uvec4 per warp
+#if WARPS * (32 + MMS_TOK) * 9 * 16 > 49152  // (RW + TOK) rows of SR uvec4 per warp
 #error "mul_mm_small XS: WARPS weight and activation tiles need more than 48 KiB of shared memory"
 #endif
 #else
@@ -73,20 +84,27 @@ void main() {
   const uint wbase = 0, x0 = gl_WorkGroupID.y * TOK;
   const uint count = min(TOK, p.n_tok - x0);
 #endif
+#ifdef N8
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 8> acc[2];  // weight rows 0-15, 16-31 x the 8 tokens
+  acc[0] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
+  acc[1] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 8>(0.0);
+#else
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[TT][2];
   [[unroll]] for (uint t = 0; t < TT; ++t) {
     acc[t][0] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
     acc[t][1] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
   }
+#endif
   const bool live = n0 + lane < p.N;
   const uint row = wbase + (n0 + lane) * p.row_bytes, wt = warp * WR;
 #ifdef XS
   // Lane l carries row l / 8 + 4 i of the step's token rows, 16-byte chunk l % 8.
   const uint xt = wt + WT, xrow = lane / 8, xc = lane % 8;
-  uvec4 xr[TT * 4];
+  const uint XR = TOK / 4;  // token rows a lane carries
+  uvec4 xr[XR];
 #if !defined(LAB) || (LAB & 1) == 0
   if (KS * warp < p.K)
-    [[unroll]] for (uint i = 0; i < TT * 4; ++i)
+    [[unroll]] for (uint i = 0; i < XR; ++i)
       xr[i] = xh[(p.x_off + (x0 + xrow + 4 * i) * p.x_stride + KS * warp) / 8 + xc];
 #endif
 #endif
@@ -98,9 +116,9 @@ void main() {
 #endif
   for (uint k0 = KS * warp; k0 < p.K; k0 += KS * WARPS) {
 #if defined(XS) && (!defined(LAB) || (LAB & 1) == 0)
-    [[unroll]] for (uint i = 0; i < TT * 4; ++i) sm[xt + (xrow + 4 * i) * SR + xc] = xr[i];
+    [[unroll]] for (uint i = 0; i < XR; ++i) sm[xt + (xrow + 4 * i) * SR + xc] = xr[i];
     if (k0 + KS * WARPS < p.K)
-      [[unroll]] for (uint i = 0; i < TT * 4; ++i)
+      [[unroll]] for (uint i = 0; i < XR; ++i)
         xr[i] = xh[(p.x_off + (x0 + xrow + 4 * i) * p.x_stride + k0 + KS * WARPS) / 8 + xc];
 #endif
 #ifdef PRE_A
@@ -149,6 +167,17 @@ void main() {
 #endif
     warp_sync_shared();
 #if !defined(LAB) || (LAB & 1) == 0
+#ifdef N8
+    [[unroll]] for (uint s = 0; s < KS / 16; ++s) {
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a0, a1;  // rows x k: the tile's [row][k] as row-major
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 8> b;        // k x tokens: the staged [token][k] as column-major
+      coopMatLoadNV(a0, sm, wt + 2 * s, SR, false);
+      coopMatLoadNV(a1, sm, wt + 16 * SR + 2 * s, SR, false);
+      coopMatLoadNV(b, sm, xt + 2 * s, SR, true);
+      acc[0] = coopMatMulAddNV(a0, b, acc[0]);
+      acc[1] = coopMatMulAddNV(a1, b, acc[1]);
+    }
+#else
     [[unroll]] for (uint s = 0; s < KS / 16; ++s) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> b0, b1;
       coopMatLoadNV(b0, sm, wt + 2 * s, SR, true);  // k x rows 0-15: column-major view of [row][k]
@@ -173,13 +202,20 @@ void main() {
       }
     }
 #endif
+#endif
     warp_sync_shared();  // the tile is read before the next step writes it
   }
   barrier();  // every warp is done with its tile: the space holds the partial sums now
+#ifdef N8
+  // Partial sum (token t, row r) at warp * PART + t * RW + r: the rows x tokens tiles column-major.
+  coopMatStoreNV(acc[0], sm, warp * PART / 4, RW / 4, true);
+  coopMatStoreNV(acc[1], sm, (warp * PART + 16) / 4, RW / 4, true);
+#else
   [[unroll]] for (uint t = 0; t < TT; ++t) {
     coopMatStoreNV(acc[t][0], sm, (warp * PART + 16 * t * RW) / 4, RW / 4, false);
     coopMatStoreNV(acc[t][1], sm, (warp * PART + 16 * t * RW + 16) / 4, RW / 4, false);
   }
+#endif
   barrier();
   for (uint q = tid; q < count * RW; q += 32 * WARPS) {
     const uint t = q / RW, r = q % RW;

@@ -186,6 +186,11 @@ context::context(int device_index) : vk_context_(make_context()) {
           c.BType == vk::ComponentTypeNV::eSint8 && c.CType == vk::ComponentTypeNV::eSint32 &&
           c.DType == vk::ComponentTypeNV::eSint32 && c.scope == vk::ScopeNV::eSubgroup)
         info_.nv_coopmat_int8 = info_.nv_coopmat;
+    for (const auto& c : physical_.getCooperativeMatrixPropertiesNV())
+      if (c.MSize == 16 && c.NSize == 8 && c.KSize == 16 && c.AType == vk::ComponentTypeNV::eFloat16 &&
+          c.BType == vk::ComponentTypeNV::eFloat16 && c.CType == vk::ComponentTypeNV::eFloat32 &&
+          c.DType == vk::ComponentTypeNV::eFloat32 && c.scope == vk::ScopeNV::eSubgroup)
+        info_.nv_coopmat_n8 = info_.nv_coopmat;
   }
 
   const auto feats = physical_.getFeatures2<vk::PhysicalDeviceFeatures2, vk::PhysicalDeviceVulkan11Features,

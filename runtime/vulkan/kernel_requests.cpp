@@ -91,13 +91,14 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   // lab at 16 tokens: 15-25% faster than 4), else 4; grouped experts keep 4 (many small
   // workgroups: qwen3-30b-a3b pp512 4,912 with 8 vs 5,457 with 4).
   const std::uint32_t tt = mm_small_tokens(tokens) / 16;
+  const bool n8 = mms_n8 && mms_xs && ctx.info().nv_coopmat_n8 && !grouped && tokens <= 8;
   std::uint32_t warps = tt <= 2 && !grouped ? 8 : 4;
   // XS: as many warps as 48 KiB holds (mm_small_xs_warps: 7 at 16 tokens, 5 at 32, 4 at 48, 3 at
   // 64). At 32 tokens
   // Q4_K runs faster on 4 (H200 lab: 4096 x 4096 22.6 vs 24.0 us, 12288 x 4096 57.8 vs 62.7),
   // Q6_K on 5 (35.2 vs 43.2, 99.3 vs 120.7).
   if (mms_xs) {
-    warps = std::min(warps, mm_small_xs_warps(tt));
+    warps = std::min(warps, mm_small_xs_warps(tt, n8));
     if (tt == 2 && t == gguf::type_id::q4_k) warps = std::min<std::uint32_t>(warps, 4);
   }
   std::vector<std::pair<std::string, std::string>> d{{"WG", std::to_string(32 * warps)},
@@ -108,6 +109,7 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   if (grouped) d.emplace_back("MOE_GROUPED", "1");
   if (scatter) d.emplace_back("SCATTER", "1");
   if (mms_xs) d.emplace_back("XS", "1");
+  if (n8) d.emplace_back("N8", "1");
   if (mms_h2 >= 2 && t == gguf::type_id::q4_k) d.emplace_back("MMS_H2", "1");
   return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
 }

@@ -7,9 +7,10 @@
 
 namespace strata::gpu {
 
-// Warps (at most 8) whose tiles fit 48 KiB at tt 16-token tiles: 7, 5, 4, 3 for tt = 1..4.
-constexpr std::uint32_t mm_small_xs_warps(std::uint32_t tt) {
-  return std::min<std::uint32_t>(8, 49152 / ((32 + 16 * tt) * 9 * 16));
+// Warps (at most 8) whose tiles fit 48 KiB at tt 16-token tiles: 7, 5, 4, 3 for tt = 1..4; 8 for
+// N8's one 8-token tile.
+constexpr std::uint32_t mm_small_xs_warps(std::uint32_t tt, bool n8 = false) {
+  return std::min<std::uint32_t>(8, 49152 / ((32 + (n8 ? 8 : 16 * tt)) * 9 * 16));
 }
 
 }  // namespace strata::gpu

@@ -146,6 +146,7 @@ void backend_tuning::read_env() {
     throw error("STRATA_VK_MMVQ_MT_QOUT: a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
+  if (const char* v = std::getenv("STRATA_VK_MMS_N8")) mms_n8 = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMVQ_UNROLL")) mmvq_unroll = std::string_view(v) == "1";
   if (env_is("STRATA_VK_MM3_XF16", "0")) mm3_xf16 = false;
   if (tile_env("STRATA_VK_MM3_SHAPE", mm3_shape)) mm3_forced = true;

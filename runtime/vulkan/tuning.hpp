@@ -251,6 +251,11 @@ struct backend_tuning {
   std::uint32_t mms_min = 5, mms_max = 64;
   // mul_mm_small stages each step's activations in shared memory (XS; STRATA_VK_MMS_XS=0 off).
   bool mms_xs = true;
+  // Steps of at most 8 tokens on mul_mm_small as weights x tokens 16x8x16 products (N8) where the
+  // device has that shape: no padding rows staged, loaded or multiplied. STRATA_VK_MMS_N8=0 off.
+  // H200 lab at 8 tokens (us): Q4_K 4096 x 12288 42.99 -> 36.06, 12288 x 4096 40.59 -> 34.49, Q6_K
+  // 4096 x 12288 55.77 -> 53.12; qwen3-8b batched 8 streams 880 -> 974 t/s, 5 streams 533 -> 624.
+  bool mms_n8 = true;
   // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
   // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps
   // them in f32 / TF32 too).

@@ -248,6 +248,28 @@ TEST_CASE("vulkan matmul: the integer matvec's multi-token form equals its one-t
   check(quant::q6_k{});
 }
 
+// mul_mm_small's N8 form (steps of at most 8 tokens as weights x tokens 16x8x16 products) sums the
+// same f16 products as its 16 x 16 tiles: 5- and 8-token steps agree with STRATA_VK_MMS_N8=0 to
+// f32 rounding. A device without the 16x8x16 shape (or without tensor cores) runs neither.
+TEST_CASE("vulkan matmul: mul_mm_small's 8-token form equals its 16-token tiles") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(12);
+  const auto x = vkt::normal_floats(std::size_t(mm_table_rows) * K, rng);
+  const test::scoped_env on("STRATA_VK_MMS_N8", "1");
+  const auto check = [&](auto fmt) {
+    using Fmt = decltype(fmt);
+    CAPTURE(Fmt::name);
+    const auto r = runs_with_switch<Fmt>(rng, x, "STRATA_VK_MMS_N8", "0");
+    for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) {
+      CAPTURE(mm_token_counts[c]);
+      CHECK(test::nmse(r.base[c], r.switched[c]) <= 1e-10);
+    }
+  };
+  check(quant::q4_k{});
+  check(quant::q6_k{});
+  check(quant::q8_0{});
+}
+
 #endif
 
 }  // namespace

@@ -62,6 +62,9 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
       compiles({"mul_mm_small", t,
                 {{"WG", wgs(wg)}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", tt}, {"WARPS", wg}, {"MOE_GROUPED", "1"}, {"SCATTER", "1"}, {"XS", "1"}}, 4});
     }
+  // N8: 8-token steps as weights x tokens 16x8x16 products, 8 warps (mm_small_xs_warps(1, true)).
+  for (const auto t : {type_id::q4_k, type_id::q6_k, type_id::q8_0, type_id::iq4_xs})
+    compiles({"mul_mm_small", t, {{"WG", "256"}, {"COOPMAT", "1"}, {"MM_SMALL", "1"}, {"TT", "1"}, {"WARPS", "8"}, {"XS", "1"}, {"N8", "1"}}, 3});
   {
     gpu::shader_compiler c({}, "offline");
     const gpu::pipeline_request r{"mul_mm_small", type_id::q4_k, {{"WG", "256"}, {"COOPMAT", "1"}, {"TT", "1"}, {"WARPS", "8"}, {"XS", "1"}}, 3};

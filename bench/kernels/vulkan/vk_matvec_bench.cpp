@@ -198,29 +198,34 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     v.rows_per_wg = 8;
     return v;
   }
-  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n][:W=warps][:XS=0|1][:LAB=bits]"; "msg": the format's unit off
+  if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n][:W=warps][:XS=0|1][:N8=1][:H2=1][:LAB=bits]"; "msg": the format's unit off
                                 // (dequant16 for every format); "msa": activation fragments loaded
                                 // before the expansion (PRE_A)
     v.small = true;
     const bool generic = s.rfind("msg", 0) == 0, pre_a = s.rfind("msa", 0) == 0;
     std::uint32_t tt = std::min<std::uint32_t>(4, (nt + 15) / 16), warps = 0;
     bool xs = false;  // XS: activations staged in shared memory (on in the backend, off here unless asked)
+    bool n8 = false;  // N8: weights x tokens 16x8x16 products (at most 8 tokens; needs XS)
     for (const auto& [key, value] : variant_fields(s)) {
       if (key == "W") warps = std::uint32_t(std::stoul(value));
       else if (key == "TT") tt = std::uint32_t(std::stoul(value));
       else if (key == "XS") xs = value != "0";
+      else if (key == "N8") n8 = value != "0";
+      else if (key == "H2") v.defines.emplace_back("MMS_H2", "1");
       else if (key == "LAB") v.defines.emplace_back("LAB", value);  // mul_mm_small.glsl's lab knobs (results are then wrong)
       else throw error("unknown variant field '" + key + "'");
     }
     if (!info.nv_coopmat) throw error("variant " + s + " needs tensor cores (VK_NV_cooperative_matrix)");
     // No W given: 4 warps, or under XS as many as shared memory holds (the backend's count).
-    if (warps == 0) warps = xs ? mm_small_xs_warps(tt) : 4;
+    if (n8 && (!xs || nt > 8 || tt != 1)) throw error("variant " + s + ": N8 needs XS=1 and at most 8 tokens");
+    if (warps == 0) warps = xs ? mm_small_xs_warps(tt, n8) : 4;
     v.bn = 16 * tt;
     v.defines.insert(v.defines.begin(), {{"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"}, {"TT", std::to_string(tt)},
                                          {"WARPS", std::to_string(warps)}});
     if (!generic) v.defines.emplace_back("MM_SMALL", "1");
     if (pre_a) v.defines.emplace_back("PRE_A", "1");
     if (xs) v.defines.emplace_back("XS", "1");
+    if (n8) v.defines.emplace_back("N8", "1");
     return v;
   }
   if (s.rfind("iq", 0) == 0) {

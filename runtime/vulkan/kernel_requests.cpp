@@ -110,7 +110,7 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   if (scatter) d.emplace_back("SCATTER", "1");
   if (mms_xs) d.emplace_back("XS", "1");
   if (n8) d.emplace_back("N8", "1");
-  if (mms_h2 >= 2 && t == gguf::type_id::q4_k) d.emplace_back("MMS_H2", "1");
+  if ((mms_h2 & 2) && t == gguf::type_id::q4_k) d.emplace_back("MMS_H2", "1");
   return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
 }
 
@@ -164,7 +164,7 @@ pipeline_request backend::impl::mm3_req(const mma2_tile& s, bool xf16, gguf::typ
   }
   if (split) d.emplace_back("SPLIT_K", "1");
   if (mma_n8) d.emplace_back("MMA_N", "8");
-  if (mms_h2 >= 1 && qw == gguf::type_id::q4_k) d.emplace_back("MMS_H2", "1");
+  if ((mms_h2 & 1) && qw == gguf::type_id::q4_k) d.emplace_back("MMS_H2", "1");
   return req("mul_mm_f16", qw, std::move(d), 3);
 }
 

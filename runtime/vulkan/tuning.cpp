@@ -87,7 +87,7 @@ void backend_tuning::read_env() {
   }
   if (const char* v = std::getenv("STRATA_VK_MMQ2")) mmq2 = std::clamp(std::atoi(v), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_MMA_N8")) mma_n8 = std::string_view(v) == "1";
-  if (const char* v = std::getenv("STRATA_VK_MMS_H2")) mms_h2 = std::clamp(std::atoi(v), 0, 2);
+  if (const char* v = std::getenv("STRATA_VK_MMS_H2")) mms_h2 = std::clamp(std::atoi(v), 0, 3);
   if (env_is("STRATA_VK_SPLITK", "0")) split_k = false;
   if (const char* v = std::getenv("STRATA_VK_SPLITK_WGS")) split_target = std::uint32_t(std::clamp(std::atoi(v), 1, 65535));
   if (const char* v = std::getenv("STRATA_VK_SPLITK_MIN_K")) split_min_k = std::uint32_t(std::clamp(std::atoi(v), 1, 65536) + 63) / 64 * 64;

@@ -191,11 +191,15 @@ struct backend_tuning {
   // The GEMM's products as 16x8x16 (MMA_N 8) instead of 16x16x16 (STRATA_VK_MMA_N8=1): H200,
   // qwen3-8b pp512 6,965 against 7,264 (in place 5% slower in the lab, f16 weights 3% faster).
   bool mma_n8 = false;
-  // Q4_K's tile expansion in f16x2 arithmetic (quant/q4_k.glsl MMS_H2): STRATA_VK_MMS_H2=1 in
-  // mul_mm_f16's in-place tiles, 2 in mul_mm_small's too. Off: H200, qwen3-8b pp512 +0.5%, 8
-  // streams +4-6%, for 3x the tile's error against float64 (Q4_K NMSE 2.7e-7 against 9e-8; m is
-  // rounded to f16 before its product), which the default keeps.
-  int mms_h2 = 0;
+  // Q4_K's tile expansion in f16x2 arithmetic (quant/q4_k.glsl MMS_H2), as bits of
+  // STRATA_VK_MMS_H2: 1 in mul_mm_f16's in-place tiles, 2 in mul_mm_small's (default 2).
+  // The prompt GEMM keeps the f32 expansion: +0.5% on qwen3-8b pp512 (H200) is not worth 3x the
+  // tile's error against float64 (Q4_K NMSE 2.7e-7 against 9e-8; m is rounded to f16 before its
+  // product). mul_mm_small takes decode batches of 5-32 streams, whose one-stream steps run on
+  // int8 activations with ~15x its error (lab rel. err 5-6e-3 against 3.4e-4, where the f16
+  // activations dominate, H2 or not); there it is +5-8% (H200, qwen3-8b batched 8 / 16 / 32 streams
+  // 971 / 1,748 / 2,649 -> 1,045 / 1,842 / 2,764 t/s) and H2 is the default.
+  int mms_h2 = 2;
   // Steps of at least mm3_scratch_min tokens expand Q4_K into the f16 scratch once per matrix
   // (dequant_f16) and run the f16 tile, which is 15-20% faster than expanding every tile in place
   // (H200 lab, 512 tokens: 4096 x 4096 117 against 140 us); the expansion pass pays off once a

@@ -391,6 +391,7 @@ struct backend::impl : backend_tuning {
   std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const;
   // A residual matvec of this format and height may write the next norm's first half (NORM_OUT).
   bool norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const;
+  mmvq_shape_t qout_shape(std::uint64_t n_rows) const;  // one-token QUANT_OUT matvecs of n_rows rows
   bool use_mmvq(const weight& w, std::uint32_t n) const;
   // Tensor-core tiles (mul_mm.glsl MMA2): the largest tile that still gives the GPU a few
   // hundred workgroups (STRATA_VK_MMA2_SHAPE=BM:BN:WM:WN forces one).

@@ -166,6 +166,10 @@ context::context(int device_index) : vk_context_(make_context()) {
   info_.uuid = hex(p.pipelineCacheUUID.data(), VK_UUID_SIZE);
   info_.is_cpu = p.deviceType == vk::PhysicalDeviceType::eCpu;
   info_.subgroup_size = props.get<vk::PhysicalDeviceSubgroupProperties>().subgroupSize;
+  if (has_extension(physical_, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME))
+    info_.sm_count = physical_.getProperties2<vk::PhysicalDeviceProperties2, vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>()
+                         .get<vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV>()
+                         .shaderSMCount;
   info_.max_shared_bytes = p.limits.maxComputeSharedMemorySize;
   info_.max_storage_range = p.limits.maxStorageBufferRange;
   info_.max_allocation = props.get<vk::PhysicalDeviceVulkan11Properties>().maxMemoryAllocationSize;

@@ -34,6 +34,7 @@ struct device_info {
   bool nv_coopmat = false;
   bool nv_coopmat_int8 = false;  // also 16x16x32 int8 x int8 -> int32 (mul_mmq.glsl)
   bool nv_coopmat_n8 = false;    // also 16x8x16 f16 x f16 -> f32 (mul_mm_small.glsl N8)
+  std::uint32_t sm_count = 0;    // streaming multiprocessors (VK_NV_shader_sm_builtins), 0 unknown
   bool int_dot = false;      // packed 4x8-bit integer dot products (shaderIntegerDotProduct)
   bool timeline = false;     // timeline semaphores (Vulkan 1.2 core feature; enabled when present)
   // The driver's statistics of each compiled pipeline (registers, spills, shared memory), asked for

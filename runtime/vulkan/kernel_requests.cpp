@@ -31,7 +31,7 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
                                          bool ids, bool qout, bool grouped, bool tail, bool norm_out,
                                          std::uint32_t rms_in_k) const {
   const bool mt = uses_mmvq_mt(t, nt);
-  auto [wgs, rpg, u] = qout ? (mt ? mmvq_mt_qout : mmvq_shape_t{256, 4, 1})  // QUANT_OUT: 32 rows a workgroup
+  auto [wgs, rpg, u] = qout ? (mt ? mmvq_mt_qout : qout_shape(n_rows))  // QUANT_OUT: 32 rows a workgroup
                             : (mt ? (n_rows >= 4096 || mmvq_mt_shape_forced ? mmvq_mt_shape : mmvq_shape_t{64, 2, 1})
                                   : mmvq_shape(t, n_rows));
   if (norm_out && !qout && t == gguf::type_id::q6_k) rpg = 2, u = 2;  // as Q4_K: 512 threads (norm_out_fits)
@@ -53,6 +53,12 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   if (nt > 1 && !mt) d.emplace_back("MT_OFF", "1");
   if (has_row_groups(t)) d.emplace_back("W_GROUPED", grouped_rows(t, n_cols) ? "1" : "0");  // common.glsl
   return req("mmvq", t, std::move(d), tail ? 14 : rms_in_k ? 11 : norm_out ? 10 : 8);
+}
+
+backend::impl::mmvq_shape_t backend::impl::qout_shape(std::uint64_t n_rows) const {
+  const std::uint64_t sms = ctx.info().sm_count;
+  if (mmvq_qout_forced || !sms || div_up(n_rows, 32) <= qout_wave_per_sm * sms) return mmvq_qout;
+  return {512, 2, 1};
 }
 
 bool backend::impl::norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const {

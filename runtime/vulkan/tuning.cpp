@@ -144,6 +144,9 @@ void backend_tuning::read_env() {
   shape_env("STRATA_VK_MMVQ_MT_QOUT", "64:4:1", true, mmvq_mt_qout);
   if (mmvq_mt_qout.wg / 32 * mmvq_mt_qout.rpg != 32)
     throw error("STRATA_VK_MMVQ_MT_QOUT: a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
+  mmvq_qout_forced = shape_env("STRATA_VK_MMVQ_QOUT", "256:4:1", true, mmvq_qout);
+  if (mmvq_qout.wg / 32 * mmvq_qout.rpg != 32)
+    throw error("STRATA_VK_MMVQ_QOUT: a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMS_N8")) mms_n8 = std::string_view(v) != "0";

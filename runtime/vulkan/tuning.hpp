@@ -144,6 +144,16 @@ struct backend_tuning {
   // STRATA_VK_MMVQ_MT=0 turns the multi-token form off (MT_OFF).
   bool mmvq_mt = true, mmvq_mt_shape_forced = false;
   mmvq_shape_t mmvq_mt_shape{64, 4, 1}, mmvq_mt_qout{512, 2, 1};
+  // One-token QUANT_OUT matvecs (the SwiGLU gate / up pair, 32 rows a workgroup): 256 threads
+  // (4 rows a lane group), or 512 (2 rows) where that form's workgroups exceed what one wave of
+  // it holds, qout_wave_per_sm an SM (H200: 80 registers a thread, 3 workgroups of 256 an SM).
+  // H200 tg128, alternated twice: llama-3.1-8b (14,336 rows: 448 workgroups, two waves)
+  // 315.7 / 318.6 -> 330.5 / 327.8 t/s with 512 threads; qwen3-8b (12,288: 384, one wave)
+  // 325.0 / 327.0 with 256 against 306.0 / 306.8 with 512. The SM count is the driver's
+  // (VK_NV_shader_sm_builtins); unknown, 256 threads. STRATA_VK_MMVQ_QOUT=WG:RPG:U sets the shape.
+  mmvq_shape_t mmvq_qout{256, 4, 1};
+  bool mmvq_qout_forced = false;
+  static constexpr std::uint32_t qout_wave_per_sm = 3;
   bool uses_mmvq_mt(gguf::type_id t, std::uint32_t nt) const {
     return mmvq_mt && !mmvq_shape_forced && nt > 1 && nt <= detail::mmvq_mt_max_tokens && detail::has_mmvq_mt(t);
   }

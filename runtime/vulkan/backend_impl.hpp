@@ -5,6 +5,7 @@
 //   kernel_requests.cpp   which pipeline variant (shader + defines) an op records
 //   fusion.cpp            deferred work: norms folded into matmuls, Q/K head ops into attn_prep,
 //                         the MoE combine into the residual add; prepare() orders the rest
+//   fusion_types.hpp      the deferred ops' types
 //   matmul_recording.cpp  matvec, integer matvec (int8 activations), tiled prefill matmul
 //   backend.cpp           the graph ops of the contract (graph/backend_contract.hpp)
 //   handoff_submit.cpp    a step's parts submitted around the CPU's hand-offs (timeline or fences)
@@ -27,6 +28,7 @@
 #include "context.hpp"
 #include "cpu_experts.hpp"
 #include "cpu_ffn.hpp"
+#include "fusion_types.hpp"
 #include "memory.hpp"
 #include "mma_layout.hpp"
 #include "pipelines.hpp"
@@ -196,29 +198,14 @@ struct backend::impl : backend_tuning {
   // Peephole fusion while recording (STRATA_VK_FUSE=0 turns it off): an RMS norm whose only
   // consumers are matmuls is not dispatched but folded into their input (NORM_INPUT); matmuls
   // are held back one op so a following residual add (ADD_RESIDUAL) or, for a gate/up pair,
-  // the SwiGLU (SWIGLU) joins their dispatch.
-  struct pending_norm {
-    tensor x, y;
-    const weight* w = nullptr;
-    float eps = 0;
-  };
-  struct pending_matmul {
-    const weight* w = nullptr;
-    tensor x, y;
-    std::optional<pending_norm> norm;
-    std::optional<tensor> residual;
-    const weight* up = nullptr;
-    std::optional<pending_norm> tail;  // the next norm of y, run by this dispatch's last workgroup
-    // The next norm of y, half done here (mmvq NORM_OUT: y times its weight as int8 codes, block
-    // sums of y^2) and half by the matvecs that read it (RMS_IN); kept only while a matmul
-    // reading that norm's output follows (try_norm_out()).
-    std::optional<pending_norm> norm_out;
-    struct topk_t {
-      std::uint32_t n_expert, k;
-      bool sigmoid;
-    };
-    std::optional<topk_t> topk;  // a router: its top-k, run by the last workgroup if the path allows
-  };
+  // the SwiGLU (SWIGLU) joins their dispatch. The deferred ops' types are in fusion_types.hpp.
+  using pending_norm = gpu::pending_norm;
+  using pending_matmul = gpu::pending_matmul;
+  using quantized_input = gpu::quantized_input;
+  using head_op = gpu::head_op;
+  using head_tensor = gpu::head_tensor;
+  using pending_combine = gpu::pending_combine;
+  using pending_encode = gpu::pending_encode;
   // Two scratch slots, so a matvec can read its quantized input from one and write its output,
   // quantized for the next matvec (QUANT_OUT), into the other.
   std::uint32_t xq[2] = {0, 0}, xs[2] = {0, 0};  // buffer ids
@@ -227,13 +214,6 @@ struct backend::impl : backend_tuning {
   // no wider than the int8 scratch.
   bool int8_expert_ok(const weight& w) const { return has_int8_unit(w.type, w.ne[0]) && w.ne[0] <= max_k; }
   std::uint32_t max_q8_rows = 0;                   // rows the int8 scratch holds (tokens or MoE pairs)
-  // The input each slot holds now (valid until its buffer is written).
-  struct quantized_input {
-    tensor x;
-    const weight* norm_w = nullptr;
-    float eps = 0;
-    bool raw = false;  // NORM_OUT's codes: the 1 / rms (from rms_sq of the slot) still to apply
-  };
   // Per slot, NORM_OUT's sums of y^2 per token and 32-row block (buffer ids).
   std::uint32_t rms_sq[2] = {0, 0};
   bool short_ctx = false;
@@ -243,37 +223,7 @@ struct backend::impl : backend_tuning {
   // Per-head ops on Q and K (weighted / plain RMS norm, RoPE, temperature) wait here until
   // kv_store(), which records them with the KV append as one attn_prep dispatch. Any other op
   // first records them one by one, in order (flush_heads), so deferral never changes results.
-  struct head_op {
-    enum kind_t { norm_w, norm, rope, temp } kind = norm;
-    const weight* w = nullptr;  // norm_w
-    float eps = 0;              // norm_w, norm
-    graph::rope_params rp{};    // rope
-    const weight* ff = nullptr;  // rope: frequency factors (rope_freqs), if any
-    graph::position_scale_params ps{};  // temp
-  };
-  struct head_tensor {
-    tensor t;  // all heads of the step's tokens: rows = tokens, cols = n_heads * head_dim
-    std::uint32_t n_heads = 0;
-    std::vector<head_op> ops;
-  };
   std::vector<head_tensor> heads;
-  // An MoE layer's combine waits one op, so the decoder's residual add can join it (RESIDUAL).
-  struct pending_combine {
-    moe_pc pc;
-    tensor y, out;
-    std::optional<tensor> residual;    // out = residual + sum, once the residual add has joined
-    std::optional<pending_norm> tail;  // the next norm of out, run by the last workgroup
-    // The experts' down matvec that writes y, not yet recorded: with the residual joined, its
-    // last workgroup runs the combine (moe_combine_tail.glsl; STRATA_VK_TAIL decode steps).
-    struct down_t {
-      const weight* w = nullptr;
-      std::uint32_t slot = 0, pairs = 0;
-    };
-    std::optional<down_t> down;
-    // The next norm's first half (moe.glsl NORM_OUT), kept while the op after the norm is a
-    // matmul that reads it (try_norm_out()).
-    std::optional<pending_norm> norm_out;
-  };
   // The down matvec and the combine (+ residual, + the next norm) of `c` in one dispatch.
   void record_down_combine(const pending_combine& c);
   std::optional<pending_combine> combine;
@@ -444,7 +394,6 @@ struct backend::impl : backend_tuning {
   bool record_attn_prep(const kv_state& kv, std::uint32_t layer, const tensor& k, const tensor& v);
   // attn_prep's codes (kv_encode.glsl KV_PART 2), recorded after the next dispatch, the attention's
   // (encode_next), so both run in one level (tuning.hpp encode_beside); other ops record it first.
-  struct pending_encode { pipeline_request r; std::vector<binding> b; attn_prep_pc pc; std::uint32_t gx, gy; };
   std::optional<pending_encode> encode;
   bool encode_next = false;
   void flush_encode();

@@ -128,6 +128,8 @@ std::string assemble_source(const pipeline_request& r) {
   if (has("SPLIT_COMBINE")) s += shader_source("split_combine");
   if (has("TOPK_TAIL") || has("TOPK_IN") || (r.shader == "moe" && has("MOE_TOPK"))) s += shader_source("moe_topk");
   s += shader_source(r.shader);
+  // attention_qdec's LANES form: its own file, after the kernel's bindings, decoders and helpers.
+  if (r.shader == "attention_qdec" && has("LANES")) s += shader_source("attention_qdec_lanes");
   return s;
 }
 

@@ -1,0 +1,87 @@
+// The deferred work the Vulkan backend's recorder holds while fusing ops (fusion.cpp): norms
+// waiting for the matmuls that read them, matmuls waiting for a residual add or their SwiGLU
+// partner, Q/K head ops waiting for kv_store(), an MoE combine waiting for the residual add, and
+// attn_prep's codes waiting for the attention. Private to runtime/vulkan.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "backend.hpp"
+#include "commands.hpp"
+#include "pipelines.hpp"
+#include "push_constants.hpp"
+#include "strata/graph/backend_contract.hpp"
+
+namespace strata::gpu {
+
+// An RMS norm (weighted when w) of x into y, not recorded yet.
+struct pending_norm {
+  tensor x, y;
+  const weight* w = nullptr;
+  float eps = 0;
+};
+struct pending_matmul {
+  const weight* w = nullptr;
+  tensor x, y;
+  std::optional<pending_norm> norm;
+  std::optional<tensor> residual;
+  const weight* up = nullptr;
+  std::optional<pending_norm> tail;  // the next norm of y, run by this dispatch's last workgroup
+  // The next norm of y, half done here (mmvq NORM_OUT: y times its weight as int8 codes, block
+  // sums of y^2) and half by the matvecs that read it (RMS_IN); kept only while a matmul
+  // reading that norm's output follows (try_norm_out()).
+  std::optional<pending_norm> norm_out;
+  struct topk_t {
+    std::uint32_t n_expert, k;
+    bool sigmoid;
+  };
+  std::optional<topk_t> topk;  // a router: its top-k, run by the last workgroup if the path allows
+};
+// What one of the integer matvec's two scratch slots holds now (valid until its buffer is written).
+struct quantized_input {
+  tensor x;
+  const weight* norm_w = nullptr;
+  float eps = 0;
+  bool raw = false;  // NORM_OUT's codes: the 1 / rms (from rms_sq of the slot) still to apply
+};
+// A per-head op on Q or K (weighted / plain RMS norm, RoPE, temperature) and the ops of one tensor.
+struct head_op {
+  enum kind_t { norm_w, norm, rope, temp } kind = norm;
+  const weight* w = nullptr;  // norm_w
+  float eps = 0;              // norm_w, norm
+  graph::rope_params rp{};    // rope
+  const weight* ff = nullptr;  // rope: frequency factors (rope_freqs), if any
+  graph::position_scale_params ps{};  // temp
+};
+struct head_tensor {
+  tensor t;  // all heads of the step's tokens: rows = tokens, cols = n_heads * head_dim
+  std::uint32_t n_heads = 0;
+  std::vector<head_op> ops;
+};
+// An MoE layer's combine waits one op, so the decoder's residual add can join it (RESIDUAL).
+struct pending_combine {
+  moe_pc pc;
+  tensor y, out;
+  std::optional<tensor> residual;    // out = residual + sum, once the residual add has joined
+  std::optional<pending_norm> tail;  // the next norm of out, run by the last workgroup
+  // The experts' down matvec that writes y, not yet recorded: with the residual joined, its
+  // last workgroup runs the combine (moe_combine_tail.glsl; STRATA_VK_TAIL decode steps).
+  struct down_t {
+    const weight* w = nullptr;
+    std::uint32_t slot = 0, pairs = 0;
+  };
+  std::optional<down_t> down;
+  // The next norm's first half (moe.glsl NORM_OUT), kept while the op after the norm is a
+  // matmul that reads it (try_norm_out()).
+  std::optional<pending_norm> norm_out;
+};
+// attn_prep's codes (kv_encode.glsl KV_PART 2), recorded after the attention's dispatch.
+struct pending_encode {
+  pipeline_request r;
+  std::vector<binding> b;
+  attn_prep_pc pc;
+  std::uint32_t gx, gy;
+};
+
+}  // namespace strata::gpu

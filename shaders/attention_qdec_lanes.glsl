@@ -1,0 +1,240 @@
+// attention_qdec.glsl's LANES form, appended after it by the shader assembler (pipelines.cpp)
+// when LANES is defined: it uses attention_qdec.glsl's bindings, decoders and helpers.
+#ifdef LANES
+#extension GL_KHR_shader_subgroup_shuffle : require
+// LANES (attention_dec.glsl's LANES form over code rows): each group of LPK lanes of a subgroup
+// is a stream of keys, the lanes split the head's dims (where they sit in a row found once), so a
+// code row is one coalesced load and a lane decodes only its dims. A stream takes KC = LPK / G
+// keys at a time: all their loads issued first, the lanes' partial dot products of the KC x G
+// (key, head) pairs summed by halving exchanges, an online softmax per stream with no workgroup
+// barrier. Two passes share the softmax state: the codes of every key the ring does not hold
+// (rotated query and sums), then, where the split reaches the window, the ring's f16 rows (plain
+// query and sums) in the same registers (H200, tq3 at depth 4096: 48.1 us a layer against 58.7
+// with both beside each other). The streams meet in shared memory once.
+const uint DPL = D / LPK, NC = DPL / 4u, KC = LPK / G, NS = WG / LPK;
+#if LPK % GQA_G != 0 || KV_D % (4 * LPK) != 0
+#error "attention_qdec LANES: LPK must be a multiple of GQA_G and KV_D of 4 * LPK"
+#endif
+shared float pw[NS][LPK];                // a chunk's probabilities, pair i at i
+shared float cw[NS][G];                  // a chunk's rescale factor per head
+shared float sm_m[NS][G], sm_l[NS][G], sm_mc[NS][G];  // the streams' softmax state; sm_mc: max after the codes
+shared float vsum[NS][G][D];             // the streams' unnormalised value sums
+#if KV_HAS_TQ
+#define rot_or_sum rot  // kv_codec's rotation buffer (TQ_ROT_N >= G vectors) holds the merged sums
+#else
+shared float rot_or_sum[G * D];
+#endif
+// Head g's maximum over the streams (final states) and its softmax sum.
+void merged_state(uint g, out float M, out float L) {
+  M = -1.0 / 0.0;
+  for (uint s = 0u; s < NS; ++s) M = max(M, sm_m[s][g]);
+  L = 0.0;
+  for (uint s = 0u; s < NS; ++s) L += sm_m[s][g] > -1.0 / 0.0 ? exp(sm_m[s][g] - M) * sm_l[s][g] : 0.0;
+}
+// The streams' sums of vsum at (g, d), each relative to its maximum ms[s][g], weighted to M.
+float merged_sum(uint g, uint d, float M, bool codes) {
+  float a = 0.0;
+  for (uint s = 0u; s < NS; ++s) {
+    const float ms = codes ? sm_mc[s][g] : sm_m[s][g];
+    a += ms > -1.0 / 0.0 ? exp(ms - M) * vsum[s][g][d] : 0.0;
+  }
+  return a;
+}
+// This lane's dims of the group's queries (from q[qb]) × scale.
+void plain_query(uint qb, uint d0, out vec4 qr[G][NC]) {
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint c = 0u; c < NC; ++c) {
+      const uint b = qb + g * D + d0 + 4u * c;
+      qr[g][c] = vec4(q[b], q[b + 1u], q[b + 2u], q[b + 3u]) * p.scale;
+    }
+}
+void put_sums(uint sid, uint d0, vec4 a[G][NC]) {
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint c = 0u; c < NC; ++c)
+      [[unroll]] for (uint i = 0u; i < 4u; ++i) vsum[sid][g][d0 + 4u * c + i] = a[g][c][i];
+}
+
+// One chunk of keys from j0 whose rows are in kr / vr (bit k of `valid`: key j0 + k counts):
+// the scores against qr, the stream's online softmax (m, l) and its value sums acc (pv: pair
+// k * G + g, this lane's share of key k's score for head g). A macro over main()'s variables: a
+// function taking the rows as arrays compiled to 2x the code and ran 2x slower.
+#define CHUNK_STEP() {                                                                     \
+  float pv[LPK];                                                                           \
+  [[unroll]] for (uint k = 0u; k < KC; ++k)                                                \
+    [[unroll]] for (uint g = 0u; g < G; ++g) {                                             \
+      float d = 0.0;                                                                       \
+      [[unroll]] for (uint c = 0u; c < NC; ++c) d += dot(qr[g][c], kr[k][c]);               \
+      pv[k * G + g] = d;                                                                   \
+    }                                                                                      \
+  HALVE_PAIRS(pv, li, LPK, 16u) HALVE_PAIRS(pv, li, LPK, 8u) HALVE_PAIRS(pv, li, LPK, 4u)  \
+  HALVE_PAIRS(pv, li, LPK, 2u) HALVE_PAIRS(pv, li, LPK, 1u)                                \
+  const float s = ((valid >> (li / G)) & 1u) != 0u ? pv[0] : -1.0 / 0.0;                   \
+  float cm = s;                                                                            \
+  for (uint o = G; o < LPK; o *= 2u) cm = max(cm, subgroupShuffleXor(cm, o));              \
+  const float mn = max(m, cm);                                                             \
+  const float e = s > -1.0 / 0.0 ? exp(s - mn) : 0.0, corr = m == mn ? 1.0 : exp(m - mn);  \
+  float es = e;                                                                            \
+  for (uint o = G; o < LPK; o *= 2u) es += subgroupShuffleXor(es, o);                      \
+  l = l * corr + es;                                                                       \
+  m = mn;                                                                                  \
+  pw[sid][li] = e;                                                                         \
+  if (li < G) cw[sid][li] = corr;                                                          \
+  subgroupMemoryBarrierShared();                                                           \
+  subgroupBarrier();                                                                       \
+  [[unroll]] for (uint g = 0u; g < G; ++g) {                                               \
+    const float cg = cw[sid][g];                                                           \
+    [[unroll]] for (uint c = 0u; c < NC; ++c) acc[g][c] *= cg;                             \
+  }                                                                                        \
+  [[unroll]] for (uint k = 0u; k < KC; ++k)                                                \
+    [[unroll]] for (uint g = 0u; g < G; ++g) {                                             \
+      const float pg = pw[sid][k * G + g];                                                 \
+      [[unroll]] for (uint c = 0u; c < NC; ++c) acc[g][c] += pg * vr[k][c];                \
+    }                                                                                      \
+  subgroupBarrier();                                                                       \
+  }
+
+void main() {
+  const uint hk = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint sid = gl_SubgroupID * (gl_SubgroupSize / LPK) + gl_SubgroupInvocationID / LPK;  // stream
+  const uint li = gl_SubgroupInvocationID % LPK, d0 = li * DPL;
+  const uint h0 = hk * G;
+#ifdef SPLIT
+  const uint split = gl_WorkGroupID.z;
+#endif
+  uint start, last;
+  if (!key_range(t, h0, start, last)) {
+#ifdef SPLIT_COMBINE
+    SPLIT_COMBINE_CALL();
+#endif
+    return;
+  }
+  const uint P = uint(pos[t]), seq = seq_row[t], btab = seq * p.max_blocks;
+  load_centroids();
+  const uint qb = p.q_off + t * p.q_stride + h0 * D;
+  vec4 qr[G][NC];  // this lane's dims of the queries × scale as the codes score them
+#if KV_K_KIND == 3
+  for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
+  barrier();
+#if (QDEC_SKIP & 1) == 0
+  tq_rotate_rot(G, true);  // ends with a barrier
+#endif
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint c = 0u; c < NC; ++c) {
+      const uint b = g * D + d0 + 4u * c;
+      qr[g][c] = vec4(rot[b], rot[b + 1u], rot[b + 2u], rot[b + 3u]) * p.scale;
+    }
+#else
+  barrier();  // the centroids
+  plain_query(qb, d0, qr);
+#endif
+  rdims kd[NC], vd[NC];
+  [[unroll]] for (uint c = 0u; c < NC; ++c) {
+    kd[c] = k_dims_of(d0 + 4u * c);
+    vd[c] = v_dims_of(d0 + 4u * c);
+  }
+#ifdef KV_RING
+  const uint recent_from = P + 1u >= p.window ? P + 1u - p.window : 0u;
+#endif
+  vec4 acc[G][NC];
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint c = 0u; c < NC; ++c) acc[g][c] = vec4(0.0);
+  float m = -1.0 / 0.0, l = 0.0;  // the running max and sum of this lane's pair's head (li % G)
+  // Pass 1: the codes. Keys past `last` re-read the last one and keys the ring holds read
+  // nothing (zeros); neither counts.
+  for (uint j0 = start + sid * KC; j0 <= last; j0 += NS * KC) {
+    vec4 kr[KC][NC], vr[KC][NC];
+    uint valid = 0u;
+    [[unroll]] for (uint k = 0u; k < KC; ++k) {
+      const uint j = min(j0 + k, last);
+      bool codes = j0 + k <= last;
+#ifdef KV_RING
+      if (j >= recent_from) codes = codes && tags[seq * p.ring_rows + j % p.ring_rows] != j;
+#endif
+      valid |= codes ? 1u << k : 0u;
+      const uint row = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * p.n_head_kv + hk;
+      [[unroll]] for (uint c = 0u; c < NC; ++c) {  // loaded unconditionally, then selected: every load in flight
+        const vec4 kx = k_dims(row, kd[c]), vx = v_dims(row, vd[c]);
+        kr[k][c] = codes ? kx : vec4(0.0);
+        vr[k][c] = codes ? vx : vec4(0.0);
+      }
+    }
+    CHUNK_STEP()
+  }
+  if (li < G) sm_mc[sid][li] = m;
+  put_sums(sid, d0, acc);  // the codes' sums, relative to sm_mc
+  [[unroll]] for (uint g = 0u; g < G; ++g)
+    [[unroll]] for (uint c = 0u; c < NC; ++c) acc[g][c] = vec4(0.0);
+#ifdef KV_RING
+  // Pass 2: the window's keys the ring holds, against the plain query.
+  const uint ring_start = max(start, recent_from);
+  if (ring_start <= last) {  // uniform per workgroup
+    plain_query(qb, d0, qr);
+    for (uint j0 = ring_start + sid * KC; j0 <= last; j0 += NS * KC) {
+      vec4 kr[KC][NC], vr[KC][NC];
+      uint valid = 0u;
+      [[unroll]] for (uint k = 0u; k < KC; ++k) {
+        const uint j = min(j0 + k, last), rr = seq * p.ring_rows + j % p.ring_rows;
+        const bool ring = j0 + k <= last && tags[rr] == j;
+        valid |= ring ? 1u << k : 0u;
+        const uint rb = (rr * p.n_head_kv + hk) * (D / 4u) + d0 / 4u;
+#if KV_K_KIND < 2 || KV_V_KIND < 2  // an f32 / f16 side is read from the cache
+        const uint row = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * p.n_head_kv + hk;
+#endif
+        [[unroll]] for (uint c = 0u; c < NC; ++c) {
+#if KV_K_KIND >= 2
+          const vec4 kx = vec4(kring[rb + c]);
+#else
+          const vec4 kx = k_dims(row, kd[c]);
+#endif
+#if KV_V_KIND >= 2
+          const vec4 vx = vec4(vring[rb + c]);
+#else
+          const vec4 vx = v_dims(row, vd[c]);
+#endif
+          kr[k][c] = ring ? kx : vec4(0.0);
+          vr[k][c] = ring ? vx : vec4(0.0);
+        }
+      }
+      CHUNK_STEP()
+    }
+  }
+#endif
+  // The streams meet: the codes' sums merged (and rotated back), then the ring's added.
+  if (li < G) {
+    sm_m[sid][li] = m;
+    sm_l[sid][li] = l;
+  }
+  barrier();
+  for (uint i = tid; i < G * D; i += WG) {
+    float M, L;
+    merged_state(i / D, M, L);
+    rot_or_sum[i] = merged_sum(i / D, i % D, M, true);
+  }
+  barrier();
+  put_sums(sid, d0, acc);  // the ring's (vsum's reads are done)
+#if KV_V_KIND == 3 && (QDEC_SKIP & 2) == 0
+  tq_rotate_rot(G, false);  // ends with a barrier; a zero sum stays zero
+#else
+  barrier();
+#endif
+  for (uint i = tid; i < G * D; i += WG) {
+    const uint g = i / D, d = i % D;
+    float M, L;
+    merged_state(g, M, L);
+    const float a = rot_or_sum[i] + merged_sum(g, d, M, false);
+#ifdef SPLIT
+    const uint pb = ((t * p.n_head + h0 + g) * p.n_splits + split) * (D + 2u);
+    part[pb + d] = a;
+    if (d == 0u) {
+      part[pb + D] = M;
+      part[pb + D + 1u] = L;
+    }
+#else
+    o[p.o_off + t * p.o_stride + (h0 + g) * D + d] = a / L;
+#endif
+  }
+#ifdef SPLIT_COMBINE
+  SPLIT_COMBINE_CALL();
+#endif
+}
+#endif

@@ -124,12 +124,7 @@ void main() {
   const uint split = gl_WorkGroupID.z;
 #endif
   uint start, last;
-  if (!key_range(t, h0, start, last)) {
-#ifdef SPLIT_COMBINE
-    SPLIT_COMBINE_CALL();
-#endif
-    return;
-  }
+  RETURN_IF_NO_KEYS(t, h0, start, last);
   const uint btab = seq_row[t] * p.max_blocks;
   vec4 qr[G][DPL / 4];  // this lane's dims of every head's query, times the scale
   [[unroll]] for (uint g = 0; g < G; ++g)
@@ -245,12 +240,7 @@ void main() {
   const uint split = gl_WorkGroupID.z;
 #endif
   uint start, last;
-  if (!key_range(t, h0, start, last)) {
-#ifdef SPLIT_COMBINE
-    SPLIT_COMBINE_CALL();
-#endif
-    return;
-  }
+  RETURN_IF_NO_KEYS(t, h0, start, last);
   const uint btab = seq_row[t] * p.max_blocks;
   for (uint i = tid; i < G * D / 4; i += WG) {
     const uint g = i / (D / 4), c = i % (D / 4);

@@ -290,12 +290,7 @@ void main() {
   const uint split = gl_WorkGroupID.z;
 #endif
   uint start, last;
-  if (!key_range(t, h0, start, last)) {
-#ifdef SPLIT_COMBINE
-    SPLIT_COMBINE_CALL();
-#endif
-    return;
-  }
+  RETURN_IF_NO_KEYS(t, h0, start, last);
   const uint P = uint(pos[t]), seq = seq_row[t];
 #ifdef KV_RING
   const uint recent_from = P + 1u >= p.window ? P + 1u - p.window : 0u;

@@ -102,12 +102,7 @@ void main() {
   const uint split = gl_WorkGroupID.z;
 #endif
   uint start, last;
-  if (!key_range(t, h0, start, last)) {
-#ifdef SPLIT_COMBINE
-    SPLIT_COMBINE_CALL();
-#endif
-    return;
-  }
+  RETURN_IF_NO_KEYS(t, h0, start, last);
   const uint P = uint(pos[t]), seq = seq_row[t], btab = seq * p.max_blocks;
   load_centroids();
   const uint qb = p.q_off + t * p.q_stride + h0 * D;

@@ -158,3 +158,17 @@ int dot4(uint a, uint b) {
 }
 #endif
 #endif
+
+// Decode attention kernels (attention_dec, attention_qdec): the keys [start, last] a workgroup sums
+// (the kernel's key_range); a workgroup with none returns, after the split merge's tail where
+// SPLIT_COMBINE has it (split_combine.glsl, assembled after this file).
+#ifdef SPLIT_COMBINE
+#define RETURN_IF_NO_KEYS(t, h0, start, last) \
+  if (!key_range(t, h0, start, last)) {       \
+    SPLIT_COMBINE_CALL();                     \
+    return;                                   \
+  }
+#else
+#define RETURN_IF_NO_KEYS(t, h0, start, last) \
+  if (!key_range(t, h0, start, last)) return
+#endif

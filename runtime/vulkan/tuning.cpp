@@ -72,8 +72,9 @@ void backend_tuning::read_env() {
     const char* v = std::getenv(name);
     if (!v) return false;
     unsigned a = 0, b = 0, c = 0, d = 0;
-    if (std::sscanf(v, "%u:%u:%u:%u", &a, &b, &c, &d) != 4 || !c || !d || a % c || b % d || a % 16 || b % 16 ||
-        c % 16 || d % 16 || a / c * (b / d) * 32 > 1024)
+    int used = 0;  // the whole value, nothing after WN
+    if (std::sscanf(v, "%u:%u:%u:%u%n", &a, &b, &c, &d, &used) != 4 || v[used] != '\0' || !c || !d || a % c || b % d ||
+        a % 16 || b % 16 || c % 16 || d % 16 || a / c * (b / d) * 32 > 1024)
       throw error(std::string(name) + " must be BM:BN:WM:WN (multiples of 16, at most 32 warps), got '" + v + "'");
     out = {a, b, c, d};
     return true;
@@ -120,8 +121,9 @@ void backend_tuning::read_env() {
     // The chunks in use (one forced, else 16 .. 64) hold whole WN tiles, a thread per weight row
     // at the smallest and at most 1024 threads at the largest.
     const unsigned lo = mmq_moe_chunk ? mmq_moe_chunk : 16, hi = mmq_moe_chunk ? mmq_moe_chunk : 64;
-    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || !b || !c || a % b || lo % c || a % 16 || b % 16 || c % 16 ||
-        a / b * (lo / c) * 32 < a || a / b * (hi / c) * 32 > 1024)
+    int used = 0;  // the whole value, nothing after WN
+    if (std::sscanf(v, "%u:%u:%u%n", &a, &b, &c, &used) != 3 || v[used] != '\0' || !b || !c || a % b || lo % c ||
+        a % 16 || b % 16 || c % 16 || a / b * (lo / c) * 32 < a || a / b * (hi / c) * 32 > 1024)
       throw error("STRATA_VK_MMQ_MOE_SHAPE must be BM:WM:WN (multiples of 16; chunks of " + std::to_string(lo) + ".." +
                   std::to_string(hi) + " tokens multiples of WN; BM <= 32 BM/WM x chunk/WN <= 1024 threads), got '" +
                   std::string(v) + "'");
@@ -134,14 +136,15 @@ void backend_tuning::read_env() {
     const char* v = std::getenv(name);
     if (!v) return false;
     unsigned a = 0, b = 0, c = 0;
-    if (std::sscanf(v, "%u:%u:%u", &a, &b, &c) != 3 || a < 32 || a > 1024 || (whole_warps && a % 32) || b < 1 || b > 8 ||
-        c < 1 || c > 8)
+    int used = 0;  // the whole value, nothing after U
+    if (std::sscanf(v, "%u:%u:%u%n", &a, &b, &c, &used) != 3 || v[used] != '\0' || a < 32 || a > 1024 ||
+        (whole_warps && a % 32) || b < 1 || b > 8 || c < 1 || c > 8)
       throw error(std::string(name) + " must be WG:RPG:U (e.g. " + example + "), got '" + v + "'");
     out = {a, b, c};
     return true;
   };
   mmvq_mt_shape_forced = shape_env("STRATA_VK_MMVQ_MT_SHAPE", "64:4:1", true, mmvq_mt_shape);
-  shape_env("STRATA_VK_MMVQ_MT_QOUT", "64:4:1", true, mmvq_mt_qout);
+  shape_env("STRATA_VK_MMVQ_MT_QOUT", "512:2:1", true, mmvq_mt_qout);
   if (mmvq_mt_qout.wg / 32 * mmvq_mt_qout.rpg != 32)
     throw error("STRATA_VK_MMVQ_MT_QOUT: a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
   mmvq_qout_forced = shape_env("STRATA_VK_MMVQ_QOUT", "256:4:1", true, mmvq_qout);

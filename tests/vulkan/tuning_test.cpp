@@ -1,0 +1,36 @@
+// runtime/vulkan/tuning.cpp: the STRATA_VK_* switches. A malformed value stops the backend with an
+// error naming the switch and what it must be, never a silent default; a well-formed one is taken.
+#include <doctest/doctest.h>
+
+#include "strata/core/error.hpp"
+#include "support/scoped_env.hpp"
+#include "vulkan/vk_harness.hpp"
+
+using namespace strata;
+
+#ifdef STRATA_HAS_VULKAN
+TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the switch") {
+  if (!vkt::available()) return;
+  struct bad_case {
+    const char *name, *value, *why;
+  };
+  for (const auto& c : {bad_case{"STRATA_VK_MMVQ_QOUT", "256:4", "STRATA_VK_MMVQ_QOUT must be WG:RPG:U"},
+                        bad_case{"STRATA_VK_MMVQ_QOUT", "256:4:1x", "STRATA_VK_MMVQ_QOUT must be WG:RPG:U"},
+                        bad_case{"STRATA_VK_MMVQ_QOUT", "100:4:1", "STRATA_VK_MMVQ_QOUT must be WG:RPG:U"},
+                        bad_case{"STRATA_VK_MMVQ_QOUT", "128:2:1", "STRATA_VK_MMVQ_QOUT: a QUANT_OUT workgroup owns 32 rows"},
+                        bad_case{"STRATA_VK_MMVQ_MT_QOUT", "64:4:1", "STRATA_VK_MMVQ_MT_QOUT: a QUANT_OUT workgroup owns 32 rows"},
+                        bad_case{"STRATA_VK_MMVQ_MT_SHAPE", "64:9:1", "STRATA_VK_MMVQ_MT_SHAPE must be WG:RPG:U"},
+                        bad_case{"STRATA_VK_MM3_SHAPE", "128:128:32:64:1", "STRATA_VK_MM3_SHAPE must be BM:BN:WM:WN"},
+                        bad_case{"STRATA_VK_MMQ_MOE_SHAPE", "128:32:16 ", "STRATA_VK_MMQ_MOE_SHAPE must be BM:WM:WN"}}) {
+    CAPTURE(c.name);
+    CAPTURE(c.value);
+    const test::scoped_env env(c.name, c.value);
+    CHECK_THROWS_WITH_AS(gpu::backend{}, doctest::Contains(c.why), strata::error);
+  }
+  for (const char* good : {"512:2:1", "1024:1:1", "256:4:1"}) {
+    CAPTURE(good);
+    const test::scoped_env env("STRATA_VK_MMVQ_QOUT", good);
+    CHECK_NOTHROW(gpu::backend{});
+  }
+}
+#endif

@@ -144,12 +144,15 @@ void backend_tuning::read_env() {
     return true;
   };
   mmvq_mt_shape_forced = shape_env("STRATA_VK_MMVQ_MT_SHAPE", "64:4:1", true, mmvq_mt_shape);
-  shape_env("STRATA_VK_MMVQ_MT_QOUT", "512:2:1", true, mmvq_mt_qout);
-  if (mmvq_mt_qout.wg / 32 * mmvq_mt_qout.rpg != 32)
-    throw error("STRATA_VK_MMVQ_MT_QOUT: a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
-  mmvq_qout_forced = shape_env("STRATA_VK_MMVQ_QOUT", "256:4:1", true, mmvq_qout);
-  if (mmvq_qout.wg / 32 * mmvq_qout.rpg != 32)
-    throw error("STRATA_VK_MMVQ_QOUT: a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
+  // A QUANT_OUT matvec's shape: as shape_env, and its workgroup owns 32 rows.
+  const auto qout_env = [&](const char* name, const char* example, mmvq_shape_t& out) {
+    const bool set = shape_env(name, example, true, out);
+    if (out.wg / 32 * out.rpg != 32)
+      throw error(std::string(name) + ": a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
+    return set;
+  };
+  qout_env("STRATA_VK_MMVQ_MT_QOUT", "512:2:1", mmvq_mt_qout);
+  mmvq_qout_forced = qout_env("STRATA_VK_MMVQ_QOUT", "256:4:1", mmvq_qout);
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMS_N8")) mms_n8 = std::string_view(v) != "0";

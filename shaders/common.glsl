@@ -44,6 +44,7 @@ void warp_sync_shared() {
 layout(binding = 0, std430) readonly buffer W8 { uint8_t w8[]; };
 layout(binding = 0, std430) readonly buffer W16 { uint16_t w16[]; };
 layout(binding = 0, std430) readonly buffer W32 { uint w32[]; };
+layout(binding = 0, std430) readonly buffer W64 { uvec2 w64[]; };
 layout(binding = 0, std430) readonly buffer W128 { uvec4 w128[]; };
 
 uint w_u8(uint byte_off) { return uint(w8[byte_off]); }

@@ -205,6 +205,9 @@ class backend {
   // on the tensor cores (mul_mm_small or the f16 GEMM: weights and activations rounded to f16;
   // an F32 MoE router from 9 tokens on the H100; tests pick their reference by it).
   bool tensor_core_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;
+  // Whether that matmul runs on mul_mm_reg (fragments built in registers; tests check it against
+  // the kernels it replaces).
+  bool register_fragment_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;
   // Whether a single-sequence step of `tokens` queries runs attention on the tensor cores
   // (attention_mma.glsl: Q and P rounded to f16, and a compressed side's decoded K / V; tests
   // pick their tolerance by it).

@@ -361,6 +361,15 @@ struct backend::impl : backend_tuning {
   bool use_mm_small(const weight& w, std::uint32_t n) const { return f16_operands_ok(w.type) && small_matmul(w.ne[0], n); }
   bool small_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const;
   pipeline_request mm_small_req(gguf::type_id t, std::uint32_t tokens, bool grouped = false, bool scatter = false) const;
+  // mul_mm_reg (fragments built in registers): mmr_layout is the driver's f16 fragment layout,
+  // probed at start-up; the kernel takes plain matmuls of mms_min .. mmr_max tokens.
+  std::optional<f16_fragments> mmr_layout;
+  bool use_mm_reg(gguf::type_id t, std::uint32_t n) const {
+    return mmr && mmr_layout && detail::has_mmr_unit(t) && n <= mmr_max;
+  }
+  // 8-token tiles a mul_mm_reg workgroup row covers: 1, 2, 4 or 8 (few variants to compile).
+  static std::uint32_t mm_reg_tiles(std::uint32_t tokens) { return tokens <= 8 ? 1 : tokens <= 16 ? 2 : tokens <= 32 ? 4 : 8; }
+  pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens) const;
   // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
   // the input it holds now, until its buffer is written.
   std::optional<tensor> xh_holds;
@@ -410,6 +419,7 @@ struct backend::impl : backend_tuning {
   // after the previous slice's GEMM has read the scratch).
   void record_mul_mm_f16(const pending_matmul& m);
   void record_mul_mm_small(const pending_matmul& m);
+  void record_mul_mm_reg(const pending_matmul& m);
   // Quantizes x (RMS-normalised with norm_w first, if given) into the xq/xs scratch, unless the
   // scratch already holds exactly that input.
   // Returns the slot.

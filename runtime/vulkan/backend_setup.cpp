@@ -287,6 +287,15 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
         for (auto f : mat_formats)
           if (impl::f16_operands_ok(f))
             for (std::uint32_t tokens = 16; tokens <= 64; tokens += 16) reqs.push_back(P.mm_small_req(f, tokens));
+      if (P.mms && P.mmr && P.coopmat &&
+          std::any_of(mat_formats.begin(), mat_formats.end(), [](gguf::type_id f) { return detail::has_mmr_unit(f); })) {
+        P.mmr_layout = probe_f16_fragments(P.ctx, P.pipes);
+        if (P.mmr_layout)
+          for (auto f : mat_formats)
+            if (detail::has_mmr_unit(f))
+              for (const std::uint32_t tokens : {8u, 16u, 32u, 64u})
+                if (tokens / 2 < P.mmr_max) reqs.push_back(P.mm_reg_req(f, tokens));
+      }
     }
     // Split-K partial products: room for the largest S x tokens x rows any GEMM of a step of
     // max_rows, 64, 32 or 16 tokens asks for (at most 32 Mi floats; a GEMM that would need more

@@ -120,6 +120,20 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
 }
 
+pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens) const {
+  const std::uint32_t nt8 = mm_reg_tiles(tokens);
+  // What 48 KiB holds (mul_mm_reg.glsl): 16 warps' partial sums of 64 tokens would need 64 KiB even
+  // folded; B tiles through shared memory take 1,152 bytes a warp per 8 tokens.
+  const bool b_regs = !mmr_layout->b_ks.empty();
+  const std::uint32_t warps = std::min<std::uint32_t>(mmr_warps, b_regs ? (nt8 == 8 ? 8 : 16) : 32 / nt8);
+  std::vector<std::pair<std::string, std::string>> d{{"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"},
+                                                     {"MM_REG", "1"},  {"NT8", std::to_string(nt8)},
+                                                     {"WARPS", std::to_string(warps)}, {"MMA_AR", mmr_layout->a_rows},
+                                                     {"MMA_AC", mmr_layout->a_cols}};
+  if (b_regs) d.emplace_back("MMA_BK", mmr_layout->b_ks);
+  return req("mul_mm_reg", t, std::move(d), 3);
+}
+
 pipeline_request backend::impl::quantize_req(bool norm) const {
   std::vector<std::pair<std::string, std::string>> d{{"WG", "128"}};
   if (norm) d.emplace_back("NORM", "1");
@@ -250,6 +264,10 @@ bool backend::int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t t
 bool backend::tensor_core_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
   return impl::f16_operands_ok(t) && !p_->mmq_dense_ok(t, K, tokens) &&
          (p_->small_matmul(K, tokens) || (p_->coopmat && p_->tiled_matmul(t, K, tokens)));
+}
+
+bool backend::register_fragment_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
+  return tensor_core_matmul(t, K, tokens) && p_->small_matmul(K, tokens) && p_->use_mm_reg(t, tokens);
 }
 
 bool backend::tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expert, std::uint64_t K, std::uint64_t F) const {

@@ -24,4 +24,17 @@ struct mma_layout {
 // nullopt when the device has no such layout (not 8 elements a lane, or offsets that differ by lane).
 std::optional<mma_layout> probe_mma_layout(const context& ctx, pipeline_registry& pipes);
 
+// The f16 operands of a 16x8x16 product as mul_mm_reg.glsl builds them: lane l = 4 g + t holds
+// A (16 x 16, rows x k) elements at rows g + a_rows[e], columns 2 t + a_cols[e], each even element
+// and the next at columns c, c + 1 (one 32-bit register); where B (16 x 8, k x tokens) has the
+// same form (elements at k = 2 t + b_ks[e], token g), the kernel builds it in registers too, else
+// (b_ks empty) it loads B from shared memory. GLSL lists of 8, 8 and 4 ints.
+struct f16_fragments {
+  std::string a_rows, a_cols, b_ks;
+};
+
+// nullopt when the driver's A fragments are not of that form (or the device has no 16x8x16 f16
+// shape). `dump`, when given, receives the probe's raw elements of lanes 0-7 (for the lab).
+std::optional<f16_fragments> probe_f16_fragments(const context& ctx, pipeline_registry& pipes, std::string* dump = nullptr);
+
 }  // namespace strata::gpu

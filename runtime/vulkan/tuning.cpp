@@ -156,6 +156,14 @@ void backend_tuning::read_env() {
   if (const char* v = std::getenv("STRATA_VK_MMS_MAX")) mms_max = std::uint32_t(std::clamp(std::atoi(v), 1, 4096));
   if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMS_N8")) mms_n8 = std::string_view(v) != "0";
+  if (const char* v = std::getenv("STRATA_VK_MMR")) mmr = std::string_view(v) != "0";
+  if (const char* v = std::getenv("STRATA_VK_MMR_MAX")) mmr_max = std::uint32_t(std::clamp(std::atoi(v), 1, 64));
+  if (const char* v = std::getenv("STRATA_VK_MMR_WARPS")) {
+    const int w = std::atoi(v);
+    if (w != 2 && w != 4 && w != 8 && w != 16)
+      throw error("STRATA_VK_MMR_WARPS='" + std::string(v) + "': mul_mm_reg runs 2, 4, 8 or 16 warps");
+    mmr_warps = std::uint32_t(w);
+  }
   if (const char* v = std::getenv("STRATA_VK_MMVQ_UNROLL")) mmvq_unroll = std::string_view(v) == "1";
   if (env_is("STRATA_VK_MM3_XF16", "0")) mm3_xf16 = false;
   if (tile_env("STRATA_VK_MM3_SHAPE", mm3_shape)) mm3_forced = true;

@@ -71,8 +71,8 @@ float dot64(uint row_base, uint u, float xv[64], float xs[4]) {
          (dm.y * float(mn[1])) * xs[1];
 }
 
-#if defined(MMVQ) || defined(MM_SMALL) || defined(MMQ)
-// The 64-element unit of the integer matvec, mul_mm_small and mul_mmq: pair j = u%4 of block u/4 = 32
+#if defined(MMVQ) || defined(MM_SMALL) || defined(MMQ) || defined(MM_REG)
+// The 64-element unit of the integer matvec, mul_mm_small, mul_mm_reg and mul_mmq: pair j = u%4 of block u/4 = 32
 // bytes of qs holding sub-block 2j in the low nibbles and 2j+1 in the high ones; the 16-byte
 // block header (d, dmin, 12 scale bytes) is one aligned load (144-byte blocks keep every field
 // 16-byte aligned), so a unit is three 16-byte loads.
@@ -245,6 +245,42 @@ void mms_expand_half(mms_raw r, uint u, uint hf, out uvec4 h[4]) {
     h[c] = uvec4(mms_pair(qw[2 * c], nib, d, m), mms_pair(qw[2 * c], nib + 16, d, m), mms_pair(qw[2 * c + 1], nib, d, m),
                  mms_pair(qw[2 * c + 1], nib + 16, d, m));
 #endif
+}
+#endif
+
+#ifdef MM_REG
+// mul_mm_reg.glsl's unit: the 64 elements of pair j = u%4 of block u/4 of a row (sub-block 2j in
+// the low nibbles of its 32 qs bytes, 2j+1 in the high ones). A lane takes bytes 8t .. 8t+7 (both
+// nibbles: 16 elements) of each of its rows; its quad's scales come from one lane a row.
+#define HAS_MMR_UNIT 1
+#define mmr_raw uvec2
+mmr_raw mmr_load(uint row_base, uint u, uint t) {
+  return w64[((row_base + (u >> 2) * BLOCK_BYTES) >> 3) + 2 + 4 * (u & 3u) + t];
+}
+// (sc_2j, sc_2j+1), -(dmin m_2j, dmin m_2j+1) and (d, d) as f16 pairs.
+uvec3 mmr_scales(uint row_base, uint u) {
+  const uvec4 hdr = w128[(row_base + (u >> 2) * BLOCK_BYTES) >> 4];
+  uint sc, mn;
+  q4k_unit_scales(hdr, u & 3u, sc, mn);
+  const vec2 dm = unpackHalf2x16(hdr.x);
+  return uvec3(packFloat2x16(f16vec2(float16_t(sc & 0xFFu), float16_t((sc >> 8) & 0xFFu))),
+               packFloat2x16(-f16vec2(vec2(dm.y * float(mn & 0xFFu), dm.y * float((mn >> 8) & 0xFFu)))),
+               packFloat2x16(f16vec2(float16_t(dm.x))));
+}
+// The lane's 16 elements as f16 pairs e[2 s + p] (s = 0..3, p = 0, 1): the elements at bytes
+// 4 (s%2) + p and 4 (s%2) + p + 2 of its 8, nibble s/2. As mul_mm_small's MMS_H2: a nibble OR
+// 0x6400 is the half 1024 + q, fma(1024 + q, sc, -1024 sc) = q sc exactly, then q sc d - dmin m
+// rounds once.
+void mmr_unit(mmr_raw c, uvec3 k, out uint e[8]) {
+  const f16vec2 sc = unpackFloat2x16(k.x), m = unpackFloat2x16(k.y), d = unpackFloat2x16(k.z);
+  [[unroll]] for (uint s = 0; s < 4; ++s) {
+    const uint w = (s & 1u) != 0 ? c.y : c.x, hf = s >> 1;
+    const f16vec2 s2 = f16vec2(sc[hf]), off = f16vec2(-1024.0hf * sc[hf]), m2 = f16vec2(m[hf]);
+    [[unroll]] for (uint pp = 0; pp < 2; ++pp) {
+      const f16vec2 q = unpackFloat2x16(((w >> (4 * hf + 8 * pp)) & 0x000F000Fu) | 0x64006400u);
+      e[2 * s + pp] = packFloat2x16(fma(fma(q, s2, off), d, m2));
+    }
+  }
 }
 #endif
 

@@ -270,6 +270,31 @@ TEST_CASE("vulkan matmul: mul_mm_small's 8-token form equals its 16-token tiles"
   check(quant::q8_0{});
 }
 
+// mul_mm_reg (the weights' fragments built in registers, the 64 k of a step permuted alike for
+// weights and activations) sums the same f16 products as the kernels it replaces: mul_mm_small
+// at 5-32 tokens (the same f16 weights: NMSE at f32 rounding) and the split f16 tiles at 64 (whose
+// weights round once from f32: within f16 rounding). Runs where the driver's fragments are of
+// the quad form it builds (H200); elsewhere nothing takes it.
+TEST_CASE("vulkan matmul: mul_mm_reg equals the kernels it replaces") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(13);
+  const auto x = vkt::normal_floats(std::size_t(mm_table_rows) * K, rng);
+  const test::scoped_env on("STRATA_VK_MMR", "1");
+  {
+    gpu::backend be;
+    if (!be.register_fragment_matmul(gguf::type_id::q4_k, K, 8)) {
+      MESSAGE("no quad-form 16x8x16 f16 fragments on this device: mul_mm_reg not run");
+      return;
+    }
+  }
+  const auto r = runs_with_switch<quant::q4_k>(rng, x, "STRATA_VK_MMR", "0");
+  for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) {
+    const std::uint32_t n = mm_token_counts[c];
+    CAPTURE(n);
+    CHECK(test::nmse(r.base[c], r.switched[c]) <= (n > 32 ? 1e-6 : 1e-10));
+  }
+}
+
 #endif
 
 }  // namespace

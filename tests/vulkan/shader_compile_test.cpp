@@ -75,6 +75,27 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
     const gpu::pipeline_request r{"mul_mm_small", type_id::q4_k, {{"WG", "256"}, {"COOPMAT", "1"}, {"TT", "4"}, {"WARPS", "8"}}, 3};
     CHECK_THROWS_WITH(c.compile(r.label(), gpu::assemble_source(r)), doctest::Contains("48 KiB"));
   }
+  // mul_mm_reg: the fragments built in registers, at every tile count and warp count the backend
+  // may request, with the f16 fragment layout the H200's driver reports (any quad-form order
+  // compiles), and the probe that finds it.
+  compiles({"mma_layout", std::nullopt, {{"WG", "32"}, {"COOPMAT", "1"}, {"F16_AB", "1"}}, 1});
+  const std::pair<std::string, std::string> ar{"MMA_AR", "0,0,8,8,0,0,8,8"}, ac{"MMA_AC", "0,1,0,1,8,9,8,9"},
+      bk{"MMA_BK", "0,1,8,9"};
+  for (const auto& [nt8, w] : {std::pair{"1", "8"}, {"2", "8"}, {"4", "8"}, {"8", "8"}, {"8", "4"}, {"1", "16"}})
+    compiles({"mul_mm_reg", type_id::q4_k,
+              {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac, bk},
+              3});
+  // B through shared memory (a driver whose B fragments are not of the quad form).
+  for (const auto& [nt8, w] : {std::pair{"1", "16"}, {"2", "16"}, {"4", "8"}, {"8", "4"}})
+    compiles({"mul_mm_reg", type_id::q4_k,
+              {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac},
+              3});
+  {
+    gpu::shader_compiler c({}, "offline");
+    const gpu::pipeline_request r{"mul_mm_reg", type_id::q4_k,
+                                  {{"WG", "512"}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", "8"}, {"WARPS", "16"}, ar, ac, bk}, 3};
+    CHECK_THROWS_WITH(c.compile(r.label(), gpu::assemble_source(r)), doctest::Contains("48 KiB"));
+  }
   // The MoE path's gather of each pair's row as f16, in expert order.
   compiles({"copy_rows", std::nullopt, {{"WG", "128"}, {"TO_F16", "1"}, {"INDEXED", "1"}}, 4});
 #endif

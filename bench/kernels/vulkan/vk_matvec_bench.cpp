@@ -142,6 +142,8 @@ struct lab {
 
 // The accumulator layout mul_mmq.glsl needs (probed once when an "iq" variant is asked for).
 std::optional<mma_layout> mmq_layout;
+// The f16 fragment layout mul_mm_reg.glsl needs (probed once when an "mr" variant is asked for).
+std::optional<f16_fragments> mmr_layout;
 
 struct variant {
   bool mmvq = false;
@@ -155,6 +157,7 @@ struct variant {
   bool mmq = false, xh = false, tok_fast = false;
   std::uint32_t splits = 1;  // S=n: split K over n workgroups (SPLIT_K), then split_k_sum
   bool small = false;  // mul_mm_small.glsl: "ms:TT=n" (16n tokens per workgroup row)
+  bool reg = false;    // mul_mm_reg.glsl: "mr:NT8=n:W=warps" (8n tokens per workgroup row)
   bool iq = false;     // mul_mmq.glsl (int8 tensor cores): "iq:BM=..:BN=..:WM=..:WN=..:RS=..:LAB=bits"
   bool read = false;   // read_bw.glsl: "rd:WG=n:U=n:G=n"
   std::uint32_t read_wg = 256, read_u = 4, read_groups = 0;
@@ -196,6 +199,23 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
   if (s == "mv") {
     v.defines = {{"NR", "8"}, {"NT", std::to_string(nt)}, {"WG", "64"}};
     v.rows_per_wg = 8;
+    return v;
+  }
+  if (s.rfind("mr", 0) == 0) {  // "mr[:NT8=n][:W=warps]": fragments built in registers
+    v.reg = true;
+    std::uint32_t nt8 = std::min<std::uint32_t>(8, (nt + 7) / 8), warps = 8;
+    bool bsh = false;  // BSH=1: B through shared memory even where the driver's B has the quad form
+    for (const auto& [key, value] : variant_fields(s)) {
+      if (key == "W") warps = std::uint32_t(std::stoul(value));
+      else if (key == "BSH") bsh = value != "0";
+      else if (key == "NT8") nt8 = std::uint32_t(std::stoul(value));
+      else throw error("unknown variant field '" + key + "'");
+    }
+    if (!mmr_layout) throw error("variant " + s + " needs 16x8x16 f16 tensor cores with quad-form fragments");
+    v.bn = 8 * nt8;
+    v.defines = {{"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", std::to_string(nt8)},
+                 {"WARPS", std::to_string(warps)}, {"MMA_AR", mmr_layout->a_rows}, {"MMA_AC", mmr_layout->a_cols}};
+    if (!mmr_layout->b_ks.empty() && !bsh) v.defines.emplace_back("MMA_BK", mmr_layout->b_ks);
     return v;
   }
   if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n][:W=warps][:XS=0|1][:N8=1][:H2=1][:LAB=bits]"; "msg": the format's unit off
@@ -429,6 +449,8 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
           pv.pl = &L.pipes.get({"read_bw", std::nullopt, pv.v.defines, 2u});
         } else if (pv.v.small) {
           pv.pl = &L.pipes.get({"mul_mm_small", fmt, pv.v.defines, 3u});
+        } else if (pv.v.reg) {
+          pv.pl = &L.pipes.get({"mul_mm_reg", fmt, pv.v.defines, 3u});
         } else if (pv.v.iq) {
           pv.pl = &L.pipes.get({"mul_mmq", fmt, pv.v.defines, 4u});
         } else {
@@ -449,7 +471,7 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
         const std::uint32_t g = v.read_groups ? v.read_groups : (n16 + v.read_wg * v.read_u - 1) / (v.read_wg * v.read_u);
         const binding b[] = {wbind, whole(yb, 4, true)};
         rec.dispatch(*pv.pl, b, &n16, sizeof n16, g);
-      } else if (v.small) {
+      } else if (v.small || v.reg) {
         const mm_small_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 0};
         const binding b[] = {wbind, whole(xhb, 6, false), whole(yb, 4, true)};
         rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + 31) / 32, (nt + v.bn - 1) / v.bn);
@@ -615,6 +637,15 @@ int main(int argc, char** argv) try {
     mmq_layout = probe_mma_layout(L.ctx, L.pipes);
     std::printf("accumulator layout: %s\n", mmq_layout ? ("rows +" + mmq_layout->row_offsets + ", columns +" + mmq_layout->col_offsets).c_str()
                                                       : "not lane-uniform (no int8 GEMM)");
+  }
+  if (std::any_of(variants.begin(), variants.end(), [](const std::string& v) { return v.rfind("mr", 0) == 0; })) {
+    std::string dump;
+    mmr_layout = probe_f16_fragments(L.ctx, L.pipes, &dump);
+    std::printf("f16 fragments: %s\n  (%s)\n",
+                mmr_layout ? ("A rows +" + mmr_layout->a_rows + ", columns +" + mmr_layout->a_cols + "; B " +
+                              (mmr_layout->b_ks.empty() ? std::string("from shared memory") : "k +" + mmr_layout->b_ks)).c_str()
+                           : "A not of the quad form (no mul_mm_reg)",
+                dump.c_str());
   }
   for (const auto& f : formats) {
     const auto t = gguf::type_from_name(f);

@@ -96,6 +96,7 @@ uint w_field(uint row_base, uint b, uint off, uint size) {
 // 16 / 4 bytes of a field: aligned loads in a grouped row, else from 2-aligned words.
 uvec4 w_u128_f(uint byte_off) { return w_grouped ? w128[byte_off >> 4] : w_u128_2(byte_off); }
 uint w_u32_f(uint byte_off) { return w_grouped ? w32[byte_off >> 2] : w_u32_2(byte_off); }
+uvec2 w_u64_f(uint byte_off) { return w_grouped ? w64[byte_off >> 3] : w_u64_2(byte_off); }
 
 #ifndef GROUPED_ROWS
 void dequant16(uint blk, uint part, out float v[16]);

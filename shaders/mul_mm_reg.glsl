@@ -71,6 +71,7 @@ uint b_pair(uvec4 u, uint s, uint pp) {
 }
 
 void main() {
+  w_set_rows(p.row_bytes);
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
   const uint g = lane / 4, t = lane % 4, quad = lane & ~3u;
   const uint n0 = gl_WorkGroupID.x * RW, x0 = gl_WorkGroupID.y * TOK;
@@ -127,7 +128,7 @@ void main() {
 #endif
     // Row i's 16 elements as f16 pairs e[i][2s + pp]; its scales from lane 4g + i of the quad.
     uint e[4][8];
-    [[unroll]] for (uint i = 0; i < 4; ++i) mmr_unit(cur[i], subgroupShuffle(cur_k, quad + i), e[i]);
+    [[unroll]] for (uint i = 0; i < 4; ++i) mmr_unit(cur[i], subgroupShuffle(cur_k, quad + i), k0 / KS, t, e[i]);
     FRAG_A a[4][2];
     [[unroll]] for (uint s = 0; s < 4; ++s)
       [[unroll]] for (uint f = 0; f < 2; ++f) {

@@ -369,7 +369,7 @@ struct backend::impl : backend_tuning {
   }
   // 8-token tiles a mul_mm_reg workgroup row covers: 1, 2, 4 or 8 (few variants to compile).
   static std::uint32_t mm_reg_tiles(std::uint32_t tokens) { return tokens <= 8 ? 1 : tokens <= 16 ? 2 : tokens <= 32 ? 4 : 8; }
-  pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens) const;
+  pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows) const;
   // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
   // the input it holds now, until its buffer is written.
   std::optional<tensor> xh_holds;

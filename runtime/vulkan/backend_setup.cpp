@@ -294,7 +294,8 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
           for (auto f : mat_formats)
             if (detail::has_mmr_unit(f))
               for (const std::uint32_t tokens : {8u, 16u, 32u, 64u})
-                if (tokens / 2 < P.mmr_max) reqs.push_back(P.mm_reg_req(f, tokens));
+                for (const std::uint64_t rows : {4096u, 8192u})  // both warp counts
+                  if (tokens / 2 < P.mmr_max) reqs.push_back(P.mm_reg_req(f, tokens, rows));
       }
     }
     // Split-K partial products: room for the largest S x tokens x rows any GEMM of a step of

@@ -120,12 +120,15 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
 }
 
-pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens) const {
+pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows) const {
   const std::uint32_t nt8 = mm_reg_tiles(tokens);
-  // What 48 KiB holds (mul_mm_reg.glsl): 16 warps' partial sums of 64 tokens would need 64 KiB even
-  // folded; B tiles through shared memory take 1,152 bytes a warp per 8 tokens.
+  // Warps split K: 16 where the rows give few workgroups (H200 lab at 8 tokens, Q4_K 12288 x 4096:
+  // 29.1 us with 8, 23.0 with 16; 4096 x 1024 22.2 / 18.0), 8 on wide matrices (4096 x 12288: 19.6
+  // / 24.7). What 48 KiB holds caps them (mul_mm_reg.glsl): 16 warps' partial sums of 64 tokens
+  // need 64 KiB even folded; B tiles through shared memory take 1,152 bytes a warp per 8 tokens.
   const bool b_regs = !mmr_layout->b_ks.empty();
-  const std::uint32_t warps = std::min<std::uint32_t>(mmr_warps, b_regs ? (nt8 == 8 ? 8 : 16) : 32 / nt8);
+  const std::uint32_t want = mmr_warps ? mmr_warps : n_rows >= 8192 ? 8 : 16;
+  const std::uint32_t warps = std::min<std::uint32_t>(want, b_regs ? (nt8 == 8 ? 8 : 16) : 32 / nt8);
   std::vector<std::pair<std::string, std::string>> d{{"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"},
                                                      {"MM_REG", "1"},  {"NT8", std::to_string(nt8)},
                                                      {"WARPS", std::to_string(warps)}, {"MMA_AR", mmr_layout->a_rows},

@@ -245,7 +245,7 @@ void backend::impl::record_mul_mm_reg(const pending_matmul& m) {
   const auto [x_off, x_stride] = f16_input(m.x);
   const mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
   const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true)};
-  dispatch(mm_reg_req(w.type, n), b, &pc, sizeof pc, div_up(N, 32), div_up(n, 8 * mm_reg_tiles(n)));
+  dispatch(mm_reg_req(w.type, n, N), b, &pc, sizeof pc, div_up(N, 32), div_up(n, 8 * mm_reg_tiles(n)));
   wrote(m.y);
 }
 

@@ -27,7 +27,7 @@ inline bool has_mmvq(gguf::type_id t) {
 // read them in place (mul_mm_small, mul_mm_f16 QW).
 inline bool has_mms_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
 // Formats with mul_mm_reg.glsl's unit (quant/*.glsl HAS_MMR_UNIT).
-inline bool has_mmr_unit(gguf::type_id t) { return t == gguf::type_id::q4_k; }
+inline bool has_mmr_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
 // Weight formats whose MMVQ unit also has the multi-token form (quant/<fmt>.glsl HAS_MMVQ_PREP):
 // mmvq.glsl's MMVQ_MT, for steps of 2 .. mmvq_mt_max_tokens tokens.
 inline bool has_mmvq_mt(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
@@ -275,9 +275,10 @@ struct backend_tuning {
   // Steps of mms_min .. mmr_max tokens in a format with an MM_REG unit on mul_mm_reg.glsl (each
   // lane expands only its own fragment registers' weights: no tile through shared memory) where
   // the start-up probe finds the f16 fragments it builds (mma_layout.cpp probe_f16_fragments).
-  // STRATA_VK_MMR=0 off; STRATA_VK_MMR_MAX=N its largest step; STRATA_VK_MMR_WARPS=W its warps.
+  // STRATA_VK_MMR=0 off; STRATA_VK_MMR_MAX=N its largest step; STRATA_VK_MMR_WARPS=W its warps
+  // (0: by the matrix's rows, kernel_requests.cpp mm_reg_req).
   bool mmr = true;
-  std::uint32_t mmr_max = 64, mmr_warps = 8;
+  std::uint32_t mmr_max = 64, mmr_warps = 0;
   // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
   // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps
   // them in f32 / TF32 too).

@@ -271,7 +271,7 @@ uvec3 mmr_scales(uint row_base, uint u) {
 // 4 (s%2) + p and 4 (s%2) + p + 2 of its 8, nibble s/2. As mul_mm_small's MMS_H2: a nibble OR
 // 0x6400 is the half 1024 + q, fma(1024 + q, sc, -1024 sc) = q sc exactly, then q sc d - dmin m
 // rounds once.
-void mmr_unit(mmr_raw c, uvec3 k, out uint e[8]) {
+void mmr_unit(mmr_raw c, uvec3 k, uint u, uint t, out uint e[8]) {
   const f16vec2 sc = unpackFloat2x16(k.x), m = unpackFloat2x16(k.y), d = unpackFloat2x16(k.z);
   [[unroll]] for (uint s = 0; s < 4; ++s) {
     const uint w = (s & 1u) != 0 ? c.y : c.x, hf = s >> 1;

@@ -156,6 +156,51 @@ float mmvq_dot_p(mmvq_p w, mmvq_a a) {
 }
 #endif
 
+#ifdef MM_REG
+// mul_mm_reg.glsl's unit: elements 64q .. 64q+63 of block u/4 (q = u%4, h = q/2): element i has
+// its low 4 bits in ql[64h + i] (the high nibble for odd q), its high 2 in qh[32h + i%32] bits
+// 4(q&1) + 2(i/32), its scale in sc[4q + i/16]. A lane takes elements 8t .. 8t+7 and 32+8t ..
+// 32+8t+7 of each of its rows: 16 ql bytes, the 8 qh bytes they share, scales 4q + t/2 and
+// 4q + 2 + t/2; its quad's d sc come from one lane a row.
+#define HAS_MMR_UNIT 1
+struct mmr_raw {
+  uvec2 l0, l1, h;
+};
+mmr_raw mmr_load(uint row_base, uint u, uint t) {
+  const uint b = u >> 2, hh = (u >> 1) & 1u;
+  const uint ql = q6k_ql(row_base, b) + 64 * hh + 8 * t, qh = q6k_qh(row_base, b) + 32 * hh + 8 * t;
+  return mmr_raw(w_u64_f(ql), w_u64_f(ql + 32), w_u64_f(qh));
+}
+// d sc_4q+i, i = 0..3, as the f16 pairs (0, 1), (2, 3).
+uvec3 mmr_scales(uint row_base, uint u) {
+  const uint b = u >> 2;
+  const uint sc = w_u32_f(q6k_sc(row_base, b) + 4 * (u & 3u));
+  const float d = w_f16(q6k_d(row_base, b));
+  return uvec3(packHalf2x16(vec2(d * float(int(sc << 24) >> 24), d * float(int(sc << 16) >> 24))),
+               packHalf2x16(vec2(d * float(int(sc << 8) >> 24), d * float(int(sc) >> 24))), 0u);
+}
+// The lane's 16 elements as f16 pairs e[2 s + p]: elements 32 (s/2) + 8t + 4 (s%2) + p + {0, 2}.
+// A code OR 0x6400 is the half 1024 + q, minus 1056 exactly q - 32, times d sc (rounded to f16
+// once before): within ~2 f16 rounding steps of dequant16's d sc (q - 32) rounded once.
+void mmr_unit(mmr_raw c, uvec3 k, uint u, uint t, out uint e[8]) {
+  const uint ns = 4 * (u & 1u);
+  const f16vec2 s01 = unpackFloat2x16(k.x), s23 = unpackFloat2x16(k.y);
+  const float16_t s_lo = (t & 2u) != 0 ? s01.y : s01.x, s_hi = (t & 2u) != 0 ? s23.y : s23.x;
+  [[unroll]] for (uint s = 0; s < 4; ++s) {
+    const uint hf = s >> 1;
+    const uvec2 l = hf != 0 ? c.l1 : c.l0;
+    const uint lw = (s & 1u) != 0 ? l.y : l.x, hw = (s & 1u) != 0 ? c.h.y : c.h.x;
+    const f16vec2 sc = f16vec2(hf != 0 ? s_hi : s_lo);
+    [[unroll]] for (uint pp = 0; pp < 2; ++pp) {
+      const uint lo = (lw >> (8 * pp + ns)) & 0x000F000Fu;
+      const uint hi = ((hw >> (8 * pp + ns + 2 * hf)) & 0x00030003u) << 4;
+      const f16vec2 q = unpackFloat2x16(lo | hi | 0x64006400u) - f16vec2(1056.0hf);
+      e[2 * s + pp] = packFloat2x16(q * sc);
+    }
+  }
+}
+#endif
+
 #if defined(MM_SMALL) || defined(MMQ)
 // mul_mm_small.glsl's unit: the 64 contiguous elements 64q .. 64q+63 of block u/4 (q = u%4),
 // i.e. quarters k0 = 2(q&1) and k0+1 of half h = q/2: 64 bytes of ql (low nibbles for even q,

@@ -81,15 +81,17 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
   compiles({"mma_layout", std::nullopt, {{"WG", "32"}, {"COOPMAT", "1"}, {"F16_AB", "1"}}, 1});
   const std::pair<std::string, std::string> ar{"MMA_AR", "0,0,8,8,0,0,8,8"}, ac{"MMA_AC", "0,1,0,1,8,9,8,9"},
       bk{"MMA_BK", "0,1,8,9"};
-  for (const auto& [nt8, w] : {std::pair{"1", "8"}, {"2", "8"}, {"4", "8"}, {"8", "8"}, {"8", "4"}, {"1", "16"}})
-    compiles({"mul_mm_reg", type_id::q4_k,
-              {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac, bk},
-              3});
-  // B through shared memory (a driver whose B fragments are not of the quad form).
-  for (const auto& [nt8, w] : {std::pair{"1", "16"}, {"2", "16"}, {"4", "8"}, {"8", "4"}})
-    compiles({"mul_mm_reg", type_id::q4_k,
-              {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac},
-              3});
+  for (const auto t : {type_id::q4_k, type_id::q6_k}) {
+    for (const auto& [nt8, w] : {std::pair{"1", "8"}, {"2", "8"}, {"4", "8"}, {"8", "8"}, {"8", "4"}, {"1", "16"}})
+      compiles({"mul_mm_reg", t,
+                {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac, bk},
+                3});
+    // B through shared memory (a driver whose B fragments are not of the quad form: the H200's).
+    for (const auto& [nt8, w] : {std::pair{"1", "16"}, {"2", "16"}, {"4", "8"}, {"8", "4"}})
+      compiles({"mul_mm_reg", t,
+                {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac},
+                3});
+  }
   {
     gpu::shader_compiler c({}, "offline");
     const gpu::pipeline_request r{"mul_mm_reg", type_id::q4_k,

@@ -1,6 +1,7 @@
 // Small-batch matmul on tensor cores with the weight fragments built in registers (batched
 // decode of 5-64 streams): Y[t][n] = sum_k X[t][k] W[n][k], W in a format with an MM_REG unit
-// (quant/*.glsl HAS_MMR_UNIT), X as f16.
+// (quant/*.glsl HAS_MMR_UNIT), X as f16. (Reading the f32 activations in place instead of their
+// f16 copy measured slower on the H200: 64 streams 4,104-4,137 -> 3,500-3,548 t/s.)
 // Why not mul_mm_small: there each lane expands one row into the warp's f16 tile in shared memory
 // and the warp reads it back as fragments, a store, a warp barrier and a fragment load for every
 // weight element (the H200 lab's weight path alone took 2.7x the time to read the bytes at 8
@@ -25,7 +26,6 @@
 #define NT8 1
 #endif
 layout(local_size_x = 32 * WARPS) in;
-layout(binding = 1, std430) readonly buffer XH { uvec4 xh[]; };  // f16 activations, 8 per uvec4
 layout(binding = 2, std430) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform Params {
   uint K, N, n_tok, row_bytes;
@@ -33,6 +33,10 @@ layout(push_constant) uniform Params {
   uint y_off, y_stride;  // in floats
   uint expert_bytes, sorted_off;
 } p;
+// Halves k .. k+7 (k a multiple of 8) of token row `row`, clamped to the step's rows (rows past
+// it are multiplied but never stored).
+layout(binding = 1, std430) readonly buffer XH { uvec4 xh[]; };  // f16 activations, 8 per uvec4
+uvec4 x_chunk(uint row, uint k) { return xh[(p.x_off + min(row, p.n_tok - 1) * p.x_stride + k) / 8]; }
 
 #define FRAG_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define FRAG_B fcoopmatNV<16, gl_ScopeSubgroup, 16, 8>
@@ -84,16 +88,12 @@ void main() {
   uint rb[4];
   [[unroll]] for (uint i = 0; i < 4; ++i) rb[i] = min(n0 + g + 8 * i, p.N - 1) * p.row_bytes;
   const uint own = min(n0 + g + 8 * t, p.N - 1) * p.row_bytes;
-  // Token rows past the step are read (the buffer has TOK rows of slack) but never stored.
-#ifdef MMA_BK
-  uint xrow[NT8];
-  [[unroll]] for (uint b = 0; b < NT8; ++b) xrow[b] = (p.x_off + (x0 + 8 * b + g) * p.x_stride) / 8 + t;
-#else
+#ifndef MMA_BK
   // Lane l stages natural 8-half chunk m = l % 8 of token rows l / 8 + 4 i, one step ahead.
   const uint m = lane % 8, bt = warp * BT;
   uvec4 xr[2 * NT8];
   if (KS * warp < p.K)
-    [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) xr[i] = xh[(p.x_off + (x0 + lane / 8 + 4 * i) * p.x_stride + KS * warp) / 8 + m];
+    [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) xr[i] = x_chunk(x0 + lane / 8 + 4 * i, KS * warp + 8 * m);
 #endif
   // A step's weight loads are issued one step ahead of their expansion.
   mmr_raw next[4];
@@ -123,7 +123,7 @@ void main() {
     }
     if (k0 + KS * WARPS < p.K)
       [[unroll]] for (uint i = 0; i < 2 * NT8; ++i)
-        xr[i] = xh[(p.x_off + (x0 + lane / 8 + 4 * i) * p.x_stride + k0 + KS * WARPS) / 8 + m];
+        xr[i] = x_chunk(x0 + lane / 8 + 4 * i, k0 + KS * WARPS + 8 * m);
     warp_sync_shared();
 #endif
     // Row i's 16 elements as f16 pairs e[i][2s + pp]; its scales from lane 4g + i of the quad.
@@ -141,7 +141,7 @@ void main() {
       }
     [[unroll]] for (uint b = 0; b < NT8; ++b) {
 #ifdef MMA_BK
-      const uvec4 x_lo = xh[xrow[b] + k0 / 8], x_hi = xh[xrow[b] + k0 / 8 + 4];
+      const uvec4 x_lo = x_chunk(x0 + 8 * b + g, k0 + 8 * t), x_hi = x_chunk(x0 + 8 * b + g, k0 + 32 + 8 * t);
 #endif
       [[unroll]] for (uint s = 0; s < 4; ++s) {
 #ifdef MMA_BK

@@ -418,8 +418,7 @@ struct backend::impl : backend_tuning {
   // expanded into the scratch a slice of rows at a time (the recorder orders each expansion
   // after the previous slice's GEMM has read the scratch).
   void record_mul_mm_f16(const pending_matmul& m);
-  void record_mul_mm_small(const pending_matmul& m);
-  void record_mul_mm_reg(const pending_matmul& m);
+  void record_mul_mm_small(const pending_matmul& m);  // mul_mm_small, or mul_mm_reg where it runs
   // Quantizes x (RMS-normalised with norm_w first, if given) into the xq/xs scratch, unless the
   // scratch already holds exactly that input.
   // Returns the slot.

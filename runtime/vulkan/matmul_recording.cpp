@@ -41,7 +41,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   if (!m.norm && !m.up && !m.residual && use_narrow_gemm(w, n)) return record_narrow_gemm(m);
   if (!m.norm && !m.up && !m.residual && w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) return record_mmq_dense(m);
   if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) {
-    if (use_mm_reg(w.type, n)) return record_mul_mm_reg(m);
+    if (use_mm_reg(w.type, n)) return record_mul_mm_small(m);
     if (mm_parts && n >= mmk_small_min && mm3 && mm3_in_place(w.type, w.ne[0], n)) return record_mul_mm_f16(m);
     return record_mul_mm_small(m);
   }
@@ -235,17 +235,12 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   const auto [x_off, x_stride] = f16_input(m.x);
   const mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
   const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true)};
-  dispatch(mm_small_req(w.type, n), b, &pc, sizeof pc, div_up(N, 32), div_up(n, mm_small_tokens(n)));
-  wrote(m.y);
-}
-
-void backend::impl::record_mul_mm_reg(const pending_matmul& m) {
-  const weight& w = *m.w;
-  const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
-  const auto [x_off, x_stride] = f16_input(m.x);
-  const mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
-  const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true)};
-  dispatch(mm_reg_req(w.type, n, N), b, &pc, sizeof pc, div_up(N, 32), div_up(n, 8 * mm_reg_tiles(n)));
+  // mul_mm_reg where the format's unit and the probed fragments allow: the same operands and grid
+  // rows, 8-token tiles.
+  if (use_mm_reg(w.type, n))
+    dispatch(mm_reg_req(w.type, n, N), b, &pc, sizeof pc, div_up(N, 32), div_up(n, 8 * mm_reg_tiles(n)));
+  else
+    dispatch(mm_small_req(w.type, n), b, &pc, sizeof pc, div_up(N, 32), div_up(n, mm_small_tokens(n)));
   wrote(m.y);
 }
 

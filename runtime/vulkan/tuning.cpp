@@ -157,12 +157,18 @@ void backend_tuning::read_env() {
   if (const char* v = std::getenv("STRATA_VK_MMS_XS")) mms_xs = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMS_N8")) mms_n8 = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_MMR")) mmr = std::string_view(v) != "0";
-  if (const char* v = std::getenv("STRATA_VK_MMR_MAX")) mmr_max = std::uint32_t(std::clamp(std::atoi(v), 1, 64));
+  if (const char* v = std::getenv("STRATA_VK_MMR_MAX")) {
+    unsigned n = 0;
+    int used = 0;
+    if (std::sscanf(v, "%u%n", &n, &used) != 1 || v[used] != '\0' || n < 1 || n > 64)
+      throw error("STRATA_VK_MMR_MAX='" + std::string(v) + "' must be a token count of 1-64");
+    mmr_max = n;
+  }
   if (const char* v = std::getenv("STRATA_VK_MMR_WARPS")) {
-    const int w = std::atoi(v);
-    if (w != 2 && w != 4 && w != 8 && w != 16)
+    const std::string_view w(v);
+    if (w != "2" && w != "4" && w != "8" && w != "16")
       throw error("STRATA_VK_MMR_WARPS='" + std::string(v) + "': mul_mm_reg runs 2, 4, 8 or 16 warps");
-    mmr_warps = std::uint32_t(w);
+    mmr_warps = std::uint32_t(std::atoi(v));
   }
   if (const char* v = std::getenv("STRATA_VK_MMVQ_UNROLL")) mmvq_unroll = std::string_view(v) == "1";
   if (env_is("STRATA_VK_MM3_XF16", "0")) mm3_xf16 = false;

@@ -21,7 +21,11 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_MMVQ_MT_QOUT", "64:4:1", "STRATA_VK_MMVQ_MT_QOUT: a QUANT_OUT workgroup owns 32 rows"},
                         bad_case{"STRATA_VK_MMVQ_MT_SHAPE", "64:9:1", "STRATA_VK_MMVQ_MT_SHAPE must be WG:RPG:U"},
                         bad_case{"STRATA_VK_MM3_SHAPE", "128:128:32:64:1", "STRATA_VK_MM3_SHAPE must be BM:BN:WM:WN"},
-                        bad_case{"STRATA_VK_MMQ_MOE_SHAPE", "128:32:16 ", "STRATA_VK_MMQ_MOE_SHAPE must be BM:WM:WN"}}) {
+                        bad_case{"STRATA_VK_MMQ_MOE_SHAPE", "128:32:16 ", "STRATA_VK_MMQ_MOE_SHAPE must be BM:WM:WN"},
+                        bad_case{"STRATA_VK_MMR_WARPS", "12", "mul_mm_reg runs 2, 4, 8 or 16 warps"},
+                        bad_case{"STRATA_VK_MMR_WARPS", "8x", "mul_mm_reg runs 2, 4, 8 or 16 warps"},
+                        bad_case{"STRATA_VK_MMR_MAX", "65", "STRATA_VK_MMR_MAX='65' must be a token count of 1-64"},
+                        bad_case{"STRATA_VK_MMR_MAX", "all", "STRATA_VK_MMR_MAX='all' must be a token count of 1-64"}}) {
     CAPTURE(c.name);
     CAPTURE(c.value);
     const test::scoped_env env(c.name, c.value);

@@ -178,7 +178,7 @@ TEST_CASE("vulkan matmul: Q6_K and Q8_0 rows in the GPU's row groups") {
 // STRATA_VK_* switch set, and which token counts took int8 activations.
 struct switch_runs {
   std::vector<std::vector<float>> base, switched;
-  std::vector<bool> int8;
+  std::vector<bool> int8, reg;  // the base run's path per token count: int8 activations, mul_mm_reg
 };
 template <class Fmt>
 switch_runs runs_with_switch(std::mt19937& rng, const std::vector<float>& x, const char* name, const char* value) {
@@ -188,10 +188,14 @@ switch_runs runs_with_switch(std::mt19937& rng, const std::vector<float>& x, con
   const auto& xi = store.add_f32("test.inputs", x, K, mm_table_rows);
   switch_runs r;
   r.int8.resize(std::size(mm_token_counts));
+  r.reg.resize(std::size(mm_token_counts));
   {
     gpu::backend be;
     r.base = run_matmuls(be, wi, xi);
-    for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) r.int8[c] = be.int8_activations(Fmt::gguf_type, K, mm_token_counts[c]);
+    for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) {
+      r.int8[c] = be.int8_activations(Fmt::gguf_type, K, mm_token_counts[c]);
+      r.reg[c] = be.register_fragment_matmul(Fmt::gguf_type, K, mm_token_counts[c]);
+    }
   }
   {
     const test::scoped_env env(name, value);
@@ -274,32 +278,30 @@ TEST_CASE("vulkan matmul: mul_mm_small's 8-token form equals its 16-token tiles"
 // weights and activations) sums the same f16 products as the kernels it replaces: mul_mm_small
 // at 5-32 tokens (the same f16 weights: NMSE at f32 rounding) and the split f16 tiles at 64 (whose
 // weights round once from f32: within f16 rounding). Runs where the driver's fragments are of
-// the quad form it builds (H200); elsewhere nothing takes it.
+// the quad form it builds (H200); elsewhere nothing takes it. The path is asked of the backend
+// that ran the base steps: only its reserve() probes the fragments.
 TEST_CASE("vulkan matmul: mul_mm_reg equals the kernels it replaces") {
   if (!vkt::available()) return;
   std::mt19937 rng(13);
   const auto x = vkt::normal_floats(std::size_t(mm_table_rows) * K, rng);
   const test::scoped_env on("STRATA_VK_MMR", "1");
-  {
-    gpu::backend be;
-    if (!be.register_fragment_matmul(gguf::type_id::q4_k, K, 8)) {
-      MESSAGE("no quad-form 16x8x16 f16 fragments on this device: mul_mm_reg not run");
-      return;
-    }
+  const auto r4 = runs_with_switch<quant::q4_k>(rng, x, "STRATA_VK_MMR", "0");
+  if (std::none_of(r4.reg.begin(), r4.reg.end(), [](bool b) { return b; })) {
+    MESSAGE("no quad-form 16x8x16 f16 fragments on this device: mul_mm_reg not run");
+    return;
   }
-  {
-    const auto r = runs_with_switch<quant::q4_k>(rng, x, "STRATA_VK_MMR", "0");
-    for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) {
-      const std::uint32_t n = mm_token_counts[c];
-      CAPTURE(n);
-      CHECK(test::nmse(r.base[c], r.switched[c]) <= (n > 32 ? 1e-6 : 1e-10));
-    }
+  for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) {
+    const std::uint32_t n = mm_token_counts[c];
+    CAPTURE(n);
+    CHECK(r4.reg[c] == (n >= 5));  // steps of mms_min (5) to 64 tokens
+    CHECK(test::nmse(r4.base[c], r4.switched[c]) <= (n > 32 ? 1e-6 : 1e-10));
   }
   // Q6_K's weights round twice here (d sc to f16, then its product with q - 32) against once there.
-  const auto r = runs_with_switch<quant::q6_k>(rng, x, "STRATA_VK_MMR", "0");
+  const auto r6 = runs_with_switch<quant::q6_k>(rng, x, "STRATA_VK_MMR", "0");
   for (std::size_t c = 0; c < std::size(mm_token_counts); ++c) {
     CAPTURE(mm_token_counts[c]);
-    CHECK(test::nmse(r.base[c], r.switched[c]) <= 1e-6);
+    CHECK(r6.reg[c] == (mm_token_counts[c] >= 5));
+    CHECK(test::nmse(r6.base[c], r6.switched[c]) <= 1e-6);
   }
 }
 

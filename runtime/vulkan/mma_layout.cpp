@@ -64,12 +64,8 @@ std::optional<mma_layout> probe_mma_layout(const context& ctx, pipeline_registry
       if (lane == 0) dr[e] = r, dc[e] = col;
       else if (dr[e] != r || dc[e] != col) return std::nullopt;
     }
-  mma_layout l;
+  mma_layout l{glsl_list(dr), glsl_list(dc)};
   l.quad = quad && dr == std::array<int, 8>{0, 0, 0, 0, 8, 8, 8, 8} && dc == std::array<int, 8>{0, 1, 8, 9, 0, 1, 8, 9};
-  for (std::uint32_t e = 0; e < 8; ++e) {
-    l.row_offsets += (e ? "," : "") + std::to_string(dr[e]);
-    l.col_offsets += (e ? "," : "") + std::to_string(dc[e]);
-  }
   return l;
 }
 

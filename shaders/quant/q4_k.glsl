@@ -162,6 +162,22 @@ float mmvq_dot_p(mmvq_p w, mmvq_a a) {
 }
 #endif
 
+#if (defined(MM_SMALL) && defined(MMS_H2)) || defined(MM_REG)
+// Q4_K's expansion in f16x2 arithmetic (mul_mm_small MMS_H2, mul_mm_reg): a nibble OR 0x6400 is
+// the half 1024 + q; fma(1024 + q, sc, -1024 sc) = q sc exactly (at most 945); then
+// fma(q sc, d, -m) rounds once. Only m = dmin * m_j is rounded to f16 first, so a weight is within
+// ~2 f16 rounding steps of dequant16's (exact, then rounded once), in ~2.5 instructions an element
+// against ~5.5 for mms_pair.
+struct mms_h2_scales {
+  f16vec2 sc, sc_off, d, m;  // sc, -1024 sc, d, -dmin m_j
+};
+// The nibbles at bits 0 and 16 of x as the f16 pair (1024 + q0, 1024 + q1).
+uint h2_nibbles(uint x) { return (x & 0x000F000Fu) | 0x64006400u; }
+uint mms_h2_pair(uint p, mms_h2_scales k) {
+  return packFloat2x16(fma(fma(unpackFloat2x16(p), k.sc, k.sc_off), k.d, k.m));
+}
+#endif
+
 #ifdef MM_SMALL
 // mul_mm_small.glsl's unit: the 64 elements of pair j = u%4 of block u/4 of a row (sub-blocks
 // 2j, 2j+1), as three aligned 16-byte loads (block header, 32 bytes of qs) that the kernel issues
@@ -176,25 +192,15 @@ uint mms_pair(uint w, uint shift, float d, float m) {
   return packHalf2x16(vec2(a, b));
 }
 #ifdef MMS_H2
-// MMS_H2: the four nibbles at bits nib, nib+8, nib+16, nib+24 of w as two f16 pairs, in f16x2
-// arithmetic: a nibble OR 0x6400 is the half 1024 + q; fma(1024 + q, sc, -1024 sc) = q sc exactly
-// (at most 945); then fma(q sc, d, -m) rounds once. Only m = dmin * m_j is rounded to f16 first, so
-// a weight is within ~2 f16 rounding steps of dequant16's (exact, then rounded once), in ~2.5
-// instructions an element against ~5.5 for mms_pair.
-struct mms_h2_scales {
-  f16vec2 sc, sc_off, d, m;  // sc, -1024 sc, d, -dmin m_j
-};
 mms_h2_scales mms_h2_make(float d, uint sc, float m) {
   const float16_t s = float16_t(sc);
   return mms_h2_scales(f16vec2(s), f16vec2(-1024.0hf * s), f16vec2(float16_t(d)), f16vec2(-float16_t(m)));
 }
-uint mms_h2_pair(uint p, mms_h2_scales k) {
-  return packFloat2x16(fma(fma(unpackFloat2x16(p), k.sc, k.sc_off), k.d, k.m));
-}
+// The four nibbles at bits nib, nib+8, nib+16, nib+24 of w as two f16 pairs (elements 0-1, 2-3).
 void mms_quad(uint w, uint nib, mms_h2_scales k, out uint p01, out uint p23) {
   const uint x = w >> nib;
-  const uint lo = (x & 0x000F000Fu) | 0x64006400u;         // elements 0 and 2
-  const uint hi = ((x >> 8) & 0x000F000Fu) | 0x64006400u;  // elements 1 and 3
+  const uint lo = h2_nibbles(x);       // elements 0 and 2
+  const uint hi = h2_nibbles(x >> 8);  // elements 1 and 3
   p01 = mms_h2_pair((lo & 0xFFFFu) | (hi << 16), k);
   p23 = mms_h2_pair((lo >> 16) | (hi & 0xFFFF0000u), k);
 }
@@ -268,18 +274,13 @@ uvec3 mmr_scales(uint row_base, uint u) {
                packFloat2x16(f16vec2(float16_t(dm.x))));
 }
 // The lane's 16 elements as f16 pairs e[2 s + p] (s = 0..3, p = 0, 1): the elements at bytes
-// 4 (s%2) + p and 4 (s%2) + p + 2 of its 8, nibble s/2. As mul_mm_small's MMS_H2: a nibble OR
-// 0x6400 is the half 1024 + q, fma(1024 + q, sc, -1024 sc) = q sc exactly, then q sc d - dmin m
-// rounds once.
+// 4 (s%2) + p and 4 (s%2) + p + 2 of its 8, nibble s/2, expanded as mul_mm_small's MMS_H2.
 void mmr_unit(mmr_raw c, uvec3 k, uint u, uint t, out uint e[8]) {
   const f16vec2 sc = unpackFloat2x16(k.x), m = unpackFloat2x16(k.y), d = unpackFloat2x16(k.z);
   [[unroll]] for (uint s = 0; s < 4; ++s) {
     const uint w = (s & 1u) != 0 ? c.y : c.x, hf = s >> 1;
-    const f16vec2 s2 = f16vec2(sc[hf]), off = f16vec2(-1024.0hf * sc[hf]), m2 = f16vec2(m[hf]);
-    [[unroll]] for (uint pp = 0; pp < 2; ++pp) {
-      const f16vec2 q = unpackFloat2x16(((w >> (4 * hf + 8 * pp)) & 0x000F000Fu) | 0x64006400u);
-      e[2 * s + pp] = packFloat2x16(fma(fma(q, s2, off), d, m2));
-    }
+    const mms_h2_scales k2 = mms_h2_scales(f16vec2(sc[hf]), f16vec2(-1024.0hf * sc[hf]), d, f16vec2(m[hf]));
+    [[unroll]] for (uint pp = 0; pp < 2; ++pp) e[2 * s + pp] = mms_h2_pair(h2_nibbles(w >> (4 * hf + 8 * pp)), k2);
   }
 }
 #endif

@@ -18,6 +18,7 @@
 // activations in shared memory in the permuted order and loads B from there.
 // A workgroup owns 32 weight rows and NT8 tiles of 8 tokens; its WARPS warps split K (warp w takes
 // the 64-wide steps w, w+WARPS, ...) and their partial sums meet in shared memory at the end.
+// RESIDUAL: y = r + X W^T (r may be y itself: the decoder's residual add in the store).
 #extension GL_KHR_shader_subgroup_shuffle : require
 #ifndef WARPS
 #define WARPS 8
@@ -32,7 +33,11 @@ layout(push_constant) uniform Params {
   uint x_off, x_stride;  // in halves, multiples of 8
   uint y_off, y_stride;  // in floats
   uint expert_bytes, sorted_off;
+  uint r_off, r_stride;  // RESIDUAL, in floats
 } p;
+#ifdef RESIDUAL
+layout(binding = 3, std430) readonly buffer R { float res[]; };
+#endif
 // Halves k .. k+7 (k a multiple of 8) of token row `row`, clamped to the step's rows (rows past
 // it are multiplied but never stored).
 layout(binding = 1, std430) readonly buffer XH { uvec4 xh[]; };  // f16 activations, 8 per uvec4
@@ -196,6 +201,9 @@ void main() {
       const uint i = w * PART + q;
       s += uintBitsToFloat(sm[i >> 2][i & 3u]);
     }
+#ifdef RESIDUAL
+    s = res[p.r_off + (x0 + tk) * p.r_stride + n0 + r] + s;  // as the add dispatch sums (residual first)
+#endif
     y[p.y_off + (x0 + tk) * p.y_stride + n0 + r] = s;
   }
 }

@@ -1,11 +1,17 @@
 // y = x / sqrt(mean(x^2) + eps) [* w], one workgroup per row (y may alias x).
+// F16_OUT (with HAS_NORM_WEIGHT, even cols): y also as f16 pairs into yh (rows h_stride halves
+// apart from h_off), the tensor-core matmuls' input, so no copy dispatch follows the norm; the
+// pairs are the f32 results rounded as copy_rows TO_F16 rounds them.
 layout(local_size_x = WG) in;
 layout(binding = 1, std430) readonly buffer X { float x[]; };
 layout(binding = 2, std430) buffer Y { float y[]; };
 #ifdef HAS_NORM_WEIGHT
 layout(binding = 3, std430) readonly buffer Wt { float w[]; };
 #endif
-layout(push_constant) uniform Params { uint cols, x_off, x_stride, y_off, y_stride; float eps; uint rows; } p;
+#ifdef F16_OUT
+layout(binding = 4, std430) writeonly buffer YH { uint yh[]; };
+#endif
+layout(push_constant) uniform Params { uint cols, x_off, x_stride, y_off, y_stride; float eps; uint rows, h_off, h_stride; } p;
 
 shared float red[WG / MIN_SUBGROUP];
 
@@ -30,6 +36,27 @@ void main() {
   for (uint g = 0; g < gl_NumSubgroups; ++g) sum += red[g];
   const float scale = 1.0 / sqrt(sum / float(p.cols) + p.eps);
   barrier();  // x and y may alias: every thread has read its x before anyone writes
+#ifdef F16_OUT
+  // Element pairs 2j, 2j+1, four a batch (one memory latency), each pair's f16 copy in one word.
+  const uint hb = (p.h_off + r * p.h_stride) / 2, pairs = p.cols / 2;
+  for (uint j0 = gl_LocalInvocationID.x; j0 < pairs; j0 += 4 * WG) {
+    vec2 v[4], wv[4];
+    [[unroll]] for (uint k = 0; k < 4; ++k) {
+      const uint j = j0 + k * WG < pairs ? j0 + k * WG : j0;  // past the row: this thread's own pair
+      v[k] = vec2(x[xb + 2 * j], x[xb + 2 * j + 1]);
+      wv[k] = vec2(w[2 * j], w[2 * j + 1]);
+    }
+    [[unroll]] for (uint k = 0; k < 4; ++k) {
+      const uint j = j0 + k * WG;
+      if (j < pairs) {
+        const vec2 o = (v[k] * scale) * wv[k];
+        y[yb + 2 * j] = o.x;
+        y[yb + 2 * j + 1] = o.y;
+        yh[hb + j] = packHalf2x16(o);
+      }
+    }
+  }
+#else
   for (uint i0 = gl_LocalInvocationID.x; i0 < p.cols; i0 += 8 * WG) {
     float v[8], wv[8];
     [[unroll]] for (uint k = 0; k < 8; ++k) {
@@ -50,4 +77,5 @@ void main() {
 #endif
     }
   }
+#endif
 }

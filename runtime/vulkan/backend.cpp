@@ -73,7 +73,9 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}, {}, {}};
   if (!P.fuse_step) {
     P.prepare({x}, {y});
-    P.record_matmul(m);
+    // mul_mm_reg waits (the next prepare() records it): a residual add may join its store.
+    if (P.fuse && P.mm_fuse && P.weights[w.id].stream < 0 && P.takes_mm_reg(w, x.rows)) P.mats.push_back(m);
+    else P.record_matmul(m);
     return;
   }
   // Input from a deferred norm: fold it in. Otherwise the usual read/write preparation, but
@@ -405,7 +407,14 @@ void backend::swiglu(tensor gate, tensor up, tensor out) {
     }
   }
   P.prepare({gate, up}, {out});
-  const elementwise_pc pc{gate.cols, gate.off, gate.stride, up.off, up.stride, out.off, out.stride};
+  elementwise_pc pc{gate.cols, gate.off, gate.stride, up.off, up.stride, out.off, out.stride};
+  if (P.f16_beside(out)) {  // with the f16 copy the down matmul reads (f16_input's layout)
+    pc.h_stride = out.cols;
+    const binding b[] = {P.bind(gate, false), P.bind(gate, false), P.bind(up, false), P.bind(out, true), P.bind_id(P.mm_xh, true)};
+    P.dispatch(impl::elementwise_req("OP_SWIGLU", true), b, &pc, sizeof pc, div_up(gate.cols / 2, wg), gate.rows);
+    P.xh_holds = out;
+    return;
+  }
   const binding b[] = {P.bind(gate, false), P.bind(gate, false), P.bind(up, false), P.bind(out, true)};
   P.dispatch(impl::elementwise_req("OP_SWIGLU"), b, &pc, sizeof pc, div_up(gate.cols, wg), gate.rows);
 }
@@ -431,7 +440,8 @@ void backend::add(tensor a, tensor b2, tensor out) {
       return;
     }
   }
-  if (P.fuse_step && P.mats.size() == 1 && impl::same(P.mats.back().y, b2) && impl::same(out, a) && !P.mats.back().up &&
+  // (A matmul waits in mats only where fusion is on: decode steps, or mul_mm_reg in larger ones.)
+  if (P.mats.size() == 1 && impl::same(P.mats.back().y, b2) && impl::same(out, a) && !P.mats.back().up &&
       !P.mats.back().residual && a.buf != P.mats.back().x.buf && (!P.mats.back().norm || P.mats.back().norm->x.buf != a.buf)) {
     P.mats.back().residual = a;  // y = a + W.x, written over a
     P.mats.back().y = out;

@@ -306,9 +306,12 @@ struct backend::impl : backend_tuning {
     return {std::move(shader), fmt, std::move(defs), bindings};
   }
   pipeline_request matvec_req(gguf::type_id t, std::uint32_t nt, bool ids, std::uint64_t n_rows) const;
-  static pipeline_request elementwise_req(const char* op) { return req("elementwise", {}, {{op, "1"}}, 4); }
+  static pipeline_request elementwise_req(const char* op, bool f16_out = false) {
+    if (f16_out) return req("elementwise", {}, {{op, "1"}, {"F16_OUT", "1"}}, 5);
+    return req("elementwise", {}, {{op, "1"}}, 4);
+  }
   static pipeline_request copy_req(bool indexed, bool add = false);
-  static pipeline_request norm_req(bool weighted);
+  static pipeline_request norm_req(bool weighted, bool f16_out = false);
   static pipeline_request moe_req(const char* stage, bool sigmoid = false);
   static pipeline_request combine_norm_out_req() {
     return req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}, {"NORM_OUT", "1"}}, 10);
@@ -369,7 +372,18 @@ struct backend::impl : backend_tuning {
   }
   // 8-token tiles a mul_mm_reg workgroup row covers: 1, 2, 4 or 8 (few variants to compile).
   static std::uint32_t mm_reg_tiles(std::uint32_t tokens) { return tokens <= 8 ? 1 : tokens <= 16 ? 2 : tokens <= 32 ? 4 : 8; }
-  pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows) const;
+  pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual = false) const;
+  // record_matmul takes mul_mm_reg for w at n tokens (its residual add may join it).
+  bool takes_mm_reg(const weight& w, std::uint32_t n) const {
+    return !use_narrow_gemm(w, n) && !(w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) && use_mm_small(w, n) &&
+           use_mm_reg(w.type, n);
+  }
+  // Steps the decode fusions leave (5+ tokens) still fold a few ops where the f16 matmuls read:
+  // a norm or SwiGLU writes the f16 copy of its output beside it (y's rows in mm_xh, so
+  // f16_input() finds it), and a mul_mm_reg matmul waits in `mats` for the residual add.
+  bool f16_beside(const tensor& y) const {
+    return fuse && mm_fuse && !fuse_step && y.cols % 8 == 0 && small_matmul(y.cols, y.rows);
+  }
   // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
   // the input it holds now, until its buffer is written.
   std::optional<tensor> xh_holds;

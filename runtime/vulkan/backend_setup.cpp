@@ -283,6 +283,10 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       // 64 rows of slack: mul_mm_small multiplies whole 16-token tiles (the extra rows are never stored).
       P.mm_xh = P.new_buffer(std::uint64_t(P.max_rows + 64) * widest * 2, memory_kind::device, "f16 activations (tensor-core matmuls)");
       reqs.push_back(impl::req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3));
+      if (P.fuse && P.mm_fuse && P.mms) {  // the f16 copy beside a norm's or SwiGLU's output (f16_beside)
+        reqs.push_back(impl::norm_req(true, true));
+        reqs.push_back(impl::elementwise_req("OP_SWIGLU", true));
+      }
       if (P.mms)
         for (auto f : mat_formats)
           if (impl::f16_operands_ok(f))
@@ -295,7 +299,9 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
             if (detail::has_mmr_unit(f))
               for (const std::uint32_t tokens : {8u, 16u, 32u, 64u})
                 for (const std::uint64_t rows : {4096u, 8192u})  // both warp counts
-                  if (tokens / 2 < P.mmr_max) reqs.push_back(P.mm_reg_req(f, tokens, rows));
+                  for (const bool residual : {false, true})
+                    if (tokens / 2 < P.mmr_max && !(residual && rows == 8192u))
+                      reqs.push_back(P.mm_reg_req(f, tokens, rows, residual));
       }
     }
     // Split-K partial products: room for the largest S x tokens x rows any GEMM of a step of

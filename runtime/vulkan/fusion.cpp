@@ -62,11 +62,16 @@ void backend::impl::flush_mats() {
 }
 
 void backend::impl::record_norm(const pending_norm& n) {
-  const rms_norm_pc pc{n.x.cols, n.x.off, n.x.stride, n.y.off, n.y.stride, n.eps, n.x.rows};
-  const bool weighted = n.w != nullptr;
+  rms_norm_pc pc{n.x.cols, n.x.off, n.x.stride, n.y.off, n.y.stride, n.eps, n.x.rows};
+  const bool weighted = n.w != nullptr, f16 = weighted && f16_beside(n.y);
   std::vector<binding> b{weighted ? bind_weight(*n.w) : bind(n.x, false), bind(n.x, false), bind(n.y, true)};
   if (weighted) b.push_back(bind_weight(*n.w));
-  dispatch(norm_req(weighted), b, &pc, sizeof pc, n.x.rows);
+  if (f16) {
+    b.push_back(bind_id(mm_xh, true));
+    pc.h_stride = n.y.cols;  // as f16_input() lays it out
+  }
+  dispatch(norm_req(weighted, f16), b, &pc, sizeof pc, n.x.rows);
+  if (f16) xh_holds = n.y;
 }
 
 void backend::impl::record_rope(const tensor& x, std::uint32_t n_heads, const graph::rope_params& rp, const weight* ff) {

@@ -120,7 +120,7 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
 }
 
-pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows) const {
+pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual) const {
   const std::uint32_t nt8 = mm_reg_tiles(tokens);
   // Warps split K: 16 where the rows give few workgroups (H200 lab at 8 tokens, Q4_K 12288 x 4096:
   // 29.1 us with 8, 23.0 with 16; 4096 x 1024 22.2 / 18.0), 8 on wide matrices (4096 x 12288: 19.6
@@ -134,7 +134,8 @@ pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens
                                                      {"WARPS", std::to_string(warps)}, {"MMA_AR", mmr_layout->a_rows},
                                                      {"MMA_AC", mmr_layout->a_cols}};
   if (b_regs) d.emplace_back("MMA_BK", mmr_layout->b_ks);
-  return req("mul_mm_reg", t, std::move(d), 3);
+  if (residual) d.emplace_back("RESIDUAL", "1");
+  return req("mul_mm_reg", t, std::move(d), residual ? 4 : 3);
 }
 
 pipeline_request backend::impl::quantize_req(bool norm) const {
@@ -203,9 +204,10 @@ pipeline_request backend::impl::copy_req(bool indexed, bool add) {
   return indexed ? req("copy_rows", {}, {{"INDEXED", "1"}}, 4) : req("copy_rows", {}, {}, 3);
 }
 
-pipeline_request backend::impl::norm_req(bool weighted) {
+pipeline_request backend::impl::norm_req(bool weighted, bool f16_out) {
   // 512 threads a row: a 4,096-wide row is one batch of eight loads a thread per pass, one memory
   // latency each, where 128 threads waited out four (H200, 8-row steps: 17 us a call).
+  if (f16_out) return req("rms_norm", {}, {{"WG", "512"}, {"HAS_NORM_WEIGHT", "1"}, {"F16_OUT", "1"}}, 5);
   if (weighted) return req("rms_norm", {}, {{"WG", "512"}, {"HAS_NORM_WEIGHT", "1"}}, 4);
   return req("rms_norm", {}, {{"WG", "512"}}, 3);
 }

@@ -38,10 +38,10 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
+  if (!m.norm && !m.up && takes_mm_reg(w, n)) return record_mul_mm_small(m);  // with its residual, if any
   if (!m.norm && !m.up && !m.residual && use_narrow_gemm(w, n)) return record_narrow_gemm(m);
   if (!m.norm && !m.up && !m.residual && w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) return record_mmq_dense(m);
   if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) {
-    if (use_mm_reg(w.type, n)) return record_mul_mm_small(m);
     if (mm_parts && n >= mmk_small_min && mm3 && mm3_in_place(w.type, w.ne[0], n)) return record_mul_mm_f16(m);
     return record_mul_mm_small(m);
   }
@@ -233,12 +233,20 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
   const auto [x_off, x_stride] = f16_input(m.x);
-  const mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
-  const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true)};
+  mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
+  const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true),
+                       m.residual ? bind(*m.residual, false) : bind(m.y, true)};
   // mul_mm_reg where the format's unit and the probed fragments allow: the same operands and grid
-  // rows, 8-token tiles.
+  // rows, 8-token tiles; the residual add in its store.
+  if (m.residual) {
+    pc.r_off = m.residual->off;
+    pc.r_stride = m.residual->stride;
+  }
   if (use_mm_reg(w.type, n))
-    dispatch(mm_reg_req(w.type, n, N), b, &pc, sizeof pc, div_up(N, 32), div_up(n, 8 * mm_reg_tiles(n)));
+    dispatch(mm_reg_req(w.type, n, N, m.residual.has_value()), std::span(b, m.residual ? 4 : 3), &pc, sizeof pc, div_up(N, 32),
+             div_up(n, 8 * mm_reg_tiles(n)));
+  else if (m.residual)
+    throw error("internal: matmul '" + std::string(w.name) + "' with a residual on mul_mm_small");
   else
     dispatch(mm_small_req(w.type, n), b, &pc, sizeof pc, div_up(N, 32), div_up(n, mm_small_tokens(n)));
   wrote(m.y);

@@ -48,8 +48,9 @@ struct mul_mm_split_pc {  // mul_mm.glsl NARROW SPLIT_K
 struct split_k_sum_pc {  // split_k_sum.glsl
   std::uint32_t N, n_tok, splits, part_stride, y_off, y_stride;
 };
-struct mm_small_pc {  // mul_mm_small.glsl
+struct mm_small_pc {  // mul_mm_small.glsl, mul_mm_reg.glsl
   std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, sorted_off;
+  std::uint32_t r_off = 0, r_stride = 0;  // mul_mm_reg RESIDUAL
 };
 struct mmq_pc {  // mul_mmq.glsl
   std::uint32_t K, N, n_tok, row_bytes, q_off, q_stride, s_off, s_stride, y_off, y_stride;
@@ -66,6 +67,7 @@ struct rms_norm_pc {
   std::uint32_t cols, x_off, x_stride, y_off, y_stride;
   float eps;
   std::uint32_t rows;  // bounds the workgroups a dispatch spilled into z rounds up to
+  std::uint32_t h_off = 0, h_stride = 0;  // F16_OUT: the f16 copy's rows, in halves
 };
 struct rope_pc {
   std::uint32_t n_tok, n_heads, n_rot, head_stride, x_off, x_stride;
@@ -90,6 +92,7 @@ struct kv_store_q_pc {
 };
 struct elementwise_pc {
   std::uint32_t cols, a_off, a_stride, b_off, b_stride, o_off, o_stride;
+  std::uint32_t h_off = 0, h_stride = 0;  // F16_OUT: the f16 copy's rows, in halves
 };
 struct copy_rows_pc {
   std::uint32_t cols, s_off, s_stride, d_off, d_stride;

@@ -45,6 +45,9 @@ struct backend_tuning {
   // --- Recording and lab switches.
   // Peephole fusion while recording (backend_impl.hpp pending_norm / pending_matmul); STRATA_VK_FUSE=0 off.
   bool fuse = true;
+  // The fusions of steps past the decode fusions (5+ tokens on the f16 matmuls: backend_impl.hpp
+  // f16_beside, the residual in mul_mm_reg's store); STRATA_VK_MM_FUSE=0 off (with fuse).
+  bool mm_fuse = true;
   // Steps run as one of a few token counts (step_buckets.hpp), so changing batches replay
   // recorded steps; STRATA_VK_STEP_BUCKETS=0: every token count records its own step.
   bool step_buckets = true;

@@ -87,10 +87,16 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
                 {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac, bk},
                 3});
     // B through shared memory (a driver whose B fragments are not of the quad form: the H200's).
-    for (const auto& [nt8, w] : {std::pair{"1", "16"}, {"2", "16"}, {"4", "8"}, {"8", "4"}})
+    for (const auto& [nt8, w] : {std::pair{"1", "16"}, {"2", "16"}, {"4", "8"}, {"8", "4"}}) {
       compiles({"mul_mm_reg", t,
                 {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac},
                 3});
+      // The residual add in the store (a decoder's O and down projections).
+      compiles({"mul_mm_reg", t,
+                {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac,
+                 {"RESIDUAL", "1"}},
+                4});
+    }
   }
   {
     gpu::shader_compiler c({}, "offline");

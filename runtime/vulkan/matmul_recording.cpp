@@ -248,7 +248,7 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   else if (m.residual)
     throw error("internal: matmul '" + std::string(w.name) + "' with a residual on mul_mm_small");
   else
-    dispatch(mm_small_req(w.type, n), b, &pc, sizeof pc, div_up(N, 32), div_up(n, mm_small_tokens(n)));
+    dispatch(mm_small_req(w.type, n), std::span(b, 3), &pc, sizeof pc, div_up(N, 32), div_up(n, mm_small_tokens(n)));
   wrote(m.y);
 }
 

@@ -26,15 +26,6 @@
 #ifndef NT8
 #define NT8 1
 #endif
-// Steps whose loads are in flight ahead of the one being multiplied (1 or 2): a warp of a
-// 4,096-long row takes only 4-8 steps, each waiting out a memory latency when only the next is
-// in flight.
-#ifndef PF
-#define PF 1
-#endif
-#if PF != 1 && PF != 2
-#error "mul_mm_reg: PF (steps loaded ahead) must be 1 or 2"
-#endif
 layout(local_size_x = 32 * WARPS) in;
 layout(binding = 2, std430) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform Params {
@@ -102,54 +93,42 @@ void main() {
   uint rb[4];
   [[unroll]] for (uint i = 0; i < 4; ++i) rb[i] = min(n0 + g + 8 * i, p.N - 1) * p.row_bytes;
   const uint own = min(n0 + g + 8 * t, p.N - 1) * p.row_bytes;
-  // Step j ahead of the current one (j < PF) is the warp's step at k0 + j KS WARPS.
-  const uint AHEAD = KS * WARPS;
 #ifndef MMA_BK
-  // Lane l stages natural 8-half chunk m = l % 8 of token rows l / 8 + 4 i, PF steps ahead.
+  // Lane l stages natural 8-half chunk m = l % 8 of token rows l / 8 + 4 i, one step ahead.
   const uint m = lane % 8, bt = warp * BT;
-  uvec4 xr[PF][2 * NT8];
-  [[unroll]] for (uint j = 0; j < PF; ++j)
-    if (KS * warp + j * AHEAD < p.K)
-      [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) xr[j][i] = x_chunk(x0 + lane / 8 + 4 * i, KS * warp + j * AHEAD + 8 * m);
+  uvec4 xr[2 * NT8];
+  if (KS * warp < p.K)
+    [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) xr[i] = x_chunk(x0 + lane / 8 + 4 * i, KS * warp + 8 * m);
 #endif
-  // A step's weight loads are issued PF steps ahead of their expansion.
-  mmr_raw next[PF][4];
-  uvec3 next_k[PF];
-  [[unroll]] for (uint j = 0; j < PF; ++j) {
-    next_k[j] = uvec3(0);
-    if (KS * warp + j * AHEAD < p.K) {
-      const uint u = warp + j * WARPS;
-      [[unroll]] for (uint i = 0; i < 4; ++i) next[j][i] = mmr_load(rb[i], u, t);
-      next_k[j] = mmr_scales(own, u);
-    }
+  // A step's weight loads are issued one step ahead of their expansion.
+  mmr_raw next[4];
+  uvec3 next_k = uvec3(0);
+  if (KS * warp < p.K) {
+    [[unroll]] for (uint i = 0; i < 4; ++i) next[i] = mmr_load(rb[i], warp, t);
+    next_k = mmr_scales(own, warp);
   }
-  for (uint k0 = KS * warp; k0 < p.K; k0 += AHEAD) {
-    const mmr_raw cur[4] = next[0];
-    const uvec3 cur_k = next_k[0];
-    [[unroll]] for (uint j = 0; j + 1 < PF; ++j) {
-      next[j] = next[j + 1];
-      next_k[j] = next_k[j + 1];
-    }
-    if (k0 + PF * AHEAD < p.K) {
-      const uint u = (k0 + PF * AHEAD) / KS;
-      [[unroll]] for (uint i = 0; i < 4; ++i) next[PF - 1][i] = mmr_load(rb[i], u, t);
-      next_k[PF - 1] = mmr_scales(own, u);
+  for (uint k0 = KS * warp; k0 < p.K; k0 += KS * WARPS) {
+    const mmr_raw cur[4] = next;
+    const uvec3 cur_k = next_k;
+    if (k0 + KS * WARPS < p.K) {
+      const uint u = (k0 + KS * WARPS) / KS;
+      [[unroll]] for (uint i = 0; i < 4; ++i) next[i] = mmr_load(rb[i], u, t);
+      next_k = mmr_scales(own, u);
     }
 #ifndef MMA_BK
     // Natural halves 8m + h go to chunk 2 (m/4) + h/4, column 2 (m%4) + 8 (h%2) + (h%4)/2: the
     // pairs (h0, h2), (h1, h3), (h4, h6), (h5, h7) to words t, t + 4 of the chunk's 8.
     [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) {
-      const uvec4 u = xr[0][i];
+      const uvec4 u = xr[i];
       const uint w0 = (bt + (lane / 8 + 4 * i) * SR) * 4 + 16 * (m / 4) + m % 4;
       sm[w0 >> 2][w0 & 3u] = (u.x & 0xFFFFu) | (u.y << 16);
       sm[(w0 + 4) >> 2][(w0 + 4) & 3u] = (u.x >> 16) | (u.y & 0xFFFF0000u);
       sm[(w0 + 8) >> 2][(w0 + 8) & 3u] = (u.z & 0xFFFFu) | (u.w << 16);
       sm[(w0 + 12) >> 2][(w0 + 12) & 3u] = (u.z >> 16) | (u.w & 0xFFFF0000u);
     }
-    [[unroll]] for (uint j = 0; j + 1 < PF; ++j) xr[j] = xr[j + 1];
-    if (k0 + PF * AHEAD < p.K)
+    if (k0 + KS * WARPS < p.K)
       [[unroll]] for (uint i = 0; i < 2 * NT8; ++i)
-        xr[PF - 1][i] = x_chunk(x0 + lane / 8 + 4 * i, k0 + PF * AHEAD + 8 * m);
+        xr[i] = x_chunk(x0 + lane / 8 + 4 * i, k0 + KS * WARPS + 8 * m);
     warp_sync_shared();
 #endif
     // Row i's 16 elements as f16 pairs e[i][2s + pp]; its scales from lane 4g + i of the quad.

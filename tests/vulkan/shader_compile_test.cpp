@@ -96,13 +96,6 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
                 {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac,
                  {"RESIDUAL", "1"}},
                 4});
-      // Two steps' loads in flight, both B forms.
-      for (const bool b_regs : {false, true}) {
-        std::vector<std::pair<std::string, std::string>> d{{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"},
-                                                           {"NT8", nt8}, {"WARPS", w}, ar, ac, {"PF", "2"}};
-        if (b_regs) d.push_back(bk);
-        compiles({"mul_mm_reg", t, d, 3});
-      }
     }
   }
   {

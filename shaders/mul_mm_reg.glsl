@@ -19,11 +19,6 @@
 // A workgroup owns 32 weight rows and NT8 tiles of 8 tokens; its WARPS warps split K (warp w takes
 // the 64-wide steps w, w+WARPS, ...) and their partial sums meet in shared memory at the end.
 // RESIDUAL: y = r + X W^T (r may be y itself: the decoder's residual add in the store).
-// GROUP: one dispatch over three matrices of one format and width that read the same input (a
-// layer's Q, K and V; gate and up, the third empty): matrix j holds global rows m_end[j-1] ..
-// m_end[j] - 1 (multiples of 32: no workgroup straddles two), its weights w_off[j] bytes into the
-// weight binding, its output at binding 2 (j = 0), 4 or 5. Small matrices cost a dispatch's whole
-// latency each (H200, 8 tokens: 9.4 us for 4096 x 1024 against 10.6 for 4096 x 4096).
 #extension GL_KHR_shader_subgroup_shuffle : require
 #ifndef WARPS
 #define WARPS 8
@@ -39,17 +34,9 @@ layout(push_constant) uniform Params {
   uint y_off, y_stride;  // in floats
   uint expert_bytes, sorted_off;
   uint r_off, r_stride;  // RESIDUAL, in floats
-  uint m_end0, m_end1, w_off0, w_off1, w_off2, y1_off, y1_stride, y2_off, y2_stride;  // GROUP
 } p;
 #ifdef RESIDUAL
 layout(binding = 3, std430) readonly buffer R { float res[]; };
-#endif
-#ifdef GROUP
-#ifdef RESIDUAL
-#error "mul_mm_reg: GROUP takes no RESIDUAL"
-#endif
-layout(binding = 4, std430) writeonly buffer Y1 { float y1[]; };
-layout(binding = 5, std430) writeonly buffer Y2 { float y2[]; };
 #endif
 // Halves k .. k+7 (k a multiple of 8) of token row `row`, clamped to the step's rows (rows past
 // it are multiplied but never stored).
@@ -101,20 +88,11 @@ void main() {
   FRAG_C acc[2][NT8];
   [[unroll]] for (uint f = 0; f < 2; ++f)
     [[unroll]] for (uint b = 0; b < NT8; ++b) acc[f][b] = FRAG_C(0.0);
-#ifdef GROUP
-  const uint mat = n0 >= p.m_end1 ? 2u : n0 >= p.m_end0 ? 1u : 0u;
-  const uint m0 = mat == 2u ? p.m_end1 : mat == 1u ? p.m_end0 : 0u;
-  const uint m_rows = (mat == 2u ? p.N : mat == 1u ? p.m_end1 : p.m_end0) - m0;
-  const uint w_base = mat == 2u ? p.w_off2 : mat == 1u ? p.w_off1 : p.w_off0;
-#else
-  const uint m0 = 0, m_rows = p.N, w_base = 0;
-#endif
-  const uint nl = n0 - m0;  // the workgroup's first row in its matrix
-  // The lane's rows nl + g + 8i (rows past the matrix read its last row; their sums are never
-  // stored) and the row nl + g + 8t whose scales it decodes for its quad.
+  // The lane's rows n0 + g + 8i (rows past N read the last row; their sums are never stored) and
+  // the row n0 + g + 8t whose scales it decodes for its quad.
   uint rb[4];
-  [[unroll]] for (uint i = 0; i < 4; ++i) rb[i] = w_base + min(nl + g + 8 * i, m_rows - 1) * p.row_bytes;
-  const uint own = w_base + min(nl + g + 8 * t, m_rows - 1) * p.row_bytes;
+  [[unroll]] for (uint i = 0; i < 4; ++i) rb[i] = min(n0 + g + 8 * i, p.N - 1) * p.row_bytes;
+  const uint own = min(n0 + g + 8 * t, p.N - 1) * p.row_bytes;
 #ifndef MMA_BK
   // Lane l stages natural 8-half chunk m = l % 8 of token rows l / 8 + 4 i, one step ahead.
   const uint m = lane % 8, bt = warp * BT;
@@ -217,7 +195,7 @@ void main() {
   barrier();
   for (uint q = tid; q < count * RW; q += 32 * WARPS) {
     const uint tk = q / RW, r = q % RW;
-    if (nl + r >= m_rows) continue;
+    if (n0 + r >= p.N) continue;
     float s = 0.0;
     [[unroll]] for (uint w = 0; w < LIVE; ++w) {
       const uint i = w * PART + q;
@@ -226,16 +204,6 @@ void main() {
 #ifdef RESIDUAL
     s = res[p.r_off + (x0 + tk) * p.r_stride + n0 + r] + s;  // as the add dispatch sums (residual first)
 #endif
-#ifdef GROUP
-    if (mat == 1u) {
-      y1[p.y1_off + (x0 + tk) * p.y1_stride + nl + r] = s;
-      continue;
-    }
-    if (mat == 2u) {
-      y2[p.y2_off + (x0 + tk) * p.y2_stride + nl + r] = s;
-      continue;
-    }
-#endif
-    y[p.y_off + (x0 + tk) * p.y_stride + nl + r] = s;
+    y[p.y_off + (x0 + tk) * p.y_stride + n0 + r] = s;
   }
 }

@@ -72,19 +72,9 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   }
   impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}, {}, {}};
   if (!P.fuse_step) {
-    // mul_mm_reg waits (the next prepare() records it): a residual add may join its store, or the
-    // next matmuls of the same input its dispatch.
-    const bool reg = P.fuse && P.mm_fuse && P.weights[w.id].stream < 0 && P.takes_mm_reg(w, x.rows);
-    if (reg && P.joins_group(m)) {
-      std::vector<impl::pending_matmul> held;
-      held.swap(P.mats);
-      P.prepare({x}, {y});
-      P.mats.swap(held);
-      P.mats.push_back(m);
-      return;
-    }
     P.prepare({x}, {y});
-    if (reg) P.mats.push_back(m);
+    // mul_mm_reg waits (the next prepare() records it): a residual add may join its store.
+    if (P.fuse && P.mm_fuse && P.weights[w.id].stream < 0 && P.takes_mm_reg(w, x.rows)) P.mats.push_back(m);
     else P.record_matmul(m);
     return;
   }

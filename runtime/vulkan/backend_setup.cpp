@@ -299,9 +299,9 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
             if (detail::has_mmr_unit(f))
               for (const std::uint32_t tokens : {8u, 16u, 32u, 64u})
                 for (const std::uint64_t rows : {4096u, 8192u})  // both warp counts
-                  for (const int kind : {0, 1, 2})  // plain, RESIDUAL (O, down), GROUP (Q/K/V, gate/up)
-                    if (tokens / 2 < P.mmr_max && !(kind == 1 && rows == 8192u) && (kind < 2 || (P.mm_fuse && P.mm_group)))
-                      reqs.push_back(P.mm_reg_req(f, tokens, rows, kind == 1, kind == 2));
+                  for (const bool residual : {false, true})
+                    if (tokens / 2 < P.mmr_max && !(residual && rows == 8192u))
+                      reqs.push_back(P.mm_reg_req(f, tokens, rows, residual));
       }
     }
     // Split-K partial products: room for the largest S x tokens x rows any GEMM of a step of

@@ -57,9 +57,7 @@ void backend::impl::flush_all() {
 }
 
 void backend::impl::flush_mats() {
-  if (!fuse_step && mats.size() > 1) record_mm_reg_group(mats);  // only joins_group() leaves several there
-  else
-    for (const auto& m : mats) record_matmul(m);
+  for (const auto& m : mats) record_matmul(m);
   mats.clear();
 }
 

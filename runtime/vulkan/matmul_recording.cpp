@@ -252,52 +252,6 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   wrote(m.y);
 }
 
-bool backend::impl::joins_group(const pending_matmul& m) const {
-  if (!mm_group || mats.empty() || mats.size() >= 3) return false;
-  const auto plain = [&](const weight& w) {
-    const auto& e = weights.at(w.id);
-    return e.host < 0 && e.cache < 0 && e.stream < 0 && e.xstream < 0 && w.ne[1] % 32 == 0 && w.ne[2] == 1;
-  };
-  const weight& w0 = *mats[0].w;
-  if (!plain(*m.w) || m.w->type != w0.type || m.w->ne[0] != w0.ne[0] || m.w->row_bytes != w0.row_bytes ||
-      weights.at(m.w->id).chunk != weights.at(w0.id).chunk || m.y.buf == m.x.buf)
-    return false;
-  std::uint64_t lo = weights.at(m.w->id).offset, hi = lo + weights.at(m.w->id).bytes;
-  for (const auto& p : mats) {
-    if (!same(p.x, m.x) || p.residual || p.norm || p.up || p.y.buf == m.y.buf || !plain(*p.w)) return false;
-    lo = std::min(lo, weights.at(p.w->id).offset);
-    hi = std::max(hi, weights.at(p.w->id).offset + weights.at(p.w->id).bytes);
-  }
-  return hi - lo < (1ull << 31);  // the kernel's byte offsets are 32-bit
-}
-
-void backend::impl::record_mm_reg_group(std::span<const pending_matmul> g) {
-  const weight& w0 = *g[0].w;
-  const std::uint32_t K = std::uint32_t(w0.ne[0]), n = g[0].x.rows;
-  const auto [x_off, x_stride] = f16_input(g[0].x);
-  std::uint64_t lo = ~0ull, hi = 0;
-  for (const auto& m : g) {
-    lo = std::min(lo, weights.at(m.w->id).offset);
-    hi = std::max(hi, weights.at(m.w->id).offset + weights.at(m.w->id).bytes);
-  }
-  const auto rows = [&](std::size_t j) { return j < g.size() ? std::uint32_t(g[j].w->ne[1]) : 0u; };
-  const auto w_off = [&](std::size_t j) { return j < g.size() ? std::uint32_t(weights.at(g[j].w->id).offset - lo) : 0u; };
-  const std::uint32_t N = rows(0) + rows(1) + rows(2);
-  mm_small_pc pc{K, N, n, std::uint32_t(w0.row_bytes), x_off, x_stride, g[0].y.off, g[0].y.stride, 0, 0};
-  pc.m_end0 = rows(0);
-  pc.m_end1 = rows(0) + rows(1);
-  pc.w_off0 = w_off(0), pc.w_off1 = w_off(1), pc.w_off2 = w_off(2);
-  pc.y1_off = g[1].y.off, pc.y1_stride = g[1].y.stride;
-  const tensor& y2 = g.size() > 2 ? g[2].y : g[1].y;  // an empty third matrix writes nothing
-  pc.y2_off = y2.off, pc.y2_stride = y2.stride;
-  binding wb = bind_weight(w0);
-  wb.range.offset = lo;
-  wb.range.bytes = hi - lo;
-  const binding b[] = {wb, bind_id(mm_xh, false), bind(g[0].y, true), bind(g[0].y, true), bind(g[1].y, true), bind(y2, true)};
-  dispatch(mm_reg_req(w0.type, n, N, false, true), b, &pc, sizeof pc, div_up(N, 32), div_up(n, 8 * mm_reg_tiles(n)));
-  for (const auto& m : g) wrote(m.y);
-}
-
 void backend::impl::record_mm_small_experts(const weight& w, const tensor& out, bool scatter, std::uint32_t pairs,
                                             std::uint32_t chunks) {
   enter_expert(w);

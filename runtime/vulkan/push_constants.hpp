@@ -51,8 +51,6 @@ struct split_k_sum_pc {  // split_k_sum.glsl
 struct mm_small_pc {  // mul_mm_small.glsl, mul_mm_reg.glsl
   std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, sorted_off;
   std::uint32_t r_off = 0, r_stride = 0;  // mul_mm_reg RESIDUAL
-  // mul_mm_reg GROUP: the matrices' row ends, weight offsets (bytes into the binding), outputs 1, 2.
-  std::uint32_t m_end0 = 0, m_end1 = 0, w_off0 = 0, w_off1 = 0, w_off2 = 0, y1_off = 0, y1_stride = 0, y2_off = 0, y2_stride = 0;
 };
 struct mmq_pc {  // mul_mmq.glsl
   std::uint32_t K, N, n_tok, row_bytes, q_off, q_stride, s_off, s_stride, y_off, y_stride;

@@ -24,7 +24,6 @@ bool env_is(const char* name, std::string_view value) {
 void backend_tuning::read_env() {
   if (env_is("STRATA_VK_FUSE", "0")) fuse = false;
   if (env_is("STRATA_VK_MM_FUSE", "0")) mm_fuse = false;
-  if (env_is("STRATA_VK_MM_GROUP", "0")) mm_group = false;
   const auto labels = [](const char* s, std::vector<std::string>& out) {
     for (std::string_view v(s ? s : ""); !v.empty();) {
       const auto c = v.find(',');

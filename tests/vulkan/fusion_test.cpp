@@ -232,6 +232,8 @@ void qkv_case(const std::array<gguf::type_id, 3>& types) {
 //  - split (the default, NORM_OUT / RMS_IN): the residual matvec writes x * w as int8 codes and
 //    block sums of x^2, q's matvec applies 1 / rms;
 //  - plain (STRATA_VK_NORM_OUT=0): a quantize dispatch normalises between them.
+// In 5-16-token steps on mul_mm_reg the residual matmul's last workgroup writes h (f32 and the
+// f16 copy q's matmul reads) in every mode but the fourth (STRATA_VK_MM_FUSE=0: norm dispatch).
 // The same float64 reference for all (the int8 codes of h are quantize_q8's).
 TEST_CASE("vulkan fusion: the norm between residual matvec and matvec (tail, split, plain) vs float64") {
   if (!vkt::available()) return;
@@ -247,10 +249,11 @@ TEST_CASE("vulkan fusion: the norm between residual matvec and matvec (tail, spl
   const auto& n2 = store.add_f32("blk.0.ffn_norm.weight", w2, E);
   const auto& oi = store.add("blk.0.attn_output.weight", gguf::type_id::q6_k, wo.bytes, E, E);
   const auto& qi = store.add("blk.1.attn_q.weight", gguf::type_id::q4_k, wq.bytes, E, Q);
-  constexpr std::uint32_t counts[] = {1, 2, 5};
-  const char* const modes[] = {"tail", "split", "plain"};
-  std::uint32_t dispatches[3] = {0, 0, 0};
-  for (int mode = 0; mode < 3; ++mode) {
+  constexpr std::uint32_t counts[] = {1, 2, 5, 8, 16, 17}, B = 17;
+  const char* const modes[] = {"tail", "split", "plain", "no 5+-token fusion"};
+  std::uint32_t dispatches[4] = {}, dispatches8[4] = {};
+  bool reg8 = false;
+  for (int mode = 0; mode < 4; ++mode) {
     CAPTURE(modes[mode]);
     const auto with_env = [](const char* name, const char* value, auto&& make) {
       const char* old = std::getenv(name);
@@ -263,20 +266,22 @@ TEST_CASE("vulkan fusion: the norm between residual matvec and matvec (tail, spl
     };
     // The backend reads both variables when it is built.
     auto bep = with_env("STRATA_VK_TAIL", mode == 0 ? "8" : "0", [&] {
-      return with_env("STRATA_VK_NORM_OUT", mode == 2 ? "0" : "1", [] { return std::make_unique<gpu::backend>(); });
+      return with_env("STRATA_VK_NORM_OUT", mode == 2 ? "0" : "1", [&] {
+        return with_env("STRATA_VK_MM_FUSE", mode == 3 ? "0" : "1", [] { return std::make_unique<gpu::backend>(); });
+      });
     });
     gpu::backend& be = *bep;
     const auto xt = be.load(xi), nw2 = be.load(n2), o = be.load(oi), q = be.load(qi);
-    const auto x = be.alloc(8, E), a = be.alloc(8, E), y = be.alloc(8, E), h = be.alloc(8, E), qo = be.alloc(8, Q);
-    be.reserve(8, 0);
+    const auto x = be.alloc(B, E), a = be.alloc(B, E), y = be.alloc(B, E), h = be.alloc(B, E), qo = be.alloc(B, Q);
+    be.reserve(B, 0);
     auto kv = be.make_kv(vkt::small_kv());
     const double tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
     for (const std::uint32_t n : counts) {
       CAPTURE(n);
       auto b = vkt::batch_data::rows(n);
       b.tokens = fusion_rows_for(n);
-      // Odd steps read h (the tail's f32 rows), even ones q (from its int8 rows).
-      const bool read_h = n == 2;
+      // Some steps read h (the tail's f32 rows), the others q (from its int8 or f16 rows).
+      const bool read_h = n == 2 || n == 8;
       const auto got = vkt::run_step(be, b, [&] {
         be.embed(xt, x.view(n));
         be.embed(xt, a.view(n));
@@ -287,6 +292,8 @@ TEST_CASE("vulkan fusion: the norm between residual matvec and matvec (tail, spl
         return read_h ? h.view(n) : qo.view(n);
       });
       if (n == 1) dispatches[mode] = be.dispatches_per_step();
+      if (n == 8) dispatches8[mode] = be.dispatches_per_step();
+      if (mode == 1) reg8 = be.register_fragment_matmul(gguf::type_id::q6_k, E, 8) && be.register_fragment_matmul(gguf::type_id::q4_k, E, 8);
       const bool int8 = be.int8_activations(gguf::type_id::q6_k, E, n) && be.int8_activations(gguf::type_id::q4_k, E, n);
       const std::uint32_t N = read_h ? E : Q;
       std::vector<double> ref(std::size_t(n) * N);
@@ -332,6 +339,10 @@ TEST_CASE("vulkan fusion: the norm between residual matvec and matvec (tail, spl
   // the quantize dispatch only (the f32 norm is still recorded at the end).
   CHECK(dispatches[0] + 2 == dispatches[2]);
   CHECK(dispatches[1] + 1 == dispatches[2]);
+  CHECK(dispatches[3] == dispatches[1]);  // STRATA_VK_MM_FUSE leaves single-token steps alone
+  // 8 tokens on mul_mm_reg: the residual add, the norm and h's copy to f16 are in W_o's dispatch.
+  MESSAGE("8-token step: " << dispatches8[1] << " dispatches, " << dispatches8[3] << " without its fusions (mul_mm_reg: " << reg8 << ")");
+  if (reg8) CHECK(dispatches8[1] + 3 == dispatches8[3]);
 }
 
 #endif

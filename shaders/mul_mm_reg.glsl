@@ -19,8 +19,6 @@
 // A workgroup owns 32 weight rows and NT8 tiles of 8 tokens; its WARPS warps split K (warp w takes
 // the 64-wide steps w, w+WARPS, ...) and their partial sums meet in shared memory at the end.
 // RESIDUAL: y = r + X W^T (r may be y itself: the decoder's residual add in the store).
-// NORM_TAIL (with RESIDUAL and TAIL_F16, norm_tail.glsl): the last workgroup then runs the next
-// RMS norm of y, writing it as f32 and as the next matmul's f16 copy (no norm dispatch between).
 #extension GL_KHR_shader_subgroup_shuffle : require
 #ifndef WARPS
 #define WARPS 8
@@ -29,23 +27,13 @@
 #define NT8 1
 #endif
 layout(local_size_x = 32 * WARPS) in;
-#ifdef NORM_TAIL
-#if !defined(RESIDUAL) || !defined(TAIL_F16)
-#error "mul_mm_reg: NORM_TAIL comes with RESIDUAL and TAIL_F16"
-#endif
-layout(binding = 2, std430) TAIL_COHERENT writeonly buffer Y { float y[]; };
-#else
 layout(binding = 2, std430) writeonly buffer Y { float y[]; };
-#endif
 layout(push_constant) uniform Params {
   uint K, N, n_tok, row_bytes;
   uint x_off, x_stride;  // in halves, multiples of 8
   uint y_off, y_stride;  // in floats
   uint expert_bytes, sorted_off;
   uint r_off, r_stride;  // RESIDUAL, in floats
-#ifdef NORM_TAIL
-  NORM_TAIL_PC
-#endif
 } p;
 #ifdef RESIDUAL
 layout(binding = 3, std430) readonly buffer R { float res[]; };
@@ -218,7 +206,4 @@ void main() {
 #endif
     y[p.y_off + (x0 + tk) * p.y_stride + n0 + r] = s;
   }
-#ifdef NORM_TAIL
-  NORM_TAIL_CALL();
-#endif
 }

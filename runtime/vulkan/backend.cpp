@@ -55,7 +55,6 @@ void backend::rms_norm(tensor x, const weight* w, float eps, tensor y) {
     P.norms.push_back(n);
     return;
   }
-  if (!P.fuse_step && P.fuse && P.mm_fuse && weighted && P.try_mm_norm_tail(n)) return;
   P.prepare({x}, {y});
   P.record_norm(n);
 }

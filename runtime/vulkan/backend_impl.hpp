@@ -372,13 +372,7 @@ struct backend::impl : backend_tuning {
   }
   // 8-token tiles a mul_mm_reg workgroup row covers: 1, 2, 4 or 8 (few variants to compile).
   static std::uint32_t mm_reg_tiles(std::uint32_t tokens) { return tokens <= 8 ? 1 : tokens <= 16 ? 2 : tokens <= 32 ? 4 : 8; }
-  pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual = false,
-                              bool norm_tail = false) const;
-  // The next norm of a residual mul_mm_reg's output as its last workgroup's tail (f32 and the f16
-  // copy), in steps of at most mm_tail_max tokens; mm_tail_counter is its last-workgroup counter.
-  static constexpr std::uint32_t mm_tail_max = 16;
-  std::uint32_t mm_tail_counter = 0;
-  bool try_mm_norm_tail(const pending_norm& n);
+  pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual = false) const;
   // record_matmul takes mul_mm_reg for w at n tokens (its residual add may join it).
   bool takes_mm_reg(const weight& w, std::uint32_t n) const {
     return !use_narrow_gemm(w, n) && !(w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) && use_mm_small(w, n) &&

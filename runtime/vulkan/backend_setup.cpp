@@ -299,9 +299,9 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
             if (detail::has_mmr_unit(f))
               for (const std::uint32_t tokens : {8u, 16u, 32u, 64u})
                 for (const std::uint64_t rows : {4096u, 8192u})  // both warp counts
-                  for (const int kind : {0, 1, 2})  // plain; RESIDUAL (O, down); with the next norm as its tail
-                    if (tokens / 2 < P.mmr_max && !(kind > 0 && rows == 8192u) && (kind < 2 || (tokens <= impl::mm_tail_max && P.fuse && P.mm_fuse)))
-                      reqs.push_back(P.mm_reg_req(f, tokens, rows, kind > 0, kind == 2));
+                  for (const bool residual : {false, true})
+                    if (tokens / 2 < P.mmr_max && !(residual && rows == 8192u))
+                      reqs.push_back(P.mm_reg_req(f, tokens, rows, residual));
       }
     }
     // Split-K partial products: room for the largest S x tokens x rows any GEMM of a step of
@@ -399,17 +399,13 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
           }
         }
   }
-  // Last-workgroup counters start at 0; each tail puts its counter back.
-  const auto counter = [&](const char* what) {
-    const std::uint32_t id = P.new_buffer(16, memory_kind::device, what);
+  if (P.tail_rows && P.fuse) {  // the last-workgroup counter starts at 0; each tail puts it back
+    P.tail_counter = P.new_buffer(16, memory_kind::device, "last-workgroup counter");
     const std::uint32_t zeros[4] = {0, 0, 0, 0};
     uploader up(P.ctx, sizeof zeros);
-    up.copy(std::as_bytes(std::span(zeros)), P.buf(id).handle(), 0);
+    up.copy(std::as_bytes(std::span(zeros)), P.buf(P.tail_counter).handle(), 0);
     up.flush();
-    return id;
-  };
-  if (P.tail_rows && P.fuse) P.tail_counter = counter("last-workgroup counter");
-  if (P.fuse && P.mm_fuse && P.mmr_layout) P.mm_tail_counter = counter("mul_mm_reg norm-tail counter");
+  }
   for (const auto& e : P.weights)
     if (impl::gpu_reads(e) && e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
   if (!id_formats.empty()) {

@@ -346,19 +346,6 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
   return true;
 }
 
-bool backend::impl::try_mm_norm_tail(const pending_norm& n) {
-  const tensor& x = n.x;
-  if (!mm_tail_counter || !n.w || x.rows > mm_tail_max || x.rows != n.y.rows || x.cols != n.y.cols || x.cols % 32 ||
-      x.off % 4 || x.stride % 4 || n.y.off % 4 || n.y.stride % 4 || x.buf == n.y.buf || !f16_beside(n.y) || mats.size() != 1)
-    return false;
-  const pending_matmul& m = mats.back();
-  if (!same(m.y, x) || !m.residual || m.up || m.norm || !takes_mm_reg(*m.w, x.rows)) return false;
-  mats.back().tail = n;
-  prepare({x}, {n.y});  // records the matmul, tail included
-  xh_holds = n.y;       // after prepare(): writing y there dropped the copy's old owner
-  return true;
-}
-
 bool backend::impl::try_norm_tail(const pending_norm& n) {
   const tensor& x = n.x;
   if (!tail_rows || !tail_counter || !n.w || x.rows > tail_rows || x.cols % 32 || x.cols > max_k ||

@@ -120,8 +120,7 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
 }
 
-pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual,
-                                           bool norm_tail) const {
+pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual) const {
   const std::uint32_t nt8 = mm_reg_tiles(tokens);
   // Warps split K: 16 where the rows give few workgroups (H200 lab at 8 tokens, Q4_K 12288 x 4096:
   // 29.1 us with 8, 23.0 with 16; 4096 x 1024 22.2 / 18.0), 8 on wide matrices (4096 x 12288: 19.6
@@ -136,11 +135,7 @@ pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens
                                                      {"MMA_AC", mmr_layout->a_cols}};
   if (b_regs) d.emplace_back("MMA_BK", mmr_layout->b_ks);
   if (residual) d.emplace_back("RESIDUAL", "1");
-  if (norm_tail) {  // bindings 4-9 (norm_tail.glsl; 8 unused)
-    d.emplace_back("NORM_TAIL", "4");
-    d.emplace_back("TAIL_F16", "1");
-  }
-  return req("mul_mm_reg", t, std::move(d), norm_tail ? 10 : residual ? 4 : 3);
+  return req("mul_mm_reg", t, std::move(d), residual ? 4 : 3);
 }
 
 pipeline_request backend::impl::quantize_req(bool norm) const {

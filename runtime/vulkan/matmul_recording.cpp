@@ -242,14 +242,7 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
     pc.r_off = m.residual->off;
     pc.r_stride = m.residual->stride;
   }
-  if (use_mm_reg(w.type, n) && m.tail) {  // the next norm by the last workgroup (try_mm_norm_tail)
-    const pending_norm& t = *m.tail;
-    const binding tb[] = {b[0], b[1], b[2], b[3], bind_id(mm_tail_counter, true), bind(t.x, false), bind_weight(*t.w),
-                          bind_id(mm_xh, true), bind(t.y, true), bind(t.y, true)};
-    const with_norm_tail<mm_small_pc> tp{pc, {t.x.off, t.x.stride, t.x.cols, t.x.rows, t.y.off, t.y.stride, t.x.cols, 0, t.eps}};
-    dispatch(mm_reg_req(w.type, n, N, true, true), tb, &tp, sizeof tp, div_up(N, 32), div_up(n, 8 * mm_reg_tiles(n)));
-    wrote(t.y);
-  } else if (use_mm_reg(w.type, n))
+  if (use_mm_reg(w.type, n))
     dispatch(mm_reg_req(w.type, n, N, m.residual.has_value()), std::span(b, m.residual ? 4 : 3), &pc, sizeof pc, div_up(N, 32),
              div_up(n, 8 * mm_reg_tiles(n)));
   else if (m.residual)

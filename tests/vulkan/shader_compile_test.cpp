@@ -96,11 +96,6 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
                 {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac,
                  {"RESIDUAL", "1"}},
                 4});
-      // With the next norm as its last workgroup's tail (f32 and f16 rows).
-      compiles({"mul_mm_reg", t,
-                {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac,
-                 {"RESIDUAL", "1"}, {"NORM_TAIL", "4"}, {"TAIL_F16", "1"}},
-                10});
     }
   }
   {

@@ -26,6 +26,11 @@
 #ifndef NT8
 #define NT8 1
 #endif
+// XA (B through shared memory): a step's activations are loaded one step ahead (1) or just before
+// they are staged (0: 4 NT8 registers a lane fewer).
+#ifndef XA
+#define XA 1
+#endif
 layout(local_size_x = 32 * WARPS) in;
 layout(binding = 2, std430) writeonly buffer Y { float y[]; };
 layout(push_constant) uniform Params {
@@ -96,9 +101,11 @@ void main() {
 #ifndef MMA_BK
   // Lane l stages natural 8-half chunk m = l % 8 of token rows l / 8 + 4 i, one step ahead.
   const uint m = lane % 8, bt = warp * BT;
+#if XA
   uvec4 xr[2 * NT8];
   if (KS * warp < p.K)
     [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) xr[i] = x_chunk(x0 + lane / 8 + 4 * i, KS * warp + 8 * m);
+#endif
 #endif
   // A step's weight loads are issued one step ahead of their expansion.
   mmr_raw next[4];
@@ -119,16 +126,22 @@ void main() {
     // Natural halves 8m + h go to chunk 2 (m/4) + h/4, column 2 (m%4) + 8 (h%2) + (h%4)/2: the
     // pairs (h0, h2), (h1, h3), (h4, h6), (h5, h7) to words t, t + 4 of the chunk's 8.
     [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) {
+#if XA
       const uvec4 u = xr[i];
+#else
+      const uvec4 u = x_chunk(x0 + lane / 8 + 4 * i, k0 + 8 * m);
+#endif
       const uint w0 = (bt + (lane / 8 + 4 * i) * SR) * 4 + 16 * (m / 4) + m % 4;
       sm[w0 >> 2][w0 & 3u] = (u.x & 0xFFFFu) | (u.y << 16);
       sm[(w0 + 4) >> 2][(w0 + 4) & 3u] = (u.x >> 16) | (u.y & 0xFFFF0000u);
       sm[(w0 + 8) >> 2][(w0 + 8) & 3u] = (u.z & 0xFFFFu) | (u.w << 16);
       sm[(w0 + 12) >> 2][(w0 + 12) & 3u] = (u.z >> 16) | (u.w & 0xFFFF0000u);
     }
+#if XA
     if (k0 + KS * WARPS < p.K)
       [[unroll]] for (uint i = 0; i < 2 * NT8; ++i)
         xr[i] = x_chunk(x0 + lane / 8 + 4 * i, k0 + KS * WARPS + 8 * m);
+#endif
     warp_sync_shared();
 #endif
     // Row i's 16 elements as f16 pairs e[i][2s + pp]; its scales from lane 4g + i of the quad.

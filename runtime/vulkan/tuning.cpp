@@ -171,6 +171,11 @@ void backend_tuning::read_env() {
       throw error("STRATA_VK_MMR_WARPS='" + std::string(v) + "': mul_mm_reg runs 2, 4, 8 or 16 warps");
     mmr_warps = std::uint32_t(std::atoi(v));
   }
+  if (const char* v = std::getenv("STRATA_VK_MMR_XA")) {
+    const std::string_view x(v);
+    if (x != "0" && x != "1") throw error("STRATA_VK_MMR_XA='" + std::string(v) + "' must be 0 or 1");
+    mmr_xa = x == "1" ? 1 : 0;
+  }
   if (const char* v = std::getenv("STRATA_VK_MMVQ_UNROLL")) mmvq_unroll = std::string_view(v) == "1";
   if (env_is("STRATA_VK_MM3_XF16", "0")) mm3_xf16 = false;
   if (tile_env("STRATA_VK_MM3_SHAPE", mm3_shape)) mm3_forced = true;

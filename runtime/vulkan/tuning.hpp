@@ -279,9 +279,11 @@ struct backend_tuning {
   // lane expands only its own fragment registers' weights: no tile through shared memory) where
   // the start-up probe finds the f16 fragments it builds (mma_layout.cpp probe_f16_fragments).
   // STRATA_VK_MMR=0 off; STRATA_VK_MMR_MAX=N its largest step; STRATA_VK_MMR_WARPS=W its warps
-  // (0: by the matrix's rows, kernel_requests.cpp mm_reg_req).
+  // (0: by the matrix's rows, kernel_requests.cpp mm_reg_req); STRATA_VK_MMR_XA=0|1 whether a
+  // step's activations are loaded a step ahead (-1: by format and tile, mm_reg_req).
   bool mmr = true;
   std::uint32_t mmr_max = 64, mmr_warps = 0;
+  int mmr_xa = -1;
   // F32 weights (MoE routers, full-precision models) never take the tensor cores, which round
   // operands to f16: a router's logits decide which experts run (llama.cpp's CUDA backend keeps
   // them in f32 / TF32 too).

@@ -91,6 +91,9 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
       compiles({"mul_mm_reg", t,
                 {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac},
                 3});
+      compiles({"mul_mm_reg", t,
+                {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac, {"XA", "0"}},
+                3});
       // The residual add in the store (a decoder's O and down projections).
       compiles({"mul_mm_reg", t,
                 {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac,

@@ -201,14 +201,15 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     v.rows_per_wg = 8;
     return v;
   }
-  if (s.rfind("mr", 0) == 0) {  // "mr[:NT8=n][:W=warps]": fragments built in registers
+  if (s.rfind("mr", 0) == 0) {  // "mr[:NT8=n][:W=warps][:XA=0|1]": fragments built in registers
     v.reg = true;
-    std::uint32_t nt8 = std::min<std::uint32_t>(8, (nt + 7) / 8), warps = 8;
+    std::uint32_t nt8 = std::min<std::uint32_t>(8, (nt + 7) / 8), warps = 8, xa = 1;
     bool bsh = false;  // BSH=1: B through shared memory even where the driver's B has the quad form
     for (const auto& [key, value] : variant_fields(s)) {
       if (key == "W") warps = std::uint32_t(std::stoul(value));
       else if (key == "BSH") bsh = value != "0";
       else if (key == "NT8") nt8 = std::uint32_t(std::stoul(value));
+      else if (key == "XA") xa = std::uint32_t(std::stoul(value));
       else throw error("unknown variant field '" + key + "'");
     }
     if (!mmr_layout) throw error("variant " + s + " needs 16x8x16 f16 tensor cores with quad-form fragments");
@@ -216,6 +217,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
     v.defines = {{"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", std::to_string(nt8)},
                  {"WARPS", std::to_string(warps)}, {"MMA_AR", mmr_layout->a_rows}, {"MMA_AC", mmr_layout->a_cols}};
     if (!mmr_layout->b_ks.empty() && !bsh) v.defines.emplace_back("MMA_BK", mmr_layout->b_ks);
+    if (xa != 1) v.defines.emplace_back("XA", std::to_string(xa));
     return v;
   }
   if (s.rfind("ms", 0) == 0) {  // "ms[:TT=n][:W=warps][:XS=0|1][:N8=1][:H2=1][:LAB=bits]"; "msg": the format's unit off

@@ -27,7 +27,7 @@
 #define NT8 1
 #endif
 // XA (B through shared memory): a step's activations are loaded one step ahead (1) or just before
-// they are staged (0: 4 NT8 registers a lane fewer).
+// they are staged (0: 8 NT8 registers a lane fewer).
 #ifndef XA
 #define XA 1
 #endif
@@ -99,7 +99,8 @@ void main() {
   [[unroll]] for (uint i = 0; i < 4; ++i) rb[i] = min(n0 + g + 8 * i, p.N - 1) * p.row_bytes;
   const uint own = min(n0 + g + 8 * t, p.N - 1) * p.row_bytes;
 #ifndef MMA_BK
-  // Lane l stages natural 8-half chunk m = l % 8 of token rows l / 8 + 4 i, one step ahead.
+  // Lane l stages natural 8-half chunk m = l % 8 of token rows l / 8 + 4 i (loaded a step ahead
+  // with XA).
   const uint m = lane % 8, bt = warp * BT;
 #if XA
   uvec4 xr[2 * NT8];

@@ -28,7 +28,7 @@ namespace vkt = strata::test::vk;
 #ifdef STRATA_HAS_VULKAN
 
 constexpr std::uint32_t rows = 5, cols = 1040, stride = 1056, h_off = 16, h_stride = 1048;  // halves
-constexpr std::uint32_t sentinel = 0xDEADBEEFu;
+constexpr std::uint32_t sentinel = 0xDEADBEEFu, out_words = (h_off + rows * h_stride) / 2 + 8;
 
 struct rig {
   gpu::context ctx{-1};
@@ -38,6 +38,13 @@ struct rig {
   gpu::gpu_buffer buffer(const std::vector<float>& v, const char* name) {
     gpu::gpu_buffer b(ctx, v.size() * 4, gpu::memory_kind::readback, name);
     std::memcpy(b.mapped(), v.data(), v.size() * 4);
+    return b;
+  }
+  // f16 rows' room (out_words), every word the sentinel.
+  gpu::gpu_buffer f16_rows(const char* name) {
+    gpu::gpu_buffer b(ctx, out_words * 4, gpu::memory_kind::readback, name);
+    const std::vector<std::uint32_t> fill(out_words, sentinel);
+    std::memcpy(b.mapped(), fill.data(), out_words * 4);
     return b;
   }
   // One dispatch of `r` over `b` (binding i = b[i]).
@@ -65,10 +72,7 @@ std::vector<std::uint32_t> words(const gpu::gpu_buffer& b) {
 
 // copy_rows TO_F16 of the plain kernel's y (rows `stride` floats apart) against the F16_OUT rows.
 void check_f16_rows(rig& g, const gpu::gpu_buffer& y, const gpu::gpu_buffer& yh) {
-  const std::uint32_t out_words = (h_off + rows * h_stride) / 2 + 8;
-  gpu::gpu_buffer want(g.ctx, out_words * 4, gpu::memory_kind::readback, "copy_rows f16");
-  std::vector<std::uint32_t> fill(out_words, sentinel);
-  std::memcpy(want.mapped(), fill.data(), out_words * 4);
+  const auto want = g.f16_rows("copy_rows f16");
   const gpu::copy_rows_pc pc{cols, 0, stride, h_off / 8, h_stride / 8};  // TO_F16: destination in uvec4 of 8 halves
   g.run({"copy_rows", std::nullopt, {{"WG", "128"}, {"TO_F16", "1"}}, 3}, {whole(y, 1, false), whole(y, 1, false), whole(want, 2, true)},
         &pc, sizeof pc, (cols / 8 + 127) / 128, rows);
@@ -88,10 +92,7 @@ TEST_CASE("vulkan f16 beside: rms_norm F16_OUT writes the f32 rows bit for bit a
   const auto xb = g.buffer(x, "x"), wb = g.buffer(w, "norm weight");
   const std::vector<float> zero(std::size_t(rows) * stride, 0.0f);
   const auto y_plain = g.buffer(zero, "y plain"), y_f16 = g.buffer(zero, "y f16");
-  const std::uint32_t out_words = (h_off + rows * h_stride) / 2 + 8;
-  gpu::gpu_buffer yh(g.ctx, out_words * 4, gpu::memory_kind::readback, "y as f16");
-  const std::vector<std::uint32_t> fill(out_words, sentinel);
-  std::memcpy(yh.mapped(), fill.data(), out_words * 4);
+  const auto yh = g.f16_rows("y as f16");
 
   gpu::rms_norm_pc pc{cols, 0, stride, 0, stride, 1e-5f, rows};
   g.run({"rms_norm", std::nullopt, {{"WG", "512"}, {"HAS_NORM_WEIGHT", "1"}}, 4},
@@ -111,10 +112,7 @@ TEST_CASE("vulkan f16 beside: SwiGLU F16_OUT (in place over the gate) writes the
   std::mt19937 rng(12);
   const auto gate = vkt::normal_floats(std::size_t(rows) * stride, rng), up = vkt::normal_floats(std::size_t(rows) * stride, rng);
   const auto ub = g.buffer(up, "up"), plain = g.buffer(gate, "gate -> out, plain"), fused = g.buffer(gate, "gate -> out, f16");
-  const std::uint32_t out_words = (h_off + rows * h_stride) / 2 + 8;
-  gpu::gpu_buffer oh(g.ctx, out_words * 4, gpu::memory_kind::readback, "out as f16");
-  const std::vector<std::uint32_t> fill(out_words, sentinel);
-  std::memcpy(oh.mapped(), fill.data(), out_words * 4);
+  const auto oh = g.f16_rows("out as f16");
 
   gpu::elementwise_pc pc{cols, 0, stride, 0, stride, 0, stride};
   g.run({"elementwise", std::nullopt, {{"OP_SWIGLU", "1"}}, 4},

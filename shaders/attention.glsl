@@ -223,6 +223,9 @@ void main() {
 #ifdef QUANT_OUT
     q8v[d] = a / L;
 #endif
+#ifdef ATTN_F16_OUT
+    attn_f16_out((t * p.n_head + h) * p.D + d, a / L);
+#endif
   }
 #ifdef QUANT_OUT
   barrier();
@@ -387,6 +390,9 @@ void main() {
     if (d < D) o[p.o_off + t * p.o_stride + h * D + d] = acc[k] / l;
 #ifdef QUANT_OUT
     if (d < D) q8v[d] = acc[k] / l;
+#endif
+#ifdef ATTN_F16_OUT
+    if (d < D) attn_f16_out((t * p.n_head + h) * D + d, acc[k] / l);
 #endif
   }
 #ifdef QUANT_OUT

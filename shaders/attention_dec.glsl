@@ -203,6 +203,9 @@ void main() {
     }
 #else
     o[p.o_off + t * p.o_stride + h * D + d] = a / L;
+#ifdef ATTN_F16_OUT
+    attn_f16_out((t * p.n_head + h) * D + d, a / L);
+#endif
 #endif
   }
 #ifdef SPLIT_COMBINE
@@ -325,6 +328,9 @@ void main() {
     part[((t * p.n_head + h) * p.n_splits + split) * (D + 2) + d] = vsum[g][d];
 #else
     o[p.o_off + t * p.o_stride + h * D + d] = vsum[g][d] / l[g];
+#ifdef ATTN_F16_OUT
+    attn_f16_out((t * p.n_head + h) * D + d, vsum[g][d] / l[g]);
+#endif
 #endif
   }
 #ifdef SPLIT

@@ -19,6 +19,11 @@
 // A workgroup owns 32 weight rows and NT8 tiles of 8 tokens; its WARPS warps split K (warp w takes
 // the 64-wide steps w, w+WARPS, ...) and their partial sums meet in shared memory at the end.
 // RESIDUAL: y = r + X W^T (r may be y itself: the decoder's residual add in the store).
+// SWIGLU: a workgroup's rows 0-15 are gate rows n0 .. n0+15 and rows 16-31 the up matrix's same
+// rows (p.up_off bytes after the gate's, in the same binding), so it owns 16 output rows; the
+// store writes silu(gate) * up as f32 into y and as f16 pairs into yh (rows h_stride halves
+// apart from h_off: the down matmul's input), the SwiGLU and its copy to f16 in this dispatch.
+// The sums are the plain form's (same warps, same K order), so is the result.
 #extension GL_KHR_shader_subgroup_shuffle : require
 #ifndef WARPS
 #define WARPS 8
@@ -39,9 +44,16 @@ layout(push_constant) uniform Params {
   uint y_off, y_stride;  // in floats
   uint expert_bytes, sorted_off;
   uint r_off, r_stride;  // RESIDUAL, in floats
+  uint up_off, h_off, h_stride;  // SWIGLU: bytes from gate to up; yh's rows, in halves
 } p;
+#if defined(RESIDUAL) && defined(SWIGLU)
+#error "mul_mm_reg: RESIDUAL and SWIGLU are separate forms"
+#endif
 #ifdef RESIDUAL
 layout(binding = 3, std430) readonly buffer R { float res[]; };
+#endif
+#ifdef SWIGLU
+layout(binding = 3, std430) writeonly buffer YH { uint yh[]; };
 #endif
 // Halves k .. k+7 (k a multiple of 8) of token row `row`, clamped to the step's rows (rows past
 // it are multiplied but never stored).
@@ -88,16 +100,24 @@ void main() {
   w_set_rows(p.row_bytes);
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID, tid = gl_LocalInvocationID.x;
   const uint g = lane / 4, t = lane % 4, quad = lane & ~3u;
-  const uint n0 = gl_WorkGroupID.x * RW, x0 = gl_WorkGroupID.y * TOK;
+  const uint x0 = gl_WorkGroupID.y * TOK;
   const uint count = min(TOK, p.n_tok - x0);
   FRAG_C acc[2][NT8];
   [[unroll]] for (uint f = 0; f < 2; ++f)
     [[unroll]] for (uint b = 0; b < NT8; ++b) acc[f][b] = FRAG_C(0.0);
   // The lane's rows n0 + g + 8i (rows past N read the last row; their sums are never stored) and
-  // the row n0 + g + 8t whose scales it decodes for its quad.
+  // the row n0 + g + 8t whose scales it decodes for its quad (SWIGLU: gate rows n0 + g, n0 + g + 8,
+  // then up's).
   uint rb[4];
+#ifdef SWIGLU
+  const uint n0 = gl_WorkGroupID.x * (RW / 2);
+  [[unroll]] for (uint i = 0; i < 4; ++i) rb[i] = min(n0 + g + 8 * (i % 2), p.N - 1) * p.row_bytes + (i >= 2 ? p.up_off : 0);
+  const uint own = min(n0 + g + 8 * (t % 2), p.N - 1) * p.row_bytes + (t >= 2 ? p.up_off : 0);
+#else
+  const uint n0 = gl_WorkGroupID.x * RW;
   [[unroll]] for (uint i = 0; i < 4; ++i) rb[i] = min(n0 + g + 8 * i, p.N - 1) * p.row_bytes;
   const uint own = min(n0 + g + 8 * t, p.N - 1) * p.row_bytes;
+#endif
 #ifndef MMA_BK
   // Lane l stages natural 8-half chunk m = l % 8 of token rows l / 8 + 4 i (loaded a step ahead
   // with XA).
@@ -207,6 +227,24 @@ void main() {
       [[unroll]] for (uint b = 0; b < NT8; ++b)
         coopMatStoreNV(acc[f][b], sm, (warp * PART + 8 * b * RW + 16 * f) / 4, RW / 4, true);
   barrier();
+#ifdef SWIGLU
+  // Two output rows a thread (an f16 pair): sums r, r + 1 (gate) and r + 16, r + 17 (up).
+  for (uint q = tid; q < count * (RW / 4); q += 32 * WARPS) {
+    const uint tk = q / (RW / 4), r = 2 * (q % (RW / 4)), n = n0 + r;
+    if (n >= p.N) continue;  // N is even (the host's condition)
+    vec2 gs = vec2(0.0), us = vec2(0.0);
+    [[unroll]] for (uint w = 0; w < LIVE; ++w) {
+      const uint i = w * PART + tk * RW + r;
+      gs += vec2(uintBitsToFloat(sm[i >> 2][i & 3u]), uintBitsToFloat(sm[(i + 1) >> 2][(i + 1) & 3u]));
+      us += vec2(uintBitsToFloat(sm[(i + 16) >> 2][(i + 16) & 3u]), uintBitsToFloat(sm[(i + 17) >> 2][(i + 17) & 3u]));
+    }
+    // As elementwise.glsl OP_SWIGLU computes it, then rounded as copy_rows TO_F16 rounds.
+    const vec2 o = vec2(gs.x / (1.0 + exp(-gs.x)) * us.x, gs.y / (1.0 + exp(-gs.y)) * us.y);
+    y[p.y_off + (x0 + tk) * p.y_stride + n] = o.x;
+    y[p.y_off + (x0 + tk) * p.y_stride + n + 1] = o.y;
+    yh[(p.h_off + (x0 + tk) * p.h_stride + n) / 2] = packHalf2x16(o);
+  }
+#else
   for (uint q = tid; q < count * RW; q += 32 * WARPS) {
     const uint tk = q / RW, r = q % RW;
     if (n0 + r >= p.N) continue;
@@ -220,4 +258,5 @@ void main() {
 #endif
     y[p.y_off + (x0 + tk) * p.y_stride + n0 + r] = s;
   }
+#endif
 }

@@ -72,9 +72,16 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   }
   impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}, {}, {}};
   if (!P.fuse_step) {
+    // mul_mm_reg waits (the next prepare() records it): a residual add may join its store, and a
+    // second matmul of the same input may wait beside it (a gate/up pair: swiglu() joins them).
+    const bool reg = P.fuse && P.mm_fuse && P.weights[w.id].stream < 0 && P.takes_mm_reg(w, x.rows);
+    const bool pair = reg && P.mats.size() == 1 && impl::same(P.mats.back().x, x) && !P.mats.back().residual &&
+                      y.buf != x.buf && y.buf != P.mats.back().y.buf;
+    std::vector<impl::pending_matmul> held;
+    if (pair) held.swap(P.mats);
     P.prepare({x}, {y});
-    // mul_mm_reg waits (the next prepare() records it): a residual add may join its store.
-    if (P.fuse && P.mm_fuse && P.weights[w.id].stream < 0 && P.takes_mm_reg(w, x.rows)) P.mats.push_back(m);
+    if (pair) P.mats.swap(held);
+    if (reg) P.mats.push_back(m);
     else P.record_matmul(m);
     return;
   }
@@ -252,17 +259,32 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   const bool q8_out = P.attn_q8 && P.fuse_step && P.max_k && ap.head_dim % 32 == 0 && out.cols <= P.max_k &&
                       out.cols == ap.n_head * ap.head_dim && q.rows < P.mmvq_max_tokens && q.rows <= P.max_q8_rows;
   const std::uint32_t q8_slot = P.last_slot ^ 1u;
+  // Steps of 5+ tokens: the unsplit and COMBINE kernels write out's f16 copy beside it
+  // (attn_f16_out.glsl), the output projection's tensor-core input (f16_input() finds it).
+  const bool f16_out = !q8_out && P.mm_fuse_more && P.f16_beside(out) && out.cols == ap.n_head * ap.head_dim;
+  const auto with_f16_out = [&](std::vector<std::pair<std::string, std::string>>& d, std::vector<binding>& b) {
+    if (!f16_out) return;
+    d.emplace_back("ATTN_F16_OUT", std::to_string(b.size()));
+    b.push_back(P.bind_id(P.mm_xh, true));
+  };
+  const auto wrote_f16_out = [&] {
+    if (!f16_out) return;
+    P.xh_holds = out;
+    P.xh_at = 0;
+  };
   const auto q8_dispatch = [&](std::vector<std::pair<std::string, std::string>> d, std::span<const binding> b8) {
     std::vector<binding> b(b8.begin(), b8.end());
     if (q8_out) {
       d.emplace_back("QUANT_OUT", std::to_string(P.max_k));
       b.insert(b.end(), {P.bind_id(P.xq[q8_slot], true), P.bind_id(P.xs[q8_slot], true)});
     }
-    P.dispatch(impl::req("attention", {}, d, q8_out ? 10 : 8), b, &pc, sizeof pc, ap.n_head, q.rows);
+    with_f16_out(d, b);
+    P.dispatch(impl::req("attention", {}, d, std::uint32_t(b.size())), b, &pc, sizeof pc, ap.n_head, q.rows);
     if (q8_out) {
       P.quantized[q8_slot] = impl::quantized_input{out, nullptr, 0.0f};
       P.last_slot = q8_slot;
     }
+    wrote_f16_out();
   };
   // The split kernels' partials merged into out (attention.glsl COMBINE).
   const auto combine = [&] {
@@ -357,7 +379,11 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // decode step). STRATA_VK_MULTI_GQA=0 returns such steps to the per-head kernel.
   if (!split && !P.single_seq && P.multi_gqa && q.rows > split_tokens && group >= 1 && group <= 8 &&
       ap.n_head % ap.n_head_kv == 0) {
-    P.dispatch3(impl::req("attention_dec", {}, dec_defs(), 8), bd, &pc, sizeof pc, ap.n_head_kv, q.rows, 1);
+    auto d = dec_defs();
+    std::vector<binding> b(std::begin(bd), std::end(bd));
+    with_f16_out(d, b);
+    P.dispatch3(impl::req("attention_dec", {}, d, std::uint32_t(b.size())), b, &pc, sizeof pc, ap.n_head_kv, q.rows, 1);
+    wrote_f16_out();
     return;
   }
   // Prefill of one sequence on tensor cores (attention_mma.glsl): f16 caches, head_dim 64 or 128.
@@ -406,6 +432,12 @@ void backend::swiglu(tensor gate, tensor up, tensor out) {
       return;
     }
   }
+  if (P.swiglu_joins_mm_reg(gate, up, out)) {  // one mul_mm_reg dispatch: gate, up, SwiGLU, f16 copy
+    P.mats[0].up = P.mats[1].w;
+    P.mats.pop_back();
+    P.flush_mats();
+    return;
+  }
   P.prepare({gate, up}, {out});
   elementwise_pc pc{gate.cols, gate.off, gate.stride, up.off, up.stride, out.off, out.stride};
   if (P.f16_beside(out)) {  // with the f16 copy the down matmul reads (f16_input's layout)
@@ -413,6 +445,7 @@ void backend::swiglu(tensor gate, tensor up, tensor out) {
     const binding b[] = {P.bind(gate, false), P.bind(gate, false), P.bind(up, false), P.bind(out, true), P.bind_id(P.mm_xh, true)};
     P.dispatch(impl::elementwise_req("OP_SWIGLU", true), b, &pc, sizeof pc, div_up(gate.cols / 2, wg), gate.rows);
     P.xh_holds = out;
+    P.xh_at = 0;
     return;
   }
   const binding b[] = {P.bind(gate, false), P.bind(gate, false), P.bind(up, false), P.bind(out, true)};

@@ -372,7 +372,8 @@ struct backend::impl : backend_tuning {
   }
   // 8-token tiles a mul_mm_reg workgroup row covers: 1, 2, 4 or 8 (few variants to compile).
   static std::uint32_t mm_reg_tiles(std::uint32_t tokens) { return tokens <= 8 ? 1 : tokens <= 16 ? 2 : tokens <= 32 ? 4 : 8; }
-  pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual = false) const;
+  pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual = false,
+                              bool swiglu = false) const;
   // record_matmul takes mul_mm_reg for w at n tokens (its residual add may join it).
   bool takes_mm_reg(const weight& w, std::uint32_t n) const {
     return !use_narrow_gemm(w, n) && !(w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) && use_mm_small(w, n) &&
@@ -387,6 +388,11 @@ struct backend::impl : backend_tuning {
   // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
   // the input it holds now, until its buffer is written.
   std::optional<tensor> xh_holds;
+  // Where in mm_xh (halves) its rows start: 0, or xh_swiglu_at where mul_mm_reg's SWIGLU form
+  // writes them (its own input, the norm's copy, is being read at 0 meanwhile).
+  std::uint32_t xh_at = 0, xh_swiglu_at = 0;
+  // The gate/up pair waiting in `mats` as one mul_mm_reg SWIGLU dispatch writing out's f16 copy.
+  bool swiglu_joins_mm_reg(const tensor& gate, const tensor& up, const tensor& out) const;
   // x as f16 rows in mm_xh (converted unless it already holds x); returns (offset, stride) in halves.
   std::pair<std::uint32_t, std::uint32_t> f16_input(const tensor& x);
   // x's rows as f16, K halves apart, into buffer dst (copy_rows TO_F16); with div > 0, row r is

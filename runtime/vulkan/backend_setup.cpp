@@ -281,7 +281,10 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     if (P.mm3_xf16 && widest) {
       P.mm_xh_cols = widest;
       // 64 rows of slack: mul_mm_small multiplies whole 16-token tiles (the extra rows are never stored).
-      P.mm_xh = P.new_buffer(std::uint64_t(P.max_rows + 64) * widest * 2, memory_kind::device, "f16 activations (tensor-core matmuls)");
+      // Behind them, with mul_mm_reg's SWIGLU form, the rows it writes while it reads the first ones.
+      const std::uint64_t rows_a = P.max_rows + 64, rows_b = P.fuse && P.mm_fuse && P.mms && P.mmr ? P.mmr_max + 64 : 0;
+      P.mm_xh = P.new_buffer((rows_a + rows_b) * widest * 2, memory_kind::device, "f16 activations (tensor-core matmuls)");
+      P.xh_swiglu_at = rows_b ? std::uint32_t(rows_a * widest) : 0;
       reqs.push_back(impl::req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3));
       if (P.fuse && P.mm_fuse && P.mms) {  // the f16 copy beside a norm's or SwiGLU's output (f16_beside)
         reqs.push_back(impl::norm_req(true, true));
@@ -300,8 +303,10 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
               for (const std::uint32_t tokens : {8u, 16u, 32u, 64u})
                 for (const std::uint64_t rows : {4096u, 8192u})  // both warp counts
                   for (const bool residual : {false, true})
-                    if (tokens / 2 < P.mmr_max && !(residual && rows == 8192u))
+                    if (tokens / 2 < P.mmr_max && !(residual && rows == 8192u)) {
                       reqs.push_back(P.mm_reg_req(f, tokens, rows, residual));
+                      if (!residual && P.xh_swiglu_at) reqs.push_back(P.mm_reg_req(f, tokens, rows, false, true));
+                    }
       }
     }
     // Split-K partial products: room for the largest S x tokens x rows any GEMM of a step of

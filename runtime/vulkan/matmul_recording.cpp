@@ -38,7 +38,8 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
-  if (!m.norm && !m.up && takes_mm_reg(w, n)) return record_mul_mm_small(m);  // with its residual, if any
+  // With its residual, or as a gate/up pair with the SwiGLU (swiglu_joins_mm_reg), if any.
+  if (!m.norm && takes_mm_reg(w, n)) return record_mul_mm_small(m);
   if (!m.norm && !m.up && !m.residual && use_narrow_gemm(w, n)) return record_narrow_gemm(m);
   if (!m.norm && !m.up && !m.residual && w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) return record_mmq_dense(m);
   if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) {
@@ -225,8 +226,24 @@ std::pair<std::uint32_t, std::uint32_t> backend::impl::f16_input(const tensor& x
   if (!xh_holds || !same(*xh_holds, x)) {
     record_f16_rows(x, x.rows, mm_xh);
     xh_holds = x;
+    xh_at = 0;
   }
-  return {0, x.cols};
+  return {xh_at, x.cols};
+}
+
+bool backend::impl::swiglu_joins_mm_reg(const tensor& gate, const tensor& up, const tensor& out) const {
+  if (fuse_step || !fuse || !mm_fuse || !mm_fuse_more || !xh_swiglu_at || mats.size() != 2 || !f16_beside(out)) return false;
+  const pending_matmul &a = mats[0], &b = mats[1];
+  if (!same(a.y, gate) || !same(b.y, up) || !same(out, gate) || !same(a.x, b.x) || a.residual || b.residual || a.up ||
+      a.norm || b.norm)
+    return false;
+  const weight &g = *a.w, &u = *b.w;
+  const auto &ge = weights.at(g.id), &ue = weights.at(u.id);
+  // One binding over gate .. up; the rows' loads need 16-byte alignment of up's start.
+  return g.type == u.type && g.row_bytes == u.row_bytes && g.ne[0] == u.ne[0] && g.ne[1] == u.ne[1] && g.ne[2] == 1 &&
+         u.ne[2] == 1 && g.ne[1] % 16 == 0 && ge.chunk == ue.chunk && ue.offset > ge.offset &&
+         ue.offset - ge.offset < (1ull << 32) && (ue.offset - ge.offset) % 16 == 0 && takes_mm_reg(g, gate.rows) &&
+         use_mm_reg(g.type, gate.rows) && out.rows <= mmr_max;
 }
 
 void backend::impl::record_mul_mm_small(const pending_matmul& m) {
@@ -234,6 +251,21 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
   const auto [x_off, x_stride] = f16_input(m.x);
   mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
+  if (m.up) {  // SWIGLU (swiglu_joins_mm_reg): one binding over gate .. up, out's f16 copy at xh_swiglu_at
+    const auto& g = weights.at(w.id);
+    const auto& u = weights.at(m.up->id);
+    binding wb = bind_weight(w);
+    wb.range.bytes = u.offset + u.bytes - g.offset;
+    pc.up_off = std::uint32_t(u.offset - g.offset);
+    pc.h_off = xh_swiglu_at;
+    pc.h_stride = m.y.cols;
+    const binding sb[] = {wb, bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
+    dispatch(mm_reg_req(w.type, n, N, false, true), sb, &pc, sizeof pc, N / 16, div_up(n, 8 * mm_reg_tiles(n)));
+    wrote(m.y);
+    xh_holds = m.y;
+    xh_at = xh_swiglu_at;
+    return;
+  }
   const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true),
                        m.residual ? bind(*m.residual, false) : bind(m.y, true)};
   // mul_mm_reg where the format's unit and the probed fragments allow: the same operands and grid

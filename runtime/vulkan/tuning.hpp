@@ -48,6 +48,9 @@ struct backend_tuning {
   // The fusions of steps past the decode fusions (5+ tokens on the f16 matmuls: backend_impl.hpp
   // f16_beside, the residual in mul_mm_reg's store); STRATA_VK_MM_FUSE=0 off (with fuse).
   bool mm_fuse = true;
+  // Of those, the decode attention's f16 copy and gate/up/SwiGLU as one mul_mm_reg dispatch
+  // (STRATA_VK_MM_FUSE=1: without them, to measure them).
+  bool mm_fuse_more = true;
   // Steps run as one of a few token counts (step_buckets.hpp), so changing batches replay
   // recorded steps; STRATA_VK_STEP_BUCKETS=0: every token count records its own step.
   bool step_buckets = true;

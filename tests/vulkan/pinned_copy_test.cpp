@@ -13,7 +13,7 @@
 
 namespace {
 
-strata::gguf::tensor_info tensor(strata::gguf::type_id t, std::uint64_t ne0, std::uint64_t rows,
+strata::gguf::tensor_info test_tensor(strata::gguf::type_id t, std::uint64_t ne0, std::uint64_t rows,
                                  const std::vector<std::byte>& data) {
   strata::gguf::tensor_info ti;
   ti.name = "test tensor";
@@ -40,12 +40,12 @@ TEST_CASE("pinned copy: row ranges on every core give one copy_gpu_rows' bytes")
   // Q8_0, 256-element rows (8 blocks: grouped), 20,000 rows: 5.4 MB, more than one 4 MiB range.
   const std::uint64_t q8_rows = 20000, q8_rb = 8 * 34;
   const auto q8 = random_bytes(q8_rows * q8_rb, 1);
-  const auto t8 = tensor(type_id::q8_0, 256, q8_rows, q8);
+  const auto t8 = test_tensor(type_id::q8_0, 256, q8_rows, q8);
   REQUIRE(gpu::grouped_rows(type_id::q8_0, 256));
   // Q4_K, 4096-element rows (plain), all 3,000 rows of which the first 2,999 are copied.
   const std::uint64_t q4_rows = 3000, q4_rb = 16 * 144;
   const auto q4 = random_bytes(q4_rows * q4_rb, 2);
-  const auto t4 = tensor(type_id::q4_k, 4096, q4_rows, q4);
+  const auto t4 = test_tensor(type_id::q4_k, 4096, q4_rows, q4);
 
   std::vector<std::byte> want8(q8.size()), want4((q4_rows - 1) * q4_rb);
   gpu::copy_gpu_rows(type_id::q8_0, 256, q8, want8.data());

@@ -99,6 +99,11 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
                 {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac,
                  {"RESIDUAL", "1"}},
                 4});
+      // Gate and up in one dispatch with the SwiGLU and its f16 copy in the store.
+      compiles({"mul_mm_reg", t,
+                {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac,
+                 {"SWIGLU", "1"}},
+                4});
     }
   }
   {

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -239,10 +240,14 @@ inline std::vector<double> q8_activations(std::span<const float> x, const std::f
 // i mod table_rows) through kv_store + attention on layer 0 of a cache of `cfg`, one step per
 // entry of `steps`; returns each step's attention output. The KV bookkeeping is the engine's:
 // one block table, reserved before and committed after each step.
+// With wo, each step returns the output projection wo . o of the attention output instead (the
+// matmul reading what the attention wrote), and `dispatches` gets each step's dispatch count.
 template <class Backend>
 std::vector<std::vector<float>> run_attention_steps(Backend& be, const kv::kv_config& cfg, const graph::attention_params& ap,
                                                     const std::vector<const gguf::tensor_info*>& t,
-                                                    std::uint32_t table_rows, const std::vector<seq_tokens>& steps) {
+                                                    std::uint32_t table_rows, const std::vector<seq_tokens>& steps,
+                                                    const gguf::tensor_info* wo = nullptr,
+                                                    std::vector<std::uint32_t>* dispatches = nullptr) {
   std::uint32_t max_tokens = 0;
   for (const auto& st : steps) {
     std::uint32_t n = 0;
@@ -253,6 +258,9 @@ std::vector<std::vector<float>> run_attention_steps(Backend& be, const kv::kv_co
   const auto qt = be.load(*t[0]), kt = be.load(*t[1]), vt = be.load(*t[2]);
   const auto q = be.alloc(max_tokens, QW), k = be.alloc(max_tokens, KW), v = be.alloc(max_tokens, KW);
   const auto o = be.alloc(max_tokens, QW);
+  std::optional<std::remove_const_t<decltype(qt)>> ot;
+  if (wo) ot = be.load(*wo);
+  const auto y = be.alloc(max_tokens, wo ? std::uint32_t(wo->ne[1]) : 1);
   be.reserve(max_tokens, 0);
   auto kv = be.make_kv(cfg);
   kv::block_table table(cfg);
@@ -269,9 +277,13 @@ std::vector<std::vector<float>> run_attention_steps(Backend& be, const kv::kv_co
           be.embed(vt, v.view(n));
           be.kv_store(kv, 0, k.view(n), v.view(n));
           be.attention(kv, 0, q.view(n), ap, o.view(n));
-          return o.view(n);
+          if (!wo) return o.view(n);
+          be.matmul(*ot, o.view(n), y.view(n));
+          return y.view(n);
         },
         &table));
+    if constexpr (requires { be.dispatches_per_step(); })
+      if (dispatches) dispatches->push_back(be.dispatches_per_step());
     commit_sequences(table, st, b);
   }
   return out;

@@ -123,3 +123,26 @@ TEST_CASE("Vulkan: steps padded to their recorded size give every token the unpa
   CHECK(exact.recorded == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 5});
   CHECK(padded.recorded == std::vector<std::uint64_t>{1, 2, 2, 3, 3, 3});
 }
+
+// The fusions of 5+-token steps (the f16 copies beside the norm, SwiGLU and attention, gate/up
+// with the SwiGLU, the residual add in the store, the norm split between a residual matmul and
+// its readers) against the same steps without them: the only difference allowed is the split
+// norm's second f16 rounding of its input (on devices without mul_mm_reg nothing differs).
+TEST_CASE("Vulkan: multi-sequence steps give the logits of the unfused steps (STRATA_VK_MM_FUSE=0)") {
+  if (!test::vk::available()) return;
+  const auto model = test::fixture_dir() / "models" / "qwen3-Q4_K_M.gguf";
+  step_logits plain;
+  {
+    const test::scoped_env off("STRATA_VK_MM_FUSE", "0");
+    plain = run_steps(model);
+  }
+  const step_logits fused = run_steps(model);
+  REQUIRE(fused.steps.size() == plain.steps.size());
+  for (std::size_t i = 0; i < plain.steps.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(fused.steps[i].size() == plain.steps[i].size());
+    const double e = test::nmse(fused.steps[i], plain.steps[i]);
+    MESSAGE("step " << i << ": fused vs unfused nmse " << e);
+    CHECK(e <= 1e-5);
+  }
+}

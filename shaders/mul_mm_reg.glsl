@@ -113,9 +113,9 @@ shared uvec4 sm[SM];  // the B tiles while K runs, then the partial sums (f32, 4
 #ifdef NORM_IN
 shared float norm_sc[TOK];  // 1/rms of the tile's tokens
 
-// Halves k .. k+7 of a token row normalised: (x * sc) * w, rounded to f16 as rms_norm F16_OUT does.
-uvec4 norm_chunk(uvec4 u, float sc, uint k) {
-  const vec4 w0 = norm_w4[k / 4], w1 = norm_w4[k / 4 + 1];
+// Halves k .. k+7 of a token row normalised: (x * sc) * w (w0, w1: the weights of k .. k+7),
+// rounded to f16 as rms_norm F16_OUT does.
+uvec4 norm_chunk(uvec4 u, float sc, vec4 w0, vec4 w1) {
   return uvec4(packHalf2x16((unpackHalf2x16(u.x) * sc) * w0.xy), packHalf2x16((unpackHalf2x16(u.y) * sc) * w0.zw),
                packHalf2x16((unpackHalf2x16(u.z) * sc) * w1.xy), packHalf2x16((unpackHalf2x16(u.w) * sc) * w1.zw));
 }
@@ -170,6 +170,15 @@ void main() {
   if (KS * warp < p.K)
     [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) xr[i] = x_chunk(x0 + lane / 8 + 4 * i, KS * warp + 8 * m);
 #endif
+#ifdef NORM_IN
+  // The lane's rows' 1/rms, and its chunk's norm weights (a step ahead with XA).
+  float sc_r[2 * NT8];
+  [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) sc_r[i] = norm_sc[lane / 8 + 4 * i];
+  vec4 nw[2] = vec4[2](vec4(0.0), vec4(0.0));
+#if XA
+  if (KS * warp < p.K) nw = vec4[2](norm_w4[(KS * warp + 8 * m) / 4], norm_w4[(KS * warp + 8 * m) / 4 + 1]);
+#endif
+#endif
 #endif
   // A step's weight loads are issued one step ahead of their expansion.
   mmr_raw next[4];
@@ -187,6 +196,9 @@ void main() {
       next_k = mmr_scales(own, u);
     }
 #ifndef MMA_BK
+#if defined(NORM_IN) && !XA
+    nw = vec4[2](norm_w4[(k0 + 8 * m) / 4], norm_w4[(k0 + 8 * m) / 4 + 1]);
+#endif
     // Natural halves 8m + h go to chunk 2 (m/4) + h/4, column 2 (m%4) + 8 (h%2) + (h%4)/2: the
     // pairs (h0, h2), (h1, h3), (h4, h6), (h5, h7) to words t, t + 4 of the chunk's 8.
     [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) {
@@ -196,7 +208,7 @@ void main() {
       uvec4 u = x_chunk(x0 + lane / 8 + 4 * i, k0 + 8 * m);
 #endif
 #ifdef NORM_IN
-      u = norm_chunk(u, norm_sc[lane / 8 + 4 * i], k0 + 8 * m);
+      u = norm_chunk(u, sc_r[i], nw[0], nw[1]);
 #endif
       const uint w0 = (bt + (lane / 8 + 4 * i) * SR) * 4 + 16 * (m / 4) + m % 4;
       sm[w0 >> 2][w0 & 3u] = (u.x & 0xFFFFu) | (u.y << 16);
@@ -205,9 +217,13 @@ void main() {
       sm[(w0 + 12) >> 2][(w0 + 12) & 3u] = (u.z >> 16) | (u.w & 0xFFFF0000u);
     }
 #if XA
-    if (k0 + KS * WARPS < p.K)
+    if (k0 + KS * WARPS < p.K) {
       [[unroll]] for (uint i = 0; i < 2 * NT8; ++i)
         xr[i] = x_chunk(x0 + lane / 8 + 4 * i, k0 + KS * WARPS + 8 * m);
+#ifdef NORM_IN
+      nw = vec4[2](norm_w4[(k0 + KS * WARPS + 8 * m) / 4], norm_w4[(k0 + KS * WARPS + 8 * m) / 4 + 1]);
+#endif
+    }
 #endif
     warp_sync_shared();
 #endif

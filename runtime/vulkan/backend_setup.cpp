@@ -310,7 +310,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
                     if (tokens / 2 < P.mmr_max && !(residual && rows == 8192u)) {
                       reqs.push_back(P.mm_reg_req(f, tokens, rows, residual));
                       if (!residual && P.xh_swiglu_at) reqs.push_back(P.mm_reg_req(f, tokens, rows, false, true));
-                      if (P.norm_ssq) {  // the folded norm's producer and readers
+                      if (P.norm_ssq && tokens <= impl::norm_fold_max) {  // the folded norm's producer and readers
                         reqs.push_back(residual ? P.mm_reg_req(f, tokens, rows, true, false, false, true)
                                                 : P.mm_reg_req(f, tokens, rows, false, false, true));
                         if (!residual) reqs.push_back(P.mm_reg_req(f, tokens, rows, false, true, true));

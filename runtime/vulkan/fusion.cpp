@@ -353,7 +353,7 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
 bool backend::impl::norm_foldable_into(const weight& w, const pending_norm& n) const {
   return fuse && mm_fuse && mm_fuse_norm && norm_ssq && !fuse_step && n.w && weights[w.id].stream < 0 &&
          takes_mm_reg(w, n.y.rows) && n.x.cols == w.ne[0] && n.x.cols % 32 == 0 && n.x.cols == n.y.cols &&
-         n.x.rows == n.y.rows && n.y.rows <= mmr_max;
+         n.x.rows == n.y.rows && n.y.rows <= norm_fold_max;
 }
 
 bool backend::impl::try_norm_fold(const pending_norm& n) {
@@ -361,7 +361,7 @@ bool backend::impl::try_norm_fold(const pending_norm& n) {
   const pending_matmul& m = mats.back();
   const tensor& x = n.x;
   if (!same(m.y, x) || !m.residual || m.up || m.norm || m.norm_out || !takes_mm_reg(*m.w, x.rows) || x.cols % 32 ||
-      x.cols != m.w->ne[1] || x.cols > mm_xh_cols || x.cols != n.y.cols || x.rows != n.y.rows || x.rows > mmr_max || x.buf == n.y.buf ||
+      x.cols != m.w->ne[1] || x.cols > mm_xh_cols || x.cols != n.y.cols || x.rows != n.y.rows || x.rows > norm_fold_max || x.buf == n.y.buf ||
       m.residual->buf == n.y.buf)
     return false;
   // As try_norm_out(): the producer waits with the norm's first half; a matmul reading y keeps it.

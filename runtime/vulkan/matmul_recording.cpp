@@ -236,8 +236,9 @@ std::pair<std::uint32_t, std::uint32_t> backend::impl::f16_input(const tensor& x
 bool backend::impl::swiglu_joins_mm_reg(const tensor& gate, const tensor& up, const tensor& out) const {
   if (fuse_step || !fuse || !mm_fuse || !mm_fuse_more || !xh_swiglu_at || mats.size() != 2 || !f16_beside(out)) return false;
   const pending_matmul &a = mats[0], &b = mats[1];
-  if (!same(a.y, gate) || !same(b.y, up) || !same(out, gate) || !same(a.x, b.x) || a.residual || b.residual || a.up ||
-      a.norm || b.norm)
+  // Both plain, or both applying the same folded norm (try_norm_fold).
+  const bool norms_match = (!a.norm && !b.norm) || (a.norm_in && b.norm_in && same(a.norm->y, b.norm->y));
+  if (!same(a.y, gate) || !same(b.y, up) || !same(out, gate) || !same(a.x, b.x) || a.residual || b.residual || a.up || !norms_match)
     return false;
   const weight &g = *a.w, &u = *b.w;
   const auto &ge = weights.at(g.id), &ue = weights.at(u.id);

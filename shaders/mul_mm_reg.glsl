@@ -24,13 +24,6 @@
 // store writes silu(gate) * up as f32 into y and as f16 pairs into yh (rows h_stride halves
 // apart from h_off: the down matmul's input), the SwiGLU and its copy to f16 in this dispatch.
 // The sums are the plain form's (same warps, same K order), so is the result.
-// The next RMS norm split between two mul_mm_reg dispatches, so it is no dispatch of its own:
-// NORM_OUT (with RESIDUAL): the store also writes y as f16 into yh (rows h_stride halves apart
-// from h_off) and each workgroup's sums of y^2 over its 32 rows, a float per token, into ssq_out
-// (token t's at t * N/32 + workgroup). NORM_IN: X is that f16 copy of the norm's input; the
-// prologue sums a token's K/32 partials into its 1/rms, and the staging makes each activation
-// (x * 1/rms) * w as the norm kernel does, then f16 (x went through f16 once before: two
-// roundings where the norm kernel's copy has one). Needs B through shared memory (no MMA_BK).
 #extension GL_KHR_shader_subgroup_shuffle : require
 #ifndef WARPS
 #define WARPS 8
@@ -51,25 +44,10 @@ layout(push_constant) uniform Params {
   uint y_off, y_stride;  // in floats
   uint expert_bytes, sorted_off;
   uint r_off, r_stride;  // RESIDUAL, in floats
-  uint up_off, h_off, h_stride;  // SWIGLU, NORM_OUT: bytes from gate to up; yh's rows, in halves
-  float eps;                     // NORM_IN
+  uint up_off, h_off, h_stride;  // SWIGLU: bytes from gate to up; yh's rows, in halves
 } p;
 #if defined(RESIDUAL) && defined(SWIGLU)
 #error "mul_mm_reg: RESIDUAL and SWIGLU are separate forms"
-#endif
-#if defined(NORM_OUT) && !defined(RESIDUAL)
-#error "mul_mm_reg: NORM_OUT writes the norm's input, a residual sum"
-#endif
-#if defined(NORM_IN) && (defined(RESIDUAL) || defined(MMA_BK))
-#error "mul_mm_reg: NORM_IN is for a norm's readers with B through shared memory"
-#endif
-#ifdef NORM_OUT
-layout(binding = 4, std430) writeonly buffer YH16 { float16_t yh16[]; };
-layout(binding = 5, std430) writeonly buffer SsqOut { float ssq_out[]; };
-#endif
-#ifdef NORM_IN
-layout(binding = 4, std430) readonly buffer SsqIn { float ssq_in[]; };
-layout(binding = 5, std430) readonly buffer NormW { vec4 norm_w4[]; };
 #endif
 #ifdef RESIDUAL
 layout(binding = 3, std430) readonly buffer R { float res[]; };
@@ -110,16 +88,6 @@ const uint SR = 9, BT = TOK * SR;
 #endif
 const uint SM = LIVE * PART / 4 > WARPS * BT ? LIVE * PART / 4 : WARPS * BT;
 shared uvec4 sm[SM];  // the B tiles while K runs, then the partial sums (f32, 4 per uvec4)
-#ifdef NORM_IN
-shared float norm_sc[TOK];  // 1/rms of the tile's tokens
-
-// Halves k .. k+7 of a token row normalised: (x * sc) * w (w0, w1: the weights of k .. k+7),
-// rounded to f16 as rms_norm F16_OUT does.
-uvec4 norm_chunk(uvec4 u, float sc, vec4 w0, vec4 w1) {
-  return uvec4(packHalf2x16((unpackHalf2x16(u.x) * sc) * w0.xy), packHalf2x16((unpackHalf2x16(u.y) * sc) * w0.zw),
-               packHalf2x16((unpackHalf2x16(u.z) * sc) * w1.xy), packHalf2x16((unpackHalf2x16(u.w) * sc) * w1.zw));
-}
-#endif
 
 // Activations of B elements 2t + 8 pp + {0, 1} of chunk s from the lane's 8 halves u (the halves
 // at 32 (s/2) + 8t): halves 4 (s%2) + pp and 4 (s%2) + pp + 2 as one f16 pair.
@@ -150,17 +118,6 @@ void main() {
   [[unroll]] for (uint i = 0; i < 4; ++i) rb[i] = min(n0 + g + 8 * i, p.N - 1) * p.row_bytes;
   const uint own = min(n0 + g + 8 * t, p.N - 1) * p.row_bytes;
 #endif
-#ifdef NORM_IN
-  // The tile's tokens' 1/rms from the producer's partial sums of squares (K/32 a token).
-  for (uint tk = warp; tk < TOK; tk += WARPS) {
-    const uint row = min(x0 + tk, p.n_tok - 1), parts = p.K / 32;
-    float s = 0.0;
-    for (uint i = lane; i < parts; i += 32) s += ssq_in[row * parts + i];
-    s = subgroupAdd(s);
-    if (lane == 0) norm_sc[tk] = 1.0 / sqrt(s / float(p.K) + p.eps);
-  }
-  barrier();
-#endif
 #ifndef MMA_BK
   // Lane l stages natural 8-half chunk m = l % 8 of token rows l / 8 + 4 i (loaded a step ahead
   // with XA).
@@ -169,15 +126,6 @@ void main() {
   uvec4 xr[2 * NT8];
   if (KS * warp < p.K)
     [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) xr[i] = x_chunk(x0 + lane / 8 + 4 * i, KS * warp + 8 * m);
-#endif
-#ifdef NORM_IN
-  // The lane's rows' 1/rms, and its chunk's norm weights (a step ahead with XA).
-  float sc_r[2 * NT8];
-  [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) sc_r[i] = norm_sc[lane / 8 + 4 * i];
-  vec4 nw[2] = vec4[2](vec4(0.0), vec4(0.0));
-#if XA
-  if (KS * warp < p.K) nw = vec4[2](norm_w4[(KS * warp + 8 * m) / 4], norm_w4[(KS * warp + 8 * m) / 4 + 1]);
-#endif
 #endif
 #endif
   // A step's weight loads are issued one step ahead of their expansion.
@@ -196,19 +144,13 @@ void main() {
       next_k = mmr_scales(own, u);
     }
 #ifndef MMA_BK
-#if defined(NORM_IN) && !XA
-    nw = vec4[2](norm_w4[(k0 + 8 * m) / 4], norm_w4[(k0 + 8 * m) / 4 + 1]);
-#endif
     // Natural halves 8m + h go to chunk 2 (m/4) + h/4, column 2 (m%4) + 8 (h%2) + (h%4)/2: the
     // pairs (h0, h2), (h1, h3), (h4, h6), (h5, h7) to words t, t + 4 of the chunk's 8.
     [[unroll]] for (uint i = 0; i < 2 * NT8; ++i) {
 #if XA
-      uvec4 u = xr[i];
+      const uvec4 u = xr[i];
 #else
-      uvec4 u = x_chunk(x0 + lane / 8 + 4 * i, k0 + 8 * m);
-#endif
-#ifdef NORM_IN
-      u = norm_chunk(u, sc_r[i], nw[0], nw[1]);
+      const uvec4 u = x_chunk(x0 + lane / 8 + 4 * i, k0 + 8 * m);
 #endif
       const uint w0 = (bt + (lane / 8 + 4 * i) * SR) * 4 + 16 * (m / 4) + m % 4;
       sm[w0 >> 2][w0 & 3u] = (u.x & 0xFFFFu) | (u.y << 16);
@@ -217,13 +159,9 @@ void main() {
       sm[(w0 + 12) >> 2][(w0 + 12) & 3u] = (u.z >> 16) | (u.w & 0xFFFF0000u);
     }
 #if XA
-    if (k0 + KS * WARPS < p.K) {
+    if (k0 + KS * WARPS < p.K)
       [[unroll]] for (uint i = 0; i < 2 * NT8; ++i)
         xr[i] = x_chunk(x0 + lane / 8 + 4 * i, k0 + KS * WARPS + 8 * m);
-#ifdef NORM_IN
-      nw = vec4[2](norm_w4[(k0 + KS * WARPS + 8 * m) / 4], norm_w4[(k0 + KS * WARPS + 8 * m) / 4 + 1]);
-#endif
-    }
 #endif
     warp_sync_shared();
 #endif
@@ -309,20 +247,6 @@ void main() {
 #else
   for (uint q = tid; q < count * RW; q += 32 * WARPS) {
     const uint tk = q / RW, r = q % RW;
-#ifdef NORM_OUT
-    // A warp holds one token's 32 rows (RW = 32; N % 32 == 0, the host's condition): its sum of
-    // squares in one subgroupAdd.
-    float s = 0.0;
-    [[unroll]] for (uint w = 0; w < LIVE; ++w) {
-      const uint i = w * PART + q;
-      s += uintBitsToFloat(sm[i >> 2][i & 3u]);
-    }
-    s = res[p.r_off + (x0 + tk) * p.r_stride + n0 + r] + s;
-    y[p.y_off + (x0 + tk) * p.y_stride + n0 + r] = s;
-    yh16[p.h_off + (x0 + tk) * p.h_stride + n0 + r] = unpackFloat2x16(packHalf2x16(vec2(s, 0.0))).x;
-    const float sq = subgroupAdd(s * s);
-    if (lane == 0) ssq_out[(x0 + tk) * (p.N / RW) + gl_WorkGroupID.x] = sq;
-#else
     if (n0 + r >= p.N) continue;
     float s = 0.0;
     [[unroll]] for (uint w = 0; w < LIVE; ++w) {
@@ -333,7 +257,6 @@ void main() {
     s = res[p.r_off + (x0 + tk) * p.r_stride + n0 + r] + s;  // as the add dispatch sums (residual first)
 #endif
     y[p.y_off + (x0 + tk) * p.y_stride + n0 + r] = s;
-#endif
   }
 #endif
 }

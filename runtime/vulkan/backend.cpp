@@ -55,8 +55,6 @@ void backend::rms_norm(tensor x, const weight* w, float eps, tensor y) {
     P.norms.push_back(n);
     return;
   }
-  // Steps of 5+ tokens: after a residual mul_mm_reg, split between it and the matmuls reading y.
-  if (!P.fuse_step && weighted && P.try_norm_fold(n)) return;
   P.prepare({x}, {y});
   P.record_norm(n);
 }
@@ -77,25 +75,11 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
     // mul_mm_reg waits (the next prepare() records it): a residual add may join its store, and a
     // second matmul of the same input may wait beside it (a gate/up pair: swiglu() joins them).
     const bool reg = P.fuse && P.mm_fuse && P.weights[w.id].stream < 0 && P.takes_mm_reg(w, x.rows);
-    // A norm split with its producer (try_norm_fold): this matmul applies it (NORM_IN) from the
-    // f16 copy and sums the producer writes, recorded first.
-    const auto nit = std::find_if(P.norms.begin(), P.norms.end(), [&](const auto& n) { return impl::same(n.y, x); });
-    if (reg && nit != P.norms.end() && P.norm_foldable_into(w, *nit)) {
-      if (P.mats.size() == 1 && P.mats.back().norm_out && impl::same(P.mats.back().norm_out->y, x)) {
-        P.record_matmul(P.mats.back());
-        P.mats.clear();
-      }
-      if (P.ssq_holds && impl::same(*P.ssq_holds, nit->x)) {
-        m.norm = *nit;
-        m.norm_in = true;
-      }
-    }
     const bool pair = reg && P.mats.size() == 1 && impl::same(P.mats.back().x, x) && !P.mats.back().residual &&
                       y.buf != x.buf && y.buf != P.mats.back().y.buf;
     std::vector<impl::pending_matmul> held;
     if (pair) held.swap(P.mats);
-    if (m.norm_in) P.prepare({}, {y});  // x is the norm's output, never written in this form
-    else P.prepare({x}, {y});
+    P.prepare({x}, {y});
     if (pair) P.mats.swap(held);
     if (reg) P.mats.push_back(m);
     else P.record_matmul(m);

@@ -373,7 +373,7 @@ struct backend::impl : backend_tuning {
   // 8-token tiles a mul_mm_reg workgroup row covers: 1, 2, 4 or 8 (few variants to compile).
   static std::uint32_t mm_reg_tiles(std::uint32_t tokens) { return tokens <= 8 ? 1 : tokens <= 16 ? 2 : tokens <= 32 ? 4 : 8; }
   pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual = false,
-                              bool swiglu = false, bool norm_in = false, bool norm_out = false) const;
+                              bool swiglu = false) const;
   // record_matmul takes mul_mm_reg for w at n tokens (its residual add may join it).
   bool takes_mm_reg(const weight& w, std::uint32_t n) const {
     return !use_narrow_gemm(w, n) && !(w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) && use_mm_small(w, n) &&
@@ -391,20 +391,6 @@ struct backend::impl : backend_tuning {
   // Where in mm_xh (halves) its rows start: 0, or xh_swiglu_at where mul_mm_reg's SWIGLU form
   // writes them (its own input, the norm's copy, is being read at 0 meanwhile).
   std::uint32_t xh_at = 0, xh_swiglu_at = 0;
-  // The region of mm_xh a dispatch writes f16 rows into while it reads its input from xh_at.
-  std::uint32_t xh_other() const { return xh_at == 0 ? xh_swiglu_at : 0; }
-  // A residual mul_mm_reg's per-workgroup sums of y^2 (NORM_OUT) for the next norm's readers
-  // (NORM_IN): the tensor whose sums norm_ssq holds now, until its buffer is written.
-  std::uint32_t norm_ssq = 0;
-  std::optional<tensor> ssq_holds;
-  // The norm n of a residual mul_mm_reg's output, waiting in `mats`, split into the producer and
-  // the mul_mm_reg matmuls that read it (steps of 5+ tokens).
-  bool try_norm_fold(const pending_norm& n);
-  // Up to 8 tokens (one 8-token tile): at 16-64 the staging's normalisation cost more than the
-  // norm's dispatch level (H200, qwen3-8b: 16 / 32 / 64 streams -4% / -12% / -20%).
-  static constexpr std::uint32_t norm_fold_max = 8;
-  // A matmul of w reading n's output in such a step can apply n itself (NORM_IN).
-  bool norm_foldable_into(const weight& w, const pending_norm& n) const;
   // The gate/up pair waiting in `mats` as one mul_mm_reg SWIGLU dispatch writing out's f16 copy.
   bool swiglu_joins_mm_reg(const tensor& gate, const tensor& up, const tensor& out) const;
   // x as f16 rows in mm_xh (converted unless it already holds x); returns (offset, stride) in halves.

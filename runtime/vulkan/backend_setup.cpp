@@ -297,10 +297,6 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       if (P.mms && P.mmr && P.coopmat &&
           std::any_of(mat_formats.begin(), mat_formats.end(), [](gguf::type_id f) { return detail::has_mmr_unit(f); })) {
         P.mmr_layout = probe_f16_fragments(P.ctx, P.pipes);
-        // The next norm split between a residual mul_mm_reg and its readers (try_norm_fold): their
-        // partial sums of squares, a float per 32 columns and token.
-        if (P.mmr_layout && P.mmr_layout->b_ks.empty() && P.xh_swiglu_at && P.mm_fuse_norm)
-          P.norm_ssq = P.new_buffer(std::uint64_t(P.mmr_max) * (widest / 32) * 4, memory_kind::device, "norm partial sums (mul_mm_reg)");
         if (P.mmr_layout)
           for (auto f : mat_formats)
             if (detail::has_mmr_unit(f))
@@ -310,11 +306,6 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
                     if (tokens / 2 < P.mmr_max && !(residual && rows == 8192u)) {
                       reqs.push_back(P.mm_reg_req(f, tokens, rows, residual));
                       if (!residual && P.xh_swiglu_at) reqs.push_back(P.mm_reg_req(f, tokens, rows, false, true));
-                      if (P.norm_ssq && tokens <= impl::norm_fold_max) {  // the folded norm's producer and readers
-                        reqs.push_back(residual ? P.mm_reg_req(f, tokens, rows, true, false, false, true)
-                                                : P.mm_reg_req(f, tokens, rows, false, false, true));
-                        if (!residual) reqs.push_back(P.mm_reg_req(f, tokens, rows, false, true, true));
-                      }
                     }
       }
     }

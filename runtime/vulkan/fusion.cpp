@@ -43,7 +43,6 @@ void backend::impl::prepare(std::initializer_list<tensor> reads, std::initialize
     for (auto& q : quantized)
       if (q && q->x.buf == w.buf) q.reset();
     if (xh_holds && xh_holds->buf == w.buf) xh_holds.reset();
-    if (ssq_holds && ssq_holds->buf == w.buf) ssq_holds.reset();
   }
 }
 
@@ -346,31 +345,6 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
       x.cols % 32 || x.cols > max_k || x.cols != m.w->ne[1] || x.buf == n.y.buf || !norm_out_fits(m.w->type, m.w->ne[1]))
     return false;
   defer_past(mats);
-  mats.back().norm_out = n;
-  return true;
-}
-
-bool backend::impl::norm_foldable_into(const weight& w, const pending_norm& n) const {
-  return fuse && mm_fuse && mm_fuse_norm && norm_ssq && !fuse_step && n.w && weights[w.id].stream < 0 &&
-         takes_mm_reg(w, n.y.rows) && n.x.cols == w.ne[0] && n.x.cols % 32 == 0 && n.x.cols == n.y.cols &&
-         n.x.rows == n.y.rows && n.y.rows <= norm_fold_max;
-}
-
-bool backend::impl::try_norm_fold(const pending_norm& n) {
-  if (!fuse || !mm_fuse || !mm_fuse_norm || !norm_ssq || fuse_step || !n.w || combine || mats.size() != 1) return false;
-  const pending_matmul& m = mats.back();
-  const tensor& x = n.x;
-  if (!same(m.y, x) || !m.residual || m.up || m.norm || m.norm_out || !takes_mm_reg(*m.w, x.rows) || x.cols % 32 ||
-      x.cols != m.w->ne[1] || x.cols > mm_xh_cols || x.cols != n.y.cols || x.rows != n.y.rows || x.rows > norm_fold_max || x.buf == n.y.buf ||
-      m.residual->buf == n.y.buf)
-    return false;
-  // As try_norm_out(): the producer waits with the norm's first half; a matmul reading y keeps it.
-  std::vector<pending_matmul> held;
-  held.swap(mats);
-  prepare({}, {n.y});
-  mats.swap(held);
-  std::erase_if(norms, [&](const pending_norm& o) { return o.y.buf == n.y.buf; });
-  norms.push_back(n);
   mats.back().norm_out = n;
   return true;
 }

@@ -32,9 +32,6 @@ struct pending_matmul {
   // sums of y^2) and half by the matvecs that read it (RMS_IN); kept only while a matmul
   // reading that norm's output follows (try_norm_out()).
   std::optional<pending_norm> norm_out;
-  // Steps of 5+ tokens on mul_mm_reg (try_norm_fold): `norm` is applied by this matmul's
-  // staging (NORM_IN) from the f16 copy and partial sums its producer wrote (norm_out there).
-  bool norm_in = false;
   struct topk_t {
     std::uint32_t n_expert, k;
     bool sigmoid;

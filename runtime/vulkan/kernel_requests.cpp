@@ -121,7 +121,7 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
 }
 
 pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual,
-                                           bool swiglu, bool norm_in, bool norm_out) const {
+                                           bool swiglu) const {
   const std::uint32_t nt8 = mm_reg_tiles(tokens);
   // Warps split K: 16 where the rows give few workgroups (H200 lab at 8 tokens, Q4_K 12288 x 4096:
   // 29.1 us with 8, 23.0 with 16; 4096 x 1024 22.2 / 18.0), 8 on wide matrices (4096 x 12288: 19.6
@@ -142,9 +142,7 @@ pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens
   if (!b_regs && !xa) d.emplace_back("XA", "0");
   if (residual) d.emplace_back("RESIDUAL", "1");
   if (swiglu) d.emplace_back("SWIGLU", "1");
-  if (norm_in) d.emplace_back("NORM_IN", "1");
-  if (norm_out) d.emplace_back("NORM_OUT", "1");
-  return req("mul_mm_reg", t, std::move(d), norm_in || norm_out ? 6 : residual || swiglu ? 4 : 3);
+  return req("mul_mm_reg", t, std::move(d), residual || swiglu ? 4 : 3);
 }
 
 pipeline_request backend::impl::quantize_req(bool norm) const {

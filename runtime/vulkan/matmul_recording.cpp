@@ -31,7 +31,6 @@ void backend::impl::wrote(const tensor& y) {
   for (auto& q : quantized)
     if (q && q->x.buf == y.buf) q.reset();
   if (xh_holds && xh_holds->buf == y.buf) xh_holds.reset();
-  if (ssq_holds && ssq_holds->buf == y.buf) ssq_holds.reset();
   std::erase_if(dropped, [&](const tensor& d) { return d.buf == y.buf; });
 }
 
@@ -39,9 +38,8 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
-  // With its residual, as a gate/up pair with the SwiGLU (swiglu_joins_mm_reg), or applying its
-  // norm (try_norm_fold), if any.
-  if ((!m.norm || m.norm_in) && takes_mm_reg(w, n)) return record_mul_mm_small(m);
+  // With its residual, or as a gate/up pair with the SwiGLU (swiglu_joins_mm_reg), if any.
+  if (!m.norm && takes_mm_reg(w, n)) return record_mul_mm_small(m);
   if (!m.norm && !m.up && !m.residual && use_narrow_gemm(w, n)) return record_narrow_gemm(m);
   if (!m.norm && !m.up && !m.residual && w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) return record_mmq_dense(m);
   if (!m.norm && !m.up && !m.residual && use_mm_small(w, n)) {
@@ -236,9 +234,8 @@ std::pair<std::uint32_t, std::uint32_t> backend::impl::f16_input(const tensor& x
 bool backend::impl::swiglu_joins_mm_reg(const tensor& gate, const tensor& up, const tensor& out) const {
   if (fuse_step || !fuse || !mm_fuse || !mm_fuse_more || !xh_swiglu_at || mats.size() != 2 || !f16_beside(out)) return false;
   const pending_matmul &a = mats[0], &b = mats[1];
-  // Both plain, or both applying the same folded norm (try_norm_fold).
-  const bool norms_match = (!a.norm && !b.norm) || (a.norm_in && b.norm_in && same(a.norm->y, b.norm->y));
-  if (!same(a.y, gate) || !same(b.y, up) || !same(out, gate) || !same(a.x, b.x) || a.residual || b.residual || a.up || !norms_match)
+  if (!same(a.y, gate) || !same(b.y, up) || !same(out, gate) || !same(a.x, b.x) || a.residual || b.residual || a.up ||
+      a.norm || b.norm)
     return false;
   const weight &g = *a.w, &u = *b.w;
   const auto &ge = weights.at(g.id), &ue = weights.at(u.id);
@@ -252,58 +249,39 @@ bool backend::impl::swiglu_joins_mm_reg(const tensor& gate, const tensor& up, co
 void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
-  // NORM_IN reads the f16 copy of the norm's input (its producer's NORM_OUT) and its sums.
-  if (m.norm_in && (!m.norm || !ssq_holds || !same(*ssq_holds, m.norm->x)))
-    throw error("internal: matmul '" + std::string(w.name) + "' lost the partial sums of its folded norm");
-  const auto [x_off, x_stride] = f16_input(m.norm_in ? m.norm->x : m.x);
+  const auto [x_off, x_stride] = f16_input(m.x);
   mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
-  const std::uint32_t tiles = div_up(n, 8 * mm_reg_tiles(n));
-  std::vector<binding> b{bind_weight(w), bind_id(mm_xh, false), bind(m.y, true), bind(m.y, true)};
-  if (m.norm_in) {
-    pc.eps = m.norm->eps;
-    b.insert(b.end(), {bind_id(norm_ssq, false), bind_weight(*m.norm->w)});
-  }
-  if (m.up) {  // SWIGLU (swiglu_joins_mm_reg): one binding over gate .. up, out's f16 copy in the other region
+  if (m.up) {  // SWIGLU (swiglu_joins_mm_reg): one binding over gate .. up, out's f16 copy at xh_swiglu_at
     const auto& g = weights.at(w.id);
     const auto& u = weights.at(m.up->id);
-    b[0].range.bytes = u.offset + u.bytes - g.offset;
+    binding wb = bind_weight(w);
+    wb.range.bytes = u.offset + u.bytes - g.offset;
     pc.up_off = std::uint32_t(u.offset - g.offset);
-    pc.h_off = xh_other();
+    pc.h_off = xh_swiglu_at;
     pc.h_stride = m.y.cols;
-    b[3] = bind_id(mm_xh, true);
-    dispatch(mm_reg_req(w.type, n, N, false, true, m.norm_in), b, &pc, sizeof pc, N / 16, tiles);
+    const binding sb[] = {wb, bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
+    dispatch(mm_reg_req(w.type, n, N, false, true), sb, &pc, sizeof pc, N / 16, div_up(n, 8 * mm_reg_tiles(n)));
     wrote(m.y);
     xh_holds = m.y;
-    xh_at = pc.h_off;
+    xh_at = xh_swiglu_at;
     return;
   }
+  const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true),
+                       m.residual ? bind(*m.residual, false) : bind(m.y, true)};
   // mul_mm_reg where the format's unit and the probed fragments allow: the same operands and grid
-  // rows, 8-token tiles; the residual add in its store, and with it the next norm's first half.
+  // rows, 8-token tiles; the residual add in its store.
   if (m.residual) {
     pc.r_off = m.residual->off;
     pc.r_stride = m.residual->stride;
-    b[3] = bind(*m.residual, false);
   }
-  const bool norm_out = m.residual && m.norm_out.has_value();
-  if (norm_out) {  // try_norm_fold: y's f16 copy in the other region, its sums of squares
-    pc.h_off = xh_other();
-    pc.h_stride = m.y.cols;
-    b.insert(b.end(), {bind_id(mm_xh, true), bind_id(norm_ssq, true)});
-  }
-  if (use_mm_reg(w.type, n)) {
-    dispatch(mm_reg_req(w.type, n, N, m.residual.has_value(), false, m.norm_in, norm_out),
-             std::span(b.data(), m.residual || m.norm_in ? b.size() : 3), &pc, sizeof pc, div_up(N, 32), tiles);
-  } else if (m.residual || m.norm_in) {
-    throw error("internal: matmul '" + std::string(w.name) + "' with a residual or a folded norm on mul_mm_small");
-  } else {
-    dispatch(mm_small_req(w.type, n), std::span(b.data(), 3), &pc, sizeof pc, div_up(N, 32), div_up(n, mm_small_tokens(n)));
-  }
+  if (use_mm_reg(w.type, n))
+    dispatch(mm_reg_req(w.type, n, N, m.residual.has_value()), std::span(b, m.residual ? 4 : 3), &pc, sizeof pc, div_up(N, 32),
+             div_up(n, 8 * mm_reg_tiles(n)));
+  else if (m.residual)
+    throw error("internal: matmul '" + std::string(w.name) + "' with a residual on mul_mm_small");
+  else
+    dispatch(mm_small_req(w.type, n), std::span(b, 3), &pc, sizeof pc, div_up(N, 32), div_up(n, mm_small_tokens(n)));
   wrote(m.y);
-  if (norm_out) {
-    xh_holds = m.y;
-    xh_at = pc.h_off;
-    ssq_holds = m.y;
-  }
 }
 
 void backend::impl::record_mm_small_experts(const weight& w, const tensor& out, bool scatter, std::uint32_t pairs,

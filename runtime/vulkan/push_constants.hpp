@@ -51,8 +51,7 @@ struct split_k_sum_pc {  // split_k_sum.glsl
 struct mm_small_pc {  // mul_mm_small.glsl, mul_mm_reg.glsl
   std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, sorted_off;
   std::uint32_t r_off = 0, r_stride = 0;  // mul_mm_reg RESIDUAL
-  std::uint32_t up_off = 0, h_off = 0, h_stride = 0;  // mul_mm_reg SWIGLU, NORM_OUT
-  float eps = 0;                                      // mul_mm_reg NORM_IN
+  std::uint32_t up_off = 0, h_off = 0, h_stride = 0;  // mul_mm_reg SWIGLU
 };
 struct mmq_pc {  // mul_mmq.glsl
   std::uint32_t K, N, n_tok, row_bytes, q_off, q_stride, s_off, s_stride, y_off, y_stride;

@@ -115,7 +115,6 @@ void backend::begin(const graph::step_inputs& in) {
   }
   for (auto& q : P.quantized) q.reset();
   P.xh_holds.reset();
-  P.ssq_holds.reset();
   P.heads.clear();
   P.step_tokens = n;
   if (in.padding >= n) throw error("step of " + std::to_string(n) + " tokens pads " + std::to_string(in.padding));

@@ -25,12 +25,10 @@ void backend_tuning::read_env() {
   if (env_is("STRATA_VK_FUSE", "0")) fuse = false;
   if (const char* v = std::getenv("STRATA_VK_MM_FUSE")) {
     const std::string_view m(v);
-    if (m != "0" && m != "1" && m != "2" && m != "3")
-      throw error("STRATA_VK_MM_FUSE='" + std::string(v) +
-                  "' must be 0 (off), 1 (norm / SwiGLU copies, residual), 2 (1 + the attention's copy, gate/up/SwiGLU) or 3 (all)");
+    if (m != "0" && m != "1" && m != "2")
+      throw error("STRATA_VK_MM_FUSE='" + std::string(v) + "' must be 0 (off), 1 (norm / SwiGLU copies, residual) or 2 (all)");
     mm_fuse = m != "0";
-    mm_fuse_more = m == "2" || m == "3";
-    mm_fuse_norm = m == "3";
+    mm_fuse_more = m == "2";
   }
   const auto labels = [](const char* s, std::vector<std::string>& out) {
     for (std::string_view v(s ? s : ""); !v.empty();) {

@@ -51,9 +51,6 @@ struct backend_tuning {
   // Of those, the decode attention's f16 copy and gate/up/SwiGLU as one mul_mm_reg dispatch
   // (STRATA_VK_MM_FUSE=1: without them, to measure them).
   bool mm_fuse_more = true;
-  // And the RMS norm after a residual mul_mm_reg split into its producer and readers (NORM_OUT /
-  // NORM_IN: no norm dispatch); STRATA_VK_MM_FUSE=2 without it.
-  bool mm_fuse_norm = true;
   // Steps run as one of a few token counts (step_buckets.hpp), so changing batches replay
   // recorded steps; STRATA_VK_STEP_BUCKETS=0: every token count records its own step.
   bool step_buckets = true;

@@ -88,7 +88,7 @@ TEST_CASE("vulkan ops: decode attention's f16 output copy feeds the output proje
     CAPTURE(s);
     const double e = test::nmse(fused[s], plain[s]), c = test::nmse(fused[s], cpu[s]);
     MESSAGE("step " << s << " (" << fused[s].size() / QW << " tokens): " << n_fused[s] << " dispatches, " << n_plain[s]
-                    << " with the copy (f16 copy beside the attention: " << bool(f16_path[s]) << "); NMSE vs the copy " << e
+                    << " with the copy (f16 copy beside the attention: " << f16_path[s] << "); NMSE vs the copy " << e
                     << ", vs CPU " << c);
     CHECK(fused[s] == plain[s]);
     CHECK(c <= vkt::tol_matmul_cpu);

@@ -99,17 +99,11 @@ TEST_CASE("vulkan shaders: small-batch tensor-core matmul variants compile (ever
                 {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac,
                  {"RESIDUAL", "1"}},
                 4});
-      // Gate and up in one dispatch with the SwiGLU and its f16 copy in the store; a norm split
-      // between a residual matmul's store and its readers' staging.
-      const std::string wg = std::to_string(32 * std::stoi(w));
-      compiles({"mul_mm_reg", t, {{"WG", wg}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac, {"SWIGLU", "1"}}, 4});
+      // Gate and up in one dispatch with the SwiGLU and its f16 copy in the store.
       compiles({"mul_mm_reg", t,
-                {{"WG", wg}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac, {"SWIGLU", "1"}, {"NORM_IN", "1"}},
-                6});
-      compiles({"mul_mm_reg", t, {{"WG", wg}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac, {"NORM_IN", "1"}}, 6});
-      compiles({"mul_mm_reg", t,
-                {{"WG", wg}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac, {"RESIDUAL", "1"}, {"NORM_OUT", "1"}},
-                6});
+                {{"WG", std::to_string(32 * std::stoi(w))}, {"COOPMAT", "1"}, {"MM_REG", "1"}, {"NT8", nt8}, {"WARPS", w}, ar, ac,
+                 {"SWIGLU", "1"}},
+                4});
     }
   }
   {

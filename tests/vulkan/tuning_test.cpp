@@ -26,7 +26,7 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_MMR_WARPS", "8x", "mul_mm_reg runs 2, 4, 8 or 16 warps"},
                         bad_case{"STRATA_VK_MMR_XA", "2", "must be 0 or 1"},
                         bad_case{"STRATA_VK_MM_FUSE", "on", "STRATA_VK_MM_FUSE='on' must be 0 (off), 1"},
-                        bad_case{"STRATA_VK_MM_FUSE", "4", "STRATA_VK_MM_FUSE='4' must be 0 (off), 1"},
+                        bad_case{"STRATA_VK_MM_FUSE", "3", "STRATA_VK_MM_FUSE='3' must be 0 (off), 1"},
                         bad_case{"STRATA_VK_MMR_MAX", "65", "STRATA_VK_MMR_MAX='65' must be a token count of 1-64"},
                         bad_case{"STRATA_VK_MMR_MAX", "all", "STRATA_VK_MMR_MAX='all' must be a token count of 1-64"}}) {
     CAPTURE(c.name);

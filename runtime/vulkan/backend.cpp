@@ -376,8 +376,10 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // (token, KV head) scores its query-head group unsplit (attention_dec.glsl), so each K and V
   // row is read once per group with coalesced loads; the per-head kernel below read it once per
   // query head, a key row per thread (H200, qwen3-8b, 64 streams: 164 us a layer, 21% of a
-  // decode step). STRATA_VK_MULTI_GQA=0 returns such steps to the per-head kernel.
-  if (!split && !P.single_seq && P.multi_gqa && q.rows > split_tokens && group >= 1 && group <= 8 &&
+  // decode step). STRATA_VK_MULTI_GQA=0 returns such steps to the per-head kernel, as do decode
+  // steps whose per-head kernel writes the output projection's int8 input (q8_out).
+  const std::uint32_t gqa_min = q8_out ? split_tokens + 1 : P.multi_gqa_min;
+  if (!split && !P.single_seq && P.multi_gqa && q.rows >= gqa_min && group >= 1 && group <= 8 &&
       ap.n_head % ap.n_head_kv == 0) {
     auto d = dec_defs();
     std::vector<binding> b(std::begin(bd), std::end(bd));

@@ -47,6 +47,7 @@ void backend_tuning::read_env() {
   if (env_is("STRATA_VK_QTILE_ATTN", "1")) tiled_attention = true;
   if (env_is("STRATA_VK_GQA_ATTN", "0")) gqa_attention = false;
   if (env_is("STRATA_VK_MULTI_GQA", "0")) multi_gqa = false;
+  if (const char* v = std::getenv("STRATA_VK_MULTI_GQA_MIN")) multi_gqa_min = std::uint32_t(std::clamp(std::atoi(v), 2, 4096));
   if (env_is("STRATA_VK_DEC_LANES", "0")) dec_lanes = false;
   if (const char* v = std::getenv("STRATA_VK_QDEC_LANES")) qdec_lanes = std::string_view(v) != "0";
   if (const char* v = std::getenv("STRATA_VK_DEC_LANES_WG")) dec_lanes_wg = std::bit_floor(std::uint32_t(std::clamp(std::atoi(v), 32, 1024)));

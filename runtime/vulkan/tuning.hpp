@@ -82,6 +82,10 @@ struct backend_tuning {
   // depth 4096, 256 ahead with 64 streams, 512 behind at both; bench/RESULTS.md session 24).
   std::uint32_t dec_lanes_wg = 256;
   bool multi_gqa = true;                   // the same for steps of many sequences; STRATA_VK_MULTI_GQA=0 disables
+  // Unsplit steps of at least this many tokens take it; fewer take the per-head kernel (H200,
+  // qwen3-8b, 8 streams at short contexts: 1,462-1,495 -> 1,517-1,571 t/s from 9 to 5).
+  // STRATA_VK_MULTI_GQA_MIN=N sets it.
+  std::uint32_t multi_gqa_min = 5;
   // The same for compressed KV (attention_qdec): 1 decode steps, 0 never (STRATA_VK_TQ_GQA=0),
   // 2 prompt steps too (=2; unsplit, n_head_kv x tokens workgroups: 6x slower than attention_q on
   // lavapipe, not yet measured on a GPU).

@@ -388,8 +388,9 @@ struct backend::impl : backend_tuning {
   // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
   // the input it holds now, until its buffer is written.
   std::optional<tensor> xh_holds;
-  // Where in mm_xh (halves) its rows start: 0, or xh_swiglu_at where mul_mm_reg's SWIGLU form
-  // writes them (its own input, the norm's copy, is being read at 0 meanwhile).
+  // Where in mm_xh (halves) its rows start: 0, or xh_swiglu_at, the second region, where
+  // mul_mm_reg's SWIGLU form writes them while its own input is read from the first (or the
+  // first where its input is in the second).
   std::uint32_t xh_at = 0, xh_swiglu_at = 0;
   // The gate/up pair waiting in `mats` as one mul_mm_reg SWIGLU dispatch writing out's f16 copy.
   bool swiglu_joins_mm_reg(const tensor& gate, const tensor& up, const tensor& out) const;

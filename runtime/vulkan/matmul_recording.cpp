@@ -251,19 +251,19 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
   const auto [x_off, x_stride] = f16_input(m.x);
   mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
-  if (m.up) {  // SWIGLU (swiglu_joins_mm_reg): one binding over gate .. up, out's f16 copy at xh_swiglu_at
+  if (m.up) {  // SWIGLU (swiglu_joins_mm_reg): one binding over gate .. up, out's f16 copy in the other region
     const auto& g = weights.at(w.id);
     const auto& u = weights.at(m.up->id);
     binding wb = bind_weight(w);
     wb.range.bytes = u.offset + u.bytes - g.offset;
     pc.up_off = std::uint32_t(u.offset - g.offset);
-    pc.h_off = xh_swiglu_at;
+    pc.h_off = x_off == 0 ? xh_swiglu_at : 0;
     pc.h_stride = m.y.cols;
     const binding sb[] = {wb, bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
     dispatch(mm_reg_req(w.type, n, N, false, true), sb, &pc, sizeof pc, N / 16, div_up(n, 8 * mm_reg_tiles(n)));
     wrote(m.y);
     xh_holds = m.y;
-    xh_at = xh_swiglu_at;
+    xh_at = pc.h_off;
     return;
   }
   const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true),

@@ -267,11 +267,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     d.emplace_back("ATTN_F16_OUT", std::to_string(b.size()));
     b.push_back(P.bind_id(P.mm_xh, true));
   };
-  const auto wrote_f16_out = [&] {
-    if (!f16_out) return;
-    P.xh_holds = out;
-    P.xh_at = 0;
-  };
+  const auto wrote_f16_out = [&] { if (f16_out) P.holds_f16(out); };
   const auto q8_dispatch = [&](std::vector<std::pair<std::string, std::string>> d, std::span<const binding> b8) {
     std::vector<binding> b(b8.begin(), b8.end());
     if (q8_out) {
@@ -376,8 +372,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // (token, KV head) scores its query-head group unsplit (attention_dec.glsl), so each K and V
   // row is read once per group with coalesced loads; the per-head kernel below read it once per
   // query head, a key row per thread (H200, qwen3-8b, 64 streams: 164 us a layer, 21% of a
-  // decode step). STRATA_VK_MULTI_GQA=0 returns such steps to the per-head kernel, as do decode
-  // steps whose per-head kernel writes the output projection's int8 input (q8_out).
+  // decode step). STRATA_VK_MULTI_GQA=0 returns such steps to the per-head kernel, as does q8_out.
   const std::uint32_t gqa_min = q8_out ? split_tokens + 1 : P.multi_gqa_min;
   if (!split && !P.single_seq && P.multi_gqa && q.rows >= gqa_min && group >= 1 && group <= 8 &&
       ap.n_head % ap.n_head_kv == 0) {
@@ -446,8 +441,7 @@ void backend::swiglu(tensor gate, tensor up, tensor out) {
     pc.h_stride = out.cols;
     const binding b[] = {P.bind(gate, false), P.bind(gate, false), P.bind(up, false), P.bind(out, true), P.bind_id(P.mm_xh, true)};
     P.dispatch(impl::elementwise_req("OP_SWIGLU", true), b, &pc, sizeof pc, div_up(gate.cols / 2, wg), gate.rows);
-    P.xh_holds = out;
-    P.xh_at = 0;
+    P.holds_f16(out);
     return;
   }
   const binding b[] = {P.bind(gate, false), P.bind(gate, false), P.bind(up, false), P.bind(out, true)};

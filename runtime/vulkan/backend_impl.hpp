@@ -392,6 +392,10 @@ struct backend::impl : backend_tuning {
   // mul_mm_reg's SWIGLU form writes them while its own input is read from the first (or the
   // first where its input is in the second).
   std::uint32_t xh_at = 0, xh_swiglu_at = 0;
+  void holds_f16(const tensor& y, std::uint32_t at = 0) {  // a dispatch just wrote y's f16 rows at `at`
+    xh_holds = y;
+    xh_at = at;
+  }
   // The gate/up pair waiting in `mats` as one mul_mm_reg SWIGLU dispatch writing out's f16 copy.
   bool swiglu_joins_mm_reg(const tensor& gate, const tensor& up, const tensor& out) const;
   // x as f16 rows in mm_xh (converted unless it already holds x); returns (offset, stride) in halves.

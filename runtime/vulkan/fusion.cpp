@@ -71,10 +71,7 @@ void backend::impl::record_norm(const pending_norm& n) {
     pc.h_stride = n.y.cols;  // as f16_input() lays it out
   }
   dispatch(norm_req(weighted, f16), b, &pc, sizeof pc, n.x.rows);
-  if (f16) {
-    xh_holds = n.y;
-    xh_at = 0;
-  }
+  if (f16) holds_f16(n.y);
 }
 
 void backend::impl::record_rope(const tensor& x, std::uint32_t n_heads, const graph::rope_params& rp, const weight* ff) {

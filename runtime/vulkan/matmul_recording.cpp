@@ -225,8 +225,7 @@ void backend::impl::record_moe_group(std::uint32_t n_expert, std::uint32_t k, st
 std::pair<std::uint32_t, std::uint32_t> backend::impl::f16_input(const tensor& x) {
   if (!xh_holds || !same(*xh_holds, x)) {
     record_f16_rows(x, x.rows, mm_xh);
-    xh_holds = x;
-    xh_at = 0;
+    holds_f16(x);
   }
   return {xh_at, x.cols};
 }
@@ -262,8 +261,7 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
     const binding sb[] = {wb, bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
     dispatch(mm_reg_req(w.type, n, N, false, true), sb, &pc, sizeof pc, N / 16, div_up(n, 8 * mm_reg_tiles(n)));
     wrote(m.y);
-    xh_holds = m.y;
-    xh_at = pc.h_off;
+    holds_f16(m.y, pc.h_off);
     return;
   }
   const binding b[] = {bind_weight(w), bind_id(mm_xh, false), bind(m.y, true),

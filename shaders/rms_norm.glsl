@@ -1,7 +1,10 @@
 // y = x / sqrt(mean(x^2) + eps) [* w], one workgroup per row (y may alias x).
-// F16_OUT (with HAS_NORM_WEIGHT, even cols): y also as f16 pairs into yh (rows h_stride halves
-// apart from h_off), the tensor-core matmuls' input, so no copy dispatch follows the norm; the
-// pairs are the f32 results rounded as copy_rows TO_F16 rounds them.
+// F16_OUT (with HAS_NORM_WEIGHT, even cols): y also as f16 into yh (rows h_stride halves apart
+// from h_off), the tensor-core matmuls' input, so no copy dispatch follows the norm; the halves
+// are the f32 results rounded as copy_rows TO_F16 rounds them. A row of at most 8 x WG keeps the
+// elements each thread loaded for the sum in registers, with their weights loaded before the
+// sum's reduction, so the output takes no second round trip (and no barrier: each thread writes
+// only what it read).
 layout(local_size_x = WG) in;
 layout(binding = 1, std430) readonly buffer X { float x[]; };
 layout(binding = 2, std430) buffer Y { float y[]; };
@@ -9,7 +12,8 @@ layout(binding = 2, std430) buffer Y { float y[]; };
 layout(binding = 3, std430) readonly buffer Wt { float w[]; };
 #endif
 #ifdef F16_OUT
-layout(binding = 4, std430) writeonly buffer YH { uint yh[]; };
+layout(binding = 4, std430) writeonly buffer YH { float16_t yh[]; };
+float16_t f16_rounded(float v) { return unpackFloat2x16(packHalf2x16(vec2(v, 0.0))).x; }  // as copy_rows rounds
 #endif
 layout(push_constant) uniform Params { uint cols, x_off, x_stride, y_off, y_stride; float eps; uint rows, h_off, h_stride; } p;
 
@@ -23,6 +27,20 @@ void main() {
   // Loads in batches of eight before their sums (same order): one load per loop iteration waited
   // out a memory latency each.
   float s = 0.0;
+#ifdef F16_OUT
+  const bool one = p.cols <= 8 * WG;  // uniform: one batch a thread, kept
+  float xk[8], wk[8];
+  if (one) {
+    const uint i0 = gl_LocalInvocationID.x;
+    [[unroll]] for (uint k = 0; k < 8; ++k) {
+      const uint i = i0 + k * WG < p.cols ? i0 + k * WG : 0;
+      xk[k] = x[xb + i];
+      wk[k] = w[i];
+    }
+    [[unroll]] for (uint k = 0; k < 8; ++k)  // the loop below's order, so its scale, bit for bit
+      if (i0 + k * WG < p.cols) s += xk[k] * xk[k];
+  } else
+#endif
   for (uint i0 = gl_LocalInvocationID.x; i0 < p.cols; i0 += 8 * WG) {
     float v[8];
     [[unroll]] for (uint k = 0; k < 8; ++k) v[k] = x[xb + (i0 + k * WG < p.cols ? i0 + k * WG : i0)];
@@ -35,10 +53,24 @@ void main() {
   float sum = 0.0;
   for (uint g = 0; g < gl_NumSubgroups; ++g) sum += red[g];
   const float scale = 1.0 / sqrt(sum / float(p.cols) + p.eps);
+#ifdef F16_OUT
+  const uint hb = p.h_off + r * p.h_stride;
+  if (one) {
+    [[unroll]] for (uint k = 0; k < 8; ++k) {
+      const uint i = gl_LocalInvocationID.x + k * WG;
+      if (i < p.cols) {
+        const float o = (xk[k] * scale) * wk[k];
+        y[yb + i] = o;
+        yh[hb + i] = f16_rounded(o);
+      }
+    }
+    return;
+  }
+#endif
   barrier();  // x and y may alias: every thread has read its x before anyone writes
 #ifdef F16_OUT
-  // Element pairs 2j, 2j+1, four a batch (one memory latency), each pair's f16 copy in one word.
-  const uint hb = (p.h_off + r * p.h_stride) / 2, pairs = p.cols / 2;
+  // Element pairs 2j, 2j+1, four a batch (one memory latency).
+  const uint pairs = p.cols / 2;
   for (uint j0 = gl_LocalInvocationID.x; j0 < pairs; j0 += 4 * WG) {
     vec2 v[4], wv[4];
     [[unroll]] for (uint k = 0; k < 4; ++k) {
@@ -52,7 +84,8 @@ void main() {
         const vec2 o = (v[k] * scale) * wv[k];
         y[yb + 2 * j] = o.x;
         y[yb + 2 * j + 1] = o.y;
-        yh[hb + j] = packHalf2x16(o);
+        yh[hb + 2 * j] = f16_rounded(o.x);
+        yh[hb + 2 * j + 1] = f16_rounded(o.y);
       }
     }
   }

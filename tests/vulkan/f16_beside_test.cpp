@@ -91,19 +91,22 @@ TEST_CASE("vulkan f16 beside: rms_norm F16_OUT writes the f32 rows bit for bit a
   auto w = vkt::normal_floats(cols, rng, 0.3f);
   const auto xb = g.buffer(x, "x"), wb = g.buffer(w, "norm weight");
   const std::vector<float> zero(std::size_t(rows) * stride, 0.0f);
-  const auto y_plain = g.buffer(zero, "y plain"), y_f16 = g.buffer(zero, "y f16");
-  const auto yh = g.f16_rows("y as f16");
-
-  gpu::rms_norm_pc pc{cols, 0, stride, 0, stride, 1e-5f, rows};
-  g.run({"rms_norm", std::nullopt, {{"WG", "512"}, {"HAS_NORM_WEIGHT", "1"}}, 4},
-        {whole(wb, 3, false), whole(xb, 1, false), whole(y_plain, 2, true), whole(wb, 3, false)}, &pc, sizeof pc, rows, 1);
-  pc.h_off = h_off;
-  pc.h_stride = h_stride;
-  g.run({"rms_norm", std::nullopt, {{"WG", "512"}, {"HAS_NORM_WEIGHT", "1"}, {"F16_OUT", "1"}}, 5},
-        {whole(wb, 3, false), whole(xb, 1, false), whole(y_f16, 2, true), whole(wb, 3, false), whole(yh, 4, true)}, &pc,
-        sizeof pc, rows, 1);
-  CHECK(words(y_plain) == words(y_f16));
-  check_f16_rows(g, y_plain, yh);
+  // 512 threads: a row in one batch a thread, kept in registers; 128: more than one, loaded twice.
+  for (const char* wg : {"512", "128"}) {
+    CAPTURE(wg);
+    const auto y_plain = g.buffer(zero, "y plain"), y_f16 = g.buffer(zero, "y f16");
+    const auto yh = g.f16_rows("y as f16");
+    gpu::rms_norm_pc pc{cols, 0, stride, 0, stride, 1e-5f, rows};
+    g.run({"rms_norm", std::nullopt, {{"WG", wg}, {"HAS_NORM_WEIGHT", "1"}}, 4},
+          {whole(wb, 3, false), whole(xb, 1, false), whole(y_plain, 2, true), whole(wb, 3, false)}, &pc, sizeof pc, rows, 1);
+    pc.h_off = h_off;
+    pc.h_stride = h_stride;
+    g.run({"rms_norm", std::nullopt, {{"WG", wg}, {"HAS_NORM_WEIGHT", "1"}, {"F16_OUT", "1"}}, 5},
+          {whole(wb, 3, false), whole(xb, 1, false), whole(y_f16, 2, true), whole(wb, 3, false), whole(yh, 4, true)}, &pc,
+          sizeof pc, rows, 1);
+    CHECK(words(y_plain) == words(y_f16));
+    check_f16_rows(g, y_plain, yh);
+  }
 }
 
 TEST_CASE("vulkan f16 beside: SwiGLU F16_OUT (in place over the gate) writes the f32 rows bit for bit and copy_rows' f16 of them") {

@@ -3,4 +3,4 @@
 // rounded as copy_rows TO_F16 rounds. That is the output projection's tensor-core input, so no
 // copy dispatch sits between the two in a 5+-token step.
 layout(binding = ATTN_F16_OUT, std430) writeonly buffer AttnOH { float16_t attn_oh[]; };
-void attn_f16_out(uint i, float v) { attn_oh[i] = unpackFloat2x16(packHalf2x16(vec2(v, 0.0))).x; }
+void attn_f16_out(uint i, float v) { attn_oh[i] = f16_rounded(v); }

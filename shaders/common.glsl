@@ -18,6 +18,10 @@
 #extension GL_KHR_memory_scope_semantics : require
 #endif
 
+// v as f16, rounded as copy_rows TO_F16 rounds (packHalf2x16): the f16 copies kernels write beside
+// their f32 output must equal copy_rows' bit for bit.
+float16_t f16_rounded(float v) { return unpackFloat2x16(packHalf2x16(vec2(v, 0.0))).x; }
+
 // A warp hands a tile to itself through shared memory: what its lanes stored is what its
 // fragment loads read next. (A barrier over shared memory alone, controlBarrier with shared
 // semantics, measured the same on the H200: the full barrier does not wait for loads in flight.)

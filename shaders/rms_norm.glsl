@@ -13,7 +13,6 @@ layout(binding = 3, std430) readonly buffer Wt { float w[]; };
 #endif
 #ifdef F16_OUT
 layout(binding = 4, std430) writeonly buffer YH { float16_t yh[]; };
-float16_t f16_rounded(float v) { return unpackFloat2x16(packHalf2x16(vec2(v, 0.0))).x; }  // as copy_rows rounds
 #endif
 layout(push_constant) uniform Params { uint cols, x_off, x_stride, y_off, y_stride; float eps; uint rows, h_off, h_stride; } p;
 

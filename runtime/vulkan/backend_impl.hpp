@@ -288,6 +288,20 @@ struct backend::impl : backend_tuning {
     }
     return {{chunks.at(e.chunk).handle(), e.offset, e.bytes, 0}, false, true};
   }
+  // Gate and up bound as one range (the fused SwiGLU matmuls): same format, rows and chunk, up
+  // after gate within 4 GiB. bind_gate_up sets up_off to up's byte offset from gate's.
+  bool gate_up_bind_together(const weight& g, const weight& u) const {
+    const auto &ge = weights.at(g.id), &ue = weights.at(u.id);
+    return g.type == u.type && g.row_bytes == u.row_bytes && g.ne[1] == u.ne[1] && ge.chunk == ue.chunk &&
+           ue.offset > ge.offset && ue.offset - ge.offset < (1ull << 32);
+  }
+  binding bind_gate_up(const weight& g, const weight& u, std::uint32_t& up_off) const {
+    binding b = bind_weight(g);
+    const auto &ge = weights.at(g.id), &ue = weights.at(u.id);
+    b.range.bytes = ue.offset + ue.bytes - ge.offset;
+    up_off = std::uint32_t(ue.offset - ge.offset);
+    return b;
+  }
   binding bind_step(std::uint64_t off, std::uint64_t bytes) const { return {{step.handle(), off, bytes, 0}, false}; }
   static bool same(const tensor& a, const tensor& b) {
     return a.buf == b.buf && a.off == b.off && a.rows == b.rows && a.cols == b.cols && a.stride == b.stride;

@@ -56,13 +56,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
     throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
   matvec_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), x.off, x.stride,
                m.y.off, m.y.stride, 0, 1, 0, 0, 0, 0, m.norm ? m.norm->eps : 0.0f};
-  binding wb = bind_weight(w);
-  if (m.up) {  // one binding over gate .. up (same chunk, up after gate)
-    const auto& g = weights.at(w.id);
-    const auto& u = weights.at(m.up->id);
-    wb.range.bytes = u.offset + u.bytes - g.offset;
-    pc.up_off = std::uint32_t(u.offset - g.offset);
-  }
+  const binding wb = m.up ? bind_gate_up(w, *m.up, pc.up_off) : bind_weight(w);
   if (m.residual) {
     pc.r_off = m.residual->off;
     pc.r_stride = m.residual->stride;
@@ -124,13 +118,7 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
   const bool rms_in = quantized[sl] && quantized[sl]->raw;
   mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), n, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32,
              m.y.off, m.y.stride, 0, 0, 0, 0, 0, 1};
-  binding wb = bind_weight(w);
-  if (m.up) {  // one binding over gate .. up (same chunk, up after gate)
-    const auto& g = weights.at(w.id);
-    const auto& u = weights.at(m.up->id);
-    wb.range.bytes = u.offset + u.bytes - g.offset;
-    pc.up_off = std::uint32_t(u.offset - g.offset);
-  }
+  const binding wb = m.up ? bind_gate_up(w, *m.up, pc.up_off) : bind_weight(w);
   if (m.residual) {
     pc.r_off = m.residual->off;
     pc.r_stride = m.residual->stride;
@@ -237,12 +225,9 @@ bool backend::impl::swiglu_joins_mm_reg(const tensor& gate, const tensor& up, co
       a.norm || b.norm)
     return false;
   const weight &g = *a.w, &u = *b.w;
-  const auto &ge = weights.at(g.id), &ue = weights.at(u.id);
   // One binding over gate .. up; the rows' loads need 16-byte alignment of up's start.
-  return g.type == u.type && g.row_bytes == u.row_bytes && g.ne[0] == u.ne[0] && g.ne[1] == u.ne[1] && g.ne[2] == 1 &&
-         u.ne[2] == 1 && g.ne[1] % 16 == 0 && ge.chunk == ue.chunk && ue.offset > ge.offset &&
-         ue.offset - ge.offset < (1ull << 32) && (ue.offset - ge.offset) % 16 == 0 && takes_mm_reg(g, gate.rows) &&
-         use_mm_reg(g.type, gate.rows) && out.rows <= mmr_max;
+  return gate_up_bind_together(g, u) && g.ne[0] == u.ne[0] && g.ne[2] == 1 && u.ne[2] == 1 && g.ne[1] % 16 == 0 &&
+         (weights.at(u.id).offset - weights.at(g.id).offset) % 16 == 0 && takes_mm_reg(g, gate.rows);
 }
 
 void backend::impl::record_mul_mm_small(const pending_matmul& m) {
@@ -251,11 +236,7 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   const auto [x_off, x_stride] = f16_input(m.x);
   mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
   if (m.up) {  // SWIGLU (swiglu_joins_mm_reg): one binding over gate .. up, out's f16 copy in the other region
-    const auto& g = weights.at(w.id);
-    const auto& u = weights.at(m.up->id);
-    binding wb = bind_weight(w);
-    wb.range.bytes = u.offset + u.bytes - g.offset;
-    pc.up_off = std::uint32_t(u.offset - g.offset);
+    const binding wb = bind_gate_up(w, *m.up, pc.up_off);
     pc.h_off = x_off == 0 ? xh_swiglu_at : 0;
     pc.h_stride = m.y.cols;
     const binding sb[] = {wb, bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
@@ -451,13 +432,7 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   mmvq_pc pc{K, N, pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0,
              max_k / 32, y.off, y.stride, 0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), grouped ? moe_sorted_off : 0,
              in_div};
-  binding wb = bind_weight(w);
-  if (up) {
-    const auto& g = weights.at(w.id);
-    const auto& u = weights.at(up->id);
-    wb.range.bytes = u.offset + u.bytes - g.offset;
-    pc.up_off = std::uint32_t(u.offset - g.offset);
-  }
+  const binding wb = up ? bind_gate_up(w, *up, pc.up_off) : bind_weight(w);
   const std::uint32_t so = sl ^ 1u;
   std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
                          bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};

@@ -69,6 +69,10 @@ class decoder_stage final : public stage {
     if constexpr (requires { traits::step_recordings(*be_); }) return traits::step_recordings(*be_);
     else return {};
   }
+  std::uint32_t step_granule() const noexcept override {
+    if constexpr (requires { traits::step_granule(*be_); }) return traits::step_granule(*be_);
+    else return 1;
+  }
 
  private:
   std::unique_ptr<Backend> be_;  // the decoder keeps a reference: the backend never moves

@@ -29,7 +29,7 @@ struct scheduler::slot {
 };
 
 scheduler::scheduler(model& m, const tokenizer::tokenizer& tok, scheduler_options opt)
-    : model_(&m), tok_(&tok), opt_(opt) {
+    : model_(&m), tok_(&tok), opt_(opt), granule_(m.step_granule()) {
   const auto& eo = m.options();
   const std::uint32_t n_seq = m.kv().n_seq();
   if (opt_.prefill_chunk == 0 || opt_.prefill_chunk > eo.n_batch) opt_.prefill_chunk = eo.n_batch;
@@ -236,6 +236,23 @@ std::uint32_t scheduler::gather_decodes() {
   return n;
 }
 
+// The prompt budget of a step with `decode` decoding rows, fitted to the model's step granule g
+// (a step's matmuls cost about what its rows rounded up to a multiple of g cost). Such steps
+// recur while the streams run, so: fill the step's last tile when that many prompt tokens wait
+// (up to g - 1 beyond prefill_chunk: the tile is paid for either way), else leave out the tail
+// that would open a tile of its own (those tokens fill the next step's). A 63-decode server step
+// with one 128-token prompt waiting was 191 rows at the cost of 256; now steps run 128 and 256.
+namespace {
+std::uint32_t fitted_prompt_budget(std::uint32_t decode, std::uint32_t budget, std::uint64_t waiting, std::uint32_t g,
+                                   std::uint32_t max_rows) {
+  const std::uint32_t take = std::uint32_t(std::min<std::uint64_t>(budget, waiting));
+  if (g <= 1 || decode == 0 || take == 0 || decode + take <= g) return budget;
+  const std::uint32_t total = decode + take, up = (total + g - 1) / g * g, down = total / g * g;
+  if (up - decode <= waiting && up <= max_rows) return up - decode;
+  return down > decode ? down - decode : budget;
+}
+}  // namespace
+
 // Then prompt chunks within the prefill budget: shortest remaining prompt first (a short request
 // starts at once beside a long one), except that a prompt passed over max_prefill_skips steps in
 // a row goes first. Returns the batch's row count.
@@ -244,8 +261,13 @@ std::uint32_t scheduler::gather_prompts(std::uint32_t n) {
   std::uint32_t budget = std::min(opt_.prefill_chunk, std::uint32_t(tokens_.size()) - n);
   std::vector<slot*>& order = prefill_order_;
   order.clear();
+  std::uint64_t waiting = 0;
   for (auto& s : slots_)
-    if (s.out && !s.decoding && s.req->embed == pooling::none) order.push_back(&s);
+    if (s.out && !s.decoding && s.req->embed == pooling::none) {
+      order.push_back(&s);
+      waiting += s.req->prompt.size() - s.prompt_done;
+    }
+  budget = fitted_prompt_budget(n, budget, waiting, granule_, std::uint32_t(tokens_.size()));
   const auto rank = [&](const slot* s) {
     const bool starving = opt_.max_prefill_skips && s->skipped >= opt_.max_prefill_skips;
     return std::tuple(!starving, std::uint32_t(s->req->prompt.size()) - s->prompt_done, s->last_used);

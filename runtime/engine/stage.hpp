@@ -55,6 +55,7 @@ class stage {
   virtual model::stream_counters expert_streaming() const { return {}; }
   virtual model::disk_counters disk_tier() const { return {}; }
   virtual model::recording_counters step_recordings() const { return {}; }
+  virtual std::uint32_t step_granule() const noexcept { return 1; }
 };
 
 // The stage factory of each backend (the GGUF's architecture picks the decoder instantiation),

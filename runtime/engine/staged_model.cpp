@@ -132,6 +132,12 @@ class staged_model final : public model {
     return c;
   }
 
+  std::uint32_t step_granule() const noexcept override {  // the widest tile of any stage
+    std::uint32_t g = 1;
+    for (const auto& s : stages_) g = std::max(g, s->step_granule());
+    return g;
+  }
+
   recording_counters step_recordings() const override {
     recording_counters c;
     for (const auto& s : stages_) {

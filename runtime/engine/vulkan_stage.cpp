@@ -37,6 +37,7 @@ struct engine_backend<gpu::backend> {
     const gpu::step_recording_stats s = be.recordings();
     return {s.steps, s.ms};
   }
+  static std::uint32_t step_granule(const gpu::backend& be) { return be.step_granule(); }
   static std::string describe(const gpu::backend& be) { return be.description(); }
   static std::string startup_report(const gpu::backend& be) {
     const auto& s = be.startup();

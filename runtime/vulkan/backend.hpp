@@ -190,6 +190,9 @@ class backend {
   // The token count a step of n tokens runs as (step_buckets.hpp; n with STRATA_VK_STEP_BUCKETS=0):
   // the decoder pads the batch to it (graph/backend_contract.hpp, step_rows).
   std::uint32_t step_rows(std::uint32_t n) const;
+  // Steps of more than this many tokens cost about what the count rounded up to a multiple of it
+  // costs: the token width of the prefill GEMM's tiles (rt::model::step_granule).
+  std::uint32_t step_granule() const;
   memory_use_bytes memory_use() const;
   // CPU hand-offs (MoE blocks whose experts the CPU computes) in each step.
   std::uint32_t handoffs_per_step() const;

@@ -42,6 +42,12 @@ bool matches(const std::vector<std::string>& items, const pipeline_request& r) {
 
 std::uint32_t backend::step_rows(std::uint32_t n) const { return p_->step_buckets ? padded_step_rows(n) : n; }
 step_recording_stats backend::recordings() const { return p_->recordings; }
+std::uint32_t backend::step_granule() const {
+  // The f16 GEMM's widest token tile (record_mul_mm_f16), else mul_mm's 64 (record_mul_mm).
+  if (p_->step_granule) return p_->step_granule;
+  if (!p_->coopmat || !p_->mm3) return 64;
+  return p_->mm3_forced ? p_->mm3_shape.bn : impl::mm3_tiles[0].bn;
+}
 
 bool backend::impl::skipped(const pipeline_request& r) const { return matches(skip_kernels, r); }
 bool backend::impl::repeated(const pipeline_request& r) const { return matches(repeat_kernels, r); }

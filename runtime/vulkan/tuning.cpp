@@ -30,6 +30,13 @@ void backend_tuning::read_env() {
     mm_fuse = m != "0";
     mm_fuse_more = m == "2";
   }
+  if (const char* v = std::getenv("STRATA_VK_STEP_GRANULE")) {
+    char* end = nullptr;
+    const unsigned long g = std::strtoul(v, &end, 10);
+    if (end == v || *end || g < 1 || g > 4096)
+      throw error("STRATA_VK_STEP_GRANULE='" + std::string(v) + "' must be a token count from 1 (steps not fitted) to 4096");
+    step_granule = std::uint32_t(g);
+  }
   const auto labels = [](const char* s, std::vector<std::string>& out) {
     for (std::string_view v(s ? s : ""); !v.empty();) {
       const auto c = v.find(',');

@@ -51,6 +51,9 @@ struct backend_tuning {
   // Of those, the decode attention's f16 copy and gate/up/SwiGLU as one mul_mm_reg dispatch
   // (STRATA_VK_MM_FUSE=1: without them, to measure them).
   bool mm_fuse_more = true;
+  // The token granule the scheduler fits steps that decode to (backend::step_granule); 0: the
+  // prefill GEMM's tile width. STRATA_VK_STEP_GRANULE=1 leaves steps unfitted.
+  std::uint32_t step_granule = 0;
   // Steps run as one of a few token counts (step_buckets.hpp), so changing batches replay
   // recorded steps; STRATA_VK_STEP_BUCKETS=0: every token count records its own step.
   bool step_buckets = true;

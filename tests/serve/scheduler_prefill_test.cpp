@@ -1,9 +1,11 @@
 // rt::scheduler's chunked prefill, counted in steps (not time) over a stand-in model whose
 // forward pass waits for the test's permission: running streams advance every step while a long
 // prompt prefills, no step holds more prompt tokens than prefill_chunk, a short request starts
-// within two steps plus its own prefill, and a long prompt is not starved by short ones.
+// within two steps plus its own prefill, and a long prompt is not starved by short ones; with a
+// step granule, steps that decode are fitted to whole token tiles.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -24,8 +26,8 @@ constexpr std::uint32_t prompt_rows = 1000;  // key of the step's prompt-token c
 // key prompt_rows, how many were prompt tokens).
 class gated_model final : public rt::model {
  public:
-  gated_model(const rt::model& real, std::uint32_t n_seq, std::uint32_t n_batch)
-      : real_(&real), kv_(8192, 16, n_seq) {
+  gated_model(const rt::model& real, std::uint32_t n_seq, std::uint32_t n_batch, std::uint32_t granule = 1)
+      : real_(&real), granule_(granule), kv_(8192, 16, n_seq) {
     hp_ = real.hparams();
     hp_.n_vocab = vocab;
     opt_.n_batch = n_batch;
@@ -37,6 +39,7 @@ class gated_model final : public rt::model {
   const rt::engine_options& options() const noexcept override { return opt_; }
   std::string backend_description() const override { return "gated test model"; }
   kv::block_table& kv() noexcept override { return kv_; }
+  std::uint32_t step_granule() const noexcept override { return granule_; }
   void forward(const graph::batch& b, std::span<float> logits) override {
     gated_step(b, [&](std::size_t row) {
       for (std::uint32_t t = 0; t < vocab; ++t) logits[row * vocab + t] = t == 1 ? 1.0f : 0.0f;
@@ -92,6 +95,7 @@ class gated_model final : public rt::model {
 
  private:
   const rt::model* real_;
+  std::uint32_t granule_;
   arch::hparams hp_;
   rt::engine_options opt_;
   kv::block_table kv_;
@@ -198,6 +202,50 @@ TEST_CASE("chunked prefill: a long prompt is not starved by a stream of short on
     CHECK(started(*longp));
     // 4 more chunks of 8 at least every max_prefill_skips + 1 steps.
     CHECK(steps <= 4 * (3 + 1) + 2);
+    m.release();
+  }
+}
+
+TEST_CASE("chunked prefill: beside decoding streams, steps are fitted to the model's step granule") {
+  fixture f;
+  constexpr std::uint32_t chunk = 16, granule = 8;
+  gated_model m(*f.real, 4, 64, granule);
+  {
+    rt::scheduler sched(m, *f.tok, {.max_queue = 8, .prefill_chunk = chunk});
+    std::vector<std::shared_ptr<rt::generation_stream>> running;
+    for (int k = 0; k < 3; ++k) {  // three running streams: 3 decode rows a step
+      running.push_back(std::make_shared<rt::generation_stream>());
+      REQUIRE(sched.submit(running.back(), request(4, 100000, 10 + k)));
+    }
+    for (int i = 0; i < 6 && !std::all_of(running.begin(), running.end(), [](auto& s) { return started(*s); }); ++i)
+      m.step();
+    auto longp = std::make_shared<rt::generation_stream>();
+    REQUIRE(sched.submit(longp, request(100, 4)));
+    int steps = 0;
+    std::uint32_t prompt_total = 0;
+    bool trimmed = false, filled = false;
+    for (; steps < 40 && !started(*longp); ++steps) {
+      const auto rows = m.step();
+      std::uint32_t total = 0;
+      for (const auto& [seq, count] : rows)
+        if (seq != prompt_rows) total += count;
+      const std::uint32_t prompt = rows.count(prompt_rows) ? rows.at(prompt_rows) : 0;
+      CAPTURE(steps);
+      CAPTURE(total);
+      prompt_total += prompt;
+      // The running streams decode every step; a step of more than one tile fills whole tiles.
+      for (std::uint32_t seq = 0; seq < 3; ++seq) CHECK(rows.at(seq) == 1);
+      CHECK((total <= granule || total % granule == 0));
+      CHECK(prompt <= chunk + granule - 1);
+      filled |= prompt > chunk;                   // 3 + 16 -> 24 rows: 21 prompt tokens
+      trimmed |= prompt > 0 && prompt < chunk && total > granule;  // 16 left: 3 + 13 rows, not 19
+    }
+    CHECK(started(*longp));
+    CHECK(prompt_total == 100);
+    CHECK(filled);
+    CHECK(trimmed);
+    // The step gathered before the prompt was submitted, then 21 x 4, 13, 3 (16 a step unfitted: 8).
+    CHECK(steps <= 7);
     m.release();
   }
 }

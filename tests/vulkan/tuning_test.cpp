@@ -28,7 +28,9 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_MM_FUSE", "on", "STRATA_VK_MM_FUSE='on' must be 0 (off), 1"},
                         bad_case{"STRATA_VK_MM_FUSE", "3", "STRATA_VK_MM_FUSE='3' must be 0 (off), 1"},
                         bad_case{"STRATA_VK_MMR_MAX", "65", "STRATA_VK_MMR_MAX='65' must be a token count of 1-64"},
-                        bad_case{"STRATA_VK_MMR_MAX", "all", "STRATA_VK_MMR_MAX='all' must be a token count of 1-64"}}) {
+                        bad_case{"STRATA_VK_MMR_MAX", "all", "STRATA_VK_MMR_MAX='all' must be a token count of 1-64"},
+                        bad_case{"STRATA_VK_STEP_GRANULE", "0", "STRATA_VK_STEP_GRANULE='0' must be a token count from 1"},
+                        bad_case{"STRATA_VK_STEP_GRANULE", "64x", "STRATA_VK_STEP_GRANULE='64x' must be a token count"}}) {
     CAPTURE(c.name);
     CAPTURE(c.value);
     const test::scoped_env env(c.name, c.value);
@@ -38,6 +40,20 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
     CAPTURE(good);
     const test::scoped_env env("STRATA_VK_MMVQ_QOUT", good);
     CHECK_NOTHROW(gpu::backend{});
+  }
+}
+
+// The granule the scheduler fits steps that decode to: the prefill GEMM's token tile (128 with
+// tensor cores, mul_mm's 64 without), or what STRATA_VK_STEP_GRANULE says (1: unfitted).
+TEST_CASE("vulkan tuning switches: the step granule") {
+  if (!vkt::available()) return;
+  {
+    const gpu::backend be;
+    CHECK((be.step_granule() == 64 || be.step_granule() == 128));
+  }
+  for (const auto& [value, granule] : {std::pair{"1", 1u}, std::pair{"96", 96u}}) {
+    const test::scoped_env env("STRATA_VK_STEP_GRANULE", value);
+    CHECK(gpu::backend{}.step_granule() == granule);
   }
 }
 #endif

@@ -159,6 +159,10 @@ class model {
     double ms = 0;
   };
   virtual recording_counters step_recordings() const { return {}; }
+  // A step of more than this many tokens costs about what its count rounded up to a multiple of
+  // it costs (the GPU's prefill GEMM works in token tiles of this width; 1: no such steps). The
+  // scheduler fits the prompt tokens of steps that also decode to it.
+  virtual std::uint32_t step_granule() const noexcept { return 1; }
   virtual void reset_kernel_profile() {}
   // The model's one KV bookkeeping (every backend's storage follows it): sessions and the
   // scheduler read it and truncate or clear sequences; steps reserve and commit it.

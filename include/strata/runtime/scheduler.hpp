@@ -156,7 +156,9 @@ struct scheduler_options {
   std::uint32_t max_queue = 64;      // waiting requests beyond the running ones; more: rejected
   // Most prompt tokens per step, shared by every prompt being prefilled (0: the model's n_batch).
   // Each step's cost grows with it, so it bounds the inter-token latency of running streams
-  // while prompts are prefilled; decode rows come on top (one per running stream).
+  // while prompts are prefilled; decode rows come on top (one per running stream). A step with
+  // decode rows fits its prompt tokens to the model's step_granule(): it may take up to
+  // granule - 1 more to fill the token tile it pays for, or leave out a tail that would open one.
   std::uint32_t prefill_chunk = 0;
   // A prompt passed over this many steps in a row (shorter ones took the budget) goes first, so
   // a stream of short requests cannot starve a long prompt.
@@ -243,6 +245,7 @@ class scheduler {
   std::vector<std::uint8_t> want_;
   std::vector<std::uint32_t> row_slot_;
   std::vector<slot*> prefill_order_;
+  std::uint32_t granule_ = 1;  // model::step_granule(): mixed steps' prompt tokens are fitted to it
   std::vector<float> logits_;
   // Steps whose every output row samples plain greedy (no constraint, no logprobs) read back one
   // id per row (the backend's argmax), not n_vocab floats: 4 bytes instead of ~600 KB a row.

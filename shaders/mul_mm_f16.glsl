@@ -18,6 +18,13 @@
 // together and share it in L2. SPLIT_K: workgroup z multiplies K range [z k_chunk, (z+1) k_chunk)
 // into its own partial product at y_off + z part_stride (split_k_sum.glsl adds them up), so a
 // matmul with few tiles (K/V projections, batches of 16-64 tokens) still fills every SM.
+// SWIGLU (QW, WM 32, 16x16 products, no SPLIT_K): gate, up and the SwiGLU in one GEMM. The N = 2F
+// weight rows interleave in groups of 32: 16 rows of gate, then the same 16 rows of up (bound as
+// one range, up up_off bytes after gate), so a warp's fragment j = 0 holds gate sums and j = 1
+// up's for the same 16 outputs. The store writes silu(gate) * up as f32 into y (F columns) and
+// as f16 into yh (rows h_stride halves apart from h_off, both even): the down matmul's input.
+// The host splits the rows into parts (row0) small enough that a weight tile is still in L2
+// when its next token tile reads it: gate and up together span twice the rows of either.
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = WG) in;
 #ifdef X_F16
@@ -26,6 +33,9 @@ layout(binding = 1, std430) readonly buffer XH { uvec4 xh[]; };  // activations 
 layout(binding = 1, std430) readonly buffer X4 { vec4 x4[]; };
 #endif
 layout(binding = 2, std430) writeonly buffer Y { float y[]; };
+#ifdef SWIGLU
+layout(binding = 3, std430) writeonly buffer YH { uint yh[]; };  // f16 pairs
+#endif
 layout(push_constant) uniform Params {
   uint K, N, n_tok;
   uint w_off;              // in uvec4 (8 halves): row 0 of W; rows are K halves apart
@@ -33,6 +43,8 @@ layout(push_constant) uniform Params {
   uint y_off, y_stride;    // in floats
   uint row_bytes;          // QW: bytes per weight row (w_off is then in bytes)
   uint k_chunk, part_stride;  // SPLIT_K: K elements per workgroup z (a multiple of 64), floats between partials
+  uint up_off, h_off, h_stride;  // SWIGLU: bytes from gate to up; yh's rows, in halves
+  uint row0;                     // SWIGLU: the first (interleaved) row of this dispatch's part
 } p;
 
 const uint RS = BK / 8 + 1;  // shared row stride in uvec4
@@ -41,6 +53,9 @@ const uint WARPS_M = BM / WM;
 // register-only probe ran them at 556 against 382 TFLOP/s).
 #ifndef MMA_N
 #define MMA_N 16
+#endif
+#if defined(SWIGLU) && (!defined(QW) || WM != 32 || MMA_N != 16 || defined(SPLIT_K) || defined(TOK_FAST))
+#error "mul_mm_f16 SWIGLU: weights in their own format, 32-row warp tiles of 16x16 products, K not split, rows fastest"
 #endif
 const uint TI = WN / 16, TJ = WM / MMA_N;  // accumulator tiles per warp: tokens x weights
 const uint W_VECS = BM * (BK / 8), X_VECS = BN * (BK / 8);  // uvec4 per tile
@@ -74,6 +89,17 @@ uvec4 xr[X_PER];
 vec4 xr[2 * X_PER];
 #endif
 
+#ifdef QW
+// Byte offset of weight row r within the bound range (SWIGLU: interleaved gate / up rows).
+uint w_row_base(uint r) {
+#ifdef SWIGLU
+  return ((r >> 5) * 16 + (r & 15u)) * p.row_bytes + ((r & 16u) != 0 ? p.up_off : 0u);
+#else
+  return r * p.row_bytes;
+#endif
+}
+#endif
+
 void fetch(uint n0, uint t0, uint k0) {
   const uint tid = gl_LocalInvocationID.x;
 #ifdef QW
@@ -82,10 +108,10 @@ void fetch(uint n0, uint t0, uint k0) {
 #ifdef QW2
     const uint r = tid % BM;
     wq_live = tid < 2 * BM && n0 + r < p.N;
-    if (wq_live) wq = mms_load2(p.w_off + (n0 + r) * p.row_bytes, wq_unit, tid / BM);
+    if (wq_live) wq = mms_load2(p.w_off + w_row_base(n0 + r), wq_unit, tid / BM);
 #else
     wq_live = tid < BM && n0 + tid < p.N;
-    if (wq_live) wq = mms_load(p.w_off + (n0 + tid) * p.row_bytes, wq_unit);
+    if (wq_live) wq = mms_load(p.w_off + w_row_base(n0 + tid), wq_unit);
 #endif
   }
 #else
@@ -159,7 +185,9 @@ void main() {
 #ifdef QW
   w_set_rows(p.row_bytes);
 #endif
-#ifdef TOK_FAST
+#if defined(SWIGLU)  // one part of the rows: those from row0
+  const uint n0 = p.row0 + gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
+#elif defined(TOK_FAST)
   const uint n0 = gl_WorkGroupID.y * BM, t0 = gl_WorkGroupID.x * BN;
 #else
   const uint n0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
@@ -207,6 +235,33 @@ void main() {
   // per warp in the (now unused) shared buffer, at most 64 uvec4 = 256 floats each.
   const bool whole = n0 + BM <= p.N && t0 + BN <= p.n_tok && y_base % 4 == 0 && p.y_stride % 4 == 0;
   const uint st = warp * 64;
+#ifdef SWIGLU
+  // Each warp hands its gate and up sums to itself through shared memory (indexing the
+  // accumulators' elements in place gave wrong sums in token-fast grids on the H200; not
+  // understood, so not used), then every lane takes output pairs:
+  // silu(gate) * up as elementwise.glsl OP_SWIGLU computes it, into y, and as f16 pairs rounded as
+  // copy_rows TO_F16 rounds into yh. Output columns c .. c + 15 are the warp's 16 row pairs.
+  const uint c = (n0 + wn) / 2, sw = warp * 128, lane = gl_SubgroupInvocationID;
+  [[unroll]] for (uint i = 0; i < TI; ++i) {
+    coopMatStoreNV(acc[i][0], sh, sw, 4, false);  // rows of 16 floats: tokens x outputs
+    coopMatStoreNV(acc[i][1], sh, sw + 64, 4, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    const uint t = t0 + wt + 16 * i;
+    for (uint q = lane; q < 128; q += 32) {
+      const uint r = q / 8, e = r * 16 + 2 * (q % 8), tt = t + r, cc = c + 2 * (q % 8);
+      const uvec4 gq = sh[sw + e / 4], uq = sh[sw + 64 + e / 4];
+      const vec2 gs = uintBitsToFloat(e % 4 == 0 ? gq.xy : gq.zw), us = uintBitsToFloat(e % 4 == 0 ? uq.xy : uq.zw);
+      const vec2 o = vec2(gs.x / (1.0 + exp(-gs.x)) * us.x, gs.y / (1.0 + exp(-gs.y)) * us.y);
+      if (tt < p.n_tok && 2 * cc < p.N) {  // N / 2 is a multiple of 32: pairs never straddle it
+        y[y_base + tt * p.y_stride + cc] = o.x;
+        y[y_base + tt * p.y_stride + cc + 1] = o.y;
+        yh[(p.h_off + tt * p.h_stride + cc) / 2] = packHalf2x16(o);
+      }
+    }
+    subgroupBarrier();
+  }
+#else
   [[unroll]] for (uint i = 0; i < TI; ++i)
     [[unroll]] for (uint j = 0; j < TJ; ++j) {
       const uint t = t0 + wt + 16 * i, n = n0 + wn + MMA_N * j;
@@ -223,4 +278,5 @@ void main() {
         subgroupBarrier();
       }
     }
+#endif
 }

@@ -73,8 +73,11 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}, {}, {}};
   if (!P.fuse_step) {
     // mul_mm_reg waits (the next prepare() records it): a residual add may join its store, and a
-    // second matmul of the same input may wait beside it (a gate/up pair: swiglu() joins them).
-    const bool reg = P.fuse && P.mm_fuse && P.weights[w.id].stream < 0 && P.takes_mm_reg(w, x.rows);
+    // second matmul of the same input may wait beside it (a gate/up pair: swiglu() joins them; in
+    // prompt steps also on the f16 GEMM, mm3_swiglu_ok, which takes no residual).
+    const bool gemm = P.mm3_swiglu_ok(w, x.rows);
+    const bool reg = P.fuse && P.mm_fuse && P.weights[w.id].stream < 0 && (P.takes_mm_reg(w, x.rows) || gemm);
+    m.gemm_pair = gemm;
     const bool pair = reg && P.mats.size() == 1 && impl::same(P.mats.back().x, x) && !P.mats.back().residual &&
                       y.buf != x.buf && y.buf != P.mats.back().y.buf;
     std::vector<impl::pending_matmul> held;
@@ -425,7 +428,7 @@ void backend::swiglu(tensor gate, tensor up, tensor out) {
       return;
     }
   }
-  if (P.swiglu_joins_mm_reg(gate, up, out)) {  // one mul_mm_reg dispatch: gate, up, SwiGLU, f16 copy
+  if (P.swiglu_joins_pair(gate, up, out)) {  // one dispatch: gate, up, SwiGLU, f16 copy
     P.mats[0].up = P.mats[1].w;
     P.mats.pop_back();
     P.flush_mats();
@@ -467,7 +470,7 @@ void backend::add(tensor a, tensor b2, tensor out) {
   }
   // (A matmul waits in mats only where fusion is on: decode steps, or mul_mm_reg in larger ones.)
   if (P.mats.size() == 1 && impl::same(P.mats.back().y, b2) && impl::same(out, a) && !P.mats.back().up &&
-      !P.mats.back().residual && a.buf != P.mats.back().x.buf && (!P.mats.back().norm || P.mats.back().norm->x.buf != a.buf)) {
+      !P.mats.back().residual && !P.mats.back().gemm_pair && a.buf != P.mats.back().x.buf && (!P.mats.back().norm || P.mats.back().norm->x.buf != a.buf)) {
     P.mats.back().residual = a;  // y = a + W.x, written over a
     P.mats.back().y = out;
     // The matmul still waits (the next norm may join it as its tail, try_norm_tail()); the rest

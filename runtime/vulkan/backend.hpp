@@ -211,6 +211,9 @@ class backend {
   // Whether that matmul runs on mul_mm_reg (fragments built in registers; tests check it against
   // the kernels it replaces).
   bool register_fragment_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const;
+  // Whether a gate/up pair of type t (K x F each, bound together) and its SwiGLU run as one f16
+  // GEMM in a step of `tokens` (mul_mm_f16 SWIGLU; tests check it against the separate dispatches).
+  bool fused_swiglu_gemm(gguf::type_id t, std::uint64_t K, std::uint64_t F, std::uint32_t tokens) const;
   // Whether a single-sequence step of `tokens` queries runs attention on the tensor cores
   // (attention_mma.glsl: Q and P rounded to f16, and a compressed side's decoded K / V; tests
   // pick their tolerance by it).

@@ -371,7 +371,15 @@ struct backend::impl : backend_tuning {
   static constexpr mma2_tile mm3_tiles[] = {{128, 128, 32, 64}, {64, 64, 32, 32}, {64, 32, 32, 16}, {64, 16, 16, 16}};
   mma2_tile mm3_tile_for(std::uint32_t tokens) const;
   // qw: the weights' format when the GEMM reads them in place (mm3_in_place), else f16.
-  pipeline_request mm3_req(const mma2_tile& s, bool xf16, gguf::type_id qw = gguf::type_id::f16, bool split = false) const;
+  pipeline_request mm3_req(const mma2_tile& s, bool xf16, gguf::type_id qw = gguf::type_id::f16, bool split = false,
+                           bool swiglu = false) const;
+  // Gate, up and SwiGLU as one f16 GEMM over interleaved rows (mul_mm_f16 SWIGLU) in prompt-sized
+  // steps whose gate matmul would take the in-place GEMM with 32-row warp tiles, K not split.
+  bool mm3_swiglu_ok(gguf::type_id t, std::uint64_t K, std::uint64_t F, std::uint32_t n) const;
+  bool mm3_swiglu_ok(const weight& w, std::uint32_t n) const {
+    return w.ne[2] == 1 && weights.at(w.id).stream < 0 && mm3_swiglu_ok(w.type, w.ne[0], w.ne[1], n);
+  }
+  void record_mm3_swiglu(const pending_matmul& m);
   static pipeline_request split_k_sum_req() { return req("split_k_sum", {}, {{"WG", "256"}}, 2); }
   static pipeline_request dequant_req(gguf::type_id t) { return req("dequant_f16", t, {{"WG", "256"}}, 2); }
   bool small_matmul(std::uint64_t K, std::uint32_t n) const;
@@ -406,12 +414,14 @@ struct backend::impl : backend_tuning {
   // mul_mm_reg's SWIGLU form writes them while its own input is read from the first (or the
   // first where its input is in the second).
   std::uint32_t xh_at = 0, xh_swiglu_at = 0;
+  std::uint32_t xh_b_rows = 0;  // rows the second region holds (mul_mm_reg's steps, or prompt steps with mm3_swiglu_ok)
   void holds_f16(const tensor& y, std::uint32_t at = 0) {  // a dispatch just wrote y's f16 rows at `at`
     xh_holds = y;
     xh_at = at;
   }
-  // The gate/up pair waiting in `mats` as one mul_mm_reg SWIGLU dispatch writing out's f16 copy.
-  bool swiglu_joins_mm_reg(const tensor& gate, const tensor& up, const tensor& out) const;
+  // The gate/up pair waiting in `mats` as one dispatch writing out and its f16 copy: mul_mm_reg's
+  // SWIGLU form, or the f16 GEMM's (mm3_swiglu_ok).
+  bool swiglu_joins_pair(const tensor& gate, const tensor& up, const tensor& out) const;
   // x as f16 rows in mm_xh (converted unless it already holds x); returns (offset, stride) in halves.
   std::pair<std::uint32_t, std::uint32_t> f16_input(const tensor& x);
   // x's rows as f16, K halves apart, into buffer dst (copy_rows TO_F16); with div > 0, row r is

@@ -281,10 +281,15 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     if (P.mm3_xf16 && widest) {
       P.mm_xh_cols = widest;
       // 64 rows of slack: mul_mm_small multiplies whole 16-token tiles (the extra rows are never stored).
-      // Behind them, with mul_mm_reg's SWIGLU form, the rows it writes while it reads the first ones.
-      const std::uint64_t rows_a = P.max_rows + 64, rows_b = P.fuse && P.mm_fuse && P.mms && P.mmr ? P.mmr_max + 64 : 0;
+      // Behind them, with mul_mm_reg's SWIGLU form, the rows it writes while it reads the first ones,
+      // and with the f16 GEMM's (prompt steps, mm3_swiglu_ok) a whole step's.
+      const bool fused_swiglu = P.fuse && P.mm_fuse && P.mm_fuse_more;
+      const std::uint64_t rows_a = P.max_rows + 64;
+      std::uint64_t rows_b = fused_swiglu && P.mms && P.mmr ? P.mmr_max + 64 : 0;
+      if (fused_swiglu && P.max_rows > P.mms_max) rows_b = std::max<std::uint64_t>(rows_b, rows_a);
       P.mm_xh = P.new_buffer((rows_a + rows_b) * widest * 2, memory_kind::device, "f16 activations (tensor-core matmuls)");
       P.xh_swiglu_at = rows_b ? std::uint32_t(rows_a * widest) : 0;
+      P.xh_b_rows = std::uint32_t(rows_b);
       reqs.push_back(impl::req("copy_rows", {}, {{"WG", "128"}, {"TO_F16", "1"}}, 3));
       if (P.fuse && P.mm_fuse && P.mms) {  // the f16 copy beside a norm's or SwiGLU's output (f16_beside)
         reqs.push_back(impl::norm_req(true, true));
@@ -342,8 +347,12 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
         if (P.mm_xh)
           for (auto f : mat_formats)
             if (P.mm3_in_place(f, 64, P.max_rows) || (P.mmk_small_min <= P.mms_max && P.mm3_in_place(f, 64, P.mms_max)) ||
-                P.mm3_in_place(f, 64, std::min(P.max_rows, std::max(P.mm3_scratch_min, 2u) - 1)))
+                P.mm3_in_place(f, 64, std::min(P.max_rows, std::max(P.mm3_scratch_min, 2u) - 1))) {
               reqs.push_back(P.mm3_req(t, true, f, split));
+              // The gate/up/SwiGLU form of the prompt steps' tiles (mm3_swiglu_ok).
+              if (!split && P.xh_b_rows > P.mms_max && t.wm == 32 && t.bn * 2 > P.mms_max && !P.mma_n8 && P.mm_fuse_more)
+                reqs.push_back(P.mm3_req(t, true, f, false, true));
+            }
       }
     }
   }

@@ -27,6 +27,7 @@ struct pending_matmul {
   std::optional<pending_norm> norm;
   std::optional<tensor> residual;
   const weight* up = nullptr;
+  bool gemm_pair = false;  // waits only to pair with an up matmul on the f16 GEMM (no residual joins it)
   std::optional<pending_norm> tail;  // the next norm of y, run by this dispatch's last workgroup
   // The next norm of y, half done here (mmvq NORM_OUT: y times its weight as int8 codes, block
   // sums of y^2) and half by the matvecs that read it (RMS_IN); kept only while a matmul

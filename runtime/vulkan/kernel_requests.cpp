@@ -41,6 +41,8 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
                                                      {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
   if (ctx.info().int_dot) d.emplace_back("HAS_DOT4", "1");
   if (ctx.info().subgroup_size == 32) d.emplace_back("SG_LPR", "1");
+  // Gate and up together span twice the rows: with the row tiles fastest a weight tile's next
+  // token tile came after more weights than L2 holds (qwen3-8b's 56 MB), so token tiles go first.
   if (swiglu) d.emplace_back("SWIGLU", "1");
   if (residual) d.emplace_back("ADD_RESIDUAL", "1");
   if (ids) d.emplace_back("MOE_IDS", "1");
@@ -180,7 +182,7 @@ mma2_tile backend::impl::mm3_tile_for(std::uint32_t tokens) const {
   return mm3_tiles[std::size(mm3_tiles) - 1];
 }
 
-pipeline_request backend::impl::mm3_req(const mma2_tile& s, bool xf16, gguf::type_id qw, bool split) const {
+pipeline_request backend::impl::mm3_req(const mma2_tile& s, bool xf16, gguf::type_id qw, bool split, bool swiglu) const {
   const bool in_place = qw != gguf::type_id::f16;
   const std::uint32_t wg = s.bm / s.wm * (s.bn / s.wn) * 32;
   std::vector<std::pair<std::string, std::string>> d{
@@ -196,7 +198,8 @@ pipeline_request backend::impl::mm3_req(const mma2_tile& s, bool xf16, gguf::typ
   if (split) d.emplace_back("SPLIT_K", "1");
   if (mma_n8) d.emplace_back("MMA_N", "8");
   if ((mms_h2 & 1) && qw == gguf::type_id::q4_k) d.emplace_back("MMS_H2", "1");
-  return req("mul_mm_f16", qw, std::move(d), 3);
+  if (swiglu) d.emplace_back("SWIGLU", "1");
+  return req("mul_mm_f16", qw, std::move(d), swiglu ? 4 : 3);
 }
 
 pipeline_request backend::impl::matvec_req(gguf::type_id t, std::uint32_t nt, bool ids, std::uint64_t n_rows) const {
@@ -276,6 +279,20 @@ bool backend::int8_activations(gguf::type_id t, std::uint64_t K, std::uint32_t t
 bool backend::tensor_core_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
   return impl::f16_operands_ok(t) && !p_->mmq_dense_ok(t, K, tokens) &&
          (p_->small_matmul(K, tokens) || (p_->coopmat && p_->tiled_matmul(t, K, tokens)));
+}
+
+bool backend::fused_swiglu_gemm(gguf::type_id t, std::uint64_t K, std::uint64_t F, std::uint32_t tokens) const {
+  return p_->mm3_swiglu_ok(t, K, F, tokens);
+}
+
+bool backend::impl::mm3_swiglu_ok(gguf::type_id t, std::uint64_t K, std::uint64_t F, std::uint32_t n) const {
+  if (!fuse || !mm_fuse || !mm_fuse_more || !coopmat || !mm3 || !mm_xh || !xh_swiglu_at || mma_n8) return false;
+  // The path record_matmul gives the gate matmul alone: the in-place f16 GEMM (record_mul_mm_f16).
+  if (n > xh_b_rows || n > max_rows || K % 64 || K > mm_xh_cols || F % 64 || F > mm_xh_cols || !f16_operands_ok(t) ||
+      small_matmul(K, n) || !tiled_matmul(t, K, n) || mmq_dense_ok(t, K, n) || !mm3_in_place(t, K, n))
+    return false;
+  const mma2_tile s = mm3_tile_for(n);  // fragment pairs of gate and up rows: 32-row warp tiles, K not split
+  return s.wm == 32 && k_splits(s, div_up(std::uint32_t(2 * F), s.bm) * div_up(n, s.bn), K) < 2;
 }
 
 bool backend::register_fragment_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {

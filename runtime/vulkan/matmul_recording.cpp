@@ -38,7 +38,8 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const weight& w = *m.w;
   const std::uint32_t n = m.x.rows;
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
-  // With its residual, or as a gate/up pair with the SwiGLU (swiglu_joins_mm_reg), if any.
+  // With its residual, or as a gate/up pair with the SwiGLU (swiglu_joins_pair), if any.
+  if (m.up && !fuse_step && !m.norm && mm3_swiglu_ok(w, n)) return record_mm3_swiglu(m);
   if (!m.norm && takes_mm_reg(w, n)) return record_mul_mm_small(m);
   if (!m.norm && !m.up && !m.residual && use_narrow_gemm(w, n)) return record_narrow_gemm(m);
   if (!m.norm && !m.up && !m.residual && w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) return record_mmq_dense(m);
@@ -218,8 +219,8 @@ std::pair<std::uint32_t, std::uint32_t> backend::impl::f16_input(const tensor& x
   return {xh_at, x.cols};
 }
 
-bool backend::impl::swiglu_joins_mm_reg(const tensor& gate, const tensor& up, const tensor& out) const {
-  if (fuse_step || !fuse || !mm_fuse || !mm_fuse_more || !xh_swiglu_at || mats.size() != 2 || !f16_beside(out)) return false;
+bool backend::impl::swiglu_joins_pair(const tensor& gate, const tensor& up, const tensor& out) const {
+  if (fuse_step || !fuse || !mm_fuse || !mm_fuse_more || !xh_swiglu_at || mats.size() != 2) return false;
   const pending_matmul &a = mats[0], &b = mats[1];
   if (!same(a.y, gate) || !same(b.y, up) || !same(out, gate) || !same(a.x, b.x) || a.residual || b.residual || a.up ||
       a.norm || b.norm)
@@ -227,7 +228,8 @@ bool backend::impl::swiglu_joins_mm_reg(const tensor& gate, const tensor& up, co
   const weight &g = *a.w, &u = *b.w;
   // One binding over gate .. up; the rows' loads need 16-byte alignment of up's start.
   return gate_up_bind_together(g, u) && g.ne[0] == u.ne[0] && g.ne[2] == 1 && u.ne[2] == 1 && g.ne[1] % 16 == 0 &&
-         (weights.at(u.id).offset - weights.at(g.id).offset) % 16 == 0 && takes_mm_reg(g, gate.rows);
+         (weights.at(u.id).offset - weights.at(g.id).offset) % 16 == 0 &&
+         ((f16_beside(out) && takes_mm_reg(g, gate.rows)) || mm3_swiglu_ok(g, gate.rows));
 }
 
 void backend::impl::record_mul_mm_small(const pending_matmul& m) {
@@ -235,7 +237,7 @@ void backend::impl::record_mul_mm_small(const pending_matmul& m) {
   const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
   const auto [x_off, x_stride] = f16_input(m.x);
   mm_small_pc pc{K, N, n, std::uint32_t(w.row_bytes), x_off, x_stride, m.y.off, m.y.stride, 0, 0};
-  if (m.up) {  // SWIGLU (swiglu_joins_mm_reg): one binding over gate .. up, out's f16 copy in the other region
+  if (m.up) {  // SWIGLU (swiglu_joins_pair): one binding over gate .. up, out's f16 copy in the other region
     const binding wb = bind_gate_up(w, *m.up, pc.up_off);
     pc.h_off = x_off == 0 ? xh_swiglu_at : 0;
     pc.h_stride = m.y.cols;
@@ -474,4 +476,32 @@ bool backend::impl::adjacent(const weight& g, const weight& u) const {
   return g.type == u.type && g.row_bytes == u.row_bytes && g.ne[1] == u.ne[1] && g.ne[2] == u.ne[2] &&
          ge.chunk == ue.chunk && ue.offset > ge.offset && ue.offset - ge.offset < (1ull << 32);
 }
+// Gate, up and the SwiGLU as one GEMM (mm3_swiglu_ok, swiglu_joins_pair): 2F interleaved rows of
+// the range bound over gate .. up; out = silu(gate) * up as f32 and its f16 copy in the region of
+// mm_xh the input is not in, where the down matmul reads it.
+void backend::impl::record_mm3_swiglu(const pending_matmul& m) {
+  const weight& w = *m.w;
+  const std::uint32_t K = std::uint32_t(w.ne[0]), F = std::uint32_t(w.ne[1]), n = m.x.rows;
+  const mma2_tile t = mm3_tile_for(n);
+  const auto [x_off, x_stride] = f16_input(m.x);
+  mm_f16_pc pc{K, 2 * F, n, 0, x_off, x_stride, m.y.off, m.y.stride, std::uint32_t(w.row_bytes)};
+  const binding wb = bind_gate_up(w, *m.up, pc.up_off);
+  pc.h_off = x_off == 0 ? xh_swiglu_at : 0;
+  pc.h_stride = F;
+  binding b[] = {wb, bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
+  // Parts of at most swiglu_part_bytes of weights: rows fastest in each, a weight tile's next token
+  // tile comes while it is in L2 (one dispatch over both matrices re-read them from memory: -1%
+  // against the separate matmuls; in parts +N%, bench/RESULTS.md session 30). The parts write
+  // disjoint rows and read what the first part's barrier covers: no barrier between them.
+  const std::uint32_t rows = 2 * F, per = std::max<std::uint32_t>(
+      t.bm, std::uint32_t(swiglu_part_bytes / std::max<std::uint64_t>(1, w.row_bytes)) / t.bm * t.bm);
+  for (std::uint32_t r0 = 0; r0 < rows; r0 += per) {
+    pc.row0 = r0;
+    dispatch(mm3_req(t, true, w.type, false, true), b, &pc, sizeof pc, div_up(std::min(per, rows - r0), t.bm), div_up(n, t.bn));
+    for (std::size_t i = 1; i < std::size(b); ++i) b[i].disjoint = true;
+  }
+  wrote(m.y);
+  holds_f16(m.y, pc.h_off);
+}
+
 }  // namespace strata::gpu

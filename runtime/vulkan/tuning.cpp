@@ -30,6 +30,10 @@ void backend_tuning::read_env() {
     mm_fuse = m != "0";
     mm_fuse_more = m == "2";
   }
+  if (const char* v = std::getenv("STRATA_VK_SWIGLU_PART_KB")) {
+    const long kb = std::atol(v);
+    swiglu_part_bytes = kb <= 0 ? ~0ull >> 1 : std::uint64_t(kb) << 10;
+  }
   if (const char* v = std::getenv("STRATA_VK_STEP_GRANULE")) {
     char* end = nullptr;
     const unsigned long g = std::strtoul(v, &end, 10);

@@ -54,6 +54,9 @@ struct backend_tuning {
   // The token granule the scheduler fits steps that decode to (backend::step_granule); 0: the
   // prefill GEMM's tile width. STRATA_VK_STEP_GRANULE=1 leaves steps unfitted.
   std::uint32_t step_granule = 0;
+  // Weight bytes per dispatch of the gate/up/SwiGLU GEMM (record_mm3_swiglu), so a weight tile
+  // is still in L2 for its next token tile. STRATA_VK_SWIGLU_PART_KB=N (0: one dispatch).
+  std::uint64_t swiglu_part_bytes = 16ull << 20;
   // Steps run as one of a few token counts (step_buckets.hpp), so changing batches replay
   // recorded steps; STRATA_VK_STEP_BUCKETS=0: every token count records its own step.
   bool step_buckets = true;

@@ -6,6 +6,7 @@
 // dequantized weights, with fusion on and off (STRATA_VK_FUSE=0), at decode and prefill token counts.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -25,7 +26,9 @@ namespace vkt = strata::test::vk;
 #ifdef STRATA_HAS_VULKAN
 
 constexpr std::uint32_t E = 512, F = 768, fusion_table_rows = 32;
-constexpr std::uint32_t fusion_token_counts[] = {1, 2, 3, 8, 17};
+// 160: a prompt-sized step (the f16 GEMM; gate, up and SwiGLU as one, mm3_swiglu_ok).
+constexpr std::uint32_t fusion_token_counts[] = {1, 2, 3, 8, 17, 160};
+constexpr std::uint32_t prompt_step = 160;
 constexpr float eps = 1e-5f;
 
 struct ffn_model {
@@ -41,11 +44,11 @@ std::vector<std::int32_t> fusion_rows_for(std::uint32_t n) {
   return r;
 }
 
-// Outputs per token count; `dispatches` gets the dispatch counts of the 1- and 8-token steps.
-std::vector<std::vector<float>> run_ffn(gpu::backend& be, const ffn_model& m, std::uint32_t (&dispatches)[2]) {
+// Outputs per token count; `dispatches` gets the dispatch counts of the 1-, 8- and 160-token steps.
+std::vector<std::vector<float>> run_ffn(gpu::backend& be, const ffn_model& m, std::uint32_t (&dispatches)[3]) {
   const auto xt = be.load(*m.x), nw = be.load(*m.norm), gate = be.load(*m.gate), up = be.load(*m.up),
              down = be.load(*m.down);
-  const std::uint32_t B = 32;
+  const std::uint32_t B = prompt_step;
   const auto x = be.alloc(B, E), a = be.alloc(B, E), o = be.alloc(B, E), g = be.alloc(B, F), u = be.alloc(B, F);
   be.reserve(B, 0);
   auto kv = be.make_kv(vkt::small_kv());
@@ -66,6 +69,7 @@ std::vector<std::vector<float>> run_ffn(gpu::backend& be, const ffn_model& m, st
     }));
     if (n == 1) dispatches[0] = be.dispatches_per_step();
     if (n == 8) dispatches[1] = be.dispatches_per_step();
+    if (n == prompt_step) dispatches[2] = be.dispatches_per_step();
   }
   return out;
 }
@@ -116,8 +120,9 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
   m.gate = &m.store.add("blk.0.ffn_gate.weight", gguf::type_id::q4_k, m.g.bytes, E, F);
   m.up = &m.store.add("blk.0.ffn_up.weight", gguf::type_id::q4_k, m.u.bytes, E, F);
   m.down = &m.store.add("blk.0.ffn_down.weight", gguf::type_id::q6_k, m.d.bytes, F, E);
-  std::uint32_t dispatches[2][2] = {};  // fused, unfused: 1 token, 8 tokens
+  std::uint32_t dispatches[2][3] = {};  // fused, unfused: 1, 8 and 160 tokens
   bool reg8 = false;                     // the 8-token step's matmuls run on mul_mm_reg
+  bool gemm_swiglu = false;              // the 160-token step's gate/up/SwiGLU is one f16 GEMM
   for (const bool fuse : {true, false}) {
     CAPTURE(fuse);
     std::vector<std::vector<float>> got;
@@ -133,6 +138,7 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
       else ::unsetenv("STRATA_VK_FUSE");
       got = run_ffn(be, m, dispatches[fuse ? 0 : 1]);
       if (fuse) reg8 = be.register_fragment_matmul(gguf::type_id::q4_k, E, 8) && be.register_fragment_matmul(gguf::type_id::q6_k, F, 8);
+      if (fuse) gemm_swiglu = be.fused_swiglu_gemm(gguf::type_id::q4_k, E, F, prompt_step);
       tol = vkt::matmul_f64_tolerance(be.is_cpu_device());
       for (std::size_t c = 0; c < std::size(fusion_token_counts); ++c)
         int8[c] = be.int8_activations(gguf::type_id::q4_k, E, fusion_token_counts[c]) &&
@@ -152,14 +158,23 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
   // and SwiGLU are one dispatch.
   MESSAGE("8-token step: " << dispatches[0][1] << " dispatches fused, " << dispatches[1][1] << " unfused (mul_mm_reg: " << reg8 << ")");
   if (reg8) CHECK(dispatches[0][1] + 5 == dispatches[1][1]);
+  // In the prompt step up and the SwiGLU join the gate GEMM, whose store writes the f16 copy.
+  MESSAGE("160-token step: " << dispatches[0][2] << " dispatches fused, " << dispatches[1][2] << " unfused (one GEMM: " << gemm_swiglu << ")");
+  if (gemm_swiglu) CHECK(dispatches[0][2] + 3 == dispatches[1][2]);
   // Those fusions change no bit: the same steps with them off (STRATA_VK_MM_FUSE=0: copy_rows, the
   // SwiGLU and add dispatches, gate and up apart) give the same outputs.
-  if (reg8) {
+  if (reg8 || gemm_swiglu) {
     std::vector<std::vector<float>> fused, plain;
-    std::uint32_t unused[2] = {};
+    std::uint32_t unused[3] = {};
     {
       gpu::backend be;
       fused = run_ffn(be, m, unused);
+    }
+    std::vector<std::vector<float>> parts;  // the SwiGLU GEMM in parts of 256 rows (record_mm3_swiglu)
+    {
+      const test::scoped_env small_parts("STRATA_VK_SWIGLU_PART_KB", "100");
+      gpu::backend be;
+      parts = run_ffn(be, m, unused);
     }
     {
       const test::scoped_env off("STRATA_VK_MM_FUSE", "0");
@@ -168,7 +183,16 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
     }
     for (std::size_t c = 0; c < std::size(fusion_token_counts); ++c) {
       CAPTURE(fusion_token_counts[c]);
+      std::uint32_t differ = 0, first = ~0u, last = 0;  // tokens whose rows differ
+      for (std::uint32_t t = 0; t < fusion_token_counts[c]; ++t)
+        if (!std::equal(fused[c].begin() + t * E, fused[c].begin() + (t + 1) * E, plain[c].begin() + t * E)) {
+          ++differ;
+          first = std::min(first, t);
+          last = t;
+        }
+      if (differ) MESSAGE(differ << " tokens differ, " << first << " .. " << last);
       CHECK(fused[c] == plain[c]);
+      CHECK(parts[c] == plain[c]);
     }
   }
 }

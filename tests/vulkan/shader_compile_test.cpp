@@ -137,6 +137,13 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
         auto q = d;
         q.insert(q.end(), {{"BK", bk}, {"QW", "1"}, {"MM_SMALL", "1"}});
         compiles({"mul_mm_f16", f, q, 3});
+        if (std::string(t[2]) == "32") {  // gate/up/SwiGLU in one GEMM (32-row warp tiles), one and two threads a row
+          auto sw = q;
+          sw.emplace_back("SWIGLU", "1");
+          compiles({"mul_mm_f16", f, sw, 4});
+          sw.emplace_back("QW2", "1");
+          compiles({"mul_mm_f16", f, sw, 4});
+        }
         q.emplace_back("TOK_FAST", "1");
         compiles({"mul_mm_f16", f, q, 3});
         q.emplace_back("SPLIT_K", "1");
@@ -162,7 +169,8 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
       {{{"BK", "48"}, {"BM", "64"}, {"BN", "16"}, {"WG", "128"}}, "one row per thread"},
       {{{"BK", "32"}, {"BM", "128"}, {"BN", "16"}, {"WG", "64"}}, "one row per thread"},
       {{{"BK", "64"}, {"BM", "128"}, {"BN", "128"}, {"WG", "256"}}, "48 KiB"},
-      {{{"BK", "32"}, {"BM", "128"}, {"BN", "16"}, {"WG", "128"}, {"QW2", "1"}}, "two threads per weight row"}};
+      {{{"BK", "32"}, {"BM", "128"}, {"BN", "16"}, {"WG", "128"}, {"QW2", "1"}}, "two threads per weight row"},
+      {{{"BK", "32"}, {"BM", "64"}, {"BN", "16"}, {"WG", "128"}, {"SWIGLU", "1"}, {"SPLIT_K", "1"}}, "K not split"}};
   for (const auto& [defs, why] : bad) {
     std::vector<std::pair<std::string, std::string>> d{{"COOPMAT", "1"}, {"WM", "32"}, {"WN", "16"},
                                                        {"X_F16", "1"},   {"QW", "1"}, {"MM_SMALL", "1"}};

@@ -236,9 +236,9 @@ void main() {
   const bool whole = n0 + BM <= p.N && t0 + BN <= p.n_tok && y_base % 4 == 0 && p.y_stride % 4 == 0;
   const uint st = warp * 64;
 #ifdef SWIGLU
-  // Each warp hands its gate and up sums to itself through shared memory (indexing the
-  // accumulators' elements in place gave wrong sums in token-fast grids on the H200; not
-  // understood, so not used), then every lane takes output pairs:
+  // Each warp hands its gate and up sums to itself through shared memory, then every lane takes
+  // output pairs (token-fast grids gave wrong partial token tiles on the H200 with this and with
+  // an epilogue indexing the accumulators in place, not understood: only rows-fast parts run):
   // silu(gate) * up as elementwise.glsl OP_SWIGLU computes it, into y, and as f16 pairs rounded as
   // copy_rows TO_F16 rounds into yh. Output columns c .. c + 15 are the warp's 16 row pairs.
   const uint c = (n0 + wn) / 2, sw = warp * 128, lane = gl_SubgroupInvocationID;

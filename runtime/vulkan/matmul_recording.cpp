@@ -489,10 +489,11 @@ void backend::impl::record_mm3_swiglu(const pending_matmul& m) {
   pc.h_off = x_off == 0 ? xh_swiglu_at : 0;
   pc.h_stride = F;
   binding b[] = {wb, bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
-  // Parts of at most swiglu_part_bytes of weights: rows fastest in each, a weight tile's next token
-  // tile comes while it is in L2 (one dispatch over both matrices re-read them from memory: -1%
-  // against the separate matmuls; in parts +N%, bench/RESULTS.md session 30). The parts write
-  // disjoint rows and read what the first part's barrier covers: no barrier between them.
+  // Parts of at most swiglu_part_bytes of weights, rows fastest in each, so a weight tile's next
+  // token tile comes while it is still in L2 (H200, qwen3-8b pp512: one dispatch over both
+  // matrices -0.5% against the separate matmuls, 16 MB parts +0.6%; bench/RESULTS.md session 30).
+  // The parts write disjoint rows and read what the first part's barrier covers: no barrier
+  // between them.
   const std::uint32_t rows = 2 * F, per = std::max<std::uint32_t>(
       t.bm, std::uint32_t(swiglu_part_bytes / std::max<std::uint64_t>(1, w.row_bytes)) / t.bm * t.bm);
   for (std::uint32_t r0 = 0; r0 < rows; r0 += per) {

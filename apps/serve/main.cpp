@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   // prefilled; 0 (the batch size) favours prompt throughput instead.
   sched.prefill_chunk = 128;
   app.add_option("--prefill-chunk", sched.prefill_chunk,
-                 "most prompt tokens per step beside the decodes (0: the batch size); smaller keeps streams smoother")
+                 "most prompt tokens per step beside the decodes (0: the batch size; a GPU step may take up to one "
+                 "token tile more to fill the tile it pays for); smaller keeps streams smoother")
       ->type_name("N")->capture_default_str()->group(group::server);
   app.add_option("--queue", sched.max_queue, "requests waiting beyond the slots before 429")->type_name("N")
       ->capture_default_str()->group(group::server);

@@ -350,7 +350,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
                 P.mm3_in_place(f, 64, std::min(P.max_rows, std::max(P.mm3_scratch_min, 2u) - 1))) {
               reqs.push_back(P.mm3_req(t, true, f, split));
               // The gate/up/SwiGLU form of the prompt steps' tiles (mm3_swiglu_ok).
-              if (!split && P.xh_b_rows > P.mms_max && t.wm == 32 && t.bn * 2 > P.mms_max && !P.mma_n8 && P.mm_fuse_more)
+              if (!split && P.xh_b_rows > P.mms_max && t.wm == 32 && t.bm == 128 && t.bn == 128 && !P.mma_n8 && P.mm_fuse_more)
                 reqs.push_back(P.mm3_req(t, true, f, false, true));
             }
       }

@@ -291,8 +291,10 @@ bool backend::impl::mm3_swiglu_ok(gguf::type_id t, std::uint64_t K, std::uint64_
   if (n > xh_b_rows || n > max_rows || K % 64 || K > mm_xh_cols || F % 64 || F > mm_xh_cols || !f16_operands_ok(t) ||
       small_matmul(K, n) || !tiled_matmul(t, K, n) || mmq_dense_ok(t, K, n) || !mm3_in_place(t, K, n))
     return false;
-  const mma2_tile s = mm3_tile_for(n);  // fragment pairs of gate and up rows: 32-row warp tiles, K not split
-  return s.wm == 32 && k_splits(s, div_up(std::uint32_t(2 * F), s.bm) * div_up(n, s.bn), K) < 2;
+  // Fragment pairs of gate and up rows: 32-row warp tiles, K not split. Only the 128 x 128 tile
+  // (128+ tokens), the one run on the H200; the 64-row tiles expand with two threads a row (QW2).
+  const mma2_tile s = mm3_tile_for(n);
+  return s.wm == 32 && s.bm == 128 && s.bn == 128 && k_splits(s, div_up(std::uint32_t(2 * F), s.bm) * div_up(n, s.bn), K) < 2;
 }
 
 bool backend::register_fragment_matmul(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {

@@ -54,8 +54,8 @@ const uint WARPS_M = BM / WM;
 #ifndef MMA_N
 #define MMA_N 16
 #endif
-#if defined(SWIGLU) && (!defined(QW) || WM != 32 || MMA_N != 16 || defined(SPLIT_K) || defined(TOK_FAST))
-#error "mul_mm_f16 SWIGLU: weights in their own format, 32-row warp tiles of 16x16 products, K not split, rows fastest"
+#if defined(SWIGLU) && (!defined(QW) || WM != 32 || MMA_N != 16 || defined(SPLIT_K))
+#error "mul_mm_f16 SWIGLU: weights in their own format, 32-row warp tiles of 16x16 products, K not split"
 #endif
 const uint TI = WN / 16, TJ = WM / MMA_N;  // accumulator tiles per warp: tokens x weights
 const uint W_VECS = BM * (BK / 8), X_VECS = BN * (BK / 8);  // uvec4 per tile
@@ -185,10 +185,10 @@ void main() {
 #ifdef QW
   w_set_rows(p.row_bytes);
 #endif
-#if defined(SWIGLU)  // one part of the rows: those from row0
-  const uint n0 = p.row0 + gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
-#elif defined(TOK_FAST)
+#if defined(TOK_FAST)  // (SWIGLU: lab only, vk_matvec_bench "mmq:SW=1:TF=1"; wrong on the H200 in session 30)
   const uint n0 = gl_WorkGroupID.y * BM, t0 = gl_WorkGroupID.x * BN;
+#elif defined(SWIGLU)  // one part of the rows: those from row0
+  const uint n0 = p.row0 + gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
 #else
   const uint n0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
 #endif

@@ -153,8 +153,11 @@ struct variant {
   bool mm3 = false, mm3_expand = false;
   // "mmq:...": mul_mm_f16.glsl QW, the weights read in their own format (formats with an
   // MM_SMALL unit), f16 activations; knobs as mm3's. mm3/mmq knobs XH=1 (f16 activations),
-  // TF=1 (token tiles fastest in the grid).
+  // TF=1 (token tiles fastest in the grid); mmq SW=1 (gate/up/SwiGLU in one GEMM, below).
   bool mmq = false, xh = false, tok_fast = false;
+  // mmq SW=1: mul_mm_f16 SWIGLU, the N rows as gate (first half) and up (second half) bound as one
+  // range; checked as silu(gate) * up against float64, N/2 outputs a token.
+  bool swiglu = false;
   std::uint32_t splits = 1;  // S=n: split K over n workgroups (SPLIT_K), then split_k_sum
   bool small = false;  // mul_mm_small.glsl: "ms:TT=n" (16n tokens per workgroup row)
   bool reg = false;    // mul_mm_reg.glsl: "mr:NT8=n:W=warps" (8n tokens per workgroup row)
@@ -282,6 +285,7 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
       else if (key == "LAB") lab_bits = n;  // mul_mm_f16.glsl's LAB knobs (results are then wrong)
       else if (key == "XH") v.xh = n != 0;
       else if (key == "TF") v.tok_fast = n != 0;
+      else if (key == "SW") v.swiglu = n != 0;
       else if (key == "S") v.splits = std::max<std::uint32_t>(1, n);
       else if (key == "Q2") q2 = n != 0;
       else if (key == "N8") n8 = n != 0;
@@ -304,6 +308,8 @@ variant parse_variant(const std::string& s, std::uint32_t nt, const device_info&
       v.defines.emplace_back("MM_SMALL", "1");
       if (q2) v.defines.emplace_back("QW2", "1");
     }
+    if (v.swiglu && !v.mmq) throw error("variant " + s + ": SW=1 needs the in-place tile (mmq)");
+    if (v.swiglu) v.defines.emplace_back("SWIGLU", "1");
     return v;
   }
   if (s.rfind("mm", 0) == 0) {  // "mm" = the 64x64 tile kernel; "mm:BM=..:BN=..:WM=..:WN=.." = MMA2
@@ -423,7 +429,7 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
     // mm3 variants: the expansion kernel and f16 scratch (expanded from copy 0 once for mm3g).
     const pipeline_request dq_req{"dequant_f16", fmt, {{"WG", "256"}}, 2};
     const dequant_f16_pc dq_pc{K, row_bytes, 0, N, 0};
-    std::optional<gpu_buffer> w16, parts;
+    std::optional<gpu_buffer> w16, parts, yh;
     const pipeline_request sum_req{"split_k_sum", std::nullopt, {{"WG", "256"}}, 2};
     auto expand = [&](command_recorder& rec, std::uint32_t copy) {
       const binding b[] = {{{wb[copy].handle(), 0, wb[copy].size(), 0}, false}, whole(*w16, 5, true)};
@@ -446,7 +452,9 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
           }
           pv.pl = &L.pipes.get({"mul_mm_f16", gguf::type_id::f16, pv.v.defines, 3u});
         } else if (pv.v.mmq) {
-          pv.pl = &L.pipes.get({"mul_mm_f16", fmt, pv.v.defines, 3u});
+          if (pv.v.swiglu && (N % 128 || K % 64)) throw error("SW=1 needs N a multiple of 128 and K of 64");
+          if (pv.v.swiglu && !yh) yh.emplace(L.ctx, std::size_t(nt) * N, memory_kind::device, "y f16 (SW)");
+          pv.pl = &L.pipes.get({"mul_mm_f16", fmt, pv.v.defines, pv.v.swiglu ? 4u : 3u});
         } else if (pv.v.read) {
           pv.pl = &L.pipes.get({"read_bw", std::nullopt, pv.v.defines, 2u});
         } else if (pv.v.small) {
@@ -481,6 +489,14 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
         const mmq_pc pc{K, N, nt, row_bytes, 0, K / 16, 0, K / 32, 0, N};
         const binding b[] = {wbind, whole(qb, 2, false), whole(sb, 3, false), whole(yb, 4, true)};
         rec.dispatch(*pv.pl, b, &pc, sizeof pc, (N + v.bm - 1) / v.bm, (nt + v.bn - 1) / v.bn);
+      } else if (v.swiglu) {  // one dispatch over gate (rows 0 .. N/2) and up (N/2 .. N)
+        mm_f16_pc pc{K, N, nt, 0, 0, K, 0, N / 2, row_bytes};
+        pc.up_off = N / 2 * row_bytes;
+        pc.h_stride = N / 2;
+        const binding b[] = {wbind, whole(xhb, 6, false), whole(yb, 4, true), whole(*yh, 8, true)};
+        const std::uint32_t gw = N / v.bm, gt = (nt + v.bn - 1) / v.bn;
+        if (v.tok_fast) rec.dispatch(*pv.pl, b, &pc, sizeof pc, gt, gw, 1);
+        else rec.dispatch(*pv.pl, b, &pc, sizeof pc, gw, gt, 1);
       } else if (v.mm3 || v.mmq) {
         if (v.mm3 && v.mm3_expand) expand(rec, copy);
         const std::uint32_t S = v.splits, chunk = (K / S + 63) / 64 * 64;
@@ -520,13 +536,24 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
       L.copy(yb, yr);
       std::vector<float> y(std::size_t(nt) * N);
       std::memcpy(y.data(), yr.mapped(), y.size() * 4);
-      double err = 0;
-      for (const std::uint32_t t : checked_tokens(nt))
-        for (std::size_t r = 0; r < N; ++r) {
-          const std::size_t i = std::size_t(t) * N + r;
-          err += (double(y[i]) - ref[i]) * (double(y[i]) - ref[i]);
-        }
-      pv.rel = pv.v.read ? 0.0 : std::sqrt(err / ref_norm);  // NaN if any output was left unwritten
+      double err = 0, norm = ref_norm;
+      if (pv.v.swiglu) {  // y holds N/2 outputs a token: silu(gate) * up
+        norm = 0;
+        for (const std::uint32_t t : checked_tokens(nt))
+          for (std::size_t r = 0; r < N / 2; ++r) {
+            const double gs = ref[std::size_t(t) * N + r], us = ref[std::size_t(t) * N + N / 2 + r];
+            const double want = gs / (1.0 + std::exp(-gs)) * us, got = y[std::size_t(t) * (N / 2) + r];
+            err += (got - want) * (got - want);
+            norm += want * want;
+          }
+      } else {
+        for (const std::uint32_t t : checked_tokens(nt))
+          for (std::size_t r = 0; r < N; ++r) {
+            const std::size_t i = std::size_t(t) * N + r;
+            err += (double(y[i]) - ref[i]) * (double(y[i]) - ref[i]);
+          }
+      }
+      pv.rel = pv.v.read ? 0.0 : std::sqrt(err / norm);  // NaN if any output was left unwritten
     }
     // Timing: ~0.3 s of warm-up load, then three passes over all variants, best pass kept;
     // `iters` dependent calls per pass, rotating over the copies.

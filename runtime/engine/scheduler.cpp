@@ -267,7 +267,10 @@ std::uint32_t scheduler::gather_prompts(std::uint32_t n) {
       order.push_back(&s);
       waiting += s.req->prompt.size() - s.prompt_done;
     }
-  budget = fitted_prompt_budget(n, budget, waiting, granule_, std::uint32_t(tokens_.size()));
+  // A fill past the unfitted budget only into free KV blocks: making room for it would evict idle
+  // prefix caches, or fail where the unfitted chunk would have run.
+  const std::uint32_t fitted = fitted_prompt_budget(n, budget, waiting, granule_, std::uint32_t(tokens_.size()));
+  if (fitted <= budget || fitted - budget <= std::uint64_t(kv.free_blocks()) * kv.block_size()) budget = fitted;
   const auto rank = [&](const slot* s) {
     const bool starving = opt_.max_prefill_skips && s->skipped >= opt_.max_prefill_skips;
     return std::tuple(!starving, std::uint32_t(s->req->prompt.size()) - s->prompt_done, s->last_used);

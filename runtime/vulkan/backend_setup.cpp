@@ -286,7 +286,13 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       const bool fused_swiglu = P.fuse && P.mm_fuse && P.mm_fuse_more;
       const std::uint64_t rows_a = P.max_rows + 64;
       std::uint64_t rows_b = fused_swiglu && P.mms && P.mmr ? P.mmr_max + 64 : 0;
-      if (fused_swiglu && P.max_rows > P.mms_max) rows_b = std::max<std::uint64_t>(rows_b, rows_a);
+      // The prompt steps' fused GEMM (mm3_swiglu_ok: 128+ tokens of a format read in place; Q4_K
+      // below mm3_scratch_min unless STRATA_VK_MMQ=2): only as many rows as it can take.
+      if (fused_swiglu && !P.mma_n8 && P.max_rows >= 128 &&
+          std::any_of(mat_formats.begin(), mat_formats.end(), [&](gguf::type_id f) { return P.mm3_in_place(f, 64, 128); })) {
+        const std::uint64_t most = P.mmq >= 2 ? P.max_rows : std::min<std::uint64_t>(P.max_rows, P.mm3_scratch_min - 1);
+        rows_b = std::max<std::uint64_t>(rows_b, most + 64);
+      }
       P.mm_xh = P.new_buffer((rows_a + rows_b) * widest * 2, memory_kind::device, "f16 activations (tensor-core matmuls)");
       P.xh_swiglu_at = rows_b ? std::uint32_t(rows_a * widest) : 0;
       P.xh_b_rows = std::uint32_t(rows_b);
@@ -350,7 +356,8 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
                 P.mm3_in_place(f, 64, std::min(P.max_rows, std::max(P.mm3_scratch_min, 2u) - 1))) {
               reqs.push_back(P.mm3_req(t, true, f, split));
               // The gate/up/SwiGLU form of the prompt steps' tiles (mm3_swiglu_ok).
-              if (!split && P.xh_b_rows > P.mms_max && t.wm == 32 && t.bm == 128 && t.bn == 128 && !P.mma_n8 && P.mm_fuse_more)
+              if (!split && P.max_rows >= 128 && P.xh_b_rows > P.mms_max + 64 && t.wm == 32 && t.bm == 128 && t.bn == 128 &&
+                  !P.mma_n8 && P.mm_fuse_more)
                 reqs.push_back(P.mm3_req(t, true, f, false, true));
             }
       }

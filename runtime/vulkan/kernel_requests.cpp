@@ -41,8 +41,6 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
                                                      {"U", std::to_string(u)}, {"NT", std::to_string(nt)}};
   if (ctx.info().int_dot) d.emplace_back("HAS_DOT4", "1");
   if (ctx.info().subgroup_size == 32) d.emplace_back("SG_LPR", "1");
-  // Gate and up together span twice the rows: with the row tiles fastest a weight tile's next
-  // token tile came after more weights than L2 holds (qwen3-8b's 56 MB), so token tiles go first.
   if (swiglu) d.emplace_back("SWIGLU", "1");
   if (residual) d.emplace_back("ADD_RESIDUAL", "1");
   if (ids) d.emplace_back("MOE_IDS", "1");

@@ -494,12 +494,14 @@ void backend::impl::record_mm3_swiglu(const pending_matmul& m) {
   // matrices -0.5% against the separate matmuls, 16 MB parts +0.6%; bench/RESULTS.md session 30).
   // The parts write disjoint rows and read what the first part's barrier covers: no barrier
   // between them.
-  const std::uint32_t rows = 2 * F, per = std::max<std::uint32_t>(
-      t.bm, std::uint32_t(swiglu_part_bytes / std::max<std::uint64_t>(1, w.row_bytes)) / t.bm * t.bm);
+  const std::uint32_t rows = 2 * F;
+  const std::uint64_t fit = std::min<std::uint64_t>(rows, swiglu_part_bytes / std::max<std::uint64_t>(1, w.row_bytes));
+  const std::uint32_t per = std::max<std::uint32_t>(t.bm, std::uint32_t(fit) / t.bm * t.bm);
   for (std::uint32_t r0 = 0; r0 < rows; r0 += per) {
     pc.row0 = r0;
     dispatch(mm3_req(t, true, w.type, false, true), b, &pc, sizeof pc, div_up(std::min(per, rows - r0), t.bm), div_up(n, t.bn));
     for (std::size_t i = 1; i < std::size(b); ++i) b[i].disjoint = true;
+    b[0].weights = false;  // the profile counts the range's bytes once, not once a part
   }
   wrote(m.y);
   holds_f16(m.y, pc.h_off);

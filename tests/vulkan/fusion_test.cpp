@@ -170,11 +170,12 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
       gpu::backend be;
       fused = run_ffn(be, m, unused);
     }
-    std::vector<std::vector<float>> parts;  // the SwiGLU GEMM in parts of 256 rows (record_mm3_swiglu)
-    {
-      const test::scoped_env small_parts("STRATA_VK_SWIGLU_PART_KB", "100");
+    // The SwiGLU GEMM in parts (record_mm3_swiglu): six of 256 rows; 1,024 + 512 rows.
+    std::vector<std::vector<float>> parts[2];
+    for (int i = 0; i < 2; ++i) {
+      const test::scoped_env small_parts("STRATA_VK_SWIGLU_PART_KB", i == 0 ? "100" : "300");
       gpu::backend be;
-      parts = run_ffn(be, m, unused);
+      parts[i] = run_ffn(be, m, unused);
     }
     {
       const test::scoped_env off("STRATA_VK_MM_FUSE", "0");
@@ -192,7 +193,8 @@ TEST_CASE("vulkan fusion: dense FFN block (norm -> gate/up -> SwiGLU -> down + r
         }
       if (differ) MESSAGE(differ << " tokens differ, " << first << " .. " << last);
       CHECK(fused[c] == plain[c]);
-      CHECK(parts[c] == plain[c]);
+      CHECK(parts[0][c] == plain[c]);
+      CHECK(parts[1][c] == plain[c]);
     }
   }
 }

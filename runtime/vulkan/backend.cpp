@@ -421,7 +421,7 @@ void backend::swiglu(tensor gate, tensor up, tensor out) {
   if (P.replay || P.ffn_open >= 0) return;  // a streamed FFN the CPU computes whole (layer_stream.cpp)
   if (P.fuse_step && P.mats.size() == 2 && impl::same(P.mats[0].y, gate) && impl::same(P.mats[1].y, up) &&
       impl::same(out, gate) && !P.mats[0].residual && !P.mats[1].residual) {
-    if (P.gate_up_bind_together(*P.mats[0].w, *P.mats[1].w)) {
+    if (P.adjacent(*P.mats[0].w, *P.mats[1].w)) {
       P.mats[0].up = P.mats[1].w;
       P.mats.pop_back();
       P.flush_mats();

@@ -288,13 +288,7 @@ struct backend::impl : backend_tuning {
     }
     return {{chunks.at(e.chunk).handle(), e.offset, e.bytes, 0}, false, true};
   }
-  // Gate and up bound as one range (the fused SwiGLU matmuls): same format, rows and chunk, up
-  // after gate within 4 GiB. bind_gate_up sets up_off to up's byte offset from gate's.
-  bool gate_up_bind_together(const weight& g, const weight& u) const {
-    const auto &ge = weights.at(g.id), &ue = weights.at(u.id);
-    return g.type == u.type && g.row_bytes == u.row_bytes && g.ne[1] == u.ne[1] && ge.chunk == ue.chunk &&
-           ue.offset > ge.offset && ue.offset - ge.offset < (1ull << 32);
-  }
+  // Gate and up as one range (adjacent() holds); up_off: up's byte offset from gate's.
   binding bind_gate_up(const weight& g, const weight& u, std::uint32_t& up_off) const {
     binding b = bind_weight(g);
     const auto &ge = weights.at(g.id), &ue = weights.at(u.id);
@@ -373,12 +367,9 @@ struct backend::impl : backend_tuning {
   // qw: the weights' format when the GEMM reads them in place (mm3_in_place), else f16.
   pipeline_request mm3_req(const mma2_tile& s, bool xf16, gguf::type_id qw = gguf::type_id::f16, bool split = false,
                            bool swiglu = false) const;
-  // Gate, up and SwiGLU as one f16 GEMM over interleaved rows (mul_mm_f16 SWIGLU) in prompt-sized
-  // steps whose gate matmul would take the in-place GEMM with 32-row warp tiles, K not split.
+  // Gate, up and SwiGLU as one in-place f16 GEMM over interleaved rows in prompt steps (SWIGLU).
   bool mm3_swiglu_ok(gguf::type_id t, std::uint64_t K, std::uint64_t F, std::uint32_t n) const;
-  bool mm3_swiglu_ok(const weight& w, std::uint32_t n) const {
-    return w.ne[2] == 1 && weights.at(w.id).stream < 0 && mm3_swiglu_ok(w.type, w.ne[0], w.ne[1], n);
-  }
+  bool mm3_swiglu_ok(const weight& w, std::uint32_t n) const;  // gate's path alone: mm3, 128 x 128, K unsplit
   void record_mm3_swiglu(const pending_matmul& m);
   static pipeline_request split_k_sum_req() { return req("split_k_sum", {}, {{"WG", "256"}}, 2); }
   static pipeline_request dequant_req(gguf::type_id t) { return req("dequant_f16", t, {{"WG", "256"}}, 2); }
@@ -413,8 +404,7 @@ struct backend::impl : backend_tuning {
   // Where in mm_xh (halves) its rows start: 0, or xh_swiglu_at, the second region, where
   // mul_mm_reg's SWIGLU form writes them while its own input is read from the first (or the
   // first where its input is in the second).
-  std::uint32_t xh_at = 0, xh_swiglu_at = 0;
-  std::uint32_t xh_b_rows = 0;  // rows the second region holds (mul_mm_reg's steps, or prompt steps with mm3_swiglu_ok)
+  std::uint32_t xh_at = 0, xh_swiglu_at = 0, xh_b_rows = 0;  // xh_b_rows: rows the second region holds
   void holds_f16(const tensor& y, std::uint32_t at = 0) {  // a dispatch just wrote y's f16 rows at `at`
     xh_holds = y;
     xh_at = at;
@@ -497,7 +487,8 @@ struct backend::impl : backend_tuning {
   void record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
                        const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk = {},
                        expert_cols part = {0, 0});
-  // Gate and up expert slabs bindable as one range (up after gate, same chunk and layout).
+  // Gate and up (dense matrices or expert slabs) bindable as one range, bind_gate_up: same
+  // format, shape and chunk, up after gate within 4 GiB.
   bool adjacent(const weight& g, const weight& u) const;
 
   // --- cpu_experts.cpp: the MoE hand-off to the CPU. Records the copies of x (the FFN norm's

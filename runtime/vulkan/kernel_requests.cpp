@@ -283,6 +283,10 @@ bool backend::fused_swiglu_gemm(gguf::type_id t, std::uint64_t K, std::uint64_t 
   return p_->mm3_swiglu_ok(t, K, F, tokens);
 }
 
+bool backend::impl::mm3_swiglu_ok(const weight& w, std::uint32_t n) const {
+  return w.ne[2] == 1 && weights.at(w.id).stream < 0 && mm3_swiglu_ok(w.type, w.ne[0], w.ne[1], n);
+}
+
 bool backend::impl::mm3_swiglu_ok(gguf::type_id t, std::uint64_t K, std::uint64_t F, std::uint32_t n) const {
   if (!fuse || !mm_fuse || !mm_fuse_more || !coopmat || !mm3 || !mm_xh || !xh_swiglu_at || mma_n8) return false;
   // The path record_matmul gives the gate matmul alone: the in-place f16 GEMM (record_mul_mm_f16).

@@ -227,7 +227,7 @@ bool backend::impl::swiglu_joins_pair(const tensor& gate, const tensor& up, cons
     return false;
   const weight &g = *a.w, &u = *b.w;
   // One binding over gate .. up; the rows' loads need 16-byte alignment of up's start.
-  return gate_up_bind_together(g, u) && g.ne[0] == u.ne[0] && g.ne[2] == 1 && u.ne[2] == 1 && g.ne[1] % 16 == 0 &&
+  return adjacent(g, u) && g.ne[0] == u.ne[0] && g.ne[2] == 1 && g.ne[1] % 16 == 0 &&
          (weights.at(u.id).offset - weights.at(g.id).offset) % 16 == 0 &&
          ((f16_beside(out) && takes_mm_reg(g, gate.rows)) || mm3_swiglu_ok(g, gate.rows));
 }

@@ -185,12 +185,15 @@ void main() {
 #ifdef QW
   w_set_rows(p.row_bytes);
 #endif
-#if defined(TOK_FAST)  // (SWIGLU: lab only, vk_matvec_bench "mmq:SW=1:TF=1"; wrong on the H200 in session 30)
-  const uint n0 = gl_WorkGroupID.y * BM, t0 = gl_WorkGroupID.x * BN;
-#elif defined(SWIGLU)  // one part of the rows: those from row0
-  const uint n0 = p.row0 + gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
+#ifdef SWIGLU
+  const uint r0 = p.row0;  // one part of the rows: those from row0
 #else
-  const uint n0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
+  const uint r0 = 0;
+#endif
+#ifdef TOK_FAST
+  const uint n0 = r0 + gl_WorkGroupID.y * BM, t0 = gl_WorkGroupID.x * BN;
+#else
+  const uint n0 = r0 + gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
 #endif
   const uint warp = gl_SubgroupID;
   const uint wn = (warp % WARPS_M) * WM, wt = (warp / WARPS_M) * WN;

@@ -186,6 +186,9 @@ class backend {
   std::vector<kernel_time> profile() const;  // accumulated since start (profile option)
   void reset_profile();
   std::uint32_t dispatches_per_step() const;  // of the last recorded step
+  // Prompt-step GEMMs recorded so far that read weights expanded while the GEMM before them ran
+  // (scratch_schedule.hpp; tests check the guesses land).
+  std::uint64_t scratch_hits() const;
   step_recording_stats recordings() const;
   // The token count a step of n tokens runs as (step_buckets.hpp; n with STRATA_VK_STEP_BUCKETS=0):
   // the decoder pads the batch to it (graph/backend_contract.hpp, step_rows).

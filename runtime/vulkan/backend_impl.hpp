@@ -34,6 +34,7 @@
 #include "pipelines.hpp"
 #include "push_constants.hpp"
 #include "recorded_step.hpp"
+#include "scratch_schedule.hpp"
 #include "tuning.hpp"
 #include "strata/tiers/expert_cache.hpp"
 
@@ -240,12 +241,12 @@ struct backend::impl : backend_tuning {
   std::uint32_t step_tokens = 0;
   std::uint32_t batch_tokens = 0;  // of them the batch's own (the rest pad it: step_inputs::padding)
   bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)
-  std::uint32_t mm_scratch = 0;          // buffer id of the f16 weight scratch
-  std::uint64_t mm_scratch_halves = 0;
-  // Rows of a K-wide matrix expanded into the scratch at a time (at least 128).
-  std::uint32_t scratch_slice_rows(std::uint64_t K) const {
-    return std::uint32_t(std::max<std::uint64_t>(128, mm_scratch_halves / K / 128 * 128));
-  }
+  std::uint32_t mm_scratch = 0;          // buffer id of the f16 weight scratch (its first slot)
+  std::uint64_t mm_scratch_halves = 0;   // of a slot
+  scratch_schedule scratch_plan;         // the slots, and which weights to expand ahead
+  std::uint32_t scratch_slice_rows(std::uint64_t K) const;  // rows of a K-wide matrix a slot holds (>= 128)
+  void record_expansion(const scratch_unit& u, std::uint32_t slot);
+  std::optional<scratch_unit> scratch_next(const weight& w, const scratch_unit& u, std::uint32_t n) const;
   std::uint32_t mm_parts = 0, narrow_parts = 0;
   std::uint64_t mm_parts_floats = 0, narrow_parts_floats = 0;
   bool use_narrow_gemm(const weight& w, std::uint32_t n) const {
@@ -453,14 +454,11 @@ struct backend::impl : backend_tuning {
   void record_mmvq(const pending_matmul& m);
   // Prefill: tiles of 64 weight rows x 64 tokens (mul_mm.glsl).
   void record_mul_mm(const pending_matmul& m);
-  // Tensor-core GEMM over f16 weights: an F16 matrix is read in place; any other format is
-  // expanded into the scratch a slice of rows at a time (the recorder orders each expansion
-  // after the previous slice's GEMM has read the scratch).
+  // Tensor-core GEMM over f16 weights: an F16 matrix (or a format its tiles expand) is read in
+  // place; any other is expanded into a scratch slot a slice of rows at a time, the next slice
+  // or matrix into the other slot while this one multiplies (scratch_schedule.hpp).
   void record_mul_mm_f16(const pending_matmul& m);
   void record_mul_mm_small(const pending_matmul& m);  // mul_mm_small, or mul_mm_reg where it runs
-  // Quantizes x (RMS-normalised with norm_w first, if given) into the xq/xs scratch, unless the
-  // scratch already holds exactly that input.
-  // Returns the slot.
   // The slot holding x (normalised by norm_w if given) as int8 codes, quantizing it first if no
   // slot does. raw_ok: a NORM_OUT slot will do (the caller applies its 1 / rms: RMS_IN).
   std::uint32_t quantize_input(const tensor& x, const weight* norm_w, float eps, bool raw_ok = false);

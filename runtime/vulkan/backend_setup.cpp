@@ -181,6 +181,7 @@ weight backend::load(const gguf::tensor_info& t) {
   }
   if (p_->load_streamed(t, w.id)) return w;  // dense FFN of a streamed block (layer_stream.cpp)
   p_->weights.push_back({&t, 0, 0, t.data.size()});
+  if (t.ne[1] > 1 && t.ne[2] == 1) p_->scratch_plan.add_weight(t.name, w.id);
   return w;
 }
 
@@ -260,17 +261,23 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       d.insert(d.end(), v.begin(), v.end());
       reqs.push_back(impl::req("matvec", f, std::move(d), 6));
     }
-  // f16 scratch of the tensor-core GEMM: the largest matrix the tiled path multiplies, at most
-  // 64 Mi halves (bigger ones are expanded a slice of rows at a time).
+  // f16 scratch of the tensor-core GEMM (one or two slots): the largest matrix the tiled path
+  // multiplies, at most scratch_slot_halves (64 Mi; bigger ones are expanded a slice of rows at a
+  // time) but at least a slice of 128 rows.
   if (P.coopmat && P.mm3) {
-    std::uint64_t most = 0;
+    std::uint64_t most = 0, widest_k = 0;
     for (const auto& e : P.weights)
       if (e.info->ne[2] == 1 && e.info->ne[1] > 1 && e.info->ne[0] % 16 == 0 && e.info->type != gguf::type_id::f16 &&
-          impl::f16_operands_ok(e.info->type) && !P.mm3_in_place(e.info->type, e.info->ne[0], P.max_rows))
+          impl::f16_operands_ok(e.info->type) && !P.mm3_in_place(e.info->type, e.info->ne[0], P.max_rows)) {
         most = std::max<std::uint64_t>(most, std::uint64_t(e.info->ne[0]) * e.info->ne[1]);
+        widest_k = std::max<std::uint64_t>(widest_k, e.info->ne[0]);
+      }
     if (most) {
-      P.mm_scratch_halves = std::min<std::uint64_t>(most, 64ull << 20);
+      P.mm_scratch_halves = std::min<std::uint64_t>(most, std::max<std::uint64_t>(P.scratch_slot_halves, 128 * widest_k));
       P.mm_scratch = P.new_buffer(P.mm_scratch_halves * 2, memory_kind::device, "f16 weight scratch (prefill)");
+      P.scratch_plan.set_slots(P.mm_scratch, P.mm3_ahead ? P.new_buffer(P.mm_scratch_halves * 2, memory_kind::device,
+                                                                        "f16 weight scratch, second slot (prefill)")
+                                                         : P.mm_scratch);
       for (auto f : mat_formats)
         if (f != gguf::type_id::f16 && impl::f16_operands_ok(f)) reqs.push_back(impl::dequant_req(f));
     }
@@ -345,20 +352,29 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
         reqs.push_back(impl::split_k_sum_req());
       }
     }
+    // With the grid's token-fast form beside the unsplit ones where steps span several token tiles.
+    const auto add_gemm = [&](pipeline_request r, bool split, bool f16_weights, std::uint32_t bn) {
+      if (!split && P.max_rows > bn && (P.mm3_tok_fast >= 2 || (P.mm3_tok_fast == 1 && f16_weights))) {
+        pipeline_request tf = r;
+        tf.defines.emplace_back("TOK_FAST", "1");
+        reqs.push_back(std::move(tf));
+      }
+      reqs.push_back(std::move(r));
+    };
     for (const mma2_tile t0 : impl::mm3_tiles) {
       const mma2_tile t = P.mm3_forced ? P.mm3_shape : t0;
       for (const bool split : {false, true}) {
         if (split && !P.mm_parts) continue;
-        reqs.push_back(P.mm3_req(t, P.mm_xh != 0, gguf::type_id::f16, split));
+        add_gemm(P.mm3_req(t, P.mm_xh != 0, gguf::type_id::f16, split), split, true, t.bn);
         if (P.mm_xh)
           for (auto f : mat_formats)
             if (P.mm3_in_place(f, 64, P.max_rows) || (P.mmk_small_min <= P.mms_max && P.mm3_in_place(f, 64, P.mms_max)) ||
                 P.mm3_in_place(f, 64, std::min(P.max_rows, std::max(P.mm3_scratch_min, 2u) - 1))) {
-              reqs.push_back(P.mm3_req(t, true, f, split));
+              add_gemm(P.mm3_req(t, true, f, split), split, false, t.bn);
               // The gate/up/SwiGLU form of the prompt steps' tiles (mm3_swiglu_ok).
               if (!split && P.max_rows >= 128 && P.xh_b_rows > P.mms_max + 64 && t.wm == 32 && t.bm == 128 && t.bn == 128 &&
                   !P.mma_n8 && P.mm_fuse_more)
-                reqs.push_back(P.mm3_req(t, true, f, false, true));
+                add_gemm(P.mm3_req(t, true, f, false, true), false, false, t.bn);
             }
       }
     }

@@ -392,14 +392,21 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
     xb = bind_id(mm_xh, false);
   }
   // One GEMM over rows [r0, r0 + rows) of the weights bound as wb, split over K where its tiles
-  // alone leave SMs idle.
-  auto gemm = [&](const binding& wb, std::uint32_t r0, std::uint32_t rows, std::uint32_t row_bytes) {
+  // alone leave SMs idle; `beside` records what may run with it (before a split's sum).
+  auto gemm = [&](const binding& wb, std::uint32_t r0, std::uint32_t rows, std::uint32_t row_bytes, auto&& beside) {
     std::uint32_t splits = k_splits(t, div_up(rows, t.bm) * div_up(n, t.bn), K);
     while (splits > 1 && std::uint64_t(splits) * n * rows > mm_parts_floats) --splits;
     if (splits < 2) {
       const mm_f16_pc pc{K, rows, n, 0, x_off, x_stride, m.y.off + r0, m.y.stride, row_bytes};
       const binding b[] = {wb, xb, bind(m.y, true)};
-      dispatch(g, b, &pc, sizeof pc, div_up(rows, t.bm), div_up(n, t.bn));
+      if (n > t.bn && tok_fast_gemm(w_read == gguf::type_id::f16, K, rows)) {  // token tiles fastest
+        pipeline_request gt = g;
+        gt.defines.emplace_back("TOK_FAST", "1");
+        dispatch(gt, b, &pc, sizeof pc, div_up(n, t.bn), div_up(rows, t.bm));
+      } else {
+        dispatch(g, b, &pc, sizeof pc, div_up(rows, t.bm), div_up(n, t.bn));
+      }
+      beside();
       return;
     }
     const std::uint32_t chunk = div_up(div_up(K, splits), 64) * 64, used = div_up(K, chunk);
@@ -407,22 +414,62 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
     const binding b[] = {wb, xb, bind_id(mm_parts, true)};
     dispatch3(mm3_req(t, xf16, w_read, true), b, &pc, sizeof pc, div_up(rows, t.bm),
               div_up(n, t.bn), used);
+    beside();
     record_split_sum(mm_parts, rows, n, used, m.y, r0);
   };
   if (w.type == gguf::type_id::f16 || in_place) {  // weights start section_align (256 bytes) apart
-    gemm(bind_weight(w), 0, N, in_place ? std::uint32_t(w.row_bytes) : 0u);
+    gemm(bind_weight(w), 0, N, in_place ? std::uint32_t(w.row_bytes) : 0u, [] {});
     wrote(m.y);
     return;
   }
   const std::uint32_t slice = scratch_slice_rows(K);
   for (std::uint32_t r0 = 0; r0 < N; r0 += slice) {
-    const std::uint32_t rows = std::min(slice, N - r0);
-    const dequant_f16_pc dq{K, std::uint32_t(w.row_bytes), r0, rows, 0};
-    const binding db[] = {bind_weight(w), bind_id(mm_scratch, true)};
-    dispatch(dequant_req(w.type), db, &dq, sizeof dq, div_up(std::uint64_t(rows) * (K / 16), 256));
-    gemm(bind_id(mm_scratch, false), r0, rows, 0);
+    const scratch_unit u{w.id, r0, std::min(slice, N - r0)};
+    const auto [slot, expand] = scratch_plan.take(u);
+    if (expand) record_expansion(u, slot);
+    if (r0 == 0) scratch_plan.multiplied(w.name);
+    // The next rows' expansion in the same level as this GEMM: the other slot was last read by
+    // the GEMM before this one, which the barrier this one waits for (its slot was written) ends.
+    gemm(bind_id(slot, false), r0, u.rows, 0, [&] {
+      if (const auto next = scratch_next(w, u, n)) record_expansion(*next, scratch_plan.prepare(*next));
+    });
   }
   wrote(m.y);
+}
+
+std::uint64_t backend::scratch_hits() const { return p_->scratch_plan.hits(); }
+
+std::uint32_t backend::impl::scratch_slice_rows(std::uint64_t K) const {
+  return std::uint32_t(std::max<std::uint64_t>(128, mm_scratch_halves / K / 128 * 128));
+}
+
+void backend::impl::record_expansion(const scratch_unit& u, std::uint32_t slot) {
+  const auto& t = *weights.at(u.weight).info;
+  weight w;
+  w.id = u.weight;
+  const dequant_f16_pc dq{std::uint32_t(t.ne[0]), std::uint32_t(t.row_bytes()), u.r0, u.rows, 0};
+  const binding db[] = {bind_weight(w), bind_id(slot, true)};
+  dispatch(dequant_req(t.type), db, &dq, sizeof dq, div_up(std::uint64_t(u.rows) * (t.ne[0] / 16), 256));
+}
+
+// What to expand while u's GEMM runs: u's weight's next slice, or the first slice of the weight
+// the schedule expects next, if that one goes through the scratch at n tokens too and its bytes
+// are where they stay (not a streamed ring slot or an expert cache slot, filled later).
+std::optional<scratch_unit> backend::impl::scratch_next(const weight& w, const scratch_unit& u, std::uint32_t n) const {
+  if (scratch_plan.slot(0) == scratch_plan.slot(1)) return std::nullopt;  // one slot (STRATA_VK_MM3_AHEAD=0)
+  if (u.r0 + u.rows < w.ne[1])
+    return scratch_unit{w.id, u.r0 + u.rows, std::min<std::uint32_t>(u.rows, std::uint32_t(w.ne[1]) - u.r0 - u.rows)};
+  const auto id = scratch_plan.next(w.name);
+  if (!id) return std::nullopt;
+  const weight_entry& e = weights.at(*id);
+  const auto& t = *e.info;
+  const std::uint64_t K = t.ne[0];
+  if (e.host >= 0 || e.cache >= 0 || e.stream >= 0 || e.xstream >= 0 || t.ne[2] != 1 || t.ne[1] < 2 || K % 16 ||
+      t.type == gguf::type_id::f16 || !f16_operands_ok(t.type))
+    return std::nullopt;
+  const bool xf16 = mm_xh && K <= mm_xh_cols && n <= max_rows && K % 8 == 0;
+  if (xf16 && mm3_in_place(t.type, K, n)) return std::nullopt;
+  return scratch_unit{*id, 0, std::min<std::uint32_t>(scratch_slice_rows(K), std::uint32_t(t.ne[1]))};
 }
 
 void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
@@ -497,9 +544,14 @@ void backend::impl::record_mm3_swiglu(const pending_matmul& m) {
   const std::uint32_t rows = 2 * F;
   const std::uint64_t fit = std::min<std::uint64_t>(rows, swiglu_part_bytes / std::max<std::uint64_t>(1, w.row_bytes));
   const std::uint32_t per = std::max<std::uint32_t>(t.bm, std::uint32_t(fit) / t.bm * t.bm);
+  pipeline_request g = mm3_req(t, true, w.type, false, true);
+  const bool tok_fast = n > t.bn && tok_fast_gemm(false, K, rows);
+  if (tok_fast) g.defines.emplace_back("TOK_FAST", "1");
   for (std::uint32_t r0 = 0; r0 < rows; r0 += per) {
     pc.row0 = r0;
-    dispatch(mm3_req(t, true, w.type, false, true), b, &pc, sizeof pc, div_up(std::min(per, rows - r0), t.bm), div_up(n, t.bn));
+    const std::uint32_t row_tiles = div_up(std::min(per, rows - r0), t.bm), tok_tiles = div_up(n, t.bn);
+    if (tok_fast) dispatch(g, b, &pc, sizeof pc, tok_tiles, row_tiles);
+    else dispatch(g, b, &pc, sizeof pc, row_tiles, tok_tiles);
     for (std::size_t i = 1; i < std::size(b); ++i) b[i].disjoint = true;
     b[0].weights = false;  // the profile counts the range's bytes once, not once a part
   }

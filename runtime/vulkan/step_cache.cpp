@@ -121,6 +121,7 @@ void backend::begin(const graph::step_inputs& in) {
   }
   for (auto& q : P.quantized) q.reset();
   P.xh_holds.reset();
+  P.scratch_plan.restart();
   P.heads.clear();
   P.step_tokens = n;
   if (in.padding >= n) throw error("step of " + std::to_string(n) + " tokens pads " + std::to_string(in.padding));

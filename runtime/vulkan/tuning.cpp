@@ -101,9 +101,28 @@ void backend_tuning::read_env() {
   if (tile_env("STRATA_VK_MMA2_SHAPE", mma2_shape)) mma2_forced = true;
   if (env_is("STRATA_VK_MM3", "0")) mm3 = false;
   if (const char* v = std::getenv("STRATA_VK_MMQ")) mmq = std::clamp(std::atoi(v), 0, 2);
+  if (const char* v = std::getenv("STRATA_VK_MM3_AHEAD")) {
+    if (std::string_view(v) != "0" && std::string_view(v) != "1")
+      throw error("STRATA_VK_MM3_AHEAD='" + std::string(v) + "' must be 0 (one scratch slot) or 1 (expand the next GEMM's weights ahead)");
+    mm3_ahead = std::string_view(v) == "1";
+    if (!mm3_ahead) mm3_scratch_min = 1024;
+  }
   if (const char* v = std::getenv("STRATA_VK_MM3_SCRATCH_MIN")) {
     const int n = std::atoi(v);
     mm3_scratch_min = n <= 0 ? 0xFFFFFFFFu : std::uint32_t(n);
+  }
+  if (const char* v = std::getenv("STRATA_VK_MM3_TOKFAST")) {
+    const std::string_view m(v);
+    if (m != "0" && m != "1" && m != "2")
+      throw error("STRATA_VK_MM3_TOKFAST='" + std::string(v) + "' must be 0 (rows fastest), 1 (token tiles fastest over f16 weights with K <= N) or 2 (always)");
+    mm3_tok_fast = m[0] - '0';
+  }
+  if (const char* v = std::getenv("STRATA_VK_SCRATCH_SLOT_KB")) {
+    char* end = nullptr;
+    const unsigned long kb = std::strtoul(v, &end, 10);
+    if (end == v || *end || kb < 1 || kb > (128ul << 10))
+      throw error("STRATA_VK_SCRATCH_SLOT_KB='" + std::string(v) + "' must be a size in KiB from 1 to 131072");
+    scratch_slot_halves = std::uint64_t(kb) << 9;
   }
   if (const char* v = std::getenv("STRATA_VK_MMQ2")) mmq2 = std::clamp(std::atoi(v), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_MMA_N8")) mma_n8 = std::string_view(v) == "1";

@@ -233,8 +233,26 @@ struct backend_tuning {
   // (H200 lab, 512 tokens: 4096 x 4096 117 against 140 us); the expansion pass pays off once a
   // step is long enough. H200, qwen3-8b pp4096: -b 2048 7,878 -> 8,344 t/s, -b 4096 8,026 ->
   // 8,554; pp512 (-b 512) 7,915 in place against 7,668 through the scratch.
-  // STRATA_VK_MM3_SCRATCH_MIN=N from N tokens, 0 never.
-  std::uint32_t mm3_scratch_min = 1024;
+  // With the expansion ahead (mm3_ahead) it runs under the previous GEMM and pays off from 512
+  // tokens (H200, qwen3-8b pp512 8,320 against 7,995-8,033 in place; pp256 6,345 against 6,957);
+  // without it from 1,024. STRATA_VK_MM3_SCRATCH_MIN=N from N tokens, 0 never.
+  std::uint32_t mm3_scratch_min = 512;
+  // The scratch in two slots (scratch_schedule.hpp): the next GEMM's weights are expanded while
+  // this one multiplies. STRATA_VK_MM3_AHEAD=0: one slot, each expansion just before its GEMM
+  // (H200, qwen3-8b pp512 with Q4_K through the scratch: 7,767 / 7,772 against 8,324 / 8,320).
+  bool mm3_ahead = true;
+  // Token tiles fastest in the f16 GEMM's grid (mul_mm_f16 TOK_FAST: the workgroups that share a
+  // weight tile run together). STRATA_VK_MM3_TOKFAST: 0 never, 1 over f16 weights (an F16 matrix or
+  // the scratch) with K <= N, 2 every GEMM of more than one token tile that is not split over K.
+  // H200, qwen3-8b (session 31, two reps each): pp512 8,328 / 8,334 (0), 8,565 / 8,578 (1),
+  // 8,633 / 8,636 (2); pp4096 7,798 / 7,803, 8,014 / 8,019, 8,072 / 8,076.
+  int mm3_tok_fast = 2;
+  bool tok_fast_gemm(bool f16_weights, std::uint64_t K, std::uint64_t N) const {
+    return mm3_tok_fast >= 2 || (mm3_tok_fast == 1 && f16_weights && K <= N);
+  }
+  // A slot's size cap in halves (64 Mi; bigger matrices go a slice of rows at a time).
+  // STRATA_VK_SCRATCH_SLOT_KB=N caps it lower (tests force slices with it).
+  std::uint64_t scratch_slot_halves = 64ull << 20;
   bool mm3_in_place(gguf::type_id t, std::uint64_t K, std::uint32_t tokens) const {
     if (!mmq || !mm3_xf16 || K % 64) return false;
     if (t == gguf::type_id::q4_k) return mmq >= 2 || tokens < mm3_scratch_min;

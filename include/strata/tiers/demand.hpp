@@ -117,10 +117,11 @@ inline std::uint64_t scratch_estimate(const arch::hparams& hp, const demand_opti
   const std::uint64_t k256 = (widest_k + 255) / 256 * 256;
   // Two slots of codes (1 byte), scales (16 bytes per 32) and the norm's block sums (4 per 32).
   const std::uint64_t int8 = 2 * rows_q8 * (k256 + k256 / 2 + k256 / 8);
-  // The f16 weight slice of the tensor-core GEMM, its f16 activations in two regions of a step's
-  // rows each (64 rows of tile slack; the second is where the fused SwiGLU writes its f16 copy)
-  // and, for MoE, the f16 rows of the routed pairs grouped by expert.
-  const std::uint64_t gemm = 2 * std::min<std::uint64_t>(largest_matrix, 64ull << 20) +
+  // The f16 weight slices of the tensor-core GEMM (two slots: one expands while the other is
+  // read), its f16 activations in two regions of a step's rows each (64 rows of tile slack; the
+  // second is where the fused SwiGLU writes its f16 copy) and, for MoE, the f16 rows of the
+  // routed pairs grouped by expert.
+  const std::uint64_t gemm = 4 * std::min<std::uint64_t>(largest_matrix, 64ull << 20) +
                              2 * (B + 64 + std::max<std::uint64_t>(B, 64) + 64) * widest_k + (k ? 2 * (B * k + 64) * widest_k : 0);
   const std::uint64_t partials = 8ull * hp.n_head * 128 * (hp.head_dim + 2) * 4;
   // Routing ids and weights, counters, the window rings' tags: small, but a plan filled to the

@@ -18,10 +18,10 @@
 // together and share it in L2. SPLIT_K: workgroup z multiplies K range [z k_chunk, (z+1) k_chunk)
 // into its own partial product at y_off + z part_stride (split_k_sum.glsl adds them up), so a
 // matmul with few tiles (K/V projections, batches of 16-64 tokens) still fills every SM.
-// SWIGLU (QW, WM 32, 16x16 products, no SPLIT_K): gate, up and the SwiGLU in one GEMM. The N = 2F
-// weight rows interleave in groups of 32: 16 rows of gate, then the same 16 rows of up (bound as
-// one range, up up_off bytes after gate), so a warp's fragment j = 0 holds gate sums and j = 1
-// up's for the same 16 outputs. The store writes silu(gate) * up as f32 into y (F columns) and
+// SWIGLU (WM 32, 16x16 products, no SPLIT_K): gate, up and the SwiGLU in one GEMM. The N = 2F
+// weight rows interleave in groups of 32: 16 rows of gate, then the same 16 rows of up (QW: bound
+// as one range, up up_off bytes after gate; f16: one part's rows expanded into the scratch, gate's
+// then up's), so a warp's fragment j = 0 holds gate sums and j = 1 up's for the same 16 outputs. The store writes silu(gate) * up as f32 into y (F columns) and
 // as f16 into yh (rows h_stride halves apart from h_off, both even): the down matmul's input.
 // The host splits the rows into parts (row0) small enough that a weight tile is still in L2
 // when its next token tile reads it: gate and up together span twice the rows of either.
@@ -54,8 +54,8 @@ const uint WARPS_M = BM / WM;
 #ifndef MMA_N
 #define MMA_N 16
 #endif
-#if defined(SWIGLU) && (!defined(QW) || WM != 32 || MMA_N != 16 || defined(SPLIT_K))
-#error "mul_mm_f16 SWIGLU: weights in their own format, 32-row warp tiles of 16x16 products, K not split"
+#if defined(SWIGLU) && (WM != 32 || MMA_N != 16 || defined(SPLIT_K))
+#error "mul_mm_f16 SWIGLU: 32-row warp tiles of 16x16 products, K not split"
 #endif
 const uint TI = WN / 16, TJ = WM / MMA_N;  // accumulator tiles per warp: tokens x weights
 const uint W_VECS = BM * (BK / 8), X_VECS = BN * (BK / 8);  // uvec4 per tile
@@ -98,6 +98,16 @@ uint w_row_base(uint r) {
   return r * p.row_bytes;
 #endif
 }
+#else
+// uvec4 offset of f16 weight row r. SWIGLU: the bound rows hold one part, gate rows row0 / 2 ..
+// then up's same rows, up_off bytes after them (the scratch, record_mm3_swiglu).
+uint w_row_vec(uint r) {
+#ifdef SWIGLU
+  return ((r >> 5) * 16 + (r & 15u) - p.row0 / 2) * (p.K / 8) + ((r & 16u) != 0 ? p.up_off / 16 : 0u);
+#else
+  return r * (p.K / 8);
+#endif
+}
 #endif
 
 void fetch(uint n0, uint t0, uint k0) {
@@ -118,7 +128,7 @@ void fetch(uint n0, uint t0, uint k0) {
   [[unroll]] for (uint i = 0; i < W_PER; ++i) {
     const uint q = tid + i * WG, r = q / (BK / 8), c = q % (BK / 8);
     wr[i] = uvec4(0);
-    if (q < W_VECS && n0 + r < p.N) wr[i] = w128[p.w_off + (n0 + r) * (p.K / 8) + k0 / 8 + c];
+    if (q < W_VECS && n0 + r < p.N) wr[i] = w128[p.w_off + w_row_vec(n0 + r) + k0 / 8 + c];
   }
 #endif
 #ifdef X_F16

@@ -246,6 +246,8 @@ struct backend::impl : backend_tuning {
   scratch_schedule scratch_plan;         // the slots, and which weights to expand ahead
   std::uint32_t scratch_slice_rows(std::uint64_t K) const;  // rows of a K-wide matrix a slot holds (>= 128)
   void record_expansion(const scratch_unit& u, std::uint32_t slot);
+  std::uint32_t swiglu_part_rows(std::uint64_t K, std::uint64_t F) const;  // gate rows a slot holds with up's
+  void record_mm3_swiglu_scratch(const pending_matmul& m, std::uint32_t x_off, std::uint32_t x_stride);
   std::optional<scratch_unit> scratch_next(const weight& w, const scratch_unit& u, std::uint32_t n) const;
   std::uint32_t mm_parts = 0, narrow_parts = 0;
   std::uint64_t mm_parts_floats = 0, narrow_parts_floats = 0;

@@ -293,11 +293,14 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       const bool fused_swiglu = P.fuse && P.mm_fuse && P.mm_fuse_more;
       const std::uint64_t rows_a = P.max_rows + 64;
       std::uint64_t rows_b = fused_swiglu && P.mms && P.mmr ? P.mmr_max + 64 : 0;
-      // The prompt steps' fused GEMM (mm3_swiglu_ok: 128+ tokens of a format read in place; Q4_K
-      // below mm3_scratch_min unless STRATA_VK_MMQ=2): only as many rows as it can take.
+      // The prompt steps' fused GEMM (mm3_swiglu_ok: 128+ tokens of a format read in place, Q4_K
+      // below mm3_scratch_min unless STRATA_VK_MMQ=2, or through the scratch): only as many rows
+      // as it can take.
       if (fused_swiglu && !P.mma_n8 && P.max_rows >= 128 &&
-          std::any_of(mat_formats.begin(), mat_formats.end(), [&](gguf::type_id f) { return P.mm3_in_place(f, 64, 128); })) {
-        const std::uint64_t most = P.mmq >= 2 ? P.max_rows : std::min<std::uint64_t>(P.max_rows, P.mm3_scratch_min - 1);
+          (P.mm_scratch ||
+           std::any_of(mat_formats.begin(), mat_formats.end(), [&](gguf::type_id f) { return P.mm3_in_place(f, 64, 128); }))) {
+        const std::uint64_t most =
+            P.mmq >= 2 || P.mm_scratch ? P.max_rows : std::min<std::uint64_t>(P.max_rows, P.mm3_scratch_min - 1);
         rows_b = std::max<std::uint64_t>(rows_b, most + 64);
       }
       P.mm_xh = P.new_buffer((rows_a + rows_b) * widest * 2, memory_kind::device, "f16 activations (tensor-core matmuls)");
@@ -366,6 +369,10 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       for (const bool split : {false, true}) {
         if (split && !P.mm_parts) continue;
         add_gemm(P.mm3_req(t, P.mm_xh != 0, gguf::type_id::f16, split), split, true, t.bn);
+        // The SwiGLU GEMM over the scratch's gate/up parts (record_mm3_swiglu_scratch).
+        if (!split && P.mm_scratch && P.mm_xh && P.max_rows >= 128 && P.xh_b_rows > P.mms_max + 64 && t.wm == 32 &&
+            t.bm == 128 && t.bn == 128 && !P.mma_n8 && P.mm_fuse_more)
+          add_gemm(P.mm3_req(t, true, gguf::type_id::f16, false, true), false, true, t.bn);
         if (P.mm_xh)
           for (auto f : mat_formats)
             if (P.mm3_in_place(f, 64, P.max_rows) || (P.mmk_small_min <= P.mms_max && P.mm3_in_place(f, 64, P.mms_max)) ||

@@ -289,9 +289,11 @@ bool backend::impl::mm3_swiglu_ok(const weight& w, std::uint32_t n) const {
 
 bool backend::impl::mm3_swiglu_ok(gguf::type_id t, std::uint64_t K, std::uint64_t F, std::uint32_t n) const {
   if (!fuse || !mm_fuse || !mm_fuse_more || !coopmat || !mm3 || !mm_xh || !xh_swiglu_at || mma_n8) return false;
-  // The path record_matmul gives the gate matmul alone: the in-place f16 GEMM (record_mul_mm_f16).
+  // The path record_matmul gives the gate matmul alone: the f16 GEMM (record_mul_mm_f16), in place
+  // or through the scratch, whose slot then takes parts of at least 64 rows of gate and up.
   if (n > xh_b_rows || n > max_rows || K % 64 || K > mm_xh_cols || F % 64 || F > mm_xh_cols || !f16_operands_ok(t) ||
-      small_matmul(K, n) || !tiled_matmul(t, K, n) || mmq_dense_ok(t, K, n) || !mm3_in_place(t, K, n))
+      small_matmul(K, n) || !tiled_matmul(t, K, n) || mmq_dense_ok(t, K, n) ||
+      !(mm3_in_place(t, K, n) || (mm_scratch && t != gguf::type_id::f16 && swiglu_part_rows(K, F) >= 64)))
     return false;
   // Fragment pairs of gate and up rows: 32-row warp tiles, K not split. Only the 128 x 128 tile
   // (128+ tokens), the one run on the H200; the 64-row tiles expand with two threads a row (QW2).

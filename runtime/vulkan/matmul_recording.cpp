@@ -443,13 +443,22 @@ std::uint32_t backend::impl::scratch_slice_rows(std::uint64_t K) const {
   return std::uint32_t(std::max<std::uint64_t>(128, mm_scratch_halves / K / 128 * 128));
 }
 
+std::uint32_t backend::impl::swiglu_part_rows(std::uint64_t K, std::uint64_t F) const {
+  return std::uint32_t(std::min<std::uint64_t>(F, mm_scratch_halves / (2 * K) / 64 * 64));
+}
+
+// u's rows into `slot`; a pair's up rows right after gate's.
 void backend::impl::record_expansion(const scratch_unit& u, std::uint32_t slot) {
-  const auto& t = *weights.at(u.weight).info;
-  weight w;
-  w.id = u.weight;
-  const dequant_f16_pc dq{std::uint32_t(t.ne[0]), std::uint32_t(t.row_bytes()), u.r0, u.rows, 0};
-  const binding db[] = {bind_weight(w), bind_id(slot, true)};
-  dispatch(dequant_req(t.type), db, &dq, sizeof dq, div_up(std::uint64_t(u.rows) * (t.ne[0] / 16), 256));
+  for (const std::uint32_t id : {u.weight, u.up}) {
+    if (id == ~0u) continue;
+    const auto& t = *weights.at(id).info;
+    weight w;
+    w.id = id;
+    const std::uint32_t o_off = id == u.up ? std::uint32_t(u.rows * (t.ne[0] / 8)) : 0u;
+    const dequant_f16_pc dq{std::uint32_t(t.ne[0]), std::uint32_t(t.row_bytes()), u.r0, u.rows, o_off};
+    const binding db[] = {bind_weight(w), bind_id(slot, true)};
+    dispatch(dequant_req(t.type), db, &dq, sizeof dq, div_up(std::uint64_t(u.rows) * (t.ne[0] / 16), 256));
+  }
 }
 
 // What to expand while u's GEMM runs: u's weight's next slice, or the first slice of the weight
@@ -458,18 +467,26 @@ void backend::impl::record_expansion(const scratch_unit& u, std::uint32_t slot) 
 std::optional<scratch_unit> backend::impl::scratch_next(const weight& w, const scratch_unit& u, std::uint32_t n) const {
   if (scratch_plan.slot(0) == scratch_plan.slot(1)) return std::nullopt;  // one slot (STRATA_VK_MM3_AHEAD=0)
   if (u.r0 + u.rows < w.ne[1])
-    return scratch_unit{w.id, u.r0 + u.rows, std::min<std::uint32_t>(u.rows, std::uint32_t(w.ne[1]) - u.r0 - u.rows)};
-  const auto id = scratch_plan.next(w.name);
-  if (!id) return std::nullopt;
-  const weight_entry& e = weights.at(*id);
-  const auto& t = *e.info;
+    return scratch_unit{w.id, u.r0 + u.rows, std::min<std::uint32_t>(u.rows, std::uint32_t(w.ne[1]) - u.r0 - u.rows), u.up};
+  const auto next = scratch_plan.next(w.name);
+  if (!next) return std::nullopt;
+  const auto [id, up] = *next;
+  const auto resident = [&](std::uint32_t i) {
+    const weight_entry& e = weights.at(i);
+    return e.host < 0 && e.cache < 0 && e.stream < 0 && e.xstream < 0;
+  };
+  const auto& t = *weights.at(id).info;
   const std::uint64_t K = t.ne[0];
-  if (e.host >= 0 || e.cache >= 0 || e.stream >= 0 || e.xstream >= 0 || t.ne[2] != 1 || t.ne[1] < 2 || K % 16 ||
+  if (!resident(id) || (up != ~0u && !resident(up)) || t.ne[2] != 1 || t.ne[1] < 2 || K % 16 ||
       t.type == gguf::type_id::f16 || !f16_operands_ok(t.type))
     return std::nullopt;
   const bool xf16 = mm_xh && K <= mm_xh_cols && n <= max_rows && K % 8 == 0;
   if (xf16 && mm3_in_place(t.type, K, n)) return std::nullopt;
-  return scratch_unit{*id, 0, std::min<std::uint32_t>(scratch_slice_rows(K), std::uint32_t(t.ne[1]))};
+  if (up != ~0u) {  // a pair multiplied as one SwiGLU GEMM, if it still is
+    if (!mm3_swiglu_ok(t.type, K, t.ne[1], n) || weights.at(up).info->type != t.type) return std::nullopt;
+    return scratch_unit{id, 0, swiglu_part_rows(K, t.ne[1]), up};
+  }
+  return scratch_unit{id, 0, std::min<std::uint32_t>(scratch_slice_rows(K), std::uint32_t(t.ne[1]))};
 }
 
 void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
@@ -531,6 +548,7 @@ void backend::impl::record_mm3_swiglu(const pending_matmul& m) {
   const std::uint32_t K = std::uint32_t(w.ne[0]), F = std::uint32_t(w.ne[1]), n = m.x.rows;
   const mma2_tile t = mm3_tile_for(n);
   const auto [x_off, x_stride] = f16_input(m.x);
+  if (!mm3_in_place(w.type, K, n)) return record_mm3_swiglu_scratch(m, x_off, x_stride);
   mm_f16_pc pc{K, 2 * F, n, 0, x_off, x_stride, m.y.off, m.y.stride, std::uint32_t(w.row_bytes)};
   const binding wb = bind_gate_up(w, *m.up, pc.up_off);
   pc.h_off = x_off == 0 ? xh_swiglu_at : 0;
@@ -554,6 +572,37 @@ void backend::impl::record_mm3_swiglu(const pending_matmul& m) {
     else dispatch(g, b, &pc, sizeof pc, row_tiles, tok_tiles);
     for (std::size_t i = 1; i < std::size(b); ++i) b[i].disjoint = true;
     b[0].weights = false;  // the profile counts the range's bytes once, not once a part
+  }
+  wrote(m.y);
+  holds_f16(m.y, pc.h_off);
+}
+
+// The same over the scratch: parts of P rows of gate and P of up expanded into one slot (the next
+// part, or the next GEMM's weights, into the other while this part multiplies). Each part's
+// dispatch waits for its slot's expansion, so parts are ordinary bindings, not disjoint ones.
+void backend::impl::record_mm3_swiglu_scratch(const pending_matmul& m, std::uint32_t x_off, std::uint32_t x_stride) {
+  const weight& w = *m.w;
+  const std::uint32_t K = std::uint32_t(w.ne[0]), F = std::uint32_t(w.ne[1]), n = m.x.rows;
+  const mma2_tile t = mm3_tile_for(n);
+  mm_f16_pc pc{K, 2 * F, n, 0, x_off, x_stride, m.y.off, m.y.stride, 0};
+  pc.h_off = x_off == 0 ? xh_swiglu_at : 0;
+  pc.h_stride = F;
+  pipeline_request g = mm3_req(t, true, gguf::type_id::f16, false, true);
+  const bool tok_fast = n > t.bn && tok_fast_gemm(true, K, 2 * F);
+  if (tok_fast) g.defines.emplace_back("TOK_FAST", "1");
+  const std::uint32_t part = swiglu_part_rows(K, F);
+  for (std::uint32_t g0 = 0; g0 < F; g0 += part) {
+    const scratch_unit u{w.id, g0, std::min(part, F - g0), m.up->id};
+    const auto [slot, expand] = scratch_plan.take(u);
+    if (expand) record_expansion(u, slot);
+    if (g0 == 0) scratch_plan.multiplied(w.name, m.up->name);
+    pc.row0 = 2 * g0;
+    pc.up_off = u.rows * K * 2;
+    const binding b[] = {bind_id(slot, false), bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
+    const std::uint32_t row_tiles = div_up(2 * u.rows, t.bm), tok_tiles = div_up(n, t.bn);
+    if (tok_fast) dispatch(g, b, &pc, sizeof pc, tok_tiles, row_tiles);
+    else dispatch(g, b, &pc, sizeof pc, row_tiles, tok_tiles);
+    if (const auto next = scratch_next(w, u, n)) record_expansion(*next, scratch_plan.prepare(*next));
   }
   wrote(m.y);
   holds_f16(m.y, pc.h_off);

@@ -13,14 +13,16 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
 namespace strata::gpu {
 
-// Rows [r0, r0 + rows) of weight `weight`, expanded to f16.
+// Rows [r0, r0 + rows) of weight `weight`, expanded to f16; with `up` (a gate/up pair multiplied
+// as one SwiGLU GEMM) the same rows of up follow them in the slot.
 struct scratch_unit {
-  std::uint32_t weight = ~0u, r0 = 0, rows = 0;
+  std::uint32_t weight = ~0u, r0 = 0, rows = 0, up = ~0u;
   bool operator==(const scratch_unit&) const = default;
 };
 
@@ -52,23 +54,29 @@ class scratch_schedule {
     return flip();
   }
 
-  // Notes the weight a GEMM just multiplied (its first rows), teaching the order.
-  void multiplied(std::string_view name) {
+  // Notes the weight a GEMM just multiplied (its first rows; `up`: the pair's up weight), teaching
+  // the order.
+  void multiplied(std::string_view name, std::string_view up = {}) {
     const auto [block, role] = split(name);
-    if (!last_role_.empty()) next_role_[last_role_] = {std::string(role), block >= 0 && last_block_ >= 0 ? block - last_block_ : 0};
+    const std::string up_role(up.empty() ? std::string_view{} : split(up).second);
+    if (!last_role_.empty())
+      next_role_[last_role_] = {std::string(role), block >= 0 && last_block_ >= 0 ? block - last_block_ : 0, up_role};
     last_role_ = std::string(role);
     last_block_ = block;
   }
-  // The weight expected after `name`, from the order learned so far.
-  std::optional<std::uint32_t> next(std::string_view name) const {
+  // The weight expected after `name` (and its pair's up weight, ~0u if none), from the order
+  // learned so far.
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> next(std::string_view name) const {
     const auto [block, role] = split(name);
     const auto it = next_role_.find(std::string(role));
     if (it == next_role_.end()) return std::nullopt;
-    const auto& [next_role, step] = it->second;
-    const std::string next_name = block >= 0 ? "blk." + std::to_string(block + step) + "." + next_role : next_role;
-    const auto id = ids_.find(next_name);
-    if (id == ids_.end()) return std::nullopt;
-    return id->second;
+    const auto& [next_role, step, up_role] = it->second;
+    const auto id = find(block < 0 ? -1 : block + step, next_role);
+    if (!id) return std::nullopt;
+    if (up_role.empty()) return std::pair{*id, ~0u};
+    const auto up = find(block < 0 ? -1 : block + step, up_role);
+    if (!up) return std::nullopt;
+    return std::pair{*id, *up};
   }
 
   // "blk.N.rest" -> (N, "rest"); any other name -> (-1, name).
@@ -88,13 +96,23 @@ class scratch_schedule {
   void set_slots(std::uint32_t a, std::uint32_t b) { slots_[0] = a, slots_[1] = b; }
 
  private:
+  struct successor {
+    std::string role;
+    int step = 0;
+    std::string up_role;  // empty: not a pair
+  };
+  std::optional<std::uint32_t> find(int block, const std::string& role) const {
+    const auto id = ids_.find(block >= 0 ? "blk." + std::to_string(block) + "." + role : role);
+    if (id == ids_.end()) return std::nullopt;
+    return id->second;
+  }
   std::uint32_t flip() {
     last_slot_ = slots_[next_];
     next_ ^= 1u;
     return last_slot_;
   }
   std::unordered_map<std::string, std::uint32_t> ids_;
-  std::unordered_map<std::string, std::pair<std::string, int>> next_role_;
+  std::unordered_map<std::string, successor> next_role_;
   std::string last_role_;
   int last_block_ = -1;
   std::uint32_t slots_[2] = {0, 0}, next_ = 0, last_slot_ = 0;

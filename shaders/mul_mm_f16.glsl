@@ -36,6 +36,9 @@ layout(binding = 2, std430) writeonly buffer Y { float y[]; };
 #ifdef SWIGLU
 layout(binding = 3, std430) writeonly buffer YH { uint yh[]; };  // f16 pairs
 #endif
+#ifdef RESIDUAL
+layout(binding = 3, std430) readonly buffer R { float res[]; };  // y = r + W x (r may be y itself)
+#endif
 layout(push_constant) uniform Params {
   uint K, N, n_tok;
   uint w_off;              // in uvec4 (8 halves): row 0 of W; rows are K halves apart
@@ -45,6 +48,7 @@ layout(push_constant) uniform Params {
   uint k_chunk, part_stride;  // SPLIT_K: K elements per workgroup z (a multiple of 64), floats between partials
   uint up_off, h_off, h_stride;  // SWIGLU: bytes from gate to up; yh's rows, in halves
   uint row0;                     // SWIGLU: the first (interleaved) row of this dispatch's part
+  uint r_off, r_stride;          // RESIDUAL: the rows added to the product, in floats
 } p;
 
 const uint RS = BK / 8 + 1;  // shared row stride in uvec4
@@ -56,6 +60,9 @@ const uint WARPS_M = BM / WM;
 #endif
 #if defined(SWIGLU) && (WM != 32 || MMA_N != 16 || defined(SPLIT_K))
 #error "mul_mm_f16 SWIGLU: 32-row warp tiles of 16x16 products, K not split"
+#endif
+#if defined(RESIDUAL) && (defined(SWIGLU) || defined(SPLIT_K))
+#error "mul_mm_f16 RESIDUAL: a plain unsplit product (split_k_sum adds a split one's)"
 #endif
 const uint TI = WN / 16, TJ = WM / MMA_N;  // accumulator tiles per warp: tokens x weights
 const uint W_VECS = BM * (BK / 8), X_VECS = BN * (BK / 8);  // uvec4 per tile
@@ -245,8 +252,14 @@ void main() {
   }
 
   // Whole tiles go straight from the accumulators to y; edge tiles through a 16 x MMA_N square
-  // per warp in the (now unused) shared buffer, at most 64 uvec4 = 256 floats each.
+  // per warp in the (now unused) shared buffer, at most 64 uvec4 = 256 floats each. RESIDUAL adds
+  // r + product as elementwise.glsl OP_ADD does, element by element.
+#ifdef RESIDUAL
+  const bool whole = n0 + BM <= p.N && t0 + BN <= p.n_tok && y_base % 4 == 0 && p.y_stride % 4 == 0 && p.r_off % 4 == 0 &&
+                     p.r_stride % 4 == 0;
+#else
   const bool whole = n0 + BM <= p.N && t0 + BN <= p.n_tok && y_base % 4 == 0 && p.y_stride % 4 == 0;
+#endif
   const uint st = warp * 64;
 #ifdef SWIGLU
   // Each warp hands its gate and up sums to itself through shared memory, then every lane takes
@@ -279,6 +292,11 @@ void main() {
     [[unroll]] for (uint j = 0; j < TJ; ++j) {
       const uint t = t0 + wt + 16 * i, n = n0 + wn + MMA_N * j;
       if (whole) {
+#ifdef RESIDUAL
+        fcoopmatNV<32, gl_ScopeSubgroup, 16, MMA_N> r;
+        coopMatLoadNV(r, res, p.r_off + t * p.r_stride + n, p.r_stride, false);
+        acc[i][j] = r + acc[i][j];
+#endif
         coopMatStoreNV(acc[i][j], y, y_base + t * p.y_stride + n, p.y_stride, false);
       } else {
         coopMatStoreNV(acc[i][j], sh, st, MMA_N / 4, false);  // rows of MMA_N floats
@@ -286,7 +304,12 @@ void main() {
         subgroupBarrier();
         for (uint e = gl_SubgroupInvocationID; e < 16 * MMA_N; e += 32) {
           const uint tt = t + e / MMA_N, nn = n + e % MMA_N;
+#ifdef RESIDUAL
+          if (tt < p.n_tok && nn < p.N)
+            y[y_base + tt * p.y_stride + nn] = res[p.r_off + tt * p.r_stride + nn] + uintBitsToFloat(sh[st + e / 4][e % 4]);
+#else
           if (tt < p.n_tok && nn < p.N) y[y_base + tt * p.y_stride + nn] = uintBitsToFloat(sh[st + e / 4][e % 4]);
+#endif
         }
         subgroupBarrier();
       }

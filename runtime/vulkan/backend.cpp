@@ -72,11 +72,12 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   }
   impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}, {}, {}};
   if (!P.fuse_step) {
-    // mul_mm_reg waits (the next prepare() records it): a residual add may join its store, and a
-    // second matmul of the same input may wait beside it (a gate/up pair: swiglu() joins them; in
-    // prompt steps also on the f16 GEMM, mm3_swiglu_ok, which takes no residual).
+    // mul_mm_reg and the f16 GEMM wait (the next prepare() records them): a residual add may join
+    // their store, and a second matmul of the same input may wait beside it (a gate/up pair:
+    // swiglu() joins them, on the f16 GEMM where mm3_swiglu_ok, which then takes no residual).
     const bool gemm = P.mm3_swiglu_ok(w, x.rows);
-    const bool reg = P.fuse && P.mm_fuse && P.weights[w.id].stream < 0 && (P.takes_mm_reg(w, x.rows) || gemm);
+    const bool reg = P.fuse && P.mm_fuse && P.weights[w.id].stream < 0 &&
+                     (P.takes_mm_reg(w, x.rows) || gemm || (P.mm_fuse_more && P.takes_f16_gemm(w, x.rows)));
     m.gemm_pair = gemm;
     const bool pair = reg && P.mats.size() == 1 && impl::same(P.mats.back().x, x) && !P.mats.back().residual &&
                       y.buf != x.buf && y.buf != P.mats.back().y.buf;
@@ -469,8 +470,10 @@ void backend::add(tensor a, tensor b2, tensor out) {
     }
   }
   // (A matmul waits in mats only where fusion is on: decode steps, or mul_mm_reg in larger ones.)
+  // One waiting alone for a pair (gemm_pair) no longer pairs; the f16 GEMM takes the residual too.
   if (P.mats.size() == 1 && impl::same(P.mats.back().y, b2) && impl::same(out, a) && !P.mats.back().up &&
-      !P.mats.back().residual && !P.mats.back().gemm_pair && a.buf != P.mats.back().x.buf && (!P.mats.back().norm || P.mats.back().norm->x.buf != a.buf)) {
+      !P.mats.back().residual && (!P.mats.back().gemm_pair || P.takes_f16_gemm(*P.mats.back().w, P.mats.back().x.rows)) &&
+      a.buf != P.mats.back().x.buf && (!P.mats.back().norm || P.mats.back().norm->x.buf != a.buf)) {
     P.mats.back().residual = a;  // y = a + W.x, written over a
     P.mats.back().y = out;
     // The matmul still waits (the next norm may join it as its tail, try_norm_tail()); the rest

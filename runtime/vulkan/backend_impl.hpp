@@ -255,15 +255,13 @@ struct backend::impl : backend_tuning {
     return narrow_parts && n >= narrow_min_tokens && narrow_matrix(w) &&
            std::uint64_t(narrow_splits) * n * w.ne[1] <= narrow_parts_floats;
   }
-  static pipeline_request narrow_req(gguf::type_id t) {
-    return req("mul_mm", t, {{"WG", "128"}, {"NARROW", "1"}, {"SPLIT_K", "1"}}, 3);
-  }
+  static pipeline_request narrow_req(gguf::type_id t);
   void record_narrow_gemm(const pending_matmul& m);
   void record_mmq_dense(const pending_matmul& m);
   // split_k_sum over `splits` partials of n x N in buffer parts (n * N floats apart) into y's
   // columns [col0, col0 + N): the split-K GEMMs' last dispatch.
   void record_split_sum(std::uint32_t parts, std::uint32_t N, std::uint32_t n, std::uint32_t splits, const tensor& y,
-                        std::uint32_t col0);
+                        std::uint32_t col0, const tensor* residual = nullptr);  // y = residual + sum
   std::uint32_t mm_xh = 0;               // buffer id: max_rows x mm_xh_cols halves
   std::uint32_t mm_xh_cols = 0;
   std::vector<pending_norm> norms;
@@ -390,20 +388,22 @@ struct backend::impl : backend_tuning {
   static std::uint32_t mm_reg_tiles(std::uint32_t tokens) { return tokens <= 8 ? 1 : tokens <= 16 ? 2 : tokens <= 32 ? 4 : 8; }
   pipeline_request mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual = false,
                               bool swiglu = false) const;
-  // record_matmul takes mul_mm_reg for w at n tokens (its residual add may join it).
+  // record_matmul takes mul_mm_reg (takes_mm_reg) or the f16 GEMM (takes_f16_gemm) for w at n
+  // tokens: the residual add may join either.
   bool takes_mm_reg(const weight& w, std::uint32_t n) const {
     return !use_narrow_gemm(w, n) && !(w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) && use_mm_small(w, n) &&
            use_mm_reg(w.type, n);
   }
-  // Steps the decode fusions leave (5+ tokens) still fold a few ops where the f16 matmuls read:
-  // a norm or SwiGLU writes the f16 copy of its output beside it (y's rows in mm_xh, so
-  // f16_input() finds it), and a mul_mm_reg matmul waits in `mats` for the residual add.
+  bool takes_f16_gemm(const weight& w, std::uint32_t n) const;
+  // Steps the decode fusions leave (5+ tokens, prompt steps on the f16 GEMM too) fold a few ops where
+  // the f16 matmuls read: a norm, SwiGLU or attention writes its output's f16 copy beside it (y's
+  // rows in mm_xh, found by f16_input()); a mul_mm_reg matmul waits in `mats` for the residual add.
   bool f16_beside(const tensor& y) const {
-    return fuse && mm_fuse && !fuse_step && y.cols % 8 == 0 && small_matmul(y.cols, y.rows);
+    return fuse && mm_fuse && !fuse_step && y.cols % 8 == 0 &&
+           (small_matmul(y.cols, y.rows) || (mm_fuse_more && coopmat && mm3 && mm_xh && y.rows > mms_max &&
+                                             y.rows <= max_rows && y.cols <= mm_xh_cols));
   }
-  // The f16 copy of an activation the tensor-core matmuls read (mm_xh), made once per input:
-  // the input it holds now, until its buffer is written.
-  std::optional<tensor> xh_holds;
+  std::optional<tensor> xh_holds;  // the activation mm_xh holds as f16 (f16_input), until its buffer is written
   // Where in mm_xh (halves) its rows start: 0, or xh_swiglu_at, the second region, where
   // mul_mm_reg's SWIGLU form writes them while its own input is read from the first (or the
   // first where its input is in the second).

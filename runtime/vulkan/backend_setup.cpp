@@ -353,22 +353,36 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       if (P.mm_parts_floats) {
         P.mm_parts = P.new_buffer(P.mm_parts_floats * 4, memory_kind::device, "split-K partial products");
         reqs.push_back(impl::split_k_sum_req());
+        if (P.fuse && P.mm_fuse_more) {  // with the residual add (record_split_sum)
+          reqs.push_back(impl::split_k_sum_req());
+          reqs.back().defines.emplace_back("RESIDUAL", "1");
+          reqs.back().bindings = 3;
+        }
       }
     }
     // With the grid's token-fast form beside the unsplit ones where steps span several token tiles.
-    const auto add_gemm = [&](pipeline_request r, bool split, bool f16_weights, std::uint32_t bn) {
-      if (!split && P.max_rows > bn && (P.mm3_tok_fast >= 2 || (P.mm3_tok_fast == 1 && f16_weights))) {
-        pipeline_request tf = r;
-        tf.defines.emplace_back("TOK_FAST", "1");
-        reqs.push_back(std::move(tf));
+    // Plain unsplit ones also with the residual add in the store (takes_f16_gemm, add()).
+    const auto add_gemm = [&](pipeline_request r, bool split, bool f16_weights, std::uint32_t bn, bool plain = false) {
+      std::vector<pipeline_request> forms{r};
+      if (plain && !split && P.fuse && P.mm_fuse_more) {
+        forms.push_back(r);
+        forms.back().defines.emplace_back("RESIDUAL", "1");
+        forms.back().bindings = 4;
       }
-      reqs.push_back(std::move(r));
+      for (auto& f : forms) {
+        if (!split && P.max_rows > bn && (P.mm3_tok_fast >= 2 || (P.mm3_tok_fast == 1 && f16_weights))) {
+          pipeline_request tf = f;
+          tf.defines.emplace_back("TOK_FAST", "1");
+          reqs.push_back(std::move(tf));
+        }
+        reqs.push_back(std::move(f));
+      }
     };
     for (const mma2_tile t0 : impl::mm3_tiles) {
       const mma2_tile t = P.mm3_forced ? P.mm3_shape : t0;
       for (const bool split : {false, true}) {
         if (split && !P.mm_parts) continue;
-        add_gemm(P.mm3_req(t, P.mm_xh != 0, gguf::type_id::f16, split), split, true, t.bn);
+        add_gemm(P.mm3_req(t, P.mm_xh != 0, gguf::type_id::f16, split), split, true, t.bn, true);
         // The SwiGLU GEMM over the scratch's gate/up parts (record_mm3_swiglu_scratch).
         if (!split && P.mm_scratch && P.mm_xh && P.max_rows >= 128 && P.xh_b_rows > P.mms_max + 64 && t.wm == 32 &&
             t.bm == 128 && t.bn == 128 && !P.mma_n8 && P.mm_fuse_more)
@@ -377,7 +391,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
           for (auto f : mat_formats)
             if (P.mm3_in_place(f, 64, P.max_rows) || (P.mmk_small_min <= P.mms_max && P.mm3_in_place(f, 64, P.mms_max)) ||
                 P.mm3_in_place(f, 64, std::min(P.max_rows, std::max(P.mm3_scratch_min, 2u) - 1))) {
-              add_gemm(P.mm3_req(t, true, f, split), split, false, t.bn);
+              add_gemm(P.mm3_req(t, true, f, split), split, false, t.bn, true);
               // The gate/up/SwiGLU form of the prompt steps' tiles (mm3_swiglu_ok).
               if (!split && P.max_rows >= 128 && P.xh_b_rows > P.mms_max + 64 && t.wm == 32 && t.bm == 128 && t.bn == 128 &&
                   !P.mma_n8 && P.mm_fuse_more)

@@ -283,6 +283,20 @@ bool backend::fused_swiglu_gemm(gguf::type_id t, std::uint64_t K, std::uint64_t 
   return p_->mm3_swiglu_ok(t, K, F, tokens);
 }
 
+pipeline_request backend::impl::narrow_req(gguf::type_id t) {
+  return req("mul_mm", t, {{"WG", "128"}, {"NARROW", "1"}, {"SPLIT_K", "1"}}, 3);
+}
+
+// record_matmul's choice, for a plain matmul (no norm, no pair), of record_mul_mm_f16: directly
+// (from mmk_small_min tokens where mul_mm_small would take it) or through record_mul_mm.
+bool backend::impl::takes_f16_gemm(const weight& w, std::uint32_t n) const {
+  if (fuse_step || takes_mm_reg(w, n) || use_narrow_gemm(w, n) || (w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)))
+    return false;
+  if (use_mm_small(w, n)) return mm_parts && n >= mmk_small_min && mm3 && mm3_in_place(w.type, w.ne[0], n);
+  return tiled_matmul(w.type, w.ne[0], n) && coopmat && f16_operands_ok(w.type) && mm3 && w.ne[0] % 16 == 0 &&
+         (mm_scratch || w.type == gguf::type_id::f16 || mm3_in_place(w.type, w.ne[0], n));
+}
+
 bool backend::impl::mm3_swiglu_ok(const weight& w, std::uint32_t n) const {
   return w.ne[2] == 1 && weights.at(w.id).stream < 0 && mm3_swiglu_ok(w.type, w.ne[0], w.ne[1], n);
 }

@@ -40,6 +40,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const std::uint32_t nt = n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1;
   // With its residual, or as a gate/up pair with the SwiGLU (swiglu_joins_pair), if any.
   if (m.up && !fuse_step && !m.norm && mm3_swiglu_ok(w, n)) return record_mm3_swiglu(m);
+  if (!m.up && !m.norm && takes_f16_gemm(w, n)) return record_mul_mm_f16(m);  // (with its residual)
   if (!m.norm && takes_mm_reg(w, n)) return record_mul_mm_small(m);
   if (!m.norm && !m.up && !m.residual && use_narrow_gemm(w, n)) return record_narrow_gemm(m);
   if (!m.norm && !m.up && !m.residual && w.ne[2] == 1 && mmq_dense_ok(w.type, w.ne[0], n)) return record_mmq_dense(m);
@@ -104,10 +105,18 @@ void backend::impl::record_narrow_gemm(const pending_matmul& m) {
 }
 
 void backend::impl::record_split_sum(std::uint32_t parts, std::uint32_t N, std::uint32_t n, std::uint32_t splits,
-                                     const tensor& y, std::uint32_t col0) {
-  const split_k_sum_pc sp{N, n, splits, n * N, y.off + col0, y.stride};
-  const binding sb[] = {bind_id(parts, false), bind(y, true)};
-  dispatch(split_k_sum_req(), sb, &sp, sizeof sp, div_up(std::uint64_t(N) * n, 256));
+                                     const tensor& y, std::uint32_t col0, const tensor* residual) {
+  const split_k_sum_pc sp{N, n, splits, n * N, y.off + col0, y.stride, residual ? residual->off + col0 : 0,
+                          residual ? residual->stride : 0};
+  const binding sb[] = {bind_id(parts, false), bind(y, true), residual ? bind(*residual, false) : bind(y, false)};
+  if (residual) {
+    pipeline_request r = split_k_sum_req();
+    r.defines.emplace_back("RESIDUAL", "1");
+    r.bindings = 3;
+    dispatch(r, sb, &sp, sizeof sp, div_up(std::uint64_t(N) * n, 256));
+  } else {
+    dispatch(split_k_sum_req(), std::span(sb, 2), &sp, sizeof sp, div_up(std::uint64_t(N) * n, 256));
+  }
 }
 
 void backend::impl::record_mmvq(const pending_matmul& m) {
@@ -392,19 +401,28 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
     xb = bind_id(mm_xh, false);
   }
   // One GEMM over rows [r0, r0 + rows) of the weights bound as wb, split over K where its tiles
-  // alone leave SMs idle; `beside` records what may run with it (before a split's sum).
+  // alone leave SMs idle; `beside` records what may run with it (before a split's sum). With a
+  // residual (add() joined it, matmul() held the GEMM for that), y = residual + product.
+  const tensor* res = m.residual ? &*m.residual : nullptr;
   auto gemm = [&](const binding& wb, std::uint32_t r0, std::uint32_t rows, std::uint32_t row_bytes, auto&& beside) {
     std::uint32_t splits = k_splits(t, div_up(rows, t.bm) * div_up(n, t.bn), K);
     while (splits > 1 && std::uint64_t(splits) * n * rows > mm_parts_floats) --splits;
     if (splits < 2) {
-      const mm_f16_pc pc{K, rows, n, 0, x_off, x_stride, m.y.off + r0, m.y.stride, row_bytes};
-      const binding b[] = {wb, xb, bind(m.y, true)};
+      mm_f16_pc pc{K, rows, n, 0, x_off, x_stride, m.y.off + r0, m.y.stride, row_bytes};
+      const binding b[] = {wb, xb, bind(m.y, true), res ? bind(*res, false) : xb};
+      pipeline_request gr = g;
+      if (res) {
+        pc.r_off = res->off + r0;
+        pc.r_stride = res->stride;
+        gr.defines.emplace_back("RESIDUAL", "1");
+        gr.bindings = 4;
+      }
+      const std::span<const binding> bs(b, res ? 4 : 3);
       if (n > t.bn && tok_fast_gemm(w_read == gguf::type_id::f16, K, rows)) {  // token tiles fastest
-        pipeline_request gt = g;
-        gt.defines.emplace_back("TOK_FAST", "1");
-        dispatch(gt, b, &pc, sizeof pc, div_up(n, t.bn), div_up(rows, t.bm));
+        gr.defines.emplace_back("TOK_FAST", "1");
+        dispatch(gr, bs, &pc, sizeof pc, div_up(n, t.bn), div_up(rows, t.bm));
       } else {
-        dispatch(g, b, &pc, sizeof pc, div_up(rows, t.bm), div_up(n, t.bn));
+        dispatch(gr, bs, &pc, sizeof pc, div_up(rows, t.bm), div_up(n, t.bn));
       }
       beside();
       return;
@@ -415,7 +433,7 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
     dispatch3(mm3_req(t, xf16, w_read, true), b, &pc, sizeof pc, div_up(rows, t.bm),
               div_up(n, t.bn), used);
     beside();
-    record_split_sum(mm_parts, rows, n, used, m.y, r0);
+    record_split_sum(mm_parts, rows, n, used, m.y, r0, res);
   };
   if (w.type == gguf::type_id::f16 || in_place) {  // weights start section_align (256 bytes) apart
     gemm(bind_weight(w), 0, N, in_place ? std::uint32_t(w.row_bytes) : 0u, [] {});

@@ -43,12 +43,14 @@ struct mm_f16_pc {  // mul_mm_f16.glsl
   std::uint32_t k_chunk = 0, part_stride = 0;  // SPLIT_K: K per workgroup z, floats between partials
   std::uint32_t up_off = 0, h_off = 0, h_stride = 0;  // SWIGLU: bytes from gate to up; the f16 copy's rows, in halves
   std::uint32_t row0 = 0;                              // SWIGLU: the dispatch's first row
+  std::uint32_t r_off = 0, r_stride = 0;               // RESIDUAL: rows added to the product
 };
 struct mul_mm_split_pc {  // mul_mm.glsl NARROW SPLIT_K
   std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, k_chunk, part_stride;
 };
 struct split_k_sum_pc {  // split_k_sum.glsl
   std::uint32_t N, n_tok, splits, part_stride, y_off, y_stride;
+  std::uint32_t r_off = 0, r_stride = 0;  // RESIDUAL
 };
 struct mm_small_pc {  // mul_mm_small.glsl, mul_mm_reg.glsl
   std::uint32_t K, N, n_tok, row_bytes, x_off, x_stride, y_off, y_stride, expert_bytes, sorted_off;

@@ -67,10 +67,11 @@ TEST_CASE("vulkan ops: decode attention's f16 output copy feeds the output proje
   {
     gpu::backend be;
     fused = run(be, t, wo, &n_fused);
-    for (const auto& st : steps) {  // multi-sequence steps the tensor-core matmuls take
+    for (const auto& st : steps) {  // multi-sequence steps the tensor-core matmuls take (prompt-sized: the f16 GEMM)
       std::uint32_t n = 0;
       for (const auto& [seq, count] : st) n += count;
-      f16_path.push_back(st.size() > 1 && n <= 64 && be.register_fragment_matmul(gguf::type_id::q4_k, QW, n));
+      f16_path.push_back(st.size() > 1 && (n <= 64 ? be.register_fragment_matmul(gguf::type_id::q4_k, QW, n)
+                                                   : be.tensor_core_matmul(gguf::type_id::q4_k, QW, n)));
     }
   }
   {

@@ -175,6 +175,17 @@ TEST_CASE("vulkan scratch ahead: GEMMs reading weights expanded under the previo
     // Token tiles fastest in the grid (TOK_FAST) changes which workgroup runs when, not a sum.
     const chain_run tf = run_chain(w, table, "1", "2");
     CHECK(tf.out == one.out);
+    // Nor do the prompt steps' fusions (STRATA_VK_MM_FUSE=1 turns them off): gate, up and the
+    // SwiGLU as one GEMM, the residual add in the down GEMM's store.
+    chain_run apart;
+    {
+      const test::scoped_env fuse("STRATA_VK_MM_FUSE", "1");
+      apart = run_chain(w, table, "1");
+    }
+    // (Fewer dispatches with whole matrices; with the small slot each of a pair's parts takes
+    // two expansions, more than the separate GEMMs' slices and SwiGLU save.)
+    if (!*slot_kb) CHECK(apart.dispatches > two.dispatches);
+    CHECK(apart.out == one.out);
   }
 }
 #endif

@@ -131,6 +131,18 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
     auto f16 = d;
     f16.emplace_back("BK", "32");
     compiles({"mul_mm_f16", type_id::f16, f16, 3});
+    {  // the residual add in the store, with either grid; over the scratch, gate/up/SwiGLU too
+      auto r = f16;
+      r.emplace_back("RESIDUAL", "1");
+      compiles({"mul_mm_f16", type_id::f16, r, 4});
+      r.emplace_back("TOK_FAST", "1");
+      compiles({"mul_mm_f16", type_id::f16, r, 4});
+      if (std::string(t[2]) == "32") {
+        auto sw = f16;
+        sw.insert(sw.end(), {{"SWIGLU", "1"}, {"TOK_FAST", "1"}});
+        compiles({"mul_mm_f16", type_id::f16, sw, 4});
+      }
+    }
     for (const auto f : {type_id::q4_k, type_id::q6_k})
       for (const char* bk : {"32", "64"}) {
         if (std::string(bk) == "64" && std::string(t[1]) == "128") continue;  // over 48 KiB, below
@@ -170,7 +182,8 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
       {{{"BK", "32"}, {"BM", "128"}, {"BN", "16"}, {"WG", "64"}}, "one row per thread"},
       {{{"BK", "64"}, {"BM", "128"}, {"BN", "128"}, {"WG", "256"}}, "48 KiB"},
       {{{"BK", "32"}, {"BM", "128"}, {"BN", "16"}, {"WG", "128"}, {"QW2", "1"}}, "two threads per weight row"},
-      {{{"BK", "32"}, {"BM", "64"}, {"BN", "16"}, {"WG", "128"}, {"SWIGLU", "1"}, {"SPLIT_K", "1"}}, "K not split"}};
+      {{{"BK", "32"}, {"BM", "64"}, {"BN", "16"}, {"WG", "128"}, {"SWIGLU", "1"}, {"SPLIT_K", "1"}}, "K not split"},
+      {{{"BK", "32"}, {"BM", "64"}, {"BN", "16"}, {"WG", "128"}, {"RESIDUAL", "1"}, {"SPLIT_K", "1"}}, "a plain unsplit product"}};
   for (const auto& [defs, why] : bad) {
     std::vector<std::pair<std::string, std::string>> d{{"COOPMAT", "1"}, {"WM", "32"}, {"WN", "16"},
                                                        {"X_F16", "1"},   {"QW", "1"}, {"MM_SMALL", "1"}};

@@ -31,8 +31,11 @@ void backend_tuning::read_env() {
     mm_fuse_more = m == "2";
   }
   if (const char* v = std::getenv("STRATA_VK_SWIGLU_PART_KB")) {
-    const long kb = std::atol(v);
-    swiglu_part_bytes = kb <= 0 ? ~0ull >> 1 : std::uint64_t(kb) << 10;
+    char* end = nullptr;
+    const unsigned long long kb = std::strtoull(v, &end, 10);
+    if (end == v || *end || *v == '-' || kb > (1ull << 30))
+      throw error("STRATA_VK_SWIGLU_PART_KB='" + std::string(v) + "' must be a size in KiB up to 2^30 (0: one dispatch)");
+    swiglu_part_bytes = kb == 0 ? ~0ull >> 1 : std::uint64_t(kb) << 10;
   }
   if (const char* v = std::getenv("STRATA_VK_STEP_GRANULE")) {
     char* end = nullptr;

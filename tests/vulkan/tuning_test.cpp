@@ -32,6 +32,9 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_MMR_MAX", "all", "STRATA_VK_MMR_MAX='all' must be a token count of 1-64"},
                         bad_case{"STRATA_VK_STEP_GRANULE", "0", "STRATA_VK_STEP_GRANULE='0' must be a token count from 1"},
                         bad_case{"STRATA_VK_STEP_GRANULE", "64x", "STRATA_VK_STEP_GRANULE='64x' must be a token count"},
+                        bad_case{"STRATA_VK_SWIGLU_PART_KB", "16M", "STRATA_VK_SWIGLU_PART_KB='16M' must be a size in KiB"},
+                        bad_case{"STRATA_VK_SWIGLU_PART_KB", "-1", "STRATA_VK_SWIGLU_PART_KB='-1' must be a size in KiB"},
+                        bad_case{"STRATA_VK_MM3_TOKFAST", "3", "STRATA_VK_MM3_TOKFAST='3' must be 0 (rows fastest)"},
                         bad_case{"STRATA_VK_MM3_AHEAD", "yes", "STRATA_VK_MM3_AHEAD='yes' must be 0 (one scratch slot) or 1"},
                         bad_case{"STRATA_VK_SCRATCH_SLOT_KB", "0", "STRATA_VK_SCRATCH_SLOT_KB='0' must be a size in KiB"},
                         bad_case{"STRATA_VK_SCRATCH_SLOT_KB", "64k", "STRATA_VK_SCRATCH_SLOT_KB='64k' must be a size in KiB"}}) {

@@ -391,6 +391,8 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
   const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]), n = m.x.rows;
   const mma2_tile t = mm3_tile_for(n);
   const bool xf16 = mm_xh && K <= mm_xh_cols && n <= max_rows && K % 8 == 0;
+  if (!xf16 && (m.x.off % 4 || m.x.stride % 4))  // the kernel reads f32 rows as vec4
+    throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
   const bool in_place = xf16 && mm3_in_place(w.type, K, n);
   const gguf::type_id w_read = in_place ? w.type : gguf::type_id::f16;  // the format the GEMM reads
   const pipeline_request g = mm3_req(t, xf16, w_read);
@@ -465,7 +467,10 @@ std::uint32_t backend::impl::swiglu_part_rows(std::uint64_t K, std::uint64_t F) 
   return std::uint32_t(std::min<std::uint64_t>(F, mm_scratch_halves / (2 * K) / 64 * 64));
 }
 
-// u's rows into `slot`; a pair's up rows right after gate's.
+// u's rows into `slot`; a pair's up rows right after gate's. Up's write is `disjoint`: gate's,
+// just before, already waits for the slot's earlier readers and makes the slot's next reader
+// wait for both (tracked, it would put a barrier between the halves, one that waits for the GEMM
+// the expansion is meant to run beside).
 void backend::impl::record_expansion(const scratch_unit& u, std::uint32_t slot) {
   for (const std::uint32_t id : {u.weight, u.up}) {
     if (id == ~0u) continue;
@@ -474,7 +479,8 @@ void backend::impl::record_expansion(const scratch_unit& u, std::uint32_t slot) 
     w.id = id;
     const std::uint32_t o_off = id == u.up ? std::uint32_t(u.rows * (t.ne[0] / 8)) : 0u;
     const dequant_f16_pc dq{std::uint32_t(t.ne[0]), std::uint32_t(t.row_bytes()), u.r0, u.rows, o_off};
-    const binding db[] = {bind_weight(w), bind_id(slot, true)};
+    binding db[] = {bind_weight(w), bind_id(slot, true)};
+    db[1].disjoint = id == u.up;
     dispatch(dequant_req(t.type), db, &dq, sizeof dq, div_up(std::uint64_t(u.rows) * (t.ne[0] / 16), 256));
   }
 }

@@ -469,8 +469,7 @@ void backend::add(tensor a, tensor b2, tensor out) {
       return;
     }
   }
-  // (A matmul waits in mats only where fusion is on: decode steps, or mul_mm_reg in larger ones.)
-  // One waiting alone for a pair (gemm_pair) no longer pairs; the f16 GEMM takes the residual too.
+  // (Matmuls wait in mats where fusion is on; one alone for a pair (gemm_pair) no longer pairs.)
   if (P.mats.size() == 1 && impl::same(P.mats.back().y, b2) && impl::same(out, a) && !P.mats.back().up &&
       !P.mats.back().residual && (!P.mats.back().gemm_pair || P.takes_f16_gemm(*P.mats.back().w, P.mats.back().x.rows)) &&
       a.buf != P.mats.back().x.buf && (!P.mats.back().norm || P.mats.back().norm->x.buf != a.buf)) {

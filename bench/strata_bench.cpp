@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   std::vector<std::uint32_t> n_prompt{512}, n_gen{128}, depths{0};
   std::vector<unsigned> threads{0};
   unsigned reps = 5;
-  std::uint32_t n_batch = 512;
+  std::uint32_t n_batch = 0;  // -b; 0: the engine chooses (rt::prompt_step_tokens)
   backend_options bo;
   bo.backend = "cpu";  // a benchmark names its backend; auto would depend on the machine
   kv_options ko;
@@ -257,9 +257,9 @@ int main(int argc, char** argv) {
           strata::tiers::demand_options dopt;
           dopt.n_ctx = depth + (prefill ? tokens : tokens / 2 + 1);  // the average context a token sees
           dopt.kv_bytes_per_element = double(kv_bytes) / (2.0 * hp.n_layer * hp.n_embd_kv());
-          dopt.max_batch = n_batch;
+          dopt.max_batch = m->options().n_batch;
           const auto demand = strata::tiers::demand_from_gguf(m->gguf(), hp, dopt);
-          const std::uint32_t batch = prefill ? std::min(tokens, n_batch) : 1;
+          const std::uint32_t batch = prefill ? std::min(tokens, m->options().n_batch) : 1;
           // The blocks the engine reads from the file every step cost their bytes over the drive.
           auto run_layout = layout;
           if (!disk_layers.empty()) {
@@ -284,6 +284,8 @@ int main(int argc, char** argv) {
           else s.decode(warm.front());
         }
         if (const auto st = m->startup_report(); !st.empty()) log->info("bench", name + ": " + st);
+        log->info("bench", name + ": prompt steps of up to " + std::to_string(m->options().n_batch) + " tokens" +
+                               (n_batch ? " (-b)" : " (the engine's choice; -b sets it)"));
         // Per-kernel GPU time of one test, per evaluated token (from the last repetition set).
         const auto report_profile = [&](const std::string& test, std::uint64_t tokens) {
           if (!profile) return;

@@ -241,11 +241,10 @@ CLI::Option* add_ctx_option(CLI::App& app, std::uint32_t& n_ctx, const std::stri
 }
 
 void add_batch_option(CLI::App& app, std::uint32_t& n_batch, const std::string& help) {
-  app.add_option("-b,--batch-size", n_batch, help)
-      ->type_name("N")
-      ->capture_default_str()
-      ->check(in_range(1, 1 << 16))
-      ->group(group::context);
+  auto* o = app.add_option("-b,--batch-size", n_batch, help)->type_name("N")->check(in_range(1, 1 << 16))->group(group::context);
+  // 0 until given: the engine chooses (rt::prompt_step_tokens).
+  if (n_batch) o->capture_default_str();
+  else o->default_str("auto: 2048 where the model runs whole on a GPU with room, else 512");
 }
 
 void add_tier_options(CLI::App& app, tier_options& o) {

@@ -94,7 +94,7 @@ struct kv_options {
 void add_kv_options(CLI::App& app, kv_options& o);
 
 // -c/--ctx-size and -b/--batch-size with each app's meaning (help texts differ: serve shares
-// its context between sequences).
+// its context between sequences). A batch of 0 (not given) is the engine's choice, shown as auto.
 CLI::Option* add_ctx_option(CLI::App& app, std::uint32_t& n_ctx, const std::string& help);
 void add_batch_option(CLI::App& app, std::uint32_t& n_batch, const std::string& help);
 

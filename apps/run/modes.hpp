@@ -34,7 +34,7 @@ struct run_options {
   bool n_predict_set = false;
   std::uint32_t n_ctx = 4096;        // -c (0: the model's context_length)
   bool n_ctx_set = false;
-  std::uint32_t n_batch = 512;       // -b
+  std::uint32_t n_batch = 0;         // -b (0: the engine chooses)
   unsigned threads = 0;              // -t (0: physical cores)
   std::uint64_t seed = 0xFFFFFFFFu;  // -s (default: random, printed)
   float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;

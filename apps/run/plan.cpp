@@ -100,6 +100,7 @@ int run_plan(const run_options& opt) {
   apply(opt.tiers, eo);
   std::string no_gpu;
   const bool gpu = runs_on_gpu(opt, no_gpu);
+  eo.n_batch = rt::prompt_step_tokens(opt.model, f.gguf(), hp, eo, gpu);  // -b, or what model::load chooses
   rt::placement_inputs in = rt::placement_for(opt.model, f.gguf(), hp, eo, gpu, /*defaults=*/true);
   if (!gpu) in.gpu_budget_source = no_gpu;
   if (opt.probe) {

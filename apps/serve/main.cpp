@@ -9,6 +9,7 @@
 #include "progress.hpp"
 #include "serve/server.hpp"
 #include "strata/runtime/default_model.hpp"
+#include "strata/runtime/placement.hpp"
 
 int main(int argc, char** argv) {
   using namespace strata;
@@ -73,6 +74,9 @@ int main(int argc, char** argv) {
       ->type_name("NAME")->check(CLI::IsMember({"mean", "cls", "last", "none"}))->group(group::server);
   add_ctx_option(app, ctx, "KV cache tokens shared by all sequences; also the longest sequence");
   app.get_option("--ctx-size")->check(in_range(16, 1 << 24));
+  // The server's steps are --prefill-chunk prompt tokens beside the decodes: longer steps would
+  // only take memory, so it keeps the short step unless told otherwise.
+  eo.n_batch = rt::short_prompt_step;
   add_batch_option(app, eo.n_batch, "most tokens per forward step (prompt chunk + decodes)");
   add_threads_option(app, eo.threads);
   add_backend_options(app, bo);

@@ -40,7 +40,6 @@ backend_kind resolve(backend_kind k, int device) {
 }  // namespace
 
 std::unique_ptr<model> model::load(const std::filesystem::path& path, const engine_options& opt) {
-  if (opt.n_batch == 0) throw error("batch size must be at least 1");
   if (opt.n_seq == 0) throw error("number of parallel sequences must be at least 1");
   auto f = std::make_unique<gguf::file>(path);
   const auto arch_name = std::string((*f)->get_string(gguf::keys::architecture));
@@ -51,9 +50,10 @@ std::unique_ptr<model> model::load(const std::filesystem::path& path, const engi
     // Which blocks run on the GPU and which blocks' experts the CPU computes: -ngl and the
     // overrides, or the planner's choice within the budgets (--fit); see placement.hpp.
     const bool gpu = kind == backend_kind::vulkan;
-    const placement_inputs in = placement_for(path, f->gguf(), hp, opt, gpu);
-    const tiers::engine_layout layout = choose_layout(in, opt, gpu);
     engine_options eo = opt;
+    eo.n_batch = prompt_step_tokens(path, f->gguf(), hp, opt, gpu);  // -b, or the engine's choice
+    const placement_inputs in = placement_for(path, f->gguf(), hp, eo, gpu);
+    const tiers::engine_layout layout = choose_layout(in, eo, gpu);
     eo.gpu_budget = gpu && (opt.gpu_budget || opt.fit) ? in.plan.gpu_budget : 0;  // the Vulkan ledger's cap
     const std::uint32_t n = layout.n_gpu_layers;
     std::vector<stage_plan> plan;

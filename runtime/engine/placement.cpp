@@ -24,13 +24,14 @@ std::string blocks_text(std::uint32_t n) {
 placement_inputs placement_for(const std::filesystem::path& model, const gguf::reader& r, const arch::hparams& hp,
                                const engine_options& opt, bool gpu, bool defaults) {
   placement_inputs in;
+  const std::uint32_t batch = prompt_step_tokens(model, r, hp, opt, gpu);  // opt.n_batch where given
   const kv::kv_config kv = kv_config_for(hp, opt, hp.n_layer);
   tiers::demand_options d;
   d.n_ctx = kv.n_slots();
   d.kv_bytes_per_element = double(kernels::cpu::kv_codec(opt.type_k, hp.head_dim).head_bytes() +
                                   kernels::cpu::kv_codec(opt.type_v, hp.head_dim).head_bytes()) /
                            (2.0 * hp.head_dim);
-  d.max_batch = opt.n_batch;
+  d.max_batch = batch;
   d.max_outputs = opt.max_outputs;
   in.demand = tiers::demand_from_gguf(r, hp, d);
 
@@ -70,7 +71,7 @@ placement_inputs placement_for(const std::filesystem::path& model, const gguf::r
   }
   for (const std::string& rule : opt.override_tensor) tiers::parse_override_rules(rule, po.overrides);
   tiers::add_cpu_moe_rules(opt.cpu_moe, opt.n_cpu_moe, po.overrides);
-  po.prefill_batch = opt.n_batch;
+  po.prefill_batch = batch;
   po.stream_experts = opt.stream_experts;
   probe_options probe;
   probe.disk_file = model;
@@ -147,6 +148,31 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
   // down), or what -ot ...=disk sends there; the rest of the CPU side must fit.
   l.disk = tiers::plan_disk_tier(d, l.n_gpu_layers, po.overrides, po.ram_budget, p.ram_total());
   return l;
+}
+
+std::uint32_t prompt_step_tokens(const std::filesystem::path& model, const gguf::reader& r, const arch::hparams& hp,
+                                 const engine_options& opt, bool gpu) {
+  if (opt.n_batch) return opt.n_batch;
+  prompt_step_facts f;
+  f.plain_kv = !kv::is_compressed(opt.type_k) && !kv::is_compressed(opt.type_v);
+  const auto g = gpu && f.plain_kv ? gpu_memory(opt.device) : std::nullopt;
+  f.real_gpu = g && !g->is_cpu;
+  if (!f.real_gpu) return short_prompt_step;
+  engine_options big = opt;
+  big.n_batch = long_prompt_step;
+  try {
+    const placement_inputs in = placement_for(model, r, hp, big, true);
+    const tiers::engine_layout l = choose_layout(in, big, true);
+    f.whole_on_gpu = l.n_gpu_layers >= hp.n_layer && l.handoff_layers().empty() && l.cached_layers().empty() &&
+                     l.streamed_layers().empty() && l.expert_streamed_layers().empty();
+    const tiers::placement_plan p = tiers::layout_plan(in.demand, l, in.plan.links, unlimited, long_prompt_step);
+    f.long_step_bytes = p.gpu_weights + p.gpu_kv + p.gpu_ring + in.demand.scratch_bytes;
+    f.budget = default_gpu_budget(g->available);
+    if (opt.gpu_budget || opt.fit) f.budget = std::min(f.budget, in.plan.gpu_budget);
+  } catch (const error&) {  // the long step's layout does not fit some budget: the short one
+    return short_prompt_step;
+  }
+  return choose_prompt_step(f);
 }
 
 }  // namespace strata::rt

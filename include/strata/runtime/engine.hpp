@@ -46,7 +46,10 @@ struct engine_options {
   std::int32_t n_gpu_layers = -1; // Vulkan: layers placed on the GPU (-1 or >= n_layer: all)
   bool gpu_profile = false;      // Vulkan: per-kernel timestamps (slower; for strata-bench)
   std::uint32_t n_ctx = 4096;    // KV slots shared by all sequences (0: the model's context_length)
-  std::uint32_t n_batch = 512;   // most tokens per forward step (prefill chunk)
+  // Most tokens per forward step (prefill chunk); 0: the engine chooses (placement.hpp's
+  // prompt_step_tokens: 2,048 where the model runs whole on a GPU with room, else 512).
+  // model::options() reports the choice.
+  std::uint32_t n_batch = 0;
   std::uint32_t n_seq = 1;       // sequences resident at once
   std::uint32_t max_outputs = 0; // most logits rows per step (0: n_batch)
   kv::kv_type type_k = kv::kv_type::f16;

@@ -22,10 +22,25 @@
 // 16 x 16 square, columns 2 (l % 4) + {0, 1, 8, 9}): the softmax runs on S's accumulator elements
 // in registers (row max and sum across the lane quad), P becomes the f16 operand by conversion, and
 // O is rescaled in registers; S, P and the rescale never pass through shared memory.
+// FA_WARPS (4 or 8: BQ = 16 x FA_WARPS query rows share each K/V tile) and FA_KEYS (32, or 64
+// with MMA_QUAD) size the tiles; compressed caches take 4 warps of 32 keys. FA_FASTMASK: key
+// tiles wholly inside every row's causal (and chunk) range skip the per-element masks.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_vote : require
-layout(local_size_x = 128) in;
+#ifndef FA_WARPS
+#define FA_WARPS 4
+#endif
+#ifndef FA_KEYS
+#define FA_KEYS 32
+#endif
+#if defined(KV_D) && (FA_WARPS != 4 || FA_KEYS != 32)
+#error attention_mma over compressed caches runs 4 warps of 32 keys
+#endif
+#if FA_KEYS != 32 && !defined(MMA_QUAD)
+#error attention_mma: 64-key tiles need MMA_QUAD (the shared-memory softmax has two lanes of 16 keys a row)
+#endif
+layout(local_size_x = FA_WARPS * 32) in;
 layout(binding = 1, std430) readonly buffer Q { float q[]; };
 layout(binding = 2, std430) readonly buffer Kc { uvec4 kc[]; };  // f16 rows, 8 halves per uvec4
 layout(binding = 3, std430) readonly buffer Vc { uvec4 vc[]; };
@@ -56,11 +71,11 @@ const uint D = KV_D;
 #else
 const uint D = HEAD_D;
 #endif
-const uint BQ = 64, BK = 32, WARPS = 4;
+const uint WARPS = FA_WARPS, NT = 32 * WARPS, BQ = 16 * WARPS, BK = FA_KEYS;
 const uint DV = D / 8;      // uvec4 per K/V row
 const uint DS = DV + 1;     // shared row stride in uvec4 (padded)
 const uint PS = BK / 8 + 1; // P row stride in uvec4
-const uint LOADS = BK * DV / 128;  // uvec4 per thread per K (and V) tile
+const uint LOADS = BK * DV / NT;  // uvec4 per thread per K (and V) tile
 // K tile then V tile; at the start the same space holds the scaled Q tile (BQ rows).
 shared uvec4 kv[2 * BK * DS > BQ * DS ? 2 * BK * DS : BQ * DS];
 #ifndef MMA_QUAD
@@ -68,7 +83,7 @@ shared float ss[WARPS * 16 * BK];   // per warp: S (16 x BK), or a 16x16 O squar
 shared uvec4 ps[WARPS * 16 * PS];   // per warp: P (16 x BK, f16)
 shared float rowf[WARPS * 16];      // per warp and row: the rescale factor, then 1 / l
 #endif
-shared uint range_lo, range_hi, range_minp;
+shared uint range_lo, range_hi, range_minp, range_maxstart;
 
 uvec4 kr[LOADS], vr[LOADS];
 
@@ -103,7 +118,7 @@ bool ring_holds(uint seq, uint j) { return tags[seq * p.ring_rows + j % p.ring_r
 void fetch(uint j0, uint hi, uint btab, uint row, uint hk, uint seq, uint phase) {
   const uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint i = 0; i < LOADS; ++i) {
-    const uint e = tid + i * 128, k = e / DV, c = e % DV, j = j0 + k;
+    const uint e = tid + i * NT, k = e / DV, c = e % DV, j = j0 + k;
     kr[i] = uvec4(0);
     vr[i] = uvec4(0);
     if (j <= hi) {
@@ -141,7 +156,7 @@ void fetch(uint j0, uint hi, uint btab, uint row, uint hk, uint seq, uint phase)
 void stash(uint phase) {
   const uint tid = gl_LocalInvocationID.x;
   [[unroll]] for (uint i = 0; i < LOADS; ++i) {
-    const uint e = tid + i * 128, k = e / DV, c = e % DV;
+    const uint e = tid + i * NT, k = e / DV, c = e % DV;
 #if defined(KV_D) && KV_K_KIND >= 2
     kv[k * DS + c] = phase == 0u ? k_decode(kr[i]) : kr[i];
 #else
@@ -162,13 +177,13 @@ void stage_q(uint t0, uint h, uint n_tok, bool rotate) {
 #if defined(KV_D) && KV_K_KIND == 3
   if (rotate) {
     for (uint r0 = 0; r0 < BQ; r0 += 16) {
-      for (uint e = tid; e < 16 * D; e += 128) {
+      for (uint e = tid; e < 16 * D; e += NT) {
         const uint tq = t0 + r0 + e / D;
         rot[e] = tq < n_tok ? q[p.q_off + tq * p.q_stride + h * D + e % D] * p.scale : 0.0;
       }
       barrier();
       tq_rotate_rot(16u, true);
-      for (uint e = tid; e < 16 * DV; e += 128) {
+      for (uint e = tid; e < 16 * DV; e += NT) {
         const uint b = (e / DV) * D + 8 * (e % DV);
         float x[8];
         [[unroll]] for (uint i = 0; i < 8; ++i) x[i] = rot[b + i];
@@ -179,7 +194,7 @@ void stage_q(uint t0, uint h, uint n_tok, bool rotate) {
     return;
   }
 #endif
-  for (uint e = tid; e < BQ * DV; e += 128) {
+  for (uint e = tid; e < BQ * DV; e += NT) {
     const uint qr = e / DV, c = e % DV, tq = t0 + qr;
     vec4 a = vec4(0.0), b = vec4(0.0);
     if (tq < n_tok) {
@@ -214,13 +229,14 @@ void main() {
     range_lo = 0xFFFFFFFFu;
     range_hi = 0;
     range_minp = 0xFFFFFFFFu;
+    range_maxstart = 0;
   }
 #ifdef KV_D
 #if KV_K_KIND == 3
-  for (uint i = tid; i < TQK_SEGMENTS * 16u; i += 128) kcent[i] = TQK_CENTROIDS[i];
+  for (uint i = tid; i < TQK_SEGMENTS * 16u; i += NT) kcent[i] = TQK_CENTROIDS[i];
 #endif
 #if KV_V_KIND == 3
-  for (uint i = tid; i < TQV_SEGMENTS * 16u; i += 128) vcent[i] = TQV_CENTROIDS[i];
+  for (uint i = tid; i < TQV_SEGMENTS * 16u; i += NT) vcent[i] = TQV_CENTROIDS[i];
 #endif
 #endif
 #ifdef KV_RING
@@ -234,17 +250,18 @@ void main() {
     atomicMin(range_lo, start);
     atomicMax(range_hi, P);
     atomicMin(range_minp, P);
+    atomicMax(range_maxstart, start);
   }
   stage_q(t0, h, n_tok, Q_ROTATED);  // ends with a barrier: the ranges are complete too
   fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> qa[D / 16];
   [[unroll]] for (uint c = 0; c < D / 16; ++c) coopMatLoadNV(qa[c], kv, (warp * 16) * DS + 2 * c, DS, false);
   barrier();  // kv is the tiles' space from here
-  const uint lo = range_lo, hi = range_hi, minp = range_minp;
+  const uint lo = range_lo, hi = range_hi, minp = range_minp, maxstart = range_maxstart;
   if (lo > hi) return;  // no live row in this tile (uniform: shared values)
   // Keys j with j + W > minp may be ring rows for some query: the window band.
   const uint band = W == 0 ? hi + 1 : max(lo, minp + 1 >= W ? minp + 1 - W : 0);
 #ifdef KV_RING
-  for (uint j = band + tid; j <= hi; j += 128)
+  for (uint j = band + tid; j <= hi; j += NT)
     if (!ring_holds(seq, j)) ring_bad = 1u;
   barrier();
   const bool scan_all = ring_bad != 0u;
@@ -313,6 +330,14 @@ void main() {
       }
       // Masks and the rows' maxima: element i is row i / 4, column qc + (i & 1) + 8 ((i >> 1) & 1).
       float tmax[2] = float[2](-1.0 / 0.0, -1.0 / 0.0);
+#ifdef FA_FASTMASK
+      // Every key of the tile in every row's range (rows past the batch score zeros, unstored).
+      const bool inside = W == 0 && j0 + BK - 1 <= minp && j0 >= maxstart;
+      if (inside)
+        [[unroll]] for (uint kt = 0; kt < BK / 16; ++kt)
+          [[unroll]] for (uint i = 0; i < 8; ++i) tmax[i / 4] = max(tmax[i / 4], s[kt][i]);
+      else
+#endif
       [[unroll]] for (uint kt = 0; kt < BK / 16; ++kt)
         [[unroll]] for (uint i = 0; i < 8; ++i) {
           const uint a = i / 4, j = j0 + kt * 16 + qc + (i & 1u) + 8u * ((i >> 1) & 1u);

@@ -390,9 +390,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // Prefill of one sequence on tensor cores (attention_mma.glsl): f16 caches, head_dim 64 or 128.
   if (!split && P.single_seq && tensor_core_attention(q.rows, ap.head_dim, cfg.type_k, cfg.type_v)) {
     pc.n_splits = q.rows;  // the kernel's token count
-    std::vector<std::pair<std::string, std::string>> fd{{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", std::to_string(ap.head_dim)}};
-    if (P.fa_quad) fd.emplace_back("MMA_QUAD", "1");
-    P.dispatch(impl::req("attention_mma", {}, fd, 8), bd, &pc, sizeof pc, ap.n_head, div_up(q.rows, 64));
+    P.dispatch(P.flash_req(ap.head_dim, q.rows), bd, &pc, sizeof pc, ap.n_head, div_up(q.rows, 16 * P.flash_warps(q.rows)));
     return;
   }
   // Prefill of one sequence: query tiles share each key tile (attention.glsl QTILE).

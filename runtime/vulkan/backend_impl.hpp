@@ -338,15 +338,15 @@ struct backend::impl : backend_tuning {
   // kv_store_q and attn_prep over a compressed cache: kvq_defs and the encoder (kv_encode.glsl).
   static std::vector<std::pair<std::string, std::string>> kv_encode_defs(const kv_state& kv);
   pipeline_request quantize_req(bool norm) const;
+  pipeline_request flash_req(std::uint32_t head_dim, std::uint32_t tokens) const;  // attention_mma, f16: 16 x flash_warps rows
   // Workgroup size, rows per lane group and units in flight per lane, per format and height,
   // from vk_matvec_bench on the H100 (bench/RESULTS.md): short matrices (the K/V projections)
   // keep one row per group so enough workgroups exist to fill the GPU; Q6_K's costlier units
   // want more rows per group on tall matrices; Q8_0 is load-bound and likes one row per group.
   mmvq_shape_t mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const;
-  // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group; n_cols (the row width) fixes
-  // the row layout the kernel reads (quant_layout.hpp grouped_rows).
-  // norm_out: NORM_OUT (32 rows a workgroup, as QUANT_OUT); rms_in_k: RMS_IN over inputs of that
-  // many columns (0: off).
+  // Lane groups of 32 (one subgroup on NVIDIA), RPG rows per group; n_cols (the row width) fixes the row
+  // layout read (quant_layout.hpp grouped_rows). norm_out: NORM_OUT (32 rows a workgroup, as QUANT_OUT);
+  // rms_in_k: RMS_IN over inputs of that many columns (0: off).
   pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_cols, std::uint64_t n_rows, bool swiglu, bool residual,
                             bool ids, bool qout = false, bool grouped = false, bool tail = false, bool norm_out = false,
                             std::uint32_t rms_in_k = 0) const;

@@ -329,6 +329,18 @@ bool backend::int8_tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expe
          p_->has_int8_unit(down, F) && p_->mmq_ok(gate_up, K) && p_->mmq_ok(down, F);
 }
 
+pipeline_request backend::impl::flash_req(std::uint32_t head_dim, std::uint32_t tokens) const {
+  const std::uint32_t warps = flash_warps(tokens);
+  const std::uint32_t keys = fa_quad ? flash_keys(tokens) : 32;  // 64-key tiles need the softmax in registers
+  std::vector<std::pair<std::string, std::string>> d{
+      {"WG", std::to_string(32 * warps)}, {"COOPMAT", "1"}, {"HEAD_D", std::to_string(head_dim)}};
+  if (fa_quad) d.emplace_back("MMA_QUAD", "1");
+  if (warps != 4) d.emplace_back("FA_WARPS", std::to_string(warps));
+  if (keys != 32) d.emplace_back("FA_KEYS", std::to_string(keys));
+  if (fa_fast_mask && fa_quad) d.emplace_back("FA_FASTMASK", "1");
+  return req("attention_mma", {}, std::move(d), 8);
+}
+
 bool backend::tensor_core_attention(std::uint32_t tokens, std::uint32_t head_dim, kv::kv_type k, kv::kv_type v) const {
   // f16, q8_0 and TurboQuant sides (attention_mma.glsl decodes codes to f16); f32 caches keep the
   // float kernels.

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -67,6 +68,24 @@ void backend_tuning::read_env() {
   if (const char* v = std::getenv("STRATA_VK_DEC_LANES_WG")) dec_lanes_wg = std::bit_floor(std::uint32_t(std::clamp(std::atoi(v), 32, 1024)));
   if (env_is("STRATA_VK_FA", "0")) flash_attention = false;
   if (env_is("STRATA_VK_FA_REGS", "0")) fa_regs = false;
+  const auto choice = [](const char* name, std::initializer_list<std::uint32_t> allowed, std::uint32_t& out) {
+    const char* v = std::getenv(name);
+    if (!v) return;
+    std::string list;
+    for (const std::uint32_t a : allowed) {
+      if (std::string_view(v) == std::to_string(a)) {
+        out = a;
+        return;
+      }
+      list += (list.empty() ? "" : ", ") + std::to_string(a);
+    }
+    throw error(std::string(name) + "='" + v + "' must be one of " + list);
+  };
+  choice("STRATA_VK_FA_WARPS", {4, 8}, fa_warps);
+  choice("STRATA_VK_FA_KEYS", {32, 64}, fa_keys);
+  std::uint32_t fast_mask = fa_fast_mask;
+  choice("STRATA_VK_FA_FASTMASK", {0, 1}, fast_mask);
+  fa_fast_mask = fast_mask != 0;
   if (const char* c = std::getenv("STRATA_VK_MMA_DEC")) mma_dec = std::string_view(c) == "1";
   if (const char* c = std::getenv("STRATA_VK_TQ_GQA")) tq_gqa = std::clamp(std::atoi(c), 0, 2);
   if (const char* v = std::getenv("STRATA_VK_TQ_SPLIT")) tq_split = std::clamp(std::atoi(v) / 64, 1, 128) * 64;

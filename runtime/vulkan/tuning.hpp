@@ -107,6 +107,19 @@ struct backend_tuning {
   // Its softmax on the accumulators in registers (attention_mma.glsl MMA_QUAD) where the probed
   // layout is mma.sync's; STRATA_VK_FA_REGS=0: through shared memory as before.
   bool fa_regs = true;
+  // The f16-cache prompt attention's tiles (attention_mma.glsl FA_WARPS: 16 query rows a warp
+  // share each K/V tile; FA_KEYS: keys a tile, 64 only with the softmax in registers) and
+  // FA_FASTMASK (tiles inside every row's causal range skip the masks). Steps of fa_wide_min+
+  // tokens take 8 warps of 64 keys, shorter ones 4 of 32 (twice the workgroups). H200, qwen3-8b
+  // pp4096 in 2,048-token steps (session 32): attention 0.0115 ms a token (4 x 32) -> 0.0106
+  // (8 x 64, fast masks), 9,675 -> 9,750 t/s; 4 x 64 spills (0.0169); the masks alone level.
+  // STRATA_VK_FA_WARPS=4|8, STRATA_VK_FA_KEYS=32|64 force a tile for every step size,
+  // STRATA_VK_FA_FASTMASK=0|1.
+  std::uint32_t fa_wide_min = 1024;
+  std::uint32_t fa_warps = 0, fa_keys = 0;  // 0: by the step's tokens
+  bool fa_fast_mask = true;
+  std::uint32_t flash_warps(std::uint32_t tokens) const { return fa_warps ? fa_warps : tokens >= fa_wide_min ? 8 : 4; }
+  std::uint32_t flash_keys(std::uint32_t tokens) const { return fa_keys ? fa_keys : tokens >= fa_wide_min ? 64 : 32; }
   // Decode attention over compressed caches on tensor cores (attention_mma_dec.glsl,
   // STRATA_VK_MMA_DEC=1): correct but measured slower on the H200 (qwen3-8b tg64 @ d4096: tq3 118
   // vs attention_qdec's 206 t/s; an f16 variant 235 vs attention_dec's 270), so opt-in.

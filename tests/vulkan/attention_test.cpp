@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "support/scoped_env.hpp"
@@ -80,6 +81,7 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       {"MHA 4/4, D 256, f32 K + f16 V, causal", 4, 4, 256, 0, kv_type::f32, kv_type::f16},
       {"GQA 8/1, D 80, f16 K + f32 V, chunk 64", 8, 1, 80, 64, kv_type::f16, kv_type::f32},
       {"GQA 8/2, D 128, f16 KV, causal, 10 splits", 8, 2, 128, 0, kv_type::f16, kv_type::f16, 1280, true},
+      {"GQA 8/2, D 128, f16 KV, chunk 256, 10 splits", 8, 2, 128, 256, kv_type::f16, kv_type::f16, 1280, true},
   };
   std::mt19937 rng(77);
   for (const auto& c : cases) {
@@ -90,6 +92,7 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
         &store.add_f32("test.k", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, table_rows),
         &store.add_f32("test.v", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, table_rows)};
     std::vector<std::vector<float>> g, g_tiled, g_tail, g_thread, cpu;
+    std::vector<std::vector<std::vector<float>>> g_fa;  // the tensor-core kernel's tile variants
     const std::size_t n_steps = steps_of(c).size();
     std::vector<double> tol(n_steps, vkt::tol_attention);
     {
@@ -102,6 +105,13 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       const test::scoped_env qtile("STRATA_VK_QTILE_ATTN", "1"), fa("STRATA_VK_FA", "0");
       gpu::backend be;
       g_tiled = run_attention(be, c, t);
+    }
+    // The prompt attention's tiles (tuning.hpp fa_warps, fa_keys, fa_fast_mask): 128 query rows,
+    // 64-key tiles, tiles inside every row's range unmasked (the chunked case's starts too).
+    for (const auto& [warps, keys, fast] : {std::tuple{"8", "32", "0"}, {"4", "64", "1"}, {"8", "64", "1"}}) {
+      const test::scoped_env w("STRATA_VK_FA_WARPS", warps), k("STRATA_VK_FA_KEYS", keys), f("STRATA_VK_FA_FASTMASK", fast);
+      gpu::backend be;
+      g_fa.push_back(run_attention(be, c, t));
     }
     {  // the split decode's merge as the split kernel's last workgroup (split_combine.glsl)
       const test::scoped_env tail("STRATA_VK_TAIL", "8");
@@ -125,6 +135,10 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       CHECK(test::nmse(g_tiled[s], cpu[s]) <= vkt::tol_attention);
       CHECK(test::nmse(g_tail[s], cpu[s]) <= tol[s]);
       CHECK(test::nmse(g_thread[s], cpu[s]) <= tol[s]);
+      for (std::size_t v = 0; v < g_fa.size(); ++v) {
+        CAPTURE(v);
+        CHECK(test::nmse(g_fa[v][s], cpu[s]) <= tol[s]);
+      }
     }
   }
 }

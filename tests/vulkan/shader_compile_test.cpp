@@ -243,6 +243,16 @@ TEST_CASE("vulkan shaders: tensor-core attention variants compile (prefill and d
       std::vector<std::pair<std::string, std::string>> defs{{"WG", "128"}, {"COOPMAT", "1"}, {"HEAD_D", d}};
       if (quad) defs.emplace_back("MMA_QUAD", "1");
       compiles({"attention_mma", std::nullopt, defs, 8});
+      // The tile variants (tuning.hpp fa_warps / fa_keys / fa_fast_mask; 64 keys with MMA_QUAD only).
+      for (const char* warps : {"4", "8"})
+        for (const char* keys : {"32", "64"}) {
+          if (!quad && std::string(keys) == "64") continue;
+          auto v = defs;
+          v[0].second = std::to_string(32 * std::stoi(warps));
+          v.insert(v.end(), {{"FA_WARPS", warps}, {"FA_KEYS", keys}});
+          if (quad) v.emplace_back("FA_FASTMASK", "1");
+          compiles({"attention_mma", std::nullopt, v, 8});
+        }
     }
   // The compressed sides as backend::impl::kvq_defs names them: kind 1 f16, 2 q8_0, 3 TurboQuant.
   struct side {

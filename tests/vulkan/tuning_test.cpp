@@ -37,7 +37,10 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_MM3_TOKFAST", "3", "STRATA_VK_MM3_TOKFAST='3' must be 0 (rows fastest)"},
                         bad_case{"STRATA_VK_MM3_AHEAD", "yes", "STRATA_VK_MM3_AHEAD='yes' must be 0 (one scratch slot) or 1"},
                         bad_case{"STRATA_VK_SCRATCH_SLOT_KB", "0", "STRATA_VK_SCRATCH_SLOT_KB='0' must be a size in KiB"},
-                        bad_case{"STRATA_VK_SCRATCH_SLOT_KB", "64k", "STRATA_VK_SCRATCH_SLOT_KB='64k' must be a size in KiB"}}) {
+                        bad_case{"STRATA_VK_SCRATCH_SLOT_KB", "64k", "STRATA_VK_SCRATCH_SLOT_KB='64k' must be a size in KiB"},
+                        bad_case{"STRATA_VK_FA_WARPS", "6", "STRATA_VK_FA_WARPS='6' must be one of 4, 8"},
+                        bad_case{"STRATA_VK_FA_KEYS", "16", "STRATA_VK_FA_KEYS='16' must be one of 32, 64"},
+                        bad_case{"STRATA_VK_FA_FASTMASK", "on", "STRATA_VK_FA_FASTMASK='on' must be one of 0, 1"}}) {
     CAPTURE(c.name);
     CAPTURE(c.value);
     const test::scoped_env env(c.name, c.value);

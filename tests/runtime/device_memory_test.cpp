@@ -4,21 +4,14 @@
 #include <doctest/doctest.h>
 
 #include <string>
-#include <string_view>
 
 #include "strata/runtime/device_memory.hpp"
 #include "strata/runtime/engine.hpp"
 #include "support/fixture_placement.hpp"
+#include "support/shipped_fixture.hpp"
 
 namespace device_memory_test {
 constexpr std::uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
-
-strata::test::golden_model fixture(std::string_view name) {
-  for (auto& g : strata::test::local_golden())
-    if (g.name == name) return g;
-  FAIL("fixture model " << name << " is not shipped");
-  return {};
-}
 
 // Vulkan, --fit under an explicit --gpu-budget.
 strata::rt::engine_options fit_options(std::uint32_t n_ctx, std::uint32_t n_batch, std::uint64_t gpu_budget) {
@@ -54,7 +47,7 @@ TEST_CASE("device memory: the driver's reserve of an explicit --gpu-budget") {
 
 TEST_CASE("device memory: the placement plans within the engine's share of --gpu-budget and names the reserve") {
   using namespace device_memory_test;
-  const strata::test::golden_model g = device_memory_test::fixture("qwen3-Q4_K_M");
+  const strata::test::golden_model g = strata::test::shipped_fixture("qwen3-Q4_K_M");
   strata::rt::engine_options opt;
   opt.backend = strata::rt::backend_kind::vulkan;
   opt.gpu_budget = 12 * GiB;
@@ -73,7 +66,7 @@ TEST_CASE("device memory: the Vulkan ledger caps the engine at the plan's share 
     MESSAGE("no Vulkan device: skipped");
     return;
   }
-  const strata::test::golden_model g = device_memory_test::fixture("qwen3-Q4_K_M");
+  const strata::test::golden_model g = strata::test::shipped_fixture("qwen3-Q4_K_M");
   const auto opt = fit_options(256, 64, 1 * GiB);  // above the 512 MiB floor, so 64 MiB are kept back
   const auto m = strata::rt::model::load(g.path, opt);
   const std::string report = m->startup_report();
@@ -93,7 +86,7 @@ TEST_CASE("device memory: the Vulkan backend's scratch stays within the planner'
   }
   for (const std::string name : {"qwen3-Q4_K_M", "qwen3moe-Q4_K_M", "llama4-Q4_K_M", "llama-Q4_K_M"}) {
     CAPTURE(name);
-    const strata::test::golden_model g = device_memory_test::fixture(name);
+    const strata::test::golden_model g = strata::test::shipped_fixture(name);
     const auto opt = fit_options(64, 512, 1 * GiB);
     const std::uint64_t estimate = strata::test::fixture_placement(g, opt, true).demand.scratch_bytes;
     const auto m = strata::rt::model::load(g.path, opt);

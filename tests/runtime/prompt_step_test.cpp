@@ -3,31 +3,13 @@
 // room for the larger step; 512 everywhere else; an explicit -b as given.
 #include <doctest/doctest.h>
 
-#include <string_view>
-
-#include "strata/arch/all.hpp"
-#include "strata/gguf/reader.hpp"
 #include "strata/runtime/device_memory.hpp"
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/placement.hpp"
-#include "support/fidelity.hpp"
 #include "support/fixture_placement.hpp"
+#include "support/shipped_fixture.hpp"
 
 namespace prompt_step_case {
-
-strata::test::golden_model fixture(std::string_view name) {
-  for (auto& g : strata::test::local_golden())
-    if (g.name == name) return g;
-  FAIL("fixture model " << name << " is not shipped");
-  return {};
-}
-
-std::uint32_t step_for(const strata::test::golden_model& g, const strata::rt::engine_options& opt, bool gpu) {
-  const strata::gguf::file f(g.path);
-  const auto hp = strata::arch::visit(f.gguf().get_string("general.architecture"),
-                                      [&](auto a) { return decltype(a)::load_hparams(f.gguf()); });
-  return strata::rt::prompt_step_tokens(g.path, f.gguf(), hp, opt, gpu);
-}
 
 bool real_gpu() {
   const auto g = strata::rt::gpu_memory(-1);
@@ -60,19 +42,19 @@ TEST_CASE("prompt step: the long step only when every condition holds") {
 
 TEST_CASE("prompt step: -b as given, the CPU and compressed KV take the short step") {
   using namespace prompt_step_case;
-  const auto g = fixture("qwen3-Q4_K_M");
+  const auto& g = strata::test::shipped_fixture("qwen3-Q4_K_M");
   strata::rt::engine_options opt;
   opt.threads = 2;
   opt.n_batch = 96;
-  CHECK(step_for(g, opt, false) == 96);
-  CHECK(step_for(g, opt, true) == 96);
+  CHECK(strata::test::fixture_prompt_step(g, opt, false) == 96);
+  CHECK(strata::test::fixture_prompt_step(g, opt, true) == 96);
   opt.n_batch = 0;
-  CHECK(step_for(g, opt, false) == strata::rt::short_prompt_step);
+  CHECK(strata::test::fixture_prompt_step(g, opt, false) == strata::rt::short_prompt_step);
   opt.type_k = strata::kv::kv_type::tq3;  // its f16 window ring grows with the step
-  CHECK(step_for(g, opt, true) == strata::rt::short_prompt_step);
+  CHECK(strata::test::fixture_prompt_step(g, opt, true) == strata::rt::short_prompt_step);
   opt.type_k = strata::kv::kv_type::f16;
   opt.type_v = strata::kv::kv_type::q8_0;
-  CHECK(step_for(g, opt, true) == strata::rt::short_prompt_step);
+  CHECK(strata::test::fixture_prompt_step(g, opt, true) == strata::rt::short_prompt_step);
 
   // The loaded model reports the step it took.
   opt.type_v = strata::kv::kv_type::f16;
@@ -86,7 +68,7 @@ TEST_CASE("prompt step: the Vulkan backend's choice follows the device") {
     MESSAGE("no Vulkan device: skipped");
     return;
   }
-  const auto g = fixture("qwen3-Q4_K_M");
+  const auto& g = strata::test::shipped_fixture("qwen3-Q4_K_M");
   strata::rt::engine_options opt;
   opt.backend = strata::rt::backend_kind::vulkan;
   opt.threads = 2;
@@ -94,10 +76,10 @@ TEST_CASE("prompt step: the Vulkan backend's choice follows the device") {
   // lavapipe's memory is the host's: the short step. A real GPU holds this small model's long
   // step many times over.
   const std::uint32_t want = real_gpu() ? strata::rt::long_prompt_step : strata::rt::short_prompt_step;
-  CHECK(step_for(g, opt, true) == want);
+  CHECK(strata::test::fixture_prompt_step(g, opt, true) == want);
   // Only part of the model on the GPU: the short step.
   opt.n_gpu_layers = 1;
-  CHECK(step_for(g, opt, true) == strata::rt::short_prompt_step);
+  CHECK(strata::test::fixture_prompt_step(g, opt, true) == strata::rt::short_prompt_step);
   // A --gpu-budget between what the short and the long step need: the short step.
   opt.n_gpu_layers = -1;
   const auto need = [&](std::uint32_t batch) {
@@ -112,7 +94,7 @@ TEST_CASE("prompt step: the Vulkan backend's choice follows the device") {
   REQUIRE(long_need > short_need);
   opt.gpu_budget = short_need + (long_need - short_need) / 2;
   REQUIRE(strata::rt::engine_gpu_budget(opt.gpu_budget) == opt.gpu_budget);  // no driver reserve at this size
-  CHECK(step_for(g, opt, true) == strata::rt::short_prompt_step);
+  CHECK(strata::test::fixture_prompt_step(g, opt, true) == strata::rt::short_prompt_step);
   opt.gpu_budget = long_need;
-  CHECK(step_for(g, opt, true) == want);
+  CHECK(strata::test::fixture_prompt_step(g, opt, true) == want);
 }

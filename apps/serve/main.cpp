@@ -51,6 +51,10 @@ int main(int argc, char** argv) {
                  "most prompt tokens per step beside the decodes (0: the batch size; a GPU step may take up to one "
                  "token tile more to fill the tile it pays for); smaller keeps streams smoother")
       ->type_name("N")->capture_default_str()->group(group::server);
+  app.add_flag("!--no-record-ahead", sched.record_ahead,
+               "record GPU step shapes on first use instead of at start-up (a faster start, the first steps of each "
+               "shape slower)")
+      ->group(group::server);
   app.add_option("--queue", sched.max_queue, "requests waiting beyond the slots before 429")->type_name("N")
       ->capture_default_str()->group(group::server);
   app.add_option("--timeout", read_timeout, "seconds a client has to send its request")->type_name("S")

@@ -3,8 +3,13 @@
 // engine_backend (how to make and describe it) and a make_<name>_stage() that calls
 // make_decoder_stage<Backend>; every architecture of arch/all.hpp is then instantiated for it.
 #pragma once
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "model_config.hpp"
 #include "stage.hpp"
@@ -27,7 +32,8 @@ class decoder_stage final : public stage {
 
  public:
   decoder_stage(const gguf::reader& r, const engine_options& opt, const layer_slice& s)
-      : be_(traits::make(opt, s)),
+      : max_rows_(opt.n_batch), max_out_(opt.max_outputs ? opt.max_outputs : opt.n_batch), head_(s.head), embed_(s.embed),
+        be_(traits::make(opt, s)),
         dec_(*be_, r,
              {.max_batch = opt.n_batch, .max_outputs = opt.max_outputs, .first_layer = s.first, .n_layers = s.count,
               .embed = s.embed, .head = s.head}),
@@ -73,8 +79,88 @@ class decoder_stage final : public stage {
     if constexpr (requires { traits::step_granule(*be_); }) return traits::step_granule(*be_);
     else return 1;
   }
+  void record_steps(const model::step_shapes& s, std::uint32_t n_ctx, const kv::block_table& kv) override {
+    if constexpr (requires(Backend& be) {
+                    be.record_only(true);
+                    { be.can_record_ahead() } -> std::convertible_to<bool>;
+                    be.step_rows(1u);
+                  }) {
+      be_->record_only(true);
+      try {
+        record_ahead(s, n_ctx, kv);
+      } catch (...) {
+        be_->record_only(false);
+        throw;
+      }
+      be_->record_only(false);
+    }
+  }
 
  private:
+  // One forward per form over placeholder tokens, with the backend recording and running nothing
+  // (model::record_steps). In order of need, while the backend has room (can_record_ahead): the
+  // decode steps of 1..max_seqs streams with every row out, short context and long, as logits
+  // and as argmax ids; the gathered outputs of steps that also prefill; the prefill sizes.
+  void record_ahead(const model::step_shapes& s, std::uint32_t n_ctx, const kv::block_table& kv) {
+    const std::uint32_t max_rows = max_rows_, max_out = max_out_;
+    const std::uint32_t tokens = std::min(s.max_tokens, max_rows), seqs = std::max(1u, s.max_seqs);
+    std::vector<std::uint32_t> sizes;  // the step sizes the decoder pads 1..tokens to
+    for (std::uint32_t n = 1; n <= tokens; ++n) {
+      const std::uint32_t r = std::min(be_->step_rows(n), max_rows);
+      if (sizes.empty() || sizes.back() != r) sizes.push_back(r);
+    }
+    if (sizes.empty()) return;
+    const auto& hp = dec_.hparams();
+    const bool head = head_, embed = embed_;
+    // Placeholders: never read or written (no inputs are written in record_only), only sized.
+    const std::unique_ptr<float[]> logits(head ? new float[std::size_t(max_out) * hp.n_vocab] : nullptr);
+    const std::unique_ptr<float[]> hidden(new float[std::size_t(max_rows) * hp.n_embd]);
+    std::vector<std::int32_t> ids(max_out);
+    std::vector<std::int32_t> tok, pos;
+    std::vector<std::uint32_t> seq;
+    std::vector<std::uint8_t> want;
+    const std::size_t hidden_size = std::size_t(max_rows) * hp.n_embd;
+    // r rows; `multi`: each row its own sequence (mod seqs); `late`: positions at the end of the
+    // context (steps see a long one); `outs`: rows flagged for output (the last ones; r: all).
+    const auto step = [&](std::uint32_t r, bool multi, bool late, std::uint32_t outs, bool greedy) {
+      if (!be_->can_record_ahead()) return false;
+      tok.assign(r, 0), pos.resize(r), seq.resize(r), want.assign(r, 0);
+      for (std::uint32_t t = 0; t < r; ++t) {
+        seq[t] = multi ? t % seqs : 0;
+        const std::uint32_t p = multi ? 0 : t;
+        pos[t] = std::int32_t(late && n_ctx > r ? n_ctx - r + p : p);
+        want[t] = t + outs >= r;
+      }
+      const graph::batch b{tok, pos, seq, want};
+      const std::span<float> lg = head && !greedy ? std::span<float>(logits.get(), std::size_t(max_out) * hp.n_vocab) : std::span<float>{};
+      const std::span<std::int32_t> am = head && greedy ? std::span<std::int32_t>(ids) : std::span<std::int32_t>{};
+      dec_.forward(b, kv, kv_, lg, embed ? std::span<const float>{} : std::span<const float>(hidden.get(), hidden_size),
+                   head ? std::span<float>{} : std::span<float>(hidden.get(), hidden_size), am, {});
+      return true;
+    };
+    const bool several = seqs >= 2;
+    for (const std::uint32_t r : sizes) {  // decodes: a row per stream, every row out
+      if (r > seqs || r > max_out) break;
+      for (const bool late : {false, true})
+        for (const bool greedy : {false, true})
+          if (!step(r, r > 1, late, r, greedy)) return;
+    }
+    if (head)  // the gathered outputs of steps that prefill beside decodes (any layers' part serves)
+      for (const std::uint32_t o : sizes) {
+        if (o > std::min(seqs, max_out) || o >= sizes.back()) break;
+        for (const bool greedy : {false, true})
+          if (!step(sizes.back(), several, false, o, greedy)) return;
+      }
+    for (const std::uint32_t r : sizes)  // prompt steps: one sequence (its last token out), or several
+      for (const bool multi : {false, true}) {
+        if (multi && (!several || r < 2)) continue;
+        for (const bool late : {false, true})
+          if (!step(r, multi, late, head ? 1 : 0, false)) return;
+      }
+  }
+
+  std::uint32_t max_rows_ = 0, max_out_ = 0;  // the decoder's max_batch and max_outputs
+  bool head_ = true, embed_ = true;
   std::unique_ptr<Backend> be_;  // the decoder keeps a reference: the backend never moves
   graph::decoder<Arch, Backend> dec_;
   typename Backend::kv_state kv_;

@@ -52,6 +52,8 @@ scheduler::scheduler(model& m, const tokenizer::tokenizer& tok, scheduler_option
   // Embedding rows are not logits rows: any prompt token may be one (mean pooling wants all).
   if (m.supports_embeddings()) embd_.resize(std::size_t(eo.n_batch) * m.hparams().n_embd);
   stats_.kv_total = m.kv().n_slots();
+  // Every step shape the loop can run, recorded now rather than while requests wait for it.
+  if (opt_.record_ahead) ahead_ = m.record_steps({eo.n_batch, n_seq, max_rows});
   worker_ = std::thread([this] { loop(); });
 }
 

@@ -56,6 +56,10 @@ class stage {
   virtual model::disk_counters disk_tier() const { return {}; }
   virtual model::recording_counters step_recordings() const { return {}; }
   virtual std::uint32_t step_granule() const noexcept { return 1; }
+  // model::record_steps for this stage's layers (n_ctx: the KV slots, for positions of long steps).
+  virtual void record_steps(const model::step_shapes& s, std::uint32_t n_ctx, const kv::block_table& kv) {
+    (void)s, (void)n_ctx, (void)kv;
+  }
 };
 
 // The stage factory of each backend (the GGUF's architecture picks the decoder instantiation),

@@ -168,6 +168,13 @@ class staged_model final : public model {
     return c;
   }
 
+  recording_counters record_steps(const step_shapes& s) override {
+    const recording_counters before = step_recordings();
+    for (const auto& st : stages_) st->record_steps(s, table_.capacity(), table_);
+    const recording_counters after = step_recordings();
+    return {after.steps - before.steps, after.ms - before.ms};
+  }
+
   void forward(const graph::batch& b, std::span<float> logits) override { step(b, logits, {}); }
   void forward_argmax(const graph::batch& b, std::span<std::int32_t> ids) override { step(b, {}, ids); }
   // Every backend: the last stage (the one with the head) hands out the final-norm rows.

@@ -2,6 +2,8 @@
 // routing, answers that need no generation, and the graceful shutdown.
 #include "server_impl.hpp"
 
+#include <cmath>
+
 namespace strata::serve {
 
 net::awaitable<bool> server::impl::send(beast::tcp_stream& s, const reply& r, bool keep_alive,
@@ -267,6 +269,9 @@ void server::run(const std::filesystem::path& model_path, const rt::engine_optio
   d.ready.store(true, std::memory_order_release);
   d.status("model '" + d.model_id + "' ready (" + d.model->backend_description() + ", " +
            std::to_string(d.sched->slots()) + " slots, context " + std::to_string(d.sched->context_size()) +
+           (d.sched->recorded_ahead().steps ? ", " + std::to_string(d.sched->recorded_ahead().steps) + " step shapes recorded in " +
+                                                  std::to_string(std::lround(d.sched->recorded_ahead().ms)) + " ms"
+                                            : "") +
            (d.pooling != rt::pooling::none ? ", embeddings: " + std::string(rt::name(d.pooling)) + " pooling" : "") + ")");
   {
     std::unique_lock lk(d.stop_mu);

@@ -35,7 +35,7 @@ void backend::rms_norm(tensor x, const weight* w, float eps, tensor y) {
   // Per-head norms in place (Q/K norms: rows = tokens x heads, one head per row) wait for
   // kv_store()'s attn_prep dispatch.
   if (P.fuse && impl::same(x, y) && x.cols == x.stride && x.cols <= 256 && P.step_tokens &&
-      x.rows % P.step_tokens == 0) {
+      x.rows % P.step_tokens == 0 && !P.outputs.active) {
     P.keep_heads = true;
     P.prepare({x}, {});
     P.keep_heads = false;
@@ -506,6 +506,7 @@ void backend::read(tensor src, std::span<float> dst) {
   P.read_dst = dst.data();
   // The recorded copy brings every row; the host takes those dst holds (a padded step's own rows).
   P.read_floats = std::min(n, dst.size() / src.cols * src.cols);
+  if (P.output_part && !P.outputs.active && !P.outputs.hidden) P.enter_output(true);
   if (P.replay) return;
   P.prepare({src}, {});
   const copy_rows_pc pc{src.cols, src.off, src.stride, 0, src.cols};
@@ -517,14 +518,11 @@ void backend::read(tensor src, std::span<float> dst) {
 void backend::argmax(tensor src, std::span<std::int32_t> dst) {
   auto& P = *p_;
   if (dst.empty()) throw error("argmax: no room for an id");
-  if (!P.ids_readback || P.ids_readback.size() < std::uint64_t(src.rows) * 4) {
-    if (P.replay) throw error("internal: argmax() first seen while replaying a step");
-    P.steps.clear();  // recorded steps may reference a smaller buffer
-    P.ids_readback = gpu_buffer(P.ctx, std::max<std::uint64_t>(std::uint64_t(P.max_rows) * 4, 16), memory_kind::readback,
-                                "argmax readback");
-  }
+  if (!P.ids_readback || P.ids_readback.size() < std::uint64_t(src.rows) * 4)  // reserve() sizes it for max_rows
+    throw error("argmax: " + std::to_string(src.rows) + " rows exceed the reserved " + std::to_string(P.max_rows));
   P.ids_dst = dst.data();
   P.ids_count = std::uint32_t(std::min<std::size_t>(src.rows, dst.size()));
+  if (P.output_part && !P.outputs.active && !P.outputs.hidden) P.enter_output(true);
   if (P.replay) return;
   P.prepare({src}, {});
   const argmax_pc pc{src.cols, src.off, src.stride};
@@ -547,7 +545,7 @@ void backend::write(tensor dst, std::span<const float> src) {
     P.input = P.new_buffer(largest, memory_kind::upload, "hidden-state input");
   }
   if (P.buf(P.input).size() < n * 4) throw error("write: " + std::to_string(n) + " floats exceed the input buffer");
-  std::memcpy(P.buf(P.input).mapped(), src.data(), n * 4);
+  if (!P.record_only) std::memcpy(P.buf(P.input).mapped(), src.data(), n * 4);
   if (P.replay) return;
   P.prepare({}, {dst});
   const copy_rows_pc pc{dst.cols, 0, dst.cols, dst.off, dst.stride};

@@ -239,9 +239,18 @@ class backend {
   void reserve(std::uint32_t max_tokens, std::uint32_t max_routed);
 
   // Writes the step's inputs (token ids, positions, output rows, KV slots and block tables) to
-  // the step buffer, then replays the step recorded for this shape (tokens, logits rows,
-  // greedy, one sequence or several) or starts recording it.
+  // the step buffer, then replays the layers recorded for this shape (tokens, one sequence or
+  // several, short context or long) or starts recording them.
   void begin(const graph::step_inputs& s);
+  // Between the last layer and the output norm: the output part (norm, head, argmax or read) is
+  // recorded and replayed apart, by its rows and kind (step_cache.cpp), so the layers of a step
+  // replay whatever rows it hands back.
+  void begin_output();
+  // While on, steps are recorded and filed but not run (no inputs written, nothing submitted,
+  // nothing read back): rt::model::record_steps makes a server's step shapes ahead of its first
+  // requests. Parts recorded so stay when shapes churn.
+  void record_only(bool on);
+  bool can_record_ahead() const;  // room for more parts recorded ahead (fewer under a GPU budget)
 
   void embed(const weight& table, tensor out);
   void rms_norm(tensor x, const weight* w, float eps, tensor y);

@@ -118,7 +118,6 @@ struct backend::impl : backend_tuning {
   gpu_buffer ids_readback;                 // argmax results (host-visible)
   std::int32_t* ids_dst = nullptr;
   std::size_t ids_count = 0;
-
   // Recorded steps by shape (recorded_step.hpp).
   using handoff = step_handoff;
   using recorded_step = gpu::recorded_step;
@@ -181,12 +180,14 @@ struct backend::impl : backend_tuning {
   stream_stats xstreaming;
   vk::raii::CommandPool pool{nullptr};
   vk::raii::Fence fence{nullptr};
-  vk::raii::QueryPool queries{nullptr};
-  std::uint32_t query_capacity = 0;
-  std::map<std::uint64_t, recorded_step> steps;
+  vk::raii::QueryPool queries{nullptr};  // the layers' timestamps first, the output part's from output_queries
+  std::uint32_t query_capacity = 0, output_queries = 0;
+  std::map<std::uint64_t, recorded_step> steps;  // the layers' parts; outputs: the output parts
   recorded_step* current = nullptr;
-  recorded_step pending;  // being recorded
-  bool replay = false, recording = false;
+  recorded_step pending;  // being recorded (the layers or the output)
+  output_parts outputs;
+  // record_only: backend::record_only; recorded_any: this step recorded a part.
+  bool replay = false, recording = false, record_only = false, recorded_any = false;
   std::uint64_t current_key = 0;
   command_recorder rec;
   float* read_dst = nullptr;
@@ -221,16 +222,14 @@ struct backend::impl : backend_tuning {
   bool try_norm_out(const pending_norm& n);
   std::optional<quantized_input> quantized[2];
   std::uint32_t last_slot = 1;
-  // Per-head ops on Q and K (weighted / plain RMS norm, RoPE, temperature) wait here until
-  // kv_store(), which records them with the KV append as one attn_prep dispatch. Any other op
-  // first records them one by one, in order (flush_heads), so deferral never changes results.
+  // Per-head ops on Q and K (weighted / plain RMS norm, RoPE, temperature) wait for kv_store()'s attn_prep
+  // dispatch. Any other op first records them one by one, in order (flush_heads): same results.
   std::vector<head_tensor> heads;
-  // The down matvec and the combine (+ residual, + the next norm) of `c` in one dispatch.
-  void record_down_combine(const pending_combine& c);
+  void record_down_combine(const pending_combine& c);  // the down matvec, the combine (+ residual, + next norm)
   std::optional<pending_combine> combine;
-  std::uint32_t tail_counter = 0;            // buffer id: the last-workgroup counter, 0 between dispatches
-  std::optional<std::uint32_t> tail_slot;    // the quantized slot the tail just recorded wrote
-  bool topk_done = false;                    // the router matvec just recorded ran the top-k
+  std::uint32_t tail_counter = 0;          // buffer id: the last-workgroup counter, 0 between dispatches
+  std::optional<std::uint32_t> tail_slot;  // the quantized slot the tail just recorded wrote
+  bool topk_done = false;  // the router matvec just recorded ran the top-k
   bool try_norm_tail(const pending_norm& n);
   std::vector<binding> tail_bindings(const pending_norm& n, std::uint32_t slot) const;
   norm_tail_pc tail_pc(const pending_norm& n) const;
@@ -241,8 +240,8 @@ struct backend::impl : backend_tuning {
   std::uint32_t step_tokens = 0;
   std::uint32_t batch_tokens = 0;  // of them the batch's own (the rest pad it: step_inputs::padding)
   bool fuse_step = true;  // fusion applies to decode-sized steps (prefill uses the tiled matmul)
-  std::uint32_t mm_scratch = 0;          // buffer id of the f16 weight scratch (its first slot)
-  std::uint64_t mm_scratch_halves = 0;   // of a slot
+  std::uint32_t mm_scratch = 0;  // buffer id of the f16 weight scratch (its first slot; mm_scratch_halves a slot)
+  std::uint64_t mm_scratch_halves = 0;
   scratch_schedule scratch_plan;         // the slots, and which weights to expand ahead
   std::uint32_t scratch_slice_rows(std::uint64_t K) const;  // rows of a K-wide matrix a slot holds (>= 128)
   void record_expansion(const scratch_unit& u, std::uint32_t slot);
@@ -262,8 +261,7 @@ struct backend::impl : backend_tuning {
   // columns [col0, col0 + N): the split-K GEMMs' last dispatch.
   void record_split_sum(std::uint32_t parts, std::uint32_t N, std::uint32_t n, std::uint32_t splits, const tensor& y,
                         std::uint32_t col0, const tensor* residual = nullptr);  // y = residual + sum
-  std::uint32_t mm_xh = 0;               // buffer id: max_rows x mm_xh_cols halves
-  std::uint32_t mm_xh_cols = 0;
+  std::uint32_t mm_xh = 0, mm_xh_cols = 0;  // buffer id: max_rows x mm_xh_cols halves
   std::vector<pending_norm> norms;
   std::vector<pending_matmul> mats;
   std::vector<tensor> dropped;  // results of norms dropped unread: reading one is a bug
@@ -305,10 +303,11 @@ struct backend::impl : backend_tuning {
   // --- step_cache.cpp: recording into the current step.
   void dispatch(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                 std::uint32_t gx, std::uint32_t gy = 1);
-  // A 3-D grid whose dimensions all fit the device limits.
   void dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
-                 std::uint32_t gx, std::uint32_t gy, std::uint32_t gz);
-
+                 std::uint32_t gx, std::uint32_t gy, std::uint32_t gz);  // a 3-D grid within the device limits
+  void start_part(bool output);            // starts recording the layers' or the output part
+  void enter_output(bool implicit);       // backend::begin_output (implicit: from read or argmax)
+  recorded_step* file_part(bool output);  // ends the part being recorded and files it under its key
   // --- kernel_requests.cpp: the pipeline an op records.
   static pipeline_request req(std::string shader, std::optional<gguf::type_id> fmt,
                               std::vector<std::pair<std::string, std::string>> defs, std::uint32_t bindings) {
@@ -542,16 +541,17 @@ struct backend::impl : backend_tuning {
   void begin_cached_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits);
   void end_cached_moe(const tensor& out);
   // submit_step's part for a cached hand-off: slots, uploads, the submit of the right parts.
-  void run_cached(handoff& h);
+  void run_cached(handoff& h, bool last);  // last: the step's last hand-off (its output part follows)
   // The CPU backend's experts over the hand-off buffers (the GPU's rows and router logits in, sum out).
   void run_handoff_on_cpu(const handoff& h);
 
-  // --- handoff_submit.cpp: the current step's command buffers, with the CPU's work between
-  // them: pre-submitted parts on a timeline semaphore (the host signals after each CPU part and
-  // spins on the counter for the GPU's), or a submit and fence wait per part
-  // (STRATA_VK_HANDOFF_FENCE=1, and steps with GPU-cached experts); the CPU pools kept hot.
+  // --- handoff_submit.cpp: the current step's command buffers (the output part with the last),
+  // with the CPU's work between them: pre-submitted parts on a timeline semaphore (the host
+  // signals after each CPU part and spins on the counter for the GPU's), or a submit and fence
+  // wait per part (STRATA_VK_HANDOFF_FENCE=1, GPU-cached experts); the CPU pools kept hot.
   void init_handoff();  // the switches and the semaphore (constructor)
   void submit_step();
+  vk::CommandBuffer output_cmd() const { return outputs.current ? *outputs.current->cmd : vk::CommandBuffer{}; }
   void submit_and_wait(vk::CommandBuffer c);
   void submit_and_wait(std::span<const vk::CommandBuffer> c);
   void wait_fence();

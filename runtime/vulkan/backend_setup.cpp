@@ -76,6 +76,7 @@ backend::impl::impl(const backend_options& o)
   if (opt.profile) {
     if (!ctx.info().timestamps) throw error("GPU '" + ctx.info().name + "' has no timestamp queries: cannot profile");
     query_capacity = 16384;
+    output_queries = query_capacity - 1024;  // the output part's timestamps (step_cache.cpp)
     queries = vk::raii::QueryPool(ctx.device(), vk::QueryPoolCreateInfo({}, vk::QueryType::eTimestamp, query_capacity));
   }
 }
@@ -492,6 +493,8 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   std::uint64_t largest = 0;
   for (const auto& b : P.buffers) largest = std::max(largest, b.size());
   P.readback = gpu_buffer(P.ctx, largest, memory_kind::readback, "logits readback");
+  P.ids_readback = gpu_buffer(P.ctx, std::max<std::uint64_t>(std::uint64_t(max_tokens) * 4, 16), memory_kind::readback,
+                              "argmax readback");
 
   // MoE routing buffers.
   P.moe_ids = P.new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::device, "MoE expert ids");

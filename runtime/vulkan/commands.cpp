@@ -10,18 +10,21 @@ namespace {
 bool contains(const std::vector<std::uint32_t>& v, std::uint32_t id) { return std::find(v.begin(), v.end(), id) != v.end(); }
 }  // namespace
 
-void command_recorder::begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool queries, std::uint32_t query_capacity) {
+void command_recorder::begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool queries, std::uint32_t query_capacity,
+                             std::uint32_t first_query, bool after_part) {
   cmd_ = &cmd;
   queries_ = queries;
   query_capacity_ = query_capacity;
+  first_query_ = first_query;
   written_.clear();
   read_.clear();
   labels_.clear();
   weight_bytes_.clear();
   cmd_->begin(vk::CommandBufferBeginInfo());
+  if (after_part) barrier();
   if (queries_) {
-    cmd_->resetQueryPool(queries_, 0, query_capacity_);
-    cmd_->writeTimestamp(vk::PipelineStageFlagBits::eComputeShader, queries_, 0);
+    cmd_->resetQueryPool(queries_, first_query_, query_capacity_);
+    cmd_->writeTimestamp(vk::PipelineStageFlagBits::eComputeShader, queries_, first_query_);
   }
 }
 
@@ -72,7 +75,7 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
   weight_bytes_.push_back(wb);
   if (queries_) {
     if (labels_.size() + 1 > query_capacity_) throw error("profiling: too many dispatches for the query pool");
-    cmd_->writeTimestamp(vk::PipelineStageFlagBits::eComputeShader, queries_, std::uint32_t(labels_.size()));
+    cmd_->writeTimestamp(vk::PipelineStageFlagBits::eComputeShader, queries_, first_query_ + std::uint32_t(labels_.size()));
     barrier();
   }
 }
@@ -84,7 +87,7 @@ void command_recorder::resume(const vk::raii::CommandBuffer& cmd, const std::str
     labels_.push_back(label);
     weight_bytes_.push_back(0);
     if (labels_.size() + 1 > query_capacity_) throw error("profiling: too many dispatches for the query pool");
-    cmd_->writeTimestamp(vk::PipelineStageFlagBits::eTopOfPipe, queries_, std::uint32_t(labels_.size()));
+    cmd_->writeTimestamp(vk::PipelineStageFlagBits::eTopOfPipe, queries_, first_query_ + std::uint32_t(labels_.size()));
   }
   // Earlier submits' shader writes and transfers (the expert cache's uploads) before any use here,
   // and the host's writes of the hand-off's result: a part submitted before the host wrote them

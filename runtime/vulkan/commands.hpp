@@ -25,9 +25,12 @@ struct binding {
 
 class command_recorder {
  public:
-  // profile: one timestamp per dispatch into `queries` (capacity dispatches + 1), and a
-  // barrier after every dispatch so each kernel's time is its own.
-  void begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool queries = {}, std::uint32_t query_capacity = 0);
+  // profile: one timestamp per dispatch into `queries` (capacity dispatches + 1, from
+  // first_query), and a barrier after every dispatch so each kernel's time is its own.
+  // after_part: the command buffer runs after another of the same step (a step's output part
+  // after its layers): it starts with a barrier, so the earlier part's writes are visible.
+  void begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool queries = {}, std::uint32_t query_capacity = 0,
+             std::uint32_t first_query = 0, bool after_part = false);
   void dispatch(const pipeline& p, std::span<const binding> bindings, const void* push, std::uint32_t push_bytes,
                 std::uint32_t gx, std::uint32_t gy = 1, std::uint32_t gz = 1);
   // Makes every shader write visible to the host (before the fence the host waits on).
@@ -50,7 +53,7 @@ class command_recorder {
   void barrier();
   const vk::raii::CommandBuffer* cmd_ = nullptr;
   vk::QueryPool queries_;
-  std::uint32_t query_capacity_ = 0;
+  std::uint32_t query_capacity_ = 0, first_query_ = 0;
   std::vector<std::uint32_t> written_, read_;  // buffer ids since the last barrier
   std::vector<std::string> labels_;
   std::vector<std::uint64_t> weight_bytes_;

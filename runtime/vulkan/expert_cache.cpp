@@ -122,7 +122,7 @@ void backend::impl::end_cached_moe(const tensor& out) {
   rec.resume(h.cmd, "expert cache: continue");
 }
 
-void backend::impl::run_cached(handoff& h) {
+void backend::impl::run_cached(handoff& h, bool last) {
   cached_block& b = cached.at(std::size_t(h.cache));
   const auto* ids = reinterpret_cast<const std::uint32_t*>(buf(cache_ids_in).mapped());
   const std::uint32_t E = b.cache.experts();
@@ -139,8 +139,8 @@ void backend::impl::run_cached(handoff& h) {
   if (cache_distinct.size() > b.cache.slots()) {  // the CPU computes this block for this step
     run_handoff_on_cpu(h);
     ++cache_stats.cpu_blocks;
-    const vk::CommandBuffer parts[] = {*h.cpu, *h.cmd};
-    return submit_and_wait(parts);
+    const vk::CommandBuffer parts[] = {*h.cpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
+    return submit_and_wait(std::span(parts, parts[2] ? 3 : 2));
   }
   b.cache.begin_step();
   for (auto& r : cache_regions) r.clear();
@@ -169,8 +169,8 @@ void backend::impl::run_cached(handoff& h) {
   h.upload.copyBuffer(buf(cache_ids_out).handle(), buf(moe_ids).handle(), vk::BufferCopy(0, 0, std::uint64_t(h.pairs) * 4));
   h.upload.end();
   ++cache_stats.gpu_blocks;
-  const vk::CommandBuffer parts[] = {*h.upload, *h.gpu, *h.cmd};
-  submit_and_wait(parts);
+  const vk::CommandBuffer parts[] = {*h.upload, *h.gpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
+  submit_and_wait(std::span(parts, parts[3] ? 4 : 3));
 }
 
 }  // namespace strata::gpu

@@ -187,6 +187,7 @@ void backend::impl::submit_polled(bool timed) {
     }
     poll_cmds.push_back(*hs[i].cmd);
   }
+  if (output_cmd()) poll_cmds.push_back(output_cmd());  // the step's output part
   clock::time_point mark = timed ? clock::now() : clock::time_point{};
   ctx.queue().submit(vk::SubmitInfo({}, {}, poll_cmds), *fence);
   if (timed) times.submit_us += std::chrono::duration<double, std::micro>(clock::now() - mark).count();

@@ -91,7 +91,10 @@ void backend::impl::run_handoff(handoff& h) {
 void backend::impl::submit_step() {
   cache_stats.tokens += batch_tokens;
   std::deque<handoff>& hs = current->handoffs;
-  if (hs.empty()) return submit_and_wait(*current->cmd);
+  if (hs.empty()) {
+    const vk::CommandBuffer parts[] = {*current->cmd, output_cmd()};
+    return submit_and_wait(std::span(parts, parts[1] ? 2 : 1));
+  }
   bool cached = false, experts = false, ffn = false;
   for (const handoff& h : hs) {
     if (*h.share) {
@@ -126,12 +129,14 @@ void backend::impl::submit_fenced(bool timed) {
   for (handoff& h : hs) {
     if (in_flight) wait_fence();
     if (h.cache >= 0) {  // GPU-cached experts: the host picks the parts that follow (submitted and waited on)
-      run_cached(h);
+      run_cached(h, &h == &hs.back());
       in_flight = false;
       continue;
     }
     if (*h.share) submit_and_wait(*h.share);  // the GPU's share of the experts, before the CPU's on this path
-    timed_handoff(timed, mark, [&] { run_handoff(h); }, [&] { ctx.queue().submit(vk::SubmitInfo({}, {}, *h.cmd), *fence); });
+    const vk::CommandBuffer next[] = {*h.cmd, &h == &hs.back() ? output_cmd() : vk::CommandBuffer{}};
+    const std::span<const vk::CommandBuffer> parts(next, next[1] ? 2 : 1);
+    timed_handoff(timed, mark, [&] { run_handoff(h); }, [&] { ctx.queue().submit(vk::SubmitInfo({}, {}, parts), *fence); });
     in_flight = true;
   }
   if (in_flight) wait_fence();
@@ -153,12 +158,13 @@ void backend::impl::submit_timeline(bool timed) {
   for (std::size_t i = 0; i < parts; ++i) {
     // Part i, then the GPU's share of hand-off i (if any): on this path it runs before the CPU's.
     tl_cmds[2 * i] = i == 0 ? *current->cmd : *hs[i - 1].cmd;
-    const bool share = i < n && *hs[i].share;
+    const bool share = i < n && *hs[i].share, output = i == n && output_cmd();
     if (share) tl_cmds[2 * i + 1] = *hs[i].share;
+    if (output) tl_cmds[2 * i + 1] = output_cmd();  // the step's output part after its last
     tl_wait[i] = base + 2 * i;
     tl_signal[i] = base + 2 * i + 1;
     tl_infos[i] = vk::TimelineSemaphoreSubmitInfo(i ? 1 : 0, &tl_wait[i], 1, &tl_signal[i]);
-    tl_submits[i] = vk::SubmitInfo(i ? 1 : 0, &sem, &wait_stage, share ? 2 : 1, &tl_cmds[2 * i], 1, &sem, &tl_infos[i]);
+    tl_submits[i] = vk::SubmitInfo(i ? 1 : 0, &sem, &wait_stage, share || output ? 2 : 1, &tl_cmds[2 * i], 1, &sem, &tl_infos[i]);
   }
   clock::time_point mark = timed ? clock::now() : clock::time_point{};
   ctx.queue().submit(tl_submits);

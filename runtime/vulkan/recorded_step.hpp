@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,20 @@ struct recorded_step {
   std::deque<step_handoff> handoffs;  // a deque: the recorder points at the command buffer being recorded
   std::vector<std::string> labels;
   std::vector<std::uint64_t> weight_bytes;  // per dispatch, as labels
+  bool ahead = false;  // recorded ahead of use (backend::record_only): kept when shapes churn
+};
+
+// A step is recorded in two parts, each replayed by its own key: the layers (keyed by the
+// step's token count and form: one sequence or several, short context or long) and the output
+// (the final norm, the head and the argmax or read, keyed by its rows and kind). A server's
+// batches change their output rows every step (decodes plus the prompts that end there); apart,
+// a few recordings of each part serve every combination, and all of them can be made at start-up.
+struct output_parts {
+  std::map<std::uint64_t, recorded_step> recorded;
+  recorded_step* current = nullptr;  // this step's output part (null: the step has none)
+  std::uint64_t key = 0;             // this step's output form (step_cache.cpp)
+  bool active = false;               // between begin_output() and finish()
+  bool hidden = false;               // the step hands back hidden rows (step_output::hidden)
 };
 
 }  // namespace strata::gpu

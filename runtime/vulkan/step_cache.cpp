@@ -12,12 +12,28 @@
 namespace strata::gpu {
 namespace {
 
-// Room for every step size up to 64 tokens (step_buckets.hpp: 20) in its forms (logits or
-// argmax, one sequence or several, short context or long) and the prompt sizes a server sees.
-// A recorded step holds ~6 MiB of device memory the driver counts (H200, qwen3-8b; bench/RESULTS.md
-// session 24), outside the engine's ledger: under --gpu-budget the cache keeps to the 16 steps
-// the budget's keep-back for the driver was measured with (runtime/device_memory.hpp).
-constexpr std::uint32_t max_cached_steps = 64, max_cached_steps_budgeted = 16;
+// Layers' parts recorded on first use beyond those recorded ahead (backend::record_only): room
+// for every step size up to 64 tokens (step_buckets.hpp: 20) in its forms (one sequence or
+// several, short context or long) and the prompt sizes a server sees. A recorded step held ~6 MiB
+// of device memory the driver counts (H200, qwen3-8b; bench/RESULTS.md session 24), outside the
+// engine's ledger: under --gpu-budget the cache keeps to the 16 steps the budget's keep-back for
+// the driver was measured with (runtime/device_memory.hpp). Output parts are a few dispatches.
+constexpr std::size_t max_cached_steps = 64, max_cached_steps_budgeted = 16, max_cached_outputs = 128;
+// Parts recorded ahead (backend::record_only): a server's forms (64 streams, 512-token steps: ~80
+// layers' parts); under --gpu-budget 12, so that 4 of the 16 stay for steps recorded on use.
+constexpr std::size_t max_ahead_steps = 128, max_ahead_steps_budgeted = 12, min_cached_steps = 4;
+
+// Fusion folds norms, SwiGLU and residual adds into the integer matvecs of decode-sized steps;
+// steps that mul_mm_small takes (from mms_min tokens) run those ops on their own.
+template <class Impl>
+bool fuses(const Impl& P, std::uint32_t rows) {
+  return P.fuse && rows <= 8 && !(P.mms && P.mm_xh && rows >= P.mms_min);
+}
+
+template <class Parts>
+std::size_t recorded_ahead(const Parts& parts) {
+  return std::size_t(std::count_if(parts.begin(), parts.end(), [](const auto& s) { return s.second.ahead; }));
+}
 
 }  // namespace
 
@@ -87,35 +103,40 @@ void backend::begin(const graph::step_inputs& in) {
   const std::uint32_t n = std::uint32_t(b.size());
   if (!P.step) throw error("Vulkan backend: make_kv() must run before the first step");
   if (n > P.max_rows) throw error("batch of " + std::to_string(n) + " tokens exceeds the reserved " + std::to_string(P.max_rows));
-  std::byte* s = P.step.mapped();
-  std::memcpy(s + P.off_tokens, b.tokens.data(), n * 4);
-  std::memcpy(s + P.off_pos, b.positions.data(), n * 4);
-  auto* out_rows = reinterpret_cast<std::uint32_t*>(s + P.off_out_rows);
   std::uint32_t n_out = 0;
-  for (std::uint32_t t = 0; t < n; ++t)
-    if (b.logits[t]) out_rows[n_out++] = t;
+  for (std::uint32_t t = 0; t < n; ++t) n_out += b.logits[t] != 0;
   const bool every_row_out = n_out == n;  // the output norm reads the rows in place (decoder.hpp)
-  if (in.outputs > n_out) {  // a padded step's output rows: copies of its last
-    if (n_out == 0 || in.outputs > n)
-      throw error("step of " + std::to_string(n) + " tokens asks for " + std::to_string(in.outputs) + " output rows from " +
-                  std::to_string(n_out) + " flagged");
-    for (; n_out < in.outputs; ++n_out) out_rows[n_out] = out_rows[n_out - 1];
-  }
-  if (in.kv) {  // slots of the new tokens and the block tables of their sequences
-    auto* slots = reinterpret_cast<std::uint32_t*>(s + P.off_slots);
-    auto* seq_row = reinterpret_cast<std::uint32_t*>(s + P.off_seq_row);
-    auto* blocks = reinterpret_cast<std::uint32_t*>(s + P.off_blocks);
-    std::uint32_t last_seq = ~0u;
-    for (std::uint32_t t = 0; t < n; ++t) {
-      const std::uint32_t seq = b.seq_ids[t];
-      slots[t] = in.kv->slot(seq, std::uint32_t(b.positions[t]));
-      seq_row[t] = seq;
-      if (seq != last_seq) {
-        const auto bl = in.kv->blocks(seq);
-        if (bl.size() > P.max_blocks || (std::uint64_t(seq) + 1) * P.max_blocks * 4 > P.blocks_bytes)
-          throw error("Vulkan backend: the block table does not match the KV cache made by make_kv()");
-        std::memcpy(blocks + std::size_t(seq) * P.max_blocks, bl.data(), bl.size() * 4);
-        last_seq = seq;
+  if (in.outputs > n_out && (n_out == 0 || in.outputs > n))  // a padded step's output rows: copies of its last
+    throw error("step of " + std::to_string(n) + " tokens asks for " + std::to_string(in.outputs) + " output rows from " +
+                std::to_string(n_out) + " flagged");
+  const std::uint32_t outs = std::max(in.outputs, n_out);
+  if (in.padding >= n) throw error("step of " + std::to_string(n) + " tokens pads " + std::to_string(in.padding));
+  // A step recorded ahead (record_only) writes no inputs: nothing runs, and a step may be in flight.
+  if (!P.record_only) {
+    std::byte* s = P.step.mapped();
+    std::memcpy(s + P.off_tokens, b.tokens.data(), n * 4);
+    std::memcpy(s + P.off_pos, b.positions.data(), n * 4);
+    auto* out_rows = reinterpret_cast<std::uint32_t*>(s + P.off_out_rows);
+    std::uint32_t r = 0;
+    for (std::uint32_t t = 0; t < n; ++t)
+      if (b.logits[t]) out_rows[r++] = t;
+    for (; r < outs; ++r) out_rows[r] = out_rows[r - 1];
+    if (in.kv) {  // slots of the new tokens and the block tables of their sequences
+      auto* slots = reinterpret_cast<std::uint32_t*>(s + P.off_slots);
+      auto* seq_row = reinterpret_cast<std::uint32_t*>(s + P.off_seq_row);
+      auto* blocks = reinterpret_cast<std::uint32_t*>(s + P.off_blocks);
+      std::uint32_t last_seq = ~0u;
+      for (std::uint32_t t = 0; t < n; ++t) {
+        const std::uint32_t seq = b.seq_ids[t];
+        slots[t] = in.kv->slot(seq, std::uint32_t(b.positions[t]));
+        seq_row[t] = seq;
+        if (seq != last_seq) {
+          const auto bl = in.kv->blocks(seq);
+          if (bl.size() > P.max_blocks || (std::uint64_t(seq) + 1) * P.max_blocks * 4 > P.blocks_bytes)
+            throw error("Vulkan backend: the block table does not match the KV cache made by make_kv()");
+          std::memcpy(blocks + std::size_t(seq) * P.max_blocks, bl.data(), bl.size() * 4);
+          last_seq = seq;
+        }
       }
     }
   }
@@ -124,54 +145,126 @@ void backend::begin(const graph::step_inputs& in) {
   P.scratch_plan.restart();
   P.heads.clear();
   P.step_tokens = n;
-  if (in.padding >= n) throw error("step of " + std::to_string(n) + " tokens pads " + std::to_string(in.padding));
   P.batch_tokens = n - in.padding;
   P.read_dst = nullptr;
-  // Fusion folds norms, SwiGLU and residual adds into the integer matvecs; steps that mul_mm_small
-  // takes (from mms_min tokens) run those ops on their own.
-  P.fuse_step = P.fuse && n <= 8 && !(P.mms && P.mm_xh && n >= P.mms_min);
+  P.ids_dst = nullptr;
+  P.fuse_step = fuses(P, n);
   P.single_seq = std::all_of(b.seq_ids.begin(), b.seq_ids.end(), [&](std::uint32_t s) { return s == b.seq_ids[0]; });
-  // The shape of the recorded step: tokens, output rows, one sequence or several, and what it
-  // hands back (an embedding step of n_out rows is not the logits step of n_out rows).
   // Decode steps whose tokens all see a short context record apart from long ones: their attention
   // runs unsplit (as in a small KV cache), not as splits of the whole cache, most of them empty,
   // and a combine pass (H200, qwen3-8b tg128 in a 4,224-token cache: 255 t/s against 290).
   std::int32_t max_pos = 0;
   for (const auto p : b.positions) max_pos = std::max(max_pos, p);
   P.short_ctx = P.short_ctx_len && n <= 8 && std::uint32_t(max_pos) < P.short_ctx_len;
-  P.current_key = std::uint64_t(n) | std::uint64_t(n_out) << 32 | std::uint64_t(every_row_out) << 59 |
-                  std::uint64_t(in.output) << 60 | std::uint64_t(P.single_seq) << 62 | std::uint64_t(P.short_ctx) << 63;
-  P.ids_dst = nullptr;
+  // The layers' part by the step's tokens, one sequence or several, short context or long, and
+  // whether it reads the hidden rows back (a model slice without the head); the output part
+  // (begin_output) by its rows, in place or gathered, and what it hands back.
+  const bool rows_back = in.output == graph::step_output::hidden;
+  P.current_key = std::uint64_t(n) | std::uint64_t(rows_back) << 61 | std::uint64_t(P.single_seq) << 62 |
+                  std::uint64_t(P.short_ctx) << 63;
+  P.outputs.key = std::uint64_t(outs) | std::uint64_t(every_row_out) << 32 | std::uint64_t(in.output) << 33;
+  if (!P.output_part)  // one part: its key holds the output's form too (n and outs < 2^24)
+    P.current_key |= (std::uint64_t(outs) << 24 | std::uint64_t(every_row_out) << 48 | std::uint64_t(in.output) << 49);
+  P.outputs.current = nullptr;
+  P.outputs.active = false;
+  P.outputs.hidden = rows_back;
+  P.recorded_any = false;
   if (auto it = P.steps.find(P.current_key); it != P.steps.end()) {
     P.current = &it->second;
     P.replay = true;
     return;
   }
-  if (P.steps.size() >= (P.opt.memory_budget ? max_cached_steps_budgeted : max_cached_steps))
-    P.steps.clear();  // shapes churn: start over rather than grow
-  P.replay = false;
-  P.recording = true;
-  P.record_start = std::chrono::steady_clock::now();
-  P.pending = {};
-  P.pending.cmd = P.new_command_buffer();
-  P.rec.begin(P.pending.cmd, P.opt.profile ? *P.queries : vk::QueryPool{}, P.query_capacity);
+  P.current = nullptr;
+  P.start_part(false);
   P.stream_step_begin();
   P.xstream_step_begin();
 }
 
+void backend::begin_output() {
+  if (p_->outputs.active) throw error("internal: begin_output() twice in a step");
+  if (p_->output_part) p_->enter_output(false);
+}
+
+// implicit: a step that reads or takes the argmax without begin_output() (ops called directly):
+// its output part may depend on the step's token count too, so its key holds that count.
+void backend::impl::enter_output(bool implicit) {
+  auto& P = *this;
+  if (implicit) P.outputs.key |= std::uint64_t(1) << 40 | std::uint64_t(P.step_tokens) << 41;
+  if (!P.replay) P.current = P.file_part(false);
+  P.outputs.active = true;
+  // The output part starts from what begin() leaves, whatever layers' part ran before it: it
+  // relies on no quantized or f16 copy, scratch slot or pending op of theirs, and its fusion
+  // follows its own rows (its key holds no token count).
+  P.fuse_step = fuses(P, std::uint32_t(P.outputs.key));
+  for (auto& q : P.quantized) q.reset();
+  P.xh_holds.reset();
+  P.scratch_plan.restart();
+  P.tail_slot.reset();
+  if (auto it = P.outputs.recorded.find(P.outputs.key); it != P.outputs.recorded.end()) {
+    P.outputs.current = &it->second;
+    P.replay = true;
+    return;
+  }
+  P.start_part(true);
+}
+
+void backend::record_only(bool on) {
+  auto& P = *p_;
+  if (P.recording || P.outputs.active) throw error("internal: record_only() inside a step");
+  P.record_only = on;
+}
+
+bool backend::can_record_ahead() const {
+  const std::size_t cap = p_->opt.memory_budget ? max_ahead_steps_budgeted : max_ahead_steps;
+  return recorded_ahead(p_->steps) < cap && recorded_ahead(p_->outputs.recorded) < max_cached_outputs;
+}
+
+void backend::impl::start_part(bool output) {
+  auto& parts = output ? outputs.recorded : steps;
+  const std::size_t ahead = recorded_ahead(parts);
+  // Room for parts recorded on use: beside those recorded ahead, or within the budgeted total.
+  const std::size_t room = output              ? max_cached_outputs
+                           : opt.memory_budget ? std::max(min_cached_steps, max_cached_steps_budgeted - std::min(ahead, max_cached_steps_budgeted))
+                                               : max_cached_steps;
+  if (!record_only && parts.size() >= ahead + room)  // shapes churn: start over rather than grow (parts recorded ahead stay)
+    std::erase_if(parts, [](const auto& s) { return !s.second.ahead; });
+  replay = false;
+  recording = true;
+  record_start = std::chrono::steady_clock::now();
+  pending = {};
+  pending.cmd = new_command_buffer();
+  rec.begin(pending.cmd, opt.profile ? *queries : vk::QueryPool{}, output ? query_capacity - output_queries : output_queries,
+            output ? output_queries : 0, output);
+}
+
+recorded_step* backend::impl::file_part(bool output) {
+  flush_all();
+  rec.end();
+  recording = false;
+  pending.labels = rec.labels();
+  pending.weight_bytes = rec.weight_bytes();
+  pending.ahead = record_only;
+  recorded_any = true;
+  recordings.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - record_start).count();
+  auto& parts = output ? outputs.recorded : steps;
+  return &parts.insert_or_assign(output ? outputs.key : current_key, std::move(pending)).first->second;
+}
+
 void backend::finish() {
   auto& P = *p_;
-  if (!P.replay) {
-    if (!P.recording) return;
-    P.flush_all();
-    P.rec.end();
-    P.recording = false;
-    P.pending.labels = P.rec.labels();
-    P.pending.weight_bytes = P.rec.weight_bytes();
-    P.last_dispatches = P.rec.dispatches();
-    P.current = &P.steps.insert_or_assign(P.current_key, std::move(P.pending)).first->second;
+  if (!P.replay && !P.recording) return;  // no step begun
+  if (P.recording) {
+    if (P.outputs.active) P.outputs.current = P.file_part(true);
+    else P.current = P.file_part(false);
+  }
+  P.outputs.active = false;
+  if (P.recorded_any) {
     ++P.recordings.steps;
-    P.recordings.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - P.record_start).count();
+    P.last_dispatches = std::uint32_t(P.current->labels.size() + (P.outputs.current ? P.outputs.current->labels.size() : 0));
+  }
+  if (P.record_only) {
+    P.replay = false;
+    return;
   }
   P.submit_step();
   if (P.streaming.layers) {  // the recorded copies ran (every streamed block once), or the CPU computed them
@@ -189,17 +282,22 @@ void backend::finish() {
   if (P.read_dst) std::memcpy(P.read_dst, P.readback.mapped(), P.read_floats * 4);
   if (P.ids_dst) std::memcpy(P.ids_dst, P.ids_readback.mapped(), P.ids_count * 4);
   if (P.opt.profile) {
-    const auto n = std::uint32_t(P.current->labels.size());
-    const auto [r, ts] = P.queries.getResults<std::uint64_t>(
-        0, n + 1, (n + 1) * 8, 8, vk::QueryResultFlagBits::e64 | vk::QueryResultFlagBits::eWait);
-    if (r == vk::Result::eSuccess)
+    const auto add = [&](const recorded_step& part, std::uint32_t first) {
+      const auto n = std::uint32_t(part.labels.size());
+      const auto [r, ts] = P.queries.getResults<std::uint64_t>(
+          first, n + 1, (n + 1) * 8, 8, vk::QueryResultFlagBits::e64 | vk::QueryResultFlagBits::eWait);
+      if (r != vk::Result::eSuccess) return;
       for (std::uint32_t i = 0; i < n; ++i) {
-        auto& k = P.prof[P.current->labels[i]];
-        k.label = P.current->labels[i];
+        auto& k = P.prof[part.labels[i]];
+        k.label = part.labels[i];
         k.total_ms += double(ts[i + 1] - ts[i]) * P.ctx.info().timestamp_period_ns * 1e-6;
-        k.weight_bytes += double(P.current->weight_bytes[i]);
+        k.weight_bytes += double(part.weight_bytes[i]);
         ++k.calls;
       }
+    };
+    add(*P.current, 0);
+    if (P.outputs.current) add(*P.outputs.current, P.output_queries);
   }
+  P.replay = false;
 }
 }  // namespace strata::gpu

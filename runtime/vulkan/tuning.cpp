@@ -58,6 +58,7 @@ void backend_tuning::read_env() {
   if (!skip_kernels.empty() || !repeat_kernels.empty() || std::getenv("STRATA_VK_QDEC_SKIP"))
     std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP is set: kernels left out or run twice, results are wrong (timing runs only)\n");
   if (env_is("STRATA_VK_STEP_BUCKETS", "0")) step_buckets = false;
+  if (env_is("STRATA_VK_OUTPUT_PART", "0")) output_part = false;
   if (env_is("STRATA_VK_SPLIT_ATTN", "0")) split_attention = false;
   if (env_is("STRATA_VK_QTILE_ATTN", "1")) tiled_attention = true;
   if (env_is("STRATA_VK_GQA_ATTN", "0")) gqa_attention = false;

@@ -60,6 +60,9 @@ struct backend_tuning {
   // Steps run as one of a few token counts (step_buckets.hpp), so changing batches replay
   // recorded steps; STRATA_VK_STEP_BUCKETS=0: every token count records its own step.
   bool step_buckets = true;
+  // A step's layers and its output are recorded and replayed apart (step_cache.cpp);
+  // STRATA_VK_OUTPUT_PART=0: one recording per step, keyed by both (the A/B switch).
+  bool output_part = true;
   // Lab only (STRATA_VK_SKIP=a+b,c): dispatches whose label holds a and b, or c, are not
   // recorded, so a benchmark's change in time is that kernel's real cost in the pipelined step.
   // The results are wrong; nothing but a timing run sets it.

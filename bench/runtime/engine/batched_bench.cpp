@@ -35,7 +35,7 @@ struct options {
   std::string model;
   std::uint32_t pp = 64, tg = 32, batch = 512, reps = 3;
   unsigned threads = 0;
-  bool profile = false, warmup = true;
+  bool profile = false, warmup = true, record_ahead = true;
   std::vector<std::uint32_t> npl = {1, 2, 4, 8, 16, 32};
   app::backend_options backend;
   app::log_options log;
@@ -60,6 +60,8 @@ int parse(int argc, char** argv, options& o) {
       ->check(in_range(2, 1 << 20))->group(tests);
   app.add_option("--npl", o.npl, "stream counts to test")->type_name("N,...")->delimiter(',')->capture_default_str()
       ->group(tests);
+  app.add_flag("!--no-record-ahead", o.record_ahead,
+               "record step shapes on first use instead of before the first request (the scheduler's default)");
   app.add_flag("!--no-warmup", o.warmup, "skip the untimed short run of each stream count before its timed runs")
       ->group(tests);
   app.add_flag("--profile", o.profile,
@@ -84,7 +86,7 @@ struct run_result {
 // prefix is shared) and TG generated tokens.
 run_result run_once(rt::model& m, const tokenizer::tokenizer& tok, const options& o, std::uint32_t n) {
   for (std::uint32_t s = 0; s < m.kv().n_seq(); ++s) m.kv().clear(s);  // no prefix reuse between runs
-  rt::scheduler sched(m, tok, {.max_queue = n});
+  rt::scheduler sched(m, tok, {.max_queue = n, .record_ahead = o.record_ahead});
   std::vector<std::shared_ptr<rt::generation_stream>> streams(n);
   std::vector<std::atomic<std::int64_t>> first_ns(n);  // time of each stream's first token
   const auto t0 = clock_type::now();

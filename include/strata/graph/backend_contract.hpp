@@ -106,6 +106,9 @@ concept tensor_view = std::copyable<T> && requires(const T t, std::uint32_t n) {
 // pads the batch with copies of its last token (same id, position, sequence and KV slot: every
 // op computes and stores what it does for that token) and the outputs as step_inputs::outputs
 // says; read() and argmax() hand back the real rows only.
+// Optional: be.begin_output() after the last block's ops and before the output norm, for a
+// backend that records a step's layers and its output apart (runtime/vulkan/step_cache.cpp);
+// steps without output rows end without it.
 // Optional: be.begin_layer(il) before the first op of block il and be.end_layer(il) after its
 // last, for a backend that brings a block's weights in and out of memory (the CPU backend's
 // disk tier: kernels/cpu/weight_stream.hpp). The decoder calls them when the backend has them.

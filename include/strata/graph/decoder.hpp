@@ -183,6 +183,7 @@ class decoder {
       return be.finish();
     }
     if (n_out == 0) return be.finish();
+    if constexpr (requires { be.begin_output(); }) be.begin_output();  // optional (backend_contract.hpp)
     tensor xo = a.first_rows(outs);
     if (every_row_out) be.rms_norm(x, &output_norm_, eps, xo);
     else {

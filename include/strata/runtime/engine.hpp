@@ -162,6 +162,19 @@ class model {
     double ms = 0;
   };
   virtual recording_counters step_recordings() const { return {}; }
+  // The steps a scheduler runs, recorded ahead of the first request by a recording backend
+  // (Vulkan: runtime/vulkan/step_cache.cpp), so that no request waits for a step to be recorded:
+  // steps of 1..max_tokens tokens (as the sizes the backend pads them to) of one sequence or
+  // several, and their outputs, as logits and as argmax ids: every row (decodes of up to max_seqs
+  // streams) or up to min(max_seqs, max_outputs) rows gathered (steps that prefill too). Nothing
+  // runs and the KV cache is untouched. Returns what was recorded (no-op elsewhere: zeros).
+  struct step_shapes {
+    std::uint32_t max_tokens = 0, max_seqs = 1, max_outputs = 0;
+  };
+  virtual recording_counters record_steps(const step_shapes& s) {
+    (void)s;
+    return {};
+  }
   // A step of more than this many tokens costs about what its count rounded up to a multiple of
   // it costs (the GPU's prefill GEMM works in token tiles of this width; 1: no such steps). The
   // scheduler fits the prompt tokens of steps that also decode to it.

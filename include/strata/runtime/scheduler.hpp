@@ -163,6 +163,9 @@ struct scheduler_options {
   // A prompt passed over this many steps in a row (shorter ones took the budget) goes first, so
   // a stream of short requests cannot starve a long prompt.
   std::uint32_t max_prefill_skips = 8;
+  // Record every step shape the loop can run before the first request (model::record_steps), so
+  // that no request waits for a recording; false: shapes record on first use.
+  bool record_ahead = true;
 };
 
 // Counters for /metrics (monotonic unless noted).
@@ -200,6 +203,8 @@ class scheduler {
   scheduler_stats stats() const;
   std::uint32_t context_size() const noexcept { return model_->kv().capacity(); }
   std::uint32_t slots() const noexcept { return model_->kv().n_seq(); }
+  // The step shapes recorded before the first request (model::record_steps; zeros off Vulkan).
+  model::recording_counters recorded_ahead() const noexcept { return ahead_; }
   // Finishes every request (reason: cancelled) and joins the worker; idempotent.
   void shutdown();
 
@@ -245,6 +250,7 @@ class scheduler {
   std::vector<std::uint8_t> want_;
   std::vector<std::uint32_t> row_slot_;
   std::vector<slot*> prefill_order_;
+  model::recording_counters ahead_;
   std::uint32_t granule_ = 1;  // model::step_granule(): mixed steps' prompt tokens are fitted to it
   std::vector<float> logits_;
   // Steps whose every output row samples plain greedy (no constraint, no logprobs) read back one

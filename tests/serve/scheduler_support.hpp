@@ -19,8 +19,10 @@ using namespace strata;
 
 inline const char* model_path = STRATA_TEST_FIXTURES "/models/qwen3-Q4_K_M.gguf";
 
-inline std::unique_ptr<rt::model> load(std::uint32_t n_seq, std::uint32_t n_ctx = 1024) {
+inline std::unique_ptr<rt::model> load(std::uint32_t n_seq, std::uint32_t n_ctx = 1024,
+                                       rt::backend_kind backend = rt::backend_kind::cpu) {
   rt::engine_options eo;
+  eo.backend = backend;
   eo.threads = 1;
   eo.n_ctx = n_ctx;
   eo.n_seq = n_seq;

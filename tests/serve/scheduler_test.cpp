@@ -1,6 +1,7 @@
 // rt::scheduler on the fixture model: batched greedy generations equal single-sequence runs
 // (rt::session), small prefill chunks change nothing, the prefix cache is reused, cancellation
-// frees the slot, a full queue refuses, an oversized prompt is an error.
+// frees the slot, a full queue refuses, an oversized prompt is an error; on the GPU, every step
+// shape is recorded before the first request and none while serving.
 #include <doctest/doctest.h>
 
 #include "scheduler_support.hpp"
@@ -160,4 +161,35 @@ TEST_CASE("a KV pool smaller than the demand: idle caches are evicted, nothing f
     CHECK(o.completion > 0);
   }
   CHECK(m->kv().used_slots() <= m->kv().n_slots());
+}
+
+// Issue 13 item 4: the scheduler records every step shape ahead (model::record_steps), so the
+// changing batches of a run (prompt chunks of 3 beside decodes, fitted to the step granule,
+// greedy steps taking the argmax on the GPU) replay recorded steps only.
+TEST_CASE("on the GPU, the scheduler records its step shapes before the first request and none while serving") {
+  if (!rt::vulkan_compiled_in() || rt::vulkan_devices().empty()) {
+    MESSAGE("no Vulkan build or device: skipped");
+    return;
+  }
+  auto m = load(4, 1024, rt::backend_kind::vulkan);
+  const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
+  rt::scheduler sched(*m, tok, {.max_queue = 16, .prefill_chunk = 3});
+  const rt::model::recording_counters ahead = sched.recorded_ahead();
+  CHECK(ahead.steps > 0);
+  CHECK(m->step_recordings().steps == ahead.steps);
+  std::vector<std::shared_ptr<rt::generation_stream>> streams;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    streams.push_back(std::make_shared<rt::generation_stream>());
+    auto req = greedy(tok, prompts[i], 10 + std::int32_t(i));
+    req.stop = sampling::stop_conditions({}, 10 + std::int32_t(i), {});
+    REQUIRE(sched.submit(streams.back(), std::move(req)));
+  }
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const auto o = wait(*streams[i]);
+    CAPTURE(i);
+    CHECK(o.reason == rt::finish_reason::max_tokens);
+    CHECK(o.completion == 10 + i);
+  }
+  CHECK(sched.stats().steps > prompts.size());
+  CHECK(m->step_recordings().steps == ahead.steps);  // every step replayed
 }

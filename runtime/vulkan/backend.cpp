@@ -8,9 +8,8 @@
 #include "backend_impl.hpp"
 #include "strata/core/error.hpp"
 
-// The graph ops of the contract (graph/backend_contract.hpp): each checks its shapes, lets the
-// fusion state decide what to defer (fusion.cpp) and records its dispatches; on a replayed step
-// (step_cache.cpp) it only refreshes its host-side inputs and outputs.
+// The graph ops of the contract (graph/backend_contract.hpp): each checks its shapes, lets the fusion
+// state decide what to defer (fusion.cpp) and records its dispatches; replayed, only host-side I/O.
 namespace strata::gpu {
 
 using namespace detail;
@@ -27,7 +26,12 @@ void backend::embed(const weight& table, tensor out) {
 
 void backend::rms_norm(tensor x, const weight* w, float eps, tensor y) {
   auto& P = *p_;
-  if (P.replay) return;
+  if (!P.replay) record_rms_norm(x, w, eps, y);
+  if (P.outputs.after_norm) P.enter_output(false);  // the output norm of an in-place output (step_cache.cpp)
+}
+
+void backend::record_rms_norm(tensor x, const weight* w, float eps, tensor y) {
+  auto& P = *p_;
   const bool weighted = w && *w;
   if (weighted && (w->type != gguf::type_id::f32 || w->ne[0] != x.cols))
     throw error("norm weight '" + std::string(w->name) + "' must be F32 with " + std::to_string(x.cols) + " elements");

@@ -276,6 +276,7 @@ class backend {
   void moe_ffn(const moe_weights& mw, const graph::moe_params& p, tensor x, const moe_scratch& s, tensor out);
 
  private:
+  void record_rms_norm(tensor x, const weight* w, float eps, tensor y);  // rms_norm's recording
   struct impl;
   std::unique_ptr<impl> p_;
 };

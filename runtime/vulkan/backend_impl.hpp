@@ -307,7 +307,7 @@ struct backend::impl : backend_tuning {
                  std::uint32_t gx, std::uint32_t gy, std::uint32_t gz);  // a 3-D grid within the device limits
   void start_part(bool output);            // starts recording the layers' or the output part
   void enter_output(bool implicit);       // backend::begin_output (implicit: from read or argmax)
-  recorded_step* file_part(bool output);  // ends the part being recorded and files it under its key
+  recorded_step* file_part(bool output, bool keep_norms = false);  // ends the part, files it under its key
   // --- kernel_requests.cpp: the pipeline an op records.
   static pipeline_request req(std::string shader, std::optional<gguf::type_id> fmt,
                               std::vector<std::pair<std::string, std::string>> defs, std::uint32_t bindings) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu_experts.hpp"
+#include "fusion_types.hpp"
 #include "memory.hpp"
 
 namespace strata::gpu {
@@ -45,6 +46,12 @@ struct recorded_step {
   std::vector<std::string> labels;
   std::vector<std::uint64_t> weight_bytes;  // per dispatch, as labels
   bool ahead = false;  // recorded ahead of use (backend::record_only): kept when shapes churn
+  // The fusion state a layers' part ends with: the output part of a step whose output reads the
+  // rows in place starts after the output norm, from this state (the norm's int8 or f16 copies of
+  // its rows, or the norm itself, waiting to fold into the head), as one recording would.
+  std::optional<quantized_input> quantized[2];
+  std::optional<tensor> xh_holds;
+  std::vector<pending_norm> norms;
 };
 
 // A step is recorded in two parts, each replayed by its own key: the layers (keyed by the
@@ -57,6 +64,7 @@ struct output_parts {
   recorded_step* current = nullptr;  // this step's output part (null: the step has none)
   std::uint64_t key = 0;             // this step's output form (step_cache.cpp)
   bool active = false;               // between begin_output() and finish()
+  bool after_norm = false;           // in place: the part starts after the output norm (step_cache.cpp)
   bool hidden = false;               // the step hands back hidden rows (step_output::hidden)
 };
 

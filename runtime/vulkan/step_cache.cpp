@@ -159,14 +159,19 @@ void backend::begin(const graph::step_inputs& in) {
   // The layers' part by the step's tokens, one sequence or several, short context or long, and
   // whether it reads the hidden rows back (a model slice without the head); the output part
   // (begin_output) by its rows, in place or gathered, and what it hands back.
+  // An output that reads every row in place keeps the output norm in the layers' part (as one
+  // recording would: it may ride in the last matvec), so both parts' keys say so, and the output
+  // part's key names the layers' form whose end state it starts from.
   const bool rows_back = in.output == graph::step_output::hidden;
-  P.current_key = std::uint64_t(n) | std::uint64_t(rows_back) << 61 | std::uint64_t(P.single_seq) << 62 |
-                  std::uint64_t(P.short_ctx) << 63;
+  const bool in_place = every_row_out && outs > 0 && !rows_back;
+  P.current_key = std::uint64_t(n) | std::uint64_t(in_place) << 60 | std::uint64_t(rows_back) << 61 |
+                  std::uint64_t(P.single_seq) << 62 | std::uint64_t(P.short_ctx) << 63;
   P.outputs.key = std::uint64_t(outs) | std::uint64_t(every_row_out) << 32 | std::uint64_t(in.output) << 33;
+  if (in_place) P.outputs.key |= P.current_key & (std::uint64_t(3) << 62);
   if (!P.output_part)  // one part: its key holds the output's form too (n and outs < 2^24)
     P.current_key |= (std::uint64_t(outs) << 24 | std::uint64_t(every_row_out) << 48 | std::uint64_t(in.output) << 49);
   P.outputs.current = nullptr;
-  P.outputs.active = false;
+  P.outputs.active = P.outputs.after_norm = false;
   P.outputs.hidden = rows_back;
   P.recorded_any = false;
   if (auto it = P.steps.find(P.current_key); it != P.steps.end()) {
@@ -181,23 +186,30 @@ void backend::begin(const graph::step_inputs& in) {
 }
 
 void backend::begin_output() {
-  if (p_->outputs.active) throw error("internal: begin_output() twice in a step");
-  if (p_->output_part) p_->enter_output(false);
+  auto& P = *p_;
+  if (P.outputs.active || P.outputs.after_norm) throw error("internal: begin_output() twice in a step");
+  if (!P.output_part) return;
+  if (P.outputs.key >> 32 & 1) P.outputs.after_norm = true;  // in place: rms_norm() enters the part
+  else P.enter_output(false);
 }
 
 // implicit: a step that reads or takes the argmax without begin_output() (ops called directly):
 // its output part may depend on the step's token count too, so its key holds that count.
 void backend::impl::enter_output(bool implicit) {
   auto& P = *this;
+  const bool in_place = P.outputs.after_norm;
+  P.outputs.after_norm = false;
   if (implicit) P.outputs.key |= std::uint64_t(1) << 40 | std::uint64_t(P.step_tokens) << 41;
-  if (!P.replay) P.current = P.file_part(false);
+  if (!P.replay) P.current = P.file_part(false, in_place);
   P.outputs.active = true;
-  // The output part starts from what begin() leaves, whatever layers' part ran before it: it
-  // relies on no quantized or f16 copy, scratch slot or pending op of theirs, and its fusion
-  // follows its own rows (its key holds no token count).
+  // In place, the part starts from the state its layers' part ended with (recorded_step.hpp).
+  // Otherwise from what begin() leaves, whatever layers' part ran before: it relies on no
+  // quantized or f16 copy, scratch slot or pending op of theirs, and its fusion follows its own
+  // rows (its key holds no token count).
   P.fuse_step = fuses(P, std::uint32_t(P.outputs.key));
-  for (auto& q : P.quantized) q.reset();
-  P.xh_holds.reset();
+  for (int i = 0; i < 2; ++i) P.quantized[i] = in_place ? P.current->quantized[i] : std::nullopt;
+  P.xh_holds = in_place ? P.current->xh_holds : std::nullopt;
+  P.norms = in_place ? P.current->norms : std::vector<pending_norm>{};
   P.scratch_plan.restart();
   P.tail_slot.reset();
   if (auto it = P.outputs.recorded.find(P.outputs.key); it != P.outputs.recorded.end()) {
@@ -237,8 +249,15 @@ void backend::impl::start_part(bool output) {
             output ? output_queries : 0, output);
 }
 
-recorded_step* backend::impl::file_part(bool output) {
+recorded_step* backend::impl::file_part(bool output, bool keep_norms) {
+  // keep_norms: a norm waiting to fold into its matmuls (the output norm) waits in the state
+  // the part files for the output part; everything else is recorded here.
+  std::vector<pending_norm> kept;
+  if (keep_norms) kept.swap(norms);
   flush_all();
+  for (int i = 0; i < 2; ++i) pending.quantized[i] = quantized[i];
+  pending.xh_holds = xh_holds;
+  pending.norms = std::move(kept);
   rec.end();
   recording = false;
   pending.labels = rec.labels();
@@ -253,6 +272,7 @@ recorded_step* backend::impl::file_part(bool output) {
 void backend::finish() {
   auto& P = *p_;
   if (!P.replay && !P.recording) return;  // no step begun
+  if (P.outputs.after_norm) throw error("internal: begin_output() without the output norm before finish()");
   if (P.recording) {
     if (P.outputs.active) P.outputs.current = P.file_part(true);
     else P.current = P.file_part(false);

@@ -2,12 +2,14 @@
 // rt::model::record_steps records a scheduler's step shapes ahead. On the fixture model, a run of
 // the batches a server forms (prefill of many prompts, decodes of changing stream counts, decodes
 // beside prompt chunks, greedy steps) records nothing after record_steps, and gives the logits and
-// ids of the same run recorded on use, bit for bit.
+// ids of the same run recorded on use, bit for bit; the steps whose output reads every row in place
+// (decodes) give those of one recording per step (STRATA_VK_OUTPUT_PART=0) bit for bit too.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "support/scoped_env.hpp"
 #include "vulkan/vk_harness.hpp"
 
 using namespace strata;
@@ -108,5 +110,18 @@ TEST_CASE("Vulkan: steps recorded ahead serve a server's batches without recordi
     CAPTURE(i);
     CHECK(ahead.logits[i] == on_use.logits[i]);  // the same kernels on the same rows
     CHECK(ahead.ids[i] == on_use.ids[i]);
+  }
+  // In place, the output part starts after the output norm from the state the layers ended with:
+  // the dispatches of one recording. (Gathered outputs fuse by their own rows: not compared.)
+  step_cache_test::run_result one_part;
+  {
+    const test::scoped_env off("STRATA_VK_OUTPUT_PART", "0");
+    one_part = step_cache_test::run(false);
+  }
+  REQUIRE(one_part.logits.size() == on_use.logits.size());
+  for (const std::size_t i : {1, 2, 4, 8, 9}) {  // the decode steps
+    CAPTURE(i);
+    CHECK(one_part.logits[i] == on_use.logits[i]);
+    CHECK(one_part.ids[i] == on_use.ids[i]);
   }
 }

@@ -189,7 +189,7 @@ void backend::begin_output() {
   auto& P = *p_;
   if (P.outputs.active || P.outputs.after_norm) throw error("internal: begin_output() twice in a step");
   if (!P.output_part) return;
-  if (P.outputs.key >> 32 & 1) P.outputs.after_norm = true;  // in place: rms_norm() enters the part
+  if (P.current_key >> 60 & 1) P.outputs.after_norm = true;  // in place: rms_norm() enters the part
   else P.enter_output(false);
 }
 

@@ -80,6 +80,24 @@ void check_against_cpu(backend_kind kind, int n_gpu_layers) {
   const double e = strata::test::nmse(got, want);
   MESSAGE(gpu->backend_description() << ": embedding rows nmse " << e << " vs CPU (bound " << backend_tolerance() << ")");
   CHECK(e <= backend_tolerance());
+  // The same shape with only its last row out (last-token pooling) after the every-row step: the
+  // Vulkan step shares the layers' part's shape but gathers its output row (step_cache.cpp).
+  gpu->kv().clear(0);
+  prompt last = a;
+  std::fill(last.want.begin(), last.want.end() - 1, std::uint8_t(0));
+  const std::uint32_t E = gpu->hparams().n_embd;
+  std::vector<float> last_row(E);
+  gpu->forward_embeddings(last.view(), last_row);
+  const std::vector<float> want_last(want.end() - E, want.end());
+  CHECK(strata::test::nmse(last_row, want_last) <= backend_tolerance());
+  {  // the other order, on a fresh model: the every-row step replays the gathered step's layers
+    auto fresh = load(kind, n_gpu_layers);
+    std::vector<float> first(E);
+    fresh->forward_embeddings(last.view(), first);
+    fresh->kv().clear(0);
+    CHECK(strata::test::nmse(first, want_last) <= backend_tolerance());
+    CHECK(strata::test::nmse(embed_rows(*fresh, a), want) <= backend_tolerance());
+  }
   // And the other way round: a logits step after the embedding step of its shape.
   gpu->kv().clear(1);
   std::vector<float> cpu_logits(logits.size());

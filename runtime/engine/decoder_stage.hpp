@@ -102,24 +102,22 @@ class decoder_stage final : public stage {
   // decode steps of 1..max_seqs streams with every row out, short context and long, as logits
   // and as argmax ids; the gathered outputs of steps that also prefill; the prefill sizes.
   void record_ahead(const model::step_shapes& s, std::uint32_t n_ctx, const kv::block_table& kv) {
-    const std::uint32_t max_rows = max_rows_, max_out = max_out_;
-    const std::uint32_t tokens = std::min(s.max_tokens, max_rows), seqs = std::max(1u, s.max_seqs);
+    const std::uint32_t tokens = std::min(s.max_tokens, max_rows_), seqs = std::max(1u, s.max_seqs);
     std::vector<std::uint32_t> sizes;  // the step sizes the decoder pads 1..tokens to
     for (std::uint32_t n = 1; n <= tokens; ++n) {
-      const std::uint32_t r = std::min(be_->step_rows(n), max_rows);
+      const std::uint32_t r = std::min(be_->step_rows(n), max_rows_);
       if (sizes.empty() || sizes.back() != r) sizes.push_back(r);
     }
     if (sizes.empty()) return;
     const auto& hp = dec_.hparams();
-    const bool head = head_, embed = embed_;
     // Placeholders: never read or written (no inputs are written in record_only), only sized.
-    const std::unique_ptr<float[]> logits(head ? new float[std::size_t(max_out) * hp.n_vocab] : nullptr);
-    const std::unique_ptr<float[]> hidden(new float[std::size_t(max_rows) * hp.n_embd]);
-    std::vector<std::int32_t> ids(max_out);
+    const std::size_t logits_size = std::size_t(max_out_) * hp.n_vocab, hidden_size = std::size_t(max_rows_) * hp.n_embd;
+    const std::unique_ptr<float[]> logits(head_ ? new float[logits_size] : nullptr);
+    const std::unique_ptr<float[]> hidden(new float[hidden_size]);
+    std::vector<std::int32_t> ids(max_out_);
     std::vector<std::int32_t> tok, pos;
     std::vector<std::uint32_t> seq;
     std::vector<std::uint8_t> want;
-    const std::size_t hidden_size = std::size_t(max_rows) * hp.n_embd;
     // r rows; `multi`: each row its own sequence (mod seqs); `late`: positions at the end of the
     // context (steps see a long one); `outs`: rows flagged for output (the last ones; r: all).
     const auto step = [&](std::uint32_t r, bool multi, bool late, std::uint32_t outs, bool greedy) {
@@ -132,22 +130,22 @@ class decoder_stage final : public stage {
         want[t] = t + outs >= r;
       }
       const graph::batch b{tok, pos, seq, want};
-      const std::span<float> lg = head && !greedy ? std::span<float>(logits.get(), std::size_t(max_out) * hp.n_vocab) : std::span<float>{};
-      const std::span<std::int32_t> am = head && greedy ? std::span<std::int32_t>(ids) : std::span<std::int32_t>{};
-      dec_.forward(b, kv, kv_, lg, embed ? std::span<const float>{} : std::span<const float>(hidden.get(), hidden_size),
-                   head ? std::span<float>{} : std::span<float>(hidden.get(), hidden_size), am, {});
+      const std::span<float> lg = head_ && !greedy ? std::span<float>(logits.get(), logits_size) : std::span<float>{};
+      const std::span<std::int32_t> am = head_ && greedy ? std::span<std::int32_t>(ids) : std::span<std::int32_t>{};
+      dec_.forward(b, kv, kv_, lg, embed_ ? std::span<const float>{} : std::span<const float>(hidden.get(), hidden_size),
+                   head_ ? std::span<float>{} : std::span<float>(hidden.get(), hidden_size), am, {});
       return true;
     };
     const bool several = seqs >= 2;
     for (const std::uint32_t r : sizes) {  // decodes: a row per stream, every row out
-      if (r > seqs || r > max_out) break;
+      if (r > seqs || r > max_out_) break;
       for (const bool late : {false, true})
         for (const bool greedy : {false, true})
           if (!step(r, r > 1, late, r, greedy)) return;
     }
-    if (head)  // the gathered outputs of steps that prefill beside decodes (any layers' part serves)
+    if (head_)  // the gathered outputs of steps that prefill beside decodes (any layers' part serves)
       for (const std::uint32_t o : sizes) {
-        if (o > std::min(seqs, max_out) || o >= sizes.back()) break;
+        if (o > std::min(seqs, max_out_) || o >= sizes.back()) break;
         for (const bool greedy : {false, true})
           if (!step(sizes.back(), several, false, o, greedy)) return;
       }
@@ -155,7 +153,7 @@ class decoder_stage final : public stage {
       for (const bool multi : {false, true}) {
         if (multi && (!several || r < 2)) continue;
         for (const bool late : {false, true})
-          if (!step(r, multi, late, head ? 1 : 0, false)) return;
+          if (!step(r, multi, late, head_ ? 1 : 0, false)) return;
       }
   }
 

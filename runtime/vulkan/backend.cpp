@@ -510,7 +510,7 @@ void backend::read(tensor src, std::span<float> dst) {
   P.read_dst = dst.data();
   // The recorded copy brings every row; the host takes those dst holds (a padded step's own rows).
   P.read_floats = std::min(n, dst.size() / src.cols * src.cols);
-  if (P.output_part && !P.outputs.active && !P.outputs.hidden) P.enter_output(true);
+  P.enter_output(true);
   if (P.replay) return;
   P.prepare({src}, {});
   const copy_rows_pc pc{src.cols, src.off, src.stride, 0, src.cols};
@@ -526,7 +526,7 @@ void backend::argmax(tensor src, std::span<std::int32_t> dst) {
     throw error("argmax: " + std::to_string(src.rows) + " rows exceed the reserved " + std::to_string(P.max_rows));
   P.ids_dst = dst.data();
   P.ids_count = std::uint32_t(std::min<std::size_t>(src.rows, dst.size()));
-  if (P.output_part && !P.outputs.active && !P.outputs.hidden) P.enter_output(true);
+  P.enter_output(true);
   if (P.replay) return;
   P.prepare({src}, {});
   const argmax_pc pc{src.cols, src.off, src.stride};

@@ -306,7 +306,7 @@ struct backend::impl : backend_tuning {
   void dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                  std::uint32_t gx, std::uint32_t gy, std::uint32_t gz);  // a 3-D grid within the device limits
   void start_part(bool output);            // starts recording the layers' or the output part
-  void enter_output(bool implicit);       // backend::begin_output (implicit: from read or argmax)
+  void enter_output(bool implicit);       // backend::begin_output (implicit: read or argmax, when due)
   recorded_step* file_part(bool output, bool keep_norms = false);  // ends the part, files it under its key
   // --- kernel_requests.cpp: the pipeline an op records.
   static pipeline_request req(std::string shader, std::optional<gguf::type_id> fmt,

@@ -65,7 +65,6 @@ struct output_parts {
   std::uint64_t key = 0;             // this step's output form (step_cache.cpp)
   bool active = false;               // between begin_output() and finish()
   bool after_norm = false;           // in place: the part starts after the output norm (step_cache.cpp)
-  bool hidden = false;               // the step hands back hidden rows (step_output::hidden)
 };
 
 }  // namespace strata::gpu

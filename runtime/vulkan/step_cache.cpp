@@ -30,6 +30,9 @@ bool fuses(const Impl& P, std::uint32_t rows) {
   return P.fuse && rows <= 8 && !(P.mms && P.mm_xh && rows >= P.mms_min);
 }
 
+// Bits of a layers' part's key above its token count (begin()).
+constexpr std::uint64_t key_in_place = std::uint64_t(1) << 60, key_rows_back = std::uint64_t(1) << 61;
+
 template <class Parts>
 std::size_t recorded_ahead(const Parts& parts) {
   return std::size_t(std::count_if(parts.begin(), parts.end(), [](const auto& s) { return s.second.ahead; }));
@@ -164,7 +167,7 @@ void backend::begin(const graph::step_inputs& in) {
   // part's key names the layers' form whose end state it starts from.
   const bool rows_back = in.output == graph::step_output::hidden;
   const bool in_place = every_row_out && outs > 0 && !rows_back;
-  P.current_key = std::uint64_t(n) | std::uint64_t(in_place) << 60 | std::uint64_t(rows_back) << 61 |
+  P.current_key = std::uint64_t(n) | (in_place ? key_in_place : 0) | (rows_back ? key_rows_back : 0) |
                   std::uint64_t(P.single_seq) << 62 | std::uint64_t(P.short_ctx) << 63;
   P.outputs.key = std::uint64_t(outs) | std::uint64_t(every_row_out) << 32 | std::uint64_t(in.output) << 33;
   if (in_place) P.outputs.key |= P.current_key & (std::uint64_t(3) << 62);
@@ -172,7 +175,6 @@ void backend::begin(const graph::step_inputs& in) {
     P.current_key |= (std::uint64_t(outs) << 24 | std::uint64_t(every_row_out) << 48 | std::uint64_t(in.output) << 49);
   P.outputs.current = nullptr;
   P.outputs.active = P.outputs.after_norm = false;
-  P.outputs.hidden = rows_back;
   P.recorded_any = false;
   if (auto it = P.steps.find(P.current_key); it != P.steps.end()) {
     P.current = &it->second;
@@ -189,14 +191,16 @@ void backend::begin_output() {
   auto& P = *p_;
   if (P.outputs.active || P.outputs.after_norm) throw error("internal: begin_output() twice in a step");
   if (!P.output_part) return;
-  if (P.current_key >> 60 & 1) P.outputs.after_norm = true;  // in place: rms_norm() enters the part
+  if (P.current_key & key_in_place) P.outputs.after_norm = true;  // in place: rms_norm() enters the part
   else P.enter_output(false);
 }
 
-// implicit: a step that reads or takes the argmax without begin_output() (ops called directly):
-// its output part may depend on the step's token count too, so its key holds that count.
+// implicit: read() or argmax() in a step that had no begin_output() (ops called directly; not
+// the hidden rows a slice without the head reads, which belong to its layers): its output part
+// may depend on the step's token count too, so its key holds that count.
 void backend::impl::enter_output(bool implicit) {
   auto& P = *this;
+  if (implicit && (!P.output_part || P.outputs.active || (P.current_key & key_rows_back))) return;
   const bool in_place = P.outputs.after_norm;
   P.outputs.after_norm = false;
   if (implicit) P.outputs.key |= std::uint64_t(1) << 40 | std::uint64_t(P.step_tokens) << 41;

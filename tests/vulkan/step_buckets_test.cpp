@@ -54,14 +54,7 @@ struct step_logits {
 // Prefills 12 sequences in one step (prompts of 3-6 tokens), then decodes 9, 10, 11, 12 and
 // again 9 of them (steps of 10, 10, 12, 12, 10 rows when padded), logits for every row.
 step_logits run_steps(const std::filesystem::path& model) {
-  rt::engine_options eo;
-  eo.backend = rt::backend_kind::vulkan;
-  eo.threads = 2;
-  eo.n_ctx = 512;
-  eo.n_seq = 12;
-  eo.n_batch = 64;
-  eo.max_outputs = 12;
-  auto m = rt::model::load(model, eo);
+  auto m = rt::model::load(model, test::vk::twelve_stream_options());
   const std::uint32_t V = m->hparams().n_vocab;
   step_logits out;
   const auto step = [&](const std::vector<std::int32_t>& tok, const std::vector<std::int32_t>& pos,

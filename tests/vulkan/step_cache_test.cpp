@@ -30,14 +30,7 @@ struct row {
 };
 
 run_result run(bool record_ahead) {
-  rt::engine_options eo;
-  eo.backend = rt::backend_kind::vulkan;
-  eo.threads = 2;
-  eo.n_ctx = 512;
-  eo.n_seq = 12;
-  eo.n_batch = 64;
-  eo.max_outputs = 12;
-  auto m = rt::model::load(test::fixture_dir() / "models" / "qwen3-Q4_K_M.gguf", eo);
+  auto m = rt::model::load(test::fixture_dir() / "models" / "qwen3-Q4_K_M.gguf", test::vk::twelve_stream_options());
   const std::uint32_t V = m->hparams().n_vocab;
   run_result out;
   if (record_ahead) out.ahead = m->record_steps({64, 12, 12});

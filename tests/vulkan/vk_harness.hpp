@@ -52,6 +52,19 @@ inline bool available() {
   return has_device;
 }
 
+// The fixture model as a 12-stream server runs it on the GPU (steps of up to 64 tokens, 12
+// logits rows): the step-recording tests' model (step_buckets_test, step_cache_test).
+inline rt::engine_options twelve_stream_options() {
+  rt::engine_options eo;
+  eo.backend = rt::backend_kind::vulkan;
+  eo.threads = 2;
+  eo.n_ctx = 512;
+  eo.n_seq = 12;
+  eo.n_batch = 64;
+  eo.max_outputs = 12;
+  return eo;
+}
+
 // Host bytes of test weights; the tensor_info views stay valid (deque) as long as the store,
 // which must outlive the backends that loaded them.
 class weight_store {

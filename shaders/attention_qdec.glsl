@@ -48,7 +48,9 @@ layout(push_constant) uniform Params {
 } p;
 
 // QDEC_SKIP (lab only, STRATA_VK_QDEC_SKIP; wrong results): leaves parts out to time them:
-// 1 the queries' rotation, 2 the values' rotation back, 4 the key scores, 8 the value sums.
+// 1 the queries' rotation, 2 the values' rotation back, 4 the key scores, 8 the value sums,
+// 16 the centroid tables, 32 the split merge's tail, 64 everything (the dispatch's floor),
+// 128 the queries' load.
 #ifndef QDEC_SKIP
 #define QDEC_SKIP 0
 #endif
@@ -289,6 +291,7 @@ void main() {
 #ifdef SPLIT
   const uint split = gl_WorkGroupID.z;
 #endif
+  if ((QDEC_SKIP & 64) != 0) return;
   uint start, last;
   RETURN_IF_NO_KEYS(t, h0, start, last);
   const uint P = uint(pos[t]), seq = seq_row[t];
@@ -296,11 +299,12 @@ void main() {
   const uint recent_from = P + 1u >= p.window ? P + 1u - p.window : 0u;
 #endif
   const uint btab = seq * p.max_blocks;
-  load_centroids();
+  if ((QDEC_SKIP & 16) == 0) load_centroids();
   // The group's G query heads are consecutive: G·D floats from head h0.
   const uint qb = p.q_off + t * p.q_stride + h0 * D;
 #if KV_K_KIND == 3
-  for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
+  if ((QDEC_SKIP & 128) == 0)
+    for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
   barrier();
 #ifdef KV_RING
   for (uint i = tid; i < G * D / 4u; i += WG)
@@ -454,7 +458,7 @@ void main() {
   }
 #endif
 #ifdef SPLIT_COMBINE
-  SPLIT_COMBINE_CALL();
+  if ((QDEC_SKIP & 32) == 0) SPLIT_COMBINE_CALL();
 #endif
 }
 #endif

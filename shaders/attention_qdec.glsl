@@ -50,7 +50,7 @@ layout(push_constant) uniform Params {
 // QDEC_SKIP (lab only, STRATA_VK_QDEC_SKIP; wrong results): leaves parts out to time them:
 // 1 the queries' rotation, 2 the values' rotation back, 4 the key scores, 8 the value sums,
 // 16 the centroid tables, 32 the split merge's tail, 64 everything (the dispatch's floor),
-// 128 the queries' load.
+// 128 the queries' load, 256 the value sums of the tile reaching the window.
 #ifndef QDEC_SKIP
 #define QDEC_SKIP 0
 #endif
@@ -406,6 +406,7 @@ void main() {
       uint jj = stream;
 #ifdef KV_RING
       if (tile_ring) {
+        if ((QDEC_SKIP & 256) != 0) continue;
         for (; jj < n_keys; jj += NS) {
           const uint rr = ring_of[jj];
           if (rr != ~0u) {

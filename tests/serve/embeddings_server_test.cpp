@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <thread>
 
@@ -58,6 +59,7 @@ struct running_server {
   std::atomic<bool> failed{false};
   std::thread th;
   std::uint16_t port = 0;
+  bool ready = false;  // /health answered 200 before the deadline
   explicit running_server(rt::engine_options eo) : srv(options()) {
     th = std::thread([this, eo] {
       bool listening = false;
@@ -73,8 +75,12 @@ struct running_server {
       }
     });
     port = bound.get_future().get();
-    for (int i = 0; i < 1000 && !failed && post(port, "/health", {}).status != 200; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    // /health answers 503 while the model loads; under a sanitizer on a software Vulkan device
+    // loading takes tens of seconds, so wait on a generous deadline rather than a count.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (!failed && !(ready = post(port, "/health", {}).status == 200) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ~running_server() {
     srv.stop();
@@ -125,6 +131,7 @@ TEST_CASE("embeddings: strata-serve on the Vulkan backend returns the CPU backen
   eo.n_seq = 1;
   running_server s(eo);
   REQUIRE_MESSAGE(!s.failed, s.failure);
+  REQUIRE_MESSAGE(s.ready, "strata-serve's /health did not answer 200 within 5 minutes");
 
   const std::string text = "The quick brown fox";
   const gguf::file f(model_file);

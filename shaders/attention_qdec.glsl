@@ -14,6 +14,10 @@
 // SPLIT: workgroup z covers keys [z * split_len, (z + 1) * split_len) and writes unnormalised
 // partials (acc, m, l) in attention.glsl's layout (each split rotates its own partial back, which
 // the linear merge preserves), merged by attention.glsl's COMBINE pass.
+// RING_SPLIT (with SPLIT and KV_RING): the last split, z = n_splits - 1, sums the window's keys
+// the ring holds (f16 rows against the plain query, plain value sums, no rotation); the code
+// splits skip those keys, so they need neither the plain query nor a second value accumulator,
+// and no code split waits on the window's loads.
 // Requires TQ_ROT_N >= GQA_G (the rotation and the final sums share `rot`).
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = WG) in;
@@ -53,6 +57,9 @@ layout(push_constant) uniform Params {
 // 128 the queries' load, 256 the value sums of the tile reaching the window.
 #ifndef QDEC_SKIP
 #define QDEC_SKIP 0
+#endif
+#if defined(RING_SPLIT) && !(defined(SPLIT) && defined(KV_RING))
+#error "attention_qdec: RING_SPLIT needs SPLIT and KV_RING"
 #endif
 const uint D = KD, G = GQA_G;
 #if KV_K_KIND == 3
@@ -132,8 +139,15 @@ bool key_range(uint t, uint h0, out uint start, out uint last) {
   last = P;
 #ifdef SPLIT
   const uint split = gl_WorkGroupID.z;
-  start = max(start, split * p.split_len);
-  last = min(P, (split + 1u) * p.split_len - 1u);
+#ifdef RING_SPLIT
+  if (split == p.n_splits - 1u) {  // the window's split
+    start = max(start, P + 1u >= p.window ? P + 1u - p.window : 0u);
+  } else
+#endif
+  {
+    start = max(start, split * p.split_len);
+    last = min(P, (split + 1u) * p.split_len - 1u);
+  }
   if (start > last) {
     if (gl_LocalInvocationID.x < G) {
       const uint pb = ((t * p.n_head + h0 + gl_LocalInvocationID.x) * p.n_splits + split) * (D + 2u);
@@ -152,10 +166,19 @@ const uint GV = (G + 3u) / 4u, NW = WG / 32u;
 // Lanes per value stream: D / 4 where that divides a warp (D <= 64), else 32 (chunks of 128 dims).
 const uint LPK = D <= 64u && 32u % (D / 4u) == 0u ? D / 4u : 32u;
 const uint KPW = 32u / LPK, NS = NW * KPW, CW = 4u * LPK, DCH = (D + CW - 1u) / CW;
-const uint KIF = 8u;  // value rows whose loads a stream keeps in flight (as attention_dec)
+#ifndef QDEC_KIF
+#define QDEC_KIF 8
+#endif
+const uint KIF = QDEC_KIF;  // value rows whose loads a stream keeps in flight (tuning.hpp qdec_kif)
 
 shared vec4 qk[G][D / 4u];  // queries × scale as the K side scores them (rotated for TurboQuant)
-#if defined(KV_RING) && KV_K_KIND == 3
+// With RING_SPLIT the window's split scores and sums its f16 rows in qk and acc (RING_ACC 0).
+#if defined(KV_RING) && KV_V_KIND == 3 && !defined(RING_SPLIT)
+#define RING_ACC 1
+#else
+#define RING_ACC 0
+#endif
+#if defined(KV_RING) && KV_K_KIND == 3 && !defined(RING_SPLIT)
 shared vec4 qp[G][D / 4u];  // the plain queries × scale, for f16 ring keys
 #define QPLAIN qp
 #else
@@ -298,33 +321,39 @@ void main() {
 #ifdef KV_RING
   const uint recent_from = P + 1u >= p.window ? P + 1u - p.window : 0u;
 #endif
+#ifdef RING_SPLIT
+  const bool ring_split = split == p.n_splits - 1u;  // the window's split (uniform)
+#else
+  const bool ring_split = false;
+#endif
   const uint btab = seq * p.max_blocks;
   if ((QDEC_SKIP & 16) == 0) load_centroids();
   // The group's G query heads are consecutive: G·D floats from head h0.
   const uint qb = p.q_off + t * p.q_stride + h0 * D;
 #if KV_K_KIND == 3
-  if ((QDEC_SKIP & 128) == 0)
-    for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
-  barrier();
-#ifdef KV_RING
-  for (uint i = tid; i < G * D / 4u; i += WG)
-    qp[i / (D / 4u)][i % (D / 4u)] = vec4(rot[4u * i], rot[4u * i + 1u], rot[4u * i + 2u], rot[4u * i + 3u]) * p.scale;
-  barrier();
+  if (!ring_split) {
+    if ((QDEC_SKIP & 128) == 0)
+      for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
+    barrier();
+#if defined(KV_RING) && !defined(RING_SPLIT)
+    for (uint i = tid; i < G * D / 4u; i += WG)
+      qp[i / (D / 4u)][i % (D / 4u)] = vec4(rot[4u * i], rot[4u * i + 1u], rot[4u * i + 2u], rot[4u * i + 3u]) * p.scale;
+    barrier();
 #endif
 #if (QDEC_SKIP & 1) == 0
-  tq_rotate_rot(G, true);
+    tq_rotate_rot(G, true);
 #endif
-  for (uint i = tid; i < G * D / 4u; i += WG)
-    qk[i / (D / 4u)][i % (D / 4u)] = vec4(rot[4u * i], rot[4u * i + 1u], rot[4u * i + 2u], rot[4u * i + 3u]) * p.scale;
-#else
+    for (uint i = tid; i < G * D / 4u; i += WG)
+      qk[i / (D / 4u)][i % (D / 4u)] = vec4(rot[4u * i], rot[4u * i + 1u], rot[4u * i + 2u], rot[4u * i + 3u]) * p.scale;
+  } else  // the window's split scores f16 rows: the plain query
+#endif
   for (uint i = tid; i < G * D / 4u; i += WG)
     qk[i / (D / 4u)][i % (D / 4u)] = vec4(q[qb + 4u * i], q[qb + 4u * i + 1u], q[qb + 4u * i + 2u], q[qb + 4u * i + 3u]) * p.scale;
-#endif
   barrier();
 
   float m[G], l[G];
   vec4 acc[G][DCH];
-#if defined(KV_RING) && KV_V_KIND == 3
+#if RING_ACC
   vec4 accp[G][DCH];  // f16 ring values, plain domain
 #define ACC_RING accp
 #else
@@ -335,7 +364,7 @@ void main() {
     l[g] = 0.0;
     [[unroll]] for (uint c = 0u; c < DCH; ++c) {
       acc[g][c] = vec4(0.0);
-#if defined(KV_RING) && KV_V_KIND == 3
+#if RING_ACC
       accp[g][c] = vec4(0.0);
 #endif
     }
@@ -344,8 +373,9 @@ void main() {
   for (uint j0 = start; j0 <= last; j0 += WG) {
     const uint j = j0 + tid;
     float s[G];
-    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = j <= last ? 0.0 : -1.0 / 0.0;
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = 0.0;
     uint slot = 0u;
+    bool counts = j <= last;  // key j counts in this split
 #ifdef KV_RING
     uint vring_row = ~0u;
 #endif
@@ -354,25 +384,32 @@ void main() {
       bool k_ring = false;
 #ifdef KV_RING
       uint rr = 0u;
+      bool held = false;  // the ring holds key j
       if (j >= recent_from) {
         rr = seq * p.ring_rows + j % p.ring_rows;
-        if (tags[rr] == j) {
-          k_ring = KV_K_KIND >= 2;
-          if (KV_V_KIND >= 2) vring_row = rr;
-        }
+        held = tags[rr] == j;
+      }
+#ifdef RING_SPLIT
+      counts = held == ring_split;  // the ring's keys count in the window's split, the others in theirs
+      if (!counts) slot = ~0u;
+#endif
+      if (counts && held) {
+        k_ring = KV_K_KIND >= 2;
+        if (KV_V_KIND >= 2) vring_row = rr;
       }
       if (k_ring) ring_scores((rr * p.n_head_kv + hk) * (D / 4u), s);
 #endif
-      if (!k_ring && (QDEC_SKIP & 4) == 0) key_scores(slot * p.n_head_kv + hk, s);
+      if (counts && !k_ring && (QDEC_SKIP & 4) == 0) key_scores(slot * p.n_head_kv + hk, s);
     }
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = counts ? s[g] : -1.0 / 0.0;
     float mt[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) mt[g] = s[g];
     wg_reduce(mt, true);
     float e[G], corr[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) {
       const float m_new = max(m[g], mt[g]);
-      e[g] = j <= last ? exp(s[g] - m_new) : 0.0;
-      corr[g] = exp(m[g] - m_new);
+      e[g] = counts ? exp(s[g] - m_new) : 0.0;
+      corr[g] = m[g] == m_new ? 1.0 : exp(m[g] - m_new);  // 1 while no key has counted (both -inf)
       m[g] = m_new;
     }
     [[unroll]] for (uint k = 0u; k < GV; ++k) {
@@ -390,7 +427,7 @@ void main() {
       l[g] = l[g] * corr[g] + e[g];
       [[unroll]] for (uint c = 0u; c < DCH; ++c) {
         acc[g][c] *= corr[g];
-#if defined(KV_RING) && KV_V_KIND == 3
+#if RING_ACC
         accp[g][c] *= corr[g];
 #endif
       }
@@ -408,6 +445,9 @@ void main() {
       if (tile_ring) {
         if ((QDEC_SKIP & 256) != 0) continue;
         for (; jj < n_keys; jj += NS) {
+#ifdef RING_SPLIT
+          if (slot_of[jj] == ~0u) continue;  // counts in another split
+#endif
           const uint rr = ring_of[jj];
           if (rr != ~0u) {
             const vec4 v = vec4(vring[(rr * p.n_head_kv + hk) * (D / 4u) + d / 4u]);
@@ -437,9 +477,9 @@ void main() {
   stream_sums(acc, stream, sl, true);
 #if KV_V_KIND == 3
 #if (QDEC_SKIP & 2) == 0
-  tq_rotate_rot(G, false);  // a zero sum stays zero, so splits without compressed values need no test
+  if (!ring_split) tq_rotate_rot(G, false);  // a zero sum stays zero, so splits without compressed values need no test
 #endif
-#ifdef KV_RING
+#if RING_ACC
   stream_sums(accp, stream, sl, false);
 #endif
 #endif

@@ -104,24 +104,32 @@ void main() {
   uint start, last;
   RETURN_IF_NO_KEYS(t, h0, start, last);
   const uint P = uint(pos[t]), seq = seq_row[t], btab = seq * p.max_blocks;
+#ifdef RING_SPLIT
+  const bool ring_split = split == p.n_splits - 1u;  // the window's split (uniform): pass 2 only
+#else
+  const bool ring_split = false;
+#endif
   load_centroids();
   const uint qb = p.q_off + t * p.q_stride + h0 * D;
   vec4 qr[G][NC];  // this lane's dims of the queries × scale as the codes score them
 #if KV_K_KIND == 3
-  for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
-  barrier();
+  if (!ring_split) {
+    for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
+    barrier();
 #if (QDEC_SKIP & 1) == 0
-  tq_rotate_rot(G, true);  // ends with a barrier
+    tq_rotate_rot(G, true);  // ends with a barrier
 #endif
-  [[unroll]] for (uint g = 0u; g < G; ++g)
-    [[unroll]] for (uint c = 0u; c < NC; ++c) {
-      const uint b = g * D + d0 + 4u * c;
-      qr[g][c] = vec4(rot[b], rot[b + 1u], rot[b + 2u], rot[b + 3u]) * p.scale;
-    }
-#else
-  barrier();  // the centroids
-  plain_query(qb, d0, qr);
+    [[unroll]] for (uint g = 0u; g < G; ++g)
+      [[unroll]] for (uint c = 0u; c < NC; ++c) {
+        const uint b = g * D + d0 + 4u * c;
+        qr[g][c] = vec4(rot[b], rot[b + 1u], rot[b + 2u], rot[b + 3u]) * p.scale;
+      }
+  } else
 #endif
+  {
+    barrier();  // the centroids
+    plain_query(qb, d0, qr);
+  }
   rdims kd[NC], vd[NC];
   [[unroll]] for (uint c = 0u; c < NC; ++c) {
     kd[c] = k_dims_of(d0 + 4u * c);
@@ -135,8 +143,8 @@ void main() {
     [[unroll]] for (uint c = 0u; c < NC; ++c) acc[g][c] = vec4(0.0);
   float m = -1.0 / 0.0, l = 0.0;  // the running max and sum of this lane's pair's head (li % G)
   // Pass 1: the codes. Keys past `last` re-read the last one and keys the ring holds read
-  // nothing (zeros); neither counts.
-  for (uint j0 = start + sid * KC; j0 <= last; j0 += NS * KC) {
+  // nothing (zeros); neither counts. The window's split has no codes to read.
+  for (uint j0 = start + sid * KC; !ring_split && j0 <= last; j0 += NS * KC) {
     vec4 kr[KC][NC], vr[KC][NC];
     uint valid = 0u;
     [[unroll]] for (uint k = 0u; k < KC; ++k) {
@@ -160,10 +168,15 @@ void main() {
   [[unroll]] for (uint g = 0u; g < G; ++g)
     [[unroll]] for (uint c = 0u; c < NC; ++c) acc[g][c] = vec4(0.0);
 #ifdef KV_RING
-  // Pass 2: the window's keys the ring holds, against the plain query.
+  // Pass 2: the window's keys the ring holds, against the plain query (RING_SPLIT: only in the
+  // window's split, whose query is plain already).
   const uint ring_start = max(start, recent_from);
+#ifdef RING_SPLIT
+  if (ring_split) {
+#else
   if (ring_start <= last) {  // uniform per workgroup
     plain_query(qb, d0, qr);
+#endif
     for (uint j0 = ring_start + sid * KC; j0 <= last; j0 += NS * KC) {
       vec4 kr[KC][NC], vr[KC][NC];
       uint valid = 0u;
@@ -208,10 +221,11 @@ void main() {
   barrier();
   put_sums(sid, d0, acc);  // the ring's (vsum's reads are done)
 #if KV_V_KIND == 3 && (QDEC_SKIP & 2) == 0
-  tq_rotate_rot(G, false);  // ends with a barrier; a zero sum stays zero
-#else
-  barrier();
+  if (!ring_split)
+    tq_rotate_rot(G, false);  // ends with a barrier; a zero sum stays zero
+  else
 #endif
+    barrier();
   for (uint i = tid; i < G * D; i += WG) {
     const uint g = i / D, d = i % D;
     float M, L;

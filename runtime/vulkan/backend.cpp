@@ -231,7 +231,9 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // Unsplit (short contexts), the per-head kernel's n_head workgroups beat the grouped kernel's
   // n_head_kv (measured on the H100: qwen3-8b tg128 231 vs 226 t/s, 4 KV heads of qwen3-30b-a3b
   // far worse), so the grouped f16 kernel runs only split.
-  const std::uint32_t max_splits = grouped ? 128 : 64;
+  // The window's keys as a split of their own (attention_qdec RING_SPLIT): the merge's 128 less one.
+  const bool ring_split_wanted = kv.compressed() && grouped && P.qdec_ring_split && pc.window > 0;
+  const std::uint32_t max_splits = grouped ? 128 - ring_split_wanted : 64;
   const std::uint32_t min_split = grouped ? (kv.compressed() ? P.tq_split : 128) : 256;
   const std::uint32_t split_unit = min_split % 128 ? 64 : 128;  // splits are multiples of it
   // Decode on tensor cores (attention_mma_dec.glsl, opt-in: measured slower): a warp per (KV
@@ -244,10 +246,11 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
                        tensor_core_attention(flash_min_tokens, ap.head_dim, cfg.type_k, cfg.type_v);
   const bool split = mma_dec || (P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 2 * min_split &&
                                  !(P.short_ctx && P.short_ctx_len <= 2 * min_split));
+  const bool ring_split = split && !mma_dec && ring_split_wanted;
   if (split) {
     pc.split_len = mma_dec ? std::clamp<std::uint32_t>(div_up(div_up(cfg.n_ctx, 128), 64) * 64, 64, mma_dec_split)
                            : std::max<std::uint32_t>(min_split, div_up(div_up(cfg.n_ctx, max_splits), split_unit) * split_unit);
-    pc.n_splits = div_up(cfg.n_ctx, pc.split_len);
+    pc.n_splits = div_up(cfg.n_ctx, pc.split_len) + ring_split;
     const std::uint64_t need = std::uint64_t(split_tokens) * ap.n_head * pc.n_splits * (ap.head_dim + 2) * 4;
     if (!P.attn_part || P.buf(P.attn_part).size() < need)
       P.attn_part = P.new_buffer(need, memory_kind::device, "split attention partials");
@@ -328,16 +331,8 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
                            {"MAX_SPLIT", std::to_string(mma_dec_split)}});
       P.dispatch3(impl::req("attention_mma_dec", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
     } else if (grouped) {  // one workgroup per KV head and token scores its query-head group (attention_qdec.glsl)
-      qd.emplace_back("GQA_G", std::to_string(group));
-      qd.emplace_back("TQ_ROT_N", std::to_string(group));
-      if (const char* v = std::getenv("STRATA_VK_QDEC_SKIP")) qd.emplace_back("QDEC_SKIP", v);  // lab: wrong results
-      if (split) qd.emplace_back("SPLIT", "1");
-      if (P.qdec_lanes) {  // shared memory beside the streams' sums: rot, centroids, the merge tail; tq_xch a thread
-        const bool tq = kv::turboquant_bits(cfg.type_k) || kv::turboquant_bits(cfg.type_v);
-        P.add_dec_lanes(qd, ap.head_dim, group, group * ap.head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0), tq ? 16 : 0);
-      }
+      qd = P.qdec_defs(kv, ap.head_dim, group, split, ring_split, merge_tail);
       if (merge_tail) {
-        qd.emplace_back("SPLIT_COMBINE", "11");
         const binding mb[] = {qb[0], qb[1], qb[2], qb[3], qb[4], qb[5], qb[6], qb[7], qb[8], qb[9], qb[10],
                               P.bind_id(P.split_counters, true)};
         P.dispatch3(impl::req("attention_qdec", {}, qd, 12), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);

@@ -321,12 +321,8 @@ struct backend::impl : backend_tuning {
   static pipeline_request copy_req(bool indexed, bool add = false);
   static pipeline_request norm_req(bool weighted, bool f16_out = false);
   static pipeline_request moe_req(const char* stage, bool sigmoid = false);
-  static pipeline_request combine_norm_out_req() {
-    return req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}, {"NORM_OUT", "1"}}, 10);
-  }
-  static pipeline_request moe_group_req(std::uint32_t chunk = moe_chunk) {
-    return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(chunk)}}, 6);
-  }
+  static pipeline_request combine_norm_out_req() { return req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}, {"NORM_OUT", "1"}}, 10); }
+  static pipeline_request moe_group_req(std::uint32_t chunk = moe_chunk) { return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(chunk)}}, 6); }
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);
   // kv_store_q / attention_q: kinds, head_dim, TurboQuant bits per side, the window ring.
   static std::vector<std::pair<std::string, std::string>> kvq_defs(const kv_state& kv);
@@ -334,6 +330,9 @@ struct backend::impl : backend_tuning {
   // allow (tuning.hpp dec_lanes); the kernel's other shared memory: fixed_bytes + thread_bytes a thread.
   void add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group,
                      std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0) const;
+  // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key.
+  std::vector<std::pair<std::string, std::string>> qdec_defs(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group,
+                                                             bool split, bool ring_split, bool merge_tail) const;
   // kv_store_q and attn_prep over a compressed cache: kvq_defs and the encoder (kv_encode.glsl).
   static std::vector<std::pair<std::string, std::string>> kv_encode_defs(const kv_state& kv);
   pipeline_request quantize_req(bool norm) const;

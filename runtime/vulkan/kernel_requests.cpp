@@ -252,6 +252,26 @@ void backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
   d.emplace_back("LPK", std::to_string(lpk));
 }
 
+std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const kv_state& kv, std::uint32_t head_dim,
+                                                                           std::uint32_t group, bool split,
+                                                                           bool ring_split, bool merge_tail) const {
+  auto d = kvq_defs(kv);
+  d.emplace_back("GQA_G", std::to_string(group));
+  d.emplace_back("TQ_ROT_N", std::to_string(group));
+  if (!qdec_skip.empty()) d.emplace_back("QDEC_SKIP", qdec_skip);  // lab: wrong results
+  if (split) d.emplace_back("SPLIT", "1");
+  if (ring_split) d.emplace_back("RING_SPLIT", "1");
+  if (!qdec_lanes) {
+    if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
+  } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail; tq_xch a thread
+    const auto& c = kv.config();
+    const bool tq = kv::turboquant_bits(c.type_k) || kv::turboquant_bits(c.type_v);
+    add_dec_lanes(d, head_dim, group, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0), tq ? 16 : 0);
+  }
+  if (merge_tail) d.emplace_back("SPLIT_COMBINE", "11");
+  return d;
+}
+
 std::vector<std::pair<std::string, std::string>> backend::impl::kvq_defs(const kv_state& kv) {
   const auto& c = kv.config();
   std::vector<std::pair<std::string, std::string>> d{{"KV_D", std::to_string(c.head_dim)},

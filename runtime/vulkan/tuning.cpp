@@ -83,6 +83,17 @@ void backend_tuning::read_env() {
     throw error(std::string(name) + "='" + v + "' must be one of " + list);
   };
   choice("STRATA_VK_FA_WARPS", {4, 8}, fa_warps);
+  std::uint32_t ring_split = qdec_ring_split;
+  choice("STRATA_VK_QDEC_RING_SPLIT", {0, 1}, ring_split);
+  qdec_ring_split = ring_split != 0;
+  choice("STRATA_VK_QDEC_KIF", {1, 2, 4, 8, 16}, qdec_kif);
+  if (const char* v = std::getenv("STRATA_VK_QDEC_SKIP")) {
+    char* end = nullptr;
+    const unsigned long bits = std::strtoul(v, &end, 10);
+    if (end == v || *end || *v == '-' || bits > 511)
+      throw error("STRATA_VK_QDEC_SKIP='" + std::string(v) + "' must be a bit mask from 0 to 511 (attention_qdec.glsl QDEC_SKIP)");
+    qdec_skip = std::to_string(bits);
+  }
   choice("STRATA_VK_FA_KEYS", {32, 64}, fa_keys);
   std::uint32_t fast_mask = fa_fast_mask;
   choice("STRATA_VK_FA_FASTMASK", {0, 1}, fast_mask);

@@ -87,6 +87,15 @@ struct backend_tuning {
   // The same for attention_qdec (compressed KV), opt-in (STRATA_VK_QDEC_LANES=1): H200, qwen3-8b
   // tq3 at depth 4096, 48.1 us a layer against the thread-a-key form's 39.7 (bench/RESULTS.md session 25).
   bool qdec_lanes = false;
+  // attention_qdec with a window ring: the window's keys as a split of their own (f16 ring rows
+  // against the plain query, a partial the merge adds), so the code splits skip the ring's keys and
+  // carry neither the plain query nor a second value accumulator (STRATA_VK_QDEC_RING_SPLIT=1; opt-in
+  // until measured: H200 session 34, the code splits' window tile was 8.4 of 39.7 us a layer).
+  bool qdec_ring_split = false;
+  // Value rows a stream of the thread-a-key form keeps in flight (STRATA_VK_QDEC_KIF: 1, 2, 4, 8, 16):
+  // 4 registers each, and the kernel's 165 registers hold three workgroups an SM.
+  std::uint32_t qdec_kif = 8;
+  std::string qdec_skip;  // lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP)
   // Its workgroup (STRATA_VK_DEC_LANES_WG, a power of two; H200, qwen3-8b: 256 and 128 equal at
   // depth 4096, 256 ahead with 64 streams, 512 behind at both; bench/RESULTS.md session 24).
   std::uint32_t dec_lanes_wg = 256;

@@ -9,7 +9,9 @@
 // which the GPU folds into one attn_prep dispatch that also encodes K and V (with a window, a
 // step within it writes the ring there and the codes in a second dispatch beside the attention).
 // The grouped kernel runs in both forms: thread-a-key, and LANES where the group and the
-// subgroup allow (STRATA_VK_QDEC_LANES=1; groups of 3 and 6 stay thread-a-key).
+// subgroup allow (STRATA_VK_QDEC_LANES=1; groups of 3 and 6 stay thread-a-key), and where a
+// split decode has a window, both forms again with the window's keys as a split of their own
+// (STRATA_VK_QDEC_RING_SPLIT=1).
 // Gated against the CPU backend's attention_compressed (the scalar reference) and against the
 // per-head kernel attention_q with unfused ops and kv_store_q (STRATA_VK_TQ_GQA=0,
 // STRATA_VK_FUSE=0): without head ops both store the same codes, so they agree far tighter.
@@ -130,13 +132,13 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
   // lavapipe's LLVM compile of them dominates the test's cost in a clean CI run.
   const decode_case cases[] = {
       {"tq3, GQA 16/4, D 128, window 0, split, head ops", 16, 4, 128, 0, 0, 2048, kv_type::tq3, kv_type::tq3, true},
-      {"tq3, GQA 16/2, D 128, window 16, split", 16, 2, 128, 16, 0, 2048, kv_type::tq3, kv_type::tq3, false},
+      {"tq3, GQA 16/2, D 128, window 200, split", 16, 2, 128, 200, 0, 2048, kv_type::tq3, kv_type::tq3, false},
       {"K q8_0 + V tq3, GQA 6/2, D 128, window 16, split, head ops", 6, 2, 128, 16, 0, 2048, kv_type::q8_0,
        kv_type::tq3, true},
       {"K tq4 + V tq2, MHA 2/2, D 64, window 0, chunk 96, split", 2, 2, 64, 0, 96, 2048, kv_type::tq4, kv_type::tq2,
        false},
       {"tq3, GQA 8/2, D 96, window 16, unsplit, head ops", 8, 2, 96, 16, 0, 256, kv_type::tq3, kv_type::tq3, true},
-      {"K f16 + V tq4, GQA 12/2, D 64, window 0, split", 12, 2, 64, 0, 0, 2048, kv_type::f16, kv_type::tq4, false},
+      {"K f16 + V tq4, GQA 12/2, D 64, window 16, split", 12, 2, 64, 16, 0, 2048, kv_type::f16, kv_type::tq4, false},
   };
   std::mt19937 rng(2026);
   bool lanes_ran = false;  // attention_qdec's LANES form (groups of 4 and 8 on any subgroup of 4 or more)
@@ -150,21 +152,29 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
         &store.add_f32("test.q_norm", vkt::normal_floats(c.D, rng, 0.5f), c.D),
         &store.add_f32("test.k_norm", vkt::normal_floats(c.D, rng, 0.5f), c.D)};
     std::vector<std::vector<float>> grouped, lanes, per_head, cpu;
+    std::vector<std::vector<float>> ring_split[2];  // thread-a-key, LANES; where the case has a window and splits
     gpu::backend_options profiled;
     profiled.profile = true;  // to see which kernel ran
     // These two runs stay on these kernels where the device has tensor cores too (the prompt
     // steps' attention_mma is kv_compressed_test's; attention_mma_dec the third run's below).
     ::setenv("STRATA_VK_FA", "0", 1);
     ::setenv("STRATA_VK_MMA_DEC", "0", 1);
+    const bool splits = c.n_ctx > 256;
+    for (const bool ring_split_form : {false, true})
     for (const bool lanes_form : {false, true}) {
+      // (Groups of 3 and 6 run the LANES request in the thread-a-key form: one ring-split run.)
+      if (ring_split_form && (!(c.window > 0 && splits) || (lanes_form && c.H / c.Hkv % 4 != 0))) continue;
       // Unsplit, the prompt step runs the decode steps' pipeline: through attention_qdec too.
-      if (c.n_ctx <= 256) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
+      if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
       ::setenv("STRATA_VK_QDEC_LANES", lanes_form ? "1" : "0", 1);
+      ::setenv("STRATA_VK_QDEC_RING_SPLIT", ring_split_form ? "1" : "0", 1);
       gpu::backend be(profiled);
       ::unsetenv("STRATA_VK_TQ_GQA");
       ::unsetenv("STRATA_VK_QDEC_LANES");
-      (lanes_form ? lanes : grouped) = run_decode(be, c, t);
+      ::unsetenv("STRATA_VK_QDEC_RING_SPLIT");
+      (ring_split_form ? ring_split[lanes_form] : lanes_form ? lanes : grouped) = run_decode(be, c, t);
       CHECK(ran(be, "attention_qdec"));
+      CHECK(ran(be, "attention_qdec", ".RING_SPLIT") == ring_split_form);
       if (!lanes_form) CHECK_FALSE(ran(be, "attention_qdec", ".LANES"));
       lanes_ran |= ran(be, "attention_qdec", ".LANES");
       CHECK(ran(be, "attn_prep"));
@@ -210,6 +220,13 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       const double e_lanes = test::nmse(lanes[s], grouped[s]);  // the same codes, sums in another order
       MESSAGE("  LANES form: NMSE vs the thread-a-key form " << e_lanes);
       CHECK(e_lanes <= tol_grouped_vs_per_head);
+      for (const bool lanes_form : {false, true}) {
+        if (ring_split[lanes_form].empty()) continue;
+        // The ring's keys summed in a split of their own: the same values, merged in another order.
+        const double e_ring = test::nmse(ring_split[lanes_form][s], lanes_form ? lanes[s] : grouped[s]);
+        MESSAGE("  window split" << std::string(lanes_form ? " (LANES)" : "") << ": NMSE vs the one-split form " << e_ring);
+        CHECK(e_ring <= tol_grouped_vs_per_head);
+      }
       if (!tensor_cores.empty()) {
         const double e_tc = test::nmse(tensor_cores[s], cpu[s]);
         MESSAGE("  tensor cores: NMSE vs CPU " << e_tc);

@@ -40,7 +40,11 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_SCRATCH_SLOT_KB", "64k", "STRATA_VK_SCRATCH_SLOT_KB='64k' must be a size in KiB"},
                         bad_case{"STRATA_VK_FA_WARPS", "6", "STRATA_VK_FA_WARPS='6' must be one of 4, 8"},
                         bad_case{"STRATA_VK_FA_KEYS", "16", "STRATA_VK_FA_KEYS='16' must be one of 32, 64"},
-                        bad_case{"STRATA_VK_FA_FASTMASK", "on", "STRATA_VK_FA_FASTMASK='on' must be one of 0, 1"}}) {
+                        bad_case{"STRATA_VK_FA_FASTMASK", "on", "STRATA_VK_FA_FASTMASK='on' must be one of 0, 1"},
+                        bad_case{"STRATA_VK_QDEC_RING_SPLIT", "yes", "STRATA_VK_QDEC_RING_SPLIT='yes' must be one of 0, 1"},
+                        bad_case{"STRATA_VK_QDEC_KIF", "3", "STRATA_VK_QDEC_KIF='3' must be one of 1, 2, 4, 8, 16"},
+                        bad_case{"STRATA_VK_QDEC_SKIP", "512", "STRATA_VK_QDEC_SKIP='512' must be a bit mask from 0 to 511"},
+                        bad_case{"STRATA_VK_QDEC_SKIP", "4a", "STRATA_VK_QDEC_SKIP='4a' must be a bit mask"}}) {
     CAPTURE(c.name);
     CAPTURE(c.value);
     const test::scoped_env env(c.name, c.value);

@@ -2,6 +2,11 @@
 // error naming the switch and what it must be, never a silent default; a well-formed one is taken.
 #include <doctest/doctest.h>
 
+#include <deque>
+#include <initializer_list>
+#include <utility>
+
+#include "../../runtime/vulkan/tuning.hpp"
 #include "strata/core/error.hpp"
 #include "support/scoped_env.hpp"
 #include "vulkan/vk_harness.hpp"
@@ -44,7 +49,50 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_QDEC_RING_SPLIT", "yes", "STRATA_VK_QDEC_RING_SPLIT='yes' must be one of 0, 1"},
                         bad_case{"STRATA_VK_QDEC_KIF", "3", "STRATA_VK_QDEC_KIF='3' must be one of 1, 2, 4, 8, 16"},
                         bad_case{"STRATA_VK_QDEC_SKIP", "512", "STRATA_VK_QDEC_SKIP='512' must be a bit mask from 0 to 511"},
-                        bad_case{"STRATA_VK_QDEC_SKIP", "4a", "STRATA_VK_QDEC_SKIP='4a' must be a bit mask"}}) {
+                        bad_case{"STRATA_VK_QDEC_SKIP", "4a", "STRATA_VK_QDEC_SKIP='4a' must be a bit mask"},
+                        // 0 / 1 switches: exactly one character, 0 or 1.
+                        bad_case{"STRATA_VK_FUSE", "yes", "STRATA_VK_FUSE='yes' must be 0 or 1"},
+                        bad_case{"STRATA_VK_QDEC_LANES", "2", "STRATA_VK_QDEC_LANES='2' must be 0 or 1"},
+                        bad_case{"STRATA_VK_MMA2", "", "STRATA_VK_MMA2='' must be 0 or 1"},
+                        bad_case{"STRATA_VK_COOPMAT", "false", "STRATA_VK_COOPMAT='false' must be 0 or 1"},
+                        bad_case{"STRATA_VK_QTILE_ATTN", "on", "STRATA_VK_QTILE_ATTN='on' must be 0 or 1"},
+                        bad_case{"STRATA_VK_MMVQ_UNROLL", "01", "STRATA_VK_MMVQ_UNROLL='01' must be 0 or 1"},
+                        bad_case{"STRATA_VK_MMR_XA", "", "STRATA_VK_MMR_XA='' must be 0 or 1"},
+                        bad_case{"STRATA_VK_MM3_AHEAD", "2", "STRATA_VK_MM3_AHEAD='2' must be 0 (one scratch slot) or 1"},
+                        // Integers in a range: decimal digits only, nothing clamped.
+                        bad_case{"STRATA_VK_PAD_LEVELS", "abc", "STRATA_VK_PAD_LEVELS='abc' must be an integer from 0 to 64"},
+                        bad_case{"STRATA_VK_PAD_LEVELS", "65", "STRATA_VK_PAD_LEVELS='65' must be an integer from 0 to 64"},
+                        bad_case{"STRATA_VK_MULTI_GQA_MIN", "12x", "STRATA_VK_MULTI_GQA_MIN='12x' must be an integer from 2"},
+                        bad_case{"STRATA_VK_MULTI_GQA_MIN", "1", "STRATA_VK_MULTI_GQA_MIN='1' must be an integer from 2 to 4096"},
+                        bad_case{"STRATA_VK_MULTI_GQA_MIN", "4097", "STRATA_VK_MULTI_GQA_MIN='4097' must be an integer from 2"},
+                        bad_case{"STRATA_VK_MV_NR", "-1", "STRATA_VK_MV_NR='-1' must be an integer from 1 to 16"},
+                        bad_case{"STRATA_VK_MV_NR", "+4", "STRATA_VK_MV_NR='+4' must be an integer from 1 to 16"},
+                        bad_case{"STRATA_VK_MV_NR", " 4", "STRATA_VK_MV_NR=' 4' must be an integer from 1 to 16"},
+                        bad_case{"STRATA_VK_MV_WG", "8", "STRATA_VK_MV_WG='8' must be an integer from 16 to 512"},
+                        bad_case{"STRATA_VK_TAIL", "", "STRATA_VK_TAIL='' must be an integer from 0 to 8"},
+                        bad_case{"STRATA_VK_TQ_GQA", "3", "STRATA_VK_TQ_GQA='3' must be an integer from 0 to 2"},
+                        bad_case{"STRATA_VK_MMQ", "-0", "STRATA_VK_MMQ='-0' must be an integer from 0 to 2"},
+                        bad_case{"STRATA_VK_MMS_H2", "4", "STRATA_VK_MMS_H2='4' must be an integer from 0 to 3"},
+                        bad_case{"STRATA_VK_SHORT_CTX", "99999999999999999999999",
+                                 "STRATA_VK_SHORT_CTX='99999999999999999999999' must be an integer from 0 to 1048576"},
+                        bad_case{"STRATA_VK_MMVQ_MAX_TOKENS", "15", "STRATA_VK_MMVQ_MAX_TOKENS='15' must be an integer from 16"},
+                        bad_case{"STRATA_VK_SPLITK_WGS", "0", "STRATA_VK_SPLITK_WGS='0' must be an integer from 1 to 65535"},
+                        bad_case{"STRATA_VK_MMS_MAX", "0x40", "STRATA_VK_MMS_MAX='0x40' must be an integer from 1 to 4096"},
+                        // Integers whose value is then rounded or mapped.
+                        bad_case{"STRATA_VK_TQ_SPLIT", "32", "'32' must be an integer from 64 to 8192 (keys"},
+                        bad_case{"STRATA_VK_TQ_SPLIT", "9000", "STRATA_VK_TQ_SPLIT='9000' must be an integer from 64 to 8192"},
+                        bad_case{"STRATA_VK_DEC_LANES_WG", "2048", "STRATA_VK_DEC_LANES_WG='2048' must be an integer from 32"},
+                        bad_case{"STRATA_VK_SPLITK_MIN_K", "0", "STRATA_VK_SPLITK_MIN_K='0' must be an integer from 1 to 65536"},
+                        bad_case{"STRATA_VK_MM3_SCRATCH_MIN", "-5", "STRATA_VK_MM3_SCRATCH_MIN='-5' must be an integer from 0"},
+                        bad_case{"STRATA_VK_MM3_SCRATCH_MIN", "-5", "(tokens; 0: never)"},
+                        bad_case{"STRATA_VK_MMK_SMALL", "off", "STRATA_VK_MMK_SMALL='off' must be an integer from 0"},
+                        bad_case{"STRATA_VK_MMQ_DENSE", "8", "'8' must be 0 (off), 1 (on) or a token count from 16 to 64"},
+                        bad_case{"STRATA_VK_MMQ_DENSE", "65", "STRATA_VK_MMQ_DENSE='65' must be 0 (off), 1 (on)"},
+                        bad_case{"STRATA_VK_MMQ_DENSE_MAX_K", "32", "STRATA_VK_MMQ_DENSE_MAX_K='32' must be an integer"},
+                        bad_case{"STRATA_VK_MMR_MAX", "0x10", "STRATA_VK_MMR_MAX='0x10' must be a token count of 1-64"},
+                        // Enumerated values.
+                        bad_case{"STRATA_VK_MMS_MOE_CHUNK", "48", "STRATA_VK_MMS_MOE_CHUNK='48' must be one of 16, 32"},
+                        bad_case{"STRATA_VK_MMQ_MOE_CHUNK", "16 ", "STRATA_VK_MMQ_MOE_CHUNK='16 ' must be one of 16"}}) {
     CAPTURE(c.name);
     CAPTURE(c.value);
     const test::scoped_env env(c.name, c.value);
@@ -55,6 +103,70 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
     const test::scoped_env env("STRATA_VK_MMVQ_QOUT", good);
     CHECK_NOTHROW(gpu::backend{});
   }
+  // Well-formed values at the ends of their ranges are taken.
+  using good_case = std::pair<const char*, const char*>;
+  for (const auto& [name, good] :
+       {good_case{"STRATA_VK_FUSE", "1"}, {"STRATA_VK_COOPMAT", "1"}, {"STRATA_VK_PAD_LEVELS", "0"},
+        {"STRATA_VK_MULTI_GQA_MIN", "4096"}, {"STRATA_VK_TQ_SPLIT", "64"}, {"STRATA_VK_TQ_SPLIT", "8192"},
+        {"STRATA_VK_MM3_SCRATCH_MIN", "0"}, {"STRATA_VK_MMQ_DENSE", "16"}, {"STRATA_VK_SHORT_CTX", "1048576"},
+        {"STRATA_VK_MMS_MOE_CHUNK", "64"}, {"STRATA_VK_MMR_WARPS", "16"}, {"STRATA_VK_MV_NR", "007"}}) {
+    CAPTURE(name);
+    CAPTURE(good);
+    const test::scoped_env env(name, good);
+    CHECK_NOTHROW(gpu::backend{});
+  }
+}
+
+// What a well-formed value of a switch that used to clamp or compare sets: the meaning of each
+// value in range is what it was (read_env on its own, no device).
+TEST_CASE("vulkan tuning switches: well-formed values keep their meaning") {
+  const auto read = [](std::initializer_list<std::pair<const char*, const char*>> env, bool coopmat = true) {
+    std::deque<test::scoped_env> set;
+    for (const auto& [name, value] : env) set.emplace_back(name, value);
+    gpu::backend_tuning t;
+    t.coopmat = coopmat;
+    t.read_env();
+    return t;
+  };
+  CHECK(read({{"STRATA_VK_FUSE", "1"}}).fuse);
+  CHECK(!read({{"STRATA_VK_FUSE", "0"}}).fuse);
+  CHECK(read({{"STRATA_VK_QTILE_ATTN", "1"}}).tiled_attention);
+  CHECK(!read({{"STRATA_VK_QTILE_ATTN", "0"}}).tiled_attention);
+  CHECK(read({{"STRATA_VK_QDEC_LANES", "1"}}).qdec_lanes);
+  CHECK(read({{"STRATA_VK_MMA_DEC", "1"}}).mma_dec);
+  CHECK(!read({{"STRATA_VK_MMR", "0"}}).mmr);
+  // COOPMAT only turns the tensor cores off: 1 leaves what the device supports.
+  CHECK(!read({{"STRATA_VK_COOPMAT", "1"}}, false).coopmat);
+  CHECK(read({{"STRATA_VK_COOPMAT", "1"}}, true).coopmat);
+  CHECK(!read({{"STRATA_VK_COOPMAT", "0"}}, true).coopmat);
+  CHECK(read({{"STRATA_VK_TQ_GQA", "2"}}).tq_gqa == 2);
+  CHECK(read({{"STRATA_VK_TQ_SPLIT", "64"}}).tq_split == 64);
+  CHECK(read({{"STRATA_VK_TQ_SPLIT", "200"}}).tq_split == 192);  // rounded down to keys of 64
+  CHECK(read({{"STRATA_VK_TQ_SPLIT", "8192"}}).tq_split == 8192);
+  CHECK(read({{"STRATA_VK_DEC_LANES_WG", "1000"}}).dec_lanes_wg == 512);  // a power of two
+  CHECK(read({{"STRATA_VK_SPLITK_MIN_K", "65"}}).split_min_k == 128);     // a multiple of 64
+  CHECK(read({{"STRATA_VK_MULTI_GQA_MIN", "0009"}}).multi_gqa_min == 9);
+  CHECK(read({{"STRATA_VK_MMVQ_MAX_TOKENS", "256"}}).mmvq_max_tokens == 256);
+  CHECK(read({{"STRATA_VK_MM3_SCRATCH_MIN", "0"}}).mm3_scratch_min == 0xFFFFFFFFu);  // never
+  CHECK(read({{"STRATA_VK_MM3_SCRATCH_MIN", "16"}}).mm3_scratch_min == 16);
+  CHECK(read({{"STRATA_VK_MM3_AHEAD", "0"}}).mm3_scratch_min == 1024);
+  CHECK(read({{"STRATA_VK_MM3_AHEAD", "0"}, {"STRATA_VK_MM3_SCRATCH_MIN", "16"}}).mm3_scratch_min == 16);
+  CHECK(read({{"STRATA_VK_MMK_SMALL", "0"}}).mmk_small_min == 0xFFFFFFFFu);  // never
+  CHECK(read({{"STRATA_VK_MMK_SMALL", "1"}}).mmk_small_min == 33);           // the default
+  CHECK(read({{"STRATA_VK_MMK_SMALL", "48"}}).mmk_small_min == 48);
+  {
+    const auto off = read({{"STRATA_VK_MMQ_DENSE", "0"}}), on = read({{"STRATA_VK_MMQ_DENSE", "1"}}),
+               from = read({{"STRATA_VK_MMQ_DENSE", "32"}});
+    CHECK(!off.mmq_dense);
+    CHECK((on.mmq_dense && on.mmq_dense_min == 16));
+    CHECK((from.mmq_dense && from.mmq_dense_min == 32));
+  }
+  CHECK(read({{"STRATA_VK_MMQ_DENSE_MAX_K", "4096"}}).mmq_dense_max_k == 4096);
+  CHECK(read({{"STRATA_VK_MMS_MOE_CHUNK", "16"}}).mms_moe_chunk == 16);
+  CHECK(read({{"STRATA_VK_MMQ_MOE_CHUNK", "64"}}).mmq_moe_chunk == 64);
+  CHECK(read({{"STRATA_VK_MMR_XA", "0"}}).mmr_xa == 0);
+  CHECK(read({{"STRATA_VK_QDEC_SKIP", "12"}}).qdec_skip == "12");
+  CHECK(read({{"STRATA_VK_SWIGLU_PART_KB", "64"}}).swiglu_part_bytes == 64u << 10);
 }
 
 // The granule the scheduler fits steps that decode to: the prefill GEMM's token tile (128 with

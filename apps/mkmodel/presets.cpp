@@ -26,7 +26,7 @@ constexpr rope_llama3 llama31_rope{8.0f, 1.0f, 4.0f, 8192};   // Llama 3.1 rope_
 constexpr rope_llama3 llama4_rope{16.0f, 1.0f, 1.0f, 8192};   // Llama 4 Scout rope_scaling
 
 // clang-format off
-constexpr preset table[] = {
+constexpr preset preset_table[] = {
   // Qwen/Qwen3-8B config.json: hidden_size 4096, num_hidden_layers 36, num_attention_heads 32,
   // num_key_value_heads 8, head_dim 128, intermediate_size 12288, vocab_size 151936,
   // rope_theta 1000000, rms_norm_eps 1e-6, max_position_embeddings 40960,
@@ -107,10 +107,10 @@ std::string blk(std::uint32_t il, std::string_view base) {
 
 }  // namespace
 
-std::span<const preset> presets() noexcept { return table; }
+std::span<const preset> presets() noexcept { return preset_table; }
 
 const preset* find_preset(std::string_view name) noexcept {
-  for (const auto& p : table)
+  for (const auto& p : preset_table)
     if (p.name == name) return &p;
   return nullptr;
 }

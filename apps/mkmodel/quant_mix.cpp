@@ -13,7 +13,7 @@ namespace {
 using gguf::type_id;
 
 // clang-format off
-constexpr ftype_info table[] = {
+constexpr ftype_info ftype_table[] = {
   {"F32",    ftype::all_f32,       type_id::f32,  false, "everything F32"},
   {"F16",    ftype::mostly_f16,    type_id::f16,  false, "matrices F16, norms/router F32"},
   {"BF16",   ftype::mostly_bf16,   type_id::bf16, false, "matrices BF16, norms/router F32"},
@@ -40,11 +40,11 @@ constexpr ftype_info table[] = {
 
 }  // namespace
 
-std::span<const ftype_info> ftypes() noexcept { return table; }
+std::span<const ftype_info> ftypes() noexcept { return ftype_table; }
 
 const ftype_info* find_ftype(std::string_view name) noexcept {
   const auto up = [](char c) { return c >= 'a' && c <= 'z' ? char(c - 32) : c; };
-  for (const auto& f : table)
+  for (const auto& f : ftype_table)
     if (std::ranges::equal(f.name, name, [&](char a, char b) { return a == up(b); })) return &f;
   return nullptr;
 }

@@ -174,61 +174,78 @@ void main() {
     }
 }
 #elif defined(COMBINE)
-// The splits' (m, l) are read once, a split per thread, and reduced across the workgroup; each
-// output dim then sums its splits with the weights from shared memory, loads independent of each
-// other (a thread walking every split's m and l itself was a chain of dependent L2 reads: 15 us
-// per call at 33 splits on the H100).
+// The splits' partials merged per (token, head) in one round of memory latency: the workgroup's
+// threads are split groups of DW = min(D, WG) dims (group g sums splits g, g + GS, ...), each
+// issuing its CIF partial values first, so their loads overlap the (m, l) merge (split s's pair
+// read by thread s); then the groups' sums meet in shared memory. (A thread a dim walking every
+// split eight loads at a time waited out five latencies at 33 splits, ~8 us a layer on the H200;
+// a thread walking every split's m and l itself was a chain of dependent L2 reads, 15 us a call
+// on the H100.)
 const uint CMAX = 128;  // splits (max_splits in backend.cpp)
+#ifndef COMBINE_CIF
+#define COMBINE_CIF 16
+#endif
+const uint CIF = COMBINE_CIF;  // partial values a thread keeps in flight
 shared float cw[CMAX];
 shared float cred[WG / MIN_SUBGROUP];
+shared float csum[WG];
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
   const uint base = (t * p.n_head + h) * p.n_splits * (p.D + 2);
-  float mine = -1.0 / 0.0;  // this thread's splits' max, then their l sum
-  for (uint s = tid; s < p.n_splits; s += WG) mine = max(mine, part[base + s * (p.D + 2) + p.D]);
-  mine = subgroupMax(mine);
-  if (subgroupElect()) cred[gl_SubgroupID] = mine;
-  barrier();
-  float M = cred[0];
-  for (uint g = 1; g < gl_NumSubgroups; ++g) M = max(M, cred[g]);
-  float ls = 0.0;
-  for (uint s = tid; s < p.n_splits; s += WG) {
-    const uint b = base + s * (p.D + 2);
-    const float mv = part[b + p.D];
-    const float w = mv > -1.0 / 0.0 ? exp(mv - M) : 0.0;
-    cw[s] = w;
-    ls += part[b + p.D + 1] * w;
+  const uint DW = min(p.D, WG), GS = WG / DW, g = tid / DW, dl = tid % DW;
+  const uint s_first = g < GS ? g : p.n_splits;  // threads past GS * DW sum nothing
+  float v[CIF];
+  [[unroll]] for (uint i = 0; i < CIF; ++i) {
+    const uint s = s_first + i * GS;
+    v[i] = s < p.n_splits ? part[base + s * (p.D + 2) + dl] : 0.0;
   }
-  ls = subgroupAdd(ls);
+  float mv = -1.0 / 0.0, lv = 0.0;
+  if (tid < p.n_splits) {
+    mv = part[base + tid * (p.D + 2) + p.D];
+    lv = part[base + tid * (p.D + 2) + p.D + 1];
+  }
+  float M = subgroupMax(mv);
+  if (subgroupElect()) cred[gl_SubgroupID] = M;
+  barrier();
+  M = cred[0];
+  for (uint k = 1; k < gl_NumSubgroups; ++k) M = max(M, cred[k]);
+  const float w = mv > -1.0 / 0.0 ? exp(mv - M) : 0.0;
+  if (tid < p.n_splits) cw[tid] = w;
+  const float ls = subgroupAdd(lv * w);
   barrier();  // every thread has read cred's maxima
   if (subgroupElect()) cred[gl_SubgroupID] = ls;
   barrier();  // also publishes cw
   float L = 0.0;
-  for (uint g = 0; g < gl_NumSubgroups; ++g) L += cred[g];
-  // Eight splits' loads are issued before their sums: a loop of one load and one add per split
-  // waited out a memory latency per split (14 us per call at 33 splits on the H200).
-  const uint n8 = p.n_splits / 8 * 8;
-  for (uint d = tid; d < p.D; d += WG) {
+  for (uint k = 0; k < gl_NumSubgroups; ++k) L += cred[k];
+  for (uint d0 = 0; d0 < p.D; d0 += DW) {
+    const uint d = d0 + dl;
     float a = 0.0;
-    for (uint s0 = 0; s0 < n8; s0 += 8) {
-      float v[8];
-      [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = part[base + (s0 + i) * (p.D + 2) + d];
-      [[unroll]] for (uint i = 0; i < 8; ++i) a += cw[s0 + i] != 0.0 ? v[i] * cw[s0 + i] : 0.0;  // an empty split wrote only m, l
+    for (uint s0 = s_first; s0 < p.n_splits; s0 += CIF * GS) {
+      if (d0 != 0 || s0 != s_first)  // the first round's values were loaded above
+        [[unroll]] for (uint i = 0; i < CIF; ++i) {
+          const uint s = s0 + i * GS;
+          v[i] = s < p.n_splits && d < p.D ? part[base + s * (p.D + 2) + d] : 0.0;
+        }
+      [[unroll]] for (uint i = 0; i < CIF; ++i) {
+        const uint s = s0 + i * GS;
+        if (s < p.n_splits && cw[s] != 0.0) a += v[i] * cw[s];  // an empty split wrote only m, l
+      }
     }
-    for (uint s = n8; s < p.n_splits; ++s) {
-      const float v = part[base + s * (p.D + 2) + d];
-      a += cw[s] != 0.0 ? v * cw[s] : 0.0;
-    }
-    o[p.o_off + t * p.o_stride + h * p.D + d] = a / L;
+    csum[tid] = a;
+    barrier();
+    if (g == 0 && d < p.D) {
+      for (uint k = 1; k < GS; ++k) a += csum[k * DW + dl];
+      o[p.o_off + t * p.o_stride + h * p.D + d] = a / L;
 #ifdef QUANT_OUT
-    q8v[d] = a / L;
+      q8v[d] = a / L;
 #endif
 #ifdef ATTN_F16_OUT
-    attn_f16_out((t * p.n_head + h) * p.D + d, a / L);
+      attn_f16_out((t * p.n_head + h) * p.D + d, a / L);
 #endif
+    }
+    barrier();  // csum is rewritten by the next dims; q8v is complete after the last
   }
 #ifdef QUANT_OUT
-  barrier();
   q8_store_head(t, h);
 #endif
 }

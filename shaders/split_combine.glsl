@@ -1,5 +1,5 @@
-// The flash-decoding merge of a split decode attention (attention.glsl COMBINE, the same
-// arithmetic) as the tail of the split kernel (attention_dec.glsl / attention_qdec.glsl SPLIT):
+// The flash-decoding merge of a split decode attention (attention.glsl COMBINE's formula, a
+// different summation order) as the tail of the split kernel (attention_dec.glsl / attention_qdec.glsl SPLIT):
 // the workgroups of one (token, KV head) count themselves in on their own counter once their
 // partial (acc, m, l) is written; the last of the n_splits merges the partials of the group's
 // G query heads into the output and puts the counter back to 0. Saves the COMBINE dispatch and

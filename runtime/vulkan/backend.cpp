@@ -298,7 +298,9 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
                           P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
     auto d = impl::kv_defs(cfg);
-    d.emplace_back("COMBINE", "1");
+    d.emplace_back("COMBINE", "1");  // split groups of a head's dims (tuning.hpp combine_wg)
+    d.emplace_back("WG", std::to_string(std::min(P.combine_wg, P.ctx.info().max_workgroup_threads)));
+    if (P.combine_cif != 16) d.emplace_back("COMBINE_CIF", std::to_string(P.combine_cif));
     q8_dispatch(d, cb);
   };
   const binding part = split ? P.bind_id(P.attn_part, true) : P.bind(q, false);

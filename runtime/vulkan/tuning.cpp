@@ -123,6 +123,8 @@ void backend_tuning::read_env() {
   choice("STRATA_VK_QDEC_RING_SPLIT", {0, 1}, ring_split);
   qdec_ring_split = ring_split != 0;
   choice("STRATA_VK_QDEC_KIF", {1, 2, 4, 8, 16}, qdec_kif);
+  choice("STRATA_VK_COMBINE_WG", {128, 256, 512, 1024}, combine_wg);
+  choice("STRATA_VK_COMBINE_CIF", {4, 8, 16}, combine_cif);
   if (const auto bits = env_uint("STRATA_VK_QDEC_SKIP", 0, 511, {}, "a bit mask from 0 to 511 (attention_qdec.glsl QDEC_SKIP)"))
     qdec_skip = std::to_string(*bits);
   choice("STRATA_VK_FA_KEYS", {32, 64}, fa_keys);

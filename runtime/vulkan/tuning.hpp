@@ -96,6 +96,11 @@ struct backend_tuning {
   // 4 registers each, and the kernel's 165 registers hold three workgroups an SM.
   std::uint32_t qdec_kif = 8;
   std::string qdec_skip;  // lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP)
+  // The split decode's merge (attention.glsl COMBINE): its workgroup, split groups of a head's
+  // dims (STRATA_VK_COMBINE_WG: 128, 256, 512, 1024), and the partials a thread keeps in flight
+  // (STRATA_VK_COMBINE_CIF: 4, 8, 16). Unmeasured as yet: the old form, a thread a dim walking
+  // every split 8 loads at a time, took ~8 us a layer at 33 splits (H200, session 34).
+  std::uint32_t combine_wg = 512, combine_cif = 16;
   // Its workgroup (STRATA_VK_DEC_LANES_WG, a power of two; H200, qwen3-8b: 256 and 128 equal at
   // depth 4096, 256 ahead with 64 streams, 512 behind at both; bench/RESULTS.md session 24).
   std::uint32_t dec_lanes_wg = 256;

@@ -5,8 +5,10 @@
 // with new positions, slots and block tables. Decode steps split the context (flash decoding):
 // a 1,280-slot cache gives ten 128-key splits and a sequence of 1,200 keys fills them, so the
 // merge's eight-split batches and its remainder both sum keys, with the COMBINE dispatch and as
-// the split kernel's tail (STRATA_VK_TAIL). The grouped decode kernel runs with lanes splitting
-// each key row (LANES: the default where the subgroup and head shape allow) and a thread a key.
+// the split kernel's tail (STRATA_VK_TAIL), the COMBINE dispatch in its default form and its
+// narrowest (several rounds of splits a thread, two passes over D 256's dims). The grouped decode
+// kernel runs with lanes splitting each key row (LANES: the default where the subgroup and head
+// shape allow) and a thread a key.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -118,8 +120,12 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       gpu::backend be;
       g_tail = run_attention(be, c, t);
     }
-    {  // grouped decode with a thread a key instead of lanes splitting the dims (attention_dec.glsl LANES)
-      const test::scoped_env lanes("STRATA_VK_DEC_LANES", "0");
+    {  // grouped decode with a thread a key instead of lanes splitting the dims (attention_dec.glsl LANES),
+       // every decode step split (no short-context switch), and the merge's narrowest form: 128
+       // threads with 4 partials in flight, so it takes several rounds of splits (10 splits) and two
+       // passes over the dims (D 256)
+      const test::scoped_env lanes("STRATA_VK_DEC_LANES", "0"), short_ctx("STRATA_VK_SHORT_CTX", "0"),
+          cwg("STRATA_VK_COMBINE_WG", "128"), cif("STRATA_VK_COMBINE_CIF", "4");
       gpu::backend be;
       g_thread = run_attention(be, c, t);
     }

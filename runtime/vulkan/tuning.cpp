@@ -119,18 +119,14 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_FA", flash_attention);
   flag("STRATA_VK_FA_REGS", fa_regs);
   choice("STRATA_VK_FA_WARPS", {4, 8}, fa_warps);
-  std::uint32_t ring_split = qdec_ring_split;
-  choice("STRATA_VK_QDEC_RING_SPLIT", {0, 1}, ring_split);
-  qdec_ring_split = ring_split != 0;
+  flag("STRATA_VK_QDEC_RING_SPLIT", qdec_ring_split);
   choice("STRATA_VK_QDEC_KIF", {1, 2, 4, 8, 16}, qdec_kif);
   choice("STRATA_VK_COMBINE_WG", {128, 256, 512, 1024}, combine_wg);
   choice("STRATA_VK_COMBINE_CIF", {4, 8, 16}, combine_cif);
   if (const auto bits = env_uint("STRATA_VK_QDEC_SKIP", 0, 511, {}, "a bit mask from 0 to 511 (attention_qdec.glsl QDEC_SKIP)"))
     qdec_skip = std::to_string(*bits);
   choice("STRATA_VK_FA_KEYS", {32, 64}, fa_keys);
-  std::uint32_t fast_mask = fa_fast_mask;
-  choice("STRATA_VK_FA_FASTMASK", {0, 1}, fast_mask);
-  fa_fast_mask = fast_mask != 0;
+  flag("STRATA_VK_FA_FASTMASK", fa_fast_mask);
   flag("STRATA_VK_MMA_DEC", mma_dec);
   count("STRATA_VK_TQ_GQA", 0, 2, tq_gqa, "0: never, 1: decode steps, 2: prompt steps too");
   if (const auto keys = env_uint("STRATA_VK_TQ_SPLIT", 64, 8192, "keys, rounded down to a multiple of 64"))

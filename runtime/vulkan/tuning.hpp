@@ -87,20 +87,6 @@ struct backend_tuning {
   // The same for attention_qdec (compressed KV), opt-in (STRATA_VK_QDEC_LANES=1): H200, qwen3-8b
   // tq3 at depth 4096, 48.1 us a layer against the thread-a-key form's 39.7 (bench/RESULTS.md session 25).
   bool qdec_lanes = false;
-  // attention_qdec with a window ring: the window's keys as a split of their own (f16 ring rows
-  // against the plain query, a partial the merge adds), so the code splits skip the ring's keys and
-  // carry neither the plain query nor a second value accumulator (STRATA_VK_QDEC_RING_SPLIT=1; opt-in
-  // until measured: H200 session 34, the code splits' window tile was 8.4 of 39.7 us a layer).
-  bool qdec_ring_split = false;
-  // Value rows a stream of the thread-a-key form keeps in flight (STRATA_VK_QDEC_KIF: 1, 2, 4, 8, 16):
-  // 4 registers each, and the kernel's 165 registers hold three workgroups an SM.
-  std::uint32_t qdec_kif = 8;
-  std::string qdec_skip;  // lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP)
-  // The split decode's merge (attention.glsl COMBINE): its workgroup, split groups of a head's
-  // dims (STRATA_VK_COMBINE_WG: 128, 256, 512, 1024), and the partials a thread keeps in flight
-  // (STRATA_VK_COMBINE_CIF: 4, 8, 16). Unmeasured as yet: the old form, a thread a dim walking
-  // every split 8 loads at a time, took ~8 us a layer at 33 splits (H200, session 34).
-  std::uint32_t combine_wg = 512, combine_cif = 16;
   // Its workgroup (STRATA_VK_DEC_LANES_WG, a power of two; H200, qwen3-8b: 256 and 128 equal at
   // depth 4096, 256 ahead with 64 streams, 512 behind at both; bench/RESULTS.md session 24).
   std::uint32_t dec_lanes_wg = 256;
@@ -116,6 +102,20 @@ struct backend_tuning {
   // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x64). H200, qwen3-8b tq3 at depth
   // 4096, us a layer: 64 keys 53.6, 128 39.7, 256 52.7, 512 69.9 (bench/RESULTS.md session 25).
   std::uint32_t tq_split = 128;
+  // attention_qdec with a window ring: the window's keys as a split of their own (f16 ring rows
+  // against the plain query, a partial the merge adds), so the code splits skip the ring's keys and
+  // carry neither the plain query nor a second value accumulator (STRATA_VK_QDEC_RING_SPLIT=1; opt-in
+  // until measured: H200 session 34, the code splits' window tile was 8.4 of 39.7 us a layer).
+  bool qdec_ring_split = false;
+  // Value rows a stream of the thread-a-key form keeps in flight (STRATA_VK_QDEC_KIF: 1, 2, 4, 8, 16):
+  // 4 registers each, and the kernel's 165 registers hold three workgroups an SM.
+  std::uint32_t qdec_kif = 8;
+  std::string qdec_skip;  // lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP)
+  // The split decode's merge (attention.glsl COMBINE): its workgroup, split groups of a head's
+  // dims (STRATA_VK_COMBINE_WG: 128, 256, 512, 1024), and the partials a thread keeps in flight
+  // (STRATA_VK_COMBINE_CIF: 4, 8, 16). Unmeasured as yet: the old form, a thread a dim walking
+  // every split 8 loads at a time, took ~8 us a layer at 33 splits (H200, session 34).
+  std::uint32_t combine_wg = 512, combine_cif = 16;
   bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
   // attn_prep writes the ring (what the attention reads) and a second dispatch the codes beside
   // the attention (kv_encode.glsl KV_PART); STRATA_VK_ENCODE_BESIDE=0: the codes in attn_prep.

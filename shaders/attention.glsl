@@ -183,12 +183,20 @@ void main() {
 // on the H100.)
 const uint CMAX = 128;  // splits (max_splits in backend.cpp)
 #ifndef COMBINE_CIF
-#define COMBINE_CIF 16
+#define COMBINE_CIF 8
 #endif
 const uint CIF = COMBINE_CIF;  // partial values a thread keeps in flight
 shared float cw[CMAX];
 shared float cred[WG / MIN_SUBGROUP];
 shared float csum[WG];
+#ifdef ROT_LATER
+// TurboQuant values (attention_qdec ROT_LATER): the code splits' partials are in the rotated
+// domain, so their merged sum is rotated back here, once a head instead of once a split
+// (kv_codec.glsl's inverse rotation on `rot`); ROT_LATER 2: the last split is the window's
+// (RING_SPLIT), plain f16 values, added after the rotation.
+shared float csum_plain[WG];
+shared float cplain[256];
+#endif
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
   const uint base = (t * p.n_head + h) * p.n_splits * (p.D + 2);
@@ -219,7 +227,7 @@ void main() {
   for (uint k = 0; k < gl_NumSubgroups; ++k) L += cred[k];
   for (uint d0 = 0; d0 < p.D; d0 += DW) {
     const uint d = d0 + dl;
-    float a = 0.0;
+    float a = 0.0, ap = 0.0;
     for (uint s0 = s_first; s0 < p.n_splits; s0 += CIF * GS) {
       if (d0 != 0 || s0 != s_first)  // the first round's values were loaded above
         [[unroll]] for (uint i = 0; i < CIF; ++i) {
@@ -228,13 +236,28 @@ void main() {
         }
       [[unroll]] for (uint i = 0; i < CIF; ++i) {
         const uint s = s0 + i * GS;
-        if (s < p.n_splits && cw[s] != 0.0) a += v[i] * cw[s];  // an empty split wrote only m, l
+        if (s < p.n_splits && cw[s] != 0.0) {  // an empty split wrote only m, l
+#if ROT_LATER == 2
+          if (s == p.n_splits - 1) ap += v[i] * cw[s];
+          else
+#endif
+          a += v[i] * cw[s];
+        }
       }
     }
     csum[tid] = a;
+#ifdef ROT_LATER
+    csum_plain[tid] = ap;
+#endif
     barrier();
     if (g == 0 && d < p.D) {
       for (uint k = 1; k < GS; ++k) a += csum[k * DW + dl];
+#ifdef ROT_LATER
+      for (uint k = 1; k < GS; ++k) ap += csum_plain[k * DW + dl];
+      rot[d] = a;
+      cplain[d] = ap;
+    }
+#else
       o[p.o_off + t * p.o_stride + h * p.D + d] = a / L;
 #ifdef QUANT_OUT
       q8v[d] = a / L;
@@ -243,8 +266,23 @@ void main() {
       attn_f16_out((t * p.n_head + h) * p.D + d, a / L);
 #endif
     }
+#endif
     barrier();  // csum is rewritten by the next dims; q8v is complete after the last
   }
+#ifdef ROT_LATER
+  tq_rotate_rot(1u, false);  // by every thread; ends with a barrier
+  for (uint d = tid; d < p.D; d += WG) {
+    const float y = (rot[d] + cplain[d]) / L;
+    o[p.o_off + t * p.o_stride + h * p.D + d] = y;
+#ifdef QUANT_OUT
+    q8v[d] = y;
+#endif
+#ifdef ATTN_F16_OUT
+    attn_f16_out((t * p.n_head + h) * p.D + d, y);
+#endif
+  }
+  barrier();  // q8v is complete
+#endif
 #ifdef QUANT_OUT
   q8_store_head(t, h);
 #endif

@@ -42,6 +42,9 @@ layout(binding = 7, std430) buffer O { float o[]; };
 layout(binding = 8, std430) readonly buffer Kring { f16vec4 kring[]; };
 layout(binding = 9, std430) readonly buffer Vring { f16vec4 vring[]; };
 layout(binding = 10, std430) readonly buffer Tags { uint tags[]; };
+#ifdef QROT_IN  // the queries rotated by attn_prep (Q_ROT) at this binding: no rotation here
+layout(binding = QROT_IN, std430) readonly buffer QRot { vec4 qrot[]; };
+#endif
 layout(push_constant) uniform Params {
   uint n_head, n_head_kv, D, chunk;
   uint q_off, q_stride, o_off, o_stride;
@@ -60,6 +63,12 @@ layout(push_constant) uniform Params {
 #endif
 #if defined(RING_SPLIT) && !(defined(SPLIT) && defined(KV_RING))
 #error "attention_qdec: RING_SPLIT needs SPLIT and KV_RING"
+#endif
+// ROT_LATER (SPLIT, TurboQuant values): the code splits' partials stay in the rotated domain and
+// attention.glsl's COMBINE rotates their merged sum back once; every split's partial must then be
+// in one domain, so a window's keys need a split of their own.
+#if defined(ROT_LATER) && (!defined(SPLIT) || KV_V_KIND != 3 || defined(SPLIT_COMBINE) || (defined(KV_RING) && !defined(RING_SPLIT)))
+#error "attention_qdec: ROT_LATER needs SPLIT, TurboQuant values, the COMBINE dispatch and no window or RING_SPLIT"
 #endif
 const uint D = KD, G = GQA_G;
 #if KV_K_KIND == 3
@@ -330,7 +339,16 @@ void main() {
   if ((QDEC_SKIP & 16) == 0) load_centroids();
   // The group's G query heads are consecutive: G·D floats from head h0.
   const uint qb = p.q_off + t * p.q_stride + h0 * D;
-#if KV_K_KIND == 3
+#if KV_K_KIND == 3 && defined(QROT_IN)
+  if (!ring_split) {
+    const uint rb = (t * p.n_head + h0) * (D / 4u);
+    for (uint i = tid; i < G * D / 4u; i += WG) qk[i / (D / 4u)][i % (D / 4u)] = qrot[rb + i] * p.scale;
+#if defined(KV_RING) && !defined(RING_SPLIT)
+    for (uint i = tid; i < G * D / 4u; i += WG)
+      qp[i / (D / 4u)][i % (D / 4u)] = vec4(q[qb + 4u * i], q[qb + 4u * i + 1u], q[qb + 4u * i + 2u], q[qb + 4u * i + 3u]) * p.scale;
+#endif
+  } else
+#elif KV_K_KIND == 3
   if (!ring_split) {
     if ((QDEC_SKIP & 128) == 0)
       for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
@@ -476,7 +494,7 @@ void main() {
 
   stream_sums(acc, stream, sl, true);
 #if KV_V_KIND == 3
-#if (QDEC_SKIP & 2) == 0
+#if (QDEC_SKIP & 2) == 0 && !defined(ROT_LATER)
   if (!ring_split) tq_rotate_rot(G, false);  // a zero sum stays zero, so splits without compressed values need no test
 #endif
 #if RING_ACC

@@ -101,6 +101,7 @@ void main() {
 #ifdef SPLIT
   const uint split = gl_WorkGroupID.z;
 #endif
+  if ((QDEC_SKIP & 64) != 0) return;
   uint start, last;
   RETURN_IF_NO_KEYS(t, h0, start, last);
   const uint P = uint(pos[t]), seq = seq_row[t], btab = seq * p.max_blocks;
@@ -109,10 +110,16 @@ void main() {
 #else
   const bool ring_split = false;
 #endif
-  load_centroids();
+  if ((QDEC_SKIP & 16) == 0) load_centroids();
   const uint qb = p.q_off + t * p.q_stride + h0 * D;
   vec4 qr[G][NC];  // this lane's dims of the queries × scale as the codes score them
-#if KV_K_KIND == 3
+#if KV_K_KIND == 3 && defined(QROT_IN)
+  if (!ring_split) {
+    barrier();  // the centroids
+    [[unroll]] for (uint g = 0u; g < G; ++g)
+      [[unroll]] for (uint c = 0u; c < NC; ++c) qr[g][c] = qrot[((t * p.n_head + h0 + g) * D + d0) / 4u + c] * p.scale;
+  } else
+#elif KV_K_KIND == 3
   if (!ring_split) {
     for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
     barrier();
@@ -156,7 +163,8 @@ void main() {
       valid |= codes ? 1u << k : 0u;
       const uint row = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * p.n_head_kv + hk;
       [[unroll]] for (uint c = 0u; c < NC; ++c) {  // loaded unconditionally, then selected: every load in flight
-        const vec4 kx = k_dims(row, kd[c]), vx = v_dims(row, vd[c]);
+        const vec4 kx = (QDEC_SKIP & 4) != 0 ? vec4(float(row & 7u)) : k_dims(row, kd[c]);
+        const vec4 vx = (QDEC_SKIP & 8) != 0 ? vec4(float(row & 7u)) : v_dims(row, vd[c]);
         kr[k][c] = codes ? kx : vec4(0.0);
         vr[k][c] = codes ? vx : vec4(0.0);
       }
@@ -208,6 +216,10 @@ void main() {
   }
 #endif
   // The streams meet: the codes' sums merged (and rotated back), then the ring's added.
+  if ((QDEC_SKIP & 32) != 0) {  // lab: one partial value a lane, no merge
+    part[((t * p.n_head + h0) * p.n_splits + gl_WorkGroupID.z) * (D + 2u) + tid % D] = acc[0][0].x + m + l;
+    return;
+  }
   if (li < G) {
     sm_m[sid][li] = m;
     sm_l[sid][li] = l;
@@ -220,7 +232,7 @@ void main() {
   }
   barrier();
   put_sums(sid, d0, acc);  // the ring's (vsum's reads are done)
-#if KV_V_KIND == 3 && (QDEC_SKIP & 2) == 0
+#if KV_V_KIND == 3 && (QDEC_SKIP & 2) == 0 && !defined(ROT_LATER)
   if (!ring_split)
     tq_rotate_rot(G, false);  // ends with a barrier; a zero sum stays zero
   else

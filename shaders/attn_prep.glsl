@@ -33,6 +33,13 @@ layout(binding = 7, std430) readonly buffer Slots { uint slots[]; };
 layout(binding = 8, std430) readonly buffer Pos { int pos[]; };
 #endif
 layout(binding = 9, std430) readonly buffer FreqFactors { float ff[]; };
+#ifdef Q_ROT
+// Q_ROT (TurboQuant keys): the query heads also rotated as attention_qdec scores the codes
+// (kv_codec.glsl's rotation, the same float operations), once a head here instead of in every
+// split workgroup of the attention (H200, qwen3-8b tq3 at depth 4096: the attention's two
+// rotations were 12 of its 33 us a layer).
+layout(binding = 14, std430) writeonly buffer QRot { vec4 qrot[]; };
+#endif
 layout(push_constant) uniform Params {
   uint n_head, n_kv, D, n_rot;
   uint q_off, q_stride, k_off, k_stride, v_off, v_stride;
@@ -137,6 +144,13 @@ void main() {
 
   if (is_q) {
     for (uint i = tid; i < p.D; i += WG) q[src + i] = h[i] * temp;
+#ifdef Q_ROT
+    const uint e0 = 4u * (tid % TQ_TPV);
+    const bool mine = tid < TQ_TPV && e0 < KD;
+    vec4 x = mine ? vec4(h[e0] * temp, h[e0 + 1u] * temp, h[e0 + 2u] * temp, h[e0 + 3u] * temp) : vec4(0.0);
+    x = tq_rotate_forward4(x, e0);  // by every thread: its exchanges may meet at barriers
+    if (mine) qrot[((t * p.n_head + head) * KD + e0) / 4u] = x;
+#endif
     return;
   }
 #ifdef KV_ENCODE

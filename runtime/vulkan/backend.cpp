@@ -207,6 +207,8 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   auto& P = *p_;
   if (P.replay) return;
   auto codes = std::exchange(P.encode, std::nullopt);  // attn_prep's codes: after this attention's kernel
+  const auto q_rot = std::exchange(P.q_rot_of, std::nullopt);  // attn_prep's rotated queries (Q_ROT), if of q
+  const bool qrot_in = q_rot && q_rot->buf == q.buf && q_rot->off == q.off && q_rot->stride == q.stride && q_rot->rows == q.rows;
   P.prepare({q}, {out});
   P.encode = std::move(codes);
   P.encode_next = P.encode.has_value();
@@ -228,16 +230,14 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   const bool grouped = group >= 1 && group <= 8 && ap.n_head % ap.n_head_kv == 0 &&
                        (kv.compressed() ? P.tq_gqa == 2 || (P.tq_gqa == 1 && q.rows <= split_tokens)
                                         : P.gqa_attention && q.rows <= split_tokens);
-  // Unsplit (short contexts), the per-head kernel's n_head workgroups beat the grouped kernel's
-  // n_head_kv (measured on the H100: qwen3-8b tg128 231 vs 226 t/s, 4 KV heads of qwen3-30b-a3b
-  // far worse), so the grouped f16 kernel runs only split.
+  // Unsplit (short contexts), the per-head kernel's n_head workgroups beat the grouped kernel's n_head_kv (H100:
+  // qwen3-8b tg128 231 vs 226 t/s, 4 KV heads of qwen3-30b-a3b far worse), so the grouped f16 kernel runs only split.
   // The window's keys as a split of their own (attention_qdec RING_SPLIT): the merge's 128 less one.
   const bool ring_split_wanted = kv.compressed() && grouped && P.qdec_ring_split && pc.window > 0;
   const std::uint32_t max_splits = grouped ? 128 - ring_split_wanted : 64;
   const std::uint32_t min_split = grouped ? (kv.compressed() ? P.tq_split : 128) : 256;
   const std::uint32_t split_unit = min_split % 128 ? 64 : 128;  // splits are multiples of it
-  // Decode on tensor cores (attention_mma_dec.glsl, opt-in: measured slower): a warp per (KV
-  // head, token, split of 64-256 keys).
+  // Decode on tensor cores (attention_mma_dec.glsl, opt-in, measured slower): a warp a (KV head, token, split).
   constexpr std::uint32_t mma_dec_split = 256;
   // (COMBINE merges at most 128 splits: longer contexts keep attention_qdec.)
   const bool mma_dec = P.mma_dec && kv.compressed() && P.split_attention && q.rows <= split_tokens && group >= 1 &&
@@ -258,6 +258,9 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // Grouped split decode (STRATA_VK_TAIL): the merge runs as the split kernel's tail, per
   // (token, KV head) counter, instead of the COMBINE dispatch.
   const bool merge_tail = split && grouped && !mma_dec && q.rows <= P.tail_rows && q.rows * ap.n_head_kv <= impl::split_counter_count;
+  // Every split's partial in one domain (no window, or its own split): COMBINE rotates TurboQuant values back.
+  const bool rot_later = P.qdec_hoisted() && split && grouped && !mma_dec && !merge_tail && kv.compressed() &&
+                         kv::turboquant_bits(cfg.type_v) && (ring_split || !ring.rows);
   if (merge_tail && !P.split_counters) {
     P.split_counters = P.new_buffer(impl::split_counter_count * 4, memory_kind::device, "split attention counters");
     const std::vector<std::uint32_t> zeros(impl::split_counter_count, 0);
@@ -297,10 +300,11 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   const auto combine = [&] {
     const binding cb[] = {P.bind_id(P.attn_part, false), P.bind(q, false), P.bind(q, false), P.bind(q, false),
                           P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
-    auto d = impl::kv_defs(cfg);
+    auto d = rot_later ? impl::kvq_defs(kv) : impl::kv_defs(cfg);  // kvq_defs: the TurboQuant layout
+    if (rot_later) d.emplace_back("ROT_LATER", ring_split ? "2" : "1");  // the values rotated back once, merged
     d.emplace_back("COMBINE", "1");  // split groups of a head's dims (tuning.hpp combine_wg)
     d.emplace_back("WG", std::to_string(std::min(P.combine_wg, P.ctx.info().max_workgroup_threads)));
-    if (P.combine_cif != 16) d.emplace_back("COMBINE_CIF", std::to_string(P.combine_cif));
+    if (P.combine_cif != 8) d.emplace_back("COMBINE_CIF", std::to_string(P.combine_cif));
     q8_dispatch(d, cb);
   };
   const binding part = split ? P.bind_id(P.attn_part, true) : P.bind(q, false);
@@ -333,14 +337,13 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
                            {"MAX_SPLIT", std::to_string(mma_dec_split)}});
       P.dispatch3(impl::req("attention_mma_dec", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
     } else if (grouped) {  // one workgroup per KV head and token scores its query-head group (attention_qdec.glsl)
-      qd = P.qdec_defs(kv, ap.head_dim, group, split, ring_split, merge_tail);
-      if (merge_tail) {
-        const binding mb[] = {qb[0], qb[1], qb[2], qb[3], qb[4], qb[5], qb[6], qb[7], qb[8], qb[9], qb[10],
-                              P.bind_id(P.split_counters, true)};
-        P.dispatch3(impl::req("attention_qdec", {}, qd, 12), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
-        return;
-      }
-      P.dispatch3(impl::req("attention_qdec", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
+      std::vector<binding> mb(std::begin(qb), std::end(qb));
+      if (merge_tail) mb.push_back(P.bind_id(P.split_counters, true));
+      const bool rot_in = qrot_in && P.qdec_hoisted() && kv::turboquant_bits(cfg.type_k);
+      if (rot_in) mb.push_back(P.bind_id(P.q_rot, false));
+      qd = P.qdec_defs(kv, ap.head_dim, group, split, ring_split, merge_tail, rot_later, rot_in ? 11 + merge_tail : 0);
+      P.dispatch3(impl::req("attention_qdec", {}, qd, std::uint32_t(mb.size())), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
+      if (merge_tail) return;
     } else if (!split) {
       P.dispatch(impl::req("attention_q", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head, q.rows);
     } else {

@@ -3,9 +3,9 @@
 //   backend_setup.cpp     device options, weights upload, pipelines built up front, KV buffers
 //   step_cache.cpp        a step recorded once per shape and replayed (begin / finish, dispatch)
 //   kernel_requests.cpp   which pipeline variant (shader + defines) an op records
-//   fusion.cpp            deferred work: norms folded into matmuls, Q/K head ops into attn_prep,
-//                         the MoE combine into the residual add; prepare() orders the rest
-//   fusion_types.hpp      the deferred ops' types
+//   fusion.cpp            deferred work (types: fusion_types.hpp): norms folded into matmuls, Q/K
+//                         head ops into attn_prep, the MoE combine into the residual add; prepare()
+//                         orders the rest
 //   matmul_recording.cpp  matvec, integer matvec (int8 activations), tiled prefill matmul
 //   backend.cpp           the graph ops of the contract (graph/backend_contract.hpp)
 //   handoff_submit.cpp    a step's parts submitted around the CPU's hand-offs (timeline or fences)
@@ -108,6 +108,9 @@ struct backend::impl : backend_tuning {
   void record_moe_mmq(const moe_weights& mw, const tensor& in, std::uint32_t in_div, std::uint32_t pairs,
                       std::uint32_t n_expert, const tensor& g, const tensor& u, const tensor& y);
   std::uint32_t attn_part = 0;             // split-attention partials (allocated on first use)
+  // attn_prep's rotated queries (Q_ROT; allocated on first use) and the q rows they hold, until read.
+  std::uint32_t q_rot = 0;
+  std::optional<tensor> q_rot_of;
   // Per (token, KV head) counters of the split attention's merge as its last workgroup's tail
   // (split_combine.glsl, STRATA_VK_TAIL decode steps): allocated zeroed on first use.
   std::uint32_t split_counters = 0;
@@ -124,8 +127,7 @@ struct backend::impl : backend_tuning {
   // Memory tiers: routed experts computed by the CPU (null: all on the GPU), and the host-visible
   // buffers of their hand-off (the FFN norm's rows and router logits out, the experts' sum back).
   std::unique_ptr<cpu_experts> host;
-  std::uint32_t hand_in = 0, hand_out = 0;  // buffer ids; hand_out holds hand_slots regions of max_rows rows
-  std::uint32_t hand_slots = 0;
+  std::uint32_t hand_in = 0, hand_out = 0, hand_slots = 0;  // ids; hand_out: hand_slots regions of max_rows rows
   std::uint32_t hand_cols = 0;              // floats of x per row in hand_in (router logits after max_rows rows)
   // GPU-cached expert blocks (backend_options::cached_expert_layers).
   struct cached_block {
@@ -156,8 +158,7 @@ struct backend::impl : backend_tuning {
     gpu_buffer host;
   };
   std::vector<streamed_block> streams;
-  std::uint32_t ring_chunk[2] = {0, 0};
-  std::uint32_t stream_next = 0;  // while recording: the first streamed block not yet entered
+  std::uint32_t ring_chunk[2] = {0, 0}, stream_next = 0;  // stream_next: while recording, the first block not entered
   stream_stats streaming;
   // The decode phase (steps of <= opt.stream_cpu_tokens tokens): the streamed FFNs on the CPU,
   // through host-visible hand-off buffers (the FFN norm's rows out, the FFN's output back).
@@ -332,7 +333,7 @@ struct backend::impl : backend_tuning {
                      std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0) const;
   // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key.
   std::vector<std::pair<std::string, std::string>> qdec_defs(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group,
-                                                             bool split, bool ring_split, bool merge_tail) const;
+                                                             bool split, bool ring_split, bool merge_tail, bool rot_later, std::uint32_t qrot_at) const;
   // kv_store_q and attn_prep over a compressed cache: kvq_defs and the encoder (kv_encode.glsl).
   static std::vector<std::pair<std::string, std::string>> kv_encode_defs(const kv_state& kv);
   pipeline_request quantize_req(bool norm) const;

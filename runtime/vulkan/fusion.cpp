@@ -191,12 +191,27 @@ bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, co
                        ring.rows && ring.v[layer] ? bind_id(ring.v[layer], true) : dummy,
                        ring.rows ? bind_id(ring.tags[layer], true) : dummy,
                        bind_step(off_seq_row, B4)};
+  // TurboQuant keys: the query heads rotated too (Q_ROT), for the grouped decode attention of
+  // steps of up to q_rot_rows tokens (the attention checks it reads these rows).
+  constexpr std::uint32_t q_rot_rows = 64;
+  const bool q_rot_out = qh && qdec_hoisted() && kv::turboquant_bits(cfg.type_k) && k.rows <= q_rot_rows;
+  std::vector<binding> bq(std::begin(b), std::end(b));
+  std::vector<std::pair<std::string, std::string>> qrot_def;
+  if (q_rot_out) {
+    const std::uint64_t need = std::uint64_t(q_rot_rows) * n_q * D * 4;
+    if (!q_rot || buf(q_rot).size() < need) q_rot = new_buffer(need, memory_kind::device, "rotated queries");
+    bq.push_back(bind_id(q_rot, true));
+    qrot_def.emplace_back("Q_ROT", "1");
+  }
+  q_rot_of = q_rot_out ? std::optional<tensor>(qh->t) : std::nullopt;
   // The codes beside the attention: the step's positions stay in the ring (ring_rows = window +
   // max_batch), so with at most `window` tokens a sequence no attention of the step reads them.
   if (kv.compressed() && encode_beside && ring.rows && k.rows <= cfg.full_precision_window) {
     auto d = kv_encode_defs(kv);
     d.emplace_back("KV_PART", "1");
-    dispatch(req("attn_prep", {}, d, 14), b, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+    auto d1 = d;
+    d1.insert(d1.end(), qrot_def.begin(), qrot_def.end());
+    dispatch(req("attn_prep", {}, d1, std::uint32_t(bq.size())), bq, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
     d.back().second = "2";
     pending_encode e{req("attn_prep", {}, std::move(d), 14), {b, b + 14}, pc, cfg.n_head_kv, k.rows};
     e.pc.n_head = 0;  // KV-head workgroups only
@@ -204,7 +219,9 @@ bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, co
     e.b[5].disjoint = e.b[6].disjoint = true;
     encode = std::move(e);
   } else if (kv.compressed()) {  // K and V encoded as kv_store_q does (kv_encode.glsl)
-    dispatch(req("attn_prep", {}, kv_encode_defs(kv), 14), b, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+    auto d = kv_encode_defs(kv);
+    d.insert(d.end(), qrot_def.begin(), qrot_def.end());
+    dispatch(req("attn_prep", {}, d, std::uint32_t(bq.size())), bq, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
   } else {
     dispatch(req("attn_prep", {}, kv_defs(cfg), 10), std::span(b).first(10), &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
   }

@@ -254,7 +254,8 @@ void backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
 
 std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const kv_state& kv, std::uint32_t head_dim,
                                                                            std::uint32_t group, bool split,
-                                                                           bool ring_split, bool merge_tail) const {
+                                                                           bool ring_split, bool merge_tail, bool rot_later,
+                                                                           std::uint32_t qrot_at) const {
   auto d = kvq_defs(kv);
   d.emplace_back("GQA_G", std::to_string(group));
   d.emplace_back("TQ_ROT_N", std::to_string(group));
@@ -269,6 +270,8 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
     add_dec_lanes(d, head_dim, group, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0), tq ? 16 : 0);
   }
   if (merge_tail) d.emplace_back("SPLIT_COMBINE", "11");
+  if (rot_later) d.emplace_back("ROT_LATER", "1");  // attention.glsl's COMBINE rotates the values back
+  if (qrot_at) d.emplace_back("QROT_IN", std::to_string(qrot_at));  // attn_prep rotated the queries (Q_ROT)
   return d;
 }
 

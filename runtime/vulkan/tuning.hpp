@@ -104,18 +104,27 @@ struct backend_tuning {
   std::uint32_t tq_split = 128;
   // attention_qdec with a window ring: the window's keys as a split of their own (f16 ring rows
   // against the plain query, a partial the merge adds), so the code splits skip the ring's keys and
-  // carry neither the plain query nor a second value accumulator (STRATA_VK_QDEC_RING_SPLIT=1; opt-in
-  // until measured: H200 session 34, the code splits' window tile was 8.4 of 39.7 us a layer).
-  bool qdec_ring_split = false;
+  // carry neither the plain query nor a second value accumulator. H200, qwen3-8b tq3, thread-a-key
+  // form: tg64 @ d4096 220.2-223.2 against 214.8-215.3, tg32 @ d32768 143.9 against 141.6
+  // (bench/RESULTS.md session 36). STRATA_VK_QDEC_RING_SPLIT=0: the window's keys in the code splits.
+  bool qdec_ring_split = true;
   // Value rows a stream of the thread-a-key form keeps in flight (STRATA_VK_QDEC_KIF: 1, 2, 4, 8, 16):
   // 4 registers each, and the kernel's 165 registers hold three workgroups an SM.
   std::uint32_t qdec_kif = 8;
   std::string qdec_skip;  // lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP)
+  // TurboQuant rotations out of attention_qdec's split workgroups: attn_prep writes the rotated
+  // queries (Q_ROT) and COMBINE rotates the merged value sums back (ROT_LATER, where every split's
+  // partial is in one domain). STRATA_VK_QDEC_HOIST: 0 never, 1 the LANES form (the default: its
+  // kernel 44.3 -> 30.7 us a layer, tg64 @ d4096 +8%), 2 both forms (thread-a-key: its kernel the
+  // same, the merge and attn_prep ~5 us a layer slower; H200, qwen3-8b tq3, session 36).
+  std::uint32_t qdec_hoist = 1;
+  bool qdec_hoisted() const { return qdec_hoist == 2 || (qdec_hoist == 1 && qdec_lanes); }
   // The split decode's merge (attention.glsl COMBINE): its workgroup, split groups of a head's
   // dims (STRATA_VK_COMBINE_WG: 128, 256, 512, 1024), and the partials a thread keeps in flight
-  // (STRATA_VK_COMBINE_CIF: 4, 8, 16). Unmeasured as yet: the old form, a thread a dim walking
-  // every split 8 loads at a time, took ~8 us a layer at 33 splits (H200, session 34).
-  std::uint32_t combine_wg = 512, combine_cif = 16;
+  // (STRATA_VK_COMBINE_CIF: 4, 8, 16). H200, qwen3-8b f16 at depth 4096 (33 splits), ms a token:
+  // 512 x 8 0.2655, 512 x 16 0.2908, 256 x 16 0.3276, 1024 x 16 0.3331; the old form, a thread a
+  // dim walking every split 8 loads at a time, 0.27-0.31 (bench/RESULTS.md sessions 34, 36).
+  std::uint32_t combine_wg = 512, combine_cif = 8;
   bool tq_prep = true;                     // compressed KV appended by attn_prep; STRATA_VK_TQ_PREP=0: kv_store_q
   // attn_prep writes the ring (what the attention reads) and a second dispatch the codes beside
   // the attention (kv_encode.glsl KV_PART); STRATA_VK_ENCODE_BESIDE=0: the codes in attn_prep.

@@ -11,7 +11,9 @@
 // The grouped kernel runs in both forms: thread-a-key, and LANES where the group and the
 // subgroup allow (STRATA_VK_QDEC_LANES=1; groups of 3 and 6 stay thread-a-key), and where a
 // split decode has a window, both forms again with the window's keys as a split of their own
-// (STRATA_VK_QDEC_RING_SPLIT=1).
+// (STRATA_VK_QDEC_RING_SPLIT=1). TurboQuant queries are rotated by attn_prep where it runs their
+// head ops, and the split values rotated back by the merge where the splits allow it
+// (STRATA_VK_QDEC_HOIST: the LANES runs and the first thread-a-key run).
 // Gated against the CPU backend's attention_compressed (the scalar reference) and against the
 // per-head kernel attention_q with unfused ops and kv_store_q (STRATA_VK_TQ_GQA=0,
 // STRATA_VK_FUSE=0): without head ops both store the same codes, so they agree far tighter.
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/kv/kv_config.hpp"
 #include "vulkan/vk_harness.hpp"
 
 namespace {
@@ -168,13 +171,23 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
       ::setenv("STRATA_VK_QDEC_LANES", lanes_form ? "1" : "0", 1);
       ::setenv("STRATA_VK_QDEC_RING_SPLIT", ring_split_form ? "1" : "0", 1);
+      // The rotations hoisted (the LANES form's default; the thread-a-key form's in its first run).
+      const bool hoisted = lanes_form || !ring_split_form;
+      if (!lanes_form && hoisted) ::setenv("STRATA_VK_QDEC_HOIST", "2", 1);
       gpu::backend be(profiled);
+      ::unsetenv("STRATA_VK_QDEC_HOIST");
       ::unsetenv("STRATA_VK_TQ_GQA");
       ::unsetenv("STRATA_VK_QDEC_LANES");
       ::unsetenv("STRATA_VK_QDEC_RING_SPLIT");
       (ring_split_form ? ring_split[lanes_form] : lanes_form ? lanes : grouped) = run_decode(be, c, t);
       CHECK(ran(be, "attention_qdec"));
       CHECK(ran(be, "attention_qdec", ".RING_SPLIT") == ring_split_form);
+      // The TurboQuant rotations outside the split workgroups (STRATA_VK_QDEC_HOIST): the queries
+      // rotated by attn_prep where it runs their head ops, the values rotated back by the merge
+      // where every split's partial is in one domain (no window, or the window's own split).
+      const bool tq_k = kv::turboquant_bits(c.k) != 0, tq_v = kv::turboquant_bits(c.v) != 0;
+      CHECK(ran(be, "attention_qdec", ".QROT_IN") == (hoisted && tq_k && c.head_ops));
+      CHECK(ran(be, "attention.", ".ROT_LATER") == (hoisted && splits && tq_v && (c.window == 0 || ring_split_form)));
       if (!lanes_form) CHECK_FALSE(ran(be, "attention_qdec", ".LANES"));
       lanes_ran |= ran(be, "attention_qdec", ".LANES");
       CHECK(ran(be, "attn_prep"));

@@ -325,13 +325,13 @@ struct backend::impl : backend_tuning {
   static pipeline_request combine_norm_out_req() { return req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}, {"NORM_OUT", "1"}}, 10); }
   static pipeline_request moe_group_req(std::uint32_t chunk = moe_chunk) { return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(chunk)}}, 6); }
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);
-  // kv_store_q / attention_q: kinds, head_dim, TurboQuant bits per side, the window ring.
-  static std::vector<std::pair<std::string, std::string>> kvq_defs(const kv_state& kv);
-  // attention_dec.glsl / attention_qdec.glsl LANES and its LPK where the device and the head shape
-  // allow (tuning.hpp dec_lanes); the kernel's other shared memory: fixed_bytes + thread_bytes a thread.
+  static std::vector<std::pair<std::string, std::string>> kvq_defs(const kv_state& kv);  // kinds, bits, the window ring
+  // attention_dec / attention_qdec LANES and its LPK where device and head shape allow (dec_lanes); other shared: fixed + a thread's.
   void add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group,
                      std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0) const;
-  // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key.
+  // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key;
+  // qdec_hoists: whether its TurboQuant rotations leave the kernel (tuning.hpp qdec_hoist).
+  bool qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group) const;
   std::vector<std::pair<std::string, std::string>> qdec_defs(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group,
                                                              bool split, bool ring_split, bool merge_tail, bool rot_later, std::uint32_t qrot_at) const;
   // kv_store_q and attn_prep over a compressed cache: kvq_defs and the encoder (kv_encode.glsl).

@@ -89,6 +89,7 @@ void backend::impl::record_temperature(const tensor& q, const graph::position_sc
 }
 
 backend::impl::head_tensor& backend::impl::head_entry(const tensor& parent, std::uint32_t n_heads) {
+  if (q_rot_of && q_rot_of->buf == parent.buf && q_rot_of->off == parent.off) q_rot_of.reset();  // a later op: stale
   for (auto& h : heads)
     if (h.t.buf == parent.buf && h.t.off == parent.off) {
       if (n_heads) h.n_heads = n_heads;
@@ -139,6 +140,7 @@ std::optional<std::uint32_t> backend::impl::head_flags(const head_tensor& h, std
 }
 
 bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, const tensor& k, const tensor& v) {
+  q_rot_of.reset();  // rotated queries are this layer's or none (a q buffer serves every layer)
   const auto& cfg = kv.config();
   const std::uint32_t D = cfg.head_dim;
   if (D > 256 || D % 2 || k.cols != cfg.n_head_kv * D || v.cols != k.cols) return false;
@@ -191,10 +193,14 @@ bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, co
                        ring.rows && ring.v[layer] ? bind_id(ring.v[layer], true) : dummy,
                        ring.rows ? bind_id(ring.tags[layer], true) : dummy,
                        bind_step(off_seq_row, B4)};
-  // TurboQuant keys: the query heads rotated too (Q_ROT), for the grouped decode attention of
-  // steps of up to q_rot_rows tokens (the attention checks it reads these rows).
+  // TurboQuant keys: the query heads rotated too (Q_ROT), for the grouped decode attention of the
+  // steps it takes (decode steps; every step of up to q_rot_rows tokens with STRATA_VK_TQ_GQA=2;
+  // the attention checks it reads these rows) where its rotations are hoisted.
   constexpr std::uint32_t q_rot_rows = 64;
-  const bool q_rot_out = qh && qdec_hoisted() && kv::turboquant_bits(cfg.type_k) && k.rows <= q_rot_rows;
+  const std::uint32_t group = n_q && n_q % cfg.n_head_kv == 0 ? n_q / cfg.n_head_kv : 0;
+  const bool q_rot_out = qh && group && kv::turboquant_bits(cfg.type_k) &&
+                         k.rows <= (tq_gqa == 2 ? q_rot_rows : tq_gqa == 1 ? grouped_decode_rows : 0) &&
+                         qdec_hoists(kv, D, group);
   std::vector<binding> bq(std::begin(b), std::end(b));
   std::vector<std::pair<std::string, std::string>> qrot_def;
   if (q_rot_out) {

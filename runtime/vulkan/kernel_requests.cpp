@@ -275,6 +275,13 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   return d;
 }
 
+bool backend::impl::qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group) const {
+  if (qdec_hoist != 1) return qdec_hoist == 2;
+  if (!qdec_lanes) return false;
+  const auto d = qdec_defs(kv, head_dim, group, true, false, false, false, 0);  // the form the request takes
+  return std::any_of(d.begin(), d.end(), [](const auto& e) { return e.first == "LANES"; });
+}
+
 std::vector<std::pair<std::string, std::string>> backend::impl::kvq_defs(const kv_state& kv) {
   const auto& c = kv.config();
   std::vector<std::pair<std::string, std::string>> d{{"KV_D", std::to_string(c.head_dim)},

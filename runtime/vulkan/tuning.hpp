@@ -99,6 +99,7 @@ struct backend_tuning {
   // 2 prompt steps too (=2; unsplit, n_head_kv x tokens workgroups: 6x slower than attention_q on
   // lavapipe, not yet measured on a GPU).
   int tq_gqa = 1;
+  static constexpr std::uint32_t grouped_decode_rows = 8;  // steps the grouped and split decode kernels take
   // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x64). H200, qwen3-8b tq3 at depth
   // 4096, us a layer: 64 keys 53.6, 128 39.7, 256 52.7, 512 69.9 (bench/RESULTS.md session 25).
   std::uint32_t tq_split = 128;
@@ -114,11 +115,10 @@ struct backend_tuning {
   std::string qdec_skip;  // lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP)
   // TurboQuant rotations out of attention_qdec's split workgroups: attn_prep writes the rotated
   // queries (Q_ROT) and COMBINE rotates the merged value sums back (ROT_LATER, where every split's
-  // partial is in one domain). STRATA_VK_QDEC_HOIST: 0 never, 1 the LANES form (the default: its
-  // kernel 44.3 -> 30.7 us a layer, tg64 @ d4096 +8%), 2 both forms (thread-a-key: its kernel the
-  // same, the merge and attn_prep ~5 us a layer slower; H200, qwen3-8b tq3, session 36).
+  // partial is in one domain). STRATA_VK_QDEC_HOIST: 0 never, 1 where the kernel runs its LANES form
+  // (the default: its kernel 44.3 -> 30.7 us a layer, tg64 @ d4096 +8%), 2 both forms (thread-a-key:
+  // its kernel the same, the merge and attn_prep ~5 us a layer slower; H200, qwen3-8b tq3, session 36).
   std::uint32_t qdec_hoist = 1;
-  bool qdec_hoisted() const { return qdec_hoist == 2 || (qdec_hoist == 1 && qdec_lanes); }
   // The split decode's merge (attention.glsl COMBINE): its workgroup, split groups of a head's
   // dims (STRATA_VK_COMBINE_WG: 128, 256, 512, 1024), and the partials a thread keeps in flight
   // (STRATA_VK_COMBINE_CIF: 4, 8, 16). H200, qwen3-8b f16 at depth 4096 (33 splits), ms a token:

@@ -171,9 +171,10 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
       ::setenv("STRATA_VK_QDEC_LANES", lanes_form ? "1" : "0", 1);
       ::setenv("STRATA_VK_QDEC_RING_SPLIT", ring_split_form ? "1" : "0", 1);
-      // The rotations hoisted (the LANES form's default; the thread-a-key form's in its first run).
-      const bool hoisted = lanes_form || !ring_split_form;
-      if (!lanes_form && hoisted) ::setenv("STRATA_VK_QDEC_HOIST", "2", 1);
+      // The rotations hoisted where the LANES form runs (the default) and in the thread-a-key form's
+      // first run (STRATA_VK_QDEC_HOIST=2).
+      const bool hoist_all = !lanes_form && !ring_split_form;
+      if (hoist_all) ::setenv("STRATA_VK_QDEC_HOIST", "2", 1);
       gpu::backend be(profiled);
       ::unsetenv("STRATA_VK_QDEC_HOIST");
       ::unsetenv("STRATA_VK_TQ_GQA");
@@ -186,6 +187,7 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       // rotated by attn_prep where it runs their head ops, the values rotated back by the merge
       // where every split's partial is in one domain (no window, or the window's own split).
       const bool tq_k = kv::turboquant_bits(c.k) != 0, tq_v = kv::turboquant_bits(c.v) != 0;
+      const bool hoisted = hoist_all || ran(be, "attention_qdec", ".LANES");
       CHECK(ran(be, "attention_qdec", ".QROT_IN") == (hoisted && tq_k && c.head_ops));
       CHECK(ran(be, "attention.", ".ROT_LATER") == (hoisted && splits && tq_v && (c.window == 0 || ring_split_form)));
       if (!lanes_form) CHECK_FALSE(ran(be, "attention_qdec", ".LANES"));

@@ -208,7 +208,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   if (P.replay) return;
   auto codes = std::exchange(P.encode, std::nullopt);  // attn_prep's codes: after this attention's kernel
   const auto q_rot = std::exchange(P.q_rot_of, std::nullopt);  // attn_prep's rotated queries (Q_ROT), if of q
-  const bool qrot_in = q_rot && q_rot->buf == q.buf && q_rot->off == q.off && q_rot->stride == q.stride && q_rot->rows == q.rows && q_rot->cols == q.cols;
+  const bool qrot_in = q_rot && *q_rot == q;
   P.prepare({q}, {out});
   P.encode = std::move(codes);
   P.encode_next = P.encode.has_value();
@@ -227,9 +227,8 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // of the workgroups of the per-head ones, so they split finer: 128-key splits, up to 128.
   constexpr std::uint32_t split_tokens = impl::grouped_decode_rows;
   const std::uint32_t group = ap.n_head_kv ? ap.n_head / ap.n_head_kv : 0;
-  const bool grouped = group >= 1 && group <= 8 && ap.n_head % ap.n_head_kv == 0 &&
-                       (kv.compressed() ? P.tq_gqa == 2 || (P.tq_gqa == 1 && q.rows <= split_tokens)
-                                        : P.gqa_attention && q.rows <= split_tokens);
+  const bool grouped = group >= 1 && ap.n_head % ap.n_head_kv == 0 &&
+                       (kv.compressed() ? P.grouped_qdec(group, q.rows) : group <= 8 && P.gqa_attention && q.rows <= split_tokens);
   // Unsplit (short contexts), the per-head kernel's n_head workgroups beat the grouped kernel's n_head_kv (H100:
   // qwen3-8b tg128 231 vs 226 t/s, 4 KV heads of qwen3-30b-a3b far worse), so the grouped f16 kernel runs only split.
   // The window's keys as a split of their own (attention_qdec RING_SPLIT): the merge's 128 less one.
@@ -258,9 +257,10 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // Grouped split decode (STRATA_VK_TAIL): the merge runs as the split kernel's tail, per
   // (token, KV head) counter, instead of the COMBINE dispatch.
   const bool merge_tail = split && grouped && !mma_dec && q.rows <= P.tail_rows && q.rows * ap.n_head_kv <= impl::split_counter_count;
-  // Every split's partial in one domain (no window, or its own split): COMBINE rotates TurboQuant values back.
-  const bool rot_later = split && grouped && !mma_dec && !merge_tail && kv.compressed() && kv::turboquant_bits(cfg.type_v) &&
-                         (ring_split || !ring.rows) && P.qdec_hoists(kv, ap.head_dim, group);
+  // attention_qdec's TurboQuant rotations hoisted: every split's partial in one domain (no window, or its own
+  // split) has COMBINE rotate the values back; attn_prep's rotated queries are read where they are q's.
+  const bool hoist = kv.compressed() && grouped && !mma_dec && P.qdec_hoists(kv, ap.head_dim, group);
+  const bool rot_later = hoist && split && !merge_tail && kv::turboquant_bits(cfg.type_v) && (ring_split || !ring.rows);
   if (merge_tail && !P.split_counters) {
     P.split_counters = P.new_buffer(impl::split_counter_count * 4, memory_kind::device, "split attention counters");
     const std::vector<std::uint32_t> zeros(impl::split_counter_count, 0);
@@ -339,7 +339,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     } else if (grouped) {  // one workgroup per KV head and token scores its query-head group (attention_qdec.glsl)
       std::vector<binding> mb(std::begin(qb), std::end(qb));
       if (merge_tail) mb.push_back(P.bind_id(P.split_counters, true));
-      const bool rot_in = qrot_in && kv::turboquant_bits(cfg.type_k) && P.qdec_hoists(kv, ap.head_dim, group);
+      const bool rot_in = hoist && qrot_in && kv::turboquant_bits(cfg.type_k);
       if (rot_in) mb.push_back(P.bind_id(P.q_rot, false));
       qd = P.qdec_defs(kv, ap.head_dim, group, split, ring_split, merge_tail, rot_later, rot_in ? 11 + merge_tail : 0);
       P.dispatch3(impl::req("attention_qdec", {}, qd, std::uint32_t(mb.size())), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);

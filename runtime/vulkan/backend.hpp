@@ -29,6 +29,7 @@ struct tensor {
   tensor first_rows(std::uint32_t n) const noexcept { return {buf, off, n, cols, stride}; }
   tensor first_cols(std::uint32_t n) const noexcept { return {buf, off, rows, n, stride}; }
   tensor split_rows(std::uint32_t parts) const noexcept { return {buf, off, rows * parts, cols / parts, cols / parts}; }
+  bool operator==(const tensor&) const = default;
 };
 
 class buffer {

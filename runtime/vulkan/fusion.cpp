@@ -197,9 +197,8 @@ bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, co
   // steps it takes (decode steps; every step of up to q_rot_rows tokens with STRATA_VK_TQ_GQA=2;
   // the attention checks it reads these rows) where its rotations are hoisted.
   constexpr std::uint32_t q_rot_rows = 64;
-  const std::uint32_t group = n_q && n_q % cfg.n_head_kv == 0 ? n_q / cfg.n_head_kv : 0;
-  const bool q_rot_out = qh && group && kv::turboquant_bits(cfg.type_k) &&
-                         k.rows <= (tq_gqa == 2 ? q_rot_rows : tq_gqa == 1 ? grouped_decode_rows : 0) &&
+  const std::uint32_t group = cfg.n_head_kv && n_q % cfg.n_head_kv == 0 ? n_q / cfg.n_head_kv : 0;
+  const bool q_rot_out = qh && kv::turboquant_bits(cfg.type_k) && k.rows <= q_rot_rows && grouped_qdec(group, k.rows) &&
                          qdec_hoists(kv, D, group);
   std::vector<binding> bq(std::begin(b), std::end(b));
   std::vector<std::pair<std::string, std::string>> qrot_def;

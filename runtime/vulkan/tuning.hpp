@@ -100,6 +100,10 @@ struct backend_tuning {
   // lavapipe, not yet measured on a GPU).
   int tq_gqa = 1;
   static constexpr std::uint32_t grouped_decode_rows = 8;  // steps the grouped and split decode kernels take
+  // A compressed cache's attention of `rows` tokens runs attention_qdec (GQA groups up to 8).
+  bool grouped_qdec(std::uint32_t group, std::uint32_t rows) const {
+    return group >= 1 && group <= 8 && (tq_gqa == 2 || (tq_gqa == 1 && rows <= grouped_decode_rows));
+  }
   // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x64). H200, qwen3-8b tq3 at depth
   // 4096, us a layer: 64 keys 53.6, 128 39.7, 256 52.7, 512 69.9 (bench/RESULTS.md session 25).
   std::uint32_t tq_split = 128;

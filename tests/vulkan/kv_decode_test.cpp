@@ -21,6 +21,7 @@
 
 #include <cstdlib>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -128,21 +129,9 @@ bool ran(const gpu::backend& be, const std::string& prefix, const std::string& p
   return false;
 }
 
-TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head kernel and the CPU") {
-  if (!vkt::available()) return;
-  using kv::kv_type;
-  // Few cases, each covering several features: every case compiles its own pipelines, and
-  // lavapipe's LLVM compile of them dominates the test's cost in a clean CI run.
-  const decode_case cases[] = {
-      {"tq3, GQA 16/4, D 128, window 0, split, head ops", 16, 4, 128, 0, 0, 2048, kv_type::tq3, kv_type::tq3, true},
-      {"tq3, GQA 16/2, D 128, window 200, split", 16, 2, 128, 200, 0, 2048, kv_type::tq3, kv_type::tq3, false},
-      {"K q8_0 + V tq3, GQA 6/2, D 128, window 16, split, head ops", 6, 2, 128, 16, 0, 2048, kv_type::q8_0,
-       kv_type::tq3, true},
-      {"K tq4 + V tq2, MHA 2/2, D 64, window 0, chunk 96, split", 2, 2, 64, 0, 96, 2048, kv_type::tq4, kv_type::tq2,
-       false},
-      {"tq3, GQA 8/2, D 96, window 16, unsplit, head ops", 8, 2, 96, 16, 0, 256, kv_type::tq3, kv_type::tq3, true},
-      {"K f16 + V tq4, GQA 12/2, D 64, window 16, split", 12, 2, 64, 16, 0, 2048, kv_type::f16, kv_type::tq4, false},
-  };
+// Every form of the grouped kernel on `cases`, against the per-head kernel and the CPU; returns
+// whether the LANES form ran.
+bool check_grouped_decode(std::span<const decode_case> cases) {
   std::mt19937 rng(2026);
   bool lanes_ran = false;  // attention_qdec's LANES form (groups of 4 and 8 on any subgroup of 4 or more)
   for (const auto& c : cases) {
@@ -249,7 +238,35 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
       }
     }
   }
-  CHECK(lanes_ran);
+  return lanes_ran;
+}
+
+// Few cases, each covering several features: every case compiles its own pipelines, and
+// lavapipe's LLVM compile of them dominates the test's cost in a clean CI run. Two test cases,
+// so that CTest runs them side by side and the sanitizer pass (.ci/run) can take the first: the
+// TurboQuant cache with and without head ops, window and split.
+TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head kernel and the CPU: tq3, window, split and unsplit") {
+  if (!vkt::available()) return;
+  using kv::kv_type;
+  const decode_case cases[] = {
+      {"tq3, GQA 16/4, D 128, window 0, split, head ops", 16, 4, 128, 0, 0, 2048, kv_type::tq3, kv_type::tq3, true},
+      {"tq3, GQA 16/2, D 128, window 200, split", 16, 2, 128, 200, 0, 2048, kv_type::tq3, kv_type::tq3, false},
+      {"tq3, GQA 8/2, D 96, window 16, unsplit, head ops", 8, 2, 96, 16, 0, 256, kv_type::tq3, kv_type::tq3, true},
+  };
+  CHECK(check_grouped_decode(cases));  // groups of 4 and 8: LANES on any subgroup of 4 or more
+}
+
+TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head kernel and the CPU: mixed sides, MHA, chunked") {
+  if (!vkt::available()) return;
+  using kv::kv_type;
+  const decode_case cases[] = {
+      {"K q8_0 + V tq3, GQA 6/2, D 128, window 16, split, head ops", 6, 2, 128, 16, 0, 2048, kv_type::q8_0,
+       kv_type::tq3, true},
+      {"K tq4 + V tq2, MHA 2/2, D 64, window 0, chunk 96, split", 2, 2, 64, 0, 96, 2048, kv_type::tq4, kv_type::tq2,
+       false},
+      {"K f16 + V tq4, GQA 12/2, D 64, window 16, split", 12, 2, 64, 16, 0, 2048, kv_type::f16, kv_type::tq4, false},
+  };
+  check_grouped_decode(cases);
 }
 
 #endif

@@ -234,7 +234,8 @@ std::vector<std::pair<std::string, std::string>> backend::impl::kv_defs(const kv
 }
 
 void backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim,
-                                  std::uint32_t group, std::uint32_t fixed_bytes, std::uint32_t thread_bytes) const {
+                                  std::uint32_t group, std::uint32_t fixed_bytes, std::uint32_t thread_bytes,
+                                  std::uint32_t stream_floats) const {
   if (!dec_lanes || group == 0) return;
   // LPK lanes a key row (a power of two within a subgroup), a multiple of the group so the
   // halving exchanges end with a (key, head) pair a lane, at most 8 keys a chunk (registers).
@@ -243,7 +244,7 @@ void backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
   // The widest workgroup up to dec_lanes_wg whose streams' sums fit shared memory.
   std::uint32_t wg = std::min(dec_lanes_wg, ctx.info().max_workgroup_threads);
   const auto shared = [&](std::uint32_t w) {
-    return std::uint64_t(w / lpk) * (group * head_dim + lpk + 3 * group) * 4 + fixed_bytes + std::uint64_t(w) * thread_bytes;
+    return std::uint64_t(w / lpk) * (group * head_dim + lpk + 3 * group + stream_floats) * 4 + fixed_bytes + std::uint64_t(w) * thread_bytes;
   };
   while (wg > 32 && shared(wg) > ctx.info().max_shared_bytes) wg /= 2;
   if (wg % ctx.info().subgroup_size || wg < lpk || shared(wg) > ctx.info().max_shared_bytes) return;
@@ -264,10 +265,12 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   if (ring_split) d.emplace_back("RING_SPLIT", "1");
   if (!qdec_lanes) {
     if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
-  } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail; tq_xch a thread
+  } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
+             // tq_xch a thread; the merge's two weights a (stream, head)
     const auto& c = kv.config();
     const bool tq = kv::turboquant_bits(c.type_k) || kv::turboquant_bits(c.type_v);
-    add_dec_lanes(d, head_dim, group, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0), tq ? 16 : 0);
+    add_dec_lanes(d, head_dim, group, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4,
+                  tq ? 16 : 0, 2 * group);
   }
   if (merge_tail) d.emplace_back("SPLIT_COMBINE", "11");
   if (rot_later) d.emplace_back("ROT_LATER", "1");  // attention.glsl's COMBINE rotates the values back

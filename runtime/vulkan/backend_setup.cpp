@@ -218,7 +218,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   P.make_xring(std::max<std::uint64_t>(tiers::ring_align, info.min_storage_align), limit);
   {
     // Staging no larger than the weights: a small model's upload needs no 64 MiB host block.
-    uploader up(P.ctx, std::clamp<std::uint64_t>(total, 64ull << 10, 64ull << 20));
+    uploader up(P.ctx, std::clamp<std::uint64_t>(total, 64ull << 10, uploader::default_staging_bytes));
     std::uint64_t done = 0;
     for (const auto& e : P.weights) {
       if (e.host >= 0 || e.cache >= 0 || e.stream >= 0) continue;  // slots are filled on a miss or per step

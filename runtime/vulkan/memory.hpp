@@ -82,7 +82,8 @@ class arena_layout {
 // Copies host bytes into device buffers through a host-visible staging buffer.
 class uploader {
  public:
-  explicit uploader(const context& ctx, std::uint64_t staging_bytes = 64ull << 20);
+  static constexpr std::uint64_t default_staging_bytes = 64ull << 20;
+  explicit uploader(const context& ctx, std::uint64_t staging_bytes = default_staging_bytes);
   void copy(std::span<const std::byte> src, vk::Buffer dst, std::uint64_t dst_offset);
   // As copy(), but src is written into the staging buffer by write(piece, out) a piece of whole
   // units at a time (out: piece.size() bytes), e.g. weight rows rewritten in the GPU's layout.

@@ -234,7 +234,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // The window's keys as a split of their own (attention_qdec RING_SPLIT): the merge's 128 less one.
   const bool ring_split_wanted = kv.compressed() && grouped && P.qdec_ring_split && pc.window > 0;
   const std::uint32_t max_splits = grouped ? 128 - ring_split_wanted : 64;
-  const std::uint32_t min_split = grouped ? (kv.compressed() ? P.tq_split : 128) : 256;
+  const std::uint32_t min_split = grouped ? (kv.compressed() ? P.qdec_min_split(cfg.n_ctx, ap.n_head_kv, q.rows, max_splits, P.ctx.info().sm_count) : 128) : 256;
   const std::uint32_t split_unit = min_split % 128 ? 64 : 128;  // splits are multiples of it
   // Decode on tensor cores (attention_mma_dec.glsl, opt-in, measured slower): a warp a (KV head, token, split).
   constexpr std::uint32_t mma_dec_split = 256;
@@ -259,7 +259,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   const bool merge_tail = split && grouped && !mma_dec && q.rows <= P.tail_rows && q.rows * ap.n_head_kv <= impl::split_counter_count;
   // attention_qdec's TurboQuant rotations hoisted: every split's partial in one domain (no window, or its own
   // split) has COMBINE rotate the values back; attn_prep's rotated queries are read where they are q's.
-  const bool hoist = kv.compressed() && grouped && !mma_dec && P.qdec_hoists(kv, ap.head_dim, group);
+  const bool hoist = kv.compressed() && grouped && !mma_dec && P.qdec_hoists(kv, ap.head_dim, group, q.rows);
   const bool rot_later = hoist && split && !merge_tail && kv::turboquant_bits(cfg.type_v) && (ring_split || !ring.rows);
   if (merge_tail && !P.split_counters) {
     P.split_counters = P.new_buffer(impl::split_counter_count * 4, memory_kind::device, "split attention counters");
@@ -341,7 +341,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
       if (merge_tail) mb.push_back(P.bind_id(P.split_counters, true));
       const bool rot_in = hoist && qrot_in && kv::turboquant_bits(cfg.type_k);
       if (rot_in) mb.push_back(P.bind_id(P.q_rot, false));
-      qd = P.qdec_defs(kv, ap.head_dim, group, split, ring_split, merge_tail, rot_later, rot_in ? 11 + merge_tail : 0);
+      qd = P.qdec_defs(kv, ap.head_dim, group, q.rows, split, ring_split, merge_tail, rot_later, rot_in ? 11 + merge_tail : 0);
       P.dispatch3(impl::req("attention_qdec", {}, qd, std::uint32_t(mb.size())), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
       if (merge_tail) return;
     } else if (!split) {

@@ -213,8 +213,7 @@ struct backend::impl : backend_tuning {
   // quantized for the next matvec (QUANT_OUT), into the other.
   std::uint32_t xq[2] = {0, 0}, xs[2] = {0, 0};  // buffer ids
   std::uint32_t max_k = 0;                         // widest matmul input
-  // An expert tensor the integer expert matvecs (mmvq.glsl MOE_IDS) take: an int8 unit, rows
-  // no wider than the int8 scratch.
+  // An expert tensor the integer expert matvecs (mmvq.glsl MOE_IDS) take: an int8 unit, rows no wider than the int8 scratch.
   bool int8_expert_ok(const weight& w) const { return has_int8_unit(w.type, w.ne[0]) && w.ne[0] <= max_k; }
   std::uint32_t max_q8_rows = 0;                   // rows the int8 scratch holds (tokens or MoE pairs)
   // Per slot, NORM_OUT's sums of y^2 per token and 32-row block (buffer ids).
@@ -331,8 +330,8 @@ struct backend::impl : backend_tuning {
                      std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0, std::uint32_t stream_floats = 0) const;
   // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key;
   // qdec_hoists: whether its TurboQuant rotations leave the kernel (tuning.hpp qdec_hoist).
-  bool qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group) const;
-  std::vector<std::pair<std::string, std::string>> qdec_defs(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group,
+  bool qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const;
+  std::vector<std::pair<std::string, std::string>> qdec_defs(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows,
                                                              bool split, bool ring_split, bool merge_tail, bool rot_later, std::uint32_t qrot_at) const;
   // kv_store_q and attn_prep over a compressed cache: kvq_defs and the encoder (kv_encode.glsl).
   static std::vector<std::pair<std::string, std::string>> kv_encode_defs(const kv_state& kv);
@@ -615,8 +614,7 @@ struct backend::impl : backend_tuning {
   // The same sync in two halves, for a hand-off whose GPU share runs between them.
   std::vector<vk::raii::CommandBuffer> sync_signal_cmds, sync_wait_cmds;
   std::vector<vk::CommandBuffer> poll_cmds;
-  // STRATA_VK_HANDOFF_TIMES=1: host-clock sums over the hand-offs of steps of <= 8 tokens
-  // without GPU-cached blocks.
+  // STRATA_VK_HANDOFF_TIMES=1: host-clock sums over the hand-offs of steps of <= 8 tokens without GPU-cached blocks.
   struct handoff_times {
     bool on = false;
     std::uint64_t steps = 0, handoffs = 0;

@@ -254,7 +254,7 @@ void backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
 }
 
 std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const kv_state& kv, std::uint32_t head_dim,
-                                                                           std::uint32_t group, bool split,
+                                                                           std::uint32_t group, std::uint32_t rows, bool split,
                                                                            bool ring_split, bool merge_tail, bool rot_later,
                                                                            std::uint32_t qrot_at) const {
   auto d = kvq_defs(kv);
@@ -263,7 +263,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   if (!qdec_skip.empty()) d.emplace_back("QDEC_SKIP", qdec_skip);  // lab: wrong results
   if (split) d.emplace_back("SPLIT", "1");
   if (ring_split) d.emplace_back("RING_SPLIT", "1");
-  if (!qdec_lanes) {
+  if (!qdec_lanes_over(kv.config().n_ctx, rows)) {
     if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
   } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
              // tq_xch a thread; the merge's two weights a (stream, head)
@@ -278,10 +278,10 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   return d;
 }
 
-bool backend::impl::qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group) const {
+bool backend::impl::qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const {
   if (qdec_hoist != 1) return qdec_hoist == 2;
-  if (!qdec_lanes) return false;
-  const auto d = qdec_defs(kv, head_dim, group, true, false, false, false, 0);  // the form the request takes
+  if (!qdec_lanes_over(kv.config().n_ctx, rows)) return false;
+  const auto d = qdec_defs(kv, head_dim, group, rows, true, false, false, false, 0);  // the form the request takes
   return std::any_of(d.begin(), d.end(), [](const auto& e) { return e.first == "LANES"; });
 }
 

@@ -80,6 +80,18 @@ constexpr std::uint32_t int_max = 0x7FFFFFFF;
 
 }  // namespace
 
+std::uint32_t backend_tuning::qdec_min_split(std::uint32_t n_ctx, std::uint32_t n_head_kv, std::uint32_t rows,
+                                             std::uint32_t max_splits, std::uint32_t sms) const {
+  if (!tq_wave_split || !sms || !qdec_lanes_over(n_ctx, rows) || !max_splits) return tq_split;
+  const std::uint32_t shortest = detail::div_up(detail::div_up(n_ctx, max_splits), 64u) * 64;
+  for (std::uint32_t min = tq_wave_split; min <= std::max(tq_wave_split, tq_wave_max); min += 64) {
+    const std::uint32_t len = std::max(min, shortest);  // backend.cpp's split length for this minimum
+    const std::uint64_t wgs = std::uint64_t(detail::div_up(n_ctx, len) + (max_splits < 128)) * n_head_kv * rows;
+    if (wgs <= std::uint64_t(qdec_lanes_wgs_per_sm) * sms) return min;
+  }
+  return tq_split;
+}
+
 void backend_tuning::read_env() {
   flag("STRATA_VK_FUSE", fuse);
   if (const char* v = std::getenv("STRATA_VK_MM_FUSE")) {
@@ -113,7 +125,7 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_MULTI_GQA", multi_gqa);
   count("STRATA_VK_MULTI_GQA_MIN", 2, 4096, multi_gqa_min, "tokens");
   flag("STRATA_VK_DEC_LANES", dec_lanes);
-  flag("STRATA_VK_QDEC_LANES", qdec_lanes);
+  count("STRATA_VK_QDEC_LANES", 0, 2, qdec_lanes, "0: never, 1: always, 2: caches of up to 24,576 tokens");
   if (const auto wg = env_uint("STRATA_VK_DEC_LANES_WG", 32, 1024, "threads, rounded down to a power of two"))
     dec_lanes_wg = std::bit_floor(*wg);
   flag("STRATA_VK_FA", flash_attention);
@@ -132,6 +144,8 @@ void backend_tuning::read_env() {
   count("STRATA_VK_TQ_GQA", 0, 2, tq_gqa, "0: never, 1: decode steps, 2: prompt steps too");
   if (const auto keys = env_uint("STRATA_VK_TQ_SPLIT", 64, 8192, "keys, rounded down to a multiple of 64"))
     tq_split = std::clamp<std::uint32_t>(*keys / 64, 1, 128) * 64;
+  if (const auto keys = env_uint("STRATA_VK_TQ_WAVE", 0, 8192, "keys, rounded down to a multiple of 64; 0: off"))
+    tq_wave_split = *keys / 64 * 64;
   flag("STRATA_VK_TQ_PREP", tq_prep);
   flag("STRATA_VK_ENCODE_BESIDE", encode_beside);
   // Only turns the tensor cores off: 1 leaves the device's support (set before read_env).

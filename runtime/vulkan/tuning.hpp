@@ -84,9 +84,12 @@ struct backend_tuning {
   // attention_dec.glsl LANES: groups of lanes split a head's dims, a coalesced load a key row, and
   // no workgroup barrier in the key loop (STRATA_VK_DEC_LANES=0: the thread-a-key form).
   bool dec_lanes = true;
-  // The same for attention_qdec (compressed KV), opt-in (STRATA_VK_QDEC_LANES=1): H200, qwen3-8b
-  // tq3 at depth 4096, 48.1 us a layer against the thread-a-key form's 39.7 (bench/RESULTS.md session 25).
-  bool qdec_lanes = false;
+  // The same for attention_qdec (compressed KV): 0 never, 1 always, 2 (the default) in steps of one
+  // token over caches of at most qdec_lanes_ctx tokens (STRATA_VK_QDEC_LANES). H200, qwen3-8b tq3, tg64
+  // t/s, thread-a-key / LANES / LANES with 320-key splits: depth 4096 223.2 / 222.5 / 227.9, 8192 182.2 / 205.4 / 216.3,
+  // 16384 167.1 / 187.0 / 182.5; tg32 @ 32768 146.1 / 142.9 / 144.9 (bench/RESULTS.md session 38).
+  std::uint32_t qdec_lanes = 2;
+  std::uint32_t qdec_lanes_ctx = 24576;
   // Its workgroup (STRATA_VK_DEC_LANES_WG, a power of two; H200, qwen3-8b: 256 and 128 equal at
   // depth 4096, 256 ahead with 64 streams, 512 behind at both; bench/RESULTS.md session 24).
   std::uint32_t dec_lanes_wg = 256;
@@ -107,6 +110,25 @@ struct backend_tuning {
   // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x64). H200, qwen3-8b tq3 at depth
   // 4096, us a layer: 64 keys 53.6, 128 39.7, 256 52.7, 512 69.9 (bench/RESULTS.md session 25).
   std::uint32_t tq_split = 128;
+  // The LANES form's splits of a one-wave step: the shortest split from tq_wave_split to tq_wave_max keys
+  // that puts all of a step's workgroups in one wave of the GPU (two a streaming multiprocessor: the
+  // split kernel's 128 registers a thread on the H200), else tq_split's. A second wave costs the
+  // kernel's frame again (session 37), and below a full wave shorter splits hide more latency. H200,
+  // qwen3-8b tq3 tg64 t/s at depth 4096 (one wave from 192 keys): 192 232.1, 256 226.5, 320 224.7;
+  // at 8192 (from 320): 320 210.0, 256 203.3, 192 (two waves of 128) 205.4; against thread-a-key's
+  // 224.6 and 182.7 (bench/RESULTS.md session 38). Longer one-wave splits (448 at 12K) are not
+  // measured: at 4096 a key row more a split cost about what the second wave's frame does.
+  // STRATA_VK_TQ_WAVE=N (x64), 0 off.
+  std::uint32_t tq_wave_split = 192;
+  static constexpr std::uint32_t tq_wave_max = 320, qdec_lanes_wgs_per_sm = 2;
+  // (2 takes steps of one token only: steps of several sequences are not yet measured with LANES.)
+  bool qdec_lanes_over(std::uint32_t n_ctx, std::uint32_t rows) const {
+    return qdec_lanes == 1 || (qdec_lanes == 2 && rows == 1 && n_ctx <= qdec_lanes_ctx);
+  }
+  // attention_qdec's shortest split for a decode step of `rows` tokens over a cache of n_ctx tokens, at
+  // most max_splits of them (fewer than 128: the window's split beside), on `sms` multiprocessors (0: unknown).
+  std::uint32_t qdec_min_split(std::uint32_t n_ctx, std::uint32_t n_head_kv, std::uint32_t rows, std::uint32_t max_splits,
+                               std::uint32_t sms) const;
   // attention_qdec with a window ring: the window's keys as a split of their own (f16 ring rows
   // against the plain query, a partial the merge adds), so the code splits skip the ring's keys and
   // carry neither the plain query nor a second value accumulator. H200, qwen3-8b tq3, thread-a-key

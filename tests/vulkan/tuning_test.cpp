@@ -55,7 +55,8 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_QDEC_SKIP", "4a", "STRATA_VK_QDEC_SKIP='4a' must be a bit mask"},
                         // 0 / 1 switches: exactly one character, 0 or 1.
                         bad_case{"STRATA_VK_FUSE", "yes", "STRATA_VK_FUSE='yes' must be 0 or 1"},
-                        bad_case{"STRATA_VK_QDEC_LANES", "2", "STRATA_VK_QDEC_LANES='2' must be 0 or 1"},
+                        bad_case{"STRATA_VK_QDEC_LANES", "3", "STRATA_VK_QDEC_LANES='3' must be an integer from 0 to 2"},
+                        bad_case{"STRATA_VK_TQ_WAVE", "8193", "STRATA_VK_TQ_WAVE='8193' must be an integer from 0 to 8192"},
                         bad_case{"STRATA_VK_MMA2", "", "STRATA_VK_MMA2='' must be 0 or 1"},
                         bad_case{"STRATA_VK_COOPMAT", "false", "STRATA_VK_COOPMAT='false' must be 0 or 1"},
                         bad_case{"STRATA_VK_QTILE_ATTN", "on", "STRATA_VK_QTILE_ATTN='on' must be 0 or 1"},
@@ -135,7 +136,10 @@ TEST_CASE("vulkan tuning switches: well-formed values keep their meaning") {
   CHECK(!read({{"STRATA_VK_FUSE", "0"}}).fuse);
   CHECK(read({{"STRATA_VK_QTILE_ATTN", "1"}}).tiled_attention);
   CHECK(!read({{"STRATA_VK_QTILE_ATTN", "0"}}).tiled_attention);
-  CHECK(read({{"STRATA_VK_QDEC_LANES", "1"}}).qdec_lanes);
+  CHECK(read({{"STRATA_VK_QDEC_LANES", "0"}}).qdec_lanes == 0);
+  CHECK(read({{"STRATA_VK_QDEC_LANES", "1"}}).qdec_lanes == 1);
+  CHECK(read({{"STRATA_VK_TQ_WAVE", "200"}}).tq_wave_split == 192);  // rounded down to keys of 64
+  CHECK(read({{"STRATA_VK_TQ_WAVE", "0"}}).tq_wave_split == 0);
   CHECK(read({{"STRATA_VK_MMA_DEC", "1"}}).mma_dec);
   CHECK(!read({{"STRATA_VK_MMR", "0"}}).mmr);
   // COOPMAT only turns the tensor cores off: 1 leaves what the device supports.
@@ -170,6 +174,37 @@ TEST_CASE("vulkan tuning switches: well-formed values keep their meaning") {
   CHECK(read({{"STRATA_VK_MMR_XA", "0"}}).mmr_xa == 0);
   CHECK(read({{"STRATA_VK_QDEC_SKIP", "12"}}).qdec_skip == "12");
   CHECK(read({{"STRATA_VK_SWIGLU_PART_KB", "64"}}).swiglu_part_bytes == 64u << 10);
+}
+
+// attention_qdec's form and splits by the cache's size: LANES up to qdec_lanes_ctx tokens, and there
+// the one-wave splits where the step's workgroups fit two a multiprocessor (no device).
+TEST_CASE("vulkan tuning: compressed-KV decode takes LANES and one-wave splits by the cache's size") {
+  gpu::backend_tuning t;
+  CHECK(t.qdec_lanes_over(4096, 1));
+  CHECK(!t.qdec_lanes_over(4096, 2));  // steps of several tokens keep thread-a-key
+  CHECK(t.qdec_lanes_over(t.qdec_lanes_ctx, 1));
+  CHECK(!t.qdec_lanes_over(t.qdec_lanes_ctx + 1, 1));
+  // qwen3-8b (8 KV heads) with the window's split (127 code splits) on the H200's 132 multiprocessors:
+  // 22 splits of 192 keys (+1) fit 264 workgroups at 4K, 26 of 320 at 8K (33 of 256 do not); at 16K
+  // not even 320-key splits do, nor does a 2-token step at 8K.
+  CHECK(t.qdec_min_split(4160, 8, 1, 127, 132) == 192);
+  CHECK(t.qdec_min_split(8256, 8, 1, 127, 132) == 320);
+  CHECK(t.qdec_min_split(4160, 8, 1, 128, 132) == 192);  // no window split: 22 splits of 192
+  CHECK(t.qdec_min_split(1024, 8, 1, 127, 132) == 192);
+  CHECK(t.qdec_min_split(16448, 8, 1, 127, 132) == t.tq_split);
+  CHECK(t.qdec_min_split(8256, 8, 2, 127, 132) == t.tq_split);
+  CHECK(t.qdec_min_split(4160, 8, 1, 127, 0) == t.tq_split);   // no multiprocessor count: no wave to fit
+  CHECK(t.qdec_min_split(32768, 8, 1, 127, 132) == t.tq_split);  // thread-a-key there
+  t.qdec_lanes = 0;
+  CHECK(!t.qdec_lanes_over(4096, 1));
+  CHECK(t.qdec_min_split(4160, 8, 1, 127, 132) == t.tq_split);
+  t.qdec_lanes = 1;
+  CHECK(t.qdec_lanes_over(1u << 20, 8));
+  t.tq_wave_split = 448;  // above tq_wave_max: that one length only
+  CHECK(t.qdec_min_split(12352, 8, 1, 127, 132) == 448);
+  CHECK(t.qdec_min_split(16448, 8, 1, 127, 132) == t.tq_split);
+  t.tq_wave_split = 0;
+  CHECK(t.qdec_min_split(4160, 8, 1, 127, 132) == t.tq_split);
 }
 
 // The granule the scheduler fits steps that decode to: the prefill GEMM's token tile (128 with

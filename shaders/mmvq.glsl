@@ -28,15 +28,6 @@
 //                factor scales every code of a row alike, so the codes need not wait for it.
 //  RMS_IN        (not with MOE_IDS or NORM_TAIL) the other half: the input is NORM_OUT's codes;
 //                the block sums give 1 / rms(x), which scales the dot products (RMS_IN = K).
-//  MOE_SUM       (with MOE_IDS and ADD_RESIDUAL, NT 1: decode's expert down matvec) the MoE combine
-//                joins the matvec: workgroup y is a token, each lane group takes its row for all
-//                MOE_SUM of the token's experts (pairs t * MOE_SUM + e), and the row's output is
-//                the residual plus their sum weighted by the router (MOE_WEIGHTED: binding 11;
-//                else unweighted, the input was) in expert order, as moe.glsl MOE_COMBINE adds
-//                them. With NORM_OUT it writes the next norm's first half too.
-//                MOE_LANES: the lane group's lanes split by expert instead (LPR / MOE_SUM lanes an
-//                expert, striding over its units), each lane's sums weighted before the group's
-//                sum, which is then the row's: fewer loads a lane, all of them in one round.
 //  TOPK_IN       (with MOE_IDS, not MOE_GROUPED: decode's gate/up) the router's top-k as a
 //                prologue: each workgroup ranks its pair's token's logits (moe_topk.glsl, bindings
 //                from TOPK_IN + 1) and reads that rank's expert; the first workgroup of each token
@@ -48,11 +39,7 @@
 #if defined(MOE_COMBINE_TAIL) && (!defined(MOE_IDS) || defined(MOE_GROUPED) || defined(QUANT_OUT))
 #error "MOE_COMBINE_TAIL needs every workgroup to reach the end of main()"
 #endif
-#if defined(MOE_SUM) && (!defined(MOE_IDS) || !defined(ADD_RESIDUAL) || defined(MOE_GROUPED) || defined(TOPK_IN) || \
-                         defined(SWIGLU) || defined(QUANT_OUT) || defined(MOE_COMBINE_TAIL) || defined(NORM_TAIL) || NT != 1)
-#error "MOE_SUM is the combine of a token's experts' down rows"
-#endif
-#if defined(NORM_OUT) && (!defined(ADD_RESIDUAL) || defined(QUANT_OUT) || defined(NORM_TAIL) || (defined(MOE_IDS) && !defined(MOE_SUM)))
+#if defined(NORM_OUT) && (!defined(ADD_RESIDUAL) || defined(QUANT_OUT) || defined(NORM_TAIL) || defined(MOE_IDS))
 #error "NORM_OUT follows a residual matvec and writes the quantized slot QUANT_OUT would"
 #endif
 #if defined(RMS_IN) && (defined(MOE_IDS) || defined(NORM_TAIL))
@@ -115,9 +102,6 @@ layout(binding = 9, std430) writeonly buffer SqOut { float sq_out[]; };  // [tok
 #ifdef RMS_IN
 layout(binding = 10, std430) readonly buffer SqIn { float sq_in[]; };
 #endif
-#ifdef MOE_WEIGHTED
-layout(binding = 11, std430) readonly buffer Wts { float moe_wts[]; };  // [token * MOE_SUM + expert]
-#endif
 layout(push_constant) uniform Params {
   uint K, N, n_tok, row_bytes;
   uint q_off, q_stride;   // int8 codes, in uvec4 (16 codes)
@@ -136,12 +120,7 @@ layout(push_constant) uniform Params {
 #endif
 } p;
 
-#if defined(MOE_SUM) && defined(MOE_LANES)
-const uint NW = 1;  // a lane's expert only
-const uint LPE = LPR / MOE_SUM;  // lanes an expert
-#elif defined(MOE_SUM)
-const uint NW = MOE_SUM;  // a row's weights: one an expert
-#elif defined(SWIGLU)
+#ifdef SWIGLU
 const uint NW = 2;
 #else
 const uint NW = 1;
@@ -174,29 +153,14 @@ void main() {
   const uint chunk = gl_WorkGroupID.y;
   if (chunk >= uint(ids[0])) return;  // the whole workgroup: no barrier has been reached
   const uint wbase = uint(ids[4 + 3 * chunk]) * p.expert_bytes, pfirst = uint(ids[5 + 3 * chunk]);
-  const uint ulane = lane, ustride = LPR;
   const uint nt = uint(ids[6 + 3 * chunk]);
   UNROLL for (uint t = 0; t < NT; ++t) {
     const uint pair = uint(ids[p.ids_off + pfirst + min(t, nt - 1)]);
     xr[t] = pair / p.in_div;
     yr[t] = pair;
   }
-#elif defined(MOE_SUM)
-  const uint t0 = gl_WorkGroupID.y, nt = 1;
-#ifdef MOE_LANES
-  const uint me = lane / LPE, ulane = lane % LPE, ustride = LPE;  // this lane's expert, its place among the expert's lanes
-  const uint ebase[1] = uint[1](uint(ids[p.ids_off + t0 * MOE_SUM + me]) * p.expert_bytes);
-  xr[0] = t0 * MOE_SUM + me;  // its pair's codes
-#else
-  const uint ulane = lane, ustride = LPR;
-  uint ebase[NW];  // each expert's slab
-  UNROLL for (uint e = 0; e < NW; ++e) ebase[e] = uint(ids[p.ids_off + t0 * NW + e]) * p.expert_bytes;
-  xr[0] = t0 * NW;  // the first expert's pair: expert e reads row xr + e
-#endif
-  const uint wbase = ebase[0];  // (LAB only)
-  yr[0] = t0;
 #elif defined(MOE_IDS)
-  const uint t0 = gl_WorkGroupID.y, ulane = lane, ustride = LPR;
+  const uint t0 = gl_WorkGroupID.y;
 #ifdef TOPK_IN
   moe_topk(t0 / p.in_div, p.topk_n_expert, p.in_div, p.topk_l_off, p.topk_l_stride,
            gl_WorkGroupID.x == 0 && gl_WorkGroupID.z == 0 && t0 % p.in_div == 0, 0u);
@@ -211,7 +175,7 @@ void main() {
   }
 #else
   const uint t0 = gl_WorkGroupID.y * NT;
-  const uint wbase = 0, ulane = lane, ustride = LPR;
+  const uint wbase = 0;
   const uint nt = min(NT, p.n_tok - t0);
   UNROLL for (uint t = 0; t < NT; ++t) {
     xr[t] = t0 + t;
@@ -220,12 +184,7 @@ void main() {
 #endif
   uint rbase[ROWS];
   UNROLL for (uint r = 0; r < RPG; ++r)
-    UNROLL for (uint w = 0; w < NW; ++w)
-#ifdef MOE_SUM
-      rbase[r * NW + w] = ebase[w] + min(row0 + r, p.N - 1) * p.row_bytes;
-#else
-      rbase[r * NW + w] = wbase + w * p.up_off + min(row0 + r, p.N - 1) * p.row_bytes;
-#endif
+    UNROLL for (uint w = 0; w < NW; ++w) rbase[r * NW + w] = wbase + w * p.up_off + min(row0 + r, p.N - 1) * p.row_bytes;
 
   float acc[ROWS][NT];
   UNROLL for (uint r = 0; r < ROWS; ++r)
@@ -233,18 +192,6 @@ void main() {
 #ifdef NORM_OUT
   float nwv[RPG];  // loaded now, used after the weights
   UNROLL for (uint r = 0; r < RPG; ++r) nwv[r] = norm_w[min(row0 + r, p.N - 1)];
-#endif
-#ifdef MOE_SUM
-  float moe_f[NW];  // the router's weights, loaded now, used after the weights
-  UNROLL for (uint e = 0; e < NW; ++e) {
-#if defined(MOE_WEIGHTED) && defined(MOE_LANES)
-    moe_f[e] = moe_wts[xr[0]];
-#elif defined(MOE_WEIGHTED)
-    moe_f[e] = moe_wts[t0 * NW + e];
-#else
-    moe_f[e] = 1.0;
-#endif
-  }
 #endif
 #ifdef RMS_IN
   // The block sums are issued before the weight loop and summed after it, in a fixed order.
@@ -259,10 +206,10 @@ void main() {
 #endif
 
   const uint n_units = p.K / MMVQ_UNIT;
-  for (uint u0 = ulane; u0 < n_units; u0 += ustride * U) {
+  for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
     mmvq_w wv[U][ROWS];
     UNROLL for (uint k = 0; k < U; ++k) {
-      const uint u = min(u0 + k * ustride, n_units - 1);  // a clamped unit is loaded but not used
+      const uint u = min(u0 + k * LPR, n_units - 1);  // a clamped unit is loaded but not used
 #if defined(LAB) && (LAB & 2) != 0
       UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(wbase, lane & 3u);  // lab: one unit, cache-hot
 #else
@@ -270,7 +217,7 @@ void main() {
 #endif
     }
     UNROLL for (uint k = 0; k < U; ++k) {
-      const uint u = u0 + k * ustride;
+      const uint u = u0 + k * LPR;
       if (u >= n_units) break;
 #if defined(LAB) && (LAB & 1) != 0
       UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][0] += float(mmvq_lab(wv[k][r]) & 1u);  // lab: weights only
@@ -287,23 +234,13 @@ void main() {
 #else
       UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
-#if defined(MOE_SUM) && !defined(MOE_LANES)
-        UNROLL for (uint r = 0; r < ROWS; ++r) {  // row r / NW of expert r % NW: that pair's codes
-          const uint pr = xr[t] + r % NW;
-          acc[r][t] += mmvq_dot(wv[k][r], u, p.q_off + pr * p.q_stride, p.s_off + pr * p.s_stride);
-        }
-#else
         const uint qb = p.q_off + xr[t] * p.q_stride, sb = p.s_off + xr[t] * p.s_stride;
         UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dot(wv[k][r], u, qb, sb);
-#endif
       }
 #endif
     }
   }
 
-#ifdef MOE_LANES
-  UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][0] *= moe_f[0];  // weighted before the group's sum
-#endif
 #if defined(SG_LPR)  // a lane group is exactly one subgroup
   UNROLL for (uint r = 0; r < ROWS; ++r)
     UNROLL for (uint t = 0; t < NT; ++t) acc[r][t] = subgroupAdd(acc[r][t]);
@@ -347,12 +284,7 @@ void main() {
       if (row >= p.N) break;
       UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
-#if defined(MOE_SUM) && defined(MOE_LANES)
-        const float v = acc[r][t];
-#elif defined(MOE_SUM)
-        float v = 0.0;
-        UNROLL for (uint e = 0; e < NW; ++e) v += moe_f[e] * acc[r * NW + e][t];
-#elif defined(SWIGLU)
+#ifdef SWIGLU
         const float g = acc[r * 2][t];
         const float v = g / (1.0 + exp(-g)) * acc[r * 2 + 1][t];
 #else

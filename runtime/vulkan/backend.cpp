@@ -624,7 +624,8 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     P.mats.back().topk = impl::pending_matmul::topk_t{E, k, sigmoid};
   P.topk_done = false;
   P.flush_mats();
-  // Decode: the gate/up matvec ranks the logits itself (mmvq.glsl TOPK_IN): no top-k dispatch sits between router and experts.
+  // Decode: the gate/up matvec ranks the logits itself (mmvq.glsl TOPK_IN), so no top-k
+  // dispatch sits between the router and the experts.
   const bool topk_in = P.topk_in && !P.topk_done && int8 && !chunks && !small && !weight_input && n <= 8 &&
                        !cached && P.adjacent(*mw.gate_exps, *mw.up_exps);
   if (!P.topk_done && !topk_in) {
@@ -669,11 +670,10 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
       P.flush_mats();
     }
     const std::uint32_t sd = P.quantize_input(g, nullptr, 0.0f);
-    // Decode steps: the down matvec waits with the combine, so the residual add (and the next norm) can join it:
-    // as the combine itself (MOE_SUM, record_down_sum) or as its last workgroup's tail (STRATA_VK_TAIL, record_down_combine).
-    if (const bool sum = P.moe_sum_ok(*mw.down_exps, k); !chunks && !cached && !streamed &&
-        (sum || (n <= P.tail_rows && P.tail_counter && y.off % 4 == 0 && y.stride % 4 == 0)))
-      down = impl::pending_combine::down_t{mw.down_exps, sd, pairs, sum};
+    // Decode steps (STRATA_VK_TAIL): the down matvec waits with the combine, so the residual add
+    // and the next norm can join it as its tail (record_down_combine).
+    if (!chunks && !cached && !streamed && n <= P.tail_rows && P.tail_counter && y.off % 4 == 0 && y.stride % 4 == 0)
+      down = impl::pending_combine::down_t{mw.down_exps, sd, pairs};
     else
       P.record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, chunks);
   } else {

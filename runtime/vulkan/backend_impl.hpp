@@ -226,8 +226,6 @@ struct backend::impl : backend_tuning {
   // dispatch. Any other op first records them one by one, in order (flush_heads): same results.
   std::vector<head_tensor> heads;
   void record_down_combine(const pending_combine& c);  // the down matvec, the combine (+ residual, + next norm)
-  void record_down_sum(const pending_combine& c);  // the down matvec as the combine (MOE_SUM; + next norm's first half)
-  bool moe_sum_ok(const weight& down, std::uint32_t k) const;  // record_down_sum can take this layer (tuning.hpp moe_sum)
   std::optional<pending_combine> combine;
   std::uint32_t tail_counter = 0;          // buffer id: the last-workgroup counter, 0 between dispatches
   std::optional<std::uint32_t> tail_slot;  // the quantized slot the tail just recorded wrote

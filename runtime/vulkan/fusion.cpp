@@ -4,7 +4,6 @@
 #include "backend_impl.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <type_traits>
 
 #include "strata/core/error.hpp"
@@ -286,7 +285,6 @@ void backend::impl::flush_combine() {
   if (!combine) return;
   const pending_combine c = *combine;
   combine.reset();
-  if (c.down && c.residual && c.down->sum && !c.tail) return record_down_sum(c);
   if (c.down && c.residual) return record_down_combine(c);
   if (c.down) record_mmvq_ids(*c.down->w, nullptr, c.down->slot, 1, c.down->pairs, c.y, false, 0);
   record_combine(c, c.residual ? &*c.residual : nullptr);
@@ -339,51 +337,6 @@ void backend::impl::record_down_combine(const pending_combine& c) {
   }
 }
 
-bool backend::impl::moe_sum_ok(const weight& down, std::uint32_t k) const {
-  const std::uint32_t sg = ctx.info().subgroup_size;
-  const bool lanes_fit = moe_sum != 3 || (std::has_single_bit(k) && sg % k == 0);  // MOE_LANES: lanes split by expert
-  return moe_sum && fuse && k >= 1 && k <= 8 && has_mmvq(down.type) && down.ne[0] % 64 == 0 && down.ne[0] <= 1024 &&
-         down.ne[1] % 32 == 0 && (sg % 8 == 0 || 8 % sg == 0) && lanes_fit;
-}
-
-// Each workgroup: 32 rows of one token, a lane group (8 lanes) a row for all k experts, one unit in
-// flight a lane and expert (k x 12 registers of Q4_K words: two units each ran out of registers' room).
-void backend::impl::record_down_sum(const pending_combine& c) {
-  const weight& w = *c.down->w;
-  const tensor& r = *c.residual;
-  const std::uint32_t sl = c.down->slot, so = sl ^ 1u, k = c.pc.k, n = c.out.rows, N = std::uint32_t(w.ne[1]);
-  const bool nout = c.norm_out.has_value();
-  const mmvq_pc pc{std::uint32_t(w.ne[0]), N, n, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32, c.out.off,
-                   c.out.stride, r.off, r.stride, 0, std::uint32_t(w.row_bytes * N), 0, 1};
-  pipeline_request rq = mmvq_req(w.type, 1, w.ne[0], N, false, true, true, false, false, false, nout);
-  const std::uint32_t sg = ctx.info().subgroup_size;
-  std::erase_if(rq.defines, [](const auto& d) { return d.first == "SG_LPR" || d.first == "WG" || d.first == "LPR" ||
-                                                       d.first == "RPG" || d.first == "U"; });
-  if (moe_sum == 3) {  // MOE_LANES: a subgroup a lane group, split by expert; 2 rows a group, 32 a workgroup
-    const std::uint32_t units = std::uint32_t(w.ne[0] / 64), u = std::min<std::uint32_t>(4, div_up(units, sg / k));
-    rq.defines.insert(rq.defines.end(), {{"WG", std::to_string(16 * sg)}, {"LPR", std::to_string(sg)}, {"RPG", "2"},
-                                         {"U", std::to_string(u)}, {"MOE_SUM", std::to_string(k)}, {"MOE_LANES", "1"}, {"SG_LPR", "1"}});
-  } else {
-    rq.defines.insert(rq.defines.end(), {{"WG", "256"}, {"LPR", "8"}, {"RPG", "1"}, {"U", std::to_string(moe_sum)}, {"MOE_SUM", std::to_string(k)}});
-    if (sg == 8) rq.defines.emplace_back("SG_LPR", "1");
-    else if (sg % 8 == 0) rq.defines.emplace_back("SG_CLUSTER", "1");  // else the lane groups meet in shared memory
-  }
-  if (c.pc.weighted) rq.defines.emplace_back("MOE_WEIGHTED", "1");
-  // 0-5 the matvec's, 6-9 NORM_OUT's (the other slot; unused without it), 10 unused (RMS_IN's), 11 the weights
-  std::vector<binding> b{bind_weight(w),           bind_id(xq[sl], false), bind_id(xs[sl], false), bind(c.out, true),
-                         bind(r, false),           bind_id(moe_ids, false), bind_id(xq[so], nout), bind_id(xs[so], nout),
-                         nout ? bind_weight(*c.norm_out->w) : bind(c.out, false),
-                         nout ? bind_id(rms_sq[so], true) : bind(c.out, false), bind(c.out, false),
-                         bind_id(moe_wts, false)};
-  rq.bindings = std::uint32_t(b.size());
-  dispatch(rq, b, &pc, sizeof pc, div_up(N, 32), n);
-  wrote(c.out);
-  if (nout) {
-    quantized[so] = quantized_input{c.out, c.norm_out->w, c.norm_out->eps, true};
-    last_slot = so;  // keep the norm's codes: the next quantize goes to the other slot
-  }
-}
-
 bool backend::impl::try_norm_out(const pending_norm& n) {
   const tensor& x = n.x;
   if (!norm_out || !rms_sq[0] || !n.w || !heads.empty()) return false;
@@ -398,8 +351,7 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
     norms.push_back(n);
   };
   // The MoE combine with its residual joined (decode steps): it writes the first half itself.
-  if (combine_norm_out && combine && mats.empty() && combine->residual && (!combine->down || combine->down->sum) && !combine->tail &&
-      same(combine->out, x) &&
+  if (combine_norm_out && combine && mats.empty() && combine->residual && !combine->down && !combine->tail && same(combine->out, x) &&
       x.rows <= max_q8_rows && x.rows < mmvq_max_tokens && x.cols % 32 == 0 && x.cols <= max_k && wg % 32 == 0 &&
       x.buf != n.y.buf) {
     defer_past(combine);

@@ -67,12 +67,10 @@ struct pending_combine {
   std::optional<tensor> residual;    // out = residual + sum, once the residual add has joined
   std::optional<pending_norm> tail;  // the next norm of out, run by the last workgroup
   // The experts' down matvec that writes y, not yet recorded: with the residual joined, its
-  // last workgroup runs the combine (moe_combine_tail.glsl; STRATA_VK_TAIL decode steps), or
-  // (sum) it is the combine, summing each token's experts itself (mmvq.glsl MOE_SUM).
+  // last workgroup runs the combine (moe_combine_tail.glsl; STRATA_VK_TAIL decode steps).
   struct down_t {
     const weight* w = nullptr;
     std::uint32_t slot = 0, pairs = 0;
-    bool sum = false;
   };
   std::optional<down_t> down;
   // The next norm's first half (moe.glsl NORM_OUT), kept while the op after the norm is a

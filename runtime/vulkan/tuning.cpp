@@ -156,7 +156,6 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_QUANT_OUT", quant_out);
   flag("STRATA_VK_NORM_OUT", norm_out);
   flag("STRATA_VK_COMBINE_NORM_OUT", combine_norm_out);
-  count("STRATA_VK_MOE_SUM", 0, 3, moe_sum, "1, 2: units in flight a lane and expert, 3: lanes split by expert; 0: off");
   flag("STRATA_VK_ROUTER_NORM", router_norm);
   flag("STRATA_VK_TOPK_IN", topk_in);
   count("STRATA_VK_MMVQ_SHORT_LPR", 0, 16, mmvq_short_lpr, "lanes a row; 0: a warp a row");

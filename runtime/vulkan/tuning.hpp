@@ -201,10 +201,6 @@ struct backend_tuning {
   // residual matvec and the matvecs that read it costs no dispatch (and no barrier) of its own.
   bool norm_out = true;
   bool combine_norm_out = true;  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
-  // Decode's MoE combine inside the experts' down matvec (mmvq.glsl MOE_SUM: a workgroup a token's
-  // 32 rows of all its experts), a level less a MoE layer; STRATA_VK_MOE_SUM=N (opt-in until measured):
-  // N units in flight a lane and expert.
-  std::uint32_t moe_sum = 0;
   bool router_norm = true;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)
   bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
   // Expert matvecs with rows of <= 1024: lanes per row, groups of 8 summed by shuffles

@@ -9,7 +9,7 @@
 // that shape needs (on the H200 the first run of 4 streams in a fresh cache measured 82.6 t/s,
 // the next 307.8).
 //   batched_bench -m MODEL.gguf [-npp 64] [-ntg 32] [-npl 1,2,4,8,16,32] [-t 0] [-b 512] [-r 3]
-//                 [--backend cpu|vulkan|auto] [-ngl N]
+//                 [--backend cpu|vulkan|auto] [-ngl N] [--kv-type f16|q8_0|tq3|...]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -38,6 +38,7 @@ struct options {
   bool profile = false, warmup = true, record_ahead = true;
   std::vector<std::uint32_t> npl = {1, 2, 4, 8, 16, 32};
   app::backend_options backend;
+  app::kv_options kv;
   app::log_options log;
 };
 
@@ -72,6 +73,7 @@ int parse(int argc, char** argv, options& o) {
   add_threads_option(app, o.threads);
   add_batch_option(app, o.batch, "most tokens per forward step");
   add_backend_options(app, o.backend);
+  add_kv_options(app, o.kv);
   c.add_log_options(o.log);
   return c.parse(argc, argv);
 }
@@ -138,6 +140,7 @@ int main(int argc, char** argv) try {
   rt::engine_options eo;
   eo.threads = o.threads;
   app::apply(o.backend, eo);
+  app::apply(o.kv, eo);
   eo.n_seq = max_n;
   eo.n_batch = std::max(o.batch, max_n);
   eo.max_outputs = max_n;
@@ -145,8 +148,9 @@ int main(int argc, char** argv) try {
   eo.gpu_profile = o.profile;
   auto m = rt::model::load(o.model, eo);
   const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
-  std::printf("model %s, %s, PP %u, TG %u, n_batch %u, best of %u runs\n\n", o.model.c_str(),
-              m->backend_description().c_str(), o.pp, o.tg, eo.n_batch, o.reps);
+  std::printf("model %s, %s, KV %s/%s, PP %u, TG %u, n_batch %u, best of %u runs\n\n", o.model.c_str(),
+              m->backend_description().c_str(), std::string(kv::name_of(eo.type_k)).c_str(),
+              std::string(kv::name_of(eo.type_v)).c_str(), o.pp, o.tg, eo.n_batch, o.reps);
   // Steps recorded: how many steps of the timed runs the GPU recorded rather than replayed (new
   // step sizes; runtime/vulkan/step_buckets.hpp), and the host time that took.
   std::printf("| streams | TTFT mean ms | TTFT max ms | decode t/s (all streams) | speed-up vs 1 | end-to-end t/s | wall s | "

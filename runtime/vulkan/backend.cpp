@@ -228,7 +228,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   constexpr std::uint32_t split_tokens = impl::grouped_decode_rows;
   const std::uint32_t group = ap.n_head_kv ? ap.n_head / ap.n_head_kv : 0;
   const bool grouped = group >= 1 && ap.n_head % ap.n_head_kv == 0 &&
-                       (kv.compressed() ? P.grouped_qdec(group, q.rows) : group <= 8 && P.gqa_attention && q.rows <= split_tokens);
+                       (kv.compressed() ? P.grouped_qdec(group, q.rows, P.single_seq) : group <= 8 && P.gqa_attention && q.rows <= split_tokens);
   // Unsplit (short contexts), the per-head kernel's n_head workgroups beat the grouped kernel's n_head_kv (H100:
   // qwen3-8b tg128 231 vs 226 t/s, 4 KV heads of qwen3-30b-a3b far worse), so the grouped f16 kernel runs only split.
   // The window's keys as a split of their own (attention_qdec RING_SPLIT): the merge's 128 less one.

@@ -198,7 +198,7 @@ bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, co
   // the attention checks it reads these rows) where its rotations are hoisted.
   constexpr std::uint32_t q_rot_rows = 64;
   const std::uint32_t group = cfg.n_head_kv && n_q % cfg.n_head_kv == 0 ? n_q / cfg.n_head_kv : 0;
-  const bool q_rot_out = qh && kv::turboquant_bits(cfg.type_k) && k.rows <= q_rot_rows && grouped_qdec(group, k.rows) &&
+  const bool q_rot_out = qh && kv::turboquant_bits(cfg.type_k) && k.rows <= q_rot_rows && grouped_qdec(group, k.rows, single_seq) &&
                          qdec_hoists(kv, D, group, k.rows);
   std::vector<binding> bq(std::begin(b), std::end(b));
   std::vector<std::pair<std::string, std::string>> qrot_def;

@@ -98,14 +98,17 @@ struct backend_tuning {
   // qwen3-8b, 8 streams at short contexts: 1,462-1,495 -> 1,517-1,571 t/s from 9 to 5).
   // STRATA_VK_MULTI_GQA_MIN=N sets it.
   std::uint32_t multi_gqa_min = 5;
-  // The same for compressed KV (attention_qdec): 1 decode steps, 0 never (STRATA_VK_TQ_GQA=0),
-  // 2 prompt steps too (=2; unsplit, n_head_kv x tokens workgroups: 6x slower than attention_q on
-  // lavapipe, not yet measured on a GPU).
+  // The same for compressed KV (attention_qdec; STRATA_VK_TQ_GQA): 1 (default) decode steps and steps
+  // of several sequences, 0 never, 2 single-sequence prompt steps too (unsplit, n_head_kv x tokens
+  // workgroups; those take attention_mma where the device has tensor cores, and attention_q was 6x
+  // faster on lavapipe). Steps of several sequences, prompts among them: H200, qwen3-8b tq3,
+  // batched_bench -npp 2048, first token of 4 / 8 streams 2,910 / 6,231 ms with attention_q (a key
+  // row read once a query head), 927 / 1,928 grouped; f16 723 / 1,509 (bench/RESULTS.md session 38).
   int tq_gqa = 1;
   static constexpr std::uint32_t grouped_decode_rows = 8;  // steps the grouped and split decode kernels take
   // A compressed cache's attention of `rows` tokens runs attention_qdec (GQA groups up to 8).
-  bool grouped_qdec(std::uint32_t group, std::uint32_t rows) const {
-    return group >= 1 && group <= 8 && (tq_gqa == 2 || (tq_gqa == 1 && rows <= grouped_decode_rows));
+  bool grouped_qdec(std::uint32_t group, std::uint32_t rows, bool single_seq) const {
+    return group >= 1 && group <= 8 && (tq_gqa == 2 || (tq_gqa == 1 && (rows <= grouped_decode_rows || !single_seq)));
   }
   // attention_qdec's shortest split in keys; STRATA_VK_TQ_SPLIT=N (x64). H200, qwen3-8b tq3 at depth
   // 4096, us a layer: 64 keys 53.6, 128 39.7, 256 52.7, 512 69.9 (bench/RESULTS.md session 25).

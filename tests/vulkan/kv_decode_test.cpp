@@ -1,7 +1,8 @@
 // The grouped attention over compressed KV (attention_qdec.glsl: one workgroup per KV head and
 // token scores its whole query-head group) on random data: several sequences prefilled to odd
 // lengths (kv_store only), a 37-token prompt step continuing one of them (through the grouped
-// kernel where unsplit, as STRATA_VK_TQ_GQA=2 runs it), then decode steps of one token per
+// kernel where unsplit, as STRATA_VK_TQ_GQA=2 runs it), a 12-token prompt step continuing the
+// other two (the grouped kernel, as steps of several sequences take it), then decode steps of one token per
 // sequence; GQA groups 1, 3, 4, 6 and 8; tq2/tq3/tq4, q8_0, f16 and mixed sides; head dims 64,
 // 96 (two TurboQuant segments) and 128; with and without the f16 window ring; chunked attention;
 // split (n_ctx 2048: 128-key splits) and unsplit; some with Qwen3's head ops before the append
@@ -58,8 +59,8 @@ constexpr std::uint32_t decode_table_rows = 560;  // distinct q/k/v rows for eve
 constexpr std::uint32_t decode_max_tokens = 128;  // prefill chunk
 
 // Runs the prefill (kv_store in chunks, no attention) and returns the attention output of the
-// prompt step (step 0) and of each decode step (all three sequences: steps 1 and 3; sequences 1
-// and 2: step 2). A backend replays the step it recorded for a batch size, so no step with
+// prompt steps (step 0: sequence 0; step 1: sequences 1 and 2) and of each decode step (all three
+// sequences: steps 2 and 4; sequences 1 and 2: step 3). A backend replays the step it recorded for a batch size, so no step with
 // attention has the size of a prefill chunk.
 template <class Backend>
 std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, const vkt::weight_store::infos& t) {
@@ -117,6 +118,7 @@ std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, co
       step({{s, std::min(decode_max_tokens, prefill_length(c, s) - done)}}, false);
   std::vector<std::vector<float>> out;
   out.push_back(step({{0, prompt_len}}, true));
+  out.push_back(step({{1, 7}, {2, 5}}, true));  // a prompt step of two sequences: the grouped kernel by default
   for (std::uint32_t i = 0; i < decode_steps; ++i)
     out.push_back(i == 1 ? step({{1, 1}, {2, 1}}, true) : step({{0, 1}, {1, 1}, {2, 1}}, true));
   return out;

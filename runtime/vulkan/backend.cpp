@@ -235,7 +235,6 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   const bool ring_split_wanted = kv.compressed() && grouped && P.qdec_ring_split && pc.window > 0;
   const std::uint32_t max_splits = grouped ? 128 - ring_split_wanted : 64;
   const std::uint32_t min_split = grouped ? (kv.compressed() ? P.qdec_min_split(cfg.n_ctx, ap.n_head_kv, q.rows, max_splits, P.ctx.info().sm_count) : 128) : 256;
-  const std::uint32_t split_unit = min_split % 128 ? 64 : 128;  // splits are multiples of it
   // Decode on tensor cores (attention_mma_dec.glsl, opt-in, measured slower): a warp a (KV head, token, split).
   constexpr std::uint32_t mma_dec_split = 256;
   // (COMBINE merges at most 128 splits: longer contexts keep attention_qdec.)
@@ -248,7 +247,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   const bool ring_split = split && !mma_dec && ring_split_wanted;
   if (split) {
     pc.split_len = mma_dec ? std::clamp<std::uint32_t>(div_up(div_up(cfg.n_ctx, 128), 64) * 64, 64, mma_dec_split)
-                           : std::max<std::uint32_t>(min_split, div_up(div_up(cfg.n_ctx, max_splits), split_unit) * split_unit);
+                           : impl::split_length(cfg.n_ctx, max_splits, min_split);
     pc.n_splits = div_up(cfg.n_ctx, pc.split_len) + ring_split;
     const std::uint64_t need = std::uint64_t(split_tokens) * ap.n_head * pc.n_splits * (ap.head_dim + 2) * 4;
     if (!P.attn_part || P.buf(P.attn_part).size() < need)

@@ -83,9 +83,8 @@ constexpr std::uint32_t int_max = 0x7FFFFFFF;
 std::uint32_t backend_tuning::qdec_min_split(std::uint32_t n_ctx, std::uint32_t n_head_kv, std::uint32_t rows,
                                              std::uint32_t max_splits, std::uint32_t sms) const {
   if (!tq_wave_split || !sms || !qdec_lanes_over(n_ctx, rows) || !max_splits) return tq_split;
-  const std::uint32_t shortest = detail::div_up(detail::div_up(n_ctx, max_splits), 64u) * 64;
   for (std::uint32_t min = tq_wave_split; min <= std::max(tq_wave_split, tq_wave_max); min += 64) {
-    const std::uint32_t len = std::max(min, shortest);  // backend.cpp's split length for this minimum
+    const std::uint32_t len = split_length(n_ctx, max_splits, min);
     const std::uint64_t wgs = std::uint64_t(detail::div_up(n_ctx, len) + (max_splits < 128)) * n_head_kv * rows;
     if (wgs <= std::uint64_t(qdec_lanes_wgs_per_sm) * sms) return min;
   }

@@ -128,6 +128,12 @@ struct backend_tuning {
   bool qdec_lanes_over(std::uint32_t n_ctx, std::uint32_t rows) const {
     return qdec_lanes == 1 || (qdec_lanes == 2 && rows == 1 && n_ctx <= qdec_lanes_ctx);
   }
+  // The split decode attention's split length: at least min_split keys, a multiple of 64 (of 128 where
+  // min_split is one), long enough for n_ctx keys in max_splits splits.
+  static std::uint32_t split_length(std::uint32_t n_ctx, std::uint32_t max_splits, std::uint32_t min_split) {
+    const std::uint32_t unit = min_split % 128 ? 64 : 128;
+    return std::max(min_split, detail::div_up(detail::div_up(n_ctx, max_splits), unit) * unit);
+  }
   // attention_qdec's shortest split for a decode step of `rows` tokens over a cache of n_ctx tokens, at
   // most max_splits of them (fewer than 128: the window's split beside), on `sms` multiprocessors (0: unknown).
   std::uint32_t qdec_min_split(std::uint32_t n_ctx, std::uint32_t n_head_kv, std::uint32_t rows, std::uint32_t max_splits,

@@ -270,6 +270,7 @@ context::context(int device_index) : vk_context_(make_context()) {
     ext.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     info_.pipeline_stats = true;
   }
+  if (const char* v = std::getenv("STRATA_VK_PIPELINE_TIMES")) info_.pipeline_times = std::string_view(v) == "1";
   vk::DeviceCreateInfo dci({}, qci, {}, ext);
   dci.pNext = &enable;
   try {

@@ -40,6 +40,9 @@ struct device_info {
   // The driver's statistics of each compiled pipeline (registers, spills, shared memory), asked for
   // with STRATA_VK_PIPELINE_STATS=1 where VK_KHR_pipeline_executable_properties is there (a lab tool).
   bool pipeline_stats = false;
+  // Each pipeline's creation time on stderr (STRATA_VK_PIPELINE_TIMES=1): what a driver that
+  // compiles on the CPU (lavapipe's LLVM in CI) or a cold pipeline cache costs, per pipeline.
+  bool pipeline_times = false;
   std::uint64_t device_local_bytes = 0;
 };
 

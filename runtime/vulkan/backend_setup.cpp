@@ -561,8 +561,11 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     P.fa_quad = layout && layout->quad;
   }
   // Hand-offs meet the GPU at flag words only where a probe shows the GPU sees the host's go
-  // word in time (handoff_poll.cpp); else the timeline path.
-  if (P.handoff_poll) P.handoff_poll = P.probe_polling();
+  // word in time (handoff_poll.cpp); else the timeline path. Never on a CPU device (lavapipe):
+  // its bounded spin runs on the host's own cores, so whether it outlasts the probe's 50 ms
+  // depended on the machine's load (a loaded CI box took flag words and a later step's wait
+  // gave up: "the GPU's wait for the host timed out").
+  if (P.handoff_poll) P.handoff_poll = !P.ctx.info().is_cpu && P.probe_polling();
 }
 
 kv_state backend::make_kv(const kv::kv_config& cfg) {

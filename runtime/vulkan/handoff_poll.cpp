@@ -12,7 +12,8 @@
 // step's tag and the go words in device-local memory mapped through the BAR (the host writes,
 // the GPU polls). A go word in host memory stayed stale in the H200's L2 for as long as the GPU
 // polled it (the step hung); host writes through the BAR land where the GPU reads. reserve()
-// probes the scheme once (probe_polling) and keeps the timeline path where it fails (lavapipe).
+// probes the scheme once (probe_polling) and keeps the timeline path where it fails, and on CPU
+// devices (lavapipe), where the outcome depended on the host's load.
 //
 // Memory: part i ends with a barrier that makes its shader writes available to the host (the
 // hand-off's input rows); sync i begins with one too before its done word is written, so the

@@ -194,8 +194,10 @@ shared float csum[WG];
 // domain, so their merged sum is rotated back here, once a head instead of once a split
 // (kv_codec.glsl's inverse rotation on `rot`); ROT_LATER 2: the last split is the window's
 // (RING_SPLIT), plain f16 values, added after the rotation.
+#if ROT_LATER == 2
 shared float csum_plain[WG];
 shared float cplain[256];
+#endif
 #endif
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
@@ -246,16 +248,18 @@ void main() {
       }
     }
     csum[tid] = a;
-#ifdef ROT_LATER
+#if ROT_LATER == 2
     csum_plain[tid] = ap;
 #endif
     barrier();
     if (g == 0 && d < p.D) {
       for (uint k = 1; k < GS; ++k) a += csum[k * DW + dl];
 #ifdef ROT_LATER
-      for (uint k = 1; k < GS; ++k) ap += csum_plain[k * DW + dl];
       rot[d] = a;
+#if ROT_LATER == 2
+      for (uint k = 1; k < GS; ++k) ap += csum_plain[k * DW + dl];
       cplain[d] = ap;
+#endif
     }
 #else
       o[p.o_off + t * p.o_stride + h * p.D + d] = a / L;
@@ -272,7 +276,11 @@ void main() {
 #ifdef ROT_LATER
   tq_rotate_rot(1u, false);  // by every thread; ends with a barrier
   for (uint d = tid; d < p.D; d += WG) {
+#if ROT_LATER == 2
     const float y = (rot[d] + cplain[d]) / L;
+#else
+    const float y = rot[d] / L;
+#endif
     o[p.o_off + t * p.o_stride + h * p.D + d] = y;
 #ifdef QUANT_OUT
     q8v[d] = y;

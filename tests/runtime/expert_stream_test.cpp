@@ -22,21 +22,13 @@
 #include "support/fixture_placement.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
+#include "support/vulkan_here.hpp"
 
 namespace {
 
 using strata::test::golden_model;
 using strata::test::shipped_fixture;
 using strata::test::scoped_env;
-
-bool vulkan_here() {
-  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
-    MESSAGE("no Vulkan build or device: expert streaming checks skipped");
-    return false;
-  }
-  return true;
-}
-
 
 strata::rt::engine_options options(strata::rt::backend_kind backend, std::uint32_t n_batch) {
   strata::rt::engine_options opt;
@@ -144,14 +136,14 @@ std::vector<float> check_streamed_experts(const golden_model& g, std::uint32_t n
 // STRATA_VK_XSTREAM_DIRECT_TOKENS=0 keeps the ring for every prompt step: both ways the prompt's
 // logits are the all-GPU run's bit for bit (check_streamed_experts).
 TEST_CASE("expert streaming: qwen3moe --cpu-moe, experts streamed in 8-token prompt steps and on the CPU in decode, gives the all-GPU, CPU and llama.cpp logits") {
-  if (!vulkan_here()) return;
+  if (!strata::test::vulkan_here("expert streaming checks")) return;
   check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 8, {0, 1, 2, 3});
   const scoped_env ring("STRATA_VK_XSTREAM_DIRECT_TOKENS", "0");
   check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 8, {0, 1, 2, 3});
 }
 
 TEST_CASE("expert streaming: qwen3moe --cpu-moe, the whole prompt in one streamed step (experts grouped by expert), gives the all-GPU, CPU and llama.cpp logits") {
-  if (!vulkan_here()) return;
+  if (!strata::test::vulkan_here("expert streaming checks")) return;
   check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 256, {0, 1, 2, 3});
   const scoped_env ring("STRATA_VK_XSTREAM_DIRECT_TOKENS", "0");
   check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 256, {0, 1, 2, 3});
@@ -162,7 +154,7 @@ TEST_CASE("expert streaming: qwen3moe --cpu-moe, the whole prompt in one streame
 // and out = both sums. Lavapipe has no flag-word path, so the share runs on the timeline path,
 // before the CPU's part; a fence-path step runs it too (a submit of its own).
 TEST_CASE("expert streaming: qwen3moe decode with the GPU computing a share of the CPU's experts from their pinned copy gives the all-GPU, CPU and llama.cpp logits") {
-  if (!vulkan_here()) return;
+  if (!strata::test::vulkan_here("expert streaming checks")) return;
   const golden_model& g = shipped_fixture("qwen3moe-Q4_K_M");
   const auto alone = check_streamed_experts(g, 8, {0, 1, 2, 3}, "0");
   const auto shared = check_streamed_experts(g, 8, {0, 1, 2, 3}, "1");
@@ -184,7 +176,7 @@ TEST_CASE("expert streaming: qwen3moe decode with the GPU computing a share of t
 // Llama 4: the router weights the experts' input (gather) and a shared expert runs beside them
 // (resident on the GPU either way); MoE in blocks 1 and 3.
 TEST_CASE("expert streaming: llama4 --cpu-moe (weighted input, shared expert), experts streamed in prompt steps, gives the all-GPU, CPU and llama.cpp logits") {
-  if (!vulkan_here()) return;
+  if (!strata::test::vulkan_here("expert streaming checks")) return;
   check_streamed_experts(shipped_fixture("llama4-Q4_K_M"), 8, {1, 3});
   check_streamed_experts(shipped_fixture("llama4-Q4_K_M"), 256, {1, 3});
 }
@@ -215,7 +207,7 @@ TEST_CASE("expert streaming: a GPU budget short of the expert ring, or --no-stre
   CHECK(why.find(sizes) != std::string::npos);
   MESSAGE(why);
   CHECK(!strata::tiers::with_streamed_experts(in.demand, unstreamed, l, need, 8).expert_streamed_layers().empty());
-  if (!vulkan_here()) return;
+  if (!strata::test::vulkan_here("expert streaming checks")) return;
   opt.links = l;
   opt.gpu_budget = need - 1;  // holds the layout, not the ring: the engine hands every step to the CPU
   auto m = strata::rt::model::load(g.path, opt);

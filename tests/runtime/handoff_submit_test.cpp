@@ -21,21 +21,13 @@
 #include "support/shipped_fixture.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
+#include "support/vulkan_here.hpp"
 
 namespace {
 
 using strata::test::golden_model;
 using strata::test::shipped_fixture;
 using strata::test::scoped_env;
-
-bool vulkan_here() {
-  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
-    MESSAGE("no Vulkan build or device: hand-off submission checks skipped");
-    return false;
-  }
-  return true;
-}
-
 
 struct path {
   const char* name;
@@ -112,14 +104,14 @@ strata::rt::engine_options options(std::uint32_t n_batch) {
 }  // namespace
 
 TEST_CASE("hand-off submission: qwen3moe --cpu-moe gives the same logits on the timeline and fence paths") {
-  if (!vulkan_here()) return;
+  if (!strata::test::vulkan_here("hand-off submission checks")) return;
   auto opt = options(5);  // prompt steps of 5 tokens, a short last one, then 1-token steps
   opt.cpu_moe = true;
   check_paths(shipped_fixture("qwen3moe-Q4_K_M"), opt, "routed experts of 4 MoE layers on the CPU");
 }
 
 TEST_CASE("hand-off submission: llama4 -ngl 3 --n-cpu-moe 2 (weighted input, a CPU stage after) gives the same logits on every path") {
-  if (!vulkan_here()) return;
+  if (!strata::test::vulkan_here("hand-off submission checks")) return;
   auto opt = options(256);
   opt.n_gpu_layers = 3;
   opt.n_cpu_moe = 2;
@@ -127,7 +119,7 @@ TEST_CASE("hand-off submission: llama4 -ngl 3 --n-cpu-moe 2 (weighted input, a C
 }
 
 TEST_CASE("hand-off submission: streamed dense FFNs computed on the CPU (qwen3) give the same logits on every path") {
-  if (!vulkan_here()) return;
+  if (!strata::test::vulkan_here("hand-off submission checks")) return;
   auto opt = options(8);
   opt.stream_layers = 3;
   // A link slower than any CPU: every step (prompt and decode) computes the streamed FFNs on the

@@ -108,7 +108,7 @@ class gated_model final : public rt::model {
 
 // `first` starts the prompt (tokens >= 2): prompts with different first tokens share no prefix,
 // so the prefix cache cannot shorten them.
-rt::generation_request request(std::uint32_t prompt_len, std::int32_t max_tokens, std::int32_t first = 2) {
+rt::generation_request prompt_request(std::uint32_t prompt_len, std::int32_t max_tokens, std::int32_t first = 2) {
   sampling::sampler_params p;
   p.temperature = 0;
   std::vector<std::int32_t> prompt(prompt_len, 2);
@@ -144,20 +144,20 @@ TEST_CASE("chunked prefill: streams advance every step, a short request starts w
     rt::scheduler sched(m, *f.tok, {.max_queue = 8, .prefill_chunk = chunk});
     // A running stream (slot 0 once admitted).
     auto a = std::make_shared<rt::generation_stream>();
-    REQUIRE(sched.submit(a, request(4, 100000)));
+    REQUIRE(sched.submit(a, prompt_request(4, 100000)));
     for (int i = 0; i < 3 && !started(*a); ++i) m.step();
     REQUIRE(started(*a));
 
     // A long prompt: 200 tokens need ceil(200 / 16) = 13 steps of prefill.
     auto longp = std::make_shared<rt::generation_stream>();
-    REQUIRE(sched.submit(longp, request(200, 4)));
+    REQUIRE(sched.submit(longp, prompt_request(200, 4)));
     int long_steps = 0;
     std::shared_ptr<rt::generation_stream> shortp;
     int short_wait = -1;
     for (int i = 0; i < 40 && !started(*longp); ++i) {
       if (i == 3) {  // a short request arrives while the long prompt is prefilling
         shortp = std::make_shared<rt::generation_stream>();
-        REQUIRE(sched.submit(shortp, request(10, 4)));
+        REQUIRE(sched.submit(shortp, prompt_request(10, 4)));
         short_wait = 0;
       }
       const auto rows = m.step();
@@ -187,7 +187,7 @@ TEST_CASE("chunked prefill: a long prompt is not starved by a stream of short on
   {
     rt::scheduler sched(m, *f.tok, {.max_queue = 64, .prefill_chunk = chunk, .max_prefill_skips = 3});
     auto longp = std::make_shared<rt::generation_stream>();
-    REQUIRE(sched.submit(longp, request(40, 1, 3)));
+    REQUIRE(sched.submit(longp, prompt_request(40, 1, 3)));
     m.step();  // the long prompt is admitted and takes its first chunk
     std::vector<std::shared_ptr<rt::generation_stream>> shorts;
     int steps = 0;
@@ -195,7 +195,7 @@ TEST_CASE("chunked prefill: a long prompt is not starved by a stream of short on
       // Two new short prompts every step: alone they would take the whole budget forever.
       for (int k = 0; k < 2; ++k) {
         shorts.push_back(std::make_shared<rt::generation_stream>());
-        sched.submit(shorts.back(), request(4, 1, std::int32_t(4 + shorts.size())));
+        sched.submit(shorts.back(), prompt_request(4, 1, std::int32_t(4 + shorts.size())));
       }
       m.step();
     }
@@ -215,12 +215,12 @@ TEST_CASE("chunked prefill: beside decoding streams, steps are fitted to the mod
     std::vector<std::shared_ptr<rt::generation_stream>> running;
     for (int k = 0; k < 3; ++k) {  // three running streams: 3 decode rows a step
       running.push_back(std::make_shared<rt::generation_stream>());
-      REQUIRE(sched.submit(running.back(), request(4, 100000, 10 + k)));
+      REQUIRE(sched.submit(running.back(), prompt_request(4, 100000, 10 + k)));
     }
     for (int i = 0; i < 6 && !std::all_of(running.begin(), running.end(), [](auto& s) { return started(*s); }); ++i)
       m.step();
     auto longp = std::make_shared<rt::generation_stream>();
-    REQUIRE(sched.submit(longp, request(100, 4)));
+    REQUIRE(sched.submit(longp, prompt_request(100, 4)));
     int steps = 0;
     std::uint32_t prompt_total = 0;
     bool trimmed = false, filled = false;

@@ -136,6 +136,8 @@ chain_run run_chain(const vkt::weight_store::infos& w, const gguf::tensor_info& 
 
 TEST_CASE("vulkan scratch ahead: GEMMs reading weights expanded under the previous GEMM equal the one-slot path bit for bit") {
   using namespace scratch_ahead_case;
+  // Declarations, not only the directive: they hide other files' names in a unity TU.
+  using scratch_ahead_case::E, scratch_ahead_case::F, scratch_ahead_case::table_rows, scratch_ahead_case::blocks;
   if (!vkt::available()) return;
   std::mt19937 rng(4242);
   vkt::weight_store store;

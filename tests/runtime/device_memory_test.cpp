@@ -9,6 +9,7 @@
 #include "strata/runtime/engine.hpp"
 #include "support/fixture_placement.hpp"
 #include "support/shipped_fixture.hpp"
+#include "support/vulkan_here.hpp"
 
 namespace device_memory_test {
 constexpr std::uint64_t MiB = 1ull << 20, GiB = 1ull << 30;
@@ -62,10 +63,7 @@ TEST_CASE("device memory: the placement plans within the engine's share of --gpu
 // reserve a second time, so a --fit plan filled to its budget failed to load at 12G.
 TEST_CASE("device memory: the Vulkan ledger caps the engine at the plan's share of --gpu-budget") {
   using namespace device_memory_test;
-  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
-    MESSAGE("no Vulkan device: skipped");
-    return;
-  }
+  if (!strata::test::vulkan_here("device-memory checks")) return;
   const strata::test::golden_model g = strata::test::shipped_fixture("qwen3-Q4_K_M");
   const auto opt = fit_options(256, 64, 1 * GiB);  // above the 512 MiB floor, so 64 MiB are kept back
   const auto m = strata::rt::model::load(g.path, opt);
@@ -80,10 +78,7 @@ TEST_CASE("device memory: the Vulkan ledger caps the engine at the plan's share 
 // Vulkan backend's activation buffers stay within the estimate.
 TEST_CASE("device memory: the Vulkan backend's scratch stays within the planner's estimate") {
   using namespace device_memory_test;
-  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
-    MESSAGE("no Vulkan device: skipped");
-    return;
-  }
+  if (!strata::test::vulkan_here("device-memory checks")) return;
   for (const std::string name : {"qwen3-Q4_K_M", "qwen3moe-Q4_K_M", "llama4-Q4_K_M", "llama-Q4_K_M"}) {
     CAPTURE(name);
     const strata::test::golden_model g = strata::test::shipped_fixture(name);

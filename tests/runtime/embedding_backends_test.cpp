@@ -9,6 +9,7 @@
 
 #include "strata/runtime/engine.hpp"
 #include "support/fidelity.hpp"
+#include "support/vulkan_here.hpp"
 
 namespace {
 
@@ -60,11 +61,6 @@ std::vector<float> embed_rows(strata::rt::model& m, const prompt& p) {
   return rows;
 }
 
-bool vulkan_device() {
-  if (strata::rt::vulkan_compiled_in() && !strata::rt::vulkan_devices().empty()) return true;
-  MESSAGE("no Vulkan build or device: skipped");
-  return false;
-}
 
 void check_against_cpu(backend_kind kind, int n_gpu_layers) {
   auto cpu = load(backend_kind::cpu);
@@ -109,11 +105,11 @@ void check_against_cpu(backend_kind kind, int n_gpu_layers) {
 }  // namespace
 
 TEST_CASE("embeddings: Vulkan rows equal the CPU rows within the fixture's tolerance") {
-  if (!vulkan_device()) return;
+  if (!strata::test::vulkan_here("the Vulkan embeddings checks")) return;
   check_against_cpu(backend_kind::vulkan, -1);
 }
 
 TEST_CASE("embeddings: Vulkan/CPU layer split (-ngl 2) rows equal the CPU rows") {
-  if (!vulkan_device()) return;
+  if (!strata::test::vulkan_here("the Vulkan embeddings checks")) return;
   check_against_cpu(backend_kind::vulkan, 2);
 }

@@ -8,6 +8,7 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/sampling/greedy.hpp"
 #include "support/fixtures.hpp"
+#include "support/vulkan_here.hpp"
 
 namespace {
 
@@ -47,9 +48,6 @@ TEST_CASE("greedy: backend argmax equals the argmax of the logits (CPU)") {
 }
 
 TEST_CASE("greedy: backend argmax equals the argmax of the logits (Vulkan)") {
-  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
-    MESSAGE("no Vulkan build or device: skipped");
-    return;
-  }
+  if (!strata::test::vulkan_here("the Vulkan argmax check")) return;
   check_backend(strata::rt::backend_kind::vulkan);
 }

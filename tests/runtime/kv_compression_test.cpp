@@ -16,6 +16,7 @@
 #include "strata/kv/kv_config.hpp"
 #include "strata/runtime/engine.hpp"
 #include "support/fidelity.hpp"
+#include "support/vulkan_here.hpp"
 
 namespace {
 
@@ -201,10 +202,7 @@ TEST_CASE("compressed KV: two sequences interleaved in one batch match separate 
 // so the logits differ only by the two backends' float arithmetic (matmuls, attention order),
 // far below the compression error itself (the f16 -> tq3 NMSE above is ~1e-2..1e-1).
 TEST_CASE("compressed KV: Vulkan backend matches the CPU backend's compressed-KV logits (vulkan)") {
-  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
-    MESSAGE("no Vulkan build or device: Vulkan compressed-KV fidelity skipped");
-    return;
-  }
+  if (!strata::test::vulkan_here("Vulkan compressed-KV fidelity")) return;
   const auto models = strata::test::local_golden();
   REQUIRE(!models.empty());
   struct vk_case {

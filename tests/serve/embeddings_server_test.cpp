@@ -18,6 +18,7 @@
 #include "strata/runtime/pooling.hpp"
 #include "strata/tokenizer/tokenizer.hpp"
 #include "support/fidelity.hpp"
+#include "support/vulkan_here.hpp"
 
 namespace {
 
@@ -120,10 +121,7 @@ std::string error_message(const answer& a) { return std::string(a.body.at("error
 }  // namespace
 
 TEST_CASE("embeddings: strata-serve on the Vulkan backend returns the CPU backend's vectors, and bad inputs are named") {
-  if (!rt::vulkan_compiled_in() || rt::vulkan_devices().empty()) {
-    MESSAGE("no Vulkan build or device: skipped");
-    return;
-  }
+  if (!strata::test::vulkan_here("the Vulkan embeddings check")) return;
   rt::engine_options eo;
   eo.backend = rt::backend_kind::vulkan;
   eo.threads = 2;

@@ -6,6 +6,7 @@
 
 #include "scheduler_support.hpp"
 #include "strata/core/utf8.hpp"
+#include "support/vulkan_here.hpp"
 
 using namespace strata;
 
@@ -167,10 +168,7 @@ TEST_CASE("a KV pool smaller than the demand: idle caches are evicted, nothing f
 // changing batches of a run (prompt chunks of 3 beside decodes, fitted to the step granule,
 // greedy steps taking the argmax on the GPU) replay recorded steps only.
 TEST_CASE("on the GPU, the scheduler records its step shapes before the first request and none while serving") {
-  if (!rt::vulkan_compiled_in() || rt::vulkan_devices().empty()) {
-    MESSAGE("no Vulkan build or device: skipped");
-    return;
-  }
+  if (!strata::test::vulkan_here("the Vulkan scheduler check")) return;
   auto m = load(4, 1024, rt::backend_kind::vulkan);
   const auto tok = tokenizer::tokenizer::from_gguf(m->gguf());
   rt::scheduler sched(*m, tok, {.max_queue = 16, .prefill_chunk = 3});

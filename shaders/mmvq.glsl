@@ -33,6 +33,9 @@
 //                from TOPK_IN + 1) and reads that rank's expert; the first workgroup of each token
 //                writes the ids and weights for the down matvec and the combine. The top-k costs
 //                no dispatch (and no level) of its own.
+//  MOE_BLOCK_TAIL  (with MOE_IDS, not MOE_GROUPED: decode's experts' down matvec) the workgroup
+//                that completes a 32-row block of a token runs the combine with the residual and
+//                the next norm's first half for that block (moe_block_tail.glsl)
 #if defined(NORM_TAIL) && defined(MOE_IDS) && !defined(MOE_COMBINE_TAIL)
 #error "NORM_TAIL follows a residual matvec or the MoE combine"
 #endif
@@ -47,6 +50,9 @@
 #endif
 #if defined(TOPK_IN) && (!defined(MOE_IDS) || defined(MOE_GROUPED) || defined(MOE_COMBINE_TAIL) || defined(NORM_TAIL))
 #error "TOPK_IN routes the pairs of a per-pair expert matvec"
+#endif
+#if defined(MOE_BLOCK_TAIL) && (!defined(MOE_IDS) || defined(MOE_GROUPED) || defined(QUANT_OUT) || defined(MOE_COMBINE_TAIL) || defined(NORM_TAIL) || defined(TOPK_IN))
+#error "MOE_BLOCK_TAIL follows the experts' per-pair down matvec, every workgroup reaching the end of main()"
 #endif
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
@@ -117,6 +123,8 @@ layout(push_constant) uniform Params {
   float rms_eps;
 #elif defined(TOPK_IN)
   uint topk_n_expert, topk_l_off, topk_l_stride;  // the router's logits (k is in_div)
+#elif defined(MOE_BLOCK_TAIL)
+  MOE_BLOCK_TAIL_PC
 #endif
 } p;
 
@@ -333,6 +341,9 @@ void main() {
 #endif
 #if defined(MOE_COMBINE_TAIL)
   MOE_COMBINE_TAIL_CALL()
+#elif defined(MOE_BLOCK_TAIL)
+  moe_block_tail(gl_WorkGroupID.y, wgx * GROUPS * RPG, GROUPS * RPG, p.N, p.y_off, p.y_stride, p.bt_k, p.bt_out_off,
+                 p.bt_out_stride, p.bt_r_off, p.bt_r_stride, p.bt_weighted != 0u, p.bt_q_stride, p.bt_s_stride);
 #elif defined(NORM_TAIL)
   NORM_TAIL_CALL();
 #endif

@@ -669,10 +669,11 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
       P.flush_mats();
     }
     const std::uint32_t sd = P.quantize_input(g, nullptr, 0.0f);
-    // Decode steps (STRATA_VK_TAIL): the down matvec waits with the combine, so the residual add
-    // and the next norm can join it as its tail (record_down_combine).
-    if (!chunks && !cached && !streamed && n <= P.tail_rows && P.tail_counter && y.off % 4 == 0 && y.stride % 4 == 0)
-      down = impl::pending_combine::down_t{mw.down_exps, sd, pairs};
+    // Decode steps: the down matvec waits with the combine, so the residual add and the next norm can join it as its
+    // tails, per 32-row block (record_down_block_tail) or by its last workgroup (STRATA_VK_TAIL, record_down_combine).
+    if (const bool block = P.moe_block_tail_ok(*mw.down_exps, k, n); !chunks && !cached && !streamed &&
+        (block || (n <= P.tail_rows && P.tail_counter && y.off % 4 == 0 && y.stride % 4 == 0)))
+      down = impl::pending_combine::down_t{mw.down_exps, sd, pairs, block};
     else
       P.record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, chunks);
   } else {

@@ -216,8 +216,7 @@ struct backend::impl : backend_tuning {
   // An expert tensor the integer expert matvecs (mmvq.glsl MOE_IDS) take: an int8 unit, rows no wider than the int8 scratch.
   bool int8_expert_ok(const weight& w) const { return has_int8_unit(w.type, w.ne[0]) && w.ne[0] <= max_k; }
   std::uint32_t max_q8_rows = 0;                   // rows the int8 scratch holds (tokens or MoE pairs)
-  // Per slot, NORM_OUT's sums of y^2 per token and 32-row block (buffer ids).
-  std::uint32_t rms_sq[2] = {0, 0};
+  std::uint32_t rms_sq[2] = {0, 0};  // buffer ids per slot: NORM_OUT's sums of y^2 per token and 32-row block
   bool short_ctx = false;
   bool try_norm_out(const pending_norm& n);
   std::optional<quantized_input> quantized[2];
@@ -226,8 +225,10 @@ struct backend::impl : backend_tuning {
   // dispatch. Any other op first records them one by one, in order (flush_heads): same results.
   std::vector<head_tensor> heads;
   void record_down_combine(const pending_combine& c);  // the down matvec, the combine (+ residual, + next norm)
+  void record_down_block_tail(const pending_combine& c);  // the same, the combine per 32-row block (moe_block_tail.glsl)
+  bool moe_block_tail_ok(const weight& down, std::uint32_t k, std::uint32_t tokens) const;
   std::optional<pending_combine> combine;
-  std::uint32_t tail_counter = 0;          // buffer id: the last-workgroup counter, 0 between dispatches
+  std::uint32_t tail_counter = 0, block_counters = 0;  // buffer ids: last-workgroup counters, 0 between dispatches
   std::optional<std::uint32_t> tail_slot;  // the quantized slot the tail just recorded wrote
   bool topk_done = false;  // the router matvec just recorded ran the top-k
   bool try_norm_tail(const pending_norm& n);
@@ -485,6 +486,7 @@ struct backend::impl : backend_tuning {
   void record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
                        const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk = {},
                        expert_cols part = {0, 0});
+  pipeline_request expert_mmvq_req(const weight& w, std::uint32_t K, std::uint32_t N, bool swiglu, bool qout, bool grouped) const;
   // Gate and up (dense matrices or expert slabs) bindable as one range, bind_gate_up: same
   // format, shape and chunk, up after gate within 4 GiB.
   bool adjacent(const weight& g, const weight& u) const;

@@ -459,13 +459,18 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
           }
         }
   }
-  if (P.tail_rows && P.fuse) {  // the last-workgroup counter starts at 0; each tail puts it back
-    P.tail_counter = P.new_buffer(16, memory_kind::device, "last-workgroup counter");
-    const std::uint32_t zeros[4] = {0, 0, 0, 0};
-    uploader up(P.ctx, sizeof zeros);
-    up.copy(std::as_bytes(std::span(zeros)), P.buf(P.tail_counter).handle(), 0);
+  // Counters of work run by the last workgroup to arrive start at 0; each tail puts its counter back.
+  const auto zeroed_counters = [&](std::uint32_t count, const char* what) {
+    const std::uint32_t id = P.new_buffer(std::uint64_t(count) * 4, memory_kind::device, what);
+    const std::vector<std::uint32_t> zeros(count, 0);
+    uploader up(P.ctx, zeros.size() * 4);
+    up.copy(std::as_bytes(std::span(zeros)), P.buf(id).handle(), 0);
     up.flush();
-  }
+    return id;
+  };
+  if (P.tail_rows && P.fuse) P.tail_counter = zeroed_counters(4, "last-workgroup counter");
+  if (P.moe_block_tail && P.fuse && P.rms_sq[0] && !id_formats.empty())
+    P.block_counters = zeroed_counters(P.moe_block_tail_tokens * (P.max_k / 32), "MoE combine block counters");
   for (const auto& e : P.weights)
     if (impl::gpu_reads(e) && e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
   if (!id_formats.empty()) {

@@ -285,7 +285,8 @@ void backend::impl::flush_combine() {
   if (!combine) return;
   const pending_combine c = *combine;
   combine.reset();
-  if (c.down && c.residual) return record_down_combine(c);
+  if (c.down && c.down->block && c.residual && c.norm_out && !c.tail) return record_down_block_tail(c);
+  if (c.down && !c.down->block && c.residual) return record_down_combine(c);
   if (c.down) record_mmvq_ids(*c.down->w, nullptr, c.down->slot, 1, c.down->pairs, c.y, false, 0);
   record_combine(c, c.residual ? &*c.residual : nullptr);
 }
@@ -337,6 +338,43 @@ void backend::impl::record_down_combine(const pending_combine& c) {
   }
 }
 
+bool backend::impl::moe_block_tail_ok(const weight& down, std::uint32_t k, std::uint32_t tokens) const {
+  if (!moe_block_tail || !block_counters || !fuse || !combine_norm_out || !rms_sq[0] || tokens > moe_block_tail_tokens ||
+      k < 1 || !has_mmvq(down.type) || down.ne[1] % 32 || down.ne[1] > max_k)
+    return false;
+  const std::uint32_t rows = mmvq_rows_per_wg(expert_mmvq_req(down, std::uint32_t(down.ne[0]), std::uint32_t(down.ne[1]), false, false, false));
+  return rows && rows <= 256 && (32 % rows == 0 || rows % 32 == 0);  // moe_block_tail.glsl's blocks a workgroup
+}
+
+// The experts' down matvec whose workgroups complete the combine block by block (mmvq.glsl
+// MOE_BLOCK_TAIL): what record_combine()'s NORM_OUT dispatch writes, with no dispatch of its own.
+void backend::impl::record_down_block_tail(const pending_combine& c) {
+  const weight& w = *c.down->w;
+  const tensor& r = *c.residual;
+  const std::uint32_t sl = c.down->slot, so = sl ^ 1u, K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]);
+  const mmvq_pc mp{K, N, c.down->pairs, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32, c.y.off, c.y.stride,
+                   0, 0, 0, std::uint32_t(w.row_bytes * w.ne[1]), 0, 1};
+  pipeline_request rq = expert_mmvq_req(w, K, N, false, false, false);
+  rq.defines.emplace_back("MOE_BLOCK_TAIL", "6");
+  if (moe_block_tail_lab) rq.defines.emplace_back("BT_LAB", std::to_string(moe_block_tail_lab));  // lab: wrong results
+  // 0-5 the matvec's (4 unused: no ADD_RESIDUAL), 6-14 the tail's.
+  const std::vector<binding> b{bind_weight(w),         bind_id(xq[sl], false),     bind_id(xs[sl], false),
+                               bind(c.y, true),        bind(c.y, false),           bind_id(moe_ids, false),
+                               bind_id(block_counters, true), bind_id(moe_wts, false), bind(c.out, true),
+                               bind(r, false),         bind(c.y, false),           bind_weight(*c.norm_out->w),
+                               bind_id(xq[so], true),  bind_id(xs[so], true),      bind_id(rms_sq[so], true)};
+  rq.bindings = std::uint32_t(b.size());
+  const struct {
+    mmvq_pc m;
+    std::uint32_t k, out_off, out_stride, r_off, r_stride, weighted, q_stride, s_stride;
+  } pc{mp, c.pc.k, c.out.off, c.out.stride, r.off, r.stride, c.pc.weighted, max_k / 16, max_k / 32};
+  dispatch(rq, b, &pc, sizeof pc, div_up(N, mmvq_rows_per_wg(rq)), c.down->pairs);
+  wrote(c.y);
+  wrote(c.out);
+  quantized[so] = quantized_input{c.out, c.norm_out->w, c.norm_out->eps, true};
+  last_slot = so;  // keep the norm's codes: the next quantize goes to the other slot
+}
+
 bool backend::impl::try_norm_out(const pending_norm& n) {
   const tensor& x = n.x;
   if (!norm_out || !rms_sq[0] || !n.w || !heads.empty()) return false;
@@ -351,7 +389,8 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
     norms.push_back(n);
   };
   // The MoE combine with its residual joined (decode steps): it writes the first half itself.
-  if (combine_norm_out && combine && mats.empty() && combine->residual && !combine->down && !combine->tail && same(combine->out, x) &&
+  if (combine_norm_out && combine && mats.empty() && combine->residual && (!combine->down || combine->down->block) &&
+      !combine->tail && same(combine->out, x) &&
       x.rows <= max_q8_rows && x.rows < mmvq_max_tokens && x.cols % 32 == 0 && x.cols <= max_k && wg % 32 == 0 &&
       x.buf != n.y.buf) {
     defer_past(combine);

@@ -71,6 +71,7 @@ struct pending_combine {
   struct down_t {
     const weight* w = nullptr;
     std::uint32_t slot = 0, pairs = 0;
+    bool block = false;  // its workgroups combine each 32-row block (moe_block_tail.glsl) where the next norm joins
   };
   std::optional<down_t> down;
   // The next norm's first half (moe.glsl NORM_OUT), kept while the op after the norm is a

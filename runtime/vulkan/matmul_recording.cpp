@@ -513,6 +513,22 @@ std::optional<scratch_unit> backend::impl::scratch_next(const weight& w, const s
   return scratch_unit{id, 0, std::min<std::uint32_t>(scratch_slice_rows(K), std::uint32_t(t.ne[1]))};
 }
 
+pipeline_request backend::impl::expert_mmvq_req(const weight& w, std::uint32_t K, std::uint32_t N, bool swiglu, bool qout,
+                                                bool grouped) const {
+  // n_cols: the stored row's width (whether its blocks are stored in groups), not the K read.
+  auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[0], N, swiglu, false, true, qout, grouped);
+  // Short expert rows (mmvq_short_lpr, default 8): lane groups of N lanes, so a 768-wide row's 12
+  // units do not leave 20 of 32 lanes idle.
+  if (const std::uint32_t sg = ctx.info().subgroup_size;
+      mmvq_short_lpr && K <= 1024 && sg % mmvq_short_lpr == 0 && mmvq_short_lpr < sg) {
+    std::erase_if(r.defines, [](const auto& d) { return d.first == "SG_LPR"; });
+    for (auto& [k, v] : r.defines)
+      if (k == "LPR") v = std::to_string(mmvq_short_lpr);
+    r.defines.emplace_back("SG_CLUSTER", "1");
+  }
+  return r;
+}
+
 void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
                                     const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk,
                                     expert_cols part) {
@@ -526,17 +542,7 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   const std::uint32_t so = sl ^ 1u;
   std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
                          bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
-  // n_cols: the stored row's width (whether its blocks are stored in groups), not the K read.
-  auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[0], N, up != nullptr, false, true, qout, grouped);
-  // Short expert rows (mmvq_short_lpr, default 8): lane groups of N lanes, so a 768-wide row's 12
-  // units do not leave 20 of 32 lanes idle.
-  if (const std::uint32_t sg = ctx.info().subgroup_size;
-      mmvq_short_lpr && K <= 1024 && sg % mmvq_short_lpr == 0 && mmvq_short_lpr < sg) {
-    std::erase_if(r.defines, [](const auto& d) { return d.first == "SG_LPR"; });
-    for (auto& [k, v] : r.defines)
-      if (k == "LPR") v = std::to_string(mmvq_short_lpr);
-    r.defines.emplace_back("SG_CLUSTER", "1");
-  }
+  auto r = expert_mmvq_req(w, K, N, up != nullptr, qout, grouped);
   const std::uint32_t gx = div_up(N, mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
   if (topk && !grouped) {  // bindings 10-12: moe_topk.glsl's ids (written), weights, logits; 8-9 unused
     r.defines.emplace_back("TOPK_IN", "9");

@@ -137,6 +137,7 @@ std::string assemble_source(const pipeline_request& r) {
   if (has("NORM_TAIL") || has("TOPK_TAIL") || has("MOE_COMBINE_TAIL")) s += shader_source("last_workgroup");
   if (has("NORM_TAIL")) s += shader_source("norm_tail");
   if (has("MOE_COMBINE_TAIL")) s += shader_source("moe_combine_tail");
+  if (has("MOE_BLOCK_TAIL")) s += shader_source("moe_block_tail");
   if (has("SPLIT_COMBINE")) s += shader_source("split_combine");
   if (has("ATTN_F16_OUT")) s += shader_source("attn_f16_out");
   if (has("TOPK_TAIL") || has("TOPK_IN") || (r.shader == "moe" && has("MOE_TOPK"))) s += shader_source("moe_topk");

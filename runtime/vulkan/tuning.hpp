@@ -212,6 +212,12 @@ struct backend_tuning {
   bool combine_norm_out = true;  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
   bool router_norm = true;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)
   bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
+  // Decode's MoE combine (with the residual and the next norm's first half) as per-block tails of
+  // the experts' down matvec (mmvq.glsl MOE_BLOCK_TAIL): the combine's level leaves each MoE layer.
+  // STRATA_VK_MOE_BLOCK_TAIL=0: the combine's own dispatch.
+  bool moe_block_tail = true;
+  std::uint32_t moe_block_tail_lab = 0;  // lab only, wrong results: moe_block_tail.glsl BT_LAB (STRATA_VK_BT_LAB)
+  static constexpr std::uint32_t moe_block_tail_tokens = 8;  // its counters' tokens
   // Expert matvecs with rows of <= 1024: lanes per row, groups of 8 summed by shuffles
   // (STRATA_VK_MMVQ_SHORT_LPR=N; 0: a warp a row). qwen3-30b-a3b's expert down rows of 768 are 12
   // units of 64: a warp a row left 20 lanes idle (H200, tg128 alternated: 290.8 / 279.7 t/s with

@@ -342,8 +342,11 @@ bool backend::impl::moe_block_tail_ok(const weight& down, std::uint32_t k, std::
   if (!moe_block_tail || !block_counters || !fuse || !combine_norm_out || !rms_sq[0] || tokens > moe_block_tail_tokens ||
       k < 1 || !has_mmvq(down.type) || down.ne[1] % 32 || down.ne[1] > max_k)
     return false;
-  const std::uint32_t rows = mmvq_rows_per_wg(expert_mmvq_req(down, std::uint32_t(down.ne[0]), std::uint32_t(down.ne[1]), false, false, false));
-  return rows && rows <= 256 && (32 % rows == 0 || rows % 32 == 0);  // moe_block_tail.glsl's blocks a workgroup
+  const pipeline_request r = expert_mmvq_req(down, std::uint32_t(down.ne[0]), std::uint32_t(down.ne[1]), false, false, false);
+  const auto wg = std::find_if(r.defines.begin(), r.defines.end(), [](const auto& d) { return d.first == "WG"; });
+  const std::uint32_t rows = mmvq_rows_per_wg(r);
+  // moe_block_tail.glsl: a thread a row of a block, at most 8 blocks a workgroup, whole blocks or parts of one.
+  return wg != r.defines.end() && std::stoul(wg->second) >= 32 && rows && rows <= 256 && (32 % rows == 0 || rows % 32 == 0);
 }
 
 // The experts' down matvec whose workgroups complete the combine block by block (mmvq.glsl

@@ -178,31 +178,32 @@ TEST_CASE("fidelity: Vulkan MoE decode with 4-lane groups for short expert rows 
 
 // Decode's MoE combine as per-block tails of the experts' down matvec (mmvq.glsl MOE_BLOCK_TAIL, the
 // default): the workgroup completing a token's 32-row block sums its experts with the residual and
-// writes the next norm's first half (qwen3moe). llama4's shared expert runs between the combine and
-// its residual add, so its down matvec waits and then records plainly with the combine's dispatch
-// (the deferred down's fallback). STRATA_VK_MOE_BLOCK_TAIL=0: the combine's own dispatch for both.
+// writes the next norm's first half (qwen3moe), the combine dispatch's operations in its order, so
+// the logits equal those of STRATA_VK_MOE_BLOCK_TAIL=0 (the combine's own dispatch) bit for bit.
+// llama4's shared expert runs between the combine and its residual add, so its down matvec waits
+// and then records plainly with the combine's dispatch (the deferred down's fallback).
 TEST_CASE("fidelity: Vulkan MoE decode with the combine as the down matvec's block tails matches llama.cpp logits, and without") {
   if (!vulkan_available()) return;
-  for (const std::string_view on : {"1", "0"}) {
-    CAPTURE(on);
-    const strata::test::scoped_env env("STRATA_VK_MOE_BLOCK_TAIL", on.data());
-    int ran = 0;
-    for (const auto& g : strata::test::local_golden())
-      if (g.name == "qwen3moe-Q4_K_M" || g.name == "llama4-Q4_K_M") {
-        auto opt = fixture_options(strata::rt::backend_kind::vulkan);
-        opt.gpu_profile = true;
-        std::unique_ptr<strata::rt::model> m;
-        check_model(g, opt, &m);
-        const auto prof = m->kernel_profile();
-        const auto ran_kernel = [&](std::string_view a) {
-          return std::any_of(prof.begin(), prof.end(), [&](const auto& k) { return k.label.find(a) != std::string::npos; });
-        };
-        const bool tails = g.name == "qwen3moe-Q4_K_M" && on[0] == '1';
-        CHECK(ran_kernel(".MOE_BLOCK_TAIL") == tails);
-        ++ran;
-      }
-    CHECK(ran == 2);
+  int ran = 0;
+  for (const auto& g : strata::test::local_golden()) {
+    if (g.name != "qwen3moe-Q4_K_M" && g.name != "llama4-Q4_K_M") continue;
+    std::vector<float> logits[2];
+    for (const std::string_view on : {"1", "0"}) {
+      CAPTURE(on);
+      const strata::test::scoped_env env("STRATA_VK_MOE_BLOCK_TAIL", on.data());
+      auto opt = fixture_options(strata::rt::backend_kind::vulkan);
+      opt.gpu_profile = true;
+      std::unique_ptr<strata::rt::model> m;
+      check_model(g, opt, &m);
+      const auto prof = m->kernel_profile();
+      const bool tails = std::any_of(prof.begin(), prof.end(), [](const auto& k) { return k.label.find(".MOE_BLOCK_TAIL") != std::string::npos; });
+      CHECK(tails == (g.name == "qwen3moe-Q4_K_M" && on[0] == '1'));
+      logits[on[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
+    }
+    CHECK(logits[0] == logits[1]);
+    ++ran;
   }
+  CHECK(ran == 2);
 }
 
 TEST_CASE("fidelity: Vulkan backend, full shared fixture set matches llama.cpp logits" * doctest::skip(true)) {

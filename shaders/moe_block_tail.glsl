@@ -16,13 +16,17 @@ layout(binding = MOE_BLOCK_TAIL + 0, std430) coherent buffer BtCounter { uint bt
 layout(binding = MOE_BLOCK_TAIL + 1, std430) readonly buffer BtWts { float bt_wts[]; };
 layout(binding = MOE_BLOCK_TAIL + 2, std430) writeonly buffer BtOut { float bt_out[]; };
 layout(binding = MOE_BLOCK_TAIL + 3, std430) readonly buffer BtRes { float bt_res[]; };
+#if BT_LAB == 3  // lab: the other experts' rows read without coherent (racy: timing only)
+layout(binding = MOE_BLOCK_TAIL + 4, std430) readonly buffer BtRows { float bt_rows[]; };
+#else
 layout(binding = MOE_BLOCK_TAIL + 4, std430) coherent readonly buffer BtRows { float bt_rows[]; };
+#endif
 layout(binding = MOE_BLOCK_TAIL + 5, std430) readonly buffer BtNormW { float bt_norm_w[]; };
 layout(binding = MOE_BLOCK_TAIL + 7, std430) writeonly buffer BtXs { vec4 bt_xs[]; };
 layout(binding = MOE_BLOCK_TAIL + 8, std430) writeonly buffer BtSq { float bt_sq[]; };
 
 // BT_LAB (lab only, STRATA_VK_BT_LAB; wrong results): 1 the workgroups count in but no tail
-// runs, 2 nothing counts in either (no barrier, no atomic).
+// runs, 2 nothing counts in either (no barrier, no atomic), 3 the rows read without coherent.
 #ifndef BT_LAB
 #define BT_LAB 0
 #endif
@@ -56,7 +60,7 @@ void moe_block_tail(uint pair, uint row_base, uint wg_rows, uint N, uint y_off, 
       done = atomicAdd(bt_counter[c], 1u) == arrivals - 1u;
       if (done) bt_counter[c] = 0u;  // every contribution has counted in: ready for the next dispatch
     }
-    bt_completes[tid] = done && BT_LAB == 0;
+    bt_completes[tid] = done && (BT_LAB == 0 || BT_LAB == 3);
   }
   barrier();
   for (uint bi = 0u; bi < blocks; ++bi) {

@@ -280,7 +280,8 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
 
 bool backend::impl::qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const {
   if (qdec_hoist != 1) return qdec_hoist == 2;
-  if (!qdec_lanes_over(kv.config().n_ctx, rows)) return false;
+  // The thread-a-key form hoists in one-token steps over caches past qdec_lanes_ctx, where its splits are longest.
+  if (!qdec_lanes_over(kv.config().n_ctx, rows)) return rows == 1 && kv.config().n_ctx > qdec_lanes_ctx;
   const auto d = qdec_defs(kv, head_dim, group, rows, true, false, false, false, 0);  // the form the request takes
   return std::any_of(d.begin(), d.end(), [](const auto& e) { return e.first == "LANES"; });
 }

@@ -158,7 +158,7 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_ROUTER_NORM", router_norm);
   flag("STRATA_VK_TOPK_IN", topk_in);
   flag("STRATA_VK_MOE_BLOCK_TAIL", moe_block_tail);
-  count("STRATA_VK_BT_LAB", 0, 2, moe_block_tail_lab, "lab bits; results are then wrong");
+  count("STRATA_VK_BT_LAB", 0, 3, moe_block_tail_lab, "lab bits; results are then wrong");
   count("STRATA_VK_MMVQ_SHORT_LPR", 0, 16, mmvq_short_lpr, "lanes a row; 0: a warp a row");
   count("STRATA_VK_SHORT_CTX", 0, 1u << 20, short_ctx_len, "tokens; 0: off");
   flag("STRATA_VK_ATTN_Q8", attn_q8);

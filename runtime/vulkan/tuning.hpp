@@ -153,6 +153,8 @@ struct backend_tuning {
   // partial is in one domain). STRATA_VK_QDEC_HOIST: 0 never, 1 where the kernel runs its LANES form
   // (the default: its kernel 44.3 -> 30.7 us a layer, tg64 @ d4096 +8%), 2 both forms (thread-a-key:
   // its kernel the same, the merge and attn_prep ~5 us a layer slower; H200, qwen3-8b tq3, session 36).
+  // At 1 the thread-a-key form hoists too in one-token steps over caches past qdec_lanes_ctx: at depth
+  // 32768 (86 splits of 384 keys) tg32 146.3 -> 150.8 t/s (session 40).
   std::uint32_t qdec_hoist = 1;
   // The split decode's merge (attention.glsl COMBINE): its workgroup, split groups of a head's
   // dims (STRATA_VK_COMBINE_WG: 128, 256, 512, 1024), and the partials a thread keeps in flight

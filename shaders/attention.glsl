@@ -28,7 +28,38 @@ layout(push_constant) uniform Params {
   uint block_size, max_blocks;
   float scale;
   uint split_len, n_splits;
+#ifdef HEAD_OPS
+  uint window, ring_rows;  // attention_q's (the host's attention_pc), unused here
+  // attn_prep.glsl's push constants (the host's attn_prep_pc)
+  uint hp_n_head, hp_n_kv, hp_D, n_rot, hq_off, hq_stride, k_off, k_stride, v_off, v_stride;
+  float base, freq_scale, eps;
+  uint flags, hp_ring_rows;
+  float temp_scale, temp_floor_base;
+#endif
 } p;
+#ifdef HEAD_OPS
+// HEAD_OPS (unsplit decode of one-token steps over an f16/f32 cache): attn_prep's work runs
+// here, a level fewer a layer. Bindings from HEAD_OPS: the step's K and V rows (before their
+// ops), the q / k norm weights, the step's cache slots, the rope_freqs factors. q (binding 1) is
+// the query before its ops; the cache bindings 2 and 3 are also written (the step's rows).
+layout(binding = HEAD_OPS, std430) readonly buffer Ksrc { float ks[]; };
+layout(binding = HEAD_OPS + 1, std430) readonly buffer Vsrc { float vs[]; };
+layout(binding = HEAD_OPS + 2, std430) readonly buffer QNorm { float qnw[]; };
+layout(binding = HEAD_OPS + 3, std430) readonly buffer KNorm { float knw[]; };
+layout(binding = HEAD_OPS + 4, std430) readonly buffer Slots { uint slots[]; };
+layout(binding = HEAD_OPS + 5, std430) readonly buffer FreqFactors { float ff[]; };
+#ifdef KV_K_F32
+layout(binding = 2, std430) writeonly buffer KcW { float kcw[]; };
+#else
+layout(binding = 2, std430) writeonly buffer KcW { float16_t kcw[]; };
+#endif
+#ifdef KV_V_F32
+layout(binding = 3, std430) writeonly buffer VcW { float vcw[]; };
+#else
+layout(binding = 3, std430) writeonly buffer VcW { float16_t vcw[]; };
+#endif
+float ho_freq_factor(uint i) { return ff[i]; }
+#endif
 // SPLIT partials: per (token, head, split) D accumulators then m and l.
 layout(binding = 0, std430) buffer Part { float part[]; };
 
@@ -300,6 +331,11 @@ void main() {
 const uint DMAX = 256;
 const uint PER_THREAD = (DMAX + WG - 1) / WG;
 shared vec4 qs[DMAX / 4];
+#ifdef HEAD_OPS
+// The step's own key and value (position P) as the cache holds them: no workgroup reads the
+// rows the group's first head writes in this dispatch.
+shared vec4 kself[DMAX / 4], vself[DMAX / 4];
+#endif
 #ifdef V4_D
 // Unsplit decode with an f16 V cache (V4_D = head_dim, D / 4 dividing WG): the value sum of a
 // tile runs over WG / (D / 4) key groups at once, each thread four dims of every key of its
@@ -312,6 +348,14 @@ shared vec4 v4red[WG];
 shared float probs[WG];
 shared uint slot_of[WG];
 shared float red[WG / MIN_SUBGROUP];
+// Value dims of key jj of a tile (slot_of): four (V4_D, this thread's) or dim d.
+#ifdef HEAD_OPS
+#define V4_AT(jj) (slot_of[jj] == ~0u ? vself[v4_dl] : vec4(vc4[(slot_of[jj] * row + hk * V4_D) / 4 + v4_dl]))
+#define V_AT(jj, d) (slot_of[jj] == ~0u ? vself[(d) / 4][(d) % 4] : float(vc[slot_of[jj] * row + hk * D + (d)]))
+#else
+#define V4_AT(jj) vec4(vc4[(slot_of[jj] * row + hk * V4_D) / 4 + v4_dl])
+#define V_AT(jj, d) float(vc[slot_of[jj] * row + hk * D + (d)])
+#endif
 
 float wg_max(float v) {
   v = subgroupMax(v);
@@ -353,10 +397,55 @@ void main() {
   }
 #endif
   const uint btab = seq_row[t] * p.max_blocks;
+#ifdef HEAD_OPS
+  // The query head and its group's K row through the ops together (head_ops.glsl, the float
+  // operations of attn_prep's workgroups); the group's first head appends the K and V rows.
+  const uint qsrc = p.hq_off + t * p.hq_stride + h * D, ksrc = p.k_off + t * p.k_stride + hk * D;
+  for (uint i = tid; i < D; i += WG) {
+    ho_h[0][i] = q[qsrc + i];
+    ho_h[1][i] = ks[ksrc + i];
+  }
+  const uint row_ops[2] = {p.flags & 15u, (p.flags >> 8) & 15u};
+  float nw[2][HO_PER], vv[HO_PER];
+  [[unroll]] for (uint k = 0; k < HO_PER; ++k) {
+    const uint i = tid + k * WG;
+    nw[0][k] = (row_ops[0] & 1u) != 0 && i < D ? qnw[i] : 0.0;
+    nw[1][k] = (row_ops[1] & 1u) != 0 && i < D ? knw[i] : 0.0;
+    vv[k] = i < D ? vs[p.v_off + t * p.v_stride + hk * D + i] : 0.0;
+  }
+  const uint slot_t = slots[t];
+  barrier();
+  head_ops(row_ops, nw, D, p.n_rot, p.base, p.freq_scale, p.eps, p.flags, int(P));
+  const float temp = (row_ops[0] & 8u) != 0 ? head_temperature(int(P), p.temp_scale, p.temp_floor_base) : 1.0;
+  const bool appends = h % (p.n_head / p.n_head_kv) == 0;
+  [[unroll]] for (uint k = 0; k < HO_PER; ++k) {
+    const uint i = tid + k * WG;
+    if (i >= D) break;
+#ifdef KV_K_F32
+    const float kx = ho_h[1][i];
+#else
+    const float16_t kx = float16_t(ho_h[1][i]);
+#endif
+#ifdef KV_V_F32
+    const float vx = vv[k];
+#else
+    const float16_t vx = float16_t(vv[k]);
+#endif
+    kself[i / 4][i % 4] = float(kx);
+    vself[i / 4][i % 4] = float(vx);
+    if (appends) {
+      kcw[slot_t * row + hk * D + i] = kx;
+      vcw[slot_t * row + hk * D + i] = vx;
+    }
+  }
+  for (uint i = tid; i < D / 4; i += WG)
+    qs[i] = vec4(ho_h[0][4 * i] * temp, ho_h[0][4 * i + 1] * temp, ho_h[0][4 * i + 2] * temp, ho_h[0][4 * i + 3] * temp);
+#else
   for (uint i = tid; i < D / 4; i += WG) {
     const uint qb = p.q_off + t * p.q_stride + h * D + 4 * i;
     qs[i] = vec4(q[qb], q[qb + 1], q[qb + 2], q[qb + 3]);
   }
+#endif
   barrier();
   float m = -1.0 / 0.0, l = 0.0;
   float acc[PER_THREAD];
@@ -381,6 +470,12 @@ void main() {
         vec4 kr[16];
         [[unroll]] for (uint u = 0; u < 16; ++u) {
           const uint c = min(c0 + u, D / 4 - 1);
+#ifdef HEAD_OPS
+          if (j == P) {  // the step's own key, from shared memory
+            kr[u] = kself[c];
+            continue;
+          }
+#endif
 #ifdef KV_K_F32
           kr[u] = vec4(kc[kb + 4 * c], kc[kb + 4 * c + 1], kc[kb + 4 * c + 2], kc[kb + 4 * c + 3]);
 #else
@@ -396,7 +491,11 @@ void main() {
     const float e = j <= last ? exp(s - m_new) : 0.0;
     const float corr = exp(m - m_new);
     probs[tid] = e;
+#ifdef HEAD_OPS
+    slot_of[tid] = j == P ? ~0u : slot;  // ~0u: the step's own value (vself)
+#else
     slot_of[tid] = slot;
+#endif
     l = l * corr + wg_sum(e);  // wg_sum's barriers also publish probs / slot_of
     m = m_new;
     const uint n_keys = min(WG, last + 1 - j0);
@@ -405,10 +504,10 @@ void main() {
     uint jj = v4_kg;
     for (; jj + 7 * V4_KG < n_keys; jj += 8 * V4_KG) {  // 8 keys' loads in flight, summed in key order
       vec4 v[8];
-      [[unroll]] for (uint u = 0; u < 8; ++u) v[u] = vec4(vc4[(slot_of[jj + u * V4_KG] * row + hk * V4_D) / 4 + v4_dl]);
+      [[unroll]] for (uint u = 0; u < 8; ++u) v[u] = V4_AT(jj + u * V4_KG);
       [[unroll]] for (uint u = 0; u < 8; ++u) acc4 += probs[jj + u * V4_KG] * v[u];
     }
-    for (; jj < n_keys; jj += V4_KG) acc4 += probs[jj] * vec4(vc4[(slot_of[jj] * row + hk * V4_D) / 4 + v4_dl]);
+    for (; jj < n_keys; jj += V4_KG) acc4 += probs[jj] * V4_AT(jj);
 #else
     for (uint k = 0; k < PER_THREAD; ++k) {
       const uint d = tid + k * WG;
@@ -417,10 +516,10 @@ void main() {
       uint jj = 0;
       for (; jj + 8 <= n_keys; jj += 8) {  // 8 keys' loads in flight, summed in key order
         float v[8];
-        [[unroll]] for (uint u = 0; u < 8; ++u) v[u] = float(vc[slot_of[jj + u] * row + hk * D + d]);
+        [[unroll]] for (uint u = 0; u < 8; ++u) v[u] = V_AT(jj + u, d);
         [[unroll]] for (uint u = 0; u < 8; ++u) a += probs[jj + u] * v[u];
       }
-      for (; jj < n_keys; ++jj) a += probs[jj] * float(vc[slot_of[jj] * row + hk * D + d]);
+      for (; jj < n_keys; ++jj) a += probs[jj] * V_AT(jj, d);
       acc[k] = a;
     }
 #endif

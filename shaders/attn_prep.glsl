@@ -2,13 +2,8 @@
 // dispatch (it replaces per-head norms, two RoPE passes and the KV append: four barriers per
 // layer). Workgroup (x, t): x < n_head is query head x of token t, rewritten in place; x >= n_head
 // is KV head x - n_head, whose K row goes to the cache after its ops and whose V row is copied.
-// Ops per side, in this order, each switched by a flag bit (q in bits 0-3, k in bits 8-11):
-//   1 PRE_NORM   RMS norm with a weight (Qwen3 q_norm / k_norm)
-//   2 ROPE       rotary embedding (NORM pairs 2i,2i+1 or NEOX pairs i,i+n_rot/2; bit 16 = NEOX,
-//                bit 17 = rope_freqs factors)
-//   4 POST_NORM  RMS norm without weight (Llama 4 RoPE layers)
-//   8 TEMP       position scale (Llama 4's attention temperature: temp_scale 0.1, temp_floor_base
-//                8192), q *= log(floor((pos+1)/temp_floor_base)+1)*temp_scale+1
+// Ops per side (head_ops.glsl's flag bits, q in bits 0-3, k in bits 8-11; bit 16 = NEOX, bit 17 =
+// rope_freqs factors).
 // KV_ENCODE (a cache with a compressed side; kv_codec.glsl's kinds): the KV-head workgroups
 // encode K (after its ops) and V as kv_store_q.glsl does (kv_encode.glsl) and, with KV_RING,
 // copy the compressed sides to the f16 ring of the full-precision window.
@@ -49,24 +44,13 @@ layout(push_constant) uniform Params {
   float temp_scale, temp_floor_base;
 } p;
 
-const uint MAXD = 256;
-shared float h[MAXD];
-shared float red[WG / MIN_SUBGROUP];
+const uint MAXD = HO_MAXD;
+float ho_freq_factor(uint i) { return ff[i]; }
 
 #ifdef KV_ENCODE
-// kv_encode.glsl's source: K from h[] (after its ops), V from the step's rows.
-float src_at(uint side, uint i) { return side == 0u ? h[i] : vs[i]; }
+// kv_encode.glsl's source: K from ho_h (after its ops), V from the step's rows.
+float src_at(uint side, uint i) { return side == 0u ? ho_h[0][i] : vs[i]; }
 #endif
-
-float row_sum(float v) {
-  v = subgroupAdd(v);
-  barrier();  // red[] may still be read by the previous reduction
-  if (subgroupElect()) red[gl_SubgroupID] = v;
-  barrier();
-  float s = 0.0;
-  for (uint g = 0; g < gl_NumSubgroups; ++g) s += red[g];
-  return s;
-}
 
 void main() {
   const uint x = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
@@ -74,13 +58,13 @@ void main() {
   const uint head = is_q ? x : x - p.n_head;
   const uint ops = is_q ? (p.flags & 15u) : ((p.flags >> 8) & 15u);
   const uint src = is_q ? p.q_off + t * p.q_stride + head * p.D : p.k_off + t * p.k_stride + head * p.D;
-  for (uint i = tid; i < p.D; i += WG) h[i] = is_q ? q[src + i] : ks[src + i];
+  for (uint i = tid; i < p.D; i += WG) ho_h[0][i] = is_q ? q[src + i] : ks[src + i];
   // Every other load whose address is known now is issued now, not after the ops' barriers (a
   // memory latency each): the norm weights, the position, the V row and the cache destination.
-  float nw[(MAXD + WG - 1) / WG];
-  [[unroll]] for (uint k = 0; k < (MAXD + WG - 1) / WG; ++k) {
+  float nw[1][HO_PER];
+  [[unroll]] for (uint k = 0; k < HO_PER; ++k) {
     const uint i = tid + k * WG;
-    nw[k] = (ops & 1u) != 0 && i < p.D ? (is_q ? qnw[i] : knw[i]) : 0.0;
+    nw[0][k] = (ops & 1u) != 0 && i < p.D ? (is_q ? qnw[i] : knw[i]) : 0.0;
   }
   const int pos_t = pos[t];
   const uint vsrc = p.v_off + t * p.v_stride + head * p.D;
@@ -100,54 +84,16 @@ void main() {
 #endif
   barrier();
 
-  if ((ops & 1u) != 0) {
-    float s = 0.0;
-    for (uint i = tid; i < p.D; i += WG) s += h[i] * h[i];
-    const float scale = 1.0 / sqrt(row_sum(s) / float(p.D) + p.eps);
-    [[unroll]] for (uint k = 0; k < (MAXD + WG - 1) / WG; ++k) {
-      const uint i = tid + k * WG;
-      if (i < p.D) h[i] = (h[i] * scale) * nw[k];
-    }
-    barrier();
-  }
-  if ((ops & 2u) != 0) {
-    const uint half_rot = p.n_rot / 2;
-    const bool neox = (p.flags & (1u << 16)) != 0, has_ff = (p.flags & (1u << 17)) != 0;
-    float r0[MAXD / 2 / WG + 1], r1[MAXD / 2 / WG + 1];
-    uint k = 0;
-    for (uint i = tid; i < half_rot; i += WG, ++k) {  // read every pair before any is written
-      const float theta = float(pos_t) * pow(p.base, -2.0 * float(i) / float(p.n_rot));
-      const float f = p.freq_scale * (theta / (has_ff ? ff[i] : 1.0));
-      const float c = cos(f), sn = sin(f);
-      const uint a = neox ? i : 2 * i, b = neox ? i + half_rot : 2 * i + 1;
-      const float x0 = h[a], x1 = h[b];
-      r0[k] = x0 * c - x1 * sn;
-      r1[k] = x0 * sn + x1 * c;
-    }
-    barrier();
-    k = 0;
-    for (uint i = tid; i < half_rot; i += WG, ++k) {
-      h[neox ? i : 2 * i] = r0[k];
-      h[neox ? i + half_rot : 2 * i + 1] = r1[k];
-    }
-    barrier();
-  }
-  if ((ops & 4u) != 0) {
-    float s = 0.0;
-    for (uint i = tid; i < p.D; i += WG) s += h[i] * h[i];
-    const float scale = 1.0 / sqrt(row_sum(s) / float(p.D) + p.eps);
-    for (uint i = tid; i < p.D; i += WG) h[i] *= scale;
-    barrier();
-  }
-  float temp = 1.0;
-  if ((ops & 8u) != 0) temp = log(floor((float(pos_t) + 1.0) / p.temp_floor_base) + 1.0) * p.temp_scale + 1.0;
+  const uint row_ops[1] = {ops};
+  head_ops(row_ops, nw, p.D, p.n_rot, p.base, p.freq_scale, p.eps, p.flags, pos_t);
+  const float temp = (ops & 8u) != 0 ? head_temperature(pos_t, p.temp_scale, p.temp_floor_base) : 1.0;
 
   if (is_q) {
-    for (uint i = tid; i < p.D; i += WG) q[src + i] = h[i] * temp;
+    for (uint i = tid; i < p.D; i += WG) q[src + i] = ho_h[0][i] * temp;
 #ifdef Q_ROT
     const uint e0 = 4u * (tid % TQ_TPV);
     const bool mine = tid < TQ_TPV && e0 < KD;
-    vec4 x = mine ? vec4(h[e0] * temp, h[e0 + 1u] * temp, h[e0 + 2u] * temp, h[e0 + 3u] * temp) : vec4(0.0);
+    vec4 x = mine ? vec4(ho_h[0][e0] * temp, ho_h[0][e0 + 1u] * temp, ho_h[0][e0 + 2u] * temp, ho_h[0][e0 + 3u] * temp) : vec4(0.0);
     x = tq_rotate_forward4(x, e0);  // by every thread: its exchanges may meet at barriers
     if (mine) qrot[((t * p.n_head + head) * KD + e0) / 4u] = x;
 #endif
@@ -166,9 +112,9 @@ void main() {
     const uint i = tid + k * WG;
     if (i >= p.D) break;
 #ifdef KV_K_F32
-    kc[dst + i] = h[i];
+    kc[dst + i] = ho_h[0][i];
 #else
-    kc[dst + i] = float16_t(h[i]);
+    kc[dst + i] = float16_t(ho_h[0][i]);
 #endif
 #ifdef KV_V_F32
     vc[dst + i] = vv[k];

@@ -228,7 +228,9 @@ bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, co
     d.insert(d.end(), qrot_def.begin(), qrot_def.end());
     dispatch(req("attn_prep", {}, d, std::uint32_t(bq.size())), bq, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
   } else {
-    dispatch(req("attn_prep", {}, kv_defs(cfg), 10), std::span(b).first(10), &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
+    pending_encode e{req("attn_prep", {}, kv_defs(cfg), 10), {b, b + 10}, pc, n_q + cfg.n_head_kv, k.rows, true, qh ? qh->t : k};
+    if (head_ops_attention && qh && k.rows == 1 && short_ctx && single_seq) encode = std::move(e);  // attention()'s to run
+    else dispatch(e.r, e.b, &e.pc, sizeof e.pc, e.gx, e.gy);
   }
   if (kh && !kh->ops.empty()) dropped.push_back(k);  // k itself was not rewritten: reading it is a bug
   heads.clear();
@@ -286,7 +288,7 @@ void backend::impl::flush_combine() {
   const pending_combine c = *combine;
   combine.reset();
   if (c.down && c.down->block && c.residual && c.norm_out && !c.tail) return record_down_block_tail(c);
-  if (c.down && !c.down->block && c.residual) return record_down_combine(c);
+  if (c.down && c.down->last_wg && c.residual) return record_down_combine(c);
   if (c.down) record_mmvq_ids(*c.down->w, nullptr, c.down->slot, 1, c.down->pairs, c.y, false, 0);
   record_combine(c, c.residual ? &*c.residual : nullptr);
 }

@@ -72,18 +72,23 @@ struct pending_combine {
     const weight* w = nullptr;
     std::uint32_t slot = 0, pairs = 0;
     bool block = false;  // its workgroups combine each 32-row block (moe_block_tail.glsl) where the next norm joins
+    bool last_wg = false;  // or its last workgroup combines all rows (record_down_combine) where no block tail can
   };
   std::optional<down_t> down;
   // The next norm's first half (moe.glsl NORM_OUT), kept while the op after the norm is a
   // matmul that reads it (try_norm_out()).
   std::optional<pending_norm> norm_out;
 };
-// attn_prep's codes (kv_encode.glsl KV_PART 2), recorded after the attention's dispatch.
+// attn_prep's codes (kv_encode.glsl KV_PART 2), recorded after the attention's dispatch; or
+// (head_ops) attn_prep itself over an f16/f32 cache, which the attention of q may run in its own
+// kernel (attention.glsl HEAD_OPS) and otherwise records first.
 struct pending_encode {
   pipeline_request r;
   std::vector<binding> b;
   attn_prep_pc pc;
   std::uint32_t gx, gy;
+  bool head_ops = false;
+  tensor q{};
 };
 
 }  // namespace strata::gpu

@@ -163,6 +163,7 @@ void backend_tuning::read_env() {
   count("STRATA_VK_SHORT_CTX", 0, 1u << 20, short_ctx_len, "tokens; 0: off");
   flag("STRATA_VK_ATTN_Q8", attn_q8);
   flag("STRATA_VK_V4", attn_v4);
+  flag("STRATA_VK_HEAD_OPS", head_ops_attention);
   count("STRATA_VK_TAIL", 0, 8, tail_rows, "tokens; 0: off");
   flag("STRATA_VK_MOE_GROUPED", moe_grouped);
   count("STRATA_VK_MMVQ_MAX_TOKENS", detail::mm_min_tokens, 256, mmvq_max_tokens, "tokens");

@@ -194,6 +194,9 @@ struct backend_tuning {
   bool attn_q8 = true;
   // The unsplit per-head attention sums values over key groups, 4 dims a thread (V4_D); STRATA_VK_V4=0 disables.
   bool attn_v4 = true;
+  // One-token short-context steps run attn_prep's head ops and KV append in the per-head attention
+  // kernel (attention.glsl HEAD_OPS), a level fewer a layer; STRATA_VK_HEAD_OPS=0 keeps attn_prep.
+  bool head_ops_attention = true;
 
   // --- Integer and f32 matvecs.
   // Integer matvec (mmvq.glsl): activations quantized once per input to int8 blocks (xq/xs

@@ -112,18 +112,33 @@ TEST_CASE("fidelity: Vulkan backend, shipped fixture models match llama.cpp logi
 
 // n_ctx 256: decode attention runs unsplit (the per-head kernel, which also writes the output
 // projection's int8 input: attention.glsl QUANT_OUT) at every position; with n_ctx 512 it runs
-// so only below STRATA_VK_SHORT_CTX (256) and splits over the cache beyond (COMBINE).
+// so only below STRATA_VK_SHORT_CTX (256) and splits over the cache beyond (COMBINE). Its
+// one-token steps also run attn_prep's head ops and KV append (HEAD_OPS, on by default; q/k norms
+// and RoPE of qwen3, RoPE of llama, Llama 4's post-RoPE norm and temperature), the same float
+// operations in the same order, so the logits equal STRATA_VK_HEAD_OPS=0's bit for bit.
 TEST_CASE("fidelity: Vulkan with a short context (unsplit decode attention) matches llama.cpp logits") {
   if (!vulkan_available()) return;
   int ran = 0;
-  for (const auto& g : strata::test::local_golden())
-    if (g.name == "qwen3-Q4_K_M" || g.name == "llama-Q4_K_M") {
+  for (const auto& g : strata::test::local_golden()) {
+    if (g.name != "qwen3-Q4_K_M" && g.name != "llama-Q4_K_M" && g.name != "llama4-Q4_K_M") continue;
+    std::vector<float> logits[2];
+    for (const std::string_view on : {"1", "0"}) {
+      CAPTURE(on);
+      const strata::test::scoped_env env("STRATA_VK_HEAD_OPS", on.data());
       auto opt = fixture_options(strata::rt::backend_kind::vulkan);
       opt.n_ctx = 256;
-      check_model(g, opt);
-      ++ran;
+      opt.gpu_profile = true;
+      std::unique_ptr<strata::rt::model> m;
+      check_model(g, opt, &m);
+      const auto prof = m->kernel_profile();
+      const bool fused = std::any_of(prof.begin(), prof.end(), [](const auto& k) { return k.label.find(".HEAD_OPS") != std::string::npos; });
+      CHECK(fused == (on[0] == '1'));
+      logits[on[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
     }
-  CHECK(ran == 2);
+    CHECK(logits[0] == logits[1]);
+    ++ran;
+  }
+  CHECK(ran == 3);
 }
 
 // -ngl 2: the embedding and layers 0-1 on the GPU, layers 2.. and the head on the CPU, the hidden

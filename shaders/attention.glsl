@@ -330,6 +330,14 @@ void main() {
 
 const uint DMAX = 256;
 const uint PER_THREAD = (DMAX + WG - 1) / WG;
+// Unsplit decode tuning (tuning.hpp attn_dec_*): key-row loads in flight a thread (KB), value
+// rows a thread loads beside its key (VPF, V4_D only).
+#ifndef KB
+#define KB 16
+#endif
+#ifndef VPF
+#define VPF 0
+#endif
 shared vec4 qs[DMAX / 4];
 #ifdef HEAD_OPS
 // The step's own key and value (position P) as the cache holds them: no workgroup reads the
@@ -456,19 +464,37 @@ void main() {
 #endif
 
   for (uint j0 = start; j0 <= last; j0 += WG) {
-    const uint j = j0 + tid;
+    const uint j = j0 + tid, n_keys = min(WG, last + 1 - j0);
+#if defined(V4_D) && VPF > 0
+    // This thread's first VPF value rows of the tile, loaded beside its key row (their slots from
+    // the block table, not slot_of), so the value sums wait for no load after the softmax.
+    f16vec4 vpre[VPF];
+    [[unroll]] for (uint u = 0; u < VPF; ++u) {
+      const uint jv = j0 + v4_kg + u * V4_KG;
+      vpre[u] = f16vec4(0.0);
+      if (jv >= j0 + n_keys) continue;
+#ifdef HEAD_OPS
+      if (jv == P) {
+        vpre[u] = f16vec4(vself[v4_dl]);  // exact: f16 values
+        continue;
+      }
+#endif
+      const uint sv = blocks[btab + jv / p.block_size] * p.block_size + jv % p.block_size;
+      vpre[u] = vc4[(sv * row + hk * V4_D) / 4 + v4_dl];
+    }
+#endif
     float s = -1.0 / 0.0;
     uint slot = 0;
     if (j <= last) {
       slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
       const uint kb = slot * row + hk * D;
       float d = 0.0;
-      // The key row's words in batches of 16 loads before their dot products (same order): D is a
+      // The key row's words in batches of KB loads before their dot products (same order): D is a
       // push constant, so a loop of one load and one dot waited out a memory latency per word
       // (32 a key at head dim 128).
-      for (uint c0 = 0; c0 < D / 4; c0 += 16) {
-        vec4 kr[16];
-        [[unroll]] for (uint u = 0; u < 16; ++u) {
+      for (uint c0 = 0; c0 < D / 4; c0 += KB) {
+        vec4 kr[KB];
+        [[unroll]] for (uint u = 0; u < KB; ++u) {
           const uint c = min(c0 + u, D / 4 - 1);
 #ifdef HEAD_OPS
           if (j == P) {  // the step's own key, from shared memory
@@ -482,7 +508,7 @@ void main() {
           kr[u] = vec4(kc[kb / 4 + c]);
 #endif
         }
-        [[unroll]] for (uint u = 0; u < 16; ++u)
+        [[unroll]] for (uint u = 0; u < KB; ++u)
           if (c0 + u < D / 4) d += dot(qs[c0 + u], kr[u]);
       }
       s = d * p.scale;
@@ -498,10 +524,13 @@ void main() {
 #endif
     l = l * corr + wg_sum(e);  // wg_sum's barriers also publish probs / slot_of
     m = m_new;
-    const uint n_keys = min(WG, last + 1 - j0);
 #ifdef V4_D
     acc4 *= corr;
     uint jj = v4_kg;
+#if VPF > 0
+    [[unroll]] for (uint u = 0; u < VPF; ++u, jj += V4_KG)
+      if (jj < n_keys) acc4 += probs[jj] * vec4(vpre[u]);
+#endif
     for (; jj + 7 * V4_KG < n_keys; jj += 8 * V4_KG) {  // 8 keys' loads in flight, summed in key order
       vec4 v[8];
       [[unroll]] for (uint u = 0; u < 8; ++u) v[u] = V4_AT(jj + u * V4_KG);

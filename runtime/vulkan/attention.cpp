@@ -238,9 +238,13 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     return;
   }
   // The per-head kernel's value sum over key groups, four dims a thread (attention.glsl V4_D).
-  if (P.attn_v4 && cfg.type_v == kv::kv_type::f16 && ap.head_dim % 4 == 0 && 128 % (ap.head_dim / 4) == 0)
-    defs.emplace_back("V4_D", std::to_string(ap.head_dim));
+  const std::uint32_t dec_wg = split ? 128 : std::min(P.attn_dec_wg, P.ctx.info().max_workgroup_threads);
+  const bool v4 = P.attn_v4 && cfg.type_v == kv::kv_type::f16 && ap.head_dim % 4 == 0 && 128 % (ap.head_dim / 4) == 0;
+  if (v4) defs.emplace_back("V4_D", std::to_string(ap.head_dim));
   if (!split) {
+    if (dec_wg != 128) defs.emplace_back("WG", std::to_string(dec_wg));
+    if (P.attn_dec_kb != 16) defs.emplace_back("KB", std::to_string(P.attn_dec_kb));
+    if (v4 && P.attn_dec_vpf) defs.emplace_back("VPF", std::to_string(P.attn_dec_vpf));
     q8_dispatch(defs, bd);
     return;
   }

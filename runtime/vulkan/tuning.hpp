@@ -197,6 +197,10 @@ struct backend_tuning {
   // One-token short-context steps run attn_prep's head ops and KV append in the per-head attention
   // kernel (attention.glsl HEAD_OPS), a level fewer a layer; STRATA_VK_HEAD_OPS=0 keeps attn_prep.
   bool head_ops_attention = true;
+  // The unsplit per-head decode kernel's workgroup (STRATA_VK_ATTN_DEC_WG=128|256|512), key-row loads
+  // in flight a thread (STRATA_VK_ATTN_DEC_KB=8|16|32) and value rows a thread loads beside its key
+  // (STRATA_VK_ATTN_DEC_VPF=0..16; V4_D only).
+  std::uint32_t attn_dec_wg = 128, attn_dec_kb = 16, attn_dec_vpf = 0;
 
   // --- Integer and f32 matvecs.
   // Integer matvec (mmvq.glsl): activations quantized once per input to int8 blocks (xq/xs

@@ -201,6 +201,7 @@ struct backend_tuning {
   // in flight a thread (STRATA_VK_ATTN_DEC_KB=8|16|32) and value rows a thread loads beside its key
   // (STRATA_VK_ATTN_DEC_VPF=0..16; V4_D only).
   std::uint32_t attn_dec_wg = 128, attn_dec_kb = 16, attn_dec_vpf = 0;
+  bool attn_dec_kpre = false;  // the first tile's key rows before the query's ops (STRATA_VK_ATTN_DEC_KPRE=1)
 
   // --- Integer and f32 matvecs.
   // Integer matvec (mmvq.glsl): activations quantized once per input to int8 blocks (xq/xs

@@ -330,32 +330,6 @@ void main() {
 
 const uint DMAX = 256;
 const uint PER_THREAD = (DMAX + WG - 1) / WG;
-// Unsplit decode tuning (tuning.hpp attn_dec_*): key-row loads in flight a thread (KB), value
-// rows a thread loads beside its key (VPF, V4_D only).
-#ifndef KB
-#define KB 16
-#endif
-#ifndef VPF
-#define VPF 0
-#endif
-#if defined(KPRE) && (!defined(V4_D) || defined(KV_K_F32))
-#error "attention: KPRE needs V4_D and an f16 K cache"
-#endif
-#ifdef HEAD_OPS
-#define HEAD_OPS_ON true
-#else
-#define HEAD_OPS_ON false
-#endif
-// vpre[u] = value row of key J0 + v4_kg + u * V4_KG of the tile at J0 (slots from the block table,
-// not slot_of: no wait for the softmax); zero past the tile and for the step's own key.
-#define VPRE_LOAD(J0)                                                                          \
-  [[unroll]] for (uint u = 0; u < VPF; ++u) {                                                  \
-    const uint jv = (J0) + v4_kg + u * V4_KG;                                                  \
-    vpre[u] = f16vec4(0.0);                                                                    \
-    if (jv > last || (HEAD_OPS_ON && jv == P) || jv >= (J0) + WG) continue;                    \
-    const uint sv = blocks[btab + jv / p.block_size] * p.block_size + jv % p.block_size;       \
-    vpre[u] = vc4[(sv * row + hk * V4_D) / 4 + v4_dl];                                         \
-  }
 shared vec4 qs[DMAX / 4];
 #ifdef HEAD_OPS
 // The step's own key and value (position P) as the cache holds them: no workgroup reads the
@@ -423,25 +397,6 @@ void main() {
   }
 #endif
   const uint btab = seq_row[t] * p.max_blocks;
-#ifdef V4_D
-  const uint v4_kg = tid / V4_G, v4_dl = tid % V4_G;
-#endif
-#if defined(V4_D) && VPF > 0
-  f16vec4 vpre[VPF];  // this thread's first VPF value rows of a tile (the step's own: vself at use)
-#endif
-#ifdef KPRE
-  // The first tile's key rows and value rows (VPF) loaded before the query's loads and ops, so
-  // they arrive while the prologue runs. The step's own key (HEAD_OPS) joins from shared memory
-  // after it, through the same dot products.
-  f16vec4 kpre[V4_D / 4];
-  if (start + tid <= last && !(HEAD_OPS_ON && start + tid == P)) {
-    const uint j = start + tid, kb = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * row + hk * D;
-    [[unroll]] for (uint c = 0; c < V4_D / 4; ++c) kpre[c] = kc[kb / 4 + c];
-  }
-#if VPF > 0
-  VPRE_LOAD(start);
-#endif
-#endif
 #ifdef HEAD_OPS
   // The query head and its group's K row through the ops together (head_ops.glsl, the float
   // operations of attn_prep's workgroups); the group's first head appends the K and V rows.
@@ -497,37 +452,23 @@ void main() {
   for (uint k = 0; k < PER_THREAD; ++k) acc[k] = 0.0;
 #ifdef V4_D
   vec4 acc4 = vec4(0.0);
-#endif
-#if defined(KPRE) && defined(HEAD_OPS)
-  if (start + tid == P)
-    [[unroll]] for (uint c = 0; c < V4_D / 4; ++c) kpre[c] = f16vec4(kself[c]);  // exact: f16 values
+  const uint v4_kg = tid / V4_G, v4_dl = tid % V4_G;
 #endif
 
   for (uint j0 = start; j0 <= last; j0 += WG) {
-    const uint j = j0 + tid, n_keys = min(WG, last + 1 - j0);
-#if defined(V4_D) && VPF > 0
-#ifdef KPRE
-    if (j0 != start)  // the first tile's came before the prologue
-#endif
-      VPRE_LOAD(j0);
-#endif
+    const uint j = j0 + tid;
     float s = -1.0 / 0.0;
     uint slot = 0;
     if (j <= last) {
       slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
       const uint kb = slot * row + hk * D;
       float d = 0.0;
-#ifdef KPRE
-      if (j0 == start) {
-        [[unroll]] for (uint c = 0; c < V4_D / 4; ++c) d += dot(qs[c], vec4(kpre[c]));
-      } else
-#endif
-      // The key row's words in batches of KB loads before their dot products (same order): D is a
+      // The key row's words in batches of 16 loads before their dot products (same order): D is a
       // push constant, so a loop of one load and one dot waited out a memory latency per word
       // (32 a key at head dim 128).
-      for (uint c0 = 0; c0 < D / 4; c0 += KB) {  // (the else branch of KPRE's first tile)
-        vec4 kr[KB];
-        [[unroll]] for (uint u = 0; u < KB; ++u) {
+      for (uint c0 = 0; c0 < D / 4; c0 += 16) {
+        vec4 kr[16];
+        [[unroll]] for (uint u = 0; u < 16; ++u) {
           const uint c = min(c0 + u, D / 4 - 1);
 #ifdef HEAD_OPS
           if (j == P) {  // the step's own key, from shared memory
@@ -541,7 +482,7 @@ void main() {
           kr[u] = vec4(kc[kb / 4 + c]);
 #endif
         }
-        [[unroll]] for (uint u = 0; u < KB; ++u)
+        [[unroll]] for (uint u = 0; u < 16; ++u)
           if (c0 + u < D / 4) d += dot(qs[c0 + u], kr[u]);
       }
       s = d * p.scale;
@@ -557,17 +498,10 @@ void main() {
 #endif
     l = l * corr + wg_sum(e);  // wg_sum's barriers also publish probs / slot_of
     m = m_new;
+    const uint n_keys = min(WG, last + 1 - j0);
 #ifdef V4_D
     acc4 *= corr;
     uint jj = v4_kg;
-#if VPF > 0
-    [[unroll]] for (uint u = 0; u < VPF; ++u, jj += V4_KG)
-#ifdef HEAD_OPS
-      if (jj < n_keys) acc4 += probs[jj] * (j0 + jj == P ? vself[v4_dl] : vec4(vpre[u]));
-#else
-      if (jj < n_keys) acc4 += probs[jj] * vec4(vpre[u]);
-#endif
-#endif
     for (; jj + 7 * V4_KG < n_keys; jj += 8 * V4_KG) {  // 8 keys' loads in flight, summed in key order
       vec4 v[8];
       [[unroll]] for (uint u = 0; u < 8; ++u) v[u] = V4_AT(jj + u * V4_KG);

@@ -243,9 +243,6 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   if (v4) defs.emplace_back("V4_D", std::to_string(ap.head_dim));
   if (!split) {
     if (dec_wg != 128) defs.emplace_back("WG", std::to_string(dec_wg));
-    if (P.attn_dec_kb != 16) defs.emplace_back("KB", std::to_string(P.attn_dec_kb));
-    if (v4 && P.attn_dec_vpf) defs.emplace_back("VPF", std::to_string(P.attn_dec_vpf));
-    if (v4 && P.attn_dec_kpre && cfg.type_k == kv::kv_type::f16) defs.emplace_back("KPRE", "1");
     q8_dispatch(defs, bd);
     return;
   }

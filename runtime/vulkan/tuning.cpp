@@ -165,9 +165,6 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_V4", attn_v4);
   flag("STRATA_VK_HEAD_OPS", head_ops_attention);
   choice("STRATA_VK_ATTN_DEC_WG", {128, 256, 512}, attn_dec_wg);
-  choice("STRATA_VK_ATTN_DEC_KB", {8, 16, 32}, attn_dec_kb);
-  count("STRATA_VK_ATTN_DEC_VPF", 0, 16, attn_dec_vpf, "value rows a thread");
-  flag("STRATA_VK_ATTN_DEC_KPRE", attn_dec_kpre);
   count("STRATA_VK_TAIL", 0, 8, tail_rows, "tokens; 0: off");
   flag("STRATA_VK_MOE_GROUPED", moe_grouped);
   count("STRATA_VK_MMVQ_MAX_TOKENS", detail::mm_min_tokens, 256, mmvq_max_tokens, "tokens");

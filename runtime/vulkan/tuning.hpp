@@ -197,11 +197,11 @@ struct backend_tuning {
   // One-token short-context steps run attn_prep's head ops and KV append in the per-head attention
   // kernel (attention.glsl HEAD_OPS), a level fewer a layer; STRATA_VK_HEAD_OPS=0 keeps attn_prep.
   bool head_ops_attention = true;
-  // The unsplit per-head decode kernel's workgroup (STRATA_VK_ATTN_DEC_WG=128|256|512), key-row loads
-  // in flight a thread (STRATA_VK_ATTN_DEC_KB=8|16|32) and value rows a thread loads beside its key
-  // (STRATA_VK_ATTN_DEC_VPF=0..16; V4_D only).
-  std::uint32_t attn_dec_wg = 128, attn_dec_kb = 16, attn_dec_vpf = 0;
-  bool attn_dec_kpre = false;  // the first tile's key rows before the query's ops (STRATA_VK_ATTN_DEC_KPRE=1)
+  // The unsplit per-head decode kernel's workgroup (STRATA_VK_ATTN_DEC_WG=128|256|512). 256 a query head: one tile
+  // of keys covers every short-context step (H200, tg128: qwen3-8b +3.7%, qwen3-30b-a3b +2.2% against 128; bench/
+  // RESULTS.md session 41; loading the tile's value rows or all of its key words ahead, before the softmax or the
+  // query's ops, was 1-10% slower).
+  std::uint32_t attn_dec_wg = 256;
 
   // --- Integer and f32 matvecs.
   // Integer matvec (mmvq.glsl): activations quantized once per input to int8 blocks (xq/xs

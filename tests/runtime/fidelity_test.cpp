@@ -115,13 +115,17 @@ TEST_CASE("fidelity: Vulkan backend, shipped fixture models match llama.cpp logi
 // so only below STRATA_VK_SHORT_CTX (256) and splits over the cache beyond (COMBINE). Its
 // one-token steps also run attn_prep's head ops and KV append (HEAD_OPS, on by default; q/k norms
 // and RoPE of qwen3, RoPE of llama, Llama 4's post-RoPE norm and temperature), the same float
-// operations in the same order, so the logits equal STRATA_VK_HEAD_OPS=0's bit for bit.
+// operations in the same order, so on lavapipe the logits equal STRATA_VK_HEAD_OPS=0's bit for
+// bit. A GPU's compiler may schedule the two kernels' float operations differently (the H200's
+// logits differ in the last bits), so there the two agree to 1e-9 NMSE, six orders of magnitude
+// inside the models' tolerances.
 TEST_CASE("fidelity: Vulkan with a short context (unsplit decode attention) matches llama.cpp logits") {
   if (!vulkan_available()) return;
   int ran = 0;
   for (const auto& g : strata::test::local_golden()) {
     if (g.name != "qwen3-Q4_K_M" && g.name != "llama-Q4_K_M" && g.name != "llama4-Q4_K_M") continue;
     std::vector<float> logits[2];
+    bool cpu_device = false;  // lavapipe
     for (const std::string_view on : {"1", "0"}) {
       CAPTURE(on);
       const strata::test::scoped_env env("STRATA_VK_HEAD_OPS", on.data());
@@ -130,12 +134,16 @@ TEST_CASE("fidelity: Vulkan with a short context (unsplit decode attention) matc
       opt.gpu_profile = true;
       std::unique_ptr<strata::rt::model> m;
       check_model(g, opt, &m);
+      cpu_device = m->backend_description().find("llvmpipe") != std::string::npos;
       const auto prof = m->kernel_profile();
       const bool fused = std::any_of(prof.begin(), prof.end(), [](const auto& k) { return k.label.find(".HEAD_OPS") != std::string::npos; });
       CHECK(fused == (on[0] == '1'));
       logits[on[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
     }
-    CHECK(logits[0] == logits[1]);
+    const double nmse = strata::test::compare_logits(logits[1], logits[0], logits[0].size()).nmse;
+    MESSAGE(g.name << ": HEAD_OPS against attn_prep, logits nmse " << nmse);
+    if (cpu_device) CHECK(logits[0] == logits[1]);
+    CHECK(nmse <= 1e-9);
     ++ran;
   }
   CHECK(ran == 3);

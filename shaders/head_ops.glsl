@@ -6,9 +6,9 @@
 //   4 POST_NORM  RMS norm without weight (Llama 4 RoPE layers)
 //   8 TEMP       position scale (Llama 4), applied by the caller as it writes the query:
 //                head_temperature()
-// Every row gets the same float operations in the same order whatever HO_ROWS is, so the two
-// kernels' rows agree bit for bit; `precise` keeps a GPU compiler from fusing a product into an
-// add differently in the two kernels (NVIDIA did: the H200's logits differed by ulps). The including shader defines ho_freq_factor() (rope_freqs).
+// Every row gets the same float operations in the same order whatever HO_ROWS is: the two kernels'
+// rows agree bit for bit on lavapipe; a GPU compiler may still schedule them differently (the
+// H200's differ in the last bits; `precise` on the norms' sums and RoPE did not change that). The including shader defines ho_freq_factor() (rope_freqs).
 #ifndef HO_ROWS
 #define HO_ROWS 1
 #endif
@@ -37,15 +37,13 @@ void ho_norm(const uint ops[HO_ROWS], uint bit, bool weighted, const float nw[HO
   const uint tid = gl_LocalInvocationID.x;
   float s[HO_ROWS];
   [[unroll]] for (uint r = 0; r < HO_ROWS; ++r) {
-    precise float sq = 0.0;
-    for (uint i = tid; i < D; i += WG) sq += ho_h[r][i] * ho_h[r][i];
-    s[r] = sq;
+    s[r] = 0.0;
+    for (uint i = tid; i < D; i += WG) s[r] += ho_h[r][i] * ho_h[r][i];
   }
   ho_row_sums(s);
   [[unroll]] for (uint r = 0; r < HO_ROWS; ++r) {
     if ((ops[r] & bit) == 0u) continue;
-    precise const float ms = s[r] / float(D) + eps;
-    const float scale = 1.0 / sqrt(ms);
+    const float scale = 1.0 / sqrt(s[r] / float(D) + eps);
     [[unroll]] for (uint k = 0; k < HO_PER; ++k) {
       const uint i = tid + k * WG;
       if (i < D) ho_h[r][i] = weighted ? (ho_h[r][i] * scale) * nw[r][k] : ho_h[r][i] * scale;
@@ -74,9 +72,8 @@ void head_ops(const uint ops[HO_ROWS], const float nw[HO_ROWS][HO_PER], uint D, 
       const uint a = neox ? i : 2 * i, b = neox ? i + half_rot : 2 * i + 1;
       [[unroll]] for (uint r = 0; r < HO_ROWS; ++r) {
         const float x0 = ho_h[r][a], x1 = ho_h[r][b];
-        precise const float y0 = x0 * c - x1 * sn, y1 = x0 * sn + x1 * c;
-        r0[r][k] = y0;
-        r1[r][k] = y1;
+        r0[r][k] = x0 * c - x1 * sn;
+        r1[r][k] = x0 * sn + x1 * c;
       }
     }
     barrier();

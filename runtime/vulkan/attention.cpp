@@ -57,14 +57,6 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   const bool split = mma_dec || (P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 2 * min_split &&
                                  !(P.short_ctx && P.short_ctx_len <= 2 * min_split));
   const bool ring_split = split && !mma_dec && ring_split_wanted;
-  // One-token steps over an f16/f32 cache: the per-head kernel below runs attn_prep's head ops and KV
-  // append itself (attention.glsl HEAD_OPS), one level fewer; any other kernel has attn_prep recorded first.
-  const bool head_ops = prep && prep->q == q && !kv.compressed() && !split && q.rows == 1 && P.single_seq &&
-                        !tensor_core_attention(q.rows, ap.head_dim, cfg.type_k, cfg.type_v);
-  if (prep && !head_ops) {
-    P.encode = std::move(prep);
-    P.flush_encode();
-  }
   if (split) {
     pc.split_len = mma_dec ? std::clamp<std::uint32_t>(div_up(div_up(cfg.n_ctx, 128), 64) * 64, 64, mma_dec_split)
                            : impl::split_length(cfg.n_ctx, max_splits, min_split);
@@ -92,6 +84,18 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   const bool q8_out = P.attn_q8 && P.fuse_step && P.max_k && ap.head_dim % 32 == 0 && out.cols <= P.max_k &&
                       out.cols == ap.n_head * ap.head_dim && q.rows < P.mmvq_max_tokens && q.rows <= P.max_q8_rows;
   const std::uint32_t q8_slot = P.last_slot ^ 1u;
+  // Steps of many sequences run the grouped kernel (attention_dec.glsl) unsplit; q8_out keeps decode's on the per-head one.
+  const std::uint32_t gqa_min = q8_out ? split_tokens + 1 : P.multi_gqa_min;
+  const bool multi_gqa = !split && !P.single_seq && P.multi_gqa && q.rows >= gqa_min && group >= 1 && group <= 8 &&
+                         ap.n_head % ap.n_head_kv == 0;
+  // Decode steps over an f16/f32 cache, each token its sequence's only one: the per-head kernel below runs attn_prep's
+  // head ops and KV append itself (attention.glsl HEAD_OPS), one level fewer; any other kernel has attn_prep first.
+  const bool head_ops = prep && prep->q == q && !kv.compressed() && !split && !multi_gqa && P.own_rows &&
+                        !tensor_core_attention(q.rows, ap.head_dim, cfg.type_k, cfg.type_v);
+  if (prep && !head_ops) {
+    P.encode = std::move(prep);
+    P.flush_encode();
+  }
   // Steps of 5+ tokens: the unsplit and COMBINE kernels write out's f16 copy beside it
   // (attn_f16_out.glsl), the output projection's tensor-core input (f16_input() finds it).
   const bool f16_out = !q8_out && P.mm_fuse_more && P.f16_beside(out) && out.cols == ap.n_head * ap.head_dim;
@@ -212,9 +216,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // row is read once per group with coalesced loads; the per-head kernel below read it once per
   // query head, a key row per thread (H200, qwen3-8b, 64 streams: 164 us a layer, 21% of a
   // decode step). STRATA_VK_MULTI_GQA=0 returns such steps to the per-head kernel, as does q8_out.
-  const std::uint32_t gqa_min = q8_out ? split_tokens + 1 : P.multi_gqa_min;
-  if (!split && !P.single_seq && P.multi_gqa && q.rows >= gqa_min && group >= 1 && group <= 8 &&
-      ap.n_head % ap.n_head_kv == 0) {
+  if (multi_gqa) {
     auto d = dec_defs();
     std::vector<binding> b(std::begin(bd), std::end(bd));
     with_f16_out(d, b);

@@ -116,7 +116,7 @@ struct backend::impl : backend_tuning {
   std::uint32_t split_counters = 0;
   static constexpr std::uint32_t split_counter_count = 4096;
   std::uint32_t input = 0;                 // host-visible staging of write()
-  bool single_seq = false;                 // every token of the step belongs to one sequence
+  bool single_seq = false, own_rows = false;  // every token of the step one sequence's / its sequence's only one
   gpu_buffer readback;
   gpu_buffer ids_readback;                 // argmax results (host-visible)
   std::int32_t* ids_dst = nullptr;

@@ -153,6 +153,11 @@ void backend::begin(const graph::step_inputs& in) {
   P.ids_dst = nullptr;
   P.fuse_step = fuses(P, n);
   P.single_seq = std::all_of(b.seq_ids.begin(), b.seq_ids.end(), [&](std::uint32_t s) { return s == b.seq_ids[0]; });
+  // Decode steps of a few streams, each token its sequence's only one: its attention may append the
+  // step's K/V rows itself (attention.glsl HEAD_OPS), as no token of the step reads another's.
+  P.own_rows = n <= 8;
+  for (std::uint32_t i = 0; P.own_rows && i < n; ++i)
+    for (std::uint32_t j = 0; j < i; ++j) P.own_rows &= b.seq_ids[i] != b.seq_ids[j];
   // Decode steps whose tokens all see a short context record apart from long ones: their attention
   // runs unsplit (as in a small KV cache), not as splits of the whole cache, most of them empty,
   // and a combine pass (H200, qwen3-8b tg128 in a 4,224-token cache: 255 t/s against 290).
@@ -168,7 +173,7 @@ void backend::begin(const graph::step_inputs& in) {
   const bool rows_back = in.output == graph::step_output::hidden;
   const bool in_place = every_row_out && outs > 0 && !rows_back;
   P.current_key = std::uint64_t(n) | (in_place ? key_in_place : 0) | (rows_back ? key_rows_back : 0) |
-                  std::uint64_t(P.single_seq) << 62 | std::uint64_t(P.short_ctx) << 63;
+                  std::uint64_t(P.own_rows) << 59 | std::uint64_t(P.single_seq) << 62 | std::uint64_t(P.short_ctx) << 63;
   P.outputs.key = std::uint64_t(outs) | std::uint64_t(every_row_out) << 32 | std::uint64_t(in.output) << 33;
   if (in_place) P.outputs.key |= P.current_key & (std::uint64_t(3) << 62);
   if (!P.output_part)  // one part: its key holds the output's form too (n and outs < 2^24)

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -117,8 +118,8 @@ TEST_CASE("fidelity: Vulkan backend, shipped fixture models match llama.cpp logi
 // and RoPE of qwen3, RoPE of llama, Llama 4's post-RoPE norm and temperature), the same float
 // operations in the same order, so on lavapipe the logits equal STRATA_VK_HEAD_OPS=0's bit for
 // bit. A GPU's compiler may schedule the two kernels' float operations differently (the H200's
-// logits differ in the last bits), so there the two agree to 1e-9 NMSE, six orders of magnitude
-// inside the models' tolerances.
+// logits differ in the last bits, which the int8 rounding of activations magnifies), so there the
+// two agree within a tenth of the model's tolerance.
 TEST_CASE("fidelity: Vulkan with a short context (unsplit decode attention) matches llama.cpp logits") {
   if (!vulkan_available()) return;
   int ran = 0;
@@ -143,7 +144,7 @@ TEST_CASE("fidelity: Vulkan with a short context (unsplit decode attention) matc
     const double nmse = strata::test::compare_logits(logits[1], logits[0], logits[0].size()).nmse;
     MESSAGE(g.name << ": HEAD_OPS against attn_prep, logits nmse " << nmse);
     if (cpu_device) CHECK(logits[0] == logits[1]);
-    CHECK(nmse <= 1e-9);
+    CHECK(nmse <= g.tolerance_nmse / 10);
     ++ran;
   }
   CHECK(ran == 3);
@@ -227,6 +228,64 @@ TEST_CASE("fidelity: Vulkan MoE decode with the combine as the down matvec's blo
     ++ran;
   }
   CHECK(ran == 2);
+}
+
+// Decode steps of three sequences, each token its sequence's only one (a server's streams): the
+// per-head attention appends every token's K/V rows itself (HEAD_OPS) and reads no row another
+// token of the step writes. Against STRATA_VK_HEAD_OPS=0 (attn_prep's dispatch): bit for bit on
+// lavapipe; on a GPU within a tenth of the model's tolerance (its compiler schedules the two
+// kernels' float operations apart, and the int8 rounding of activations magnifies last-bit
+// differences); a row read before its write would be far off either way.
+TEST_CASE("fidelity: Vulkan decode steps of three sequences run attn_prep in the attention, as its own dispatch does") {
+  if (!vulkan_available()) return;
+  const auto models = strata::test::local_golden();
+  const auto it = std::find_if(models.begin(), models.end(), [](const auto& m) { return m.name == "qwen3-Q4_K_M"; });
+  REQUIRE(it != models.end());
+  const auto& g = *it;
+  REQUIRE(g.runs.size() >= 3);
+  constexpr std::size_t steps = 6;
+  std::vector<float> logits[2];
+  bool cpu_device = false;
+  for (const std::string_view on : {"1", "0"}) {
+    CAPTURE(on);
+    const strata::test::scoped_env env("STRATA_VK_HEAD_OPS", on.data());
+    auto opt = fixture_options(strata::rt::backend_kind::vulkan);
+    opt.n_ctx = 768;  // the sequences' pool; positions stay below 256 (short-context steps)
+    opt.n_seq = 3;
+    opt.gpu_profile = true;
+    auto m = strata::rt::model::load(g.path, opt);
+    cpu_device = m->backend_description().find("llvmpipe") != std::string::npos;
+    const std::size_t V = m->hparams().n_vocab;
+    for (std::uint32_t s = 0; s < 3; ++s) {  // each prompt a step of its own sequence
+      const auto& ids = g.runs[s].ids;
+      std::vector<std::int32_t> pos(ids.size());
+      for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = std::int32_t(i);
+      const std::vector<std::uint32_t> seqs(ids.size(), s);
+      std::vector<std::uint8_t> want(ids.size(), 0);
+      want.back() = 1;
+      std::vector<float> last(V);
+      m->forward({ids, pos, seqs, want}, last);
+    }
+    auto& out = logits[on[0] - '0'];
+    out.resize(steps * 3 * V);
+    for (std::size_t k = 0; k < steps; ++k) {
+      std::vector<std::int32_t> toks, pos;
+      for (std::uint32_t s = 0; s < 3; ++s) {
+        toks.push_back(g.runs[s].greedy[k]);
+        pos.push_back(std::int32_t(g.runs[s].ids.size() + k));
+      }
+      const std::vector<std::uint32_t> seqs{0, 1, 2};
+      const std::vector<std::uint8_t> want(3, 1);
+      m->forward({toks, pos, seqs, want}, std::span(out).subspan(k * 3 * V, 3 * V));
+    }
+    const auto prof = m->kernel_profile();
+    const bool fused = std::any_of(prof.begin(), prof.end(), [](const auto& p) { return p.label.find(".HEAD_OPS") != std::string::npos; });
+    CHECK(fused == (on[0] == '1'));
+  }
+  const double nmse = strata::test::compare_logits(logits[1], logits[0], logits[0].size()).nmse;
+  MESSAGE("three sequences' decode steps, HEAD_OPS against attn_prep: logits nmse " << nmse);
+  if (cpu_device) CHECK(logits[0] == logits[1]);
+  CHECK(nmse <= g.tolerance_nmse / 10);
 }
 
 TEST_CASE("fidelity: Vulkan backend, full shared fixture set matches llama.cpp logits" * doctest::skip(true)) {

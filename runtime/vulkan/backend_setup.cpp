@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
-#include <tuple>
 
 #include "quant_layout.hpp"
 #include "strata/core/byte_size.hpp"
@@ -252,16 +251,15 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   }
   // Decode-shaped matvecs (one token) in the variants fusion produces; other token counts are
   // built on first use (and cached on disk like the rest).
-  std::set<std::tuple<gguf::type_id, std::uint32_t, std::uint32_t>> mat_shapes;
+  std::set<std::pair<gguf::type_id, std::uint32_t>> mat_shapes;
   for (const auto& e : P.weights)
-    if (e.info->ne[2] == 1 && e.info->ne[1] > 1)
-      mat_shapes.insert({e.info->type, P.rows_for(e.info->ne[1]), P.mv_wg_for(e.info->ne[1])});
-  for (const auto& [f, nr, wg] : mat_shapes)
+    if (e.info->ne[2] == 1 && e.info->ne[1] > 1) mat_shapes.insert({e.info->type, P.rows_for(e.info->ne[1])});
+  for (const auto& [f, nr] : mat_shapes)
     for (const auto& v : std::vector<std::vector<std::pair<std::string, std::string>>>{
              {}, {{"NORM_INPUT", "1"}}, {{"NORM_INPUT", "1"}, {"SWIGLU", "1"}}, {{"ADD_RESIDUAL", "1"}}}) {
       if (!P.fuse && !v.empty()) continue;
       std::vector<std::pair<std::string, std::string>> d{
-          {"NR", std::to_string(nr)}, {"NT", "1"}, {"WG", std::to_string(wg)}};
+          {"NR", std::to_string(nr)}, {"NT", "1"}, {"WG", std::to_string(P.mv_wg)}};
       d.insert(d.end(), v.begin(), v.end());
       reqs.push_back(impl::req("matvec", f, std::move(d), 6));
     }

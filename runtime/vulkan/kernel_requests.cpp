@@ -202,7 +202,7 @@ pipeline_request backend::impl::mm3_req(const mma2_tile& s, bool xf16, gguf::typ
 
 pipeline_request backend::impl::matvec_req(gguf::type_id t, std::uint32_t nt, bool ids, std::uint64_t n_rows) const {
   std::vector<std::pair<std::string, std::string>> d{
-      {"NR", std::to_string(rows_for(n_rows))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg_for(n_rows))}};
+      {"NR", std::to_string(rows_for(n_rows))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
   if (ids) d.emplace_back("MOE_IDS", "1");
   return req("matvec", t, std::move(d), ids ? 4 : 3);
 }

@@ -66,7 +66,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   std::vector<binding> b{wb, bind(x, false), bind(m.y, true), bind(x, false),
                          m.norm ? bind_weight(*m.norm->w) : bind(x, false), m.residual ? bind(*m.residual, false) : bind(x, false)};
   std::vector<std::pair<std::string, std::string>> d{
-      {"NR", std::to_string(rows_for(w.ne[1]))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg_for(w.ne[1]))}};
+      {"NR", std::to_string(rows_for(w.ne[1]))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
   if (m.norm) d.emplace_back("NORM_INPUT", "1");
   if (m.up) d.emplace_back("SWIGLU", "1");
   if (m.residual) d.emplace_back("ADD_RESIDUAL", "1");

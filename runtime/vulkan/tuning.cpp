@@ -151,7 +151,6 @@ void backend_tuning::read_env() {
   if (const auto on = env_bool("STRATA_VK_COOPMAT"); on && !*on) coopmat = false;
   count("STRATA_VK_MV_NR", 1, 16, mv_rows, "rows a workgroup");
   count("STRATA_VK_MV_WG", 16, 512, mv_wg, "threads");
-  count("STRATA_VK_MV_WG_SHORT", 16, 512, mv_wg_short, "threads");
   flag("STRATA_VK_MMVQ", mmvq);
   flag("STRATA_VK_QUANT_OUT", quant_out);
   flag("STRATA_VK_NORM_OUT", norm_out);

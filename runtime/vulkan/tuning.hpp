@@ -241,10 +241,6 @@ struct backend_tuning {
   // Short matrices (an MoE router's 64-256 rows) take one row per workgroup, so they still
   // spread over the whole GPU.
   std::uint32_t rows_for(std::uint64_t n) const { return n > 512 && n >= mv_rows ? mv_rows : 1; }
-  // Those short matrices' workgroups (STRATA_VK_MV_WG_SHORT): a row of a router (2,048 f32 wide) in
-  // one pass of 128 threads, not two of 64 (H200, qwen3-30b-a3b tg128 +1.5%; bench/RESULTS.md session 41).
-  std::uint32_t mv_wg_short = 128;
-  std::uint32_t mv_wg_for(std::uint64_t n) const { return rows_for(n) == 1 && n <= 512 ? mv_wg_short : mv_wg; }
   // An integer matvec's shape: workgroup size, rows per lane group, units in flight per lane.
   struct mmvq_shape_t {
     std::uint32_t wg, rpg, u;

@@ -118,13 +118,16 @@ class decoder_stage final : public stage {
     std::vector<std::int32_t> tok, pos;
     std::vector<std::uint32_t> seq;
     std::vector<std::uint8_t> want;
-    // r rows; `multi`: each row its own sequence (mod seqs); `late`: positions at the end of the
-    // context (steps see a long one); `outs`: rows flagged for output (the last ones; r: all).
-    const auto step = [&](std::uint32_t r, bool multi, bool late, std::uint32_t outs, bool greedy) {
+    // r rows; `multi`: each row its own sequence (mod seqs), or with `pairs` two sequences taking
+    // turns (a prompt chunk beside decodes: some sequence has several rows, a form of its own in
+    // the backends whose short steps fuse per-token work, e.g. Vulkan's own_rows); `late`:
+    // positions at the end of the context (steps see a long one); `outs`: rows flagged for
+    // output (the last ones; r: all).
+    const auto step = [&](std::uint32_t r, bool multi, bool late, std::uint32_t outs, bool greedy, bool pairs = false) {
       if (!be_->can_record_ahead()) return false;
       tok.assign(r, 0), pos.resize(r), seq.resize(r), want.assign(r, 0);
       for (std::uint32_t t = 0; t < r; ++t) {
-        seq[t] = multi ? t % seqs : 0;
+        seq[t] = multi ? t % (pairs ? 2 : seqs) : 0;
         const std::uint32_t p = multi ? 0 : t;
         pos[t] = std::int32_t(late && n_ctx > r ? n_ctx - r + p : p);
         want[t] = t + outs >= r;
@@ -152,8 +155,10 @@ class decoder_stage final : public stage {
     for (const std::uint32_t r : sizes)  // prompt steps: one sequence (its last token out), or several
       for (const bool multi : {false, true}) {
         if (multi && (!several || r < 2)) continue;
-        for (const bool late : {false, true})
+        for (const bool late : {false, true}) {
           if (!step(r, multi, late, head_ ? 1 : 0, false)) return;
+          if (multi && r >= 3 && r <= 8 && r <= seqs && !step(r, true, late, head_ ? 1 : 0, false, true)) return;
+        }
       }
   }
 

@@ -81,6 +81,9 @@ run_result run(bool record_ahead) {
   step(mixed_greedy, true);
   step({{11, 30, true}}, false);   // one sequence's chunk: 30 rows (32), its last out
   step({{9, 40, false}}, false);   // a chunk without output rows: 40 rows, no output part
+  auto few_mixed = decodes(2);     // 2 decodes + a 3-token chunk: 5 rows, one sequence with several
+  few_mixed.push_back({8, 3, true});
+  step(few_mixed, false);
   step(decodes(1), true);
   step(decodes(9), false);   // again: replays on use too
   return out;
@@ -112,7 +115,7 @@ TEST_CASE("Vulkan: steps recorded ahead serve a server's batches without recordi
     one_part = step_cache_test::run(false);
   }
   REQUIRE(one_part.logits.size() == on_use.logits.size());
-  for (const std::size_t i : {1, 2, 4, 8, 9}) {  // the decode steps
+  for (const std::size_t i : {1, 2, 4, 9, 10}) {  // the decode steps
     CAPTURE(i);
     CHECK(one_part.logits[i] == on_use.logits[i]);
     CHECK(one_part.ids[i] == on_use.ids[i]);

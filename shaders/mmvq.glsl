@@ -36,6 +36,17 @@
 //  MOE_BLOCK_TAIL  (with MOE_IDS, not MOE_GROUPED: decode's experts' down matvec) the workgroup
 //                that completes a 32-row block of a token runs the combine with the residual and
 //                the next norm's first half for that block (moe_block_tail.glsl)
+//  ROUTER_PARTS  (with NORM_OUT or a plain MOE_BLOCK_TAIL; = the experts) the MoE router's
+//                logits as per-block parts of the rows times the norm's weight (router_parts.glsl,
+//                bindings from ROUTER_PARTS_AT: 11 with NORM_OUT, 4 in the block tails). TOPK_IN
+//                with TOPK_PARTS sums them and applies the 1 / rms: the router has no dispatch.
+//  MOE_BLOCK_TAIL without MOE_IDS (NT 1, no ADD_RESIDUAL: decode's O projection before an MoE
+//                FFN): y is the raw rows; the tails add them to the residual (moe_block_tail.glsl
+//                with k = 1) and write the next norm's first half block by block, for layers
+//                whose projection cannot own whole blocks (NORM_OUT's 32 rows a workgroup).
+//  TOPK_IN with RMS_IN and TOPK_PARTS (= the blocks a token): the router's logits come as
+//                ROUTER_PARTS' parts and the experts' input as NORM_OUT's codes; the top-k's
+//                bindings then start at 11 (TOPK_IN = 10), the block sums of x^2 again at 14.
 #if defined(NORM_TAIL) && defined(MOE_IDS) && !defined(MOE_COMBINE_TAIL)
 #error "NORM_TAIL follows a residual matvec or the MoE combine"
 #endif
@@ -45,14 +56,20 @@
 #if defined(NORM_OUT) && (!defined(ADD_RESIDUAL) || defined(QUANT_OUT) || defined(NORM_TAIL) || defined(MOE_IDS))
 #error "NORM_OUT follows a residual matvec and writes the quantized slot QUANT_OUT would"
 #endif
-#if defined(RMS_IN) && (defined(MOE_IDS) || defined(NORM_TAIL))
-#error "RMS_IN reads the rows of a plain matvec input"
+#if defined(RMS_IN) && ((defined(MOE_IDS) && !defined(TOPK_IN)) || defined(NORM_TAIL))
+#error "RMS_IN reads the rows of a plain matvec input, or the experts' input beside the router's parts"
+#endif
+#if defined(TOPK_PARTS) && (!defined(TOPK_IN) || !defined(RMS_IN))
+#error "TOPK_PARTS ranks ROUTER_PARTS' logits: the experts' input is NORM_OUT's codes (RMS_IN)"
+#endif
+#if defined(ROUTER_PARTS) && !defined(NORM_OUT) && !(defined(MOE_BLOCK_TAIL) && !defined(MOE_IDS))
+#error "ROUTER_PARTS dots the rows NORM_OUT or a projection's block tails scale by the norm's weight"
 #endif
 #if defined(TOPK_IN) && (!defined(MOE_IDS) || defined(MOE_GROUPED) || defined(MOE_COMBINE_TAIL) || defined(NORM_TAIL))
 #error "TOPK_IN routes the pairs of a per-pair expert matvec"
 #endif
-#if defined(MOE_BLOCK_TAIL) && (!defined(MOE_IDS) || defined(MOE_GROUPED) || defined(QUANT_OUT) || defined(MOE_COMBINE_TAIL) || defined(NORM_TAIL) || defined(TOPK_IN))
-#error "MOE_BLOCK_TAIL follows the experts' per-pair down matvec, every workgroup reaching the end of main()"
+#if defined(MOE_BLOCK_TAIL) && ((!defined(MOE_IDS) && (NT != 1 || defined(ADD_RESIDUAL))) || defined(MOE_GROUPED) || defined(QUANT_OUT) || defined(MOE_COMBINE_TAIL) || defined(NORM_TAIL) || defined(TOPK_IN))
+#error "MOE_BLOCK_TAIL follows the experts' per-pair down matvec or a one-token projection, every workgroup reaching the end of main()"
 #endif
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
@@ -119,10 +136,13 @@ layout(push_constant) uniform Params {
   MOE_COMBINE_TAIL_PC
 #elif defined(NORM_TAIL)
   NORM_TAIL_PC
-#elif defined(RMS_IN)
+#elif defined(RMS_IN) && !defined(TOPK_IN)
   float rms_eps;
 #elif defined(TOPK_IN)
-  uint topk_n_expert, topk_l_off, topk_l_stride;  // the router's logits (k is in_div)
+  uint topk_n_expert, topk_l_off, topk_l_stride;  // the router's logits or parts (k is in_div)
+#ifdef RMS_IN
+  float rms_eps;
+#endif
 #elif defined(MOE_BLOCK_TAIL)
   MOE_BLOCK_TAIL_PC
 #endif
@@ -170,6 +190,9 @@ void main() {
 #elif defined(MOE_IDS)
   const uint t0 = gl_WorkGroupID.y;
 #ifdef TOPK_IN
+#ifdef TOPK_PARTS
+  topk_sum_parts(t0 / p.in_div, p.topk_n_expert, p.topk_l_off, p.topk_l_stride, p.rms_eps);
+#endif
   moe_topk(t0 / p.in_div, p.topk_n_expert, p.in_div, p.topk_l_off, p.topk_l_stride,
            gl_WorkGroupID.x == 0 && gl_WorkGroupID.z == 0 && t0 % p.in_div == 0, 0u);
   const uint wbase = topk_sel[t0 % p.in_div] * p.expert_bytes;
@@ -337,6 +360,16 @@ void main() {
       xqo[qo + 1] = qb.hi;
       xso[p.s_off + yr[t] * p.s_stride + blk] = qb.s;
     }
+  }
+#endif
+#if defined(ROUTER_PARTS) && defined(NORM_OUT)  // outv is complete since the barrier above (router_parts.glsl)
+  for (uint tb = 0; tb < NT * (WG_ROWS / 32); ++tb) {
+    const uint t = tb / (WG_ROWS / 32), r0 = (tb % (WG_ROWS / 32)) * 32;
+    if (t >= nt || row_base + r0 >= p.N) continue;  // uniform
+    vec4 v[8];
+    for (uint i = 0; i < 8; ++i)
+      v[i] = vec4(outv[t][r0 + 4 * i], outv[t][r0 + 4 * i + 1], outv[t][r0 + 4 * i + 2], outv[t][r0 + 4 * i + 3]);
+    router_part_block(yr[t], (row_base + r0) / 32, p.N, v);
   }
 #endif
 #if defined(MOE_COMBINE_TAIL)

@@ -6,6 +6,8 @@
 // same operations in the same order): the rows, their int8 codes times the norm's weight and the
 // block's sum of squares. The combine's dispatch and its level leave the layer, and unlike one
 // last workgroup for the whole combine (moe_combine_tail.glsl) the tails run spread over the grid.
+// With k = 1 and no weights (mmvq.glsl's one-token projection, no MOE_IDS) the same tails add the
+// projection's rows to the residual: the rows res + 1.0 x y, as ADD_RESIDUAL writes them.
 // Bindings from MOE_BLOCK_TAIL: +0 counters [token][block], +1 router weights, +2 output rows,
 // +3 residual rows, +4 the expert rows (the matvec's output again), +5 the norm's weight,
 // +6 / +7 int8 codes and block scales, +8 the blocks' sums of squares.
@@ -92,6 +94,9 @@ void moe_block_tail(uint pair, uint row_base, uint wg_rows, uint N, uint y_off, 
       bt_sq2[tid / 4u][tid % 4u] = acc * acc;
     }
     barrier();
+#ifdef ROUTER_PARTS  // the router's share of this block (a one-token projection's tails: t is the token)
+    router_part_block(t, blk, N, bt_v);
+#endif
     // common.glsl q8_quantize's operations spread over the block's 32 threads: the same maximum
     // (in any order), codes and integer sums; the squares summed in row order by one thread.
     float amax = 0.0;

@@ -5,6 +5,10 @@
 // workgroup routes every token of the step) and as the experts' gate/up matvec's prologue
 // (mmvq.glsl TOPK_IN: every workgroup routes its pair's token). Up to 256 experts and k <= 64.
 // Bindings from TOPK_TAIL / TOPK_IN + 1 (moe.glsl: from 1): +0 ids, +1 weights, +2 the logits.
+// TOPK_PARTS (= blocks a token, TOPK_IN only): +2 holds the router's logits as per-block parts
+// of the unnormalised rows (mmvq.glsl ROUTER_PARTS: [token][block][expert], experts a multiple of
+// 4) and +3 the blocks' sums of x^2; topk_sum_parts() sums the parts (TOPK_SEGS threads an
+// expert quad, each over every TOPK_SEGS-th block) and applies the 1 / rms before the ranking.
 #if defined(TOPK_TAIL)
 #define TOPK_BINDING (TOPK_TAIL + 1)
 #elif defined(TOPK_IN)
@@ -14,7 +18,13 @@
 #endif
 layout(binding = TOPK_BINDING + 0, std430) buffer TopkIds { int topk_ids[]; };
 layout(binding = TOPK_BINDING + 1, std430) buffer TopkWts { float topk_wts[]; };
+#ifdef TOPK_PARTS
+layout(binding = TOPK_BINDING + 2, std430) readonly buffer TopkParts { vec4 topk_l4[]; };
+layout(binding = TOPK_BINDING + 3, std430) readonly buffer TopkSq { float topk_sq[]; };
+shared vec4 topk_psum[TOPK_SEGS][64];
+#else
 layout(binding = TOPK_BINDING + 2, std430) coherent readonly buffer TopkLogits { float topk_l[]; };
+#endif
 
 const uint TOPK_PER_THREAD = (256u + WG - 1u) / WG;
 shared float topk_logit[256];
@@ -41,6 +51,38 @@ float topk_wg_sum(float v) {
   return r;
 }
 
+#ifdef TOPK_PARTS
+// Token t's logits from its parts (starting at l_off + t * l_stride floats, l_off and l_stride
+// multiples of 4) into topk_logit[]: the sum over blocks times 1 / rms(x) (eps: the norm's).
+void topk_sum_parts(uint t, uint n_expert, uint l_off, uint l_stride, float eps) {
+  const uint tid = gl_LocalInvocationIndex, e4n = n_expert / 4u;
+  float sq = 0.0;
+  for (uint b = tid; b < TOPK_PARTS; b += WG) sq += topk_sq[t * TOPK_PARTS + b];
+  const float rs = 1.0 / sqrt(topk_wg_sum(sq) / float(TOPK_PARTS * 32u) + eps);
+  const uint base = (l_off + t * l_stride) / 4u;
+  for (uint i = tid; i < e4n * TOPK_SEGS; i += WG) {
+    const uint e4 = i % e4n, seg = i / e4n;
+    vec4 acc = vec4(0.0);
+    for (uint b0 = seg; b0 < TOPK_PARTS; b0 += 8u * TOPK_SEGS) {
+      vec4 v[8];  // eight loads in flight before the sums
+      [[unroll]] for (uint u = 0u; u < 8u; ++u) {
+        const uint b = b0 + u * TOPK_SEGS;
+        v[u] = b < TOPK_PARTS ? topk_l4[base + b * e4n + e4] : vec4(0.0);
+      }
+      [[unroll]] for (uint u = 0u; u < 8u; ++u) acc += v[u];
+    }
+    topk_psum[seg][e4] = acc;
+  }
+  barrier();
+  for (uint e = tid; e < n_expert; e += WG) {
+    float s = 0.0;
+    for (uint seg = 0u; seg < TOPK_SEGS; ++seg) s += topk_psum[seg][e / 4u][e % 4u];
+    topk_logit[e] = s * rs;
+  }
+  barrier();
+}
+#endif
+
 // Token t's logits start at l_off + t * l_stride (floats). Every invocation calls it; the ids
 // and weights go to memory where write_out holds (the same for the whole workgroup), and the
 // ids by rank to topk_sel[] in any case. first > 0 writes only ranks first..k-1, at
@@ -52,7 +94,9 @@ void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool wri
   const uint tid = gl_LocalInvocationIndex;
   float lmax = -1.0 / 0.0;
   for (uint e = tid; e < n_expert; e += WG) {
+#ifndef TOPK_PARTS  // else topk_sum_parts() has filled them
     topk_logit[e] = topk_l[l_off + t * l_stride + e];
+#endif
     lmax = max(lmax, topk_logit[e]);
   }
   const float mx = topk_wg_max(lmax);  // its barriers also publish topk_logit[]

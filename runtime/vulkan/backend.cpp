@@ -100,7 +100,7 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   // A producer waiting with the next norm's first half (try_norm_out) keeps it when this matmul
   // reads that norm.
   for (auto& pm : P.mats)
-    if (pm.norm_out && !(m.norm && impl::same(pm.norm_out->y, m.norm->y))) pm.norm_out.reset();
+    if (pm.norm_out && (pm.norm_out_router_only || !(m.norm && impl::same(pm.norm_out->y, m.norm->y)))) pm.norm_out.reset();
   if (P.combine && P.combine->norm_out) {  // the combine writing this norm's first half (try_norm_out)
     if (!(m.norm && impl::same(P.combine->norm_out->y, m.norm->y))) P.combine->norm_out.reset();
     P.flush_combine();
@@ -378,8 +378,17 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
       norm = *it;
       P.norms.erase(it);
     }
+  const bool cached = P.cached_experts(*mw.gate_exps);
+  const bool streamed = P.weights.at(mw.gate_exps->id).xstream >= 0;  // read from the expert ring (enter_expert)
+  const bool topk_in_ok = P.topk_in && int8 && !chunks && !small && !weight_input && n <= 8 && !cached &&
+                          P.adjacent(*mw.gate_exps, *mw.up_exps);
+  // Decode: the O projection waiting with this norm's first half (try_norm_out) writes the router's
+  // logits as per-block parts too (record_router_parts); the gate/up matvec's top-k sums them and
+  // reads the codes, so neither the router nor the experts' input quantize takes a dispatch.
+  const bool parts = norm && topk_in_ok && P.record_router_parts(*mw.gate_inp, x, s.y.first_rows(n));
   P.prepare({norm ? norm->x : x}, {s.logits, s.xin, s.gate, s.up, s.y, out});
-  if (norm) {
+  if (parts) P.dropped.push_back(x);  // the norm's rows are never written: no later op may read them
+  if (norm && !parts) {
     const std::uint32_t sl = P.last_slot ^ 1u;
     quantize_pc pc{x.cols, norm->x.off, norm->x.stride, 0, P.max_k / 16, 0, P.max_k / 32, norm->eps, x.off, x.stride};
     const binding b[] = {P.bind(norm->x, false), P.bind_weight(*norm->w), P.bind_id(P.xq[sl], true), P.bind_id(P.xs[sl], true),
@@ -394,13 +403,10 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // Decode: the router folds the norm in itself (matvec.glsl NORM_INPUT over the norm's input),
   // so it does not wait for the quantize dispatch above: both read the residual stream and run
   // side by side, a level less per MoE layer.
-  const bool cached = P.cached_experts(*mw.gate_exps);
-  const bool streamed = P.weights.at(mw.gate_exps->id).xstream >= 0;  // read from the expert ring (enter_expert)
-  if (norm && P.router_norm && n <= 8 && !cached) {
+  if (norm && !parts && P.router_norm && n <= 8 && !cached)
     P.record_matmul(impl::pending_matmul{mw.gate_inp, x, logits, *norm, {}, nullptr, {}, {}, {}});
-  } else {
+  else if (!parts)
     matmul(*mw.gate_inp, x, logits);
-  }
   // Decode-sized steps: the router matvec's last workgroup may run the top-k (STRATA_VK_TAIL).
   if (n <= P.tail_rows && !P.mats.empty() && impl::same(P.mats.back().y, logits))
     P.mats.back().topk = impl::pending_matmul::topk_t{E, k, sigmoid};
@@ -408,8 +414,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   P.flush_mats();
   // Decode: the gate/up matvec ranks the logits itself (mmvq.glsl TOPK_IN), so no top-k
   // dispatch sits between the router and the experts.
-  const bool topk_in = P.topk_in && !P.topk_done && int8 && !chunks && !small && !weight_input && n <= 8 &&
-                       !cached && P.adjacent(*mw.gate_exps, *mw.up_exps);
+  const bool topk_in = parts || (topk_in_ok && !P.topk_done);
   if (!P.topk_done && !topk_in) {
     const moe_pc pc{E, k, 0, logits.off, logits.stride, 0, 0, 0};
     const binding b[] = {P.bind_id(P.moe_ids, true), P.bind_id(P.moe_ids, true), P.bind_id(P.moe_wts, true),
@@ -439,12 +444,12 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   } else if (small) {
     P.record_moe_small(mw, in, in_div, pairs, E, g, u, y);
   } else if (int8) {
-    const std::uint32_t sl = P.quantize_input(in, nullptr, 0.0f);
+    const std::uint32_t sl = parts ? P.last_slot : P.quantize_input(in, nullptr, 0.0f);
     const std::uint64_t F = mw.gate_exps->ne[1];
     if (P.adjacent(*mw.gate_exps, *mw.up_exps)) {
       const bool qout = P.quant_out && F % 32 == 0 && F <= P.max_k && g.off % 4 == 0 && g.stride % 4 == 0;
       P.record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, in_div, pairs, g, qout, chunks,
-                        topk_in ? std::optional(impl::topk_in_t{logits, E, sigmoid}) : std::nullopt);
+                        topk_in ? std::optional(impl::topk_in_t{logits, E, sigmoid, parts ? norm->eps : 0.0f}) : std::nullopt);
     } else {
       P.record_mmvq_ids(*mw.gate_exps, nullptr, sl, in_div, pairs, g, false, chunks);
       P.record_mmvq_ids(*mw.up_exps, nullptr, sl, in_div, pairs, u, false, chunks);

@@ -217,8 +217,10 @@ struct backend::impl : backend_tuning {
   bool int8_expert_ok(const weight& w) const { return has_int8_unit(w.type, w.ne[0]) && w.ne[0] <= max_k; }
   std::uint32_t max_q8_rows = 0;                   // rows the int8 scratch holds (tokens or MoE pairs)
   std::uint32_t rms_sq[2] = {0, 0};  // buffer ids per slot: NORM_OUT's sums of y^2 per token and 32-row block
-  bool short_ctx = false;
-  bool try_norm_out(const pending_norm& n);
+  // ROUTER_PARTS (moe_ffn, fusion.cpp record_router_parts): the parts' buffer id, the experts it holds, its tokens.
+  std::uint32_t router_part_buf = 0, router_part_experts = 0, router_part_tokens = 8;
+  bool router_parts_recorded = false, short_ctx = false;  // whether the last record_matmul() wrote the parts
+  bool try_norm_out(const pending_norm& n), record_router_parts(const weight& router, const tensor& x, const tensor& scratch);
   std::optional<quantized_input> quantized[2];
   std::uint32_t last_slot = 1;
   // Per-head ops on Q and K (weighted / plain RMS norm, RoPE, temperature) wait for kv_store()'s attn_prep
@@ -470,13 +472,8 @@ struct backend::impl : backend_tuning {
   // in one dispatch (SWIGLU), and with qout its output quantized into the other slot.
   // chunks > 0: grouped by expert, workgroup columns are the MOE_GROUP table's chunks (at most
   // `chunks` of them; the ones past the table's count exit at once).
-  // topk: the router's logits, ranked by every workgroup first (mmvq.glsl TOPK_IN) instead of
-  // read from the ids a MOE_TOPK dispatch wrote (per-pair gate/up only: chunks 0).
-  struct topk_in_t {
-    tensor logits;
-    std::uint32_t n_expert = 0;
-    bool sigmoid = false;
-  };
+  // topk: the router's logits, ranked by every workgroup first (fusion_types.hpp topk_in_t).
+  using topk_in_t = gpu::topk_in_t;
   // part: the experts' first intermediate columns only (the GPU's slice of a CPU block,
   // record_shared_moe): gate/up's first `rows` rows of each expert, or down's first `k` inputs of
   // every row (row and expert strides unchanged); 0: all of them.

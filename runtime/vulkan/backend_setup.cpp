@@ -437,6 +437,14 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       if (P.norm_out && P.fuse)
         P.rms_sq[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k / 32 * 4, memory_kind::device, "norm block sums");
     }
+    if (P.router_parts && P.rms_sq[0]) {  // decode routers' logits as per-block parts (moe_ffn, ROUTER_PARTS)
+      for (const auto& e : P.weights)
+        if (e.info->name.ends_with("ffn_gate_inp.weight") && e.info->type == gguf::type_id::f32 && e.info->ne[1] <= 256)
+          P.router_part_experts = std::max(P.router_part_experts, std::uint32_t(e.info->ne[1]));
+      if (P.router_part_experts)
+        P.router_part_buf = P.new_buffer(std::uint64_t(P.router_part_tokens) * P.max_k / 32 * P.router_part_experts * 4,
+                                         memory_kind::device, "router logit parts");
+    }
     for (bool norm : {false, true}) reqs.push_back(P.quantize_req(norm));
     for (const auto& e : P.weights)
       if (has_mmvq(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1)

@@ -38,6 +38,22 @@ struct pending_matmul {
     bool sigmoid;
   };
   std::optional<topk_t> topk;  // a router: its top-k, run by the last workgroup if the path allows
+  // With norm_out: the MoE router (f32) whose logits this dispatch writes as per-block parts
+  // (mmvq.glsl ROUTER_PARTS) for the gate/up matvec's top-k (moe_ffn). norm_out_router_only: the
+  // projection cannot own whole blocks (norm_out_fits), so only an MoE FFN's router takes the
+  // norm's first half, from its block tails (record_router_parts); any other reader resets it.
+  const weight* router = nullptr;
+  bool norm_out_router_only = false;
+};
+// The MoE router's logits, ranked by every workgroup of the experts' gate/up matvec first
+// (mmvq.glsl TOPK_IN) instead of read from the ids a MOE_TOPK dispatch wrote (per-pair gate/up
+// only); with eps > 0 they come as ROUTER_PARTS' parts and the input as NORM_OUT's codes
+// (TOPK_PARTS, RMS_IN; eps: the FFN norm's).
+struct topk_in_t {
+  tensor logits;
+  std::uint32_t n_expert = 0;
+  bool sigmoid = false;
+  float eps = 0;
 };
 // What one of the integer matvec's two scratch slots holds now (valid until its buffer is written).
 struct quantized_input {

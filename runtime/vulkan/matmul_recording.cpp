@@ -140,7 +140,7 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
   const std::uint32_t so = sl ^ 1u;
   const bool tail = m.tail && m.residual && !qout;
   // The next norm's first half (NORM_OUT) into the other slot: y's rows are the norm's input.
-  const bool nout = m.norm_out && m.residual && !m.up && !tail && !rms_in && w.ne[1] % 32 == 0 &&
+  const bool nout = m.norm_out && !m.norm_out_router_only && m.residual && !m.up && !tail && !rms_in && w.ne[1] % 32 == 0 &&
                     m.norm_out->x.cols == w.ne[1] && m.y.cols <= max_k && m.norm_out->w;
   std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(m.y, true),
                          m.residual ? bind(*m.residual, false) : bind(m.y, false), bind_id(xq[sl], false),
@@ -150,8 +150,14 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
     b.push_back(bind_id(rms_sq[so], nout));
   }
   if (rms_in) b.push_back(bind_id(rms_sq[sl], false));
-  const auto r = mmvq_req(w.type, nt, w.ne[0], w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout, false, tail, nout,
-                          rms_in ? std::uint32_t(w.ne[0]) : 0u);
+  auto r = mmvq_req(w.type, nt, w.ne[0], w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout, false, tail, nout,
+                    rms_in ? std::uint32_t(w.ne[0]) : 0u);
+  router_parts_recorded = nout && m.router;
+  if (router_parts_recorded) {  // the router's logits as per-block parts (moe_ffn); binding 10 unused
+    b.insert(b.end(), {bind_id(xq[sl], false), bind_weight(*m.router), bind_id(router_part_buf, true)});
+    r.defines.insert(r.defines.end(), {{"ROUTER_PARTS", std::to_string(m.router->ne[1])}, {"ROUTER_PARTS_AT", "11"}});
+    r.bindings = 13;
+  }
   const std::uint32_t gx = div_up(w.ne[1], mmvq_rows_per_wg(r)), gy = div_up(n, nt);
   if (tail) {  // the next norm of y into the other slot, by the last workgroup
     const auto tb = tail_bindings(*m.tail, so);
@@ -544,7 +550,27 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
                          bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
   auto r = expert_mmvq_req(w, K, N, up != nullptr, qout, grouped);
   const std::uint32_t gx = div_up(N, mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
-  if (topk && !grouped) {  // bindings 10-12: moe_topk.glsl's ids (written), weights, logits; 8-9 unused
+  if (topk && !grouped && topk->eps > 0) {
+    // The router's parts (ROUTER_PARTS) and NORM_OUT's codes: bindings 8-9 unused, 10 the input's
+    // block sums of x^2 (RMS_IN), 11-13 moe_topk.glsl's ids, weights and parts, 14 the sums again.
+    const std::uint32_t E = topk->n_expert, blocks = K / 32;
+    const auto wg = std::find_if(r.defines.begin(), r.defines.end(), [](const auto& d) { return d.first == "WG"; });
+    const std::uint32_t threads = wg == r.defines.end() ? 64 : std::uint32_t(std::stoul(wg->second));
+    // Threads an expert quad's blocks: every thread a quad of one segment where the workgroup allows.
+    const std::uint32_t segs = std::clamp<std::uint32_t>(threads / std::max<std::uint32_t>(1, E / 4), 1, 8);
+    r.defines.insert(r.defines.end(), {{"TOPK_IN", "10"}, {"RMS_IN", std::to_string(K)}, {"TOPK_PARTS", std::to_string(blocks)},
+                                       {"TOPK_SEGS", std::to_string(segs)}});
+    if (topk->sigmoid) r.defines.emplace_back("ROUTER_SIGMOID", "1");
+    r.bindings = 15;
+    b.insert(b.end(), {bind(y, false), bind(y, false), bind_id(rms_sq[sl], false), bind_id(moe_ids, true), bind_id(moe_wts, true),
+                       bind_id(router_part_buf, false), bind_id(rms_sq[sl], false)});
+    const struct {
+      mmvq_pc m;
+      std::uint32_t n_expert, l_off, l_stride;
+      float eps;
+    } tp{pc, E, 0, blocks * E, topk->eps};
+    dispatch(r, b, &tp, sizeof tp, gx, gy);
+  } else if (topk && !grouped) {  // bindings 10-12: moe_topk.glsl's ids (written), weights, logits; 8-9 unused
     r.defines.emplace_back("TOPK_IN", "9");
     if (topk->sigmoid) r.defines.emplace_back("ROUTER_SIGMOID", "1");
     r.bindings = 13;

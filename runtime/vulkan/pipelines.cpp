@@ -134,6 +134,7 @@ std::string assemble_source(const pipeline_request& r) {
   const auto has = [&](std::string_view name) {
     return std::any_of(r.defines.begin(), r.defines.end(), [&](const auto& d) { return d.first == name; });
   };
+  if (has("ROUTER_PARTS")) s += shader_source("router_parts");  // before the block tails that call it
   if (has("NORM_TAIL") || has("TOPK_TAIL") || has("MOE_COMBINE_TAIL")) s += shader_source("last_workgroup");
   if (has("NORM_TAIL")) s += shader_source("norm_tail");
   if (has("MOE_COMBINE_TAIL")) s += shader_source("moe_combine_tail");

@@ -157,6 +157,7 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_COMBINE_NORM_OUT", combine_norm_out);
   flag("STRATA_VK_ROUTER_NORM", router_norm);
   flag("STRATA_VK_TOPK_IN", topk_in);
+  flag("STRATA_VK_ROUTER_PARTS", router_parts);
   flag("STRATA_VK_MOE_BLOCK_TAIL", moe_block_tail);
   count("STRATA_VK_BT_LAB", 0, 3, moe_block_tail_lab, "lab bits; results are then wrong");
   count("STRATA_VK_MMVQ_SHORT_LPR", 0, 16, mmvq_short_lpr, "lanes a row; 0: a warp a row");

@@ -222,6 +222,11 @@ struct backend_tuning {
   bool combine_norm_out = true;  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
   bool router_norm = true;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)
   bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
+  // Decode's MoE router as per-block parts written by the O projection beside the FFN norm's first
+  // half (mmvq.glsl ROUTER_PARTS), summed by the gate/up matvec's top-k (TOPK_PARTS): the router's
+  // and the experts' input quantize's level leaves each MoE layer. STRATA_VK_ROUTER_PARTS=1 (off
+  // until measured on a GPU).
+  bool router_parts = false;
   // Decode's MoE combine (with the residual and the next norm's first half) as per-block tails of
   // the experts' down matvec (mmvq.glsl MOE_BLOCK_TAIL): the combine's level leaves each MoE layer.
   // STRATA_VK_MOE_BLOCK_TAIL=0: the combine's own dispatch.

@@ -1,0 +1,88 @@
+// Decode's MoE router as per-block parts of the O projection (STRATA_VK_ROUTER_PARTS=1, mmvq.glsl
+// ROUTER_PARTS, moe_topk.glsl TOPK_PARTS) against the router's own dispatch, on the qwen3moe
+// fixture with its O projection requantized to a format with an int8 unit, once per form:
+// Q8_0 (the projection owns whole 32-row blocks: NORM_OUT writes the parts) and Q4_K (256 rows:
+// it cannot, so its block tails add the residual and write the norm's half and the parts). The
+// router's sums run in another order (per block, then over the blocks, the 1 / rms last), so the
+// logits agree within a tenth of the model's tolerance, not bit for bit.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <unistd.h>
+#include <vector>
+
+#include "strata/arch/all.hpp"
+#include "strata/gguf/type_id.hpp"
+#include "strata/quant/ftype.hpp"
+#include "strata/runtime/engine.hpp"
+#include "strata/runtime/quantize.hpp"
+#include "support/fidelity.hpp"
+#include "support/scoped_env.hpp"
+#include "support/session_logits.hpp"
+
+namespace fs = std::filesystem;
+
+TEST_CASE("fidelity: Vulkan MoE decode with the router's logits as the O projection's block parts agrees with the router's dispatch") {
+  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
+    MESSAGE("no Vulkan device: router parts skipped");
+    return;
+  }
+  const auto models = strata::test::local_golden();
+  const auto it = std::find_if(models.begin(), models.end(), [](const auto& m) { return m.name == "qwen3moe-Q4_K_M"; });
+  REQUIRE(it != models.end());
+  const auto& g = *it;
+  const fs::path dir = fs::temp_directory_path() / ("strata-router-parts-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct cleanup {
+    fs::path p;
+    ~cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } clean{dir};
+  struct form {
+    strata::gguf::type_id o_type;
+    std::string_view label;  // the O projection's kernel when the parts are on
+  };
+  for (const form f : {form{strata::gguf::type_id::q8_0, ".ADD_RESIDUAL.NORM_OUT"},
+                      form{strata::gguf::type_id::q4_k, ".HAS_DOT4.MOE_BLOCK_TAIL"}}) {
+    CAPTURE(f.label);
+    strata::rt::quantize_params qp;
+    qp.input = g.path;
+    qp.output = dir / (std::string(strata::gguf::name_of(f.o_type)) + ".gguf");
+    qp.ftype = strata::quant::ftype::mostly_q4_k_m;
+    qp.allow_requantize = true;
+    qp.threads = 2;
+    qp.tensor_types = {{"attn_output", f.o_type}};
+    strata::rt::quantize_model(qp);
+    std::vector<float> logits[2];
+    for (const std::string_view on : {"1", "0"}) {
+      CAPTURE(on);
+      const strata::test::scoped_env env("STRATA_VK_ROUTER_PARTS", on.data());
+      strata::rt::engine_options opt;
+      opt.backend = strata::rt::backend_kind::vulkan;
+      opt.threads = 2;
+      opt.n_ctx = 512;
+      opt.n_batch = 256;
+      opt.gpu_profile = true;
+      auto m = strata::rt::model::load(qp.output, opt);
+      logits[on[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
+      const auto prof = m->kernel_profile();
+      const auto has = [&](std::string_view s) {
+        return std::any_of(prof.begin(), prof.end(), [&](const auto& k) { return k.label.find(s) != std::string::npos; });
+      };
+      CHECK(has(".TOPK_PARTS") == (on[0] == '1'));
+      CHECK(has(f.label) == (on[0] == '1'));  // the form's O projection
+      CHECK(has(".ROUTER_PARTS=") == (on[0] == '1'));
+      CHECK(has("matvec.F32") == (on[0] == '0'));                // the router's own dispatch
+    }
+    const double nmse = strata::test::compare_logits(logits[1], logits[0], logits[0].size()).nmse;
+    MESSAGE("O projection " << strata::gguf::name_of(f.o_type) << ": router parts against the router's dispatch, logits nmse " << nmse);
+    CHECK(nmse <= g.tolerance_nmse / 10);
+  }
+}

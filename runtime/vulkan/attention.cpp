@@ -92,7 +92,17 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // head ops and KV append itself (attention.glsl HEAD_OPS), one level fewer; any other kernel has attn_prep first.
   const bool head_ops = prep && prep->q == q && !kv.compressed() && !split && !multi_gqa && P.own_rows &&
                         !tensor_core_attention(q.rows, ap.head_dim, cfg.type_k, cfg.type_v);
-  if (prep && !head_ops) {
+  // The same in the split grouped kernel's LANES form (attention_dec.glsl HEAD_OPS, STRATA_VK_HEAD_OPS_SPLIT): its
+  // defines with the head ops' shared memory (G + 1 rows, their sums, the own key and value) counted.
+  std::vector<std::pair<std::string, std::string>> split_ops_defs;
+  if (prep && prep->q == q && !kv.compressed() && split && grouped && !mma_dec && P.head_ops_split && P.own_rows) {
+    split_ops_defs = impl::kv_defs(cfg);
+    split_ops_defs.insert(split_ops_defs.end(), {{"HEAD_D", std::to_string(ap.head_dim)}, {"GQA_G", std::to_string(group)}});
+    P.add_dec_lanes(split_ops_defs, ap.head_dim, group, (group + 1) * 256 * 4 + 2 * ap.head_dim * 4, group + 1);
+    if (std::none_of(split_ops_defs.begin(), split_ops_defs.end(), [](const auto& d) { return d.first == "LANES"; }))
+      split_ops_defs.clear();
+  }
+  if (prep && !head_ops && split_ops_defs.empty()) {
     P.encode = std::move(prep);
     P.flush_encode();
   }
@@ -199,16 +209,28 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   };
   // Decode: one workgroup per KV head scores its whole query-head group (attention_dec.glsl).
   if (grouped && split) {
-    auto ddefs = dec_defs();
+    auto ddefs = split_ops_defs.empty() ? dec_defs() : split_ops_defs;
     ddefs.emplace_back("SPLIT", "1");
+    std::vector<binding> mb(std::begin(bd), std::end(bd));
     if (merge_tail) {
       ddefs.emplace_back("SPLIT_COMBINE", "8");
-      const binding mb[] = {bd[0], bd[1], bd[2], bd[3], bd[4], bd[5], bd[6], bd[7], P.bind_id(P.split_counters, true)};
-      P.dispatch3(impl::req("attention_dec", {}, ddefs, 9), mb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
-      return;
+      mb.push_back(P.bind_id(P.split_counters, true));
     }
-    P.dispatch3(impl::req("attention_dec", {}, ddefs, 8), bd, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
-    combine();
+    const struct {
+      attention_pc a;
+      attn_prep_pc h;
+    } hpc{pc, prep ? prep->pc : attn_prep_pc{}};
+    if (!split_ops_defs.empty()) {  // attn_prep's inputs after the kernel's own; the cache bindings are written too
+      ddefs.insert(ddefs.end(), {{"HEAD_OPS", std::to_string(mb.size())}, {"HO_ROWS", std::to_string(group + 1)}});
+      mb[2] = prep->b[5];
+      mb[3] = prep->b[6];
+      mb.insert(mb.end(), {prep->b[1], prep->b[2], prep->b[3], prep->b[4], prep->b[7], prep->b[9]});
+    }
+    const bool ops = !split_ops_defs.empty();
+    P.dispatch3(impl::req("attention_dec", {}, ddefs, std::uint32_t(mb.size())), mb, ops ? static_cast<const void*>(&hpc) : &pc,
+                std::uint32_t(ops ? sizeof hpc : sizeof pc), ap.n_head_kv, q.rows, pc.n_splits);
+    if (ops) P.dropped.push_back(q);  // q itself was not rewritten: reading it is a bug
+    if (!merge_tail) combine();
     return;
   }
   // Steps of many sequences (batched decode, several prompts in one step): one workgroup per

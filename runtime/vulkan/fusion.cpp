@@ -229,7 +229,7 @@ bool backend::impl::record_attn_prep(const kv_state& kv, std::uint32_t layer, co
     dispatch(req("attn_prep", {}, d, std::uint32_t(bq.size())), bq, &pc, sizeof pc, n_q + cfg.n_head_kv, k.rows);
   } else {
     pending_encode e{req("attn_prep", {}, kv_defs(cfg), 10), {b, b + 10}, pc, n_q + cfg.n_head_kv, k.rows, true, qh ? qh->t : k};
-    if (head_ops_attention && qh && short_ctx && own_rows) encode = std::move(e);  // attention()'s to run
+    if (head_ops_attention && qh && own_rows && (short_ctx || head_ops_split)) encode = std::move(e);  // attention()'s to run
     else dispatch(e.r, e.b, &e.pc, sizeof e.pc, e.gx, e.gy);
   }
   if (kh && !kh->ops.empty()) dropped.push_back(k);  // k itself was not rewritten: reading it is a bug

@@ -165,6 +165,7 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_ATTN_Q8", attn_q8);
   flag("STRATA_VK_V4", attn_v4);
   flag("STRATA_VK_HEAD_OPS", head_ops_attention);
+  flag("STRATA_VK_HEAD_OPS_SPLIT", head_ops_split);
   choice("STRATA_VK_ATTN_DEC_WG", {128, 256, 512}, attn_dec_wg);
   count("STRATA_VK_TAIL", 0, 8, tail_rows, "tokens; 0: off");
   flag("STRATA_VK_MOE_GROUPED", moe_grouped);

@@ -197,6 +197,10 @@ struct backend_tuning {
   // One-token short-context steps run attn_prep's head ops and KV append in the per-head attention
   // kernel (attention.glsl HEAD_OPS), a level fewer a layer; STRATA_VK_HEAD_OPS=0 keeps attn_prep.
   bool head_ops_attention = true;
+  // The same in the split grouped decode kernel (attention_dec.glsl LANES HEAD_OPS: every split's
+  // workgroup runs its group's head ops, the split holding the token appends): STRATA_VK_HEAD_OPS_SPLIT=1
+  // (off until measured on a GPU).
+  bool head_ops_split = false;
   // The unsplit per-head decode kernel's workgroup (STRATA_VK_ATTN_DEC_WG=128|256|512). 256 a query head: one tile
   // of keys covers every short-context step (H200, tg128: qwen3-8b +3.7%, qwen3-30b-a3b +2.2% against 128; bench/
   // RESULTS.md session 41; loading the tile's value rows or all of its key words ahead, before the softmax or the

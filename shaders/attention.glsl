@@ -350,8 +350,10 @@ shared uint slot_of[WG];
 shared float red[WG / MIN_SUBGROUP];
 // Value dims of key jj of a tile (slot_of): four (V4_D, this thread's) or dim d.
 #ifdef HEAD_OPS
-#define V4_AT(jj) (slot_of[jj] == ~0u ? vself[v4_dl] : vec4(vc4[(slot_of[jj] * row + hk * V4_D) / 4 + v4_dl]))
-#define V_AT(jj, d) (slot_of[jj] == ~0u ? vself[(d) / 4][(d) % 4] : float(vc[slot_of[jj] * row + hk * D + (d)]))
+// The cache's index stays in range for the own row too: a compiler may load both arms and select.
+#define V_SLOT(jj) (slot_of[jj] == ~0u ? 0u : slot_of[jj])
+#define V4_AT(jj) (slot_of[jj] == ~0u ? vself[v4_dl] : vec4(vc4[(V_SLOT(jj) * row + hk * V4_D) / 4 + v4_dl]))
+#define V_AT(jj, d) (slot_of[jj] == ~0u ? vself[(d) / 4][(d) % 4] : float(vc[V_SLOT(jj) * row + hk * D + (d)]))
 #else
 #define V4_AT(jj) vec4(vc4[(slot_of[jj] * row + hk * V4_D) / 4 + v4_dl])
 #define V_AT(jj, d) float(vc[slot_of[jj] * row + hk * D + (d)])

@@ -29,37 +29,11 @@ layout(push_constant) uniform Params {
   float scale;
   uint split_len, n_splits;
 #ifdef HEAD_OPS
-  uint window, ring_rows;  // attention_q's (the host's attention_pc), unused here
-  // attn_prep.glsl's push constants (the host's attn_prep_pc)
-  uint hp_n_head, hp_n_kv, hp_D, n_rot, hq_off, hq_stride, k_off, k_stride, v_off, v_stride;
-  float base, freq_scale, eps;
-  uint flags, hp_ring_rows;
-  float temp_scale, temp_floor_base;
+  HEAD_OPS_PC  // head_ops_kv.glsl
 #endif
 } p;
-#ifdef HEAD_OPS
-// HEAD_OPS (unsplit decode of one-token steps over an f16/f32 cache): attn_prep's work runs
-// here, a level fewer a layer. Bindings from HEAD_OPS: the step's K and V rows (before their
-// ops), the q / k norm weights, the step's cache slots, the rope_freqs factors. q (binding 1) is
-// the query before its ops; the cache bindings 2 and 3 are also written (the step's rows).
-layout(binding = HEAD_OPS, std430) readonly buffer Ksrc { float ks[]; };
-layout(binding = HEAD_OPS + 1, std430) readonly buffer Vsrc { float vs[]; };
-layout(binding = HEAD_OPS + 2, std430) readonly buffer QNorm { float qnw[]; };
-layout(binding = HEAD_OPS + 3, std430) readonly buffer KNorm { float knw[]; };
-layout(binding = HEAD_OPS + 4, std430) readonly buffer Slots { uint slots[]; };
-layout(binding = HEAD_OPS + 5, std430) readonly buffer FreqFactors { float ff[]; };
-#ifdef KV_K_F32
-layout(binding = 2, std430) writeonly buffer KcW { float kcw[]; };
-#else
-layout(binding = 2, std430) writeonly buffer KcW { float16_t kcw[]; };
-#endif
-#ifdef KV_V_F32
-layout(binding = 3, std430) writeonly buffer VcW { float vcw[]; };
-#else
-layout(binding = 3, std430) writeonly buffer VcW { float16_t vcw[]; };
-#endif
-float ho_freq_factor(uint i) { return ff[i]; }
-#endif
+// HEAD_OPS (unsplit decode of one-token steps over an f16/f32 cache): head_ops_kv.glsl, its
+// query head and its group's K row; the group's first head appends.
 // SPLIT partials: per (token, head, split) D accumulators then m and l.
 layout(binding = 0, std430) buffer Part { float part[]; };
 
@@ -331,11 +305,6 @@ void main() {
 const uint DMAX = 256;
 const uint PER_THREAD = (DMAX + WG - 1) / WG;
 shared vec4 qs[DMAX / 4];
-#ifdef HEAD_OPS
-// The step's own key and value (position P) as the cache holds them: no workgroup reads the
-// rows the group's first head writes in this dispatch.
-shared vec4 kself[DMAX / 4], vself[DMAX / 4];
-#endif
 #ifdef V4_D
 // Unsplit decode with an f16 V cache (V4_D = head_dim, D / 4 dividing WG): the value sum of a
 // tile runs over WG / (D / 4) key groups at once, each thread four dims of every key of its
@@ -400,46 +369,9 @@ void main() {
 #endif
   const uint btab = seq_row[t] * p.max_blocks;
 #ifdef HEAD_OPS
-  // The query head and its group's K row through the ops together (head_ops.glsl, the float
-  // operations of attn_prep's workgroups); the group's first head appends the K and V rows.
-  const uint qsrc = p.hq_off + t * p.hq_stride + h * D, ksrc = p.k_off + t * p.k_stride + hk * D;
-  for (uint i = tid; i < D; i += WG) {
-    ho_h[0][i] = q[qsrc + i];
-    ho_h[1][i] = ks[ksrc + i];
-  }
-  const uint row_ops[2] = {p.flags & 15u, (p.flags >> 8) & 15u};
-  float nw[2][HO_PER], vv[HO_PER];
-  [[unroll]] for (uint k = 0; k < HO_PER; ++k) {
-    const uint i = tid + k * WG;
-    nw[0][k] = (row_ops[0] & 1u) != 0 && i < D ? qnw[i] : 0.0;
-    nw[1][k] = (row_ops[1] & 1u) != 0 && i < D ? knw[i] : 0.0;
-    vv[k] = i < D ? vs[p.v_off + t * p.v_stride + hk * D + i] : 0.0;
-  }
-  const uint slot_t = slots[t];
-  barrier();
-  head_ops(row_ops, nw, D, p.n_rot, p.base, p.freq_scale, p.eps, p.flags, int(P));
-  const float temp = (row_ops[0] & 8u) != 0 ? head_temperature(int(P), p.temp_scale, p.temp_floor_base) : 1.0;
-  const bool appends = h % (p.n_head / p.n_head_kv) == 0;
-  [[unroll]] for (uint k = 0; k < HO_PER; ++k) {
-    const uint i = tid + k * WG;
-    if (i >= D) break;
-#ifdef KV_K_F32
-    const float kx = ho_h[1][i];
-#else
-    const float16_t kx = float16_t(ho_h[1][i]);
-#endif
-#ifdef KV_V_F32
-    const float vx = vv[k];
-#else
-    const float16_t vx = float16_t(vv[k]);
-#endif
-    kself[i / 4][i % 4] = float(kx);
-    vself[i / 4][i % 4] = float(vx);
-    if (appends) {
-      kcw[slot_t * row + hk * D + i] = kx;
-      vcw[slot_t * row + hk * D + i] = vx;
-    }
-  }
+  // The query head and its group's K row through the ops together; the group's first head
+  // appends. No workgroup reads the rows it writes: the own key and value come from kself / vself.
+  const float temp = ho_run(ho_src_of(p), t, h, hk, D, row, P, h % (p.n_head / p.n_head_kv) == 0);
   for (uint i = tid; i < D / 4; i += WG)
     qs[i] = vec4(ho_h[0][4 * i] * temp, ho_h[0][4 * i + 1] * temp, ho_h[0][4 * i + 2] * temp, ho_h[0][4 * i + 3] * temp);
 #else

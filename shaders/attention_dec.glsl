@@ -37,41 +37,14 @@ layout(push_constant) uniform Params {
   float scale;
   uint split_len, n_splits;
 #ifdef HEAD_OPS
-  uint window, ring_rows;  // attention_q's (the host's attention_pc), unused here
-  // attn_prep.glsl's push constants (the host's attn_prep_pc)
-  uint hp_n_head, hp_n_kv, hp_D, n_rot, hq_off, hq_stride, k_off, k_stride, v_off, v_stride;
-  float base, freq_scale, eps;
-  uint flags, hp_ring_rows;
-  float temp_scale, temp_floor_base;
+  HEAD_OPS_PC  // head_ops_kv.glsl
 #endif
 } p;
 #ifdef HEAD_OPS
-// HEAD_OPS (LANES form; decode steps over an f16/f32 cache, each token its sequence's only one):
-// attn_prep's work runs here, a level fewer a layer. Every workgroup with keys takes its group's
-// G query heads and the K row through the ops (head_ops.glsl, HO_ROWS = G + 1: the operations of
-// attn_prep's workgroups, in their order); the one whose keys end at the token's own position
-// (the split holding it) appends the K and V rows and scores them from shared memory, so no
-// workgroup reads a row this dispatch writes. Bindings from HEAD_OPS as attention.glsl's: the
-// step's K and V rows (before their ops), the q / k norm weights, the cache slots, the
-// rope_freqs factors; q (binding 1) is the query before its ops; bindings 2 and 3 are written.
-layout(binding = HEAD_OPS, std430) readonly buffer Ksrc { float ks[]; };
-layout(binding = HEAD_OPS + 1, std430) readonly buffer Vsrc { float vs[]; };
-layout(binding = HEAD_OPS + 2, std430) readonly buffer QNorm { float qnw[]; };
-layout(binding = HEAD_OPS + 3, std430) readonly buffer KNorm { float knw[]; };
-layout(binding = HEAD_OPS + 4, std430) readonly buffer Slots { uint slots[]; };
-layout(binding = HEAD_OPS + 5, std430) readonly buffer FreqFactors { float ff[]; };
-#ifdef KV_K_F32
-layout(binding = 2, std430) writeonly buffer KcW { float kcw[]; };
-#else
-layout(binding = 2, std430) writeonly buffer KcW { float16_t kcw[]; };
-#endif
-#ifdef KV_V_F32
-layout(binding = 3, std430) writeonly buffer VcW { float vcw[]; };
-#else
-layout(binding = 3, std430) writeonly buffer VcW { float16_t vcw[]; };
-#endif
-float ho_freq_factor(uint i) { return ff[i]; }
-shared vec4 kself[HEAD_D / 4], vself[HEAD_D / 4];  // the step's own key and value, as the cache holds them
+// HEAD_OPS (LANES form; head_ops_kv.glsl): every workgroup with keys takes its group's G query
+// heads and the K row through the ops (HO_ROWS = G + 1); the one whose keys end at the token's
+// own position (the split holding it) appends the K and V rows and scores them from shared
+// memory, so no workgroup reads a row this dispatch writes.
 uint ho_pos = ~0u;  // the token's position: its key and value come from kself / vself
 #if !defined(LANES) || HO_ROWS != GQA_G + 1
 #error "attention_dec HEAD_OPS: the LANES form, HO_ROWS = GQA_G + 1"
@@ -178,46 +151,8 @@ void main() {
   vec4 qr[G][DPL / 4];  // this lane's dims of every head's query, times the scale
 #ifdef HEAD_OPS
   const uint P = uint(pos[t]);
-  for (uint i = tid; i < D; i += WG) {
-    [[unroll]] for (uint g = 0; g < G; ++g) ho_h[g][i] = q[p.hq_off + t * p.hq_stride + (h0 + g) * D + i];
-    ho_h[G][i] = ks[p.k_off + t * p.k_stride + hk * D + i];
-  }
-  uint row_ops[HO_ROWS];
-  [[unroll]] for (uint g = 0; g < G; ++g) row_ops[g] = p.flags & 15u;
-  row_ops[G] = (p.flags >> 8) & 15u;
-  float nw[HO_ROWS][HO_PER], vv[HO_PER];
-  [[unroll]] for (uint k = 0; k < HO_PER; ++k) {
-    const uint i = tid + k * WG;
-    [[unroll]] for (uint g = 0; g < G; ++g) nw[g][k] = (row_ops[g] & 1u) != 0 && i < D ? qnw[i] : 0.0;
-    nw[G][k] = (row_ops[G] & 1u) != 0 && i < D ? knw[i] : 0.0;
-    vv[k] = i < D ? vs[p.v_off + t * p.v_stride + hk * D + i] : 0.0;
-  }
-  const uint slot_t = slots[t];
-  barrier();
-  head_ops(row_ops, nw, D, p.n_rot, p.base, p.freq_scale, p.eps, p.flags, int(P));
-  const float temp = (row_ops[0] & 8u) != 0 ? head_temperature(int(P), p.temp_scale, p.temp_floor_base) : 1.0;
-  [[unroll]] for (uint k = 0; k < HO_PER; ++k) {
-    const uint i = tid + k * WG;
-    if (i >= D) break;
-#ifdef KV_K_F32
-    const float kx = ho_h[G][i];
-#else
-    const float16_t kx = float16_t(ho_h[G][i]);
-#endif
-#ifdef KV_V_F32
-    const float vx = vv[k];
-#else
-    const float16_t vx = float16_t(vv[k]);
-#endif
-    kself[i / 4][i % 4] = float(kx);
-    vself[i / 4][i % 4] = float(vx);
-    if (last == P) {  // the split holding the token's position appends its rows
-      kcw[slot_t * row + hk * D + i] = kx;
-      vcw[slot_t * row + hk * D + i] = vx;
-    }
-  }
+  const float temp = ho_run(ho_src_of(p), t, h0, hk, D, row, P, last == P);  // the split holding P appends
   ho_pos = P;
-  barrier();  // kself / vself
   // As attn_prep writes the query (times the temperature) and the kernel reads it (times the scale).
   [[unroll]] for (uint g = 0; g < G; ++g)
     [[unroll]] for (uint c = 0; c < DPL / 4; ++c) {

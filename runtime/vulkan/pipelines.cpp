@@ -142,6 +142,7 @@ std::string assemble_source(const pipeline_request& r) {
   if (has("SPLIT_COMBINE")) s += shader_source("split_combine");
   if (has("ATTN_F16_OUT")) s += shader_source("attn_f16_out");
   if (r.shader == "attn_prep" || has("HEAD_OPS")) s += shader_source("head_ops");  // per-head norms and RoPE
+  if (has("HEAD_OPS")) s += shader_source("head_ops_kv");  // the attention kernels' part: bindings, ho_run()
   if (has("TOPK_TAIL") || has("TOPK_IN") || (r.shader == "moe" && has("MOE_TOPK"))) s += shader_source("moe_topk");
   s += shader_source(r.shader);
   // attention_qdec's LANES form: its own file, after the kernel's bindings, decoders and helpers.

@@ -22,16 +22,15 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/quantize.hpp"
 #include "support/fidelity.hpp"
+#include "support/fixture_options.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
+#include "support/vulkan_here.hpp"
 
 namespace fs = std::filesystem;
 
 TEST_CASE("fidelity: Vulkan MoE decode with the router's logits as the O projection's block parts agrees with the router's dispatch") {
-  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
-    MESSAGE("no Vulkan device: router parts skipped");
-    return;
-  }
+  if (!strata::test::vulkan_here("router parts")) return;
   const auto models = strata::test::local_golden();
   const auto it = std::find_if(models.begin(), models.end(), [](const auto& m) { return m.name == "qwen3moe-Q4_K_M"; });
   REQUIRE(it != models.end());
@@ -64,11 +63,7 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router's logits as the O project
     for (const std::string_view on : {"1", "0"}) {
       CAPTURE(on);
       const strata::test::scoped_env env("STRATA_VK_ROUTER_PARTS", on.data());
-      strata::rt::engine_options opt;
-      opt.backend = strata::rt::backend_kind::vulkan;
-      opt.threads = 2;
-      opt.n_ctx = 512;
-      opt.n_batch = 256;
+      auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
       opt.gpu_profile = true;
       auto m = strata::rt::model::load(qp.output, opt);
       logits[on[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);

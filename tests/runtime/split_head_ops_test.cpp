@@ -18,14 +18,13 @@
 #include "strata/arch/all.hpp"
 #include "strata/runtime/engine.hpp"
 #include "support/fidelity.hpp"
+#include "support/fixture_options.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
+#include "support/vulkan_here.hpp"
 
 TEST_CASE("fidelity: Vulkan split decode attention with attn_prep's head ops inside agrees with attn_prep's dispatch") {
-  if (!strata::rt::vulkan_compiled_in() || strata::rt::vulkan_devices().empty()) {
-    MESSAGE("no Vulkan device: split head ops skipped");
-    return;
-  }
+  if (!strata::test::vulkan_here("split head ops")) return;
   const strata::test::scoped_env short_ctx("STRATA_VK_SHORT_CTX", "64");
   int ran = 0;
   for (const auto& g : strata::test::local_golden()) {
@@ -36,11 +35,7 @@ TEST_CASE("fidelity: Vulkan split decode attention with attn_prep's head ops ins
     for (const std::string_view on : {"1", "0"}) {
       CAPTURE(on);
       const strata::test::scoped_env env("STRATA_VK_HEAD_OPS_SPLIT", on.data());
-      strata::rt::engine_options opt;
-      opt.backend = strata::rt::backend_kind::vulkan;
-      opt.threads = 2;
-      opt.n_ctx = 512;
-      opt.n_batch = 256;
+      auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
       opt.gpu_profile = true;
       auto m = strata::rt::model::load(g.path, opt);
       cpu_device = m->backend_description().find("llvmpipe") != std::string::npos;

@@ -427,7 +427,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   }
   // Integer matvec: scratch for one quantized input, decode-shaped pipelines per format.
   for (const auto& e : P.weights)
-    if (impl::gpu_reads(e) && has_mmvq(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
+    if (impl::gpu_reads(e) && P.int8_unit(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
   if (P.mmvq && P.max_k) {
     P.max_k = (P.max_k + 255) / 256 * 256;
 
@@ -447,7 +447,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     }
     for (bool norm : {false, true}) reqs.push_back(P.quantize_req(norm));
     for (const auto& e : P.weights)
-      if (has_mmvq(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1)
+      if (P.int8_unit(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1)
         for (int v = 0; v < 3 + (P.tail_rows > 0); ++v)
           reqs.push_back(P.mmvq_req(e.info->type, 1, e.info->ne[0], e.info->ne[1], v == 1, v >= 2, false,
                                     v == 1 && P.quant_out && e.info->ne[1] % 32 == 0, false, v == 3));
@@ -456,7 +456,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
       if (e.info->name == "token_embd.weight") embd = e.info->ne[0];
     if (P.rms_sq[0])  // decode's NORM_OUT producers and RMS_IN readers
       for (const auto& e : P.weights)
-        if (has_mmvq(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1) {
+        if (P.int8_unit(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1) {
           const auto t = e.info->type;
           const auto K = std::uint32_t(e.info->ne[0]);
           const bool q32 = e.info->ne[1] % 32 == 0;

@@ -342,7 +342,7 @@ void backend::impl::record_down_combine(const pending_combine& c) {
 
 bool backend::impl::moe_block_tail_ok(const weight& down, std::uint32_t k, std::uint32_t tokens) const {
   if (!moe_block_tail || !block_counters || !fuse || !combine_norm_out || !rms_sq[0] || tokens > moe_block_tail_tokens ||
-      k < 1 || !has_mmvq(down.type) || down.ne[1] % 32 || down.ne[1] > max_k)
+      k < 1 || !int8_unit(down.type) || down.ne[1] % 32 || down.ne[1] > max_k)
     return false;
   const pipeline_request r = expert_mmvq_req(down, std::uint32_t(down.ne[0]), std::uint32_t(down.ne[1]), false, false, false);
   const auto wg = std::find_if(r.defines.begin(), r.defines.end(), [](const auto& d) { return d.first == "WG"; });

@@ -152,6 +152,7 @@ void backend_tuning::read_env() {
   count("STRATA_VK_MV_NR", 1, 16, mv_rows, "rows a workgroup");
   count("STRATA_VK_MV_WG", 16, 512, mv_wg, "threads");
   flag("STRATA_VK_MMVQ", mmvq);
+  flag("STRATA_VK_MMVQ_MORE", mmvq_more);
   flag("STRATA_VK_QUANT_OUT", quant_out);
   flag("STRATA_VK_NORM_OUT", norm_out);
   flag("STRATA_VK_COMBINE_NORM_OUT", combine_norm_out);

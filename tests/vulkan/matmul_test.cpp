@@ -95,9 +95,10 @@ std::vector<float> untied_activations(std::uint32_t K, std::mt19937& rng) {
   return x;
 }
 
-// Every token count of Fmt's K-wide rows against float64 and the CPU backend.
+// Every token count of Fmt's K-wide rows against float64 and the CPU backend. Returns whether
+// one-token steps took the integer matvec (int8 activations).
 template <class Fmt>
-void check_format(std::uint32_t K, std::mt19937& rng, const std::vector<float>& x) {
+bool check_format(std::uint32_t K, std::mt19937& rng, const std::vector<float>& x) {
   using B = typename Fmt::block;
   CAPTURE(Fmt::name);
   CAPTURE(K);
@@ -147,7 +148,16 @@ void check_format(std::uint32_t K, std::mt19937& rng, const std::vector<float>& 
     CHECK(ecpu <= vkt::tol_matmul_cpu);
   }
   MESSAGE((std::string(Fmt::name) + (int8[0] ? " (int8 activations below 16 tokens)" : "")) << " K " << K << ": NMSE vs float64 " << worst_f64 << ", vs CPU backend " << worst_cpu << " (worst token count)");
+  return int8[0];
 }
+
+// The formats with an integer matvec unit (shaders/quant/<fmt>.glsl MMVQ; runtime/vulkan
+// tuning.hpp has_mmvq), and those of them STRATA_VK_MMVQ_MORE=0 returns to the f32 matvec.
+bool has_int8_unit(gguf::type_id t) {
+  using enum gguf::type_id;
+  return t == q4_k || t == q5_k || t == q6_k || t == q8_0;
+}
+bool mmvq_more_format(gguf::type_id t) { return t == gguf::type_id::q5_k; }
 
 TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequantized weights") {
   if (!vkt::available()) return;
@@ -156,7 +166,23 @@ TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequant
   for_each_mm_format(quant::all{}, [&](auto fmt) {
     using Fmt = decltype(fmt);
     if (!gpu::gpu_supports(Fmt::gguf_type)) return;  // activation-only formats (dequant_test checks which)
-    check_format<Fmt>(K, rng, x);
+    CHECK(check_format<Fmt>(K, rng, x) == has_int8_unit(Fmt::gguf_type));  // the integer matvec ran
+  });
+}
+
+// STRATA_VK_MMVQ_MORE=0: the formats whose units came last take the f32 matvec again (the A/B
+// switch), the others keep the integer one.
+TEST_CASE("vulkan matmul: STRATA_VK_MMVQ_MORE=0 returns the newer integer matvec formats to the f32 matvec") {
+  if (!vkt::available()) return;
+  std::mt19937 rng(13);
+  const auto x = untied_activations(K, rng);
+  const test::scoped_env env("STRATA_VK_MMVQ_MORE", "0");
+  for_each_mm_format(quant::all{}, [&](auto fmt) {
+    using Fmt = decltype(fmt);
+    const auto t = Fmt::gguf_type;
+    if (!gpu::gpu_supports(t) || !has_int8_unit(t)) return;
+    if (!mmvq_more_format(t) && t != gguf::type_id::q4_k) return;  // one of the first three suffices
+    CHECK(check_format<Fmt>(K, rng, x) == !mmvq_more_format(t));
   });
 }
 
@@ -224,6 +250,7 @@ TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_
     CHECK(any_int8);  // the matvec ran for some token count
   };
   check(quant::q4_k{});
+  check(quant::q5_k{});
   check(quant::q6_k{});
   check(quant::q8_0{});
 }
@@ -249,6 +276,7 @@ TEST_CASE("vulkan matmul: the integer matvec's multi-token form equals its one-t
     CHECK(multi_steps >= 3);  // 2, 3 and 4 tokens took the matvec (5 and 8 do too unless mul_mm_small takes them)
   };
   check(quant::q4_k{});
+  check(quant::q5_k{});
   check(quant::q6_k{});
 }
 

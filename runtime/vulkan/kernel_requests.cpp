@@ -24,6 +24,10 @@ backend::impl::mmvq_shape_t backend::impl::mmvq_shape(gguf::type_id t, std::uint
   const bool tall = n_rows >= 4096;
   if (t == gguf::type_id::q8_0) return {128, 1, 2};
   if (t == gguf::type_id::q6_k) return tall ? mmvq_shape_t{64, 4, 1} : mmvq_shape_t{64, 2, 2};
+  // Q4_0's unit is one 18-byte block (five 4-byte loads, 5 registers): 4 units in flight a row
+  // keep about Q4_K's bytes in flight (tall 144 a lane against 192, else 72 against 96) at 40 /
+  // 20 registers; RPG 2 on tall matrices for NORM_OUT (norm_out_fits). Not yet measured on a GPU.
+  if (t == gguf::type_id::q4_0) return tall ? mmvq_shape_t{64, 2, 4} : mmvq_shape_t{128, 1, 4};
   // Q4_K's shapes; Q5_K's unit (four 16-byte loads, 16 registers against Q4_K's 12) keeps them:
   // 4 units in flight a lane on tall matrices (64 registers of weights, Q6_K's 60 at 64:4:1), and
   // RPG 2 there so NORM_OUT's 32-row workgroups fit (norm_out_fits). Not yet measured on a GPU.

@@ -233,15 +233,15 @@ TEST_CASE("fidelity: Vulkan MoE decode with the combine as the down matvec's blo
 // Q5_K, Q4_0 and IQ4_XS on the integer matvec (their MMVQ units in shaders/quant/, the default)
 // and on the f32 matvec (STRATA_VK_MMVQ_MORE=0): each within the model's tolerance of llama.cpp's
 // logits, and of the other over the longest prompt and 8 decoded tokens. The shipped qwen3moe's
-// O projections are Q5_K; the shared set adds llama Q5_K_M where present (its short prompt, whose
-// 10 tokens run the matvec; the shared set records no decode logits).
+// O projections are Q5_K; the shared set adds llama Q5_K_M and llama / llama4 Q4_0 where present
+// (their short prompt, whose 9-10 tokens run the matvec; the shared set records no decode logits).
 TEST_CASE("fidelity: Vulkan integer matvec of Q5_K, Q4_0 and IQ4_XS matches llama.cpp logits, and the f32 matvec's") {
   if (!vulkan_available()) return;
   std::vector<golden_model> models;
   for (const auto& g : strata::test::local_golden())
     if (g.name == "qwen3moe-Q4_K_M") models.push_back(g);
   for (const auto& g : strata::test::shared_golden())
-    if (g.name == "llama-Q5_K_M") models.push_back(g);
+    if (g.name == "llama-Q5_K_M" || g.name == "llama-Q4_0" || g.name == "llama4-Q4_0") models.push_back(g);
   CHECK(!models.empty());
   for (const auto& g : models) {
     CAPTURE(g.name);

@@ -2,7 +2,8 @@
 // with x already in 32-element int8 blocks (quantize_q8.glsl). Each weight format supplies, in
 // its shaders/quant/<fmt>.glsl under MMVQ, a unit of MMVQ_UNIT elements: mmvq_load() issues the
 // unit's weight loads, mmvq_dot() multiplies it with one token's codes using packed 4x8-bit
-// integer dot products (dot4) and applies the block scales.
+// integer dot products (dot4) and applies the block scales. A format with HAS_MMVQ_INIT fills
+// its shared tables in mmvq_init() (a barrier) as main() starts (IQ4_XS: its grid's lookup).
 // Layout: a workgroup has WG / LPR lane groups; a group owns RPG consecutive rows and its LPR
 // lanes stride over the row's units, U units in flight per lane (all loads issued before any
 // math), so a warp reads contiguous weight bytes and each lane keeps several loads outstanding.
@@ -171,6 +172,9 @@ const uint RMS_PER_LANE = (RMS_NB + LPR - 1) / LPR;
 #endif
 
 void main() {
+#ifdef HAS_MMVQ_INIT
+  mmvq_init();  // every invocation, before any workgroup returns
+#endif
   w_set_rows(p.row_bytes);
   const uint lane = gl_LocalInvocationID.x % LPR, grp = gl_LocalInvocationID.x / LPR;
   const uint wgx = gl_WorkGroupID.x + gl_NumWorkGroups.x * gl_WorkGroupID.z;

@@ -30,7 +30,8 @@ backend::impl::mmvq_shape_t backend::impl::mmvq_shape(gguf::type_id t, std::uint
   if (t == gguf::type_id::q4_0) return tall ? mmvq_shape_t{64, 2, 4} : mmvq_shape_t{128, 1, 4};
   // Q4_K's shapes; Q5_K's unit (four 16-byte loads, 16 registers against Q4_K's 12) keeps them:
   // 4 units in flight a lane on tall matrices (64 registers of weights, Q6_K's 60 at 64:4:1), and
-  // RPG 2 there so NORM_OUT's 32-row workgroups fit (norm_out_fits). Not yet measured on a GPU.
+  // RPG 2 there so NORM_OUT's 32-row workgroups fit (norm_out_fits). IQ4_XS's (five 8-byte loads,
+  // 10 registers, 40 bytes) too. Not yet measured on a GPU.
   return tall ? mmvq_shape_t{64, 2, 2} : mmvq_shape_t{128, 1, 2};
 }
 

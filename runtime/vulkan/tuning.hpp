@@ -23,11 +23,13 @@ inline std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return std::uint
 // backend_tuning::int8_unit, which STRATA_VK_MMVQ_MORE applies.
 inline bool has_mmvq(gguf::type_id t) {
   return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k || t == gguf::type_id::q8_0 || t == gguf::type_id::q5_k ||
-         t == gguf::type_id::q4_0;
+         t == gguf::type_id::q4_0 || t == gguf::type_id::iq4_xs;
 }
-// Of those, the units added after the first three (Q5_K, Q4_0), which STRATA_VK_MMVQ_MORE=0
-// returns to the f32 matvec.
-inline bool mmvq_more_format(gguf::type_id t) { return t == gguf::type_id::q5_k || t == gguf::type_id::q4_0; }
+// Of those, the units added after the first three (Q5_K, Q4_0, IQ4_XS), which
+// STRATA_VK_MMVQ_MORE=0 returns to the f32 matvec.
+inline bool mmvq_more_format(gguf::type_id t) {
+  return t == gguf::type_id::q5_k || t == gguf::type_id::q4_0 || t == gguf::type_id::iq4_xs;
+}
 // Weight formats with a 64-element f16 expansion unit (quant/<fmt>.glsl HAS_MMS_UNIT): the GEMMs
 // read them in place (mul_mm_small, mul_mm_f16 QW).
 inline bool has_mms_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
@@ -36,7 +38,8 @@ inline bool has_mmr_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t
 // Weight formats whose MMVQ unit also has the multi-token form (quant/<fmt>.glsl HAS_MMVQ_PREP):
 // mmvq.glsl's MMVQ_MT, for steps of 2 .. mmvq_mt_max_tokens tokens.
 inline bool has_mmvq_mt(gguf::type_id t) {
-  return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k || t == gguf::type_id::q5_k || t == gguf::type_id::q4_0;
+  return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k || t == gguf::type_id::q5_k || t == gguf::type_id::q4_0 ||
+         t == gguf::type_id::iq4_xs;
 }
 // Formats with mul_mmq.glsl's int8 unit (quant/*.glsl HAS_MMQ_UNIT).
 inline bool has_mmq_unit(gguf::type_id t) { return t == gguf::type_id::q4_k || t == gguf::type_id::q6_k; }
@@ -281,8 +284,9 @@ struct backend_tuning {
   bool uses_mmvq_mt(gguf::type_id t, std::uint32_t nt) const {
     return mmvq_mt && !mmvq_shape_forced && nt > 1 && nt <= detail::mmvq_mt_max_tokens && detail::has_mmvq_mt(t);
   }
-  // Q5_K and Q4_0 take the integer matvec too (their units in quant/<fmt>.glsl; lavapipe-tested,
-  // not yet measured on a GPU). STRATA_VK_MMVQ_MORE=0 keeps them on the f32 matvec, for A/B.
+  // Q5_K, Q4_0 and IQ4_XS take the integer matvec too (their units in quant/<fmt>.glsl;
+  // lavapipe-tested, not yet measured on a GPU). STRATA_VK_MMVQ_MORE=0 keeps them on the f32
+  // matvec, for A/B.
   bool mmvq_more = true;
   // The format has an int8 unit that this run uses (STRATA_VK_MMVQ_MORE; whether the matvec is on or not).
   bool int8_unit(gguf::type_id t) const { return detail::has_mmvq(t) && (mmvq_more || !detail::mmvq_more_format(t)); }

@@ -230,43 +230,6 @@ TEST_CASE("fidelity: Vulkan MoE decode with the combine as the down matvec's blo
   CHECK(ran == 2);
 }
 
-// Q5_K, Q4_0 and IQ4_XS on the integer matvec (their MMVQ units in shaders/quant/, the default)
-// and on the f32 matvec (STRATA_VK_MMVQ_MORE=0): each within the model's tolerance of llama.cpp's
-// logits, and of the other over the longest prompt and 8 decoded tokens. The shipped qwen3moe's
-// O projections are Q5_K; the shared set adds llama Q5_K_M and llama / llama4 Q4_0 where present
-// (their short prompt, whose 9-10 tokens run the matvec; the shared set records no decode logits).
-TEST_CASE("fidelity: Vulkan integer matvec of Q5_K, Q4_0 and IQ4_XS matches llama.cpp logits, and the f32 matvec's") {
-  if (!vulkan_available()) return;
-  std::vector<golden_model> models;
-  for (const auto& g : strata::test::local_golden())
-    if (g.name == "qwen3moe-Q4_K_M") models.push_back(g);
-  for (const auto& g : strata::test::shared_golden())
-    if (g.name == "llama-Q5_K_M" || g.name == "llama-Q4_0" || g.name == "llama4-Q4_0") models.push_back(g);
-  CHECK(!models.empty());
-  for (const auto& g : models) {
-    CAPTURE(g.name);
-    const bool shipped = g.name == "qwen3moe-Q4_K_M";
-    std::vector<float> logits[2];
-    for (const std::string_view on : {"1", "0"}) {
-      CAPTURE(on);
-      const strata::test::scoped_env env("STRATA_VK_MMVQ_MORE", on.data());
-      auto opt = fixture_options(strata::rt::backend_kind::vulkan);
-      opt.gpu_profile = true;
-      std::unique_ptr<strata::rt::model> m;
-      check_model(g, opt, &m, shipped ? std::string_view{} : std::string_view{"short"});
-      const auto prof = m->kernel_profile();
-      const bool int8 = std::any_of(prof.begin(), prof.end(), [](const auto& k) {
-        return k.label.starts_with("mmvq.Q5_K.") || k.label.starts_with("mmvq.Q4_0.") || k.label.starts_with("mmvq.IQ4_XS.");
-      });
-      CHECK(int8 == (on[0] == '1'));
-      logits[on[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
-    }
-    const double nmse = strata::test::compare_logits(logits[1], logits[0], logits[0].size()).nmse;
-    MESSAGE(g.name << ": integer matvec against the f32 matvec, logits nmse " << nmse << " (tolerance " << g.tolerance_nmse << ")");
-    CHECK(nmse <= g.tolerance_nmse);
-  }
-}
-
 // Decode steps of three sequences, each token its sequence's only one (a server's streams): the
 // per-head attention appends every token's K/V rows itself (HEAD_OPS) and reads no row another
 // token of the step writes. Against STRATA_VK_HEAD_OPS=0 (attn_prep's dispatch): bit for bit on

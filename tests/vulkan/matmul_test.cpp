@@ -155,9 +155,12 @@ bool check_format(std::uint32_t K, std::mt19937& rng, const std::vector<float>& 
 // tuning.hpp has_mmvq), and those of them STRATA_VK_MMVQ_MORE=0 returns to the f32 matvec.
 bool has_int8_unit(gguf::type_id t) {
   using enum gguf::type_id;
-  return t == q4_k || t == q5_k || t == q6_k || t == q8_0 || t == q4_0;
+  return t == q4_k || t == q5_k || t == q6_k || t == q8_0 || t == q4_0 || t == iq4_xs;
 }
-bool mmvq_more_format(gguf::type_id t) { return t == gguf::type_id::q5_k || t == gguf::type_id::q4_0; }
+bool mmvq_more_format(gguf::type_id t) {
+  using enum gguf::type_id;
+  return t == q5_k || t == q4_0 || t == iq4_xs;
+}
 
 TEST_CASE("vulkan matmul: every format and token count vs float64 on the dequantized weights") {
   if (!vkt::available()) return;
@@ -250,6 +253,7 @@ TEST_CASE("vulkan matmul: the integer matvec with its loops unrolled (STRATA_VK_
     CHECK(any_int8);  // the matvec ran for some token count
   };
   check(quant::q4_0{});
+  check(quant::iq4_xs{});
   check(quant::q4_k{});
   check(quant::q5_k{});
   check(quant::q6_k{});
@@ -277,6 +281,7 @@ TEST_CASE("vulkan matmul: the integer matvec's multi-token form equals its one-t
     CHECK(multi_steps >= 3);  // 2, 3 and 4 tokens took the matvec (5 and 8 do too unless mul_mm_small takes them)
   };
   check(quant::q4_0{});
+  check(quant::iq4_xs{});
   check(quant::q4_k{});
   check(quant::q5_k{});
   check(quant::q6_k{});

@@ -66,8 +66,10 @@ void topk_sum_parts(uint t, uint n_expert, uint l_off, uint l_stride, float eps)
     for (uint b0 = seg; b0 < TOPK_PARTS; b0 += 8u * TOPK_SEGS) {
       vec4 v[8];  // eight loads in flight before the sums
       [[unroll]] for (uint u = 0u; u < 8u; ++u) {
+        // The index stays in range past the last block (a compiler may load both arms of the select).
         const uint b = b0 + u * TOPK_SEGS;
-        v[u] = b < TOPK_PARTS ? topk_l4[base + b * e4n + e4] : vec4(0.0);
+        const vec4 l = topk_l4[base + min(b, TOPK_PARTS - 1u) * e4n + e4];
+        v[u] = b < TOPK_PARTS ? l : vec4(0.0);
       }
       [[unroll]] for (uint u = 0u; u < 8u; ++u) acc += v[u];
     }

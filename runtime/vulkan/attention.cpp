@@ -95,10 +95,13 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   // The same in the split grouped kernel's LANES form (attention_dec.glsl HEAD_OPS, STRATA_VK_HEAD_OPS_SPLIT): its
   // defines with the head ops' shared memory (G + 1 rows, their sums, the own key and value) counted.
   std::vector<std::pair<std::string, std::string>> split_ops_defs;
+  // split_combine.glsl's shared arrays (SPLIT_COMBINE: the splits' maxima and sums, 8 head sums, a flag).
+  const std::uint32_t combine_shared = merge_tail ? 2 * 8 * 128 * 4 + 8 * 4 + 4 : 0;
   if (prep && prep->q == q && !kv.compressed() && split && grouped && !mma_dec && P.head_ops_split && P.own_rows) {
     split_ops_defs = impl::kv_defs(cfg);
     split_ops_defs.insert(split_ops_defs.end(), {{"HEAD_D", std::to_string(ap.head_dim)}, {"GQA_G", std::to_string(group)}});
-    P.add_dec_lanes(split_ops_defs, ap.head_dim, group, (group + 1) * 256 * 4 + 2 * ap.head_dim * 4, group + 1);
+    // head_ops.glsl's rows and head_ops_kv.glsl's own key and value are HO_MAXD (256) wide whatever the head.
+    P.add_dec_lanes(split_ops_defs, ap.head_dim, group, (group + 1) * 256 * 4 + 2 * 256 * 4 + combine_shared, group + 1);
     if (std::none_of(split_ops_defs.begin(), split_ops_defs.end(), [](const auto& d) { return d.first == "LANES"; }))
       split_ops_defs.clear();
   }
@@ -204,7 +207,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     auto d = defs;
     d.emplace_back("HEAD_D", std::to_string(ap.head_dim));
     d.emplace_back("GQA_G", std::to_string(group));
-    P.add_dec_lanes(d, ap.head_dim, group);
+    P.add_dec_lanes(d, ap.head_dim, group, split ? combine_shared : 0);
     return d;
   };
   // Decode: one workgroup per KV head scores its whole query-head group (attention_dec.glsl).

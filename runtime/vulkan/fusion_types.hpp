@@ -47,13 +47,14 @@ struct pending_matmul {
 };
 // The MoE router's logits, ranked by every workgroup of the experts' gate/up matvec first
 // (mmvq.glsl TOPK_IN) instead of read from the ids a MOE_TOPK dispatch wrote (per-pair gate/up
-// only); with eps > 0 they come as ROUTER_PARTS' parts and the input as NORM_OUT's codes
-// (TOPK_PARTS, RMS_IN; eps: the FFN norm's).
+// only); with parts they come as ROUTER_PARTS' parts and the input as NORM_OUT's codes
+// (TOPK_PARTS, RMS_IN).
 struct topk_in_t {
   tensor logits;
   std::uint32_t n_expert = 0;
   bool sigmoid = false;
-  float eps = 0;
+  bool parts = false;  // logits are the O projection's per-block parts (ROUTER_PARTS): summed, then scaled by the norm
+  float eps = 0;       // with parts: the FFN norm's epsilon
 };
 // What one of the integer matvec's two scratch slots holds now (valid until its buffer is written).
 struct quantized_input {

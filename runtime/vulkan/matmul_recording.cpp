@@ -550,7 +550,7 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
                          bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
   auto r = expert_mmvq_req(w, K, N, up != nullptr, qout, grouped);
   const std::uint32_t gx = div_up(N, mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
-  if (topk && !grouped && topk->eps > 0) {
+  if (topk && !grouped && topk->parts) {
     // The router's parts (ROUTER_PARTS) and NORM_OUT's codes: bindings 8-9 unused, 10 the input's
     // block sums of x^2 (RMS_IN), 11-13 moe_topk.glsl's ids, weights and parts, 14 the sums again.
     const std::uint32_t E = topk->n_expert, blocks = K / 32;

@@ -209,7 +209,8 @@ struct backend_tuning {
   bool head_ops_attention = true;
   // The same in the split grouped decode kernel (attention_dec.glsl LANES HEAD_OPS: every split's
   // workgroup runs its group's head ops, the split holding the token appends): STRATA_VK_HEAD_OPS_SPLIT=1
-  // (off until measured on a GPU).
+  // (off until measured on a GPU). Needs head_ops_attention; with it, past-short-context steps that
+  // record unsplit (short caches, several streams) take the per-head HEAD_OPS kernel too.
   bool head_ops_split = false;
   // The unsplit per-head decode kernel's workgroup (STRATA_VK_ATTN_DEC_WG=128|256|512). 256 a query head: one tile
   // of keys covers every short-context step (H200, tg128: qwen3-8b +3.7%, qwen3-30b-a3b +2.2% against 128; bench/

@@ -74,6 +74,7 @@ struct moe_params {
   moe_gating gating = moe_gating::softmax;
   moe_weighting weighting = moe_weighting::output;
   std::uint32_t n_used = 0;  // experts per token (k)
+  bool input_reused = false;  // the graph reads the FFN input again after moe_ffn (a shared expert)
 };
 template <class Weight>
 struct moe_weights {

@@ -236,9 +236,9 @@ class decoder {
 
   moe_params moe_routing() const {
     if constexpr (Arch::router == arch::router_kind::sigmoid_topk_weight_input)
-      return {moe_gating::sigmoid, moe_weighting::input, hp_.n_expert_used};
+      return {moe_gating::sigmoid, moe_weighting::input, hp_.n_expert_used, Arch::shared_expert};
     else
-      return {moe_gating::softmax, moe_weighting::output, hp_.n_expert_used};
+      return {moe_gating::softmax, moe_weighting::output, hp_.n_expert_used, Arch::shared_expert};
   }
 
   // Loads a tensor and checks its shape (ggml ne order, trailing 1s omitted).

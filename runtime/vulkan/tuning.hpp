@@ -208,8 +208,8 @@ struct backend_tuning {
   // kernel (attention.glsl HEAD_OPS), a level fewer a layer; STRATA_VK_HEAD_OPS=0 keeps attn_prep.
   bool head_ops_attention = true;
   // The same in the split grouped decode kernel (attention_dec.glsl LANES HEAD_OPS: every split's
-  // workgroup runs its group's head ops, the split holding the token appends): STRATA_VK_HEAD_OPS_SPLIT=1
-  // (off until measured on a GPU). Needs head_ops_attention; with it, past-short-context steps that
+  // workgroup runs its group's head ops, the split holding the token appends): STRATA_VK_HEAD_OPS_SPLIT=1.
+  // Off: -15% / -9% on the H200 (qwen3-8b / qwen3-30b-a3b tg64 at depth 4096; the ops' barriers delay every split). Needs head_ops_attention; with it, past-short-context steps that
   // record unsplit (short caches, several streams) take the per-head HEAD_OPS kernel too.
   bool head_ops_split = false;
   // The unsplit per-head decode kernel's workgroup (STRATA_VK_ATTN_DEC_WG=128|256|512). 256 a query head: one tile
@@ -239,8 +239,8 @@ struct backend_tuning {
   bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
   // Decode's MoE router as per-block parts written by the O projection beside the FFN norm's first
   // half (mmvq.glsl ROUTER_PARTS), summed by the gate/up matvec's top-k (TOPK_PARTS): the router's
-  // and the experts' input quantize's level leaves each MoE layer. STRATA_VK_ROUTER_PARTS=1 (off
-  // until measured on a GPU).
+  // and the experts' input quantize's level leaves each MoE layer. STRATA_VK_ROUTER_PARTS=1. Off:
+  // -1% on the H200 (qwen3-30b-a3b tg128; the top-k's sum over the parts delays every expert row).
   bool router_parts = false;
   // Decode's MoE combine (with the residual and the next norm's first half) as per-block tails of
   // the experts' down matvec (mmvq.glsl MOE_BLOCK_TAIL): the combine's level leaves each MoE layer.

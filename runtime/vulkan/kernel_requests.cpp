@@ -247,7 +247,7 @@ void backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
   if (!dec_lanes || group == 0) return;
   // LPK lanes a key row (a power of two within a subgroup), a multiple of the group so the
   // halving exchanges end with a (key, head) pair a lane, at most 8 keys a chunk (registers).
-  const std::uint32_t lpk = std::min({dec_lanes_lpk ? dec_lanes_lpk : 32u, head_dim / 4, ctx.info().subgroup_size});
+  const std::uint32_t lpk = std::min({dec_lanes_lpk, head_dim / 4, ctx.info().subgroup_size});
   if (lpk < 4 || (lpk & (lpk - 1)) || lpk % group || lpk / group > 8 || head_dim % (4 * lpk)) return;
   // The widest workgroup up to dec_lanes_wg whose streams' sums fit shared memory.
   std::uint32_t wg = std::min(dec_lanes_wg, ctx.info().max_workgroup_threads);

@@ -103,11 +103,11 @@ struct backend_tuning {
   // Its workgroup (STRATA_VK_DEC_LANES_WG, a power of two; H200, qwen3-8b: 256 and 128 equal at
   // depth 4096, 256 ahead with 64 streams, 512 behind at both; bench/RESULTS.md session 24).
   std::uint32_t dec_lanes_wg = 256;
-  // Lanes a key row in the LANES forms (STRATA_VK_DEC_LPK=8|16|32; 0, the default: the widest of
-  // 32, head_dim / 4 and the subgroup). Fewer lanes a row mean more keys a chunk and fewer exchanges
-  // a key, but more registers a lane: slower on the H200 (qwen3-8b tg64 at depth 4096, 32 / 16 / 8
-  // lanes: f16 293.0 / 275.2 / 258.8 t/s, tq3 236.1 / 223.0 / 211.3; bench/RESULTS.md session 45).
-  std::uint32_t dec_lanes_lpk = 0;
+  // Lanes a key row in the LANES forms, at most (STRATA_VK_DEC_LPK=8|16|32; head_dim / 4 and the
+  // subgroup bound it too). Fewer lanes a row mean more keys a chunk and fewer exchanges a key, but
+  // more registers a lane: slower on the H200 (qwen3-8b tg64 at depth 4096, 32 / 16 / 8 lanes: f16
+  // 293.0 / 275.2 / 258.8 t/s, tq3 236.1 / 223.0 / 211.3; bench/RESULTS.md session 45).
+  std::uint32_t dec_lanes_lpk = 32;
   bool multi_gqa = true;                   // the same for steps of many sequences; STRATA_VK_MULTI_GQA=0 disables
   // Unsplit steps of at least this many tokens take it; fewer take the per-head kernel (H200,
   // qwen3-8b, 8 streams at short contexts: 1,462-1,495 -> 1,517-1,571 t/s from 9 to 5).
@@ -214,8 +214,9 @@ struct backend_tuning {
   bool head_ops_attention = true;
   // The same in the split grouped decode kernel (attention_dec.glsl LANES HEAD_OPS: every split's
   // workgroup runs its group's head ops, the split holding the token appends): STRATA_VK_HEAD_OPS_SPLIT=1.
-  // Off: -15% / -9% on the H200 (qwen3-8b / qwen3-30b-a3b tg64 at depth 4096; the ops' barriers delay every split). Needs head_ops_attention; with it, past-short-context steps that
-  // record unsplit (short caches, several streams) take the per-head HEAD_OPS kernel too.
+  // Off: -15% / -9% on the H200 (qwen3-8b / qwen3-30b-a3b tg64 at depth 4096; the ops' barriers
+  // delay every split). Needs head_ops_attention; with it, past-short-context steps that record
+  // unsplit (short caches, several streams) take the per-head HEAD_OPS kernel too.
   bool head_ops_split = false;
   // The unsplit per-head decode kernel's workgroup (STRATA_VK_ATTN_DEC_WG=128|256|512). 256 a query head: one tile
   // of keys covers every short-context step (H200, tg128: qwen3-8b +3.7%, qwen3-30b-a3b +2.2% against 128; bench/

@@ -57,7 +57,8 @@ layout(push_constant) uniform Params {
 // QDEC_SKIP (lab only, STRATA_VK_QDEC_SKIP; wrong results): leaves parts out to time them:
 // 1 the queries' rotation, 2 the values' rotation back, 4 the key scores, 8 the value sums,
 // 16 the centroid tables, 32 the split merge's tail, 64 everything (the dispatch's floor),
-// 128 the queries' load, 256 the value sums of the tile reaching the window.
+// 128 the queries' load, 256 the value sums of the tile reaching the window; LANES form with
+// TurboQuant sides: 512 / 1024 / 2048 (lab_dims below).
 #ifndef QDEC_SKIP
 #define QDEC_SKIP 0
 #endif
@@ -102,6 +103,41 @@ rdims v_dims_of(uint d) {
   return q8_dims_of(d);
 #endif
 }
+#if (QDEC_SKIP & 3584) != 0 && KV_K_KIND == 3 && KV_V_KIND == 3
+// Lab (QDEC_SKIP 512 / 1024 / 2048, LANES form, TurboQuant on both sides; wrong results): a code
+// row's bytes loaded as the decode loads them but not decoded (512), decoded from bytes made of
+// the row number without loading (1024), or one 32-bit word a lane from within the row, the load
+// of a coalesced row (2048). They split the rows' cost into their loads and their decode.
+layout(binding = 2, std430) readonly buffer KwLab { uint kw_lab[]; };
+layout(binding = 3, std430) readonly buffer VwLab { uint vw_lab[]; };
+vec4 lab_dims(uint row, rdims r, bool key) {
+  const uint rb = key ? KV_K_ROW_BYTES : KV_V_ROW_BYTES, b = row * rb;
+#if (QDEC_SKIP & 512) != 0
+  const uint sc = key ? uint(k16[(b + r.blk) / 2u]) : uint(v16[(b + r.blk) / 2u]);
+  const uint lo = key ? uint(k8[b + r.low]) : uint(v8[b + r.low]);
+  const uint hi = key ? uint(k8[b + r.high]) : uint(v8[b + r.high]);
+  return vec4(float(lo), float(hi), float(sc), 0.0);
+#elif (QDEC_SKIP & 2048) != 0
+  const uint w = b / 4u + (r.d / 4u) % (rb / 4u);
+  return vec4(float(key ? kw_lab[w] : vw_lab[w]));
+#else
+  const uint x = row * 2654435761u + r.d;
+  const float sc = unpackHalf2x16(x >> 16).x * r.inv_sqrt_n;
+  const uint lo = (x >> r.shift) & 255u, hi = (x >> 8u) >> r.shift;
+  vec4 c;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+    const uint code = bitfieldExtract(lo, int(2u * e), 2) | (bitfieldExtract(hi, int(e), 1) << 2);
+    c[e] = key ? kcent[r.cbase + code] : vcent[r.cbase + code];
+  }
+  return c * sc;
+#endif
+}
+#define K_DIMS_LAB(row, r) lab_dims(row, r, true)
+#define V_DIMS_LAB(row, r) lab_dims(row, r, false)
+#else
+#define K_DIMS_LAB(row, r) k_dims(row, r)
+#define V_DIMS_LAB(row, r) v_dims(row, r)
+#endif
 // Dims r.d..r.d+3 of stored K / V row `row` (slot·n_head_kv + head); TurboQuant in the rotated domain.
 vec4 k_dims(uint row, rdims r) {
   const uint b = row * KV_K_ROW_BYTES;

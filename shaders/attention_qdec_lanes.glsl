@@ -175,8 +175,8 @@ void main() {
       valid |= codes ? 1u << k : 0u;
       const uint row = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * p.n_head_kv + hk;
       [[unroll]] for (uint c = 0u; c < NC; ++c) {  // loaded unconditionally, then selected: every load in flight
-        const vec4 kx = (QDEC_SKIP & 4) != 0 ? vec4(float(row & 7u)) : k_dims(row, kd[c]);
-        const vec4 vx = (QDEC_SKIP & 8) != 0 ? vec4(float(row & 7u)) : v_dims(row, vd[c]);
+        const vec4 kx = (QDEC_SKIP & 4) != 0 ? vec4(float(row & 7u)) : K_DIMS_LAB(row, kd[c]);
+        const vec4 vx = (QDEC_SKIP & 8) != 0 ? vec4(float(row & 7u)) : V_DIMS_LAB(row, vd[c]);
         kr[k][c] = codes ? kx : vec4(0.0);
         vr[k][c] = codes ? vx : vec4(0.0);
       }

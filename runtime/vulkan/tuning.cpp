@@ -135,7 +135,7 @@ void backend_tuning::read_env() {
   choice("STRATA_VK_QDEC_KIF", {1, 2, 4, 8, 16}, qdec_kif);
   choice("STRATA_VK_COMBINE_WG", {128, 256, 512, 1024}, combine_wg);
   choice("STRATA_VK_COMBINE_CIF", {4, 8, 16}, combine_cif);
-  if (const auto bits = env_uint("STRATA_VK_QDEC_SKIP", 0, 511, {}, "a bit mask from 0 to 511 (attention_qdec.glsl QDEC_SKIP)"))
+  if (const auto bits = env_uint("STRATA_VK_QDEC_SKIP", 0, 4095, {}, "a bit mask from 0 to 4095 (attention_qdec.glsl QDEC_SKIP)"))
     qdec_skip = std::to_string(*bits);
   choice("STRATA_VK_FA_KEYS", {32, 64}, fa_keys);
   flag("STRATA_VK_FA_FASTMASK", fa_fast_mask);

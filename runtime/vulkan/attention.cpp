@@ -47,20 +47,18 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   const bool ring_split_wanted = kv.compressed() && grouped && P.qdec_ring_split && pc.window > 0;
   const std::uint32_t max_splits = grouped ? 128 - ring_split_wanted : 64;
   const std::uint32_t min_split = grouped ? (kv.compressed() ? P.qdec_min_split(cfg.n_ctx, ap.n_head_kv, q.rows, max_splits, P.ctx.info().sm_count) : 128) : 256;
-  // Decode on tensor cores (attention_mma_dec.glsl, opt-in): mma_dec_warps warps a (KV head, token, split), splits
-  // of at most mma_dec_split_max keys (the split's scores take G x split_len floats of shared memory: MAX_SPLIT).
-  const std::uint32_t mma_dec_split_max = group ? std::max<std::uint32_t>(64, 4096 / group / 64 * 64) : 64;
+  // Decode on tensor cores (attention_mma_dec.glsl, opt-in, measured slower): a warp a (KV head, token, split).
+  constexpr std::uint32_t mma_dec_split = 256;
   // (COMBINE merges at most 128 splits: longer contexts keep attention_qdec.)
   const bool mma_dec = P.mma_dec && kv.compressed() && P.split_attention && q.rows <= split_tokens && group >= 1 &&
-                       group <= 8 && ap.n_head % ap.n_head_kv == 0 && cfg.n_ctx >= 256 &&
-                       div_up(cfg.n_ctx, mma_dec_split_max) <= 128 &&
+                       group <= 16 && ap.n_head % ap.n_head_kv == 0 && cfg.n_ctx >= 256 &&
+                       div_up(cfg.n_ctx, mma_dec_split) <= 128 &&
                        tensor_core_attention(flash_min_tokens, ap.head_dim, cfg.type_k, cfg.type_v);
   const bool split = mma_dec || (P.split_attention && q.rows <= split_tokens && cfg.n_ctx > 2 * min_split &&
                                  !(P.short_ctx && P.short_ctx_len <= 2 * min_split));
   const bool ring_split = split && !mma_dec && ring_split_wanted;
   if (split) {
-    pc.split_len = mma_dec ? std::clamp<std::uint32_t>(div_up(div_up(cfg.n_ctx, 128), 64) * 64,
-                                                       std::min(P.mma_dec_split, mma_dec_split_max), mma_dec_split_max)
+    pc.split_len = mma_dec ? std::clamp<std::uint32_t>(div_up(div_up(cfg.n_ctx, 128), 64) * 64, 64, mma_dec_split)
                            : impl::split_length(cfg.n_ctx, max_splits, min_split);
     pc.n_splits = div_up(cfg.n_ctx, pc.split_len) + ring_split;
     const std::uint64_t need = std::uint64_t(split_tokens) * ap.n_head * pc.n_splits * (ap.head_dim + 2) * 4;
@@ -183,9 +181,8 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
       return;
     }
     if (mma_dec) {
-      qd.insert(qd.end(), {{"WG", std::to_string(32 * P.mma_dec_warps)}, {"COOPMAT", "1"}, {"TQ_ROT_N", std::to_string(group)},
-                           {"GQA_G", std::to_string(group)}, {"MAX_SPLIT", std::to_string(pc.split_len)}});
-      if (!P.mma_dec_skip.empty()) qd.emplace_back("MMA_DEC_SKIP", P.mma_dec_skip);  // lab: wrong results
+      qd.insert(qd.end(), {{"WG", "32"}, {"COOPMAT", "1"}, {"TQ_ROT_N", "16"}, {"GQA_G", std::to_string(group)},
+                           {"MAX_SPLIT", std::to_string(mma_dec_split)}});
       P.dispatch3(impl::req("attention_mma_dec", {}, qd, 11), qb, &pc, sizeof pc, ap.n_head_kv, q.rows, pc.n_splits);
     } else if (grouped) {  // one workgroup per KV head and token scores its query-head group (attention_qdec.glsl)
       std::vector<binding> mb(std::begin(qb), std::end(qb));

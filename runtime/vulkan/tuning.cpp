@@ -114,9 +114,8 @@ void backend_tuning::read_env() {
   labels(std::getenv("STRATA_VK_SKIP"), skip_kernels);
   labels(std::getenv("STRATA_VK_REPEAT"), repeat_kernels);
   count("STRATA_VK_PAD_LEVELS", 0, 64, pad_levels, "dispatches after each attn_prep");
-  if (!skip_kernels.empty() || !repeat_kernels.empty() || std::getenv("STRATA_VK_QDEC_SKIP") ||
-      std::getenv("STRATA_VK_MMA_DEC_SKIP"))
-    std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP/MMA_DEC_SKIP is set: kernels left out or run twice, results are wrong (timing runs only)\n");
+  if (!skip_kernels.empty() || !repeat_kernels.empty() || std::getenv("STRATA_VK_QDEC_SKIP"))
+    std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP is set: kernels left out or run twice, results are wrong (timing runs only)\n");
   flag("STRATA_VK_STEP_BUCKETS", step_buckets);
   flag("STRATA_VK_OUTPUT_PART", output_part);
   flag("STRATA_VK_SPLIT_ATTN", split_attention);
@@ -141,13 +140,6 @@ void backend_tuning::read_env() {
   choice("STRATA_VK_FA_KEYS", {32, 64}, fa_keys);
   flag("STRATA_VK_FA_FASTMASK", fa_fast_mask);
   flag("STRATA_VK_MMA_DEC", mma_dec);
-  choice("STRATA_VK_MMA_DEC_WARPS", {1, 2, 4}, mma_dec_warps);
-  if (const auto bits = env_uint("STRATA_VK_MMA_DEC_SKIP", 0, 127, {}, "a bit mask from 0 to 127 (attention_mma_dec.glsl MMA_DEC_SKIP)"))
-    mma_dec_skip = std::to_string(*bits);
-  if (const auto keys = env_uint("STRATA_VK_MMA_DEC_SPLIT", 64, 1024, {}, "a multiple of 64 keys from 64 to 1024")) {
-    if (*keys % 64) refuse("STRATA_VK_MMA_DEC_SPLIT", std::to_string(*keys), "a multiple of 64 keys from 64 to 1024");
-    mma_dec_split = *keys;
-  }
   count("STRATA_VK_TQ_GQA", 0, 2, tq_gqa, "0: never, 1: decode steps, 2: prompt steps too");
   if (const auto keys = env_uint("STRATA_VK_TQ_SPLIT", 64, 8192, "keys, rounded down to a multiple of 64"))
     tq_split = std::clamp<std::uint32_t>(*keys / 64, 1, 128) * 64;

@@ -199,13 +199,9 @@ struct backend_tuning {
   std::uint32_t flash_warps(std::uint32_t tokens) const { return fa_warps ? fa_warps : tokens >= fa_wide_min ? 8 : 4; }
   std::uint32_t flash_keys(std::uint32_t tokens) const { return fa_keys ? fa_keys : tokens >= fa_wide_min ? 64 : 32; }
   // Decode attention over compressed caches on tensor cores (attention_mma_dec.glsl,
-  // STRATA_VK_MMA_DEC=1), opt-in. Session 14's one-warp form measured slower on the H200 (qwen3-8b
-  // tg64 @ d4096: tq3 118 vs attention_qdec's 206 t/s); session 46's form has mma_dec_warps warps a
-  // split (STRATA_VK_MMA_DEC_WARPS=1|2|4) and splits of at least mma_dec_split keys
-  // (STRATA_VK_MMA_DEC_SPLIT=N, a multiple of 64 up to 1024).
+  // STRATA_VK_MMA_DEC=1): correct but measured slower on the H200 (qwen3-8b tg64 @ d4096: tq3 118
+  // vs attention_qdec's 206 t/s; an f16 variant 235 vs attention_dec's 270), so opt-in.
   bool mma_dec = false;
-  std::uint32_t mma_dec_warps = 4, mma_dec_split = 128;
-  std::string mma_dec_skip;  // lab only, wrong results: attention_mma_dec's MMA_DEC_SKIP bits (STRATA_VK_MMA_DEC_SKIP)
   // Decode steps whose tokens are all at positions below short_ctx_len record their attention
   // unsplit (STRATA_VK_SHORT_CTX=N sets the length, 0 turns it off); short_ctx: this step's.
   std::uint32_t short_ctx_len = 256;

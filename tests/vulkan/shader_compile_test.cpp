@@ -277,7 +277,7 @@ TEST_CASE("vulkan shaders: tensor-core attention variants compile (prefill and d
           // Decode (attention_mma_dec.glsl) at the group sizes of the supported models.
           for (const char* g : {"4", "8"}) {
             auto dg = dec;
-            dg.insert(dg.end(), {{"WG", "128"}, {"COOPMAT", "1"}, {"TQ_ROT_N", g}, {"GQA_G", g}, {"MAX_SPLIT", g[0] == '4' ? "1024" : "512"}});
+            dg.insert(dg.end(), {{"WG", "32"}, {"COOPMAT", "1"}, {"TQ_ROT_N", "16"}, {"GQA_G", g}, {"MAX_SPLIT", "256"}});
             compiles({"attention_mma_dec", std::nullopt, dg, 11});
           }
         }

@@ -26,26 +26,18 @@ shared float w_codes[NS][G], w_all[NS][G], head_max[G];  // the merge's weights 
 #endif
 // ROW_STAGE (tuning.hpp qdec_stage): a chunk's K and V code rows are loaded whole by the stream's
 // lanes, 16 bits a lane at a time (a row's words consecutive across lanes), into the stream's
-// staging words; each lane then decodes its dims from there, as TQ_DIMS does from the cache.
+// staging words; each lane then decodes its dims from there with TQ_DIMS's decode (kv_codec.glsl).
 const uint KW = KV_K_ROW_BYTES / 2u, VW = KV_V_ROW_BYTES / 2u;  // 16-bit words a row
 shared uint kst[NS * KC * KW], vst[NS * KC * VW];
-#define TQ_STAGED(NAME, TQB, PFX, CENT, ST)                                                       \
+// Byte `at` of a staged row from its first word w0, and the row's dims decoded from its words.
+#define TQ_STAGED(NAME, TQB, DECODE, ST)                                                          \
   uint NAME##_byte(uint w0, uint at) { return (ST[w0 + at / 2u] >> (8u * (at & 1u))) & 255u; }  \
   vec4 NAME(uint w0, rdims r) {                                                                   \
-    const float sc = unpackHalf2x16(ST[w0 + r.blk / 2u]).x * r.inv_sqrt_n;                        \
-    uint lo = TQB == 4 ? ST[w0 + r.low / 2u] : NAME##_byte(w0, r.low);                            \
-    if (TQB < 2) lo >>= r.shift;                                                                  \
-    const uint hi = TQB == 3 ? NAME##_byte(w0, r.high) >> r.shift : 0u;                           \
-    vec4 c;                                                                                       \
-    [[unroll]] for (uint e = 0u; e < 4u; ++e) {                                                   \
-      uint code = bitfieldExtract(lo, int(e * PFX##LOW_BITS), int(PFX##LOW_BITS));                \
-      if (TQB == 3) code |= bitfieldExtract(hi, int(e), 1) << 2;                                  \
-      c[e] = CENT[r.cbase + code];                                                                \
-    }                                                                                             \
-    return c * sc;                                                                                \
+    return DECODE(ST[w0 + r.blk / 2u], TQB == 4 ? ST[w0 + r.low / 2u] : NAME##_byte(w0, r.low),  \
+                  TQB == 3 ? NAME##_byte(w0, r.high) : 0u, r);                                    \
   }
-TQ_STAGED(k_staged, KV_K_TQ, TQK_, kcent, kst)
-TQ_STAGED(v_staged, KV_V_TQ, TQV_, vcent, vst)
+TQ_STAGED(k_staged, KV_K_TQ, k_tq_fields, kst)
+TQ_STAGED(v_staged, KV_V_TQ, v_tq_fields, vst)
 // The rows of keys j0 .. j0 + KC - 1 (past `last`: the last one's) into the stream's staging words:
 // lane li finds key li % KC's row once, the words take it by shuffle.
 void stage_rows(uint j0, uint last, uint btab, uint hk, uint sid, uint li) {

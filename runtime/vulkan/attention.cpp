@@ -101,8 +101,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     split_ops_defs = impl::kv_defs(cfg);
     split_ops_defs.insert(split_ops_defs.end(), {{"HEAD_D", std::to_string(ap.head_dim)}, {"GQA_G", std::to_string(group)}});
     // head_ops.glsl's rows and head_ops_kv.glsl's own key and value are HO_MAXD (256) wide whatever the head.
-    P.add_dec_lanes(split_ops_defs, ap.head_dim, group, (group + 1) * 256 * 4 + 2 * 256 * 4 + combine_shared, group + 1);
-    if (std::none_of(split_ops_defs.begin(), split_ops_defs.end(), [](const auto& d) { return d.first == "LANES"; }))
+    if (!P.add_dec_lanes(split_ops_defs, ap.head_dim, group, (group + 1) * 256 * 4 + 2 * 256 * 4 + combine_shared, group + 1))
       split_ops_defs.clear();
   }
   if (prep && !head_ops && split_ops_defs.empty()) {

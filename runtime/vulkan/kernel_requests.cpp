@@ -7,7 +7,6 @@
 #include <string>
 
 #include "strata/kv/kv_config.hpp"
-#include "strata/turboquant/format.hpp"
 
 namespace strata::gpu {
 namespace {
@@ -242,14 +241,14 @@ std::vector<std::pair<std::string, std::string>> backend::impl::kv_defs(const kv
   return d;
 }
 
-void backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim,
+bool backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim,
                                   std::uint32_t group, std::uint32_t fixed_bytes, std::uint32_t thread_bytes,
                                   std::uint32_t stream_floats, std::uint32_t chunk_key_floats) const {
-  if (!dec_lanes || group == 0) return;
+  if (!dec_lanes || group == 0) return false;
   // LPK lanes a key row (a power of two within a subgroup), a multiple of the group so the
   // halving exchanges end with a (key, head) pair a lane, at most 8 keys a chunk (registers).
   const std::uint32_t lpk = std::min({dec_lanes_lpk, head_dim / 4, ctx.info().subgroup_size});
-  if (lpk < 4 || (lpk & (lpk - 1)) || lpk % group || lpk / group > 8 || head_dim % (4 * lpk)) return;
+  if (lpk < 4 || (lpk & (lpk - 1)) || lpk % group || lpk / group > 8 || head_dim % (4 * lpk)) return false;
   // The widest workgroup up to dec_lanes_wg whose streams' sums fit shared memory.
   std::uint32_t wg = std::min(dec_lanes_wg, ctx.info().max_workgroup_threads);
   const auto shared = [&](std::uint32_t w) {
@@ -257,10 +256,11 @@ void backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
            fixed_bytes + std::uint64_t(w) * thread_bytes;
   };
   while (wg > 32 && shared(wg) > ctx.info().max_shared_bytes) wg /= 2;
-  if (wg % ctx.info().subgroup_size || wg < lpk || shared(wg) > ctx.info().max_shared_bytes) return;
+  if (wg % ctx.info().subgroup_size || wg < lpk || shared(wg) > ctx.info().max_shared_bytes) return false;
   d.emplace_back("WG", std::to_string(wg));
   d.emplace_back("LANES", "1");
   d.emplace_back("LPK", std::to_string(lpk));
+  return true;
 }
 
 std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const kv_state& kv, std::uint32_t head_dim,
@@ -282,12 +282,10 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
     // ROW_STAGE (STRATA_VK_QDEC_STAGE, TurboQuant on both sides): a chunk's code rows staged whole in shared
     // memory, a 32-bit word for each 16 bits of a row, K's and V's.
     const bool stage = qdec_stage && kv::turboquant_bits(c.type_k) && kv::turboquant_bits(c.type_v);
-    const std::uint32_t row_words = stage ? std::uint32_t(turboquant::format(head_dim, kv::turboquant_bits(c.type_k)).row_bytes() / 2 +
-                                                          turboquant::format(head_dim, kv::turboquant_bits(c.type_v)).row_bytes() / 2)
-                                          : 0;
-    add_dec_lanes(d, head_dim, group, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4,
-                  tq ? 16 : 0, 2 * group, row_words);
-    if (stage && std::any_of(d.begin(), d.end(), [](const auto& e) { return e.first == "LANES"; })) d.emplace_back("ROW_STAGE", "1");
+    const auto row_words = stage ? std::uint32_t((kv_head_bytes(c.type_k, head_dim) + kv_head_bytes(c.type_v, head_dim)) / 2) : 0;
+    if (add_dec_lanes(d, head_dim, group, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4,
+                      tq ? 16 : 0, 2 * group, row_words) && stage)
+      d.emplace_back("ROW_STAGE", "1");
   }
   if (merge_tail) d.emplace_back("SPLIT_COMBINE", "11");
   if (rot_later) d.emplace_back("ROT_LATER", "1");  // attention.glsl's COMBINE rotates the values back

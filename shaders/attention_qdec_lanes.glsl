@@ -20,41 +20,6 @@ shared float cw[NS][G];                  // a chunk's rescale factor per head
 shared float sm_m[NS][G], sm_l[NS][G], sm_mc[NS][G];  // the streams' softmax state; sm_mc: max after the codes
 shared float vsum[NS][G][D];             // the streams' unnormalised value sums
 shared float w_codes[NS][G], w_all[NS][G], head_max[G];  // the merge's weights exp(m_s - M) and M a head
-#ifdef ROW_STAGE
-#if KV_K_KIND != 3 || KV_V_KIND != 3
-#error "attention_qdec ROW_STAGE: TurboQuant keys and values"
-#endif
-// ROW_STAGE (tuning.hpp qdec_stage): a chunk's K and V code rows are loaded whole by the stream's
-// lanes, 16 bits a lane at a time (a row's words consecutive across lanes), into the stream's
-// staging words; each lane then decodes its dims from there with TQ_DIMS's decode (kv_codec.glsl).
-const uint KW = KV_K_ROW_BYTES / 2u, VW = KV_V_ROW_BYTES / 2u;  // 16-bit words a row
-shared uint kst[NS * KC * KW], vst[NS * KC * VW];
-// Byte `at` of a staged row from its first word w0, and the row's dims decoded from its words.
-#define TQ_STAGED(NAME, TQB, DECODE, ST)                                                          \
-  uint NAME##_byte(uint w0, uint at) { return (ST[w0 + at / 2u] >> (8u * (at & 1u))) & 255u; }  \
-  vec4 NAME(uint w0, rdims r) {                                                                   \
-    return DECODE(ST[w0 + r.blk / 2u], TQB == 4 ? ST[w0 + r.low / 2u] : NAME##_byte(w0, r.low),  \
-                  TQB == 3 ? NAME##_byte(w0, r.high) : 0u, r);                                    \
-  }
-TQ_STAGED(k_staged, KV_K_TQ, k_tq_fields, kst)
-TQ_STAGED(v_staged, KV_V_TQ, v_tq_fields, vst)
-// The rows of keys j0 .. j0 + KC - 1 (past `last`: the last one's) into the stream's staging words:
-// lane li finds key li % KC's row once, the words take it by shuffle.
-void stage_rows(uint j0, uint last, uint btab, uint hk, uint sid, uint li) {
-  const uint lane0 = gl_SubgroupInvocationID - li, jk = min(j0 + li % KC, last);
-  const uint my_row = (blocks[btab + jk / p.block_size] * p.block_size + jk % p.block_size) * p.n_head_kv + hk;
-  [[unroll]] for (uint i0 = 0u; i0 < KC * KW; i0 += LPK) {
-    const uint i = i0 + li, rk = subgroupShuffle(my_row, lane0 + min(i / KW, KC - 1u));
-    if (i < KC * KW) kst[sid * KC * KW + i] = uint(k16[rk * KW + i % KW]);
-  }
-  [[unroll]] for (uint i0 = 0u; i0 < KC * VW; i0 += LPK) {
-    const uint i = i0 + li, rk = subgroupShuffle(my_row, lane0 + min(i / VW, KC - 1u));
-    if (i < KC * VW) vst[sid * KC * VW + i] = uint(v16[rk * VW + i % VW]);
-  }
-  subgroupMemoryBarrierShared();
-  subgroupBarrier();
-}
-#endif
 #if KV_HAS_TQ
 #define rot_or_sum rot  // kv_codec's rotation buffer (TQ_ROT_N >= G vectors) holds the merged sums
 #else
@@ -201,9 +166,6 @@ void main() {
   for (uint j0 = start + sid * KC; !ring_split && j0 <= last; j0 += NS * KC) {
     vec4 kr[KC][NC], vr[KC][NC];
     uint valid = 0u;
-#ifdef ROW_STAGE
-    stage_rows(j0, last, btab, hk, sid, li);  // the previous chunk's reads of the words ended with CHUNK_STEP
-#endif
     [[unroll]] for (uint k = 0u; k < KC; ++k) {
       const uint j = min(j0 + k, last);
       bool codes = j0 + k <= last;
@@ -213,12 +175,8 @@ void main() {
       valid |= codes ? 1u << k : 0u;
       const uint row = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * p.n_head_kv + hk;
       [[unroll]] for (uint c = 0u; c < NC; ++c) {  // loaded unconditionally, then selected: every load in flight
-#ifdef ROW_STAGE
-        const vec4 kx = k_staged(sid * KC * KW + k * KW, kd[c]), vx = v_staged(sid * KC * VW + k * VW, vd[c]);
-#else
         const vec4 kx = (QDEC_SKIP & 4) != 0 ? vec4(float(row & 7u)) : K_DIMS_LAB(row, kd[c]);
         const vec4 vx = (QDEC_SKIP & 8) != 0 ? vec4(float(row & 7u)) : V_DIMS_LAB(row, vd[c]);
-#endif
         kr[k][c] = codes ? kx : vec4(0.0);
         vr[k][c] = codes ? vx : vec4(0.0);
       }

@@ -331,10 +331,9 @@ struct backend::impl : backend_tuning {
   // Bytes of one head vector of a KV side (the CPU's kv_codec layout); throws for a head_dim the type cannot store.
   static std::uint64_t kv_head_bytes(kv::kv_type t, std::uint32_t d);
   // attention_dec / attention_qdec LANES and its LPK where device and head shape allow (dec_lanes); other shared: fixed,
-  // a thread's, a stream's, and a stream's for each key of its chunks (LPK / group keys). True: LANES was added.
+  // a thread's, a stream's. True: LANES was added.
   bool add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group,
-                     std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0, std::uint32_t stream_floats = 0,
-                     std::uint32_t chunk_key_floats = 0) const;
+                     std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0, std::uint32_t stream_floats = 0) const;
   // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key;
   // qdec_hoists: whether its TurboQuant rotations leave the kernel (tuning.hpp qdec_hoist).
   bool qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const;

@@ -243,7 +243,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::kv_defs(const kv
 
 bool backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim,
                                   std::uint32_t group, std::uint32_t fixed_bytes, std::uint32_t thread_bytes,
-                                  std::uint32_t stream_floats, std::uint32_t chunk_key_floats) const {
+                                  std::uint32_t stream_floats) const {
   if (!dec_lanes || group == 0) return false;
   // LPK lanes a key row (a power of two within a subgroup), a multiple of the group so the
   // halving exchanges end with a (key, head) pair a lane, at most 8 keys a chunk (registers).
@@ -252,8 +252,7 @@ bool backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
   // The widest workgroup up to dec_lanes_wg whose streams' sums fit shared memory.
   std::uint32_t wg = std::min(dec_lanes_wg, ctx.info().max_workgroup_threads);
   const auto shared = [&](std::uint32_t w) {
-    return std::uint64_t(w / lpk) * (group * head_dim + lpk + 3 * group + stream_floats + lpk / group * chunk_key_floats) * 4 +
-           fixed_bytes + std::uint64_t(w) * thread_bytes;
+    return std::uint64_t(w / lpk) * (group * head_dim + lpk + 3 * group + stream_floats) * 4 + fixed_bytes + std::uint64_t(w) * thread_bytes;
   };
   while (wg > 32 && shared(wg) > ctx.info().max_shared_bytes) wg /= 2;
   if (wg % ctx.info().subgroup_size || wg < lpk || shared(wg) > ctx.info().max_shared_bytes) return false;
@@ -279,13 +278,8 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
              // tq_xch a thread; the merge's two weights a (stream, head)
     const auto& c = kv.config();
     const bool tq = kv::turboquant_bits(c.type_k) || kv::turboquant_bits(c.type_v);
-    // ROW_STAGE (STRATA_VK_QDEC_STAGE, TurboQuant on both sides): a chunk's code rows staged whole in shared
-    // memory, a 32-bit word for each 16 bits of a row, K's and V's.
-    const bool stage = qdec_stage && kv::turboquant_bits(c.type_k) && kv::turboquant_bits(c.type_v);
-    const auto row_words = stage ? std::uint32_t((kv_head_bytes(c.type_k, head_dim) + kv_head_bytes(c.type_v, head_dim)) / 2) : 0;
-    if (add_dec_lanes(d, head_dim, group, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4,
-                      tq ? 16 : 0, 2 * group, row_words) && stage)
-      d.emplace_back("ROW_STAGE", "1");
+    add_dec_lanes(d, head_dim, group, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4,
+                  tq ? 16 : 0, 2 * group);
   }
   if (merge_tail) d.emplace_back("SPLIT_COMBINE", "11");
   if (rot_later) d.emplace_back("ROT_LATER", "1");  // attention.glsl's COMBINE rotates the values back

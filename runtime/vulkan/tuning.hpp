@@ -162,11 +162,6 @@ struct backend_tuning {
   // Value rows a stream of the thread-a-key form keeps in flight (STRATA_VK_QDEC_KIF: 1, 2, 4, 8, 16):
   // 4 registers each, and the kernel's 165 registers hold three workgroups an SM.
   std::uint32_t qdec_kif = 8;
-  // The LANES form's code rows staged whole (attention_qdec_lanes.glsl ROW_STAGE; STRATA_VK_QDEC_STAGE=1, TurboQuant
-  // on both sides): a stream loads its chunk's rows as 16-bit words, each lane decodes its dims from shared memory,
-  // instead of three byte loads a lane a row (bench/RESULTS.md session 46: byte loads 3x a coalesced word's cost).
-  // Off until measured.
-  bool qdec_stage = false;
   std::string qdec_skip;  // lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP)
   // TurboQuant rotations out of attention_qdec's split workgroups: attn_prep writes the rotated
   // queries (Q_ROT) and COMBINE rotates the merged value sums back (ROT_LATER, where every split's

@@ -118,9 +118,17 @@ vec4 k4(uint base, uint d) {  // 4 dims of a K row from d
 // The K and V rows (this lane's dims) of the chunk of keys from j0; keys past `last` re-read
 // the last one (weighted 0).
 void load_chunk(uint j0, uint last, uint btab, uint vb, uint row, out vec4 kr[KC][DPL / 4], out vec4 vr[KC][DPL / 4]) {
+#ifdef CHUNK_SLOTS
+  uint slots[KC];
+  PAGED_SLOTS(slots, KC, j0, last, blocks, btab, p.block_size)
+#endif
   [[unroll]] for (uint k = 0; k < KC; ++k) {
     const uint j = min(j0 + k, last);
+#ifdef CHUNK_SLOTS
+    const uint base = slots[k] * row + vb;
+#else
     const uint base = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * row + vb;
+#endif
 #ifdef HEAD_OPS
     if (j == ho_pos) {  // the step's own key and value (this lane's dims: vb % D on)
       [[unroll]] for (uint c = 0; c < DPL / 4; ++c) {

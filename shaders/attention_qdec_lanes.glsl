@@ -166,6 +166,10 @@ void main() {
   for (uint j0 = start + sid * KC; !ring_split && j0 <= last; j0 += NS * KC) {
     vec4 kr[KC][NC], vr[KC][NC];
     uint valid = 0u;
+#ifdef CHUNK_SLOTS
+    uint slots[KC];
+    PAGED_SLOTS(slots, KC, j0, last, blocks, btab, p.block_size)
+#endif
     [[unroll]] for (uint k = 0u; k < KC; ++k) {
       const uint j = min(j0 + k, last);
       bool codes = j0 + k <= last;
@@ -173,7 +177,11 @@ void main() {
       if (j >= recent_from) codes = codes && tags[seq * p.ring_rows + j % p.ring_rows] != j;
 #endif
       valid |= codes ? 1u << k : 0u;
+#ifdef CHUNK_SLOTS
+      const uint row = slots[k] * p.n_head_kv + hk;
+#else
       const uint row = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * p.n_head_kv + hk;
+#endif
       [[unroll]] for (uint c = 0u; c < NC; ++c) {  // loaded unconditionally, then selected: every load in flight
         const vec4 kx = (QDEC_SKIP & 4) != 0 ? vec4(float(row & 7u)) : K_DIMS_LAB(row, kd[c]);
         const vec4 vx = (QDEC_SKIP & 8) != 0 ? vec4(float(row & 7u)) : V_DIMS_LAB(row, vd[c]);

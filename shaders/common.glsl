@@ -44,6 +44,24 @@ void warp_sync_shared() {
     }                                                               \
   }
 
+// The cache slots of keys J0 .. J0 + N - 1, each clamped to LAST (>= J0), in a paged cache whose
+// block table BLOCKS holds a sequence's blocks of BS slots from BTAB: where the N keys share a block
+// (a chunk of N keys from a multiple of N, N dividing BS), one table read and one division for all
+// of them instead of one a key (BS is a push constant: a division is a dozen instructions).
+#define PAGED_SLOTS(SLOTS, N, J0, LAST, BLOCKS, BTAB, BS)                                   \
+  {                                                                                         \
+    const uint jb_ = (J0) / (BS), off_ = (J0) - jb_ * (BS);                                 \
+    [[dont_flatten]] if (off_ + (N) <= (BS)) {                                              \
+      const uint s0_ = BLOCKS[(BTAB) + jb_] * (BS) + off_;                                  \
+      [[unroll]] for (uint k_ = 0u; k_ < (N); ++k_) SLOTS[k_] = s0_ + min((J0) + k_, (LAST)) - (J0); \
+    } else {                                                                                \
+      [[unroll]] for (uint k_ = 0u; k_ < (N); ++k_) {                                       \
+        const uint j_ = min((J0) + k_, (LAST));                                             \
+        SLOTS[k_] = BLOCKS[(BTAB) + j_ / (BS)] * (BS) + j_ % (BS);                          \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
 #ifdef HAS_WEIGHTS
 layout(binding = 0, std430) readonly buffer W8 { uint8_t w8[]; };
 layout(binding = 0, std430) readonly buffer W16 { uint16_t w16[]; };

@@ -108,6 +108,10 @@ struct backend_tuning {
   // more registers a lane: slower on the H200 (qwen3-8b tg64 at depth 4096, 32 / 16 / 8 lanes: f16
   // 293.0 / 275.2 / 258.8 t/s, tq3 236.1 / 223.0 / 211.3; bench/RESULTS.md session 45).
   std::uint32_t dec_lanes_lpk = 32;
+  // The LANES forms' cache slots a chunk from one block-table read and one division where the chunk's keys
+  // share a block (common.glsl PAGED_SLOTS; STRATA_VK_CHUNK_SLOTS=1), instead of a read and a division by
+  // the block size a key. The same rows, so the same results. Off until timed on a GPU.
+  bool chunk_slots = false;
   bool multi_gqa = true;                   // the same for steps of many sequences; STRATA_VK_MULTI_GQA=0 disables
   // Unsplit steps of at least this many tokens take it; fewer take the per-head kernel (H200,
   // qwen3-8b, 8 streams at short contexts: 1,462-1,495 -> 1,517-1,571 t/s from 9 to 5).

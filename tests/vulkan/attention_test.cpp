@@ -61,14 +61,15 @@ const std::vector<vkt::seq_tokens> long_steps = {
 const std::vector<vkt::seq_tokens>& steps_of(const attn_case& c) { return c.long_steps ? long_steps : steps; }
 
 template <class Backend>
-std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, const vkt::weight_store::infos& t) {
+std::vector<std::vector<float>> run_attention(Backend& be, const attn_case& c, const vkt::weight_store::infos& t,
+                                              std::uint32_t block_size = 16) {
   kv::kv_config cfg;
   cfg.n_layer = 1;
   cfg.n_head_kv = c.Hkv;
   cfg.head_dim = c.D;
   cfg.n_ctx = c.n_ctx;
   cfg.n_seq = 3;
-  cfg.block_size = 16;
+  cfg.block_size = block_size;
   cfg.type_k = c.k;
   cfg.type_v = c.v;
   return vkt::run_attention_steps(be, cfg, {c.H, c.Hkv, c.D, c.chunk, 1.0f / std::sqrt(float(c.D))}, t, table_rows, steps_of(c));
@@ -93,7 +94,7 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
         &store.add_f32("test.q", vkt::normal_floats(std::size_t(table_rows) * c.H * c.D, rng, 1.5f), c.H * c.D, table_rows),
         &store.add_f32("test.k", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng, 1.5f), c.Hkv * c.D, table_rows),
         &store.add_f32("test.v", vkt::normal_floats(std::size_t(table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, table_rows)};
-    std::vector<std::vector<float>> g, g_tiled, g_tail, g_thread, cpu;
+    std::vector<std::vector<float>> g, g_tiled, g_tail, g_thread, g_slots, cpu;
     std::vector<std::vector<std::vector<float>>> g_fa;  // the tensor-core kernel's tile variants
     const std::size_t n_steps = steps_of(c).size();
     std::vector<double> tol(n_steps, vkt::tol_attention);
@@ -102,6 +103,16 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       g = run_attention(be, c, t);
       for (std::size_t s = 0; s < n_steps; ++s)
         if (be.tensor_core_attention(std::uint32_t(g[s].size() / (c.H * c.D)), c.D, c.k, c.v)) tol[s] = vkt::tol_attention_f16;
+    }
+    {  // the LANES form's cache slots a chunk from one block-table read where its keys share a block:
+       // 12-slot blocks, so chunks of 8 keys (groups of 4) and 16 (groups of 2) take both ways. Where
+       // the keys' slots are does not change the results.
+      const test::scoped_env slots("STRATA_VK_CHUNK_SLOTS", "1");
+      gpu::backend_options profiled;
+      profiled.profile = true;  // to see which kernel ran
+      gpu::backend be(profiled);
+      g_slots = run_attention(be, c, t, 12);
+      CHECK(vkt::ran_kernel(be, "attention_dec", ".CHUNK_SLOTS") == vkt::ran_kernel(be, "attention_dec", ".LANES"));
     }
     {  // the opt-in query-tiled prefill kernel (single-sequence steps of >= 16 tokens; tensor cores off)
       const test::scoped_env qtile("STRATA_VK_QTILE_ATTN", "1"), fa("STRATA_VK_FA", "0");
@@ -141,6 +152,7 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       CHECK(test::nmse(g_tiled[s], cpu[s]) <= vkt::tol_attention);
       CHECK(test::nmse(g_tail[s], cpu[s]) <= tol[s]);
       CHECK(test::nmse(g_thread[s], cpu[s]) <= tol[s]);
+      CHECK(g_slots[s] == g[s]);  // the same rows, read and summed the same way
       for (std::size_t v = 0; v < g_fa.size(); ++v) {
         CAPTURE(v);
         CHECK(test::nmse(g_fa[v][s], cpu[s]) <= tol[s]);

@@ -124,13 +124,6 @@ std::vector<std::vector<float>> run_decode(Backend& be, const decode_case& c, co
   return out;
 }
 
-// Whether a profiled backend ran a kernel whose label starts with `prefix` (and holds `part`).
-bool ran(const gpu::backend& be, const std::string& prefix, const std::string& part = "") {
-  for (const auto& k : be.profile())
-    if (k.label.rfind(prefix, 0) == 0 && k.label.find(part) != std::string::npos) return true;
-  return false;
-}
-
 // Every form of the grouped kernel on `cases`, against the per-head kernel and the CPU; returns
 // whether the LANES form ran.
 bool check_grouped_decode(std::span<const decode_case> cases) {
@@ -166,27 +159,33 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // first run (STRATA_VK_QDEC_HOIST=2).
       const bool hoist_all = !lanes_form && !ring_split_form;
       if (hoist_all) ::setenv("STRATA_VK_QDEC_HOIST", "2", 1);
+      // The LANES form's cache slots a chunk from one block-table read (STRATA_VK_CHUNK_SLOTS) in its
+      // ring-split run: 16-slot blocks, chunks of 8 keys (groups of 4) or 4 (groups of 8) share one.
+      const bool chunk_slots = lanes_form && ring_split_form;
+      if (chunk_slots) ::setenv("STRATA_VK_CHUNK_SLOTS", "1", 1);
       gpu::backend be(profiled);
       ::unsetenv("STRATA_VK_QDEC_HOIST");
+      ::unsetenv("STRATA_VK_CHUNK_SLOTS");
       ::unsetenv("STRATA_VK_TQ_GQA");
       ::unsetenv("STRATA_VK_QDEC_LANES");
       ::unsetenv("STRATA_VK_QDEC_RING_SPLIT");
       (ring_split_form ? ring_split[lanes_form] : lanes_form ? lanes : grouped) = run_decode(be, c, t);
-      CHECK(ran(be, "attention_qdec"));
-      CHECK(ran(be, "attention_qdec", ".RING_SPLIT") == ring_split_form);
+      CHECK(vkt::ran_kernel(be, "attention_qdec"));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".RING_SPLIT") == ring_split_form);
       // The TurboQuant rotations outside the split workgroups (STRATA_VK_QDEC_HOIST): the queries
       // rotated by attn_prep where it runs their head ops, the values rotated back by the merge
       // where every split's partial is in one domain (no window, or the window's own split).
       const bool tq_k = kv::turboquant_bits(c.k) != 0, tq_v = kv::turboquant_bits(c.v) != 0;
-      const bool hoisted = hoist_all || ran(be, "attention_qdec", ".LANES");
-      CHECK(ran(be, "attention_qdec", ".QROT_IN") == (hoisted && tq_k && c.head_ops));
-      CHECK(ran(be, "attention.", ".ROT_LATER") == (hoisted && splits && tq_v && (c.window == 0 || ring_split_form)));
-      if (!lanes_form) CHECK_FALSE(ran(be, "attention_qdec", ".LANES"));
-      lanes_ran |= ran(be, "attention_qdec", ".LANES");
-      CHECK(ran(be, "attn_prep"));
+      const bool hoisted = hoist_all || vkt::ran_kernel(be, "attention_qdec", ".LANES");
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QROT_IN") == (hoisted && tq_k && c.head_ops));
+      CHECK(vkt::ran_kernel(be, "attention.", ".ROT_LATER") == (hoisted && splits && tq_v && (c.window == 0 || ring_split_form)));
+      if (!lanes_form) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS") == (chunk_slots && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
+      lanes_ran |= vkt::ran_kernel(be, "attention_qdec", ".LANES");
+      CHECK(vkt::ran_kernel(be, "attn_prep"));
       // Decode steps within the window write their codes beside the attention (KV_PART 2).
-      CHECK(ran(be, "attn_prep", ".KV_PART=2") == (c.window > 0));
-      CHECK_FALSE(ran(be, "kv_store_q"));
+      CHECK(vkt::ran_kernel(be, "attn_prep", ".KV_PART=2") == (c.window > 0));
+      CHECK_FALSE(vkt::ran_kernel(be, "kv_store_q"));
     }
     {
       ::setenv("STRATA_VK_TQ_GQA", "0", 1);
@@ -195,8 +194,8 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       per_head = run_decode(be, c, t);
       ::unsetenv("STRATA_VK_TQ_GQA");
       ::unsetenv("STRATA_VK_FUSE");
-      CHECK_FALSE(ran(be, "attention_qdec"));
-      CHECK(ran(be, "kv_store_q"));
+      CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec"));
+      CHECK(vkt::ran_kernel(be, "kv_store_q"));
     }
     ::unsetenv("STRATA_VK_FA");
     ::unsetenv("STRATA_VK_MMA_DEC");
@@ -207,7 +206,7 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::unsetenv("STRATA_VK_MMA_DEC");
       if (be.tensor_core_attention(16, c.D, c.k, c.v)) {
         tensor_cores = run_decode(be, c, t);
-        MESSAGE(std::string(c.name) << ": attention_mma_dec " << std::string(ran(be, "attention_mma_dec") ? "ran" : "did not run"));
+        MESSAGE(std::string(c.name) << ": attention_mma_dec " << std::string(vkt::ran_kernel(be, "attention_mma_dec") ? "ran" : "did not run"));
       }
     }
     {

@@ -141,6 +141,7 @@ TEST_CASE("vulkan tuning switches: well-formed values keep their meaning") {
   CHECK(read({{"STRATA_VK_TQ_WAVE", "200"}}).tq_wave_split == 192);  // rounded down to keys of 64
   CHECK(read({{"STRATA_VK_TQ_WAVE", "0"}}).tq_wave_split == 0);
   CHECK(read({{"STRATA_VK_MMA_DEC", "1"}}).mma_dec);
+  CHECK(read({{"STRATA_VK_CHUNK_SLOTS", "1"}}).chunk_slots);
   CHECK(!read({{"STRATA_VK_MOE_BLOCK_TAIL", "0"}}).moe_block_tail);
   CHECK(!read({{"STRATA_VK_MMR", "0"}}).mmr);
   // COOPMAT only turns the tensor cores off: 1 leaves what the device supports.

@@ -52,6 +52,16 @@ inline bool available() {
   return has_device;
 }
 
+#ifdef STRATA_HAS_VULKAN
+// Whether a profiled backend (backend_options::profile) ran a kernel whose label starts with
+// `prefix` and holds `part`.
+inline bool ran_kernel(const gpu::backend& be, const std::string& prefix, const std::string& part = "") {
+  for (const auto& k : be.profile())
+    if (k.label.rfind(prefix, 0) == 0 && k.label.find(part) != std::string::npos) return true;
+  return false;
+}
+#endif
+
 // The fixture model as a 12-stream server runs it on the GPU (steps of up to 64 tokens, 12
 // logits rows): the step-recording tests' model (step_buckets_test, step_cache_test).
 inline rt::engine_options twelve_stream_options() {

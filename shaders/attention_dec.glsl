@@ -96,11 +96,15 @@ bool key_range(uint t, uint h0, out uint start, out uint last) {
 // shared memory once at the end. The thread-a-key form reads a key row in 32 separate loads, a
 // row per lane, and meets at four workgroup barriers per tile of keys (H200, qwen3-8b: 19.2 ->
 // 16.4 us a layer at depth 4096; bench/RESULTS.md session 24).
+#ifndef CHUNK_KEYS
+#define CHUNK_KEYS (LPK / GQA_G)
+#endif
 const uint DPL = D / LPK;               // dims per lane: a multiple of 4
-const uint KC = LPK / G;                // keys per chunk of a stream
+const uint KC = CHUNK_KEYS;             // keys per chunk of a stream (CHUNK_KEYS: fewer, fewer registers)
+const uint PAIRS = KC * G;              // a chunk's (key, head) pairs: LPK, or a fraction of it
 const uint NS = WG / LPK;               // streams per workgroup
-#if LPK % GQA_G != 0 || HEAD_D % (4 * LPK) != 0
-#error "attention_dec LANES: LPK must be a multiple of GQA_G and HEAD_D of 4 * LPK"
+#if LPK % GQA_G != 0 || HEAD_D % (4 * LPK) != 0 || (LPK / GQA_G) % CHUNK_KEYS != 0
+#error "attention_dec LANES: LPK must be a multiple of GQA_G, HEAD_D of 4 * LPK, and CHUNK_KEYS divide LPK / GQA_G"
 #endif
 shared float pw[NS][LPK];               // a chunk's probabilities, pair i at i
 shared float cw[NS][G];                 // a chunk's rescale factor per head
@@ -183,22 +187,23 @@ void main() {
     // (Loading the next chunk while this one is summed measured no faster on the H200.)
     vec4 kr[KC][DPL / 4], vr[KC][DPL / 4];
     load_chunk(j0, last, btab, vb, row, kr, vr);
-    float pv[LPK];  // pair k * G + g: this lane's share of key k's score for head g
+    float pv[PAIRS];  // pair k * G + g: this lane's share of key k's score for head g
     [[unroll]] for (uint k = 0; k < KC; ++k)
       [[unroll]] for (uint g = 0; g < G; ++g) {
         float d = 0.0;
         [[unroll]] for (uint c = 0; c < DPL / 4; ++c) d += dot(qr[g][c], kr[k][c]);
         pv[k * G + g] = d;
       }
-    HALVE_PAIRS(pv, li, LPK, 16u) HALVE_PAIRS(pv, li, LPK, 8u) HALVE_PAIRS(pv, li, LPK, 4u)
-    HALVE_PAIRS(pv, li, LPK, 2u) HALVE_PAIRS(pv, li, LPK, 1u)
-    const float s = j0 + li / G <= last ? pv[0] : -1.0 / 0.0;
+    HALVE_PAIRS(pv, li, PAIRS, 16u) HALVE_PAIRS(pv, li, PAIRS, 8u) HALVE_PAIRS(pv, li, PAIRS, 4u)
+    HALVE_PAIRS(pv, li, PAIRS, 2u) HALVE_PAIRS(pv, li, PAIRS, 1u)
+    JOIN_PAIR_GROUPS(pv[0], PAIRS, LPK)
+    const float s = j0 + (li % PAIRS) / G <= last ? pv[0] : -1.0 / 0.0;
     float cm = s;  // the chunk's max for this lane's head: over the lanes of that head
-    for (uint o = G; o < LPK; o *= 2) cm = max(cm, subgroupShuffleXor(cm, o));
+    for (uint o = G; o < PAIRS; o *= 2) cm = max(cm, subgroupShuffleXor(cm, o));
     const float mn = max(m, cm);
     const float e = exp(s - mn), corr = exp(m - mn);
     float es = e;
-    for (uint o = G; o < LPK; o *= 2) es += subgroupShuffleXor(es, o);
+    for (uint o = G; o < PAIRS; o *= 2) es += subgroupShuffleXor(es, o);
     l = l * corr + es;
     m = mn;
     pw[sid][li] = e;

@@ -11,9 +11,13 @@
 // (rotated query and sums), then, where the split reaches the window, the ring's f16 rows (plain
 // query and sums) in the same registers (H200, tq3 at depth 4096: 48.1 us a layer against 58.7
 // with both beside each other). The streams meet in shared memory once.
-const uint DPL = D / LPK, NC = DPL / 4u, KC = LPK / G, NS = WG / LPK;
-#if LPK % GQA_G != 0 || KV_D % (4 * LPK) != 0
-#error "attention_qdec LANES: LPK must be a multiple of GQA_G and KV_D of 4 * LPK"
+#ifndef CHUNK_KEYS
+#define CHUNK_KEYS (LPK / GQA_G)
+#endif
+// KC keys a chunk (CHUNK_KEYS: fewer, fewer registers), PAIRS = KC x G (key, head) pairs.
+const uint DPL = D / LPK, NC = DPL / 4u, KC = CHUNK_KEYS, PAIRS = KC * G, NS = WG / LPK;
+#if LPK % GQA_G != 0 || KV_D % (4 * LPK) != 0 || (LPK / GQA_G) % CHUNK_KEYS != 0
+#error "attention_qdec LANES: LPK must be a multiple of GQA_G, KV_D of 4 * LPK, and CHUNK_KEYS divide LPK / GQA_G"
 #endif
 shared float pw[NS][LPK];                // a chunk's probabilities, pair i at i
 shared float cw[NS][G];                  // a chunk's rescale factor per head
@@ -71,22 +75,23 @@ void put_sums(uint sid, uint d0, vec4 a[G][NC]) {
 // k * G + g, this lane's share of key k's score for head g). A macro over main()'s variables: a
 // function taking the rows as arrays compiled to 2x the code and ran 2x slower.
 #define CHUNK_STEP() {                                                                     \
-  float pv[LPK];                                                                           \
+  float pv[PAIRS];                                                                         \
   [[unroll]] for (uint k = 0u; k < KC; ++k)                                                \
     [[unroll]] for (uint g = 0u; g < G; ++g) {                                             \
       float d = 0.0;                                                                       \
       [[unroll]] for (uint c = 0u; c < NC; ++c) d += dot(qr[g][c], kr[k][c]);               \
       pv[k * G + g] = d;                                                                   \
     }                                                                                      \
-  HALVE_PAIRS(pv, li, LPK, 16u) HALVE_PAIRS(pv, li, LPK, 8u) HALVE_PAIRS(pv, li, LPK, 4u)  \
-  HALVE_PAIRS(pv, li, LPK, 2u) HALVE_PAIRS(pv, li, LPK, 1u)                                \
-  const float s = ((valid >> (li / G)) & 1u) != 0u ? pv[0] : -1.0 / 0.0;                   \
+  HALVE_PAIRS(pv, li, PAIRS, 16u) HALVE_PAIRS(pv, li, PAIRS, 8u) HALVE_PAIRS(pv, li, PAIRS, 4u) \
+  HALVE_PAIRS(pv, li, PAIRS, 2u) HALVE_PAIRS(pv, li, PAIRS, 1u)                            \
+  JOIN_PAIR_GROUPS(pv[0], PAIRS, LPK)                                                      \
+  const float s = ((valid >> ((li % PAIRS) / G)) & 1u) != 0u ? pv[0] : -1.0 / 0.0;         \
   float cm = s;                                                                            \
-  for (uint o = G; o < LPK; o *= 2u) cm = max(cm, subgroupShuffleXor(cm, o));              \
+  for (uint o = G; o < PAIRS; o *= 2u) cm = max(cm, subgroupShuffleXor(cm, o));            \
   const float mn = max(m, cm);                                                             \
   const float e = s > -1.0 / 0.0 ? exp(s - mn) : 0.0, corr = m == mn ? 1.0 : exp(m - mn);  \
   float es = e;                                                                            \
-  for (uint o = G; o < LPK; o *= 2u) es += subgroupShuffleXor(es, o);                      \
+  for (uint o = G; o < PAIRS; o *= 2u) es += subgroupShuffleXor(es, o);                    \
   l = l * corr + es;                                                                       \
   m = mn;                                                                                  \
   pw[sid][li] = e;                                                                         \

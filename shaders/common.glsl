@@ -44,6 +44,11 @@ void warp_sync_shared() {
     }                                                               \
   }
 
+// After HALVE_PAIRS over the NP values of a chunk (NP < NL lanes a key row: a chunk of fewer keys),
+// lane i holds value i % NP summed over its group of NP lanes: the groups' sums are added.
+#define JOIN_PAIR_GROUPS(V, NP, NL) \
+  for (uint o_ = (NP); o_ < (NL); o_ *= 2u) V += subgroupShuffleXor(V, o_);
+
 // The cache slots of keys J0 .. J0 + N - 1, each clamped to LAST (>= J0), in a paged cache whose
 // block table BLOCKS holds a sequence's blocks of BS slots from BTAB: where the N keys share a block
 // (a chunk of N keys from a multiple of N, N dividing BS), one table read and one division for all

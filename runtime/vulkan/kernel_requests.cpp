@@ -259,6 +259,7 @@ bool backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
   d.emplace_back("WG", std::to_string(wg));
   d.emplace_back("LANES", "1");
   d.emplace_back("LPK", std::to_string(lpk));
+  if (dec_chunk_keys && dec_chunk_keys < lpk / group) d.emplace_back("CHUNK_KEYS", std::to_string(dec_chunk_keys));
   if (chunk_slots) d.emplace_back("CHUNK_SLOTS", "1");
   return true;
 }

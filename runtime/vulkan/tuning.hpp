@@ -112,6 +112,11 @@ struct backend_tuning {
   // share a block (common.glsl PAGED_SLOTS; STRATA_VK_CHUNK_SLOTS=1), instead of a read and a division by
   // the block size a key. The same rows, so the same results. Off until timed on a GPU.
   bool chunk_slots = false;
+  // Keys a chunk of the LANES forms' streams, at most (STRATA_VK_DEC_KC=1|2|4|8|16; 0: LPK / group, the most
+  // a chunk's (key, head) pairs fill a stream's lanes with). Fewer keys hold fewer rows and scores in registers
+  // (the tq3 LANES split kernel sits at 128 registers, two 256-thread workgroups an SM on the H200) for more
+  // softmax work a key. Not yet timed.
+  std::uint32_t dec_chunk_keys = 0;
   bool multi_gqa = true;                   // the same for steps of many sequences; STRATA_VK_MULTI_GQA=0 disables
   // Unsplit steps of at least this many tokens take it; fewer take the per-head kernel (H200,
   // qwen3-8b, 8 streams at short contexts: 1,462-1,495 -> 1,517-1,571 t/s from 9 to 5).

@@ -105,13 +105,13 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
         if (be.tensor_core_attention(std::uint32_t(g[s].size() / (c.H * c.D)), c.D, c.k, c.v)) tol[s] = vkt::tol_attention_f16;
     }
     {  // the LANES form's cache slots a chunk from one block-table read where its keys share a block:
-       // 12-slot blocks, so chunks of 8 keys (groups of 4) and 16 (groups of 2) take both ways. Where
-       // the keys' slots are does not change the results.
+       // 9-slot blocks, so chunks of 2 keys and more take both ways (chunks of one key take the first).
+       // Where the keys' slots are does not change the results.
       const test::scoped_env slots("STRATA_VK_CHUNK_SLOTS", "1");
       gpu::backend_options profiled;
       profiled.profile = true;  // to see which kernel ran
       gpu::backend be(profiled);
-      g_slots = run_attention(be, c, t, 12);
+      g_slots = run_attention(be, c, t, 9);
       CHECK(vkt::ran_kernel(be, "attention_dec", ".CHUNK_SLOTS") == vkt::ran_kernel(be, "attention_dec", ".LANES"));
     }
     {  // the opt-in query-tiled prefill kernel (single-sequence steps of >= 16 tokens; tensor cores off)
@@ -126,10 +126,15 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
       gpu::backend be;
       g_fa.push_back(run_attention(be, c, t));
     }
-    {  // the split decode's merge as the split kernel's last workgroup (split_combine.glsl)
-      const test::scoped_env tail("STRATA_VK_TAIL", "8");
-      gpu::backend be;
+    {  // the split decode's merge as the split kernel's last workgroup (split_combine.glsl), and the LANES
+       // form's streams in chunks of one key (CHUNK_KEYS: G of a chunk's (key, head) pairs for LPK lanes;
+       // lavapipe's 8 lanes a key row make a group of 4's chunks 2 keys, a group of 8's one already)
+      const test::scoped_env tail("STRATA_VK_TAIL", "8"), kc("STRATA_VK_DEC_KC", "1");
+      gpu::backend_options profiled;
+      profiled.profile = true;
+      gpu::backend be(profiled);
       g_tail = run_attention(be, c, t);
+      if (c.H == 4 * c.Hkv) CHECK(vkt::ran_kernel(be, "attention_dec", ".CHUNK_KEYS") == vkt::ran_kernel(be, "attention_dec", ".LANES"));
     }
     {  // grouped decode with a thread a key instead of lanes splitting the dims (attention_dec.glsl LANES),
        // every decode step split (no short-context switch), and the merge's narrowest form: 128

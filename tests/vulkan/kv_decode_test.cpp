@@ -138,7 +138,7 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
         &store.add_f32("test.v", vkt::normal_floats(std::size_t(decode_table_rows) * c.Hkv * c.D, rng), c.Hkv * c.D, decode_table_rows),
         &store.add_f32("test.q_norm", vkt::normal_floats(c.D, rng, 0.5f), c.D),
         &store.add_f32("test.k_norm", vkt::normal_floats(c.D, rng, 0.5f), c.D)};
-    std::vector<std::vector<float>> grouped, lanes, per_head, cpu;
+    std::vector<std::vector<float>> grouped, lanes, lanes_lab, per_head, cpu;
     std::vector<std::vector<float>> ring_split[2];  // thread-a-key, LANES; where the case has a window and splits
     gpu::backend_options profiled;
     profiled.profile = true;  // to see which kernel ran
@@ -159,13 +159,18 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // first run (STRATA_VK_QDEC_HOIST=2).
       const bool hoist_all = !lanes_form && !ring_split_form;
       if (hoist_all) ::setenv("STRATA_VK_QDEC_HOIST", "2", 1);
-      // The LANES form's cache slots a chunk from one block-table read (STRATA_VK_CHUNK_SLOTS) in its
-      // ring-split run: 16-slot blocks, chunks of 8 keys (groups of 4) or 4 (groups of 8) share one.
-      const bool chunk_slots = lanes_form && ring_split_form;
-      if (chunk_slots) ::setenv("STRATA_VK_CHUNK_SLOTS", "1", 1);
+      // The LANES form's ring-split run takes two lab forms: a chunk's cache slots from one block-table
+      // read (STRATA_VK_CHUNK_SLOTS; 16-slot blocks), and chunks of one key (STRATA_VK_DEC_KC: G (key, head)
+      // pairs for LPK lanes; where LPK is the group, as lavapipe's 8 lanes for a group of 8, already so).
+      const bool lab_forms = lanes_form && ring_split_form;
+      if (lab_forms) {
+        ::setenv("STRATA_VK_CHUNK_SLOTS", "1", 1);
+        ::setenv("STRATA_VK_DEC_KC", "1", 1);
+      }
       gpu::backend be(profiled);
       ::unsetenv("STRATA_VK_QDEC_HOIST");
       ::unsetenv("STRATA_VK_CHUNK_SLOTS");
+      ::unsetenv("STRATA_VK_DEC_KC");
       ::unsetenv("STRATA_VK_TQ_GQA");
       ::unsetenv("STRATA_VK_QDEC_LANES");
       ::unsetenv("STRATA_VK_QDEC_RING_SPLIT");
@@ -180,12 +185,25 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QROT_IN") == (hoisted && tq_k && c.head_ops));
       CHECK(vkt::ran_kernel(be, "attention.", ".ROT_LATER") == (hoisted && splits && tq_v && (c.window == 0 || ring_split_form)));
       if (!lanes_form) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
-      CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS") == (chunk_slots && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS") == (lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
+      if (c.H == 4 * c.Hkv)
+        CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_KEYS") == (lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
       lanes_ran |= vkt::ran_kernel(be, "attention_qdec", ".LANES");
       CHECK(vkt::ran_kernel(be, "attn_prep"));
       // Decode steps within the window write their codes beside the attention (KV_PART 2).
       CHECK(vkt::ran_kernel(be, "attn_prep", ".KV_PART=2") == (c.window > 0));
       CHECK_FALSE(vkt::ran_kernel(be, "kv_store_q"));
+    }
+    if (c.window == 0 && lanes_ran) {  // cases without a ring-split run: the lab forms above in the LANES run's place
+      if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
+      ::setenv("STRATA_VK_QDEC_LANES", "1", 1);
+      ::setenv("STRATA_VK_CHUNK_SLOTS", "1", 1);
+      ::setenv("STRATA_VK_DEC_KC", "1", 1);
+      gpu::backend be(profiled);
+      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_CHUNK_SLOTS", "STRATA_VK_DEC_KC"}) ::unsetenv(v);
+      lanes_lab = run_decode(be, c, t);
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS"));
+      if (c.H == 4 * c.Hkv) CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_KEYS"));
     }
     {
       ::setenv("STRATA_VK_TQ_GQA", "0", 1);
@@ -225,6 +243,11 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       const double e_lanes = test::nmse(lanes[s], grouped[s]);  // the same codes, sums in another order
       MESSAGE("  LANES form: NMSE vs the thread-a-key form " << e_lanes);
       CHECK(e_lanes <= tol_grouped_vs_per_head);
+      if (!lanes_lab.empty()) {  // the same codes, keys taken in smaller chunks
+        const double e_lab = test::nmse(lanes_lab[s], lanes[s]);
+        MESSAGE("  LANES form, one-key chunks and chunk slots: NMSE vs the default LANES form " << e_lab);
+        CHECK(e_lab <= tol_grouped_vs_per_head);
+      }
       for (const bool lanes_form : {false, true}) {
         if (ring_split[lanes_form].empty()) continue;
         // The ring's keys summed in a split of their own: the same values, merged in another order.

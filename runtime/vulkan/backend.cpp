@@ -73,7 +73,7 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
     if (P.stream_on_cpu()) return P.record_cpu_ffn(w, x, y);
     P.enter_streamed(w);
   }
-  impl::pending_matmul m{&w, x, y, {}, {}, nullptr, {}, {}, {}};
+  impl::pending_matmul m{.w = &w, .x = x, .y = y};
   if (!P.fuse_step) {
     // mul_mm_reg and the f16 GEMM wait (the next prepare() records them): a residual add may join
     // their store, and a second matmul of the same input may wait beside it (a gate/up pair:
@@ -405,7 +405,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // so it does not wait for the quantize dispatch above: both read the residual stream and run
   // side by side, a level less per MoE layer.
   if (norm && !parts && P.router_norm && n <= 8 && !cached)
-    P.record_matmul(impl::pending_matmul{mw.gate_inp, x, logits, *norm, {}, nullptr, {}, {}, {}});
+    P.record_matmul(impl::pending_matmul{.w = mw.gate_inp, .x = x, .y = logits, .norm = *norm});
   else if (!parts)
     matmul(*mw.gate_inp, x, logits);
   // Decode-sized steps: the router matvec's last workgroup may run the top-k (STRATA_VK_TAIL).

@@ -23,21 +23,21 @@ struct pending_norm {
 };
 struct pending_matmul {
   const weight* w = nullptr;
-  tensor x, y;
-  std::optional<pending_norm> norm;
-  std::optional<tensor> residual;
+  tensor x{}, y{};
+  std::optional<pending_norm> norm{};
+  std::optional<tensor> residual{};
   const weight* up = nullptr;
   bool gemm_pair = false;  // waits only to pair with an up matmul on the f16 GEMM (no residual joins it)
-  std::optional<pending_norm> tail;  // the next norm of y, run by this dispatch's last workgroup
+  std::optional<pending_norm> tail{};  // the next norm of y, run by this dispatch's last workgroup
   // The next norm of y, half done here (mmvq NORM_OUT: y times its weight as int8 codes, block
   // sums of y^2) and half by the matvecs that read it (RMS_IN); kept only while a matmul
   // reading that norm's output follows (try_norm_out()).
-  std::optional<pending_norm> norm_out;
+  std::optional<pending_norm> norm_out{};
   struct topk_t {
     std::uint32_t n_expert, k;
     bool sigmoid;
   };
-  std::optional<topk_t> topk;  // a router: its top-k, run by the last workgroup if the path allows
+  std::optional<topk_t> topk{};  // a router: its top-k, run by the last workgroup if the path allows
   // With norm_out: the MoE router (f32) whose logits this dispatch writes as per-block parts
   // (mmvq.glsl ROUTER_PARTS) for the gate/up matvec's top-k (moe_ffn). norm_out_router_only: the
   // projection cannot own whole blocks (norm_out_fits), so only an MoE FFN's router takes the

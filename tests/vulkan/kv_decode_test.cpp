@@ -139,6 +139,7 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
         &store.add_f32("test.q_norm", vkt::normal_floats(c.D, rng, 0.5f), c.D),
         &store.add_f32("test.k_norm", vkt::normal_floats(c.D, rng, 0.5f), c.D)};
     std::vector<std::vector<float>> grouped, lanes, lanes_lab, per_head, cpu;
+    bool case_lanes = false;  // this case's LANES run took the LANES form (the device's subgroups and the head allow it)
     std::vector<std::vector<float>> ring_split[2];  // thread-a-key, LANES; where the case has a window and splits
     gpu::backend_options profiled;
     profiled.profile = true;  // to see which kernel ran
@@ -188,13 +189,14 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS") == (lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
       if (c.H == 4 * c.Hkv)
         CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_KEYS") == (lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
+      if (lanes_form && !ring_split_form) case_lanes = vkt::ran_kernel(be, "attention_qdec", ".LANES");
       lanes_ran |= vkt::ran_kernel(be, "attention_qdec", ".LANES");
       CHECK(vkt::ran_kernel(be, "attn_prep"));
       // Decode steps within the window write their codes beside the attention (KV_PART 2).
       CHECK(vkt::ran_kernel(be, "attn_prep", ".KV_PART=2") == (c.window > 0));
       CHECK_FALSE(vkt::ran_kernel(be, "kv_store_q"));
     }
-    if (c.window == 0 && lanes_ran) {  // cases without a ring-split run: the lab forms above in the LANES run's place
+    if (c.window == 0 && case_lanes) {  // cases without a ring-split run: the lab forms above in the LANES run's place
       if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
       ::setenv("STRATA_VK_QDEC_LANES", "1", 1);
       ::setenv("STRATA_VK_CHUNK_SLOTS", "1", 1);

@@ -328,8 +328,6 @@ struct backend::impl : backend_tuning {
   static pipeline_request moe_group_req(std::uint32_t chunk = moe_chunk) { return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(chunk)}}, 6); }
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);
   static std::vector<std::pair<std::string, std::string>> kvq_defs(const kv_state& kv);  // kinds, bits, the window ring
-  // Bytes of one head vector of a KV side (the CPU's kv_codec layout); throws for a head_dim the type cannot store.
-  static std::uint64_t kv_head_bytes(kv::kv_type t, std::uint32_t d);
   // attention_dec / attention_qdec LANES and its LPK where device and head shape allow (dec_lanes); other shared: fixed,
   // a thread's, a stream's. True: LANES was added.
   bool add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group,

@@ -32,11 +32,9 @@ std::string gib(std::uint64_t b) {
   return buf;
 }
 
-}  // namespace
-
-using namespace detail;
-
-std::uint64_t backend::impl::kv_head_bytes(kv::kv_type t, std::uint32_t d) {
+// Bytes of one head vector of a KV side (the CPU's kv_codec layout); throws for a head_dim the
+// type cannot store.
+std::uint64_t kv_head_bytes(kv::kv_type t, std::uint32_t d) {
   switch (t) {
     case kv::kv_type::f32: return std::uint64_t(d) * 4;
     case kv::kv_type::f16: return std::uint64_t(d) * 2;
@@ -54,6 +52,10 @@ std::uint64_t backend::impl::kv_head_bytes(kv::kv_type t, std::uint32_t d) {
       }
   }
 }
+
+}  // namespace
+
+using namespace detail;
 
 backend::impl::impl(const backend_options& o)
     : opt(o), ctx(o.device), pipes(ctx, o.cache_dir.empty() ? default_cache_dir() : o.cache_dir) {
@@ -584,8 +586,8 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
   const std::uint32_t n_slots = (cfg.n_ctx + cfg.block_size - 1) / cfg.block_size * cfg.block_size;
   const std::uint64_t row = cfg.row_elems();
   const auto round4 = [](std::uint64_t b) { return (b + 3) / 4 * 4; };
-  const std::uint64_t k_bytes = round4(std::uint64_t(n_slots) * cfg.n_head_kv * impl::kv_head_bytes(cfg.type_k, cfg.head_dim));
-  const std::uint64_t v_bytes = round4(std::uint64_t(n_slots) * cfg.n_head_kv * impl::kv_head_bytes(cfg.type_v, cfg.head_dim));
+  const std::uint64_t k_bytes = round4(std::uint64_t(n_slots) * cfg.n_head_kv * kv_head_bytes(cfg.type_k, cfg.head_dim));
+  const std::uint64_t v_bytes = round4(std::uint64_t(n_slots) * cfg.n_head_kv * kv_head_bytes(cfg.type_v, cfg.head_dim));
   const bool compressed = kv::is_compressed(cfg.type_k) || kv::is_compressed(cfg.type_v);
   if (compressed && (cfg.head_dim > 256 || cfg.head_dim % 16))
     throw error("Vulkan compressed KV cache supports head dimensions up to 256 in multiples of 16, the model has " +

@@ -101,7 +101,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     split_ops_defs = impl::kv_defs(cfg);
     split_ops_defs.insert(split_ops_defs.end(), {{"HEAD_D", std::to_string(ap.head_dim)}, {"GQA_G", std::to_string(group)}});
     // head_ops.glsl's rows and head_ops_kv.glsl's own key and value are HO_MAXD (256) wide whatever the head.
-    if (!P.add_dec_lanes(split_ops_defs, ap.head_dim, group, (group + 1) * 256 * 4 + 2 * 256 * 4 + combine_shared, group + 1))
+    if (!P.add_dec_lanes(split_ops_defs, ap.head_dim, group, P.dec_chunk_keys, (group + 1) * 256 * 4 + 2 * 256 * 4 + combine_shared, group + 1))
       split_ops_defs.clear();
   }
   if (prep && !head_ops && split_ops_defs.empty()) {
@@ -206,7 +206,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
     auto d = defs;
     d.emplace_back("HEAD_D", std::to_string(ap.head_dim));
     d.emplace_back("GQA_G", std::to_string(group));
-    P.add_dec_lanes(d, ap.head_dim, group, split ? combine_shared : 0);
+    P.add_dec_lanes(d, ap.head_dim, group, P.dec_chunk_keys, split ? combine_shared : 0);
     return d;
   };
   // Decode: one workgroup per KV head scores its whole query-head group (attention_dec.glsl).

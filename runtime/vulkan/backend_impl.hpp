@@ -329,9 +329,9 @@ struct backend::impl : backend_tuning {
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);
   static std::vector<std::pair<std::string, std::string>> kvq_defs(const kv_state& kv);  // kinds, bits, the window ring
   // attention_dec / attention_qdec LANES and its LPK where device and head shape allow (dec_lanes); other shared: fixed,
-  // a thread's, a stream's. True: LANES was added.
+  // a thread's, a stream's; chunk_keys: tuning's dec_chunk_keys or qdec_chunk_keys. True: LANES was added.
   bool add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group,
-                     std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0, std::uint32_t stream_floats = 0) const;
+                     std::uint32_t chunk_keys, std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0, std::uint32_t stream_floats = 0) const;
   // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key;
   // qdec_hoists: whether its TurboQuant rotations leave the kernel (tuning.hpp qdec_hoist).
   bool qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const;

@@ -242,7 +242,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::kv_defs(const kv
 }
 
 bool backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim,
-                                  std::uint32_t group, std::uint32_t fixed_bytes, std::uint32_t thread_bytes,
+                                  std::uint32_t group, std::uint32_t chunk_keys, std::uint32_t fixed_bytes, std::uint32_t thread_bytes,
                                   std::uint32_t stream_floats) const {
   if (!dec_lanes || group == 0) return false;
   // LPK lanes a key row (a power of two within a subgroup), a multiple of the group so the
@@ -259,7 +259,7 @@ bool backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
   d.emplace_back("WG", std::to_string(wg));
   d.emplace_back("LANES", "1");
   d.emplace_back("LPK", std::to_string(lpk));
-  if (dec_chunk_keys && dec_chunk_keys < lpk / group) d.emplace_back("CHUNK_KEYS", std::to_string(dec_chunk_keys));
+  if (chunk_keys && chunk_keys < lpk / group) d.emplace_back("CHUNK_KEYS", std::to_string(chunk_keys));
   if (chunk_slots) d.emplace_back("CHUNK_SLOTS", "1");
   return true;
 }
@@ -280,7 +280,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
              // tq_xch a thread; the merge's two weights a (stream, head)
     const auto& c = kv.config();
     const bool tq = kv::turboquant_bits(c.type_k) || kv::turboquant_bits(c.type_v);
-    add_dec_lanes(d, head_dim, group, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4,
+    add_dec_lanes(d, head_dim, group, qdec_chunk_keys, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4,
                   tq ? 16 : 0, 2 * group);
   }
   if (merge_tail) d.emplace_back("SPLIT_COMBINE", "11");

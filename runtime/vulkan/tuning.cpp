@@ -171,6 +171,7 @@ void backend_tuning::read_env() {
   choice("STRATA_VK_DEC_LPK", {8, 16, 32}, dec_lanes_lpk);
   flag("STRATA_VK_CHUNK_SLOTS", chunk_slots);
   choice("STRATA_VK_DEC_KC", {1, 2, 4, 8, 16}, dec_chunk_keys, "keys a chunk of the LANES decode forms");
+  choice("STRATA_VK_QDEC_KC", {1, 2, 4, 8, 16}, qdec_chunk_keys, "keys a chunk of the compressed-KV LANES decode form");
   count("STRATA_VK_TAIL", 0, 8, tail_rows, "tokens; 0: off");
   flag("STRATA_VK_MOE_GROUPED", moe_grouped);
   count("STRATA_VK_MMVQ_MAX_TOKENS", detail::mm_min_tokens, 256, mmvq_max_tokens, "tokens");

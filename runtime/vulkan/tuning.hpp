@@ -109,14 +109,20 @@ struct backend_tuning {
   // 293.0 / 275.2 / 258.8 t/s, tq3 236.1 / 223.0 / 211.3; bench/RESULTS.md session 45).
   std::uint32_t dec_lanes_lpk = 32;
   // The LANES forms' cache slots a chunk from one block-table read and one division where the chunk's keys
-  // share a block (common.glsl PAGED_SLOTS; STRATA_VK_CHUNK_SLOTS=1), instead of a read and a division by
-  // the block size a key. The same rows, so the same results. Off until timed on a GPU.
-  bool chunk_slots = false;
-  // Keys a chunk of the LANES forms' streams, at most (STRATA_VK_DEC_KC=1|2|4|8|16; 0: LPK / group, the most
-  // a chunk's (key, head) pairs fill a stream's lanes with). Fewer keys hold fewer rows and scores in registers
-  // (the tq3 LANES split kernel sits at 128 registers, two 256-thread workgroups an SM on the H200) for more
-  // softmax work a key. Not yet timed.
+  // share a block (common.glsl PAGED_SLOTS; STRATA_VK_CHUNK_SLOTS=0 reads the table and divides a key). The
+  // same rows, so the same results. H200, qwen3-8b tg64 @ d4096: f16 290.3 / 289.6 -> 294.5 / 295.0 t/s, tq3
+  // 237.2 / 236.4 -> 238.7 / 237.7; tg32 @ d32768 f16 192.4 -> 197.1, tq3 LANES 146.1 -> 152.9; 8 / 64 f16
+  // streams 1,591 / 4,833 -> 1,628 / 4,894 (bench/RESULTS.md session 48).
+  bool chunk_slots = true;
+  // Keys a chunk of the LANES forms' streams, at most (1|2|4|8|16; 0: LPK / group, the most a chunk's (key,
+  // head) pairs fill a stream's lanes with): f16 / f32 caches (attention_dec, STRATA_VK_DEC_KC) and compressed
+  // ones (attention_qdec, STRATA_VK_QDEC_KC). Fewer keys hold fewer rows and scores in registers for more
+  // softmax work a key. H200, qwen3-8b (bench/RESULTS.md session 48): f16 at 4 keys level at d4096 (291.7 /
+  // 290.6 t/s), -10% at d32768 (172.6 / 192.4), so 8; tq3 with chunk slots, tg64 @ d4096 default / 4 / 2
+  // keys 233.1 / 242.2 / 239.7 (two rounds' means), tg32 @ d16384 197.1 / 197.5 (the tq3 split kernel:
+  // 128 -> 102 registers), so 4. (tq3 LANES at d32768, not its default there: 153.5 / 148.8.)
   std::uint32_t dec_chunk_keys = 0;
+  std::uint32_t qdec_chunk_keys = 4;
   bool multi_gqa = true;                   // the same for steps of many sequences; STRATA_VK_MULTI_GQA=0 disables
   // Unsplit steps of at least this many tokens take it; fewer take the per-head kernel (H200,
   // qwen3-8b, 8 streams at short contexts: 1,462-1,495 -> 1,517-1,571 t/s from 9 to 5).

@@ -107,8 +107,8 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
     }
     {  // the opt-in query-tiled prefill kernel (single-sequence steps of >= 16 tokens; tensor cores off),
        // and in its decode steps the LANES form's cache slots a chunk from one block-table read where
-       // the chunk's keys share a block: 9-slot blocks, so chunks of 2 keys and more take both ways
-       // (chunks of one key the first). Where the keys' slots are does not change the results.
+       // the chunk's keys share a block (the default): 9-slot blocks, so chunks of 2 keys and more take
+       // both ways (chunks of one key the first). Where the keys' slots are does not change the results.
       const test::scoped_env qtile("STRATA_VK_QTILE_ATTN", "1"), fa("STRATA_VK_FA", "0"), slots("STRATA_VK_CHUNK_SLOTS", "1");
       gpu::backend_options profiled;
       profiled.profile = true;  // to see which kernel ran
@@ -125,13 +125,15 @@ TEST_CASE("vulkan ops: kv_store + attention (GQA, several sequences, chunked, f1
     }
     {  // the split decode's merge as the split kernel's last workgroup (split_combine.glsl), and the LANES
        // form's streams in chunks of one key (CHUNK_KEYS: G of a chunk's (key, head) pairs for LPK lanes;
-       // lavapipe's 8 lanes a key row make a group of 4's chunks 2 keys, a group of 8's one already)
-      const test::scoped_env tail("STRATA_VK_TAIL", "8"), kc("STRATA_VK_DEC_KC", "1");
+       // lavapipe's 8 lanes a key row make a group of 4's chunks 2 keys, a group of 8's one already), each
+       // key's cache slot from its own block-table read (the default reads one a chunk)
+      const test::scoped_env tail("STRATA_VK_TAIL", "8"), kc("STRATA_VK_DEC_KC", "1"), slots("STRATA_VK_CHUNK_SLOTS", "0");
       gpu::backend_options profiled;
       profiled.profile = true;
       gpu::backend be(profiled);
       g_tail = run_attention(be, c, t);
       if (c.H == 4 * c.Hkv) CHECK(vkt::ran_kernel(be, "attention_dec", ".CHUNK_KEYS") == vkt::ran_kernel(be, "attention_dec", ".LANES"));
+      CHECK_FALSE(vkt::ran_kernel(be, "attention_dec", ".CHUNK_SLOTS"));
     }
     {  // grouped decode with a thread a key instead of lanes splitting the dims (attention_dec.glsl LANES),
        // every decode step split (no short-context switch), and the merge's narrowest form: 128

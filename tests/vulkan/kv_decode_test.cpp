@@ -160,18 +160,19 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // first run (STRATA_VK_QDEC_HOIST=2).
       const bool hoist_all = !lanes_form && !ring_split_form;
       if (hoist_all) ::setenv("STRATA_VK_QDEC_HOIST", "2", 1);
-      // The LANES form's ring-split run takes two lab forms: a chunk's cache slots from one block-table
-      // read (STRATA_VK_CHUNK_SLOTS; 16-slot blocks), and chunks of one key (STRATA_VK_DEC_KC: G (key, head)
-      // pairs for LPK lanes; where LPK is the group, as lavapipe's 8 lanes for a group of 8, already so).
+      // The LANES form's ring-split run takes two forms other than the defaults: every key's cache slot
+      // from its own block-table read (STRATA_VK_CHUNK_SLOTS=0; the default reads one a chunk of 16-slot
+      // blocks), and chunks of one key (STRATA_VK_QDEC_KC: G (key, head) pairs for LPK lanes; where LPK
+      // is the group, as lavapipe's 8 lanes for a group of 8, already so).
       const bool lab_forms = lanes_form && ring_split_form;
       if (lab_forms) {
-        ::setenv("STRATA_VK_CHUNK_SLOTS", "1", 1);
-        ::setenv("STRATA_VK_DEC_KC", "1", 1);
+        ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
+        ::setenv("STRATA_VK_QDEC_KC", "1", 1);
       }
       gpu::backend be(profiled);
       ::unsetenv("STRATA_VK_QDEC_HOIST");
       ::unsetenv("STRATA_VK_CHUNK_SLOTS");
-      ::unsetenv("STRATA_VK_DEC_KC");
+      ::unsetenv("STRATA_VK_QDEC_KC");
       ::unsetenv("STRATA_VK_TQ_GQA");
       ::unsetenv("STRATA_VK_QDEC_LANES");
       ::unsetenv("STRATA_VK_QDEC_RING_SPLIT");
@@ -186,9 +187,10 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QROT_IN") == (hoisted && tq_k && c.head_ops));
       CHECK(vkt::ran_kernel(be, "attention.", ".ROT_LATER") == (hoisted && splits && tq_v && (c.window == 0 || ring_split_form)));
       if (!lanes_form) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
-      CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS") == (lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
-      if (c.H == 4 * c.Hkv)
-        CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_KEYS") == (lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS") == (!lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
+      // (Default chunks take CHUNK_KEYS=4 where a stream's lanes hold more: 32 lanes, not lavapipe's 8.)
+      if (c.H == 4 * c.Hkv && lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES"))
+        CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_KEYS"));
       if (lanes_form && !ring_split_form) case_lanes = vkt::ran_kernel(be, "attention_qdec", ".LANES");
       lanes_ran |= vkt::ran_kernel(be, "attention_qdec", ".LANES");
       CHECK(vkt::ran_kernel(be, "attn_prep"));
@@ -199,12 +201,13 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
     if (c.window == 0 && case_lanes) {  // cases without a ring-split run: the lab forms above in the LANES run's place
       if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
       ::setenv("STRATA_VK_QDEC_LANES", "1", 1);
-      ::setenv("STRATA_VK_CHUNK_SLOTS", "1", 1);
-      ::setenv("STRATA_VK_DEC_KC", "1", 1);
+      ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
+      ::setenv("STRATA_VK_QDEC_KC", "1", 1);
       gpu::backend be(profiled);
-      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_CHUNK_SLOTS", "STRATA_VK_DEC_KC"}) ::unsetenv(v);
+      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_CHUNK_SLOTS", "STRATA_VK_QDEC_KC"}) ::unsetenv(v);
       lanes_lab = run_decode(be, c, t);
-      CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS"));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
+      CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS"));
       if (c.H == 4 * c.Hkv) CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_KEYS"));
     }
     {

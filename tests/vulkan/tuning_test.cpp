@@ -46,6 +46,7 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_FA_WARPS", "6", "STRATA_VK_FA_WARPS='6' must be one of 4, 8"},
                         bad_case{"STRATA_VK_FA_KEYS", "16", "STRATA_VK_FA_KEYS='16' must be one of 32, 64"},
                         bad_case{"STRATA_VK_DEC_KC", "3", "STRATA_VK_DEC_KC='3' must be one of 1, 2, 4, 8, 16 (keys a chunk"},
+                        bad_case{"STRATA_VK_QDEC_KC", "0", "STRATA_VK_QDEC_KC='0' must be one of 1, 2, 4, 8, 16 (keys a chunk"},
                         bad_case{"STRATA_VK_FA_FASTMASK", "on", "STRATA_VK_FA_FASTMASK='on' must be 0 or 1"},
                         bad_case{"STRATA_VK_QDEC_RING_SPLIT", "yes", "STRATA_VK_QDEC_RING_SPLIT='yes' must be 0 or 1"},
                         bad_case{"STRATA_VK_QDEC_HOIST", "3", "STRATA_VK_QDEC_HOIST='3' must be one of 0, 1, 2"},
@@ -142,8 +143,10 @@ TEST_CASE("vulkan tuning switches: well-formed values keep their meaning") {
   CHECK(read({{"STRATA_VK_TQ_WAVE", "200"}}).tq_wave_split == 192);  // rounded down to keys of 64
   CHECK(read({{"STRATA_VK_TQ_WAVE", "0"}}).tq_wave_split == 0);
   CHECK(read({{"STRATA_VK_MMA_DEC", "1"}}).mma_dec);
-  CHECK(read({{"STRATA_VK_CHUNK_SLOTS", "1"}}).chunk_slots);
+  CHECK(!read({{"STRATA_VK_CHUNK_SLOTS", "0"}}).chunk_slots);
   CHECK(read({{"STRATA_VK_DEC_KC", "4"}}).dec_chunk_keys == 4);
+  CHECK(read({{"STRATA_VK_DEC_KC", "4"}}).qdec_chunk_keys == read({}).qdec_chunk_keys);  // each its own switch
+  CHECK(read({{"STRATA_VK_QDEC_KC", "1"}}).qdec_chunk_keys == 1);
   CHECK(!read({{"STRATA_VK_MOE_BLOCK_TAIL", "0"}}).moe_block_tail);
   CHECK(!read({{"STRATA_VK_MMR", "0"}}).mmr);
   // COOPMAT only turns the tensor cores off: 1 leaves what the device supports.

@@ -42,7 +42,10 @@ std::array<std::uint32_t, N> run_probe(const context& ctx, pipeline_registry& pi
 template <std::size_t N>
 std::string glsl_list(const std::array<int, N>& a) {
   std::string s;
-  for (std::size_t i = 0; i < N; ++i) s += (i ? "," : "") + std::to_string(a[i]);
+  for (std::size_t i = 0; i < N; ++i) {
+    if (i) s += ',';
+    s += std::to_string(a[i]);  // (not "," + std::to_string(..): GCC 12's -Wrestrict misfires on that form)
+  }
   return s;
 }
 
@@ -76,7 +79,11 @@ std::optional<f16_fragments> probe_f16_fragments(const context& ctx, pipeline_re
     *dump = "elements " + std::to_string(v[384] & 0xFF) + " + " + std::to_string(v[384] >> 8) + " a lane";
     for (std::uint32_t lane = 0; lane < 8; ++lane) {
       *dump += "; lane " + std::to_string(lane) + ":";
-      for (std::uint32_t e = 0; e < 12; ++e) *dump += (e == 8 ? " |" : "") + (" " + std::to_string(v[lane * 12 + e]));
+      for (std::uint32_t e = 0; e < 12; ++e) {
+        if (e == 8) *dump += " |";
+        *dump += ' ';
+        *dump += std::to_string(v[lane * 12 + e]);
+      }
     }
   }
   if (v[384] != (8u | (4u << 8))) return std::nullopt;

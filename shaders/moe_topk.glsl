@@ -90,44 +90,10 @@ void topk_sum_parts(uint t, uint n_expert, uint l_off, uint l_stride, float eps)
 // ids by rank to topk_sel[] in any case. first > 0 writes only ranks first..k-1, at
 // t * (k - first) + rank - first (weights still normalised over all k): the GPU's share of a
 // block whose first ranks the CPU computes (cpu_experts.cpp, the CPU ranks the same way).
-// Expert e's rank among the n_expert logits of topk_logit[] (ties: lower id first).
-uint topk_rank_of(uint e, uint n_expert) {
-  const float v = topk_logit[e];
-  // Eight logits read before they are compared: a loop of one shared read and one compare per
-  // expert waited out the read each time (128 reads before a gate/up workgroup's first weight
-  // load, TOPK_IN).
-  uint rank = 0u;
-  for (uint o0 = 0u; o0 < n_expert; o0 += 8u) {
-    float lo[8];
-    [[unroll]] for (uint u = 0u; u < 8u; ++u) lo[u] = topk_logit[min(o0 + u, n_expert - 1u)];
-    [[unroll]] for (uint u = 0u; u < 8u; ++u) {
-      const uint o = o0 + u;
-      rank += o < n_expert && (lo[u] > v || (lo[u] == v && o < e)) ? 1u : 0u;
-    }
-  }
-  return rank;
-}
-
 void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool write_out, uint first) {
   // Each thread ranks its experts against all others (ties: lower id first), so the top-k
   // needs no serial selection; max and softmax sum are taken in the same sweep.
   const uint tid = gl_LocalInvocationIndex;
-#ifdef TOPK_RANK_ONLY
-  // A workgroup that writes nothing (write_out is uniform) needs the ranks only: no softmax's
-  // maximum and sum, two workgroup reductions fewer before its first weight load (TOPK_IN).
-  if (!write_out) {
-#ifndef TOPK_PARTS
-    for (uint e = tid; e < n_expert; e += WG) topk_logit[e] = topk_l[l_off + t * l_stride + e];
-    barrier();
-#endif
-    for (uint e = tid; e < n_expert; e += WG) {
-      const uint rank = topk_rank_of(e, n_expert);
-      if (rank < k) topk_sel[rank] = e;
-    }
-    barrier();  // topk_sel for the caller; topk_logit is written again by the next token
-    return;
-  }
-#endif
   float lmax = -1.0 / 0.0;
   for (uint e = tid; e < n_expert; e += WG) {
 #ifndef TOPK_PARTS  // else topk_sum_parts() has filled them
@@ -145,7 +111,18 @@ void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool wri
     const uint e = tid + i * WG;
     if (e >= n_expert) continue;
     const float v = topk_logit[e];
-    const uint rank = topk_rank_of(e, n_expert);
+    // Eight logits read before they are compared: a loop of one shared read and one compare per
+    // expert waited out the read each time (128 reads before a gate/up workgroup's first weight
+    // load, TOPK_IN).
+    uint rank = 0u;
+    for (uint o0 = 0u; o0 < n_expert; o0 += 8u) {
+      float lo[8];
+      [[unroll]] for (uint u = 0u; u < 8u; ++u) lo[u] = topk_logit[min(o0 + u, n_expert - 1u)];
+      [[unroll]] for (uint u = 0u; u < 8u; ++u) {
+        const uint o = o0 + u;
+        rank += o < n_expert && (lo[u] > v || (lo[u] == v && o < e)) ? 1u : 0u;
+      }
+    }
     if (rank < k) {
       my_rank[i] = rank;
       topk_sel[rank] = e;

@@ -404,16 +404,14 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // Decode: the router folds the norm in itself (matvec.glsl NORM_INPUT over the norm's input),
   // so it does not wait for the quantize dispatch above: both read the residual stream and run
   // side by side, a level less per MoE layer.
-  // Decode-sized steps: the router matvec's last workgroup may run the top-k (STRATA_VK_TAIL,
-  // STRATA_VK_ROUTER_TOPK_TAIL; record_matvec sets topk_done where it does).
-  const bool router_tail = n <= P.tail_rows || (P.router_topk_tail && n <= 8 && !cached);
-  const auto router_topk = router_tail ? std::optional(impl::pending_matmul::topk_t{E, k, sigmoid}) : std::nullopt;
-  P.topk_done = false;
   if (norm && !parts && P.router_norm && n <= 8 && !cached)
-    P.record_matmul(impl::pending_matmul{.w = mw.gate_inp, .x = x, .y = logits, .norm = *norm, .topk = router_topk});
+    P.record_matmul(impl::pending_matmul{.w = mw.gate_inp, .x = x, .y = logits, .norm = *norm});
   else if (!parts)
     matmul(*mw.gate_inp, x, logits);
-  if (router_topk && !P.mats.empty() && impl::same(P.mats.back().y, logits)) P.mats.back().topk = router_topk;
+  // Decode-sized steps: the router matvec's last workgroup may run the top-k (STRATA_VK_TAIL).
+  if (n <= P.tail_rows && !P.mats.empty() && impl::same(P.mats.back().y, logits))
+    P.mats.back().topk = impl::pending_matmul::topk_t{E, k, sigmoid};
+  P.topk_done = false;
   P.flush_mats();
   // Decode: the gate/up matvec ranks the logits itself (mmvq.glsl TOPK_IN), so no top-k
   // dispatch sits between the router and the experts.

@@ -476,7 +476,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     up.flush();
     return id;
   };
-  if ((P.tail_rows || P.router_topk_tail) && P.fuse) P.tail_counter = zeroed_counters(4, "last-workgroup counter");
+  if (P.tail_rows && P.fuse) P.tail_counter = zeroed_counters(4, "last-workgroup counter");
   if (P.moe_block_tail && P.fuse && P.rms_sq[0] && !id_formats.empty())
     P.block_counters = zeroed_counters(P.moe_block_tail_tokens * (P.max_k / 32), "MoE combine block counters");
   for (const auto& e : P.weights)

@@ -73,7 +73,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
   const std::uint32_t gx = div_up(w.ne[1], rows_for(w.ne[1])), gy = div_up(n, nt);
   // A router's top-k by the last workgroup (moe_topk.glsl: up to 256 experts, 2 per thread at
   // most 4 x WG); every workgroup must hold rows, so the grid may not spill into z.
-  if (m.topk && tail_counter && !m.up && !m.residual && m.topk->n_expert == w.ne[1] &&
+  if (m.topk && tail_counter && !m.norm && !m.up && !m.residual && m.topk->n_expert == w.ne[1] &&
       m.topk->n_expert <= 256 && m.topk->k <= 64 && gx <= ctx.info().max_workgroups_x) {
     d.emplace_back("TOPK_TAIL", "6");
     if (m.topk->sigmoid) d.emplace_back("ROUTER_SIGMOID", "1");
@@ -549,10 +549,6 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
                          bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
   auto r = expert_mmvq_req(w, K, N, up != nullptr, qout, grouped);
-  if (topk && !grouped) {  // the gate/up matvec's top-k prologue (TOPK_IN below)
-    if (topk_rank_only) r.defines.emplace_back("TOPK_RANK_ONLY", "1");
-    if (topk_lab) r.defines.emplace_back("TOPK_LAB", std::to_string(topk_lab));  // lab: wrong results
-  }
   const std::uint32_t gx = div_up(N, mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
   if (topk && !grouped && topk->parts) {
     // The router's parts (ROUTER_PARTS) and NORM_OUT's codes: bindings 8-9 unused, 10 the input's

@@ -258,14 +258,6 @@ struct backend_tuning {
   bool combine_norm_out = true;  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
   bool router_norm = true;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)
   bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
-  // Its workgroups that write no ids or weights rank the logits only, without the softmax's maximum and sum
-  // (moe_topk.glsl TOPK_RANK_ONLY; STRATA_VK_TOPK_RANK_ONLY=1). Not yet timed.
-  bool topk_rank_only = false;
-  std::uint32_t topk_lab = 0;  // lab only, wrong results: mmvq.glsl TOPK_LAB (STRATA_VK_TOPK_LAB=1: no top-k)
-  // Decode steps of up to 8 tokens: the router matvec's last workgroup runs the top-k (matvec.glsl TOPK_TAIL, as
-  // STRATA_VK_TAIL does with the other tails), so the gate/up matvec reads the ids instead of ranking the logits
-  // in every workgroup (STRATA_VK_ROUTER_TOPK_TAIL=1). Not yet timed.
-  bool router_topk_tail = false;
   // Decode's MoE router as per-block parts written by the O projection beside the FFN norm's first
   // half (mmvq.glsl ROUTER_PARTS), summed by the gate/up matvec's top-k (TOPK_PARTS): the router's
   // and the experts' input quantize's level leaves each MoE layer. STRATA_VK_ROUTER_PARTS=1. Off:

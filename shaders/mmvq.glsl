@@ -197,9 +197,13 @@ void main() {
 #ifdef TOPK_PARTS
   topk_sum_parts(t0 / p.in_div, p.topk_n_expert, p.topk_l_off, p.topk_l_stride, p.rms_eps);
 #endif
+#if defined(TOPK_LAB) && (TOPK_LAB & 1) != 0
+  const uint wbase = t0 % p.in_div * p.expert_bytes;  // lab (wrong results): rank r reads expert r, no top-k
+#else
   moe_topk(t0 / p.in_div, p.topk_n_expert, p.in_div, p.topk_l_off, p.topk_l_stride,
            gl_WorkGroupID.x == 0 && gl_WorkGroupID.z == 0 && t0 % p.in_div == 0, 0u);
   const uint wbase = topk_sel[t0 % p.in_div] * p.expert_bytes;
+#endif
 #else
   const uint wbase = uint(ids[p.ids_off + t0]) * p.expert_bytes;
 #endif

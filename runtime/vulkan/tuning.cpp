@@ -114,8 +114,8 @@ void backend_tuning::read_env() {
   labels(std::getenv("STRATA_VK_SKIP"), skip_kernels);
   labels(std::getenv("STRATA_VK_REPEAT"), repeat_kernels);
   count("STRATA_VK_PAD_LEVELS", 0, 64, pad_levels, "dispatches after each attn_prep");
-  if (!skip_kernels.empty() || !repeat_kernels.empty() || std::getenv("STRATA_VK_QDEC_SKIP"))
-    std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP is set: kernels left out or run twice, results are wrong (timing runs only)\n");
+  if (!skip_kernels.empty() || !repeat_kernels.empty() || std::getenv("STRATA_VK_QDEC_SKIP") || std::getenv("STRATA_VK_TOPK_LAB"))
+    std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP/TOPK_LAB is set: kernels left out or run twice, results are wrong (timing runs only)\n");
   flag("STRATA_VK_STEP_BUCKETS", step_buckets);
   flag("STRATA_VK_OUTPUT_PART", output_part);
   flag("STRATA_VK_SPLIT_ATTN", split_attention);
@@ -158,6 +158,7 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_COMBINE_NORM_OUT", combine_norm_out);
   flag("STRATA_VK_ROUTER_NORM", router_norm);
   flag("STRATA_VK_TOPK_IN", topk_in);
+  count("STRATA_VK_TOPK_LAB", 0, 1, topk_lab, "lab bits; results are then wrong");
   flag("STRATA_VK_ROUTER_PARTS", router_parts);
   flag("STRATA_VK_MOE_BLOCK_TAIL", moe_block_tail);
   count("STRATA_VK_BT_LAB", 0, 3, moe_block_tail_lab, "lab bits; results are then wrong");

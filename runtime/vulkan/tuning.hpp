@@ -258,6 +258,10 @@ struct backend_tuning {
   bool combine_norm_out = true;  // the MoE combine as NORM_OUT producer (STRATA_VK_COMBINE_NORM_OUT=0 disables)
   bool router_norm = true;  // decode routers fold the FFN norm in (STRATA_VK_ROUTER_NORM=0: read the quantize's rows)
   bool topk_in = true;  // decode's gate/up matvec runs the top-k (STRATA_VK_TOPK_IN=0: a MOE_TOPK dispatch)
+  // Lab only, wrong results: mmvq.glsl TOPK_LAB (STRATA_VK_TOPK_LAB=1: the gate/up matvec skips the top-k, rank r
+  // reads expert r). What the prologue costs: H200, qwen3-30b-a3b tg128 355.0 / 343.2 against 312.5 / 317.1 t/s
+  // (bench/RESULTS.md session 48).
+  std::uint32_t topk_lab = 0;
   // Decode's MoE router as per-block parts written by the O projection beside the FFN norm's first
   // half (mmvq.glsl ROUTER_PARTS), summed by the gate/up matvec's top-k (TOPK_PARTS): the router's
   // and the experts' input quantize's level leaves each MoE layer. STRATA_VK_ROUTER_PARTS=1. Off:

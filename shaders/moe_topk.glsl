@@ -85,6 +85,54 @@ void topk_sum_parts(uint t, uint n_expert, uint l_off, uint l_stride, float eps)
 }
 #endif
 
+#ifdef TOPK_LEAN
+// The lean form (STRATA_VK_TOPK_LEAN=1): the ranks from the logits read four at a time, and the
+// weights from the k selected logits alone. Softmax over all experts renormalised over the k is
+// exp(l_r - l_0) / sum_j exp(l_j - l_0) over the selected (l_0 the largest): the maximum and the
+// sum over every expert cancel, and with them two workgroup reductions (four barriers) before a
+// gate/up workgroup's first weight load (TOPK_IN). Same ranks and ids; the weights may differ from
+// the full form's in the last bits. Arguments and outputs as moe_topk's below.
+shared vec4 topk_l4s[64];   // the logits, four a vec4 (-inf past the last expert)
+shared float topk_lsel[64];  // the selected logits by rank
+void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool write_out, uint first) {
+  const uint tid = gl_LocalInvocationIndex, n4 = (n_expert + 3u) / 4u;
+  for (uint e = tid; e < 4u * n4; e += WG) {
+#ifdef TOPK_PARTS  // topk_sum_parts() has filled them
+    const float v = e < n_expert ? topk_logit[e] : -1.0 / 0.0;
+#else
+    const float v = e < n_expert ? topk_l[l_off + t * l_stride + e] : -1.0 / 0.0;
+#endif
+    topk_l4s[e / 4u][e % 4u] = v;
+  }
+  barrier();
+  for (uint e = tid; e < n_expert; e += WG) {
+    const float v = topk_l4s[e / 4u][e % 4u];
+    uint rank = 0u;  // experts ahead of e (ties: lower id first; the padding's -inf is past every id)
+    for (uint o4 = 0u; o4 < n4; ++o4) {
+      const vec4 lo = topk_l4s[o4];
+      [[unroll]] for (uint u = 0u; u < 4u; ++u) rank += lo[u] > v || (lo[u] == v && 4u * o4 + u < e) ? 1u : 0u;
+    }
+    if (rank < k) {
+      topk_sel[rank] = e;
+      topk_lsel[rank] = v;
+    }
+  }
+  barrier();
+  if (write_out)  // (uniform or not: no barrier inside)
+    for (uint r = first + tid; r < k; r += WG) {
+#ifdef ROUTER_SIGMOID
+      const float w = 1.0 / (1.0 + exp(-topk_lsel[r]));
+#else
+      float sum = 0.0;
+      for (uint j = 0u; j < k; ++j) sum += exp(topk_lsel[j] - topk_lsel[0]);
+      const float w = exp(topk_lsel[r] - topk_lsel[0]) / sum;
+#endif
+      topk_ids[t * (k - first) + r - first] = int(topk_sel[r]);
+      topk_wts[t * (k - first) + r - first] = w;
+    }
+  barrier();  // topk_l4s, topk_sel and topk_lsel are written again by the next token
+}
+#else
 // Token t's logits start at l_off + t * l_stride (floats). Every invocation calls it; the ids
 // and weights go to memory where write_out holds (the same for the whole workgroup), and the
 // ids by rank to topk_sel[] in any case. first > 0 writes only ranks first..k-1, at
@@ -149,3 +197,4 @@ void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool wri
 #endif
   barrier();  // topk_logit and topk_wsel are written again by the next token
 }
+#endif

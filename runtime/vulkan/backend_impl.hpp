@@ -323,7 +323,7 @@ struct backend::impl : backend_tuning {
   }
   static pipeline_request copy_req(bool indexed, bool add = false);
   static pipeline_request norm_req(bool weighted, bool f16_out = false);
-  static pipeline_request moe_req(const char* stage, bool sigmoid = false);
+  static pipeline_request moe_req(const char* stage, bool sigmoid = false, bool topk_lean = false);
   static pipeline_request combine_norm_out_req() { return req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}, {"NORM_OUT", "1"}}, 10); }
   static pipeline_request moe_group_req(std::uint32_t chunk = moe_chunk) { return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(chunk)}}, 6); }
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);

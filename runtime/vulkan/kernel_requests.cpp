@@ -228,9 +228,10 @@ pipeline_request backend::impl::norm_req(bool weighted, bool f16_out) {
   return req("rms_norm", {}, {{"WG", "512"}}, 3);
 }
 
-pipeline_request backend::impl::moe_req(const char* stage, bool sigmoid) {
+pipeline_request backend::impl::moe_req(const char* stage, bool sigmoid, bool topk_lean) {
   std::vector<std::pair<std::string, std::string>> d{{stage, "1"}};
   if (sigmoid) d.emplace_back("ROUTER_SIGMOID", "1");
+  if (topk_lean) d.emplace_back("TOPK_LEAN", "1");  // MOE_TOPK's weights as the gate/up prologue's (tuning.hpp topk_lean)
   return req("moe", {}, std::move(d), 6);  // binding 5: COMBINE RESIDUAL
 }
 

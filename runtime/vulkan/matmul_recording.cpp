@@ -77,6 +77,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
       m.topk->n_expert <= 256 && m.topk->k <= 64 && gx <= ctx.info().max_workgroups_x) {
     d.emplace_back("TOPK_TAIL", "6");
     if (m.topk->sigmoid) d.emplace_back("ROUTER_SIGMOID", "1");
+    if (topk_lean) d.emplace_back("TOPK_LEAN", "1");
     b.insert(b.end(), {bind_id(tail_counter, true), bind_id(moe_ids, true), bind_id(moe_wts, true), bind(m.y, false)});
     struct {
       matvec_pc mv;
@@ -550,6 +551,7 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
                          bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
   auto r = expert_mmvq_req(w, K, N, up != nullptr, qout, grouped);
   if (topk && !grouped && topk_lab) r.defines.emplace_back("TOPK_LAB", std::to_string(topk_lab));  // lab: wrong results
+  if (topk && !grouped && topk_lean) r.defines.emplace_back("TOPK_LEAN", "1");  // and every other top-k of the step
   const std::uint32_t gx = div_up(N, mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
   if (topk && !grouped && topk->parts) {
     // The router's parts (ROUTER_PARTS) and NORM_OUT's codes: bindings 8-9 unused, 10 the input's

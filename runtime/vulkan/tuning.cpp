@@ -159,6 +159,7 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_ROUTER_NORM", router_norm);
   flag("STRATA_VK_TOPK_IN", topk_in);
   count("STRATA_VK_TOPK_LAB", 0, 1, topk_lab, "lab bits; results are then wrong");
+  flag("STRATA_VK_TOPK_LEAN", topk_lean);
   flag("STRATA_VK_ROUTER_PARTS", router_parts);
   flag("STRATA_VK_MOE_BLOCK_TAIL", moe_block_tail);
   count("STRATA_VK_BT_LAB", 0, 3, moe_block_tail_lab, "lab bits; results are then wrong");

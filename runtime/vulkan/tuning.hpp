@@ -262,6 +262,12 @@ struct backend_tuning {
   // reads expert r). What the prologue costs: H200, qwen3-30b-a3b tg128 355.0 / 343.2 against 312.5 / 317.1 t/s
   // (bench/RESULTS.md session 48).
   std::uint32_t topk_lab = 0;
+  // Every GPU top-k in its lean form (moe_topk.glsl TOPK_LEAN; STRATA_VK_TOPK_LEAN=1), so the gate/up
+  // matvec's prologue, the MOE_TOPK dispatch and the router's tail weigh alike: the logits ranked four at a
+  // time, the weights from the k selected logits alone, no workgroup reductions. The same ids; the weights
+  // equal the full form's to the last bits. Not yet timed (the prologue is worth up to ~11% of
+  // qwen3-30b-a3b's decode, TOPK_LAB above).
+  bool topk_lean = false;
   // Decode's MoE router as per-block parts written by the O projection beside the FFN norm's first
   // half (mmvq.glsl ROUTER_PARTS), summed by the gate/up matvec's top-k (TOPK_PARTS): the router's
   // and the experts' input quantize's level leaves each MoE layer. STRATA_VK_ROUTER_PARTS=1. Off:

@@ -207,47 +207,58 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
       {"softmax top-2 of 64, 128 tokens (grouped, tensor cores, 4 pairs an expert), Q4_K/Q6_K", softmax, output, 64, 2,
        128, type_id::q4_k, type_id::q6_k},
   };
+  // Cases run again with every top-k in its lean form (STRATA_VK_TOPK_LEAN=1, moe_topk.glsl TOPK_LEAN: the
+  // weights from the k selected logits alone): a decode step (the gate/up matvec's prologue), a few tokens
+  // (the MOE_TOPK dispatch), a sigmoid router weighting the combine, and a grouped step.
+  const std::set<std::string> lean_too{cases[0].name, cases[2].name, cases[5].name, cases[6].name};
   std::mt19937 rng(4242);
   for (const auto& c : cases) {
     CAPTURE(c.name);
     moe_model m;
     make_model(m, c, rng);
-    std::vector<float> g, cpu;
-    bool int8 = false, f16 = false, int8_tc = false;
-    {
-      gpu::backend be;
-      g = run_moe(be, c, m);
-      // Grouped steps (more than two pairs per expert) may run on the tensor cores (f16); else the
-      // expert matvecs take int8 activations at every step size where the format has an int8 unit.
-      f16 = be.tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, c.ff);
-      // Int8 tensor cores: the same int8 activations as the integer matvecs, the weights exact.
-      int8_tc = f16 && be.int8_tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, c.ff, c.up, c.down);
-      f16 = f16 && !int8_tc;
-      int8 = int8_tc || (!f16 && be.int8_activations(c.up, n_embd, 1) && be.int8_activations(c.down, c.ff, 1));
-      // F32 weights never take the tensor cores: the router's logits (which choose the experts)
-      // are the reference's exact ones.
-      CHECK_FALSE(be.tensor_core_matmul(type_id::f32, n_embd, c.n_tok));
-    }
+    std::vector<float> cpu;
     {
       vkt::cpu_backend be;
       cpu = run_moe(be, c, m);
     }
-    // A code within float rounding of a tie may round either way on the GPU (one such code of
-    // the weighted-input case moves with the last bit of its routing weight and costs 4.7e-9):
-    // each is rounded the other way where that brings the reference closer to the GPU.
-    tie_choice ties;
-    double e64 = vkt::nmse_f64(g, reference(c, m, int8, &ties));
-    for (const auto& s : std::vector(ties.seen)) {
-      ties.flipped.insert(s);
-      if (const double e = vkt::nmse_f64(g, reference(c, m, int8, &ties)); e < e64) e64 = e;
-      else ties.flipped.erase(s);
+    for (const bool lean : {false, true}) {
+      if (lean && !lean_too.count(c.name)) continue;
+      CAPTURE(lean);
+      const test::scoped_env lean_env("STRATA_VK_TOPK_LEAN", lean ? "1" : "0");
+      std::vector<float> g;
+      bool int8 = false, f16 = false, int8_tc = false;
+      {
+        gpu::backend be;
+        g = run_moe(be, c, m);
+        // Grouped steps (more than two pairs per expert) may run on the tensor cores (f16); else the
+        // expert matvecs take int8 activations at every step size where the format has an int8 unit.
+        f16 = be.tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, c.ff);
+        // Int8 tensor cores: the same int8 activations as the integer matvecs, the weights exact.
+        int8_tc = f16 && be.int8_tensor_core_experts(c.n_tok * c.k, c.n_expert, n_embd, c.ff, c.up, c.down);
+        f16 = f16 && !int8_tc;
+        int8 = int8_tc || (!f16 && be.int8_activations(c.up, n_embd, 1) && be.int8_activations(c.down, c.ff, 1));
+        // F32 weights never take the tensor cores: the router's logits (which choose the experts)
+        // are the reference's exact ones.
+        CHECK_FALSE(be.tensor_core_matmul(type_id::f32, n_embd, c.n_tok));
+      }
+      // A code within float rounding of a tie may round either way on the GPU (one such code of
+      // the weighted-input case moves with the last bit of its routing weight and costs 4.7e-9):
+      // each is rounded the other way where that brings the reference closer to the GPU.
+      tie_choice ties;
+      double e64 = vkt::nmse_f64(g, reference(c, m, int8, &ties));
+      for (const auto& s : std::vector(ties.seen)) {
+        ties.flipped.insert(s);
+        if (const double e = vkt::nmse_f64(g, reference(c, m, int8, &ties)); e < e64) e64 = e;
+        else ties.flipped.erase(s);
+      }
+      const double ecpu = test::nmse(g, cpu);
+      MESSAGE((std::string(c.name) + (int8_tc ? " (int8 tensor-core experts)" : int8 ? " (int8 experts)" : f16 ? " (f16 tensor-core experts)" : "") +
+               (lean ? " (lean top-k)" : ""))
+              << ": NMSE vs float64 " << e64 << " (" << ties.flipped.size() << " of " << ties.seen.size()
+              << " codes near a tie rounded the other way), vs CPU backend " << ecpu);
+      CHECK(e64 <= (f16 ? vkt::tol_matmul_f64_f16_tiles : vkt::tol_moe_f64));
+      CHECK(ecpu <= vkt::tol_moe_cpu);
     }
-    const double ecpu = test::nmse(g, cpu);
-    MESSAGE((std::string(c.name) + (int8_tc ? " (int8 tensor-core experts)" : int8 ? " (int8 experts)" : f16 ? " (f16 tensor-core experts)" : ""))
-            << ": NMSE vs float64 " << e64 << " (" << ties.flipped.size() << " of " << ties.seen.size()
-            << " codes near a tie rounded the other way), vs CPU backend " << ecpu);
-    CHECK(e64 <= (f16 ? vkt::tol_matmul_f64_f16_tiles : vkt::tol_moe_f64));
-    CHECK(ecpu <= vkt::tol_moe_cpu);
   }
 }
 

@@ -550,8 +550,10 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(y, true), bind(y, false),
                          bind_id(grouped ? moe_groups : moe_ids, false), bind_id(xq[so], qout), bind_id(xs[so], qout)};
   auto r = expert_mmvq_req(w, K, N, up != nullptr, qout, grouped);
-  if (topk && !grouped && topk_lab) r.defines.emplace_back("TOPK_LAB", std::to_string(topk_lab));  // lab: wrong results
-  if (topk && !grouped && topk_lean) r.defines.emplace_back("TOPK_LEAN", "1");  // and every other top-k of the step
+  if (topk && !grouped) {  // the top-k prologue (TOPK_IN below)
+    if (topk_lab) r.defines.emplace_back("TOPK_LAB", std::to_string(topk_lab));  // lab: wrong results
+    if (topk_lean) r.defines.emplace_back("TOPK_LEAN", "1");  // as every other top-k of the step
+  }
   const std::uint32_t gx = div_up(N, mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
   if (topk && !grouped && topk->parts) {
     // The router's parts (ROUTER_PARTS) and NORM_OUT's codes: bindings 8-9 unused, 10 the input's

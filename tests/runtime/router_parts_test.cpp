@@ -24,6 +24,7 @@
 #include "strata/runtime/quantize.hpp"
 #include "support/fidelity.hpp"
 #include "support/fixture_options.hpp"
+#include "support/kernel_labels.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
 #include "support/vulkan_here.hpp"
@@ -69,13 +70,7 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router's logits as the O project
       auto m = strata::rt::model::load(qp.output, opt);
       logits[on[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
       const auto prof = m->kernel_profile();
-      // A kernel ran whose label holds every one of `parts`.
-      const auto has = [&](std::initializer_list<std::string_view> parts) {
-        return std::any_of(prof.begin(), prof.end(), [&](const auto& k) {
-          return std::all_of(parts.begin(), parts.end(),
-                             [&](std::string_view s) { return k.label.find(s) != std::string::npos; });
-        });
-      };
+      const auto has = [&](std::initializer_list<std::string_view> parts) { return strata::test::ran_kernel_with(prof, parts); };
       CHECK(has({".TOPK_PARTS"}) == (on[0] == '1'));
       CHECK(has({f.label, ".ROUTER_PARTS="}) == (on[0] == '1'));  // the form's O projection writes the parts
       CHECK(has({".ROUTER_PARTS="}) == (on[0] == '1'));

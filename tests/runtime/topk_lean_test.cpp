@@ -9,7 +9,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "strata/runtime/engine.hpp"
 #include "support/fidelity.hpp"
 #include "support/fixture_options.hpp"
+#include "support/kernel_labels.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
 #include "support/vulkan_here.hpp"
@@ -39,14 +39,9 @@ TEST_CASE("fidelity: Vulkan MoE decode with the lean top-k (weights from the k s
       auto m = strata::rt::model::load(g.path, opt);
       logits[lean[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 4);
       const auto prof = m->kernel_profile();
-      const auto ran = [&](std::string_view a, std::string_view b) {
-        return std::any_of(prof.begin(), prof.end(), [&](const auto& k) {
-          return k.label.find(a) != std::string::npos && k.label.find(b) != std::string::npos;
-        });
-      };
-      CHECK(ran(".TOPK_IN", ""));  // the decode steps rank in the gate/up matvec
-      CHECK(ran(".TOPK_IN", ".TOPK_LEAN") == (lean[0] == '1'));
-      CHECK(ran(".TOPK_IN", ".TOPK_PARTS") == (parts[0] == '1'));
+      CHECK(strata::test::ran_kernel_with(prof, {".TOPK_IN"}));  // the decode steps rank in the gate/up matvec
+      CHECK(strata::test::ran_kernel_with(prof, {".TOPK_IN", ".TOPK_LEAN"}) == (lean[0] == '1'));
+      CHECK(strata::test::ran_kernel_with(prof, {".TOPK_IN", ".TOPK_PARTS"}) == (parts[0] == '1'));
     }
     const double nmse = strata::test::compare_logits(logits[0], logits[1], logits[0].size()).nmse;
     MESSAGE("router parts " << parts << ": lean top-k against the full one, logits nmse " << nmse);

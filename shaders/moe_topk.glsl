@@ -27,9 +27,13 @@ layout(binding = TOPK_BINDING + 2, std430) coherent readonly buffer TopkLogits {
 #endif
 
 const uint TOPK_PER_THREAD = (256u + WG - 1u) / WG;
+#if !defined(TOPK_LEAN) || defined(TOPK_PARTS)
 shared float topk_logit[256];
+#endif
+#ifndef TOPK_LEAN
 shared float topk_wsel[64];
 shared uint topk_sel[64];  // the selected experts by rank, for the caller
+#endif
 shared float topk_red[WG / MIN_SUBGROUP];
 
 float topk_wg_max(float v) {
@@ -86,51 +90,73 @@ void topk_sum_parts(uint t, uint n_expert, uint l_off, uint l_stride, float eps)
 #endif
 
 #ifdef TOPK_LEAN
-// The lean form (STRATA_VK_TOPK_LEAN=1): the ranks from the logits read four at a time, and the
-// weights from the k selected logits alone. Softmax over all experts renormalised over the k is
-// exp(l_r - l_0) / sum_j exp(l_j - l_0) over the selected (l_0 the largest): the maximum and the
-// sum over every expert cancel, and with them two workgroup reductions (four barriers) before a
-// gate/up workgroup's first weight load (TOPK_IN). Same ranks and ids; the weights may differ from
-// the full form's in the last bits. Arguments and outputs as moe_topk's below.
-shared vec4 topk_l4s[64];   // the logits, four a vec4 (-inf past the last expert)
-shared float topk_lsel[64];  // the selected logits by rank
-void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool write_out, uint first) {
-  const uint tid = gl_LocalInvocationIndex, n4 = (n_expert + 3u) / 4u;
-  for (uint e = tid; e < 4u * n4; e += WG) {
+// The lean form (STRATA_VK_TOPK_LEAN=1; TOPK_LEAN = experts a lane, at least n_expert / the
+// subgroup's size; k at most the subgroup's size): each subgroup ranks the token's logits alone,
+// with no shared memory and no barrier. Expert e sits in lane e % S, slot e / S (S = the subgroup's
+// size); the k largest are taken one at a time (the maximum across the subgroup, then the lowest
+// slot and lowest lane holding it: ties go to the lower id). Every gate/up workgroup ranked all 128
+// logits against each other in the full form below, ~30x the instructions (TOPK_IN). The weights
+// come from the k selected logits alone: softmax over all experts renormalised over the k is
+// exp(l_r - l_0) / sum_j exp(l_j - l_0) over the selected (l_0 the largest), so the maximum and the
+// sum over every expert cancel. Same ids as the full form; the weights equal its to the last bits.
+// Runs ranks 0..want (all k where write_out) and returns rank want's expert; write_out: this
+// subgroup writes ranks first..k-1 (ids and weights, at t * (k - first) + rank - first).
+#extension GL_KHR_shader_subgroup_ballot : require
+uint moe_topk_sg(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool write_out, uint first, uint want) {
+  const uint lane = gl_SubgroupInvocationID, S = gl_SubgroupSize;
+  float v[TOPK_LEAN];
+  [[unroll]] for (uint i = 0u; i < TOPK_LEAN; ++i) {
+    const uint e = i * S + lane;
 #ifdef TOPK_PARTS  // topk_sum_parts() has filled them
-    const float v = e < n_expert ? topk_logit[e] : -1.0 / 0.0;
+    v[i] = e < n_expert ? topk_logit[min(e, n_expert - 1u)] : -1.0 / 0.0;
 #else
-    const float v = e < n_expert ? topk_l[l_off + t * l_stride + e] : -1.0 / 0.0;
+    v[i] = e < n_expert ? topk_l[l_off + t * l_stride + min(e, n_expert - 1u)] : -1.0 / 0.0;
 #endif
-    topk_l4s[e / 4u][e % 4u] = v;
   }
-  barrier();
-  for (uint e = tid; e < n_expert; e += WG) {
-    const float v = topk_l4s[e / 4u][e % 4u];
-    uint rank = 0u;  // experts ahead of e (ties: lower id first; the padding's -inf is past every id)
-    for (uint o4 = 0u; o4 < n4; ++o4) {
-      const vec4 lo = topk_l4s[o4];
-      [[unroll]] for (uint u = 0u; u < 4u; ++u) rank += lo[u] > v || (lo[u] == v && 4u * o4 + u < e) ? 1u : 0u;
+  float l0 = 0.0, my_l = -1.0 / 0.0;  // lane r < k: rank r's logit (write_out)
+  uint my_id = 0u, want_id = 0u;
+  const uint ranks = write_out ? k : want + 1u;
+  for (uint r = 0u; r < ranks; ++r) {
+    float lm = v[0];
+    [[unroll]] for (uint i = 1u; i < TOPK_LEAN; ++i) lm = max(lm, v[i]);
+    const float m = subgroupMax(lm);
+    // The lowest slot holding m in any lane, then that slot's lowest lane (the padding's -inf is
+    // past every id, so it is never taken before a real expert of the same logit).
+    uint slot = TOPK_LEAN, win = 0u;
+    [[unroll]] for (uint i = TOPK_LEAN; i-- > 0u;) {
+      const uvec4 b = subgroupBallot(v[i] == m);
+      if (b != uvec4(0u)) {
+        slot = i;
+        win = subgroupBallotFindLSB(b);
+      }
     }
-    if (rank < k) {
-      topk_sel[rank] = e;
-      topk_lsel[rank] = v;
+    const uint id = slot * S + win;
+    [[unroll]] for (uint i = 0u; i < TOPK_LEAN; ++i)
+      if (i == slot && lane == win) v[i] = -1.0 / 0.0;
+    if (r == 0u) l0 = m;
+    if (lane == r) {
+      my_l = m;
+      my_id = id;
     }
+    if (r == want) want_id = id;
   }
-  barrier();
-  if (write_out)  // (uniform or not: no barrier inside)
-    for (uint r = first + tid; r < k; r += WG) {
+  if (write_out) {
 #ifdef ROUTER_SIGMOID
-      const float w = 1.0 / (1.0 + exp(-topk_lsel[r]));
+    const float w = 1.0 / (1.0 + exp(-my_l));
 #else
-      float sum = 0.0;
-      for (uint j = 0u; j < k; ++j) sum += exp(topk_lsel[j] - topk_lsel[0]);
-      const float w = exp(topk_lsel[r] - topk_lsel[0]) / sum;
+    const float x = lane < k ? exp(my_l - l0) : 0.0;
+    const float w = x / subgroupAdd(x);
 #endif
-      topk_ids[t * (k - first) + r - first] = int(topk_sel[r]);
-      topk_wts[t * (k - first) + r - first] = w;
+    if (lane < k && lane >= first) {
+      topk_ids[t * (k - first) + lane - first] = int(my_id);
+      topk_wts[t * (k - first) + lane - first] = w;
     }
-  barrier();  // topk_l4s, topk_sel and topk_lsel are written again by the next token
+  }
+  return want_id;
+}
+// The full form's interface: every subgroup ranks, the first one writes.
+void moe_topk(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool write_out, uint first) {
+  moe_topk_sg(t, n_expert, k, l_off, l_stride, write_out && gl_SubgroupID == 0u, first, 0u);
 }
 #else
 // Token t's logits start at l_off + t * l_stride (floats). Every invocation calls it; the ids

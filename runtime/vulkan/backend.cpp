@@ -420,7 +420,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     const moe_pc pc{E, k, 0, logits.off, logits.stride, 0, 0, 0};
     const binding b[] = {P.bind_id(P.moe_ids, true), P.bind_id(P.moe_ids, true), P.bind_id(P.moe_wts, true),
                          P.bind(logits, false), P.bind(logits, false), P.bind(logits, false)};
-    P.dispatch(impl::moe_req("MOE_TOPK", sigmoid, P.topk_lean), b, &pc, sizeof pc, n);
+    P.dispatch(impl::moe_req("MOE_TOPK", sigmoid, P.topk_lean_slots(E, k)), b, &pc, sizeof pc, n);
   }
   P.topk_done = false;
   // GPU-cached experts: the host maps the routed ids to slots here (expert_cache.cpp); the

@@ -323,7 +323,11 @@ struct backend::impl : backend_tuning {
   }
   static pipeline_request copy_req(bool indexed, bool add = false);
   static pipeline_request norm_req(bool weighted, bool f16_out = false);
-  static pipeline_request moe_req(const char* stage, bool sigmoid = false, bool topk_lean = false);
+  // topk_lean: moe_topk.glsl TOPK_LEAN's experts a lane (topk_lean_slots), 0 for the full form.
+  static pipeline_request moe_req(const char* stage, bool sigmoid = false, std::uint32_t topk_lean = 0);
+  // The lean top-k's experts a subgroup lane where it is on (tuning.hpp topk_lean) and fits: at most
+  // 256 experts, and k at most the subgroup's size (lane r keeps rank r's logit); else 0 (the full form).
+  std::uint32_t topk_lean_slots(std::uint32_t n_expert, std::uint32_t k) const;
   static pipeline_request combine_norm_out_req() { return req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}, {"NORM_OUT", "1"}}, 10); }
   static pipeline_request moe_group_req(std::uint32_t chunk = moe_chunk) { return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(chunk)}}, 6); }
   static std::vector<std::pair<std::string, std::string>> kv_defs(const kv::kv_config& c);

@@ -482,8 +482,11 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   for (const auto& e : P.weights)
     if (impl::gpu_reads(e) && e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
   if (!id_formats.empty()) {
-    reqs.push_back(impl::moe_req("MOE_TOPK", false, P.topk_lean));
-    reqs.push_back(impl::moe_req("MOE_TOPK", true, P.topk_lean));
+    std::uint32_t routed = 0;  // the routers' experts: the lean top-k's form depends on them (k is assumed to fit)
+    for (const auto& e : P.weights)
+      if (e.info->name.ends_with("ffn_gate_inp.weight")) routed = std::max(routed, std::uint32_t(e.info->ne[1]));
+    reqs.push_back(impl::moe_req("MOE_TOPK", false, P.topk_lean_slots(routed, 1)));
+    reqs.push_back(impl::moe_req("MOE_TOPK", true, P.topk_lean_slots(routed, 1)));
     reqs.push_back(impl::moe_req("MOE_GATHER"));
     reqs.push_back(impl::moe_req("MOE_COMBINE"));
     reqs.push_back(impl::req("moe", {}, {{"MOE_COMBINE", "1"}, {"RESIDUAL", "1"}}, 6));

@@ -195,7 +195,7 @@ void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_pa
   const moe_pc tp{E, k, first, logits.off, logits.stride, 0, 0, 0};
   const binding tb[] = {bind_id(moe_ids, true), bind_id(moe_ids, true), bind_id(moe_wts, true),
                         bind(logits, false), bind(logits, false), bind(logits, false)};
-  dispatch(moe_req("MOE_TOPK", mp.gating == graph::moe_gating::sigmoid, topk_lean), tb, &tp, sizeof tp, 1);
+  dispatch(moe_req("MOE_TOPK", mp.gating == graph::moe_gating::sigmoid, topk_lean_slots(E, k)), tb, &tp, sizeof tp, 1);
   tensor in = x;
   std::uint32_t in_div = pairs;
   if (weight_input) {  // Llama 4: each pair's input times its weight (as moe_ffn on the GPU)

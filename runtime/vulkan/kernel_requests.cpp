@@ -228,10 +228,16 @@ pipeline_request backend::impl::norm_req(bool weighted, bool f16_out) {
   return req("rms_norm", {}, {{"WG", "512"}}, 3);
 }
 
-pipeline_request backend::impl::moe_req(const char* stage, bool sigmoid, bool topk_lean) {
+std::uint32_t backend::impl::topk_lean_slots(std::uint32_t n_expert, std::uint32_t k) const {
+  const std::uint32_t s = ctx.info().subgroup_size;
+  return topk_lean && n_expert && n_expert <= 256 && k <= s ? div_up(n_expert, s) : 0;
+}
+
+pipeline_request backend::impl::moe_req(const char* stage, bool sigmoid, std::uint32_t topk_lean) {
   std::vector<std::pair<std::string, std::string>> d{{stage, "1"}};
   if (sigmoid) d.emplace_back("ROUTER_SIGMOID", "1");
-  if (topk_lean) d.emplace_back("TOPK_LEAN", "1");  // MOE_TOPK's weights as the gate/up prologue's (tuning.hpp topk_lean)
+  // MOE_TOPK's weights as the gate/up prologue's (tuning.hpp topk_lean)
+  if (topk_lean) d.emplace_back("TOPK_LEAN", std::to_string(topk_lean));
   return req("moe", {}, std::move(d), 6);  // binding 5: COMBINE RESIDUAL
 }
 

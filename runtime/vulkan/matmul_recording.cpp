@@ -77,7 +77,7 @@ void backend::impl::record_matmul(const pending_matmul& m) {
       m.topk->n_expert <= 256 && m.topk->k <= 64 && gx <= ctx.info().max_workgroups_x) {
     d.emplace_back("TOPK_TAIL", "6");
     if (m.topk->sigmoid) d.emplace_back("ROUTER_SIGMOID", "1");
-    if (topk_lean) d.emplace_back("TOPK_LEAN", "1");
+    if (const std::uint32_t s = topk_lean_slots(m.topk->n_expert, m.topk->k)) d.emplace_back("TOPK_LEAN", std::to_string(s));
     b.insert(b.end(), {bind_id(tail_counter, true), bind_id(moe_ids, true), bind_id(moe_wts, true), bind(m.y, false)});
     struct {
       matvec_pc mv;
@@ -552,7 +552,8 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   auto r = expert_mmvq_req(w, K, N, up != nullptr, qout, grouped);
   if (topk && !grouped) {  // the top-k prologue (TOPK_IN below)
     if (topk_lab) r.defines.emplace_back("TOPK_LAB", std::to_string(topk_lab));  // lab: wrong results
-    if (topk_lean) r.defines.emplace_back("TOPK_LEAN", "1");  // as every other top-k of the step
+    // as every other top-k of the step
+    if (const std::uint32_t s = topk_lean_slots(topk->n_expert, in_div)) r.defines.emplace_back("TOPK_LEAN", std::to_string(s));
   }
   const std::uint32_t gx = div_up(N, mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
   if (topk && !grouped && topk->parts) {

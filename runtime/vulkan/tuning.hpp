@@ -263,9 +263,10 @@ struct backend_tuning {
   // (bench/RESULTS.md session 48).
   std::uint32_t topk_lab = 0;
   // Every GPU top-k in its lean form (moe_topk.glsl TOPK_LEAN; STRATA_VK_TOPK_LEAN=1), so the gate/up
-  // matvec's prologue, the MOE_TOPK dispatch and the router's tail weigh alike: the logits ranked four at a
-  // time, the weights from the k selected logits alone, no workgroup reductions. The same ids; the weights
-  // equal the full form's to the last bits. Not yet timed (the prologue is worth up to ~11% of
+  // matvec's prologue, the MOE_TOPK dispatch and the router's tail weigh alike: each subgroup takes the k
+  // largest logits one at a time (no shared memory, no barrier), the weights from the k selected logits
+  // alone. The same ids; the weights equal the full form's to the last bits. Where it does not fit
+  // (topk_lean_slots) the full form runs. Not yet timed (the prologue is worth up to ~11% of
   // qwen3-30b-a3b's decode, TOPK_LAB above).
   bool topk_lean = false;
   // Decode's MoE router as per-block parts written by the O projection beside the FFN norm's first

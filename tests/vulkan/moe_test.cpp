@@ -33,6 +33,9 @@ struct moe_case {
   std::uint32_t n_expert, k, n_tok;
   gguf::type_id up, down;  // gate and up share a format, as in llama-quantize's mixes
   std::uint32_t ff = n_ff;  // the experts' intermediate width
+  // Experts 1, 5, 9 and 12 share a router row that gives token row 3 (the first token) its four largest
+  // logits, equal to the last bit: a top-k of fewer than four must take the lower ids.
+  bool tied = false;
 };
 
 struct moe_model {
@@ -160,6 +163,9 @@ std::vector<double> reference(const moe_case& c, const moe_model& m, bool int8, 
 void make_model(moe_model& m, const moe_case& c, std::mt19937& rng) {
   m.xs = vkt::normal_floats(std::size_t(moe_table_rows) * n_embd, rng);
   m.inp_f = vkt::normal_floats(std::size_t(c.n_expert) * n_embd, rng, 0.1f);
+  if (c.tied)
+    for (const std::uint32_t e : {1u, 5u, 9u, 12u})
+      for (std::uint32_t i = 0; i < n_embd; ++i) m.inp_f[std::size_t(e) * n_embd + i] = 0.1f * m.xs[3 * n_embd + i];
   m.g = vkt::make_weight(c.up, std::size_t(c.n_expert) * c.ff, n_embd, rng, 0.1f);
   m.u = vkt::make_weight(c.up, std::size_t(c.n_expert) * c.ff, n_embd, rng, 0.1f);
   m.d = vkt::make_weight(c.down, std::size_t(c.n_expert) * n_embd, c.ff, rng, 0.1f);
@@ -181,6 +187,11 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
       {"softmax top-2 of 16, 5 tokens, Q4_K/Q6_K", softmax, output, 16, 2, 5, type_id::q4_k, type_id::q6_k},
       {"softmax top-8 of 64, 9 tokens, Q8_0", softmax, output, 64, 8, 9, type_id::q8_0, type_id::q8_0},
       {"softmax top-5 of 16, 1 token, Q4_K/Q6_K", softmax, output, 16, 5, 1, type_id::q4_k, type_id::q6_k},
+      // Tied logits (ties go to the lower id): a decode step (the gate/up matvec's prologue) and a few tokens.
+      {"softmax top-3 of 16, four tied logits, 1 token, Q4_K/Q6_K", softmax, output, 16, 3, 1, type_id::q4_k, type_id::q6_k,
+       n_ff, true},
+      {"softmax top-2 of 16, four tied logits, 5 tokens, Q4_K/Q6_K", softmax, output, 16, 2, 5, type_id::q4_k, type_id::q6_k,
+       n_ff, true},
       {"sigmoid top-1 of 16 (weighted input), 7 tokens, Q4_K/Q6_K", sigmoid, input, 16, 1, 7, type_id::q4_k,
        type_id::q6_k},
       {"sigmoid top-4 of 16 (weighted input), 3 tokens, Q8_0", sigmoid, input, 16, 4, 3, type_id::q8_0, type_id::q8_0},
@@ -209,8 +220,8 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
   };
   // Cases run again with every top-k in its lean form (STRATA_VK_TOPK_LEAN=1, moe_topk.glsl TOPK_LEAN: the
   // weights from the k selected logits alone): a decode step (the gate/up matvec's prologue), a few tokens
-  // (the MOE_TOPK dispatch), a sigmoid router weighting the combine, and a grouped step.
-  const std::set<std::string> lean_too{cases[0].name, cases[2].name, cases[5].name, cases[6].name};
+  // (the MOE_TOPK dispatch), the tied logits, a sigmoid router weighting the combine, and a grouped step.
+  const std::set<std::string> lean_too{cases[0].name, cases[2].name, cases[3].name, cases[4].name, cases[7].name, cases[8].name};
   std::mt19937 rng(4242);
   for (const auto& c : cases) {
     CAPTURE(c.name);

@@ -266,9 +266,10 @@ struct backend_tuning {
   // matvec's prologue, the MOE_TOPK dispatch and the router's tail weigh alike: each subgroup takes the k
   // largest logits one at a time (no shared memory, no barrier), the weights from the k selected logits
   // alone. The same ids; the weights equal the full form's to the last bits. Where it does not fit
-  // (topk_lean_slots) the full form runs. Not yet timed (the prologue is worth up to ~11% of
-  // qwen3-30b-a3b's decode, TOPK_LAB above).
-  bool topk_lean = false;
+  // (topk_lean_slots) the full form runs; STRATA_VK_TOPK_LEAN=0 forces it. H200, qwen3-30b-a3b: tg128
+  // 332.5 / 333.6 against 314.2 / 314.3 t/s, the gate/up matvec 0.674 against 0.852 ms a token (bench/RESULTS.md
+  // session 49).
+  bool topk_lean = true;
   // Decode's MoE router as per-block parts written by the O projection beside the FFN norm's first
   // half (mmvq.glsl ROUTER_PARTS), summed by the gate/up matvec's top-k (TOPK_PARTS): the router's
   // and the experts' input quantize's level leaves each MoE layer. STRATA_VK_ROUTER_PARTS=1. Off:

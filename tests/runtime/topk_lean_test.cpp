@@ -1,6 +1,6 @@
-// Every GPU top-k in its lean form (STRATA_VK_TOPK_LEAN=1, moe_topk.glsl TOPK_LEAN: the weights from
-// the k selected logits alone) against the full form (softmax over every expert, renormalised over
-// the k) on the qwen3moe fixture: decode's gate/up matvec ranks in its prologue, with the router's
+// Every GPU top-k in its lean form (the default, moe_topk.glsl TOPK_LEAN: each subgroup selects the k
+// largest, the weights from the k selected logits alone) against the full form (STRATA_VK_TOPK_LEAN=0:
+// every thread ranks, softmax over every expert renormalised over the k) on the qwen3moe fixture: decode's gate/up matvec ranks in its prologue, with the router's
 // own dispatch and with its logits as the O projection's block parts (TOPK_PARTS). Both forms pick
 // the same experts and weigh them alike to the last bits, but those bits move the prompt's and the
 // decode steps' int8 activations (~7e-6 NMSE on lavapipe), so the logits agree within a tenth of

@@ -524,6 +524,13 @@ pipeline_request backend::impl::expert_mmvq_req(const weight& w, std::uint32_t K
                                                 bool grouped) const {
   // n_cols: the stored row's width (whether its blocks are stored in groups), not the K read.
   auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[0], N, swiglu, false, true, qout, grouped);
+  const auto set_shape = [&](const mmvq_shape_t& s) {
+    for (auto& [k, v] : r.defines) {
+      if (k == "WG") v = std::to_string(s.wg);
+      if (k == "RPG") v = std::to_string(s.rpg);
+      if (k == "U") v = std::to_string(s.u);
+    }
+  };
   // Short expert rows (mmvq_short_lpr, default 8): lane groups of N lanes, so a 768-wide row's 12
   // units do not leave 20 of 32 lanes idle.
   if (const std::uint32_t sg = ctx.info().subgroup_size;
@@ -532,7 +539,9 @@ pipeline_request backend::impl::expert_mmvq_req(const weight& w, std::uint32_t K
     for (auto& [k, v] : r.defines)
       if (k == "LPR") v = std::to_string(mmvq_short_lpr);
     r.defines.emplace_back("SG_CLUSTER", "1");
+    if (!qout && !grouped) set_shape(mmvq_short_expert);
   }
+  if (mmvq_expert_forced && !qout && !grouped) set_shape(mmvq_expert);
   return r;
 }
 

@@ -258,6 +258,7 @@ void backend_tuning::read_env() {
     return true;
   };
   mmvq_mt_shape_forced = shape_env("STRATA_VK_MMVQ_MT_SHAPE", "64:4:1", true, mmvq_mt_shape);
+  mmvq_expert_forced = shape_env("STRATA_VK_MMVQ_EXPERT_SHAPE", "128:2:2", true, mmvq_expert);
   // A QUANT_OUT matvec's shape: as shape_env, and its workgroup owns 32 rows.
   const auto qout_env = [&](const char* name, const char* example, mmvq_shape_t& out) {
     const bool set = shape_env(name, example, true, out);

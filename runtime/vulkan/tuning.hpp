@@ -314,6 +314,13 @@ struct backend_tuning {
   // (VK_NV_shader_sm_builtins); unknown, 256 threads. STRATA_VK_MMVQ_QOUT=WG:RPG:U sets the shape.
   mmvq_shape_t mmvq_qout{256, 4, 1};
   bool mmvq_qout_forced = false;
+  // The per-pair expert matvecs without QUANT_OUT over short rows (decode's down projection, lane groups of
+  // mmvq_short_lpr): a row a lane group, 256 threads. H200, qwen3-30b-a3b (K 768): tg128 344.7 / 342.4 / 346.5
+  // against 334.7 / 337.4 / 341.7 t/s with the formats' own shapes (Q6_K 64:2:2 -> 0.375 to 0.330 ms a token,
+  // Q4_K 128:1:2 level), tg64 @ d4096 279.2 against 270.6 (bench/RESULTS.md session 49).
+  // STRATA_VK_MMVQ_EXPERT_SHAPE=WG:RPG:U sets every per-pair expert matvec's without QUANT_OUT, for experiments.
+  mmvq_shape_t mmvq_short_expert{256, 1, 2}, mmvq_expert{};
+  bool mmvq_expert_forced = false;
   static constexpr std::uint32_t qout_wave_per_sm = 3;
   bool uses_mmvq_mt(gguf::type_id t, std::uint32_t nt) const {
     return mmvq_mt && !mmvq_shape_forced && nt > 1 && nt <= detail::mmvq_mt_max_tokens && detail::has_mmvq_mt(t);

@@ -199,7 +199,7 @@ void main() {
 #endif
 #if defined(TOPK_LAB) && (TOPK_LAB & 1) != 0
   const uint wbase = t0 % p.in_div * p.expert_bytes;  // lab (wrong results): rank r reads expert r, no top-k
-#elif defined(TOPK_LEAN)  // each subgroup ranks ranks 0..this pair's alone, no barrier (moe_topk.glsl)
+#elif defined(TOPK_LEAN)  // each subgroup selects ranks 0 .. this pair's alone, no barrier (moe_topk.glsl)
   const bool topk_writer = gl_WorkGroupID.x == 0 && gl_WorkGroupID.z == 0 && t0 % p.in_div == 0 && gl_SubgroupID == 0u;
   const uint wbase = moe_topk_sg(t0 / p.in_div, p.topk_n_expert, p.in_div, p.topk_l_off, p.topk_l_stride, topk_writer, 0u,
                                  t0 % p.in_div) * p.expert_bytes;

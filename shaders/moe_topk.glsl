@@ -90,12 +90,12 @@ void topk_sum_parts(uint t, uint n_expert, uint l_off, uint l_stride, float eps)
 #endif
 
 #ifdef TOPK_LEAN
-// The lean form (STRATA_VK_TOPK_LEAN=1; TOPK_LEAN = experts a lane, at least n_expert / the
-// subgroup's size; k at most the subgroup's size): each subgroup ranks the token's logits alone,
+// The lean form (the default; STRATA_VK_TOPK_LEAN=0 runs the full form below. TOPK_LEAN = experts a lane,
+// at least n_expert / the subgroup's size; k at most the subgroup's size): each subgroup ranks alone,
 // with no shared memory and no barrier. Expert e sits in lane e % S, slot e / S (S = the subgroup's
 // size); the k largest are taken one at a time (the maximum across the subgroup, then the lowest
-// slot and lowest lane holding it: ties go to the lower id). Every gate/up workgroup ranked all 128
-// logits against each other in the full form below, ~30x the instructions (TOPK_IN). The weights
+// slot and lowest lane holding it: ties go to the lower id). The full form's chain before a gate/up
+// workgroup's first weight load (TOPK_IN: six barriers, 128 shared reads a thread) was the cost. The weights
 // come from the k selected logits alone: softmax over all experts renormalised over the k is
 // exp(l_r - l_0) / sum_j exp(l_j - l_0) over the selected (l_0 the largest), so the maximum and the
 // sum over every expert cancel. Same ids as the full form; the weights equal its to the last bits.

@@ -206,7 +206,8 @@ void main() {
 #else
   moe_topk(t0 / p.in_div, p.topk_n_expert, p.in_div, p.topk_l_off, p.topk_l_stride,
            gl_WorkGroupID.x == 0 && gl_WorkGroupID.z == 0 && t0 % p.in_div == 0, 0u);
-  const uint wbase = topk_sel[t0 % p.in_div] * p.expert_bytes;
+  // (clamped: NaN logits leave ranks unwritten, and the id must stay inside the experts' tensor)
+  const uint wbase = min(topk_sel[t0 % p.in_div], p.topk_n_expert - 1u) * p.expert_bytes;
 #endif
 #else
   const uint wbase = uint(ids[p.ids_off + t0]) * p.expert_bytes;

@@ -130,7 +130,8 @@ uint moe_topk_sg(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool 
         win = subgroupBallotFindLSB(b);
       }
     }
-    const uint id = slot * S + win;
+    // NaN logits (a broken model's) match no maximum: the id stays a real expert's, never past the tensor.
+    const uint id = min(slot * S + win, n_expert - 1u);
     [[unroll]] for (uint i = 0u; i < TOPK_LEAN; ++i)
       if (i == slot && lane == win) v[i] = -1.0 / 0.0;
     if (r == 0u) l0 = m;

@@ -73,7 +73,6 @@ struct backend::impl : backend_tuning {
 
   // Per-step inputs (host-visible), one section each.
   gpu_buffer step;
-  gpu_buffer flag_sync_words;  // flag_sync: the step's counter and its timeouts (host-visible)
   std::uint32_t max_rows = 0;  // tokens per step
   std::uint64_t off_tokens = 0, off_pos = 0, off_slots = 0, off_seq_row = 0, off_out_rows = 0, off_blocks = 0;
   std::uint64_t blocks_bytes = 0;

@@ -1,7 +1,6 @@
 // Vulkan backend setup: device options, weight upload, pipelines built up front, KV buffers and
 // the step-input buffer.
 #include "backend_impl.hpp"
-#include "flag_sync.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -63,20 +62,6 @@ backend::impl::impl(const backend_options& o)
   coopmat = ctx.info().nv_coopmat;
   read_env();
   ctx.set_memory_budget(opt.memory_budget);
-  if (flag_sync) {
-    if (ctx.info().max_push_constants < flag_sync_push_bytes)
-      throw error("STRATA_VK_FLAG_SYNC=1: GPU '" + ctx.info().name + "' has " + std::to_string(ctx.info().max_push_constants) +
-                  " bytes of push constants, the flag waits need " + std::to_string(flag_sync_push_bytes));
-    flag_sync_options fo;
-    if (const char* v = std::getenv("STRATA_VK_FLAG_SYNC_BACKOFF")) fo.backoff = std::uint32_t(std::stoul(v));
-    const char* lab = std::getenv("STRATA_VK_FLAG_SYNC_LAB");
-    const std::uint32_t lab_bits = lab ? std::uint32_t(std::stoul(lab)) : 0;
-    fo.coherent = (lab_bits & 2) == 0;
-    pipes.set_flag_sync(true, fo);
-    rec.set_flag_sync_lab_no_wait((lab_bits & 1) != 0);
-    flag_sync_words = gpu_buffer(ctx, 256, memory_kind::step, "flag-sync counter");
-    rec.set_flag_sync({flag_sync_words.handle(), 0, 8, 0});
-  }
   if (!opt.cached_expert_layers.empty()) {
     if (opt.expert_slots == 0) throw error("--expert-cache 0: the expert cache needs at least one slot per layer");
     if (opt.profile)

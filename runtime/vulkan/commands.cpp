@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "flag_sync.hpp"
 #include "strata/core/error.hpp"
 
 namespace strata::gpu {
@@ -27,24 +26,10 @@ void command_recorder::begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool q
   lab_no_barrier_ = lab && std::string_view(lab) == "1";
   cmd_->begin(vk::CommandBufferBeginInfo());
   if (after_part) barrier();
-  reset_flag_sync();
   if (queries_) {
     cmd_->resetQueryPool(queries_, first_query_, query_capacity_);
     cmd_->writeTimestamp(vk::PipelineStageFlagBits::eComputeShader, queries_, first_query_);
   }
-}
-
-// The counter back to zero once every earlier use of it (this queue's earlier dispatches, any
-// submit) is done, before any dispatch of this command buffer waits on it.
-void command_recorder::reset_flag_sync() {
-  sync_count_ = sync_level_ = 0;
-  flag_levels_ = false;
-  if (!sync_.buffer) return;
-  const vk::MemoryBarrier before(vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite, vk::AccessFlagBits::eTransferWrite);
-  cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eTransfer, {}, before, {}, {});
-  cmd_->fillBuffer(sync_.buffer, sync_.offset, 8, 0);
-  const vk::MemoryBarrier after(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite);
-  cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader, {}, after, {}, {});
 }
 
 void command_recorder::barrier() {
@@ -52,7 +37,6 @@ void command_recorder::barrier() {
   cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
   written_.clear();
   read_.clear();
-  flag_levels_ = false;
 }
 
 void command_recorder::dispatch(const pipeline& p, std::span<const binding> bindings, const void* push,
@@ -67,18 +51,7 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
     if (b.range.id == 0 || b.disjoint) continue;  // read-only constants (weights), disjoint writes
     hazard |= contains(written_, b.range.id) || (b.written && contains(read_, b.range.id));
   }
-  const bool flag_wait = p.flag_sync && sync_.buffer;
-  if (p.flag_sync && !sync_.buffer) throw error("kernel '" + p.label + "' waits on flag words the recorder has none of");
-  if (hazard && flag_wait) {
-    // This level waits for every workgroup recorded before it instead of a barrier.
-    sync_level_ = sync_count_;
-    written_.clear();
-    read_.clear();
-    flag_levels_ = true;
-  } else if ((hazard || (flag_levels_ && !p.flag_sync)) && !lab_no_barrier_) {
-    // A kernel without the wait after flag levels: a barrier, since it could depend on any of them.
-    barrier();
-  }
+  if (hazard && !lab_no_barrier_) barrier();
   for (const auto& b : bindings) {
     if (b.range.id == 0 || b.disjoint) continue;
     (b.written ? written_ : read_).push_back(b.range.id);
@@ -86,30 +59,19 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
   cmd_->bindPipeline(vk::PipelineBindPoint::eCompute, *p.handle);
   constexpr std::uint32_t max_bindings = 16;  // within every driver's maxPushDescriptors (>= 32)
   if (p.bindings > max_bindings || bindings.empty()) throw error("kernel '" + p.label + "': bad binding count");
-  std::array<vk::DescriptorBufferInfo, max_bindings + 1> infos;
-  std::array<vk::WriteDescriptorSet, max_bindings + 1> writes;
+  std::array<vk::DescriptorBufferInfo, max_bindings> infos;
+  std::array<vk::WriteDescriptorSet, max_bindings> writes;
   for (std::uint32_t i = 0; i < p.bindings; ++i) {
     const auto& r = bindings[i].range;
     infos[i] = vk::DescriptorBufferInfo(r.buffer, r.offset, r.bytes ? r.bytes : VK_WHOLE_SIZE);
     writes[i] = vk::WriteDescriptorSet(vk::DescriptorSet{}, i, 0, 1, vk::DescriptorType::eStorageBuffer, nullptr, &infos[i]);
   }
-  std::uint32_t n_writes = p.bindings;
-  if (p.flag_sync) {
-    infos[n_writes] = vk::DescriptorBufferInfo(sync_.buffer, sync_.offset, 8);
-    writes[n_writes] = vk::WriteDescriptorSet(vk::DescriptorSet{}, p.bindings, 0, 1, vk::DescriptorType::eStorageBuffer,
-                                              nullptr, &infos[n_writes]);
-    ++n_writes;
-  }
   cmd_->pushDescriptorSetKHR(vk::PipelineBindPoint::eCompute, *p.layout, 0,
-                             vk::ArrayProxy<const vk::WriteDescriptorSet>(n_writes, writes.data()));
+                             vk::ArrayProxy<const vk::WriteDescriptorSet>(p.bindings, writes.data()));
   if (push_bytes)
     cmd_->pushConstants<std::uint8_t>(*p.layout, vk::ShaderStageFlagBits::eCompute, 0,
                                       vk::ArrayProxy<const std::uint8_t>(push_bytes, static_cast<const std::uint8_t*>(push)));
-  if (p.flag_sync)
-    cmd_->pushConstants<std::uint32_t>(*p.layout, vk::ShaderStageFlagBits::eCompute, flag_sync_push_offset,
-                                       sync_lab_no_wait_ ? 0u : sync_level_);
   cmd_->dispatch(gx, gy, gz);
-  if (p.flag_sync) sync_count_ += gx * gy * gz;
   labels_.push_back(p.label);
   std::uint64_t wb = 0;
   for (const auto& b : bindings)
@@ -142,7 +104,6 @@ void command_recorder::resume(const vk::raii::CommandBuffer& cmd, const std::str
                         vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
   written_.clear();
   read_.clear();
-  reset_flag_sync();
 }
 
 void command_recorder::end() {

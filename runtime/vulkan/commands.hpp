@@ -42,11 +42,6 @@ class command_recorder {
   // the last kernel before the hand-off to this command buffer's start is an entry of its own,
   // `label` (the host's work plus a submit).
   void resume(const vk::raii::CommandBuffer& cmd, const std::string& label);
-  // Dispatches of flag-sync pipelines (pipeline::flag_sync) wait on `counter` (8 bytes: count,
-  // timeouts; zeroed as each command buffer begins) instead of a barrier. Empty: barriers only.
-  void set_flag_sync(const buffer_range& counter) noexcept { sync_ = counter; }
-  // Lab only, wrong results (STRATA_VK_FLAG_SYNC_LAB bit 0): no dispatch waits.
-  void set_flag_sync_lab_no_wait(bool on) noexcept { sync_lab_no_wait_ = on; }
 
   std::uint32_t dispatches() const noexcept { return std::uint32_t(labels_.size()); }
   const std::vector<std::string>& labels() const noexcept { return labels_; }
@@ -57,16 +52,9 @@ class command_recorder {
  private:
   void barrier();
   const vk::raii::CommandBuffer* cmd_ = nullptr;
-  void reset_flag_sync();
-  // Lab only, wrong results (STRATA_VK_LAB_NO_BARRIER=1): hazard barriers between dispatches left
-  // out, the bound on what removing them (flag waits instead) could gain.
+  // Lab only, wrong results (STRATA_VK_LAB_NO_BARRIER=1): no hazard barriers between dispatches,
+  // the bound on what a cheaper dependency between levels could gain (bench/RESULTS.md session 50).
   bool lab_no_barrier_ = false;
-  // Flag waits (flag_sync.hpp): the step's counter words, the workgroups recorded since the
-  // command buffer reset them, and the count the current level's dispatches wait for.
-  buffer_range sync_;
-  std::uint32_t sync_count_ = 0, sync_level_ = 0;
-  bool flag_levels_ = false;
-  bool sync_lab_no_wait_ = false;  // a level began with a flag wait since the last barrier
   vk::QueryPool queries_;
   std::uint32_t query_capacity_ = 0, first_query_ = 0;
   std::vector<std::uint32_t> written_, read_;  // buffer ids since the last barrier

@@ -1,7 +1,5 @@
 #include "pipelines.hpp"
 
-#include "flag_sync.hpp"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -155,23 +153,17 @@ std::string assemble_source(const pipeline_request& r) {
 std::unique_ptr<pipeline> pipeline_registry::build(const pipeline_request& r) {
   std::string src = assemble_source(r);
   if (ctx_->info().is_cpu) drop_unroll_hints(src);
-  // Kernels recorded outside a step (the start-up probes, the hand-off's own spin) keep barriers.
-  const bool sync = flag_sync_ && r.shader != "handoff_sync" && r.shader != "mma_layout" && r.shader != "probe_mma" &&
-                    r.shader != "read_bw";
-  if (sync) src = with_flag_sync(src, r.label(), r.bindings, flag_sync_opt_);
   const auto spirv = compiler_.compile(r.label(), src);
   auto p = std::make_unique<pipeline>();
   p->label = r.label();
   p->bindings = r.bindings;
-  p->flag_sync = sync;
   std::vector<vk::DescriptorSetLayoutBinding> b;
   for (std::uint32_t i = 0; i < r.bindings; ++i)
     b.emplace_back(i, vk::DescriptorType::eStorageBuffer, 1, vk::ShaderStageFlagBits::eCompute);
-  if (sync) b.emplace_back(r.bindings, vk::DescriptorType::eStorageBuffer, 1, vk::ShaderStageFlagBits::eCompute);
   const auto& dev = ctx_->device();
   p->set_layout = vk::raii::DescriptorSetLayout(
       dev, vk::DescriptorSetLayoutCreateInfo(vk::DescriptorSetLayoutCreateFlagBits::ePushDescriptorKHR, b));
-  const vk::PushConstantRange pc(vk::ShaderStageFlagBits::eCompute, 0, sync ? flag_sync_push_bytes : push_constant_bytes);
+  const vk::PushConstantRange pc(vk::ShaderStageFlagBits::eCompute, 0, push_constant_bytes);
   const vk::DescriptorSetLayout sl = *p->set_layout;
   p->layout = vk::raii::PipelineLayout(dev, vk::PipelineLayoutCreateInfo({}, sl, pc));
   const vk::raii::ShaderModule module(dev, vk::ShaderModuleCreateInfo({}, spirv.size() * 4, spirv.data()));

@@ -14,7 +14,6 @@
 
 #include "strata/core/progress.hpp"
 #include "context.hpp"
-#include "flag_sync.hpp"
 #include "shader_compiler.hpp"
 #include "strata/gguf/type_id.hpp"
 
@@ -41,7 +40,6 @@ std::string assemble_source(const pipeline_request& r);
 struct pipeline {
   std::string label;
   std::uint32_t bindings = 0;
-  bool flag_sync = false;  // built with_flag_sync: waits on the step's counter instead of barriers
   vk::raii::DescriptorSetLayout set_layout{nullptr};
   vk::raii::PipelineLayout layout{nullptr};
   vk::raii::Pipeline handle{nullptr};
@@ -61,19 +59,12 @@ class pipeline_registry {
 
   std::size_t size() const;
   const shader_compiler& compiler() const noexcept { return compiler_; }
-  // Pipelines built from now on wait on flag words instead of barriers (flag_sync.hpp).
-  void set_flag_sync(bool on, const flag_sync_options& o = {}) noexcept {
-    flag_sync_ = on;
-    flag_sync_opt_ = o;
-  }
 
  private:
   std::unique_ptr<pipeline> build(const pipeline_request& r);
   void save_cache() const;
 
   const context* ctx_;
-  bool flag_sync_ = false;
-  flag_sync_options flag_sync_opt_;
   std::filesystem::path cache_file_;
   shader_compiler compiler_;
   vk::raii::PipelineCache cache_{nullptr};

@@ -117,7 +117,6 @@ void backend_tuning::read_env() {
   if (!skip_kernels.empty() || !repeat_kernels.empty() || std::getenv("STRATA_VK_QDEC_SKIP") || std::getenv("STRATA_VK_TOPK_LAB"))
     std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP/TOPK_LAB is set: kernels left out or run twice, results are wrong (timing runs only)\n");
   flag("STRATA_VK_STEP_BUCKETS", step_buckets);
-  flag("STRATA_VK_FLAG_SYNC", flag_sync);
   flag("STRATA_VK_OUTPUT_PART", output_part);
   flag("STRATA_VK_SPLIT_ATTN", split_attention);
   flag("STRATA_VK_QTILE_ATTN", tiled_attention);

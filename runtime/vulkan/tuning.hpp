@@ -70,9 +70,6 @@ struct backend_tuning {
   // Steps run as one of a few token counts (step_buckets.hpp), so changing batches replay
   // recorded steps; STRATA_VK_STEP_BUCKETS=0: every token count records its own step.
   bool step_buckets = true;
-  // Flag waits instead of pipeline barriers between a step's dispatches (flag_sync.hpp;
-  // STRATA_VK_FLAG_SYNC=1, off by default until measured).
-  bool flag_sync = false;
   // A step's layers and its output are recorded and replayed apart (step_cache.cpp);
   // STRATA_VK_OUTPUT_PART=0: one recording per step, keyed by both (the A/B switch).
   bool output_part = true;

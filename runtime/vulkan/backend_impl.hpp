@@ -10,6 +10,7 @@
 //   backend.cpp           the graph ops of the contract (graph/backend_contract.hpp)
 //   handoff_submit.cpp    a step's parts submitted around the CPU's hand-offs (timeline or fences)
 //   recorded_step.hpp     a recorded step's command buffers and its hand-offs
+//   tier_blocks.hpp       the blocks of the memory tiers: GPU-cached experts, streamed FFNs and experts
 // Private to runtime/vulkan (includes Vulkan).
 #pragma once
 #include <chrono>
@@ -35,8 +36,8 @@
 #include "push_constants.hpp"
 #include "recorded_step.hpp"
 #include "scratch_schedule.hpp"
+#include "tier_blocks.hpp"
 #include "tuning.hpp"
-#include "strata/tiers/expert_cache.hpp"
 
 namespace strata::gpu {
 
@@ -130,15 +131,6 @@ struct backend::impl : backend_tuning {
   std::uint32_t hand_in = 0, hand_out = 0, hand_slots = 0;  // ids; hand_out: hand_slots regions of max_rows rows
   std::uint32_t hand_cols = 0;              // floats of x per row in hand_in (router logits after max_rows rows)
   // GPU-cached expert blocks (backend_options::cached_expert_layers).
-  struct cached_block {
-    cached_block(std::uint32_t l, std::uint32_t n_expert, std::uint32_t slots)
-        : layer(l), cache(n_expert, slots, tiers::cache_policy::slru) {}
-    std::uint32_t layer = 0;
-    tiers::expert_slot_cache cache;
-    std::uint32_t weight[3] = {~0u, ~0u, ~0u};  // gate, up, down weight ids
-    std::uint64_t expert_bytes[3] = {0, 0, 0};
-    gpu_buffer host[3];                          // every expert, host-visible: the uploads' source
-  };
   std::deque<cached_block> cached;
   std::uint32_t cache_ids_in = 0, cache_ids_out = 0;  // buffer ids: routed ids to the host, slot ids back
   std::vector<std::uint64_t> cache_seen;              // per expert: the step stamp it was last routed in
@@ -149,14 +141,6 @@ struct backend::impl : backend_tuning {
   // Dense layer streaming (backend_options::streamed_layers; layer_stream.cpp): per streamed
   // block its FFN tensors in pinned host memory, laid out as in a ring slot; the ring's slots
   // are `chunks` entries (block j uses slot j % 2).
-  struct streamed_block {
-    std::uint32_t layer = 0;
-    std::vector<std::uint32_t> weights;  // ids
-    std::uint32_t part[3] = {~0u, ~0u, ~0u};  // weight ids of gate, up, down
-    std::uint32_t cpu[3] = {0, 0, 0};         // their cpu_ffn indices (per-phase CPU share)
-    std::uint64_t bytes = 0;             // of the slot it fills
-    gpu_buffer host;
-  };
   std::vector<streamed_block> streams;
   std::uint32_t ring_chunk[2] = {0, 0}, stream_next = 0;  // stream_next: while recording, the first block not entered
   stream_stats streaming;
@@ -169,12 +153,6 @@ struct backend::impl : backend_tuning {
   // expert_stream.cpp). Each block is two ring items: gate + up (slot 0: read by the same
   // kernels) and down (slot 1), so the ring is one block's experts, not two, and the copy of
   // each item still runs one item ahead of its kernels.
-  struct xstream_block {
-    std::uint32_t layer = 0;
-    std::uint32_t part[3] = {~0u, ~0u, ~0u};  // weight ids of gate, up, down
-    std::uint64_t bytes[2] = {0, 0};          // items: gate + up, down
-    gpu_buffer host[2];                       // pinned, laid out as in their slot
-  };
   std::vector<xstream_block> xstreams;
   std::uint32_t xring_chunk[2] = {0, 0};
   std::uint32_t xstream_next = 0;  // while recording: the first item (2 per block) not yet entered

@@ -428,6 +428,14 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   // Integer matvec: scratch for one quantized input, decode-shaped pipelines per format.
   for (const auto& e : P.weights)
     if (impl::gpu_reads(e) && P.int8_unit(e.info->type) && e.info->ne[1] > 1) P.max_k = std::max<std::uint32_t>(P.max_k, std::uint32_t(e.info->ne[0]));
+  // The routers' experts, in one pass: the lean top-k's form depends on them all (k is assumed to
+  // fit), the router parts on the f32 routers of at most 256 experts.
+  std::uint32_t routed = 0, routed_f32 = 0;
+  for (const auto& e : P.weights)
+    if (e.info->name.ends_with("ffn_gate_inp.weight")) {
+      routed = std::max(routed, std::uint32_t(e.info->ne[1]));
+      if (e.info->type == gguf::type_id::f32 && e.info->ne[1] <= 256) routed_f32 = std::max(routed_f32, std::uint32_t(e.info->ne[1]));
+    }
   if (P.mmvq && P.max_k) {
     P.max_k = (P.max_k + 255) / 256 * 256;
 
@@ -438,9 +446,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
         P.rms_sq[sl] = P.new_buffer(std::uint64_t(P.max_q8_rows) * P.max_k / 32 * 4, memory_kind::device, "norm block sums");
     }
     if (P.router_parts && P.rms_sq[0]) {  // decode routers' logits as per-block parts (moe_ffn, ROUTER_PARTS)
-      for (const auto& e : P.weights)
-        if (e.info->name.ends_with("ffn_gate_inp.weight") && e.info->type == gguf::type_id::f32 && e.info->ne[1] <= 256)
-          P.router_part_experts = std::max(P.router_part_experts, std::uint32_t(e.info->ne[1]));
+      P.router_part_experts = routed_f32;
       if (P.router_part_experts)
         P.router_part_buf = P.new_buffer(std::uint64_t(P.router_part_tokens) * P.max_k / 32 * P.router_part_experts * 4,
                                          memory_kind::device, "router logit parts");
@@ -482,9 +488,6 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   for (const auto& e : P.weights)
     if (impl::gpu_reads(e) && e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
   if (!id_formats.empty()) {
-    std::uint32_t routed = 0;  // the routers' experts: the lean top-k's form depends on them (k is assumed to fit)
-    for (const auto& e : P.weights)
-      if (e.info->name.ends_with("ffn_gate_inp.weight")) routed = std::max(routed, std::uint32_t(e.info->ne[1]));
     reqs.push_back(impl::moe_req("MOE_TOPK", false, P.topk_lean_slots(routed, 1)));
     reqs.push_back(impl::moe_req("MOE_TOPK", true, P.topk_lean_slots(routed, 1)));
     reqs.push_back(impl::moe_req("MOE_GATHER"));

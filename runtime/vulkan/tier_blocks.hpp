@@ -1,0 +1,43 @@
+// The Vulkan backend's memory-tier blocks (backend_options): what the backend keeps per block
+// whose routed experts are GPU-cached (expert_cache.cpp), whose dense FFN streams through the
+// ring (layer_stream.cpp), or whose routed experts stream in prompt steps (expert_stream.cpp).
+// Private to runtime/vulkan (includes Vulkan).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "memory.hpp"
+#include "strata/tiers/expert_cache.hpp"
+
+namespace strata::gpu {
+
+// A GPU-cached expert block: the slot cache's bookkeeping and every expert's host copy.
+struct cached_block {
+  cached_block(std::uint32_t l, std::uint32_t n_expert, std::uint32_t slots)
+      : layer(l), cache(n_expert, slots, tiers::cache_policy::slru) {}
+  std::uint32_t layer = 0;
+  tiers::expert_slot_cache cache;
+  std::uint32_t weight[3] = {~0u, ~0u, ~0u};  // gate, up, down weight ids
+  std::uint64_t expert_bytes[3] = {0, 0, 0};
+  gpu_buffer host[3];                          // every expert, host-visible: the uploads' source
+};
+
+// A dense FFN streamed through the ring: its tensors in pinned host memory, laid out as in a slot.
+struct streamed_block {
+  std::uint32_t layer = 0;
+  std::vector<std::uint32_t> weights;  // ids
+  std::uint32_t part[3] = {~0u, ~0u, ~0u};  // weight ids of gate, up, down
+  std::uint32_t cpu[3] = {0, 0, 0};         // their cpu_ffn indices (per-phase CPU share)
+  std::uint64_t bytes = 0;             // of the slot it fills
+  gpu_buffer host;
+};
+
+// Routed experts streamed in prompt steps: two ring items (gate + up, down), each pinned.
+struct xstream_block {
+  std::uint32_t layer = 0;
+  std::uint32_t part[3] = {~0u, ~0u, ~0u};  // weight ids of gate, up, down
+  std::uint64_t bytes[2] = {0, 0};          // items: gate + up, down
+  gpu_buffer host[2];                       // pinned, laid out as in their slot
+};
+
+}  // namespace strata::gpu

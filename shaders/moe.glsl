@@ -61,7 +61,8 @@ void main() {
     fill[e] = 0;
   }
   barrier();
-  for (uint i = tid; i < pairs; i += WG) atomicAdd(cnt[uint(ids[i])], 1u);
+  // Ids clamped to the experts (a broken router's must not index past the tables).
+  for (uint i = tid; i < pairs; i += WG) atomicAdd(cnt[min(uint(ids[i]), E - 1u)], 1u);
   barrier();
   if (tid == 0) {
     uint o = 0, c = 0;
@@ -82,7 +83,7 @@ void main() {
       grp[6 + 3 * c] = min(CHUNK, cnt[e] - j * CHUNK);
     }
   for (uint i = tid; i < pairs; i += WG) {
-    const uint e = uint(ids[i]);
+    const uint e = min(uint(ids[i]), E - 1u);
     grp[sorted_off + first[e] + atomicAdd(fill[e], 1u)] = i;
   }
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -270,6 +271,51 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
               << " codes near a tie rounded the other way), vs CPU backend " << ecpu);
       CHECK(e64 <= (f16 ? vkt::tol_matmul_f64_f16_tiles : vkt::tol_moe_f64));
       CHECK(ecpu <= vkt::tol_moe_cpu);
+    }
+  }
+}
+
+// A token whose router logits are all NaN (a broken model or input): no logit is a maximum, so the
+// top-k may leave that token's ids unset; every kernel that reads ids clamps them to the experts'
+// tensor (mmvq.glsl, matvec.glsl, moe.glsl MOE_GROUP). The step must complete, and the other tokens
+// must come out as the CPU backend computes them: a decode step (the gate/up prologue), a few
+// tokens (the MOE_TOPK dispatch, a matvec per pair) and a grouped step, in both top-k forms.
+TEST_CASE("vulkan ops: moe_ffn with one token's router logits NaN completes, the other tokens exact") {
+  if (!vkt::available()) return;
+  using gguf::type_id;
+  const moe_case cases[] = {
+      {"NaN logits, top-3 of 16, 1 token", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 3, 1,
+       type_id::q4_k, type_id::q6_k},
+      {"NaN logits, top-2 of 16, 5 tokens", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 2, 5,
+       type_id::q4_k, type_id::q6_k},
+      {"NaN logits, top-4 of 16, 37 tokens (grouped)", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 4,
+       37, type_id::q4_k, type_id::q6_k},
+  };
+  std::mt19937 rng(77);
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    moe_model m;
+    make_model(m, c, rng);
+    for (std::uint32_t i = 0; i < n_embd; ++i) m.xs[3 * n_embd + i] = std::numeric_limits<float>::quiet_NaN();  // token 0
+    m.x = &m.store.add_f32("test.x_nan", m.xs, n_embd, moe_table_rows);
+    std::vector<float> cpu;
+    {
+      vkt::cpu_backend be;
+      cpu = run_moe(be, c, m);
+    }
+    for (const bool lean : {true, false}) {
+      CAPTURE(lean);
+      const test::scoped_env lean_env("STRATA_VK_TOPK_LEAN", lean ? "1" : "0");
+      std::vector<float> g;
+      {
+        gpu::backend be;
+        g = run_moe(be, c, m, 2);  // recorded, then replayed
+      }
+      REQUIRE(g.size() == std::size_t(c.n_tok) * n_embd);
+      if (c.n_tok == 1) continue;  // only the NaN token: completing is the check
+      const std::vector<float> g_rest(g.begin() + n_embd, g.end()), cpu_rest(cpu.begin() + n_embd, cpu.end());
+      CHECK(std::all_of(g_rest.begin(), g_rest.end(), [](float v) { return std::isfinite(v); }));
+      CHECK(test::nmse(g_rest, cpu_rest) <= vkt::tol_moe_cpu);
     }
   }
 }

@@ -67,7 +67,11 @@ void topk_sum_parts(uint t, uint n_expert, uint l_off, uint l_stride, float eps)
   for (uint i = tid; i < e4n * TOPK_SEGS; i += WG) {
     const uint e4 = i % e4n, seg = i / e4n;
     vec4 acc = vec4(0.0);
+#ifdef ROUTER_PARTS_LAB  // lab (wrong results): one block's parts only, the bound with the sums free
+    for (uint b0 = seg; b0 < 1u; b0 += 8u * TOPK_SEGS) {
+#else
     for (uint b0 = seg; b0 < TOPK_PARTS; b0 += 8u * TOPK_SEGS) {
+#endif
       vec4 v[8];  // eight loads in flight before the sums
       [[unroll]] for (uint u = 0u; u < 8u; ++u) {
         // The index stays in range past the last block (a compiler may load both arms of the select).

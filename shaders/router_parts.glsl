@@ -10,6 +10,9 @@ layout(binding = ROUTER_PARTS_AT + 1, std430) writeonly buffer RouterParts { flo
 // Called by every invocation; v: block blk's 32 values (rows 32 blk ..), n_rows the router's row
 // length. A thread an expert: its row's 32 columns are 128 contiguous bytes, loaded before the sum.
 void router_part_block(uint tok, uint blk, uint n_rows, vec4 v[8]) {
+#ifdef ROUTER_PARTS_LAB  // lab (wrong results): no parts written, the bound with the router free
+  return;
+#endif
   for (uint e = gl_LocalInvocationIndex; e < ROUTER_PARTS; e += WG) {
     const uint w0 = (e * n_rows) / 4u + blk * 8u;
     vec4 wr[8];

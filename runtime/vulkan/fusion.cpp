@@ -451,6 +451,7 @@ bool backend::impl::record_router_parts(const weight& router, const tensor& x, c
                    0, 0, 0, 0, 0, 1};
   rq.defines.insert(rq.defines.end(), {{"MOE_BLOCK_TAIL", "6"}, {"ROUTER_PARTS", std::to_string(router.ne[1])},
                                        {"ROUTER_PARTS_AT", "4"}});
+  if (router_parts_lab) rq.defines.emplace_back("ROUTER_PARTS_LAB", "1");
   // 0-3 the matvec's, 4-5 the parts (the residual and ids of other forms), 6-14 the tails' (7, the
   // router's weights, unused: k = 1).
   const std::vector<binding> b{bind_weight(w),          bind_id(xq[sl], false),         bind_id(xs[sl], false),

@@ -157,6 +157,7 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
   if (router_parts_recorded) {  // the router's logits as per-block parts (moe_ffn); binding 10 unused
     b.insert(b.end(), {bind_id(xq[sl], false), bind_weight(*m.router), bind_id(router_part_buf, true)});
     r.defines.insert(r.defines.end(), {{"ROUTER_PARTS", std::to_string(m.router->ne[1])}, {"ROUTER_PARTS_AT", "11"}});
+    if (router_parts_lab) r.defines.emplace_back("ROUTER_PARTS_LAB", "1");
     r.bindings = 13;
   }
   const std::uint32_t gx = div_up(w.ne[1], mmvq_rows_per_wg(r)), gy = div_up(n, nt);
@@ -576,6 +577,7 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
     r.defines.insert(r.defines.end(), {{"TOPK_IN", "10"}, {"RMS_IN", std::to_string(K)}, {"TOPK_PARTS", std::to_string(blocks)},
                                        {"TOPK_SEGS", std::to_string(segs)}});
     if (topk->sigmoid) r.defines.emplace_back("ROUTER_SIGMOID", "1");
+    if (router_parts_lab) r.defines.emplace_back("ROUTER_PARTS_LAB", "1");
     r.bindings = 15;
     b.insert(b.end(), {bind(y, false), bind(y, false), bind_id(rms_sq[sl], false), bind_id(moe_ids, true), bind_id(moe_wts, true),
                        bind_id(router_part_buf, false), bind_id(rms_sq[sl], false)});

@@ -275,6 +275,9 @@ struct backend_tuning {
   // and the experts' input quantize's level leaves each MoE layer. STRATA_VK_ROUTER_PARTS=1. Off:
   // -1% on the H200 (qwen3-30b-a3b tg128; the top-k's sum over the parts delays every expert row).
   bool router_parts = false;
+  // Lab only, wrong results (STRATA_VK_ROUTER_PARTS_LAB=1, with ROUTER_PARTS): the parts neither
+  // computed nor summed beyond one block: what one level fewer a MoE layer is worth with the router free.
+  bool router_parts_lab = false;
   // Decode's MoE combine (with the residual and the next norm's first half) as per-block tails of
   // the experts' down matvec (mmvq.glsl MOE_BLOCK_TAIL): the combine's level leaves each MoE layer.
   // STRATA_VK_MOE_BLOCK_TAIL=0: the combine's own dispatch.

@@ -438,10 +438,6 @@ struct backend::impl : backend_tuning {
   // --- matmul_recording.cpp: matmuls.
   void record_matmul(const pending_matmul& m);
   void record_mmvq(const pending_matmul& m);
-  // l2_prefetch (lab): after recording weight `name`'s matvec, the reads of the weights it names.
-  void record_l2_prefetch(std::string_view name);
-  std::uint32_t l2_sink = 0;
-  std::map<std::string, std::uint32_t, std::less<>> weight_by_name;
   // Prefill: tiles of 64 weight rows x 64 tokens (mul_mm.glsl).
   void record_mul_mm(const pending_matmul& m);
   // Tensor-core GEMM over f16 weights: an F16 matrix (or a format its tiles expand) is read in

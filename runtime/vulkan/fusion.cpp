@@ -378,7 +378,6 @@ void backend::impl::record_down_block_tail(const pending_combine& c) {
   wrote(c.out);
   quantized[so] = quantized_input{c.out, c.norm_out->w, c.norm_out->eps, true};
   last_slot = so;  // keep the norm's codes: the next quantize goes to the other slot
-  if (l2_prefetch && step_tokens == 1) record_l2_prefetch(w.name);
 }
 
 bool backend::impl::try_norm_out(const pending_norm& n) {

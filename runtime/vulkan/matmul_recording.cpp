@@ -180,7 +180,6 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
     quantized[so] = quantized_input{m.y, m.norm_out->w, m.norm_out->eps, true};
     last_slot = so;  // keep the norm's codes: the next quantize goes to the slot just read
   }
-  if (l2_prefetch && n == 1) record_l2_prefetch(w.name);
   if (qout) {
     quantized[so] = quantized_input{m.y, nullptr, 0.0f};
     last_slot = sl;  // the next quantize goes to the other slot than the one just read
@@ -547,36 +546,6 @@ pipeline_request backend::impl::expert_mmvq_req(const weight& w, std::uint32_t K
   return r;
 }
 
-void backend::impl::record_l2_prefetch(std::string_view name) {
-  // blk.N.<tensor>.weight
-  if (!name.starts_with("blk.")) return;
-  const auto dot = name.find('.', 4);
-  if (dot == std::string_view::npos) return;
-  const std::uint32_t layer = std::uint32_t(std::stoul(std::string(name.substr(4, dot - 4))));
-  const std::string_view what = name.substr(dot + 1);
-  std::vector<std::string> targets;
-  const auto blk = [](std::uint32_t l, const char* t) { return "blk." + std::to_string(l) + "." + t + ".weight"; };
-  if (what == "attn_q.weight") targets = {blk(layer, "attn_output"), blk(layer, "ffn_gate_inp")};
-  else if (what == "ffn_down_exps.weight" || what == "ffn_down.weight")
-    targets = {blk(layer + 1, "attn_q"), blk(layer + 1, "attn_k"), blk(layer + 1, "attn_v")};
-  if (targets.empty()) return;
-  if (weight_by_name.empty())
-    for (std::uint32_t i = 0; i < weights.size(); ++i) weight_by_name.emplace(std::string(weights[i].info->name), i);
-  if (!l2_sink) l2_sink = new_buffer(256, memory_kind::device, "L2 prefetch sink");
-  const auto& pl = pipes.get(req("l2_prefetch", {}, {{"WG", "256"}}, 2));
-  for (const auto& t : targets) {
-    const auto it = weight_by_name.find(t);
-    if (it == weight_by_name.end()) continue;
-    const auto& e = weights[it->second];
-    if (e.host >= 0 || e.cache >= 0 || e.stream >= 0 || e.xstream >= 0 || e.bytes < 64) continue;
-    const std::uint32_t sectors = std::uint32_t(e.bytes / 32);
-    // Id 0 on both: untracked, so the read joins the current level and no barrier waits for it.
-    const binding b[] = {{{chunks.at(e.chunk).handle(), e.offset, e.bytes, 0}, false},
-                         {{buf(l2_sink).handle(), 0, 256, 0}, true}};
-    rec.dispatch(pl, b, &sectors, 4, std::min<std::uint32_t>(div_up(sectors, 256), 264));
-  }
-}
-
 void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint32_t sl, std::uint32_t in_div, std::uint32_t pairs,
                                     const tensor& y, bool qout, std::uint32_t chunks, const std::optional<topk_in_t>& topk,
                                     expert_cols part) {
@@ -636,7 +605,6 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
     quantized[so] = quantized_input{y, nullptr, 0.0f};
     last_slot = sl;
   }
-  if (l2_prefetch && step_tokens == 1) record_l2_prefetch(w.name);
 }
 
 bool backend::impl::adjacent(const weight& g, const weight& u) const {

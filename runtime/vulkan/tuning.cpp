@@ -162,7 +162,6 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_TOPK_LEAN", topk_lean);
   flag("STRATA_VK_ROUTER_PARTS", router_parts);
   flag("STRATA_VK_ROUTER_PARTS_LAB", router_parts_lab);
-  flag("STRATA_VK_L2_PREFETCH", l2_prefetch);
   flag("STRATA_VK_MOE_BLOCK_TAIL", moe_block_tail);
   count("STRATA_VK_BT_LAB", 0, 3, moe_block_tail_lab, "lab bits; results are then wrong");
   count("STRATA_VK_MMVQ_SHORT_LPR", 0, 16, mmvq_short_lpr, "lanes a row; 0: a warp a row");

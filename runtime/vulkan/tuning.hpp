@@ -278,10 +278,6 @@ struct backend_tuning {
   // Lab only, wrong results (STRATA_VK_ROUTER_PARTS_LAB=1, with ROUTER_PARTS): the parts neither
   // computed nor summed beyond one block: what one level fewer a MoE layer is worth with the router free.
   bool router_parts_lab = false;
-  // Lab (STRATA_VK_L2_PREFETCH=1): one-token steps read weights into L2 a level or two before their
-  // matvec (a kernel recorded beside an earlier level): after a block's Q projection its O
-  // projection and router, after its experts' down (or dense down) the next block's Q, K and V.
-  bool l2_prefetch = false;
   // Decode's MoE combine (with the residual and the next norm's first half) as per-block tails of
   // the experts' down matvec (mmvq.glsl MOE_BLOCK_TAIL): the combine's level leaves each MoE layer.
   // STRATA_VK_MOE_BLOCK_TAIL=0: the combine's own dispatch.

@@ -74,6 +74,11 @@ layout(binding = 0, std430) readonly buffer W32 { uint w32[]; };
 layout(binding = 0, std430) readonly buffer W64 { uvec2 w64[]; };
 layout(binding = 0, std430) readonly buffer W128 { uvec4 w128[]; };
 
+// The last expert (or cache slot) of a binding whose experts lie expert_bytes apart: expert ids
+// read from a buffer are clamped to it, so a broken router's ids (NaN logits leave a full-form
+// top-k's ranks unwritten) cannot read past the experts' tensor.
+uint w_last_expert(uint expert_bytes) { return uint(w32.length()) * 4u / expert_bytes - 1u; }
+
 uint w_u8(uint byte_off) { return uint(w8[byte_off]); }
 int w_i8(uint byte_off) { return int(int8_t(w8[byte_off])); }
 uint w_u16(uint byte_off) { return uint(w16[byte_off >> 1]); }

@@ -86,8 +86,7 @@ void main() {
 #ifdef MOE_IDS
   const uint pair = gl_WorkGroupID.y;
   const uint t0 = pair;
-  // (clamped to the experts the binding holds: a broken router's ids must not read past them)
-  const uint wbase = min(uint(ids[p.ids_off + pair]), uint(w32.length()) * 4u / p.expert_bytes - 1u) * p.expert_bytes;
+  const uint wbase = min(uint(ids[p.ids_off + pair]), w_last_expert(p.expert_bytes)) * p.expert_bytes;
   const uint xrow0 = pair / p.in_div;
   const uint nt = 1;
 #else

@@ -171,13 +171,6 @@ const uint RMS_NB = RMS_IN / 32;                 // block sums per token
 const uint RMS_PER_LANE = (RMS_NB + LPR - 1) / LPR;
 #endif
 
-#ifdef MOE_IDS
-// The last expert (or cache slot) the weight binding holds: ids read from a buffer are clamped to
-// it, so a broken router's ids (NaN logits leave a full-form top-k's ranks unwritten) cannot read
-// past the experts' tensor.
-uint bound_experts() { return uint(w32.length()) * 4u / p.expert_bytes - 1u; }
-#endif
-
 void main() {
 #ifdef HAS_MMVQ_INIT
   mmvq_init();  // every invocation, before any workgroup returns
@@ -191,7 +184,7 @@ void main() {
 #if defined(MOE_GROUPED)
   const uint chunk = gl_WorkGroupID.y;
   if (chunk >= uint(ids[0])) return;  // the whole workgroup: no barrier has been reached
-  const uint wbase = min(uint(ids[4 + 3 * chunk]), bound_experts()) * p.expert_bytes, pfirst = uint(ids[5 + 3 * chunk]);
+  const uint wbase = min(uint(ids[4 + 3 * chunk]), w_last_expert(p.expert_bytes)) * p.expert_bytes, pfirst = uint(ids[5 + 3 * chunk]);
   const uint nt = uint(ids[6 + 3 * chunk]);
   UNROLL for (uint t = 0; t < NT; ++t) {
     const uint pair = uint(ids[p.ids_off + pfirst + min(t, nt - 1)]);
@@ -217,7 +210,7 @@ void main() {
   const uint wbase = min(topk_sel[t0 % p.in_div], p.topk_n_expert - 1u) * p.expert_bytes;
 #endif
 #else
-  const uint wbase = min(uint(ids[p.ids_off + t0]), bound_experts()) * p.expert_bytes;
+  const uint wbase = min(uint(ids[p.ids_off + t0]), w_last_expert(p.expert_bytes)) * p.expert_bytes;
 #endif
   const uint nt = 1;
   UNROLL for (uint t = 0; t < NT; ++t) {

@@ -280,7 +280,7 @@ TEST_CASE("vulkan ops: moe_ffn (softmax and sigmoid routers, k = 1..8) vs float6
 // tensor (mmvq.glsl, matvec.glsl, moe.glsl MOE_GROUP). The step must complete, and the other tokens
 // must come out as the CPU backend computes them: a decode step (the gate/up prologue), a few
 // tokens (the MOE_TOPK dispatch, a matvec per pair) and a grouped step, in both top-k forms.
-TEST_CASE("vulkan ops: moe_ffn with one token's router logits NaN completes, the other tokens exact") {
+TEST_CASE("vulkan ops: moe_ffn with one token's router logits NaN completes, the other tokens match the CPU backend") {
   if (!vkt::available()) return;
   using gguf::type_id;
   const moe_case cases[] = {

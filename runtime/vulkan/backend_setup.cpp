@@ -61,6 +61,7 @@ backend::impl::impl(const backend_options& o)
     : opt(o), ctx(o.device), pipes(ctx, o.cache_dir.empty() ? default_cache_dir() : o.cache_dir) {
   coopmat = ctx.info().nv_coopmat;
   read_env();
+  rec.set_lab_no_barrier(lab_no_barrier);
   ctx.set_memory_budget(opt.memory_budget);
   if (!opt.cached_expert_layers.empty()) {
     if (opt.expert_slots == 0) throw error("--expert-cache 0: the expert cache needs at least one slot per layer");

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
-#include <string_view>
 
 #include "strata/core/error.hpp"
 
@@ -22,8 +20,6 @@ void command_recorder::begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool q
   read_.clear();
   labels_.clear();
   weight_bytes_.clear();
-  const char* lab = std::getenv("STRATA_VK_LAB_NO_BARRIER");
-  lab_no_barrier_ = lab && std::string_view(lab) == "1";
   cmd_->begin(vk::CommandBufferBeginInfo());
   if (after_part) barrier();
   if (queries_) {

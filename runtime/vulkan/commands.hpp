@@ -42,6 +42,8 @@ class command_recorder {
   // the last kernel before the hand-off to this command buffer's start is an entry of its own,
   // `label` (the host's work plus a submit).
   void resume(const vk::raii::CommandBuffer& cmd, const std::string& label);
+  // Lab only, wrong results (backend_tuning::lab_no_barrier): no hazard barriers between dispatches.
+  void set_lab_no_barrier(bool on) noexcept { lab_no_barrier_ = on; }
 
   std::uint32_t dispatches() const noexcept { return std::uint32_t(labels_.size()); }
   const std::vector<std::string>& labels() const noexcept { return labels_; }
@@ -52,8 +54,6 @@ class command_recorder {
  private:
   void barrier();
   const vk::raii::CommandBuffer* cmd_ = nullptr;
-  // Lab only, wrong results (STRATA_VK_LAB_NO_BARRIER=1): no hazard barriers between dispatches,
-  // the bound on what a cheaper dependency between levels could gain (bench/RESULTS.md session 50).
   bool lab_no_barrier_ = false;
   vk::QueryPool queries_;
   std::uint32_t query_capacity_ = 0, first_query_ = 0;

@@ -117,6 +117,9 @@ void backend_tuning::read_env() {
   if (!skip_kernels.empty() || !repeat_kernels.empty() || std::getenv("STRATA_VK_QDEC_SKIP") || std::getenv("STRATA_VK_TOPK_LAB"))
     std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP/TOPK_LAB is set: kernels left out or run twice, results are wrong (timing runs only)\n");
   flag("STRATA_VK_STEP_BUCKETS", step_buckets);
+  flag("STRATA_VK_LAB_NO_BARRIER", lab_no_barrier);
+  if (lab_no_barrier)
+    std::fprintf(stderr, "strata: STRATA_VK_LAB_NO_BARRIER is set: no barriers between a step's kernels, results are wrong (timing runs only)\n");
   flag("STRATA_VK_OUTPUT_PART", output_part);
   flag("STRATA_VK_SPLIT_ATTN", split_attention);
   flag("STRATA_VK_QTILE_ATTN", tiled_attention);
@@ -162,6 +165,8 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_TOPK_LEAN", topk_lean);
   flag("STRATA_VK_ROUTER_PARTS", router_parts);
   flag("STRATA_VK_ROUTER_PARTS_LAB", router_parts_lab);
+  if (router_parts_lab)
+    std::fprintf(stderr, "strata: STRATA_VK_ROUTER_PARTS_LAB is set: the router's parts are left out, results are wrong (timing runs only)\n");
   flag("STRATA_VK_MOE_BLOCK_TAIL", moe_block_tail);
   count("STRATA_VK_BT_LAB", 0, 3, moe_block_tail_lab, "lab bits; results are then wrong");
   count("STRATA_VK_MMVQ_SHORT_LPR", 0, 16, mmvq_short_lpr, "lanes a row; 0: a warp a row");

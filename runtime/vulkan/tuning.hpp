@@ -70,6 +70,10 @@ struct backend_tuning {
   // Steps run as one of a few token counts (step_buckets.hpp), so changing batches replay
   // recorded steps; STRATA_VK_STEP_BUCKETS=0: every token count records its own step.
   bool step_buckets = true;
+  // Lab only, wrong results (STRATA_VK_LAB_NO_BARRIER=1): the recorder puts no hazard barrier between
+  // dispatches, so every kernel of a step may overlap every other: the bound of the dependency chain
+  // (H200, qwen3-30b-a3b tg128 344 -> 1,011 t/s; bench/RESULTS.md session 50).
+  bool lab_no_barrier = false;
   // A step's layers and its output are recorded and replayed apart (step_cache.cpp);
   // STRATA_VK_OUTPUT_PART=0: one recording per step, keyed by both (the A/B switch).
   bool output_part = true;

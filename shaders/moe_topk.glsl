@@ -9,6 +9,8 @@
 // of the unnormalised rows (mmvq.glsl ROUTER_PARTS: [token][block][expert], experts a multiple of
 // 4) and +3 the blocks' sums of x^2; topk_sum_parts() sums the parts (TOPK_SEGS threads an
 // expert quad, each over every TOPK_SEGS-th block) and applies the 1 / rms before the ranking.
+// TOPK_LPARTS (default TOPK_PARTS): the logits' parts a token where they are not one a block
+// (router_product.glsl: 2, [token][part][expert]); the sums of x^2 stay TOPK_PARTS blocks.
 #if defined(TOPK_TAIL)
 #define TOPK_BINDING (TOPK_TAIL + 1)
 #elif defined(TOPK_IN)
@@ -19,6 +21,10 @@
 layout(binding = TOPK_BINDING + 0, std430) buffer TopkIds { int topk_ids[]; };
 layout(binding = TOPK_BINDING + 1, std430) buffer TopkWts { float topk_wts[]; };
 #ifdef TOPK_PARTS
+#ifndef TOPK_LPARTS
+#define TOPK_LPARTS TOPK_PARTS
+#endif
+const uint TOPK_LOADS = TOPK_LPARTS < 8 ? TOPK_LPARTS : 8;  // parts loaded before the sums
 layout(binding = TOPK_BINDING + 2, std430) readonly buffer TopkParts { vec4 topk_l4[]; };
 layout(binding = TOPK_BINDING + 3, std430) readonly buffer TopkSq { float topk_sq[]; };
 shared vec4 topk_psum[TOPK_SEGS][64];
@@ -68,18 +74,18 @@ void topk_sum_parts(uint t, uint n_expert, uint l_off, uint l_stride, float eps)
     const uint e4 = i % e4n, seg = i / e4n;
     vec4 acc = vec4(0.0);
 #ifdef ROUTER_PARTS_LAB  // lab (wrong results): one block's parts only, the bound with the sums free
-    for (uint b0 = seg; b0 < 1u; b0 += 8u * TOPK_SEGS) {
+    for (uint b0 = seg; b0 < 1u; b0 += TOPK_LOADS * TOPK_SEGS) {
 #else
-    for (uint b0 = seg; b0 < TOPK_PARTS; b0 += 8u * TOPK_SEGS) {
+    for (uint b0 = seg; b0 < TOPK_LPARTS; b0 += TOPK_LOADS * TOPK_SEGS) {
 #endif
-      vec4 v[8];  // eight loads in flight before the sums
-      [[unroll]] for (uint u = 0u; u < 8u; ++u) {
-        // The index stays in range past the last block (a compiler may load both arms of the select).
+      vec4 v[TOPK_LOADS];  // the loads in flight before the sums
+      [[unroll]] for (uint u = 0u; u < TOPK_LOADS; ++u) {
+        // The index stays in range past the last part (a compiler may load both arms of the select).
         const uint b = b0 + u * TOPK_SEGS;
-        const vec4 l = topk_l4[base + min(b, TOPK_PARTS - 1u) * e4n + e4];
-        v[u] = b < TOPK_PARTS ? l : vec4(0.0);
+        const vec4 l = topk_l4[base + min(b, TOPK_LPARTS - 1u) * e4n + e4];
+        v[u] = b < TOPK_LPARTS ? l : vec4(0.0);
       }
-      [[unroll]] for (uint u = 0u; u < 8u; ++u) acc += v[u];
+      [[unroll]] for (uint u = 0u; u < TOPK_LOADS; ++u) acc += v[u];
     }
     topk_psum[seg][e4] = acc;
   }

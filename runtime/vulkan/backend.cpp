@@ -386,7 +386,10 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // logits as per-block parts too (record_router_parts); the gate/up matvec's top-k sums them and
   // reads the codes, so neither the router nor the experts' input quantize takes a dispatch.
   // Not where the graph reads x again (a shared expert): the parts leave x unwritten.
-  const bool parts = norm && topk_in_ok && !mp.input_reused && P.record_router_parts(*mw.gate_inp, x, s.y.first_rows(n));
+  // With router_product the parts are two, from products precomputed at load (record_router_product).
+  const bool parts_ok = norm && topk_in_ok && !mp.input_reused;
+  const bool product = parts_ok && P.record_router_product(*mw.gate_inp, x, s.y.first_rows(n));
+  const bool parts = product || (parts_ok && P.record_router_parts(*mw.gate_inp, x, s.y.first_rows(n)));
   P.prepare({norm ? norm->x : x}, {s.logits, s.xin, s.gate, s.up, s.y, out});
   if (parts) P.dropped.push_back(x);  // the norm's rows are never written: no later op may read them
   if (norm && !parts) {
@@ -450,7 +453,10 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     if (P.adjacent(*mw.gate_exps, *mw.up_exps)) {
       const bool qout = P.quant_out && F % 32 == 0 && F <= P.max_k && g.off % 4 == 0 && g.stride % 4 == 0;
       P.record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, in_div, pairs, g, qout, chunks,
-                        topk_in ? std::optional(impl::topk_in_t{logits, E, sigmoid, parts, parts ? norm->eps : 0.0f}) : std::nullopt);
+                        topk_in ? std::optional(impl::topk_in_t{logits, E, sigmoid, parts, parts ? norm->eps : 0.0f,
+                                                                     product ? P.router_product_parts : P.router_part_buf,
+                                                                     product ? 2u : 0u})
+                                : std::nullopt);
     } else {
       P.record_mmvq_ids(*mw.gate_exps, nullptr, sl, in_div, pairs, g, false, chunks);
       P.record_mmvq_ids(*mw.up_exps, nullptr, sl, in_div, pairs, u, false, chunks);

@@ -197,8 +197,22 @@ struct backend::impl : backend_tuning {
   std::uint32_t rms_sq[2] = {0, 0};  // buffer ids per slot: NORM_OUT's sums of y^2 per token and 32-row block
   // ROUTER_PARTS (moe_ffn, fusion.cpp record_router_parts): the parts' buffer id, the experts it holds, its tokens.
   std::uint32_t router_part_buf = 0, router_part_experts = 0, router_part_tokens = 8;
-  bool router_parts_recorded = false, short_ctx = false;  // whether the last record_matmul() wrote the parts
+  // Whether the last record_matmul() wrote the parts / the next norm's first half (NORM_OUT).
+  bool router_parts_recorded = false, norm_out_recorded = false, short_ctx = false;
   bool try_norm_out(const pending_norm& n), record_router_parts(const weight& router, const tensor& x, const tensor& scratch);
+  bool record_norm_out_projection(const weight* parts_router, const tensor& x, const tensor& scratch);
+  // router_product (router_product.cpp): per router weight id, its layer's products R' (router x the
+  // FFN norm's weight) and M (R' x the O projection) in one buffer, and the two parts they write.
+  struct router_product_t {
+    std::uint32_t buf = 0;                   // buffer id: M's rows, then R''s; 0: none for this router
+    std::uint32_t o_id = 0, norm_id = 0;     // the weights it was built from (checked where it is used)
+    std::uint32_t experts = 0, hidden = 0, k = 0;  // E, the residual's width, the O projection's input width
+  };
+  std::vector<router_product_t> router_products;
+  std::uint32_t router_product_parts = 0;  // buffer id: [token][2][expert] logit parts (router_product.glsl)
+  void make_router_products();
+  static pipeline_request router_product_req(bool q8);  // router_product.glsl: R' h (f32 input) or M a (INPUT_Q8)
+  bool record_router_product(const weight& router, const tensor& x, const tensor& scratch);
   std::optional<quantized_input> quantized[2];
   std::uint32_t last_slot = 1;
   // Per-head ops on Q and K (weighted / plain RMS norm, RoPE, temperature) wait for kv_store()'s attn_prep

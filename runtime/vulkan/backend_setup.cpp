@@ -452,6 +452,11 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
         P.router_part_buf = P.new_buffer(std::uint64_t(P.router_part_tokens) * P.max_k / 32 * P.router_part_experts * 4,
                                          memory_kind::device, "router logit parts");
     }
+    if (P.router_product && P.rms_sq[0]) {  // decode routers without their own level (moe_ffn, router_product.cpp)
+      P.make_router_products();
+      if (P.router_product_parts)
+        for (bool q8 : {false, true}) reqs.push_back(impl::router_product_req(q8));
+    }
     for (bool norm : {false, true}) reqs.push_back(P.quantize_req(norm));
     for (const auto& e : P.weights)
       if (P.int8_unit(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1)

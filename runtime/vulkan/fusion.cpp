@@ -409,7 +409,7 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
     return false;
   // A projection that cannot own whole blocks waits only for an MoE router's block tails.
   const bool fits = norm_out_fits(m.w->type, m.w->ne[1]);
-  if (!fits && !(router_part_buf && block_counters && x.rows == 1 && !m.norm)) return false;
+  if (!fits && !((router_part_buf || router_product_parts) && block_counters && x.rows == 1 && !m.norm)) return false;
   defer_past(mats);
   mats.back().norm_out = n;
   mats.back().norm_out_router_only = !fits;
@@ -419,22 +419,30 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
 // Decode's MoE router (moe_ffn): the O projection waiting with the FFN norm's first half
 // (try_norm_out) is recorded now, writing the router's logits as per-block parts beside the codes
 // (mmvq.glsl ROUTER_PARTS). False: the projection, if it was waiting, is recorded without them.
-// A projection that cannot own whole blocks (norm_out_router_only) runs as one token's block tails
-// (mmvq.glsl MOE_BLOCK_TAIL without MOE_IDS): its raw rows into `scratch`, the tails add them to
-// the residual and write the norm's first half and the router's parts block by block.
 bool backend::impl::record_router_parts(const weight& router, const tensor& x, const tensor& scratch) {
   const auto& e = weights.at(router.id);
   if (!router_part_buf || router.type != gguf::type_id::f32 || router.ne[1] > router_part_experts || router.ne[1] % 4 ||
-      router.ne[0] != x.cols || x.rows > router_part_tokens || e.host >= 0 || e.stream >= 0 || e.xstream >= 0 || combine ||
-      mats.size() != 1 || !mats.back().norm_out || !same(mats.back().norm_out->y, x))
+      router.ne[0] != x.cols || x.rows > router_part_tokens || e.host >= 0 || e.stream >= 0 || e.xstream >= 0)
     return false;
+  return record_norm_out_projection(&router, x, scratch);
+}
+
+// The O projection waiting with the FFN norm's first half (try_norm_out), recorded in a form that
+// writes the norm's codes and block sums of x^2 for the gate/up matvec (RMS_IN), and with
+// `parts_router` the router's per-block parts (ROUTER_PARTS). False: nothing waited, or the
+// projection was recorded without them.
+// A projection that cannot own whole blocks (norm_out_router_only) runs as one token's block tails
+// (mmvq.glsl MOE_BLOCK_TAIL without MOE_IDS): its raw rows into `scratch`, the tails add them to
+// the residual and write the norm's first half (and the router's parts) block by block.
+bool backend::impl::record_norm_out_projection(const weight* parts_router, const tensor& x, const tensor& scratch) {
+  if (combine || mats.size() != 1 || !mats.back().norm_out || !same(mats.back().norm_out->y, x)) return false;
   pending_matmul m = mats.back();
   if (!m.norm_out_router_only) {
     mats.clear();
-    m.router = &router;
-    router_parts_recorded = false;  // record_mmvq() sets it when its NORM_OUT form takes the router
+    m.router = parts_router;
+    norm_out_recorded = router_parts_recorded = false;  // record_mmvq() sets them when its NORM_OUT form runs
     record_matmul(m);
-    return router_parts_recorded;
+    return parts_router ? router_parts_recorded : norm_out_recorded;
   }
   const weight& w = *m.w;
   const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]);
@@ -449,16 +457,28 @@ bool backend::impl::record_router_parts(const weight& router, const tensor& x, c
   const std::uint32_t sl = quantize_input(m.x, nullptr, 0.0f), so = sl ^ 1u;
   const mmvq_pc mp{K, N, 1, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32, scratch.off, scratch.stride,
                    0, 0, 0, 0, 0, 1};
-  rq.defines.insert(rq.defines.end(), {{"MOE_BLOCK_TAIL", "6"}, {"ROUTER_PARTS", std::to_string(router.ne[1])},
-                                       {"ROUTER_PARTS_AT", "4"}});
-  if (router_parts_lab) rq.defines.emplace_back("ROUTER_PARTS_LAB", "1");
-  // 0-3 the matvec's, 4-5 the parts (the residual and ids of other forms), 6-14 the tails' (7, the
-  // router's weights, unused: k = 1).
-  const std::vector<binding> b{bind_weight(w),          bind_id(xq[sl], false),         bind_id(xs[sl], false),
-                               bind(scratch, true),     bind_weight(router),            bind_id(router_part_buf, true),
-                               bind_id(block_counters, true), bind(scratch, false),     bind(m.y, true),
-                               bind(r, false),          bind(scratch, false),           bind_weight(*m.norm_out->w),
-                               bind_id(xq[so], true),   bind_id(xs[so], true),          bind_id(rms_sq[so], true)};
+  rq.defines.emplace_back("MOE_BLOCK_TAIL", "6");
+  if (parts_router) {
+    rq.defines.insert(rq.defines.end(), {{"ROUTER_PARTS", std::to_string(parts_router->ne[1])}, {"ROUTER_PARTS_AT", "4"}});
+    if (router_parts_lab) rq.defines.emplace_back("ROUTER_PARTS_LAB", "1");
+  }
+  // 0-3 the matvec's, 4-5 the parts (the residual and ids of other forms; without parts unused), 6-14 the
+  // tails' (7, the router's weights, unused: k = 1).
+  const std::vector<binding> b{bind_weight(w),
+                               bind_id(xq[sl], false),
+                               bind_id(xs[sl], false),
+                               bind(scratch, true),
+                               parts_router ? bind_weight(*parts_router) : bind_id(xs[sl], false),
+                               parts_router ? bind_id(router_part_buf, true) : bind_id(xs[sl], false),
+                               bind_id(block_counters, true),
+                               bind(scratch, false),
+                               bind(m.y, true),
+                               bind(r, false),
+                               bind(scratch, false),
+                               bind_weight(*m.norm_out->w),
+                               bind_id(xq[so], true),
+                               bind_id(xs[so], true),
+                               bind_id(rms_sq[so], true)};
   rq.bindings = std::uint32_t(b.size());
   const struct {
     mmvq_pc m;

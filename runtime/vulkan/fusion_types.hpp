@@ -47,14 +47,16 @@ struct pending_matmul {
 };
 // The MoE router's logits, ranked by every workgroup of the experts' gate/up matvec first
 // (mmvq.glsl TOPK_IN) instead of read from the ids a MOE_TOPK dispatch wrote (per-pair gate/up
-// only); with parts they come as ROUTER_PARTS' parts and the input as NORM_OUT's codes
-// (TOPK_PARTS, RMS_IN).
+// only); with parts they come as parts to sum (ROUTER_PARTS' per-block parts or router_product.glsl's
+// two) and the input as NORM_OUT's codes (TOPK_PARTS, RMS_IN).
 struct topk_in_t {
   tensor logits;
   std::uint32_t n_expert = 0;
   bool sigmoid = false;
-  bool parts = false;  // logits are the O projection's per-block parts (ROUTER_PARTS): summed, then scaled by the norm
+  bool parts = false;  // logits are parts in parts_buf: summed, then scaled by the norm
   float eps = 0;       // with parts: the FFN norm's epsilon
+  // With parts: their buffer and count a token ([token][part][expert]); 0 parts: one a 32-row block (ROUTER_PARTS).
+  std::uint32_t parts_buf = 0, n_parts = 0;
 };
 // What one of the integer matvec's two scratch slots holds now (valid until its buffer is written).
 struct quantized_input {

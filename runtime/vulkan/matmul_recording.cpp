@@ -153,6 +153,7 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
   if (rms_in) b.push_back(bind_id(rms_sq[sl], false));
   auto r = mmvq_req(w.type, nt, w.ne[0], w.ne[1], m.up != nullptr, m.residual.has_value(), false, qout, false, tail, nout,
                     rms_in ? std::uint32_t(w.ne[0]) : 0u);
+  norm_out_recorded = nout;
   router_parts_recorded = nout && m.router;
   if (router_parts_recorded) {  // the router's logits as per-block parts (moe_ffn); binding 10 unused
     b.insert(b.end(), {bind_id(xq[sl], false), bind_weight(*m.router), bind_id(router_part_buf, true)});
@@ -567,25 +568,26 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   }
   const std::uint32_t gx = div_up(N, mmvq_rows_per_wg(r)), gy = grouped ? chunks : pairs;
   if (topk && !grouped && topk->parts) {
-    // The router's parts (ROUTER_PARTS) and NORM_OUT's codes: bindings 8-9 unused, 10 the input's
-    // block sums of x^2 (RMS_IN), 11-13 moe_topk.glsl's ids, weights and parts, 14 the sums again.
-    const std::uint32_t E = topk->n_expert, blocks = K / 32;
+    // The router's parts and NORM_OUT's codes: bindings 8-9 unused, 10 the input's block sums of
+    // x^2 (RMS_IN), 11-13 moe_topk.glsl's ids, weights and parts, 14 the sums again.
+    const std::uint32_t E = topk->n_expert, blocks = K / 32, n_parts = topk->n_parts ? topk->n_parts : blocks;
     const auto wg = std::find_if(r.defines.begin(), r.defines.end(), [](const auto& d) { return d.first == "WG"; });
     const std::uint32_t threads = wg == r.defines.end() ? 64 : std::uint32_t(std::stoul(wg->second));
-    // Threads an expert quad's blocks: every thread a quad of one segment where the workgroup allows.
-    const std::uint32_t segs = std::clamp<std::uint32_t>(threads / std::max<std::uint32_t>(1, E / 4), 1, 8);
+    // Threads an expert quad's parts: every thread a quad of one segment where the workgroup allows.
+    const std::uint32_t segs = std::clamp<std::uint32_t>(std::min(threads / std::max<std::uint32_t>(1, E / 4), n_parts), 1, 8);
     r.defines.insert(r.defines.end(), {{"TOPK_IN", "10"}, {"RMS_IN", std::to_string(K)}, {"TOPK_PARTS", std::to_string(blocks)},
                                        {"TOPK_SEGS", std::to_string(segs)}});
+    if (n_parts != blocks) r.defines.emplace_back("TOPK_LPARTS", std::to_string(n_parts));
     if (topk->sigmoid) r.defines.emplace_back("ROUTER_SIGMOID", "1");
-    if (router_parts_lab) r.defines.emplace_back("ROUTER_PARTS_LAB", "1");
+    if (router_parts_lab && !topk->n_parts) r.defines.emplace_back("ROUTER_PARTS_LAB", "1");
     r.bindings = 15;
     b.insert(b.end(), {bind(y, false), bind(y, false), bind_id(rms_sq[sl], false), bind_id(moe_ids, true), bind_id(moe_wts, true),
-                       bind_id(router_part_buf, false), bind_id(rms_sq[sl], false)});
+                       bind_id(topk->parts_buf, false), bind_id(rms_sq[sl], false)});
     const struct {
       mmvq_pc m;
       std::uint32_t n_expert, l_off, l_stride;
       float eps;
-    } tp{pc, E, 0, blocks * E, topk->eps};
+    } tp{pc, E, 0, n_parts * E, topk->eps};
     dispatch(r, b, &tp, sizeof tp, gx, gy);
   } else if (topk && !grouped) {  // bindings 10-12: moe_topk.glsl's ids (written), weights, logits; 8-9 unused
     r.defines.emplace_back("TOPK_IN", "9");

@@ -109,6 +109,9 @@ struct moe_pc {
   std::uint32_t n_expert, k, cols, s_off, s_stride, d_off, d_stride, weighted;
   std::uint32_t r_off = 0, r_stride = 0;  // MOE_COMBINE RESIDUAL
 };
+struct router_product_pc {  // router_product.glsl
+  std::uint32_t K, w_off, x_off, x_stride, s_off, s_stride, out_off, out_stride;
+};
 struct argmax_pc {
   std::uint32_t cols, s_off, s_stride;
 };

@@ -282,6 +282,14 @@ struct backend_tuning {
   // Lab only, wrong results (STRATA_VK_ROUTER_PARTS_LAB=1, with ROUTER_PARTS): the parts neither
   // computed nor summed beyond one block: what one level fewer a MoE layer is worth with the router free.
   bool router_parts_lab = false;
+  // Decode's MoE router with no level of its own, from products precomputed at load (router_product.glsl):
+  // the router's logits are (R' h + M a) / rms(x), with R' the router times the FFN norm's weight, h the
+  // residual entering the O projection, a its int8 input and M = R' x the O projection's weights. R' h
+  // runs beside the attention, M a beside the O projection (which writes the norm's first half, as with
+  // router_parts), and the gate/up matvec's top-k adds the two parts and applies the 1 / rms.
+  // STRATA_VK_ROUTER_PRODUCT=1; costs (E x (K + H)) floats a MoE layer of GPU memory (qwen3-30b-a3b:
+  // 144 MiB). Off until measured on a GPU.
+  bool router_product = false;
   // Decode's MoE combine (with the residual and the next norm's first half) as per-block tails of
   // the experts' down matvec (mmvq.glsl MOE_BLOCK_TAIL): the combine's level leaves each MoE layer.
   // STRATA_VK_MOE_BLOCK_TAIL=0: the combine's own dispatch.

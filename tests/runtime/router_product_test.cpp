@@ -1,0 +1,91 @@
+// Decode's MoE router from products precomputed at load (STRATA_VK_ROUTER_PRODUCT=1,
+// router_product.glsl, moe_topk.glsl TOPK_LPARTS) against the router's own dispatch, on the
+// qwen3moe fixture with its O projection requantized once per form of the projection: Q8_0 (it
+// owns whole 32-row blocks: NORM_OUT writes the norm's codes) and Q4_K (256 rows: its block tails
+// do). The logits' sums run in another order (R' h and M a, M built in float at load, the 1 / rms
+// last), so they agree within a tenth of the model's tolerance, not bit for bit. The timing-free
+// run (no profile) is the one compared: a profile puts a barrier after every dispatch, which would
+// hide a missing one between the parts and the top-k that reads them.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <unistd.h>
+#include <vector>
+
+#include "strata/gguf/type_id.hpp"
+#include "strata/quant/ftype.hpp"
+#include "strata/runtime/engine.hpp"
+#include "strata/runtime/quantize.hpp"
+#include "support/fidelity.hpp"
+#include "support/fixture_options.hpp"
+#include "support/kernel_labels.hpp"
+#include "support/scoped_env.hpp"
+#include "support/session_logits.hpp"
+#include "support/vulkan_here.hpp"
+
+namespace fs = std::filesystem;
+
+TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products agrees with the router's dispatch") {
+  if (!strata::test::vulkan_here("router product")) return;
+  const auto models = strata::test::local_golden();
+  const auto it = std::find_if(models.begin(), models.end(), [](const auto& m) { return m.name == "qwen3moe-Q4_K_M"; });
+  REQUIRE(it != models.end());
+  const auto& g = *it;
+  const fs::path dir = fs::temp_directory_path() / ("strata-router-product-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct cleanup {
+    fs::path p;
+    ~cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } clean{dir};
+  struct form {
+    strata::gguf::type_id o_type;
+    std::string_view label;  // in the O projection's kernel label when it writes the norm's codes
+  };
+  for (const form f : {form{strata::gguf::type_id::q8_0, ".NORM_OUT"}, form{strata::gguf::type_id::q4_k, ".MOE_BLOCK_TAIL"}}) {
+    CAPTURE(f.label);
+    strata::rt::quantize_params qp;
+    qp.input = g.path;
+    qp.output = dir / (std::string(strata::gguf::name_of(f.o_type)) + ".gguf");
+    qp.ftype = strata::quant::ftype::mostly_q4_k_m;
+    qp.allow_requantize = true;
+    qp.threads = 2;
+    qp.tensor_types = {{"attn_output", f.o_type}};
+    strata::rt::quantize_model(qp);
+    std::vector<float> logits[2];
+    for (const std::string_view on : {"1", "0"}) {
+      CAPTURE(on);
+      const strata::test::scoped_env env("STRATA_VK_ROUTER_PRODUCT", on.data());
+      {
+        auto m = strata::rt::model::load(qp.output, strata::test::fixture_options(strata::rt::backend_kind::vulkan));
+        logits[on[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
+      }
+      auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
+      opt.gpu_profile = true;
+      auto m = strata::rt::model::load(qp.output, opt);
+      (void)strata::test::prompt_and_decode_logits(*m, g.runs.back(), 2);
+      const auto prof = m->kernel_profile();
+      const auto has = [&](std::initializer_list<std::string_view> parts) { return strata::test::ran_kernel_with(prof, parts); };
+      const bool product = on[0] == '1';
+      CHECK(has({"router_product", "INPUT_Q8"}) == product);  // M a beside the O projection
+      CHECK(has({"router_product"}) == product);
+      CHECK(has({".TOPK_LPARTS=2"}) == product);              // the gate/up's top-k adds the two parts
+      // The O projection writes the norm's codes (the experts' down matvec, MOE_IDS, has block tails of its own).
+      const bool o_form = std::any_of(prof.begin(), prof.end(), [&](const auto& k) {
+        return k.label.find(f.label) != std::string::npos && k.label.find("MOE_IDS") == std::string::npos;
+      });
+      CHECK(o_form == product);
+      CHECK(has({"matvec.F32"}) != product);                  // the router's own dispatch
+    }
+    const double nmse = strata::test::compare_logits(logits[0], logits[1], logits[1].size()).nmse;
+    MESSAGE("O projection " << strata::gguf::name_of(f.o_type) << ": router product against the router's dispatch, logits nmse " << nmse);
+    CHECK(nmse <= g.tolerance_nmse / 10);
+  }
+}

@@ -194,7 +194,9 @@ void main() {
 #elif defined(MOE_IDS)
   const uint t0 = gl_WorkGroupID.y;
 #ifdef TOPK_IN
-#ifdef TOPK_PARTS
+#if defined(TOPK_PARTS) && defined(TOPK_DIRECT)
+  topk_eps = p.rms_eps;  // moe_topk_sg() adds the parts itself
+#elif defined(TOPK_PARTS)
   topk_sum_parts(t0 / p.in_div, p.topk_n_expert, p.topk_l_off, p.topk_l_stride, p.rms_eps);
 #endif
 #if defined(TOPK_LAB) && (TOPK_LAB & 1) != 0

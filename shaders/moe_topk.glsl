@@ -11,6 +11,10 @@
 // expert quad, each over every TOPK_SEGS-th block) and applies the 1 / rms before the ranking.
 // TOPK_LPARTS (default TOPK_PARTS): the logits' parts a token where they are not one a block
 // (router_product.glsl: 2, [token][part][expert]); the sums of x^2 stay TOPK_PARTS blocks.
+// TOPK_DIRECT (with TOPK_LEAN, few parts): each lane adds its experts' parts straight from memory
+// and ranks the unscaled sums (1 / rms is positive: the same order), so no barrier precedes the
+// ranking; only the writing subgroup sums the x^2 blocks, and it scales the logits in the weights.
+// The caller sets topk_eps (the norm's epsilon) first.
 #if defined(TOPK_TAIL)
 #define TOPK_BINDING (TOPK_TAIL + 1)
 #elif defined(TOPK_IN)
@@ -24,16 +28,23 @@ layout(binding = TOPK_BINDING + 1, std430) buffer TopkWts { float topk_wts[]; };
 #ifndef TOPK_LPARTS
 #define TOPK_LPARTS TOPK_PARTS
 #endif
+#if defined(TOPK_DIRECT) && (!defined(TOPK_LEAN) || TOPK_LPARTS > 4)
+#error "TOPK_DIRECT: the lean top-k over at most 4 parts a logit"
+#endif
 const uint TOPK_LOADS = TOPK_LPARTS < 8 ? TOPK_LPARTS : 8;  // parts loaded before the sums
 layout(binding = TOPK_BINDING + 2, std430) readonly buffer TopkParts { vec4 topk_l4[]; };
 layout(binding = TOPK_BINDING + 3, std430) readonly buffer TopkSq { float topk_sq[]; };
+#ifdef TOPK_DIRECT
+float topk_eps;  // the FFN norm's epsilon, set by the caller
+#else
 shared vec4 topk_psum[TOPK_SEGS][64];
+#endif
 #else
 layout(binding = TOPK_BINDING + 2, std430) coherent readonly buffer TopkLogits { float topk_l[]; };
 #endif
 
 const uint TOPK_PER_THREAD = (256u + WG - 1u) / WG;
-#if !defined(TOPK_LEAN) || defined(TOPK_PARTS)
+#if !defined(TOPK_LEAN) || (defined(TOPK_PARTS) && !defined(TOPK_DIRECT))
 shared float topk_logit[256];
 #endif
 #ifndef TOPK_LEAN
@@ -61,7 +72,7 @@ float topk_wg_sum(float v) {
   return r;
 }
 
-#ifdef TOPK_PARTS
+#if defined(TOPK_PARTS) && !defined(TOPK_DIRECT)
 // Token t's logits from its parts (starting at l_off + t * l_stride floats, l_off and l_stride
 // multiples of 4) into topk_logit[]: the sum over blocks times 1 / rms(x) (eps: the norm's).
 void topk_sum_parts(uint t, uint n_expert, uint l_off, uint l_stride, float eps) {
@@ -117,7 +128,14 @@ uint moe_topk_sg(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool 
   float v[TOPK_LEAN];
   [[unroll]] for (uint i = 0u; i < TOPK_LEAN; ++i) {
     const uint e = i * S + lane;
-#ifdef TOPK_PARTS  // topk_sum_parts() has filled them
+#if defined(TOPK_DIRECT)  // the parts' sum, unscaled
+    float l = 0.0;
+    [[unroll]] for (uint q = 0u; q < TOPK_LPARTS; ++q) {
+      const uint j = l_off + t * l_stride + q * n_expert + min(e, n_expert - 1u);
+      l += topk_l4[j / 4u][j % 4u];
+    }
+    v[i] = e < n_expert ? l : -1.0 / 0.0;
+#elif defined(TOPK_PARTS)  // topk_sum_parts() has filled them
     v[i] = e < n_expert ? topk_logit[min(e, n_expert - 1u)] : -1.0 / 0.0;
 #else
     v[i] = e < n_expert ? topk_l[l_off + t * l_stride + min(e, n_expert - 1u)] : -1.0 / 0.0;
@@ -152,6 +170,13 @@ uint moe_topk_sg(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool 
     if (r == want) want_id = id;
   }
   if (write_out) {
+#ifdef TOPK_DIRECT  // the logits were ranked unscaled: 1 / rms(x) from the blocks' sums of x^2
+    float sq = 0.0;
+    for (uint b = lane; b < TOPK_PARTS; b += S) sq += topk_sq[t * TOPK_PARTS + b];
+    const float rs = 1.0 / sqrt(subgroupAdd(sq) / float(TOPK_PARTS * 32u) + topk_eps);
+    my_l *= rs;
+    l0 *= rs;
+#endif
 #ifdef ROUTER_SIGMOID
     const float w = 1.0 / (1.0 + exp(-my_l));
 #else

@@ -290,6 +290,11 @@ struct backend_tuning {
   // STRATA_VK_ROUTER_PRODUCT=1; costs (E x (K + H)) floats a MoE layer of GPU memory (qwen3-30b-a3b:
   // 144 MiB). Off until measured on a GPU.
   bool router_product = false;
+  // With router_product's two parts and the lean top-k: each lane adds its experts' parts from memory
+  // and ranks the unscaled sums (moe_topk.glsl TOPK_DIRECT), the 1 / rms applied by the writer alone,
+  // so no barrier precedes a gate/up workgroup's ranking. STRATA_VK_TOPK_DIRECT=0: the parts summed
+  // into shared memory and scaled first (topk_sum_parts), as for ROUTER_PARTS.
+  bool topk_direct = true;
   // Decode's MoE combine (with the residual and the next norm's first half) as per-block tails of
   // the experts' down matvec (mmvq.glsl MOE_BLOCK_TAIL): the combine's level leaves each MoE layer.
   // STRATA_VK_MOE_BLOCK_TAIL=0: the combine's own dispatch.

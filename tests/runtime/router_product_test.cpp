@@ -2,8 +2,8 @@
 // router_product.glsl, moe_topk.glsl TOPK_LPARTS) against the router's own dispatch, on the
 // qwen3moe fixture with its O projection requantized once per form of the projection: Q8_0 (it
 // owns whole 32-row blocks: NORM_OUT writes the norm's codes) and Q4_K (256 rows: its block tails
-// do). The logits' sums run in another order (R' h and M a, M built in float at load, the 1 / rms
-// last), so they agree within a tenth of the model's tolerance, not bit for bit. The timing-free
+// do); the top-k adds the two parts itself (TOPK_DIRECT) or through shared memory. The logits'
+// sums run in another order (R' h and M a, M built in float at load, the 1 / rms last), so they agree within a tenth of the model's tolerance, not bit for bit. The timing-free
 // run (no profile) is the one compared: a profile puts a barrier after every dispatch, which would
 // hide a missing one between the parts and the top-k that reads them.
 #include <doctest/doctest.h>
@@ -59,13 +59,20 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
     qp.threads = 2;
     qp.tensor_types = {{"attn_output", f.o_type}};
     strata::rt::quantize_model(qp);
-    std::vector<float> logits[2];
-    for (const std::string_view on : {"1", "0"}) {
-      CAPTURE(on);
-      const strata::test::scoped_env env("STRATA_VK_ROUTER_PRODUCT", on.data());
+    // The router's dispatch, then the products with the top-k adding the parts itself (TOPK_DIRECT)
+    // and through shared memory.
+    struct variant {
+      const char *product, *direct;
+    };
+    std::vector<float> logits[3];
+    const variant variants[] = {{"0", "1"}, {"1", "1"}, {"1", "0"}};
+    for (int v = 0; v < 3; ++v) {
+      CAPTURE(v);
+      const strata::test::scoped_env env("STRATA_VK_ROUTER_PRODUCT", variants[v].product);
+      const strata::test::scoped_env direct_env("STRATA_VK_TOPK_DIRECT", variants[v].direct);
       {
         auto m = strata::rt::model::load(qp.output, strata::test::fixture_options(strata::rt::backend_kind::vulkan));
-        logits[on[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
+        logits[v] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
       }
       auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
       opt.gpu_profile = true;
@@ -73,19 +80,23 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
       (void)strata::test::prompt_and_decode_logits(*m, g.runs.back(), 2);
       const auto prof = m->kernel_profile();
       const auto has = [&](std::initializer_list<std::string_view> parts) { return strata::test::ran_kernel_with(prof, parts); };
-      const bool product = on[0] == '1';
+      const bool product = v > 0;
       CHECK(has({"router_product", "INPUT_Q8"}) == product);  // M a beside the O projection
       CHECK(has({"router_product"}) == product);
       CHECK(has({".TOPK_LPARTS=2"}) == product);              // the gate/up's top-k adds the two parts
+      CHECK(has({".TOPK_DIRECT"}) == (v == 1));
       // The O projection writes the norm's codes (the experts' down matvec, MOE_IDS, has block tails of its own).
       const bool o_form = std::any_of(prof.begin(), prof.end(), [&](const auto& k) {
         return k.label.find(f.label) != std::string::npos && k.label.find("MOE_IDS") == std::string::npos;
       });
       CHECK(o_form == product);
-      CHECK(has({"matvec.F32"}) != product);                  // the router's own dispatch
+      CHECK(has({"matvec.F32"}) != product);  // the router's own dispatch
     }
-    const double nmse = strata::test::compare_logits(logits[0], logits[1], logits[1].size()).nmse;
-    MESSAGE("O projection " << strata::gguf::name_of(f.o_type) << ": router product against the router's dispatch, logits nmse " << nmse);
-    CHECK(nmse <= g.tolerance_nmse / 10);
+    for (int v = 1; v < 3; ++v) {
+      const double nmse = strata::test::compare_logits(logits[0], logits[v], logits[0].size()).nmse;
+      MESSAGE("O projection " << strata::gguf::name_of(f.o_type) << ", top-k direct " << std::string_view(variants[v].direct)
+                              << ": router product against the router's dispatch, logits nmse " << nmse);
+      CHECK(nmse <= g.tolerance_nmse / 10);
+    }
   }
 }

@@ -7,6 +7,7 @@
 // the router's level and the experts' input quantize's: its O projection writes the norm's codes.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backend_impl.hpp"
+#include "strata/core/byte_size.hpp"
 #include "strata/quant/quantize_rows.hpp"
 
 namespace strata::gpu {
@@ -91,6 +93,17 @@ void backend::impl::make_router_products() {
     widest = std::max(widest, std::uint32_t(r.ne[1]));
   }
   if (layers.empty()) return;
+  // Products the --gpu-budget cannot hold beside what is placed are left out: the routers keep their dispatch.
+  std::uint64_t bytes = std::uint64_t(router_part_tokens) * 2 * widest * 4;
+  for (const product_layer& l : layers) {
+    const gguf::tensor_info &r = *weights[l.router].info, &o = *weights[l.o].info;
+    bytes += std::uint64_t(r.ne[1]) * (r.ne[0] + o.ne[0]) * 4;
+  }
+  if (const auto& ledger = ctx.ledger(); ledger.budget && ledger.total() + bytes > ledger.budget) {
+    std::fprintf(stderr, "strata: STRATA_VK_ROUTER_PRODUCT: the routers' products (%s) do not fit the GPU budget; the routers keep their dispatch\n",
+                 format_byte_size(bytes).c_str());
+    return;
+  }
   // The products of every layer on the host's threads, each layer's uploaded into its own buffer.
   std::vector<std::vector<float>> host(layers.size());
   std::atomic<std::size_t> next{0};

@@ -100,3 +100,78 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
     }
   }
 }
+
+// Decode steps of several sequences (2-4 tokens, one each): the Q8_0 projection's NORM_OUT form
+// takes up to 8 tokens, so R' h, M a and the top-k run per token row; the Q4_K block tails take
+// one token, so its steps fall back to the router's dispatch. Both against the router's dispatch.
+TEST_CASE("fidelity: Vulkan MoE decode of several sequences with the router from load-time products agrees with the router's dispatch") {
+  if (!strata::test::vulkan_here("router product, several sequences")) return;
+  const auto models = strata::test::local_golden();
+  const auto it = std::find_if(models.begin(), models.end(), [](const auto& m) { return m.name == "qwen3moe-Q4_K_M"; });
+  REQUIRE(it != models.end());
+  const auto& g = *it;
+  const fs::path dir = fs::temp_directory_path() / ("strata-router-product-seqs-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct cleanup {
+    fs::path p;
+    ~cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } clean{dir};
+  for (const auto o_type : {strata::gguf::type_id::q8_0, strata::gguf::type_id::q4_k}) {
+    CAPTURE(strata::gguf::name_of(o_type));
+    strata::rt::quantize_params qp;
+    qp.input = g.path;
+    qp.output = dir / (std::string(strata::gguf::name_of(o_type)) + ".gguf");
+    qp.ftype = strata::quant::ftype::mostly_q4_k_m;
+    qp.allow_requantize = true;
+    qp.threads = 2;
+    qp.tensor_types = {{"attn_output", o_type}};
+    strata::rt::quantize_model(qp);
+    // The logits of every step's rows, and whether a router_product kernel ran (profile: a barrier
+    // after every dispatch, so the compared runs go without it).
+    const auto run = [&](const char* product, bool profile, bool& ran_product) {
+      const strata::test::scoped_env env("STRATA_VK_ROUTER_PRODUCT", product);
+      auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
+      opt.n_seq = 4;
+      opt.n_batch = 64;
+      opt.max_outputs = 4;
+      opt.gpu_profile = profile;
+      auto m = strata::rt::model::load(qp.output, opt);
+      const std::uint32_t V = m->hparams().n_vocab;
+      std::vector<std::int32_t> len(4, 0);
+      std::vector<float> all;
+      const auto step = [&](std::uint32_t first_seq, std::uint32_t n_seq, std::uint32_t tokens_each) {
+        std::vector<std::int32_t> tok, pos;
+        std::vector<std::uint32_t> seq;
+        std::vector<std::uint8_t> want;
+        for (std::uint32_t s = first_seq; s < first_seq + n_seq; ++s)
+          for (std::uint32_t i = 0; i < tokens_each; ++i) {
+            tok.push_back(std::int32_t((s * 131 + std::uint32_t(len[s]) * 17 + 5) % V));
+            pos.push_back(len[s]++);
+            seq.push_back(s);
+            want.push_back(i + 1 == tokens_each);
+          }
+        std::vector<float> out(std::size_t(n_seq) * V);
+        m->forward(strata::graph::batch{tok, pos, seq, want}, out);
+        all.insert(all.end(), out.begin(), out.end());
+      };
+      step(0, 4, 5);  // the prompts (5 tokens each: no decode step's router)
+      for (std::uint32_t k = 0; k < 3; ++k) {
+        step(0, 4, 1);  // four sequences a step
+        step(1, 2, 1);  // two
+        step(0, 3, 1);  // three
+      }
+      ran_product = profile && strata::test::ran_kernel_with(m->kernel_profile(), {"router_product"});
+      return all;
+    };
+    bool ran = false;
+    const std::vector<float> logits[2] = {run("0", false, ran), run("1", false, ran)};
+    (void)run("1", true, ran);
+    CHECK(ran == (o_type == strata::gguf::type_id::q8_0));  // Q4_K's block tails: one token only
+    const double nmse = strata::test::compare_logits(logits[0], logits[1], logits[0].size()).nmse;
+    MESSAGE("O projection " << strata::gguf::name_of(o_type) << ", several sequences: router product against the router's dispatch, logits nmse " << nmse);
+    CHECK(nmse <= g.tolerance_nmse / 10);
+  }
+}

@@ -12,8 +12,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <unistd.h>
 #include <vector>
 
 #include "strata/arch/all.hpp"
@@ -24,21 +22,15 @@
 #include "support/fixture_options.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
+#include "support/temp_model_dir.hpp"
 #include "support/vulkan_here.hpp"
 
 namespace fs = std::filesystem;
 
 TEST_CASE("fidelity: Vulkan integer matvec of Q5_K, Q4_0 and IQ4_XS agrees with the f32 matvec (STRATA_VK_MMVQ_MORE=0)") {
   if (!strata::test::vulkan_here("the newer integer matvec formats")) return;
-  const fs::path dir = fs::temp_directory_path() / ("strata-mmvq-formats-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  struct cleanup {
-    fs::path p;
-    ~cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } clean{dir};
+  const strata::test::temp_model_dir tmp("mmvq-formats");
+  const fs::path& dir = tmp.path();
   std::vector<strata::test::golden_model> models;
   for (const auto& g : strata::test::local_golden()) {
     if (g.name == "qwen3moe-Q4_K_M") models.push_back(g);

@@ -13,39 +13,26 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <unistd.h>
 #include <vector>
 
 #include "strata/arch/all.hpp"
 #include "strata/gguf/type_id.hpp"
-#include "strata/quant/ftype.hpp"
 #include "strata/runtime/engine.hpp"
-#include "strata/runtime/quantize.hpp"
 #include "support/fidelity.hpp"
 #include "support/fixture_options.hpp"
 #include "support/kernel_labels.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
+#include "support/shipped_fixture.hpp"
+#include "support/temp_model_dir.hpp"
 #include "support/vulkan_here.hpp"
 
 namespace fs = std::filesystem;
 
 TEST_CASE("fidelity: Vulkan MoE decode with the router's logits as the O projection's block parts agrees with the router's dispatch") {
   if (!strata::test::vulkan_here("router parts")) return;
-  const auto models = strata::test::local_golden();
-  const auto it = std::find_if(models.begin(), models.end(), [](const auto& m) { return m.name == "qwen3moe-Q4_K_M"; });
-  REQUIRE(it != models.end());
-  const auto& g = *it;
-  const fs::path dir = fs::temp_directory_path() / ("strata-router-parts-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  struct cleanup {
-    fs::path p;
-    ~cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } clean{dir};
+  const auto& g = strata::test::shipped_fixture("qwen3moe-Q4_K_M");
+  const strata::test::temp_model_dir dir("router-parts");
   struct form {
     strata::gguf::type_id o_type;
     std::string_view label;  // in the O projection's kernel label, next to ROUTER_PARTS when the parts are on
@@ -53,21 +40,14 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router's logits as the O project
   for (const form f : {form{strata::gguf::type_id::q8_0, ".ADD_RESIDUAL.NORM_OUT"},
                       form{strata::gguf::type_id::q4_k, ".MOE_BLOCK_TAIL"}}) {
     CAPTURE(f.label);
-    strata::rt::quantize_params qp;
-    qp.input = g.path;
-    qp.output = dir / (std::string(strata::gguf::name_of(f.o_type)) + ".gguf");
-    qp.ftype = strata::quant::ftype::mostly_q4_k_m;
-    qp.allow_requantize = true;
-    qp.threads = 2;
-    qp.tensor_types = {{"attn_output", f.o_type}};
-    strata::rt::quantize_model(qp);
+    const fs::path model = dir.with_attn_output(g.path, f.o_type);
     std::vector<float> logits[2];
     for (const std::string_view on : {"1", "0"}) {
       CAPTURE(on);
       const strata::test::scoped_env env("STRATA_VK_ROUTER_PARTS", on.data());
       auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
       opt.gpu_profile = true;
-      auto m = strata::rt::model::load(qp.output, opt);
+      auto m = strata::rt::model::load(model, opt);
       logits[on[0] - '0'] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
       const auto prof = m->kernel_profile();
       const auto has = [&](std::initializer_list<std::string_view> parts) { return strata::test::ran_kernel_with(prof, parts); };

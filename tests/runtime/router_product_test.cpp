@@ -13,52 +13,32 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <unistd.h>
 #include <vector>
 
 #include "strata/gguf/type_id.hpp"
-#include "strata/quant/ftype.hpp"
 #include "strata/runtime/engine.hpp"
-#include "strata/runtime/quantize.hpp"
 #include "support/fidelity.hpp"
 #include "support/fixture_options.hpp"
 #include "support/kernel_labels.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
+#include "support/shipped_fixture.hpp"
+#include "support/temp_model_dir.hpp"
 #include "support/vulkan_here.hpp"
 
 namespace fs = std::filesystem;
 
 TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products agrees with the router's dispatch") {
   if (!strata::test::vulkan_here("router product")) return;
-  const auto models = strata::test::local_golden();
-  const auto it = std::find_if(models.begin(), models.end(), [](const auto& m) { return m.name == "qwen3moe-Q4_K_M"; });
-  REQUIRE(it != models.end());
-  const auto& g = *it;
-  const fs::path dir = fs::temp_directory_path() / ("strata-router-product-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  struct cleanup {
-    fs::path p;
-    ~cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } clean{dir};
+  const auto& g = strata::test::shipped_fixture("qwen3moe-Q4_K_M");
+  const strata::test::temp_model_dir dir("router-product");
   struct form {
     strata::gguf::type_id o_type;
     std::string_view label;  // in the O projection's kernel label when it writes the norm's codes
   };
   for (const form f : {form{strata::gguf::type_id::q8_0, ".NORM_OUT"}, form{strata::gguf::type_id::q4_k, ".MOE_BLOCK_TAIL"}}) {
     CAPTURE(f.label);
-    strata::rt::quantize_params qp;
-    qp.input = g.path;
-    qp.output = dir / (std::string(strata::gguf::name_of(f.o_type)) + ".gguf");
-    qp.ftype = strata::quant::ftype::mostly_q4_k_m;
-    qp.allow_requantize = true;
-    qp.threads = 2;
-    qp.tensor_types = {{"attn_output", f.o_type}};
-    strata::rt::quantize_model(qp);
+    const fs::path model = dir.with_attn_output(g.path, f.o_type);
     // The router's dispatch, then the products with the top-k adding the parts itself (TOPK_DIRECT)
     // and through shared memory.
     struct variant {
@@ -71,12 +51,12 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
       const strata::test::scoped_env env("STRATA_VK_ROUTER_PRODUCT", variants[v].product);
       const strata::test::scoped_env direct_env("STRATA_VK_TOPK_DIRECT", variants[v].direct);
       {
-        auto m = strata::rt::model::load(qp.output, strata::test::fixture_options(strata::rt::backend_kind::vulkan));
+        auto m = strata::rt::model::load(model, strata::test::fixture_options(strata::rt::backend_kind::vulkan));
         logits[v] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
       }
       auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
       opt.gpu_profile = true;
-      auto m = strata::rt::model::load(qp.output, opt);
+      auto m = strata::rt::model::load(model, opt);
       (void)strata::test::prompt_and_decode_logits(*m, g.runs.back(), 2);
       const auto prof = m->kernel_profile();
       const auto has = [&](std::initializer_list<std::string_view> parts) { return strata::test::ran_kernel_with(prof, parts); };
@@ -106,29 +86,11 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
 // one token, so its steps fall back to the router's dispatch. Both against the router's dispatch.
 TEST_CASE("fidelity: Vulkan MoE decode of several sequences with the router from load-time products agrees with the router's dispatch") {
   if (!strata::test::vulkan_here("router product, several sequences")) return;
-  const auto models = strata::test::local_golden();
-  const auto it = std::find_if(models.begin(), models.end(), [](const auto& m) { return m.name == "qwen3moe-Q4_K_M"; });
-  REQUIRE(it != models.end());
-  const auto& g = *it;
-  const fs::path dir = fs::temp_directory_path() / ("strata-router-product-seqs-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  struct cleanup {
-    fs::path p;
-    ~cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } clean{dir};
+  const auto& g = strata::test::shipped_fixture("qwen3moe-Q4_K_M");
+  const strata::test::temp_model_dir dir("router-product-seqs");
   for (const auto o_type : {strata::gguf::type_id::q8_0, strata::gguf::type_id::q4_k}) {
     CAPTURE(strata::gguf::name_of(o_type));
-    strata::rt::quantize_params qp;
-    qp.input = g.path;
-    qp.output = dir / (std::string(strata::gguf::name_of(o_type)) + ".gguf");
-    qp.ftype = strata::quant::ftype::mostly_q4_k_m;
-    qp.allow_requantize = true;
-    qp.threads = 2;
-    qp.tensor_types = {{"attn_output", o_type}};
-    strata::rt::quantize_model(qp);
+    const fs::path model = dir.with_attn_output(g.path, o_type);
     // The logits of every step's rows, and whether a router_product kernel ran (profile: a barrier
     // after every dispatch, so the compared runs go without it).
     const auto run = [&](const char* product, bool profile, bool& ran_product) {
@@ -138,7 +100,7 @@ TEST_CASE("fidelity: Vulkan MoE decode of several sequences with the router from
       opt.n_batch = 64;
       opt.max_outputs = 4;
       opt.gpu_profile = profile;
-      auto m = strata::rt::model::load(qp.output, opt);
+      auto m = strata::rt::model::load(model, opt);
       const std::uint32_t V = m->hparams().n_vocab;
       std::vector<std::int32_t> len(4, 0);
       std::vector<float> all;

@@ -175,6 +175,9 @@ q8_block q8_quantize(vec4 v[8]) {
   return b;
 }
 
+// The four signed bytes of a packed word, lowest first (q8_quantize's codes).
+ivec4 i8x4(uint a) { return ivec4(int(a << 24) >> 24, int(a << 16) >> 24, int(a << 8) >> 24, int(a) >> 24); }
+
 #ifdef NEED_DOT4
 // Dot product of four packed signed bytes: a hardware instruction where the device has
 // VK_KHR_shader_integer_dot_product (HAS_DOT4, SPIR-V OpSDot through GL_EXT_spirv_intrinsics,
@@ -186,8 +189,7 @@ int sdot4_packed(uint a, uint b, spirv_literal int fmt);
 int dot4(uint a, uint b) { return sdot4_packed(a, b, 0); }
 #else
 int dot4(uint a, uint b) {
-  const ivec4 x = ivec4(int(a << 24) >> 24, int(a << 16) >> 24, int(a << 8) >> 24, int(a) >> 24);
-  const ivec4 y = ivec4(int(b << 24) >> 24, int(b << 16) >> 24, int(b << 8) >> 24, int(b) >> 24);
+  const ivec4 x = i8x4(a), y = i8x4(b);
   return x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
 }
 #endif

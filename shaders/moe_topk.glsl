@@ -174,13 +174,13 @@ uint moe_topk_sg(uint t, uint n_expert, uint k, uint l_off, uint l_stride, bool 
     float sq = 0.0;
     for (uint b = lane; b < TOPK_PARTS; b += S) sq += topk_sq[t * TOPK_PARTS + b];
     const float rs = 1.0 / sqrt(subgroupAdd(sq) / float(TOPK_PARTS * 32u) + topk_eps);
-    my_l *= rs;
-    l0 *= rs;
+#else
+    const float rs = 1.0;
 #endif
 #ifdef ROUTER_SIGMOID
-    const float w = 1.0 / (1.0 + exp(-my_l));
+    const float w = 1.0 / (1.0 + exp(-(my_l * rs)));
 #else
-    const float x = lane < k ? exp(my_l - l0) : 0.0;
+    const float x = lane < k ? exp((my_l - l0) * rs) : 0.0;
     const float w = x / subgroupAdd(x);
 #endif
     if (lane < k && lane >= first) {

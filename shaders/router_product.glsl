@@ -32,7 +32,7 @@ layout(push_constant) uniform Params {
 shared float red[WG / MIN_SUBGROUP];
 
 #ifdef INPUT_Q8
-vec4 codes4(uint u) { return vec4(ivec4(int(u << 24) >> 24, int(u << 16) >> 24, int(u << 8) >> 24, int(u) >> 24)); }
+vec4 codes4(uint u) { return vec4(i8x4(u)); }
 #endif
 
 void main() {

@@ -35,6 +35,7 @@
 #include "pipelines.hpp"
 #include "push_constants.hpp"
 #include "recorded_step.hpp"
+#include "router_product.hpp"
 #include "scratch_schedule.hpp"
 #include "tier_blocks.hpp"
 #include "tuning.hpp"
@@ -201,13 +202,9 @@ struct backend::impl : backend_tuning {
   bool router_parts_recorded = false, norm_out_recorded = false, short_ctx = false;
   bool try_norm_out(const pending_norm& n), record_router_parts(const weight& router, const tensor& x, const tensor& scratch);
   bool record_norm_out_projection(const weight* parts_router, const tensor& x, const tensor& scratch);
-  // router_product (router_product.cpp): per router weight id, its layer's products R' (router x the
-  // FFN norm's weight) and M (R' x the O projection) in one buffer, and the two parts they write.
-  struct router_product_t {
-    std::uint32_t buf = 0;                   // buffer id: M's rows, then R''s; 0: none for this router
-    std::uint32_t o_id = 0, norm_id = 0;     // the weights it was built from (checked where it is used)
-    std::uint32_t experts = 0, hidden = 0, k = 0;  // E, the residual's width, the O projection's input width
-  };
+  const pending_matmul* norm_out_projection(const tensor& x) const;
+  std::optional<pipeline_request> block_tail_projection_req(const pending_matmul& m, const tensor& scratch) const;
+  // router_product (router_product.cpp): per router weight id, its layer's products, and the two parts they write.
   std::vector<router_product_t> router_products;
   std::uint32_t router_product_parts = 0;  // buffer id: [token][2][expert] logit parts (router_product.glsl)
   void make_router_products();

@@ -452,11 +452,6 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
         P.router_part_buf = P.new_buffer(std::uint64_t(P.router_part_tokens) * P.max_k / 32 * P.router_part_experts * 4,
                                          memory_kind::device, "router logit parts");
     }
-    if (P.router_product && P.rms_sq[0]) {  // decode routers without their own level (moe_ffn, router_product.cpp)
-      P.make_router_products();
-      if (P.router_product_parts)
-        for (bool q8 : {false, true}) reqs.push_back(impl::router_product_req(q8));
-    }
     for (bool norm : {false, true}) reqs.push_back(P.quantize_req(norm));
     for (const auto& e : P.weights)
       if (P.int8_unit(e.info->type) && e.info->ne[2] == 1 && e.info->ne[1] > 1)
@@ -675,6 +670,12 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
                                      impl::req("attention", {}, defs, 8),
                                      impl::req("attention", {}, split_defs, 8), impl::req("attention", {}, combine_defs, 8)};
     P.pipes.prepare(reqs);
+  }
+  // Decode routers without their own level (moe_ffn, router_product.cpp): built last, from what the
+  // budget leaves once the weights, the KV cache and the scratch are placed.
+  if (P.router_product && P.rms_sq[0] && !P.router_product_parts) {
+    P.make_router_products();
+    if (P.router_product_parts) P.pipes.prepare(std::vector{impl::router_product_req(false), impl::router_product_req(true)});
   }
   P.stats.pipelines_ms += ms_since(t1);
   P.stats.pipelines = std::uint32_t(P.pipes.size());

@@ -427,16 +427,38 @@ bool backend::impl::record_router_parts(const weight& router, const tensor& x, c
   return record_norm_out_projection(&router, x, scratch);
 }
 
-// The O projection waiting with the FFN norm's first half (try_norm_out), recorded in a form that
-// writes the norm's codes and block sums of x^2 for the gate/up matvec (RMS_IN), and with
+// The O projection waiting with the FFN norm's first half for x (try_norm_out), or null.
+const pending_matmul* backend::impl::norm_out_projection(const tensor& x) const {
+  if (combine || mats.size() != 1 || !mats.back().norm_out || !same(mats.back().norm_out->y, x)) return nullptr;
+  return &mats.back();
+}
+
+// The kernel of a waiting projection that cannot own whole blocks (norm_out_router_only) as one
+// token's block tails, or nothing where its shape does not allow them.
+std::optional<pipeline_request> backend::impl::block_tail_projection_req(const pending_matmul& m, const tensor& scratch) const {
+  const weight& w = *m.w;
+  const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]);
+  pipeline_request rq = mmvq_req(w.type, 1, K, N, false, false, false, false, false, false, false, 0);
+  const auto wg = std::find_if(rq.defines.begin(), rq.defines.end(), [](const auto& d) { return d.first == "WG"; });
+  const std::uint32_t rows = mmvq_rows_per_wg(rq);  // moe_block_tail.glsl: a thread a row, whole blocks or parts of one
+  if (m.x.rows != 1 || m.norm || !m.residual || scratch.rows < 1 || scratch.cols != N || scratch.buf == m.y.buf || N % 32 ||
+      N > max_k || wg == rq.defines.end() || std::stoul(wg->second) < 32 || !rows || rows > 256 || (32 % rows && rows % 32))
+    return std::nullopt;
+  rq.defines.emplace_back("MOE_BLOCK_TAIL", "6");
+  return rq;
+}
+
+// The O projection waiting with the FFN norm's first half (norm_out_projection), recorded in a form
+// that writes the norm's codes and block sums of x^2 for the gate/up matvec (RMS_IN), and with
 // `parts_router` the router's per-block parts (ROUTER_PARTS). False: nothing waited, or the
 // projection was recorded without them.
 // A projection that cannot own whole blocks (norm_out_router_only) runs as one token's block tails
 // (mmvq.glsl MOE_BLOCK_TAIL without MOE_IDS): its raw rows into `scratch`, the tails add them to
 // the residual and write the norm's first half (and the router's parts) block by block.
 bool backend::impl::record_norm_out_projection(const weight* parts_router, const tensor& x, const tensor& scratch) {
-  if (combine || mats.size() != 1 || !mats.back().norm_out || !same(mats.back().norm_out->y, x)) return false;
-  pending_matmul m = mats.back();
+  const pending_matmul* waiting = norm_out_projection(x);
+  if (!waiting) return false;
+  pending_matmul m = *waiting;
   if (!m.norm_out_router_only) {
     mats.clear();
     m.router = parts_router;
@@ -444,23 +466,18 @@ bool backend::impl::record_norm_out_projection(const weight* parts_router, const
     record_matmul(m);
     return parts_router ? router_parts_recorded : norm_out_recorded;
   }
+  std::optional<pipeline_request> rq = block_tail_projection_req(m, scratch);
+  if (!rq) return false;
+  mats.clear();
   const weight& w = *m.w;
   const std::uint32_t K = std::uint32_t(w.ne[0]), N = std::uint32_t(w.ne[1]);
-  pipeline_request rq = mmvq_req(w.type, 1, K, N, false, false, false, false, false, false, false, 0);
-  const auto wg = std::find_if(rq.defines.begin(), rq.defines.end(), [](const auto& d) { return d.first == "WG"; });
-  const std::uint32_t rows = mmvq_rows_per_wg(rq);  // moe_block_tail.glsl: a thread a row, whole blocks or parts of one
-  if (m.x.rows != 1 || m.norm || scratch.rows < 1 || scratch.cols != N || scratch.buf == m.y.buf || N % 32 || N > max_k ||
-      wg == rq.defines.end() || std::stoul(wg->second) < 32 || !rows || rows > 256 || (32 % rows && rows % 32))
-    return false;
-  mats.clear();
   const tensor& r = *m.residual;
   const std::uint32_t sl = quantize_input(m.x, nullptr, 0.0f), so = sl ^ 1u;
   const mmvq_pc mp{K, N, 1, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32, scratch.off, scratch.stride,
                    0, 0, 0, 0, 0, 1};
-  rq.defines.emplace_back("MOE_BLOCK_TAIL", "6");
   if (parts_router) {
-    rq.defines.insert(rq.defines.end(), {{"ROUTER_PARTS", std::to_string(parts_router->ne[1])}, {"ROUTER_PARTS_AT", "4"}});
-    if (router_parts_lab) rq.defines.emplace_back("ROUTER_PARTS_LAB", "1");
+    rq->defines.insert(rq->defines.end(), {{"ROUTER_PARTS", std::to_string(parts_router->ne[1])}, {"ROUTER_PARTS_AT", "4"}});
+    if (router_parts_lab) rq->defines.emplace_back("ROUTER_PARTS_LAB", "1");
   }
   // 0-3 the matvec's, 4-5 the parts (the residual and ids of other forms; without parts unused), 6-14 the
   // tails' (7, the router's weights, unused: k = 1).
@@ -479,12 +496,12 @@ bool backend::impl::record_norm_out_projection(const weight* parts_router, const
                                bind_id(xq[so], true),
                                bind_id(xs[so], true),
                                bind_id(rms_sq[so], true)};
-  rq.bindings = std::uint32_t(b.size());
+  rq->bindings = std::uint32_t(b.size());
   const struct {
     mmvq_pc m;
     std::uint32_t k, out_off, out_stride, r_off, r_stride, weighted, q_stride, s_stride;
   } pc{mp, 1, m.y.off, m.y.stride, r.off, r.stride, 0, max_k / 16, max_k / 32};
-  dispatch(rq, b, &pc, sizeof pc, div_up(N, rows), 1);
+  dispatch(*rq, b, &pc, sizeof pc, div_up(N, mmvq_rows_per_wg(*rq)), 1);
   wrote(scratch);
   wrote(m.y);
   quantized[so] = quantized_input{m.y, m.norm_out->w, m.norm_out->eps, true};

@@ -579,7 +579,7 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
                                        {"TOPK_SEGS", std::to_string(segs)}});
     if (n_parts != blocks) r.defines.emplace_back("TOPK_LPARTS", std::to_string(n_parts));
     const bool lean = std::any_of(r.defines.begin(), r.defines.end(), [](const auto& d) { return d.first == "TOPK_LEAN"; });
-    if (topk_direct && lean && n_parts <= 4) r.defines.emplace_back("TOPK_DIRECT", "1");
+    if (topk_direct && lean && topk->n_parts && n_parts <= 4) r.defines.emplace_back("TOPK_DIRECT", "1");
     if (topk->sigmoid) r.defines.emplace_back("ROUTER_SIGMOID", "1");
     if (router_parts_lab && !topk->n_parts) r.defines.emplace_back("ROUTER_PARTS_LAB", "1");
     r.bindings = 15;

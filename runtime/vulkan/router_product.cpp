@@ -6,9 +6,7 @@
 // two parts and applies the 1 / rms from the projection's NORM_OUT block sums. The MoE layer loses
 // the router's level and the experts' input quantize's: its O projection writes the norm's codes.
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -16,7 +14,7 @@
 
 #include "backend_impl.hpp"
 #include "strata/core/byte_size.hpp"
-#include "strata/quant/quantize_rows.hpp"
+#include "strata/graph/router_product.hpp"
 
 namespace strata::gpu {
 namespace {
@@ -24,44 +22,6 @@ namespace {
 struct product_layer {
   std::uint32_t router = 0, o = 0, norm = 0;  // weight ids
 };
-
-// out = [M (E x K) | R' (E x H)] for one layer: R' = router x diag(norm), M = R' x W_o (W_o: H rows
-// of K, dequantized 16 rows at a time; each M row takes 16 rows' products in one pass over K).
-void build_products(const gguf::tensor_info& router, const gguf::tensor_info& o, const gguf::tensor_info& norm,
-                    std::vector<float>& out) {
-  const std::size_t E = router.ne[1], H = router.ne[0], K = o.ne[0];
-  out.assign(E * (K + H), 0.0f);
-  float* M = out.data();
-  float* R = out.data() + E * K;
-  std::vector<float> w(H);
-  std::memcpy(w.data(), norm.data.data(), H * 4);
-  for (std::size_t e = 0; e < E; ++e) {
-    const std::byte* row = router.data.data() + e * router.row_bytes();
-    for (std::size_t j = 0; j < H; ++j) {
-      float r;
-      std::memcpy(&r, row + j * 4, 4);
-      R[e * H + j] = r * w[j];
-    }
-  }
-  constexpr std::size_t rows = 16;
-  std::vector<float> wo(rows * K);
-  for (std::size_t j0 = 0; j0 < H; j0 += rows) {
-    const std::size_t nr = std::min(rows, H - j0);
-    for (std::size_t j = 0; j < nr; ++j) quant::dequantize_rows(o.type, o.data.data() + (j0 + j) * o.row_bytes(), K, wo.data() + j * K);
-    for (std::size_t e = 0; e < E; ++e) {
-      float* m = M + e * K;
-      const float* r = R + e * H + j0;
-      std::size_t j = 0;
-      for (; j + 4 <= nr; j += 4) {
-        const float r0 = r[j], r1 = r[j + 1], r2 = r[j + 2], r3 = r[j + 3];
-        const float *w0 = wo.data() + j * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
-        for (std::size_t k = 0; k < K; ++k) m[k] += (r0 * w0[k] + r1 * w1[k]) + (r2 * w2[k] + r3 * w3[k]);
-      }
-      for (; j < nr; ++j)
-        for (std::size_t k = 0; k < K; ++k) m[k] += r[j] * wo[j * K + k];
-    }
-  }
-}
 
 }  // namespace
 
@@ -104,35 +64,36 @@ void backend::impl::make_router_products() {
                  format_byte_size(bytes).c_str());
     return;
   }
-  // The products of every layer on the host's threads, each layer's uploaded into its own buffer.
-  std::vector<std::vector<float>> host(layers.size());
-  std::atomic<std::size_t> next{0};
-  const std::size_t n_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, layers.size());
-  {
-    std::vector<std::jthread> pool;
-    for (std::size_t t = 0; t < n_threads; ++t)
-      pool.emplace_back([&] {
-        for (std::size_t l; (l = next.fetch_add(1)) < layers.size();)
-          build_products(*weights[layers[l].router].info, *weights[layers[l].o].info, *weights[layers[l].norm].info, host[l]);
-      });
-  }
+  // The products on the host's threads, a layer each, uploaded a round of layers at a time (host memory: one
+  // round's products, not the model's), each layer's into its own buffer.
   router_products.assign(weights.size(), {});
-  std::uint64_t largest = 0;
-  for (const auto& h : host) largest = std::max<std::uint64_t>(largest, h.size() * 4);
-  uploader up(ctx, std::clamp<std::uint64_t>(largest, 64ull << 10, uploader::default_staging_bytes));
-  for (std::size_t l = 0; l < layers.size(); ++l) {
-    const gguf::tensor_info& r = *weights[layers[l].router].info;
-    router_product_t& p = router_products[layers[l].router];
-    p.buf = new_buffer(host[l].size() * 4, memory_kind::device, "MoE router products (" + std::string(r.name) + ")");
-    p.o_id = layers[l].o;
-    p.norm_id = layers[l].norm;
-    p.experts = std::uint32_t(r.ne[1]);
-    p.hidden = std::uint32_t(r.ne[0]);
-    p.k = std::uint32_t(weights[layers[l].o].info->ne[0]);
-    up.copy(std::as_bytes(std::span(host[l])), buf(p.buf).handle(), 0);
-    std::vector<float>().swap(host[l]);
+  const std::size_t n_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, layers.size());
+  std::vector<std::vector<float>> host(n_threads);
+  uploader up(ctx, uploader::default_staging_bytes);
+  for (std::size_t first = 0; first < layers.size(); first += n_threads) {
+    const std::size_t round = std::min(n_threads, layers.size() - first);
+    {
+      std::vector<std::jthread> pool;
+      for (std::size_t t = 0; t < round; ++t)
+        pool.emplace_back([&, t] {
+          const product_layer& l = layers[first + t];
+          graph::build_router_products(*weights[l.router].info, *weights[l.o].info, *weights[l.norm].info, host[t]);
+        });
+    }
+    for (std::size_t t = 0; t < round; ++t) {
+      const product_layer& l = layers[first + t];
+      const gguf::tensor_info& r = *weights[l.router].info;
+      router_product_t& p = router_products[l.router];
+      p.buf = new_buffer(host[t].size() * 4, memory_kind::device, "MoE router products (" + std::string(r.name) + ")");
+      p.o_id = l.o;
+      p.norm_id = l.norm;
+      p.experts = std::uint32_t(r.ne[1]);
+      p.hidden = std::uint32_t(r.ne[0]);
+      p.k = std::uint32_t(weights[l.o].info->ne[0]);
+      up.copy(std::as_bytes(std::span(host[t])), buf(p.buf).handle(), 0);
+    }
+    up.flush();  // the round's host copies are reused by the next
   }
-  up.flush();
   router_product_parts = new_buffer(std::uint64_t(router_part_tokens) * 2 * widest * 4, memory_kind::device, "MoE router product parts");
 }
 
@@ -144,29 +105,30 @@ pipeline_request backend::impl::router_product_req(bool q8) {
 
 // Decode's MoE layer (moe_ffn): R' h now, beside the attention; then the O projection waiting with
 // the FFN norm's first half in its NORM_OUT form (record_norm_out_projection) and M a beside it.
-// False: no products for this router or the projection cannot take the form; R' h may then have
-// run for nothing (its part is never read), and the router runs as its own dispatch.
+// False: no products for this router, or the projection cannot take the form (then nothing is
+// recorded here, except where a projection that owns whole blocks is recorded by record_matmul
+// without NORM_OUT after all: R' h then ran for nothing, its part never read).
 bool backend::impl::record_router_product(const weight& router, const tensor& x, const tensor& scratch) {
-  if (!router_product_parts || router.id >= router_products.size() || !router_products[router.id].buf || combine ||
-      mats.size() != 1 || !mats.back().norm_out || !same(mats.back().norm_out->y, x))
-    return false;
+  const pending_matmul* waiting = norm_out_projection(x);
+  if (!waiting || !router_product_parts || router.id >= router_products.size() || !router_products[router.id].buf) return false;
   const router_product_t& rp = router_products[router.id];
-  const pending_matmul& m = mats.back();
+  const pending_matmul& m = *waiting;
   if (m.w->id != rp.o_id || !m.norm_out->w || m.norm_out->w->id != rp.norm_id || !m.residual || m.norm || m.up ||
       x.rows > router_part_tokens || m.x.rows != x.rows || m.x.cols != rp.k || m.residual->cols != rp.hidden ||
-      m.residual->off % 4 || m.residual->stride % 4)
+      m.residual->off % 4 || m.residual->stride % 4 || (m.norm_out_router_only && !block_tail_projection_req(m, scratch)))
     return false;
   const tensor h = *m.residual, a = m.x;
   const std::uint32_t n = x.rows, E = rp.experts;
-  // R' h: part 0. Its write is disjoint from M a's part 1, so no barrier falls between them; M a's
-  // tracked write puts the gate/up matvec that reads both behind a barrier that covers both.
-  const router_product_pc hp{rp.hidden, E * rp.k / 4, h.off / 4, h.stride / 4, 0, 0, 0, 2 * E};
-  binding hb[] = {bind_id(rp.buf, false), bind(h, false), bind(h, false), bind_id(router_product_parts, true)};
-  hb[3].disjoint = true;
+  // R' h (part 0) before the projection adds into h in place: that write puts a barrier after it,
+  // and the gate/up matvec reading both parts waits behind M a's.
+  const router_product_pc hp{.K = rp.hidden, .w_off = E * rp.k / 4, .x_off = h.off / 4, .x_stride = h.stride / 4,
+                             .s_off = 0, .s_stride = 0, .out_off = 0, .out_stride = 2 * E};
+  const binding hb[] = {bind_id(rp.buf, false), bind(h, false), bind(h, false), bind_id(router_product_parts, true)};
   dispatch(router_product_req(false), hb, &hp, sizeof hp, E, n);
   const std::uint32_t sl = quantize_input(a, nullptr, 0.0f);  // the projection's own input codes
   if (!record_norm_out_projection(nullptr, x, scratch)) return false;
-  const router_product_pc ap{rp.k, 0, 0, max_k / 16, 0, max_k / 32, E, 2 * E};
+  const router_product_pc ap{.K = rp.k, .w_off = 0, .x_off = 0, .x_stride = max_k / 16, .s_off = 0, .s_stride = max_k / 32,
+                             .out_off = E, .out_stride = 2 * E};
   const binding ab[] = {bind_id(rp.buf, false), bind_id(xq[sl], false), bind_id(xs[sl], false), bind_id(router_product_parts, true)};
   dispatch(router_product_req(true), ab, &ap, sizeof ap, E, n);
   return true;

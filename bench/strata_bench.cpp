@@ -43,6 +43,9 @@ struct result {
   strata::rt::model::disk_counters disk;           // the disk tier (CPU blocks read from the file) over the timed runs
   double wall_seconds = 0;                         // of the timed repetitions
   strata::rt::model::stream_counters xstream;      // CPU experts streamed in prompt steps over the timed runs
+  // Decode tests on a recording backend: the step as recorded (the last one recorded, the decode
+  // step's), its dispatches and the barriers between them: a token runs through barriers + 1 levels.
+  std::uint32_t step_dispatches = 0, step_barriers = 0;
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -370,6 +373,10 @@ int main(int argc, char** argv) {
               r.samples.push_back(double(g) / sec);
             }
             report_profile(r.test, g);
+            if (const auto rc = m->step_recordings(); !profile) {  // a profile puts a barrier after every dispatch
+              r.step_dispatches = rc.last_dispatches;
+              r.step_barriers = rc.last_barriers;
+            }
             r.predicted = predict(d, g, false);
             r.predicted_ts = r.predicted.tokens_per_second();
             results.push_back(tag(r));
@@ -410,6 +417,8 @@ int main(int argc, char** argv) {
                                                                 {"cpu_read", r.predicted.cpu_read_bytes},
                                                                 {"nvme", r.predicted.nvme_bytes}}},
                                            {"predicted_handoffs_per_step", r.predicted.handoffs},
+                                           {"step_dispatches", r.step_dispatches},
+                                           {"step_barriers", r.step_barriers},
                                            {"n_gpu_layers", r.n_gpu_layers},
                                            {"cpu_expert_layers", r.cpu_expert_layers},
                                            {"expert_cache",
@@ -546,6 +555,11 @@ int main(int argc, char** argv) {
                 "token's experts from their pinned copy while the CPU computes the rest)\n",
                 std::find_if(results.begin(), results.end(), [](const result& r) { return r.xstream.layers > 0; })->xstream.cpu_tokens);
   }
+  // The decode step as recorded: what each token's step waits through, level by level.
+  for (const result& r : results)
+    if (r.step_dispatches)
+      std::printf("(%s%s: the decode step as recorded runs %u dispatches in %u dependency levels)\n", r.test.c_str(),
+                  r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "", r.step_dispatches, r.step_barriers + 1);
   // The disk tier (CPU blocks beyond --ram-budget or -ot ...=disk, read from the model file every
   // step), measured over the timed runs: the drive's rate while the reader reads, over the whole
   // test, and how long the compute waited for it.

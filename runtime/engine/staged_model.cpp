@@ -143,6 +143,7 @@ class staged_model final : public model {
     for (const auto& s : stages_) {
       const auto e = s->step_recordings();
       c.steps += e.steps, c.ms += e.ms;
+      c.last_dispatches += e.last_dispatches, c.last_barriers += e.last_barriers;  // a step runs every stage
     }
     return c;
   }

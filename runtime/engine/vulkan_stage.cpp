@@ -35,7 +35,7 @@ struct engine_backend<gpu::backend> {
   }
   static model::recording_counters step_recordings(const gpu::backend& be) {
     const gpu::step_recording_stats s = be.recordings();
-    return {s.steps, s.ms};
+    return {s.steps, s.ms, be.dispatches_per_step(), be.barriers_per_step()};
   }
   static std::uint32_t step_granule(const gpu::backend& be) { return be.step_granule(); }
   static std::string describe(const gpu::backend& be) { return be.description(); }

@@ -134,6 +134,7 @@ bool backend::is_cpu_device() const { return p_->ctx.info().is_cpu; }
 const startup_stats& backend::startup() const noexcept { return p_->stats; }
 
 std::uint32_t backend::dispatches_per_step() const { return p_->last_dispatches; }
+std::uint32_t backend::barriers_per_step() const { return p_->last_barriers; }
 
 std::vector<kernel_time> backend::profile() const {
   std::vector<kernel_time> out;

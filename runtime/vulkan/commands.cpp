@@ -18,6 +18,7 @@ void command_recorder::begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool q
   first_query_ = first_query;
   written_.clear();
   read_.clear();
+  barriers_ = 0;
   labels_.clear();
   weight_bytes_.clear();
   cmd_->begin(vk::CommandBufferBeginInfo());
@@ -33,6 +34,7 @@ void command_recorder::barrier() {
   cmd_->pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
   written_.clear();
   read_.clear();
+  ++barriers_;
 }
 
 void command_recorder::dispatch(const pipeline& p, std::span<const binding> bindings, const void* push,

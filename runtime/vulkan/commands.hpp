@@ -46,6 +46,9 @@ class command_recorder {
   void set_lab_no_barrier(bool on) noexcept { lab_no_barrier_ = on; }
 
   std::uint32_t dispatches() const noexcept { return std::uint32_t(labels_.size()); }
+  // Barriers recorded since begin(): the step's dependency levels are about this many plus one
+  // (a profile adds one after every dispatch, so count without it).
+  std::uint32_t barriers() const noexcept { return barriers_; }
   const std::vector<std::string>& labels() const noexcept { return labels_; }
   // Per dispatch (as labels()): the bytes of the weight ranges it binds: what a matmul reads of
   // its weights; an expert matmul binds every expert of the layer (an upper bound).
@@ -56,7 +59,7 @@ class command_recorder {
   const vk::raii::CommandBuffer* cmd_ = nullptr;
   bool lab_no_barrier_ = false;
   vk::QueryPool queries_;
-  std::uint32_t query_capacity_ = 0, first_query_ = 0;
+  std::uint32_t query_capacity_ = 0, first_query_ = 0, barriers_ = 0;
   std::vector<std::uint32_t> written_, read_;  // buffer ids since the last barrier
   std::vector<std::string> labels_;
   std::vector<std::uint64_t> weight_bytes_;

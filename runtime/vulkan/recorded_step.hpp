@@ -45,6 +45,7 @@ struct recorded_step {
   std::deque<step_handoff> handoffs;  // a deque: the recorder points at the command buffer being recorded
   std::vector<std::string> labels;
   std::vector<std::uint64_t> weight_bytes;  // per dispatch, as labels
+  std::uint32_t barriers = 0;               // the recorder's, between its dispatches
   bool ahead = false;  // recorded ahead of use (backend::record_only): kept when shapes churn
   // The fusion state a layers' part ends with: the output part of a step whose output reads the
   // rows in place starts after the output norm, from this state (the norm's int8 or f16 copies of

@@ -271,6 +271,7 @@ recorded_step* backend::impl::file_part(bool output, bool keep_norms) {
   recording = false;
   pending.labels = rec.labels();
   pending.weight_bytes = rec.weight_bytes();
+  pending.barriers = rec.barriers();
   pending.ahead = record_only;
   recorded_any = true;
   recordings.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - record_start).count();
@@ -290,6 +291,7 @@ void backend::finish() {
   if (P.recorded_any) {
     ++P.recordings.steps;
     P.last_dispatches = std::uint32_t(P.current->labels.size() + (P.outputs.current ? P.outputs.current->labels.size() : 0));
+    P.last_barriers = P.current->barriers + (P.outputs.current ? P.outputs.current->barriers : 0);
   }
   if (P.record_only) {
     P.replay = false;

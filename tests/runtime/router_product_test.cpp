@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <initializer_list>
 #include <string>
@@ -46,6 +47,7 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
       const char *product, *direct;
     };
     std::vector<float> logits[3];
+    std::uint32_t barriers[3] = {}, layers = 0;  // the decode step's, as recorded
     const variant variants[] = {{"0", "1"}, {"1", "1"}, {"1", "0"}};
     for (int v = 0; v < 3; ++v) {
       CAPTURE(v);
@@ -54,6 +56,8 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
       {
         auto m = strata::rt::model::load(model, strata::test::fixture_options(strata::rt::backend_kind::vulkan));
         logits[v] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
+        barriers[v] = m->step_recordings().last_barriers;
+        layers = m->hparams().n_layer;
       }
       auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
       opt.gpu_profile = true;
@@ -73,6 +77,12 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
       CHECK(o_form == product);
       CHECK(has({"matvec.F32"}) != product);  // the router's own dispatch
     }
+    // What the product is for: one dependency level fewer a MoE layer (every layer of the fixture),
+    // the router and the experts' input quantize gone from the decode step.
+    MESSAGE("decode step barriers: router dispatch " << barriers[0] << ", product " << barriers[1]);
+    CHECK(barriers[0] > 0);
+    CHECK(barriers[1] + layers == barriers[0]);
+    CHECK(barriers[2] == barriers[1]);
     // The router parts (STRATA_VK_ROUTER_PARTS=1) read the same NORM_OUT codes: against them only
     // the router logits' rounding differs, so a routing or 1 / rms error stands far above the bound.
     std::vector<float> parts;

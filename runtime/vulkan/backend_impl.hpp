@@ -206,6 +206,7 @@ struct backend::impl : backend_tuning {
   std::optional<pipeline_request> block_tail_projection_req(const pending_matmul& m, const tensor& scratch) const;
   // router_product (router_product.cpp): per router weight id, its layer's products, and the two parts they write.
   std::vector<router_product_t> router_products;
+  std::uint32_t proj_rows = 0;  // buffer id (block_norm_out): one token's raw projection rows for its block tails
   std::uint32_t router_product_parts = 0;  // buffer id: [token][2][expert] logit parts (router_product.glsl)
   void make_router_products();
   static pipeline_request router_product_req(bool q8);  // router_product.glsl: R' h (f32 input) or M a (INPUT_Q8)

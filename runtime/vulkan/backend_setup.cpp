@@ -485,8 +485,10 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
     return id;
   };
   if (P.tail_rows && P.fuse) P.tail_counter = zeroed_counters(4, "last-workgroup counter");
-  if (P.moe_block_tail && P.fuse && P.rms_sq[0] && !id_formats.empty())
-    P.block_counters = zeroed_counters(P.moe_block_tail_tokens * (P.max_k / 32), "MoE combine block counters");
+  if (P.fuse && P.rms_sq[0] && ((P.moe_block_tail && !id_formats.empty()) || P.block_norm_out))
+    P.block_counters = zeroed_counters(P.moe_block_tail_tokens * (P.max_k / 32), "block tail counters");
+  if (P.block_norm_out && P.block_counters)  // a one-token projection's raw rows before its block tails
+    P.proj_rows = P.new_buffer(std::uint64_t(P.max_k) * 4, memory_kind::device, "block-tail projection rows");
   for (const auto& e : P.weights)
     if (impl::gpu_reads(e) && e.info->ne[2] > 1) reqs.push_back(P.matvec_req(e.info->type, 1, true, e.info->ne[1]));
   if (!id_formats.empty()) {

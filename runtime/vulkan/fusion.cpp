@@ -409,7 +409,7 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
     return false;
   // A projection that cannot own whole blocks waits only for an MoE router's block tails.
   const bool fits = norm_out_fits(m.w->type, m.w->ne[1]);
-  if (!fits && !((router_part_buf || router_product_parts) && block_counters && x.rows == 1 && !m.norm)) return false;
+  if (!fits && !((router_part_buf || router_product_parts || proj_rows) && block_counters && x.rows == 1 && !m.norm)) return false;
   defer_past(mats);
   mats.back().norm_out = n;
   mats.back().norm_out_router_only = !fits;

@@ -169,6 +169,7 @@ void backend_tuning::read_env() {
     std::fprintf(stderr, "strata: STRATA_VK_ROUTER_PARTS_LAB is set: the router's parts are left out, results are wrong (timing runs only)\n");
   flag("STRATA_VK_ROUTER_PRODUCT", router_product);
   flag("STRATA_VK_TOPK_DIRECT", topk_direct);
+  flag("STRATA_VK_BLOCK_NORM_OUT", block_norm_out);
   flag("STRATA_VK_MOE_BLOCK_TAIL", moe_block_tail);
   count("STRATA_VK_BT_LAB", 0, 3, moe_block_tail_lab, "lab bits; results are then wrong");
   count("STRATA_VK_MMVQ_SHORT_LPR", 0, 16, mmvq_short_lpr, "lanes a row; 0: a warp a row");

@@ -295,6 +295,12 @@ struct backend_tuning {
   // so no barrier precedes a gate/up workgroup's ranking. STRATA_VK_TOPK_DIRECT=0: the parts summed
   // into shared memory and scaled first (topk_sum_parts), as for ROUTER_PARTS.
   bool topk_direct = true;
+  // One-token decode: a residual projection that cannot own whole 32-row blocks (norm_out_fits: Q4_K,
+  // Q5_K, IQ4_XS, Q4_0 below 4,096 rows, as in models of hidden 1,024-3,072) writes the next norm's
+  // first half from its block tails (mmvq.glsl MOE_BLOCK_TAIL with k = 1), as qwen3-30b-a3b's O
+  // projection does for the router parts, so the norm's quantize dispatch and its level leave: two
+  // levels a dense layer (after O and after down). STRATA_VK_BLOCK_NORM_OUT=1; off until measured.
+  bool block_norm_out = false;
   // Decode's MoE combine (with the residual and the next norm's first half) as per-block tails of
   // the experts' down matvec (mmvq.glsl MOE_BLOCK_TAIL): the combine's level leaves each MoE layer.
   // STRATA_VK_MOE_BLOCK_TAIL=0: the combine's own dispatch.

@@ -43,8 +43,8 @@ struct result {
   strata::rt::model::disk_counters disk;           // the disk tier (CPU blocks read from the file) over the timed runs
   double wall_seconds = 0;                         // of the timed repetitions
   strata::rt::model::stream_counters xstream;      // CPU experts streamed in prompt steps over the timed runs
-  // Decode tests on a recording backend: the step as recorded (the last one recorded, the decode
-  // step's), its dispatches and the barriers between them: a token runs through barriers + 1 levels.
+  // Decode tests on a recording backend: the decode step (the last step run), its dispatches and
+  // the barriers between them: a token runs through barriers + 1 levels.
   std::uint32_t step_dispatches = 0, step_barriers = 0;
   double mean() const {
     double s = 0;
@@ -558,7 +558,7 @@ int main(int argc, char** argv) {
   // The decode step as recorded: what each token's step waits through, level by level.
   for (const result& r : results)
     if (r.step_dispatches)
-      std::printf("(%s%s: the decode step as recorded runs %u dispatches in %u dependency levels)\n", r.test.c_str(),
+      std::printf("(%s%s: the decode step runs %u dispatches in %u dependency levels)\n", r.test.c_str(),
                   r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "", r.step_dispatches, r.step_barriers + 1);
   // The disk tier (CPU blocks beyond --ram-budget or -ot ...=disk, read from the model file every
   // step), measured over the timed runs: the drive's rate while the reader reads, over the whole

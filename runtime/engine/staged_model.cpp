@@ -143,7 +143,10 @@ class staged_model final : public model {
     for (const auto& s : stages_) {
       const auto e = s->step_recordings();
       c.steps += e.steps, c.ms += e.ms;
-      c.last_dispatches += e.last_dispatches, c.last_barriers += e.last_barriers;  // a step runs every stage
+      if (e.last_dispatches) {  // a step runs every stage, one after another: a level between two
+        c.last_barriers += e.last_barriers + (c.last_dispatches ? 1 : 0);
+        c.last_dispatches += e.last_dispatches;
+      }
     }
     return c;
   }

@@ -100,8 +100,9 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   // A producer waiting with the next norm's first half (try_norm_out) keeps it when this matmul
   // reads that norm; one that cannot own whole blocks writes it from its block tails now
   // (block_norm_out), or drops it.
+  // (An integer matvec reads the codes; another reader folds the norm in itself and would gain nothing.)
   if (m.norm && P.proj_rows && P.mats.size() == 1 && P.mats.back().norm_out && P.mats.back().norm_out_router_only &&
-      impl::same(P.mats.back().norm_out->y, m.norm->y))
+      impl::same(P.mats.back().norm_out->y, m.norm->y) && P.use_mmvq(w, x.rows))
     P.record_norm_out_projection(nullptr, m.norm->y, tensor{P.proj_rows, 0, 1, std::uint32_t(P.mats.back().w->ne[1]), std::uint32_t(P.mats.back().w->ne[1])});
   for (auto& pm : P.mats)
     if (pm.norm_out && (pm.norm_out_router_only || !(m.norm && impl::same(pm.norm_out->y, m.norm->y)))) pm.norm_out.reset();

@@ -186,8 +186,8 @@ class backend {
   const startup_stats& startup() const noexcept;
   std::vector<kernel_time> profile() const;  // accumulated since start (profile option)
   void reset_profile();
-  std::uint32_t dispatches_per_step() const;  // of the last recorded step
-  std::uint32_t barriers_per_step() const;    // of the last recorded step (every dispatch's own when profiling)
+  std::uint32_t dispatches_per_step() const;  // of the last step run (recorded or replayed)
+  std::uint32_t barriers_per_step() const;    // of the last step run (every dispatch's own when profiling)
   // Prompt-step GEMMs recorded so far that read weights expanded while the GEMM before them ran
   // (scratch_schedule.hpp; tests check the guesses land).
   std::uint64_t scratch_hits() const;

@@ -172,7 +172,7 @@ struct backend::impl : backend_tuning {
   command_recorder rec;
   float* read_dst = nullptr;
   std::size_t read_floats = 0;
-  std::uint32_t last_dispatches = 0, last_barriers = 0;  // of the last recorded step, both parts
+  std::uint32_t last_dispatches = 0, last_barriers = 0;  // of the last step run (recorded or replayed), both parts
   step_recording_stats recordings;
   std::chrono::steady_clock::time_point record_start;
   std::map<std::string, kernel_time> prof;

@@ -102,6 +102,7 @@ void command_recorder::resume(const vk::raii::CommandBuffer& cmd, const std::str
                         vk::PipelineStageFlagBits::eComputeShader, {}, mb, {}, {});
   written_.clear();
   read_.clear();
+  ++barriers_;  // a level of its own: the hand-off's work lies between
 }
 
 void command_recorder::end() {

@@ -288,8 +288,8 @@ void backend::finish() {
     else P.current = P.file_part(false);
   }
   P.outputs.active = false;
-  if (P.recorded_any) {
-    ++P.recordings.steps;
+  if (P.recorded_any) ++P.recordings.steps;
+  if (!P.record_only && P.current) {  // the step that runs, recorded now or replayed (steps recorded ahead do not run)
     P.last_dispatches = std::uint32_t(P.current->labels.size() + (P.outputs.current ? P.outputs.current->labels.size() : 0));
     P.last_barriers = P.current->barriers + (P.outputs.current ? P.outputs.current->barriers : 0);
   }

@@ -160,8 +160,9 @@ class model {
   struct recording_counters {
     std::uint64_t steps = 0;
     double ms = 0;
-    // The last step recorded: its dispatches and the barriers between them (the dependency levels
-    // a token's step runs through, less one; with gpu_profile a barrier follows every dispatch).
+    // The last step run (recorded or replayed): its dispatches and the barriers between them, the
+    // dependency levels it runs through less one (a model in stages: each stage's boundary counted
+    // as a barrier; with gpu_profile a barrier follows every dispatch).
     std::uint32_t last_dispatches = 0, last_barriers = 0;
   };
   virtual recording_counters step_recordings() const { return {}; }

@@ -101,11 +101,13 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
   // reads that norm; one that cannot own whole blocks writes it from its block tails now
   // (block_norm_out), or drops it.
   // (An integer matvec reads the codes; another reader folds the norm in itself and would gain nothing.)
-  if (m.norm && P.proj_rows && P.mats.size() == 1 && P.mats.back().norm_out && P.mats.back().norm_out_router_only &&
-      impl::same(P.mats.back().norm_out->y, m.norm->y) && P.use_mmvq(w, x.rows))
-    P.record_norm_out_projection(nullptr, m.norm->y, tensor{P.proj_rows, 0, 1, std::uint32_t(P.mats.back().w->ne[1]), std::uint32_t(P.mats.back().w->ne[1])});
+  if (const impl::pending_matmul* pm = m.norm && P.proj_rows ? P.norm_out_projection(m.norm->y) : nullptr;
+      pm && pm->norm_out_by_tails && P.use_mmvq(w, x.rows)) {
+    const auto N = std::uint32_t(pm->w->ne[1]);
+    P.record_norm_out_projection(nullptr, m.norm->y, tensor{P.proj_rows, 0, 1, N, N});
+  }
   for (auto& pm : P.mats)
-    if (pm.norm_out && (pm.norm_out_router_only || !(m.norm && impl::same(pm.norm_out->y, m.norm->y)))) pm.norm_out.reset();
+    if (pm.norm_out && (pm.norm_out_by_tails || !(m.norm && impl::same(pm.norm_out->y, m.norm->y)))) pm.norm_out.reset();
   if (P.combine && P.combine->norm_out) {  // the combine writing this norm's first half (try_norm_out)
     if (!(m.norm && impl::same(P.combine->norm_out->y, m.norm->y))) P.combine->norm_out.reset();
     P.flush_combine();

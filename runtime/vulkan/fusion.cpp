@@ -407,12 +407,13 @@ bool backend::impl::try_norm_out(const pending_norm& n) {
   if (!same(m.y, x) || !m.residual || m.up || m.tail || !use_mmvq(*m.w, x.rows) || x.rows > max_q8_rows ||
       x.cols % 32 || x.cols > max_k || x.cols != m.w->ne[1] || x.buf == n.y.buf)
     return false;
-  // A projection that cannot own whole blocks waits only for an MoE router's block tails.
+  // A projection that cannot own whole blocks waits only where a reader takes its block tails
+  // (the router parts or product, block_norm_out).
   const bool fits = norm_out_fits(m.w->type, m.w->ne[1]);
   if (!fits && !((router_part_buf || router_product_parts || proj_rows) && block_counters && x.rows == 1 && !m.norm)) return false;
   defer_past(mats);
   mats.back().norm_out = n;
-  mats.back().norm_out_router_only = !fits;
+  mats.back().norm_out_by_tails = !fits;
   return true;
 }
 
@@ -433,7 +434,7 @@ const pending_matmul* backend::impl::norm_out_projection(const tensor& x) const 
   return &mats.back();
 }
 
-// The kernel of a waiting projection that cannot own whole blocks (norm_out_router_only) as one
+// The kernel of a waiting projection that cannot own whole blocks (norm_out_by_tails) as one
 // token's block tails, or nothing where its shape does not allow them.
 std::optional<pipeline_request> backend::impl::block_tail_projection_req(const pending_matmul& m, const tensor& scratch) const {
   const weight& w = *m.w;
@@ -452,14 +453,14 @@ std::optional<pipeline_request> backend::impl::block_tail_projection_req(const p
 // that writes the norm's codes and block sums of x^2 for the gate/up matvec (RMS_IN), and with
 // `parts_router` the router's per-block parts (ROUTER_PARTS). False: nothing waited, or the
 // projection was recorded without them.
-// A projection that cannot own whole blocks (norm_out_router_only) runs as one token's block tails
+// A projection that cannot own whole blocks (norm_out_by_tails) runs as one token's block tails
 // (mmvq.glsl MOE_BLOCK_TAIL without MOE_IDS): its raw rows into `scratch`, the tails add them to
 // the residual and write the norm's first half (and the router's parts) block by block.
 bool backend::impl::record_norm_out_projection(const weight* parts_router, const tensor& x, const tensor& scratch) {
   const pending_matmul* waiting = norm_out_projection(x);
   if (!waiting) return false;
   pending_matmul m = *waiting;
-  if (!m.norm_out_router_only) {
+  if (!m.norm_out_by_tails) {
     mats.clear();
     m.router = parts_router;
     norm_out_recorded = router_parts_recorded = false;  // record_mmvq() sets them when its NORM_OUT form runs

@@ -39,11 +39,12 @@ struct pending_matmul {
   };
   std::optional<topk_t> topk{};  // a router: its top-k, run by the last workgroup if the path allows
   // With norm_out: the MoE router (f32) whose logits this dispatch writes as per-block parts
-  // (mmvq.glsl ROUTER_PARTS) for the gate/up matvec's top-k (moe_ffn). norm_out_router_only: the
-  // projection cannot own whole blocks (norm_out_fits), so only an MoE FFN's router takes the
-  // norm's first half, from its block tails (record_router_parts); any other reader resets it.
+  // (mmvq.glsl ROUTER_PARTS) for the gate/up matvec's top-k (moe_ffn). norm_out_by_tails: the
+  // projection cannot own whole blocks (norm_out_fits), so it writes the norm's first half from one
+  // token's block tails (record_norm_out_projection), for an MoE router's parts or product or an
+  // integer matvec reading the norm (block_norm_out); any other reader resets it.
   const weight* router = nullptr;
-  bool norm_out_router_only = false;
+  bool norm_out_by_tails = false;
 };
 // The MoE router's logits, ranked by every workgroup of the experts' gate/up matvec first
 // (mmvq.glsl TOPK_IN) instead of read from the ids a MOE_TOPK dispatch wrote (per-pair gate/up

@@ -141,7 +141,7 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
   const std::uint32_t so = sl ^ 1u;
   const bool tail = m.tail && m.residual && !qout;
   // The next norm's first half (NORM_OUT) into the other slot: y's rows are the norm's input.
-  const bool nout = m.norm_out && !m.norm_out_router_only && m.residual && !m.up && !tail && !rms_in && w.ne[1] % 32 == 0 &&
+  const bool nout = m.norm_out && !m.norm_out_by_tails && m.residual && !m.up && !tail && !rms_in && w.ne[1] % 32 == 0 &&
                     m.norm_out->x.cols == w.ne[1] && m.y.cols <= max_k && m.norm_out->w;
   std::vector<binding> b{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(m.y, true),
                          m.residual ? bind(*m.residual, false) : bind(m.y, false), bind_id(xq[sl], false),

@@ -115,7 +115,7 @@ bool backend::impl::record_router_product(const weight& router, const tensor& x,
   const pending_matmul& m = *waiting;
   if (m.w->id != rp.o_id || !m.norm_out->w || m.norm_out->w->id != rp.norm_id || !m.residual || m.norm || m.up ||
       x.rows > router_part_tokens || m.x.rows != x.rows || m.x.cols != rp.k || m.residual->cols != rp.hidden ||
-      m.residual->off % 4 || m.residual->stride % 4 || (m.norm_out_router_only && !block_tail_projection_req(m, scratch)))
+      m.residual->off % 4 || m.residual->stride % 4 || (m.norm_out_by_tails && !block_tail_projection_req(m, scratch)))
     return false;
   const tensor h = *m.residual, a = m.x;
   const std::uint32_t n = x.rows, E = rp.experts;

@@ -246,6 +246,13 @@ int main(int argc, char** argv) {
           r.cache.tokens += a.tokens - before.tokens;
           r.cache.gpu_blocks += a.gpu_blocks - before.gpu_blocks;
           r.cache.cpu_blocks += a.cpu_blocks - before.cpu_blocks;
+          r.cache.predictors = a.predictors;
+          r.cache.prefetched += a.prefetched - before.prefetched;
+          r.cache.prefetch_bytes += a.prefetch_bytes - before.prefetch_bytes;
+          r.cache.prefetch_used += a.prefetch_used - before.prefetch_used;
+          r.cache.prefetch_wasted += a.prefetch_wasted - before.prefetch_wasted;
+          r.cache.predicted_routed += a.predicted_routed - before.predicted_routed;
+          r.cache.routed_with_prediction += a.routed_with_prediction - before.routed_with_prediction;
         };
         strata::rt::probe_options probe;
         probe.disk_file = path;
@@ -428,7 +435,12 @@ int main(int argc, char** argv) {
                                                                 {"bytes_uploaded_per_token", r.cache.bytes_per_token()},
                                                                 {"evictions", r.cache.evictions},
                                                                 {"gpu_block_steps", r.cache.gpu_blocks},
-                                                                {"cpu_block_steps", r.cache.cpu_blocks}}},
+                                                                {"cpu_block_steps", r.cache.cpu_blocks},
+                                                                {"prefetch_blocks", r.cache.predictors},
+                                                                {"prefetch_recall", r.cache.prefetch_recall()},
+                                                                {"prefetch_accuracy", r.cache.prefetch_accuracy()},
+                                                                {"prefetched_bytes_per_token",
+                                                                 r.cache.tokens ? double(r.cache.prefetch_bytes) / double(r.cache.tokens) : 0.0}}},
                                            {"layer_streaming",
                                             boost::json::object{{"layers", r.stream.layers},
                                                                 {"ring_bytes", r.stream.ring_bytes},
@@ -499,19 +511,26 @@ int main(int argc, char** argv) {
               "(st); hand-offs per step, predicted)\n");
   // The GPU expert cache (--expert-cache), measured over the timed runs.
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.cache.layers > 0; })) {
-    std::printf("\n| %-14s | %-15s | %8s | %13s | %11s | %11s |\n", "test", "expert cache", "hit rate", "uploaded MB/t",
-                "evictions/t", "CPU blocks");
+    std::printf("\n| %-14s | %-15s | %8s | %13s | %11s | %11s | %15s | %17s |\n", "test", "expert cache", "hit rate",
+                "uploaded MB/t", "evictions/t", "CPU blocks", "prefetch recall", "prefetch accuracy");
     for (const auto& r : results) {
       if (!r.cache.layers) continue;
       char test[64], cache[40];
       std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
       std::snprintf(cache, sizeof cache, "%u slots x %u", r.cache.slots, r.cache.layers);
       const double t = r.cache.tokens ? double(r.cache.tokens) : 1.0;
-      std::printf("| %-14s | %-15s | %8.3f | %13.3f | %11.3f | %11llu |\n", test, cache, r.cache.hit_rate(),
-                  r.cache.bytes_per_token() / 1e6, double(r.cache.evictions) / t, (unsigned long long)r.cache.cpu_blocks);
+      char recall[24] = "-", accuracy[24] = "-";
+      if (r.cache.predictors) {
+        std::snprintf(recall, sizeof recall, "%.3f", r.cache.prefetch_recall());
+        std::snprintf(accuracy, sizeof accuracy, "%.3f", r.cache.prefetch_accuracy());
+      }
+      std::printf("| %-14s | %-15s | %8.3f | %13.3f | %11.3f | %11llu | %15s | %17s |\n", test, cache, r.cache.hit_rate(),
+                  r.cache.bytes_per_token() / 1e6, double(r.cache.evictions) / t, (unsigned long long)r.cache.cpu_blocks, recall,
+                  accuracy);
     }
-    std::printf("(hit rate per distinct expert of a block and step; CPU blocks: block-steps that routed more experts than "
-                "slots and ran on the CPU)\n");
+    std::printf("(hit rate per distinct expert of a block and step, prefetched experts counted as hits; CPU blocks: block-steps "
+                "that routed more experts than slots and ran on the CPU; prefetch recall: routed experts the block before "
+                "predicted; accuracy: experts uploaded ahead that their step used)\n");
   }
   // Dense layer streaming (--stream-layers, --fit), measured over the timed runs beside the cost
   // model's host->GPU bytes per token for the same layout.

@@ -99,6 +99,10 @@ class staged_model final : public model {
       c.hits += e.hits, c.misses += e.misses, c.evictions += e.evictions, c.bytes_uploaded += e.bytes_uploaded;
       c.tokens = std::max(c.tokens, e.tokens);
       c.gpu_blocks += e.gpu_blocks, c.cpu_blocks += e.cpu_blocks;
+      c.predictors += e.predictors;
+      c.prefetched += e.prefetched, c.prefetch_bytes += e.prefetch_bytes;
+      c.prefetch_used += e.prefetch_used, c.prefetch_wasted += e.prefetch_wasted;
+      c.predicted_routed += e.predicted_routed, c.routed_with_prediction += e.routed_with_prediction;
     }
     return c;
   }

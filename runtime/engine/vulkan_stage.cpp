@@ -21,7 +21,10 @@ struct engine_backend<gpu::backend> {
   }
   static model::expert_cache_counters expert_cache(const gpu::backend& be) {
     const gpu::expert_cache_stats s = be.expert_cache();
-    return {s.layers, s.slots, s.hits, s.misses, s.evictions, s.bytes_uploaded, s.tokens, s.gpu_blocks, s.cpu_blocks};
+    return {s.layers,         s.slots,          s.hits,          s.misses,           s.evictions,
+            s.bytes_uploaded, s.tokens,         s.gpu_blocks,    s.cpu_blocks,       s.predictors,
+            s.prefetched,     s.prefetch_bytes, s.prefetch_used, s.prefetch_wasted, s.predicted_routed,
+            s.routed_with_prediction};
   }
   static model::stream_counters streaming(const gpu::backend& be) {
     const gpu::stream_stats s = be.streaming();
@@ -65,6 +68,10 @@ struct engine_backend<gpu::backend> {
       std::snprintf(mem, sizeof mem, "; expert cache: %u slots x %u MoE layers (%.1f MiB on the GPU, %.1f MiB in host memory)",
                     c.slots, c.layers, mib(c.slot_bytes), mib(c.host_bytes));
       out += mem;
+      if (c.predictors) {
+        std::snprintf(mem, sizeof mem, ", %u blocks prefetched from the block before's router prediction", c.predictors);
+        out += mem;
+      }
     }
     if (const gpu::stream_stats s = be.expert_streaming(); s.layers) {
       std::snprintf(mem, sizeof mem,

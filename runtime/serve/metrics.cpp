@@ -92,6 +92,20 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
            "Tokens of the steps the cache served (bytes per token: divide).", double(c.tokens));
     metric(out, "strata_expert_cache_cpu_blocks_total", "counter",
            "Layer-steps that routed more experts than slots and ran the experts on the CPU.", double(c.cpu_blocks));
+    metric(out, "strata_expert_cache_prefetched_total", "counter",
+           "Experts uploaded into a GPU slot ahead of their layer's step (router-driven prefetch).", double(c.prefetched));
+    metric(out, "strata_expert_cache_prefetch_bytes_total", "counter",
+           "Expert weight bytes of those uploads (also in strata_expert_cache_uploaded_bytes_total).",
+           double(c.prefetch_bytes));
+    metric(out, "strata_expert_cache_prefetch_used_total", "counter",
+           "Experts uploaded ahead that their step then used.", double(c.prefetch_used));
+    metric(out, "strata_expert_cache_prefetch_wasted_total", "counter",
+           "Experts uploaded ahead and evicted before any use.", double(c.prefetch_wasted));
+    metric(out, "strata_expert_cache_predicted_total", "counter",
+           "Routed experts the layer before predicted (recall: divide by strata_expert_cache_routed_predicted_total).",
+           double(c.predicted_routed));
+    metric(out, "strata_expert_cache_routed_predicted_total", "counter",
+           "Routed experts of layer-steps that had a prediction.", double(c.routed_with_prediction));
   }
   if (const auto& c = s.streaming; c.layers) {  // dense layer streaming (--stream-layers, --fit)
     metric(out, "strata_stream_layers", "gauge", "Blocks whose dense FFN is streamed through the GPU ring.", c.layers);

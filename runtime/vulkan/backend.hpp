@@ -137,6 +137,12 @@ struct expert_cache_stats {
   std::uint64_t tokens = 0;             // tokens of the steps run
   std::uint64_t gpu_blocks = 0, cpu_blocks = 0;  // block-steps computed from the slots / on the CPU (overflow)
   std::uint64_t host_bytes = 0, slot_bytes = 0;  // expert weights in host memory, slots on the GPU
+  // Router-driven prefetch: experts uploaded ahead of their block's step (and their bytes, also in
+  // bytes_uploaded), how many of those a step then used or evicted unused; of the distinct experts
+  // routed in block-steps that had a prediction, how many were predicted (the prediction's recall).
+  std::uint32_t predictors = 0;  // cached blocks predicted from the block before (0: prefetch off)
+  std::uint64_t prefetched = 0, prefetch_bytes = 0, prefetch_used = 0, prefetch_wasted = 0;
+  std::uint64_t predicted_routed = 0, routed_with_prediction = 0;
 };
 
 // Device-local memory the backend holds, by use, and its cap (0: none).

@@ -139,6 +139,17 @@ struct backend::impl : backend_tuning {
   std::vector<vk::BufferCopy> cache_regions[3];
   std::uint64_t cache_stamp = 0;
   expert_cache_stats cache_stats;
+  // Router-driven prefetch (expert_cache.cpp; on where the device has a side queue,
+  // STRATA_VK_EXPERT_PREFETCH=0 / 1 turns it off / on): the next
+  // cached block's router scores of up to cache_pred_tokens tokens, on the GPU and read back at the
+  // split, and the side queue's timeline (its last value signalled: prefetch_counter).
+  bool expert_prefetch = false;
+  static constexpr std::uint32_t cache_pred_tokens = 8;
+  std::uint32_t cache_pred_dev = 0, cache_pred_host = 0;  // buffer ids: [token][expert] f32 scores
+  std::vector<std::uint32_t> cache_rank, cache_pred_union;  // the host's top-k scratch, the predicted experts
+  vk::raii::Semaphore prefetch_timeline{nullptr};
+  std::uint64_t prefetch_counter = 0;
+  std::uint64_t cache_step = 0;  // steps with cached blocks submitted (stamps the predictions)
   // Dense layer streaming (backend_options::streamed_layers; layer_stream.cpp): per streamed
   // block its FFN tensors in pinned host memory, laid out as in a ring slot; the ring's slots
   // are `chunks` entries (block j uses slot j % 2).
@@ -159,6 +170,8 @@ struct backend::impl : backend_tuning {
   std::uint32_t xstream_next = 0;  // while recording: the first item (2 per block) not yet entered
   stream_stats xstreaming;
   vk::raii::CommandPool pool{nullptr};
+  // Per cached block predicted (cached_block::prefetch_cmd indexes it), freed before the pool.
+  std::vector<vk::raii::CommandBuffer> prefetch_cmds;
   vk::raii::Fence fence{nullptr};
   vk::raii::QueryPool queries{nullptr};  // the layers' timestamps first, the output part's from output_queries
   std::uint32_t query_capacity = 0, output_queries = 0;
@@ -535,6 +548,15 @@ struct backend::impl : backend_tuning {
   void end_cached_moe(const tensor& out);
   // submit_step's part for a cached hand-off: slots, uploads, the submit of the right parts.
   void run_cached(handoff& h, bool last);  // last: the step's last hand-off (its output part follows)
+  // Prefetch: the predictors (upload_cached), the prediction in a split's part (begin_cached_moe),
+  // and at the split the next block's uploads: on the side queue (returns null) or, on a device
+  // with one queue, a command buffer the caller submits ahead of its parts.
+  void make_prefetch_predictors();
+  std::uint32_t record_prediction(const cached_block& b, const tensor& x);
+  vk::CommandBuffer issue_prefetch(const handoff& h, const cached_block& b);
+  void submit_cached(std::span<const vk::CommandBuffer> parts, const cached_block& b);  // waits on b's prefetch
+  void wait_prefetches();  // the side queue's copies done (end of a step)
+  void wait_prefetch_value(std::uint64_t value);
   // The CPU backend's experts over the hand-off buffers (the GPU's rows and router logits in, sum out).
   void run_handoff_on_cpu(const handoff& h);
 

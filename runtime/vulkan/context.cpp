@@ -228,8 +228,10 @@ context::context(int device_index) : vk_context_(make_context()) {
     if (mem_props_.memoryHeaps[h].flags & vk::MemoryHeapFlagBits::eDeviceLocal)
       info_.device_local_bytes = std::max<std::uint64_t>(info_.device_local_bytes, mem_props_.memoryHeaps[h].size);
 
-  const float priority = 1.0f;
-  const vk::DeviceQueueCreateInfo qci({}, queue_family_, 1, &priority);
+  // Two queues where the family has them: the step's, and a side queue for copies beside it.
+  const std::uint32_t n_queues = std::min(families[queue_family_].queueCount, 2u);
+  const float priorities[2] = {1.0f, 1.0f};
+  const vk::DeviceQueueCreateInfo qci({}, queue_family_, n_queues, priorities);
   vk::PhysicalDeviceFeatures2 enable;
   enable.features.shaderInt16 = VK_TRUE;
   enable.features.shaderInt64 = feats.get<vk::PhysicalDeviceFeatures2>().features.shaderInt64;
@@ -279,6 +281,7 @@ context::context(int device_index) : vk_context_(make_context()) {
     throw error("Vulkan device '" + info_.name + "' could not be opened: " + e.what());
   }
   queue_ = device_.getQueue(queue_family_, 0);
+  if (n_queues > 1) side_queue_ = device_.getQueue(queue_family_, 1);
 }
 
 memory_use classify_buffer_label(const std::string& label) noexcept {

@@ -70,6 +70,9 @@ class context {
   const vk::raii::Device& device() const noexcept { return device_; }
   const vk::raii::PhysicalDevice& physical() const noexcept { return physical_; }
   const vk::raii::Queue& queue() const noexcept { return queue_; }
+  // A second queue of the compute family (null where the family has one queue, as on lavapipe):
+  // copies submitted there (the expert cache's prefetch) run beside the step on queue().
+  const vk::raii::Queue* side_queue() const noexcept { return *side_queue_ ? &side_queue_ : nullptr; }
   std::uint32_t queue_family() const noexcept { return queue_family_; }
   const device_info& info() const noexcept { return info_; }
   // A memory type with all `required` flags (and `preferred` ones if any type has them).
@@ -95,7 +98,7 @@ class context {
   vk::raii::Instance instance_{nullptr};
   vk::raii::PhysicalDevice physical_{nullptr};
   vk::raii::Device device_{nullptr};
-  vk::raii::Queue queue_{nullptr};
+  vk::raii::Queue queue_{nullptr}, side_queue_{nullptr};
   std::uint32_t queue_family_ = 0;
   device_info info_;
   vk::PhysicalDeviceMemoryProperties mem_props_;

@@ -8,12 +8,27 @@
 // matvecs and the rest of the step: one fence wait per cached block and step, nothing allocated.
 // A step routing more distinct experts than slots (a long prompt) computes that block on the CPU
 // (the hand-off's kernels) instead: its uploads would evict experts the same step still reads.
+// Router-driven prefetch: the part before a block's split also scores the next cached block's
+// router on this block's FFN input (the next router times the ratio of the two FFN norms'
+// weights, built at load: the ranking equals the next router's on this hidden state normalised
+// by the next norm, 1 / rms being positive). At the split the host ranks those scores, places the
+// predicted experts in the next block's slots and uploads them on the side queue (a timeline
+// semaphore the next block's submit waits on), so the copies run beside this block's experts and
+// the layers up to the next split; a device with one queue submits them ahead of this block's
+// parts. Placement never changes the math: the next block's routing decides what runs.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
+#include <unordered_map>
 
 #include "backend_impl.hpp"
 #include "pinned_copy.hpp"
+#include "strata/core/byte_size.hpp"
 #include "strata/core/error.hpp"
+#include "strata/quant/quantize_rows.hpp"
 
 namespace strata::gpu {
 
@@ -78,12 +93,104 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   cache_ids_out = new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::upload, "expert cache: slot ids");
   cache_stats.layers = std::uint32_t(cached.size());
   cache_stats.slots = opt.expert_slots;
+  // Without a side queue the uploads would run in front of the step's own parts, on its critical
+  // path: off there unless forced (the tests force it on lavapipe).
+  expert_prefetch = ctx.side_queue() != nullptr;
+  if (const char* v = std::getenv("STRATA_VK_EXPERT_PREFETCH")) expert_prefetch = std::string_view(v) == "1";
+  if (expert_prefetch) make_prefetch_predictors();
+}
+
+void backend::impl::make_prefetch_predictors() {
+  std::unordered_map<std::string_view, std::uint32_t> by_name;
+  for (std::uint32_t i = 0; i < weights.size(); ++i) by_name.emplace(weights[i].info->name, i);
+  const auto find = [&](std::uint32_t layer, const char* what) -> const gguf::tensor_info* {
+    const auto it = by_name.find("blk." + std::to_string(layer) + "." + what);
+    return it == by_name.end() ? nullptr : weights[it->second].info;
+  };
+  // Blocks in layer order; each predicts the next one's experts.
+  std::vector<std::size_t> order(cached.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cached[a].layer < cached[b].layer; });
+  struct pair_of {
+    std::size_t from, to;
+    const gguf::tensor_info *router, *norm_from, *norm_to;
+  };
+  std::vector<pair_of> pairs;
+  std::uint64_t bytes = 0;
+  std::uint32_t widest = 0;
+  for (std::size_t i = 0; i + 1 < order.size(); ++i) {
+    const cached_block &a = cached[order[i]], &b = cached[order[i + 1]];
+    const gguf::tensor_info *r = find(b.layer, "ffn_gate_inp.weight"), *na = find(a.layer, "ffn_norm.weight"),
+                            *nb = find(b.layer, "ffn_norm.weight");
+    if (!r || !na || !nb || r->ne[1] != b.cache.experts() || r->ne[2] != 1 || r->ne[0] % 32 || na->type != gguf::type_id::f32 ||
+        nb->type != gguf::type_id::f32 || na->ne[0] != r->ne[0] || nb->ne[0] != r->ne[0] || r->data.size() != quant::row_bytes(r->type, r->ne[0]) * r->ne[1])
+      continue;
+    pairs.push_back({order[i], order[i + 1], r, na, nb});
+    bytes += std::uint64_t(r->ne[0]) * r->ne[1] * 4;
+    widest = std::max(widest, std::uint32_t(r->ne[1]));
+  }
+  if (pairs.empty()) return;
+  const std::uint64_t scores = std::uint64_t(cache_pred_tokens) * widest * 4;
+  if (const auto& ledger = ctx.ledger(); ledger.budget && ledger.total() + bytes + scores > ledger.budget) {
+    std::fprintf(stderr, "strata: expert cache: the prefetch predictors (%s) do not fit the GPU budget; experts are uploaded on a miss only\n",
+                 format_byte_size(bytes + scores).c_str());
+    return;
+  }
+  uploader up(ctx, uploader::default_staging_bytes);
+  std::vector<float> p;
+  for (const pair_of& q : pairs) {
+    const auto H = std::size_t(q.router->ne[0]), E = std::size_t(q.router->ne[1]);
+    p.resize(H * E);
+    quant::dequantize_rows(q.router->type, q.router->data.data(), H * E, p.data());
+    const auto* wa = reinterpret_cast<const float*>(q.norm_from->data.data());
+    const auto* wb = reinterpret_cast<const float*>(q.norm_to->data.data());
+    // The next block's norm over this block's: where this block's weight is 0 its input is 0 too.
+    for (std::size_t i = 0; i < H; ++i) {
+      const float ratio = wa[i] != 0.0f && std::isfinite(wb[i] / wa[i]) ? wb[i] / wa[i] : 0.0f;
+      for (std::size_t e = 0; e < E; ++e) p[e * H + i] *= ratio;
+    }
+    cached_block& a = cached[q.from];
+    a.predict = new_buffer(p.size() * 4, memory_kind::device, "weights: expert prefetch predictor (blk." + std::to_string(cached[q.to].layer) + ")");
+    a.next = std::int32_t(q.to);
+    a.hidden = std::uint32_t(H);
+    up.copy(std::as_bytes(std::span(p)), buf(a.predict).handle(), 0);
+    cached_block& b = cached[q.to];
+    b.predicted.assign(E, 0);
+    b.prefetch_cmd = std::uint32_t(prefetch_cmds.size());
+    prefetch_cmds.push_back(std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]));
+  }
+  up.flush();
+  cache_pred_dev = new_buffer(scores, memory_kind::device, "expert cache: prefetch scores");
+  cache_pred_host = new_buffer(scores, memory_kind::readback, "expert cache: prefetch scores to the host");
+  cache_rank.resize(widest);
+  cache_pred_union.reserve(widest);
+  cache_stats.predictors = std::uint32_t(pairs.size());
+  if (ctx.side_queue() && ctx.info().timeline) {
+    const vk::SemaphoreTypeCreateInfo type(vk::SemaphoreType::eTimeline, 0);
+    prefetch_timeline = vk::raii::Semaphore(ctx.device(), vk::SemaphoreCreateInfo({}, &type));
+  }
+  pipes.prepare(std::vector{router_product_req(false)});
+}
+
+// The next block's router scores of x's tokens (router_product.glsl's f32 form), for the split's
+// copy to the host; 0 tokens where this block predicts nothing or the step is too long.
+std::uint32_t backend::impl::record_prediction(const cached_block& b, const tensor& x) {
+  if (!b.predict || x.rows > cache_pred_tokens || x.cols != b.hidden || x.off % 4 || x.stride % 4) return 0;
+  const std::uint32_t E = cached.at(std::size_t(b.next)).cache.experts();
+  const router_product_pc pc{.K = b.hidden, .w_off = 0, .x_off = x.off / 4, .x_stride = x.stride / 4,
+                             .s_off = 0, .s_stride = 0, .out_off = 0, .out_stride = E};
+  const binding bb[] = {bind_id(b.predict, false), bind(x, false), bind(x, false), bind_id(cache_pred_dev, true)};
+  dispatch(router_product_req(false), bb, &pc, sizeof pc, E, x.rows);
+  return x.rows;
 }
 
 void backend::impl::begin_cached_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
                                      const tensor& logits) {
   const std::uint32_t n = x.rows, C = x.cols, E = logits.cols, pairs = n * mp.n_used;
   flush_all();  // everything deferred runs before the split
+  const cached_block& block = cached.at(std::size_t(weights.at(mw.gate_exps->id).cache));
+  const std::uint32_t predicted = expert_prefetch ? record_prediction(block, x) : 0;
+  if (predicted) flush_all();
   // x and the logits to the host too, for a step the CPU computes (more experts than slots).
   record_handoff_in(x, logits);
   // The routed expert ids (top-k's output) to the host, bit for bit: a transfer, not a shader.
@@ -91,6 +198,10 @@ void backend::impl::begin_cached_moe(const moe_weights& mw, const graph::moe_par
   c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eTransfer, {},
                     vk::MemoryBarrier(vk::AccessFlagBits::eShaderWrite, vk::AccessFlagBits::eTransferRead), {}, {});
   c.copyBuffer(buf(moe_ids).handle(), buf(cache_ids_in).handle(), vk::BufferCopy(0, 0, std::uint64_t(pairs) * 4));
+  if (predicted) {
+    const std::uint64_t bytes = std::uint64_t(predicted) * cached.at(std::size_t(block.next)).cache.experts() * 4;
+    c.copyBuffer(buf(cache_pred_dev).handle(), buf(cache_pred_host).handle(), vk::BufferCopy(0, 0, bytes));
+  }
   c.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eHost, {},
                     vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eHostRead), {}, {});
   rec.end();
@@ -100,6 +211,7 @@ void backend::impl::begin_cached_moe(const moe_weights& mw, const graph::moe_par
   h.task = {cpu_index(mw.gate_exps), cpu_index(mw.up_exps), cpu_index(mw.down_exps), mp, n, C, E};
   h.cache = weights.at(mw.gate_exps->id).cache;
   h.pairs = pairs;
+  h.predicted = predicted;
   auto bufs = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 4));
   h.upload = std::move(bufs[0]);
   h.gpu = std::move(bufs[1]);
@@ -136,14 +248,22 @@ void backend::impl::run_cached(handoff& h, bool last) {
       cache_distinct.push_back(e);
     }
   }
+  if (b.predicted_at == cache_step) {  // the block before predicted this step's experts
+    cache_stats.routed_with_prediction += cache_distinct.size();
+    for (const std::uint32_t e : cache_distinct) cache_stats.predicted_routed += b.predicted[e] == cache_step;
+  }
+  const vk::CommandBuffer ahead = issue_prefetch(h, b);  // the next block's, beside this one's parts
   if (cache_distinct.size() > b.cache.slots()) {  // the CPU computes this block for this step
     run_handoff_on_cpu(h);
     ++cache_stats.cpu_blocks;
-    const vk::CommandBuffer parts[] = {*h.cpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
-    return submit_and_wait(std::span(parts, parts[2] ? 3 : 2));
+    const vk::CommandBuffer parts[] = {ahead, *h.cpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
+    std::span<const vk::CommandBuffer> s(parts, parts[3] ? 4 : 3);
+    return submit_and_wait(ahead ? s : s.subspan(1));
   }
   b.cache.begin_step();
   for (auto& r : cache_regions) r.clear();
+  // Hits first, so that a miss never takes the slot of an expert this step still reads.
+  std::stable_partition(cache_distinct.begin(), cache_distinct.end(), [&](std::uint32_t e) { return b.cache.resident(e); });
   for (const std::uint32_t e : cache_distinct) {
     const auto r = b.cache.access(e);
     cache_slot_of[e] = r.slot;
@@ -169,8 +289,101 @@ void backend::impl::run_cached(handoff& h, bool last) {
   h.upload.copyBuffer(buf(cache_ids_out).handle(), buf(moe_ids).handle(), vk::BufferCopy(0, 0, std::uint64_t(h.pairs) * 4));
   h.upload.end();
   ++cache_stats.gpu_blocks;
-  const vk::CommandBuffer parts[] = {*h.upload, *h.gpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
-  submit_and_wait(std::span(parts, parts[3] ? 4 : 3));
+  const vk::CommandBuffer parts[] = {ahead, *h.upload, *h.gpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
+  std::span<const vk::CommandBuffer> s(parts, parts[4] ? 5 : 4);
+  submit_cached(ahead ? s : s.subspan(1), b);
+}
+
+// At block b's split: rank the next block's scores per token, place the union of the top-k in its
+// slots (unless it holds more experts than slots: that step will likely run on the CPU) and
+// record the uploads of those not resident. On the side queue the copies start now, waiting only
+// on the previous prefetch into the same block; otherwise the caller submits them first.
+vk::CommandBuffer backend::impl::issue_prefetch(const handoff& h, const cached_block& b) {
+  if (!h.predicted || b.next < 0) return {};
+  cached_block& nb = cached.at(std::size_t(b.next));
+  const std::uint32_t E = nb.cache.experts(), k = std::min(h.task.params.n_used, E);
+  const auto* scores = reinterpret_cast<const float*>(buf(cache_pred_host).mapped());
+  std::vector<std::uint32_t>& want = cache_pred_union;
+  want.clear();
+  nb.predicted_at = cache_step;
+  for (std::uint32_t t = 0; t < h.predicted; ++t) {
+    const float* st = scores + std::size_t(t) * E;
+    for (std::uint32_t e = 0; e < E; ++e) cache_rank[e] = e;
+    // Highest first, ties to the lower id (as the GPU's top-k); NaN scores rank last.
+    const auto above = [&](std::uint32_t a, std::uint32_t c) {
+      const float sa = std::isnan(st[a]) ? -INFINITY : st[a], sc = std::isnan(st[c]) ? -INFINITY : st[c];
+      return sa > sc || (sa == sc && a < c);
+    };
+    std::partial_sort(cache_rank.begin(), cache_rank.begin() + k, cache_rank.begin() + E, above);
+    for (std::uint32_t i = 0; i < k; ++i)
+      if (const std::uint32_t e = cache_rank[i]; nb.predicted[e] != cache_step) {
+        nb.predicted[e] = cache_step;
+        want.push_back(e);
+      }
+  }
+  if (want.size() > nb.cache.slots()) return {};
+  // The command buffer may still be in flight from an earlier step whose block ran on the CPU.
+  const bool side = *prefetch_timeline;
+  if (side && nb.prefetch_value) wait_prefetch_value(nb.prefetch_value);
+  for (auto& r : cache_regions) r.clear();
+  nb.cache.begin_prefetch();
+  for (const std::uint32_t e : want) {
+    const auto r = nb.cache.prefetch(e);
+    if (!r.uploaded) continue;
+    ++cache_stats.prefetched;
+    cache_stats.evictions += r.evicted >= 0;
+    for (int j = 0; j < 3; ++j) {
+      const std::uint64_t eb = nb.expert_bytes[j];
+      cache_regions[j].push_back(vk::BufferCopy(e * eb, weights.at(nb.weight[j]).offset + r.slot * eb, eb));
+      cache_stats.bytes_uploaded += eb;
+      cache_stats.prefetch_bytes += eb;
+    }
+  }
+  if (cache_regions[0].empty()) return {};
+  const vk::raii::CommandBuffer& pc = prefetch_cmds.at(nb.prefetch_cmd);
+  pc.reset();
+  pc.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+  for (int j = 0; j < 3; ++j)
+    pc.copyBuffer(nb.host[j].handle(), chunks.at(weights.at(nb.weight[j]).chunk).handle(), cache_regions[j]);
+  // Later copies into these slots (a miss's upload) and the expert matvecs come after these.
+  pc.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eTransfer | vk::PipelineStageFlagBits::eComputeShader,
+                              {}, vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eTransferWrite | vk::AccessFlagBits::eShaderRead),
+                              {}, {});
+  pc.end();
+  if (!side) return *pc;
+  const std::uint64_t wait_value = nb.prefetch_value, signal_value = ++prefetch_counter;
+  const vk::Semaphore sem = *prefetch_timeline;
+  const vk::PipelineStageFlags stage = vk::PipelineStageFlagBits::eAllCommands;
+  const vk::TimelineSemaphoreSubmitInfo values(wait_value ? 1u : 0u, &wait_value, 1u, &signal_value);
+  const vk::CommandBuffer cb = *pc;
+  vk::SubmitInfo si(wait_value ? 1u : 0u, &sem, &stage, 1u, &cb, 1u, &sem);
+  si.pNext = &values;
+  ctx.side_queue()->submit(si);
+  nb.prefetch_value = signal_value;
+  return {};
+}
+
+// b's parts, waiting on the copies of its prefetch on the side queue where one is pending.
+void backend::impl::submit_cached(std::span<const vk::CommandBuffer> parts, const cached_block& b) {
+  if (!*prefetch_timeline || !b.prefetch_value) return submit_and_wait(parts);
+  const vk::Semaphore sem = *prefetch_timeline;
+  const vk::PipelineStageFlags stage = vk::PipelineStageFlagBits::eAllCommands;
+  const std::uint64_t value = b.prefetch_value;
+  const vk::TimelineSemaphoreSubmitInfo values(1u, &value, 0u, nullptr);
+  vk::SubmitInfo si(1u, &sem, &stage, std::uint32_t(parts.size()), parts.data());
+  si.pNext = &values;
+  ctx.queue().submit(si, *fence);
+  wait_fence();
+}
+
+void backend::impl::wait_prefetch_value(std::uint64_t value) {
+  const vk::Semaphore s = *prefetch_timeline;
+  if (ctx.device().waitSemaphores(vk::SemaphoreWaitInfo({}, s, value), UINT64_MAX) != vk::Result::eSuccess)
+    throw error("expert cache: the prefetch copies did not complete");
+}
+
+void backend::impl::wait_prefetches() {
+  if (*prefetch_timeline && prefetch_counter) wait_prefetch_value(prefetch_counter);
 }
 
 }  // namespace strata::gpu

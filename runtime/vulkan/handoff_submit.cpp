@@ -110,9 +110,11 @@ void backend::impl::submit_step() {
   const thread_pool::hot_scope hot_f(handoff_hot && ffn ? &ffn_host->pool() : nullptr);
   const bool timed = times.on && !cached && step_tokens <= 8;
   const clock::time_point t0 = timed ? clock::now() : clock::time_point{};
+  if (cached) ++cache_step;  // stamps this step's expert predictions (expert_cache.cpp)
   if (handoff_poll && !cached) submit_polled(timed);
   else if (handoff_timeline && !cached) submit_timeline(timed);
   else submit_fenced(timed);
+  if (cached) wait_prefetches();  // no copy of the side queue outlives its step
   if (timed) {
     times.step_us += us(clock::now() - t0);
     ++times.steps;

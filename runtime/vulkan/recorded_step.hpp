@@ -25,6 +25,7 @@ struct step_handoff {
   // submits `cpu` (its sum into the output); `cmd` continues either way.
   std::int32_t cache = -1;
   std::uint32_t pairs = 0;
+  std::uint32_t predicted = 0;  // tokens whose next-block router scores the part before copies to the host
   vk::raii::CommandBuffer upload{nullptr}, gpu{nullptr}, cpu{nullptr};
   // A streamed block's dense FFN on the CPU (ffn >= 0: its index in `streams`; task.gate/up/
   // down are cpu_ffn indices, task.rows/cols the rows): the host runs it, then `cmd`.

@@ -20,6 +20,19 @@ struct cached_block {
   std::uint32_t weight[3] = {~0u, ~0u, ~0u};  // gate, up, down weight ids
   std::uint64_t expert_bytes[3] = {0, 0, 0};
   gpu_buffer host[3];                          // every expert, host-visible: the uploads' source
+  // Router-driven prefetch (expert_cache.cpp): at this block's split the GPU also scores the next
+  // cached block's router on this block's FFN input (`predict`: that router times the ratio of
+  // the two blocks' FFN norm weights, experts x hidden f32), and the host uploads the experts it
+  // ranks first into the next block's slots on the side queue while this block computes.
+  std::uint32_t predict = 0;       // buffer id of the prediction matrix; 0: no prediction from here
+  std::int32_t next = -1;          // the block predicted (index in `cached`)
+  std::uint32_t hidden = 0;        // the FFN input's width
+  // As the block predicted: the experts predicted for its next step (stamped `predicted_at`),
+  // the prefetch's command buffer and the side queue's timeline value it signals when done.
+  std::vector<std::uint64_t> predicted;
+  std::uint64_t predicted_at = 0;
+  std::uint32_t prefetch_cmd = 0;  // index in the backend's prefetch_cmds
+  std::uint64_t prefetch_value = 0;
 };
 
 // A dense FFN streamed through the ring: its tensors in pinned host memory, laid out as in a slot.

@@ -177,3 +177,77 @@ TEST_CASE("routing trace: k distinct experts, Zipf skews popularity, reuse repea
   CHECK(overlap_u == doctest::Approx(8.0 / 128).epsilon(0.15));
   CHECK(overlap_r > overlap_z + 0.3);
 }
+
+TEST_CASE("expert cache: prefetch places experts ahead without counting hits or misses, and never evicts its own") {
+  expert_slot_cache c(8, 3, cache_policy::slru);
+  c.begin_step();
+  CHECK(!c.access(0).hit);
+  c.begin_prefetch();
+  const auto a = c.prefetch(1), b = c.prefetch(2), again = c.prefetch(0);
+  CHECK(a.uploaded);
+  CHECK(b.uploaded);
+  CHECK(a.slot != b.slot);
+  CHECK(again.resident);
+  CHECK(!again.uploaded);
+  // Every slot now holds a pinned expert of this prefetch or an earlier one: 0 is not pinned (the
+  // prefetch unpinned the last step), so it goes first; then 1 and 2 are the prefetch's own.
+  const auto d = c.prefetch(3);
+  CHECK(d.uploaded);
+  CHECK(d.evicted == 0);
+  const auto none = c.prefetch(4);
+  CHECK(!none.uploaded);
+  CHECK(!none.resident);
+  CHECK(c.prefetched() == 3);
+  CHECK(c.hits() == 0);
+  CHECK(c.misses() == 1);
+  // The step uses 1 and 3 (hits on experts placed ahead) and misses 5, which evicts 2 unused.
+  c.begin_step();
+  CHECK(c.access(1).hit);
+  CHECK(c.access(3).hit);
+  const auto m = c.access(5);
+  CHECK(!m.hit);
+  CHECK(m.evicted == 2);
+  CHECK(c.prefetch_used() == 2);
+  CHECK(c.prefetch_wasted() == 1);
+  // A second hit on an expert placed ahead is an ordinary hit.
+  c.begin_step();
+  CHECK(c.access(1).hit);
+  CHECK(c.prefetch_used() == 2);
+  CHECK(c.evictions() == 2);
+  CHECK_THROWS_AS(c.prefetch(8), strata::error);
+}
+
+TEST_CASE("expert cache: prefetch keeps the slots a bijection on random traces") {
+  std::mt19937 rng(7);
+  for (const cache_policy policy : {cache_policy::lru, cache_policy::slru}) {
+    expert_slot_cache c(16, 6, policy);
+    std::vector<int> holder(6, -1);  // slot -> expert, from the results
+    std::uniform_int_distribution<std::uint32_t> pick(0, 15);
+    const auto place = [&](std::uint32_t e, std::uint32_t slot, std::int32_t evicted) {
+      if (evicted >= 0) {
+        CHECK(holder[slot] == evicted);
+        holder[slot] = -1;
+      }
+      CHECK(holder[slot] == -1);
+      holder[slot] = int(e);
+    };
+    for (int step = 0; step < 2000; ++step) {
+      c.begin_prefetch();
+      for (int i = 0; i < 3; ++i) {
+        const std::uint32_t e = pick(rng);
+        const auto r = c.prefetch(e);
+        if (r.uploaded) place(e, r.slot, r.evicted);
+        if (r.resident) CHECK(holder[r.slot] == int(e));
+      }
+      c.begin_step();
+      for (int i = 0; i < 2; ++i) {
+        const std::uint32_t e = pick(rng);
+        const auto r = c.access(e);
+        if (r.hit) CHECK(holder[r.slot] == int(e));
+        else place(e, r.slot, r.evicted);
+      }
+    }
+    CHECK(c.prefetch_used() + c.prefetch_wasted() <= c.prefetched());
+    CHECK(c.prefetch_used() > 0);
+  }
+}

@@ -117,7 +117,18 @@ class model {
     std::uint32_t layers = 0, slots = 0;
     std::uint64_t hits = 0, misses = 0, evictions = 0, bytes_uploaded = 0, tokens = 0;
     std::uint64_t gpu_blocks = 0, cpu_blocks = 0;  // block-steps from the slots / on the CPU (more experts than slots)
+    // Router-driven prefetch: blocks predicted from the block before; experts uploaded ahead (their
+    // bytes are in bytes_uploaded too), used by their step, evicted unused; the prediction's recall.
+    std::uint32_t predictors = 0;
+    std::uint64_t prefetched = 0, prefetch_bytes = 0, prefetch_used = 0, prefetch_wasted = 0;
+    std::uint64_t predicted_routed = 0, routed_with_prediction = 0;
     double hit_rate() const noexcept { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
+    // Of the experts routed where the block before predicted, the share it predicted.
+    double prefetch_recall() const noexcept {
+      return routed_with_prediction ? double(predicted_routed) / double(routed_with_prediction) : 0.0;
+    }
+    // Of the experts uploaded ahead, the share a step then used.
+    double prefetch_accuracy() const noexcept { return prefetched ? double(prefetch_used) / double(prefetched) : 0.0; }
     double bytes_per_token() const noexcept { return tokens ? double(bytes_uploaded) / double(tokens) : 0.0; }
   };
   virtual expert_cache_counters expert_cache() const { return {}; }

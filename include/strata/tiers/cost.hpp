@@ -4,7 +4,9 @@
 // issued ahead - host->GPU uploads of dense weights, NVMe reads - overlap that chain on their own
 // links: a step costs max(chain, upload link busy, NVMe busy) (design.md: max, not sum, when
 // prefetched). Routed experts are known only once their layer's router ran, so their uploads
-// and reads sit on the chain.
+// and reads sit on the chain. (The GPU expert cache's router-driven prefetch moves the uploads of
+// predicted experts off the chain; the model does not count it: its recall depends on the
+// model's weights and is measured, not assumed.)
 #pragma once
 #include <algorithm>
 #include <cstdint>

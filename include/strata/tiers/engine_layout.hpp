@@ -151,6 +151,21 @@ inline tensor_placement cached_placement(const engine_layout& l, const tensor_de
   return p;
 }
 
+// The expert cache's prefetch predictors on the GPU: each GPU-cached block after the first is
+// predicted from the cached block before it with an f32 copy of its router (experts x hidden;
+// runtime/vulkan/expert_cache.cpp), plus the scores of up to 8 tokens.
+inline std::uint64_t prefetch_predictor_bytes(const model_demand& d, const engine_layout& l) {
+  const auto cached = l.cached_layers();
+  if (cached.size() < 2) return 0;
+  std::uint64_t bytes = 0, widest = 0;
+  for (const tensor_demand& t : d.tensors) {
+    if (t.kind == tensor_kind::router && t.layer > std::int32_t(cached.front()) && l.experts_cached(std::uint32_t(t.layer)))
+      bytes += std::uint64_t(t.elements) * 4;
+    if (t.kind == tensor_kind::routed_experts) widest = std::max<std::uint64_t>(widest, t.n_expert);
+  }
+  return bytes ? bytes + 8 * widest * 4 : 0;
+}
+
 // A streamed dense FFN tensor (the ring's copies; runtime/vulkan/layer_stream.cpp).
 inline bool streamed_on_gpu(const engine_layout& l, const tensor_demand& t) {
   return t.kind == tensor_kind::dense_ffn && t.layer >= 0 && l.ffn_streamed(std::uint32_t(t.layer));
@@ -242,6 +257,7 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
   p.ram_kv = std::uint64_t(d.n_layer - l.n_gpu_layers) * d.kv_bytes_per_layer;
   p.gpu_weights = detail::tied_copy_on_gpu(d, l);
   p.gpu_ring = ring_bytes(d, l) + expert_ring_bytes(d, l);
+  p.gpu_weights += detail::prefetch_predictor_bytes(d, l);
   std::uint64_t ram_left = ram_budget > p.ram_kv + p.ram_scratch ? ram_budget - p.ram_kv - p.ram_scratch : 0;
   for (const std::size_t i : p.order) {
     const tensor_demand& t = d.tensors[i];

@@ -37,6 +37,40 @@ class expert_slot_cache {
 
   // Pins what access() touches from now on until the next begin_step().
   void begin_step() noexcept { ++epoch_; }
+  // Pins what prefetch() places from now on (the last step's experts are no longer pinned).
+  void begin_prefetch() noexcept { ++epoch_; }
+
+  struct placed {
+    bool resident = false;  // already in a slot: nothing to upload
+    bool uploaded = false;  // placed in `slot`: its weights are to be uploaded there
+    std::uint32_t slot = 0;
+    std::int32_t evicted = -1;
+  };
+  // Places expert e ahead of its step. Neither resident nor placed when every slot holds a pinned
+  // expert (an expert of this prefetch): a prediction never evicts its own.
+  placed prefetch(std::uint32_t e) {
+    if (e >= n_) throw error("expert cache: prefetch of expert " + std::to_string(e) + " of " + std::to_string(n_));
+    placed r;
+    if (where_[e] != absent) {
+      r.resident = true;
+      r.slot = slot_of_[e];
+      return r;
+    }
+    if (free_slots_.empty()) {
+      const std::uint32_t v = victim(true);
+      if (v == none) return r;
+      r.evicted = std::int32_t(evict(v));
+    }
+    if (epoch_ != 0) pinned_[e] = epoch_;
+    r.uploaded = true;
+    r.slot = free_slots_.back();
+    free_slots_.pop_back();
+    slot_of_[e] = r.slot;
+    push_front(policy_ == cache_policy::slru ? probation : protected_seg, e);
+    ahead_[e] = 1;
+    ++prefetched_;
+    return r;
+  }
 
   result access(std::uint32_t e) {
     if (e >= n_) throw error("expert cache: expert " + std::to_string(e) + " of " + std::to_string(n_));
@@ -46,6 +80,10 @@ class expert_slot_cache {
       r.hit = true;
       r.slot = slot_of_[e];
       ++hits_;
+      if (ahead_[e]) {
+        ahead_[e] = 0;
+        ++prefetch_used_;
+      }
       if (policy_ == cache_policy::slru && where_[e] == probation) {
         unlink(e);
         push_front(protected_seg, e);
@@ -69,11 +107,7 @@ class expert_slot_cache {
       if (v == none)
         throw error("expert cache: every one of the " + std::to_string(slots_) +
                     " slots holds an expert of this step; a step may route at most that many experts");
-      unlink(v);
-      ++evictions_;
-      where_[v] = absent;
-      free_slots_.push_back(slot_of_[v]);
-      r.evicted = std::int32_t(v);
+      r.evicted = std::int32_t(evict(v));
     }
     r.slot = free_slots_.back();
     free_slots_.pop_back();
@@ -89,6 +123,9 @@ class expert_slot_cache {
   std::uint32_t slots() const noexcept { return slots_; }
   std::uint32_t experts() const noexcept { return n_; }
   double hit_rate() const noexcept { return hits_ + misses_ ? double(hits_) / double(hits_ + misses_) : 0; }
+  std::uint64_t prefetched() const noexcept { return prefetched_; }        // experts placed ahead
+  std::uint64_t prefetch_used() const noexcept { return prefetch_used_; }  // ... that a step then hit
+  std::uint64_t prefetch_wasted() const noexcept { return prefetch_wasted_; }  // ... evicted before any use
 
  private:
   // LRU keeps one list (the "protected" segment, unbounded up to the slots).
@@ -97,11 +134,27 @@ class expert_slot_cache {
 
   bool pinned(std::uint32_t e) const noexcept { return epoch_ != 0 && pinned_[e] == epoch_; }
   // The least recent unpinned expert of the probation segment, else of the protected one.
-  std::uint32_t victim() const noexcept {
-    for (const segment s : {probation, protected_seg})
+  // A prefetch (probation_only) takes only a probation slot under SLRU: a guess never evicts an
+  // expert hit twice.
+  std::uint32_t victim(bool probation_only = false) const noexcept {
+    for (const segment s : {probation, protected_seg}) {
+      if (s == protected_seg && probation_only && policy_ == cache_policy::slru) break;
       for (std::uint32_t v = tail_[s]; v != none; v = prev_[v])
         if (!pinned(v)) return v;
+    }
     return none;
+  }
+
+  std::uint32_t evict(std::uint32_t v) {
+    unlink(v);
+    ++evictions_;
+    where_[v] = absent;
+    free_slots_.push_back(slot_of_[v]);
+    if (ahead_[v]) {
+      ahead_[v] = 0;
+      ++prefetch_wasted_;
+    }
+    return v;
   }
 
   void push_front(segment s, std::uint32_t e) {
@@ -133,7 +186,9 @@ class expert_slot_cache {
   std::vector<std::uint64_t> pinned_ = std::vector<std::uint64_t>(n_, 0);  // step stamp of the last access
   std::uint64_t epoch_ = 0;  // 0: no steps, nothing pinned
   std::uint32_t head_[2] = {none, none}, tail_[2] = {none, none}, size_[2] = {0, 0};
+  std::vector<std::uint8_t> ahead_ = std::vector<std::uint8_t>(n_, 0);  // placed by prefetch(), not used since
   std::uint64_t hits_ = 0, misses_ = 0, evictions_ = 0;
+  std::uint64_t prefetched_ = 0, prefetch_used_ = 0, prefetch_wasted_ = 0;
 };
 
 }  // namespace strata::tiers

@@ -549,14 +549,15 @@ struct backend::impl : backend_tuning {
   // submit_step's part for a cached hand-off: slots, uploads, the submit of the right parts.
   void run_cached(handoff& h, bool last);  // last: the step's last hand-off (its output part follows)
   // Prefetch: the predictors (upload_cached), the prediction in a split's part (begin_cached_moe),
-  // and at the split the next block's uploads: on the side queue (returns null) or, on a device
-  // with one queue, a command buffer the caller submits ahead of its parts.
+  // and at the split the next block's uploads, submitted on the side queue (or, with one queue,
+  // on the step's, behind what was submitted before).
   void make_prefetch_predictors();
   std::uint32_t record_prediction(const cached_block& b, const tensor& x);
-  vk::CommandBuffer issue_prefetch(const handoff& h, const cached_block& b);
-  void submit_cached(std::span<const vk::CommandBuffer> parts, const cached_block& b);  // waits on b's prefetch
+  void issue_prefetch(const handoff& h, const cached_block& b);
+  void submit_cached(std::span<const vk::CommandBuffer> parts, const cached_block& b);  // waits on b's prefetch; no fence wait
   void wait_prefetches();  // the side queue's copies done (end of a step)
   void wait_prefetch_value(std::uint64_t value);
+  void abandon_cached_step() noexcept;  // a failed step: the device idle, every cached block's slots empty
   // The CPU backend's experts over the hand-off buffers (the GPU's rows and router logits in, sum out).
   void run_handoff_on_cpu(const handoff& h);
 

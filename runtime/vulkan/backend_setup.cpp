@@ -85,7 +85,12 @@ backend::impl::impl(const backend_options& o)
 backend::backend(const backend_options& opt) : p_(std::make_unique<impl>(opt)) {}
 
 backend::~backend() {
-  if (p_) p_->report_handoff_times();
+  if (!p_) return;
+  p_->report_handoff_times();
+  try {  // nothing in flight (a side queue's copies included) when the buffers go
+    p_->ctx.device().waitIdle();
+  } catch (...) {
+  }
 }
 
 std::string backend::description() const {

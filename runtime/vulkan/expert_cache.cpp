@@ -93,9 +93,10 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   cache_ids_out = new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::upload, "expert cache: slot ids");
   cache_stats.layers = std::uint32_t(cached.size());
   cache_stats.slots = opt.expert_slots;
-  // Without a side queue the uploads would run in front of the step's own parts, on its critical
-  // path: off there unless forced (the tests force it on lavapipe).
-  expert_prefetch = ctx.side_queue() != nullptr;
+  // Without a side queue (and timeline semaphores to order it) the uploads would queue behind the
+  // step's parts and in front of the next block's, on the critical path: off there unless forced
+  // (the tests force it on lavapipe).
+  expert_prefetch = ctx.side_queue() != nullptr && ctx.info().timeline;
   if (const char* v = std::getenv("STRATA_VK_EXPERT_PREFETCH")) expert_prefetch = std::string_view(v) == "1";
   if (expert_prefetch) make_prefetch_predictors();
 }
@@ -252,18 +253,18 @@ void backend::impl::run_cached(handoff& h, bool last) {
     cache_stats.routed_with_prediction += cache_distinct.size();
     for (const std::uint32_t e : cache_distinct) cache_stats.predicted_routed += b.predicted[e] == cache_step;
   }
-  const vk::CommandBuffer ahead = issue_prefetch(h, b);  // the next block's, beside this one's parts
   if (cache_distinct.size() > b.cache.slots()) {  // the CPU computes this block for this step
+    issue_prefetch(h, b);  // the next block's copies run while the CPU works
     run_handoff_on_cpu(h);
     ++cache_stats.cpu_blocks;
-    const vk::CommandBuffer parts[] = {ahead, *h.cpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
-    std::span<const vk::CommandBuffer> s(parts, parts[3] ? 4 : 3);
-    return submit_and_wait(ahead ? s : s.subspan(1));
+    const vk::CommandBuffer parts[] = {*h.cpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
+    return submit_and_wait(std::span(parts, parts[2] ? 3 : 2));
   }
   b.cache.begin_step();
   for (auto& r : cache_regions) r.clear();
-  // Hits first, so that a miss never takes the slot of an expert this step still reads.
-  std::stable_partition(cache_distinct.begin(), cache_distinct.end(), [&](std::uint32_t e) { return b.cache.resident(e); });
+  // Hits first (pinned as they are accessed), so that a miss never takes the slot of an expert
+  // this step still reads. In place: std::stable_partition may allocate.
+  std::partition(cache_distinct.begin(), cache_distinct.end(), [&](std::uint32_t e) { return b.cache.resident(e); });
   for (const std::uint32_t e : cache_distinct) {
     const auto r = b.cache.access(e);
     cache_slot_of[e] = r.slot;
@@ -289,17 +290,18 @@ void backend::impl::run_cached(handoff& h, bool last) {
   h.upload.copyBuffer(buf(cache_ids_out).handle(), buf(moe_ids).handle(), vk::BufferCopy(0, 0, std::uint64_t(h.pairs) * 4));
   h.upload.end();
   ++cache_stats.gpu_blocks;
-  const vk::CommandBuffer parts[] = {ahead, *h.upload, *h.gpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
-  std::span<const vk::CommandBuffer> s(parts, parts[4] ? 5 : 4);
-  submit_cached(ahead ? s : s.subspan(1), b);
+  const vk::CommandBuffer parts[] = {*h.upload, *h.gpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
+  submit_cached(std::span(parts, parts[3] ? 4 : 3), b);
+  issue_prefetch(h, b);  // the next block's copies, behind this block's parts on the queue or beside them
+  wait_fence();
 }
 
 // At block b's split: rank the next block's scores per token, place the union of the top-k in its
 // slots (unless it holds more experts than slots: that step will likely run on the CPU) and
-// record the uploads of those not resident. On the side queue the copies start now, waiting only
-// on the previous prefetch into the same block; otherwise the caller submits them first.
-vk::CommandBuffer backend::impl::issue_prefetch(const handoff& h, const cached_block& b) {
-  if (!h.predicted || b.next < 0) return {};
+// submit the uploads of those not resident: on the side queue (waiting only on the previous
+// prefetch into the same block), or on the step's queue behind the parts already submitted.
+void backend::impl::issue_prefetch(const handoff& h, const cached_block& b) {
+  if (!h.predicted || b.next < 0) return;
   cached_block& nb = cached.at(std::size_t(b.next));
   const std::uint32_t E = nb.cache.experts(), k = std::min(h.task.params.n_used, E);
   const auto* scores = reinterpret_cast<const float*>(buf(cache_pred_host).mapped());
@@ -321,7 +323,7 @@ vk::CommandBuffer backend::impl::issue_prefetch(const handoff& h, const cached_b
         want.push_back(e);
       }
   }
-  if (want.size() > nb.cache.slots()) return {};
+  if (want.size() > nb.cache.slots()) return;
   // The command buffer may still be in flight from an earlier step whose block ran on the CPU.
   const bool side = *prefetch_timeline;
   if (side && nb.prefetch_value) wait_prefetch_value(nb.prefetch_value);
@@ -339,7 +341,7 @@ vk::CommandBuffer backend::impl::issue_prefetch(const handoff& h, const cached_b
       cache_stats.prefetch_bytes += eb;
     }
   }
-  if (cache_regions[0].empty()) return {};
+  if (cache_regions[0].empty()) return;
   const vk::raii::CommandBuffer& pc = prefetch_cmds.at(nb.prefetch_cmd);
   pc.reset();
   pc.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
@@ -350,22 +352,25 @@ vk::CommandBuffer backend::impl::issue_prefetch(const handoff& h, const cached_b
                               {}, vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eTransferWrite | vk::AccessFlagBits::eShaderRead),
                               {}, {});
   pc.end();
-  if (!side) return *pc;
-  const std::uint64_t wait_value = nb.prefetch_value, signal_value = ++prefetch_counter;
+  const vk::CommandBuffer cb = *pc;
+  if (!side) {  // one queue: after the parts submitted before, before the next block's
+    ctx.queue().submit(vk::SubmitInfo({}, {}, cb));
+    return;
+  }
+  const std::uint64_t wait_value = nb.prefetch_value, signal_value = prefetch_counter + 1;
   const vk::Semaphore sem = *prefetch_timeline;
   const vk::PipelineStageFlags stage = vk::PipelineStageFlagBits::eAllCommands;
   const vk::TimelineSemaphoreSubmitInfo values(wait_value ? 1u : 0u, &wait_value, 1u, &signal_value);
-  const vk::CommandBuffer cb = *pc;
   vk::SubmitInfo si(wait_value ? 1u : 0u, &sem, &stage, 1u, &cb, 1u, &sem);
   si.pNext = &values;
   ctx.side_queue()->submit(si);
-  nb.prefetch_value = signal_value;
-  return {};
+  prefetch_counter = nb.prefetch_value = signal_value;  // only once submitted: a failed submit signals nothing
 }
 
-// b's parts, waiting on the copies of its prefetch on the side queue where one is pending.
+// b's parts, waiting on the copies of its prefetch on the side queue where one is pending; the
+// caller waits on the fence.
 void backend::impl::submit_cached(std::span<const vk::CommandBuffer> parts, const cached_block& b) {
-  if (!*prefetch_timeline || !b.prefetch_value) return submit_and_wait(parts);
+  if (!*prefetch_timeline || !b.prefetch_value) return ctx.queue().submit(vk::SubmitInfo({}, {}, parts), *fence);
   const vk::Semaphore sem = *prefetch_timeline;
   const vk::PipelineStageFlags stage = vk::PipelineStageFlagBits::eAllCommands;
   const std::uint64_t value = b.prefetch_value;
@@ -373,13 +378,20 @@ void backend::impl::submit_cached(std::span<const vk::CommandBuffer> parts, cons
   vk::SubmitInfo si(1u, &sem, &stage, std::uint32_t(parts.size()), parts.data());
   si.pNext = &values;
   ctx.queue().submit(si, *fence);
-  wait_fence();
 }
 
 void backend::impl::wait_prefetch_value(std::uint64_t value) {
   const vk::Semaphore s = *prefetch_timeline;
   if (ctx.device().waitSemaphores(vk::SemaphoreWaitInfo({}, s, value), UINT64_MAX) != vk::Result::eSuccess)
     throw error("expert cache: the prefetch copies did not complete");
+}
+
+void backend::impl::abandon_cached_step() noexcept {
+  try {
+    ctx.device().waitIdle();
+  } catch (...) {  // a lost device: nothing more to wait for
+  }
+  for (cached_block& b : cached) b.cache = tiers::expert_slot_cache(b.cache.experts(), b.cache.slots(), tiers::cache_policy::slru);
 }
 
 void backend::impl::wait_prefetches() {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string_view>
 
 #include "backend_impl.hpp"
@@ -111,6 +112,16 @@ void backend::impl::submit_step() {
   const bool timed = times.on && !cached && step_tokens <= 8;
   const clock::time_point t0 = timed ? clock::now() : clock::time_point{};
   if (cached) ++cache_step;  // stamps this step's expert predictions (expert_cache.cpp)
+  // A step that fails part way leaves no side-queue copy running and no slot the caches think
+  // holds an expert whose upload never ran.
+  struct unwind_guard {
+    impl& p;
+    bool on;
+    int exceptions = std::uncaught_exceptions();
+    ~unwind_guard() {
+      if (on && std::uncaught_exceptions() > exceptions) p.abandon_cached_step();
+    }
+  } guard{*this, cached};
   if (handoff_poll && !cached) submit_polled(timed);
   else if (handoff_timeline && !cached) submit_timeline(timed);
   else submit_fenced(timed);

@@ -189,17 +189,18 @@ TEST_CASE("expert cache: prefetch places experts ahead without counting hits or 
   CHECK(a.slot != b.slot);
   CHECK(again.resident);
   CHECK(!again.uploaded);
-  // Every slot now holds a pinned expert of this prefetch or an earlier one: 0 is not pinned (the
-  // prefetch unpinned the last step), so it goes first; then 1 and 2 are the prefetch's own.
+  // Every slot holds an expert of this prediction (0 too, though it was resident): no room.
+  const auto none = c.prefetch(3);
+  CHECK(!none.uploaded);
+  CHECK(!none.resident);
+  CHECK(c.prefetched() == 2);
+  CHECK(c.hits() == 0);
+  CHECK(c.misses() == 1);
+  // A new prediction unpins the last: 3 takes the least recent probation slot, 0's.
+  c.begin_prefetch();
   const auto d = c.prefetch(3);
   CHECK(d.uploaded);
   CHECK(d.evicted == 0);
-  const auto none = c.prefetch(4);
-  CHECK(!none.uploaded);
-  CHECK(!none.resident);
-  CHECK(c.prefetched() == 3);
-  CHECK(c.hits() == 0);
-  CHECK(c.misses() == 1);
   // The step uses 1 and 3 (hits on experts placed ahead) and misses 5, which evicts 2 unused.
   c.begin_step();
   CHECK(c.access(1).hit);
@@ -215,6 +216,27 @@ TEST_CASE("expert cache: prefetch places experts ahead without counting hits or 
   CHECK(c.prefetch_used() == 2);
   CHECK(c.evictions() == 2);
   CHECK_THROWS_AS(c.prefetch(8), strata::error);
+}
+
+// A correct guess of a one-off expert is that expert's first use: it stays in probation (as after
+// a miss) and cannot push an expert hit twice out of the protected segment.
+TEST_CASE("expert cache: an expert used once after its prefetch stays in probation") {
+  expert_slot_cache c(8, 5, cache_policy::slru);  // 4 protected slots, 1 probation
+  for (int round = 0; round < 2; ++round) {  // 0..3 hit twice: protected
+    c.begin_step();
+    for (std::uint32_t e = 0; e < 4; ++e) c.access(e);
+  }
+  c.begin_prefetch();
+  CHECK(c.prefetch(6).uploaded);
+  c.begin_step();
+  CHECK(c.access(6).hit);
+  // 7's miss takes 6's probation slot, not a protected expert's.
+  c.begin_step();
+  const auto r = c.access(7);
+  CHECK(!r.hit);
+  CHECK(r.evicted == 6);
+  c.begin_step();
+  for (std::uint32_t e = 0; e < 4; ++e) CHECK(c.access(e).hit);
 }
 
 TEST_CASE("expert cache: prefetch keeps the slots a bijection on random traces") {

@@ -51,6 +51,7 @@ class expert_slot_cache {
   placed prefetch(std::uint32_t e) {
     if (e >= n_) throw error("expert cache: prefetch of expert " + std::to_string(e) + " of " + std::to_string(n_));
     placed r;
+    if (epoch_ != 0) pinned_[e] = epoch_;  // a later guess of the same prediction must not evict it
     if (where_[e] != absent) {
       r.resident = true;
       r.slot = slot_of_[e];
@@ -61,7 +62,6 @@ class expert_slot_cache {
       if (v == none) return r;
       r.evicted = std::int32_t(evict(v));
     }
-    if (epoch_ != 0) pinned_[e] = epoch_;
     r.uploaded = true;
     r.slot = free_slots_.back();
     free_slots_.pop_back();
@@ -80,11 +80,12 @@ class expert_slot_cache {
       r.hit = true;
       r.slot = slot_of_[e];
       ++hits_;
-      if (ahead_[e]) {
+      const bool first_use = ahead_[e] != 0;  // placed ahead: this is its first use, as a miss's would be
+      if (first_use) {
         ahead_[e] = 0;
         ++prefetch_used_;
       }
-      if (policy_ == cache_policy::slru && where_[e] == probation) {
+      if (policy_ == cache_policy::slru && where_[e] == probation && !first_use) {
         unlink(e);
         push_front(protected_seg, e);
         if (size_[protected_seg] > protected_cap_) {  // demote the protected segment's LRU

@@ -46,6 +46,7 @@ struct result {
   // Decode tests on a recording backend: the decode step (the last step run), its dispatches and
   // the barriers between them: a token runs through barriers + 1 levels.
   std::uint32_t step_dispatches = 0, step_barriers = 0;
+  strata::rt::model::handoff_counters handoffs;  // the GPU's hand-offs to the CPU over the timed runs
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -234,6 +235,14 @@ int main(int argc, char** argv) {
           r.disk.read_seconds += a.read_seconds - before.read_seconds;
           r.disk.stall_seconds += a.stall_seconds - before.stall_seconds;
         };
+        // The hand-offs of the timed part of a test only.
+        const auto count_handoffs = [&](result& r, const strata::rt::model::handoff_counters& before) {
+          const auto a = m->handoffs();
+          r.handoffs.steps += a.steps - before.steps;
+          r.handoffs.tokens += a.tokens - before.tokens;
+          r.handoffs.handoff_steps += a.handoff_steps - before.handoff_steps;
+          r.handoffs.handoffs += a.handoffs - before.handoffs;
+        };
         // The expert cache's counters over the timed part of a test only.
         const auto count_cache = [&](result& r, const strata::rt::model::expert_cache_counters& before) {
           const auto a = m->expert_cache();
@@ -325,6 +334,7 @@ int main(int argc, char** argv) {
               const auto s0 = m->streaming();
               const auto x0 = m->expert_streaming();
               const auto k0 = m->disk_tier();
+              const auto h0 = m->handoffs();
               const auto t0 = clock_type::now();
               s.prefill(all);
               const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -333,6 +343,7 @@ int main(int argc, char** argv) {
                 count_stream(r, s0);
                 count_xstream(r, x0);
                 count_disk(r, k0);
+                count_handoffs(r, h0);
                 r.wall_seconds += sec;
                 r.samples.push_back(double(p) / sec);
               } else if (warm_again(warm_s, warm_runs, sec)) {
@@ -362,6 +373,7 @@ int main(int argc, char** argv) {
               const auto s0 = m->streaming();
               const auto x0 = m->expert_streaming();
               const auto k0 = m->disk_tier();
+              const auto h0 = m->handoffs();
               const auto t0 = clock_type::now();
               if (argmax)
                 for (auto t : toks) s.decode_argmax(t);
@@ -376,6 +388,7 @@ int main(int argc, char** argv) {
               count_stream(r, s0);
               count_xstream(r, x0);
               count_disk(r, k0);
+              count_handoffs(r, h0);
               r.wall_seconds += sec;
               r.samples.push_back(double(g) / sec);
             }
@@ -424,6 +437,8 @@ int main(int argc, char** argv) {
                                                                 {"cpu_read", r.predicted.cpu_read_bytes},
                                                                 {"nvme", r.predicted.nvme_bytes}}},
                                            {"predicted_handoffs_per_step", r.predicted.handoffs},
+                                           {"handoffs_per_step", r.handoffs.per_step()},
+                                           {"handoffs_per_token", r.handoffs.per_token()},
                                            {"step_dispatches", r.step_dispatches},
                                            {"step_barriers", r.step_barriers},
                                            {"n_gpu_layers", r.n_gpu_layers},
@@ -495,20 +510,23 @@ int main(int argc, char** argv) {
   }
   // Where the bytes of a token go in the layout that ran (the cost model's count per link), and
   // how far the measurement is from the prediction.
-  std::printf("\n| %-14s | %-11s | %13s | %13s | %13s | %9s | %10s | %10s | %6s |\n", "test", "layout", "GPU read GB/t",
-              "host->GPU GB/t", "CPU read GB/t", "hand-offs", "predicted", "measured", "ratio");
+  std::printf("\n| %-14s | %-11s | %13s | %13s | %13s | %9s | %9s | %10s | %10s | %6s |\n", "test", "layout", "GPU read GB/t",
+              "host->GPU GB/t", "CPU read GB/t", "switches", "CPU parts", "predicted", "measured", "ratio");
   for (const auto& r : results) {
     char test[64], layout[32];
     std::snprintf(test, sizeof test, "%s%s", r.test.c_str(), r.depth ? (" @ d" + std::to_string(r.depth)).c_str() : "");
     std::snprintf(layout, sizeof layout, r.stream.layers ? "ngl %u, %u cx, %u st" : "ngl %u, %u cx", r.n_gpu_layers,
                   r.cpu_expert_layers, r.stream.layers);
     const auto& c = r.predicted;
-    std::printf("| %-14s | %-11s | %13.4f | %13.4f | %13.4f | %9.0f | %10.2f | %10.2f | %6.2f |\n", test, layout,
-                c.gpu_read_bytes / 1e9, c.host_to_gpu_bytes / 1e9, c.cpu_read_bytes / 1e9, c.handoffs, r.predicted_ts,
+    char measured[24] = "-";
+    if (r.handoffs.steps) std::snprintf(measured, sizeof measured, "%.2f", r.handoffs.per_step());
+    std::printf("| %-14s | %-11s | %13.4f | %13.4f | %13.4f | %9.0f | %9s | %10.2f | %10.2f | %6.2f |\n", test, layout,
+                c.gpu_read_bytes / 1e9, c.host_to_gpu_bytes / 1e9, c.cpu_read_bytes / 1e9, c.handoffs, measured, r.predicted_ts,
                 r.mean(), r.predicted_ts > 0 ? r.mean() / r.predicted_ts : 0.0);
   }
   std::printf("(layout: GPU blocks (-ngl), MoE blocks whose experts the CPU computes (cx), blocks whose dense FFN streams "
-              "(st); hand-offs per step, predicted)\n");
+              "(st); per step: GPU <-> CPU switches the cost model predicts (a CPU block: two, a GPU-cached block's split: "
+              "one), and the CPU parts the GPU backend's steps ran, measured (hand-offs); then t/s predicted and measured)\n");
   // The GPU expert cache (--expert-cache), measured over the timed runs.
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.cache.layers > 0; })) {
     std::printf("\n| %-14s | %-15s | %8s | %13s | %11s | %11s | %15s | %17s |\n", "test", "expert cache", "hit rate",

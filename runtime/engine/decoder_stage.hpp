@@ -75,6 +75,10 @@ class decoder_stage final : public stage {
     if constexpr (requires { traits::step_recordings(*be_); }) return traits::step_recordings(*be_);
     else return {};
   }
+  model::handoff_counters handoffs() const override {
+    if constexpr (requires { traits::handoffs(*be_); }) return traits::handoffs(*be_);
+    else return {};
+  }
   std::uint32_t step_granule() const noexcept override {
     if constexpr (requires { traits::step_granule(*be_); }) return traits::step_granule(*be_);
     else return 1;

@@ -494,6 +494,7 @@ void scheduler::publish(bool stepped, double step_seconds, std::uint32_t generat
   stats_.expert_streaming = model_->expert_streaming();
   stats_.disk = model_->disk_tier();
   stats_.recordings = model_->step_recordings();
+  stats_.handoffs = model_->handoffs();
 }
 
 void scheduler::loop() {

@@ -55,6 +55,7 @@ class stage {
   virtual model::stream_counters expert_streaming() const { return {}; }
   virtual model::disk_counters disk_tier() const { return {}; }
   virtual model::recording_counters step_recordings() const { return {}; }
+  virtual model::handoff_counters handoffs() const { return {}; }
   virtual std::uint32_t step_granule() const noexcept { return 1; }
   // model::record_steps for this stage's layers (n_ctx: the KV slots, for positions of long steps).
   virtual void record_steps(const model::step_shapes& s, std::uint32_t n_ctx, const kv::block_table& kv) {

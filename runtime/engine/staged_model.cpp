@@ -155,6 +155,16 @@ class staged_model final : public model {
     return c;
   }
 
+  handoff_counters handoffs() const override {
+    handoff_counters c;
+    for (const auto& s : stages_) {  // one GPU stage at most hands off; every stage runs every step
+      const auto e = s->handoffs();
+      c.steps = std::max(c.steps, e.steps), c.tokens = std::max(c.tokens, e.tokens);
+      c.handoff_steps += e.handoff_steps, c.handoffs += e.handoffs;
+    }
+    return c;
+  }
+
   std::vector<std::uint32_t> disk_layers() const override {
     std::vector<std::uint32_t> out;
     for (const auto& s : slices_)

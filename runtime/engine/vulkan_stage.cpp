@@ -40,6 +40,10 @@ struct engine_backend<gpu::backend> {
     const gpu::step_recording_stats s = be.recordings();
     return {s.steps, s.ms, be.dispatches_per_step(), be.barriers_per_step()};
   }
+  static model::handoff_counters handoffs(const gpu::backend& be) {
+    const gpu::handoff_stats s = be.handoffs();
+    return {s.steps, s.tokens, s.handoff_steps, s.handoffs};
+  }
   static std::uint32_t step_granule(const gpu::backend& be) { return be.step_granule(); }
   static std::string describe(const gpu::backend& be) { return be.description(); }
   static std::string startup_report(const gpu::backend& be) {

@@ -77,6 +77,15 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
            double(r.steps));
     metric(out, "strata_step_recording_seconds_total", "counter", "Host seconds spent recording those steps.", r.ms / 1e3);
   }
+  if (const auto& h = s.handoffs; h.steps) {  // the Vulkan backend's CPU hand-offs (memory tiers)
+    metric(out, "strata_gpu_steps_total", "counter", "Steps the GPU backend ran since load.", double(h.steps));
+    metric(out, "strata_gpu_step_tokens_total", "counter", "Tokens of those steps (per token: divide).", double(h.tokens));
+    metric(out, "strata_handoff_steps_total", "counter", "Steps with at least one hand-off between the GPU and the CPU.",
+           double(h.handoff_steps));
+    metric(out, "strata_handoffs_total", "counter",
+           "Hand-offs between the GPU and the CPU (routed experts on the CPU, GPU-cached blocks, dense FFNs on the CPU).",
+           double(h.handoffs));
+  }
   if (const auto& c = s.expert_cache; c.layers) {  // GPU-cached MoE experts (--expert-cache)
     metric(out, "strata_expert_cache_slots", "gauge", "GPU expert slots per cached MoE layer.", c.slots);
     metric(out, "strata_expert_cache_layers", "gauge", "MoE layers whose routed experts are GPU-cached.", c.layers);

@@ -175,6 +175,12 @@ struct step_recording_stats {
   double ms = 0;
 };
 
+// Steps run since load, their tokens, and the CPU hand-offs among them (cpu_experts.cpp,
+// expert_cache.cpp, layer_stream.cpp).
+struct handoff_stats {
+  std::uint64_t steps = 0, tokens = 0, handoff_steps = 0, handoffs = 0;
+};
+
 class backend {
  public:
   using tensor = gpu::tensor;
@@ -198,6 +204,7 @@ class backend {
   // (scratch_schedule.hpp; tests check the guesses land).
   std::uint64_t scratch_hits() const;
   step_recording_stats recordings() const;
+  handoff_stats handoffs() const;
   // The token count a step of n tokens runs as (step_buckets.hpp; n with STRATA_VK_STEP_BUCKETS=0):
   // the decoder pads the batch to it (graph/backend_contract.hpp, step_rows).
   std::uint32_t step_rows(std::uint32_t n) const;

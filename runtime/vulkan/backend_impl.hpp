@@ -139,6 +139,7 @@ struct backend::impl : backend_tuning {
   std::vector<vk::BufferCopy> cache_regions[3];
   std::uint64_t cache_stamp = 0;
   expert_cache_stats cache_stats;
+  handoff_stats handoff_counts;  // submit_step
   // Router-driven prefetch (expert_cache.cpp; on where the device has a side queue,
   // STRATA_VK_EXPERT_PREFETCH=0 / 1 turns it off / on): the next
   // cached block's router scores of up to cache_pred_tokens tokens, on the GPU and read back at the

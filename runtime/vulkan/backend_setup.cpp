@@ -128,6 +128,8 @@ memory_use_bytes backend::memory_use() const {
   return {l.weights, l.kv, l.scratch, l.budget, now.budget_ext ? now.usage_bytes : 0};
 }
 
+handoff_stats backend::handoffs() const { return p_->handoff_counts; }
+
 expert_cache_stats backend::expert_cache() const {
   expert_cache_stats s = p_->cache_stats;
   for (const cached_block& b : p_->cached) {

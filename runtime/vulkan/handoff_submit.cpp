@@ -92,6 +92,10 @@ void backend::impl::run_handoff(handoff& h) {
 void backend::impl::submit_step() {
   cache_stats.tokens += batch_tokens;
   std::deque<handoff>& hs = current->handoffs;
+  ++handoff_counts.steps;
+  handoff_counts.tokens += batch_tokens;
+  handoff_counts.handoff_steps += !hs.empty();
+  handoff_counts.handoffs += hs.size();
   if (hs.empty()) {
     const vk::CommandBuffer parts[] = {*current->cmd, output_cmd()};
     return submit_and_wait(std::span(parts, parts[1] ? 2 : 1));

@@ -379,6 +379,13 @@ TEST_CASE("fidelity: Vulkan with every routed expert on the CPU (qwen3moe --cpu-
   REQUIRE(m);
   CHECK(m->n_gpu_layers() == 4);
   CHECK(m->cpu_expert_layers() == std::vector<std::uint32_t>{0, 1, 2, 3});
+  // Every step hands the four blocks' experts to the CPU (the counters of /metrics and strata-bench).
+  const auto h = m->handoffs();
+  CHECK(h.steps > 0);
+  CHECK(h.handoff_steps == h.steps);
+  CHECK(h.handoffs == 4 * h.steps);
+  CHECK(h.tokens >= h.steps);
+  CHECK(h.per_step() == doctest::Approx(4.0));
 }
 
 // Llama 4: sigmoid router weighting the experts' input, a shared expert beside them, MoE in
@@ -395,6 +402,9 @@ TEST_CASE("fidelity: Vulkan with experts on the CPU and a layer split (llama4 -n
   REQUIRE(m);
   CHECK(m->n_gpu_layers() == 3);
   CHECK(m->cpu_expert_layers() == std::vector<std::uint32_t>{1});
+  const auto h = m->handoffs();  // one hand-off a step, in the GPU stage (the CPU stage has none to count)
+  CHECK(h.steps > 0);
+  CHECK(h.handoffs == h.steps);
 }
 
 // GPU-cached experts (--expert-cache): qwen3moe (8 experts, top-2) with 4 slots per layer and

@@ -28,6 +28,37 @@ TEST_CASE("metrics: expert cache counters are rendered when the model GPU-caches
   CHECK(t.find("# TYPE strata_expert_cache_slots gauge\nstrata_expert_cache_slots 16\n") != std::string::npos);
   CHECK(t.find("strata_expert_cache_layers 4\n") != std::string::npos);
   CHECK(t.find("strata_stream") == std::string::npos);
+  // Prefetch's counters with the cache's (zero when prefetch is off).
+  CHECK(t.find("strata_expert_cache_prefetched_total 0\n") != std::string::npos);
+  s.expert_cache.predictors = 3;
+  s.expert_cache.prefetched = 40;
+  s.expert_cache.prefetch_bytes = 4000;
+  s.expert_cache.prefetch_used = 25;
+  s.expert_cache.prefetch_wasted = 9;
+  s.expert_cache.predicted_routed = 70;
+  s.expert_cache.routed_with_prediction = 100;
+  const std::string p = m.render(s, 1);
+  CHECK(p.find("# TYPE strata_expert_cache_prefetched_total counter\nstrata_expert_cache_prefetched_total 40\n") != std::string::npos);
+  CHECK(p.find("strata_expert_cache_prefetch_bytes_total 4000\n") != std::string::npos);
+  CHECK(p.find("strata_expert_cache_prefetch_used_total 25\n") != std::string::npos);
+  CHECK(p.find("strata_expert_cache_prefetch_wasted_total 9\n") != std::string::npos);
+  CHECK(p.find("strata_expert_cache_predicted_total 70\n") != std::string::npos);
+  CHECK(p.find("strata_expert_cache_routed_predicted_total 100\n") != std::string::npos);
+}
+
+TEST_CASE("metrics: the GPU backend's hand-offs to the CPU are rendered once it has run a step") {
+  strata::serve::server_metrics m;
+  strata::rt::scheduler_stats s;
+  CHECK(m.render(s, 1).find("strata_handoffs_total") == std::string::npos);  // no GPU backend
+  s.handoffs.steps = 65;
+  s.handoffs.tokens = 576;
+  s.handoffs.handoff_steps = 64;
+  s.handoffs.handoffs = 64 * 19;
+  const std::string t = m.render(s, 1);
+  CHECK(t.find("# TYPE strata_handoffs_total counter\nstrata_handoffs_total 1216\n") != std::string::npos);
+  CHECK(t.find("strata_handoff_steps_total 64\n") != std::string::npos);
+  CHECK(t.find("strata_gpu_steps_total 65\n") != std::string::npos);
+  CHECK(t.find("strata_gpu_step_tokens_total 576\n") != std::string::npos);
 }
 
 TEST_CASE("metrics: layer-streaming counters are rendered when the model streams dense FFNs") {

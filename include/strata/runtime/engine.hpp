@@ -177,6 +177,17 @@ class model {
     std::uint32_t last_dispatches = 0, last_barriers = 0;
   };
   virtual recording_counters step_recordings() const { return {}; }
+  // Hand-offs between the GPU and the CPU (Vulkan with memory tiers): in every step since load, the
+  // CPU's parts between the GPU's (routed experts on the CPU, a GPU-cached block's split, a
+  // streamed dense FFN on the CPU). Per token: handoffs / tokens.
+  struct handoff_counters {
+    std::uint64_t steps = 0;     // steps run since load
+    std::uint64_t tokens = 0;    // their tokens
+    std::uint64_t handoff_steps = 0, handoffs = 0;  // steps with at least one hand-off, hand-offs in all
+    double per_token() const noexcept { return tokens ? double(handoffs) / double(tokens) : 0.0; }
+    double per_step() const noexcept { return steps ? double(handoffs) / double(steps) : 0.0; }
+  };
+  virtual handoff_counters handoffs() const { return {}; }
   // The steps a scheduler runs, recorded ahead of the first request by a recording backend
   // (Vulkan: runtime/vulkan/step_cache.cpp), so that no request waits for a step to be recorded:
   // steps of 1..max_tokens tokens (as the sizes the backend pads them to) of one sequence or

@@ -188,6 +188,7 @@ struct scheduler_stats {
   model::stream_counters expert_streaming;    // CPU experts streamed through the expert ring in prompt steps
   model::disk_counters disk;                  // the disk tier's counters (CPU blocks read from the file), after the last step
   model::recording_counters recordings;       // steps the GPU recorded (the rest replayed), after the last step
+  model::handoff_counters handoffs;           // CPU hand-offs of the steps since load (memory tiers), after the last step
 };
 
 class scheduler {

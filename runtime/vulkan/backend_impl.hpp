@@ -558,7 +558,9 @@ struct backend::impl : backend_tuning {
   void submit_cached(std::span<const vk::CommandBuffer> parts, const cached_block& b);  // waits on b's prefetch; no fence wait
   void wait_prefetches();  // the side queue's copies done (end of a step)
   void wait_prefetch_value(std::uint64_t value);
-  void abandon_cached_step() noexcept;  // a failed step: the device idle, every cached block's slots empty
+  void abandon_cached_step() noexcept;
+  std::uint64_t queue_expert_copies(const cached_block& b, std::uint32_t e, std::uint32_t slot);  // into cache_regions
+  void record_expert_copies(const vk::raii::CommandBuffer& c, const cached_block& b) const;   // cache_regions' copies  // a failed step: the device idle, every cached block's slots empty
   // The CPU backend's experts over the hand-off buffers (the GPU's rows and router logits in, sum out).
   void run_handoff_on_cpu(const handoff& h);
 

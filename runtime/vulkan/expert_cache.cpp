@@ -235,6 +235,22 @@ void backend::impl::end_cached_moe(const tensor& out) {
   rec.resume(h.cmd, "expert cache: continue");
 }
 
+// Expert e's gate, up and down from b's host copies into slot `slot` (cache_regions); its bytes.
+std::uint64_t backend::impl::queue_expert_copies(const cached_block& b, std::uint32_t e, std::uint32_t slot) {
+  std::uint64_t bytes = 0;
+  for (int j = 0; j < 3; ++j) {
+    const std::uint64_t eb = b.expert_bytes[j];
+    cache_regions[j].push_back(vk::BufferCopy(e * eb, weights.at(b.weight[j]).offset + slot * eb, eb));
+    bytes += eb;
+  }
+  return bytes;
+}
+
+void backend::impl::record_expert_copies(const vk::raii::CommandBuffer& c, const cached_block& b) const {
+  for (int j = 0; j < 3; ++j)
+    if (!cache_regions[j].empty()) c.copyBuffer(b.host[j].handle(), chunks.at(weights.at(b.weight[j]).chunk).handle(), cache_regions[j]);
+}
+
 void backend::impl::run_cached(handoff& h, bool last) {
   cached_block& b = cached.at(std::size_t(h.cache));
   const auto* ids = reinterpret_cast<const std::uint32_t*>(buf(cache_ids_in).mapped());
@@ -274,19 +290,13 @@ void backend::impl::run_cached(handoff& h, bool last) {
     }
     ++cache_stats.misses;
     cache_stats.evictions += r.evicted >= 0;
-    for (int j = 0; j < 3; ++j) {
-      const std::uint64_t eb = b.expert_bytes[j];
-      cache_regions[j].push_back(vk::BufferCopy(e * eb, weights.at(b.weight[j]).offset + r.slot * eb, eb));
-      cache_stats.bytes_uploaded += eb;
-    }
+    cache_stats.bytes_uploaded += queue_expert_copies(b, e, r.slot);
   }
   auto* slots = reinterpret_cast<std::uint32_t*>(buf(cache_ids_out).mapped());
   for (std::uint32_t p = 0; p < h.pairs; ++p) slots[p] = cache_slot_of[ids[p]];
   h.upload.reset();
   h.upload.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
-  for (int j = 0; j < 3; ++j)
-    if (!cache_regions[j].empty())
-      h.upload.copyBuffer(b.host[j].handle(), chunks.at(weights.at(b.weight[j]).chunk).handle(), cache_regions[j]);
+  record_expert_copies(h.upload, b);
   h.upload.copyBuffer(buf(cache_ids_out).handle(), buf(moe_ids).handle(), vk::BufferCopy(0, 0, std::uint64_t(h.pairs) * 4));
   h.upload.end();
   ++cache_stats.gpu_blocks;
@@ -334,19 +344,15 @@ void backend::impl::issue_prefetch(const handoff& h, const cached_block& b) {
     if (!r.uploaded) continue;
     ++cache_stats.prefetched;
     cache_stats.evictions += r.evicted >= 0;
-    for (int j = 0; j < 3; ++j) {
-      const std::uint64_t eb = nb.expert_bytes[j];
-      cache_regions[j].push_back(vk::BufferCopy(e * eb, weights.at(nb.weight[j]).offset + r.slot * eb, eb));
-      cache_stats.bytes_uploaded += eb;
-      cache_stats.prefetch_bytes += eb;
-    }
+    const std::uint64_t bytes = queue_expert_copies(nb, e, r.slot);
+    cache_stats.bytes_uploaded += bytes;
+    cache_stats.prefetch_bytes += bytes;
   }
   if (cache_regions[0].empty()) return;
   const vk::raii::CommandBuffer& pc = prefetch_cmds.at(nb.prefetch_cmd);
   pc.reset();
   pc.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
-  for (int j = 0; j < 3; ++j)
-    pc.copyBuffer(nb.host[j].handle(), chunks.at(weights.at(nb.weight[j]).chunk).handle(), cache_regions[j]);
+  record_expert_copies(pc, nb);
   // Later copies into these slots (a miss's upload) and the expert matvecs come after these.
   pc.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eTransfer | vk::PipelineStageFlagBits::eComputeShader,
                               {}, vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eTransferWrite | vk::AccessFlagBits::eShaderRead),

@@ -58,6 +58,10 @@ TEST_CASE("expert cache: router-driven prefetch leaves the logits bit for bit an
     CHECK(p.predictors == c.predictors);
     CHECK(p.routed_with_prediction > 0);
     CHECK(p.predicted_routed <= p.routed_with_prediction);
+    // The predictor must beat chance (k of E) by a margin: a wrong layout of P or of its input
+    // (strides, the norm ratio) ranks at chance. qwen3moe measured 0.65 (chance 0.25); llama4's
+    // 36 routings of top-1 of 4 are too few to tell (0.31).
+    if (c.predictors == 3) CHECK(p.prefetch_recall() > 0.45);
     CHECK(p.prefetched > 0);
     CHECK(p.prefetch_used + p.prefetch_wasted <= p.prefetched);
     CHECK(p.prefetch_bytes > 0);

@@ -287,9 +287,10 @@ struct backend_tuning {
   // residual entering the O projection, a its int8 input and M = R' x the O projection's weights. R' h
   // runs beside the attention, M a beside the O projection (which writes the norm's first half, as with
   // router_parts), and the gate/up matvec's top-k adds the two parts and applies the 1 / rms.
-  // STRATA_VK_ROUTER_PRODUCT=1; costs (E x (K + H)) floats a MoE layer of GPU memory (qwen3-30b-a3b:
-  // 144 MiB). Off until measured on a GPU.
-  bool router_product = false;
+  // Costs (E x (K + H)) floats a MoE layer of GPU memory (qwen3-30b-a3b: 144 MiB; the --fit planner
+  // counts it). On by default: qwen3-30b-a3b tg128 +6.4% on the H200 (337-343 -> 357-365 t/s, three
+  // rounds, session 52), 298 -> 252 dependency levels a token; STRATA_VK_ROUTER_PRODUCT=0 turns it off.
+  bool router_product = true;
   // With router_product's two parts and the lean top-k: each lane adds its experts' parts from memory
   // and ranks the unscaled sums (moe_topk.glsl TOPK_DIRECT), the 1 / rms applied by the writer alone,
   // so no barrier precedes a gate/up workgroup's ranking. STRATA_VK_TOPK_DIRECT=0: the parts summed

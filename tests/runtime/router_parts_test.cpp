@@ -45,6 +45,7 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router's logits as the O project
     for (const std::string_view on : {"1", "0"}) {
       CAPTURE(on);
       const strata::test::scoped_env env("STRATA_VK_ROUTER_PARTS", on.data());
+      const strata::test::scoped_env no_product("STRATA_VK_ROUTER_PRODUCT", "0");  // it would take precedence
       auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
       opt.gpu_profile = true;
       auto m = strata::rt::model::load(model, opt);

@@ -30,6 +30,7 @@ TEST_CASE("fidelity: Vulkan MoE decode with the lean top-k (weights from the k s
   for (const std::string_view parts : {"0", "1"}) {
     CAPTURE(parts);
     const strata::test::scoped_env router_parts("STRATA_VK_ROUTER_PARTS", parts.data());
+    const strata::test::scoped_env no_product("STRATA_VK_ROUTER_PRODUCT", "0");  // it would take precedence over the parts
     std::vector<float> logits[2];
     for (const std::string_view lean : {"0", "1"}) {
       CAPTURE(lean);

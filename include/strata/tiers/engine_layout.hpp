@@ -166,6 +166,33 @@ inline std::uint64_t prefetch_predictor_bytes(const model_demand& d, const engin
   return bytes ? bytes + 8 * widest * 4 : 0;
 }
 
+// The decode router's load-time products on the GPU (runtime/vulkan/router_product.cpp, on by
+// default): for each MoE block whose experts are GPU-resident, R' (experts x hidden) and M = R' W_o
+// (experts x the O projection's input) in f32, plus their parts for up to 8 tokens. The engine
+// builds them only where the O projection is an integer matvec; counting them everywhere errs on
+// the safe side.
+inline std::uint64_t router_product_bytes(const model_demand& d, const engine_layout& l) {
+  const double hidden = double(d.hidden_bytes) / 4;
+  if (hidden <= 0) return 0;
+  std::vector<double> router(d.n_layer, 0), o_proj(d.n_layer, 0);
+  std::vector<char> experts_here(d.n_layer, 0);
+  for (const tensor_demand& t : d.tensors) {
+    if (t.layer < 0 || std::uint32_t(t.layer) >= d.n_layer) continue;
+    const auto il = std::uint32_t(t.layer);
+    if (t.kind == tensor_kind::router) router[il] = t.elements;
+    if (t.kind == tensor_kind::attention && t.name.ends_with("attn_output.weight")) o_proj[il] = t.elements;
+    if (t.kind == tensor_kind::routed_experts && on_gpu(d, l, t)) experts_here[il] = 1;
+  }
+  double floats = 0, widest = 0;
+  for (std::uint32_t il = 0; il < d.n_layer; ++il) {
+    if (!experts_here[il] || router[il] <= 0 || o_proj[il] <= 0) continue;
+    const double experts = router[il] / hidden, k = o_proj[il] / hidden;
+    floats += experts * (hidden + k);
+    widest = std::max(widest, experts);
+  }
+  return floats > 0 ? std::uint64_t((floats + 8 * 2 * widest) * 4) : 0;
+}
+
 // A streamed dense FFN tensor (the ring's copies; runtime/vulkan/layer_stream.cpp).
 inline bool streamed_on_gpu(const engine_layout& l, const tensor_demand& t) {
   return t.kind == tensor_kind::dense_ffn && t.layer >= 0 && l.ffn_streamed(std::uint32_t(t.layer));
@@ -257,7 +284,7 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
   p.ram_kv = std::uint64_t(d.n_layer - l.n_gpu_layers) * d.kv_bytes_per_layer;
   p.gpu_weights = detail::tied_copy_on_gpu(d, l);
   p.gpu_ring = ring_bytes(d, l) + expert_ring_bytes(d, l);
-  p.gpu_weights += detail::prefetch_predictor_bytes(d, l);
+  p.gpu_weights += detail::prefetch_predictor_bytes(d, l) + detail::router_product_bytes(d, l);
   std::uint64_t ram_left = ram_budget > p.ram_kv + p.ram_scratch ? ram_budget - p.ram_kv - p.ram_scratch : 0;
   for (const std::size_t i : p.order) {
     const tensor_demand& t = d.tensors[i];

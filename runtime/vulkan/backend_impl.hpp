@@ -140,8 +140,8 @@ struct backend::impl : backend_tuning {
   std::uint64_t cache_stamp = 0;
   expert_cache_stats cache_stats;
   handoff_stats handoff_counts;  // submit_step
-  // Router-driven prefetch (expert_cache.cpp; on where the device has a side queue,
-  // STRATA_VK_EXPERT_PREFETCH=0 / 1 turns it off / on): the next
+  // Router-driven prefetch (expert_cache.cpp; off by default, measured slower on the H200;
+  // STRATA_VK_EXPERT_PREFETCH=1 turns it on): the next
   // cached block's router scores of up to cache_pred_tokens tokens, on the GPU and read back at the
   // split, and the side queue's timeline (its last value signalled: prefetch_counter).
   bool expert_prefetch = false;

@@ -93,10 +93,12 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   cache_ids_out = new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::upload, "expert cache: slot ids");
   cache_stats.layers = std::uint32_t(cached.size());
   cache_stats.slots = opt.expert_slots;
-  // Without a side queue (and timeline semaphores to order it) the uploads would queue behind the
-  // step's parts and in front of the next block's, on the critical path: off there unless forced
-  // (the tests force it on lavapipe).
-  expert_prefetch = ctx.side_queue() != nullptr && ctx.info().timeline;
+  // Off by default: on the H200 (session 52) it cost 28-33% of qwen3-30b-a3b's tg64 with 32 or 64
+  // slots. The next block's split comes one layer (~60-250 us) after the guesses, so it waits for
+  // their copies much as for misses, and the wrong guesses (27-55% of them) double the bytes.
+  // STRATA_VK_EXPERT_PREFETCH=1 turns it on where the device has a side queue and timeline
+  // semaphores; on a one-queue device (lavapipe: the tests) it then queues behind the step's parts.
+  expert_prefetch = false;
   if (const char* v = std::getenv("STRATA_VK_EXPERT_PREFETCH")) expert_prefetch = std::string_view(v) == "1";
   if (expert_prefetch) make_prefetch_predictors();
 }

@@ -130,14 +130,6 @@ memory_use_bytes backend::memory_use() const {
 
 handoff_stats backend::handoffs() const { return p_->handoff_counts; }
 
-expert_cache_stats backend::expert_cache() const {
-  expert_cache_stats s = p_->cache_stats;
-  for (const cached_block& b : p_->cached) {
-    s.prefetch_used += b.cache.prefetch_used();
-    s.prefetch_wasted += b.cache.prefetch_wasted();
-  }
-  return s;
-}
 
 std::uint32_t backend::handoffs_per_step() const {
   return p_->current ? std::uint32_t(p_->current->handoffs.size()) : 0;

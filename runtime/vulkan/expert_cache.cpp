@@ -43,6 +43,16 @@ int expert_part(std::string_view name) {
 }
 }  // namespace
 
+// The counters, with the prefetch's used / unused experts from each block's slot cache.
+expert_cache_stats backend::expert_cache() const {
+  expert_cache_stats s = p_->cache_stats;
+  for (const cached_block& b : p_->cached) {
+    s.prefetch_used += b.cache.prefetch_used();
+    s.prefetch_wasted += b.cache.prefetch_wasted();
+  }
+  return s;
+}
+
 void backend::impl::load_cached(const gguf::tensor_info& t, std::uint32_t layer, std::uint32_t id) {
   const int part = expert_part(t.name);
   if (part < 0 || t.ne[2] < 2 || t.ne[3] != 1)

@@ -63,10 +63,7 @@ class expert_slot_cache {
       r.evicted = std::int32_t(evict(v));
     }
     r.uploaded = true;
-    r.slot = free_slots_.back();
-    free_slots_.pop_back();
-    slot_of_[e] = r.slot;
-    push_front(policy_ == cache_policy::slru ? probation : protected_seg, e);
+    r.slot = enter(e);
     ahead_[e] = 1;
     ++prefetched_;
     return r;
@@ -110,10 +107,7 @@ class expert_slot_cache {
                     " slots holds an expert of this step; a step may route at most that many experts");
       r.evicted = std::int32_t(evict(v));
     }
-    r.slot = free_slots_.back();
-    free_slots_.pop_back();
-    slot_of_[e] = r.slot;
-    push_front(policy_ == cache_policy::slru ? probation : protected_seg, e);
+    r.slot = enter(e);
     return r;
   }
 
@@ -144,6 +138,15 @@ class expert_slot_cache {
         if (!pinned(v)) return v;
     }
     return none;
+  }
+
+  // Expert e into a free slot (one must be free), at the front of the segment new experts enter.
+  std::uint32_t enter(std::uint32_t e) {
+    const std::uint32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    slot_of_[e] = slot;
+    push_front(policy_ == cache_policy::slru ? probation : protected_seg, e);
+    return slot;
   }
 
   std::uint32_t evict(std::uint32_t v) {

@@ -262,6 +262,8 @@ int main(int argc, char** argv) {
           r.cache.prefetch_wasted += a.prefetch_wasted - before.prefetch_wasted;
           r.cache.predicted_routed += a.predicted_routed - before.predicted_routed;
           r.cache.routed_with_prediction += a.routed_with_prediction - before.routed_with_prediction;
+          r.cache.lookup_blocks += a.lookup_blocks - before.lookup_blocks;
+          r.cache.host_read_bytes += a.host_read_bytes - before.host_read_bytes;
         };
         strata::rt::probe_options probe;
         probe.disk_file = path;
@@ -450,6 +452,9 @@ int main(int argc, char** argv) {
                                                                 {"bytes_uploaded_per_token", r.cache.bytes_per_token()},
                                                                 {"evictions", r.cache.evictions},
                                                                 {"gpu_block_steps", r.cache.gpu_blocks},
+                                                                {"lookup_block_steps", r.cache.lookup_blocks},
+                                                                {"host_read_bytes_per_token",
+                                                                 r.cache.tokens ? double(r.cache.host_read_bytes) / double(r.cache.tokens) : 0.0},
                                                                 {"cpu_block_steps", r.cache.cpu_blocks},
                                                                 {"prefetch_blocks", r.cache.predictors},
                                                                 {"prefetch_recall", r.cache.prefetch_recall()},
@@ -529,8 +534,8 @@ int main(int argc, char** argv) {
               "one), and the CPU parts the GPU backend's steps ran, measured (hand-offs); then t/s predicted and measured)\n");
   // The GPU expert cache (--expert-cache), measured over the timed runs.
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.cache.layers > 0; })) {
-    std::printf("\n| %-14s | %-15s | %8s | %13s | %11s | %11s | %15s | %17s |\n", "test", "expert cache", "hit rate",
-                "uploaded MB/t", "evictions/t", "CPU blocks", "prefetch recall", "prefetch accuracy");
+    std::printf("\n| %-14s | %-15s | %8s | %13s | %13s | %11s | %11s | %15s | %17s |\n", "test", "expert cache", "hit rate",
+                "uploaded MB/t", "miss-read MB/t", "evictions/t", "CPU blocks", "prefetch recall", "prefetch accuracy");
     for (const auto& r : results) {
       if (!r.cache.layers) continue;
       char test[64], cache[40];
@@ -542,11 +547,13 @@ int main(int argc, char** argv) {
         std::snprintf(recall, sizeof recall, "%.3f", r.cache.prefetch_recall());
         std::snprintf(accuracy, sizeof accuracy, "%.3f", r.cache.prefetch_accuracy());
       }
-      std::printf("| %-14s | %-15s | %8.3f | %13.3f | %11.3f | %11llu | %15s | %17s |\n", test, cache, r.cache.hit_rate(),
-                  r.cache.bytes_per_token() / 1e6, double(r.cache.evictions) / t, (unsigned long long)r.cache.cpu_blocks, recall,
-                  accuracy);
+      std::printf("| %-14s | %-15s | %8.3f | %13.3f | %13.3f | %11.3f | %11llu | %15s | %17s |\n", test, cache, r.cache.hit_rate(),
+                  r.cache.bytes_per_token() / 1e6, double(r.cache.host_read_bytes) / t / 1e6, double(r.cache.evictions) / t,
+                  (unsigned long long)r.cache.cpu_blocks, recall, accuracy);
     }
-    std::printf("(hit rate per distinct expert of a block and step, prefetched experts counted as hits; CPU blocks: block-steps "
+    std::printf("(hit rate per distinct expert of a block and step, prefetched experts counted as hits; miss-read: expert bytes the "
+                "kernels read from host memory on a miss, in the lookup form (the default), where a miss is not uploaded first; "
+                "CPU blocks: block-steps "
                 "that routed more experts than slots and ran on the CPU; prefetch recall: routed experts the block before "
                 "predicted; accuracy: experts uploaded ahead that their step used)\n");
   }

@@ -68,11 +68,28 @@ void warp_sync_shared() {
   }
 
 #ifdef HAS_WEIGHTS
+#ifdef W_SOURCES
+// Two weight sources at binding 0 (GPU-cached experts read through the slot map, mmvq.glsl
+// W_CACHED): 0 the device-local slots, 1 the host copy of every expert, read over PCIe. w_src is
+// set once per workgroup before any weight load, so the index is dynamically uniform.
+layout(binding = 0, std430) readonly buffer W8s { uint8_t d[]; } w8s[W_SOURCES];
+layout(binding = 0, std430) readonly buffer W16s { uint16_t d[]; } w16s[W_SOURCES];
+layout(binding = 0, std430) readonly buffer W32s { uint d[]; } w32s[W_SOURCES];
+layout(binding = 0, std430) readonly buffer W64s { uvec2 d[]; } w64s[W_SOURCES];
+layout(binding = 0, std430) readonly buffer W128s { uvec4 d[]; } w128s[W_SOURCES];
+uint w_src = 0u;
+#define w8 w8s[w_src].d
+#define w16 w16s[w_src].d
+#define w32 w32s[w_src].d
+#define w64 w64s[w_src].d
+#define w128 w128s[w_src].d
+#else
 layout(binding = 0, std430) readonly buffer W8 { uint8_t w8[]; };
 layout(binding = 0, std430) readonly buffer W16 { uint16_t w16[]; };
 layout(binding = 0, std430) readonly buffer W32 { uint w32[]; };
 layout(binding = 0, std430) readonly buffer W64 { uvec2 w64[]; };
 layout(binding = 0, std430) readonly buffer W128 { uvec4 w128[]; };
+#endif
 
 // The last expert (or cache slot) of a binding whose experts lie expert_bytes apart: expert ids
 // read from a buffer are clamped to it, so a broken router's ids (NaN logits leave a full-form

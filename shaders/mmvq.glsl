@@ -45,6 +45,14 @@
 //                FFN): y is the raw rows; the tails add them to the residual (moe_block_tail.glsl
 //                with k = 1) and write the next norm's first half block by block, for layers
 //                whose projection cannot own whole blocks (NORM_OUT's 32 rows a workgroup).
+//  W_CACHED      (with MOE_IDS and W_SOURCES 2: GPU-cached experts read through the slot map) the
+//                expert ids are the model's, not slots: binding W_CACHED holds the block's map
+//                ([0] the host copy's gate-to-up offset in bytes, [1 + e] expert e's slot or -1),
+//                and a workgroup whose expert has no slot reads it from the host copy of every
+//                expert (binding 0's second source) over PCIe. No host round trip decides where
+//                an expert is read from. CACHE_LOG (the down matvec): the first workgroup of each
+//                pair writes its expert id to binding W_CACHED + 1, the routing the host's cache
+//                policy reads after the step.
 //  TOPK_IN with RMS_IN and TOPK_PARTS (= the blocks a token): the router's logits come as
 //                ROUTER_PARTS' parts and the experts' input as NORM_OUT's codes; the top-k's
 //                bindings then start at 11 (TOPK_IN = 10), the block sums of x^2 again at 14.
@@ -112,6 +120,28 @@ layout(binding = 4, std430) readonly buffer R { float res[]; };
 #endif
 #ifdef MOE_IDS
 layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
+#endif
+#if defined(W_CACHED) && (!defined(MOE_IDS) || !defined(W_SOURCES))
+#error "W_CACHED maps a per-pair expert matvec's experts to the slots or the host copy (W_SOURCES 2)"
+#endif
+#ifdef W_CACHED
+layout(binding = W_CACHED, std430) readonly buffer CacheMap { int cache_map[]; };
+#ifdef CACHE_LOG
+layout(binding = W_CACHED + 1, std430) writeonly buffer CacheLog { int cache_log[]; };
+#endif
+// Expert e's index in its source (its slot, or e in the host copy), setting w_src; e is clamped
+// to the block's experts first (a broken router's id must not index past the map).
+uint cached_expert(uint e) {
+  e = min(e, uint(cache_map.length()) - 2u);
+  const int s = cache_map[1u + e];
+  w_src = s >= 0 ? 0u : 1u;
+  return s >= 0 ? uint(s) : e;
+}
+#define EXPERT_INDEX(e) cached_expert(e)
+#define UP_OFF (w_src == 0u ? p.up_off : uint(cache_map[0]))
+#else
+#define EXPERT_INDEX(e) (e)
+#define UP_OFF p.up_off
 #endif
 #if defined(QUANT_OUT) || defined(NORM_OUT)
 // The outputs again as the next matvec's int8 input (quantize_q8.glsl's layout and rounding):
@@ -184,13 +214,17 @@ void main() {
 #if defined(MOE_GROUPED)
   const uint chunk = gl_WorkGroupID.y;
   if (chunk >= uint(ids[0])) return;  // the whole workgroup: no barrier has been reached
-  const uint wbase = min(uint(ids[4 + 3 * chunk]), w_last_expert(p.expert_bytes)) * p.expert_bytes, pfirst = uint(ids[5 + 3 * chunk]);
+  const uint expert = uint(ids[4 + 3 * chunk]);
+  const uint wbase = min(EXPERT_INDEX(expert), w_last_expert(p.expert_bytes)) * p.expert_bytes, pfirst = uint(ids[5 + 3 * chunk]);
   const uint nt = uint(ids[6 + 3 * chunk]);
   UNROLL for (uint t = 0; t < NT; ++t) {
     const uint pair = uint(ids[p.ids_off + pfirst + min(t, nt - 1)]);
     xr[t] = pair / p.in_div;
     yr[t] = pair;
   }
+#ifdef CACHE_LOG
+  if (wgx == 0u && gl_LocalInvocationIndex < nt) cache_log[uint(ids[p.ids_off + pfirst + gl_LocalInvocationIndex])] = int(expert);
+#endif
 #elif defined(MOE_IDS)
   const uint t0 = gl_WorkGroupID.y;
 #ifdef TOPK_IN
@@ -203,16 +237,20 @@ void main() {
   const uint wbase = t0 % p.in_div * p.expert_bytes;  // lab (wrong results): rank r reads expert r, no top-k
 #elif defined(TOPK_LEAN)  // each subgroup selects ranks 0 .. this pair's alone, no barrier (moe_topk.glsl)
   const bool topk_writer = gl_WorkGroupID.x == 0 && gl_WorkGroupID.z == 0 && t0 % p.in_div == 0 && gl_SubgroupID == 0u;
-  const uint wbase = moe_topk_sg(t0 / p.in_div, p.topk_n_expert, p.in_div, p.topk_l_off, p.topk_l_stride, topk_writer, 0u,
-                                 t0 % p.in_div) * p.expert_bytes;
+  const uint wbase = EXPERT_INDEX(moe_topk_sg(t0 / p.in_div, p.topk_n_expert, p.in_div, p.topk_l_off, p.topk_l_stride, topk_writer,
+                                             0u, t0 % p.in_div)) * p.expert_bytes;
 #else
   moe_topk(t0 / p.in_div, p.topk_n_expert, p.in_div, p.topk_l_off, p.topk_l_stride,
            gl_WorkGroupID.x == 0 && gl_WorkGroupID.z == 0 && t0 % p.in_div == 0, 0u);
   // (clamped: NaN logits leave ranks unwritten, and the id must stay inside the experts' tensor)
-  const uint wbase = min(topk_sel[t0 % p.in_div], p.topk_n_expert - 1u) * p.expert_bytes;
+  const uint wbase = EXPERT_INDEX(min(topk_sel[t0 % p.in_div], p.topk_n_expert - 1u)) * p.expert_bytes;
 #endif
 #else
-  const uint wbase = min(uint(ids[p.ids_off + t0]), w_last_expert(p.expert_bytes)) * p.expert_bytes;
+  const uint expert = uint(ids[p.ids_off + t0]);
+  const uint wbase = min(EXPERT_INDEX(expert), w_last_expert(p.expert_bytes)) * p.expert_bytes;
+#ifdef CACHE_LOG
+  if (wgx == 0u && gl_LocalInvocationIndex == 0u) cache_log[t0] = int(expert);
+#endif
 #endif
   const uint nt = 1;
   UNROLL for (uint t = 0; t < NT; ++t) {
@@ -230,7 +268,7 @@ void main() {
 #endif
   uint rbase[ROWS];
   UNROLL for (uint r = 0; r < RPG; ++r)
-    UNROLL for (uint w = 0; w < NW; ++w) rbase[r * NW + w] = wbase + w * p.up_off + min(row0 + r, p.N - 1) * p.row_bytes;
+    UNROLL for (uint w = 0; w < NW; ++w) rbase[r * NW + w] = wbase + w * UP_OFF + min(row0 + r, p.N - 1) * p.row_bytes;
 
   float acc[ROWS][NT];
   UNROLL for (uint r = 0; r < ROWS; ++r)

@@ -103,6 +103,7 @@ class staged_model final : public model {
       c.prefetched += e.prefetched, c.prefetch_bytes += e.prefetch_bytes;
       c.prefetch_used += e.prefetch_used, c.prefetch_wasted += e.prefetch_wasted;
       c.predicted_routed += e.predicted_routed, c.routed_with_prediction += e.routed_with_prediction;
+      c.lookup_blocks += e.lookup_blocks, c.host_read_bytes += e.host_read_bytes;
     }
     return c;
   }

@@ -115,6 +115,11 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
            double(c.predicted_routed));
     metric(out, "strata_expert_cache_routed_predicted_total", "counter",
            "Routed experts of layer-steps that had a prediction.", double(c.routed_with_prediction));
+    metric(out, "strata_expert_cache_lookup_blocks_total", "counter",
+           "Layer-steps whose kernels mapped experts to slots themselves (misses read from host memory, no split).",
+           double(c.lookup_blocks));
+    metric(out, "strata_expert_cache_host_read_bytes_total", "counter",
+           "Expert weight bytes the GPU's kernels read from host memory over PCIe on a miss.", double(c.host_read_bytes));
   }
   if (const auto& c = s.streaming; c.layers) {  // dense layer streaming (--stream-layers, --fit)
     metric(out, "strata_stream_layers", "gauge", "Blocks whose dense FFN is streamed through the GPU ring.", c.layers);

@@ -373,8 +373,12 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // impl::grouped_experts). Below, each pair's matvec reads its expert itself.
   const std::uint32_t chunks =
       int8 && P.moe_groups && impl::grouped_experts(pairs, E) ? std::min(pairs, div_up(pairs, impl::moe_chunk) + E) : 0;
+  // GPU-cached experts: read through the slot map on the GPU (lookup: the integer matvecs only),
+  // else the host maps the routed ids to slots at a split after the router (expert_cache.cpp).
+  const bool cached = P.cached_experts(*mw.gate_exps);
+  const bool lookup = cached && int8 && P.cache_lookup_block(*mw.gate_exps);
   // Tensor cores where the step is grouped: each expert's pairs as chunks of f16 rows on mul_mm_small.
-  const bool small = mw.gate_exps->ne[0] == mw.up_exps->ne[0] &&
+  const bool small = !lookup && mw.gate_exps->ne[0] == mw.up_exps->ne[0] &&
                      P.small_experts(pairs, E, mw.gate_exps->ne[0], mw.down_exps->ne[0]);
   // x is the FFN norm's output: when that norm is still deferred, one quantize dispatch writes
   // both x (f32, for the router) and its int8 rows (for the experts).
@@ -385,9 +389,9 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
       norm = *it;
       P.norms.erase(it);
     }
-  const bool cached = P.cached_experts(*mw.gate_exps);
+  const bool split = cached && !lookup;  // the host's split after the router
   const bool streamed = P.weights.at(mw.gate_exps->id).xstream >= 0;  // read from the expert ring (enter_expert)
-  const bool topk_in_ok = P.topk_in && int8 && !chunks && !small && !weight_input && n <= 8 && !cached &&
+  const bool topk_in_ok = P.topk_in && int8 && !chunks && !small && !weight_input && n <= 8 && !split &&
                           P.adjacent(*mw.gate_exps, *mw.up_exps);
   // Decode: the O projection waiting with this norm's first half (try_norm_out) writes the router's
   // logits as per-block parts too (record_router_parts); the gate/up matvec's top-k sums them and
@@ -414,7 +418,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // Decode: the router folds the norm in itself (matvec.glsl NORM_INPUT over the norm's input),
   // so it does not wait for the quantize dispatch above: both read the residual stream and run
   // side by side, a level less per MoE layer.
-  if (norm && !parts && P.router_norm && n <= 8 && !cached)
+  if (norm && !parts && P.router_norm && n <= 8 && !split)
     P.record_matmul(impl::pending_matmul{.w = mw.gate_inp, .x = x, .y = logits, .norm = *norm});
   else if (!parts)
     matmul(*mw.gate_inp, x, logits);
@@ -434,8 +438,9 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   }
   P.topk_done = false;
   // GPU-cached experts: the host maps the routed ids to slots here (expert_cache.cpp); the
-  // matvecs below read the slots with the same kernels.
-  if (cached) P.begin_cached_moe(mw, mp, x, logits);
+  // matvecs below read the slots with the same kernels. In the lookup form the kernels map them.
+  if (split) P.begin_cached_moe(mw, mp, x, logits);
+  if (lookup) P.note_cache_lookup(*mw.gate_exps, pairs);
   tensor in = x;
   std::uint32_t in_div = k;
   if (weight_input) {
@@ -475,7 +480,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     // (block: record_down_block_tail) or by its last workgroup (last_wg: STRATA_VK_TAIL, record_down_combine).
     const bool block = P.moe_block_tail_ok(*mw.down_exps, k, n);
     const bool last_wg = n <= P.tail_rows && P.tail_counter && y.off % 4 == 0 && y.stride % 4 == 0;
-    if (!chunks && !cached && !streamed && (block || last_wg))
+    if (!chunks && !split && !streamed && (block || last_wg))
       down = impl::pending_combine::down_t{mw.down_exps, sd, pairs, block, last_wg};
     else
       P.record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, chunks);
@@ -497,7 +502,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // The combine waits for the decoder's residual add (add() folds it in), else the next op.
   P.combine = impl::pending_combine{moe_pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u},
                                     y, out, {}, {}, down, {}};
-  if (cached) P.end_cached_moe(out);
+  if (split) P.end_cached_moe(out);
 }
 
 }  // namespace strata::gpu

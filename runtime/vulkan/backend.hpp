@@ -143,6 +143,10 @@ struct expert_cache_stats {
   std::uint32_t predictors = 0;  // cached blocks predicted from the block before (0: prefetch off)
   std::uint64_t prefetched = 0, prefetch_bytes = 0, prefetch_used = 0, prefetch_wasted = 0;
   std::uint64_t predicted_routed = 0, routed_with_prediction = 0;
+  // The lookup form (the kernels map experts to slots; a miss is read from host memory over PCIe):
+  // block-steps run so, and the expert bytes its misses read from host memory.
+  bool lookup = false;
+  std::uint64_t lookup_blocks = 0, host_read_bytes = 0;
 };
 
 // Device-local memory the backend holds, by use, and its cap (0: none).

@@ -561,6 +561,39 @@ struct backend::impl : backend_tuning {
   void abandon_cached_step() noexcept;
   std::uint64_t queue_expert_copies(const cached_block& b, std::uint32_t e, std::uint32_t slot);  // into cache_regions
   void record_expert_copies(const vk::raii::CommandBuffer& c, const cached_block& b) const;   // cache_regions' copies  // a failed step: the device idle, every cached block's slots empty
+  // A slot's expert changed (a miss's upload, a prefetch, an admission): the map follows.
+  void cache_moved(cached_block& b, std::uint32_t e, std::uint32_t slot, std::int32_t evicted);
+
+  // --- expert_cache_lookup.cpp: the lookup form (cache_lookup; on where the device indexes
+  // arrays of storage buffers, STRATA_VK_CACHE_LOOKUP=0 off). The expert matvecs map each routed
+  // expert through the block's slot map on the GPU and read a missed one from the block's host
+  // copy over PCIe (mmvq.glsl W_CACHED), so a step never splits at a cached block. The down
+  // matvec logs the routing; after the step the host admits missed experts whose decayed routing
+  // counts beat the SLRU victim's by cache_margin, within an upload budget, and the next step's
+  // submit first copies them into their slots and rewrites the changed maps.
+  bool cache_lookup = false;
+  std::uint32_t cache_map_buf = 0, cache_log_buf = 0, cache_log_host = 0;  // buffer ids
+  std::uint64_t cache_map_stride = 0, cache_log_stride = 0;                // bytes a block
+  float cache_decay = 0.99f;   // the routing counts' decay a token (STRATA_VK_CACHE_DECAY)
+  float cache_margin = 1.0f;   // what an admission's count must beat the victim's by (STRATA_VK_CACHE_MARGIN)
+  std::uint64_t cache_admit_bytes = 16ull << 20;       // uploads a step (STRATA_VK_CACHE_ADMIT_MB) ...
+  std::uint64_t cache_admit_token_bytes = 2ull << 20;  // ... and a token more of the step
+  struct cache_admission {
+    std::uint32_t block, expert, slot;
+  };
+  std::vector<cache_admission> cache_admitted;  // to copy before the next step
+  std::vector<std::uint32_t> cache_candidates, cache_counts;
+  vk::raii::CommandBuffer cache_update{nullptr};
+  void init_cache_lookup(std::uint32_t max_routed);  // upload_cached: maps, logs, the slots' first experts
+  bool cache_lookup_block(const weight& gate) const;  // this cached block's experts are read through its map
+  void note_cache_lookup(const weight& gate, std::uint32_t pairs);  // while recording a part
+  bool is_down_experts(const weight& w) const;
+  // A cached lookup block's expert matvec: binding 0's host copy, the map (and the log) after b's bindings.
+  void add_cache_lookup(pipeline_request& r, std::vector<binding>& b, const weight& w, const weight* up, bool log) const;
+  void record_cache_log_copy();                     // file_part: the part's routing logs to the host
+  void after_cache_lookup(const recorded_step& s);  // finish(): counters and admissions
+  vk::CommandBuffer cache_update_cmd();             // submit_step: the admissions' copies and maps, or null
+
   // The CPU backend's experts over the hand-off buffers (the GPU's rows and router logits in, sum out).
   void run_handoff_on_cpu(const handoff& h);
 

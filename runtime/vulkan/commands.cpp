@@ -55,14 +55,22 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
     (b.written ? written_ : read_).push_back(b.range.id);
   }
   cmd_->bindPipeline(vk::PipelineBindPoint::eCompute, *p.handle);
-  constexpr std::uint32_t max_bindings = 16;  // within every driver's maxPushDescriptors (>= 32)
-  if (p.bindings > max_bindings || bindings.empty()) throw error("kernel '" + p.label + "': bad binding count");
+  constexpr std::uint32_t max_bindings = 20;  // with binding 0's second source, within maxPushDescriptors (>= 32)
+  if (p.bindings > max_bindings - 1 || bindings.empty()) throw error("kernel '" + p.label + "': bad binding count");
   std::array<vk::DescriptorBufferInfo, max_bindings> infos;
   std::array<vk::WriteDescriptorSet, max_bindings> writes;
-  for (std::uint32_t i = 0; i < p.bindings; ++i) {
-    const auto& r = bindings[i].range;
-    infos[i] = vk::DescriptorBufferInfo(r.buffer, r.offset, r.bytes ? r.bytes : VK_WHOLE_SIZE);
-    writes[i] = vk::WriteDescriptorSet(vk::DescriptorSet{}, i, 0, 1, vk::DescriptorType::eStorageBuffer, nullptr, &infos[i]);
+  const auto info = [](const buffer_range& r) { return vk::DescriptorBufferInfo(r.buffer, r.offset, r.bytes ? r.bytes : VK_WHOLE_SIZE); };
+  // Binding 0's descriptors first (two where the kernel reads two weight sources), then one each.
+  const std::uint32_t first = p.weight_sources == 2 ? 2 : 1;
+  infos[0] = info(bindings[0].range);
+  if (first == 2) {
+    if (!bindings[0].alt.buffer) throw error("kernel '" + p.label + "' reads two weight sources; binding 0 has one");
+    infos[1] = info(bindings[0].alt);
+  }
+  writes[0] = vk::WriteDescriptorSet(vk::DescriptorSet{}, 0, 0, first, vk::DescriptorType::eStorageBuffer, nullptr, &infos[0]);
+  for (std::uint32_t i = 1; i < p.bindings; ++i) {
+    infos[first + i - 1] = info(bindings[i].range);
+    writes[i] = vk::WriteDescriptorSet(vk::DescriptorSet{}, i, 0, 1, vk::DescriptorType::eStorageBuffer, nullptr, &infos[first + i - 1]);
   }
   cmd_->pushDescriptorSetKHR(vk::PipelineBindPoint::eCompute, *p.layout, 0,
                              vk::ArrayProxy<const vk::WriteDescriptorSet>(p.bindings, writes.data()));
@@ -73,7 +81,7 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
   labels_.push_back(p.label);
   std::uint64_t wb = 0;
   for (const auto& b : bindings)
-    if (b.weights) wb += b.range.bytes;
+    if (b.weights) wb += b.range.bytes;  // (a second source's bytes are read only on a miss: not counted)
   weight_bytes_.push_back(wb);
   if (queries_) {
     if (labels_.size() + 1 > query_capacity_) throw error("profiling: too many dispatches for the query pool");

@@ -21,6 +21,9 @@ struct binding {
   // step's own positions, written beside the attention that reads older ones): no barrier for it,
   // and no later dispatch of the step waits for it.
   bool disjoint = false;
+  // Binding 0's second buffer where the kernel reads weights from two sources (pipeline::
+  // weight_sources 2: GPU-cached experts' host copy beside their slots).
+  buffer_range alt{};
 };
 
 class command_recorder {

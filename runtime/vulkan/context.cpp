@@ -235,6 +235,8 @@ context::context(int device_index) : vk_context_(make_context()) {
   vk::PhysicalDeviceFeatures2 enable;
   enable.features.shaderInt16 = VK_TRUE;
   enable.features.shaderInt64 = feats.get<vk::PhysicalDeviceFeatures2>().features.shaderInt64;
+  info_.storage_array_indexing = feats.get<vk::PhysicalDeviceFeatures2>().features.shaderStorageBufferArrayDynamicIndexing;
+  enable.features.shaderStorageBufferArrayDynamicIndexing = info_.storage_array_indexing;
   vk::PhysicalDeviceVulkan11Features e11;
   e11.storageBuffer16BitAccess = VK_TRUE;
   vk::PhysicalDeviceVulkan12Features e12;

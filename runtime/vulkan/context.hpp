@@ -37,6 +37,9 @@ struct device_info {
   std::uint32_t sm_count = 0;    // streaming multiprocessors (VK_NV_shader_sm_builtins), 0 unknown
   bool int_dot = false;      // packed 4x8-bit integer dot products (shaderIntegerDotProduct)
   bool timeline = false;     // timeline semaphores (Vulkan 1.2 core feature; enabled when present)
+  // Arrays of storage buffers indexed by a dynamically uniform value (shaderStorageBufferArray-
+  // DynamicIndexing; enabled when present): the GPU-cached experts' two weight sources.
+  bool storage_array_indexing = false;
   // The driver's statistics of each compiled pipeline (registers, spills, shared memory), asked for
   // with STRATA_VK_PIPELINE_STATS=1 where VK_KHR_pipeline_executable_properties is there (a lab tool).
   bool pipeline_stats = false;

@@ -81,16 +81,21 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   std::uint32_t most = 0;
   std::vector<pinned_copy> copies;
   for (cached_block& b : cached) {
-    for (int j = 0; j < 3; ++j) {
+    for (int j = 0; j < 3; ++j)
       if (b.weight[j] == ~0u)
         throw error("expert cache: layer " + std::to_string(b.layer) + " lacks its " + (j == 0 ? "gate" : j == 1 ? "up" : "down") +
                     " expert tensor");
-      const weight_entry& e = weights.at(b.weight[j]);
-      b.host[j] = gpu_buffer(ctx, e.info->data.size(), memory_kind::upload,
-                             "host experts " + std::string(e.info->name));
-      copies.push_back({e.info, e.info->data.size(), b.host[j].mapped()});
-      cache_stats.host_bytes += e.info->data.size();
-      cache_stats.slot_bytes += e.bytes;
+    const gguf::tensor_info &g = *weights.at(b.weight[0]).info, &u = *weights.at(b.weight[1]).info,
+                            &d = *weights.at(b.weight[2]).info;
+    b.up_at = g.data.size();
+    b.host_gate_up = gpu_buffer(ctx, g.data.size() + u.data.size(), memory_kind::upload, "host experts " + std::string(g.name) + " + up");
+    b.host_down = gpu_buffer(ctx, d.data.size(), memory_kind::upload, "host experts " + std::string(d.name));
+    copies.push_back({&g, g.data.size(), b.host_gate_up.mapped()});
+    copies.push_back({&u, u.data.size(), b.host_gate_up.mapped() + b.up_at});
+    copies.push_back({&d, d.data.size(), b.host_down.mapped()});
+    for (int j = 0; j < 3; ++j) {
+      cache_stats.host_bytes += weights.at(b.weight[j]).info->data.size();
+      cache_stats.slot_bytes += weights.at(b.weight[j]).bytes;
     }
     most = std::max(most, b.cache.experts());
   }
@@ -108,8 +113,10 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   // their copies much as for misses, and the wrong guesses (27-55% of them) double the bytes.
   // STRATA_VK_EXPERT_PREFETCH=1 turns it on where the device has a side queue and timeline
   // semaphores; on a one-queue device (lavapipe: the tests) it then queues behind the step's parts.
+  // The lookup form first: it never splits a step at a cached block, so nothing there to prefetch at.
+  init_cache_lookup(max_routed);
   expert_prefetch = false;
-  if (const char* v = std::getenv("STRATA_VK_EXPERT_PREFETCH")) expert_prefetch = std::string_view(v) == "1";
+  if (const char* v = std::getenv("STRATA_VK_EXPERT_PREFETCH")) expert_prefetch = std::string_view(v) == "1" && !cache_lookup;
   if (expert_prefetch) make_prefetch_predictors();
 }
 
@@ -252,7 +259,7 @@ std::uint64_t backend::impl::queue_expert_copies(const cached_block& b, std::uin
   std::uint64_t bytes = 0;
   for (int j = 0; j < 3; ++j) {
     const std::uint64_t eb = b.expert_bytes[j];
-    cache_regions[j].push_back(vk::BufferCopy(e * eb, weights.at(b.weight[j]).offset + slot * eb, eb));
+    cache_regions[j].push_back(vk::BufferCopy(b.host_offset(j) + e * eb, weights.at(b.weight[j]).offset + slot * eb, eb));
     bytes += eb;
   }
   return bytes;
@@ -260,7 +267,7 @@ std::uint64_t backend::impl::queue_expert_copies(const cached_block& b, std::uin
 
 void backend::impl::record_expert_copies(const vk::raii::CommandBuffer& c, const cached_block& b) const {
   for (int j = 0; j < 3; ++j)
-    if (!cache_regions[j].empty()) c.copyBuffer(b.host[j].handle(), chunks.at(weights.at(b.weight[j]).chunk).handle(), cache_regions[j]);
+    if (!cache_regions[j].empty()) c.copyBuffer(b.host(j).handle(), chunks.at(weights.at(b.weight[j]).chunk).handle(), cache_regions[j]);
 }
 
 void backend::impl::run_cached(handoff& h, bool last) {
@@ -303,6 +310,7 @@ void backend::impl::run_cached(handoff& h, bool last) {
     ++cache_stats.misses;
     cache_stats.evictions += r.evicted >= 0;
     cache_stats.bytes_uploaded += queue_expert_copies(b, e, r.slot);
+    cache_moved(b, e, r.slot, r.evicted);
   }
   auto* slots = reinterpret_cast<std::uint32_t*>(buf(cache_ids_out).mapped());
   for (std::uint32_t p = 0; p < h.pairs; ++p) slots[p] = cache_slot_of[ids[p]];
@@ -356,6 +364,7 @@ void backend::impl::issue_prefetch(const handoff& h, const cached_block& b) {
     if (!r.uploaded) continue;
     ++cache_stats.prefetched;
     cache_stats.evictions += r.evicted >= 0;
+    cache_moved(nb, e, r.slot, r.evicted);
     const std::uint64_t bytes = queue_expert_copies(nb, e, r.slot);
     cache_stats.bytes_uploaded += bytes;
     cache_stats.prefetch_bytes += bytes;
@@ -409,7 +418,12 @@ void backend::impl::abandon_cached_step() noexcept {
     ctx.device().waitIdle();
   } catch (...) {  // a lost device: nothing more to wait for
   }
-  for (cached_block& b : cached) b.cache = tiers::expert_slot_cache(b.cache.experts(), b.cache.slots(), tiers::cache_policy::slru);
+  for (cached_block& b : cached) {
+    b.cache = tiers::expert_slot_cache(b.cache.experts(), b.cache.slots(), tiers::cache_policy::slru);
+    if (!b.map.empty()) std::fill(b.map.begin() + 1, b.map.end(), -1);  // every expert from the host copy until admitted again
+    b.map_dirty = true;
+  }
+  cache_admitted.clear();
 }
 
 void backend::impl::wait_prefetches() {

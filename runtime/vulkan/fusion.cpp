@@ -315,6 +315,7 @@ void backend::impl::record_down_combine(const pending_combine& c) {
     rq.defines.emplace_back("NORM_TAIL", "10");
     const auto tb = tail_bindings(*c.tail, so);
     b.insert(b.end(), tb.begin() + 1, tb.end());  // without its counter
+    add_cache_lookup(rq, b, w, nullptr, true);
     const norm_tail_pc t = tail_pc(*c.tail);
     const struct {
       mmvq_pc m;
@@ -329,6 +330,7 @@ void backend::impl::record_down_combine(const pending_combine& c) {
       mmvq_pc m;
       combine_fields c;
     } pc{mp, cf};
+    add_cache_lookup(rq, b, w, nullptr, true);
     rq.bindings = std::uint32_t(b.size());
     dispatch(rq, b, &pc, sizeof pc, gx, gy);
   }
@@ -363,11 +365,12 @@ void backend::impl::record_down_block_tail(const pending_combine& c) {
   rq.defines.emplace_back("MOE_BLOCK_TAIL", "6");
   if (moe_block_tail_lab) rq.defines.emplace_back("BT_LAB", std::to_string(moe_block_tail_lab));  // lab: wrong results
   // 0-5 the matvec's (4 unused: no ADD_RESIDUAL), 6-14 the tail's.
-  const std::vector<binding> b{bind_weight(w),         bind_id(xq[sl], false),     bind_id(xs[sl], false),
-                               bind(c.y, true),        bind(c.y, false),           bind_id(moe_ids, false),
-                               bind_id(block_counters, true), bind_id(moe_wts, false), bind(c.out, true),
-                               bind(r, false),         bind(c.y, false),           bind_weight(*c.norm_out->w),
-                               bind_id(xq[so], true),  bind_id(xs[so], true),      bind_id(rms_sq[so], true)};
+  std::vector<binding> b{bind_weight(w),         bind_id(xq[sl], false),     bind_id(xs[sl], false),
+                         bind(c.y, true),        bind(c.y, false),           bind_id(moe_ids, false),
+                         bind_id(block_counters, true), bind_id(moe_wts, false), bind(c.out, true),
+                         bind(r, false),         bind(c.y, false),           bind_weight(*c.norm_out->w),
+                         bind_id(xq[so], true),  bind_id(xs[so], true),      bind_id(rms_sq[so], true)};
+  add_cache_lookup(rq, b, w, nullptr, true);
   rq.bindings = std::uint32_t(b.size());
   const struct {
     mmvq_pc m;

@@ -96,10 +96,14 @@ void backend::impl::submit_step() {
   handoff_counts.tokens += batch_tokens;
   handoff_counts.handoff_steps += !hs.empty();
   handoff_counts.handoffs += hs.size();
+  // The lookup form's admitted experts and changed slot maps, ahead of the step's parts.
+  const vk::CommandBuffer update = cache_update_cmd();
   if (hs.empty()) {
-    const vk::CommandBuffer parts[] = {*current->cmd, output_cmd()};
-    return submit_and_wait(std::span(parts, parts[1] ? 2 : 1));
+    const vk::CommandBuffer parts[] = {update, *current->cmd, output_cmd()};
+    const std::size_t first = update ? 0 : 1, n = parts[2] ? 3 : 2;
+    return submit_and_wait(std::span(parts + first, n - first));
   }
+  if (update) submit_and_wait(std::span(&update, 1));
   bool cached = false, experts = false, ffn = false;
   for (const handoff& h : hs) {
     if (*h.share) {

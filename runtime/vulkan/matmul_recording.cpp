@@ -582,9 +582,10 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
     if (topk_direct && lean && topk->n_parts && n_parts <= 4) r.defines.emplace_back("TOPK_DIRECT", "1");
     if (topk->sigmoid) r.defines.emplace_back("ROUTER_SIGMOID", "1");
     if (router_parts_lab && !topk->n_parts) r.defines.emplace_back("ROUTER_PARTS_LAB", "1");
-    r.bindings = 15;
     b.insert(b.end(), {bind(y, false), bind(y, false), bind_id(rms_sq[sl], false), bind_id(moe_ids, true), bind_id(moe_wts, true),
                        bind_id(topk->parts_buf, false), bind_id(rms_sq[sl], false)});
+    add_cache_lookup(r, b, w, up, false);
+    r.bindings = std::uint32_t(b.size());
     const struct {
       mmvq_pc m;
       std::uint32_t n_expert, l_off, l_stride;
@@ -594,14 +595,17 @@ void backend::impl::record_mmvq_ids(const weight& w, const weight* up, std::uint
   } else if (topk && !grouped) {  // bindings 10-12: moe_topk.glsl's ids (written), weights, logits; 8-9 unused
     r.defines.emplace_back("TOPK_IN", "9");
     if (topk->sigmoid) r.defines.emplace_back("ROUTER_SIGMOID", "1");
-    r.bindings = 13;
     b.insert(b.end(), {bind(y, false), bind(y, false), bind_id(moe_ids, true), bind_id(moe_wts, true), bind(topk->logits, false)});
+    add_cache_lookup(r, b, w, up, false);
+    r.bindings = std::uint32_t(b.size());
     const struct {
       mmvq_pc m;
       std::uint32_t n_expert, l_off, l_stride;
     } tp{pc, topk->n_expert, topk->logits.off, topk->logits.stride};
     dispatch(r, b, &tp, sizeof tp, gx, gy);
   } else {
+    add_cache_lookup(r, b, w, up, !up && is_down_experts(w));
+    r.bindings = std::uint32_t(b.size());
     dispatch(r, b, &pc, sizeof pc, gx, gy);
   }
   wrote(y);

@@ -157,9 +157,14 @@ std::unique_ptr<pipeline> pipeline_registry::build(const pipeline_request& r) {
   auto p = std::make_unique<pipeline>();
   p->label = r.label();
   p->bindings = r.bindings;
+  for (const auto& [k, v] : r.defines)
+    if (k == "W_SOURCES") p->weight_sources = std::uint32_t(std::stoul(v));
+  if (p->weight_sources != 1 && (p->weight_sources != 2 || !ctx_->info().storage_array_indexing))
+    throw error("kernel '" + r.label() + "': " + std::to_string(p->weight_sources) +
+                " weight sources need shaderStorageBufferArrayDynamicIndexing and at most 2");
   std::vector<vk::DescriptorSetLayoutBinding> b;
   for (std::uint32_t i = 0; i < r.bindings; ++i)
-    b.emplace_back(i, vk::DescriptorType::eStorageBuffer, 1, vk::ShaderStageFlagBits::eCompute);
+    b.emplace_back(i, vk::DescriptorType::eStorageBuffer, i == 0 ? p->weight_sources : 1, vk::ShaderStageFlagBits::eCompute);
   const auto& dev = ctx_->device();
   p->set_layout = vk::raii::DescriptorSetLayout(
       dev, vk::DescriptorSetLayoutCreateInfo(vk::DescriptorSetLayoutCreateFlagBits::ePushDescriptorKHR, b));

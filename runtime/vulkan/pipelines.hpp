@@ -40,6 +40,7 @@ std::string assemble_source(const pipeline_request& r);
 struct pipeline {
   std::string label;
   std::uint32_t bindings = 0;
+  std::uint32_t weight_sources = 1;  // binding 0's buffers (define W_SOURCES: GPU-cached experts' slots and host copy)
   vk::raii::DescriptorSetLayout set_layout{nullptr};
   vk::raii::PipelineLayout layout{nullptr};
   vk::raii::Pipeline handle{nullptr};

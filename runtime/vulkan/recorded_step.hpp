@@ -48,6 +48,9 @@ struct recorded_step {
   std::vector<std::uint64_t> weight_bytes;  // per dispatch, as labels
   std::uint32_t barriers = 0;               // the recorder's, between its dispatches
   bool ahead = false;  // recorded ahead of use (backend::record_only): kept when shapes churn
+  // GPU-cached blocks read through their slot maps in this part (expert_cache_lookup.cpp): the
+  // block's index in `cached` and the pairs its down matvec logs, read by the host after the step.
+  std::vector<std::pair<std::int32_t, std::uint32_t>> lookups;
   // The fusion state a layers' part ends with: the output part of a step whose output reads the
   // rows in place starts after the output norm, from this state (the norm's int8 or f16 copies of
   // its rows, or the norm itself, waiting to fold into the head), as one recording would.

@@ -42,8 +42,9 @@ void backend::impl::make_router_products() {
     const std::string pre(r.name.substr(0, r.name.size() - std::string_view("ffn_gate_inp.weight").size()));
     const auto o = by_name.find(pre + "attn_output.weight"), nw = by_name.find(pre + "ffn_norm.weight"),
                gate = by_name.find(pre + "ffn_gate_exps.weight");
-    if (o == by_name.end() || nw == by_name.end() || gate == by_name.end() || !resident(o->second) || !resident(gate->second))
-      continue;
+    if (o == by_name.end() || nw == by_name.end() || gate == by_name.end() || !resident(o->second)) continue;
+    // GPU-cached experts read through their slot maps run the resident experts' decode path.
+    if (!resident(gate->second) && !(weights[gate->second].cache >= 0 && cache_lookup)) continue;
     const gguf::tensor_info &ot = *weights[o->second].info, &nt = *weights[nw->second].info;
     // The O projection is an integer matvec whose rows are the residual's (the parts read its int8 input).
     if (!int8_unit(ot.type) || ot.ne[1] != r.ne[0] || ot.ne[0] % 32 || ot.ne[0] > max_k || r.ne[0] % 32 ||

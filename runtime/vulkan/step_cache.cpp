@@ -264,6 +264,7 @@ recorded_step* backend::impl::file_part(bool output, bool keep_norms) {
   std::vector<pending_norm> kept;
   if (keep_norms) kept.swap(norms);
   flush_all();
+  if (!output) record_cache_log_copy();  // the routing of blocks read through their slot maps, to the host
   for (int i = 0; i < 2; ++i) pending.quantized[i] = quantized[i];
   pending.xh_holds = xh_holds;
   pending.norms = std::move(kept);
@@ -298,6 +299,7 @@ void backend::finish() {
     return;
   }
   P.submit_step();
+  if (P.current && !P.current->lookups.empty()) P.after_cache_lookup(*P.current);
   if (P.streaming.layers) {  // the recorded copies ran (every streamed block once), or the CPU computed them
     if (P.stream_on_cpu()) ++P.streaming.cpu_steps;
     else P.streaming.bytes_streamed += P.streaming.bytes_per_step;

@@ -19,7 +19,21 @@ struct cached_block {
   tiers::expert_slot_cache cache;
   std::uint32_t weight[3] = {~0u, ~0u, ~0u};  // gate, up, down weight ids
   std::uint64_t expert_bytes[3] = {0, 0, 0};
-  gpu_buffer host[3];                          // every expert, host-visible: the uploads' source
+  // Every expert, host-visible (the uploads' source, and what the kernels read on a miss in the
+  // lookup form): gate and up in one buffer, up from up_at, so one binding holds both for the
+  // SwiGLU matvec; down in its own.
+  gpu_buffer host_gate_up, host_down;
+  std::uint64_t up_at = 0;
+  const gpu_buffer& host(int part) const { return part == 2 ? host_down : host_gate_up; }
+  std::uint64_t host_offset(int part) const { return part == 1 ? up_at : 0; }
+  // The lookup form (expert_cache_lookup.cpp): the kernels map expert ids to slots through the
+  // block's map on the GPU; `map` is the host's copy ([0] up_at, [1 + e] e's slot or -1),
+  // rewritten on the GPU before the next step where `map_dirty`; `freq` the experts' decayed
+  // routing counts (the admission policy's).
+  bool lookup = false;
+  std::vector<std::int32_t> map;
+  std::vector<float> freq;
+  bool map_dirty = true;
   // Router-driven prefetch (expert_cache.cpp): at this block's split the GPU also scores the next
   // cached block's router on this block's FFN input (`predict`: that router times the ratio of
   // the two blocks' FFN norm weights, experts x hidden f32), and the host uploads the experts it

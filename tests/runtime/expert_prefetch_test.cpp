@@ -35,6 +35,7 @@ TEST_CASE("expert cache: router-driven prefetch leaves the logits bit for bit an
     for (int prefetch = 0; prefetch < 2; ++prefetch) {
       CAPTURE(prefetch);
       const strata::test::scoped_env env("STRATA_VK_EXPERT_PREFETCH", prefetch ? "1" : "0");
+      const strata::test::scoped_env split("STRATA_VK_CACHE_LOOKUP", "0");  // the form that splits, where prefetch applies
       auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
       opt.expert_cache = c.slots;
       opt.n_batch = c.n_batch;

@@ -435,7 +435,7 @@ TEST_CASE("vulkan ops: moe_ffn with the GPU computing a column slice of a CPU bl
 }
 
 // Memory tiers: the experts of block 0 GPU-cached (host memory, 3 slots of 16 experts on the
-// GPU, SLRU): each step's routed ids come to the host, missed experts are uploaded into their
+// GPU, SLRU), the split form (STRATA_VK_CACHE_LOOKUP=0): each step's routed ids come to the host, missed experts are uploaded into their
 // slots and the same expert matvecs read the slots, so a step routing at most 3 experts gives
 // exactly the all-GPU result. 40 one-token steps over different rows make the cache miss, hit
 // and evict across replays of one recording; a 6-token step routes more experts than slots and
@@ -462,6 +462,7 @@ TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts equals the all-GPU result
     o.cached_expert_layers = {0};
     o.expert_slots = 3;
     o.cpu_threads = 2;
+    const test::scoped_env split("STRATA_VK_CACHE_LOOKUP", "0");
     gpu::backend cached(o), all;
     const auto got = run_moe_steps(cached, c, m, steps);
     const auto want = run_moe_steps(all, c, m, steps);
@@ -486,6 +487,58 @@ TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts equals the all-GPU result
     CHECK(st.bytes_uploaded == st.misses * (m.g.bytes.size() + m.u.bytes.size() + m.d.bytes.size()) / 16);
     CHECK(cached.memory_use().weights < all.memory_use().weights);  // 3 of 16 experts on the GPU
     CHECK(cached.description().find("3 GPU expert slots") != std::string::npos);
+  }
+}
+
+// The lookup form (the default): the expert kernels map the routed experts through the block's
+// slot map themselves and read a missed expert from the host copy, so every step, the 6-token one
+// too, runs the all-GPU kernels on the same bytes: bit for bit the all-GPU result, no CPU step.
+// With 3 slots of 16 and no admission margin, after-step admissions fill, evict and upload.
+TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts read through the slot map equals the all-GPU result") {
+  if (!vkt::available()) return;
+  using gguf::type_id;
+  const moe_case cases[] = {
+      {"softmax top-2 of 16, Q4_K/Q6_K", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 2, 1,
+       type_id::q4_k, type_id::q6_k},
+      {"sigmoid top-1 of 16 (weighted input), Q8_0", graph::moe_gating::sigmoid, graph::moe_weighting::input, 16, 1, 1,
+       type_id::q8_0, type_id::q8_0},
+  };
+  std::mt19937 rng(99);
+  const test::scoped_env margin("STRATA_VK_CACHE_MARGIN", "0");
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    moe_model m;
+    make_model(m, c, rng);
+    std::vector<vkt::batch_data> steps;
+    for (std::int32_t i = 0; i < 40; ++i) steps.push_back(vkt::batch_data::rows(1, (i * 7) % 24));
+    steps.push_back(vkt::batch_data::rows(6, 30));
+    steps.push_back(vkt::batch_data::rows(1, 5));
+    gpu::backend_options o;
+    o.cached_expert_layers = {0};
+    o.expert_slots = 3;
+    o.cpu_threads = 2;
+    gpu::backend cached(o), all;
+    const auto got = run_moe_steps(cached, c, m, steps);
+    const auto want = run_moe_steps(all, c, m, steps);
+    const gpu::expert_cache_stats st = cached.expert_cache();
+    MESSAGE(std::string(c.name) << ": hits " << st.hits << ", misses " << st.misses << ", evictions " << st.evictions << ", uploaded "
+                   << st.bytes_uploaded << " B, read from host memory " << st.host_read_bytes << " B");
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      CAPTURE(i);
+      CHECK(got[i] == want[i]);
+    }
+    const std::uint64_t expert_bytes = (m.g.bytes.size() + m.u.bytes.size() + m.d.bytes.size()) / 16;
+    CHECK(st.lookup);
+    CHECK(st.lookup_blocks == steps.size());
+    CHECK(st.gpu_blocks == steps.size());
+    CHECK(st.cpu_blocks == 0);
+    CHECK(st.tokens == 47);
+    CHECK(st.hits > 0);
+    CHECK(st.misses > 0);
+    CHECK(st.host_read_bytes == st.misses * expert_bytes);  // each miss read once, whole
+    CHECK(st.evictions > 0);
+    CHECK(st.bytes_uploaded == st.evictions * expert_bytes);  // the slots start full: every admission evicts
+    CHECK(cached.memory_use().weights < all.memory_use().weights);
   }
 }
 

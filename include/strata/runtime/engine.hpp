@@ -122,6 +122,9 @@ class model {
     std::uint32_t predictors = 0;
     std::uint64_t prefetched = 0, prefetch_bytes = 0, prefetch_used = 0, prefetch_wasted = 0;
     std::uint64_t predicted_routed = 0, routed_with_prediction = 0;
+    // The lookup form (the GPU maps experts to slots, a miss read from host memory over PCIe, no
+    // split): block-steps run so, and the expert bytes those misses read over the link.
+    std::uint64_t lookup_blocks = 0, host_read_bytes = 0;
     double hit_rate() const noexcept { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
     // Of the experts routed where the block before predicted, the share it predicted.
     double prefetch_recall() const noexcept {

@@ -181,7 +181,8 @@ inline std::uint64_t router_product_bytes(const model_demand& d, const engine_la
     const auto il = std::uint32_t(t.layer);
     if (t.kind == tensor_kind::router) router[il] = t.elements;
     if (t.kind == tensor_kind::attention && t.name.ends_with("attn_output.weight")) o_proj[il] = t.elements;
-    if (t.kind == tensor_kind::routed_experts && on_gpu(d, l, t)) experts_here[il] = 1;
+    // GPU-cached experts too: the lookup form (the Vulkan backend's default) runs their routers from the products.
+    if (t.kind == tensor_kind::routed_experts && (on_gpu(d, l, t) || cached_on_gpu(l, t))) experts_here[il] = 1;
   }
   double floats = 0, widest = 0;
   for (std::uint32_t il = 0; il < d.n_layer; ++il) {

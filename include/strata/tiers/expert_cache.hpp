@@ -112,6 +112,14 @@ class expert_slot_cache {
   }
 
   bool resident(std::uint32_t e) const noexcept { return e < n_ && where_[e] != absent; }
+  // What access() of an absent expert would do now: take a free slot (-1), evict this expert, or
+  // fail (-2: every slot holds an expert pinned since begin_step()). An admission policy weighs
+  // the victim before it calls access().
+  std::int64_t would_evict() const noexcept {
+    if (!free_slots_.empty()) return -1;
+    const std::uint32_t v = victim();
+    return v == none ? -2 : std::int64_t(v);
+  }
   std::uint64_t hits() const noexcept { return hits_; }
   std::uint64_t misses() const noexcept { return misses_; }
   std::uint64_t evictions() const noexcept { return evictions_; }

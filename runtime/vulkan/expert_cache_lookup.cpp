@@ -1,0 +1,240 @@
+// GPU-cached experts read through a slot map on the GPU (the lookup form; issue 14 item 3).
+// The split form (expert_cache.cpp) stops the step after each cached block's router, so the host
+// can map the routed ids to slots and upload the misses: one host round trip a cached block and
+// step, ~90 us each on the H200, 48 of them a token on qwen3-30b-a3b. Here the expert matvecs map
+// the ids themselves: each cached block has a map on the GPU ([0] the host copy's gate-to-up
+// offset, [1 + e] expert e's slot or -1), and a workgroup whose expert has no slot reads it from
+// the block's host copy of every expert over PCIe (mmvq.glsl W_CACHED, binding 0's second
+// source). The step is recorded once and replayed like an all-GPU step.
+// The cache still learns: the down matvec logs each pair's expert, the layers' part copies the
+// logs to the host, and after the step the host counts the routing (decayed per token) and
+// admits missed experts whose count beats the SLRU victim's by a margin, within an upload
+// budget. The next step's submit first copies the admitted experts into their slots and
+// rewrites the changed maps (cache_update_cmd), so no kernel ever reads a slot while it changes.
+// Placement never changes the math: slot or host copy, the bytes are the expert's.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "backend_impl.hpp"
+#include "strata/core/error.hpp"
+
+namespace strata::gpu {
+
+using namespace detail;
+
+namespace {
+float env_float(const char* name, float fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const float f = std::strtof(v, &end);
+  if (*end || !std::isfinite(f) || f < 0) throw error(std::string(name) + "='" + v + "': expected a number >= 0");
+  return f;
+}
+}  // namespace
+
+void backend::impl::cache_moved(cached_block& b, std::uint32_t e, std::uint32_t slot, std::int32_t evicted) {
+  if (b.map.empty()) return;
+  if (evicted >= 0) b.map.at(1 + std::size_t(evicted)) = -1;
+  b.map.at(1 + std::size_t(e)) = std::int32_t(slot);
+  b.map_dirty = true;
+}
+
+void backend::impl::init_cache_lookup(std::uint32_t max_routed) {
+  cache_lookup = ctx.info().storage_array_indexing;
+  if (const char* v = std::getenv("STRATA_VK_CACHE_LOOKUP")) cache_lookup = cache_lookup && std::string_view(v) != "0";
+  if (!cache_lookup) return;
+  cache_decay = std::min(1.0f, env_float("STRATA_VK_CACHE_DECAY", cache_decay));
+  cache_margin = env_float("STRATA_VK_CACHE_MARGIN", cache_margin);
+  cache_admit_bytes = std::uint64_t(env_float("STRATA_VK_CACHE_ADMIT_MB", float(cache_admit_bytes >> 20)) * 1048576.0f);
+  const std::uint64_t align = std::max<std::uint64_t>(ctx.info().min_storage_align, 4);
+  const auto aligned = [&](std::uint64_t v) { return (v + align - 1) / align * align; };
+  std::uint32_t most = 0;
+  bool any = false;
+  for (cached_block& b : cached) {
+    // The kernels address a binding with 32-bit byte offsets, and a binding must start aligned.
+    const std::uint64_t limit = std::min<std::uint64_t>(ctx.info().max_storage_range, 0xFFFFFFFFull);
+    b.lookup = b.host_gate_up.size() <= limit && b.host_down.size() <= limit && b.up_at % align == 0 &&
+               b.up_at <= 0x7FFFFFFFull;
+    any |= b.lookup;
+    most = std::max(most, b.cache.experts());
+  }
+  if (!any) {
+    cache_lookup = false;
+    return;
+  }
+  cache_stats.lookup = true;
+  cache_map_stride = aligned((std::uint64_t(most) + 1) * 4);
+  cache_log_stride = aligned(std::uint64_t(std::max(max_routed, 1u)) * 4);
+  cache_map_buf = new_buffer(cached.size() * cache_map_stride, memory_kind::device, "expert cache: slot maps");
+  cache_log_buf = new_buffer(cached.size() * cache_log_stride, memory_kind::device, "expert cache: routing logs");
+  cache_log_host = new_buffer(cached.size() * cache_log_stride, memory_kind::readback, "expert cache: routing logs to the host");
+  cache_counts.assign(most, 0);
+  cache_candidates.reserve(most);
+  cache_update = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  // The slots start full, with the block's first experts, uploaded now (off every step's clock):
+  // an empty slot is never better than an arbitrary expert, and admissions then swap by counts.
+  for (std::uint32_t i = 0; i < cached.size(); ++i) {
+    cached_block& b = cached[i];
+    b.map.assign(std::size_t(b.cache.experts()) + 1, -1);
+    b.map[0] = std::int32_t(b.up_at);
+    b.freq.assign(b.cache.experts(), 0.0f);
+    b.map_dirty = true;
+    if (!b.lookup) continue;
+    for (std::uint32_t e = 0; e < b.cache.slots(); ++e) {
+      const auto r = b.cache.access(e);
+      cache_moved(b, e, r.slot, r.evicted);
+      cache_admitted.push_back({i, e, r.slot});
+    }
+  }
+  if (const vk::CommandBuffer c = cache_update_cmd()) submit_and_wait(std::span(&c, 1));
+}
+
+bool backend::impl::cache_lookup_block(const weight& gate) const {
+  const std::int32_t c = weights.at(gate.id).cache;
+  return cache_lookup && c >= 0 && cached.at(std::size_t(c)).lookup;
+}
+
+void backend::impl::note_cache_lookup(const weight& gate, std::uint32_t pairs) {
+  const std::int32_t c = weights.at(gate.id).cache;
+  if (pairs * 4ull > cache_log_stride) throw error("expert cache: a step of " + std::to_string(pairs) + " routed pairs exceeds the log's " +
+                                                   std::to_string(cache_log_stride / 4));
+  pending.lookups.emplace_back(c, pairs);
+}
+
+bool backend::impl::is_down_experts(const weight& w) const {
+  const std::int32_t c = weights.at(w.id).cache;
+  return c >= 0 && cached.at(std::size_t(c)).weight[2] == w.id;
+}
+
+void backend::impl::add_cache_lookup(pipeline_request& r, std::vector<binding>& b, const weight& w, const weight* up, bool log) const {
+  const std::int32_t c = weights.at(w.id).cache;
+  if (!cache_lookup || c < 0 || !cached.at(std::size_t(c)).lookup) return;
+  const cached_block& cb = cached.at(std::size_t(c));
+  const int part = cb.weight[0] == w.id ? 0 : cb.weight[1] == w.id ? 1 : 2;
+  const gpu_buffer& host = cb.host(part);
+  // The host copy laid out as the tensor (gate and up one range where the SwiGLU reads both).
+  const std::uint64_t off = up ? 0 : cb.host_offset(part);
+  const std::uint64_t bytes = up ? host.size() : part == 0 ? cb.up_at : host.size() - off;
+  b.at(0).alt = buffer_range{host.handle(), off, bytes, 0};
+  r.defines.emplace_back("W_SOURCES", "2");
+  r.defines.emplace_back("W_CACHED", std::to_string(b.size()));
+  const std::uint64_t map_bytes = (std::uint64_t(cb.cache.experts()) + 1) * 4;
+  b.push_back({{buf(cache_map_buf).handle(), std::uint64_t(c) * cache_map_stride, map_bytes, cache_map_buf}, false});
+  if (log) {
+    r.defines.emplace_back("CACHE_LOG", "1");
+    // Written where nothing else of the step reads or writes: no barrier for it.
+    b.push_back({{buf(cache_log_buf).handle(), std::uint64_t(c) * cache_log_stride, cache_log_stride, cache_log_buf}, true, false, true});
+  }
+}
+
+void backend::impl::record_cache_log_copy() {
+  if (pending.lookups.empty()) return;
+  const vk::raii::CommandBuffer& c = recording_cmd();
+  c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eTransfer, {},
+                    vk::MemoryBarrier(vk::AccessFlagBits::eShaderWrite, vk::AccessFlagBits::eTransferRead), {}, {});
+  std::vector<vk::BufferCopy> regions;
+  regions.reserve(pending.lookups.size());
+  for (const auto& [block, pairs] : pending.lookups)
+    regions.emplace_back(std::uint64_t(block) * cache_log_stride, std::uint64_t(block) * cache_log_stride, std::uint64_t(pairs) * 4);
+  c.copyBuffer(buf(cache_log_buf).handle(), buf(cache_log_host).handle(), regions);
+  c.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eHost, {},
+                    vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eHostRead), {}, {});
+}
+
+void backend::impl::after_cache_lookup(const recorded_step& s) {
+  const auto* logs = reinterpret_cast<const std::int32_t*>(buf(cache_log_host).mapped());
+  const float decay = std::pow(cache_decay, float(std::max(batch_tokens, 1u)));
+  const std::uint64_t budget = cache_admit_bytes + cache_admit_token_bytes * (std::max(batch_tokens, 1u) - 1);
+  std::uint64_t admitted = 0;
+  for (const auto& [block, pairs] : s.lookups) {
+    cached_block& b = cached.at(std::size_t(block));
+    const std::int32_t* ids = logs + std::uint64_t(block) * (cache_log_stride / 4);
+    const std::uint32_t E = b.cache.experts();
+    const std::uint64_t expert_bytes = b.expert_bytes[0] + b.expert_bytes[1] + b.expert_bytes[2];
+    ++cache_stamp;
+    cache_distinct.clear();
+    for (std::uint32_t p = 0; p < pairs; ++p) {
+      const std::int32_t e = ids[p];
+      if (e < 0 || std::uint32_t(e) >= E)
+        throw error("expert cache: blk." + std::to_string(b.layer) + " logged expert " + std::to_string(e) + " of " + std::to_string(E) +
+                    " for pair " + std::to_string(p));
+      if (cache_seen[std::size_t(e)] != cache_stamp) {
+        cache_seen[std::size_t(e)] = cache_stamp;
+        cache_distinct.push_back(std::uint32_t(e));
+        cache_counts[std::size_t(e)] = 0;
+      }
+      ++cache_counts[std::size_t(e)];
+    }
+    for (float& f : b.freq) f *= decay;
+    b.cache.begin_step();  // this step's experts are not evicted by its own admissions
+    cache_candidates.clear();
+    for (const std::uint32_t e : cache_distinct) {
+      b.freq[e] += float(cache_counts[e]);
+      if (b.cache.resident(e)) {
+        b.cache.access(e);
+        ++cache_stats.hits;
+      } else {
+        ++cache_stats.misses;
+        cache_stats.host_read_bytes += expert_bytes;
+        cache_candidates.push_back(e);
+      }
+    }
+    ++cache_stats.gpu_blocks;
+    ++cache_stats.lookup_blocks;
+    // The most routed first; an admission takes a free slot or beats the victim's count.
+    std::sort(cache_candidates.begin(), cache_candidates.end(),
+              [&](std::uint32_t a, std::uint32_t c) { return b.freq[a] > b.freq[c] || (b.freq[a] == b.freq[c] && a < c); });
+    for (const std::uint32_t e : cache_candidates) {
+      if (admitted + expert_bytes > budget) break;
+      const std::int64_t v = b.cache.would_evict();
+      if (v == -2) break;
+      if (v >= 0 && !(b.freq[e] > b.freq[std::size_t(v)] + cache_margin)) break;  // later candidates count less
+      const auto r = b.cache.access(e);
+      cache_moved(b, e, r.slot, r.evicted);
+      cache_admitted.push_back({std::uint32_t(block), e, r.slot});
+      cache_stats.evictions += r.evicted >= 0;
+      cache_stats.bytes_uploaded += expert_bytes;
+      admitted += expert_bytes;
+    }
+  }
+}
+
+vk::CommandBuffer backend::impl::cache_update_cmd() {
+  if (!cache_lookup) return {};
+  const bool dirty = std::any_of(cached.begin(), cached.end(), [](const cached_block& b) { return b.lookup && b.map_dirty; });
+  if (cache_admitted.empty() && !dirty) return {};
+  const vk::raii::CommandBuffer& c = cache_update;
+  c.reset();
+  c.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+  // After every earlier read of the slots and maps (the steps before), before the next step's.
+  c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eTransfer,
+                    {}, vk::MemoryBarrier(vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eTransferWrite),
+                    {}, {});
+  for (const cache_admission& a : cache_admitted) {
+    const cached_block& b = cached.at(a.block);
+    for (int j = 0; j < 3; ++j) {
+      const std::uint64_t eb = b.expert_bytes[j];
+      const weight_entry& w = weights.at(b.weight[j]);
+      c.copyBuffer(b.host(j).handle(), chunks.at(w.chunk).handle(), vk::BufferCopy(b.host_offset(j) + a.expert * eb, w.offset + a.slot * eb, eb));
+    }
+  }
+  cache_admitted.clear();
+  for (std::uint32_t i = 0; i < cached.size(); ++i) {
+    cached_block& b = cached[i];
+    if (!b.lookup || !b.map_dirty) continue;
+    c.updateBuffer(buf(cache_map_buf).handle(), std::uint64_t(i) * cache_map_stride,
+                   vk::ArrayProxy<const std::int32_t>(std::uint32_t(b.map.size()), b.map.data()));
+    b.map_dirty = false;
+  }
+  c.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer,
+                    {}, vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eTransferRead),
+                    {}, {});
+  c.end();
+  return *c;
+}
+
+}  // namespace strata::gpu

@@ -1,0 +1,83 @@
+// The expert cache's lookup form (runtime/vulkan/expert_cache_lookup.cpp, the default): the
+// expert kernels map each routed expert through the block's slot map on the GPU and read a
+// missed one from the block's host copy, so no step splits at a cached block. The kernels and
+// their math are those of the all-GPU run, so the logits with --expert-cache equal the all-GPU
+// logits bit for bit (qwen3moe: top-2 of 8 experts in every block; llama4: top-1 of 4, experts
+// weighting the input), whatever the slots hold. The counters must show both sources used:
+// hits, misses read over the link, admissions that evict, and no block on the CPU.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strata/runtime/engine.hpp"
+#include "support/fixture_options.hpp"
+#include "support/scoped_env.hpp"
+#include "support/session_logits.hpp"
+#include "support/shipped_fixture.hpp"
+#include "support/vulkan_here.hpp"
+
+namespace {
+std::vector<float> run_all(strata::rt::model& m, const strata::test::golden_model& g) {
+  std::vector<float> logits;
+  for (const auto& run : g.runs) {
+    const auto l = strata::test::prompt_and_decode_logits(m, run, 12);
+    logits.insert(logits.end(), l.begin(), l.end());
+  }
+  return logits;
+}
+}  // namespace
+
+TEST_CASE("expert cache: the lookup form gives the all-GPU logits bit for bit and reads misses from host memory") {
+  if (!strata::test::vulkan_here("expert cache lookup")) return;
+  struct cached_case {
+    const char* model;
+    std::uint32_t slots, n_batch;
+  };
+  for (const cached_case& c : {cached_case{"qwen3moe-Q4_K_M", 4, 2}, cached_case{"llama4-Q4_K_M", 2, 2}, cached_case{"qwen3moe-Q4_K_M", 3, 64}}) {
+    CAPTURE(c.model);
+    CAPTURE(c.n_batch);
+    const auto& g = strata::test::shipped_fixture(c.model);
+    auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
+    opt.n_batch = c.n_batch;
+    const auto all_gpu = run_all(*strata::rt::model::load(g.path, opt), g);
+    opt.expert_cache = c.slots;
+    // A small upload budget and no margin: admissions happen (and evict) within the short fixture runs.
+    const strata::test::scoped_env margin("STRATA_VK_CACHE_MARGIN", "0");
+    auto m = strata::rt::model::load(g.path, opt);
+    const auto cached = run_all(*m, g);
+    const auto st = m->expert_cache();
+    MESSAGE(std::string(c.model) << " --expert-cache " << c.slots << " -b " << c.n_batch << ": hit rate " << st.hit_rate() << " ("
+                    << st.hits << "/" << st.hits + st.misses << "), lookup block-steps " << st.lookup_blocks << ", "
+                    << st.host_read_bytes << " bytes read from host memory, " << st.bytes_uploaded << " uploaded, evictions "
+                    << st.evictions);
+    if (c.n_batch == 2) CHECK(cached == all_gpu);  // prompt steps of more tokens take other GEMM forms than the all-GPU run's
+    else CHECK(cached.size() == all_gpu.size());
+    CHECK(st.lookup_blocks > 0);
+    CHECK(st.lookup_blocks == st.gpu_blocks);
+    CHECK(st.cpu_blocks == 0);
+    CHECK(st.hits > 0);
+    CHECK(st.misses > 0);
+    CHECK(st.host_read_bytes > 0);
+    CHECK(st.evictions > 0);
+    CHECK(st.bytes_uploaded > 0);
+  }
+}
+
+TEST_CASE("expert cache: STRATA_VK_CACHE_LOOKUP=0 keeps the split form, which uploads every miss") {
+  if (!strata::test::vulkan_here("expert cache split form")) return;
+  const strata::test::scoped_env off("STRATA_VK_CACHE_LOOKUP", "0");
+  const auto& g = strata::test::shipped_fixture("qwen3moe-Q4_K_M");
+  auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
+  opt.n_batch = 2;
+  opt.expert_cache = 4;
+  auto m = strata::rt::model::load(g.path, opt);
+  run_all(*m, g);
+  const auto st = m->expert_cache();
+  CHECK(st.lookup_blocks == 0);
+  CHECK(st.host_read_bytes == 0);
+  CHECK(st.gpu_blocks > 0);
+  CHECK(st.misses > 0);
+  CHECK(st.bytes_uploaded > 0);
+}

@@ -576,7 +576,7 @@ struct backend::impl : backend_tuning {
   std::uint64_t cache_map_stride = 0, cache_log_stride = 0;                // bytes a block
   float cache_decay = 0.99f;   // the routing counts' decay a token (STRATA_VK_CACHE_DECAY)
   float cache_margin = 1.0f;   // what an admission's count must beat the victim's by (STRATA_VK_CACHE_MARGIN)
-  std::uint64_t cache_admit_bytes = 16ull << 20;       // uploads a step (STRATA_VK_CACHE_ADMIT_MB) ...
+  std::uint64_t cache_admit_bytes = 64ull << 20;       // uploads a step (STRATA_VK_CACHE_ADMIT_MB) ...
   std::uint64_t cache_admit_token_bytes = 2ull << 20;  // ... and a token more of the step
   struct cache_admission {
     std::uint32_t block, expert, slot;

@@ -75,20 +75,14 @@ void backend::impl::init_cache_lookup(std::uint32_t max_routed) {
   cache_counts.assign(most, 0);
   cache_candidates.reserve(most);
   cache_update = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
-  // The slots start full, with the block's first experts, uploaded now (off every step's clock):
-  // an empty slot is never better than an arbitrary expert, and admissions then swap by counts.
-  for (std::uint32_t i = 0; i < cached.size(); ++i) {
-    cached_block& b = cached[i];
+  // The slots start empty and fill with the first experts routed (within the budget): on the H200
+  // (session 53) slots that started with each block's first experts held mostly cold ones, which
+  // the counts then had to beat one admission at a time.
+  for (cached_block& b : cached) {
     b.map.assign(std::size_t(b.cache.experts()) + 1, -1);
     b.map[0] = std::int32_t(b.up_at);
     b.freq.assign(b.cache.experts(), 0.0f);
     b.map_dirty = true;
-    if (!b.lookup) continue;
-    for (std::uint32_t e = 0; e < b.cache.slots(); ++e) {
-      const auto r = b.cache.access(e);
-      cache_moved(b, e, r.slot, r.evicted);
-      cache_admitted.push_back({i, e, r.slot});
-    }
   }
   if (const vk::CommandBuffer c = cache_update_cmd()) submit_and_wait(std::span(&c, 1));
 }

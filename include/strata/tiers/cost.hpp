@@ -30,6 +30,9 @@ struct tensor_placement {
   // Streamed whole through a ring (layer_stream, expert_stream): every byte crosses the link once
   // per step whatever the routing, and the copy is known before the step (no host sync).
   bool upload_whole = false;
+  // Routed experts the GPU maps to its slots itself (the expert cache's lookup form): a miss is
+  // read over the link by the kernels, with no host round trip for the router's choice.
+  bool routed_on_gpu = false;
 };
 
 // What the four placements are called: resident, streamed, CPU-computed, disk-backed.
@@ -118,7 +121,7 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
         c.host_to_gpu_bytes += up;
         if (on_chain) c.chain_s += up / l.host_to_gpu;
         // Routed experts uploaded by id: the host reads the router's choice (a round trip).
-        if (t.kind == tensor_kind::routed_experts && !pl.upload_whole && t.layer != synced_layer) {
+        if (t.kind == tensor_kind::routed_experts && !pl.upload_whole && !pl.routed_on_gpu && t.layer != synced_layer) {
           synced_layer = t.layer;
           c.handoffs += 1;
         }

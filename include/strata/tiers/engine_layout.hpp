@@ -38,6 +38,11 @@ struct engine_layout {
   // from expert_slots slots filled on a miss; runtime/vulkan/expert_cache.cpp).
   std::vector<char> cached_experts;
   std::uint32_t expert_slots = 0;
+  // The cache's lookup form (the Vulkan backend's default, runtime/vulkan/expert_cache_lookup.cpp):
+  // the GPU maps routed experts to slots itself and reads a miss from host memory over the link,
+  // so a cached block needs no host round trip and prompt steps stay on the GPU. false: the split
+  // form (a round trip per cached block and step; prompts routing more experts than slots on the CPU).
+  bool expert_lookup = true;
   // Per GPU block: dense FFN streamed through the ring (gpu-streamed: lives in RAM, the GPU
   // computes it from a ring slot; --stream-layers, or --fit).
   std::vector<char> streamed_ffn;
@@ -147,7 +152,8 @@ inline std::uint64_t slot_bytes(const engine_layout& l, const tensor_demand& t) 
 inline tensor_placement cached_placement(const engine_layout& l, const tensor_demand& t, std::uint32_t prefill_batch) {
   const double slots = std::min(l.expert_slots, t.n_expert), E = t.n_expert ? t.n_expert : 1;
   tensor_placement p{home_tier::ram, exec_unit::gpu, exec_unit::gpu, 1.0 - slots / E};
-  if (E * t.share_touched(prefill_batch) > slots) p.prefill = exec_unit::cpu;
+  p.routed_on_gpu = l.expert_lookup;
+  if (!l.expert_lookup && E * t.share_touched(prefill_batch) > slots) p.prefill = exec_unit::cpu;
   return p;
 }
 

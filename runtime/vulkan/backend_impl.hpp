@@ -576,12 +576,21 @@ struct backend::impl : backend_tuning {
   std::uint64_t cache_map_stride = 0, cache_log_stride = 0;                // bytes a block
   float cache_decay = 0.99f;   // the routing counts' decay a token (STRATA_VK_CACHE_DECAY)
   float cache_margin = 1.0f;   // what an admission's count must beat the victim's by (STRATA_VK_CACHE_MARGIN)
-  std::uint64_t cache_admit_bytes = 64ull << 20;       // uploads a step (STRATA_VK_CACHE_ADMIT_MB) ...
+  std::uint64_t cache_admit_bytes = 256ull << 20;      // uploads a step (STRATA_VK_CACHE_ADMIT_MB) ...
   std::uint64_t cache_admit_token_bytes = 2ull << 20;  // ... and a token more of the step
   struct cache_admission {
     std::uint32_t block, expert, slot;
   };
-  std::vector<cache_admission> cache_admitted;  // to copy before the next step
+  std::vector<cache_admission> cache_admitted;  // to copy before the next step (or beside it: cache_async)
+  // STRATA_VK_CACHE_ASYNC=1 (a side queue and timeline semaphores): an admission's victim leaves the
+  // map at the next step's start, its copy runs on the side queue beside that step, and the step
+  // after maps it (waiting on cache_timeline for the copies): uploads off the step's chain.
+  bool cache_async = false;
+  std::vector<cache_admission> cache_inflight;  // copied on the side queue, not yet in the maps
+  vk::raii::Semaphore cache_timeline{nullptr};
+  std::uint64_t cache_copy_value = 0;            // the side queue's last signalled value
+  vk::raii::CommandBuffer cache_side{nullptr};
+  void submit_cache_copies();                    // submit_step, after the step's submit (cache_async)
   std::vector<std::uint32_t> cache_candidates, cache_counts;
   vk::raii::CommandBuffer cache_update{nullptr};
   void init_cache_lookup(std::uint32_t max_routed);  // upload_cached: maps, logs, the slots' first experts

@@ -424,6 +424,7 @@ void backend::impl::abandon_cached_step() noexcept {
     b.map_dirty = true;
   }
   cache_admitted.clear();
+  cache_inflight.clear();
 }
 
 void backend::impl::wait_prefetches() {

@@ -43,6 +43,11 @@ void backend::impl::cache_moved(cached_block& b, std::uint32_t e, std::uint32_t 
   b.map_dirty = true;
 }
 
+namespace {
+// A lookup block's expert e as the GPU sees it now: in a slot (its map entry), else read from host memory.
+bool mapped(const cached_block& b, std::uint32_t e) { return b.map.at(1 + std::size_t(e)) >= 0; }
+}  // namespace
+
 void backend::impl::init_cache_lookup(std::uint32_t max_routed) {
   cache_lookup = ctx.info().storage_array_indexing;
   if (const char* v = std::getenv("STRATA_VK_CACHE_LOOKUP")) cache_lookup = cache_lookup && std::string_view(v) != "0";
@@ -74,7 +79,14 @@ void backend::impl::init_cache_lookup(std::uint32_t max_routed) {
   cache_log_host = new_buffer(cached.size() * cache_log_stride, memory_kind::readback, "expert cache: routing logs to the host");
   cache_counts.assign(most, 0);
   cache_candidates.reserve(most);
-  cache_update = std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]);
+  auto cmds = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 2));
+  cache_update = std::move(cmds[0]);
+  cache_side = std::move(cmds[1]);
+  if (const char* v = std::getenv("STRATA_VK_CACHE_ASYNC"); v && std::string_view(v) == "1" && ctx.side_queue() && ctx.info().timeline) {
+    cache_async = true;
+    const vk::SemaphoreTypeCreateInfo type(vk::SemaphoreType::eTimeline, 0);
+    cache_timeline = vk::raii::Semaphore(ctx.device(), vk::SemaphoreCreateInfo({}, &type));
+  }
   // The slots start empty and fill with the first experts routed (within the budget): on the H200
   // (session 53) slots that started with each block's first experts held mostly cold ones, which
   // the counts then had to beat one admission at a time.
@@ -168,13 +180,13 @@ void backend::impl::after_cache_lookup(const recorded_step& s) {
     cache_candidates.clear();
     for (const std::uint32_t e : cache_distinct) {
       b.freq[e] += float(cache_counts[e]);
-      if (b.cache.resident(e)) {
+      if (mapped(b, e)) {
         b.cache.access(e);
         ++cache_stats.hits;
       } else {
         ++cache_stats.misses;
         cache_stats.host_read_bytes += expert_bytes;
-        cache_candidates.push_back(e);
+        if (!b.cache.resident(e)) cache_candidates.push_back(e);  // else its copy is in flight (cache_async)
       }
     }
     ++cache_stats.gpu_blocks;
@@ -188,7 +200,12 @@ void backend::impl::after_cache_lookup(const recorded_step& s) {
       if (v == -2) break;
       if (v >= 0 && !(b.freq[e] > b.freq[std::size_t(v)] + cache_margin)) break;  // later candidates count less
       const auto r = b.cache.access(e);
-      cache_moved(b, e, r.slot, r.evicted);
+      if (cache_async) {  // the victim leaves the map now; e enters once its copy beside the next step is done
+        if (r.evicted >= 0) b.map.at(1 + std::size_t(r.evicted)) = -1;
+        b.map_dirty = true;
+      } else {
+        cache_moved(b, e, r.slot, r.evicted);
+      }
       cache_admitted.push_back({std::uint32_t(block), e, r.slot});
       cache_stats.evictions += r.evicted >= 0;
       cache_stats.bytes_uploaded += expert_bytes;
@@ -199,8 +216,13 @@ void backend::impl::after_cache_lookup(const recorded_step& s) {
 
 vk::CommandBuffer backend::impl::cache_update_cmd() {
   if (!cache_lookup) return {};
+  // cache_async: the copies done beside the last step enter the maps (where the expert still holds that slot).
+  for (const cache_admission& a : cache_inflight) {
+    cached_block& b = cached.at(a.block);
+    if (b.cache.resident(a.expert) && b.cache.slot_of(a.expert) == a.slot) cache_moved(b, a.expert, a.slot, -1);
+  }
   const bool dirty = std::any_of(cached.begin(), cached.end(), [](const cached_block& b) { return b.lookup && b.map_dirty; });
-  if (cache_admitted.empty() && !dirty) return {};
+  if ((cache_async || cache_admitted.empty()) && !dirty) return {};
   const vk::raii::CommandBuffer& c = cache_update;
   c.reset();
   c.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
@@ -208,15 +230,17 @@ vk::CommandBuffer backend::impl::cache_update_cmd() {
   c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eTransfer,
                     {}, vk::MemoryBarrier(vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eTransferWrite),
                     {}, {});
-  for (const cache_admission& a : cache_admitted) {
-    const cached_block& b = cached.at(a.block);
-    for (int j = 0; j < 3; ++j) {
-      const std::uint64_t eb = b.expert_bytes[j];
-      const weight_entry& w = weights.at(b.weight[j]);
-      c.copyBuffer(b.host(j).handle(), chunks.at(w.chunk).handle(), vk::BufferCopy(b.host_offset(j) + a.expert * eb, w.offset + a.slot * eb, eb));
+  if (!cache_async) {
+    for (const cache_admission& a : cache_admitted) {
+      const cached_block& b = cached.at(a.block);
+      for (int j = 0; j < 3; ++j) {
+        const std::uint64_t eb = b.expert_bytes[j];
+        const weight_entry& w = weights.at(b.weight[j]);
+        c.copyBuffer(b.host(j).handle(), chunks.at(w.chunk).handle(), vk::BufferCopy(b.host_offset(j) + a.expert * eb, w.offset + a.slot * eb, eb));
+      }
     }
+    cache_admitted.clear();
   }
-  cache_admitted.clear();
   for (std::uint32_t i = 0; i < cached.size(); ++i) {
     cached_block& b = cached[i];
     if (!b.lookup || !b.map_dirty) continue;
@@ -229,6 +253,39 @@ vk::CommandBuffer backend::impl::cache_update_cmd() {
                     {}, {});
   c.end();
   return *c;
+}
+
+// cache_async: the admissions' copies on the side queue, beside the step just submitted, whose
+// maps no longer name their slots' victims. The next step's submit waits on cache_timeline.
+void backend::impl::submit_cache_copies() {
+  cache_inflight.clear();
+  if (!cache_async || cache_admitted.empty()) return;
+  // The side queue's last copies are done (the step just submitted waited on them), so its buffer is free.
+  const vk::raii::CommandBuffer& c = cache_side;
+  c.reset();
+  c.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
+  // After the last copies into the same slots (an expert evicted while in flight).
+  c.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eTransfer, {},
+                    vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eTransferWrite), {}, {});
+  for (const cache_admission& a : cache_admitted) {
+    const cached_block& b = cached.at(a.block);
+    for (int j = 0; j < 3; ++j) {
+      const std::uint64_t eb = b.expert_bytes[j];
+      const weight_entry& w = weights.at(b.weight[j]);
+      c.copyBuffer(b.host(j).handle(), chunks.at(w.chunk).handle(), vk::BufferCopy(b.host_offset(j) + a.expert * eb, w.offset + a.slot * eb, eb));
+    }
+  }
+  c.end();
+  const std::uint64_t signal = cache_copy_value + 1;
+  const vk::Semaphore sem = *cache_timeline;
+  const vk::CommandBuffer cb = *c;
+  const vk::TimelineSemaphoreSubmitInfo values(0u, nullptr, 1u, &signal);
+  vk::SubmitInfo si(0u, nullptr, nullptr, 1u, &cb, 1u, &sem);
+  si.pNext = &values;
+  ctx.side_queue()->submit(si);
+  cache_copy_value = signal;
+  cache_inflight.swap(cache_admitted);
+  cache_admitted.clear();
 }
 
 }  // namespace strata::gpu

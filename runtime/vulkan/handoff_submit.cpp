@@ -96,14 +96,42 @@ void backend::impl::submit_step() {
   handoff_counts.tokens += batch_tokens;
   handoff_counts.handoff_steps += !hs.empty();
   handoff_counts.handoffs += hs.size();
-  // The lookup form's admitted experts and changed slot maps, ahead of the step's parts.
+  // A step that fails part way leaves no side-queue copy running and no slot the caches think
+  // holds an expert whose upload never ran.
+  struct unwind_guard {
+    impl& p;
+    bool on;
+    int exceptions = std::uncaught_exceptions();
+    ~unwind_guard() {
+      if (on && std::uncaught_exceptions() > exceptions) p.abandon_cached_step();
+    }
+  } lookup_guard{*this, cache_lookup};
+  // The lookup form's admitted experts and changed slot maps, ahead of the step's parts (with
+  // cache_async: the maps of the copies done beside the last step, waiting on them).
+  const std::uint64_t copies = cache_inflight.empty() ? 0 : cache_copy_value;
   const vk::CommandBuffer update = cache_update_cmd();
+  // Submits parts (after the copies they map, if any), then the new admissions' copies on the side
+  // queue beside them (their slots' victims left the maps in `update`), then waits for the parts.
+  const auto submit_waiting = [&](std::span<const vk::CommandBuffer> parts) {
+    if (!copies) {
+      ctx.queue().submit(vk::SubmitInfo({}, {}, parts), *fence);
+    } else {
+      const vk::Semaphore sem = *cache_timeline;
+      const vk::PipelineStageFlags stage = vk::PipelineStageFlagBits::eAllCommands;
+      const vk::TimelineSemaphoreSubmitInfo values(1u, &copies, 0u, nullptr);
+      vk::SubmitInfo si(1u, &sem, &stage, std::uint32_t(parts.size()), parts.data());
+      si.pNext = &values;
+      ctx.queue().submit(si, *fence);
+    }
+    submit_cache_copies();
+    wait_fence();
+  };
   if (hs.empty()) {
     const vk::CommandBuffer parts[] = {update, *current->cmd, output_cmd()};
     const std::size_t first = update ? 0 : 1, n = parts[2] ? 3 : 2;
-    return submit_and_wait(std::span(parts + first, n - first));
+    return submit_waiting(std::span(parts + first, n - first));
   }
-  if (update) submit_and_wait(std::span(&update, 1));
+  if (update || copies || !cache_admitted.empty()) submit_waiting(std::span(&update, update ? 1 : 0));
   bool cached = false, experts = false, ffn = false;
   for (const handoff& h : hs) {
     if (*h.share) {
@@ -120,16 +148,7 @@ void backend::impl::submit_step() {
   const bool timed = times.on && !cached && step_tokens <= 8;
   const clock::time_point t0 = timed ? clock::now() : clock::time_point{};
   if (cached) ++cache_step;  // stamps this step's expert predictions (expert_cache.cpp)
-  // A step that fails part way leaves no side-queue copy running and no slot the caches think
-  // holds an expert whose upload never ran.
-  struct unwind_guard {
-    impl& p;
-    bool on;
-    int exceptions = std::uncaught_exceptions();
-    ~unwind_guard() {
-      if (on && std::uncaught_exceptions() > exceptions) p.abandon_cached_step();
-    }
-  } guard{*this, cached};
+  const unwind_guard guard{*this, cached && !cache_lookup};
   if (handoff_poll && !cached) submit_polled(timed);
   else if (handoff_timeline && !cached) submit_timeline(timed);
   else submit_fenced(timed);

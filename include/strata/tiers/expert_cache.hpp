@@ -112,6 +112,8 @@ class expert_slot_cache {
   }
 
   bool resident(std::uint32_t e) const noexcept { return e < n_ && where_[e] != absent; }
+  // The slot of a resident expert (undefined for one that is not).
+  std::uint32_t slot_of(std::uint32_t e) const noexcept { return e < n_ ? slot_of_[e] : 0; }
   // What access() of an absent expert would do now: take a free slot (-1), evict this expert, or
   // fail (-2: every slot holds an expert pinned since begin_step()). An admission policy weighs
   // the victim before it calls access().

@@ -439,7 +439,10 @@ TEST_CASE("fidelity: Vulkan with GPU-cached experts (--expert-cache, fewer slots
                     << " bytes uploaded per token, block-steps from the slots " << st.gpu_blocks << ", on the CPU "
                     << st.cpu_blocks);
     CHECK(st.layers == c.layers.size());
-    CHECK(st.evictions > 0);
+    // The split form uploads every miss, so these short runs evict; the lookup form (the default)
+    // reads misses from host memory and admits only what out-counts a victim (its own test forces evictions).
+    if (st.lookup_blocks) CHECK(st.host_read_bytes > 0);
+    else CHECK(st.evictions > 0);
     CHECK(st.hits > 0);
     CHECK(st.gpu_blocks > 0);
     // The lookup form (the default) never hands a block to the CPU; the split form does where a

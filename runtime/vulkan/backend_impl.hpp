@@ -591,6 +591,7 @@ struct backend::impl : backend_tuning {
   std::uint64_t cache_copy_value = 0;            // the side queue's last signalled value
   vk::raii::CommandBuffer cache_side{nullptr};
   void submit_cache_copies();                    // submit_step, after the step's submit (cache_async)
+  void record_admission_copies(const vk::raii::CommandBuffer& c) const;
   std::vector<std::uint32_t> cache_candidates, cache_counts;
   vk::raii::CommandBuffer cache_update{nullptr};
   void init_cache_lookup(std::uint32_t max_routed);  // upload_cached: maps, logs, the slots' first experts

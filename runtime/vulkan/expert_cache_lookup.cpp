@@ -214,6 +214,18 @@ void backend::impl::after_cache_lookup(const recorded_step& s) {
   }
 }
 
+// Each admitted expert's gate, up and down from its block's host copy into its slot.
+void backend::impl::record_admission_copies(const vk::raii::CommandBuffer& c) const {
+  for (const cache_admission& a : cache_admitted) {
+    const cached_block& b = cached.at(a.block);
+    for (int j = 0; j < 3; ++j) {
+      const std::uint64_t eb = b.expert_bytes[j];
+      const weight_entry& w = weights.at(b.weight[j]);
+      c.copyBuffer(b.host(j).handle(), chunks.at(w.chunk).handle(), vk::BufferCopy(b.host_offset(j) + a.expert * eb, w.offset + a.slot * eb, eb));
+    }
+  }
+}
+
 vk::CommandBuffer backend::impl::cache_update_cmd() {
   if (!cache_lookup) return {};
   // cache_async: the copies done beside the last step enter the maps (where the expert still holds that slot).
@@ -231,14 +243,7 @@ vk::CommandBuffer backend::impl::cache_update_cmd() {
                     {}, vk::MemoryBarrier(vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eTransferWrite),
                     {}, {});
   if (!cache_async) {
-    for (const cache_admission& a : cache_admitted) {
-      const cached_block& b = cached.at(a.block);
-      for (int j = 0; j < 3; ++j) {
-        const std::uint64_t eb = b.expert_bytes[j];
-        const weight_entry& w = weights.at(b.weight[j]);
-        c.copyBuffer(b.host(j).handle(), chunks.at(w.chunk).handle(), vk::BufferCopy(b.host_offset(j) + a.expert * eb, w.offset + a.slot * eb, eb));
-      }
-    }
+    record_admission_copies(c);
     cache_admitted.clear();
   }
   for (std::uint32_t i = 0; i < cached.size(); ++i) {
@@ -267,14 +272,7 @@ void backend::impl::submit_cache_copies() {
   // After the last copies into the same slots (an expert evicted while in flight).
   c.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eTransfer, {},
                     vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eTransferWrite), {}, {});
-  for (const cache_admission& a : cache_admitted) {
-    const cached_block& b = cached.at(a.block);
-    for (int j = 0; j < 3; ++j) {
-      const std::uint64_t eb = b.expert_bytes[j];
-      const weight_entry& w = weights.at(b.weight[j]);
-      c.copyBuffer(b.host(j).handle(), chunks.at(w.chunk).handle(), vk::BufferCopy(b.host_offset(j) + a.expert * eb, w.offset + a.slot * eb, eb));
-    }
-  }
+  record_admission_copies(c);
   c.end();
   const std::uint64_t signal = cache_copy_value + 1;
   const vk::Semaphore sem = *cache_timeline;

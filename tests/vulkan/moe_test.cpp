@@ -434,6 +434,30 @@ TEST_CASE("vulkan ops: moe_ffn with the GPU computing a column slice of a CPU bl
   }
 }
 
+// The GPU-cached expert tests' MoE kinds, steps (40 one-token steps over different rows, a
+// 6-token step, one more token) and backend (block 0 cached, 3 slots of 16 experts).
+std::vector<moe_case> cached_moe_cases() {
+  using gguf::type_id;
+  return {{"softmax top-2 of 16, Q4_K/Q6_K", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 2, 1, type_id::q4_k,
+           type_id::q6_k},
+          {"sigmoid top-1 of 16 (weighted input), Q8_0", graph::moe_gating::sigmoid, graph::moe_weighting::input, 16, 1, 1,
+           type_id::q8_0, type_id::q8_0}};
+}
+std::vector<vkt::batch_data> cached_moe_steps() {
+  std::vector<vkt::batch_data> steps;
+  for (std::int32_t i = 0; i < 40; ++i) steps.push_back(vkt::batch_data::rows(1, (i * 7) % 24));
+  steps.push_back(vkt::batch_data::rows(6, 30));
+  steps.push_back(vkt::batch_data::rows(1, 5));
+  return steps;
+}
+gpu::backend_options cached_moe_options() {
+  gpu::backend_options o;
+  o.cached_expert_layers = {0};
+  o.expert_slots = 3;
+  o.cpu_threads = 2;
+  return o;
+}
+
 // Memory tiers: the experts of block 0 GPU-cached (host memory, 3 slots of 16 experts on the
 // GPU, SLRU), the split form (STRATA_VK_CACHE_LOOKUP=0): each step's routed ids come to the host, missed experts are uploaded into their
 // slots and the same expert matvecs read the slots, so a step routing at most 3 experts gives
@@ -442,26 +466,14 @@ TEST_CASE("vulkan ops: moe_ffn with the GPU computing a column slice of a CPU bl
 // is computed on the CPU (the hand-off's kernels: the CPU backend's result, tolerance as above).
 TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts equals the all-GPU result, overflow steps equal the CPU") {
   if (!vkt::available()) return;
-  using gguf::type_id;
-  const moe_case cases[] = {
-      {"softmax top-2 of 16, Q4_K/Q6_K", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 2, 1,
-       type_id::q4_k, type_id::q6_k},
-      {"sigmoid top-1 of 16 (weighted input), Q8_0", graph::moe_gating::sigmoid, graph::moe_weighting::input, 16, 1, 1,
-       type_id::q8_0, type_id::q8_0},
-  };
+  const auto cases = cached_moe_cases();
   std::mt19937 rng(99);
   for (const auto& c : cases) {
     CAPTURE(c.name);
     moe_model m;
     make_model(m, c, rng);
-    std::vector<vkt::batch_data> steps;
-    for (std::int32_t i = 0; i < 40; ++i) steps.push_back(vkt::batch_data::rows(1, (i * 7) % 24));
-    steps.push_back(vkt::batch_data::rows(6, 30));
-    steps.push_back(vkt::batch_data::rows(1, 5));
-    gpu::backend_options o;
-    o.cached_expert_layers = {0};
-    o.expert_slots = 3;
-    o.cpu_threads = 2;
+    const std::vector<vkt::batch_data> steps = cached_moe_steps();
+    const gpu::backend_options o = cached_moe_options();
     const test::scoped_env split("STRATA_VK_CACHE_LOOKUP", "0");
     gpu::backend cached(o), all;
     const auto got = run_moe_steps(cached, c, m, steps);
@@ -496,27 +508,15 @@ TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts equals the all-GPU result
 // With 3 slots of 16 and no admission margin, after-step admissions fill, evict and upload.
 TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts read through the slot map equals the all-GPU result") {
   if (!vkt::available()) return;
-  using gguf::type_id;
-  const moe_case cases[] = {
-      {"softmax top-2 of 16, Q4_K/Q6_K", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 2, 1,
-       type_id::q4_k, type_id::q6_k},
-      {"sigmoid top-1 of 16 (weighted input), Q8_0", graph::moe_gating::sigmoid, graph::moe_weighting::input, 16, 1, 1,
-       type_id::q8_0, type_id::q8_0},
-  };
+  const auto cases = cached_moe_cases();
   std::mt19937 rng(99);
   const test::scoped_env margin("STRATA_VK_CACHE_MARGIN", "0");
   for (const auto& c : cases) {
     CAPTURE(c.name);
     moe_model m;
     make_model(m, c, rng);
-    std::vector<vkt::batch_data> steps;
-    for (std::int32_t i = 0; i < 40; ++i) steps.push_back(vkt::batch_data::rows(1, (i * 7) % 24));
-    steps.push_back(vkt::batch_data::rows(6, 30));
-    steps.push_back(vkt::batch_data::rows(1, 5));
-    gpu::backend_options o;
-    o.cached_expert_layers = {0};
-    o.expert_slots = 3;
-    o.cpu_threads = 2;
+    const std::vector<vkt::batch_data> steps = cached_moe_steps();
+    const gpu::backend_options o = cached_moe_options();
     gpu::backend cached(o), all;
     const auto got = run_moe_steps(cached, c, m, steps);
     const auto want = run_moe_steps(all, c, m, steps);

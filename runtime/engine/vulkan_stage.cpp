@@ -72,6 +72,8 @@ struct engine_backend<gpu::backend> {
       std::snprintf(mem, sizeof mem, "; expert cache: %u slots x %u MoE layers (%.1f MiB on the GPU, %.1f MiB in host memory)",
                     c.slots, c.layers, mib(c.slot_bytes), mib(c.host_bytes));
       out += mem;
+      if (c.lookup)
+        out += ", mapped to slots by the expert kernels (a miss read from host memory over the link; admissions between steps)";
       if (c.predictors) {
         std::snprintf(mem, sizeof mem, ", %u blocks prefetched from the block before's router prediction", c.predictors);
         out += mem;

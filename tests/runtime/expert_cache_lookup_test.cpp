@@ -62,6 +62,7 @@ TEST_CASE("expert cache: the lookup form gives the all-GPU logits bit for bit an
     CHECK(st.host_read_bytes > 0);
     CHECK(st.evictions > 0);
     CHECK(st.bytes_uploaded > 0);
+    CHECK(m->startup_report().find("mapped to slots by the expert kernels") != std::string::npos);
   }
 }
 
@@ -80,4 +81,5 @@ TEST_CASE("expert cache: STRATA_VK_CACHE_LOOKUP=0 keeps the split form, which up
   CHECK(st.gpu_blocks > 0);
   CHECK(st.misses > 0);
   CHECK(st.bytes_uploaded > 0);
+  CHECK(m->startup_report().find("mapped to slots by the expert kernels") == std::string::npos);
 }

@@ -280,9 +280,14 @@ void add_tier_options(CLI::App& app, tier_options& o) {
                "too; by default a prompt step longer than the link speeds' threshold copies them, every expert, into a "
                "2-slot GPU ring and the GPU computes them, when the GPU budget holds the ring")
       ->group(group::tiers);
+  app.add_flag("--no-expert-cache", o.no_expert_cache,
+               "with --fit: never GPU-cache routed experts; each MoE layer's experts are then GPU-resident or computed "
+               "by the CPU (by default --fit may keep them in RAM with GPU slots for the most-routed ones, as "
+               "--expert-cache does, when it predicts that faster)")
+      ->group(group::tiers);
   app.add_flag("--fit", o.fit,
                "let the placement planner choose the GPU layers, which layers' FFN to stream and which layers' experts "
-               "the CPU computes, within "
+               "the CPU computes or the GPU caches, within "
                "--gpu-budget and --ram-budget (-ngl is then not read; -ot, --cpu-moe, --n-cpu-moe still apply)")
       ->group(group::tiers);
 }
@@ -300,6 +305,8 @@ void apply(const tier_options& t, rt::engine_options& eo) {
   eo.fit = t.fit;
   eo.stream_layers = t.stream_layers;
   eo.stream_experts = !t.no_stream_experts;
+  eo.cache_experts = !t.no_expert_cache;
+  if (!t.expert_cache.empty() && t.no_expert_cache) throw error("--expert-cache with --no-expert-cache: give one of them");
   if (!t.expert_cache.empty()) {
     std::uint32_t slots = 0;
     const char* end = t.expert_cache.data() + t.expert_cache.size();

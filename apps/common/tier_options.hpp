@@ -20,6 +20,7 @@ struct tier_options {
   std::string expert_cache;                   // --expert-cache SLOTS (empty: off)
   std::uint32_t stream_layers = 0;            // --stream-layers N
   bool no_stream_experts = false;             // --no-stream-experts
+  bool no_expert_cache = false;               // --no-expert-cache
 };
 
 // Fills the engine's tier options (a malformed size or rule throws strata::error naming the flag).

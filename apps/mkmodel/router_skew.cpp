@@ -6,30 +6,11 @@
 #include <random>
 
 #include "strata/core/error.hpp"
+#include "strata/tiers/routing_prior.hpp"
 
 namespace strata::mkmodel {
 
-std::vector<double> skewed_router_shares(std::uint32_t n, std::uint32_t k) {
-  if (n == 0 || k == 0 || k > n) throw error("skewed router: k = " + std::to_string(k) + " of " + std::to_string(n));
-  std::vector<double> share(n, 0.0);
-  if (k == n) return std::vector<double>(n, 1.0 / n);  // every expert every token: nothing to skew
-  const double top = std::min(0.043 * 128.0 / n, 0.5 / k);  // at most every other token: reachable
-  const std::uint32_t hot = std::clamp<std::uint32_t>(std::uint32_t(std::lround(0.508 * n)), 1, n - 1);
-  // Geometric ratio r with top * (1 - r^hot) / (1 - r) = 0.9 (bisection; r in (0, 1]).
-  double lo = 1e-6, hi = 1.0;
-  const auto sum = [&](double r) { return r >= 1.0 ? top * hot : top * (1 - std::pow(r, hot)) / (1 - r); };
-  if (sum(1.0) < 0.9) {
-    // The cap 1/k makes 90% unreachable in `hot` experts: flat hot set, the rest of the mass cold.
-    for (std::uint32_t i = 0; i < hot; ++i) share[i] = top;
-  } else {
-    for (int it = 0; it < 100; ++it) ((sum((lo + hi) / 2) < 0.9) ? lo : hi) = (lo + hi) / 2;
-    const double r = (lo + hi) / 2;
-    for (std::uint32_t i = 0; i < hot; ++i) share[i] = top * std::pow(r, double(i));
-  }
-  const double hot_mass = std::accumulate(share.begin(), share.begin() + hot, 0.0);
-  for (std::uint32_t i = hot; i < n; ++i) share[i] = (1.0 - hot_mass) / (n - hot);
-  return share;
-}
+std::vector<double> skewed_router_shares(std::uint32_t n, std::uint32_t k) { return tiers::routing_shares(n, k); }
 
 std::vector<double> simulate_router(const std::vector<float>& scales, std::uint32_t k, std::uint32_t tokens,
                                     std::uint64_t seed) {

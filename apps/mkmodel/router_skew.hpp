@@ -1,11 +1,7 @@
 // `strata-mkmodel --router skewed`: router rows scaled so that top-k routing is skewed the way a
 // trained model's is, instead of the near-uniform routing of random weights (the worst case for
-// an expert cache). The target shape comes from one published measurement of Qwen3-30B-A3B
-// (llama-imatrix per-expert counts, ~1k tokens of prose/code/math; gpu-container handbook,
-// "Routing De-risk"): the busiest expert takes 4.3% of the routing mass and 65 of the 128
-// experts hold 90% of it. For other expert counts the shape is scaled by n (top share
-// 4.3% x 128 / n, capped at 0.5/k so the top expert is picked by at most every other token;
-// 51% of the experts hold 90%).
+// an expert cache). The target shape is the planner's routing prior (strata/tiers/routing_prior.hpp:
+// one published measurement of Qwen3-30B-A3B, scaled by the expert count).
 // What weights alone cannot give: temporal locality (consecutive tokens reusing experts) comes
 // from hidden states, not from the router, so it is not modelled here.
 #pragma once
@@ -14,8 +10,7 @@
 
 namespace strata::mkmodel {
 
-// Target share of the routing mass per popularity rank (sums to 1): a geometric decay over the
-// hot 51% of the experts from the top share down, summing to 90%, and the cold rest sharing 10%.
+// Target share of the routing mass per popularity rank (sums to 1): tiers::routing_shares.
 std::vector<double> skewed_router_shares(std::uint32_t n_expert, std::uint32_t k);
 
 // Row scales by popularity rank such that, for router inputs whose projections on the rows are

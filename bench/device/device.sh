@@ -10,6 +10,10 @@
 #                                    (session 7: the tails lose 9-19%; they stay off)
 #   bench/device/device.sh llama     waits for the llama.cpp build, then llama-bench and
 #                                    llama-batched-bench on the same files
+#   bench/device/device.sh tiers     issue 14 at --gpu-budget 12G on qwen3-30b-a3b (uniform and
+#                                    skewed routers): Strata --fit, --fit --no-expert-cache
+#   bench/device/device.sh tiers-llama  llama.cpp's best fitting 12 GiB configuration (-ncmoe 19)
+#                                    on the same files (VRAM of both in $OUT/vram.csv)
 #   bench/device/device.sh tests     vulkan_tests and runtime_tests' Vulkan cases on the H100
 #   bench/device/device.sh clocks    log the GPU's clocks and power to $OUT/smi.csv meanwhile
 # Parts may be combined: `device.sh clocks setup strata`.
@@ -121,16 +125,54 @@ llama() {
   run "$L/llama-batched-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" -ngl 99 -fa 1 -c 16384 -npp 128 -ntg 64 -npl 1,8,16,32,64
 }
 
+# GPU memory in use every 200 ms into $OUT/vram.csv (the log's timestamps say which run a peak
+# belongs to); in the background for the rest of the call.
+vram() {
+  nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader -lms 200 >> "$OUT/vram.csv" 2>&1 &
+}
+
+# qwen3-30b-a3b with mkmodel's random router (near-uniform: the cache's worst case) and with the
+# published routing skew (--router skewed).
+tier_models() {
+  mkdir -p "$M"
+  local u=$M/qwen3-30b-a3b-Q4_K_M.gguf s=$M/qwen3-30b-a3b-Q4_K_M-skewed.gguf
+  [ -s "$u" ] || run "$B/strata-mkmodel" --preset qwen3-30b-a3b --type Q4_K_M -o "$u"
+  [ -s "$s" ] || run "$B/strata-mkmodel" --preset qwen3-30b-a3b --type Q4_K_M --router skewed -o "$s"
+}
+
+tiers() {
+  loader
+  vram
+  tier_models
+  local f
+  for f in qwen3-30b-a3b-Q4_K_M qwen3-30b-a3b-Q4_K_M-skewed; do
+    run "$B/strata-bench" -m "$M/$f.gguf" --backend vulkan --argmax --gpu-budget 12G --fit -t 16 -p 512 -n 64 -r 3
+  done
+  run "$B/strata-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" --backend vulkan --argmax --gpu-budget 12G --fit \
+    --no-expert-cache -t 16 -p 512 -n 64 -r 3
+}
+
+tiers-llama() {
+  vram
+  for i in $(seq 1 60); do [ -f /tmp/lc-build.rc ] && break; sleep 5; done
+  if [ "$(cat /tmp/lc-build.rc 2>/dev/null)" != 0 ]; then log "llama.cpp build not done/failed"; tail -20 /tmp/lc-build.log; return 1; fi
+  local f
+  # -ncmoe 19: the fewest CPU-expert blocks that fit 12 GiB (11,657 MiB, sessions 19-23).
+  for f in qwen3-30b-a3b-Q4_K_M qwen3-30b-a3b-Q4_K_M-skewed; do
+    run "$LC/build/bin/llama-bench" -m "$M/$f.gguf" -ngl 99 -fa 1 -ncmoe 19 -t 16 -p 512 -n 64 -r 3
+  done
+}
+
 tests() {
   loader
   run "$B/vulkan_tests"
   (cd tests && run "$B/runtime_tests" -tc='*Vulkan*')
 }
 
-[ $# -ge 1 ] || { sed -n 2,14p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,19p "$0"; exit 2; }
 for part in "$@"; do
   case "$part" in
-    setup|strata|tails|llama|tests|clocks) "$part" ;;
-    *) echo "device.sh: unknown part '$part' (setup, strata, tails, llama, tests, clocks)" >&2; exit 2 ;;
+    setup|strata|tails|llama|tiers|tiers-llama|tests|clocks) "$part" ;;
+    *) echo "device.sh: unknown part '$part' (setup, strata, tails, llama, tiers, tiers-llama, tests, clocks)" >&2; exit 2 ;;
   esac
 done

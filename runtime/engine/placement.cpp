@@ -73,6 +73,7 @@ placement_inputs placement_for(const std::filesystem::path& model, const gguf::r
   tiers::add_cpu_moe_rules(opt.cpu_moe, opt.n_cpu_moe, po.overrides);
   po.prefill_batch = batch;
   po.stream_experts = opt.stream_experts;
+  po.cache_experts = opt.cache_experts;
   probe_options probe;
   probe.disk_file = model;
   probe.threads = opt.threads;
@@ -88,6 +89,7 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
   const tiers::model_demand& d = in.demand;
   const tiers::plan_options& po = in.plan;
   tiers::engine_layout l;
+  if (opt.expert_cache && !opt.cache_experts) throw error("--expert-cache with --no-expert-cache: give one of them");
   if (opt.expert_cache && *opt.expert_cache == 0)
     throw error("--expert-cache 0: the expert cache needs at least one slot per MoE layer");
   if (opt.expert_cache && !gpu) throw error("--expert-cache needs the Vulkan backend (GPU expert slots)");

@@ -325,10 +325,11 @@ const golden_model* shipped(std::string_view name) {
 
 // Link speeds under which a split pays on a model of a few MiB: a free hand-off and a slow CPU
 // (with desktop numbers the planner rightly keeps such a model on one side: a hand-off costs
-// more than the whole token).
-strata::rt::engine_options fit_options() {
+// more than the whole token). cache false: --no-expert-cache.
+strata::rt::engine_options fit_options(bool cache = true) {
   auto opt = fixture_options(strata::rt::backend_kind::vulkan);
   opt.fit = true;
+  opt.cache_experts = cache;
   opt.ram_budget = 1ull << 30;
   strata::tiers::link_speeds l = strata::tiers::assumed_desktop_links();
   l.handoff_s = 0;
@@ -341,8 +342,9 @@ strata::rt::engine_options fit_options() {
 // The smallest GPU budget (in steps of 1/256 of the all-GPU layout's bytes) for which --fit
 // chooses a layout `wanted` accepts, with that budget; nullopt when none does.
 template <class Wanted>
-std::optional<std::pair<std::uint64_t, strata::tiers::engine_layout>> budget_for(const golden_model& g, Wanted wanted) {
-  auto in = strata::test::fixture_placement(g, fit_options(), true);
+std::optional<std::pair<std::uint64_t, strata::tiers::engine_layout>> budget_for(const golden_model& g, Wanted wanted,
+                                                                                 bool cache = true) {
+  auto in = strata::test::fixture_placement(g, fit_options(cache), true);
   const std::uint64_t all = strata::tiers::layout_gpu_bytes(in.demand, strata::tiers::layer_split_layout(in.demand, -1));
   for (std::uint64_t b = all / 256; b <= all; b += all / 256) {
     in.plan.gpu_budget = b;
@@ -354,8 +356,8 @@ std::optional<std::pair<std::uint64_t, strata::tiers::engine_layout>> budget_for
 
 // Loads g with --fit under `budget` (the Vulkan ledger then caps the backend at it: the load
 // proves the planner's estimate holds), checks the logits and that the layout is `expect`.
-void check_fit(const golden_model& g, std::uint64_t budget, const strata::tiers::engine_layout& expect) {
-  auto opt = fit_options();
+void check_fit(const golden_model& g, std::uint64_t budget, const strata::tiers::engine_layout& expect, bool cache = true) {
+  auto opt = fit_options(cache);
   opt.gpu_budget = budget;
   std::unique_ptr<strata::rt::model> m;
   check_model(g, opt, &m, "medium");
@@ -468,15 +470,18 @@ TEST_CASE("fidelity: Vulkan --fit under a tiny GPU budget splits the layers of a
   check_fit(g, found->first, found->second);
 }
 
-TEST_CASE("fidelity: Vulkan --fit under a tiny GPU budget computes some experts on the CPU (qwen3moe) and matches llama.cpp logits") {
+TEST_CASE("fidelity: Vulkan --fit --no-expert-cache under a tiny GPU budget computes some experts on the CPU (qwen3moe) and matches llama.cpp logits") {
   if (!vulkan_available()) return;
   const golden_model& g = *shipped("qwen3moe-Q4_K_M");
-  const auto found = budget_for(g, [](const strata::tiers::engine_layout& l) {
-    const auto h = l.handoff_layers();
-    return l.n_gpu_layers == 4 && !h.empty() && h.size() < 4;
-  });
+  const auto found = budget_for(
+      g,
+      [](const strata::tiers::engine_layout& l) {
+        const auto h = l.handoff_layers();
+        return l.n_gpu_layers == 4 && !h.empty() && h.size() < 4;
+      },
+      false);
   REQUIRE(found);
-  check_fit(g, found->first, found->second);
+  check_fit(g, found->first, found->second, false);
 }
 
 // Under a slow CPU the planner prefers GPU-cached experts (slots from the room the budget leaves)

@@ -91,12 +91,13 @@ TEST_CASE("expert streaming: the threshold follows the link, a budget short of t
 }
 
 // qwen3-30b-a3b's proportions (48 blocks, 128 experts, top-8; the experts ~90% of the bytes):
-// under a budget that holds about 2/3 of the experts, --fit trades one more block's experts on
+// under a budget that holds about 2/3 of the experts and no expert cache, --fit trades one more block's experts on
 // the CPU for the ring when prefill gains more than decode loses (the 5% rule), and spreads the
 // CPU blocks over the GPU blocks so their copies overlap the resident blocks' compute.
-TEST_CASE("expert streaming: --fit reserves the ring, spreads the CPU blocks and streams them in prompt steps") {
+TEST_CASE("expert streaming: --fit --no-expert-cache reserves the ring, spreads the CPU blocks and streams them in prompt steps") {
   const model_demand d = synthetic(48, 6, 96, 128, 8);
   plan_options o;
+  o.cache_experts = false;  // (with the cache --fit caches every block's experts: planner_test)
   o.links = assumed_desktop_links();
   o.ram_budget = 1ull << 40;
   o.prefill_batch = 512;

@@ -78,6 +78,9 @@ struct engine_options {
   // GPU ring in prompt steps longer than the link speeds' threshold, when the GPU budget holds
   // the ring (tiers::with_streamed_experts); false: --no-stream-experts, always on the CPU.
   bool stream_experts = true;
+  // --fit may GPU-cache routed experts (tiers::plan_engine_layout); false: --no-expert-cache, each
+  // block's experts resident or computed by the CPU.
+  bool cache_experts = true;
   // The planner chooses the GPU blocks and which blocks' experts the CPU computes, within the
   // budgets (n_gpu_layers is then not read); else -ngl and the overrides say it, and a layout
   // beyond gpu_budget is an error naming it.

@@ -14,6 +14,7 @@
 
 #include "strata/tiers/demand.hpp"
 #include "strata/tiers/links.hpp"
+#include "strata/tiers/routing_prior.hpp"
 
 namespace strata::tiers {
 
@@ -25,7 +26,7 @@ struct tensor_placement {
   exec_unit decode = exec_unit::cpu;
   exec_unit prefill = exec_unit::cpu;
   // GPU-computed weights homed off the GPU: the share of their reads that crosses the link (1:
-  // streamed; a GPU expert cache: its expected miss rate, the rest read from the slots).
+  // streamed; a GPU expert cache: its expected decode miss rate, the rest read from the slots).
   double miss_rate = 1.0;
   // Streamed whole through a ring (layer_stream, expert_stream): every byte crosses the link once
   // per step whatever the routing, and the copy is known before the step (no host sync).
@@ -33,13 +34,16 @@ struct tensor_placement {
   // Routed experts the GPU maps to its slots itself (the expert cache's lookup form): a miss is
   // read over the link by the kernels, with no host round trip for the router's choice.
   bool routed_on_gpu = false;
+  // A GPU expert cache's slots per block (0: none): its misses in a step of B tokens follow the
+  // routing prior (tiers/routing_prior.hpp), the slots holding the most-routed experts.
+  std::uint32_t cache_slots = 0;
 };
 
 // What the four placements are called: resident, streamed, CPU-computed, disk-backed.
 inline std::string_view label(const tensor_placement& p) {
   if (p.home == home_tier::gpu) return "gpu-resident";
   if (p.home == home_tier::disk) return "disk-backed";
-  if (p.decode == exec_unit::gpu) return p.miss_rate < 1.0 ? "gpu-cached" : "gpu-streamed";
+  if (p.decode == exec_unit::gpu) return p.cache_slots || p.miss_rate < 1.0 ? "gpu-cached" : "gpu-streamed";
   return "cpu-computed";
 }
 
@@ -117,7 +121,10 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
       c.gpu_read_bytes += bytes + kv;
       c.chain_s += std::max((bytes + kv) / l.gpu_read, flops / l.gpu_flops);
       if (pl.home != home_tier::gpu) {
-        const double up = pl.upload_whole ? double(t.bytes) / B : bytes * pl.miss_rate;
+        const double up = pl.upload_whole ? double(t.bytes) / B
+                          : pl.cache_slots && t.n_expert
+                              ? double(t.bytes) * cache_miss_share(t.n_expert, t.n_expert_used, pl.cache_slots, batch) / B
+                              : bytes * pl.miss_rate;
         c.host_to_gpu_bytes += up;
         if (on_chain) c.chain_s += up / l.host_to_gpu;
         // Routed experts uploaded by id: the host reads the router's choice (a round trip).

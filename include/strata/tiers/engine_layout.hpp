@@ -145,13 +145,16 @@ inline bool cached_on_gpu(const engine_layout& l, const tensor_demand& t) {
 inline std::uint64_t slot_bytes(const engine_layout& l, const tensor_demand& t) {
   return t.n_expert ? t.bytes / t.n_expert * std::min(l.expert_slots, t.n_expert) : 0;
 }
-// A GPU-cached expert tensor in the cost model: computed on the GPU with the expected miss rate
-// of uniform routing (slots / experts of the uses hit: real routing is skewed, so this is the
-// pessimistic case), except in steps of `batch` tokens expected to route more distinct experts
-// than slots, which the engine computes on the CPU.
+// A GPU-cached expert tensor in the cost model: computed on the GPU, its misses priced by the
+// routing prior (tiers/routing_prior.hpp: a trained router's skew, the slots holding the
+// most-routed experts; a long prompt still reads every expert the slots lack). The split form
+// computes steps of `batch` tokens expected to route more distinct experts than slots on the CPU.
 inline tensor_placement cached_placement(const engine_layout& l, const tensor_demand& t, std::uint32_t prefill_batch) {
-  const double slots = std::min(l.expert_slots, t.n_expert), E = t.n_expert ? t.n_expert : 1;
-  tensor_placement p{home_tier::ram, exec_unit::gpu, exec_unit::gpu, 1.0 - slots / E};
+  const std::uint32_t slots = std::min(l.expert_slots, t.n_expert);
+  const double E = t.n_expert ? t.n_expert : 1;
+  const double miss = t.n_expert && t.n_expert_used ? 1.0 - cache_hit_rate(t.n_expert, t.n_expert_used, slots) : 1.0;
+  tensor_placement p{home_tier::ram, exec_unit::gpu, exec_unit::gpu, miss};
+  p.cache_slots = slots;
   p.routed_on_gpu = l.expert_lookup;
   if (!l.expert_lookup && E * t.share_touched(prefill_batch) > slots) p.prefill = exec_unit::cpu;
   return p;
@@ -505,6 +508,27 @@ inline engine_layout with_streamed_experts(const model_demand& d, engine_layout 
   return s;
 }
 
+namespace detail {
+
+// Lowers l.expert_slots until everything the layout puts on the GPU (slots, router products,
+// prefetch predictors, KV, scratch) fits the budget; false when that leaves fewer than `least`
+// (the experts one token uses).
+inline bool fit_slots(const model_demand& d, engine_layout& l, const plan_options& o, std::uint32_t least) {
+  const std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max() / 4;
+  std::uint64_t per_slot = 0;
+  for (const tensor_demand& t : d.tensors)
+    if (cached_on_gpu(l, t) && t.n_expert) per_slot += t.bytes / t.n_expert;
+  while (l.expert_slots >= least && l.expert_slots > 0) {
+    const std::uint64_t need = layout_plan(d, l, o.links, no_limit, o.prefill_batch).gpu_total();
+    if (need <= o.gpu_budget) return true;
+    const std::uint64_t over = per_slot ? (need - o.gpu_budget + per_slot - 1) / per_slot : l.expert_slots;
+    l.expert_slots -= std::uint32_t(std::min<std::uint64_t>(l.expert_slots, std::max<std::uint64_t>(over, 1)));
+  }
+  return false;
+}
+
+}  // namespace detail
+
 // --fit: for every count of leading GPU blocks whose non-expert tensors (and KV) fit the GPU
 // budget, the remaining room holds routed experts from the last GPU block down (each block's
 // experts whole: one hand-off per block either way; the CPU ones are then the first blocks, as
@@ -512,6 +536,9 @@ inline engine_layout with_streamed_experts(const model_demand& d, engine_layout 
 // blocks). Override rules are followed (experts to the CPU; a tensor forced to the GPU excludes
 // layouts that cannot hold it). A GPU budget too small for one block gives the all-CPU layout.
 // The KV of CPU blocks plus the activation scratch must fit --ram-budget.
+// MoE models also get, per count of GPU blocks, two GPU-cached layouts: the experts that did not
+// fit cached in the room left, and every block's experts cached (--expert-cache N's form) with the
+// slots the room holds; their misses are priced by the routing prior (tiers/routing_prior.hpp).
 // Dense models also get, per count of GPU blocks, the layout that streams the dense FFNs that do
 // not fit (attention, norms and KV resident; the ring's two slots counted; FFNs resident from the
 // first block on while they fit). The engine runs one layout for both phases, so the planner's
@@ -581,6 +608,11 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
     }
   };
   const std::uint64_t xring = any_experts ? expert_ring_bytes(d, layer_split_layout(d, 0), true) : 0;
+  const auto n_used_max = [&](const std::vector<std::uint32_t>& blocks) {
+    std::uint32_t k = 1;
+    for (const std::uint32_t il : blocks) k = std::max(k, n_used[il]);
+    return k;
+  };
   for (std::uint32_t n = 0; n <= d.n_layer; ++n) {
     if (std::int64_t(n) <= need_gpu_through || (head_forced_gpu && n < d.n_layer)) continue;
     engine_layout l = layer_split_layout(d, n);
@@ -605,7 +637,7 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
     // The same blocks' experts GPU-cached instead (not those rules send to the CPU): as many
     // slots per block as the room left holds for all of them, at least the experts one token uses.
     std::optional<engine_layout> cached;
-    if (n > 0 && fits) {
+    if (n > 0 && fits && o.cache_experts) {
       std::uint64_t used = d.scratch_bytes + embedding + (n == d.n_layer ? tail : tied);
       for (std::uint32_t il = 0; il < n; ++il) used += core[il] + d.kv_bytes_per_layer + (l.cpu_experts[il] ? 0 : experts[il]);
       std::uint64_t per_slot = 0;
@@ -629,7 +661,35 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
               cached->cpu_experts[il] = 0;
               cached->cached_experts[il] = 1;
             }
+          if (!detail::fit_slots(d, *cached, o, n_used_max(cached->cached_layers()))) cached.reset();
         }
+      }
+    }
+    // Every GPU block's experts GPU-cached instead (what --expert-cache N asks), with as many slots
+    // as the room beside the blocks' other tensors holds. Under a trained router's skew (the
+    // routing prior) half the experts take ~90% of the pairs, so such a cache can beat resident
+    // experts in some blocks and the CPU in the rest.
+    std::optional<engine_layout> all_cached;
+    if (n > 0 && fits && any_experts && o.cache_experts) {
+      std::uint64_t used = d.scratch_bytes + embedding + (n == d.n_layer ? tail : tied), per_slot = 0;
+      std::uint32_t slots = ~0u;
+      engine_layout x = layer_split_layout(d, n);
+      x.cpu_experts = forced_cpu;
+      x.cached_experts.assign(d.n_layer, 0);
+      for (std::uint32_t il = 0; il < n; ++il) {
+        used += core[il] + d.kv_bytes_per_layer;
+        if (experts_forced_gpu[il]) {
+          x.cpu_experts[il] = 0;
+          used += experts[il];
+        } else if (!forced_cpu[il] && experts[il] && n_expert[il] > 1) {
+          per_slot += experts[il] / n_expert[il];
+          slots = std::min(slots, n_expert[il] - 1);
+          x.cached_experts[il] = 1;
+        }
+      }
+      if (per_slot && used < o.gpu_budget) {
+        x.expert_slots = std::uint32_t(std::min<std::uint64_t>(slots, (o.gpu_budget - used) / per_slot));
+        if (detail::fit_slots(d, x, o, n_used_max(x.cached_layers()))) all_cached = std::move(x);
       }
     }
     // The CPU experts streamed in prompt steps: the expert ring reserved first (so about one
@@ -691,10 +751,11 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
     if (!fits || !runnable(l)) continue;  // only streaming fits this many blocks, or RAM does not hold the rest
     const double t = layout_plan(d, l, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
     if (best_t < 0 || t <= best_t * (1 + 1e-9)) best = std::move(l), best_t = t;
-    if (cached && runnable(*cached)) {
-      const double tc = layout_plan(d, *cached, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
-      if (tc < best_t * (1 - 1e-9)) best = std::move(*cached), best_t = tc;
-    }
+    for (std::optional<engine_layout>* c : {&cached, &all_cached})
+      if (*c && runnable(**c)) {
+        const double tc = layout_plan(d, **c, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
+        if (tc < best_t * (1 - 1e-9)) best = std::move(**c), best_t = tc;
+      }
   }
   // The per-phase rule between the layouts: the streamed layout with the fastest decode if it
   // beats the unstreamed one, else the one with the fastest prefill among those within 5% of it.

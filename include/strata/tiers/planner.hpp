@@ -34,6 +34,7 @@ struct plan_options {
   std::vector<override_rule> overrides{};  // -ot, then --cpu-moe / --n-cpu-moe rules
   std::uint32_t prefill_batch = 512;     // tokens per prefill step
   bool stream_experts = true;            // --fit may stream CPU experts in prompt steps (engine_layout.hpp)
+  bool cache_experts = true;             // --fit may GPU-cache routed experts (engine_layout.hpp; --no-expert-cache)
 };
 
 struct placement_plan {

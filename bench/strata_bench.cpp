@@ -22,6 +22,7 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/link_probe.hpp"
 #include "strata/tiers/engine_layout.hpp"
+#include "strata/tiers/routing_prior.hpp"
 
 namespace {
 
@@ -39,6 +40,7 @@ struct result {
   strata::tiers::phase_cost predicted;  // ... with its bytes per token on each link
   std::uint32_t n_gpu_layers = 0, cpu_expert_layers = 0;  // the layout: GPU blocks, hand-offs per step
   strata::rt::model::expert_cache_counters cache;  // GPU expert cache over the timed runs (--expert-cache)
+  double prior_hit = -1;  // the planner's routing prior for that cache and the test's steps (-1: no cache)
   strata::rt::model::stream_counters stream;       // dense layer streaming over the timed runs
   strata::rt::model::disk_counters disk;           // the disk tier (CPU blocks read from the file) over the timed runs
   double wall_seconds = 0;                         // of the timed repetitions
@@ -274,6 +276,12 @@ int main(int argc, char** argv) {
         auto cached = cache.empty() ? std::nullopt : strata::rt::load_cached_links(cache);
         const strata::tiers::link_speeds links = cached ? *cached : strata::tiers::assumed_desktop_links();
         log->info("bench", "predicted t/s from link speeds: " + links.source);
+        // The routing prior's hit rate for the cache that ran, per distinct expert of a step.
+        const auto prior_hit = [&](std::uint32_t tokens, bool prefill) {
+          if (!layout.expert_slots || !hp.n_expert || !hp.n_expert_used) return -1.0;
+          const std::uint32_t batch = prefill ? std::min(tokens, m->options().n_batch) : 1;
+          return strata::tiers::cache_step_hit_rate(hp.n_expert, hp.n_expert_used, layout.expert_slots, batch);
+        };
         const auto predict = [&](std::uint32_t depth, std::uint32_t tokens, bool prefill) {
           strata::tiers::demand_options dopt;
           dopt.n_ctx = depth + (prefill ? tokens : tokens / 2 + 1);  // the average context a token sees
@@ -355,6 +363,7 @@ int main(int argc, char** argv) {
             report_profile(r.test, p);
             r.predicted = predict(d, p, true);
             r.predicted_ts = r.predicted.tokens_per_second();
+            r.prior_hit = prior_hit(p, true);
             results.push_back(tag(r));
           }
           for (auto g : n_gen) {
@@ -401,6 +410,7 @@ int main(int argc, char** argv) {
             }
             r.predicted = predict(d, g, false);
             r.predicted_ts = r.predicted.tokens_per_second();
+            r.prior_hit = prior_hit(g, false);
             results.push_back(tag(r));
           }
         }
@@ -449,6 +459,7 @@ int main(int argc, char** argv) {
                                             boost::json::object{{"layers", r.cache.layers},
                                                                 {"slots", r.cache.slots},
                                                                 {"hit_rate", r.cache.hit_rate()},
+                                                                {"prior_hit_rate", r.prior_hit},
                                                                 {"bytes_uploaded_per_token", r.cache.bytes_per_token()},
                                                                 {"evictions", r.cache.evictions},
                                                                 {"gpu_block_steps", r.cache.gpu_blocks},
@@ -534,8 +545,8 @@ int main(int argc, char** argv) {
               "one), and the CPU parts the GPU backend's steps ran, measured (hand-offs); then t/s predicted and measured)\n");
   // The GPU expert cache (--expert-cache), measured over the timed runs.
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.cache.layers > 0; })) {
-    std::printf("\n| %-14s | %-15s | %8s | %13s | %13s | %11s | %11s | %15s | %17s |\n", "test", "expert cache", "hit rate",
-                "uploaded MB/t", "miss-read MB/t", "evictions/t", "CPU blocks", "prefetch recall", "prefetch accuracy");
+    std::printf("\n| %-14s | %-15s | %8s | %9s | %13s | %13s | %11s | %11s | %15s | %17s |\n", "test", "expert cache", "hit rate",
+                "prior hit", "uploaded MB/t", "miss-read MB/t", "evictions/t", "CPU blocks", "prefetch recall", "prefetch accuracy");
     for (const auto& r : results) {
       if (!r.cache.layers) continue;
       char test[64], cache[40];
@@ -547,11 +558,14 @@ int main(int argc, char** argv) {
         std::snprintf(recall, sizeof recall, "%.3f", r.cache.prefetch_recall());
         std::snprintf(accuracy, sizeof accuracy, "%.3f", r.cache.prefetch_accuracy());
       }
-      std::printf("| %-14s | %-15s | %8.3f | %13.3f | %13.3f | %11.3f | %11llu | %15s | %17s |\n", test, cache, r.cache.hit_rate(),
-                  r.cache.bytes_per_token() / 1e6, double(r.cache.host_read_bytes) / t / 1e6, double(r.cache.evictions) / t,
+      char prior[24] = "-";
+      if (r.prior_hit >= 0) std::snprintf(prior, sizeof prior, "%.3f", r.prior_hit);
+      std::printf("| %-14s | %-15s | %8.3f | %9s | %13.3f | %13.3f | %11.3f | %11llu | %15s | %17s |\n", test, cache,
+                  r.cache.hit_rate(), prior, r.cache.bytes_per_token() / 1e6, double(r.cache.host_read_bytes) / t / 1e6, double(r.cache.evictions) / t,
                   (unsigned long long)r.cache.cpu_blocks, recall, accuracy);
     }
-    std::printf("(hit rate per distinct expert of a block and step, prefetched experts counted as hits; miss-read: expert bytes the "
+    std::printf("(hit rate per distinct expert of a block and step, prefetched experts counted as hits; prior hit: the "
+                "planner's expectation under a trained router's skew (tiers/routing_prior.hpp); miss-read: expert bytes the "
                 "kernels read from host memory on a miss, in the lookup form (the default), where a miss is not uploaded first; "
                 "CPU blocks: block-steps "
                 "that routed more experts than slots and ran on the CPU; prefetch recall: routed experts the block before "

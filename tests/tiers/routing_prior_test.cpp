@@ -46,3 +46,13 @@ TEST_CASE("routing prior: a step's misses, k / n x the cold mass for one token, 
   }
   CHECK(cache_miss_share(n, k, n, 512) == 0.0);
 }
+
+TEST_CASE("routing prior: a step's hit rate per distinct expert is the token's for one token and falls to slots / n for long prompts") {
+  for (const std::uint32_t slots : {8u, 72u, 120u}) {
+    CAPTURE(slots);
+    CHECK(cache_step_hit_rate(128, 8, slots, 1) == doctest::Approx(cache_hit_rate(128, 8, slots)));
+    CHECK(cache_step_hit_rate(128, 8, slots, 1 << 16) == doctest::Approx(slots / 128.0));
+    CHECK(cache_step_hit_rate(128, 8, slots, 64) < cache_step_hit_rate(128, 8, slots, 1));
+  }
+  CHECK(cache_step_hit_rate(128, 8, 128, 512) == 1.0);
+}

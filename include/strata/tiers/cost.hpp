@@ -60,6 +60,10 @@ struct phase_cost {
   double tokens_per_second() const noexcept { return seconds_per_token > 0 ? 1.0 / seconds_per_token : 0; }
 };
 
+// The share of the host->GPU copy rate a kernel reaching into host memory gets (the expert
+// cache's lookup form reading a missed expert).
+inline constexpr double kernel_host_read_share = 0.8;
+
 namespace detail {
 
 // Execution order inside a step: embedding, then each block (its norms and attention, router,
@@ -126,7 +130,9 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
                               ? double(t.bytes) * cache_miss_share(t.n_expert, t.n_expert_used, pl.cache_slots, batch) / B
                               : bytes * pl.miss_rate;
         c.host_to_gpu_bytes += up;
-        if (on_chain) c.chain_s += up / l.host_to_gpu;
+        // The lookup form's kernels read a missed expert from host memory themselves, slower than
+        // a copy: session 53 measured ~40 GB/s of miss reads on the H200 against ~49 GB/s copies.
+        if (on_chain) c.chain_s += up / (pl.routed_on_gpu ? kernel_host_read_share * l.host_to_gpu : l.host_to_gpu);
         // Routed experts uploaded by id: the host reads the router's choice (a round trip).
         if (t.kind == tensor_kind::routed_experts && !pl.upload_whole && !pl.routed_on_gpu && t.layer != synced_layer) {
           synced_layer = t.layer;

@@ -61,4 +61,18 @@ inline double cache_hit_rate(std::uint32_t n, std::uint32_t k, std::uint32_t slo
   return std::accumulate(share.begin(), share.begin() + slots, 0.0);
 }
 
+// The expected hit rate per distinct expert a step of `batch` tokens routes (what the engine's
+// expert-cache counters measure): 1 - cold experts touched / experts touched. Batch 1: cache_hit_rate.
+inline double cache_step_hit_rate(std::uint32_t n, std::uint32_t k, std::uint32_t slots, std::uint32_t batch) {
+  if (slots >= n) return 1.0;
+  const std::vector<double> share = routing_shares(n, k);
+  double touched = 0, cold = 0;
+  for (std::uint32_t e = 0; e < n; ++e) {
+    const double p = 1.0 - std::pow(std::max(0.0, 1.0 - k * share[e]), double(batch));
+    touched += p;
+    if (e >= slots) cold += p;
+  }
+  return touched > 0 ? 1.0 - cold / touched : 1.0;
+}
+
 }  // namespace strata::tiers

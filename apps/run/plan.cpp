@@ -19,6 +19,7 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/placement.hpp"
 #include "strata/tiers/report.hpp"
+#include "strata/tiers/routing_prior.hpp"
 
 namespace strata::app {
 namespace {
@@ -46,7 +47,7 @@ void append_blocks(std::string& s, const Blocks& blocks) {
   }
 }
 
-std::string layout_text(const tiers::engine_layout& l) {
+std::string layout_text(const tiers::engine_layout& l, const arch::hparams& hp) {
   std::string s = "-ngl " + std::to_string(l.n_gpu_layers);
   const auto h = l.handoff_layers();
   if (!h.empty()) {
@@ -68,7 +69,15 @@ std::string layout_text(const tiers::engine_layout& l) {
   if (!c.empty()) {
     s += ", routed experts of blocks";
     append_blocks(s, c);
-    s += " GPU-cached (" + std::to_string(l.expert_slots) + " slots each)";
+    s += " GPU-cached (" + std::to_string(l.expert_slots) + " slots each";
+    if (hp.n_expert && hp.n_expert_used && l.expert_slots < hp.n_expert) {
+      // What the cost model assumed: a trained router's skew (tiers/routing_prior.hpp).
+      char prior[96];
+      std::snprintf(prior, sizeof prior, "; the routing prior expects %.1f%% of a token's routed experts in them",
+                    100.0 * tiers::cache_hit_rate(hp.n_expert, hp.n_expert_used, l.expert_slots));
+      s += prior;
+    }
+    s += ")";
   }
   const auto st = l.streamed_layers();
   if (!st.empty()) {
@@ -169,7 +178,7 @@ int run_plan(const run_options& opt) {
             << ")\nGPU budget from " << in.gpu_budget_source << "; RAM budget from " << in.ram_budget_source << "\n"
             << tiers::plan_text(demand, plan, po) << "\n";
   if (run)
-    std::cout << "the engine runs (" << (opt.tiers.fit ? "--fit" : "-ngl and overrides") << "): " << layout_text(*layout)
+    std::cout << "the engine runs (" << (opt.tiers.fit ? "--fit" : "-ngl and overrides") << "): " << layout_text(*layout, hp)
               << "\n"
               << (layout->disk.empty()
                       ? std::string()

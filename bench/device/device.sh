@@ -5,6 +5,7 @@
 # warm (it keeps /tmp between calls only then). Results go to $OUT (default /tmp/out).
 #   bench/device/device.sh setup     loader, llama.cpp CUDA build started in the background
 #                                    (setsid: it outlives the call), models generated
+#   bench/device/device.sh lcpp      setup without the models (tiers makes its own)
 #   bench/device/device.sh strata    Strata's rows: tg, depth, KV types, pp, batched, profile
 #   bench/device/device.sh tails     decode with the STRATA_VK_TAIL fusions off/on, same run
 #                                    (session 7: the tails lose 9-19%; they stay off)
@@ -64,6 +65,12 @@ models() {
 }
 
 setup() {
+  lcpp
+  models
+}
+
+# The loader and, when the bundle has llama.cpp's source, its CUDA build started in the background.
+lcpp() {
   loader
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/device.log"
   if [ -f .devbin/llama.cpp.tar.xz ] && [ ! -d "$LC" ]; then
@@ -79,7 +86,6 @@ setup() {
       llama-batched-bench > /tmp/lc-build.log 2>&1; echo \$? > /tmp/lc-build.rc" < /dev/null > /dev/null 2>&1 &
     log "llama.cpp CUDA build started in the background (/tmp/lc-build.log)"
   fi
-  models
 }
 
 strata() {
@@ -169,10 +175,10 @@ tests() {
   (cd tests && run "$B/runtime_tests" -tc='*Vulkan*')
 }
 
-[ $# -ge 1 ] || { sed -n 2,19p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,20p "$0"; exit 2; }
 for part in "$@"; do
   case "$part" in
-    setup|strata|tails|llama|tiers|tiers-llama|tests|clocks) "$part" ;;
-    *) echo "device.sh: unknown part '$part' (setup, strata, tails, llama, tiers, tiers-llama, tests, clocks)" >&2; exit 2 ;;
+    setup|lcpp|strata|tails|llama|tiers|tiers-llama|tests|clocks) "$part" ;;
+    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, tiers, tiers-llama, tests, clocks)" >&2; exit 2 ;;
   esac
 done

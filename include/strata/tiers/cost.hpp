@@ -126,7 +126,7 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
       c.chain_s += std::max((bytes + kv) / l.gpu_read, flops / l.gpu_flops);
       if (pl.home != home_tier::gpu) {
         const double up = pl.upload_whole ? double(t.bytes) / B
-                          : pl.cache_slots && t.n_expert
+                          : pl.cache_slots && t.n_expert && t.n_expert_used
                               ? double(t.bytes) * cache_miss_share(t.n_expert, t.n_expert_used, pl.cache_slots, batch) / B
                               : bytes * pl.miss_rate;
         c.host_to_gpu_bytes += up;

@@ -131,7 +131,7 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
                               : bytes * pl.miss_rate;
         c.host_to_gpu_bytes += up;
         // The lookup form's kernels read a missed expert from host memory themselves, slower than
-        // a copy: session 53 measured ~40 GB/s of miss reads on the H200 against ~49 GB/s copies.
+        // a copy: ~40 GB/s of miss reads (session 53, H200) against ~49 GB/s of probed copies (H100 host).
         if (on_chain) c.chain_s += up / (pl.routed_on_gpu ? kernel_host_read_share * l.host_to_gpu : l.host_to_gpu);
         // Routed experts uploaded by id: the host reads the router's choice (a round trip).
         if (t.kind == tensor_kind::routed_experts && !pl.upload_whole && !pl.routed_on_gpu && t.layer != synced_layer) {

@@ -42,6 +42,12 @@ inline std::vector<double> routing_shares(std::uint32_t n, std::uint32_t k) {
   return share;
 }
 
+// The chance that some token of a step of `batch` tokens routes an expert of routing share `share`
+// (each token picks k distinct experts, so it picks this one with probability k x share).
+inline double touch_probability(std::uint32_t k, double share, std::uint32_t batch) {
+  return 1.0 - std::pow(std::max(0.0, 1.0 - k * share), double(batch));
+}
+
 // Share of an expert tensor's bytes (n experts, k a token) that a step of `batch` tokens reads from
 // outside `slots` slots holding the most-routed experts: each cold expert is read once a step if
 // any token of the step picks it. Decode (batch 1): k / n x the cold experts' routing mass;
@@ -50,7 +56,7 @@ inline double cache_miss_share(std::uint32_t n, std::uint32_t k, std::uint32_t s
   if (slots >= n) return 0.0;
   const std::vector<double> share = routing_shares(n, k);
   double touched = 0;
-  for (std::uint32_t e = slots; e < n; ++e) touched += 1.0 - std::pow(std::max(0.0, 1.0 - k * share[e]), double(batch));
+  for (std::uint32_t e = slots; e < n; ++e) touched += touch_probability(k, share[e], batch);
   return touched / n;
 }
 
@@ -68,7 +74,7 @@ inline double cache_step_hit_rate(std::uint32_t n, std::uint32_t k, std::uint32_
   const std::vector<double> share = routing_shares(n, k);
   double touched = 0, cold = 0;
   for (std::uint32_t e = 0; e < n; ++e) {
-    const double p = 1.0 - std::pow(std::max(0.0, 1.0 - k * share[e]), double(batch));
+    const double p = touch_probability(k, share[e], batch);
     touched += p;
     if (e >= slots) cold += p;
   }

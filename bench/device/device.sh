@@ -150,6 +150,9 @@ tiers() {
   loader
   vram
   tier_models
+  # The links probed once (cached in $STRATA_CACHE_DIR): the benches' predicted column then uses
+  # this host's numbers, not the assumed desktop links.
+  run "$B/strata-run" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" --plan --probe --gpu-budget 12G --fit
   local f
   for f in qwen3-30b-a3b-Q4_K_M qwen3-30b-a3b-Q4_K_M-skewed; do
     run "$B/strata-bench" -m "$M/$f.gguf" --backend vulkan --argmax --gpu-budget 12G --fit -t 16 -p 512 -n 64 -r 3

@@ -306,7 +306,6 @@ void apply(const tier_options& t, rt::engine_options& eo) {
   eo.stream_layers = t.stream_layers;
   eo.stream_experts = !t.no_stream_experts;
   eo.cache_experts = !t.no_expert_cache;
-  if (!t.expert_cache.empty() && t.no_expert_cache) throw error("--expert-cache with --no-expert-cache: give one of them");
   if (!t.expert_cache.empty()) {
     std::uint32_t slots = 0;
     const char* end = t.expert_cache.data() + t.expert_cache.size();

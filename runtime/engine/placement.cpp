@@ -9,6 +9,7 @@
 #include "strata/kernels/cpu/kv_storage.hpp"
 #include "strata/runtime/device_memory.hpp"
 #include "strata/runtime/link_probe.hpp"
+#include "strata/tiers/fit.hpp"
 
 namespace strata::rt {
 namespace {

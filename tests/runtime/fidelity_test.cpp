@@ -18,6 +18,7 @@
 
 #include "strata/arch/all.hpp"
 #include "strata/runtime/engine.hpp"
+#include "strata/tiers/fit.hpp"
 #include "strata/core/byte_size.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"

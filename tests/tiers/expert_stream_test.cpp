@@ -6,6 +6,7 @@
 #include <string>
 
 #include "strata/tiers/engine_layout.hpp"
+#include "strata/tiers/fit.hpp"
 #include "synthetic_demand.hpp"
 
 using namespace strata::tiers;

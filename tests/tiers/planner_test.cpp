@@ -8,6 +8,7 @@
 
 #include "strata/arch/all.hpp"
 #include "strata/tiers/engine_layout.hpp"
+#include "strata/tiers/fit.hpp"
 #include "strata/tiers/planner.hpp"
 #include "strata/tiers/report.hpp"
 #include "synthetic_demand.hpp"

@@ -33,8 +33,8 @@ struct plan_options {
   link_speeds links = assumed_desktop_links();
   std::vector<override_rule> overrides{};  // -ot, then --cpu-moe / --n-cpu-moe rules
   std::uint32_t prefill_batch = 512;     // tokens per prefill step
-  bool stream_experts = true;            // --fit may stream CPU experts in prompt steps (engine_layout.hpp)
-  bool cache_experts = true;             // --fit may GPU-cache routed experts (engine_layout.hpp; --no-expert-cache)
+  bool stream_experts = true;            // --fit may stream CPU experts in prompt steps (fit.hpp)
+  bool cache_experts = true;             // --fit may GPU-cache routed experts (fit.hpp; --no-expert-cache)
 };
 
 struct placement_plan {

@@ -222,7 +222,7 @@ std::filesystem::path link_cache_path(const probe_options& o) {
 void save_cached_links(const std::filesystem::path& file, const tiers::link_speeds& l) {
   std::filesystem::create_directories(file.parent_path());
   std::ofstream out(file);
-  out << "strata-link-probe 1\n"
+  out << "strata-link-probe 2\n"
       << "gpu_read " << fmt_rate(l.gpu_read) << "\nhost_to_gpu " << fmt_rate(l.host_to_gpu) << "\ncpu_read "
       << fmt_rate(l.cpu_read) << "\nnvme_qd1 " << fmt_rate(l.nvme_qd1) << "\nnvme_qd32 " << fmt_rate(l.nvme_qd32)
       << "\ngpu_flops " << fmt_rate(l.gpu_flops) << "\ncpu_flops " << fmt_rate(l.cpu_flops) << "\nhandoff_s "
@@ -234,8 +234,11 @@ std::optional<tiers::link_speeds> load_cached_links(const std::filesystem::path&
   std::ifstream in(file);
   if (!in) return std::nullopt;
   std::string line;
-  if (!std::getline(in, line) || line != "strata-link-probe 1")
-    throw error("link probe cache '" + file.string() + "': line 1 is not 'strata-link-probe 1' (delete the file)");
+  // Version 1 timed each GPU copy with its submission (GPU read a tenth of the truth on an H100):
+  // such a file is as good as none, and the next --plan --probe replaces it.
+  if (std::getline(in, line) && line == "strata-link-probe 1") return std::nullopt;
+  if (line != "strata-link-probe 2")
+    throw error("link probe cache '" + file.string() + "': line 1 is not 'strata-link-probe 2' (delete the file)");
   tiers::link_speeds l;
   int line_no = 1, numbers = 0;
   while (std::getline(in, line)) {

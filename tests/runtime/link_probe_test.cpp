@@ -76,9 +76,11 @@ TEST_CASE("link probe cache: round trip, missing, malformed") {
   const auto write = [&](const std::string& text) { std::ofstream(f) << text; };
   write("something else\n");
   CHECK_THROWS_WITH_AS(strata::rt::load_cached_links(f), doctest::Contains("line 1"), strata::error);
-  write("strata-link-probe 1\ncpu_read fast\n");
+  write("strata-link-probe 2\ncpu_read fast\n");
   CHECK_THROWS_WITH_AS(strata::rt::load_cached_links(f), doctest::Contains("line 2: 'cpu_read fast'"), strata::error);
-  write("strata-link-probe 1\ncpu_read 1e9\nsource x\n");
+  write("strata-link-probe 2\ncpu_read 1e9\nsource x\n");
   CHECK_THROWS_WITH_AS(strata::rt::load_cached_links(f), doctest::Contains("incomplete"), strata::error);
+  write("strata-link-probe 1\ngpu_read 3.146e+11\n");  // the old probe's GPU copies: ignored, not used
+  CHECK(!strata::rt::load_cached_links(f));
   fs::remove(f);
 }

@@ -30,7 +30,8 @@ tiers::link_speeds probe_links(const probe_options& o);
 // Cache file for these options: <cache dir>/links-<hash of host, CPU, threads, GPU, drive>.txt.
 // Empty when no cache directory is known.
 std::filesystem::path link_cache_path(const probe_options& o);
-// nullopt when the file does not exist; a malformed file is an error naming it and the line.
+// nullopt when the file does not exist or is an older probe's; a malformed file is an error naming it
+// and the line.
 std::optional<tiers::link_speeds> load_cached_links(const std::filesystem::path& file);
 void save_cached_links(const std::filesystem::path& file, const tiers::link_speeds& l);
 

@@ -37,24 +37,33 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-// Best of 3 sweeps of `bytes` by `threads` threads, each summing its slice (B/s).
+// Best of 5 sweeps of `bytes` by the CPU backend's own worker pool of `threads` threads (B/s):
+// kept spinning between sweeps, so the time is the sweep's, not thread start-up or wake-up;
+// each slice summed with four independent accumulators (one add chain would time the adder),
+// and first written by the thread pool, so its pages sit where the workers run.
 double dram_read(std::uint64_t bytes, unsigned threads) {
-  const std::size_t n = bytes / sizeof(std::uint64_t);
-  std::vector<std::uint64_t> buf(n);
-  for (std::size_t i = 0; i < n; ++i) buf[i] = i;  // fault every page in before timing
-  std::vector<std::uint64_t> sums(threads);
+  using kernels::cpu::thread_pool;
+  const std::size_t n = bytes / sizeof(std::uint64_t) / 4 * 4;
+  const std::size_t slices = std::size_t(threads) * 8, per = n / slices / 4 * 4;
+  std::unique_ptr<std::uint64_t[]> buf(new std::uint64_t[n]);
+  std::vector<std::uint64_t> sums(slices);
+  thread_pool pool(threads);
+  const thread_pool::hot_scope hot(&pool);
+  const auto slice_end = [&](std::size_t s) { return s + 1 == slices ? n : (s + 1) * per; };
+  pool.parallel_for(slices, 1, [&](std::size_t b, std::size_t e, unsigned) {
+    for (std::size_t s = b; s < e; ++s)
+      for (std::size_t i = s * per; i < slice_end(s); ++i) buf[i] = i;
+  });
   double best = 1e30;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = clock_type::now();
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        const std::size_t lo = n * t / threads, hi = n * (t + 1) / threads;
-        std::uint64_t s = 0;
-        for (std::size_t i = lo; i < hi; ++i) s += buf[i];
-        sums[t] = s;
-      });
-    for (auto& th : pool) th.join();
+    pool.parallel_for(slices, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t s = b; s < e; ++s) {
+        std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        for (std::size_t i = s * per; i < slice_end(s); i += 4) a0 += buf[i], a1 += buf[i + 1], a2 += buf[i + 2], a3 += buf[i + 3];
+        sums[s] = a0 + a1 + a2 + a3;
+      }
+    });
     best = std::min(best, seconds_since(t0));
   }
   std::uint64_t check = 0;
@@ -152,7 +161,7 @@ std::string fmt_rate(double v) {
 
 tiers::link_speeds probe_links(const probe_options& o) {
   tiers::link_speeds l = tiers::assumed_desktop_links();
-  std::string measured, assumed = " gpu_flops cpu_flops handoff";
+  std::string measured, assumed = " gpu_flops cpu_flops handoff block";
   const unsigned threads = o.threads ? o.threads : kernels::cpu::thread_pool::physical_cores();
   l.cpu_read = dram_read(o.dram_bytes, threads);
   measured += " cpu_read(" + std::to_string(threads) + " threads)";
@@ -226,7 +235,7 @@ void save_cached_links(const std::filesystem::path& file, const tiers::link_spee
       << "gpu_read " << fmt_rate(l.gpu_read) << "\nhost_to_gpu " << fmt_rate(l.host_to_gpu) << "\ncpu_read "
       << fmt_rate(l.cpu_read) << "\nnvme_qd1 " << fmt_rate(l.nvme_qd1) << "\nnvme_qd32 " << fmt_rate(l.nvme_qd32)
       << "\ngpu_flops " << fmt_rate(l.gpu_flops) << "\ncpu_flops " << fmt_rate(l.cpu_flops) << "\nhandoff_s "
-      << fmt_rate(l.handoff_s) << "\nsource " << l.source << "\n";
+      << fmt_rate(l.handoff_s) << "\nblock_s " << fmt_rate(l.block_s) << "\nsource " << l.source << "\n";
   if (!out) throw error("cannot write the link probe cache '" + file.string() + "'");
 }
 
@@ -252,7 +261,8 @@ std::optional<tiers::link_speeds> load_cached_links(const std::filesystem::path&
     double* field = key == "gpu_read" ? &l.gpu_read : key == "host_to_gpu" ? &l.host_to_gpu
                   : key == "cpu_read" ? &l.cpu_read : key == "nvme_qd1" ? &l.nvme_qd1
                   : key == "nvme_qd32" ? &l.nvme_qd32 : key == "gpu_flops" ? &l.gpu_flops
-                  : key == "cpu_flops" ? &l.cpu_flops : key == "handoff_s" ? &l.handoff_s : nullptr;
+                  : key == "cpu_flops" ? &l.cpu_flops : key == "handoff_s" ? &l.handoff_s
+                  : key == "block_s" ? &l.block_s : nullptr;
     char* end = nullptr;
     const double v = field ? std::strtod(value.c_str(), &end) : 0;
     if (!field || value.empty() || *end != '\0' || !(v > 0))
@@ -261,7 +271,7 @@ std::optional<tiers::link_speeds> load_cached_links(const std::filesystem::path&
     *field = v;
     ++numbers;
   }
-  if (numbers != 8 || l.source.empty())
+  if (numbers != 9 || l.source.empty())
     throw error("link probe cache '" + file.string() + "' is incomplete (delete the file to probe again)");
   return l;
 }

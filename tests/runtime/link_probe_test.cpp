@@ -68,6 +68,7 @@ TEST_CASE("link probe cache: round trip, missing, malformed") {
   CHECK(back->nvme_qd1 == l.nvme_qd1);
   CHECK(back->gpu_read == l.gpu_read);
   CHECK(back->handoff_s == l.handoff_s);
+  CHECK(back->block_s == l.block_s);
   CHECK(back->source.find("probe cache " + f.string()) == 0);
   CHECK(back->source.find(l.source) != std::string::npos);
   fs::remove(f);

@@ -17,7 +17,7 @@ struct probe_options {
   unsigned threads = 0;                    // CPU backend threads (0: physical cores)
   bool gpu = true;                         // probe the Vulkan device (lavapipe included when asked for)
   int device = -1;                         // Vulkan device index (-1: the backend's pick)
-  std::uint64_t dram_bytes = 256ull << 20; // buffer the CPU read test sweeps
+  std::uint64_t dram_bytes = 512ull << 20; // buffer the CPU read test sweeps (beyond a server's L3)
   std::uint64_t gpu_bytes = 64ull << 20;   // bytes per GPU copy
   std::uint64_t disk_bytes = 1ull << 30;   // at most this much read per queue depth
   double seconds_per_test = 1.0;           // time bound of each disk test

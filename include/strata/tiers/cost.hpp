@@ -150,6 +150,7 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
   }
   // A hand-off: one synchronisation per step plus the batch's hidden states over the link.
   c.chain_s += c.handoffs * (l.handoff_s + B * double(d.hidden_bytes) / l.host_to_gpu) / B;
+  c.chain_s += double(d.n_layer) * l.block_s / B;
   c.upload_s = c.host_to_gpu_bytes / l.host_to_gpu;
   c.nvme_s = c.nvme_bytes / l.nvme_qd32;
   c.seconds_per_token = std::max({c.chain_s, c.upload_s, c.nvme_s});

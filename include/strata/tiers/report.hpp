@@ -51,7 +51,9 @@ inline std::string plan_text(const model_demand& d, const placement_plan& p, con
   line("  GPU read " + detail::fmt("%.1f", o.links.gpu_read / 1e9) + " GB/s, host->GPU " +
        detail::fmt("%.1f", o.links.host_to_gpu / 1e9) + " GB/s, CPU read " + detail::fmt("%.1f", o.links.cpu_read / 1e9) +
        " GB/s, NVMe " + detail::fmt("%.2f", o.links.nvme_qd1 / 1e9) + " (QD1) / " +
-       detail::fmt("%.2f", o.links.nvme_qd32 / 1e9) + " (QD32) GB/s");
+       detail::fmt("%.2f", o.links.nvme_qd32 / 1e9) + " (QD32) GB/s; a block's fixed time " +
+       detail::fmt("%.0f", o.links.block_s * 1e6) + " us, a hand-off " + detail::fmt("%.0f", o.links.handoff_s * 1e6) +
+       " us");
   line("GPU memory: weights " + format_byte_size(p.gpu_weights) + " + KV " + format_byte_size(p.gpu_kv) + " + scratch " +
        format_byte_size(p.gpu_scratch) + " + upload ring " + format_byte_size(p.gpu_ring) + " = " +
        format_byte_size(p.gpu_total()));
@@ -116,7 +118,8 @@ inline std::string plan_json(const model_demand& d, const placement_plan& p, con
   num("nvme_qd32", o.links.nvme_qd32);
   num("gpu_flops", o.links.gpu_flops);
   num("cpu_flops", o.links.cpu_flops);
-  num("handoff_s", o.links.handoff_s, false);
+  num("handoff_s", o.links.handoff_s);
+  num("block_s", o.links.block_s, false);
   s += "},\"gpu\":{";
   num("weights", double(p.gpu_weights));
   num("kv", double(p.gpu_kv));

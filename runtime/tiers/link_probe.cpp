@@ -185,7 +185,7 @@ tiers::link_speeds probe_links(const probe_options& o) {
       const gpu::transfer_speeds t = gpu::probe_transfers(o.device, o.gpu_bytes);
       l.host_to_gpu = t.host_to_device;
       l.gpu_read = t.device_read;
-      measured += " host_to_gpu gpu_read('" + t.device + "' copies)";
+      measured += " host_to_gpu gpu_read('" + t.device + "': copies, a read kernel)";
       gpu_done = true;
     } catch (const std::exception& e) {
       notes += "; GPU not measured: " + std::string(e.what());

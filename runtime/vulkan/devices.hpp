@@ -23,9 +23,9 @@ struct device_memory {
 // no such index).
 device_memory query_device_memory(int index);
 
-// Copy speeds on one device's compute queue, best of a few repetitions (B/s): host-visible
-// (pinned) -> device-local, and device-local -> device-local counted as bytes read (each copied
-// byte is read once and written once: a proxy for kernel reads of resident weights).
+// Link speeds on one device's compute queue, best of a few repetitions (B/s): `bytes` copied
+// host-visible (pinned) -> device-local, and a kernel reading four times that of device-local
+// memory (the rate resident weights are read at).
 struct transfer_speeds {
   std::string device;
   double host_to_device = 0;

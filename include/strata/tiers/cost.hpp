@@ -115,8 +115,11 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
       kv_counted[t.layer] = 1;
       kv = double(d.kv_bytes_per_layer);
     }
-    // Known only after the router (unless the whole tensor streams ahead of it).
-    const bool on_chain = t.kind == tensor_kind::routed_experts && decode && !pl.upload_whole;
+    // Known only after the router (unless the whole tensor streams ahead of it); in prompt steps
+    // too where the expert kernels read misses from host memory themselves (the lookup form):
+    // nothing copies them ahead of the kernels (session 55: pp512 2,094 t/s measured, 3,880
+    // predicted with the misses off the chain).
+    const bool on_chain = t.kind == tensor_kind::routed_experts && !pl.upload_whole && (decode || pl.routed_on_gpu);
     if (pl.home == home_tier::disk) {
       c.nvme_bytes += bytes;
       if (on_chain) c.chain_s += bytes / l.nvme_qd32;

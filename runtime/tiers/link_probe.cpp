@@ -18,7 +18,6 @@
 #include <memory>
 #include <random>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include "strata/core/error.hpp"
@@ -52,7 +51,7 @@ double dram_read(std::uint64_t bytes, unsigned threads) {
   const auto slice_end = [&](std::size_t s) { return s + 1 == slices ? n : (s + 1) * per; };
   pool.parallel_for(slices, 1, [&](std::size_t b, std::size_t e, unsigned) {
     for (std::size_t s = b; s < e; ++s)
-      for (std::size_t i = s * per; i < slice_end(s); ++i) buf[i] = i;
+      for (std::size_t i = s * per, end = slice_end(s); i < end; ++i) buf[i] = i;
   });
   double best = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
@@ -60,7 +59,7 @@ double dram_read(std::uint64_t bytes, unsigned threads) {
     pool.parallel_for(slices, 1, [&](std::size_t b, std::size_t e, unsigned) {
       for (std::size_t s = b; s < e; ++s) {
         std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        for (std::size_t i = s * per; i < slice_end(s); i += 4) a0 += buf[i], a1 += buf[i + 1], a2 += buf[i + 2], a3 += buf[i + 3];
+        for (std::size_t i = s * per, end = slice_end(s); i < end; i += 4) a0 += buf[i], a1 += buf[i + 1], a2 += buf[i + 2], a3 += buf[i + 3];
         sums[s] = a0 + a1 + a2 + a3;
       }
     });

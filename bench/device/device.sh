@@ -15,6 +15,11 @@
 #                                    skewed routers): Strata --fit, --fit --no-expert-cache
 #   bench/device/device.sh tiers-llama  llama.cpp's best fitting 12 GiB configuration (-ncmoe 19)
 #                                    on the same files (VRAM of both in $OUT/vram.csv)
+#   bench/device/device.sh scout     issue 14 on Llama 4 Scout Q4_K_M (65.35 GB) at 24G and 12G:
+#                                    Strata --fit and --fit --no-expert-cache; SCOUT_ROUTER=uniform|
+#                                    skewed picks the file (one at a time: the disk holds one)
+#   bench/device/device.sh scout-llama  llama.cpp -ncmoe 34 (24G) and 44 (12G) on the same file
+#   bench/device/device.sh lcpp-wait waits for the llama.cpp build, then drops its object files
 #   bench/device/device.sh tests     vulkan_tests and runtime_tests' Vulkan cases on the H100
 #   bench/device/device.sh clocks    log the GPU's clocks and power to $OUT/smi.csv meanwhile
 # Parts may be combined: `device.sh clocks setup strata`.
@@ -75,14 +80,14 @@ lcpp() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/device.log"
   if [ -f .devbin/llama.cpp.tar.xz ] && [ ! -d "$LC" ]; then
     mkdir -p "$LC" && tar -C "$LC" -xJf .devbin/llama.cpp.tar.xz
-    # -j14: leave two cores to Strata's model generation beside it.
+    # All cores but two: those two are left to Strata's model generation beside it.
     # Ninja where the host has it (the H200 hosts of session 8 did not: Makefiles there).
     local gen=""
     command -v ninja > /dev/null && gen="-G Ninja"
     setsid bash -c "cd $LC && cmake -S . -B build $gen -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
       -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_APP=OFF \
       -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF \
-      -DLLAMA_OPENSSL=OFF > /tmp/lc-cfg.log 2>&1 && cmake --build build -j14 --target llama-bench \
+      -DLLAMA_OPENSSL=OFF > /tmp/lc-cfg.log 2>&1 && cmake --build build -j$(( $(nproc) - 2 )) --target llama-bench \
       llama-batched-bench > /tmp/lc-build.log 2>&1; echo \$? > /tmp/lc-build.rc" < /dev/null > /dev/null 2>&1 &
     log "llama.cpp CUDA build started in the background (/tmp/lc-build.log)"
   fi
@@ -134,7 +139,7 @@ llama() {
 # GPU memory in use every 200 ms into $OUT/vram.csv (the log's timestamps say which run a peak
 # belongs to); in the background for the rest of the call.
 vram() {
-  nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader -lms 200 >> "$OUT/vram.csv" 2>&1 &
+  nvidia-smi -i 0 --query-gpu=timestamp,memory.used --format=csv,noheader -lms 200 >> "$OUT/vram.csv" 2>&1 &
 }
 
 # qwen3-30b-a3b with mkmodel's random router (near-uniform: the cache's worst case) and with the
@@ -172,6 +177,58 @@ tiers-llama() {
   done
 }
 
+# Llama 4 Scout: one router's file at a time (65.35 GB; the other's is deleted first), generated
+# here. On a host with several GPUs both engines use GPU 0 only.
+scout_model() {
+  local r=${SCOUT_ROUTER:-uniform} o
+  SCOUT=$M/llama4-scout-Q4_K_M-$r.gguf
+  mkdir -p "$M"
+  for o in "$M"/llama4-scout-*.gguf; do [ "$o" = "$SCOUT" ] || rm -f "$o"; done
+  rm -f "$SCOUT.part"  # a generation cut short by a call's time limit
+  [ -s "$SCOUT" ] || { run "$B/strata-mkmodel" --preset llama4-scout-17b-16e --type Q4_K_M --router "$r" -o "$SCOUT.part" &&
+                       mv "$SCOUT.part" "$SCOUT"; }
+  df -h "$M" | tee -a "$OUT/device.log"
+}
+
+scout() {
+  loader
+  vram
+  scout_model
+  local b c t=${SCOUT_T:-16}
+  run "$B/strata-run" -m "$SCOUT" --plan --probe --gpu-budget 24G --fit
+  # SCOUT_LAYOUTS: "--fit" and/or "--fit --no-expert-cache" (comma-separated), both by default;
+  # SCOUT_BUDGETS and SCOUT_TESTS narrow the runs.
+  IFS=, read -r -a layouts <<< "${SCOUT_LAYOUTS:---fit,--fit --no-expert-cache}"
+  for b in ${SCOUT_BUDGETS:-24G 12G}; do
+    for c in "${layouts[@]}"; do
+      # shellcheck disable=SC2086  # the layout's and tests' flags split on purpose
+      run "$B/strata-bench" -m "$SCOUT" --backend vulkan --argmax --gpu-budget $b $c -t "$t" ${SCOUT_TESTS:--p 512 -n 16 -r 2}
+    done
+  done
+}
+
+scout-llama() {
+  vram
+  for i in $(seq 1 60); do [ -f /tmp/lc-build.rc ] && break; sleep 5; done
+  if [ "$(cat /tmp/lc-build.rc 2>/dev/null)" != 0 ]; then log "llama.cpp build not done/failed"; tail -20 /tmp/lc-build.log; return 1; fi
+  scout_model
+  local n t=${SCOUT_T:-16}
+  # -ncmoe 34 / 44: the fewest CPU-expert blocks that fit 24 / 12 GiB (23,233 / 11,609 MiB, session 23).
+  for n in 34 44; do
+    CUDA_VISIBLE_DEVICES=0 run "$LC/build/bin/llama-bench" -m "$SCOUT" -ngl 99 -fa 1 -ncmoe $n -t "$t" -p 512 -n 16 -r 2
+  done
+}
+
+# Waits for the background llama.cpp build, then deletes its object files: beside the Scout
+# file a 64 GiB disk has no room for them.
+lcpp-wait() {
+  for i in $(seq 1 110); do [ -f /tmp/lc-build.rc ] && break; sleep 5; done
+  if [ "$(cat /tmp/lc-build.rc 2>/dev/null)" != 0 ]; then log "llama.cpp build not done/failed"; tail -20 /tmp/lc-build.log; return 1; fi
+  log "llama.cpp built"
+  find "$LC/build" -name '*.o' -delete
+  du -sh "$LC" | tee -a "$OUT/device.log"
+}
+
 tests() {
   loader
   run "$B/vulkan_tests"
@@ -181,7 +238,7 @@ tests() {
 [ $# -ge 1 ] || { sed -n 2,20p "$0"; exit 2; }
 for part in "$@"; do
   case "$part" in
-    setup|lcpp|strata|tails|llama|tiers|tiers-llama|tests|clocks) "$part" ;;
-    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, tiers, tiers-llama, tests, clocks)" >&2; exit 2 ;;
+    setup|lcpp|strata|tails|llama|tiers|tiers-llama|scout|scout-llama|lcpp-wait|tests|clocks) "$part" ;;
+    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, tiers, tiers-llama, scout, scout-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
   esac
 done

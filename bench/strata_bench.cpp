@@ -568,7 +568,7 @@ int main(int argc, char** argv) {
                 "planner's expectation under a trained router's skew (tiers/routing_prior.hpp); miss-read: expert bytes the "
                 "kernels read from host memory on a miss, in the lookup form (the default), where a miss is not uploaded first; "
                 "CPU blocks: block-steps "
-                "that routed more experts than slots and ran on the CPU; prefetch recall: routed experts the block before "
+                "that ran on the CPU (more experts than slots, or misses sent there: STRATA_VK_CACHE_CPU_MISSES); prefetch recall: routed experts the block before "
                 "predicted; accuracy: experts uploaded ahead that their step used)\n");
   }
   // Dense layer streaming (--stream-layers, --fit), measured over the timed runs beside the cost

@@ -104,6 +104,7 @@ class staged_model final : public model {
       c.prefetch_used += e.prefetch_used, c.prefetch_wasted += e.prefetch_wasted;
       c.predicted_routed += e.predicted_routed, c.routed_with_prediction += e.routed_with_prediction;
       c.lookup_blocks += e.lookup_blocks, c.host_read_bytes += e.host_read_bytes;
+      c.miss_cpu_blocks += e.miss_cpu_blocks;
     }
     return c;
   }

@@ -100,7 +100,10 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
     metric(out, "strata_expert_cache_tokens_total", "counter",
            "Tokens of the steps the cache served (bytes per token: divide).", double(c.tokens));
     metric(out, "strata_expert_cache_cpu_blocks_total", "counter",
-           "Layer-steps that routed more experts than slots and ran the experts on the CPU.", double(c.cpu_blocks));
+           "Layer-steps whose experts ran on the CPU (more experts than slots, or misses sent there).", double(c.cpu_blocks));
+    metric(out, "strata_expert_cache_miss_cpu_blocks_total", "counter",
+           "Of those, layer-steps sent to the CPU for their missed experts (STRATA_VK_CACHE_CPU_MISSES).",
+           double(c.miss_cpu_blocks));
     metric(out, "strata_expert_cache_prefetched_total", "counter",
            "Experts uploaded into a GPU slot ahead of their layer's step (router-driven prefetch).", double(c.prefetched));
     metric(out, "strata_expert_cache_prefetch_bytes_total", "counter",

@@ -131,11 +131,12 @@ struct stream_stats {
 // The expert cache's counters since load (all cached blocks together).
 struct expert_cache_stats {
   std::uint32_t layers = 0, slots = 0;  // cached blocks, slots per block
-  std::uint64_t hits = 0, misses = 0;   // per distinct expert of a block and step, GPU-computed steps
+  std::uint64_t hits = 0, misses = 0;   // per distinct expert of a block and step (GPU-computed steps, and CPU misses')
   std::uint64_t evictions = 0;
   std::uint64_t bytes_uploaded = 0;     // expert weights copied host -> slots
   std::uint64_t tokens = 0;             // tokens of the steps run
-  std::uint64_t gpu_blocks = 0, cpu_blocks = 0;  // block-steps computed from the slots / on the CPU (overflow)
+  std::uint64_t gpu_blocks = 0, cpu_blocks = 0;  // block-steps computed from the slots / on the CPU (overflow or misses)
+  std::uint64_t miss_cpu_blocks = 0;  // of cpu_blocks: sent to the CPU for their misses (STRATA_VK_CACHE_CPU_MISSES)
   std::uint64_t host_bytes = 0, slot_bytes = 0;  // expert weights in host memory, slots on the GPU
   // Router-driven prefetch: experts uploaded ahead of their block's step (and their bytes, also in
   // bytes_uploaded), how many of those a step then used or evicted unused; of the distinct experts

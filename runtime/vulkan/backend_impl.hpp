@@ -42,6 +42,9 @@
 
 namespace strata::gpu {
 
+// A switch's number (STRATA_VK_CACHE_*): `fallback` where unset; strata::error where not >= 0.
+float env_float(const char* name, float fallback);
+
 struct backend::impl : backend_tuning {
   backend_options opt;
   context ctx;
@@ -563,6 +566,17 @@ struct backend::impl : backend_tuning {
   void record_expert_copies(const vk::raii::CommandBuffer& c, const cached_block& b) const;   // cache_regions' copies  // a failed step: the device idle, every cached block's slots empty
   // A slot's expert changed (a miss's upload, a prefetch, an admission): the map follows.
   void cache_moved(cached_block& b, std::uint32_t e, std::uint32_t slot, std::int32_t evicted);
+  // STRATA_VK_CACHE_CPU_MISSES=F (0 < F <= 1; off by default): every cached block takes the split
+  // form, and a block-step whose missed experts are at least F of the distinct experts it routes
+  // runs on the CPU instead of uploading them (a large expert is read faster from DRAM by the CPU
+  // than over the link by a copy or a kernel). The missed experts whose decayed routing counts
+  // beat their victims' are then copied into slots beside the step (admit_cpu_misses), within the
+  // lookup form's upload budget per step.
+  float cache_cpu_misses = 0;
+  std::uint64_t cache_step_admitted = 0;  // bytes admitted in the current step (reset by submit_step)
+  void note_routing(cached_block& b, const std::uint32_t* ids, std::uint32_t pairs);  // decay b.freq, count the step's pairs
+  void admit_cpu_misses(cached_block& b);   // after a block-step the CPU computed (cache_distinct: its experts)
+  void submit_block_copies(cached_block& b);  // cache_regions' copies into b's slots: side queue, or behind the step
 
   // --- expert_cache_lookup.cpp: the lookup form (cache_lookup; on where the device indexes
   // arrays of storage buffers, STRATA_VK_CACHE_LOOKUP=0 off). The expert matvecs map each routed

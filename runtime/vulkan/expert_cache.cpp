@@ -114,10 +114,32 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   // STRATA_VK_EXPERT_PREFETCH=1 turns it on where the device has a side queue and timeline
   // semaphores; on a one-queue device (lavapipe: the tests) it then queues behind the step's parts.
   // The lookup form first: it never splits a step at a cached block, so nothing there to prefetch at.
+  // The admission policy's switches (the lookup form's, and the split form's CPU misses).
+  cache_decay = std::min(1.0f, env_float("STRATA_VK_CACHE_DECAY", cache_decay));
+  cache_margin = env_float("STRATA_VK_CACHE_MARGIN", cache_margin);
+  cache_admit_bytes = std::uint64_t(env_float("STRATA_VK_CACHE_ADMIT_MB", float(cache_admit_bytes >> 20)) * 1048576.0f);
+  cache_cpu_misses = env_float("STRATA_VK_CACHE_CPU_MISSES", 0.0f);
+  if (cache_cpu_misses > 1)
+    throw error("STRATA_VK_CACHE_CPU_MISSES=" + std::to_string(cache_cpu_misses) +
+                ": expected the share of a step's distinct experts (0 < F <= 1) whose misses send the block to the CPU");
   init_cache_lookup(max_routed);
   expert_prefetch = false;
   if (const char* v = std::getenv("STRATA_VK_EXPERT_PREFETCH")) expert_prefetch = std::string_view(v) == "1" && !cache_lookup;
   if (expert_prefetch) make_prefetch_predictors();
+  if (cache_cpu_misses > 0) {
+    // Each block's routing counts, and a command buffer for its admissions' copies (on the side
+    // queue where the device has one, behind a timeline value the block's next GPU step waits on).
+    cache_candidates.reserve(most);
+    for (cached_block& b : cached) {
+      b.freq.assign(b.cache.experts(), 0.0f);
+      b.prefetch_cmd = std::uint32_t(prefetch_cmds.size());
+      prefetch_cmds.push_back(std::move(vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1))[0]));
+    }
+    if (!*prefetch_timeline && ctx.side_queue() && ctx.info().timeline) {
+      const vk::SemaphoreTypeCreateInfo type(vk::SemaphoreType::eTimeline, 0);
+      prefetch_timeline = vk::raii::Semaphore(ctx.device(), vk::SemaphoreCreateInfo({}, &type));
+    }
+  }
 }
 
 void backend::impl::make_prefetch_predictors() {
@@ -288,6 +310,26 @@ void backend::impl::run_cached(handoff& h, bool last) {
     cache_stats.routed_with_prediction += cache_distinct.size();
     for (const std::uint32_t e : cache_distinct) cache_stats.predicted_routed += b.predicted[e] == cache_step;
   }
+  if (cache_cpu_misses > 0) {
+    note_routing(b, ids, h.pairs);
+    std::uint32_t missed = 0;
+    for (const std::uint32_t e : cache_distinct) missed += !b.cache.resident(e);
+    if (missed && (float(missed) >= cache_cpu_misses * float(cache_distinct.size()) || cache_distinct.size() > b.cache.slots())) {
+      issue_prefetch(h, b);
+      run_handoff_on_cpu(h);
+      cache_stats.hits += cache_distinct.size() - missed;
+      cache_stats.misses += missed;
+      ++cache_stats.cpu_blocks;
+      ++cache_stats.miss_cpu_blocks;
+      // The GPU's parts after the CPU's sum read no slot of this block: the admissions' copies
+      // (submitted next) run beside them.
+      const vk::CommandBuffer parts[] = {*h.cpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
+      const std::span<const vk::CommandBuffer> run(parts, parts[2] ? 3 : 2);
+      ctx.queue().submit(vk::SubmitInfo({}, {}, run), *fence);
+      admit_cpu_misses(b);
+      return wait_fence();
+    }
+  }
   if (cache_distinct.size() > b.cache.slots()) {  // the CPU computes this block for this step
     issue_prefetch(h, b);  // the next block's copies run while the CPU works
     run_handoff_on_cpu(h);
@@ -354,9 +396,6 @@ void backend::impl::issue_prefetch(const handoff& h, const cached_block& b) {
       }
   }
   if (want.size() > nb.cache.slots()) return;
-  // The command buffer may still be in flight from an earlier step whose block ran on the CPU.
-  const bool side = *prefetch_timeline;
-  if (side && nb.prefetch_value) wait_prefetch_value(nb.prefetch_value);
   for (auto& r : cache_regions) r.clear();
   nb.cache.begin_prefetch();
   for (const std::uint32_t e : want) {
@@ -369,7 +408,15 @@ void backend::impl::issue_prefetch(const handoff& h, const cached_block& b) {
     cache_stats.bytes_uploaded += bytes;
     cache_stats.prefetch_bytes += bytes;
   }
-  if (cache_regions[0].empty()) return;
+  if (!cache_regions[0].empty()) submit_block_copies(nb);
+}
+
+// cache_regions' copies into b's slots, on the side queue (after the last copies into b, signalling
+// b.prefetch_value, which b's next GPU step waits on), or with one queue behind what was submitted.
+void backend::impl::submit_block_copies(cached_block& nb) {
+  const bool side = *prefetch_timeline;
+  // The command buffer may still be in flight from an earlier step whose block ran on the CPU.
+  if (side && nb.prefetch_value) wait_prefetch_value(nb.prefetch_value);
   const vk::raii::CommandBuffer& pc = prefetch_cmds.at(nb.prefetch_cmd);
   pc.reset();
   pc.begin(vk::CommandBufferBeginInfo(vk::CommandBufferUsageFlagBits::eOneTimeSubmit));
@@ -411,6 +458,41 @@ void backend::impl::wait_prefetch_value(std::uint64_t value) {
   const vk::Semaphore s = *prefetch_timeline;
   if (ctx.device().waitSemaphores(vk::SemaphoreWaitInfo({}, s, value), UINT64_MAX) != vk::Result::eSuccess)
     throw error("expert cache: the prefetch copies did not complete");
+}
+
+void backend::impl::note_routing(cached_block& b, const std::uint32_t* ids, std::uint32_t pairs) {
+  const float decay = std::pow(cache_decay, float(std::max(batch_tokens, 1u)));
+  for (float& f : b.freq) f *= decay;
+  for (std::uint32_t p = 0; p < pairs; ++p) b.freq[ids[p]] += 1.0f;  // ids checked by run_cached
+}
+
+// A block-step the CPU computed: its resident experts refreshed (and pinned), then the missed ones
+// most routed first, each admitted where a slot is free or its count beats the SLRU victim's by
+// cache_margin, within the step's upload budget; their copies run beside the rest of the step.
+void backend::impl::admit_cpu_misses(cached_block& b) {
+  b.cache.begin_step();
+  cache_candidates.clear();
+  for (const std::uint32_t e : cache_distinct) {
+    if (b.cache.resident(e)) b.cache.access(e);
+    else cache_candidates.push_back(e);
+  }
+  std::sort(cache_candidates.begin(), cache_candidates.end(),
+            [&](std::uint32_t a, std::uint32_t c) { return b.freq[a] > b.freq[c] || (b.freq[a] == b.freq[c] && a < c); });
+  const std::uint64_t budget = cache_admit_bytes + cache_admit_token_bytes * (std::max(batch_tokens, 1u) - 1);
+  const std::uint64_t expert_bytes = b.expert_bytes[0] + b.expert_bytes[1] + b.expert_bytes[2];
+  for (auto& r : cache_regions) r.clear();
+  for (const std::uint32_t e : cache_candidates) {
+    if (cache_step_admitted + expert_bytes > budget) break;
+    const std::int64_t v = b.cache.would_evict();
+    if (v == -2) break;
+    if (v >= 0 && !(b.freq[e] > b.freq[std::size_t(v)] + cache_margin)) break;  // later candidates count less
+    const auto r = b.cache.access(e);
+    cache_stats.evictions += r.evicted >= 0;
+    cache_stats.bytes_uploaded += queue_expert_copies(b, e, r.slot);
+    cache_moved(b, e, r.slot, r.evicted);
+    cache_step_admitted += expert_bytes;
+  }
+  if (!cache_regions[0].empty()) submit_block_copies(b);
 }
 
 void backend::impl::abandon_cached_step() noexcept {

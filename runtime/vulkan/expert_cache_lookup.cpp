@@ -25,7 +25,6 @@ namespace strata::gpu {
 
 using namespace detail;
 
-namespace {
 float env_float(const char* name, float fallback) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
@@ -34,7 +33,6 @@ float env_float(const char* name, float fallback) {
   if (*end || !std::isfinite(f) || f < 0) throw error(std::string(name) + "='" + v + "': expected a number >= 0");
   return f;
 }
-}  // namespace
 
 void backend::impl::cache_moved(cached_block& b, std::uint32_t e, std::uint32_t slot, std::int32_t evicted) {
   if (b.map.empty()) return;
@@ -49,12 +47,9 @@ bool mapped(const cached_block& b, std::uint32_t e) { return b.map.at(1 + std::s
 }  // namespace
 
 void backend::impl::init_cache_lookup(std::uint32_t max_routed) {
-  cache_lookup = ctx.info().storage_array_indexing;
+  cache_lookup = ctx.info().storage_array_indexing && !(cache_cpu_misses > 0);  // CPU misses: the split form
   if (const char* v = std::getenv("STRATA_VK_CACHE_LOOKUP")) cache_lookup = cache_lookup && std::string_view(v) != "0";
   if (!cache_lookup) return;
-  cache_decay = std::min(1.0f, env_float("STRATA_VK_CACHE_DECAY", cache_decay));
-  cache_margin = env_float("STRATA_VK_CACHE_MARGIN", cache_margin);
-  cache_admit_bytes = std::uint64_t(env_float("STRATA_VK_CACHE_ADMIT_MB", float(cache_admit_bytes >> 20)) * 1048576.0f);
   const std::uint64_t align = std::max<std::uint64_t>(ctx.info().min_storage_align, 4);
   const auto aligned = [&](std::uint64_t v) { return (v + align - 1) / align * align; };
   std::uint32_t most = 0;

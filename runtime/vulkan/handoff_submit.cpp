@@ -91,6 +91,7 @@ void backend::impl::run_handoff(handoff& h) {
 
 void backend::impl::submit_step() {
   cache_stats.tokens += batch_tokens;
+  cache_step_admitted = 0;
   std::deque<handoff>& hs = current->handoffs;
   ++handoff_counts.steps;
   handoff_counts.tokens += batch_tokens;

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "strata/core/error.hpp"
 #include "strata/runtime/engine.hpp"
+#include "support/fidelity.hpp"
 #include "support/fixture_options.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
@@ -82,4 +84,47 @@ TEST_CASE("expert cache: STRATA_VK_CACHE_LOOKUP=0 keeps the split form, which up
   CHECK(st.misses > 0);
   CHECK(st.bytes_uploaded > 0);
   CHECK(m->startup_report().find("mapped to slots by the expert kernels") == std::string::npos);
+}
+
+// STRATA_VK_CACHE_CPU_MISSES (runtime/vulkan/expert_cache.cpp): the split form sends a block-step
+// with misses to the CPU instead of uploading them, and admits the most-routed missed experts
+// beside the step. The CPU's experts are the CPU backend's kernels, so the logits follow the
+// all-GPU run within the fixture's tolerance (not bit for bit), and both paths must run: block-
+// steps on the CPU for their misses, GPU steps from the slots once admissions filled them.
+TEST_CASE("expert cache: STRATA_VK_CACHE_CPU_MISSES computes missed experts on the CPU and admits them beside the step") {
+  if (!strata::test::vulkan_here("expert cache CPU misses")) return;
+  for (const char* model : {"qwen3moe-Q4_K_M", "llama4-Q4_K_M"}) {
+    CAPTURE(model);
+    const auto& g = strata::test::shipped_fixture(model);
+    auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
+    opt.n_batch = 2;
+    const auto all_gpu = run_all(*strata::rt::model::load(g.path, opt), g);
+    opt.expert_cache = 2;
+    const strata::test::scoped_env cpu("STRATA_VK_CACHE_CPU_MISSES", "0.5");
+    const strata::test::scoped_env margin("STRATA_VK_CACHE_MARGIN", "0");
+    auto m = strata::rt::model::load(g.path, opt);
+    const auto cached = run_all(*m, g);
+    const auto st = m->expert_cache();
+    MESSAGE(std::string(model) << ": hit rate " << st.hit_rate() << " (" << st.hits << "/" << st.hits + st.misses << "), GPU block-steps "
+                  << st.gpu_blocks << ", CPU " << st.cpu_blocks << " (misses " << st.miss_cpu_blocks << "), uploaded "
+                  << st.bytes_uploaded << ", evictions " << st.evictions);
+    REQUIRE(cached.size() == all_gpu.size());
+    CHECK(strata::test::compare_logits(cached, all_gpu, m->hparams().n_vocab).nmse <= g.tolerance_nmse);
+    CHECK(st.lookup_blocks == 0);
+    CHECK(st.miss_cpu_blocks > 0);
+    CHECK(st.miss_cpu_blocks <= st.cpu_blocks);
+    CHECK(st.gpu_blocks > 0);
+    CHECK(st.hits > 0);
+    CHECK(st.misses > 0);
+    CHECK(st.bytes_uploaded > 0);
+  }
+}
+
+TEST_CASE("expert cache: STRATA_VK_CACHE_CPU_MISSES must be a share of a step's experts") {
+  if (!strata::test::vulkan_here("expert cache CPU misses switch")) return;
+  const auto& g = strata::test::shipped_fixture("qwen3moe-Q4_K_M");
+  auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
+  opt.expert_cache = 2;
+  const strata::test::scoped_env bad("STRATA_VK_CACHE_CPU_MISSES", "2");
+  CHECK_THROWS_WITH_AS(strata::rt::model::load(g.path, opt), doctest::Contains("STRATA_VK_CACHE_CPU_MISSES"), strata::error);
 }

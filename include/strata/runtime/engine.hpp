@@ -119,7 +119,7 @@ class model {
   struct expert_cache_counters {
     std::uint32_t layers = 0, slots = 0;
     std::uint64_t hits = 0, misses = 0, evictions = 0, bytes_uploaded = 0, tokens = 0;
-    std::uint64_t gpu_blocks = 0, cpu_blocks = 0;  // block-steps from the slots / on the CPU (more experts than slots)
+    std::uint64_t gpu_blocks = 0, cpu_blocks = 0;  // block-steps from the slots / on the CPU (more experts than slots, or misses)
     // Router-driven prefetch: blocks predicted from the block before; experts uploaded ahead (their
     // bytes are in bytes_uploaded too), used by their step, evicted unused; the prediction's recall.
     std::uint32_t predictors = 0;
@@ -128,6 +128,8 @@ class model {
     // The lookup form (the GPU maps experts to slots, a miss read from host memory over PCIe, no
     // split): block-steps run so, and the expert bytes those misses read over the link.
     std::uint64_t lookup_blocks = 0, host_read_bytes = 0;
+    // Of cpu_blocks, those sent to the CPU for their misses (STRATA_VK_CACHE_CPU_MISSES).
+    std::uint64_t miss_cpu_blocks = 0;
     double hit_rate() const noexcept { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
     // Of the experts routed where the block before predicted, the share it predicted.
     double prefetch_recall() const noexcept {

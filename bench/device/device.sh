@@ -196,13 +196,20 @@ scout() {
   scout_model
   local b c t=${SCOUT_T:-16}
   run "$B/strata-run" -m "$SCOUT" --plan --probe --gpu-budget 24G --fit
-  # SCOUT_LAYOUTS: "--fit" and/or "--fit --no-expert-cache" (comma-separated), both by default;
+  # SCOUT_LAYOUTS: comma-separated, each strata-bench's flags after optional VAR=VALUE switches
+  # (e.g. "STRATA_VK_CACHE_CPU_MISSES=1 --fit"); by default "--fit" and "--fit --no-expert-cache".
   # SCOUT_BUDGETS and SCOUT_TESTS narrow the runs.
   IFS=, read -r -a layouts <<< "${SCOUT_LAYOUTS:---fit,--fit --no-expert-cache}"
+  local w envs flags
   for b in ${SCOUT_BUDGETS:-24G 12G}; do
     for c in "${layouts[@]}"; do
-      # shellcheck disable=SC2086  # the layout's and tests' flags split on purpose
-      run "$B/strata-bench" -m "$SCOUT" --backend vulkan --argmax --gpu-budget $b $c -t "$t" ${SCOUT_TESTS:--p 512 -n 16 -r 2}
+      envs=() flags=()
+      for w in $c; do
+        if [[ $w =~ ^[A-Z_][A-Z0-9_]*= ]]; then envs+=("$w"); else flags+=("$w"); fi
+      done
+      # shellcheck disable=SC2086  # the tests' flags split on purpose
+      run env "${envs[@]}" "$B/strata-bench" -m "$SCOUT" --backend vulkan --argmax --gpu-budget $b "${flags[@]}" -t "$t" \
+        ${SCOUT_TESTS:--p 512 -n 16 -r 2}
     done
   done
 }

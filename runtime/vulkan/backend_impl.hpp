@@ -13,6 +13,7 @@
 //   tier_blocks.hpp       the blocks of the memory tiers: GPU-cached experts, streamed FFNs and experts
 // Private to runtime/vulkan (includes Vulkan).
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -616,6 +617,27 @@ struct backend::impl : backend_tuning {
   void add_cache_lookup(pipeline_request& r, std::vector<binding>& b, const weight& w, const weight* up, bool log) const;
   void record_cache_log_copy();                     // file_part: the part's routing logs to the host
   void after_cache_lookup(const recorded_step& s);  // finish(): counters and admissions
+  // The admission policy of both forms (the lookup form's, the split form's CPU misses):
+  // cache_candidates, most routed first, each taken into b's SLRU while `admitted` plus its bytes
+  // fit `budget` and a slot is free or its count beats the victim's by cache_margin;
+  // `placed(e, access result)` follows each admission.
+  template <class Placed>
+  void admit_candidates(cached_block& b, std::uint64_t& admitted, std::uint64_t budget, Placed&& placed) {
+    const std::uint64_t expert_bytes = b.expert_bytes[0] + b.expert_bytes[1] + b.expert_bytes[2];
+    std::sort(cache_candidates.begin(), cache_candidates.end(),
+              [&](std::uint32_t a, std::uint32_t c) { return b.freq[a] > b.freq[c] || (b.freq[a] == b.freq[c] && a < c); });
+    for (const std::uint32_t e : cache_candidates) {
+      if (admitted + expert_bytes > budget) break;
+      const std::int64_t v = b.cache.would_evict();
+      if (v == -2) break;
+      if (v >= 0 && !(b.freq[e] > b.freq[std::size_t(v)] + cache_margin)) break;  // later candidates count less
+      const auto r = b.cache.access(e);
+      cache_stats.evictions += r.evicted >= 0;
+      cache_stats.bytes_uploaded += expert_bytes;
+      admitted += expert_bytes;
+      placed(e, r);
+    }
+  }
   vk::CommandBuffer cache_update_cmd();             // submit_step: the admissions' copies and maps, or null
 
   // The CPU backend's experts over the hand-off buffers (the GPU's rows and router logits in, sum out).

@@ -476,22 +476,12 @@ void backend::impl::admit_cpu_misses(cached_block& b) {
     if (b.cache.resident(e)) b.cache.access(e);
     else cache_candidates.push_back(e);
   }
-  std::sort(cache_candidates.begin(), cache_candidates.end(),
-            [&](std::uint32_t a, std::uint32_t c) { return b.freq[a] > b.freq[c] || (b.freq[a] == b.freq[c] && a < c); });
   const std::uint64_t budget = cache_admit_bytes + cache_admit_token_bytes * (std::max(batch_tokens, 1u) - 1);
-  const std::uint64_t expert_bytes = b.expert_bytes[0] + b.expert_bytes[1] + b.expert_bytes[2];
   for (auto& r : cache_regions) r.clear();
-  for (const std::uint32_t e : cache_candidates) {
-    if (cache_step_admitted + expert_bytes > budget) break;
-    const std::int64_t v = b.cache.would_evict();
-    if (v == -2) break;
-    if (v >= 0 && !(b.freq[e] > b.freq[std::size_t(v)] + cache_margin)) break;  // later candidates count less
-    const auto r = b.cache.access(e);
-    cache_stats.evictions += r.evicted >= 0;
-    cache_stats.bytes_uploaded += queue_expert_copies(b, e, r.slot);
+  admit_candidates(b, cache_step_admitted, budget, [&](std::uint32_t e, const tiers::expert_slot_cache::result& r) {
+    queue_expert_copies(b, e, r.slot);
     cache_moved(b, e, r.slot, r.evicted);
-    cache_step_admitted += expert_bytes;
-  }
+  });
   if (!cache_regions[0].empty()) submit_block_copies(b);
 }
 

@@ -186,15 +186,7 @@ void backend::impl::after_cache_lookup(const recorded_step& s) {
     }
     ++cache_stats.gpu_blocks;
     ++cache_stats.lookup_blocks;
-    // The most routed first; an admission takes a free slot or beats the victim's count.
-    std::sort(cache_candidates.begin(), cache_candidates.end(),
-              [&](std::uint32_t a, std::uint32_t c) { return b.freq[a] > b.freq[c] || (b.freq[a] == b.freq[c] && a < c); });
-    for (const std::uint32_t e : cache_candidates) {
-      if (admitted + expert_bytes > budget) break;
-      const std::int64_t v = b.cache.would_evict();
-      if (v == -2) break;
-      if (v >= 0 && !(b.freq[e] > b.freq[std::size_t(v)] + cache_margin)) break;  // later candidates count less
-      const auto r = b.cache.access(e);
+    admit_candidates(b, admitted, budget, [&](std::uint32_t e, const tiers::expert_slot_cache::result& r) {
       if (cache_async) {  // the victim leaves the map now; e enters once its copy beside the next step is done
         if (r.evicted >= 0) b.map.at(1 + std::size_t(r.evicted)) = -1;
         b.map_dirty = true;
@@ -202,10 +194,7 @@ void backend::impl::after_cache_lookup(const recorded_step& s) {
         cache_moved(b, e, r.slot, r.evicted);
       }
       cache_admitted.push_back({std::uint32_t(block), e, r.slot});
-      cache_stats.evictions += r.evicted >= 0;
-      cache_stats.bytes_uploaded += expert_bytes;
-      admitted += expert_bytes;
-    }
+    });
   }
 }
 

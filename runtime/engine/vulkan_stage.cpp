@@ -74,6 +74,11 @@ struct engine_backend<gpu::backend> {
       out += mem;
       if (c.lookup)
         out += ", mapped to slots by the expert kernels (a miss read from host memory over the link; admissions between steps)";
+      if (c.cpu_miss_tokens) {
+        std::snprintf(mem, sizeof mem, ", steps of up to %u tokens split at each cached layer, their misses computed on the CPU",
+                      c.cpu_miss_tokens);
+        out += mem;
+      }
       if (c.predictors) {
         std::snprintf(mem, sizeof mem, ", %u blocks prefetched from the block before's router prediction", c.predictors);
         out += mem;

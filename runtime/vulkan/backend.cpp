@@ -374,9 +374,10 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   const std::uint32_t chunks =
       int8 && P.moe_groups && impl::grouped_experts(pairs, E) ? std::min(pairs, div_up(pairs, impl::moe_chunk) + E) : 0;
   // GPU-cached experts: read through the slot map on the GPU (lookup: the integer matvecs only),
-  // else the host maps the routed ids to slots at a split after the router (expert_cache.cpp).
+  // else the host maps the routed ids to slots at a split after the router (expert_cache.cpp;
+  // short steps with STRATA_VK_CACHE_CPU_MISSES, whose misses the CPU computes).
   const bool cached = P.cached_experts(*mw.gate_exps);
-  const bool lookup = cached && int8 && P.cache_lookup_block(*mw.gate_exps);
+  const bool lookup = cached && int8 && P.cache_lookup_block(*mw.gate_exps) && !P.cache_split_step(n);
   // Tensor cores where the step is grouped: each expert's pairs as chunks of f16 rows on mul_mm_small.
   const bool small = !lookup && mw.gate_exps->ne[0] == mw.up_exps->ne[0] &&
                      P.small_experts(pairs, E, mw.gate_exps->ne[0], mw.down_exps->ne[0]);

@@ -137,6 +137,7 @@ struct expert_cache_stats {
   std::uint64_t tokens = 0;             // tokens of the steps run
   std::uint64_t gpu_blocks = 0, cpu_blocks = 0;  // block-steps computed from the slots / on the CPU (overflow or misses)
   std::uint64_t miss_cpu_blocks = 0;  // of cpu_blocks: sent to the CPU for their misses (STRATA_VK_CACHE_CPU_MISSES)
+  std::uint32_t cpu_miss_tokens = 0;  // steps of at most this many tokens split for that (0: off)
   std::uint64_t host_bytes = 0, slot_bytes = 0;  // expert weights in host memory, slots on the GPU
   // Router-driven prefetch: experts uploaded ahead of their block's step (and their bytes, also in
   // bytes_uploaded), how many of those a step then used or evicted unused; of the distinct experts

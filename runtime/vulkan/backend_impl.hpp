@@ -567,13 +567,19 @@ struct backend::impl : backend_tuning {
   void record_expert_copies(const vk::raii::CommandBuffer& c, const cached_block& b) const;   // cache_regions' copies  // a failed step: the device idle, every cached block's slots empty
   // A slot's expert changed (a miss's upload, a prefetch, an admission): the map follows.
   void cache_moved(cached_block& b, std::uint32_t e, std::uint32_t slot, std::int32_t evicted);
-  // STRATA_VK_CACHE_CPU_MISSES=F (0 < F <= 1; off by default): every cached block takes the split
-  // form, and a block-step whose missed experts are at least F of the distinct experts it routes
+  // STRATA_VK_CACHE_CPU_MISSES=F (0 < F <= 1; off by default): short steps of every cached block
+  // take the split form, and a block-step whose missed experts are at least F of the distinct experts it routes
   // runs on the CPU instead of uploading them (a large expert is read faster from DRAM by the CPU
   // than over the link by a copy or a kernel). The missed experts whose decayed routing counts
   // beat their victims' are then copied into slots beside the step (admit_cpu_misses), within the
   // lookup form's upload budget per step.
   float cache_cpu_misses = 0;
+  // Only steps of at most this many tokens take that split (STRATA_VK_CACHE_CPU_MISS_TOKENS,
+  // default 8): longer ones keep the lookup form where the device has it, whose kernels read a
+  // missed expert once a step over the link, where the CPU would compute the whole prompt.
+  std::uint32_t cache_cpu_miss_tokens = 8;
+  bool cache_split_step(std::uint32_t tokens) const noexcept { return cache_cpu_misses > 0 && tokens <= cache_cpu_miss_tokens; }
+  std::int32_t cache_split_open = -1;  // while recording a split's expert part: its block (those kernels read slots by slot id)
   std::uint64_t cache_step_admitted = 0;  // bytes admitted in the current step (reset by submit_step)
   void note_routing(cached_block& b, const std::uint32_t* ids, std::uint32_t pairs);  // decay b.freq, count the step's pairs
   void admit_cpu_misses(cached_block& b);   // after a block-step the CPU computed (cache_distinct: its experts)

@@ -119,6 +119,8 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   cache_margin = env_float("STRATA_VK_CACHE_MARGIN", cache_margin);
   cache_admit_bytes = std::uint64_t(env_float("STRATA_VK_CACHE_ADMIT_MB", float(cache_admit_bytes >> 20)) * 1048576.0f);
   cache_cpu_misses = env_float("STRATA_VK_CACHE_CPU_MISSES", 0.0f);
+  cache_cpu_miss_tokens = std::uint32_t(env_float("STRATA_VK_CACHE_CPU_MISS_TOKENS", float(cache_cpu_miss_tokens)));
+  cache_stats.cpu_miss_tokens = cache_cpu_misses > 0 ? cache_cpu_miss_tokens : 0;
   if (cache_cpu_misses > 1)
     throw error("STRATA_VK_CACHE_CPU_MISSES=" + std::to_string(cache_cpu_misses) +
                 ": expected the share of a step's distinct experts (0 < F <= 1) whose misses send the block to the CPU");
@@ -249,6 +251,7 @@ void backend::impl::begin_cached_moe(const moe_weights& mw, const graph::moe_par
   rec.end();
 
   handoff& h = pending.handoffs.emplace_back();
+  cache_split_open = weights.at(mw.gate_exps->id).cache;  // its expert kernels read slots by the host's slot ids
   const auto cpu_index = [&](const weight* w) { return std::uint32_t(weights.at(w->id).cache_cpu); };
   h.task = {cpu_index(mw.gate_exps), cpu_index(mw.up_exps), cpu_index(mw.down_exps), mp, n, C, E};
   h.cache = weights.at(mw.gate_exps->id).cache;
@@ -274,6 +277,7 @@ void backend::impl::end_cached_moe(const tensor& out) {
   dispatch(copy_req(false), bo, &po, sizeof po, div_up(C, wg), out.rows);
   rec.end();
   rec.resume(h.cmd, "expert cache: continue");
+  cache_split_open = -1;
 }
 
 // Expert e's gate, up and down from b's host copies into slot `slot` (cache_regions); its bytes.

@@ -47,7 +47,7 @@ bool mapped(const cached_block& b, std::uint32_t e) { return b.map.at(1 + std::s
 }  // namespace
 
 void backend::impl::init_cache_lookup(std::uint32_t max_routed) {
-  cache_lookup = ctx.info().storage_array_indexing && !(cache_cpu_misses > 0);  // CPU misses: the split form
+  cache_lookup = ctx.info().storage_array_indexing;
   if (const char* v = std::getenv("STRATA_VK_CACHE_LOOKUP")) cache_lookup = cache_lookup && std::string_view(v) != "0";
   if (!cache_lookup) return;
   const std::uint64_t align = std::max<std::uint64_t>(ctx.info().min_storage_align, 4);
@@ -113,7 +113,7 @@ bool backend::impl::is_down_experts(const weight& w) const {
 
 void backend::impl::add_cache_lookup(pipeline_request& r, std::vector<binding>& b, const weight& w, const weight* up, bool log) const {
   const std::int32_t c = weights.at(w.id).cache;
-  if (!cache_lookup || c < 0 || !cached.at(std::size_t(c)).lookup) return;
+  if (!cache_lookup || c < 0 || !cached.at(std::size_t(c)).lookup || c == cache_split_open) return;
   const cached_block& cb = cached.at(std::size_t(c));
   const int part = cb.weight[0] == w.id ? 0 : cb.weight[1] == w.id ? 1 : 2;
   const gpu_buffer& host = cb.host(part);

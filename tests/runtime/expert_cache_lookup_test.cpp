@@ -86,18 +86,25 @@ TEST_CASE("expert cache: STRATA_VK_CACHE_LOOKUP=0 keeps the split form, which up
   CHECK(m->startup_report().find("mapped to slots by the expert kernels") == std::string::npos);
 }
 
-// STRATA_VK_CACHE_CPU_MISSES (runtime/vulkan/expert_cache.cpp): the split form sends a block-step
-// with misses to the CPU instead of uploading them, and admits the most-routed missed experts
-// beside the step. The CPU's experts are the CPU backend's kernels, so the logits follow the
-// all-GPU run within the fixture's tolerance (not bit for bit), and both paths must run: block-
-// steps on the CPU for their misses, GPU steps from the slots once admissions filled them.
+// STRATA_VK_CACHE_CPU_MISSES (runtime/vulkan/expert_cache.cpp): steps of up to 8 tokens split at
+// each cached block, and a block-step with misses runs on the CPU instead of uploading them, the
+// most-routed missed experts admitted beside the step; longer steps keep the lookup form. The
+// CPU's experts are the CPU backend's kernels, so the logits follow the all-GPU run within the
+// fixture's tolerance (not bit for bit), and every path must run: block-steps on the CPU for their
+// misses, GPU steps from the slots once admissions filled them, and (prompt steps of more than 8
+// tokens) lookup block-steps.
 TEST_CASE("expert cache: STRATA_VK_CACHE_CPU_MISSES computes missed experts on the CPU and admits them beside the step") {
   if (!strata::test::vulkan_here("expert cache CPU misses")) return;
-  for (const char* model : {"qwen3moe-Q4_K_M", "llama4-Q4_K_M"}) {
-    CAPTURE(model);
-    const auto& g = strata::test::shipped_fixture(model);
+  struct cpu_case {
+    const char* model;
+    std::uint32_t n_batch;
+  };
+  for (const cpu_case& c : {cpu_case{"qwen3moe-Q4_K_M", 2}, cpu_case{"llama4-Q4_K_M", 2}, cpu_case{"qwen3moe-Q4_K_M", 64}}) {
+    CAPTURE(c.model);
+    CAPTURE(c.n_batch);
+    const auto& g = strata::test::shipped_fixture(c.model);
     auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
-    opt.n_batch = 2;
+    opt.n_batch = c.n_batch;
     const auto all_gpu = run_all(*strata::rt::model::load(g.path, opt), g);
     opt.expert_cache = 2;
     const strata::test::scoped_env cpu("STRATA_VK_CACHE_CPU_MISSES", "0.5");
@@ -105,18 +112,21 @@ TEST_CASE("expert cache: STRATA_VK_CACHE_CPU_MISSES computes missed experts on t
     auto m = strata::rt::model::load(g.path, opt);
     const auto cached = run_all(*m, g);
     const auto st = m->expert_cache();
-    MESSAGE(std::string(model) << ": hit rate " << st.hit_rate() << " (" << st.hits << "/" << st.hits + st.misses << "), GPU block-steps "
-                  << st.gpu_blocks << ", CPU " << st.cpu_blocks << " (misses " << st.miss_cpu_blocks << "), uploaded "
-                  << st.bytes_uploaded << ", evictions " << st.evictions);
+    MESSAGE(std::string(c.model) << " -b " << c.n_batch << ": hit rate " << st.hit_rate() << " (" << st.hits << "/"
+                                 << st.hits + st.misses << "), GPU block-steps " << st.gpu_blocks << " (lookup " << st.lookup_blocks
+                                 << "), CPU " << st.cpu_blocks << " (misses " << st.miss_cpu_blocks << "), uploaded "
+                                 << st.bytes_uploaded << ", evictions " << st.evictions);
     REQUIRE(cached.size() == all_gpu.size());
     CHECK(strata::test::compare_logits(cached, all_gpu, m->hparams().n_vocab).nmse <= g.tolerance_nmse);
-    CHECK(st.lookup_blocks == 0);
+    if (c.n_batch == 2) CHECK(st.lookup_blocks == 0);
+    else CHECK(st.lookup_blocks > 0);
     CHECK(st.miss_cpu_blocks > 0);
     CHECK(st.miss_cpu_blocks <= st.cpu_blocks);
-    CHECK(st.gpu_blocks > 0);
+    CHECK(st.gpu_blocks > st.lookup_blocks);
     CHECK(st.hits > 0);
     CHECK(st.misses > 0);
     CHECK(st.bytes_uploaded > 0);
+    CHECK(m->startup_report().find("steps of up to 8 tokens split at each cached layer") != std::string::npos);
   }
 }
 

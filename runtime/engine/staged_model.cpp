@@ -105,6 +105,7 @@ class staged_model final : public model {
       c.predicted_routed += e.predicted_routed, c.routed_with_prediction += e.routed_with_prediction;
       c.lookup_blocks += e.lookup_blocks, c.host_read_bytes += e.host_read_bytes;
       c.miss_cpu_blocks += e.miss_cpu_blocks;
+      c.cpu_miss_tokens = std::max(c.cpu_miss_tokens, e.cpu_miss_tokens);
     }
     return c;
   }

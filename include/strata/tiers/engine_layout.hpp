@@ -43,6 +43,10 @@ struct engine_layout {
   // so a cached block needs no host round trip and prompt steps stay on the GPU. false: the split
   // form (a round trip per cached block and step; prompts routing more experts than slots on the CPU).
   bool expert_lookup = true;
+  // Decode steps split at each cached block and its misses computed on the CPU (the Vulkan
+  // backend's STRATA_VK_CACHE_CPU_MISSES; prompt steps keep the form above). The planner does not
+  // choose it yet: strata-bench prices the runs that use it.
+  bool expert_cpu_misses = false;
   // Per GPU block: dense FFN streamed through the ring (gpu-streamed: lives in RAM, the GPU
   // computes it from a ring slot; --stream-layers, or --fit).
   std::vector<char> streamed_ffn;
@@ -156,6 +160,7 @@ inline tensor_placement cached_placement(const engine_layout& l, const tensor_de
   tensor_placement p{home_tier::ram, exec_unit::gpu, exec_unit::gpu, miss};
   p.cache_slots = slots;
   p.routed_on_gpu = l.expert_lookup;
+  p.misses_on_cpu = l.expert_cpu_misses;
   if (!l.expert_lookup && E * t.share_touched(prefill_batch) > slots) p.prefill = exec_unit::cpu;
   return p;
 }

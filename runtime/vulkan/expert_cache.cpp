@@ -108,12 +108,6 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   cache_ids_out = new_buffer(std::uint64_t(max_routed) * 4 + 16, memory_kind::upload, "expert cache: slot ids");
   cache_stats.layers = std::uint32_t(cached.size());
   cache_stats.slots = opt.expert_slots;
-  // Off by default: on the H200 (session 52) it cost 28-33% of qwen3-30b-a3b's tg64 with 32 or 64
-  // slots. The next block's split comes one layer (~60-250 us) after the guesses, so it waits for
-  // their copies much as for misses, and the wrong guesses (27-55% of them) double the bytes.
-  // STRATA_VK_EXPERT_PREFETCH=1 turns it on where the device has a side queue and timeline
-  // semaphores; on a one-queue device (lavapipe: the tests) it then queues behind the step's parts.
-  // The lookup form first: it never splits a step at a cached block, so nothing there to prefetch at.
   // The admission policy's switches (the lookup form's, and the split form's CPU misses).
   cache_decay = std::min(1.0f, env_float("STRATA_VK_CACHE_DECAY", cache_decay));
   cache_margin = env_float("STRATA_VK_CACHE_MARGIN", cache_margin);
@@ -124,6 +118,12 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   if (cache_cpu_misses > 1)
     throw error("STRATA_VK_CACHE_CPU_MISSES=" + std::to_string(cache_cpu_misses) +
                 ": expected the share of a step's distinct experts (0 < F <= 1) whose misses send the block to the CPU");
+  // Off by default: on the H200 (session 52) it cost 28-33% of qwen3-30b-a3b's tg64 with 32 or 64
+  // slots. The next block's split comes one layer (~60-250 us) after the guesses, so it waits for
+  // their copies much as for misses, and the wrong guesses (27-55% of them) double the bytes.
+  // STRATA_VK_EXPERT_PREFETCH=1 turns it on where the device has a side queue and timeline
+  // semaphores; on a one-queue device (lavapipe: the tests) it then queues behind the step's parts.
+  // The lookup form first: it never splits a step at a cached block, so nothing there to prefetch at.
   init_cache_lookup(max_routed);
   expert_prefetch = false;
   if (const char* v = std::getenv("STRATA_VK_EXPERT_PREFETCH")) expert_prefetch = std::string_view(v) == "1" && !cache_lookup;

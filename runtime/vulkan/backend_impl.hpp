@@ -599,6 +599,7 @@ struct backend::impl : backend_tuning {
   float cache_margin = 1.0f;   // what an admission's count must beat the victim's by (STRATA_VK_CACHE_MARGIN)
   std::uint64_t cache_admit_bytes = 256ull << 20;      // uploads a step (STRATA_VK_CACHE_ADMIT_MB) ...
   std::uint64_t cache_admit_token_bytes = 2ull << 20;  // ... and a token more of the step
+  std::uint64_t cache_admit_budget() const noexcept { return cache_admit_bytes + cache_admit_token_bytes * (std::max(batch_tokens, 1u) - 1); }
   struct cache_admission {
     std::uint32_t block, expert, slot;
   };

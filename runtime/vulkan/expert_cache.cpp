@@ -314,32 +314,28 @@ void backend::impl::run_cached(handoff& h, bool last) {
     cache_stats.routed_with_prediction += cache_distinct.size();
     for (const std::uint32_t e : cache_distinct) cache_stats.predicted_routed += b.predicted[e] == cache_step;
   }
+  // STRATA_VK_CACHE_CPU_MISSES: the routing counts, and the misses that may send the step to the CPU.
+  std::uint32_t missed = 0;
   if (cache_cpu_misses > 0) {
     note_routing(b, ids, h.pairs);
-    std::uint32_t missed = 0;
     for (const std::uint32_t e : cache_distinct) missed += !b.cache.resident(e);
-    if (missed && (float(missed) >= cache_cpu_misses * float(cache_distinct.size()) || cache_distinct.size() > b.cache.slots())) {
-      issue_prefetch(h, b);
-      run_handoff_on_cpu(h);
-      cache_stats.hits += cache_distinct.size() - missed;
-      cache_stats.misses += missed;
-      ++cache_stats.cpu_blocks;
-      ++cache_stats.miss_cpu_blocks;
-      // The GPU's parts after the CPU's sum read no slot of this block: the admissions' copies
-      // (submitted next) run beside them.
-      const vk::CommandBuffer parts[] = {*h.cpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
-      const std::span<const vk::CommandBuffer> run(parts, parts[2] ? 3 : 2);
-      ctx.queue().submit(vk::SubmitInfo({}, {}, run), *fence);
-      admit_cpu_misses(b);
-      return wait_fence();
-    }
   }
-  if (cache_distinct.size() > b.cache.slots()) {  // the CPU computes this block for this step
+  const bool misses_to_cpu = missed && float(missed) >= cache_cpu_misses * float(cache_distinct.size());
+  if (cache_distinct.size() > b.cache.slots() || misses_to_cpu) {  // the CPU computes this block for this step
     issue_prefetch(h, b);  // the next block's copies run while the CPU works
     run_handoff_on_cpu(h);
     ++cache_stats.cpu_blocks;
     const vk::CommandBuffer parts[] = {*h.cpu, *h.cmd, last ? output_cmd() : vk::CommandBuffer{}};
-    return submit_and_wait(std::span(parts, parts[2] ? 3 : 2));
+    const std::span<const vk::CommandBuffer> run(parts, parts[2] ? 3 : 2);
+    if (!(cache_cpu_misses > 0)) return submit_and_wait(run);
+    cache_stats.hits += cache_distinct.size() - missed;
+    cache_stats.misses += missed;
+    ++cache_stats.miss_cpu_blocks;
+    // The GPU's parts after the CPU's sum read no slot of this block: the admissions' copies
+    // (submitted next) run beside them.
+    ctx.queue().submit(vk::SubmitInfo({}, {}, run), *fence);
+    admit_cpu_misses(b);
+    return wait_fence();
   }
   b.cache.begin_step();
   for (auto& r : cache_regions) r.clear();
@@ -480,9 +476,8 @@ void backend::impl::admit_cpu_misses(cached_block& b) {
     if (b.cache.resident(e)) b.cache.access(e);
     else cache_candidates.push_back(e);
   }
-  const std::uint64_t budget = cache_admit_bytes + cache_admit_token_bytes * (std::max(batch_tokens, 1u) - 1);
   for (auto& r : cache_regions) r.clear();
-  admit_candidates(b, cache_step_admitted, budget, [&](std::uint32_t e, const tiers::expert_slot_cache::result& r) {
+  admit_candidates(b, cache_step_admitted, cache_admit_budget(), [&](std::uint32_t e, const tiers::expert_slot_cache::result& r) {
     queue_expert_copies(b, e, r.slot);
     cache_moved(b, e, r.slot, r.evicted);
   });

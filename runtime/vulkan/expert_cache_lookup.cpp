@@ -149,7 +149,7 @@ void backend::impl::record_cache_log_copy() {
 void backend::impl::after_cache_lookup(const recorded_step& s) {
   const auto* logs = reinterpret_cast<const std::int32_t*>(buf(cache_log_host).mapped());
   const float decay = std::pow(cache_decay, float(std::max(batch_tokens, 1u)));
-  const std::uint64_t budget = cache_admit_bytes + cache_admit_token_bytes * (std::max(batch_tokens, 1u) - 1);
+  const std::uint64_t budget = cache_admit_budget();
   std::uint64_t admitted = 0;
   for (const auto& [block, pairs] : s.lookups) {
     cached_block& b = cached.at(std::size_t(block));

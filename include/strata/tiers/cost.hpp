@@ -135,24 +135,22 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
                           : pl.cache_slots && t.n_expert && t.n_expert_used
                               ? double(t.bytes) * cache_miss_share(t.n_expert, t.n_expert_used, pl.cache_slots, batch) / B
                               : bytes * pl.miss_rate;
-        if (decode && pl.misses_on_cpu && pl.cache_slots) {
-          // The CPU computes the misses from DRAM after a round trip for the router's choice.
+        const bool misses_on_cpu = decode && pl.misses_on_cpu && pl.cache_slots;
+        if (misses_on_cpu) {  // the CPU computes the misses from DRAM
           c.cpu_read_bytes += up;
           c.chain_s += up / l.cpu_read;
-          if (t.layer != synced_layer) {
-            synced_layer = t.layer;
-            c.handoffs += 1;
-          }
         } else {
           c.host_to_gpu_bytes += up;
           // The lookup form's kernels read a missed expert from host memory themselves, slower than
           // a copy: ~40 GB/s of miss reads (session 53, H200) against ~49 GB/s of probed copies (H100 host).
           if (on_chain) c.chain_s += up / (pl.routed_on_gpu ? kernel_host_read_share * l.host_to_gpu : l.host_to_gpu);
-          // Routed experts uploaded by id: the host reads the router's choice (a round trip).
-          if (t.kind == tensor_kind::routed_experts && !pl.upload_whole && !pl.routed_on_gpu && t.layer != synced_layer) {
-            synced_layer = t.layer;
-            c.handoffs += 1;
-          }
+        }
+        // Routed experts uploaded by id, or their misses sent to the CPU: the host reads the
+        // router's choice (a round trip).
+        if (t.kind == tensor_kind::routed_experts && !pl.upload_whole && (!pl.routed_on_gpu || misses_on_cpu) &&
+            t.layer != synced_layer) {
+          synced_layer = t.layer;
+          c.handoffs += 1;
         }
       }
     } else {

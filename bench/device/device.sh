@@ -93,6 +93,17 @@ lcpp() {
   fi
 }
 
+# Waits up to $1 seconds for the background llama.cpp build (lcpp); false, with its log's tail,
+# where it failed or is still running.
+lcpp_built() {
+  local i
+  for i in $(seq 1 $(( $1 / 5 ))); do [ -f /tmp/lc-build.rc ] && break; sleep 5; done
+  [ "$(cat /tmp/lc-build.rc 2>/dev/null)" = 0 ] && return 0
+  log "llama.cpp build not done/failed"
+  tail -20 /tmp/lc-build.log
+  return 1
+}
+
 strata() {
   loader
   local q8=$M/qwen3-8b-Q4_K_M.gguf
@@ -122,9 +133,7 @@ tails() {
 }
 
 llama() {
-  local i
-  for i in $(seq 1 60); do [ -f /tmp/lc-build.rc ] && break; sleep 5; done
-  if [ "$(cat /tmp/lc-build.rc 2>/dev/null)" != 0 ]; then log "llama.cpp build not done/failed"; tail -20 /tmp/lc-build.log; return 1; fi
+  lcpp_built 300 || return 1
   local L=$LC/build/bin q8=$M/qwen3-8b-Q4_K_M.gguf
   run "$L/llama-bench" -m "$q8" -ngl 99 -fa 1 -p 512,4096 -n 128 -r 3
   run "$L/llama-bench" -m "$q8" -ngl 99 -fa 1 -p 0 -n 64 -d 4096 -r 3
@@ -168,8 +177,7 @@ tiers() {
 
 tiers-llama() {
   vram
-  for i in $(seq 1 60); do [ -f /tmp/lc-build.rc ] && break; sleep 5; done
-  if [ "$(cat /tmp/lc-build.rc 2>/dev/null)" != 0 ]; then log "llama.cpp build not done/failed"; tail -20 /tmp/lc-build.log; return 1; fi
+  lcpp_built 300 || return 1
   local f
   # -ncmoe 19: the fewest CPU-expert blocks that fit 12 GiB (11,657 MiB, sessions 19-23).
   for f in qwen3-30b-a3b-Q4_K_M qwen3-30b-a3b-Q4_K_M-skewed; do
@@ -216,8 +224,7 @@ scout() {
 
 scout-llama() {
   vram
-  for i in $(seq 1 60); do [ -f /tmp/lc-build.rc ] && break; sleep 5; done
-  if [ "$(cat /tmp/lc-build.rc 2>/dev/null)" != 0 ]; then log "llama.cpp build not done/failed"; tail -20 /tmp/lc-build.log; return 1; fi
+  lcpp_built 300 || return 1
   scout_model
   local n t=${SCOUT_T:-16}
   # -ncmoe 34 / 44: the fewest CPU-expert blocks that fit 24 / 12 GiB (23,233 / 11,609 MiB, session 23).
@@ -229,8 +236,7 @@ scout-llama() {
 # Waits for the background llama.cpp build, then deletes its object files: beside the Scout
 # file a 64 GiB disk has no room for them.
 lcpp-wait() {
-  for i in $(seq 1 110); do [ -f /tmp/lc-build.rc ] && break; sleep 5; done
-  if [ "$(cat /tmp/lc-build.rc 2>/dev/null)" != 0 ]; then log "llama.cpp build not done/failed"; tail -20 /tmp/lc-build.log; return 1; fi
+  lcpp_built 550 || return 1
   log "llama.cpp built"
   find "$LC/build" -name '*.o' -delete
   du -sh "$LC" | tee -a "$OUT/device.log"

@@ -199,6 +199,7 @@ int main(int argc, char** argv) {
         layout.streamed_ffn.assign(hp.n_layer, 0);
         for (const auto il : m->streamed_layers()) layout.streamed_ffn.at(il) = 1;
         layout.stream_cpu_tokens = m->streaming().cpu_tokens;  // the per-phase choice the backend runs
+        layout.stream_link_blocks = m->streaming().link_layers;  // ... and the blocks the link carries then
         layout.streamed_experts.assign(hp.n_layer, 0);
         for (const auto il : m->expert_streamed_layers()) layout.streamed_experts.at(il) = 1;
         if (m->expert_streaming().layers) layout.expert_cpu_tokens = m->expert_streaming().cpu_tokens;
@@ -213,6 +214,7 @@ int main(int argc, char** argv) {
           r.stream.steps += a.steps - before.steps;
           r.stream.cpu_steps += a.cpu_steps - before.cpu_steps;
           r.stream.cpu_tokens = a.cpu_tokens;
+          r.stream.link_layers = a.link_layers;
         };
         const auto count_xstream = [&](result& r, const strata::rt::model::stream_counters& before) {
           const auto a = m->expert_streaming();
@@ -586,12 +588,15 @@ int main(int argc, char** argv) {
       char steps[40];
       std::snprintf(steps, sizeof steps, "%llu/%llu", (unsigned long long)r.stream.cpu_steps,
                     (unsigned long long)r.stream.steps);
-      std::printf("| %-14s | %16u | %12.1f | %15s | %18.3f | %19.3f |\n", test, r.stream.layers,
+      char blocks[40];
+      std::snprintf(blocks, sizeof blocks, r.stream.link_layers ? "%u (%u on link)" : "%u", r.stream.layers, r.stream.link_layers);
+      std::printf("| %-14s | %16s | %12.1f | %15s | %18.3f | %19.3f |\n", test, blocks,
                   double(r.stream.ring_bytes) / double(1 << 20), steps, r.stream.bytes_per_token() / 1e6,
                   r.predicted.host_to_gpu_bytes / 1e6);
     }
     std::printf("(every streamed step copies each streamed block's dense FFN once: a prompt step's tokens share the "
-                "bytes; CPU steps: steps of few tokens that computed those FFNs on the CPU instead)\n");
+                "bytes; CPU steps: steps of few tokens that computed those FFNs on the CPU instead, but for those on the "
+                "link, copied meanwhile: --stream-link)\n");
   }
   // CPU experts streamed in prompt steps (the default with CPU experts; --no-stream-experts).
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.xstream.layers > 0; })) {

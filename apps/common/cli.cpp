@@ -275,6 +275,11 @@ void add_tier_options(CLI::App& app, tier_options& o) {
                  "2-slot GPU ring one layer ahead of use in prompt steps (a batch reads each weight once), and computed "
                  "on the CPU in decode steps when the link speeds say the CPU is faster (attention and KV stay on the GPU)")
       ->type_name("N")->group(group::tiers);
+  app.add_option("--stream-link", o.stream_link,
+                 "in decode steps, which compute the streamed FFNs on the CPU, copy N of them (spread evenly, at most "
+                 "half) into the GPU ring instead while the CPU computes the others, so the link and the host's memory "
+                 "carry weights at once (default: the count the cost model predicts fastest; 0: all on the CPU)")
+      ->type_name("N")->group(group::tiers);
   app.add_flag("--no-stream-experts", o.no_stream_experts,
                "keep the routed experts the CPU computes (--cpu-moe, --n-cpu-moe, -ot, --fit) on the CPU in prompt steps "
                "too; by default a prompt step longer than the link speeds' threshold copies them, every expert, into a "
@@ -304,6 +309,14 @@ void apply(const tier_options& t, rt::engine_options& eo) {
   eo.n_cpu_moe = t.n_cpu_moe;
   eo.fit = t.fit;
   eo.stream_layers = t.stream_layers;
+  if (!t.stream_link.empty()) {
+    std::uint32_t n = 0;
+    const char* end = t.stream_link.data() + t.stream_link.size();
+    const auto [p, ec] = std::from_chars(t.stream_link.data(), end, n);
+    if (ec != std::errc() || p != end)
+      throw error("--stream-link: '" + t.stream_link + "' is not a block count (a whole number, e.g. 8)");
+    eo.stream_link = n;  // more than half the streamed blocks: model::load names the limit
+  }
   eo.stream_experts = !t.no_stream_experts;
   eo.cache_experts = !t.no_expert_cache;
   if (!t.expert_cache.empty()) {

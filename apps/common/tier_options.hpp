@@ -19,6 +19,7 @@ struct tier_options {
   bool fit = false;                           // --fit
   std::string expert_cache;                   // --expert-cache SLOTS (empty: off)
   std::uint32_t stream_layers = 0;            // --stream-layers N
+  std::string stream_link;                    // --stream-link N (empty: the planner's choice)
   bool no_stream_experts = false;             // --no-stream-experts
   bool no_expert_cache = false;               // --no-expert-cache
 };

@@ -86,6 +86,11 @@ std::string layout_text(const tiers::engine_layout& l, const arch::hparams& hp) 
     s += l.stream_cpu_tokens ? " streamed through the ring in steps of more than " + std::to_string(l.stream_cpu_tokens) +
                                    " tokens, computed on the CPU in shorter ones (host->GPU bytes and hand-offs below)"
                              : std::string(" streamed through the ring in every step (host->GPU bytes below)");
+    if (const auto ln = l.link_layers(); !ln.empty()) {
+      s += "; in those shorter steps the link carries blocks";
+      append_blocks(s, ln);
+      s += " while the CPU computes the others";
+    }
   }
   return s;
 }
@@ -155,6 +160,10 @@ int run_plan(const run_options& opt) {
       for (std::size_t i = 0; i < st.size(); ++i) out += (i ? "," : "") + std::to_string(st[i]);
       out += "],\"stream_cpu_tokens\":";
       out += std::to_string(layout->stream_cpu_tokens);
+      out += ",\"stream_link_layers\":[";
+      const auto ln = layout->link_layers();
+      for (std::size_t i = 0; i < ln.size(); ++i) out += (i ? "," : "") + std::to_string(ln[i]);
+      out += "]";
       out += ",\"streamed_bytes_per_step\":";
       out += std::to_string(tiers::streamed_bytes(demand, *layout));
       out += ",\"expert_streamed_layers\":[";

@@ -106,6 +106,7 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
   else {
     l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides, opt.expert_cache.value_or(0), opt.stream_layers);
     l.stream_cpu_tokens = tiers::stream_cpu_tokens(d, l, po.links, po.prefill_batch);  // the per-phase choice
+    l.stream_link_blocks = tiers::stream_link_blocks(d, l, po.links);
     // CPU experts stream in prompt steps by default when the budget holds their ring; with no
     // --gpu-budget the device's free memory (less the margin) must hold it.
     if (opt.stream_experts && !l.handoff_layers().empty()) {
@@ -114,6 +115,18 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
         if (const auto g = gpu_memory(opt.device)) budget = default_gpu_budget(g->available);
       l = tiers::with_streamed_experts(d, std::move(l), po.links, budget, po.prefill_batch);
     }
+  }
+
+  if (opt.stream_link) {  // the user's count over the planner's
+    const std::string flag = "--stream-link " + std::to_string(*opt.stream_link);
+    if (!gpu) throw error(flag + " needs the Vulkan backend (the ring is GPU memory)");
+    if (*opt.stream_link && l.streamed_layers().empty())
+      throw error(flag + ": no block's dense FFN is streamed; give -ngl with --stream-layers N, or --fit where it streams");
+    if (*opt.stream_link && l.stream_cpu_tokens == 0)
+      throw error(flag + ": every step streams the FFNs through the ring already (the link speeds predict it faster "
+                  "than the CPU), so no step computes them on the CPU for the link to run beside");
+    l.stream_link_blocks = *opt.stream_link;
+    (void)l.link_layers();  // more than half the streamed blocks: refused naming the limit
   }
 
   const tiers::placement_plan p = tiers::layout_plan(d, l, po.links, unlimited, po.prefill_batch);

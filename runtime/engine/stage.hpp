@@ -36,6 +36,9 @@ struct layer_slice {
   // steps of more than expert_cpu_tokens tokens (runtime/vulkan/expert_stream.cpp).
   std::vector<std::uint32_t> streamed_expert_layers;
   std::uint32_t expert_cpu_tokens = 0;
+  // GPU stages: streamed blocks whose FFN the link carries in the steps that compute the others
+  // on the CPU (tiers::engine_layout::link_layers).
+  std::vector<std::uint32_t> stream_link_layers;
 };
 
 class stage {

@@ -123,6 +123,7 @@ class staged_model final : public model {
       c.bytes_per_step += e.bytes_per_step, c.bytes_streamed += e.bytes_streamed;
       c.tokens = std::max(c.tokens, e.tokens), c.steps = std::max(c.steps, e.steps);
       c.cpu_steps = std::max(c.cpu_steps, e.cpu_steps), c.cpu_tokens = std::max(c.cpu_tokens, e.cpu_tokens);
+      c.link_layers += e.link_layers, c.link_bytes_per_step += e.link_bytes_per_step;
     }
     return c;
   }

@@ -17,7 +17,7 @@ struct engine_backend<gpu::backend> {
                                                                s.cpu_expert_layers, opt.threads, s.cached_expert_layers,
                                                                s.expert_slots, s.streamed_layers,
                                                                s.stream_cpu_tokens, s.streamed_expert_layers,
-                                                               s.expert_cpu_tokens});
+                                                               s.expert_cpu_tokens, s.stream_link_layers});
   }
   static model::expert_cache_counters expert_cache(const gpu::backend& be) {
     const gpu::expert_cache_stats s = be.expert_cache();
@@ -29,7 +29,7 @@ struct engine_backend<gpu::backend> {
   static model::stream_counters streaming(const gpu::backend& be) {
     const gpu::stream_stats s = be.streaming();
     return {s.layers, s.ring_bytes, s.host_bytes, s.bytes_per_step, s.bytes_streamed, s.tokens, s.steps,
-            s.cpu_steps, s.cpu_tokens};
+            s.cpu_steps, s.cpu_tokens, 0, 0, s.link_layers, s.link_bytes_per_step};
   }
   static model::stream_counters expert_streaming(const gpu::backend& be) {
     const gpu::stream_stats s = be.expert_streaming();
@@ -98,8 +98,14 @@ struct engine_backend<gpu::backend> {
                     s.layers, mib(s.host_bytes), mib(s.ring_bytes), mib(s.bytes_per_step));
       out += mem;
       if (s.cpu_tokens) {
-        std::snprintf(mem, sizeof mem, " (steps of <= %u tokens compute them on the CPU instead)", s.cpu_tokens);
+        std::snprintf(mem, sizeof mem, " (steps of <= %u tokens compute them on the CPU instead", s.cpu_tokens);
         out += mem;
+        if (s.link_layers) {
+          std::snprintf(mem, sizeof mem, ", but for %u whose %.1f MiB the link copies meanwhile", s.link_layers,
+                        mib(s.link_bytes_per_step));
+          out += mem;
+        }
+        out += ")";
       }
     }
     return out;

@@ -70,8 +70,8 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
                 std::to_string(w.ne[1]) + "], input " + std::to_string(x.rows) + "x" + std::to_string(x.cols) + ", output " +
                 std::to_string(y.rows) + "x" + std::to_string(y.cols));
   if (P.weights[w.id].stream >= 0) {  // a streamed FFN (layer_stream.cpp): on the CPU in this step, or its ring slot
-    if (P.stream_on_cpu()) return P.record_cpu_ffn(w, x, y);
-    P.enter_streamed(w);
+    if (!P.stream_on_cpu()) P.enter_streamed(w);
+    else if (!P.linked(w)) return P.record_cpu_ffn(w, x, y);  // else its slot holds it: the copy ran beside the CPU
   }
   impl::pending_matmul m{.w = &w, .x = x, .y = y};
   if (!P.fuse_step) {

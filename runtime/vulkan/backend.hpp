@@ -112,6 +112,11 @@ struct backend_options {
   // run the GPU's MoE kernels on them; shorter steps (decode) hand the rows to the CPU as before.
   std::vector<std::uint32_t> streamed_expert_layers;
   std::uint32_t expert_cpu_tokens = 0;
+  // Streamed blocks whose FFN steps of at most stream_cpu_tokens tokens still copy into the ring
+  // (the GPU computes them) while the CPU computes the others: never two adjacent in the streamed
+  // order, nor the first; each copy is split over the hand-offs of the CPU's FFNs before its
+  // block and runs while the CPU works (layer_stream.cpp).
+  std::vector<std::uint32_t> stream_link_layers;
 };
 
 // Dense layer streaming's counters since load.
@@ -126,6 +131,9 @@ struct stream_stats {
   // The expert ring's blocks only: block-steps whose GPU computed a share of the experts from the
   // pinned copy beside the CPU (cpu_experts.cpp record_shared_moe), and the bytes it read there.
   std::uint64_t share_blocks = 0, share_bytes = 0;
+  // The dense ring only: blocks the link carries in the CPU phase's steps, and their bytes a step.
+  std::uint32_t link_layers = 0;
+  std::uint64_t link_bytes_per_step = 0;
 };
 
 // The expert cache's counters since load (all cached blocks together).

@@ -296,7 +296,13 @@ struct backend::impl : backend_tuning {
       const xstream_block& b = xstreams[std::size_t(e.xstream)];
       return {{b.host[w.id == b.part[2] ? 1 : 0].handle(), e.offset, e.bytes, 0}, false, true};
     }
-    return {{chunks.at(e.chunk).handle(), e.offset, e.bytes, 0}, false, true};
+    return {{chunks.at(stream_chunk(e)).handle(), e.offset, e.bytes, 0}, false, true};
+  }
+  // A weight's chunk; a streamed FFN the link carries in this (CPU-phase) step: its slot by link rank.
+  std::uint32_t stream_chunk(const weight_entry& e) const {
+    if (e.stream < 0 || !stream_on_cpu()) return e.chunk;
+    const std::int32_t link = streams[std::size_t(e.stream)].link;
+    return link < 0 ? e.chunk : ring_chunk[link % 2];
   }
   // Gate and up as one range (adjacent() holds); up_off: up's byte offset from gate's.
   binding bind_gate_up(const weight& g, const weight& u, std::uint32_t& up_off) const {
@@ -761,8 +767,14 @@ struct backend::impl : backend_tuning {
       record_ring_copy(copy_of(j + 1));
     }
   }
-  // The per-phase choice of the step being recorded: its streamed FFNs on the CPU.
+  // The per-phase choice of the step being recorded: its streamed FFNs on the CPU (but for the
+  // blocks the link carries then: streamed_block::link).
   bool stream_on_cpu() const noexcept { return step_tokens <= opt.stream_cpu_tokens; }
+  bool linked(const weight& w) const { return streams.at(std::size_t(weights.at(w.id).stream)).link >= 0; }
+  // make_ring: which blocks the link carries and the copy pieces each CPU block's hand-off takes.
+  void plan_link_copies(std::uint64_t align);
+  // The hand-off of CPU block b: its pieces' copies, recorded apart to run while the CPU computes.
+  vk::raii::CommandBuffer record_link_copies(const streamed_block& b);
   // In such a step, a streamed FFN's matmuls: the gate's copies x out and splits the step (the
   // CPU computes the whole FFN there), the up's records nothing, the down's copies the result
   // into y; the SwiGLU between them is skipped (ffn_open).

@@ -20,6 +20,16 @@
 // the weights live (cpu_ffn.hpp): at the gate's matmul the FFN norm's rows go to the host and the
 // step splits (as the MoE hand-off does, cpu_experts.cpp), the CPU runs gate, up, SwiGLU and
 // down, and at the down's matmul the result comes back; the SwiGLU between is not recorded.
+//
+// The link in those steps (backend_options::stream_link_layers): a few streamed blocks, never two
+// adjacent nor the first, are still copied into the ring and computed by the GPU, slot by rank
+// among them (link % 2), while the CPU computes the others: the copy of each is split over the
+// hand-offs of the CPU's FFNs since the linked block before it, recorded as each hand-off's
+// `share` (between the part before and the CPU's work: on the flag-word path the GPU runs it
+// while the host computes; on the others it precedes the CPU's work, correct but not beside it).
+// The slot a copy fills was last read two linked blocks back, before the CPU block whose
+// hand-off carries it; the share's barrier orders the copy after those reads, and the next
+// part's first barrier (command_recorder::resume) orders the kernels after the copy.
 #include <algorithm>
 #include <cstring>
 
@@ -51,7 +61,8 @@ bool backend::impl::load_streamed(const gguf::tensor_info& t, std::uint32_t id) 
   if (part < 0 || it->part[part] != ~0u)
     throw error("layer streaming: '" + std::string(n) + "' is not the block's one ffn_gate, ffn_up or ffn_down");
   it->part[part] = id;
-  if (opt.stream_cpu_tokens) {  // the CPU's view too, for the decode phase
+  const auto& link = opt.stream_link_layers;
+  if (opt.stream_cpu_tokens && std::find(link.begin(), link.end(), std::uint32_t(layer)) == link.end()) {  // the CPU's view too, for the decode phase
     if (!ffn_host) ffn_host = std::make_unique<cpu_ffn>(opt.cpu_threads);
     it->cpu[part] = ffn_host->load(t);
   }
@@ -108,6 +119,7 @@ void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit, st
     streaming.bytes_per_step += b.bytes;
   }
   copy_pinned(copies);
+  plan_link_copies(align);
   streaming.layers = std::uint32_t(streams.size());
   streaming.ring_bytes = 2 * slot;
   if (opt.stream_cpu_tokens) {  // the decode phase's hand-off buffers: up to stream_cpu_tokens rows
@@ -119,6 +131,50 @@ void backend::impl::make_ring(std::uint64_t align, std::uint64_t chunk_limit, st
     ffn_host->reserve(ffn_rows);
     streaming.cpu_tokens = opt.stream_cpu_tokens;
   }
+}
+
+void backend::impl::plan_link_copies(std::uint64_t align) {
+  const auto& want = opt.stream_link_layers;
+  if (want.empty()) return;
+  if (!opt.stream_cpu_tokens)
+    throw error("--stream-link: no step computes the streamed FFNs on the CPU (every step streams them), so the link has "
+                "nothing to run beside");
+  for (const std::uint32_t il : want)
+    if (std::none_of(streams.begin(), streams.end(), [&](const streamed_block& b) { return b.layer == il; }))
+      throw error("--stream-link: block " + std::to_string(il) + " is not one whose dense FFN streams on this backend");
+  std::vector<std::uint32_t> before;  // CPU-computed blocks since the last linked one
+  std::int32_t rank = 0;
+  for (std::uint32_t j = 0; j < streams.size(); ++j) {
+    streamed_block& b = streams[j];
+    if (std::find(want.begin(), want.end(), b.layer) == want.end()) {
+      before.push_back(j);
+      continue;
+    }
+    if (before.empty())
+      throw error("--stream-link: block " + std::to_string(b.layer) + " is the first streamed block or follows another linked "
+                  "one; a CPU-computed streamed block must come before each (its hand-off carries the copy)");
+    b.link = rank++;
+    // The copy split evenly over those hand-offs, each piece at the ring's alignment.
+    const std::uint64_t piece = ((b.bytes + before.size() - 1) / before.size() + align - 1) / align * align;
+    for (std::size_t i = 0; i < before.size() && i * piece < b.bytes; ++i)
+      streams[before[i]].carries.push_back({j, i * piece, std::min(piece, b.bytes - i * piece)});
+    before.clear();
+    ++streaming.link_layers;
+    streaming.link_bytes_per_step += b.bytes;
+  }
+}
+
+vk::raii::CommandBuffer backend::impl::record_link_copies(const streamed_block& b) {
+  vk::raii::CommandBuffer c = new_command_buffer();
+  c.begin(vk::CommandBufferBeginInfo());
+  // The slot's last readers (the linked block two back, in an earlier part) before the copy.
+  c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eTransfer, {}, {}, {}, {});
+  for (const streamed_block::copy_piece& p : b.carries) {
+    const streamed_block& to = streams.at(p.block);
+    c.copyBuffer(to.host.handle(), chunks.at(ring_chunk[to.link % 2]).handle(), vk::BufferCopy(p.offset, p.offset, p.bytes));
+  }
+  c.end();
+  return c;
 }
 
 void backend::impl::record_ring_copy(const ring_copy& r) {
@@ -159,6 +215,7 @@ void backend::impl::record_cpu_ffn(const weight& w, const tensor& x, const tenso
     h.out_slot = index;
     h.task.gate = b.cpu[0], h.task.up = b.cpu[1], h.task.down = b.cpu[2];
     h.task.rows = n, h.task.cols = C;
+    if (!b.carries.empty()) h.share = record_link_copies(b);
     h.cmd = new_command_buffer();
     rec.resume(h.cmd, "cpu dense FFN (hand-off: host work + submit)");
     ffn_open = std::int32_t(index);

@@ -301,7 +301,7 @@ void backend::finish() {
   P.submit_step();
   if (P.current && !P.current->lookups.empty()) P.after_cache_lookup(*P.current);
   if (P.streaming.layers) {  // the recorded copies ran (every streamed block once), or the CPU computed them
-    if (P.stream_on_cpu()) ++P.streaming.cpu_steps;
+    if (P.stream_on_cpu()) ++P.streaming.cpu_steps, P.streaming.bytes_streamed += P.streaming.link_bytes_per_step;
     else P.streaming.bytes_streamed += P.streaming.bytes_per_step;
     P.streaming.tokens += P.batch_tokens;
     ++P.streaming.steps;

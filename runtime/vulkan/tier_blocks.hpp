@@ -57,6 +57,15 @@ struct streamed_block {
   std::uint32_t cpu[3] = {0, 0, 0};         // their cpu_ffn indices (per-phase CPU share)
   std::uint64_t bytes = 0;             // of the slot it fills
   gpu_buffer host;
+  // Steps of at most stream_cpu_tokens tokens (layer_stream.cpp): a block the link still carries
+  // then has link >= 0 (its rank among those; it reads slot link % 2), the others are computed by
+  // the CPU, and the hand-off of each of those copies `carries` (pieces of the next linked block).
+  std::int32_t link = -1;
+  struct copy_piece {
+    std::uint32_t block;  // index in the backend's streams
+    std::uint64_t offset, bytes;
+  };
+  std::vector<copy_piece> carries;
 };
 
 // Routed experts streamed in prompt steps: two ring items (gate + up, down), each pinned.

@@ -80,8 +80,10 @@ TEST_CASE("layer streaming: --fit streams what does not fit when the link beats 
   CHECK(ps.prefill.seconds_per_token < pc.prefill.seconds_per_token);
   // The per-phase choice inside a streamed layout: with desktop links the CPU reads a block's
   // FFN faster than PCIe copies it, so decode computes the streamed FFNs on the CPU and prefill
-  // streams them. Here attention is most of a block (96 MiB vs a 32 MiB FFN), so keeping every
-  // block's attention on the GPU and streaming the FFNs beats leaving whole blocks to the CPU.
+  // streams them; but the link carries one of the four meanwhile (block 2, its copy split over
+  // the hand-offs of blocks 0 and 1). Here attention is most of a block (96 MiB vs a 32 MiB FFN),
+  // so keeping every block's attention on the GPU and streaming the FFNs beats leaving whole
+  // blocks to the CPU.
   {
     const model_demand d2 = synthetic(4, 96, 32);
     const std::uint64_t attn2 = 4 * (96 * MiB + 32 * 1024 + 1 * MiB);
@@ -92,15 +94,41 @@ TEST_CASE("layer streaming: --fit streams what does not fit when the link beats 
     CHECK(l2.stream_cpu_tokens >= 1);
     CHECK(l2.stream_cpu_tokens < o2.prefill_batch);
     const placement_plan p2 = layout_plan(d2, l2, o2.links, o2.ram_budget, o2.prefill_batch);
+    CHECK(l2.stream_link_blocks == 1);
+    CHECK(l2.link_layers() == std::vector<std::uint32_t>{2});
     for (std::size_t i = 0; i < d2.tensors.size(); ++i)
       if (d2.tensors[i].kind == tensor_kind::dense_ffn) {
-        CHECK(p2.tensors[i].decode == exec_unit::cpu);
+        CHECK(p2.tensors[i].decode == (d2.tensors[i].layer == 2 ? exec_unit::gpu : exec_unit::cpu));
         CHECK(p2.tensors[i].prefill == exec_unit::gpu);
       }
-    CHECK(p2.decode.host_to_gpu_bytes == 0);
-    CHECK(p2.decode.handoffs == 8);  // to the CPU and back around each block's FFN
+    CHECK(p2.decode.host_to_gpu_bytes == doctest::Approx(32.0 * MiB / 3 * 3));  // block 2's FFN
+    CHECK(p2.decode.handoffs == 6);  // to the CPU and back around each CPU-computed FFN
     CHECK(p2.prefill.host_to_gpu_bytes == doctest::Approx(4.0 * 32 * MiB / 512));
-    CHECK(p2.ram_weights == 2 * 4 * 3 * (32 * MiB / 3));  // the pinned copy and the CPU's
+    CHECK(p2.ram_weights == (2 * 3 + 1) * 3 * (32 * MiB / 3));  // the pinned copies and the CPU's of blocks 0, 1, 3
+    // The copy's two halves (0.70 ms each at 24 GB/s) outlast the CPU's FFNs they run beside
+    // (0.56 ms at 60 GB/s): the chain pays the difference twice.
+    std::vector<std::size_t> ffn0;
+    for (std::size_t i = 0; i < d2.tensors.size(); ++i)
+      if (d2.tensors[i].kind == tensor_kind::dense_ffn && d2.tensors[i].layer == 0) ffn0.push_back(i);
+    const double cpu0 = evaluate(d2, p2.tensors, o2.links, 1, ffn0).chain_s - 4 * o2.links.block_s;
+    const double half = 32.0 * MiB / 2 / o2.links.host_to_gpu;
+    REQUIRE(half > cpu0);
+    CHECK(p2.decode.seconds_per_token == doctest::Approx(p2.decode.chain_s + 2 * (half - cpu0)));
+    engine_layout all_cpu = l2;
+    all_cpu.stream_link_blocks = 0;
+    const auto pa = layout_plan(d2, all_cpu, o2.links, o2.ram_budget, o2.prefill_batch);
+    CHECK(pa.decode.host_to_gpu_bytes == 0);
+    CHECK(pa.decode.handoffs == 8);
+    CHECK(p2.decode.seconds_per_token < pa.decode.seconds_per_token);
+    // At most half of the streamed blocks, and never one first: refused naming the limit.
+    all_cpu.stream_link_blocks = 3;
+    CHECK_THROWS_WITH_AS(all_cpu.link_layers(), doctest::Contains("at most half of the 4 streamed blocks (2)"), strata::error);
+    all_cpu.stream_link_blocks = 2;
+    CHECK(all_cpu.link_layers() == std::vector<std::uint32_t>{1, 3});
+    // A link as slow as a tenth of the CPU: it carries nothing.
+    link_speeds slow_link = o2.links;
+    slow_link.host_to_gpu = o2.links.cpu_read / 10;
+    CHECK(stream_link_blocks(d2, l2, slow_link) == 0);
     const auto split = layout_plan(d2, layer_split_layout(d2, 3), o2.links, o2.ram_budget, o2.prefill_batch);
     CHECK(p2.decode.seconds_per_token < split.decode.seconds_per_token);
     // stream_cpu_tokens: the CPU's time grows with the step's tokens, the link's does not.
@@ -156,14 +184,15 @@ model_demand llama_70b() {
 }  // namespace
 
 // The 70B dense target at 12 GiB with desktop links: every block's attention and KV fit, so
-// --fit keeps all 80 blocks on the GPU and streams most FFNs: decode computes them on the CPU
-// (within 5% of the best -ngl split's predicted decode), prefill copies them once per 512-token
-// step (many times the split's predicted prefill, which runs the CPU's blocks token by token).
+// --fit keeps (nearly) all 80 blocks on the GPU and streams most FFNs: decode computes them on the
+// CPU but for about one in four the link carries meanwhile (faster than the best -ngl split's
+// predicted decode and than the CPU alone), prefill copies them once per 512-token step (many
+// times the split's predicted prefill, which runs the CPU's blocks token by token).
 TEST_CASE("layer streaming: --fit on Llama 3.1 70B shapes at 12 GiB streams the FFNs, per phase") {
   const model_demand d = llama_70b();
   const plan_options o{.gpu_budget = 12ull << 30, .ram_budget = 120ull << 30};
   const engine_layout l = plan_engine_layout(d, o);
-  CHECK(l.n_gpu_layers == 80);
+  CHECK(l.n_gpu_layers >= 76);
   CHECK(l.streamed_layers().size() > 60);
   CHECK(l.stream_cpu_tokens >= 1);
   CHECK(l.stream_cpu_tokens < 512);
@@ -180,10 +209,17 @@ TEST_CASE("layer streaming: --fit on Llama 3.1 70B shapes at 12 GiB streams the 
                                   << " tokens: decode " << p.decode.tokens_per_second() << " t/s, prefill "
                                   << p.prefill.tokens_per_second() << " t/s; best -ngl split " << best_split << " / "
                                   << split_prefill << " t/s (assumed desktop links)");
-  CHECK(p.decode.tokens_per_second() >= best_split / 1.05);
+  CHECK(p.decode.tokens_per_second() > best_split);
   CHECK(p.prefill.tokens_per_second() > 10 * split_prefill);
-  CHECK(p.decode.host_to_gpu_bytes == 0);
+  const auto linked = l.link_layers();
+  MESSAGE("the link carries " << linked.size() << " of them in decode (" << p.decode.host_to_gpu_bytes / 1e9 << " GB a token)");
+  CHECK(linked.size() * 5 > l.streamed_layers().size());  // ~24 GB/s beside ~60 GB/s of DRAM reads
+  CHECK(linked.size() * 3 < l.streamed_layers().size());
+  CHECK(p.decode.host_to_gpu_bytes > 0);
   CHECK(p.prefill.host_to_gpu_bytes > 0);
+  engine_layout cpu_only = l;
+  cpu_only.stream_link_blocks = 0;
+  CHECK(p.decode.seconds_per_token < layout_plan(d, cpu_only, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token);
 }
 
 // A RAM budget below the streamed FFNs' host copies: only whole CPU blocks can be disk-backed, so

@@ -74,6 +74,10 @@ struct engine_options {
   // --stream-layers N: the dense FFN of the last N GPU blocks lives in pinned host memory and is
   // streamed through a 2-slot GPU ring every step (attention and KV stay resident); 0: off.
   std::uint32_t stream_layers = 0;
+  // --stream-link N: in steps that compute the streamed FFNs on the CPU (decode), the link
+  // carries N of them into the ring for the GPU meanwhile (tiers::spread_link_blocks); unset: the
+  // cost model's choice (tiers::stream_link_blocks), 0: all on the CPU.
+  std::optional<std::uint32_t> stream_link;
   // Routed experts the CPU computes (--cpu-moe, --n-cpu-moe, -ot, --fit) stream through a 2-slot
   // GPU ring in prompt steps longer than the link speeds' threshold, when the GPU budget holds
   // the ring (tiers::with_streamed_experts); false: --no-stream-experts, always on the CPU.
@@ -153,6 +157,9 @@ class model {
     // Expert ring only: block-steps whose GPU computed a share of the experts from the pinned
     // copy while the CPU computed the rest, and the bytes it read there over the link.
     std::uint64_t share_blocks = 0, share_bytes = 0;
+    // Dense ring only: blocks the link carries in the CPU phase's steps (--stream-link), their bytes a step.
+    std::uint32_t link_layers = 0;
+    std::uint64_t link_bytes_per_step = 0;
     double bytes_per_token() const noexcept { return tokens ? double(bytes_streamed) / double(tokens) : 0.0; }
     double share_bytes_per_token() const noexcept { return tokens ? double(share_bytes) / double(tokens) : 0.0; }
   };

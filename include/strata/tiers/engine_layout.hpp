@@ -54,6 +54,11 @@ struct engine_layout {
   // on the CPU, where they live (a hand-off each way per block), longer steps (prefill) stream
   // them; 0: every step streams. stream_cpu_tokens() picks it from the link speeds.
   std::uint32_t stream_cpu_tokens = 0;
+  // In those CPU-phase steps, this many of the streamed FFNs (spread evenly, never two adjacent:
+  // link_layers()) are copied over the link into the ring and computed by the GPU instead, each
+  // copy running while the CPU computes the streamed FFNs before its block: the link and the
+  // host's DRAM both carry weights at once. stream_link_blocks() picks it; 0: all on the CPU.
+  std::uint32_t stream_link_blocks = 0;
   // Per GPU block whose routed experts the CPU computes (cpu_experts): in steps of more than
   // expert_cpu_tokens tokens they stream through the expert ring and the GPU computes them
   // instead (at least 1: decode always hands off; expert_cpu_tokens() picks it).
@@ -71,6 +76,16 @@ struct engine_layout {
     for (std::uint32_t il = 0; il < n_gpu_layers; ++il)
       if (ffn_streamed(il)) out.push_back(il);
     return out;
+  }
+
+  // The streamed blocks whose FFN the link carries in CPU-phase steps (stream_link_blocks of them).
+  std::vector<std::uint32_t> link_layers() const;
+  // Per block: 1 where link_layers() has it.
+  std::vector<char> link_mask(std::uint32_t n_layer) const {
+    std::vector<char> m(n_layer, 0);
+    if (stream_link_blocks)
+      for (const std::uint32_t il : link_layers()) m.at(il) = 1;
+    return m;
   }
 
   bool experts_cached(std::uint32_t il) const noexcept {
@@ -106,6 +121,26 @@ struct engine_layout {
     return out;
   }
 };
+
+// Which `n` of `m` streamed blocks (by index) the link carries in CPU-phase steps: evenly spread,
+// the k-th at (2k + 1) m / 2n. With n <= m / 2 two of them are never adjacent and a CPU-computed
+// block comes first, so each copy has CPU work before its block to run beside (the Vulkan
+// backend splits it over those blocks' hand-offs). Larger n is refused naming the limit.
+inline std::vector<std::uint32_t> spread_link_blocks(std::uint32_t m, std::uint32_t n) {
+  if (n > m / 2)
+    throw error("--stream-link " + std::to_string(n) + ": at most half of the " + std::to_string(m) +
+                " streamed blocks (" + std::to_string(m / 2) + ") can be carried by the link, each after a CPU-computed one");
+  std::vector<std::uint32_t> out(n);
+  for (std::uint32_t k = 0; k < n; ++k) out[k] = std::uint32_t((2ull * k + 1) * m / (2ull * n));
+  return out;
+}
+
+inline std::vector<std::uint32_t> engine_layout::link_layers() const {
+  const std::vector<std::uint32_t> streamed = streamed_layers();
+  std::vector<std::uint32_t> out;
+  for (const std::uint32_t i : spread_link_blocks(std::uint32_t(streamed.size()), stream_link_blocks)) out.push_back(streamed[i]);
+  return out;
+}
 
 // -ngl N in the layout's terms: n_gpu_layers >= n_layer (or < 0) is every block, 0 none.
 inline engine_layout layer_split_layout(const model_demand& d, std::int64_t n_gpu_layers) {
@@ -268,16 +303,45 @@ inline std::uint64_t streamed_bytes(const model_demand& d, const engine_layout& 
 
 namespace detail {
 
+// A step that computes the streamed FFNs on the CPU but for the link's blocks: the time the
+// link's copies add to the chain. As runtime/vulkan/layer_stream.cpp runs them, each linked
+// block's copy is split evenly over the hand-offs of the CPU's FFNs since the linked block before
+// it, and a hand-off lasts the longer of its CPU work and its piece of the copy.
+inline double link_copy_excess(const model_demand& d, const engine_layout& l, const std::vector<tensor_placement>& p,
+                               const link_speeds& links, std::uint32_t batch, const std::vector<std::size_t>& order) {
+  std::vector<std::vector<std::size_t>> ffn(d.n_layer);
+  std::vector<double> bytes(d.n_layer, 0);
+  for (const std::size_t i : order)
+    if (const tensor_demand& t = d.tensors[i]; streamed_on_gpu(l, t)) ffn[std::uint32_t(t.layer)].push_back(i), bytes[std::uint32_t(t.layer)] += double(t.bytes);
+  const std::vector<char> linked = l.link_mask(d.n_layer);
+  std::vector<double> cpu_before;  // the CPU's time on each streamed FFN since the last linked block
+  double excess = 0;
+  for (const std::uint32_t il : l.streamed_layers()) {
+    if (!linked[il]) {
+      cpu_before.push_back(evaluate(d, p, links, batch, ffn[il]).chain_s - double(d.n_layer) * links.block_s / batch);
+      continue;
+    }
+    const double piece = bytes[il] / double(std::max<std::size_t>(cpu_before.size(), 1)) / links.host_to_gpu / batch;
+    if (cpu_before.empty()) excess += piece;
+    for (const double cpu : cpu_before) excess += std::max(0.0, piece - cpu);
+    cpu_before.clear();
+  }
+  return excess;
+}
+
 // evaluate() for an engine layout: the ring's copies are recorded in the GPU stage's submit, so
-// they overlap its kernels but not the CPU stage's blocks (a split layout runs the GPU part,
-// then the CPU part): there the upload time the GPU's reads do not cover adds to the chain.
+// they overlap its kernels but not the CPU stage's blocks (a split layout runs the GPU part, then
+// the CPU part): there the upload time the GPU's reads do not cover adds to the chain. In a step
+// whose streamed FFNs the CPU computes but for the link's blocks (stream_link_blocks), the copies
+// sit between the hand-offs' halves: they run beside the CPU's FFNs and nothing else.
 inline phase_cost engine_cost(const model_demand& d, const engine_layout& l, const std::vector<tensor_placement>& p,
                               const link_speeds& links, std::uint32_t batch, const std::vector<std::size_t>& order) {
   phase_cost c = evaluate(d, p, links, batch, order);
-  if (l.n_gpu_layers < d.n_layer && c.upload_s > 0) {
-    const double gpu_s = c.gpu_read_bytes / links.gpu_read;
-    c.seconds_per_token = std::max(c.chain_s + std::max(0.0, c.upload_s - gpu_s), c.nvme_s);
-  }
+  if (c.upload_s <= 0) return c;
+  if (l.stream_link_blocks && batch <= l.stream_cpu_tokens)
+    c.seconds_per_token = std::max(c.chain_s + link_copy_excess(d, l, p, links, batch, order), c.nvme_s);
+  else if (l.n_gpu_layers < d.n_layer)
+    c.seconds_per_token = std::max(c.chain_s + std::max(0.0, c.upload_s - c.gpu_read_bytes / links.gpu_read), c.nvme_s);
   return c;
 }
 
@@ -300,6 +364,7 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
   p.gpu_weights = detail::tied_copy_on_gpu(d, l);
   p.gpu_ring = ring_bytes(d, l) + expert_ring_bytes(d, l);
   p.gpu_weights += detail::prefetch_predictor_bytes(d, l) + detail::router_product_bytes(d, l);
+  const std::vector<char> linked = l.link_mask(d.n_layer);
   std::uint64_t ram_left = ram_budget > p.ram_kv + p.ram_scratch ? ram_budget - p.ram_kv - p.ram_scratch : 0;
   for (const std::size_t i : p.order) {
     const tensor_demand& t = d.tensors[i];
@@ -315,11 +380,13 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
       ram_left -= std::min(ram_left, 2 * t.bytes);
     } else if (detail::streamed_on_gpu(l, t)) {
       // gpu-streamed: its pinned copy in RAM, every byte over the link once per step; with a
-      // per-phase CPU share, the CPU's view of the weights too (as for the expert cache).
-      const exec_unit decode = l.stream_cpu_tokens >= 1 ? exec_unit::cpu : exec_unit::gpu;
-      const exec_unit prefill = prefill_batch <= l.stream_cpu_tokens ? exec_unit::cpu : exec_unit::gpu;
-      p.tensors[i] = {home_tier::ram, decode, prefill};
-      const std::uint64_t b = l.stream_cpu_tokens ? 2 * t.bytes : t.bytes;
+      // per-phase CPU share, the CPU's view of the weights too (as for the expert cache), except
+      // in the blocks the link carries in that phase as well.
+      const bool link = linked[std::uint32_t(t.layer)];
+      const auto on_cpu = [&](std::uint32_t batch) { return batch <= l.stream_cpu_tokens && !link; };
+      p.tensors[i] = {home_tier::ram, on_cpu(1) ? exec_unit::cpu : exec_unit::gpu,
+                      on_cpu(prefill_batch) ? exec_unit::cpu : exec_unit::gpu};
+      const std::uint64_t b = l.stream_cpu_tokens && !link ? 2 * t.bytes : t.bytes;
       p.ram_weights += b;
       ram_left -= std::min(ram_left, b);
     } else if (detail::expert_streamed_on_gpu(l, t)) {
@@ -385,6 +452,24 @@ inline std::uint32_t stream_cpu_tokens(const model_demand& d, const engine_layou
   engine_layout s = l;
   s.stream_cpu_tokens = 0;
   return detail::cpu_phase_tokens(d, s, links, max_batch, [&](const tensor_demand& t) { return detail::streamed_on_gpu(l, t); });
+}
+
+// How many streamed FFNs the link carries in l's CPU-phase steps: the count (up to half of
+// them) with the fastest predicted decode, the CPU's streamed FFNs and the link's copies
+// overlapping (engine_cost). 0 where no step computes them on the CPU. The model does not know
+// whether the copies' DRAM reads slow the CPU's: bench/RESULTS.md measures it.
+inline std::uint32_t stream_link_blocks(const model_demand& d, const engine_layout& l, const link_speeds& links) {
+  if (l.stream_cpu_tokens == 0 || streamed_bytes(d, l) == 0) return 0;
+  engine_layout s = l;
+  const auto m = std::uint32_t(l.streamed_layers().size());
+  std::uint32_t pick = 0;
+  double best = -1;
+  for (std::uint32_t n = 0; n <= m / 2; ++n) {
+    s.stream_link_blocks = n;
+    const double t = layout_plan(d, s, links, std::numeric_limits<std::uint64_t>::max() / 4, 1).decode.seconds_per_token;
+    if (best < 0 || t < best * (1 - 1e-9)) best = t, pick = n;
+  }
+  return pick;
 }
 
 // The same choice for streamed routed experts: the CPU reads the experts a step routes (k/n of

@@ -253,6 +253,7 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
         if (!ffn_forced_gpu[il] && ffn[il]) s.streamed_ffn[il] = 1, any = true;
       if (any && used + ring_after[first] <= o.gpu_budget && runnable(s)) {
         s.stream_cpu_tokens = stream_cpu_tokens(d, s, o.links, o.prefill_batch);
+        s.stream_link_blocks = stream_link_blocks(d, s, o.links);
         const placement_plan ps = layout_plan(d, s, o.links, o.ram_budget, o.prefill_batch);
         streamed.push_back({std::move(s), ps.decode.seconds_per_token, ps.prefill.seconds_per_token});
       }

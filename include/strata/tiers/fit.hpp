@@ -272,6 +272,14 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
   const candidate* pick = nullptr;
   for (const candidate& c : streamed)
     if ((best_t < 0 || c.decode < best_t * (1 - 1e-9)) && (!pick || c.decode < pick->decode)) pick = &c;
+  // The same 5% among dense streamed layouts that beat it: Llama 3.1 70B at 24 GiB, all 80 blocks
+  // with 47 FFNs streamed predicts 2.6% slower decode than 79 blocks and the head on the CPU, and
+  // 2.6x the prefill.
+  if (const double fastest = pick ? pick->decode : 0; pick && !pick->layout.streamed_layers().empty())
+    for (const candidate& c : streamed)
+      if (!c.layout.streamed_layers().empty() && c.decode <= fastest * 1.05 &&
+          (best_t < 0 || c.decode < best_t * (1 - 1e-9)) && c.prefill < pick->prefill)
+        pick = &c;
   if (!pick && best_t >= 0) {
     double fastest = layout_plan(d, best, o.links, o.ram_budget, o.prefill_batch).prefill.seconds_per_token * (1 - 1e-9);
     for (const candidate& c : streamed)

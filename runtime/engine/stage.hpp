@@ -39,6 +39,7 @@ struct layer_slice {
   // GPU stages: streamed blocks whose FFN the link carries in the steps that compute the others
   // on the CPU (tiers::engine_layout::link_layers).
   std::vector<std::uint32_t> stream_link_layers;
+  double stream_link_ratio = 0;  // the link's bytes per byte the CPU reads (tiers::link_bytes_per_cpu_byte)
 };
 
 class stage {

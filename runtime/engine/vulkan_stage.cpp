@@ -17,7 +17,8 @@ struct engine_backend<gpu::backend> {
                                                                s.cpu_expert_layers, opt.threads, s.cached_expert_layers,
                                                                s.expert_slots, s.streamed_layers,
                                                                s.stream_cpu_tokens, s.streamed_expert_layers,
-                                                               s.expert_cpu_tokens, s.stream_link_layers});
+                                                               s.expert_cpu_tokens, s.stream_link_layers,
+                                                               s.stream_link_ratio});
   }
   static model::expert_cache_counters expert_cache(const gpu::backend& be) {
     const gpu::expert_cache_stats s = be.expert_cache();

@@ -113,10 +113,12 @@ struct backend_options {
   std::vector<std::uint32_t> streamed_expert_layers;
   std::uint32_t expert_cpu_tokens = 0;
   // Streamed blocks whose FFN steps of at most stream_cpu_tokens tokens still copy into the ring
-  // (the GPU computes them) while the CPU computes the others: never two adjacent in the streamed
-  // order, nor the first; each copy is split over the hand-offs of the CPU's FFNs before its
-  // block and runs while the CPU works (layer_stream.cpp).
+  // (the GPU computes them) while the CPU computes the others; each copy rides the hand-offs of
+  // the CPU's FFNs before its block (tiers/link_schedule.hpp, filling each with what the link
+  // moves while the CPU reads its FFN: stream_link_ratio bytes per byte) and runs while the CPU
+  // works (layer_stream.cpp).
   std::vector<std::uint32_t> stream_link_layers;
+  double stream_link_ratio = 0;
 };
 
 // Dense layer streaming's counters since load.

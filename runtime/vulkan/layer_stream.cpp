@@ -21,15 +21,14 @@
 // step splits (as the MoE hand-off does, cpu_experts.cpp), the CPU runs gate, up, SwiGLU and
 // down, and at the down's matmul the result comes back; the SwiGLU between is not recorded.
 //
-// The link in those steps (backend_options::stream_link_layers): a few streamed blocks, never two
-// adjacent nor the first, are still copied into the ring and computed by the GPU, slot by rank
-// among them (link % 2), while the CPU computes the others: the copy of each is split over the
-// hand-offs of the CPU's FFNs since the linked block before it, recorded as each hand-off's
-// `share` (between the part before and the CPU's work: on the flag-word path the GPU runs it
-// while the host computes; on the others it precedes the CPU's work, correct but not beside it).
-// The slot a copy fills was last read two linked blocks back, before the CPU block whose
-// hand-off carries it; the share's barrier orders the copy after those reads, and the next
-// part's first barrier (command_recorder::resume) orders the kernels after the copy.
+// The link in those steps (backend_options::stream_link_layers): a few streamed blocks are still
+// copied into the ring and computed by the GPU, slot by rank among them (link % 2), while the CPU
+// computes the others. Each copy rides the hand-offs of CPU-computed blocks after the linked
+// block two ranks back (the slot's last reader) and before its own (tiers/link_schedule.hpp),
+// recorded as each hand-off's `share`: between the part before and the CPU's work, so on the
+// flag-word path the GPU runs it while the host computes (on the others it precedes the CPU's
+// work: correct, not beside it). The share's barrier orders the copy after the slot's last
+// reads, and the next part's first barrier (command_recorder::resume) the kernels after the copy.
 #include <algorithm>
 #include <cstring>
 
@@ -38,6 +37,7 @@
 #include "strata/core/byte_size.hpp"
 #include "strata/core/error.hpp"
 #include "strata/tiers/demand.hpp"
+#include "strata/tiers/link_schedule.hpp"
 
 namespace strata::gpu {
 
@@ -142,26 +142,19 @@ void backend::impl::plan_link_copies(std::uint64_t align) {
   for (const std::uint32_t il : want)
     if (std::none_of(streams.begin(), streams.end(), [&](const streamed_block& b) { return b.layer == il; }))
       throw error("--stream-link: block " + std::to_string(il) + " is not one whose dense FFN streams on this backend");
-  std::vector<std::uint32_t> before;  // CPU-computed blocks since the last linked one
+  std::vector<tiers::link_block> blocks;
   std::int32_t rank = 0;
-  for (std::uint32_t j = 0; j < streams.size(); ++j) {
-    streamed_block& b = streams[j];
-    if (std::find(want.begin(), want.end(), b.layer) == want.end()) {
-      before.push_back(j);
-      continue;
-    }
-    if (before.empty())
-      throw error("--stream-link: block " + std::to_string(b.layer) + " is the first streamed block or follows another linked "
-                  "one; a CPU-computed streamed block must come before each (its hand-off carries the copy)");
+  for (streamed_block& b : streams) {
+    const bool link = std::find(want.begin(), want.end(), b.layer) != want.end();
+    blocks.push_back({b.bytes, link, double(b.bytes) * opt.stream_link_ratio});
+    if (!link) continue;
     b.link = rank++;
-    // The copy split evenly over those hand-offs, each piece at the ring's alignment.
-    const std::uint64_t piece = ((b.bytes + before.size() - 1) / before.size() + align - 1) / align * align;
-    for (std::size_t i = 0; i < before.size() && i * piece < b.bytes; ++i)
-      streams[before[i]].carries.push_back({j, i * piece, std::min(piece, b.bytes - i * piece)});
-    before.clear();
     ++streaming.link_layers;
     streaming.link_bytes_per_step += b.bytes;
   }
+  const auto pieces = tiers::schedule_link_copies(blocks, align);
+  for (std::size_t j = 0; j < streams.size(); ++j)
+    for (const tiers::link_piece& q : pieces[j]) streams[j].carries.push_back({q.block, q.offset, q.bytes});
 }
 
 vk::raii::CommandBuffer backend::impl::record_link_copies(const streamed_block& b) {

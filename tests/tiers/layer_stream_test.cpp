@@ -5,9 +5,11 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "strata/tiers/engine_layout.hpp"
 #include "strata/tiers/fit.hpp"
+#include "strata/tiers/link_schedule.hpp"
 #include "synthetic_demand.hpp"
 
 using namespace strata::tiers;
@@ -105,15 +107,19 @@ TEST_CASE("layer streaming: --fit streams what does not fit when the link beats 
     CHECK(p2.decode.handoffs == 6);  // to the CPU and back around each CPU-computed FFN
     CHECK(p2.prefill.host_to_gpu_bytes == doctest::Approx(4.0 * 32 * MiB / 512));
     CHECK(p2.ram_weights == (2 * 3 + 1) * 3 * (32 * MiB / 3));  // the pinned copies and the CPU's of blocks 0, 1, 3
-    // The copy's two halves (0.70 ms each at 24 GB/s) outlast the CPU's FFNs they run beside
-    // (0.56 ms at 60 GB/s): the chain pays the difference twice.
+    // Block 0's hand-off hides what the link moves while the CPU reads that FFN (24/60 of it);
+    // block 1's, the last before block 2, takes the rest and outlasts its CPU work (0.56 ms at
+    // 60 GB/s): the chain pays the difference.
     std::vector<std::size_t> ffn0;
     for (std::size_t i = 0; i < d2.tensors.size(); ++i)
       if (d2.tensors[i].kind == tensor_kind::dense_ffn && d2.tensors[i].layer == 0) ffn0.push_back(i);
     const double cpu0 = evaluate(d2, p2.tensors, o2.links, 1, ffn0).chain_s - 4 * o2.links.block_s;
-    const double half = 32.0 * MiB / 2 / o2.links.host_to_gpu;
-    REQUIRE(half > cpu0);
-    CHECK(p2.decode.seconds_per_token == doctest::Approx(p2.decode.chain_s + 2 * (half - cpu0)));
+    const std::uint64_t B = ring_slot_bytes(d2, l2);
+    const std::uint64_t first_piece = std::uint64_t(double(B) * o2.links.host_to_gpu / o2.links.cpu_read) / ring_align * ring_align;
+    const double rest = double(B - first_piece) / o2.links.host_to_gpu;
+    REQUIRE(rest > cpu0);
+    CHECK(double(first_piece) / o2.links.host_to_gpu == doctest::Approx(cpu0).epsilon(1e-3));  // hidden, to the ring's rounding
+    CHECK(p2.decode.seconds_per_token == doctest::Approx(p2.decode.chain_s + (rest - cpu0)));
     engine_layout all_cpu = l2;
     all_cpu.stream_link_blocks = 0;
     const auto pa = layout_plan(d2, all_cpu, o2.links, o2.ram_budget, o2.prefill_batch);
@@ -274,4 +280,48 @@ TEST_CASE("layer streaming: with CPU blocks the uploads the GPU's work does not 
   CHECK(c.upload_s > c.gpu_read_bytes / assumed_desktop_links().gpu_read);
   CHECK(c.seconds_per_token == doctest::Approx(c.chain_s + c.upload_s - c.gpu_read_bytes / assumed_desktop_links().gpu_read));
   CHECK(c.seconds_per_token > std::max(c.chain_s, c.upload_s));
+}
+
+// The link's copies in a CPU-phase step (tiers/link_schedule.hpp): each hand-off filled with what
+// the link moves while the CPU works, oldest copy first, the rest of a copy on the last hand-off
+// before its block, never before the linked block two ranks back (its slot's last reader).
+TEST_CASE("layer streaming: the link's copies fill the CPU blocks' hand-offs in slot order") {
+  // C L C C L C L: block sizes 1000 (aligned to 10), a CPU block hides 400 bytes of copy.
+  std::vector<link_block> b(7, {1000, false, 400});
+  b[1].linked = b[4].linked = b[6].linked = true;
+  const auto s = schedule_link_copies(b, 10);
+  REQUIRE(s.size() == 7);
+  // Rank 0 (block 1): only block 0 comes before it, which takes it all.
+  REQUIRE(s[0].size() == 1);
+  CHECK(s[0][0].block == 1);
+  CHECK(s[0][0].bytes == 1000);
+  // Rank 1 (block 4, slot 1): blocks 2 and 3; rank 2 (block 6, slot 0 after block 1): 2, 3, 5.
+  REQUIRE(s[2].size() == 1);
+  CHECK(s[2][0].block == 4);
+  CHECK(s[2][0].offset == 0);
+  CHECK(s[2][0].bytes == 400);
+  REQUIRE(s[3].size() == 1);  // the last hand-off before block 4: the rest, nothing of rank 2 (no room)
+  CHECK(s[3][0].block == 4);
+  CHECK(s[3][0].offset == 400);
+  CHECK(s[3][0].bytes == 600);
+  REQUIRE(s[5].size() == 1);
+  CHECK(s[5][0].block == 6);
+  CHECK(s[5][0].bytes == 1000);
+  for (const int linked : {1, 4, 6}) CHECK(s[std::size_t(linked)].empty());
+  // With room to spare, each copy goes as early as its slot allows: rank 1 whole on block 2's
+  // hand-off (the 5 bytes left there are below the alignment), rank 2 on block 3's.
+  for (auto& x : b) x.capacity = 1005;
+  const auto t = schedule_link_copies(b, 10);
+  REQUIRE(t[2].size() == 1);
+  CHECK(t[2][0].block == 4);
+  CHECK(t[2][0].bytes == 1000);
+  REQUIRE(t[3].size() == 1);
+  CHECK(t[3][0].block == 6);
+  CHECK(t[3][0].bytes == 1000);
+  CHECK(t[5].empty());
+  // A linked block first, or three in a row, has no hand-off for its copy.
+  std::vector<link_block> first(3, {1000, false, 400});
+  first[0].linked = true;
+  CHECK_THROWS_WITH_AS(schedule_link_copies(first, 10), doctest::Contains("has no CPU-computed streamed block before it"),
+                       strata::error);
 }

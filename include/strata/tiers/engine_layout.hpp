@@ -26,6 +26,7 @@
 #include "strata/tiers/cost.hpp"
 #include "strata/tiers/demand.hpp"
 #include "strata/tiers/disk_tier.hpp"
+#include "strata/tiers/link_schedule.hpp"
 #include "strata/tiers/overrides.hpp"
 #include "strata/tiers/planner.hpp"
 
@@ -149,6 +150,10 @@ inline engine_layout layer_split_layout(const model_demand& d, std::int64_t n_gp
   l.cpu_experts.assign(d.n_layer, 0);
   return l;
 }
+
+// The link's bytes per byte of a CPU-computed FFN: how much of a copy one hand-off can hide
+// (the decode step's CPU reads its FFN at cpu_read; runtime/vulkan/layer_stream.cpp schedules with it).
+inline double link_bytes_per_cpu_byte(const link_speeds& links) { return links.cpu_read > 0 ? links.host_to_gpu / links.cpu_read : 0; }
 
 // The layer-streaming ring places each tensor at this boundary (the backend at least this).
 inline constexpr std::uint64_t ring_align = 256;
@@ -304,29 +309,33 @@ inline std::uint64_t streamed_bytes(const model_demand& d, const engine_layout& 
 namespace detail {
 
 // A step that computes the streamed FFNs on the CPU but for the link's blocks: the time the
-// link's copies add to the chain. As runtime/vulkan/layer_stream.cpp runs them, each linked
-// block's copy is split evenly over the hand-offs of the CPU's FFNs since the linked block before
-// it, and a hand-off lasts the longer of its CPU work and its piece of the copy.
+// link's copies add to the chain, scheduled as the Vulkan backend records them
+// (tiers/link_schedule.hpp): a hand-off lasts the longer of its CPU work and its pieces' copies.
 inline double link_copy_excess(const model_demand& d, const engine_layout& l, const std::vector<tensor_placement>& p,
                                const link_speeds& links, std::uint32_t batch, const std::vector<std::size_t>& order) {
   std::vector<std::vector<std::size_t>> ffn(d.n_layer);
-  std::vector<double> bytes(d.n_layer, 0);
+  std::vector<std::uint64_t> bytes(d.n_layer, 0);
   for (const std::size_t i : order)
-    if (const tensor_demand& t = d.tensors[i]; streamed_on_gpu(l, t)) ffn[std::uint32_t(t.layer)].push_back(i), bytes[std::uint32_t(t.layer)] += double(t.bytes);
-  const std::vector<char> linked = l.link_mask(d.n_layer);
-  std::vector<double> cpu_before;  // the CPU's time on each streamed FFN since the last linked block
-  double excess = 0;
-  for (const std::uint32_t il : l.streamed_layers()) {
-    if (!linked[il]) {
-      cpu_before.push_back(evaluate(d, p, links, batch, ffn[il]).chain_s - double(d.n_layer) * links.block_s / batch);
-      continue;
+    if (const tensor_demand& t = d.tensors[i]; streamed_on_gpu(l, t)) {
+      ffn[std::uint32_t(t.layer)].push_back(i);
+      bytes[std::uint32_t(t.layer)] += ring_place(t.bytes);
     }
-    const double piece = bytes[il] / double(std::max<std::size_t>(cpu_before.size(), 1)) / links.host_to_gpu / batch;
-    if (cpu_before.empty()) excess += piece;
-    for (const double cpu : cpu_before) excess += std::max(0.0, piece - cpu);
-    cpu_before.clear();
+  const std::vector<char> linked = l.link_mask(d.n_layer);
+  const std::vector<std::uint32_t> streamed = l.streamed_layers();
+  std::vector<link_block> blocks;
+  std::vector<double> cpu_s;  // per block: the CPU's seconds on it in the step
+  for (const std::uint32_t il : streamed) {
+    blocks.push_back({bytes[il], bool(linked[il]), double(bytes[il]) * link_bytes_per_cpu_byte(links)});
+    cpu_s.push_back(linked[il] ? 0 : (evaluate(d, p, links, batch, ffn[il]).chain_s - double(d.n_layer) * links.block_s / batch) * batch);
   }
-  return excess;
+  const auto pieces = schedule_link_copies(blocks, ring_align);
+  double excess = 0;
+  for (std::size_t j = 0; j < blocks.size(); ++j) {
+    double copied = 0;
+    for (const link_piece& q : pieces[j]) copied += double(q.bytes);
+    excess += std::max(0.0, copied / links.host_to_gpu - cpu_s[j]);
+  }
+  return excess / batch;
 }
 
 // evaluate() for an engine layout: the ring's copies are recorded in the GPU stage's submit, so

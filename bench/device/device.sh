@@ -19,6 +19,9 @@
 #                                    Strata --fit and --fit --no-expert-cache; SCOUT_ROUTER=uniform|
 #                                    skewed picks the file (one at a time: the disk holds one)
 #   bench/device/device.sh scout-llama  llama.cpp -ncmoe 34 (24G) and 44 (12G) on the same file
+#   bench/device/device.sh dense70   issue 14 on Llama 3.1 70B Q4_K_M (42.5 GB) at 24G and 12G:
+#                                    Strata --fit (link beside the CPU) and --fit --stream-link 0
+#   bench/device/device.sh dense70-llama  llama.cpp -ngl 47, 45 (24G) and 19 (12G) on the same file
 #   bench/device/device.sh lcpp-wait waits for the llama.cpp build, then drops its object files
 #   bench/device/device.sh tests     vulkan_tests and runtime_tests' Vulkan cases on the H100
 #   bench/device/device.sh clocks    log the GPU's clocks and power to $OUT/smi.csv meanwhile
@@ -198,28 +201,32 @@ scout_model() {
   df -h "$M" | tee -a "$OUT/device.log"
 }
 
-scout() {
-  loader
-  vram
-  scout_model
-  local b c t=${SCOUT_T:-16}
-  run "$B/strata-run" -m "$SCOUT" --plan --probe --gpu-budget 24G --fit
-  # SCOUT_LAYOUTS: comma-separated, each strata-bench's flags after optional VAR=VALUE switches
-  # (e.g. "STRATA_VK_CACHE_CPU_MISSES=1 --fit"); by default "--fit" and "--fit --no-expert-cache".
-  # SCOUT_BUDGETS and SCOUT_TESTS narrow the runs.
-  IFS=, read -r -a layouts <<< "${SCOUT_LAYOUTS:---fit,--fit --no-expert-cache}"
-  local w envs flags
-  for b in ${SCOUT_BUDGETS:-24G 12G}; do
+# strata-bench on MODEL for each budget and layout: LAYOUTS is comma-separated, each the flags
+# after optional VAR=VALUE switches (e.g. "STRATA_VK_CACHE_CPU_MISSES=1 --fit").
+bench_layouts() {
+  local model=$1 layouts_csv=$2 budgets=$3 tests=$4 threads=$5 b c w
+  IFS=, read -r -a layouts <<< "$layouts_csv"
+  local envs flags
+  for b in $budgets; do
     for c in "${layouts[@]}"; do
       envs=() flags=()
       for w in $c; do
         if [[ $w =~ ^[A-Z_][A-Z0-9_]*= ]]; then envs+=("$w"); else flags+=("$w"); fi
       done
       # shellcheck disable=SC2086  # the tests' flags split on purpose
-      run env "${envs[@]}" "$B/strata-bench" -m "$SCOUT" --backend vulkan --argmax --gpu-budget $b "${flags[@]}" -t "$t" \
-        ${SCOUT_TESTS:--p 512 -n 16 -r 2}
+      run env "${envs[@]}" "$B/strata-bench" -m "$model" --backend vulkan --argmax --gpu-budget $b "${flags[@]}" -t "$threads" $tests
     done
   done
+}
+
+scout() {
+  loader
+  vram
+  scout_model
+  run "$B/strata-run" -m "$SCOUT" --plan --probe --gpu-budget 24G --fit
+  # SCOUT_LAYOUTS (by default "--fit" and "--fit --no-expert-cache"), SCOUT_BUDGETS and SCOUT_TESTS narrow the runs.
+  bench_layouts "$SCOUT" "${SCOUT_LAYOUTS:---fit,--fit --no-expert-cache}" "${SCOUT_BUDGETS:-24G 12G}" \
+    "${SCOUT_TESTS:--p 512 -n 16 -r 2}" "${SCOUT_T:-16}"
 }
 
 scout-llama() {
@@ -230,6 +237,39 @@ scout-llama() {
   # -ncmoe 34 / 44: the fewest CPU-expert blocks that fit 24 / 12 GiB (23,233 / 11,609 MiB, session 23).
   for n in 34 44; do
     CUDA_VISIBLE_DEVICES=0 run "$LC/build/bin/llama-bench" -m "$SCOUT" -ngl 99 -fa 1 -ncmoe $n -t "$t" -p 512 -n 16 -r 2
+  done
+}
+
+# Llama 3.1 70B (issue 14's dense target; 42.5 GB, ~40 s to write): a Scout file is deleted
+# first (the disk holds one of them beside llama.cpp's build without its objects).
+dense70_model() {
+  D70=$M/llama-3.1-70b-Q4_K_M.gguf
+  mkdir -p "$M"
+  rm -f "$M"/llama4-scout-*.gguf "$D70.part"
+  [ -s "$D70" ] || { run "$B/strata-mkmodel" --preset llama-3.1-70b --type Q4_K_M -o "$D70.part" && mv "$D70.part" "$D70"; }
+  df -h "$M" | tee -a "$OUT/device.log"
+}
+
+# Strata --fit (the link beside the CPU in decode, as the cost model picks) and --fit --stream-link 0
+# (the CPU alone) at 24G and 12G; D70_LAYOUTS, D70_BUDGETS, D70_TESTS narrow the runs.
+dense70() {
+  loader
+  vram
+  dense70_model
+  run "$B/strata-run" -m "$D70" --plan --probe --gpu-budget 24G --fit
+  bench_layouts "$D70" "${D70_LAYOUTS:---fit,--fit --stream-link 0}" "${D70_BUDGETS:-24G 12G}" \
+    "${D70_TESTS:--p 512 -n 16 -r 2}" "${D70_T:-16}"
+}
+
+# llama.cpp's -ngl 45 and 47 (24 GiB: 23,009 MiB at 45 in session 18, ~490 MiB a block) and 19
+# (12 GiB: 11,960 MiB) on the same file.
+dense70-llama() {
+  vram
+  lcpp_built 300 || return 1
+  dense70_model
+  local n
+  for n in ${D70_NGL:-47 45 19}; do
+    CUDA_VISIBLE_DEVICES=0 run "$LC/build/bin/llama-bench" -m "$D70" -ngl "$n" -fa 1 -t "${D70_T:-16}" -p 512 -n 16 -r 2
   done
 }
 
@@ -248,10 +288,10 @@ tests() {
   (cd tests && run "$B/runtime_tests" -tc='*Vulkan*')
 }
 
-[ $# -ge 1 ] || { sed -n 2,20p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,28p "$0"; exit 2; }
 for part in "$@"; do
   case "$part" in
-    setup|lcpp|strata|tails|llama|tiers|tiers-llama|scout|scout-llama|lcpp-wait|tests|clocks) "$part" ;;
-    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, tiers, tiers-llama, scout, scout-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
+    setup|lcpp|strata|tails|llama|tiers|tiers-llama|scout|scout-llama|dense70|dense70-llama|lcpp-wait|tests|clocks) "$part" ;;
+    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, tiers, tiers-llama, scout, scout-llama, dense70, dense70-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
   esac
 done

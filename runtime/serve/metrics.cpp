@@ -126,6 +126,9 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
   }
   if (const auto& c = s.streaming; c.layers) {  // dense layer streaming (--stream-layers, --fit)
     metric(out, "strata_stream_layers", "gauge", "Blocks whose dense FFN is streamed through the GPU ring.", c.layers);
+    metric(out, "strata_stream_link_layers", "gauge",
+           "Of those, blocks the link still copies in the steps that compute the others on the CPU (--stream-link).",
+           c.link_layers);
     metric(out, "strata_stream_ring_bytes", "gauge", "GPU memory of the layer-streaming ring (both slots).",
            double(c.ring_bytes));
     metric(out, "strata_stream_bytes_total", "counter",

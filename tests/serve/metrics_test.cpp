@@ -71,11 +71,13 @@ TEST_CASE("metrics: layer-streaming counters are rendered when the model streams
   s.streaming.ring_bytes = 4096;
   s.streaming.bytes_streamed = 987654321;
   s.streaming.tokens = 17;
+  s.streaming.link_layers = 1;
   const std::string t = m.render(s, 1);
   CHECK(t.find("# TYPE strata_stream_bytes_total counter\nstrata_stream_bytes_total 987654321\n") != std::string::npos);
   CHECK(t.find("strata_stream_tokens_total 17\n") != std::string::npos);
   CHECK(t.find("# TYPE strata_stream_layers gauge\nstrata_stream_layers 3\n") != std::string::npos);
   CHECK(t.find("strata_stream_ring_bytes 4096\n") != std::string::npos);
+  CHECK(t.find("# TYPE strata_stream_link_layers gauge\nstrata_stream_link_layers 1\n") != std::string::npos);
 }
 
 TEST_CASE("metrics: expert-streaming counters are rendered when CPU experts stream in prompt steps") {

@@ -22,6 +22,7 @@
 #include "strata/core/byte_size.hpp"
 #include "strata/runtime/placement.hpp"
 #include "support/fidelity.hpp"
+#include "support/cpu_phase_links.hpp"
 #include "support/fixture_placement.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
@@ -603,16 +604,11 @@ TEST_CASE("fidelity: Vulkan streamed dense FFNs computed on the CPU in decode st
   double bytes = 0;
   for (const auto& t : in.demand.tensors)
     if (t.kind == strata::tiers::tensor_kind::dense_ffn && t.layer >= 1) bytes += double(t.bytes);
-  strata::tiers::link_speeds l = strata::tiers::assumed_desktop_links();
-  l.handoff_s = 0;
-  l.cpu_read = 1e15;
-  l.source = "test: the CPU wins steps of a few tokens";
-  std::uint32_t T = 0;
-  for (l.cpu_flops = 1e6; l.cpu_flops < 1e15 && (T < 2 || T > 6); l.cpu_flops *= 1.25)
-    T = strata::tiers::stream_cpu_tokens(in.demand, layout, l, opt.n_batch);
+  strata::tiers::link_speeds base = strata::tiers::assumed_desktop_links();
+  base.handoff_s = 0;
+  base.cpu_read = 1e15;
+  const auto [l, T] = strata::test::cpu_phase_links(in.demand, layout, base, opt.n_batch);
   REQUIRE(T >= 2);
-  REQUIRE(T <= 6);
-  l.cpu_flops /= 1.25;
   opt.links = l;
   const auto m = strata::rt::model::load(g.path, opt);
   CHECK(m->backend_description().find("computed on the CPU") != std::string::npos);

@@ -102,6 +102,16 @@ class formatter final : public CLI::Formatter {
   app_info info_;  // a copy: the cli object may move
 };
 
+// A flag's whole-number value; anything else is refused naming the flag and what it counts.
+std::uint32_t parse_count(const char* flag, const std::string& text, const char* what, const char* example) {
+  std::uint32_t n = 0;
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, n);
+  if (ec != std::errc() || p != end)
+    throw error(std::string(flag) + ": '" + text + "' is not a " + what + " (a whole number, e.g. " + example + ")");
+  return n;
+}
+
 }  // namespace
 
 cli::cli(app_info info) : info_(std::move(info)), app_(std::make_unique<CLI::App>(info_.description, info_.name)) {
@@ -309,24 +319,12 @@ void apply(const tier_options& t, rt::engine_options& eo) {
   eo.n_cpu_moe = t.n_cpu_moe;
   eo.fit = t.fit;
   eo.stream_layers = t.stream_layers;
-  if (!t.stream_link.empty()) {
-    std::uint32_t n = 0;
-    const char* end = t.stream_link.data() + t.stream_link.size();
-    const auto [p, ec] = std::from_chars(t.stream_link.data(), end, n);
-    if (ec != std::errc() || p != end)
-      throw error("--stream-link: '" + t.stream_link + "' is not a block count (a whole number, e.g. 8)");
-    eo.stream_link = n;  // more than half the streamed blocks: model::load names the limit
-  }
+  // more than half the streamed blocks: model::load names the limit
+  if (!t.stream_link.empty()) eo.stream_link = parse_count("--stream-link", t.stream_link, "block count", "8");
   eo.stream_experts = !t.no_stream_experts;
   eo.cache_experts = !t.no_expert_cache;
-  if (!t.expert_cache.empty()) {
-    std::uint32_t slots = 0;
-    const char* end = t.expert_cache.data() + t.expert_cache.size();
-    const auto [p, ec] = std::from_chars(t.expert_cache.data(), end, slots);
-    if (ec != std::errc() || p != end)
-      throw error("--expert-cache: '" + t.expert_cache + "' is not a slot count (a whole number, e.g. 32)");
-    eo.expert_cache = slots;  // 0 and more slots than a layer's experts: model::load names the limit
-  }
+  // 0 and more slots than a layer's experts: model::load names the limit
+  if (!t.expert_cache.empty()) eo.expert_cache = parse_count("--expert-cache", t.expert_cache, "slot count", "32");
 }
 
 void apply(const backend_options& b, rt::engine_options& eo) {

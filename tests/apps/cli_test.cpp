@@ -14,6 +14,7 @@
 #include "cli.hpp"
 #include "log.hpp"
 #include "progress.hpp"
+#include "strata/core/error.hpp"
 
 namespace {
 
@@ -153,4 +154,20 @@ TEST_CASE("progress: off a terminal, a few plain lines, nothing for a step under
   CHECK(t.find("[test] slow: 25% (25 tensors / 100 tensors)") != std::string::npos);
   CHECK(t.find("[test] slow: 75% (75 tensors / 100 tensors)") != std::string::npos);
   CHECK(std::count(t.begin(), t.end(), '\n') == 3);  // 25, 50, 75 %
+}
+
+TEST_CASE("cli: tier counts (--stream-link, --expert-cache) fill engine options; a value that is not a whole number names the flag") {
+  auto c = make_cli();
+  tier_options to;
+  add_tier_options(c.app(), to);
+  REQUIRE(parse(c, {"--stream-link", "12", "--expert-cache", "32"}) == -1);
+  strata::rt::engine_options eo;
+  apply(to, eo);
+  CHECK(eo.stream_link == 12u);
+  CHECK(eo.expert_cache == 32u);
+  to.stream_link = "8x";
+  CHECK_THROWS_WITH_AS(apply(to, eo), doctest::Contains("--stream-link: '8x' is not a block count"), strata::error);
+  to.stream_link = "";
+  to.expert_cache = "-1";
+  CHECK_THROWS_WITH_AS(apply(to, eo), doctest::Contains("--expert-cache: '-1' is not a slot count"), strata::error);
 }

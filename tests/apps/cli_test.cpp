@@ -156,7 +156,7 @@ TEST_CASE("progress: off a terminal, a few plain lines, nothing for a step under
   CHECK(std::count(t.begin(), t.end(), '\n') == 3);  // 25, 50, 75 %
 }
 
-TEST_CASE("cli: tier counts (--stream-link, --expert-cache) fill engine options; a value that is not a whole number names the flag") {
+TEST_CASE("cli: tier counts (--stream-link, --expert-cache) fill engine options, and a value that is not a whole number names the flag") {
   auto c = make_cli();
   tier_options to;
   add_tier_options(c.app(), to);

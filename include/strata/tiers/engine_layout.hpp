@@ -57,8 +57,8 @@ struct engine_layout {
   std::uint32_t stream_cpu_tokens = 0;
   // In those CPU-phase steps, this many of the streamed FFNs (spread evenly, never two adjacent:
   // link_layers()) are copied over the link into the ring and computed by the GPU instead, each
-  // copy running while the CPU computes the streamed FFNs before its block: the link and the
-  // host's DRAM both carry weights at once. stream_link_blocks() picks it; 0: all on the CPU.
+  // copy running while the CPU computes streamed FFNs before its block (tiers/link_schedule.hpp):
+  // the link and the host's DRAM both carry weights at once. stream_link_blocks() picks it; 0: all on the CPU.
   std::uint32_t stream_link_blocks = 0;
   // Per GPU block whose routed experts the CPU computes (cpu_experts): in steps of more than
   // expert_cpu_tokens tokens they stream through the expert ring and the GPU computes them
@@ -125,8 +125,8 @@ struct engine_layout {
 
 // Which `n` of `m` streamed blocks (by index) the link carries in CPU-phase steps: evenly spread,
 // the k-th at (2k + 1) m / 2n. With n <= m / 2 two of them are never adjacent and a CPU-computed
-// block comes first, so each copy has CPU work before its block to run beside (the Vulkan
-// backend splits it over those blocks' hand-offs). Larger n is refused naming the limit.
+// block comes first, so each copy has CPU work before its block to run beside
+// (tiers/link_schedule.hpp places it on those blocks' hand-offs). Larger n is refused naming the limit.
 inline std::vector<std::uint32_t> spread_link_blocks(std::uint32_t m, std::uint32_t n) {
   if (n > m / 2)
     throw error("--stream-link " + std::to_string(n) + ": at most half of the " + std::to_string(m) +

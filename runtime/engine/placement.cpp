@@ -106,7 +106,7 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
   else {
     l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides, opt.expert_cache.value_or(0), opt.stream_layers);
     l.stream_cpu_tokens = tiers::stream_cpu_tokens(d, l, po.links, po.prefill_batch);  // the per-phase choice
-    l.stream_link_blocks = tiers::stream_link_blocks(d, l, po.links);
+    if (!opt.stream_link) l.stream_link_blocks = tiers::stream_link_blocks(d, l, po.links);  // else the user's, below
     // CPU experts stream in prompt steps by default when the budget holds their ring; with no
     // --gpu-budget the device's free memory (less the margin) must hold it.
     if (opt.stream_experts && !l.handoff_layers().empty()) {

@@ -40,15 +40,15 @@ inline std::vector<std::vector<link_piece>> schedule_link_copies(std::span<const
   std::vector<std::uint32_t> next_cpu(blocks.size() + 1, std::uint32_t(blocks.size()));  // the first CPU block after j
   for (std::uint32_t j = std::uint32_t(blocks.size()); j-- > 0;)
     next_cpu[j] = j + 1 < blocks.size() && !blocks[j + 1].linked ? j + 1 : next_cpu[j + 1];
-  std::size_t first = 0;  // the oldest copy not fully scheduled
+  std::size_t first = 0;  // linked blocks passed: the rank of the next one, and the oldest copy that may be incomplete
   for (std::uint32_t j = 0; j < blocks.size(); ++j) {
     if (blocks[j].linked) {
-      const std::size_t r = std::size_t(std::find(links.begin(), links.end(), j) - links.begin());
+      const std::size_t r = first;  // every earlier copy is complete (checked at its block), so this is j's rank
       if (done[r] < blocks[j].bytes)
         throw error("--stream-link: streamed block " + std::to_string(j) + " (linked rank " + std::to_string(r) +
                     ") has no CPU-computed streamed block before it since the linked block two ranks back, so its copy "
                     "has no hand-off to run in");
-      first = std::max(first, r + 1);
+      first = r + 1;
       continue;
     }
     // Copies whose slot is free here: rank r once the block of rank r - 2 has run (it precedes j).

@@ -21,6 +21,7 @@
 #   bench/device/device.sh scout-llama  llama.cpp -ncmoe 34 (24G) and 44 (12G) on the same file
 #   bench/device/device.sh dense70   issue 14 on Llama 3.1 70B Q4_K_M (42.5 GB) at 24G and 12G:
 #                                    Strata --fit (link beside the CPU) and --fit --stream-link 0
+#   bench/device/device.sh dense70-file   the 70B file only (beside the llama.cpp build)
 #   bench/device/device.sh dense70-llama  llama.cpp -ngl 47, 45 (24G) and 19 (12G) on the same file
 #   bench/device/device.sh lcpp-wait waits for the llama.cpp build, then drops its object files
 #   bench/device/device.sh tests     vulkan_tests and runtime_tests' Vulkan cases on the H100
@@ -195,6 +196,7 @@ scout_model() {
   SCOUT=$M/llama4-scout-Q4_K_M-$r.gguf
   mkdir -p "$M"
   for o in "$M"/llama4-scout-*.gguf; do [ "$o" = "$SCOUT" ] || rm -f "$o"; done
+  rm -f "$M"/llama-3.1-70b-*.gguf  # the disk holds one big model
   rm -f "$SCOUT.part"  # a generation cut short by a call's time limit
   [ -s "$SCOUT" ] || { run "$B/strata-mkmodel" --preset llama4-scout-17b-16e --type Q4_K_M --router "$r" -o "$SCOUT.part" &&
                        mv "$SCOUT.part" "$SCOUT"; }
@@ -235,7 +237,7 @@ scout-llama() {
   scout_model
   local n t=${SCOUT_T:-16}
   # -ncmoe 34 / 44: the fewest CPU-expert blocks that fit 24 / 12 GiB (23,233 / 11,609 MiB, session 23).
-  for n in 34 44; do
+  for n in ${SCOUT_NCMOE:-34 44}; do
     CUDA_VISIBLE_DEVICES=0 run "$LC/build/bin/llama-bench" -m "$SCOUT" -ngl 99 -fa 1 -ncmoe $n -t "$t" -p 512 -n 16 -r 2
   done
 }
@@ -248,6 +250,12 @@ dense70_model() {
   rm -f "$M"/llama4-scout-*.gguf "$D70.part"
   [ -s "$D70" ] || { run "$B/strata-mkmodel" --preset llama-3.1-70b --type Q4_K_M -o "$D70.part" && mv "$D70.part" "$D70"; }
   df -h "$M" | tee -a "$OUT/device.log"
+}
+
+# The 70B file alone (e.g. written beside the llama.cpp build: `device.sh lcpp dense70-file lcpp-wait`).
+dense70-file() {
+  loader
+  dense70_model
 }
 
 # Strata --fit (the link beside the CPU in decode, as the cost model picks) and --fit --stream-link 0
@@ -291,7 +299,7 @@ tests() {
 [ $# -ge 1 ] || { sed -n 2,28p "$0"; exit 2; }
 for part in "$@"; do
   case "$part" in
-    setup|lcpp|strata|tails|llama|tiers|tiers-llama|scout|scout-llama|dense70|dense70-llama|lcpp-wait|tests|clocks) "$part" ;;
-    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, tiers, tiers-llama, scout, scout-llama, dense70, dense70-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
+    setup|lcpp|strata|tails|llama|tiers|tiers-llama|scout|scout-llama|dense70|dense70-file|dense70-llama|lcpp-wait|tests|clocks) "$part" ;;
+    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, tiers, tiers-llama, scout, scout-llama, dense70, dense70-file, dense70-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
   esac
 done

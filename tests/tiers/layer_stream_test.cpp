@@ -109,17 +109,23 @@ TEST_CASE("layer streaming: --fit streams what does not fit when the link beats 
     CHECK(p2.ram_weights == (2 * 3 + 1) * 3 * (32 * MiB / 3));  // the pinned copies and the CPU's of blocks 0, 1, 3
     // Block 0's hand-off hides what the link moves while the CPU reads that FFN (24/60 of it);
     // block 1's, the last before block 2, takes the rest and outlasts its CPU work (0.56 ms at
-    // 60 GB/s): the chain pays the difference.
+    // 60 GB/s): the chain pays the difference. Side by side both read DRAM at 0.8 of their rates
+    // (the desktop's assumed shares): block 0's hand-off lasts cpu0 / 0.8, block 1's runs both
+    // at their shares for cpu0 / 0.8, then the rest of the copy alone.
     std::vector<std::size_t> ffn0;
     for (std::size_t i = 0; i < d2.tensors.size(); ++i)
       if (d2.tensors[i].kind == tensor_kind::dense_ffn && d2.tensors[i].layer == 0) ffn0.push_back(i);
     const double cpu0 = evaluate(d2, p2.tensors, o2.links, 1, ffn0).chain_s - 4 * o2.links.block_s;
     const std::uint64_t B = ring_slot_bytes(d2, l2);
+    const double share = o2.links.cpu_read_beside_copies;
+    REQUIRE(share == 0.8);
+    REQUIRE(o2.links.copies_beside_cpu_read == share);
     const std::uint64_t first_piece = std::uint64_t(double(B) * o2.links.host_to_gpu / o2.links.cpu_read) / ring_align * ring_align;
     const double rest = double(B - first_piece) / o2.links.host_to_gpu;
     REQUIRE(rest > cpu0);
     CHECK(double(first_piece) / o2.links.host_to_gpu == doctest::Approx(cpu0).epsilon(1e-3));  // hidden, to the ring's rounding
-    CHECK(p2.decode.seconds_per_token == doctest::Approx(p2.decode.chain_s + (rest - cpu0)));
+    const double block0 = cpu0 / share, block1 = cpu0 / share + (rest - cpu0);
+    CHECK(p2.decode.seconds_per_token == doctest::Approx(p2.decode.chain_s + (block0 - cpu0) + (block1 - cpu0)).epsilon(1e-4));
     engine_layout all_cpu = l2;
     all_cpu.stream_link_blocks = 0;
     const auto pa = layout_plan(d2, all_cpu, o2.links, o2.ram_budget, o2.prefill_batch);
@@ -228,6 +234,23 @@ TEST_CASE("layer streaming: --fit on Llama 3.1 70B shapes at 12 GiB streams the 
   CHECK(p.decode.seconds_per_token < layout_plan(d, cpu_only, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token);
 }
 
+// A hand-off's CPU work beside the link's copies: both read DRAM at their side-by-side shares until
+// one is done, then the other alone at its full rate.
+TEST_CASE("layer streaming: a hand-off beside copies runs both at their shares until one ends") {
+  link_speeds l{.host_to_gpu = 50, .cpu_read = 100, .cpu_read_beside_copies = 0.5, .copies_beside_cpu_read = 0.6};
+  // Copies end first (10 bytes at 30 B/s), then the CPU's rest alone: 1/3 + (1 - 0.5/3).
+  CHECK(detail::side_by_side_seconds(1, 10, l) == doctest::Approx(1.0 / 3 + 1 - 0.5 / 3));
+  // The CPU ends first (2 s at half speed), then the copies' rest alone: 2 + (100 - 60) / 50.
+  CHECK(detail::side_by_side_seconds(1, 100, l) == doctest::Approx(2.8));
+  // No contention: the longer of the two.
+  l.cpu_read_beside_copies = l.copies_beside_cpu_read = 1;
+  CHECK(detail::side_by_side_seconds(1, 10, l) == doctest::Approx(1));
+  CHECK(detail::side_by_side_seconds(1, 100, l) == doctest::Approx(2));
+  CHECK(link_bytes_per_cpu_byte(l) == doctest::Approx(0.5));
+  l.copies_beside_cpu_read = 0.5;
+  CHECK(link_bytes_per_cpu_byte(l) == doctest::Approx(0.25));
+}
+
 // The same model at 24 GiB with the H100 host's probed links (PCIe 5: 50.7 GB/s of copies, DRAM
 // read by 16 threads at 69 GB/s): the link carries a third of the streamed FFNs in decode, for
 // a predicted 1.44x the CPU-only decode of the same layout; among streamed layouts within 5% of
@@ -236,6 +259,7 @@ TEST_CASE("layer streaming: 70B at 24 GiB with H100 links puts the link beside t
   const model_demand d = llama_70b();
   plan_options o{.gpu_budget = 24ull << 30, .ram_budget = 120ull << 30};
   o.links.gpu_read = 3113.5e9, o.links.host_to_gpu = 50.7e9, o.links.cpu_read = 69e9;
+  o.links.cpu_read_beside_copies = o.links.copies_beside_cpu_read = 1;  // not yet probed there
   const engine_layout l = plan_engine_layout(d, o);
   CHECK(l.n_gpu_layers == 80);
   CHECK(l.stream_cpu_tokens >= 1);

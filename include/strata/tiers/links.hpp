@@ -20,6 +20,11 @@ struct link_speeds {
   // its ops. Counted for every block wherever it runs, so it moves the predictions, not the
   // choice between layouts. Decode pays it per token; a prompt step shares it among its tokens.
   double block_s = 0;
+  // The share of each rate kept while the CPU's threads read DRAM and the link's copies read it
+  // too (the link beside the CPU in decode, tiers/link_schedule.hpp): both reach the same memory
+  // channels, which a desktop's CPU alone nearly fills. 1: no contention.
+  double cpu_read_beside_copies = 1;
+  double copies_beside_cpu_read = 1;
   std::string source;       // where the numbers come from ("probe <file>", "assumed ...")
 
   bool assumed() const noexcept { return source.starts_with("assumed"); }
@@ -38,6 +43,10 @@ inline link_speeds assumed_desktop_links() {
           .handoff_s = 50e-6,
           // The H100/H200's: ~57 us a qwen3-30b-a3b block at decode, ~11 us of it reading weights.
           .block_s = 45e-6,
+          // Dual-channel DDR5 reaches ~65-70 GB/s in all: the CPU's 60 and the link's 24 do not
+          // both fit, so each keeps 0.8 of its rate.
+          .cpu_read_beside_copies = 0.8,
+          .copies_beside_cpu_read = 0.8,
           .source = "assumed desktop defaults (no probe)"};
 }
 

@@ -36,40 +36,68 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-// Best of 5 sweeps of `bytes` by the CPU backend's own worker pool of `threads` threads (B/s):
-// kept spinning between sweeps, so the time is the sweep's, not thread start-up or wake-up;
-// each slice summed with four independent accumulators (one add chain would time the adder),
-// and first written by the thread pool, so its pages sit where the workers run.
-double dram_read(std::uint64_t bytes, unsigned threads) {
-  using kernels::cpu::thread_pool;
-  const std::size_t n = bytes / sizeof(std::uint64_t) / 4 * 4;
-  const std::size_t slices = std::size_t(threads) * 8, per = n / slices / 4 * 4;
-  std::unique_ptr<std::uint64_t[]> buf(new std::uint64_t[n]);
-  std::vector<std::uint64_t> sums(slices);
-  thread_pool pool(threads);
-  const thread_pool::hot_scope hot(&pool);
-  const auto slice_end = [&](std::size_t s) { return s + 1 == slices ? n : (s + 1) * per; };
-  pool.parallel_for(slices, 1, [&](std::size_t b, std::size_t e, unsigned) {
-    for (std::size_t s = b; s < e; ++s)
-      for (std::size_t i = s * per, end = slice_end(s); i < end; ++i) buf[i] = i;
-  });
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
+// Sweeps of a buffer by the CPU backend's own worker pool of `threads` threads: kept spinning
+// between sweeps, so the time is the sweep's, not thread start-up or wake-up; each slice summed
+// with four independent accumulators (one add chain would time the adder), and first written by
+// the thread pool, so its pages sit where the workers run.
+class dram_sweeper {
+ public:
+  dram_sweeper(std::uint64_t bytes, unsigned threads)
+      : n_(bytes / sizeof(std::uint64_t) / 4 * 4), slices_(std::size_t(threads) * 8), per_(n_ / slices_ / 4 * 4),
+        buf_(new std::uint64_t[n_]), sums_(slices_), pool_(threads), hot_(&pool_) {
+    pool_.parallel_for(slices_, 1, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t s = b; s < e; ++s)
+        for (std::size_t i = s * per_, end = slice_end(s); i < end; ++i) buf_[i] = i;
+    });
+  }
+  std::uint64_t bytes() const { return n_ * sizeof(std::uint64_t); }
+
+  // Seconds of one sweep.
+  double sweep() {
     const auto t0 = clock_type::now();
-    pool.parallel_for(slices, 1, [&](std::size_t b, std::size_t e, unsigned) {
+    pool_.parallel_for(slices_, 1, [&](std::size_t b, std::size_t e, unsigned) {
       for (std::size_t s = b; s < e; ++s) {
         std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        for (std::size_t i = s * per, end = slice_end(s); i < end; i += 4) a0 += buf[i], a1 += buf[i + 1], a2 += buf[i + 2], a3 += buf[i + 3];
-        sums[s] = a0 + a1 + a2 + a3;
+        for (std::size_t i = s * per_, end = slice_end(s); i < end; i += 4)
+          a0 += buf_[i], a1 += buf_[i + 1], a2 += buf_[i + 2], a3 += buf_[i + 3];
+        sums_[s] = a0 + a1 + a2 + a3;
       }
     });
-    best = std::min(best, seconds_since(t0));
+    const double t = seconds_since(t0);
+    std::uint64_t check = 0;
+    for (const auto x : sums_) check += x;
+    if (check != std::uint64_t(n_) * (n_ - 1) / 2) throw error("link probe: DRAM sweep summed wrong");  // keeps the loop
+    return t;
   }
-  std::uint64_t check = 0;
-  for (const auto s : sums) check += s;
-  if (check != std::uint64_t(n) * (n - 1) / 2) throw error("link probe: DRAM sweep summed wrong");  // keeps the loop
-  return double(n * sizeof(std::uint64_t)) / best;
-}
+
+  // B/s of the best of 5 sweeps.
+  double rate() {
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) best = std::min(best, sweep());
+    return double(bytes()) / best;
+  }
+
+  // B/s of the sweeps that ended before `stop` was raised (sweeping until then, so whatever
+  // raised it ran beside the CPU's reads the whole time); 0 when none did.
+  double rate_until(const std::atomic<bool>& stop) {
+    double swept_s = 0;
+    std::uint64_t swept = 0;
+    while (!stop.load(std::memory_order_acquire)) {
+      const double t = sweep();
+      if (stop.load(std::memory_order_acquire)) break;  // it ended after the other side's
+      swept_s += t, swept += bytes();
+    }
+    return swept_s > 0 ? double(swept) / swept_s : 0;
+  }
+
+ private:
+  std::size_t slice_end(std::size_t s) const { return s + 1 == slices_ ? n_ : (s + 1) * per_; }
+  std::size_t n_, slices_, per_;
+  std::unique_ptr<std::uint64_t[]> buf_;
+  std::vector<std::uint64_t> sums_;
+  kernels::cpu::thread_pool pool_;
+  kernels::cpu::thread_pool::hot_scope hot_;
+};
 
 struct fd_guard {
   int fd = -1;
@@ -162,7 +190,8 @@ tiers::link_speeds probe_links(const probe_options& o) {
   tiers::link_speeds l = tiers::assumed_desktop_links();
   std::string measured, assumed = " gpu_flops cpu_flops handoff block";
   const unsigned threads = o.threads ? o.threads : kernels::cpu::thread_pool::physical_cores();
-  l.cpu_read = dram_read(o.dram_bytes, threads);
+  dram_sweeper dram(o.dram_bytes, threads);
+  l.cpu_read = dram.rate();
   measured += " cpu_read(" + std::to_string(threads) + " threads)";
   std::string notes;
   if (!o.disk_file.empty()) {
@@ -181,10 +210,17 @@ tiers::link_speeds probe_links(const probe_options& o) {
 #ifdef STRATA_HAS_VULKAN
   if (o.gpu) {
     try {
-      const gpu::transfer_speeds t = gpu::probe_transfers(o.device, o.gpu_bytes);
+      const gpu::transfer_speeds t =
+          gpu::probe_transfers(o.device, o.gpu_bytes, [&](const std::atomic<bool>& done) { return dram.rate_until(done); });
       l.host_to_gpu = t.host_to_device;
       l.gpu_read = t.device_read;
       measured += " host_to_gpu gpu_read('" + t.device + "': copies, a read kernel)";
+      // The two side by side: each rate's share kept, at most 1 (a share above is noise).
+      if (t.beside_result > 0 && t.host_to_device_beside > 0) {
+        l.cpu_read_beside_copies = std::min(1.0, t.beside_result / l.cpu_read);
+        l.copies_beside_cpu_read = std::min(1.0, t.host_to_device_beside / l.host_to_gpu);
+        measured += " cpu_read/host_to_gpu side by side";
+      }
       gpu_done = true;
     } catch (const std::exception& e) {
       notes += "; GPU not measured: " + std::string(e.what());
@@ -192,6 +228,7 @@ tiers::link_speeds probe_links(const probe_options& o) {
   }
 #endif
   if (!gpu_done) assumed += " host_to_gpu gpu_read";
+  if (!measured.ends_with("side by side")) assumed += " side_by_side";
   l.source = "probe: measured" + measured + "; assumed" + assumed + notes;
   return l;
 }
@@ -230,11 +267,12 @@ std::filesystem::path link_cache_path(const probe_options& o) {
 void save_cached_links(const std::filesystem::path& file, const tiers::link_speeds& l) {
   std::filesystem::create_directories(file.parent_path());
   std::ofstream out(file);
-  out << "strata-link-probe 2\n"
+  out << "strata-link-probe 3\n"
       << "gpu_read " << fmt_rate(l.gpu_read) << "\nhost_to_gpu " << fmt_rate(l.host_to_gpu) << "\ncpu_read "
       << fmt_rate(l.cpu_read) << "\nnvme_qd1 " << fmt_rate(l.nvme_qd1) << "\nnvme_qd32 " << fmt_rate(l.nvme_qd32)
       << "\ngpu_flops " << fmt_rate(l.gpu_flops) << "\ncpu_flops " << fmt_rate(l.cpu_flops) << "\nhandoff_s "
-      << fmt_rate(l.handoff_s) << "\nblock_s " << fmt_rate(l.block_s) << "\nsource " << l.source << "\n";
+      << fmt_rate(l.handoff_s) << "\nblock_s " << fmt_rate(l.block_s) << "\ncpu_read_beside_copies "
+      << fmt_rate(l.cpu_read_beside_copies) << "\ncopies_beside_cpu_read " << fmt_rate(l.copies_beside_cpu_read) << "\nsource " << l.source << "\n";
   if (!out) throw error("cannot write the link probe cache '" + file.string() + "'");
 }
 
@@ -242,11 +280,12 @@ std::optional<tiers::link_speeds> load_cached_links(const std::filesystem::path&
   std::ifstream in(file);
   if (!in) return std::nullopt;
   std::string line;
-  // Version 1 timed each GPU copy with its submission (GPU read a tenth of the truth on an H100):
-  // such a file is as good as none, and the next --plan --probe replaces it.
-  if (std::getline(in, line) && line == "strata-link-probe 1") return std::nullopt;
-  if (line != "strata-link-probe 2")
-    throw error("link probe cache '" + file.string() + "': line 1 is not 'strata-link-probe 2' (delete the file)");
+  // Version 1 timed each GPU copy with its submission (GPU read a tenth of the truth on an H100);
+  // version 2 had no side-by-side shares: such a file is as good as none, and the next --plan
+  // --probe replaces it.
+  if (std::getline(in, line) && (line == "strata-link-probe 1" || line == "strata-link-probe 2")) return std::nullopt;
+  if (line != "strata-link-probe 3")
+    throw error("link probe cache '" + file.string() + "': line 1 is not 'strata-link-probe 3' (delete the file)");
   tiers::link_speeds l;
   int line_no = 1, numbers = 0;
   while (std::getline(in, line)) {
@@ -261,16 +300,18 @@ std::optional<tiers::link_speeds> load_cached_links(const std::filesystem::path&
                   : key == "cpu_read" ? &l.cpu_read : key == "nvme_qd1" ? &l.nvme_qd1
                   : key == "nvme_qd32" ? &l.nvme_qd32 : key == "gpu_flops" ? &l.gpu_flops
                   : key == "cpu_flops" ? &l.cpu_flops : key == "handoff_s" ? &l.handoff_s
-                  : key == "block_s" ? &l.block_s : nullptr;
+                  : key == "block_s" ? &l.block_s : key == "cpu_read_beside_copies" ? &l.cpu_read_beside_copies
+                  : key == "copies_beside_cpu_read" ? &l.copies_beside_cpu_read : nullptr;
     char* end = nullptr;
     const double v = field ? std::strtod(value.c_str(), &end) : 0;
-    if (!field || value.empty() || *end != '\0' || !(v > 0))
-      throw error("link probe cache '" + file.string() + "' line " + std::to_string(line_no) + ": '" + line +
-                  "' is not '<link> <positive number>' (delete the file to probe again)");
+    const bool share = field == &l.cpu_read_beside_copies || field == &l.copies_beside_cpu_read;
+    if (!field || value.empty() || *end != '\0' || !(v > 0) || (share && v > 1))
+      throw error("link probe cache '" + file.string() + "' line " + std::to_string(line_no) + ": '" + line + "' is not '" +
+                  (share ? "<share> <number in (0, 1]>" : "<link> <positive number>") + "' (delete the file to probe again)");
     *field = v;
     ++numbers;
   }
-  if (numbers != 9 || l.source.empty())
+  if (numbers != 11 || l.source.empty())
     throw error("link probe cache '" + file.string() + "' is incomplete (delete the file to probe again)");
   return l;
 }

@@ -1,6 +1,8 @@
 // Device enumeration for backend selection, without exposing Vulkan types.
 #pragma once
 #include <cstdint>
+#include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,8 +32,14 @@ struct transfer_speeds {
   std::string device;
   double host_to_device = 0;
   double device_read = 0;
+  // host_to_device while `beside` ran (0 when not asked), and what `beside` returned.
+  double host_to_device_beside = 0;
+  double beside_result = 0;
 };
-transfer_speeds probe_transfers(int index, std::uint64_t bytes);
+// `beside`, where given, runs on the host while a chain of copies (~0.4 s) runs on the GPU; it is
+// passed a flag that turns true when the chain is done, and returns what it measured.
+transfer_speeds probe_transfers(int index, std::uint64_t bytes,
+                                const std::function<double(const std::atomic<bool>& copies_done)>& beside = {});
 }  // namespace strata::gpu
 
 namespace strata::rt {

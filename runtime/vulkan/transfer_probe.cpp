@@ -5,7 +5,9 @@
 // against ~3 TB/s its kernels read.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "commands.hpp"
 #include "devices.hpp"
@@ -16,7 +18,8 @@
 
 namespace strata::gpu {
 
-transfer_speeds probe_transfers(int index, std::uint64_t bytes) {
+transfer_speeds probe_transfers(int index, std::uint64_t bytes,
+                                const std::function<double(const std::atomic<bool>& copies_done)>& beside) {
   const context ctx(index);
   const gpu_buffer host(ctx, bytes, memory_kind::upload, "link probe (host)");
   const gpu_buffer dev_a(ctx, bytes, memory_kind::device, "link probe (device A)");
@@ -89,6 +92,32 @@ transfer_speeds probe_transfers(int index, std::uint64_t bytes) {
   t.device = ctx.info().name;
   t.host_to_device = double(bytes) / work_seconds(copies(host, dev_a));
   t.device_read = double(n16) * 16.0 / work_seconds(reads);
+  if (beside) {
+    // A chain of ~0.4 s of copies; a thread waits for its fence and raises the flag `beside` polls.
+    const int n = int(std::clamp(std::ceil(0.4 * t.host_to_device / double(bytes)), 2.0, 256.0));
+    copies(host, dev_a)(n);
+    const vk::CommandBuffer raw = *cmd;
+    std::atomic<bool> done{false};
+    const auto t0 = std::chrono::steady_clock::now();
+    ctx.queue().submit(vk::SubmitInfo({}, {}, raw), *fence);
+    double chain_s = 0;
+    bool waited = false;
+    std::thread waiter([&] {
+      waited = ctx.device().waitForFences(*fence, VK_TRUE, ~0ull) == vk::Result::eSuccess;
+      chain_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      done.store(true, std::memory_order_release);
+    });
+    try {
+      t.beside_result = beside(done);
+    } catch (...) {
+      waiter.join();
+      throw;
+    }
+    waiter.join();
+    if (!waited) throw error("link probe: waiting for the GPU on '" + ctx.info().name + "' failed");
+    ctx.device().resetFences(*fence);
+    t.host_to_device_beside = double(bytes) * n / chain_s;
+  }
   return t;
 }
 

@@ -4,6 +4,9 @@
 // query (VK_EXT_memory_budget) and the link probe's GPU copies work (lavapipe in CI).
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <thread>
+
 #include <string>
 #include <utility>
 
@@ -63,6 +66,14 @@ TEST_CASE("vulkan device memory query and the link probe's copies") {
   CHECK(t.device == m.name);
   CHECK(t.host_to_device > 1e6);  // any real copy moves more than 1 MB/s
   CHECK(t.device_read > 1e6);
+  CHECK(t.host_to_device_beside == 0);  // nothing asked beside
+  // A host task beside a chain of copies: it sees the chain end, and the chain's rate comes back.
+  const transfer_speeds b = probe_transfers(-1, 4 * MiB, [](const std::atomic<bool>& done) {
+    while (!done.load()) std::this_thread::yield();
+    return 42.0;
+  });
+  CHECK(b.beside_result == 42.0);
+  CHECK(b.host_to_device_beside > 1e6);
 }
 
 #endif

@@ -50,7 +50,8 @@ inline std::string plan_text(const model_demand& d, const placement_plan& p, con
   line("link speeds: " + o.links.source + (o.links.assumed() ? " - predictions below are ASSUMED, not measured" : ""));
   line("  GPU read " + detail::fmt("%.1f", o.links.gpu_read / 1e9) + " GB/s, host->GPU " +
        detail::fmt("%.1f", o.links.host_to_gpu / 1e9) + " GB/s, CPU read " + detail::fmt("%.1f", o.links.cpu_read / 1e9) +
-       " GB/s, NVMe " + detail::fmt("%.2f", o.links.nvme_qd1 / 1e9) + " (QD1) / " +
+       " GB/s (side by side: CPU " + detail::fmt("%.2f", o.links.cpu_read_beside_copies) + "x, copies " +
+       detail::fmt("%.2f", o.links.copies_beside_cpu_read) + "x), NVMe " + detail::fmt("%.2f", o.links.nvme_qd1 / 1e9) + " (QD1) / " +
        detail::fmt("%.2f", o.links.nvme_qd32 / 1e9) + " (QD32) GB/s; a block's fixed time " +
        detail::fmt("%.0f", o.links.block_s * 1e6) + " us, a hand-off " + detail::fmt("%.0f", o.links.handoff_s * 1e6) +
        " us");
@@ -119,7 +120,9 @@ inline std::string plan_json(const model_demand& d, const placement_plan& p, con
   num("gpu_flops", o.links.gpu_flops);
   num("cpu_flops", o.links.cpu_flops);
   num("handoff_s", o.links.handoff_s);
-  num("block_s", o.links.block_s, false);
+  num("block_s", o.links.block_s);
+  num("cpu_read_beside_copies", o.links.cpu_read_beside_copies);
+  num("copies_beside_cpu_read", o.links.copies_beside_cpu_read, false);
   s += "},\"gpu\":{";
   num("weights", double(p.gpu_weights));
   num("kv", double(p.gpu_kv));

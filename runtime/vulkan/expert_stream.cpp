@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "backend_impl.hpp"
+#include "ring_chain.hpp"
 #include "pinned_copy.hpp"
 #include "strata/core/byte_size.hpp"
 #include "strata/core/error.hpp"

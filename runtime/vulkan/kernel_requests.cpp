@@ -19,7 +19,7 @@ std::uint32_t kv_kind(kv::kv_type t) {
 
 using namespace detail;
 
-backend::impl::mmvq_shape_t backend::impl::mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const {
+kernel_variants::mmvq_shape_t kernel_variants::mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const {
   if (mmvq_shape_forced) return {mmvq_wg, mmvq_rpg, mmvq_u};
   const bool tall = n_rows >= 4096;
   if (t == gguf::type_id::q8_0) return {128, 1, 2};
@@ -69,7 +69,7 @@ backend::impl::mmvq_shape_t backend::impl::qout_shape(std::uint64_t n_rows) cons
   return {512, 2, 1};
 }
 
-bool backend::impl::norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const {
+bool kernel_variants::norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const {
   // NORM_OUT's workgroup owns 32 rows. Formats tuned to 2 rows per lane group keep their per-warp
   // work at 512 threads. Q6_K (as 2 rows per group, 512 threads; 4 rows at 256 had run 29% slower
   // on the H100 in ggml's blocks) and Q8_0 (1 row, 1,024 threads) fuse since their rows are read in
@@ -77,7 +77,7 @@ bool backend::impl::norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const {
   return mmvq_shape(t, n_rows).rpg == 2 || t == gguf::type_id::q6_k || t == gguf::type_id::q8_0;
 }
 
-std::uint32_t backend::impl::mmvq_rows_per_wg(const pipeline_request& r) const {
+std::uint32_t kernel_variants::mmvq_rows_per_wg(const pipeline_request& r) const {
   std::uint32_t wgs = 0, rpg = 0, lpr = 32;
   for (const auto& [k, v] : r.defines) {
     if (k == "WG") wgs = std::uint32_t(std::stoul(v));
@@ -87,7 +87,7 @@ std::uint32_t backend::impl::mmvq_rows_per_wg(const pipeline_request& r) const {
   return wgs / lpr * rpg;
 }
 
-bool backend::impl::use_mmvq(const weight& w, std::uint32_t n) const {
+bool kernel_variants::use_mmvq(const weight& w, std::uint32_t n) const {
   return n < mmvq_max_tokens && has_int8_unit(w.type, w.ne[0]);  // as int8_activations()
 }
 
@@ -128,7 +128,7 @@ pipeline_request backend::impl::mm_small_req(gguf::type_id t, std::uint32_t toke
   return req("mul_mm_small", t, std::move(d), grouped ? 4 : 3);
 }
 
-pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual,
+pipeline_request kernel_variants::mm_reg_req(gguf::type_id t, std::uint32_t tokens, std::uint64_t n_rows, bool residual,
                                            bool swiglu) const {
   const std::uint32_t nt8 = mm_reg_tiles(tokens);
   // Warps split K: 16 where the rows give few workgroups (H200 lab at 8 tokens, Q4_K 12288 x 4096:
@@ -153,20 +153,20 @@ pipeline_request backend::impl::mm_reg_req(gguf::type_id t, std::uint32_t tokens
   return req("mul_mm_reg", t, std::move(d), residual || swiglu ? 4 : 3);
 }
 
-pipeline_request backend::impl::quantize_req(bool norm) const {
+pipeline_request kernel_variants::quantize_req(bool norm) const {
   std::vector<std::pair<std::string, std::string>> d{{"WG", "128"}};
   if (norm) d.emplace_back("NORM", "1");
   return req("quantize_q8", {}, std::move(d), 4);
 }
 
-mma2_tile backend::impl::mma2_tile_for(std::uint64_t n_rows, std::uint32_t tokens) const {
+mma2_tile kernel_variants::mma2_tile_for(std::uint64_t n_rows, std::uint32_t tokens) const {
   if (mma2_forced) return mma2_shape;
   for (const mma2_tile t : {mma2_tile{128, 128, 64, 32}, mma2_tile{128, 64, 64, 32}, mma2_tile{64, 64, 32, 32}})
     if (std::uint64_t(div_up(n_rows, t.bm)) * div_up(tokens, t.bn) >= 256) return t;
   return {64, 64, 32, 32};
 }
 
-pipeline_request backend::impl::mma2_req(gguf::type_id t, const mma2_tile& s) const {
+pipeline_request kernel_variants::mma2_req(gguf::type_id t, const mma2_tile& s) const {
   return req("mul_mm", t,
              {{"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"}, {"MMA2", "1"},
               {"BM", std::to_string(s.bm)}, {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)},
@@ -174,12 +174,12 @@ pipeline_request backend::impl::mma2_req(gguf::type_id t, const mma2_tile& s) co
              3);
 }
 
-pipeline_request backend::impl::mul_mm_req(gguf::type_id t) const {
+pipeline_request kernel_variants::mul_mm_req(gguf::type_id t) const {
   if (coopmat && f16_operands_ok(t)) return req("mul_mm", t, {{"WG", "128"}, {"COOPMAT", "1"}}, 3);
   return req("mul_mm", t, {{"WG", "128"}}, 3);
 }
 
-mma2_tile backend::impl::mm3_tile_for(std::uint32_t tokens) const {
+mma2_tile kernel_variants::mm3_tile_for(std::uint32_t tokens) const {
   if (mm3_forced) return mm3_shape;
   // 33-63 tokens take one partly empty 64-token tile: H200 lab, Q4_K at 48 tokens with 4 splits,
   // 4096 x 4096 40 us against 71 with two 32-token tiles.
@@ -188,7 +188,7 @@ mma2_tile backend::impl::mm3_tile_for(std::uint32_t tokens) const {
   return mm3_tiles[std::size(mm3_tiles) - 1];
 }
 
-pipeline_request backend::impl::mm3_req(const mma2_tile& s, bool xf16, gguf::type_id qw, bool split, bool swiglu) const {
+pipeline_request kernel_variants::mm3_req(const mma2_tile& s, bool xf16, gguf::type_id qw, bool split, bool swiglu) const {
   const bool in_place = qw != gguf::type_id::f16;
   const std::uint32_t wg = s.bm / s.wm * (s.bn / s.wn) * 32;
   std::vector<std::pair<std::string, std::string>> d{
@@ -208,19 +208,19 @@ pipeline_request backend::impl::mm3_req(const mma2_tile& s, bool xf16, gguf::typ
   return req("mul_mm_f16", qw, std::move(d), swiglu ? 4 : 3);
 }
 
-pipeline_request backend::impl::matvec_req(gguf::type_id t, std::uint32_t nt, bool ids, std::uint64_t n_rows) const {
+pipeline_request kernel_variants::matvec_req(gguf::type_id t, std::uint32_t nt, bool ids, std::uint64_t n_rows) const {
   std::vector<std::pair<std::string, std::string>> d{
       {"NR", std::to_string(rows_for(n_rows))}, {"NT", std::to_string(nt)}, {"WG", std::to_string(mv_wg)}};
   if (ids) d.emplace_back("MOE_IDS", "1");
   return req("matvec", t, std::move(d), ids ? 4 : 3);
 }
 
-pipeline_request backend::impl::copy_req(bool indexed, bool add) {
+pipeline_request kernel_variants::copy_req(bool indexed, bool add) {
   if (add) return req("copy_rows", {}, {{"ADD", "1"}}, 3);  // dst += src (not with INDEXED)
   return indexed ? req("copy_rows", {}, {{"INDEXED", "1"}}, 4) : req("copy_rows", {}, {}, 3);
 }
 
-pipeline_request backend::impl::norm_req(bool weighted, bool f16_out) {
+pipeline_request kernel_variants::norm_req(bool weighted, bool f16_out) {
   // 512 threads a row: a 4,096-wide row is one batch of eight loads a thread per pass, one memory
   // latency each, where 128 threads waited out four (H200, 8-row steps: 17 us a call).
   if (f16_out) return req("rms_norm", {}, {{"WG", "512"}, {"HAS_NORM_WEIGHT", "1"}, {"F16_OUT", "1"}}, 5);
@@ -233,7 +233,7 @@ std::uint32_t backend::impl::topk_lean_slots(std::uint32_t n_expert, std::uint32
   return topk_lean && n_expert && n_expert <= 256 && k <= s ? div_up(n_expert, s) : 0;
 }
 
-pipeline_request backend::impl::moe_req(const char* stage, bool sigmoid, std::uint32_t topk_lean) {
+pipeline_request kernel_variants::moe_req(const char* stage, bool sigmoid, std::uint32_t topk_lean) {
   std::vector<std::pair<std::string, std::string>> d{{stage, "1"}};
   if (sigmoid) d.emplace_back("ROUTER_SIGMOID", "1");
   // MOE_TOPK's weights as the gate/up prologue's (tuning.hpp topk_lean)
@@ -241,7 +241,7 @@ pipeline_request backend::impl::moe_req(const char* stage, bool sigmoid, std::ui
   return req("moe", {}, std::move(d), 6);  // binding 5: COMBINE RESIDUAL
 }
 
-std::vector<std::pair<std::string, std::string>> backend::impl::kv_defs(const kv::kv_config& c) {
+std::vector<std::pair<std::string, std::string>> kernel_variants::kv_defs(const kv::kv_config& c) {
   std::vector<std::pair<std::string, std::string>> d;
   if (c.type_k == kv::kv_type::f32) d.emplace_back("KV_K_F32", "1");
   if (c.type_v == kv::kv_type::f32) d.emplace_back("KV_V_F32", "1");
@@ -304,7 +304,7 @@ bool backend::impl::qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std:
   return std::any_of(d.begin(), d.end(), [](const auto& e) { return e.first == "LANES"; });
 }
 
-std::vector<std::pair<std::string, std::string>> backend::impl::kvq_defs(const kv_state& kv) {
+std::vector<std::pair<std::string, std::string>> kernel_variants::kvq_defs(const kv_state& kv) {
   const auto& c = kv.config();
   std::vector<std::pair<std::string, std::string>> d{{"KV_D", std::to_string(c.head_dim)},
                                                      {"KV_K_KIND", std::to_string(kv_kind(c.type_k))},
@@ -315,7 +315,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::kvq_defs(const k
   return d;
 }
 
-std::vector<std::pair<std::string, std::string>> backend::impl::kv_encode_defs(const kv_state& kv) {
+std::vector<std::pair<std::string, std::string>> kernel_variants::kv_encode_defs(const kv_state& kv) {
   auto d = kvq_defs(kv);
   d.emplace_back("KV_ENCODE", "1");
   return d;
@@ -335,7 +335,7 @@ bool backend::fused_swiglu_gemm(gguf::type_id t, std::uint64_t K, std::uint64_t 
   return p_->mm3_swiglu_ok(t, K, F, tokens);
 }
 
-pipeline_request backend::impl::narrow_req(gguf::type_id t) {
+pipeline_request kernel_variants::narrow_req(gguf::type_id t) {
   return req("mul_mm", t, {{"WG", "128"}, {"NARROW", "1"}, {"SPLIT_K", "1"}}, 3);
 }
 
@@ -381,7 +381,7 @@ bool backend::int8_tensor_core_experts(std::uint32_t pairs, std::uint32_t n_expe
          p_->has_int8_unit(down, F) && p_->mmq_ok(gate_up, K) && p_->mmq_ok(down, F);
 }
 
-pipeline_request backend::impl::flash_req(std::uint32_t head_dim, std::uint32_t tokens) const {
+pipeline_request kernel_variants::flash_req(std::uint32_t head_dim, std::uint32_t tokens) const {
   const std::uint32_t warps = flash_warps(tokens);
   const std::uint32_t keys = fa_quad ? flash_keys(tokens) : 32;  // 64-key tiles need the softmax in registers
   std::vector<std::pair<std::string, std::string>> d{

@@ -33,6 +33,7 @@
 #include <cstring>
 
 #include "backend_impl.hpp"
+#include "ring_chain.hpp"
 #include "pinned_copy.hpp"
 #include "strata/core/byte_size.hpp"
 #include "strata/core/error.hpp"

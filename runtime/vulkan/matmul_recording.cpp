@@ -321,18 +321,18 @@ bool backend::impl::mmq_ok(gguf::type_id t, std::uint64_t K) const {
   return mmq_layout && mmq_moe && detail::has_mmq_unit(t) && K % 64 == 0 && K <= max_k;
 }
 
-std::uint32_t backend::impl::mmq_chunk_for(std::uint32_t pairs, std::uint32_t n_expert) const {
+std::uint32_t kernel_variants::mmq_chunk_for(std::uint32_t pairs, std::uint32_t n_expert) const {
   if (mmq_moe_chunk) return mmq_moe_chunk;
   const std::uint32_t per_expert = pairs / std::max<std::uint32_t>(1, n_expert);
   return per_expert >= 24 ? 64 : per_expert >= 12 ? 32 : 16;
 }
 
-mma2_tile backend::impl::mmq_moe_tile(std::uint32_t chunk) const {
+mma2_tile kernel_variants::mmq_moe_tile(std::uint32_t chunk) const {
   if (mmq_moe_shape.bm) return {mmq_moe_shape.bm, chunk, mmq_moe_shape.wm, mmq_moe_shape.wn};
   return {128, chunk, 32, std::max<std::uint32_t>(16, chunk / 2)};
 }
 
-pipeline_request backend::impl::mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped, bool split) const {
+pipeline_request kernel_variants::mmq_req(gguf::type_id t, const mma2_tile& s, bool grouped, bool split) const {
   std::vector<std::pair<std::string, std::string>> d{
       {"WG", std::to_string(s.bm / s.wm * (s.bn / s.wn) * 32)}, {"COOPMAT", "1"}, {"MMQ", "1"},
       {"BM", std::to_string(s.bm)}, {"BN", std::to_string(s.bn)}, {"WM", std::to_string(s.wm)},
@@ -468,11 +468,11 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
 
 std::uint64_t backend::scratch_hits() const { return p_->scratch_plan.hits(); }
 
-std::uint32_t backend::impl::scratch_slice_rows(std::uint64_t K) const {
+std::uint32_t matmul_scratch::scratch_slice_rows(std::uint64_t K) const {
   return std::uint32_t(std::max<std::uint64_t>(128, mm_scratch_halves / K / 128 * 128));
 }
 
-std::uint32_t backend::impl::swiglu_part_rows(std::uint64_t K, std::uint64_t F) const {
+std::uint32_t matmul_scratch::swiglu_part_rows(std::uint64_t K, std::uint64_t F) const {
   return std::uint32_t(std::min<std::uint64_t>(F, mm_scratch_halves / (2 * K) / 64 * 64));
 }
 

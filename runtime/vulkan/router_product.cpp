@@ -98,7 +98,7 @@ void backend::impl::make_router_products() {
   router_product_parts = new_buffer(std::uint64_t(router_part_tokens) * 2 * widest * 4, memory_kind::device, "MoE router product parts");
 }
 
-pipeline_request backend::impl::router_product_req(bool q8) {
+pipeline_request kernel_variants::router_product_req(bool q8) {
   pipeline_request r = req("router_product", {}, {{"WG", "128"}}, 4);
   if (q8) r.defines.emplace_back("INPUT_Q8", "1");
   return r;

@@ -1,6 +1,6 @@
 // The Vulkan backend's tuning switches (STRATA_VK_*, read by read_env in tuning.cpp) with the
 // measurement behind each default, and the predicates that read nothing else. backend::impl
-// derives from backend_tuning, so its files use them as its own members.
+// derives from backend_tuning (through kernel_variants.hpp), so its files use them as its own members.
 // Private to runtime/vulkan.
 #pragma once
 #include <algorithm>
@@ -53,7 +53,7 @@ struct mma2_tile {
 
 struct backend_tuning {
   // --- Recording and lab switches.
-  // Peephole fusion while recording (backend_impl.hpp pending_norm / pending_matmul); STRATA_VK_FUSE=0 off.
+  // Peephole fusion while recording (fusion_state.hpp pending_norm / pending_matmul); STRATA_VK_FUSE=0 off.
   bool fuse = true;
   // The fusions of steps past the decode fusions (5+ tokens on the f16 matmuls: backend_impl.hpp
   // f16_beside, the residual in mul_mm_reg's store); STRATA_VK_MM_FUSE=0 off (with fuse).
@@ -539,7 +539,7 @@ struct backend_tuning {
   static mma2_tile mmq_dense_tile(std::uint32_t n) {
     return n <= 16 ? mma2_tile{64, 16, 16, 16} : n <= 32 ? mma2_tile{64, 32, 32, 16} : mma2_tile{128, 64, 32, 32};
   }
-  // Pairs grouped by expert for the expert matvecs (backend_impl.hpp moe_chunk); STRATA_VK_MOE_GROUPED=0: a column per pair.
+  // Pairs grouped by expert for the expert matvecs (moe_grouping.hpp moe_chunk); STRATA_VK_MOE_GROUPED=0: a column per pair.
   bool moe_grouped = true;
   // A step's (token, expert) pairs go grouped by expert (moe.glsl MOE_GROUP, then chunks of each
   // expert's pairs) above two pairs per expert. Below, a chunk would hold one or two pairs: H200,

@@ -122,7 +122,7 @@ TEST_CASE("vulkan shaders: prefill GEMM variants compile (f16 scratch, weights i
   MESSAGE("this build has no Vulkan backend: shader compile test skipped");
 #else
   using gguf::type_id;
-  // The backend's tiles (backend_impl.hpp mm3_tiles): BM x BN, WM x WN per warp.
+  // The backend's tiles (kernel_variants.hpp mm3_tiles): BM x BN, WM x WN per warp.
   const char* tiles[][4] = {{"128", "128", "32", "64"}, {"64", "64", "32", "32"}, {"64", "32", "32", "16"}, {"64", "16", "16", "16"}};
   for (const auto& t : tiles) {
     const std::string wg = std::to_string(std::stoi(t[0]) / std::stoi(t[2]) * (std::stoi(t[1]) / std::stoi(t[3])) * 32);

@@ -238,7 +238,7 @@ scout-llama() {
   local n t=${SCOUT_T:-16}
   # -ncmoe 34 / 44: the fewest CPU-expert blocks that fit 24 / 12 GiB (23,233 / 11,609 MiB, session 23).
   for n in ${SCOUT_NCMOE:-34 44}; do
-    CUDA_VISIBLE_DEVICES=0 run "$LC/build/bin/llama-bench" -m "$SCOUT" -ngl 99 -fa 1 -ncmoe $n -t "$t" -p 512 -n 16 -r 2
+    CUDA_VISIBLE_DEVICES=0 run "$LC/build/bin/llama-bench" -m "$SCOUT" -ngl 99 -fa 1 -ncmoe $n -t "$t" -p 512 -n "${SCOUT_LLAMA_N:-16}" -r 2
   done
 }
 

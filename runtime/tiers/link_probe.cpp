@@ -206,7 +206,7 @@ tiers::link_speeds probe_links(const probe_options& o) {
   } else {
     assumed += " nvme_qd1 nvme_qd32";
   }
-  bool gpu_done = false;
+  bool gpu_done = false, side_by_side = false;
 #ifdef STRATA_HAS_VULKAN
   if (o.gpu) {
     try {
@@ -220,6 +220,7 @@ tiers::link_speeds probe_links(const probe_options& o) {
         l.cpu_read_beside_copies = std::min(1.0, t.beside_result / l.cpu_read);
         l.copies_beside_cpu_read = std::min(1.0, t.host_to_device_beside / l.host_to_gpu);
         measured += " cpu_read/host_to_gpu side by side";
+        side_by_side = true;
       }
       gpu_done = true;
     } catch (const std::exception& e) {
@@ -228,7 +229,7 @@ tiers::link_speeds probe_links(const probe_options& o) {
   }
 #endif
   if (!gpu_done) assumed += " host_to_gpu gpu_read";
-  if (!measured.ends_with("side by side")) assumed += " side_by_side";
+  if (!side_by_side) assumed += " side_by_side";
   l.source = "probe: measured" + measured + "; assumed" + assumed + notes;
   return l;
 }

@@ -1,7 +1,7 @@
 // Device enumeration for backend selection, without exposing Vulkan types.
 #pragma once
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>

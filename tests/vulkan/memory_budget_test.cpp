@@ -5,9 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
-#include <thread>
-
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "vulkan/vk_harness.hpp"

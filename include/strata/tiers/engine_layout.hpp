@@ -151,15 +151,16 @@ inline engine_layout layer_split_layout(const model_demand& d, std::int64_t n_gp
   return l;
 }
 
-// The link's rates while both read DRAM (the link beside the CPU in decode).
-inline double cpu_read_beside_copies(const link_speeds& links) { return links.cpu_read * links.cpu_read_beside_copies; }
-inline double copies_beside_cpu_read(const link_speeds& links) { return links.host_to_gpu * links.copies_beside_cpu_read; }
+// The two rates (B/s) while both read DRAM (the link beside the CPU in decode): each link's rate
+// times its side-by-side share.
+inline double shared_cpu_read(const link_speeds& links) { return links.cpu_read * links.cpu_read_beside_copies; }
+inline double shared_copy_rate(const link_speeds& links) { return links.host_to_gpu * links.copies_beside_cpu_read; }
 
 // The link's bytes per byte of a CPU-computed FFN: how much of a copy one hand-off can hide
 // (the decode step's CPU reads its FFN while the copies run, both at their side-by-side rates;
 // runtime/vulkan/layer_stream.cpp schedules with it).
 inline double link_bytes_per_cpu_byte(const link_speeds& links) {
-  return links.cpu_read > 0 ? copies_beside_cpu_read(links) / cpu_read_beside_copies(links) : 0;
+  return links.cpu_read > 0 ? shared_copy_rate(links) / shared_cpu_read(links) : 0;
 }
 
 // The layer-streaming ring places each tensor at this boundary (the backend at least this).
@@ -318,7 +319,7 @@ namespace detail {
 // One hand-off's seconds: CPU work of `cpu_s` (timed at cpu_read) beside `copied` bytes of copies.
 // Both run at their side-by-side shares until one is done, then the other alone at its full rate.
 inline double side_by_side_seconds(double cpu_s, double copied, const link_speeds& links) {
-  const double s_cpu = links.cpu_read_beside_copies, copies_shared = copies_beside_cpu_read(links);
+  const double s_cpu = links.cpu_read_beside_copies, copies_shared = shared_copy_rate(links);
   const double cpu_end = cpu_s / s_cpu, copy_end = copied / copies_shared;
   return cpu_end <= copy_end ? cpu_end + (copied - copies_shared * cpu_end) / links.host_to_gpu
                              : copy_end + (cpu_s - s_cpu * copy_end);
@@ -326,7 +327,8 @@ inline double side_by_side_seconds(double cpu_s, double copied, const link_speed
 
 // A step that computes the streamed FFNs on the CPU but for the link's blocks: the time the
 // link's copies add to the chain, scheduled as the Vulkan backend records them
-// (tiers/link_schedule.hpp): a hand-off lasts the longer of its CPU work and its pieces' copies.
+// (tiers/link_schedule.hpp): a hand-off runs its CPU work beside its pieces' copies
+// (side_by_side_seconds).
 inline double link_copy_excess(const model_demand& d, const engine_layout& l, const std::vector<tensor_placement>& p,
                                const link_speeds& links, std::uint32_t batch, const std::vector<std::size_t>& order) {
   std::vector<std::vector<std::size_t>> ffn(d.n_layer);

@@ -53,6 +53,8 @@
 //                an expert is read from. CACHE_LOG (the down matvec): the first workgroup of each
 //                pair writes its expert id to binding W_CACHED + 1, the routing the host's cache
 //                policy reads after the step.
+//  PAIR_SKIP     (with W_CACHED, not MOE_GROUPED or TOPK_IN: the misses-on-the-CPU hand-off's
+//                experts) an id with bit 31 set is a pair the CPU computes: no weight read, zeros out.
 //  TOPK_IN with RMS_IN and TOPK_PARTS (= the blocks a token): the router's logits come as
 //                ROUTER_PARTS' parts and the experts' input as NORM_OUT's codes; the top-k's
 //                bindings then start at 11 (TOPK_IN = 10), the block sums of x^2 again at 14.
@@ -120,6 +122,9 @@ layout(binding = 4, std430) readonly buffer R { float res[]; };
 #endif
 #ifdef MOE_IDS
 layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
+#endif
+#if defined(PAIR_SKIP) && (!defined(W_CACHED) || defined(MOE_GROUPED) || defined(TOPK_IN))
+#error "PAIR_SKIP marks pairs of a cached block's per-pair expert matvec the CPU computes"
 #endif
 #if defined(W_CACHED) && (!defined(MOE_IDS) || !defined(W_SOURCES))
 #error "W_CACHED maps a per-pair expert matvec's experts to the slots or the host copy (W_SOURCES 2)"
@@ -245,6 +250,16 @@ void main() {
   // (clamped: NaN logits leave ranks unwritten, and the id must stay inside the experts' tensor)
   const uint wbase = EXPERT_INDEX(min(topk_sel[t0 % p.in_div], p.topk_n_expert - 1u)) * p.expert_bytes;
 #endif
+#elif defined(PAIR_SKIP)
+  // The host's ids (expert_cache.cpp's misses on the CPU): bit 31 marks a pair whose sum the CPU
+  // computes; its workgroups read no weight and write zeros, which the combine adds as nothing.
+  const uint id_word = uint(ids[p.ids_off + t0]);
+  const uint expert = id_word & 0x7FFFFFFFu;
+  const bool pair_skip = id_word != expert;
+  const uint wbase = min(EXPERT_INDEX(expert), w_last_expert(p.expert_bytes)) * p.expert_bytes;
+#ifdef CACHE_LOG
+  if (wgx == 0u && gl_LocalInvocationIndex == 0u) cache_log[t0] = int(expert);
+#endif
 #else
   const uint expert = uint(ids[p.ids_off + t0]);
   const uint wbase = min(EXPERT_INDEX(expert), w_last_expert(p.expert_bytes)) * p.expert_bytes;
@@ -289,7 +304,11 @@ void main() {
   }
 #endif
 
+#ifdef PAIR_SKIP
+  const uint n_units = pair_skip ? 0u : p.K / MMVQ_UNIT;
+#else
   const uint n_units = p.K / MMVQ_UNIT;
+#endif
   for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
     mmvq_w wv[U][ROWS];
     UNROLL for (uint k = 0; k < U; ++k) {

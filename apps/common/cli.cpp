@@ -280,6 +280,11 @@ void add_tier_options(CLI::App& app, tier_options& o) {
                  "GPU-cache the routed experts of the GPU's MoE layers: they live in RAM and the GPU holds SLOTS experts "
                  "per layer (SLRU), uploading a routed expert on a miss (layers sent to the CPU stay there)")
       ->type_name("SLOTS")->group(group::tiers);
+  app.add_option("--expert-misses", o.expert_misses,
+                 "where a decode step computes the GPU-cached experts that miss their slots: cpu (the layer's experts "
+                 "on the CPU from RAM, a hand-off after its router) or gpu (the expert kernels read them over the link); "
+                 "default: what the link speeds predict faster (cpu only for one expert a token)")
+      ->type_name("cpu|gpu")->group(group::tiers);
   app.add_option("--stream-layers", o.stream_layers,
                  "stream the dense FFN of the last N GPU layers: its weights live in pinned RAM and are copied into a "
                  "2-slot GPU ring one layer ahead of use in prompt steps (a batch reads each weight once), and computed "
@@ -325,6 +330,8 @@ void apply(const tier_options& t, rt::engine_options& eo) {
   eo.cache_experts = !t.no_expert_cache;
   // 0 and more slots than a layer's experts: model::load names the limit
   if (!t.expert_cache.empty()) eo.expert_cache = parse_count("--expert-cache", t.expert_cache, "slot count", "32");
+  if (t.expert_misses == "cpu" || t.expert_misses == "gpu") eo.expert_cpu_misses = t.expert_misses == "cpu";
+  else if (!t.expert_misses.empty()) throw error("--expert-misses '" + t.expert_misses + "': expected cpu or gpu");
 }
 
 void apply(const backend_options& b, rt::engine_options& eo) {

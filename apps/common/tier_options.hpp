@@ -18,6 +18,7 @@ struct tier_options {
   std::uint32_t n_cpu_moe = 0;                // --n-cpu-moe N
   bool fit = false;                           // --fit
   std::string expert_cache;                   // --expert-cache SLOTS (empty: off)
+  std::string expert_misses;                  // --expert-misses cpu|gpu (empty: the planner's choice)
   std::uint32_t stream_layers = 0;            // --stream-layers N
   std::string stream_link;                    // --stream-link N (empty: the planner's choice)
   bool no_stream_experts = false;             // --no-stream-experts

@@ -77,6 +77,7 @@ std::string layout_text(const tiers::engine_layout& l, const arch::hparams& hp) 
                     100.0 * tiers::cache_hit_rate(hp.n_expert, hp.n_expert_used, l.expert_slots));
       s += prior;
     }
+    if (l.expert_cpu_misses) s += "; a decode step's misses computed on the CPU";
     s += ")";
   }
   const auto st = l.streamed_layers();
@@ -176,7 +177,8 @@ int run_plan(const run_options& opt) {
       for (std::size_t i = 0; i < layout->disk.blocks.size(); ++i) out += (i ? "," : "") + std::to_string(layout->disk.blocks[i]);
       out += "],\"disk_bytes_per_step\":" + std::to_string(layout->disk.disk_bytes) +
              ",\"disk_ring_bytes\":" + std::to_string(layout->disk.ring_bytes());
-      out += ",\"expert_slots\":" + std::to_string(layout->expert_slots) + ",\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
+      out += ",\"expert_slots\":" + std::to_string(layout->expert_slots) +
+             ",\"expert_cpu_misses\":" + (layout->expert_cpu_misses ? "true" : "false") + ",\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
     } else {
       out += "{\"error\":" + json::quote(engine_error) + "}";
     }

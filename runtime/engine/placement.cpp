@@ -75,6 +75,7 @@ placement_inputs placement_for(const std::filesystem::path& model, const gguf::r
   po.prefill_batch = batch;
   po.stream_experts = opt.stream_experts;
   po.cache_experts = opt.cache_experts;
+  po.expert_cpu_misses = opt.expert_cpu_misses;
   probe_options probe;
   probe.disk_file = model;
   probe.threads = opt.threads;
@@ -105,6 +106,7 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
   else if (opt.fit) l = tiers::plan_engine_layout(d, po);
   else {
     l = tiers::fixed_layout(d, opt.n_gpu_layers, po.overrides, opt.expert_cache.value_or(0), opt.stream_layers);
+    tiers::choose_expert_misses(d, l, po);
     l.stream_cpu_tokens = tiers::stream_cpu_tokens(d, l, po.links, po.prefill_batch);  // the per-phase choice
     if (!opt.stream_link) l.stream_link_blocks = tiers::stream_link_blocks(d, l, po.links);  // else the user's, below
     // CPU experts stream in prompt steps by default when the budget holds their ring; with no
@@ -116,6 +118,10 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
       l = tiers::with_streamed_experts(d, std::move(l), po.links, budget, po.prefill_batch);
     }
   }
+
+  if (opt.expert_cpu_misses && l.cached_layers().empty())
+    throw error(std::string("--expert-misses ") + (*opt.expert_cpu_misses ? "cpu" : "gpu") +
+                ": no MoE layer's experts are GPU-cached; give -ngl with --expert-cache SLOTS, or --fit where it caches them");
 
   if (opt.stream_link) {  // the user's count over the planner's
     const std::string flag = "--stream-link " + std::to_string(*opt.stream_link);

@@ -40,6 +40,9 @@ struct layer_slice {
   // on the CPU (tiers::engine_layout::link_layers).
   std::vector<std::uint32_t> stream_link_layers;
   double stream_link_ratio = 0;  // the link's bytes per byte the CPU reads (tiers::link_bytes_per_cpu_byte)
+  // GPU stages: a decode step computes a cached block on the CPU when at least this share of its
+  // routed experts miss the slots (tiers::engine_layout::expert_cpu_misses; 0: never).
+  float expert_cpu_misses = 0;
 };
 
 class stage {

@@ -18,7 +18,7 @@ struct engine_backend<gpu::backend> {
                                                                s.expert_slots, s.streamed_layers,
                                                                s.stream_cpu_tokens, s.streamed_expert_layers,
                                                                s.expert_cpu_tokens, s.stream_link_layers,
-                                                               s.stream_link_ratio});
+                                                               s.stream_link_ratio, s.expert_cpu_misses});
   }
   static model::expert_cache_counters expert_cache(const gpu::backend& be) {
     const gpu::expert_cache_stats s = be.expert_cache();
@@ -76,7 +76,10 @@ struct engine_backend<gpu::backend> {
       if (c.lookup)
         out += ", mapped to slots by the expert kernels (a miss read from host memory over the link; admissions between steps)";
       if (c.cpu_miss_tokens) {
-        std::snprintf(mem, sizeof mem, ", steps of up to %u tokens split at each cached layer, their misses computed on the CPU",
+        std::snprintf(mem, sizeof mem,
+                      c.miss_handoff ? ", steps of up to %u tokens hand each cached layer to the host after its router, "
+                                       "which computes the layer's experts on the CPU when they miss"
+                                     : ", steps of up to %u tokens split at each cached layer, their misses computed on the CPU",
                       c.cpu_miss_tokens);
         out += mem;
       }

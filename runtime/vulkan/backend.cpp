@@ -377,7 +377,11 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // else the host maps the routed ids to slots at a split after the router (expert_cache.cpp;
   // short steps with STRATA_VK_CACHE_CPU_MISSES, whose misses the CPU computes).
   const bool cached = P.cached_experts(*mw.gate_exps);
-  const bool lookup = cached && int8 && P.cache_lookup_block(*mw.gate_exps) && !P.cache_split_step(n);
+  // Short steps whose misses the CPU may compute: in the lookup form with a hand-off after the
+  // router where it exists (expert_cache_misses.cpp; not grouped: the kernels skip per pair), else split.
+  const bool short_misses = cached && P.cache_split_step(n);
+  const bool lookup = cached && int8 && P.cache_lookup_block(*mw.gate_exps) && (!short_misses || (P.miss_handoff_step(n) && !chunks));
+  const bool miss_handoff = lookup && short_misses;
   // Tensor cores where the step is grouped: each expert's pairs as chunks of f16 rows on mul_mm_small.
   const bool small = !lookup && mw.gate_exps->ne[0] == mw.up_exps->ne[0] &&
                      P.small_experts(pairs, E, mw.gate_exps->ne[0], mw.down_exps->ne[0]);
@@ -392,7 +396,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     }
   const bool split = cached && !lookup;  // the host's split after the router
   const bool streamed = P.weights.at(mw.gate_exps->id).xstream >= 0;  // read from the expert ring (enter_expert)
-  const bool topk_in_ok = P.topk_in && int8 && !chunks && !small && !weight_input && n <= 8 && !split &&
+  const bool topk_in_ok = P.topk_in && int8 && !chunks && !small && !weight_input && n <= 8 && !split && !miss_handoff &&
                           P.adjacent(*mw.gate_exps, *mw.up_exps);
   // Decode: the O projection waiting with this norm's first half (try_norm_out) writes the router's
   // logits as per-block parts too (record_router_parts); the gate/up matvec's top-k sums them and
@@ -441,6 +445,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // GPU-cached experts: the host maps the routed ids to slots here (expert_cache.cpp); the
   // matvecs below read the slots with the same kernels. In the lookup form the kernels map them.
   if (split) P.begin_cached_moe(mw, mp, x, logits);
+  if (miss_handoff) P.begin_miss_handoff(mw, mp, x, logits);
   if (lookup) P.note_cache_lookup(*mw.gate_exps, pairs);
   tensor in = x;
   std::uint32_t in_div = k;
@@ -481,7 +486,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
     // (block: record_down_block_tail) or by its last workgroup (last_wg: STRATA_VK_TAIL, record_down_combine).
     const bool block = P.moe_block_tail_ok(*mw.down_exps, k, n);
     const bool last_wg = n <= P.tail_rows && P.tail_counter && y.off % 4 == 0 && y.stride % 4 == 0;
-    if (!chunks && !split && !streamed && (block || last_wg))
+    if (!chunks && !split && !miss_handoff && !streamed && (block || last_wg))
       down = impl::pending_combine::down_t{mw.down_exps, sd, pairs, block, last_wg};
     else
       P.record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, chunks);
@@ -504,6 +509,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   P.combine = impl::pending_combine{moe_pc{E, k, out.cols, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u},
                                     y, out, {}, {}, down, {}};
   if (split) P.end_cached_moe(out);
+  if (miss_handoff) P.end_miss_handoff(out);
 }
 
 }  // namespace strata::gpu

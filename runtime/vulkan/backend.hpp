@@ -119,6 +119,11 @@ struct backend_options {
   // works (layer_stream.cpp).
   std::vector<std::uint32_t> stream_link_layers;
   double stream_link_ratio = 0;
+  // GPU-cached blocks: a step of a few tokens (decode) whose routed experts miss the slots at
+  // least this share of them (0 < F <= 1) is computed on the CPU, which reads a large expert from
+  // DRAM faster than the link carries it (expert_cache_misses.cpp); 0: off.
+  // STRATA_VK_CACHE_CPU_MISSES overrides it.
+  float expert_cpu_misses = 0;
 };
 
 // Dense layer streaming's counters since load.
@@ -148,6 +153,7 @@ struct expert_cache_stats {
   std::uint64_t gpu_blocks = 0, cpu_blocks = 0;  // block-steps computed from the slots / on the CPU (overflow or misses)
   std::uint64_t miss_cpu_blocks = 0;  // of cpu_blocks: sent to the CPU for their misses (STRATA_VK_CACHE_CPU_MISSES)
   std::uint32_t cpu_miss_tokens = 0;  // steps of at most this many tokens split for that (0: off)
+  bool miss_handoff = false;           // ... in the lookup form with a hand-off a block (expert_cache_misses.cpp), not split
   std::uint64_t host_bytes = 0, slot_bytes = 0;  // expert weights in host memory, slots on the GPU
   // Router-driven prefetch: experts uploaded ahead of their block's step (and their bytes, also in
   // bytes_uploaded), how many of those a step then used or evicted unused; of the distinct experts

@@ -396,6 +396,17 @@ struct backend::impl : kernel_variants,
   void admit_cpu_misses(cached_block& b);   // after a block-step the CPU computed (cache_distinct: its experts)
   void submit_block_copies(cached_block& b);  // cache_regions' copies into b's slots: side queue, or behind the step
 
+  // --- expert_cache_misses.cpp: short steps of the lookup form with a hand-off at each cached
+  // block (expert_cache_state.hpp, cache_handoff_open). begin_miss_handoff (after the router's
+  // top-k) sends x, the logits and the routed ids to the host and continues in the hand-off's
+  // `cmd` with the host's ids copied into moe_ids; end_miss_handoff adds the CPU's sum after the
+  // combine; run_miss_handoff is the host's part between them.
+  void init_miss_handoffs(std::uint32_t max_routed);  // upload_cached, once the lookup form is known
+  bool miss_handoff_step(std::uint32_t tokens) const noexcept { return cache_miss_ids && cache_split_step(tokens); }
+  void begin_miss_handoff(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits);
+  void end_miss_handoff(const tensor& out);
+  void run_miss_handoff(handoff& h);
+
   // --- expert_cache_lookup.cpp: the lookup form (expert_cache_state.hpp). The upload budget
   // of a step (STRATA_VK_CACHE_ADMIT_MB and the token bytes after it).
   std::uint64_t cache_admit_budget() const noexcept { return cache_admit_bytes + cache_admit_token_bytes * (std::max(batch_tokens, 1u) - 1); }

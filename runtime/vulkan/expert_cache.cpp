@@ -112,7 +112,7 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   cache_decay = std::min(1.0f, env_float("STRATA_VK_CACHE_DECAY", cache_decay));
   cache_margin = env_float("STRATA_VK_CACHE_MARGIN", cache_margin);
   cache_admit_bytes = std::uint64_t(env_float("STRATA_VK_CACHE_ADMIT_MB", float(cache_admit_bytes >> 20)) * 1048576.0f);
-  cache_cpu_misses = env_float("STRATA_VK_CACHE_CPU_MISSES", 0.0f);
+  cache_cpu_misses = env_float("STRATA_VK_CACHE_CPU_MISSES", opt.expert_cpu_misses);
   cache_cpu_miss_tokens = std::uint32_t(env_float("STRATA_VK_CACHE_CPU_MISS_TOKENS", float(cache_cpu_miss_tokens)));
   cache_stats.cpu_miss_tokens = cache_cpu_misses > 0 ? cache_cpu_miss_tokens : 0;
   if (cache_cpu_misses > 1)
@@ -125,6 +125,7 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   // semaphores; on a one-queue device (lavapipe: the tests) it then queues behind the step's parts.
   // The lookup form first: it never splits a step at a cached block, so nothing there to prefetch at.
   init_cache_lookup(max_routed);
+  init_miss_handoffs(max_routed);
   expert_prefetch = false;
   if (const char* v = std::getenv("STRATA_VK_EXPERT_PREFETCH")) expert_prefetch = std::string_view(v) == "1" && !cache_lookup;
   if (expert_prefetch) make_prefetch_predictors();

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "backend_impl.hpp"
 #include "strata/core/error.hpp"
@@ -77,7 +78,11 @@ void backend::impl::init_cache_lookup(std::uint32_t max_routed) {
   auto cmds = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 2));
   cache_update = std::move(cmds[0]);
   cache_side = std::move(cmds[1]);
-  if (const char* v = std::getenv("STRATA_VK_CACHE_ASYNC"); v && std::string_view(v) == "1" && ctx.side_queue() && ctx.info().timeline) {
+  // On by default where decode's misses go to the CPU (expert_cache_misses.cpp): an admitted
+  // expert there is large (Scout's 70.8 MB: ~2 ms over PCIe), and the step's chain should not wait for it.
+  bool async = cache_cpu_misses > 0;
+  if (const char* v = std::getenv("STRATA_VK_CACHE_ASYNC")) async = std::string_view(v) == "1";
+  if (async && ctx.side_queue() && ctx.info().timeline) {
     cache_async = true;
     const vk::SemaphoreTypeCreateInfo type(vk::SemaphoreType::eTimeline, 0);
     cache_timeline = vk::raii::Semaphore(ctx.device(), vk::SemaphoreCreateInfo({}, &type));
@@ -114,6 +119,7 @@ bool backend::impl::is_down_experts(const weight& w) const {
 void backend::impl::add_cache_lookup(pipeline_request& r, std::vector<binding>& b, const weight& w, const weight* up, bool log) const {
   const std::int32_t c = weights.at(w.id).cache;
   if (!cache_lookup || c < 0 || !cached.at(std::size_t(c)).lookup || c == cache_split_open) return;
+  if (c == cache_handoff_open) r.defines.emplace_back("PAIR_SKIP", "1");  // expert_cache_misses.cpp
   const cached_block& cb = cached.at(std::size_t(c));
   const int part = cb.weight[0] == w.id ? 0 : cb.weight[1] == w.id ? 1 : 2;
   const gpu_buffer& host = cb.host(part);
@@ -173,6 +179,8 @@ void backend::impl::after_cache_lookup(const recorded_step& s) {
     for (float& f : b.freq) f *= decay;
     b.cache.begin_step();  // this step's experts are not evicted by its own admissions
     cache_candidates.clear();
+    // The CPU computed this block-step (expert_cache_misses.cpp): its misses crossed no link.
+    const bool on_cpu = !cache_cpu_now.empty() && std::exchange(cache_cpu_now.at(std::size_t(block)), char(0));
     for (const std::uint32_t e : cache_distinct) {
       b.freq[e] += float(cache_counts[e]);
       if (mapped(b, e)) {
@@ -180,11 +188,11 @@ void backend::impl::after_cache_lookup(const recorded_step& s) {
         ++cache_stats.hits;
       } else {
         ++cache_stats.misses;
-        cache_stats.host_read_bytes += expert_bytes;
+        if (!on_cpu) cache_stats.host_read_bytes += expert_bytes;
         if (!b.cache.resident(e)) cache_candidates.push_back(e);  // else its copy is in flight (cache_async)
       }
     }
-    ++cache_stats.gpu_blocks;
+    cache_stats.gpu_blocks += !on_cpu;
     ++cache_stats.lookup_blocks;
     admit_candidates(b, admitted, budget, [&](std::uint32_t e, const tiers::expert_slot_cache::result& r) {
       if (cache_async) {  // the victim leaves the map now; e enters once its copy beside the next step is done

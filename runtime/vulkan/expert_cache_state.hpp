@@ -47,6 +47,16 @@ struct expert_cache_state {
   std::uint32_t cache_cpu_miss_tokens = 8;
   bool cache_split_step(std::uint32_t tokens) const noexcept { return cache_cpu_misses > 0 && tokens <= cache_cpu_miss_tokens; }
   std::int32_t cache_split_open = -1;  // while recording a split's expert part: its block (those kernels read slots by slot id)
+  // Where the lookup form exists, those short steps keep it and hand each cached block to the host
+  // after its router instead (expert_cache_misses.cpp): the host reads the routed ids and either
+  // lets the GPU's kernels run (hits from the slots, a few misses over the link) or computes the
+  // block's experts on the CPU while the kernels skip every pair (mmvq.glsl PAIR_SKIP). A
+  // hand-off like a CPU-expert block's, so a step with them is one submit on the flag-word path.
+  std::int32_t cache_handoff_open = -1;  // while recording such a block's experts: its block
+  std::uint32_t cache_miss_ids = 0;      // buffer id: per block, the ids the host hands back (bit 31: the CPU's pair)
+  std::uint64_t cache_miss_stride = 0;   // bytes a block in it
+  std::vector<std::uint32_t> hand_dirty_rows;  // per hand_out region: rows the CPU wrote since it was last zeroed
+  std::vector<char> cache_cpu_now;             // per block: the CPU computed it in the step just run
   std::uint64_t cache_step_admitted = 0;  // bytes admitted in the current step (reset by submit_step)
 
   // The lookup form (expert_cache_lookup.cpp; cache_lookup: on where the device indexes arrays of

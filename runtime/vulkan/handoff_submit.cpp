@@ -86,6 +86,7 @@ void backend::impl::signal_timeline(std::uint64_t value) { ctx.device().signalSe
 
 void backend::impl::run_handoff(handoff& h) {
   if (h.ffn >= 0) run_cpu_ffn(h);  // a streamed block's dense FFN (layer_stream.cpp)
+  else if (h.miss_handoff) run_miss_handoff(h);  // a GPU-cached block (expert_cache_misses.cpp)
   else run_handoff_on_cpu(h);
 }
 
@@ -139,7 +140,7 @@ void backend::impl::submit_step() {
       ++xstreaming.share_blocks;
       xstreaming.share_bytes += h.share_bytes;
     }
-    cached |= h.cache >= 0;
+    cached |= h.cache >= 0 && !h.miss_handoff;  // the split form's blocks: run_cached picks their parts
     experts |= h.cache >= 0 || h.ffn < 0;
     ffn |= h.ffn >= 0;
   }
@@ -169,7 +170,7 @@ void backend::impl::submit_fenced(bool timed) {
   bool in_flight = true;  // a submit the fence has not been waited on for
   for (handoff& h : hs) {
     if (in_flight) wait_fence();
-    if (h.cache >= 0) {  // GPU-cached experts: the host picks the parts that follow (submitted and waited on)
+    if (h.cache >= 0 && !h.miss_handoff) {  // the split form: the host picks the parts that follow (submitted and waited on)
       run_cached(h, &h == &hs.back());
       in_flight = false;
       continue;

@@ -24,6 +24,9 @@ struct step_handoff {
   // `gpu` (the expert matvecs and combine, recorded once), or has the CPU compute the block and
   // submits `cpu` (its sum into the output); `cmd` continues either way.
   std::int32_t cache = -1;
+  // Such a block in the lookup form's short steps (expert_cache_misses.cpp): the host hands back
+  // ids (or has the CPU compute the block) and `cmd` runs the kernels either way; no upload, gpu or cpu.
+  bool miss_handoff = false;
   std::uint32_t pairs = 0;
   std::uint32_t predicted = 0;  // tokens whose next-block router scores the part before copies to the host
   vk::raii::CommandBuffer upload{nullptr}, gpu{nullptr}, cpu{nullptr};

@@ -45,6 +45,7 @@ TEST_CASE("expert cache: the lookup form gives the all-GPU logits bit for bit an
     opt.n_batch = c.n_batch;
     const auto all_gpu = run_all(*strata::rt::model::load(g.path, opt), g);
     opt.expert_cache = c.slots;
+    opt.expert_cpu_misses = false;  // llama4's top-1 misses would go to the CPU by the planner's choice
     // A small upload budget and no margin: admissions happen (and evict) within the short fixture runs.
     const strata::test::scoped_env margin("STRATA_VK_CACHE_MARGIN", "0");
     auto m = strata::rt::model::load(g.path, opt);
@@ -75,6 +76,7 @@ TEST_CASE("expert cache: STRATA_VK_CACHE_LOOKUP=0 keeps the split form, which up
   auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
   opt.n_batch = 2;
   opt.expert_cache = 4;
+  opt.expert_cpu_misses = false;
   auto m = strata::rt::model::load(g.path, opt);
   run_all(*m, g);
   const auto st = m->expert_cache();
@@ -86,22 +88,27 @@ TEST_CASE("expert cache: STRATA_VK_CACHE_LOOKUP=0 keeps the split form, which up
   CHECK(m->startup_report().find("mapped to slots by the expert kernels") == std::string::npos);
 }
 
-// STRATA_VK_CACHE_CPU_MISSES (runtime/vulkan/expert_cache.cpp): steps of up to 8 tokens split at
-// each cached block, and a block-step with misses runs on the CPU instead of uploading them, the
-// most-routed missed experts admitted beside the step; longer steps keep the lookup form. The
-// CPU's experts are the CPU backend's kernels, so the logits follow the all-GPU run within the
-// fixture's tolerance (not bit for bit), and every path must run: block-steps on the CPU for their
-// misses, GPU steps from the slots once admissions filled them, and (prompt steps of more than 8
-// tokens) lookup block-steps.
-TEST_CASE("expert cache: STRATA_VK_CACHE_CPU_MISSES computes missed experts on the CPU and admits them beside the step") {
+// STRATA_VK_CACHE_CPU_MISSES: steps of up to 8 tokens hand each cached block to the host after
+// its router (runtime/vulkan/expert_cache_misses.cpp), which computes a block-step whose misses
+// are at least the share on the CPU (the kernels skip its pairs) and lets the GPU's kernels run
+// the others from the slots; admissions stay the lookup form's. With STRATA_VK_CACHE_LOOKUP=0 the
+// split form does it instead (expert_cache.cpp: a submit and fence wait a block, misses below the
+// share uploaded, admissions beside the step). The CPU's experts are the CPU backend's kernels,
+// so the logits follow the all-GPU run within the fixture's tolerance (not bit for bit), and
+// every path must run: block-steps on the CPU for their misses, GPU block-steps from the slots
+// once admissions filled them, and (prompt steps of more than 8 tokens) lookup block-steps.
+TEST_CASE("expert cache: STRATA_VK_CACHE_CPU_MISSES computes missed experts on the CPU, in the lookup form's hand-offs or split") {
   if (!strata::test::vulkan_here("expert cache CPU misses")) return;
   struct cpu_case {
     const char* model;
     std::uint32_t n_batch;
+    bool split;
   };
-  for (const cpu_case& c : {cpu_case{"qwen3moe-Q4_K_M", 2}, cpu_case{"llama4-Q4_K_M", 2}, cpu_case{"qwen3moe-Q4_K_M", 64}}) {
+  for (const cpu_case& c : {cpu_case{"qwen3moe-Q4_K_M", 2, false}, cpu_case{"llama4-Q4_K_M", 2, false}, cpu_case{"qwen3moe-Q4_K_M", 64, false},
+                            cpu_case{"qwen3moe-Q4_K_M", 2, true}, cpu_case{"llama4-Q4_K_M", 64, true}}) {
     CAPTURE(c.model);
     CAPTURE(c.n_batch);
+    CAPTURE(c.split);
     const auto& g = strata::test::shipped_fixture(c.model);
     auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
     opt.n_batch = c.n_batch;
@@ -109,24 +116,34 @@ TEST_CASE("expert cache: STRATA_VK_CACHE_CPU_MISSES computes missed experts on t
     opt.expert_cache = 2;
     const strata::test::scoped_env cpu("STRATA_VK_CACHE_CPU_MISSES", "0.5");
     const strata::test::scoped_env margin("STRATA_VK_CACHE_MARGIN", "0");
+    const strata::test::scoped_env lookup("STRATA_VK_CACHE_LOOKUP", c.split ? "0" : "1");
     auto m = strata::rt::model::load(g.path, opt);
     const auto cached = run_all(*m, g);
     const auto st = m->expert_cache();
-    MESSAGE(std::string(c.model) << " -b " << c.n_batch << ": hit rate " << st.hit_rate() << " (" << st.hits << "/"
-                                 << st.hits + st.misses << "), GPU block-steps " << st.gpu_blocks << " (lookup " << st.lookup_blocks
-                                 << "), CPU " << st.cpu_blocks << " (misses " << st.miss_cpu_blocks << "), uploaded "
-                                 << st.bytes_uploaded << ", evictions " << st.evictions);
+    MESSAGE(std::string(c.model) << " -b " << c.n_batch << (c.split ? " split" : " hand-offs") << ": hit rate " << st.hit_rate()
+                                 << " (" << st.hits << "/" << st.hits + st.misses << "), GPU block-steps " << st.gpu_blocks << " (lookup "
+                                 << st.lookup_blocks << "), CPU " << st.cpu_blocks << " (misses " << st.miss_cpu_blocks << "), uploaded "
+                                 << st.bytes_uploaded << ", read from host memory " << st.host_read_bytes << ", evictions "
+                                 << st.evictions);
     REQUIRE(cached.size() == all_gpu.size());
     CHECK(strata::test::compare_logits(cached, all_gpu, m->hparams().n_vocab).nmse <= g.tolerance_nmse);
-    if (c.n_batch == 2) CHECK(st.lookup_blocks == 0);
-    else CHECK(st.lookup_blocks > 0);
     CHECK(st.miss_cpu_blocks > 0);
-    CHECK(st.miss_cpu_blocks <= st.cpu_blocks);
-    CHECK(st.gpu_blocks > st.lookup_blocks);
     CHECK(st.hits > 0);
     CHECK(st.misses > 0);
     CHECK(st.bytes_uploaded > 0);
-    CHECK(m->startup_report().find("steps of up to 8 tokens split at each cached layer") != std::string::npos);
+    if (c.split) {
+      CHECK(st.lookup_blocks == 0);
+      CHECK(st.miss_cpu_blocks <= st.cpu_blocks);
+      CHECK(st.gpu_blocks > 0);
+      CHECK(m->startup_report().find("steps of up to 8 tokens split at each cached layer") != std::string::npos);
+    } else {
+      // Every block-step is the lookup form's; those the CPU computed are not the GPU's.
+      CHECK(st.miss_cpu_blocks == st.cpu_blocks);
+      CHECK(st.gpu_blocks > 0);
+      CHECK(st.gpu_blocks + st.miss_cpu_blocks == st.lookup_blocks);
+      CHECK(m->startup_report().find("steps of up to 8 tokens hand each cached layer to the host") != std::string::npos);
+      if (c.n_batch == 64) CHECK(st.host_read_bytes > 0);  // prompt steps of more than 8 tokens read misses over the link
+    }
   }
 }
 

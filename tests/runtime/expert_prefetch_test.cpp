@@ -38,6 +38,7 @@ TEST_CASE("expert cache: router-driven prefetch leaves the logits bit for bit an
       const strata::test::scoped_env split("STRATA_VK_CACHE_LOOKUP", "0");  // the form that splits, where prefetch applies
       auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
       opt.expert_cache = c.slots;
+      opt.expert_cpu_misses = false;  // the split form's prefetch without its CPU misses
       opt.n_batch = c.n_batch;
       auto m = strata::rt::model::load(g.path, opt);
       for (const auto& run : g.runs) {

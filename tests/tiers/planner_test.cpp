@@ -399,6 +399,53 @@ TEST_CASE("engine layouts: --fit GPU-caches every block's experts when the routi
                                             miss_bytes / o.links.cpu_read + hand_s));
 }
 
+// Llama 4 Scout's proportions (48 blocks, 16 experts of ~70 MiB, top-1) with 4 slots a block: a
+// miss is one whole large expert, which the CPU reads from DRAM faster than the kernels read it
+// over the link on a desktop (60 against 0.8 x 24 GB/s), so the planner computes decode misses on
+// the CPU; with a link faster than the CPU's reads it keeps them on the GPU. Top-k > 1 never
+// takes the CPU form unasked (the engine sends a block-step there only when all its experts
+// miss), and --expert-misses forces either.
+TEST_CASE("engine layouts: a GPU expert cache's decode misses go to the CPU where the cost model predicts it faster") {
+  const model_demand d = synthetic(48, 24, 16 * 70, 16, 1);
+  plan_options o{.ram_budget = 1ull << 40};
+  o.gpu_budget = 1ull << 40;
+  engine_layout l = fixed_layout(d, -1, o.overrides, 4);
+  REQUIRE(l.cached_layers().size() == 48);
+  choose_expert_misses(d, l, o);
+  CHECK(l.expert_cpu_misses);
+  engine_layout gpu = l;
+  gpu.expert_cpu_misses = false;
+  CHECK(layout_plan(d, l, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token <
+        layout_plan(d, gpu, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token);
+  plan_options fast_link = o;
+  fast_link.links.host_to_gpu = 400e9;
+  choose_expert_misses(d, l, fast_link);
+  CHECK(!l.expert_cpu_misses);
+  plan_options forced = fast_link;
+  forced.expert_cpu_misses = true;
+  choose_expert_misses(d, l, forced);
+  CHECK(l.expert_cpu_misses);
+  forced = o;
+  forced.expert_cpu_misses = false;
+  choose_expert_misses(d, l, forced);
+  CHECK(!l.expert_cpu_misses);
+  // Top-2 of the same experts: the GPU form unless forced.
+  const model_demand d2 = synthetic(48, 24, 16 * 70, 16, 2);
+  engine_layout l2 = fixed_layout(d2, -1, o.overrides, 4);
+  choose_expert_misses(d2, l2, o);
+  CHECK(!l2.expert_cpu_misses);
+  // No cache: nothing to choose.
+  engine_layout none = fixed_layout(d, -1, o.overrides);
+  choose_expert_misses(d, none, forced);
+  CHECK(!none.expert_cpu_misses);
+  // --fit at a budget holding the blocks and a few slots each caches them, misses on the CPU.
+  plan_options fit = o;
+  fit.gpu_budget = 200 * MiB + 48 * (24 * MiB + MiB + MiB / 4) + 48 * 4 * 70 * MiB + 64 * MiB;
+  const engine_layout f = plan_engine_layout(d, fit);
+  CHECK(!f.cached_layers().empty());
+  CHECK(f.expert_cpu_misses);
+}
+
 TEST_CASE("engine layouts: fixed layouts follow -ngl and expert rules, and refuse what the engine cannot run") {
   const model_demand d = synthetic(4, 16, 300, 64, 4);
   std::vector<override_rule> rules;

@@ -85,6 +85,9 @@ struct engine_options {
   // --fit may GPU-cache routed experts (tiers::plan_engine_layout); false: --no-expert-cache, each
   // block's experts resident or computed by the CPU.
   bool cache_experts = true;
+  // --expert-misses cpu|gpu: where a GPU expert cache's decode misses are computed (the CPU from
+  // RAM, or the GPU reading them over the link); unset: the cost model's choice.
+  std::optional<bool> expert_cpu_misses;
   // The planner chooses the GPU blocks and which blocks' experts the CPU computes, within the
   // budgets (n_gpu_layers is then not read); else -ngl and the overrides say it, and a layout
   // beyond gpu_budget is an error naming it.

@@ -44,9 +44,9 @@ struct engine_layout {
   // so a cached block needs no host round trip and prompt steps stay on the GPU. false: the split
   // form (a round trip per cached block and step; prompts routing more experts than slots on the CPU).
   bool expert_lookup = true;
-  // Decode steps split at each cached block and its misses computed on the CPU (the Vulkan
-  // backend's STRATA_VK_CACHE_CPU_MISSES; prompt steps keep the form above). The planner does not
-  // choose it yet: strata-bench prices the runs that use it.
+  // Decode steps hand each cached block to the host after its router, and a block-step whose
+  // routed experts miss the slots runs on the CPU (runtime/vulkan/expert_cache_misses.cpp; prompt
+  // steps keep the form above). --expert-misses cpu|gpu, or the planner's choice (fit.hpp).
   bool expert_cpu_misses = false;
   // Per GPU block: dense FFN streamed through the ring (gpu-streamed: lives in RAM, the GPU
   // computes it from a ring slot; --stream-layers, or --fit).

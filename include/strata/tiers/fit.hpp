@@ -38,6 +38,27 @@ inline bool fit_slots(const model_demand& d, engine_layout& l, const plan_option
 
 }  // namespace detail
 
+// Where a GPU expert cache's decode misses are computed: --expert-misses, else the form the cost
+// model predicts faster (the kernels reading them over the link, or the CPU from DRAM with a
+// hand-off a cached block). The CPU form is offered only where every cached block routes one
+// expert a token: the engine sends a block-step to the CPU when all the experts it routes miss,
+// which the model prices as every miss on the CPU - exact for top-1 (Llama 4), optimistic above.
+inline void choose_expert_misses(const model_demand& d, engine_layout& l, const plan_options& o) {
+  l.expert_cpu_misses = false;
+  if (l.cached_layers().empty()) return;
+  if (o.expert_cpu_misses) {
+    l.expert_cpu_misses = *o.expert_cpu_misses;
+    return;
+  }
+  for (const tensor_demand& t : d.tensors)
+    if (t.kind == tensor_kind::routed_experts && detail::cached_on_gpu(l, t) && t.n_expert_used != 1) return;
+  const double on_gpu = layout_plan(d, l, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
+  engine_layout c = l;
+  c.expert_cpu_misses = true;
+  const double on_cpu = layout_plan(d, c, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
+  l.expert_cpu_misses = on_cpu < on_gpu * (1 - 1e-9);
+}
+
 // --fit: for every count of leading GPU blocks whose non-expert tensors (and KV) fit the GPU
 // budget, the remaining room holds routed experts from the last GPU block down (each block's
 // experts whole: one hand-off per block either way; the CPU ones are then the first blocks, as
@@ -47,7 +68,8 @@ inline bool fit_slots(const model_demand& d, engine_layout& l, const plan_option
 // The KV of CPU blocks plus the activation scratch must fit --ram-budget.
 // MoE models also get, per count of GPU blocks, two GPU-cached layouts: the experts that did not
 // fit cached in the room left, and every block's experts cached (--expert-cache N's form) with the
-// slots the room holds; their misses are priced by the routing prior (tiers/routing_prior.hpp).
+// slots the room holds; their misses are priced by the routing prior (tiers/routing_prior.hpp),
+// read over the link or computed on the CPU (choose_expert_misses).
 // Dense models also get, per count of GPU blocks, the layout that streams the dense FFNs that do
 // not fit (attention, norms and KV resident; the ring's two slots counted; FFNs resident from the
 // first block on while they fit). The engine runs one layout for both phases, so the planner's
@@ -263,6 +285,7 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
     if (best_t < 0 || t <= best_t * (1 + 1e-9)) best = std::move(l), best_t = t;
     for (std::optional<engine_layout>* c : {&cached, &all_cached})
       if (*c && runnable(**c)) {
+        choose_expert_misses(d, **c, o);
         const double tc = layout_plan(d, **c, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
         if (tc < best_t * (1 - 1e-9)) best = std::move(**c), best_t = tc;
       }

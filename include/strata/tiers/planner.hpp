@@ -35,6 +35,9 @@ struct plan_options {
   std::uint32_t prefill_batch = 512;     // tokens per prefill step
   bool stream_experts = true;            // --fit may stream CPU experts in prompt steps (fit.hpp)
   bool cache_experts = true;             // --fit may GPU-cache routed experts (fit.hpp; --no-expert-cache)
+  // Where a GPU expert cache's decode misses are computed (--expert-misses cpu|gpu): forced, or
+  // unset: the cost model's choice (fit.hpp choose_expert_misses).
+  std::optional<bool> expert_cpu_misses{};
 };
 
 struct placement_plan {

@@ -1,0 +1,130 @@
+// Misses on the CPU in the lookup form's short steps (issue 14; expert_cache_state.hpp). A large
+// expert (Llama 4 Scout: 70.8 MB) is read faster from DRAM by the CPU's threads than over PCIe by
+// the GPU's kernels, so a decode step whose routed experts miss the slots should compute that
+// block on the CPU. The split form (expert_cache.cpp) does it with a submit and a fence wait at
+// every cached block and step: on the H100, Scout at 24 GiB ran at 44.7 t/s against 71 predicted
+// (session 58), ~150 us a block of round trips. Here such a block is a hand-off like a CPU-expert
+// block's (cpu_experts.cpp), so the step is one submit on the flag-word path:
+//   part i: ... the router's top-k, x and the logits to hand_in, the routed ids to cache_ids_in;
+//   host:   reads the ids; when the misses are at least cache_cpu_misses of the distinct experts,
+//           runs the block's experts on the CPU into its hand_out region and hands back every id
+//           with bit 31 set, else hands back the ids as they are (zeroing its region if the CPU
+//           wrote it last);
+//   cmd:    the host's ids into moe_ids, the lookup form's kernels (mmvq.glsl W_CACHED with
+//           PAIR_SKIP: a marked pair reads no weight and sums to zero), the combine, + hand_out.
+// Admissions stay the lookup form's: the down matvec logs every pair's expert (marked or not), and
+// after the step the host admits missed experts within the budget, copied beside the next step
+// on the side queue where there is one (cache_async).
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "backend_impl.hpp"
+#include "strata/core/error.hpp"
+
+namespace strata::gpu {
+
+using namespace detail;
+
+namespace {
+constexpr std::uint32_t cpu_pair_bit = 0x80000000u;  // mmvq.glsl PAIR_SKIP
+}
+
+void backend::impl::init_miss_handoffs(std::uint32_t max_routed) {
+  if (!(cache_cpu_misses > 0) || !cache_lookup) return;
+  const std::uint64_t align = std::max<std::uint64_t>(ctx.info().min_storage_align, 4);
+  cache_miss_stride = (std::uint64_t(std::max(max_routed, 1u)) * 4 + align - 1) / align * align;
+  // Host-cached, as hand_out: the GPU reads each block's region once, after the host wrote it.
+  cache_miss_ids = new_buffer(cached.size() * cache_miss_stride, handoff_out_kind(), "expert cache: ids handed back");
+  cache_cpu_now.assign(cached.size(), 0);
+  cache_stats.miss_handoff = true;
+}
+
+void backend::impl::begin_miss_handoff(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits) {
+  const std::uint32_t n = x.rows, C = x.cols, E = logits.cols, pairs = n * mp.n_used;
+  const std::int32_t block = weights.at(mw.gate_exps->id).cache;
+  if (std::uint64_t(pairs) * 4 > cache_miss_stride)
+    throw error("expert cache: a step of " + std::to_string(pairs) + " routed pairs exceeds the hand-off's " +
+                std::to_string(cache_miss_stride / 4));
+  flush_all();  // everything deferred runs before the hand-off
+  record_handoff_in(x, logits);
+  const vk::raii::CommandBuffer& c = recording_cmd();
+  c.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader, vk::PipelineStageFlagBits::eTransfer, {},
+                    vk::MemoryBarrier(vk::AccessFlagBits::eShaderWrite, vk::AccessFlagBits::eTransferRead), {}, {});
+  c.copyBuffer(buf(moe_ids).handle(), buf(cache_ids_in).handle(), vk::BufferCopy(0, 0, std::uint64_t(pairs) * 4));
+  c.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eHost, {},
+                    vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eHostRead), {}, {});
+  rec.end();
+
+  // The CPU's sum goes to a hand_out region of its own (as a CPU-expert block's).
+  std::uint32_t slot = 0;
+  for (const handoff& o : pending.handoffs) slot += o.ffn < 0 && (o.cache < 0 || o.miss_handoff);
+  if (slot >= hand_slots)
+    throw error("internal: " + std::to_string(slot + 1) + " expert hand-offs in one step, hand_out holds " + std::to_string(hand_slots));
+  handoff& h = pending.handoffs.emplace_back();
+  const auto cpu_index = [&](const weight* w) { return std::uint32_t(weights.at(w->id).cache_cpu); };
+  h.task = {cpu_index(mw.gate_exps), cpu_index(mw.up_exps), cpu_index(mw.down_exps), mp, n, C, E};
+  h.cache = block;
+  h.miss_handoff = true;
+  h.pairs = pairs;
+  h.out_slot = slot;
+  h.cmd = new_command_buffer();
+  rec.resume(h.cmd, "expert cache: misses on the CPU (host work + submit)");
+  // The host's ids into moe_ids, after the host wrote them (and after the part before read the old ones).
+  const vk::raii::CommandBuffer& r = recording_cmd();
+  r.pipelineBarrier(vk::PipelineStageFlagBits::eComputeShader | vk::PipelineStageFlagBits::eTransfer | vk::PipelineStageFlagBits::eHost,
+                    vk::PipelineStageFlagBits::eTransfer, {},
+                    vk::MemoryBarrier(vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite | vk::AccessFlagBits::eHostWrite |
+                                          vk::AccessFlagBits::eTransferRead,
+                                      vk::AccessFlagBits::eTransferRead | vk::AccessFlagBits::eTransferWrite),
+                    {}, {});
+  r.copyBuffer(buf(cache_miss_ids).handle(), buf(moe_ids).handle(),
+               vk::BufferCopy(std::uint64_t(block) * cache_miss_stride, 0, std::uint64_t(pairs) * 4));
+  r.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader, {},
+                    vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eShaderRead), {}, {});
+  cache_handoff_open = block;  // the expert kernels recorded next take PAIR_SKIP (add_cache_lookup)
+}
+
+void backend::impl::end_miss_handoff(const tensor& out) {
+  flush_all();  // the combine of the GPU's pairs into out, here: the CPU's sum is added after it
+  for (auto& q : quantized) q.reset();
+  end_cpu_moe(out, true);
+  cache_handoff_open = -1;
+}
+
+void backend::impl::run_miss_handoff(handoff& h) {
+  cached_block& b = cached.at(std::size_t(h.cache));
+  const auto* ids = reinterpret_cast<const std::uint32_t*>(buf(cache_ids_in).mapped());
+  const std::uint32_t E = b.cache.experts();
+  ++cache_stamp;
+  cache_distinct.clear();
+  std::uint32_t missed = 0;
+  for (std::uint32_t p = 0; p < h.pairs; ++p) {
+    const std::uint32_t e = ids[p];
+    if (e >= E) throw error("expert cache: the GPU routed expert " + std::to_string(e) + " of " + std::to_string(E));
+    if (cache_seen[e] != cache_stamp) {
+      cache_seen[e] = cache_stamp;
+      cache_distinct.push_back(e);
+      missed += b.map.at(1 + std::size_t(e)) < 0;  // the map the GPU reads in this step
+    }
+  }
+  auto* back = reinterpret_cast<std::uint32_t*>(buf(cache_miss_ids).mapped() + std::uint64_t(h.cache) * cache_miss_stride);
+  float* sum = reinterpret_cast<float*>(buf(hand_out).mapped()) + std::size_t(h.out_slot) * max_rows * hand_cols;
+  std::uint32_t& dirty = hand_dirty_rows.at(h.out_slot);
+  if (missed && float(missed) >= cache_cpu_misses * float(cache_distinct.size())) {
+    run_handoff_on_cpu(h);
+    dirty = std::max(dirty, h.task.rows);
+    for (std::uint32_t p = 0; p < h.pairs; ++p) back[p] = ids[p] | cpu_pair_bit;
+    ++cache_stats.cpu_blocks;
+    ++cache_stats.miss_cpu_blocks;
+    cache_cpu_now.at(std::size_t(h.cache)) = 1;
+    return;
+  }
+  std::memcpy(back, ids, std::size_t(h.pairs) * 4);
+  if (dirty) {
+    std::fill(sum, sum + std::size_t(dirty) * hand_cols, 0.0f);
+    dirty = 0;
+  }
+}
+
+}  // namespace strata::gpu

@@ -18,6 +18,7 @@
 #   bench/device/device.sh scout     issue 14 on Llama 4 Scout Q4_K_M (65.35 GB) at 24G and 12G:
 #                                    Strata --fit and --fit --no-expert-cache; SCOUT_ROUTER=uniform|
 #                                    skewed picks the file (one at a time: the disk holds one)
+#   bench/device/device.sh scout-file   the Scout file only (beside the llama.cpp build)
 #   bench/device/device.sh scout-llama  llama.cpp -ncmoe 34 (24G) and 44 (12G) on the same file
 #   bench/device/device.sh dense70   issue 14 on Llama 3.1 70B Q4_K_M (42.5 GB) at 24G and 12G:
 #                                    Strata --fit (link beside the CPU) and --fit --stream-link 0
@@ -231,6 +232,12 @@ scout() {
     "${SCOUT_TESTS:--p 512 -n 16 -r 2}" "${SCOUT_T:-16}"
 }
 
+# The Scout file alone (e.g. written beside the llama.cpp build: `SCOUT_ROUTER=skewed device.sh lcpp scout-file lcpp-wait`).
+scout-file() {
+  loader
+  scout_model
+}
+
 scout-llama() {
   vram
   lcpp_built 300 || return 1
@@ -299,7 +306,7 @@ tests() {
 [ $# -ge 1 ] || { sed -n 2,28p "$0"; exit 2; }
 for part in "$@"; do
   case "$part" in
-    setup|lcpp|strata|tails|llama|tiers|tiers-llama|scout|scout-llama|dense70|dense70-file|dense70-llama|lcpp-wait|tests|clocks) "$part" ;;
-    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, tiers, tiers-llama, scout, scout-llama, dense70, dense70-file, dense70-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
+    setup|lcpp|strata|tails|llama|tiers|tiers-llama|scout|scout-file|scout-llama|dense70|dense70-file|dense70-llama|lcpp-wait|tests|clocks) "$part" ;;
+    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, tiers, tiers-llama, scout, scout-file, scout-llama, dense70, dense70-file, dense70-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
   esac
 done

@@ -378,6 +378,9 @@ struct backend::impl : kernel_variants,
   void end_cached_moe(const tensor& out);
   // submit_step's part for a cached hand-off: slots, uploads, the submit of the right parts.
   void run_cached(handoff& h, bool last);  // last: the step's last hand-off (its output part follows)
+  // A cached hand-off's routed ids as the GPU wrote them (checked against b's experts), the
+  // distinct ones in cache_distinct.
+  const std::uint32_t* read_routed(const handoff& h, const cached_block& b);
   // Prefetch: the predictors (upload_cached), the prediction in a split's part (begin_cached_moe),
   // and at the split the next block's uploads, submitted on the side queue (or, with one queue,
   // on the step's, behind what was submitted before).

@@ -297,8 +297,7 @@ void backend::impl::record_expert_copies(const vk::raii::CommandBuffer& c, const
     if (!cache_regions[j].empty()) c.copyBuffer(b.host(j).handle(), chunks.at(weights.at(b.weight[j]).chunk).handle(), cache_regions[j]);
 }
 
-void backend::impl::run_cached(handoff& h, bool last) {
-  cached_block& b = cached.at(std::size_t(h.cache));
+const std::uint32_t* backend::impl::read_routed(const handoff& h, const cached_block& b) {
   const auto* ids = reinterpret_cast<const std::uint32_t*>(buf(cache_ids_in).mapped());
   const std::uint32_t E = b.cache.experts();
   ++cache_stamp;
@@ -311,6 +310,12 @@ void backend::impl::run_cached(handoff& h, bool last) {
       cache_distinct.push_back(e);
     }
   }
+  return ids;
+}
+
+void backend::impl::run_cached(handoff& h, bool last) {
+  cached_block& b = cached.at(std::size_t(h.cache));
+  const std::uint32_t* ids = read_routed(h, b);
   if (b.predicted_at == cache_step) {  // the block before predicted this step's experts
     cache_stats.routed_with_prediction += cache_distinct.size();
     for (const std::uint32_t e : cache_distinct) cache_stats.predicted_routed += b.predicted[e] == cache_step;

@@ -94,20 +94,9 @@ void backend::impl::end_miss_handoff(const tensor& out) {
 
 void backend::impl::run_miss_handoff(handoff& h) {
   cached_block& b = cached.at(std::size_t(h.cache));
-  const auto* ids = reinterpret_cast<const std::uint32_t*>(buf(cache_ids_in).mapped());
-  const std::uint32_t E = b.cache.experts();
-  ++cache_stamp;
-  cache_distinct.clear();
+  const std::uint32_t* ids = read_routed(h, b);
   std::uint32_t missed = 0;
-  for (std::uint32_t p = 0; p < h.pairs; ++p) {
-    const std::uint32_t e = ids[p];
-    if (e >= E) throw error("expert cache: the GPU routed expert " + std::to_string(e) + " of " + std::to_string(E));
-    if (cache_seen[e] != cache_stamp) {
-      cache_seen[e] = cache_stamp;
-      cache_distinct.push_back(e);
-      missed += b.map.at(1 + std::size_t(e)) < 0;  // the map the GPU reads in this step
-    }
-  }
+  for (const std::uint32_t e : cache_distinct) missed += b.map.at(1 + std::size_t(e)) < 0;  // the map the GPU reads in this step
   auto* back = reinterpret_cast<std::uint32_t*>(buf(cache_miss_ids).mapped() + std::uint64_t(h.cache) * cache_miss_stride);
   float* sum = reinterpret_cast<float*>(buf(hand_out).mapped()) + std::size_t(h.out_slot) * max_rows * hand_cols;
   std::uint32_t& dirty = hand_dirty_rows.at(h.out_slot);

@@ -32,7 +32,11 @@ constexpr std::uint32_t cpu_pair_bit = 0x80000000u;  // mmvq.glsl PAIR_SKIP
 
 void backend::impl::init_miss_handoffs(std::uint32_t max_routed) {
   if (!(cache_cpu_misses > 0) || !cache_lookup) return;
-  const std::uint64_t align = std::max<std::uint64_t>(ctx.info().min_storage_align, 4);
+  // Blocks' regions apart by more than a GPU cache line: one submit reads every block's region in
+  // turn, and a line cached by an earlier block's read of a region beside its own would hand a
+  // later block the ids of the step before (on the H100 a decode of 2-token steps went wrong with
+  // 16-byte regions; session 15 saw the same with shared hand-off results).
+  const std::uint64_t align = std::max<std::uint64_t>(ctx.info().min_storage_align, 256);
   cache_miss_stride = (std::uint64_t(std::max(max_routed, 1u)) * 4 + align - 1) / align * align;
   // Host-cached, as hand_out: the GPU reads each block's region once, after the host wrote it.
   cache_miss_ids = new_buffer(cached.size() * cache_miss_stride, handoff_out_kind(), "expert cache: ids handed back");

@@ -521,9 +521,10 @@ struct backend::impl : kernel_variants,
   // The expert-streamed blocks' kernels bind the pinned copy itself (no ring copies) while
   // recording: a GPU share (host_experts), the lab switch, or a prompt step of at most
   // xstream_direct_tokens tokens. Such a step reads each expert once over PCIe where the
-  // grouped kernels take an expert's pairs in one pass: the 30B's 512-token step at 12G ran
-  // 2,590 -> 3,695 t/s against the ring's copies (session 22). Longer steps keep the ring: a
-  // kernel that takes an expert's pairs in several tiles would read its weights several times.
+  // grouped kernels take an expert's pairs in one pass (or the L2 holds it between passes): the
+  // 30B's 512-token step at 12G ran 2,590 -> 3,695 t/s against the ring's copies (session 22).
+  // Longer steps keep the ring, and so do large experts (stream_rings.hpp): a kernel that takes
+  // an expert's pairs in several tiles would read its weights several times.
   bool xstream_direct() const noexcept {
     return xstream_zero_copy || host_experts || (!experts_on_cpu() && step_tokens <= xstream_direct_tokens);
   }

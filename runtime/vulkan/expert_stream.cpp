@@ -119,6 +119,17 @@ void backend::impl::make_xring(std::uint64_t align, std::uint64_t chunk_limit) {
   if (const char* v = std::getenv("STRATA_VK_XSTREAM_ZC")) xstream_zero_copy = std::string_view(v) == "1";
   if (const char* v = std::getenv("STRATA_VK_GPU_SHARE")) gpu_share_env = std::max(0, std::atoi(v));
   if (const char* v = std::getenv("STRATA_VK_GPU_SLICE")) gpu_slice_env = std::clamp(std::atoi(v), 0, 100);
+  // Direct reads repeat an expert's bytes for every chunk of its pairs. A small expert's repeats
+  // hit the GPU's L2 (qwen3-30b-a3b's 0.9 MB slabs a tensor: direct +43% against the ring at
+  // 12 GiB, session 22); a large one's cross PCIe again (Llama 4 Scout's 23.6 MB slabs under the
+  // skewed router at 12 GiB on the H100: pp512 204 direct, 381 through the ring, session 59).
+  std::uint64_t slab = 0;
+  for (const xstream_block& b : xstreams)
+    for (const std::uint32_t id : b.part) {
+      const weight_entry& e = weights.at(id);
+      slab = std::max<std::uint64_t>(slab, e.bytes / std::max<std::uint64_t>(1, std::uint64_t(e.info->ne[2])));
+    }
+  if (slab > xstream_direct_slab_limit) xstream_direct_tokens = 0;
   if (const char* v = std::getenv("STRATA_VK_XSTREAM_DIRECT_TOKENS")) xstream_direct_tokens = std::uint32_t(std::max(0, std::atoi(v)));
 }
 

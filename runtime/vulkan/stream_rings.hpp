@@ -20,6 +20,9 @@ struct stream_rings {
   std::uint32_t xstream_next = 0;  // while recording: the first item (2 per block) not yet entered
   stream_stats xstreaming;
   std::uint32_t xstream_direct_tokens = 512;  // STRATA_VK_XSTREAM_DIRECT_TOKENS (0: the ring always)
+  // ... 0 where an expert's slab of a tensor is larger than this (expert_stream.cpp: the GPU's L2
+  // no longer holds it between the chunks of its pairs).
+  static constexpr std::uint64_t xstream_direct_slab_limit = 4ull << 20;
   // Lab (STRATA_VK_XSTREAM_ZC=1): every step's kernels read the streamed blocks' experts from
   // their pinned host copy over PCIe (no ring copies, no CPU hand-off): what a shader's reads of
   // host memory move, for a GPU share of the CPU's experts.

@@ -544,8 +544,9 @@ int main(int argc, char** argv) {
                 r.mean(), r.predicted_ts > 0 ? r.mean() / r.predicted_ts : 0.0);
   }
   std::printf("(layout: GPU blocks (-ngl), MoE blocks whose experts the CPU computes (cx), blocks whose dense FFN streams "
-              "(st); per step: GPU <-> CPU switches the cost model predicts (a CPU block: two, a GPU-cached block's split: "
-              "one), and the CPU parts the GPU backend's steps ran, measured (hand-offs); then t/s predicted and measured)\n");
+              "(st); per step: GPU <-> CPU switches the cost model predicts (a CPU block, or a cached block whose misses "
+              "the CPU computes: two; a cached block's split: one), and the CPU parts the GPU backend's steps ran, "
+              "measured (hand-offs); then t/s predicted and measured)\n");
   // The GPU expert cache (--expert-cache), measured over the timed runs.
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.cache.layers > 0; })) {
     std::printf("\n| %-14s | %-15s | %8s | %9s | %13s | %13s | %11s | %11s | %15s | %17s |\n", "test", "expert cache", "hit rate",

@@ -385,16 +385,16 @@ TEST_CASE("engine layouts: --fit GPU-caches every block's experts when the routi
   CHECK(!c.handoff_layers().empty());
   CHECK(layout_plan(d, c, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token > p.decode.seconds_per_token);
   // The same cache with its decode misses on the CPU: those bytes are DRAM reads on the chain and
-  // every cached block a round trip; prompt steps are priced as before.
+  // every cached block a round trip (two switches, as a CPU-expert block); prompt steps are priced as before.
   engine_layout cpu_misses = l;
   cpu_misses.expert_cpu_misses = true;
   const placement_plan q = layout_plan(d, cpu_misses, o.links, o.ram_budget, o.prefill_batch);
   CHECK(q.decode.host_to_gpu_bytes == 0.0);
   CHECK(q.decode.cpu_read_bytes == doctest::Approx(p.decode.host_to_gpu_bytes));
-  CHECK(q.decode.handoffs == 48);
+  CHECK(q.decode.handoffs == 96);
   CHECK(q.prefill.host_to_gpu_bytes == doctest::Approx(p.prefill.host_to_gpu_bytes));
   CHECK(q.prefill.seconds_per_token == doctest::Approx(p.prefill.seconds_per_token));
-  const double miss_bytes = p.decode.host_to_gpu_bytes, hand_s = 48 * (o.links.handoff_s + double(d.hidden_bytes) / o.links.host_to_gpu);
+  const double miss_bytes = p.decode.host_to_gpu_bytes, hand_s = 96 * (o.links.handoff_s + double(d.hidden_bytes) / o.links.host_to_gpu);
   CHECK(q.decode.chain_s == doctest::Approx(p.decode.chain_s - miss_bytes / (kernel_host_read_share * o.links.host_to_gpu) +
                                             miss_bytes / o.links.cpu_read + hand_s));
 }

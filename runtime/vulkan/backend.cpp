@@ -378,10 +378,11 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // short steps with STRATA_VK_CACHE_CPU_MISSES, whose misses the CPU computes).
   const bool cached = P.cached_experts(*mw.gate_exps);
   // Short steps whose misses the CPU may compute: in the lookup form with a hand-off after the
-  // router where it exists (expert_cache_misses.cpp; not grouped: the kernels skip per pair), else split.
+  // router where it exists (expert_cache_misses.cpp; a grouped step keeps the plain lookup form:
+  // the kernels skip per pair), else split.
   const bool short_misses = cached && P.cache_split_step(n);
-  const bool lookup = cached && int8 && P.cache_lookup_block(*mw.gate_exps) && (!short_misses || (P.miss_handoff_step(n) && !chunks));
-  const bool miss_handoff = lookup && short_misses;
+  const bool lookup = cached && int8 && P.cache_lookup_block(*mw.gate_exps) && (!short_misses || P.miss_handoff_step(n));
+  const bool miss_handoff = lookup && short_misses && !chunks;
   // Tensor cores where the step is grouped: each expert's pairs as chunks of f16 rows on mul_mm_small.
   const bool small = !lookup && mw.gate_exps->ne[0] == mw.up_exps->ne[0] &&
                      P.small_experts(pairs, E, mw.gate_exps->ne[0], mw.down_exps->ne[0]);

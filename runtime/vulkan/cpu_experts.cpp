@@ -103,7 +103,7 @@ void backend::impl::begin_cpu_moe(const moe_weights& mw, const graph::moe_params
   // The step continues in a new command buffer, after the CPU's part, reading the CPU's sum from
   // this hand-off's own region of hand_out.
   std::uint32_t slot = 0;
-  for (const handoff& o : pending.handoffs) slot += o.ffn < 0 && (o.cache < 0 || o.miss_handoff);
+  for (const handoff& o : pending.handoffs) slot += o.ffn < 0 && o.cache < 0;
   if (slot >= hand_slots)
     throw error("internal: " + std::to_string(slot + 1) + " CPU-expert hand-offs in one step, hand_out holds " +
                 std::to_string(hand_slots));
@@ -231,10 +231,8 @@ void backend::impl::handoff_buffers(std::uint32_t C, std::uint32_t E) {
   if (!hand_in) {
     hand_cols = C;
     hand_in = new_buffer(std::uint64_t(max_rows) * (C + E) * 4, memory_kind::readback, "MoE hand-off to the CPU");
-    // A region per CPU-expert block, and per cached block whose misses the CPU may compute.
-    hand_slots = std::max<std::uint32_t>(1, std::uint32_t(opt.cpu_expert_layers.size() + (cache_miss_ids ? cached.size() : 0)));
+    hand_slots = std::max<std::uint32_t>(1, std::uint32_t(opt.cpu_expert_layers.size()));
     hand_out = new_buffer(std::uint64_t(max_rows) * C * 4 * hand_slots, handoff_out_kind(), "MoE hand-off from the CPU");
-    hand_dirty_rows.assign(hand_slots, max_rows);  // never written: zeroed before the GPU first adds a region
   }
   if (C != hand_cols || buf(hand_in).size() < std::uint64_t(max_rows) * (C + E) * 4)
     throw error("internal: MoE blocks of different widths in one model");

@@ -502,6 +502,9 @@ void backend::impl::abandon_cached_step() noexcept {
   }
   cache_admitted.clear();
   cache_inflight.clear();
+  // A step that failed mid-way: no block counts as the CPU's, and every misses region may hold a partial sum.
+  std::fill(cache_cpu_now.begin(), cache_cpu_now.end(), char(0));
+  std::fill(cache_miss_dirty.begin(), cache_miss_dirty.end(), cache_cpu_miss_tokens);
 }
 
 void backend::impl::wait_prefetches() {

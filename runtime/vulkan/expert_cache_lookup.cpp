@@ -80,7 +80,8 @@ void backend::impl::init_cache_lookup(std::uint32_t max_routed) {
   cache_side = std::move(cmds[1]);
   // On by default where decode's misses go to the CPU (expert_cache_misses.cpp): an admitted
   // expert there is large (Scout's 70.8 MB: ~2 ms over PCIe), and the step's chain should not wait for it.
-  bool async = cache_cpu_misses > 0;
+  // Not where a block keeps the split form: its run_cached would take an expert whose copy is in flight for a hit.
+  bool async = cache_cpu_misses > 0 && std::all_of(cached.begin(), cached.end(), [](const cached_block& b) { return b.lookup; });
   if (const char* v = std::getenv("STRATA_VK_CACHE_ASYNC")) async = std::string_view(v) == "1";
   if (async && ctx.side_queue() && ctx.info().timeline) {
     cache_async = true;

@@ -7,11 +7,11 @@
 // block's (cpu_experts.cpp), so the step is one submit on the flag-word path:
 //   part i: ... the router's top-k, x and the logits to hand_in, the routed ids to cache_ids_in;
 //   host:   reads the ids; when the misses are at least cache_cpu_misses of the distinct experts,
-//           runs the block's experts on the CPU into its hand_out region and hands back every id
-//           with bit 31 set, else hands back the ids as they are (zeroing its region if the CPU
-//           wrote it last);
+//           runs the block's experts on the CPU into the block's region of cache_miss_out and
+//           hands back every id with bit 31 set, else hands back the ids as they are (zeroing its
+//           region if the CPU wrote it last);
 //   cmd:    the host's ids into moe_ids, the lookup form's kernels (mmvq.glsl W_CACHED with
-//           PAIR_SKIP: a marked pair reads no weight and sums to zero), the combine, + hand_out.
+//           PAIR_SKIP: a marked pair reads no weight and sums to zero), the combine, + the region.
 // Admissions stay the lookup form's: the down matvec logs every pair's expert (marked or not), and
 // after the step the host admits missed experts within the budget, copied beside the next step
 // on the side queue where there is one (cache_async).
@@ -40,6 +40,14 @@ void backend::impl::init_miss_handoffs(std::uint32_t max_routed) {
   cache_miss_stride = (std::uint64_t(std::max(max_routed, 1u)) * 4 + align - 1) / align * align;
   // Host-cached, as hand_out: the GPU reads each block's region once, after the host wrote it.
   cache_miss_ids = new_buffer(cached.size() * cache_miss_stride, handoff_out_kind(), "expert cache: ids handed back");
+  // The CPU's sums: a block's own region of the rows a hand-off step has (no other hand-off writes
+  // it), zero until the CPU first computes the block.
+  std::uint64_t cols = 0;
+  for (const cached_block& b : cached) cols = std::max<std::uint64_t>(cols, weights.at(b.weight[0]).info->ne[0]);
+  cache_miss_out = new_buffer(cached.size() * miss_rows() * cols * 4, handoff_out_kind(), "expert cache: the CPU's sums");
+  std::memset(buf(cache_miss_out).mapped(), 0, buf(cache_miss_out).size());
+  cache_miss_cols = std::uint32_t(cols);
+  cache_miss_dirty.assign(cached.size(), 0);
   cache_cpu_now.assign(cached.size(), 0);
   cache_stats.miss_handoff = true;
 }
@@ -50,6 +58,9 @@ void backend::impl::begin_miss_handoff(const moe_weights& mw, const graph::moe_p
   if (std::uint64_t(pairs) * 4 > cache_miss_stride)
     throw error("expert cache: a step of " + std::to_string(pairs) + " routed pairs exceeds the hand-off's " +
                 std::to_string(cache_miss_stride / 4));
+  if (n > miss_rows() || C != cache_miss_cols)
+    throw error("internal: an expert-cache hand-off of " + std::to_string(n) + " x " + std::to_string(C) + " rows, its buffers hold " +
+                std::to_string(miss_rows()) + " x " + std::to_string(cache_miss_cols));
   flush_all();  // everything deferred runs before the hand-off
   record_handoff_in(x, logits);
   const vk::raii::CommandBuffer& c = recording_cmd();
@@ -60,18 +71,12 @@ void backend::impl::begin_miss_handoff(const moe_weights& mw, const graph::moe_p
                     vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eHostRead), {}, {});
   rec.end();
 
-  // The CPU's sum goes to a hand_out region of its own (as a CPU-expert block's).
-  std::uint32_t slot = 0;
-  for (const handoff& o : pending.handoffs) slot += o.ffn < 0 && (o.cache < 0 || o.miss_handoff);
-  if (slot >= hand_slots)
-    throw error("internal: " + std::to_string(slot + 1) + " expert hand-offs in one step, hand_out holds " + std::to_string(hand_slots));
   handoff& h = pending.handoffs.emplace_back();
   const auto cpu_index = [&](const weight* w) { return std::uint32_t(weights.at(w->id).cache_cpu); };
   h.task = {cpu_index(mw.gate_exps), cpu_index(mw.up_exps), cpu_index(mw.down_exps), mp, n, C, E};
   h.cache = block;
   h.miss_handoff = true;
   h.pairs = pairs;
-  h.out_slot = slot;
   h.cmd = new_command_buffer();
   rec.resume(h.cmd, "expert cache: misses on the CPU (host work + submit)");
   // The host's ids into moe_ids, after the host wrote them (and after the part before read the old ones).
@@ -92,7 +97,11 @@ void backend::impl::begin_miss_handoff(const moe_weights& mw, const graph::moe_p
 void backend::impl::end_miss_handoff(const tensor& out) {
   flush_all();  // the combine of the GPU's pairs into out, here: the CPU's sum is added after it
   for (auto& q : quantized) q.reset();
-  end_cpu_moe(out, true);
+  const std::uint32_t C = out.cols;
+  prepare({out}, {out});
+  const copy_rows_pc po{C, std::uint32_t(cache_handoff_open) * miss_rows() * C, C, out.off, out.stride};
+  const binding bo[] = {bind_id(cache_miss_out, false), bind_id(cache_miss_out, false), bind(out, true)};
+  dispatch(copy_req(false, true), bo, &po, sizeof po, div_up(C, wg), out.rows);
   cache_handoff_open = -1;
 }
 
@@ -102,11 +111,12 @@ void backend::impl::run_miss_handoff(handoff& h) {
   std::uint32_t missed = 0;
   for (const std::uint32_t e : cache_distinct) missed += b.map.at(1 + std::size_t(e)) < 0;  // the map the GPU reads in this step
   auto* back = reinterpret_cast<std::uint32_t*>(buf(cache_miss_ids).mapped() + std::uint64_t(h.cache) * cache_miss_stride);
-  float* sum = reinterpret_cast<float*>(buf(hand_out).mapped()) + std::size_t(h.out_slot) * max_rows * hand_cols;
-  std::uint32_t& dirty = hand_dirty_rows.at(h.out_slot);
+  float* sum = reinterpret_cast<float*>(buf(cache_miss_out).mapped()) + std::size_t(h.cache) * miss_rows() * cache_miss_cols;
+  std::uint32_t& dirty = cache_miss_dirty.at(std::size_t(h.cache));
   if (missed && float(missed) >= cache_cpu_misses * float(cache_distinct.size())) {
-    run_handoff_on_cpu(h);
-    dirty = std::max(dirty, h.task.rows);
+    dirty = std::max(dirty, h.task.rows);  // before the CPU writes: a throw mid-way leaves it marked
+    const auto* in = reinterpret_cast<const float*>(buf(hand_in).mapped());
+    host->run(h.task, in, in + std::size_t(max_rows) * hand_cols, sum);
     for (std::uint32_t p = 0; p < h.pairs; ++p) back[p] = ids[p] | cpu_pair_bit;
     ++cache_stats.cpu_blocks;
     ++cache_stats.miss_cpu_blocks;
@@ -115,7 +125,7 @@ void backend::impl::run_miss_handoff(handoff& h) {
   }
   std::memcpy(back, ids, std::size_t(h.pairs) * 4);
   if (dirty) {
-    std::fill(sum, sum + std::size_t(dirty) * hand_cols, 0.0f);
+    std::fill(sum, sum + std::size_t(dirty) * cache_miss_cols, 0.0f);
     dirty = 0;
   }
 }

@@ -55,8 +55,12 @@ struct expert_cache_state {
   std::int32_t cache_handoff_open = -1;  // while recording such a block's experts: its block
   std::uint32_t cache_miss_ids = 0;      // buffer id: per block, the ids the host hands back (bit 31: the CPU's pair)
   std::uint64_t cache_miss_stride = 0;   // bytes a block in it
-  std::vector<std::uint32_t> hand_dirty_rows;  // per hand_out region: rows the CPU wrote since it was last zeroed
-  std::vector<char> cache_cpu_now;             // per block: the CPU computed it in the step just run
+  // Buffer id: per block, cache_cpu_miss_tokens rows of the CPU's sum (zeros when the GPU computed
+  // the block), and per block the rows the CPU wrote since the region was last zeroed.
+  std::uint32_t cache_miss_out = 0, cache_miss_cols = 0;
+  std::vector<std::uint32_t> cache_miss_dirty;
+  std::uint32_t miss_rows() const noexcept { return std::max(cache_cpu_miss_tokens, 1u); }
+  std::vector<char> cache_cpu_now;  // per block: the CPU computed it in the step just run
   std::uint64_t cache_step_admitted = 0;  // bytes admitted in the current step (reset by submit_step)
 
   // The lookup form (expert_cache_lookup.cpp; cache_lookup: on where the device indexes arrays of

@@ -147,6 +147,30 @@ TEST_CASE("expert cache: STRATA_VK_CACHE_CPU_MISSES computes missed experts on t
   }
 }
 
+// A CPU-expert block after the cached ones (-ot): its prompt steps hand its sum back through the
+// CPU-expert regions, and decode's cached blocks then hand theirs through their own (a region
+// shared by hand-off order would add the prompt's sum to a later decode's GPU-computed block).
+TEST_CASE("expert cache: misses on the CPU beside a CPU-expert block keep the all-GPU logits within tolerance over prompt and decode") {
+  if (!strata::test::vulkan_here("expert cache CPU misses beside CPU experts")) return;
+  const auto& g = strata::test::shipped_fixture("qwen3moe-Q4_K_M");
+  auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
+  opt.n_batch = 64;
+  const auto all_gpu = run_all(*strata::rt::model::load(g.path, opt), g);
+  opt.expert_cache = 2;
+  opt.expert_cpu_misses = true;
+  opt.override_tensor = {R"(blk\.3\.ffn_.*_exps=cpu)"};
+  opt.stream_experts = false;  // block 3 on the CPU in prompt steps too
+  auto m = strata::rt::model::load(g.path, opt);
+  const auto cached = run_all(*m, g);
+  const auto st = m->expert_cache();
+  CHECK(m->cpu_expert_layers() == std::vector<std::uint32_t>{3});
+  CHECK(m->cached_expert_layers() == std::vector<std::uint32_t>{0, 1, 2});
+  REQUIRE(cached.size() == all_gpu.size());
+  CHECK(strata::test::compare_logits(cached, all_gpu, m->hparams().n_vocab).nmse <= g.tolerance_nmse);
+  CHECK(st.miss_cpu_blocks > 0);
+  CHECK(st.gpu_blocks > 0);
+}
+
 TEST_CASE("expert cache: STRATA_VK_CACHE_CPU_MISSES must be a share of a step's experts") {
   if (!strata::test::vulkan_here("expert cache CPU misses switch")) return;
   const auto& g = strata::test::shipped_fixture("qwen3moe-Q4_K_M");

@@ -55,6 +55,8 @@
 //                policy reads after the step.
 //  PAIR_SKIP     (with W_CACHED, not MOE_GROUPED or TOPK_IN: the misses-on-the-CPU hand-off's
 //                experts) an id with bit 31 set is a pair the CPU computes: no weight read, zeros out.
+//  MISS_ONLY     (with PAIR_SKIP: the GPU's share of a missed expert, read from the host copy beside
+//                the CPU's work) a pair whose expert has a slot is skipped too: only misses compute.
 //  TOPK_IN with RMS_IN and TOPK_PARTS (= the blocks a token): the router's logits come as
 //                ROUTER_PARTS' parts and the experts' input as NORM_OUT's codes; the top-k's
 //                bindings then start at 11 (TOPK_IN = 10), the block sums of x^2 again at 14.
@@ -122,6 +124,9 @@ layout(binding = 4, std430) readonly buffer R { float res[]; };
 #endif
 #ifdef MOE_IDS
 layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
+#endif
+#if defined(MISS_ONLY) && !defined(PAIR_SKIP)
+#error "MISS_ONLY is a PAIR_SKIP kernel that also skips the pairs a slot holds"
 #endif
 #if defined(PAIR_SKIP) && (!defined(W_CACHED) || defined(MOE_GROUPED) || defined(TOPK_IN))
 #error "PAIR_SKIP marks pairs of a cached block's per-pair expert matvec the CPU computes"
@@ -255,8 +260,12 @@ void main() {
   // computes; its workgroups read no weight and write zeros, which the combine adds as nothing.
   const uint id_word = uint(ids[p.ids_off + t0]);
   const uint expert = id_word & 0x7FFFFFFFu;
+  const uint wbase = min(EXPERT_INDEX(expert), w_last_expert(p.expert_bytes)) * p.expert_bytes;  // sets w_src
+#ifdef MISS_ONLY
+  const bool pair_skip = id_word != expert || w_src == 0u;
+#else
   const bool pair_skip = id_word != expert;
-  const uint wbase = min(EXPERT_INDEX(expert), w_last_expert(p.expert_bytes)) * p.expert_bytes;
+#endif
 #ifdef CACHE_LOG
   if (wgx == 0u && gl_LocalInvocationIndex == 0u) cache_log[t0] = int(expert);
 #endif

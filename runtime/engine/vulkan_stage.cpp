@@ -82,6 +82,13 @@ struct engine_backend<gpu::backend> {
                                      : ", steps of up to %u tokens split at each cached layer, their misses computed on the CPU",
                       c.cpu_miss_tokens);
         out += mem;
+        if (c.miss_handoff && c.miss_slice_percent) {
+          std::snprintf(mem, sizeof mem,
+                        " (in single-token steps the GPU computing the first %u%% of a missed expert's columns from host "
+                        "memory beside the CPU)",
+                        c.miss_slice_percent);
+          out += mem;
+        }
       }
       if (c.predictors) {
         std::snprintf(mem, sizeof mem, ", %u blocks prefetched from the block before's router prediction", c.predictors);

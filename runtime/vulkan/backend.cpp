@@ -446,7 +446,7 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   // GPU-cached experts: the host maps the routed ids to slots here (expert_cache.cpp); the
   // matvecs below read the slots with the same kernels. In the lookup form the kernels map them.
   if (split) P.begin_cached_moe(mw, mp, x, logits);
-  if (miss_handoff) P.begin_miss_handoff(mw, mp, x, logits);
+  if (miss_handoff) P.begin_miss_handoff(mw, mp, x, logits, s);
   if (lookup) P.note_cache_lookup(*mw.gate_exps, pairs);
   tensor in = x;
   std::uint32_t in_div = k;

@@ -154,6 +154,8 @@ struct expert_cache_stats {
   std::uint64_t miss_cpu_blocks = 0;  // of cpu_blocks: sent to the CPU for their misses (STRATA_VK_CACHE_CPU_MISSES)
   std::uint32_t cpu_miss_tokens = 0;  // steps of at most this many tokens split for that (0: off)
   bool miss_handoff = false;           // ... in the lookup form with a hand-off a block (expert_cache_misses.cpp), not split
+  std::uint32_t miss_slice_percent = 0;  // ... the GPU computing this share of a missed expert's columns beside the CPU
+  std::uint64_t share_blocks = 0;        // block-steps the CPU computed with the GPU's share beside it
   std::uint64_t host_bytes = 0, slot_bytes = 0;  // expert weights in host memory, slots on the GPU
   // Router-driven prefetch: experts uploaded ahead of their block's step (and their bytes, also in
   // bytes_uploaded), how many of those a step then used or evicted unused; of the distinct experts

@@ -406,7 +406,14 @@ struct backend::impl : kernel_variants,
   // combine; run_miss_handoff is the host's part between them.
   void init_miss_handoffs(std::uint32_t max_routed);  // upload_cached, once the lookup form is known
   bool miss_handoff_step(std::uint32_t tokens) const noexcept { return cache_miss_ids && cache_split_step(tokens); }
-  void begin_miss_handoff(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits);
+  void begin_miss_handoff(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
+                          const moe_scratch& s);
+  // The GPU's share of a missed expert (expert_cache_state.hpp cache_slice_env): the percent asked
+  // for, a block's columns in a step of `rows` tokens (0: none), and its recording.
+  std::int32_t miss_slice_percent() const noexcept;
+  std::uint32_t miss_share_cols(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const;
+  void record_miss_share(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
+                         const moe_scratch& s, std::uint32_t S);
   void end_miss_handoff(const tensor& out);
   void run_miss_handoff(handoff& h);
 

@@ -121,6 +121,10 @@ void backend::impl::add_cache_lookup(pipeline_request& r, std::vector<binding>& 
   const std::int32_t c = weights.at(w.id).cache;
   if (!cache_lookup || c < 0 || !cached.at(std::size_t(c)).lookup || c == cache_split_open) return;
   if (c == cache_handoff_open) r.defines.emplace_back("PAIR_SKIP", "1");  // expert_cache_misses.cpp
+  if (c == cache_share_open) {  // the share of a miss (expert_cache_misses.cpp): the after part logs the routing
+    r.defines.insert(r.defines.end(), {{"PAIR_SKIP", "1"}, {"MISS_ONLY", "1"}});
+    log = false;
+  }
   const cached_block& cb = cached.at(std::size_t(c));
   const int part = cb.weight[0] == w.id ? 0 : cb.weight[1] == w.id ? 1 : 2;
   const gpu_buffer& host = cb.host(part);

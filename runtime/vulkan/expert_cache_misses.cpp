@@ -15,8 +15,16 @@
 // Admissions stay the lookup form's: the down matvec logs every pair's expert (marked or not), and
 // after the step the host admits missed experts within the budget, copied beside the next step
 // on the side queue where there is one (cache_async).
+// The GPU's share (single-token steps of top-1 blocks, expert_cache_state.hpp cache_slice_env):
+//   share:  between the hand-off's signal and its wait, the routed expert's first S intermediate
+//           columns from the host copy (MISS_ONLY: nothing where a slot holds it) into
+//           cache_share_out, while the host decides and the CPU computes columns S.. of a miss;
+//   cmd:    as above, then + cache_share_out (zeros where the expert was a hit).
+// Correct whatever the host decides, because with a share it sends every miss to the CPU.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "backend_impl.hpp"
@@ -50,9 +58,69 @@ void backend::impl::init_miss_handoffs(std::uint32_t max_routed) {
   cache_miss_dirty.assign(cached.size(), 0);
   cache_cpu_now.assign(cached.size(), 0);
   cache_stats.miss_handoff = true;
+  if (const char* v = std::getenv("STRATA_VK_CACHE_SLICE")) cache_slice_env = std::clamp(std::atoi(v), 0, 99);
+  if (miss_slice_percent() > 0) {
+    cache_share_out = new_buffer(cols * 4, memory_kind::device, "expert cache: the GPU's share of a miss");
+    if (max_routed <= max_rows) cache_stats.miss_slice_percent = std::uint32_t(miss_slice_percent());  // top-1 blocks
+  }
 }
 
-void backend::impl::begin_miss_handoff(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits) {
+std::int32_t backend::impl::miss_slice_percent() const noexcept {
+  // The CPU-expert blocks' top-1 slice (slice_percent): its overlap needs the flag-word path.
+  return cache_slice_env >= 0 ? cache_slice_env : handoff_poll ? top1_slice_percent : 0;
+}
+
+std::uint32_t backend::impl::miss_share_cols(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const {
+  // One pair: a miss is all the CPU computes, so the share's columns and the CPU's cover it.
+  if (!cache_share_out || rows != 1 || mp.n_used != 1) return 0;
+  const weight &g = *mw.gate_exps, &u = *mw.up_exps, &d = *mw.down_exps;
+  if (!adjacent(g, u)) return 0;
+  // Where both sides can cut: whole packed row groups and down blocks on the CPU, whole 32-column
+  // blocks of int8 activations on the GPU (as gpu_share).
+  const auto idx = [&](const weight& w) { return std::uint32_t(weights.at(w.id).cache_cpu); };
+  const std::uint32_t cut = host->slice_align(idx(g), idx(u), idx(d)), F = std::uint32_t(g.ne[1]);
+  if (!cut) return 0;
+  const std::uint32_t align = std::lcm(cut, 32u);
+  const std::uint32_t cols =
+      std::uint32_t((std::uint64_t(F) * std::uint32_t(miss_slice_percent()) / 100 + align / 2) / align * align);
+  return cols == 0 || cols >= F || cols > max_k ? 0 : cols;
+}
+
+void backend::impl::record_miss_share(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
+                                      const moe_scratch& s, std::uint32_t S) {
+  const std::uint32_t C = x.cols, E = logits.cols;
+  const bool weight_input = mp.weighting == graph::moe_weighting::input;
+  const tensor g = s.gate.first_rows(1).first_cols(S), y = s.y.first_rows(1), xin = s.xin.first_rows(1);
+  const tensor sum{cache_share_out, 0, 1, C, C};
+  prepare({x}, {g, y, xin, sum});
+  tensor in = x;
+  if (weight_input) {  // Llama 4: the pair's input times its weight (as moe_ffn)
+    const moe_pc pc{E, 1, C, x.off, x.stride, xin.off, xin.stride, 0};
+    const binding b[] = {bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_wts, false),
+                         bind(x, false), bind(xin, true), bind(xin, true)};
+    dispatch(moe_req("MOE_GATHER"), b, &pc, sizeof pc, div_up(C, wg), 1);
+    in = xin;
+  }
+  struct share_open {
+    std::int32_t& open;
+    share_open(std::int32_t& o, std::int32_t block) : open(o) { open = block; }
+    ~share_open() { open = -1; }
+  } open(cache_share_open, weights.at(mw.gate_exps->id).cache);
+  const std::uint32_t sl = quantize_input(in, nullptr, 0.0f);
+  const bool qout = quant_out && S % 32 == 0 && S <= max_k && g.off % 4 == 0 && g.stride % 4 == 0;
+  record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, 1, 1, g, qout, 0, std::nullopt, {S, 0});
+  const std::uint32_t sd = quantize_input(g, nullptr, 0.0f);
+  record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, 1, y, false, 0, std::nullopt, {0, S});
+  combine = pending_combine{moe_pc{E, 1, C, y.off, y.stride, sum.off, sum.stride, weight_input ? 0u : 1u}, y, sum, {}, {}, {}, {}};
+  flush_all();
+  // The input's int8 rows stay valid for the part after (the same rows); the share's narrow
+  // intermediate must not stand for the part after's full one.
+  for (auto& q : quantized)
+    if (q && q->x.buf == g.buf) q.reset();
+}
+
+void backend::impl::begin_miss_handoff(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
+                                       const moe_scratch& s) {
   const std::uint32_t n = x.rows, C = x.cols, E = logits.cols, pairs = n * mp.n_used;
   const std::int32_t block = weights.at(mw.gate_exps->id).cache;
   if (std::uint64_t(pairs) * 4 > cache_miss_stride)
@@ -77,6 +145,13 @@ void backend::impl::begin_miss_handoff(const moe_weights& mw, const graph::moe_p
   h.cache = block;
   h.miss_handoff = true;
   h.pairs = pairs;
+  if (const std::uint32_t S = miss_share_cols(mw, mp, n)) {
+    h.task.ff_begin = S;  // the CPU's columns; the share has the first S
+    h.share = new_command_buffer();
+    rec.resume(h.share, "expert cache: the GPU's share of a miss (beside the host's work)");
+    record_miss_share(mw, mp, x, logits, s, S);
+    rec.end();
+  }
   h.cmd = new_command_buffer();
   rec.resume(h.cmd, "expert cache: misses on the CPU (host work + submit)");
   // The host's ids into moe_ids, after the host wrote them (and after the part before read the old ones).
@@ -102,6 +177,12 @@ void backend::impl::end_miss_handoff(const tensor& out) {
   const copy_rows_pc po{C, std::uint32_t(cache_handoff_open) * miss_rows() * C, C, out.off, out.stride};
   const binding bo[] = {bind_id(cache_miss_out, false), bind_id(cache_miss_out, false), bind(out, true)};
   dispatch(copy_req(false, true), bo, &po, sizeof po, div_up(C, wg), out.rows);
+  if (*pending.handoffs.back().share) {  // + the GPU's share of a miss (zeros after a hit)
+    prepare({out}, {out});
+    const copy_rows_pc ps{C, 0, C, out.off, out.stride};
+    const binding bs[] = {bind_id(cache_share_out, false), bind_id(cache_share_out, false), bind(out, true)};
+    dispatch(copy_req(false, true), bs, &ps, sizeof ps, div_up(C, wg), out.rows);
+  }
   cache_handoff_open = -1;
 }
 
@@ -113,13 +194,16 @@ void backend::impl::run_miss_handoff(handoff& h) {
   auto* back = reinterpret_cast<std::uint32_t*>(buf(cache_miss_ids).mapped() + std::uint64_t(h.cache) * cache_miss_stride);
   float* sum = reinterpret_cast<float*>(buf(cache_miss_out).mapped()) + std::size_t(h.cache) * miss_rows() * cache_miss_cols;
   std::uint32_t& dirty = cache_miss_dirty.at(std::size_t(h.cache));
-  if (missed && float(missed) >= cache_cpu_misses * float(cache_distinct.size())) {
+  // With the GPU's share (task.ff_begin: its columns) every miss is the CPU's: the share computed
+  // the first columns of a missed expert and the kernels after it must skip the pair.
+  if (missed && (h.task.ff_begin || float(missed) >= cache_cpu_misses * float(cache_distinct.size()))) {
     dirty = std::max(dirty, h.task.rows);  // before the CPU writes: a throw mid-way leaves it marked
     const auto* in = reinterpret_cast<const float*>(buf(hand_in).mapped());
     host->run(h.task, in, in + std::size_t(max_rows) * hand_cols, sum);
     for (std::uint32_t p = 0; p < h.pairs; ++p) back[p] = ids[p] | cpu_pair_bit;
     ++cache_stats.cpu_blocks;
     ++cache_stats.miss_cpu_blocks;
+    cache_stats.share_blocks += h.task.ff_begin > 0;
     cache_cpu_now.at(std::size_t(h.cache)) = 1;
     return;
   }

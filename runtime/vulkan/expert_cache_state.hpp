@@ -61,6 +61,16 @@ struct expert_cache_state {
   std::vector<std::uint32_t> cache_miss_dirty;
   std::uint32_t miss_rows() const noexcept { return std::max(cache_cpu_miss_tokens, 1u); }
   std::vector<char> cache_cpu_now;  // per block: the CPU computed it in the step just run
+  // The GPU's share of a missed expert in single-token steps of top-1 blocks (the CPU-expert
+  // blocks' slice, record_shared_moe): recorded between the hand-off's signal and its wait, the
+  // kernels read the first columns of the routed expert from the host copy over the link while the
+  // CPU reads the rest from DRAM (mmvq.glsl MISS_ONLY: a pair the slots hold computes nothing),
+  // into cache_share_out, added after the CPU's sum. With it every miss goes to the CPU, whose
+  // task then starts at the share's columns. STRATA_VK_CACHE_SLICE=P percent (0: off; default
+  // top1_slice_percent on the flag-word path, where the share overlaps the CPU's work).
+  std::int32_t cache_slice_env = -1;
+  std::int32_t cache_share_open = -1;  // while recording a share: its block (PAIR_SKIP + MISS_ONLY, no log)
+  std::uint32_t cache_share_out = 0;   // buffer id: one row of the share's combined sum
   std::uint64_t cache_step_admitted = 0;  // bytes admitted in the current step (reset by submit_step)
 
   // The lookup form (expert_cache_lookup.cpp; cache_lookup: on where the device indexes arrays of

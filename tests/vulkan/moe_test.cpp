@@ -542,6 +542,77 @@ TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts read through the slot map
   }
 }
 
+// The expert cache's misses on the CPU with the GPU's share of a miss (expert_cache_misses.cpp,
+// STRATA_VK_CACHE_SLICE): in a one-token step of a top-1 block, the GPU computes the first columns
+// of the routed expert from the host copy when no slot holds it (MISS_ONLY), the CPU the columns
+// after them, and every miss goes to the CPU. A hit computes nothing in the share (the step equals
+// the all-GPU result bit for bit, as without it); a miss lies between the CPU's and the GPU's own
+// results (a share counted twice, or counted after a hit, is far from both).
+TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts, misses on the CPU and the GPU's share of each miss") {
+  if (!vkt::available()) return;
+  using gguf::type_id;
+  const moe_case cases[] = {
+      {"sigmoid top-1 of 16 (weighted input), Q4_K/Q4_K, 1024 wide", graph::moe_gating::sigmoid, graph::moe_weighting::input, 16, 1,
+       1, type_id::q4_k, type_id::q4_k, 1024},
+      {"softmax top-1 of 16, Q4_K/Q6_K, 1024 wide", graph::moe_gating::softmax, graph::moe_weighting::output, 16, 1, 1,
+       type_id::q4_k, type_id::q6_k, 1024},
+  };
+  std::mt19937 rng(93);
+  const test::scoped_env margin("STRATA_VK_CACHE_MARGIN", "0");
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    moe_model m;
+    make_model(m, c, rng);
+    const std::vector<vkt::batch_data> steps = cached_moe_steps();
+    gpu::backend_options o = cached_moe_options();
+    o.expert_cpu_misses = 1.0f;
+    std::vector<std::vector<float>> alone, shared, all_gpu;
+    {
+      const test::scoped_env off("STRATA_VK_CACHE_SLICE", "0");
+      gpu::backend be(o);
+      alone = run_moe_steps(be, c, m, steps);
+      CHECK(be.expert_cache().share_blocks == 0);
+      CHECK(be.expert_cache().miss_slice_percent == 0);
+    }
+    {
+      gpu::backend be;
+      all_gpu = run_moe_steps(be, c, m, steps);
+    }
+    gpu::expert_cache_stats st;
+    {
+      const test::scoped_env slice("STRATA_VK_CACHE_SLICE", "25");
+      gpu::backend be(o);
+      shared = run_moe_steps(be, c, m, steps);
+      st = be.expert_cache();
+    }
+    std::vector<float> miss_alone, miss_shared, miss_gpu;
+    std::uint32_t hits = 0;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].tokens.size() != 1) continue;
+      CAPTURE(i);
+      if (alone[i] == all_gpu[i]) {  // a hit: the slot's expert on the GPU's kernels, the share computing nothing
+        ++hits;
+        CHECK(shared[i] == alone[i]);
+        continue;
+      }
+      miss_alone.insert(miss_alone.end(), alone[i].begin(), alone[i].end());
+      miss_shared.insert(miss_shared.end(), shared[i].begin(), shared[i].end());
+      miss_gpu.insert(miss_gpu.end(), all_gpu[i].begin(), all_gpu[i].end());
+    }
+    const double apart = test::nmse(miss_alone, miss_gpu), to_cpu = test::nmse(miss_shared, miss_alone),
+                 to_gpu = test::nmse(miss_shared, miss_gpu);
+    MESSAGE(std::string(c.name) << ": " << hits << " one-token hits, " << miss_alone.size() / n_embd << " misses; share blocks "
+                   << st.share_blocks << "; NMSE of the shared misses vs the CPU alone " << to_cpu << ", vs the GPU " << to_gpu
+                   << " (those two apart: " << apart << ")");
+    CHECK(hits > 0);
+    REQUIRE(!miss_alone.empty());
+    CHECK(st.share_blocks == miss_alone.size() / n_embd);  // every one-token miss: the CPU's, with the share
+    CHECK(st.miss_slice_percent == 25);
+    CHECK(to_cpu < apart);
+    CHECK(to_gpu < apart);
+  }
+}
+
 TEST_CASE("vulkan ops: the expert cache refuses zero slots and more slots than experts") {
   if (!vkt::available()) return;
   std::mt19937 rng(5);

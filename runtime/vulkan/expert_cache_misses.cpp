@@ -66,8 +66,8 @@ void backend::impl::init_miss_handoffs(std::uint32_t max_routed) {
 }
 
 std::int32_t backend::impl::miss_slice_percent() const noexcept {
-  // The CPU-expert blocks' top-1 slice (slice_percent): its overlap needs the flag-word path.
-  return cache_slice_env >= 0 ? cache_slice_env : handoff_poll ? top1_slice_percent : 0;
+  // As the CPU-expert blocks' top-1 slice (slice_percent), its overlap needs the flag-word path.
+  return cache_slice_env >= 0 ? cache_slice_env : handoff_poll ? miss_slice_default : 0;
 }
 
 std::uint32_t backend::impl::miss_share_cols(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const {

@@ -67,7 +67,12 @@ struct expert_cache_state {
   // CPU reads the rest from DRAM (mmvq.glsl MISS_ONLY: a pair the slots hold computes nothing),
   // into cache_share_out, added after the CPU's sum. With it every miss goes to the CPU, whose
   // task then starts at the share's columns. STRATA_VK_CACHE_SLICE=P percent (0: off; default
-  // top1_slice_percent on the flag-word path, where the share overlaps the CPU's work).
+  // miss_slice_default on the flag-word path, where the share overlaps the CPU's work).
+  // Llama 4 Scout on the H100 at 12 GiB (1 slot, 64% of block-steps missing; bench/RESULTS.md,
+  // session 60): tg64 25.68 t/s without, 27.03 with 20%, 27.68 / 28.20 with 35%, 23.71 with 50%
+  // (the link's half then takes longer than the CPU's); at 24 GiB (22% missing) 46.3-46.7 with
+  // any of 0, 20, 35. Balanced when the link's share takes as long as the CPU's rest.
+  static constexpr std::int32_t miss_slice_default = 35;
   std::int32_t cache_slice_env = -1;
   std::int32_t cache_share_open = -1;  // while recording a share: its block (PAIR_SKIP + MISS_ONLY, no log)
   std::uint32_t cache_share_out = 0;   // buffer id: one row of the share's combined sum

@@ -196,6 +196,7 @@ int main(int argc, char** argv) {
         for (const auto il : m->cached_expert_layers()) layout.cached_experts.at(il) = 1;
         layout.expert_slots = m->expert_cache().slots;
         layout.expert_cpu_misses = m->expert_cache().cpu_miss_tokens > 0;  // decode steps (1 token) split for their misses
+        layout.expert_cache_stage = m->expert_cache().stage_bytes > 0;   // prompt steps stage each block's experts
         layout.streamed_ffn.assign(hp.n_layer, 0);
         for (const auto il : m->streamed_layers()) layout.streamed_ffn.at(il) = 1;
         layout.stream_cpu_tokens = m->streaming().cpu_tokens;  // the per-phase choice the backend runs

@@ -78,6 +78,7 @@ std::string layout_text(const tiers::engine_layout& l, const arch::hparams& hp) 
       s += prior;
     }
     if (l.expert_cpu_misses) s += "; a decode step's misses computed on the CPU";
+    if (l.expert_cache_stage) s += "; prompt steps copying each cached block's experts to the GPU whole";
     s += ")";
   }
   const auto st = l.streamed_layers();
@@ -178,7 +179,8 @@ int run_plan(const run_options& opt) {
       out += "],\"disk_bytes_per_step\":" + std::to_string(layout->disk.disk_bytes) +
              ",\"disk_ring_bytes\":" + std::to_string(layout->disk.ring_bytes());
       out += ",\"expert_slots\":" + std::to_string(layout->expert_slots) +
-             ",\"expert_cpu_misses\":" + (layout->expert_cpu_misses ? "true" : "false") + ",\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
+             ",\"expert_cpu_misses\":" + (layout->expert_cpu_misses ? "true" : "false") +
+             ",\"expert_cache_stage\":" + (layout->expert_cache_stage ? "true" : "false") + ",\"plan\":" + tiers::plan_json(demand, *run, po) + "}";
     } else {
       out += "{\"error\":" + json::quote(engine_error) + "}";
     }

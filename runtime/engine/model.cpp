@@ -62,9 +62,10 @@ std::unique_ptr<model> model::load(const std::filesystem::path& path, const engi
                       {0, n, true, n == L, layout.handoff_layers(), layout.cached_layers(), layout.expert_slots,
                        layout.streamed_layers(), layout.stream_cpu_tokens, {}, {}, 0,
                        layout.expert_streamed_layers(), layout.expert_cpu_tokens, layout.link_layers(),
-                       tiers::link_bytes_per_cpu_byte(in.plan.links), layout.expert_cpu_misses ? 1.0f : 0.0f}});
+                       tiers::link_bytes_per_cpu_byte(in.plan.links), layout.expert_cpu_misses ? 1.0f : 0.0f,
+                       layout.expert_cache_stage}});
     if (n < L) {
-      layer_slice cpu{n, L - n, n == 0, true, {}, {}, 0, {}, 0, {}, {}, 0, {}, 0, {}, 0, 0};
+      layer_slice cpu{n, L - n, n == 0, true, {}, {}, 0, {}, 0, {}, {}, 0, {}, 0, {}, 0, 0, false};
       for (std::size_t i = 0; i < in.demand.tensors.size(); ++i) {  // the disk tier's tensors
         if (!layout.disk.on_disk[i]) continue;
         const tiers::tensor_demand& t = in.demand.tensors[i];

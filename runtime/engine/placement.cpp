@@ -109,14 +109,15 @@ tiers::engine_layout choose_layout(const placement_inputs& in, const engine_opti
     tiers::choose_expert_misses(d, l, po);
     l.stream_cpu_tokens = tiers::stream_cpu_tokens(d, l, po.links, po.prefill_batch);  // the per-phase choice
     if (!opt.stream_link) l.stream_link_blocks = tiers::stream_link_blocks(d, l, po.links);  // else the user's, below
-    // CPU experts stream in prompt steps by default when the budget holds their ring; with no
-    // --gpu-budget the device's free memory (less the margin) must hold it.
-    if (opt.stream_experts && !l.handoff_layers().empty()) {
-      std::uint64_t budget = po.gpu_budget;
-      if (budget == unlimited)
-        if (const auto g = gpu_memory(opt.device)) budget = default_gpu_budget(g->available);
-      l = tiers::with_streamed_experts(d, std::move(l), po.links, budget, po.prefill_batch);
-    }
+    // CPU experts stream in prompt steps by default when the budget holds their ring, and a
+    // cache's prompt steps stage its experts where the budget holds the pair; with no --gpu-budget
+    // the device's free memory (less the margin) must hold them.
+    tiers::plan_options room = po;
+    if (room.gpu_budget == unlimited && (!l.handoff_layers().empty() || !l.cached_layers().empty()))
+      if (const auto g = gpu_memory(opt.device)) room.gpu_budget = default_gpu_budget(g->available);
+    if (opt.stream_experts && !l.handoff_layers().empty())
+      l = tiers::with_streamed_experts(d, std::move(l), po.links, room.gpu_budget, po.prefill_batch);
+    tiers::choose_expert_stage(d, l, room);
   }
 
   if (opt.expert_cpu_misses && l.cached_layers().empty())

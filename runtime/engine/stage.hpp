@@ -43,6 +43,9 @@ struct layer_slice {
   // GPU stages: a decode step computes a cached block on the CPU when at least this share of its
   // routed experts miss the slots (tiers::engine_layout::expert_cpu_misses; 0: never).
   float expert_cpu_misses = 0;
+  // GPU stages: prompt steps copy each cached block's experts whole into a staging pair on the GPU
+  // (tiers::engine_layout::expert_cache_stage).
+  bool expert_cache_stage = false;
 };
 
 class stage {

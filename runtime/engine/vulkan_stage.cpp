@@ -18,14 +18,16 @@ struct engine_backend<gpu::backend> {
                                                                s.expert_slots, s.streamed_layers,
                                                                s.stream_cpu_tokens, s.streamed_expert_layers,
                                                                s.expert_cpu_tokens, s.stream_link_layers,
-                                                               s.stream_link_ratio, s.expert_cpu_misses});
+                                                               s.stream_link_ratio, s.expert_cpu_misses,
+                                                               s.expert_cache_stage});
   }
   static model::expert_cache_counters expert_cache(const gpu::backend& be) {
     const gpu::expert_cache_stats s = be.expert_cache();
     return {s.layers,         s.slots,          s.hits,          s.misses,           s.evictions,
             s.bytes_uploaded, s.tokens,         s.gpu_blocks,    s.cpu_blocks,       s.predictors,
             s.prefetched,     s.prefetch_bytes, s.prefetch_used, s.prefetch_wasted, s.predicted_routed,
-            s.routed_with_prediction, s.lookup_blocks, s.host_read_bytes, s.miss_cpu_blocks, s.cpu_miss_tokens};
+            s.routed_with_prediction, s.lookup_blocks, s.host_read_bytes, s.miss_cpu_blocks, s.cpu_miss_tokens,
+            s.stage_bytes, s.staged_blocks, s.staged_bytes};
   }
   static model::stream_counters streaming(const gpu::backend& be) {
     const gpu::stream_stats s = be.streaming();
@@ -89,6 +91,13 @@ struct engine_backend<gpu::backend> {
                         c.miss_slice_percent);
           out += mem;
         }
+      }
+      if (c.stage_bytes) {
+        std::snprintf(mem, sizeof mem,
+                      ", prompt steps of more than %u tokens copying each cached layer's experts whole into a %.1f MiB "
+                      "staging pair on the GPU",
+                      c.stage_tokens, mib(c.stage_bytes));
+        out += mem;
       }
       if (c.predictors) {
         std::snprintf(mem, sizeof mem, ", %u blocks prefetched from the block before's router prediction", c.predictors);

@@ -124,6 +124,12 @@ struct backend_options {
   // DRAM faster than the link carries it (expert_cache_misses.cpp); 0: off.
   // STRATA_VK_CACHE_CPU_MISSES overrides it.
   float expert_cpu_misses = 0;
+  // GPU-cached blocks (lookup form): prompt steps of more than 16 tokens copy each block's experts
+  // whole from the host copy into a device-local staging pair (the largest block's gate + up and
+  // down, in the ledger) before its expert kernels, which read a miss there instead of over the
+  // link (expert_cache_stage.cpp). The planner's choice for large experts where the budget holds it;
+  // STRATA_VK_CACHE_STAGE=0|1 overrides it.
+  bool expert_cache_stage = false;
 };
 
 // Dense layer streaming's counters since load.
@@ -156,6 +162,11 @@ struct expert_cache_stats {
   bool miss_handoff = false;           // ... in the lookup form with a hand-off a block (expert_cache_misses.cpp), not split
   std::uint32_t miss_slice_percent = 0;  // ... the GPU computing this share of a missed expert's columns beside the CPU
   std::uint64_t share_blocks = 0;        // block-steps the CPU computed with the GPU's share beside it
+  // Prompt steps' staging (backend_options::expert_cache_stage): its device bytes, the steps of
+  // more than stage_tokens tokens that copy each cached block's experts there, and what they copied.
+  std::uint64_t stage_bytes = 0;
+  std::uint32_t stage_tokens = 0;
+  std::uint64_t staged_blocks = 0, staged_bytes = 0;
   std::uint64_t host_bytes = 0, slot_bytes = 0;  // expert weights in host memory, slots on the GPU
   // Router-driven prefetch: experts uploaded ahead of their block's step (and their bytes, also in
   // bytes_uploaded), how many of those a step then used or evicted unused; of the distinct experts

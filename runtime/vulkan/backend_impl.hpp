@@ -417,6 +417,11 @@ struct backend::impl : kernel_variants,
   void end_miss_handoff(const tensor& out);
   void run_miss_handoff(handoff& h);
 
+  // --- expert_cache_stage.cpp: prompt steps copy a cached block's experts whole into the
+  // staging pair before its kernels (upload_cached allocates it where asked for).
+  void init_cache_stage();
+  void record_cache_stage(const weight& gate);
+
   // --- expert_cache_lookup.cpp: the lookup form (expert_cache_state.hpp). The upload budget
   // of a step (STRATA_VK_CACHE_ADMIT_MB and the token bytes after it).
   std::uint64_t cache_admit_budget() const noexcept { return cache_admit_bytes + cache_admit_token_bytes * (std::max(batch_tokens, 1u) - 1); }

@@ -126,6 +126,7 @@ void backend::impl::upload_cached(std::uint32_t max_routed) {
   // The lookup form first: it never splits a step at a cached block, so nothing there to prefetch at.
   init_cache_lookup(max_routed);
   init_miss_handoffs(max_routed);
+  init_cache_stage();
   expert_prefetch = false;
   if (const char* v = std::getenv("STRATA_VK_EXPERT_PREFETCH")) expert_prefetch = std::string_view(v) == "1" && !cache_lookup;
   if (expert_prefetch) make_prefetch_predictors();

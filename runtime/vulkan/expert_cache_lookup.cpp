@@ -127,7 +127,9 @@ void backend::impl::add_cache_lookup(pipeline_request& r, std::vector<binding>& 
   }
   const cached_block& cb = cached.at(std::size_t(c));
   const int part = cb.weight[0] == w.id ? 0 : cb.weight[1] == w.id ? 1 : 2;
-  const gpu_buffer& host = cb.host(part);
+  // A staged prompt step (expert_cache_stage.cpp): the block's experts in the staging pair, laid
+  // out as the host copy, so a miss reads device memory there.
+  const gpu_buffer& host = cache_stage_step(step_tokens) ? buf(cache_stage_buf[part == 2 ? 1 : 0]) : cb.host(part);
   // The host copy laid out as the tensor (gate and up one range where the SwiGLU reads both).
   const std::uint64_t off = up ? 0 : cb.host_offset(part);
   const std::uint64_t bytes = up ? host.size() : part == 0 ? cb.up_at : host.size() - off;
@@ -186,6 +188,10 @@ void backend::impl::after_cache_lookup(const recorded_step& s) {
     cache_candidates.clear();
     // The CPU computed this block-step (expert_cache_misses.cpp): its misses crossed no link.
     const bool on_cpu = !cache_cpu_now.empty() && std::exchange(cache_cpu_now.at(std::size_t(block)), char(0));
+    if (s.staged) {  // every expert copied into the staging pair: no miss crossed the link in a kernel
+      ++cache_stats.staged_blocks;
+      cache_stats.staged_bytes += b.host_gate_up.size() + b.host_down.size();
+    }
     for (const std::uint32_t e : cache_distinct) {
       b.freq[e] += float(cache_counts[e]);
       if (mapped(b, e)) {
@@ -193,7 +199,7 @@ void backend::impl::after_cache_lookup(const recorded_step& s) {
         ++cache_stats.hits;
       } else {
         ++cache_stats.misses;
-        if (!on_cpu) cache_stats.host_read_bytes += expert_bytes;
+        if (!on_cpu && !s.staged) cache_stats.host_read_bytes += expert_bytes;
         if (!b.cache.resident(e)) cache_candidates.push_back(e);  // else its copy is in flight (cache_async)
       }
     }

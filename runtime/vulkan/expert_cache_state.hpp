@@ -74,6 +74,12 @@ struct expert_cache_state {
   // any of 0, 20, 35. Balanced when the link's share takes as long as the CPU's rest.
   static constexpr std::int32_t miss_slice_default = 35;
   std::int32_t cache_slice_env = -1;
+  // Prompt steps' staging (expert_cache_stage.cpp, backend_options::expert_cache_stage): buffer
+  // ids of the device-local gate + up and down copies of one block's experts (0: none), and the
+  // steps that use it: more than cache_stage_tokens tokens.
+  std::uint32_t cache_stage_buf[2] = {0, 0};
+  std::uint32_t cache_stage_tokens = 16;
+  bool cache_stage_step(std::uint32_t tokens) const noexcept { return cache_stage_buf[0] && tokens > cache_stage_tokens; }
   std::int32_t cache_share_open = -1;  // while recording a share: its block (PAIR_SKIP + MISS_ONLY, no log)
   std::uint32_t cache_share_out = 0;   // buffer id: one row of the share's combined sum
   std::uint64_t cache_step_admitted = 0;  // bytes admitted in the current step (reset by submit_step)

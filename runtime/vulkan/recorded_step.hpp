@@ -54,6 +54,7 @@ struct recorded_step {
   // GPU-cached blocks read through their slot maps in this part (expert_cache_lookup.cpp): the
   // block's index in `cached` and the pairs its down matvec logs, read by the host after the step.
   std::vector<std::pair<std::int32_t, std::uint32_t>> lookups;
+  bool staged = false;  // those blocks' experts copied whole into the staging pair first (expert_cache_stage.cpp)
   // The fusion state a layers' part ends with: the output part of a step whose output reads the
   // rows in place starts after the output norm, from this state (the norm's int8 or f16 copies of
   // its rows, or the norm itself, waiting to fold into the head), as one recording would.

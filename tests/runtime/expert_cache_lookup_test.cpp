@@ -69,6 +69,52 @@ TEST_CASE("expert cache: the lookup form gives the all-GPU logits bit for bit an
   }
 }
 
+// Prompt steps' staging (runtime/vulkan/expert_cache_stage.cpp): a step of more than
+// STRATA_VK_CACHE_STAGE_TOKENS tokens copies each cached block's experts whole into the staging
+// pair and the lookup kernels read a miss there. The bytes are the host copy's, so the logits are
+// the unstaged lookup form's bit for bit; staged steps' misses cross no link in a kernel. (The
+// fixtures' experts are small: the planner would not choose it; STRATA_VK_CACHE_STAGE=1 forces it.)
+TEST_CASE("expert cache: prompt steps staging the cached experts on the GPU give the lookup form's logits bit for bit") {
+  if (!strata::test::vulkan_here("expert cache staging")) return;
+  for (const char* model : {"qwen3moe-Q4_K_M", "llama4-Q4_K_M"}) {
+    CAPTURE(model);
+    const auto& g = strata::test::shipped_fixture(model);
+    auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
+    opt.n_batch = 64;
+    opt.expert_cache = 2;
+    opt.expert_cpu_misses = false;
+    const strata::test::scoped_env margin("STRATA_VK_CACHE_MARGIN", "0");
+    const strata::test::scoped_env tokens("STRATA_VK_CACHE_STAGE_TOKENS", "4");
+    std::vector<float> plain, staged;
+    strata::rt::model::expert_cache_counters sp, ss;
+    {
+      const strata::test::scoped_env off("STRATA_VK_CACHE_STAGE", "0");
+      auto m = strata::rt::model::load(g.path, opt);
+      plain = run_all(*m, g);
+      sp = m->expert_cache();
+      CHECK(sp.stage_bytes == 0);
+      CHECK(m->startup_report().find("staging pair") == std::string::npos);
+    }
+    {
+      const strata::test::scoped_env on("STRATA_VK_CACHE_STAGE", "1");
+      auto m = strata::rt::model::load(g.path, opt);
+      staged = run_all(*m, g);
+      ss = m->expert_cache();
+      CHECK(m->startup_report().find("prompt steps of more than 4 tokens copying each cached layer's experts whole") != std::string::npos);
+    }
+    MESSAGE(std::string(model) << ": staged block-steps " << ss.staged_blocks << " (" << ss.staged_bytes << " bytes copied), host reads "
+                  << ss.host_read_bytes << " against " << sp.host_read_bytes << " unstaged; staging " << ss.stage_bytes << " bytes");
+    CHECK(staged == plain);
+    CHECK(ss.stage_bytes > 0);
+    CHECK(ss.staged_blocks > 0);
+    CHECK(ss.staged_blocks % ss.layers == 0);  // a staged step copies every cached block
+    CHECK(ss.staged_bytes > 0);
+    CHECK(ss.staged_bytes <= ss.staged_blocks * ss.stage_bytes);  // a block's experts at most the pair
+    CHECK(ss.host_read_bytes < sp.host_read_bytes);  // the prompt steps' misses read the staging pair
+    CHECK(ss.hits + ss.misses == sp.hits + sp.misses);
+  }
+}
+
 TEST_CASE("expert cache: STRATA_VK_CACHE_LOOKUP=0 keeps the split form, which uploads every miss") {
   if (!strata::test::vulkan_here("expert cache split form")) return;
   const strata::test::scoped_env off("STRATA_VK_CACHE_LOOKUP", "0");

@@ -446,6 +446,52 @@ TEST_CASE("engine layouts: a GPU expert cache's decode misses go to the CPU wher
   CHECK(f.expert_cpu_misses);
 }
 
+// The expert cache's prompt staging (engine_layout::expert_cache_stage, the Vulkan backend's
+// expert_cache_stage.cpp): with Llama 4 Scout's proportions (16 experts of ~70 MiB a block) a long
+// prompt step routes nearly every expert, so copying each block's experts whole before its
+// kernels (one pair of buffers: the largest gate + up and down) beats the kernels' own reads of
+// the misses over the link. Chosen where the budget holds the pair; decode is priced as before;
+// small experts (the 30B's shape) keep the kernels' reads.
+TEST_CASE("engine layouts: a GPU expert cache with large experts stages prompt steps' experts on the GPU where the budget holds them") {
+  const model_demand d = synthetic(48, 24, 16 * 70, 16, 1);
+  plan_options o{.ram_budget = 1ull << 40};
+  o.gpu_budget = 1ull << 40;
+  engine_layout l = fixed_layout(d, -1, o.overrides, 4);
+  REQUIRE(l.cached_layers().size() == 48);
+  choose_expert_stage(d, l, o);
+  CHECK(l.expert_cache_stage);
+  engine_layout off = l;
+  off.expert_cache_stage = false;
+  const placement_plan p = layout_plan(d, l, o.links, o.ram_budget, o.prefill_batch);
+  const placement_plan q = layout_plan(d, off, o.links, o.ram_budget, o.prefill_batch);
+  const std::uint64_t pair = 3 * (16 * 70 * MiB / 3);  // a block's gate + up and down (synthetic's thirds)
+  CHECK(p.gpu_total() - q.gpu_total() == pair);
+  CHECK(cache_stage_bytes(d, l) == pair);
+  CHECK(p.prefill.host_to_gpu_bytes == doctest::Approx(48.0 * 16 * 70 * MiB / o.prefill_batch));  // every expert, once a step
+  CHECK(p.prefill.seconds_per_token < q.prefill.seconds_per_token);
+  CHECK(p.decode.seconds_per_token == doctest::Approx(q.decode.seconds_per_token));
+  // A budget a byte short of the pair: no staging.
+  plan_options tight = o;
+  tight.gpu_budget = p.gpu_total() - 1;
+  choose_expert_stage(d, l, tight);
+  CHECK(!l.expert_cache_stage);
+  CHECK(cache_stage_bytes(d, l) == 0);
+  // Small experts: the kernels' reads.
+  const model_demand small = synthetic(48, 16, 96, 128, 8);
+  engine_layout s = fixed_layout(small, -1, o.overrides, 16);
+  REQUIRE(!s.cached_layers().empty());
+  choose_expert_stage(small, s, o);
+  CHECK(!s.expert_cache_stage);
+  // No cache, or the split form: nothing to stage.
+  engine_layout none = fixed_layout(d, -1, o.overrides);
+  choose_expert_stage(d, none, o);
+  CHECK(!none.expert_cache_stage);
+  engine_layout split = fixed_layout(d, -1, o.overrides, 4);
+  split.expert_lookup = false;
+  choose_expert_stage(d, split, o);
+  CHECK(!split.expert_cache_stage);
+}
+
 TEST_CASE("engine layouts: fixed layouts follow -ngl and expert rules, and refuse what the engine cannot run") {
   const model_demand d = synthetic(4, 16, 300, 64, 4);
   std::vector<override_rule> rules;

@@ -138,6 +138,9 @@ class model {
     // Of cpu_blocks, those sent to the CPU for their misses (STRATA_VK_CACHE_CPU_MISSES).
     std::uint64_t miss_cpu_blocks = 0;
     std::uint32_t cpu_miss_tokens = 0;  // steps of at most this many tokens split for their misses (0: off)
+    // Prompt steps' staging on the GPU (its bytes; 0: off), and the block-steps that copied a
+    // block's experts there, with their bytes.
+    std::uint64_t stage_bytes = 0, staged_blocks = 0, staged_bytes = 0;
     double hit_rate() const noexcept { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
     // Of the experts routed where the block before predicted, the share it predicted.
     double prefetch_recall() const noexcept {

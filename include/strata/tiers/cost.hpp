@@ -40,7 +40,13 @@ struct tensor_placement {
   // Such a cache whose decode misses the CPU computes (the Vulkan backend's STRATA_VK_CACHE_CPU_MISSES):
   // those bytes are read from DRAM on the chain, and each cached block pays a round trip a step.
   bool misses_on_cpu = false;
+  // Such a cache whose prompt steps of more than cache_stage_tokens tokens copy the block's
+  // experts whole into a staging pair first (the Vulkan backend's expert_cache_stage.cpp): in
+  // those steps every byte crosses the link once, as a copy, before the block's kernels.
+  bool staged_prefill = false;
 };
+// The staged prompt steps' threshold (runtime/vulkan/expert_cache_state.hpp cache_stage_tokens).
+inline constexpr std::uint32_t cache_stage_tokens = 16;
 
 // What the four placements are called: resident, streamed, CPU-computed, disk-backed.
 inline std::string_view label(const tensor_placement& p) {
@@ -64,8 +70,14 @@ struct phase_cost {
 };
 
 // The share of the host->GPU copy rate a kernel reaching into host memory gets (the expert
-// cache's lookup form reading a missed expert).
+// cache's lookup form reading a missed expert): the per-pair matvecs of short steps, and the
+// grouped kernels of prompt steps over large experts (a slab of an expert tensor above
+// large_expert_slab), which read them far slower: Llama 4 Scout's 23.6 MB slabs at 12 GiB on the
+// H100 read 111.7 MB of misses a token at 139.3 t/s, 15.6 GB/s of a 50.8 GB/s link (session 60;
+// predicted 312 t/s at 0.8). Small experts' prompt steps keep 0.8.
 inline constexpr double kernel_host_read_share = 0.8;
+inline constexpr double kernel_prompt_read_share_large = 0.31;
+inline constexpr std::uint64_t large_expert_slab = 4ull << 20;
 
 namespace detail {
 
@@ -136,14 +148,20 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
                               ? double(t.bytes) * cache_miss_share(t.n_expert, t.n_expert_used, pl.cache_slots, batch) / B
                               : bytes * pl.miss_rate;
         const bool misses_on_cpu = decode && pl.misses_on_cpu && pl.cache_slots;
-        if (misses_on_cpu) {  // the CPU computes the misses from DRAM
+        if (pl.staged_prefill && batch > cache_stage_tokens) {  // the whole tensor copied, then the kernels
+          const double whole = double(t.bytes) / B;
+          c.host_to_gpu_bytes += whole;
+          c.chain_s += whole / l.host_to_gpu;
+        } else if (misses_on_cpu) {  // the CPU computes the misses from DRAM
           c.cpu_read_bytes += up;
           c.chain_s += up / l.cpu_read;
         } else {
           c.host_to_gpu_bytes += up;
           // The lookup form's kernels read a missed expert from host memory themselves, slower than
           // a copy: ~40 GB/s of miss reads (session 53, H200) against ~49 GB/s of probed copies (H100 host).
-          if (on_chain) c.chain_s += up / (pl.routed_on_gpu ? kernel_host_read_share * l.host_to_gpu : l.host_to_gpu);
+          const bool large = t.n_expert && t.bytes / t.n_expert > large_expert_slab;
+          const double share = decode || !large ? kernel_host_read_share : kernel_prompt_read_share_large;
+          if (on_chain) c.chain_s += up / (pl.routed_on_gpu ? share * l.host_to_gpu : l.host_to_gpu);
         }
         // Routed experts uploaded by id, or their misses sent to the CPU: the host reads the
         // router's choice (a round trip). The misses' hand-off drains the GPU, waits for the host

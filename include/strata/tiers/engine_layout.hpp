@@ -48,6 +48,11 @@ struct engine_layout {
   // routed experts miss the slots runs on the CPU (runtime/vulkan/expert_cache_misses.cpp; prompt
   // steps keep the form above). --expert-misses cpu|gpu, or the planner's choice (fit.hpp).
   bool expert_cpu_misses = false;
+  // Prompt steps (more than 16 tokens) copy each cached block's experts whole into a device-local
+  // staging pair (the largest block's gate + up and down, counted on the GPU) before its kernels,
+  // which then read a miss there instead of over the link (runtime/vulkan/expert_cache_stage.cpp):
+  // the planner's choice for large experts where the budget holds it (choose_expert_stage).
+  bool expert_cache_stage = false;
   // Per GPU block: dense FFN streamed through the ring (gpu-streamed: lives in RAM, the GPU
   // computes it from a ring slot; --stream-layers, or --fit).
   std::vector<char> streamed_ffn;
@@ -209,6 +214,7 @@ inline tensor_placement cached_placement(const engine_layout& l, const tensor_de
   p.cache_slots = slots;
   p.routed_on_gpu = l.expert_lookup;
   p.misses_on_cpu = l.expert_cpu_misses;
+  p.staged_prefill = l.expert_cache_stage;
   if (!l.expert_lookup && E * t.share_touched(prefill_batch) > slots) p.prefill = exec_unit::cpu;
   return p;
 }
@@ -272,6 +278,17 @@ inline bool expert_streamed_on_gpu(const engine_layout& l, const tensor_demand& 
 inline int expert_item(const tensor_demand& t) { return t.name.find("ffn_down_exps") != std::string::npos ? 1 : 0; }
 
 }  // namespace detail
+
+// The expert cache's prompt staging (engine_layout::expert_cache_stage): the largest cached
+// block's gate + up and its down, as the host copies lay them out.
+inline std::uint64_t cache_stage_bytes(const model_demand& d, const engine_layout& l) {
+  if (!l.expert_cache_stage) return 0;
+  std::vector<std::uint64_t> per[2] = {std::vector<std::uint64_t>(d.n_layer, 0), std::vector<std::uint64_t>(d.n_layer, 0)};
+  for (const tensor_demand& t : d.tensors)
+    if (detail::cached_on_gpu(l, t) && std::uint32_t(t.layer) < d.n_layer) per[detail::expert_item(t)][std::uint32_t(t.layer)] += t.bytes;
+  const auto top = [](const std::vector<std::uint64_t>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); };
+  return top(per[0]) + top(per[1]);
+}
 
 // The ring of the streamed blocks: two slots, each the largest streamed block's dense FFN.
 inline constexpr std::uint32_t ring_slots = 2;
@@ -389,7 +406,7 @@ inline placement_plan layout_plan(const model_demand& d, const engine_layout& l,
   p.gpu_kv = std::uint64_t(l.n_gpu_layers) * d.kv_bytes_per_layer;
   p.ram_kv = std::uint64_t(d.n_layer - l.n_gpu_layers) * d.kv_bytes_per_layer;
   p.gpu_weights = detail::tied_copy_on_gpu(d, l);
-  p.gpu_ring = ring_bytes(d, l) + expert_ring_bytes(d, l);
+  p.gpu_ring = ring_bytes(d, l) + expert_ring_bytes(d, l) + cache_stage_bytes(d, l);
   p.gpu_weights += detail::prefetch_predictor_bytes(d, l) + detail::router_product_bytes(d, l);
   const std::vector<char> linked = l.link_mask(d.n_layer);
   std::uint64_t ram_left = ram_budget > p.ram_kv + p.ram_scratch ? ram_budget - p.ram_kv - p.ram_scratch : 0;
@@ -595,7 +612,7 @@ inline engine_layout fixed_layout(const model_demand& d, std::int64_t n_gpu_laye
 inline std::uint64_t layout_gpu_bytes(const model_demand& d, const engine_layout& l) {
   if (l.n_gpu_layers == 0) return 0;
   std::uint64_t b = d.scratch_bytes + std::uint64_t(l.n_gpu_layers) * d.kv_bytes_per_layer + detail::tied_copy_on_gpu(d, l) +
-                    ring_bytes(d, l) + expert_ring_bytes(d, l);
+                    ring_bytes(d, l) + expert_ring_bytes(d, l) + cache_stage_bytes(d, l);
   for (const tensor_demand& t : d.tensors)
     if (detail::on_gpu(d, l, t)) b += t.bytes;
     else if (detail::cached_on_gpu(l, t)) b += detail::slot_bytes(l, t);

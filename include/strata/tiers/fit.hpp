@@ -59,6 +59,27 @@ inline void choose_expert_misses(const model_demand& d, engine_layout& l, const 
   l.expert_cpu_misses = on_cpu < on_gpu * (1 - 1e-9);
 }
 
+// Whether a GPU expert cache's prompt steps stage each block's experts on the GPU first
+// (engine_layout::expert_cache_stage): for the lookup form with large experts (a slab of an expert
+// tensor over large_expert_slab: Llama 4 Scout's 23.6 MB, where the kernels' own reads of a long
+// prompt's misses ran at ~15 GB/s on the H100; the 30B's 0.9 MB slabs keep the kernels' reads,
+// which measured 2,094 t/s at 12 GiB), where the budget holds the staging pair and the cost model
+// predicts faster prefill with it.
+inline void choose_expert_stage(const model_demand& d, engine_layout& l, const plan_options& o) {
+  l.expert_cache_stage = false;
+  if (l.cached_layers().empty() || !l.expert_lookup) return;
+  std::uint64_t slab = 0;
+  for (const tensor_demand& t : d.tensors)
+    if (detail::cached_on_gpu(l, t) && t.n_expert) slab = std::max<std::uint64_t>(slab, t.bytes / t.n_expert);
+  if (slab <= large_expert_slab) return;
+  engine_layout c = l;
+  c.expert_cache_stage = true;
+  const placement_plan with = layout_plan(d, c, o.links, o.ram_budget, o.prefill_batch);
+  if (with.gpu_total() > o.gpu_budget) return;
+  const placement_plan without = layout_plan(d, l, o.links, o.ram_budget, o.prefill_batch);
+  l.expert_cache_stage = with.prefill.seconds_per_token < without.prefill.seconds_per_token * (1 - 1e-9);
+}
+
 // --fit: for every count of leading GPU blocks whose non-expert tensors (and KV) fit the GPU
 // budget, the remaining room holds routed experts from the last GPU block down (each block's
 // experts whole: one hand-off per block either way; the CPU ones are then the first blocks, as
@@ -286,6 +307,7 @@ inline engine_layout plan_engine_layout(const model_demand& d, const plan_option
     for (std::optional<engine_layout>* c : {&cached, &all_cached})
       if (*c && runnable(**c)) {
         choose_expert_misses(d, **c, o);
+        choose_expert_stage(d, **c, o);
         const double tc = layout_plan(d, **c, o.links, o.ram_budget, o.prefill_batch).decode.seconds_per_token;
         if (tc < best_t * (1 - 1e-9)) best = std::move(**c), best_t = tc;
       }

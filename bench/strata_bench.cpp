@@ -270,6 +270,8 @@ int main(int argc, char** argv) {
           r.cache.routed_with_prediction += a.routed_with_prediction - before.routed_with_prediction;
           r.cache.lookup_blocks += a.lookup_blocks - before.lookup_blocks;
           r.cache.host_read_bytes += a.host_read_bytes - before.host_read_bytes;
+          r.cache.staged_bytes += a.staged_bytes - before.staged_bytes;
+          r.cache.staged_blocks += a.staged_blocks - before.staged_blocks;
         };
         strata::rt::probe_options probe;
         probe.disk_file = path;
@@ -470,6 +472,8 @@ int main(int argc, char** argv) {
                                                                 {"lookup_block_steps", r.cache.lookup_blocks},
                                                                 {"host_read_bytes_per_token",
                                                                  r.cache.tokens ? double(r.cache.host_read_bytes) / double(r.cache.tokens) : 0.0},
+                                                                {"staged_bytes_per_token",
+                                                                 r.cache.tokens ? double(r.cache.staged_bytes) / double(r.cache.tokens) : 0.0},
                                                                 {"cpu_block_steps", r.cache.cpu_blocks},
                                                                 {"prefetch_blocks", r.cache.predictors},
                                                                 {"prefetch_recall", r.cache.prefetch_recall()},
@@ -550,8 +554,9 @@ int main(int argc, char** argv) {
               "measured (hand-offs); then t/s predicted and measured)\n");
   // The GPU expert cache (--expert-cache), measured over the timed runs.
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.cache.layers > 0; })) {
-    std::printf("\n| %-14s | %-15s | %8s | %9s | %13s | %13s | %11s | %11s | %15s | %17s |\n", "test", "expert cache", "hit rate",
-                "prior hit", "uploaded MB/t", "miss-read MB/t", "evictions/t", "CPU blocks", "prefetch recall", "prefetch accuracy");
+    std::printf("\n| %-14s | %-15s | %8s | %9s | %13s | %13s | %11s | %11s | %11s | %15s | %17s |\n", "test", "expert cache",
+                "hit rate", "prior hit", "uploaded MB/t", "miss-read MB/t", "staged MB/t", "evictions/t", "CPU blocks", "prefetch recall",
+                "prefetch accuracy");
     for (const auto& r : results) {
       if (!r.cache.layers) continue;
       char test[64], cache[40];
@@ -565,13 +570,15 @@ int main(int argc, char** argv) {
       }
       char prior[24] = "-";
       if (r.prior_hit >= 0) std::snprintf(prior, sizeof prior, "%.3f", r.prior_hit);
-      std::printf("| %-14s | %-15s | %8.3f | %9s | %13.3f | %13.3f | %11.3f | %11llu | %15s | %17s |\n", test, cache,
-                  r.cache.hit_rate(), prior, r.cache.bytes_per_token() / 1e6, double(r.cache.host_read_bytes) / t / 1e6, double(r.cache.evictions) / t,
-                  (unsigned long long)r.cache.cpu_blocks, recall, accuracy);
+      std::printf("| %-14s | %-15s | %8.3f | %9s | %13.3f | %13.3f | %11.3f | %11.3f | %11llu | %15s | %17s |\n", test, cache,
+                  r.cache.hit_rate(), prior, r.cache.bytes_per_token() / 1e6, double(r.cache.host_read_bytes) / t / 1e6,
+                  double(r.cache.staged_bytes) / t / 1e6, double(r.cache.evictions) / t, (unsigned long long)r.cache.cpu_blocks, recall,
+                  accuracy);
     }
     std::printf("(hit rate per distinct expert of a block and step, prefetched experts counted as hits; prior hit: the "
                 "planner's expectation under a trained router's skew (tiers/routing_prior.hpp); miss-read: expert bytes the "
                 "kernels read from host memory on a miss, in the lookup form (the default), where a miss is not uploaded first; "
+                "staged: expert bytes prompt steps copied whole into the GPU's staging pair before a block's kernels; "
                 "CPU blocks: block-steps "
                 "that ran on the CPU (more experts than slots, or misses sent there: STRATA_VK_CACHE_CPU_MISSES); prefetch recall: routed experts the block before "
                 "predicted; accuracy: experts uploaded ahead that their step used)\n");

@@ -107,6 +107,7 @@ class staged_model final : public model {
       c.miss_cpu_blocks += e.miss_cpu_blocks;
       c.cpu_miss_tokens = std::max(c.cpu_miss_tokens, e.cpu_miss_tokens);
       c.stage_bytes += e.stage_bytes, c.staged_blocks += e.staged_blocks, c.staged_bytes += e.staged_bytes;
+      c.share_blocks += e.share_blocks;
     }
     return c;
   }

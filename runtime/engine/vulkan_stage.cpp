@@ -27,7 +27,7 @@ struct engine_backend<gpu::backend> {
             s.bytes_uploaded, s.tokens,         s.gpu_blocks,    s.cpu_blocks,       s.predictors,
             s.prefetched,     s.prefetch_bytes, s.prefetch_used, s.prefetch_wasted, s.predicted_routed,
             s.routed_with_prediction, s.lookup_blocks, s.host_read_bytes, s.miss_cpu_blocks, s.cpu_miss_tokens,
-            s.stage_bytes, s.staged_blocks, s.staged_bytes};
+            s.stage_bytes, s.staged_blocks, s.staged_bytes, s.share_blocks};
   }
   static model::stream_counters streaming(const gpu::backend& be) {
     const gpu::stream_stats s = be.streaming();

@@ -123,6 +123,14 @@ std::string server_metrics::render(const rt::scheduler_stats& s, std::uint32_t s
            double(c.lookup_blocks));
     metric(out, "strata_expert_cache_host_read_bytes_total", "counter",
            "Expert weight bytes the GPU's kernels read from host memory over PCIe on a miss.", double(c.host_read_bytes));
+    metric(out, "strata_expert_cache_share_blocks_total", "counter",
+           "Layer-steps sent to the CPU for a miss with the GPU computing a share of the expert beside it.",
+           double(c.share_blocks));
+    metric(out, "strata_expert_cache_staged_blocks_total", "counter",
+           "Layer-steps of prompt steps that copied the layer's experts whole into the GPU staging pair first.",
+           double(c.staged_blocks));
+    metric(out, "strata_expert_cache_staged_bytes_total", "counter",
+           "Expert weight bytes those copies moved host -> GPU.", double(c.staged_bytes));
   }
   if (const auto& c = s.streaming; c.layers) {  // dense layer streaming (--stream-layers, --fit)
     metric(out, "strata_stream_layers", "gauge", "Blocks whose dense FFN is streamed through the GPU ring.", c.layers);

@@ -448,7 +448,9 @@ void backend::moe_ffn(const moe_weights& mw, const graph::moe_params& mp, tensor
   if (split) P.begin_cached_moe(mw, mp, x, logits);
   if (miss_handoff) P.begin_miss_handoff(mw, mp, x, logits, s);
   if (lookup) P.note_cache_lookup(*mw.gate_exps, pairs);
-  if (lookup && P.cache_stage_step(P.step_tokens)) P.record_cache_stage(*mw.gate_exps);
+  // Long prompt steps: the block's experts copied whole to the GPU first (expert_cache_stage.cpp);
+  // never in a hand-off step, where the host may send the block to the CPU after the router.
+  if (lookup && !miss_handoff && P.cache_stage_step(n)) P.record_cache_stage(*mw.gate_exps);
   tensor in = x;
   std::uint32_t in_div = k;
   if (weight_input) {

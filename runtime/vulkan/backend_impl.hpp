@@ -412,6 +412,7 @@ struct backend::impl : kernel_variants,
   // for, a block's columns in a step of `rows` tokens (0: none), and its recording.
   std::int32_t miss_slice_percent() const noexcept;
   std::uint32_t miss_share_cols(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const;
+  std::uint32_t share_cols(std::uint32_t F, std::uint32_t cut) const;  // of F columns, cut at multiples of `cut` (0: none)
   void record_miss_share(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
                          const moe_scratch& s, std::uint32_t S);
   void end_miss_handoff(const tensor& out);

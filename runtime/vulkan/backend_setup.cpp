@@ -595,6 +595,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   // depended on the machine's load (a loaded CI box took flag words and a later step's wait
   // gave up: "the GPU's wait for the host timed out").
   if (P.handoff_poll) P.handoff_poll = !P.ctx.info().is_cpu && P.probe_polling();
+  if (P.miss_slice_percent() <= 0) P.cache_stats.miss_slice_percent = 0;  // its default needs the flag words
 }
 
 kv_state backend::make_kv(const kv::kv_config& cfg) {

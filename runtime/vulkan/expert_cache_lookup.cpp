@@ -127,13 +127,14 @@ void backend::impl::add_cache_lookup(pipeline_request& r, std::vector<binding>& 
   }
   const cached_block& cb = cached.at(std::size_t(c));
   const int part = cb.weight[0] == w.id ? 0 : cb.weight[1] == w.id ? 1 : 2;
-  // A staged prompt step (expert_cache_stage.cpp): the block's experts in the staging pair, laid
-  // out as the host copy, so a miss reads device memory there.
-  const gpu_buffer& host = cache_stage_step(step_tokens) ? buf(cache_stage_buf[part == 2 ? 1 : 0]) : cb.host(part);
+  const gpu_buffer& host = cb.host(part);
   // The host copy laid out as the tensor (gate and up one range where the SwiGLU reads both).
   const std::uint64_t off = up ? 0 : cb.host_offset(part);
   const std::uint64_t bytes = up ? host.size() : part == 0 ? cb.up_at : host.size() - off;
-  b.at(0).alt = buffer_range{host.handle(), off, bytes, 0};
+  // A staged prompt step (expert_cache_stage.cpp): this block's experts are in the staging pair,
+  // laid out as its host copy, so a miss reads device memory there.
+  const bool staged = c == cache_staged_block;
+  b.at(0).alt = buffer_range{staged ? buf(cache_stage_buf[part == 2 ? 1 : 0]).handle() : host.handle(), off, bytes, 0};
   r.defines.emplace_back("W_SOURCES", "2");
   r.defines.emplace_back("W_CACHED", std::to_string(b.size()));
   const std::uint64_t map_bytes = (std::uint64_t(cb.cache.experts()) + 1) * 4;

@@ -61,8 +61,25 @@ void backend::impl::init_miss_handoffs(std::uint32_t max_routed) {
   if (const char* v = std::getenv("STRATA_VK_CACHE_SLICE")) cache_slice_env = std::clamp(std::atoi(v), 0, 99);
   if (miss_slice_percent() > 0) {
     cache_share_out = new_buffer(cols * 4, memory_kind::device, "expert cache: the GPU's share of a miss");
-    if (max_routed <= max_rows) cache_stats.miss_slice_percent = std::uint32_t(miss_slice_percent());  // top-1 blocks
+    // Said at start-up where some block takes a share: top-1 blocks (a step's pairs no more than
+    // its rows) whose cut falls inside the experts (backend::reserve clears it again where the
+    // flag-word probe fails).
+    const auto idx = [&](std::uint32_t id) { return std::uint32_t(weights.at(id).cache_cpu); };
+    const bool any = std::any_of(cached.begin(), cached.end(), [&](const cached_block& b) {
+      return share_cols(std::uint32_t(weights.at(b.weight[0]).info->ne[1]), host->slice_align(idx(b.weight[0]), idx(b.weight[1]), idx(b.weight[2])));
+    });
+    if (max_routed <= max_rows && any) cache_stats.miss_slice_percent = std::uint32_t(miss_slice_percent());
   }
+}
+
+std::uint32_t backend::impl::share_cols(std::uint32_t F, std::uint32_t cut) const {
+  // Where both sides can cut: whole packed row groups and down blocks on the CPU, whole 32-column
+  // blocks of int8 activations on the GPU (as gpu_share).
+  if (!cut) return 0;
+  const std::uint32_t align = std::lcm(cut, 32u);
+  const std::uint32_t cols =
+      std::uint32_t((std::uint64_t(F) * std::uint32_t(miss_slice_percent()) / 100 + align / 2) / align * align);
+  return cols == 0 || cols >= F || cols > max_k ? 0 : cols;
 }
 
 std::int32_t backend::impl::miss_slice_percent() const noexcept {
@@ -75,15 +92,8 @@ std::uint32_t backend::impl::miss_share_cols(const moe_weights& mw, const graph:
   if (!cache_share_out || rows != 1 || mp.n_used != 1) return 0;
   const weight &g = *mw.gate_exps, &u = *mw.up_exps, &d = *mw.down_exps;
   if (!adjacent(g, u)) return 0;
-  // Where both sides can cut: whole packed row groups and down blocks on the CPU, whole 32-column
-  // blocks of int8 activations on the GPU (as gpu_share).
   const auto idx = [&](const weight& w) { return std::uint32_t(weights.at(w.id).cache_cpu); };
-  const std::uint32_t cut = host->slice_align(idx(g), idx(u), idx(d)), F = std::uint32_t(g.ne[1]);
-  if (!cut) return 0;
-  const std::uint32_t align = std::lcm(cut, 32u);
-  const std::uint32_t cols =
-      std::uint32_t((std::uint64_t(F) * std::uint32_t(miss_slice_percent()) / 100 + align / 2) / align * align);
-  return cols == 0 || cols >= F || cols > max_k ? 0 : cols;
+  return share_cols(std::uint32_t(g.ne[1]), host->slice_align(idx(g), idx(u), idx(d)));
 }
 
 void backend::impl::record_miss_share(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
@@ -203,7 +213,13 @@ void backend::impl::run_miss_handoff(handoff& h) {
     for (std::uint32_t p = 0; p < h.pairs; ++p) back[p] = ids[p] | cpu_pair_bit;
     ++cache_stats.cpu_blocks;
     ++cache_stats.miss_cpu_blocks;
-    cache_stats.share_blocks += h.task.ff_begin > 0;
+    if (h.task.ff_begin) {  // the share read its columns of each missed expert over the link
+      ++cache_stats.share_blocks;
+      std::uint64_t expert = 0;
+      for (int j = 0; j < 3; ++j) expert += b.expert_bytes[j];
+      const std::uint64_t F = weights.at(b.weight[0]).info->ne[1];
+      cache_stats.host_read_bytes += std::uint64_t(missed) * expert * h.task.ff_begin / F;
+    }
     cache_cpu_now.at(std::size_t(h.cache)) = 1;
     return;
   }

@@ -26,12 +26,14 @@ void backend::impl::init_cache_stage() {
   bool on = opt.expert_cache_stage;
   if (const char* v = std::getenv("STRATA_VK_CACHE_STAGE")) on = std::string_view(v) == "1";
   if (const char* v = std::getenv("STRATA_VK_CACHE_STAGE_TOKENS")) cache_stage_tokens = std::uint32_t(std::max(0, std::atoi(v)));
-  if (!on || !cache_lookup || cached.empty()) return;
+  if (!on || !cache_lookup || cached.empty() || max_rows <= cache_stage_tokens) return;  // no step long enough
   std::uint64_t gate_up = 0, down = 0;
   for (const cached_block& b : cached) {
+    if (!b.lookup) continue;  // its kernels read slots by slot id: never staged
     gate_up = std::max<std::uint64_t>(gate_up, b.host_gate_up.size());
     down = std::max<std::uint64_t>(down, b.host_down.size());
   }
+  if (!gate_up || !down) return;
   const std::uint64_t limit = std::min<std::uint64_t>(ctx.info().max_storage_range, ctx.info().max_allocation);
   if (std::max(gate_up, down) > limit)
     throw error("expert cache staging: a block's experts (" + format_byte_size(std::max(gate_up, down)) + ") exceed the " +
@@ -39,7 +41,8 @@ void backend::impl::init_cache_stage() {
   if (const auto& l = ctx.ledger(); l.budget && l.total() + gate_up + down > l.budget)
     throw error("--gpu-budget " + format_byte_size(l.budget) + " does not hold the expert cache's prompt staging (" +
                 format_byte_size(gate_up + down) + ") beside the " + format_byte_size(l.total()) +
-                " already allocated; lower --expert-cache or turn the staging off (STRATA_VK_CACHE_STAGE=0)");
+                " already allocated; raise --gpu-budget, give fewer slots (-ngl with --expert-cache N) or turn the staging "
+                "off (STRATA_VK_CACHE_STAGE=0)");
   cache_stage_buf[0] = new_buffer(gate_up, memory_kind::device, "expert cache: prompt staging (gate + up of a block)");
   cache_stage_buf[1] = new_buffer(down, memory_kind::device, "expert cache: prompt staging (down of a block)");
   cache_stats.stage_bytes = gate_up + down;
@@ -61,6 +64,7 @@ void backend::impl::record_cache_stage(const weight& gate) {
   c.pipelineBarrier(vk::PipelineStageFlagBits::eTransfer, vk::PipelineStageFlagBits::eComputeShader, {},
                     vk::MemoryBarrier(vk::AccessFlagBits::eTransferWrite, vk::AccessFlagBits::eShaderRead), {}, {});
   pending.staged = true;
+  cache_staged_block = weights.at(gate.id).cache;
 }
 
 }  // namespace strata::gpu

@@ -80,6 +80,9 @@ struct expert_cache_state {
   std::uint32_t cache_stage_buf[2] = {0, 0};
   std::uint32_t cache_stage_tokens = 16;
   bool cache_stage_step(std::uint32_t tokens) const noexcept { return cache_stage_buf[0] && tokens > cache_stage_tokens; }
+  // While recording: the block whose experts the staging pair holds at this point of the step
+  // (record_cache_stage; -1: none). Only that block's kernels bind the pair.
+  std::int32_t cache_staged_block = -1;
   std::int32_t cache_share_open = -1;  // while recording a share: its block (PAIR_SKIP + MISS_ONLY, no log)
   std::uint32_t cache_share_out = 0;   // buffer id: one row of the share's combined sum
   std::uint64_t cache_step_admitted = 0;  // bytes admitted in the current step (reset by submit_step)

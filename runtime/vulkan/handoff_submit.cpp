@@ -136,7 +136,7 @@ void backend::impl::submit_step() {
   if (update || copies || !cache_admitted.empty()) submit_waiting(std::span(&update, update ? 1 : 0));
   bool cached = false, experts = false, ffn = false;
   for (const handoff& h : hs) {
-    if (*h.share && h.ffn < 0) {  // a dense FFN's share is the link's copies (layer_stream.cpp)
+    if (*h.share && h.ffn < 0 && !h.miss_handoff) {  // a dense FFN's share is the link's copies (layer_stream.cpp); a miss's share is the cache's
       ++xstreaming.share_blocks;
       xstreaming.share_bytes += h.share_bytes;
     }

@@ -252,7 +252,7 @@ void backend::impl::start_part(bool output) {
   replay = false;
   recording = true;
   record_start = std::chrono::steady_clock::now();
-  cache_split_open = cache_handoff_open = -1;  // a recording that threw inside a cached block's experts
+  cache_split_open = cache_handoff_open = cache_staged_block = -1;  // a recording that threw inside a cached block's experts
   pending = {};
   pending.cmd = new_command_buffer();
   rec.begin(pending.cmd, opt.profile ? *queries : vk::QueryPool{}, output ? query_capacity - output_queries : output_queries,

@@ -19,6 +19,9 @@ TEST_CASE("metrics: expert cache counters are rendered when the model GPU-caches
   s.expert_cache.tokens = 12;
   s.expert_cache.cpu_blocks = 2;
   s.expert_cache.miss_cpu_blocks = 1;
+  s.expert_cache.share_blocks = 1;
+  s.expert_cache.staged_blocks = 8;
+  s.expert_cache.staged_bytes = 987654321;
   const std::string t = m.render(s, 1);
   CHECK(t.find("# TYPE strata_expert_cache_hits_total counter\nstrata_expert_cache_hits_total 30\n") != std::string::npos);
   CHECK(t.find("strata_expert_cache_misses_total 10\n") != std::string::npos);
@@ -27,6 +30,9 @@ TEST_CASE("metrics: expert cache counters are rendered when the model GPU-caches
   CHECK(t.find("strata_expert_cache_tokens_total 12\n") != std::string::npos);
   CHECK(t.find("strata_expert_cache_cpu_blocks_total 2\n") != std::string::npos);
   CHECK(t.find("strata_expert_cache_miss_cpu_blocks_total 1\n") != std::string::npos);
+  CHECK(t.find("strata_expert_cache_share_blocks_total 1\n") != std::string::npos);
+  CHECK(t.find("strata_expert_cache_staged_blocks_total 8\n") != std::string::npos);
+  CHECK(t.find("strata_expert_cache_staged_bytes_total 987654321\n") != std::string::npos);
   CHECK(t.find("# TYPE strata_expert_cache_slots gauge\nstrata_expert_cache_slots 16\n") != std::string::npos);
   CHECK(t.find("strata_expert_cache_layers 4\n") != std::string::npos);
   CHECK(t.find("strata_stream") == std::string::npos);

@@ -585,11 +585,21 @@ TEST_CASE("vulkan ops: moe_ffn with GPU-cached experts, misses on the CPU and th
       shared = run_moe_steps(be, c, m, steps);
       st = be.expert_cache();
     }
+    {
+      // The fence path (a submit and a wait a part) runs the share before the host's work: the same sums.
+      const test::scoped_env slice("STRATA_VK_CACHE_SLICE", "25");
+      const test::scoped_env fence("STRATA_VK_HANDOFF_FENCE", "1");
+      gpu::backend be(o);
+      CHECK(run_moe_steps(be, c, m, steps) == shared);
+    }
     std::vector<float> miss_alone, miss_shared, miss_gpu;
     std::uint32_t hits = 0;
     for (std::size_t i = 0; i < steps.size(); ++i) {
-      if (steps[i].tokens.size() != 1) continue;
       CAPTURE(i);
+      if (steps[i].tokens.size() != 1) {  // no share in longer steps
+        CHECK(shared[i] == alone[i]);
+        continue;
+      }
       if (alone[i] == all_gpu[i]) {  // a hit: the slot's expert on the GPU's kernels, the share computing nothing
         ++hits;
         CHECK(shared[i] == alone[i]);

@@ -141,6 +141,7 @@ class model {
     // Prompt steps' staging on the GPU (its bytes; 0: off), and the block-steps that copied a
     // block's experts there, with their bytes.
     std::uint64_t stage_bytes = 0, staged_blocks = 0, staged_bytes = 0;
+    std::uint64_t share_blocks = 0;  // of miss_cpu_blocks: with the GPU computing a share of the missed expert beside the CPU
     double hit_rate() const noexcept { return hits + misses ? double(hits) / double(hits + misses) : 0.0; }
     // Of the experts routed where the block before predicted, the share it predicted.
     double prefetch_recall() const noexcept {

@@ -159,8 +159,10 @@ inline phase_cost evaluate(const model_demand& d, const std::vector<tensor_place
           c.host_to_gpu_bytes += up;
           // The lookup form's kernels read a missed expert from host memory themselves, slower than
           // a copy: ~40 GB/s of miss reads (session 53, H200) against ~49 GB/s of probed copies (H100 host).
-          const bool large = t.n_expert && t.bytes / t.n_expert > large_expert_slab;
-          const double share = decode || !large ? kernel_host_read_share : kernel_prompt_read_share_large;
+          // Grouped steps (the engine's rule: more than two pairs an expert) read large experts slowly.
+          const bool grouped_large = !decode && t.n_expert && t.bytes / t.n_expert > large_expert_slab &&
+                                     B * t.n_expert_used > 2.0 * t.n_expert;
+          const double share = grouped_large ? kernel_prompt_read_share_large : kernel_host_read_share;
           if (on_chain) c.chain_s += up / (pl.routed_on_gpu ? share * l.host_to_gpu : l.host_to_gpu);
         }
         // Routed experts uploaded by id, or their misses sent to the CPU: the host reads the

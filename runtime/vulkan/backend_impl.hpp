@@ -359,6 +359,9 @@ struct backend::impl : kernel_variants,
   // top1_slice_percent for top-1 blocks on the flag-word path, none for top-k).
   gpu_share_t gpu_share(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const;
   std::int32_t slice_percent(std::uint32_t k) const;  // of a top-k block's columns: the switch or the default
+  // A slice's columns: `percent` of F rounded to multiples of lcm(cut, 32) (the CPU's and the
+  // GPU's cuts); 0 where none falls inside the experts. gpu_share's, and the cache's miss share.
+  std::uint32_t slice_cols(std::uint32_t F, std::uint32_t cut, std::int32_t percent) const;
   std::string gpu_share_words() const;  // the share or slice, for backend::description()
   // The hand-off buffers (x and router logits to the host, the CPU's sum back), made on first use.
   void handoff_buffers(std::uint32_t cols, std::uint32_t n_expert);
@@ -412,7 +415,6 @@ struct backend::impl : kernel_variants,
   // for, a block's columns in a step of `rows` tokens (0: none), and its recording.
   std::int32_t miss_slice_percent() const noexcept;
   std::uint32_t miss_share_cols(const moe_weights& mw, const graph::moe_params& mp, std::uint32_t rows) const;
-  std::uint32_t share_cols(std::uint32_t F, std::uint32_t cut) const;  // of F columns, cut at multiples of `cut` (0: none)
   void record_miss_share(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
                          const moe_scratch& s, std::uint32_t S);
   void end_miss_handoff(const tensor& out);

@@ -151,15 +151,19 @@ backend::impl::gpu_share_t backend::impl::gpu_share(const moe_weights& mw, const
     if (k < 2 || mp.weighting == graph::moe_weighting::input) return {};  // ranks of input-weighted experts: not built
     return {std::min<std::uint32_t>(std::uint32_t(gpu_share_env), k - 1), 0};
   }
+  const auto idx = [&](const weight& w) { return std::uint32_t(weights.at(w.id).host); };
+  const std::uint32_t cols = slice_cols(std::uint32_t(g.ne[1]), host->slice_align(idx(g), idx(u), idx(d)), percent);
+  if (!cols) return {};
+  return {0, cols};
+}
+
+std::uint32_t backend::impl::slice_cols(std::uint32_t F, std::uint32_t cut, std::int32_t percent) const {
   // A slice cuts where both sides can: whole packed row groups and down blocks on the CPU
   // (cpu_experts::slice_align), whole 32-column blocks of int8 activations on the GPU.
-  const auto idx = [&](const weight& w) { return std::uint32_t(weights.at(w.id).host); };
-  const std::uint32_t cut = host->slice_align(idx(g), idx(u), idx(d)), F = std::uint32_t(g.ne[1]);
-  if (!cut) return {};
+  if (!cut || percent <= 0) return 0;
   const std::uint32_t align = std::lcm(cut, 32u);
   const std::uint32_t cols = std::uint32_t((std::uint64_t(F) * std::uint32_t(percent) / 100 + align / 2) / align * align);
-  if (cols == 0 || cols >= F || cols > max_k) return {};
-  return {0, cols};
+  return cols == 0 || cols >= F || cols > max_k ? 0 : cols;
 }
 
 std::string backend::impl::gpu_share_words() const {

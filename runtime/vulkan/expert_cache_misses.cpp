@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
 #include <string>
 
 #include "backend_impl.hpp"
@@ -66,20 +65,11 @@ void backend::impl::init_miss_handoffs(std::uint32_t max_routed) {
     // flag-word probe fails).
     const auto idx = [&](std::uint32_t id) { return std::uint32_t(weights.at(id).cache_cpu); };
     const bool any = std::any_of(cached.begin(), cached.end(), [&](const cached_block& b) {
-      return share_cols(std::uint32_t(weights.at(b.weight[0]).info->ne[1]), host->slice_align(idx(b.weight[0]), idx(b.weight[1]), idx(b.weight[2])));
+      return slice_cols(std::uint32_t(weights.at(b.weight[0]).info->ne[1]),
+                        host->slice_align(idx(b.weight[0]), idx(b.weight[1]), idx(b.weight[2])), miss_slice_percent());
     });
     if (max_routed <= max_rows && any) cache_stats.miss_slice_percent = std::uint32_t(miss_slice_percent());
   }
-}
-
-std::uint32_t backend::impl::share_cols(std::uint32_t F, std::uint32_t cut) const {
-  // Where both sides can cut: whole packed row groups and down blocks on the CPU, whole 32-column
-  // blocks of int8 activations on the GPU (as gpu_share).
-  if (!cut) return 0;
-  const std::uint32_t align = std::lcm(cut, 32u);
-  const std::uint32_t cols =
-      std::uint32_t((std::uint64_t(F) * std::uint32_t(miss_slice_percent()) / 100 + align / 2) / align * align);
-  return cols == 0 || cols >= F || cols > max_k ? 0 : cols;
 }
 
 std::int32_t backend::impl::miss_slice_percent() const noexcept {
@@ -93,7 +83,7 @@ std::uint32_t backend::impl::miss_share_cols(const moe_weights& mw, const graph:
   const weight &g = *mw.gate_exps, &u = *mw.up_exps, &d = *mw.down_exps;
   if (!adjacent(g, u)) return 0;
   const auto idx = [&](const weight& w) { return std::uint32_t(weights.at(w.id).cache_cpu); };
-  return share_cols(std::uint32_t(g.ne[1]), host->slice_align(idx(g), idx(u), idx(d)));
+  return slice_cols(std::uint32_t(g.ne[1]), host->slice_align(idx(g), idx(u), idx(d)), miss_slice_percent());
 }
 
 void backend::impl::record_miss_share(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,

@@ -7,6 +7,8 @@
 #                                    (setsid: it outlives the call), models generated
 #   bench/device/device.sh lcpp      setup without the models (tiers makes its own)
 #   bench/device/device.sh strata    Strata's rows: tg, depth, KV types, pp, batched, profile
+#   bench/device/device.sh serve     strata-serve --parallel 64 under serve_load.py's 64 clients,
+#                                    beside batched_bench -npl 64 (issue 13's serving target)
 #   bench/device/device.sh tails     decode with the STRATA_VK_TAIL fusions off/on, same run
 #                                    (session 7: the tails lose 9-19%; they stay off)
 #   bench/device/device.sh llama     waits for the llama.cpp build, then llama-bench and
@@ -116,7 +118,9 @@ strata() {
   run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3
   run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3 --kv-type tq3
   run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3 --kv-type q8_0
-  run "$B/strata-bench" -m "$M/llama-3.1-8b-Q4_K_M.gguf" --backend vulkan --argmax -p 512 -n 128 -r 3
+  run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 32 -d 32768 -r 1
+  run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 32 -d 32768 -r 1 --kv-type tq3
+  run "$B/strata-bench" -m "$M/llama-3.1-8b-Q4_K_M.gguf" --backend vulkan --argmax -p 512,4096 -n 128 -r 3
   run "$B/strata-bench" -m "$M/qwen3-8b-Q8_0.gguf" --backend vulkan --argmax -p 512 -n 128 -r 3
   run "$B/strata-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" --backend vulkan --argmax -p 512 -n 128 -r 3
   run "$B/batched_bench" -m "$q8" --backend vulkan -npp 128 -ntg 64 -npl 1,8,16,32,64
@@ -143,11 +147,22 @@ llama() {
   run "$L/llama-bench" -m "$q8" -ngl 99 -fa 1 -p 512,4096 -n 128 -r 3
   run "$L/llama-bench" -m "$q8" -ngl 99 -fa 1 -p 0 -n 64 -d 4096 -r 3
   run "$L/llama-bench" -m "$q8" -ngl 99 -fa 1 -p 0 -n 64 -d 4096 -r 3 -ctk q4_0 -ctv q4_0
-  run "$L/llama-bench" -m "$M/llama-3.1-8b-Q4_K_M.gguf" -ngl 99 -fa 1 -p 512 -n 128 -r 3
+  run "$L/llama-bench" -m "$M/llama-3.1-8b-Q4_K_M.gguf" -ngl 99 -fa 1 -p 512,4096 -n 128 -r 3
   run "$L/llama-bench" -m "$M/qwen3-8b-Q8_0.gguf" -ngl 99 -fa 1 -p 512 -n 128 -r 3
   run "$L/llama-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" -ngl 99 -fa 1 -p 512 -n 128 -r 3
   run "$L/llama-batched-bench" -m "$q8" -ngl 99 -fa 1 -c 16384 -npp 128 -ntg 64 -npl 1,8,16,32,64
   run "$L/llama-batched-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" -ngl 99 -fa 1 -c 16384 -npp 128 -ntg 64 -npl 1,8,16,32,64
+}
+
+# Issue 13's serving target: strata-serve --parallel 64 under 64 streaming clients (prompt 128, 64
+# new tokens, new requests arriving as old ones end) beside batched_bench's aggregate for the same
+# shape; needs strata-serve in the bundle and python3 on the host.
+serve() {
+  loader
+  local q8=$M/qwen3-8b-Q4_K_M.gguf
+  run python3 bench/serve/serve_load.py --serve "$B/strata-serve" --model "$q8" --clients 64 --prompt 128 \
+    --gen 64 --seconds 20 --warmup 8 --json "$OUT/serve_load.json" -- --backend vulkan
+  run "$B/batched_bench" -m "$q8" --backend vulkan -npp 128 -ntg 64 -npl 64 -r 2
 }
 
 # GPU memory in use every 200 ms into $OUT/vram.csv (the log's timestamps say which run a peak
@@ -306,7 +321,7 @@ tests() {
 [ $# -ge 1 ] || { sed -n 2,28p "$0"; exit 2; }
 for part in "$@"; do
   case "$part" in
-    setup|lcpp|strata|tails|llama|tiers|tiers-llama|scout|scout-file|scout-llama|dense70|dense70-file|dense70-llama|lcpp-wait|tests|clocks) "$part" ;;
-    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, tiers, tiers-llama, scout, scout-file, scout-llama, dense70, dense70-file, dense70-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
+    setup|lcpp|strata|tails|llama|serve|tiers|tiers-llama|scout|scout-file|scout-llama|dense70|dense70-file|dense70-llama|lcpp-wait|tests|clocks) "$part" ;;
+    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, serve, tiers, tiers-llama, scout, scout-file, scout-llama, dense70, dense70-file, dense70-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
   esac
 done

@@ -244,7 +244,7 @@ struct backend::impl : kernel_variants,
   pipeline_request mmvq_req(gguf::type_id t, std::uint32_t nt, std::uint64_t n_cols, std::uint64_t n_rows, bool swiglu, bool residual,
                             bool ids, bool qout = false, bool grouped = false, bool tail = false, bool norm_out = false,
                             std::uint32_t rms_in_k = 0) const;
-  mmvq_shape_t qout_shape(std::uint64_t n_rows) const;  // one-token QUANT_OUT matvecs of n_rows rows
+  mmvq_shape_t qout_shape(gguf::type_id t, std::uint64_t n_rows) const;  // one-token QUANT_OUT matvecs of n_rows rows
   // Gate, up and SwiGLU as one in-place f16 GEMM over interleaved rows in prompt steps (SWIGLU).
   bool mm3_swiglu_ok(gguf::type_id t, std::uint64_t K, std::uint64_t F, std::uint32_t n) const;
   bool mm3_swiglu_ok(const weight& w, std::uint32_t n) const;  // gate's path alone: mm3, 128 x 128, K unsplit

@@ -39,7 +39,7 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
                                          bool ids, bool qout, bool grouped, bool tail, bool norm_out,
                                          std::uint32_t rms_in_k) const {
   const bool mt = uses_mmvq_mt(t, nt);
-  auto [wgs, rpg, u] = qout ? (mt ? mmvq_mt_qout : qout_shape(n_rows))  // QUANT_OUT: 32 rows a workgroup
+  auto [wgs, rpg, u] = qout ? (mt ? mmvq_mt_qout : qout_shape(t, n_rows))  // QUANT_OUT: 32 rows a workgroup
                             : (mt ? (n_rows >= 4096 || mmvq_mt_shape_forced ? mmvq_mt_shape : mmvq_shape_t{64, 2, 1})
                                   : mmvq_shape(t, n_rows));
   if (norm_out && !qout && t == gguf::type_id::q6_k) rpg = 2, u = 2;  // as Q4_K: 512 threads (norm_out_fits)
@@ -63,9 +63,14 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   return req("mmvq", t, std::move(d), tail ? 14 : rms_in_k ? 11 : norm_out ? 10 : 8);
 }
 
-backend::impl::mmvq_shape_t backend::impl::qout_shape(std::uint64_t n_rows) const {
+backend::impl::mmvq_shape_t backend::impl::qout_shape(gguf::type_id t, std::uint64_t n_rows) const {
+  if (mmvq_qout_forced) return mmvq_qout;
+  // Q8_0's unit is a whole 32-code block a row (9 registers): at 4 rows a lane group its loads
+  // outrun what 256 threads keep in flight. H100, qwen3-8b Q8_0 tg128: 252.6 / 250.9 t/s with
+  // 256:4:1, 261.4 with 512:2:1, 257.2 with 1024:1:2 (bench/RESULTS.md session 61).
+  if (t == gguf::type_id::q8_0) return {512, 2, 1};
   const std::uint64_t sms = ctx.info().sm_count;
-  if (mmvq_qout_forced || !sms || div_up(n_rows, 32) <= qout_wave_per_sm * sms) return mmvq_qout;
+  if (!sms || div_up(n_rows, 32) <= qout_wave_per_sm * sms) return mmvq_qout;
   return {512, 2, 1};
 }
 

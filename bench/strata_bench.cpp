@@ -49,6 +49,7 @@ struct result {
   // the barriers between them: a token runs through barriers + 1 levels.
   std::uint32_t step_dispatches = 0, step_barriers = 0;
   strata::rt::model::handoff_counters handoffs;  // the GPU's hand-offs to the CPU over the timed runs
+  bool links_assumed = false;  // the prediction's links are the assumed desktop's (no probe cached)
   double mean() const {
     double s = 0;
     for (double x : samples) s += x;
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
   kv_options ko;
   tier_options to;
   log_options lo;
-  bool json = false, profile = false, argmax = false, no_warmup = false;
+  bool json = false, profile = false, argmax = false, no_warmup = false, probe_links = false;
   app.add_option("-m,--model", models, "GGUF model file(s)")->type_name("FILE")->required()->group(group::model);
   const char* tests = "Tests";
   app.add_option("-p,--n-prompt", n_prompt, "prompt lengths to test (0 disables)")->type_name("N,...")
@@ -136,6 +137,11 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", profile,
                "Vulkan: per-kernel GPU time of each test from timestamp queries (serialises kernels: "
                "throughput figures of a profiled run are lower)")->group(tests);
+  app.add_flag("--probe", probe_links,
+               "measure this machine's links (DRAM, GPU copies and reads, O_DIRECT reads of the model's drive) "
+               "before loading each model, as `strata-run --plan --probe` does, and cache them: the planner (--fit) "
+               "and the predicted column use them; without a cached probe both use assumed desktop links")
+      ->group(tests);
   app.add_option("-t,--threads", threads, "CPU threads (0: one per physical core)")->type_name("N,...")
       ->delimiter(',')->capture_default_str()->group(group::backend);
   add_batch_option(app, n_batch, "tokens per prefill step");
@@ -166,6 +172,16 @@ int main(int argc, char** argv) {
         opt.max_outputs = 1;
         apply(ko, opt);
         apply(to, opt);
+        if (probe_links) {
+          strata::rt::probe_options probe;
+          probe.disk_file = path;
+          probe.threads = th;
+          probe.gpu = bo.backend != "cpu";
+          probe.device = bo.device;
+          const auto links = strata::rt::probe_links(probe);
+          if (const auto cache = strata::rt::link_cache_path(probe); !cache.empty()) strata::rt::save_cached_links(cache, links);
+          log->info("bench", "probed links: " + links.source);
+        }
         auto m = strata::rt::model::load(path, opt);
         const auto& hp = m->hparams();
         std::uint64_t bytes = 0, params = 0;
@@ -177,10 +193,12 @@ int main(int argc, char** argv) {
             std::uint64_t(hp.n_layer) * hp.n_head_kv *
             (strata::kernels::cpu::kv_codec(opt.type_k, hp.head_dim).head_bytes() +
              strata::kernels::cpu::kv_codec(opt.type_v, hp.head_dim).head_bytes());
+        bool links_assumed = true;  // set where the links are read, below
         const auto tag = [&](result r) {
           r.type_k = std::string(strata::kv::name_of(opt.type_k));
           r.type_v = std::string(strata::kv::name_of(opt.type_v));
           r.kv_bytes_per_token = kv_bytes;
+          r.links_assumed = links_assumed;
           r.n_gpu_layers = m->n_gpu_layers();
           r.cpu_expert_layers = std::uint32_t(m->cpu_expert_layers().size());
           return r;
@@ -282,6 +300,7 @@ int main(int argc, char** argv) {
         auto cached = cache.empty() ? std::nullopt : strata::rt::load_cached_links(cache);
         const strata::tiers::link_speeds links = cached ? *cached : strata::tiers::assumed_desktop_links();
         log->info("bench", "predicted t/s from link speeds: " + links.source);
+        links_assumed = links.assumed();
         // The routing prior's hit rate for the cache that ran, per distinct expert of a step.
         const auto prior_hit = [&](std::uint32_t tokens, bool prefill) {
           if (!layout.expert_slots || !hp.n_expert || !hp.n_expert_used) return -1.0;
@@ -449,6 +468,7 @@ int main(int argc, char** argv) {
                                            {"stddev_ts", r.sd()},
                                            {"samples_ts", std::move(samples)},
                                            {"predicted_ts", r.predicted_ts},
+                                           {"predicted_links_assumed", r.links_assumed},
                                            {"predicted_bytes_per_token",
                                             boost::json::object{{"gpu_read", r.predicted.gpu_read_bytes},
                                                                 {"host_to_gpu", r.predicted.host_to_gpu_bytes},
@@ -552,6 +572,8 @@ int main(int argc, char** argv) {
               "(st); per step: GPU <-> CPU switches the cost model predicts (a CPU block, or a cached block whose misses "
               "the CPU computes: two; a cached block's split: one), and the CPU parts the GPU backend's steps ran, "
               "measured (hand-offs); then t/s predicted and measured)\n");
+  if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.links_assumed; }))
+    std::printf("(predicted from assumed desktop links: no probe of this machine is cached; --probe measures them)\n");
   // The GPU expert cache (--expert-cache), measured over the timed runs.
   if (std::any_of(results.begin(), results.end(), [](const result& r) { return r.cache.layers > 0; })) {
     std::printf("\n| %-14s | %-15s | %8s | %9s | %13s | %13s | %11s | %11s | %11s | %15s | %17s |\n", "test", "expert cache",

@@ -114,7 +114,7 @@ lcpp_built() {
 strata() {
   loader
   local q8=$M/qwen3-8b-Q4_K_M.gguf
-  run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 512,4096 -n 128 -r 3
+  run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 512,4096 -n 128 -r 3 --probe
   run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3
   run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3 --kv-type tq3
   run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 64 -d 4096 -r 3 --kv-type q8_0

@@ -347,6 +347,13 @@ struct backend::impl : kernel_variants,
   // The hand-off with the GPU's share; out = the GPU's sum + the CPU's.
   void record_shared_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
                          const moe_scratch& s, const tensor& out, gpu_share_t share);
+  // The GPU's part of a routed FFN whose rest the CPU computes (record_shared_moe, record_miss_share):
+  // for the pairs at moe_ids 0 .. pairs-1 (ids and weights already there), each pair's input times
+  // its weight where the router weights the input (Llama 4), its int8 codes, gate/up's first F rows
+  // (of S columns asked: 0 all), the intermediate's codes, down's first S inputs, and the combine of
+  // the pairs into out left pending. Where the weights are read from is the caller's switch.
+  void record_routed_columns(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const moe_scratch& s,
+                             std::uint32_t E, std::uint32_t pairs, std::uint32_t F, std::uint32_t S, const tensor& out);
   // record_cpu_moe's two ends: the hand-off's copies out and its new command buffer (not yet
   // resumed); the CPU's sum into out (add: onto the GPU's share) at the start of the next part.
   void begin_cpu_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend_impl.hpp"
+#include "scoped_value.hpp"
 #include "strata/core/error.hpp"
 #include "strata/kernels/cpu/backend.hpp"
 #include "strata/runtime/cpu_kernels.hpp"
@@ -178,10 +179,10 @@ std::string backend::impl::gpu_share_words() const {
 
 void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
                                       const tensor& logits, const moe_scratch& s, const tensor& out, gpu_share_t share) {
-  const std::uint32_t k = mp.n_used, C = x.cols, E = logits.cols;
-  // Ranks: the GPU takes ranks first .. k-1 of the token's experts; a slice: all k, columns 0 .. S-1.
+  const std::uint32_t k = mp.n_used, E = logits.cols;
+  // Ranks: the GPU takes ranks first .. k-1 of the token's experts; a slice (gpu_share: the only
+  // form where the router weights the input): all k, columns 0 .. S-1.
   const std::uint32_t first = share.ranks ? k - share.ranks : 0, pairs = k - first, S = share.ff_cols;
-  const bool weight_input = mp.weighting == graph::moe_weighting::input;  // slices only (gpu_share)
   begin_cpu_moe(mw, mp, x, logits, out, first);  // first 0: the CPU ranks them all
   handoff& h = pending.handoffs.back();
   h.task.ff_begin = S;
@@ -191,44 +192,47 @@ void backend::impl::record_shared_moe(const moe_weights& mw, const graph::moe_pa
     h.share_bytes += std::uint64_t(pairs) * w->row_bytes * w->ne[1] * F / F_all;
   h.share = new_command_buffer();
   rec.resume(h.share, "cpu experts: the GPU's share (host work + submit)");
-  const tensor g = s.gate.first_rows(pairs).first_cols(std::uint32_t(F)), y = s.y.first_rows(pairs);
-  const tensor xin = s.xin.first_rows(pairs);
-  prepare({x, logits}, {g, s.up.first_rows(pairs), y, xin, out});
+  prepare({x, logits}, {s.gate.first_rows(pairs).first_cols(std::uint32_t(F)), s.up.first_rows(pairs), s.y.first_rows(pairs),
+                        s.xin.first_rows(pairs), out});
   // The ranks' experts and weights (normalised over all k) at moe_ids / moe_wts 0 .. pairs-1:
   // the CPU ranks the same logits the same way and takes the rest.
   const moe_pc tp{E, k, first, logits.off, logits.stride, 0, 0, 0};
   const binding tb[] = {bind_id(moe_ids, true), bind_id(moe_ids, true), bind_id(moe_wts, true),
                         bind(logits, false), bind(logits, false), bind(logits, false)};
   dispatch(moe_req("MOE_TOPK", mp.gating == graph::moe_gating::sigmoid, topk_lean_slots(E, k)), tb, &tp, sizeof tp, 1);
+  {
+    const scoped_value bind_host(host_experts, true);  // the expert matvecs bind the pinned host copies
+    record_routed_columns(mw, mp, x, s, E, pairs, std::uint32_t(F), S, out);
+  }
+  flush_all();
+  for (auto& q : quantized) q.reset();
+  rec.end();
+  rec.resume(h.cmd, "cpu experts (hand-off: the CPU's share)");
+  end_cpu_moe(out, true);  // out += the CPU's sum
+}
+
+void backend::impl::record_routed_columns(const moe_weights& mw, const graph::moe_params& mp, const tensor& x,
+                                          const moe_scratch& s, std::uint32_t E, std::uint32_t pairs, std::uint32_t F,
+                                          std::uint32_t S, const tensor& out) {
+  const std::uint32_t C = x.cols;
+  const bool weight_input = mp.weighting == graph::moe_weighting::input;
+  const tensor g = s.gate.first_rows(pairs).first_cols(F), y = s.y.first_rows(pairs), xin = s.xin.first_rows(pairs);
   tensor in = x;
   std::uint32_t in_div = pairs;
   if (weight_input) {  // Llama 4: each pair's input times its weight (as moe_ffn on the GPU)
-    const moe_pc pc{E, k, C, x.off, x.stride, xin.off, xin.stride, 0};
+    const moe_pc pc{E, mp.n_used, C, x.off, x.stride, xin.off, xin.stride, 0};
     const binding b[] = {bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_wts, false),
                          bind(x, false), bind(xin, true), bind(xin, true)};
     dispatch(moe_req("MOE_GATHER"), b, &pc, sizeof pc, div_up(C, wg), pairs);
     in = xin;
     in_div = 1;
   }
-  {
-    // The expert matvecs bind the pinned host copies (reset however the recording ends).
-    struct host_binding {
-      bool& on;
-      explicit host_binding(bool& b) : on(b) { on = true; }
-      ~host_binding() { on = false; }
-    } bind_host(host_experts);
-    const std::uint32_t sl = quantize_input(in, nullptr, 0.0f);
-    const bool qout = quant_out && F % 32 == 0 && F <= max_k && g.off % 4 == 0 && g.stride % 4 == 0;
-    record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, in_div, pairs, g, qout, 0, std::nullopt, {S, 0});
-    const std::uint32_t sd = quantize_input(g, nullptr, 0.0f);
-    record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, 0, std::nullopt, {0, S});
-  }
+  const std::uint32_t sl = quantize_input(in, nullptr, 0.0f);
+  const bool qout = quant_out && F % 32 == 0 && F <= max_k && g.off % 4 == 0 && g.stride % 4 == 0;
+  record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, in_div, pairs, g, qout, 0, std::nullopt, {S, 0});
+  const std::uint32_t sd = quantize_input(g, nullptr, 0.0f);
+  record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, pairs, y, false, 0, std::nullopt, {0, S});
   combine = pending_combine{moe_pc{E, pairs, C, y.off, y.stride, out.off, out.stride, weight_input ? 0u : 1u}, y, out, {}, {}, {}, {}};
-  flush_all();
-  for (auto& q : quantized) q.reset();
-  rec.end();
-  rec.resume(h.cmd, "cpu experts (hand-off: the CPU's share)");
-  end_cpu_moe(out, true);  // out += the CPU's sum
 }
 
 void backend::impl::handoff_buffers(std::uint32_t C, std::uint32_t E) {

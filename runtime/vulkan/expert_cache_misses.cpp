@@ -27,6 +27,7 @@
 #include <string>
 
 #include "backend_impl.hpp"
+#include "scoped_value.hpp"
 #include "strata/core/error.hpp"
 
 namespace strata::gpu {
@@ -89,29 +90,11 @@ std::uint32_t backend::impl::miss_share_cols(const moe_weights& mw, const graph:
 void backend::impl::record_miss_share(const moe_weights& mw, const graph::moe_params& mp, const tensor& x, const tensor& logits,
                                       const moe_scratch& s, std::uint32_t S) {
   const std::uint32_t C = x.cols, E = logits.cols;
-  const bool weight_input = mp.weighting == graph::moe_weighting::input;
-  const tensor g = s.gate.first_rows(1).first_cols(S), y = s.y.first_rows(1), xin = s.xin.first_rows(1);
-  const tensor sum{cache_share_out, 0, 1, C, C};
-  prepare({x}, {g, y, xin, sum});
-  tensor in = x;
-  if (weight_input) {  // Llama 4: the pair's input times its weight (as moe_ffn)
-    const moe_pc pc{E, 1, C, x.off, x.stride, xin.off, xin.stride, 0};
-    const binding b[] = {bind_id(moe_ids, false), bind_id(moe_ids, false), bind_id(moe_wts, false),
-                         bind(x, false), bind(xin, true), bind(xin, true)};
-    dispatch(moe_req("MOE_GATHER"), b, &pc, sizeof pc, div_up(C, wg), 1);
-    in = xin;
-  }
-  struct share_open {
-    std::int32_t& open;
-    share_open(std::int32_t& o, std::int32_t block) : open(o) { open = block; }
-    ~share_open() { open = -1; }
-  } open(cache_share_open, weights.at(mw.gate_exps->id).cache);
-  const std::uint32_t sl = quantize_input(in, nullptr, 0.0f);
-  const bool qout = quant_out && S % 32 == 0 && S <= max_k && g.off % 4 == 0 && g.stride % 4 == 0;
-  record_mmvq_ids(*mw.gate_exps, mw.up_exps, sl, 1, 1, g, qout, 0, std::nullopt, {S, 0});
-  const std::uint32_t sd = quantize_input(g, nullptr, 0.0f);
-  record_mmvq_ids(*mw.down_exps, nullptr, sd, 1, 1, y, false, 0, std::nullopt, {0, S});
-  combine = pending_combine{moe_pc{E, 1, C, y.off, y.stride, sum.off, sum.stride, weight_input ? 0u : 1u}, y, sum, {}, {}, {}, {}};
+  const tensor g = s.gate.first_rows(1).first_cols(S), sum{cache_share_out, 0, 1, C, C};
+  prepare({x}, {g, s.y.first_rows(1), s.xin.first_rows(1), sum});
+  // One pair (miss_share_cols: top-1 blocks, one token): its id and weight are the step's at moe_ids 0.
+  const scoped_value open(cache_share_open, weights.at(mw.gate_exps->id).cache);
+  record_routed_columns(mw, mp, x, s, E, 1, S, S, sum);
   flush_all();
   // The input's int8 rows stay valid for the part after (the same rows); the share's narrow
   // intermediate must not stand for the part after's full one.

@@ -172,15 +172,18 @@ int main(int argc, char** argv) {
         opt.max_outputs = 1;
         apply(ko, opt);
         apply(to, opt);
+        // The links are keyed by the backend model::load resolves (the planner reads them there)
+        // and measured before it, so --fit plans with them too.
+        strata::rt::probe_options probe;
+        probe.disk_file = path;
+        probe.threads = th;
+        probe.gpu = strata::rt::resolve_backend(opt.backend, opt.device) == strata::rt::backend_kind::vulkan;
+        probe.device = bo.device;
+        std::optional<strata::tiers::link_speeds> probed;
         if (probe_links) {
-          strata::rt::probe_options probe;
-          probe.disk_file = path;
-          probe.threads = th;
-          probe.gpu = bo.backend != "cpu";
-          probe.device = bo.device;
-          const auto links = strata::rt::probe_links(probe);
-          if (const auto cache = strata::rt::link_cache_path(probe); !cache.empty()) strata::rt::save_cached_links(cache, links);
-          log->info("bench", "probed links: " + links.source);
+          probed = strata::rt::probe_links(probe);
+          if (const auto cache = strata::rt::link_cache_path(probe); !cache.empty()) strata::rt::save_cached_links(cache, *probed);
+          log->info("bench", "probed links: " + probed->source);
         }
         auto m = strata::rt::model::load(path, opt);
         const auto& hp = m->hparams();
@@ -205,7 +208,6 @@ int main(int argc, char** argv) {
         };
         // The cost model's view of this run: the layout the engine chose (GPU blocks, experts on
         // the CPU), links from the probe cache.
-        const bool on_gpu = m->n_gpu_layers() > 0;
         strata::tiers::engine_layout layout;
         layout.n_gpu_layers = m->n_gpu_layers();
         layout.cpu_experts.assign(hp.n_layer, 0);
@@ -291,13 +293,8 @@ int main(int argc, char** argv) {
           r.cache.staged_bytes += a.staged_bytes - before.staged_bytes;
           r.cache.staged_blocks += a.staged_blocks - before.staged_blocks;
         };
-        strata::rt::probe_options probe;
-        probe.disk_file = path;
-        probe.threads = th;
-        probe.gpu = on_gpu;
-        probe.device = bo.device;
-        const auto cache = strata::rt::link_cache_path(probe);
-        auto cached = cache.empty() ? std::nullopt : strata::rt::load_cached_links(cache);
+        const auto cache = probed ? std::filesystem::path() : strata::rt::link_cache_path(probe);
+        auto cached = probed ? probed : cache.empty() ? std::nullopt : strata::rt::load_cached_links(cache);
         const strata::tiers::link_speeds links = cached ? *cached : strata::tiers::assumed_desktop_links();
         log->info("bench", "predicted t/s from link speeds: " + links.source);
         links_assumed = links.assumed();

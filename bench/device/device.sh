@@ -156,7 +156,7 @@ llama() {
 
 # Issue 13's serving target: strata-serve --parallel 64 under 64 streaming clients (prompt 128, 64
 # new tokens, new requests arriving as old ones end) beside batched_bench's aggregate for the same
-# shape; needs strata-serve in the bundle and python3 on the host.
+# shape; needs strata-serve in the bundle (BUNDLE_BINS, README) and python3 on the host.
 serve() {
   loader
   local q8=$M/qwen3-8b-Q4_K_M.gguf
@@ -318,7 +318,7 @@ tests() {
   (cd tests && run "$B/runtime_tests" -tc='*Vulkan*')
 }
 
-[ $# -ge 1 ] || { sed -n 2,28p "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,32p "$0"; exit 2; }
 for part in "$@"; do
   case "$part" in
     setup|lcpp|strata|tails|llama|serve|tiers|tiers-llama|scout|scout-file|scout-llama|dense70|dense70-file|dense70-llama|lcpp-wait|tests|clocks) "$part" ;;

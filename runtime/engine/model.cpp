@@ -19,10 +19,9 @@ bool vulkan_compiled_in() noexcept {
 #endif
 }
 
-namespace {
 // auto: the Vulkan backend when a real GPU is present (lavapipe, a CPU emulation, is slower
 // than the CPU backend), else the CPU backend.
-backend_kind resolve(backend_kind k, int device) {
+backend_kind resolve_backend(backend_kind k, int device) {
   if (k != backend_kind::auto_select) return k;
 #ifdef STRATA_HAS_VULKAN
   try {
@@ -37,7 +36,6 @@ backend_kind resolve(backend_kind k, int device) {
 #endif
   return backend_kind::cpu;
 }
-}  // namespace
 
 std::unique_ptr<model> model::load(const std::filesystem::path& path, const engine_options& opt) {
   if (opt.n_seq == 0) throw error("number of parallel sequences must be at least 1");
@@ -45,7 +43,7 @@ std::unique_ptr<model> model::load(const std::filesystem::path& path, const engi
   const auto arch_name = std::string((*f)->get_string(gguf::keys::architecture));
   try {
     const arch::hparams hp = arch::visit(arch_name, [&](auto a) { return decltype(a)::load_hparams(f->gguf()); });
-    const backend_kind kind = resolve(opt.backend, opt.device);
+    const backend_kind kind = resolve_backend(opt.backend, opt.device);
     const std::uint32_t L = hp.n_layer;
     // Which blocks run on the GPU and which blocks' experts the CPU computes: -ngl and the
     // overrides, or the planner's choice within the budgets (--fit); see placement.hpp.

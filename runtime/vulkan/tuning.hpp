@@ -338,7 +338,9 @@ struct backend_tuning {
   // H200 tg128, alternated twice: llama-3.1-8b (14,336 rows: 448 workgroups, two waves)
   // 315.7 / 318.6 -> 330.5 / 327.8 t/s with 512 threads; qwen3-8b (12,288: 384, one wave)
   // 325.0 / 327.0 with 256 against 306.0 / 306.8 with 512. The SM count is the driver's
-  // (VK_NV_shader_sm_builtins); unknown, 256 threads. STRATA_VK_MMVQ_QOUT=WG:RPG:U sets the shape.
+  // (VK_NV_shader_sm_builtins); unknown, 256 threads. Q8_0 takes 512 threads (2 rows) at any height
+  // (kernel_requests.cpp qout_shape; H100 qwen3-8b Q8_0 tg128 +4.3%; its experts, 2-8-token steps and
+  // the H200 not measured). STRATA_VK_MMVQ_QOUT=WG:RPG:U sets the shape for every format.
   mmvq_shape_t mmvq_qout{256, 4, 1};
   bool mmvq_qout_forced = false;
   // The per-pair expert matvecs without QUANT_OUT over short rows (decode's down projection, lane groups of

@@ -38,6 +38,9 @@ inline backend_kind parse_backend_kind(std::string_view s) {
 bool vulkan_compiled_in() noexcept;
 // Names of the Vulkan devices the loader reports (empty, not an error, when there is none).
 std::vector<std::string> vulkan_devices();
+// The backend model::load runs for these options: auto_select resolved as above (cpu and vulkan
+// as given), so a caller can key what it caches per machine (the link probe) the same way.
+backend_kind resolve_backend(backend_kind k, int device);
 
 struct engine_options {
   backend_kind backend = backend_kind::cpu;

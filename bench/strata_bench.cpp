@@ -33,22 +33,22 @@ struct result {
   unsigned threads = 0;
   std::uint32_t n_prompt = 0, n_gen = 0, depth = 0;
   std::uint64_t model_bytes = 0, params = 0;
-  std::vector<double> samples;  // tokens/s per repetition
-  std::string type_k, type_v;   // KV cache types
+  std::vector<double> samples{};  // tokens/s per repetition
+  std::string type_k{}, type_v{};  // KV cache types
   std::uint64_t kv_bytes_per_token = 0;  // K + V over all layers, compressed rows
   double predicted_ts = 0;      // cost model (tiers/cost.hpp) for the placement that ran
-  strata::tiers::phase_cost predicted;  // ... with its bytes per token on each link
+  strata::tiers::phase_cost predicted{};  // ... with its bytes per token on each link
   std::uint32_t n_gpu_layers = 0, cpu_expert_layers = 0;  // the layout: GPU blocks, hand-offs per step
-  strata::rt::model::expert_cache_counters cache;  // GPU expert cache over the timed runs (--expert-cache)
+  strata::rt::model::expert_cache_counters cache{};  // GPU expert cache over the timed runs (--expert-cache)
   double prior_hit = -1;  // the planner's routing prior for that cache and the test's steps (-1: no cache)
-  strata::rt::model::stream_counters stream;       // dense layer streaming over the timed runs
-  strata::rt::model::disk_counters disk;           // the disk tier (CPU blocks read from the file) over the timed runs
+  strata::rt::model::stream_counters stream{};     // dense layer streaming over the timed runs
+  strata::rt::model::disk_counters disk{};         // the disk tier (CPU blocks read from the file) over the timed runs
   double wall_seconds = 0;                         // of the timed repetitions
-  strata::rt::model::stream_counters xstream;      // CPU experts streamed in prompt steps over the timed runs
+  strata::rt::model::stream_counters xstream{};    // CPU experts streamed in prompt steps over the timed runs
   // Decode tests on a recording backend: the decode step (the last step run), its dispatches and
   // the barriers between them: a token runs through barriers + 1 levels.
   std::uint32_t step_dispatches = 0, step_barriers = 0;
-  strata::rt::model::handoff_counters handoffs;  // the GPU's hand-offs to the CPU over the timed runs
+  strata::rt::model::handoff_counters handoffs{};  // the GPU's hand-offs to the CPU over the timed runs
   bool links_assumed = false;  // the prediction's links are the assumed desktop's (no probe cached)
   double mean() const {
     double s = 0;
@@ -346,7 +346,8 @@ int main(int argc, char** argv) {
         for (auto d : depths) {
           for (auto p : n_prompt) {
             if (!p) continue;
-            result r{name, "pp" + std::to_string(p), m->backend_description(), th, p, 0, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}, {}, 0, {}};
+            result r{.model = name, .test = "pp" + std::to_string(p), .backend = m->backend_description(), .threads = th,
+                     .n_prompt = p, .depth = d, .model_bytes = bytes, .params = params};
             // One untimed run of the test's own shape first (llama-bench does the same): the
             // 16-token warm-up above does not build the pipelines or touch the memory a p-token
             // step needs (GPU: tiled and grouped-expert kernels, larger scratch), so without it
@@ -390,7 +391,8 @@ int main(int argc, char** argv) {
           }
           for (auto g : n_gen) {
             if (!g) continue;
-            result r{name, "tg" + std::to_string(g), m->backend_description(), th, 0, g, d, bytes, params, {}, {}, {}, 0, 0, {}, 0, 0, {}, {}, {}, 0, {}};
+            result r{.model = name, .test = "tg" + std::to_string(g), .backend = m->backend_description(), .threads = th,
+                     .n_gen = g, .depth = d, .model_bytes = bytes, .params = params};
             // One untimed run of the test first, as for the prompt tests: besides first-use costs,
             // a GPU left idle while a large model uploads drops its clocks (an H200 fell to
             // 345-800 MHz during a 4 s upload), and a short first repetition then ran at them:

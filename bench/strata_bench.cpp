@@ -196,12 +196,16 @@ int main(int argc, char** argv) {
             std::uint64_t(hp.n_layer) * hp.n_head_kv *
             (strata::kernels::cpu::kv_codec(opt.type_k, hp.head_dim).head_bytes() +
              strata::kernels::cpu::kv_codec(opt.type_v, hp.head_dim).head_bytes());
-        bool links_assumed = true;  // set where the links are read, below
+        // The cost model's links: this run's probe, else the machine's cached one, else assumed.
+        auto cached = probed;
+        if (const auto cache = strata::rt::link_cache_path(probe); !cached && !cache.empty()) cached = strata::rt::load_cached_links(cache);
+        const strata::tiers::link_speeds links = cached ? *cached : strata::tiers::assumed_desktop_links();
+        log->info("bench", "predicted t/s from link speeds: " + links.source);
         const auto tag = [&](result r) {
           r.type_k = std::string(strata::kv::name_of(opt.type_k));
           r.type_v = std::string(strata::kv::name_of(opt.type_v));
           r.kv_bytes_per_token = kv_bytes;
-          r.links_assumed = links_assumed;
+          r.links_assumed = links.assumed();
           r.n_gpu_layers = m->n_gpu_layers();
           r.cpu_expert_layers = std::uint32_t(m->cpu_expert_layers().size());
           return r;
@@ -293,11 +297,6 @@ int main(int argc, char** argv) {
           r.cache.staged_bytes += a.staged_bytes - before.staged_bytes;
           r.cache.staged_blocks += a.staged_blocks - before.staged_blocks;
         };
-        const auto cache = probed ? std::filesystem::path() : strata::rt::link_cache_path(probe);
-        auto cached = probed ? probed : cache.empty() ? std::nullopt : strata::rt::load_cached_links(cache);
-        const strata::tiers::link_speeds links = cached ? *cached : strata::tiers::assumed_desktop_links();
-        log->info("bench", "predicted t/s from link speeds: " + links.source);
-        links_assumed = links.assumed();
         // The routing prior's hit rate for the cache that ran, per distinct expert of a step.
         const auto prior_hit = [&](std::uint32_t tokens, bool prefill) {
           if (!layout.expert_slots || !hp.n_expert || !hp.n_expert_used) return -1.0;

@@ -49,7 +49,7 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
     if (b.range.id == 0 || b.disjoint) continue;  // read-only constants (weights), disjoint writes
     hazard |= contains(written_, b.range.id) || (b.written && contains(read_, b.range.id));
   }
-  if (hazard && !lab_no_barrier_) barrier();
+  if ((hazard || barrier_all_) && !lab_no_barrier_) barrier();
   for (const auto& b : bindings) {
     if (b.range.id == 0 || b.disjoint) continue;
     (b.written ? written_ : read_).push_back(b.range.id);

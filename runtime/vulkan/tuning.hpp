@@ -74,6 +74,9 @@ struct backend_tuning {
   // dispatches, so every kernel of a step may overlap every other: the bound of the dependency chain
   // (H200, qwen3-30b-a3b tg128 344 -> 1,011 t/s; bench/RESULTS.md session 50).
   bool lab_no_barrier = false;
+  // Check only (STRATA_VK_BARRIER_ALL=1): a barrier before every dispatch, as a profile puts after
+  // each, but with no timestamps: logits that change with it show a dependency the recorder missed.
+  bool barrier_all = false;
   // A step's layers and its output are recorded and replayed apart (step_cache.cpp);
   // STRATA_VK_OUTPUT_PART=0: one recording per step, keyed by both (the A/B switch).
   bool output_part = true;

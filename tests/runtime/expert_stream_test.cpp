@@ -59,21 +59,37 @@ strata::tiers::engine_layout threshold_layout(const strata::tiers::model_demand&
   return layout;
 }
 
+constexpr std::size_t decode_steps = 8;
+
+// The references of the first run's prompt in steps of n_batch tokens and `decode_steps` steps: the
+// all-GPU run and the CPU backend's. The switches the cases set (STRATA_VK_GPU_SHARE,
+// STRATA_VK_XSTREAM_DIRECT_TOKENS, STRATA_VK_HANDOFF_FENCE) apply to CPU-expert blocks only, which
+// neither run has, so a case that checks several layouts of one step size computes them once.
+struct streamed_refs {
+  std::vector<float> gpu, cpu;
+};
+streamed_refs streamed_reference_logits(const golden_model& g, std::uint32_t n_batch) {
+  const auto& run = g.runs.front();
+  return {strata::test::prompt_and_decode_logits(*strata::rt::model::load(g.path, options(strata::rt::backend_kind::vulkan, n_batch)),
+                                                 run, decode_steps),
+          strata::test::prompt_and_decode_logits(*strata::rt::model::load(g.path, options(strata::rt::backend_kind::cpu, n_batch)),
+                                                 run, decode_steps)};
+}
+
 // --cpu-moe with the experts streamed in prompt steps of n_batch tokens (more than T) and handed
 // to the CPU in the decode steps and a short last prompt step (at most T tokens). gpu_share: the
 // decode steps' GPU computes that many of each token's experts from their pinned copy beside the
 // CPU (STRATA_VK_GPU_SHARE; "": the backend's own choice, none on the fixtures' 2 of 8 experts).
+// refs: streamed_reference_logits(g, n_batch).
 std::vector<float> check_streamed_experts(const golden_model& g, std::uint32_t n_batch, const std::vector<std::uint32_t>& moe_blocks,
-                                          const char* gpu_share = "") {
+                                          const streamed_refs& refs, const char* gpu_share = "") {
   const scoped_env share("STRATA_VK_GPU_SHARE", *gpu_share ? gpu_share : nullptr);
   CAPTURE(g.name);
   CAPTURE(n_batch);
   const auto& run = g.runs.front();
-  constexpr std::size_t decode = 8;
   auto opt = options(strata::rt::backend_kind::vulkan, n_batch);
-  const auto ref_gpu = strata::test::prompt_and_decode_logits(*strata::rt::model::load(g.path, opt), run, decode);
-  const auto ref_cpu = strata::test::prompt_and_decode_logits(
-      *strata::rt::model::load(g.path, options(strata::rt::backend_kind::cpu, n_batch)), run, decode);
+  const auto& ref_gpu = refs.gpu;
+  const auto& ref_cpu = refs.cpu;
   opt.cpu_moe = true;
   const auto in = strata::test::fixture_placement(g, opt, true);
   strata::tiers::link_speeds l;
@@ -91,7 +107,7 @@ std::vector<float> check_streamed_experts(const golden_model& g, std::uint32_t n
   const int direct_tokens = direct ? std::atoi(direct) : 512;  // the backend's default
   CHECK((m->backend_description().find("read from pinned host memory by the kernels themselves in steps of up to " +
                                        std::to_string(direct_tokens) + ")") != std::string::npos) == (direct_tokens > int(T)));
-  const auto got = strata::test::prompt_and_decode_logits(*m, run, decode);
+  const auto got = strata::test::prompt_and_decode_logits(*m, run, decode_steps);
   REQUIRE(got.size() == ref_gpu.size());
   const std::size_t V = m->hparams().n_vocab;
   const auto sg = strata::test::compare_logits(got, ref_gpu, V);
@@ -113,9 +129,9 @@ std::vector<float> check_streamed_experts(const golden_model& g, std::uint32_t n
   const auto c = m->expert_streaming();
   CHECK(c.layers == moe_blocks.size());
   CHECK(c.cpu_tokens == T);
-  CHECK(c.steps == prompt_steps + decode);
-  CHECK(c.cpu_steps == decode + short_last);
-  CHECK(c.tokens == n + decode);
+  CHECK(c.steps == prompt_steps + decode_steps);
+  CHECK(c.cpu_steps == decode_steps + short_last);
+  CHECK(c.tokens == n + decode_steps);
   CHECK(c.bytes_streamed == (prompt_steps - short_last) * c.bytes_per_step);
   const std::uint64_t bytes = strata::tiers::expert_streamed_bytes(in.demand, layout);  // + each tensor's alignment
   CHECK(c.bytes_per_step >= bytes);
@@ -123,7 +139,7 @@ std::vector<float> check_streamed_experts(const golden_model& g, std::uint32_t n
   // The GPU's share: every block of every 1-token CPU step (the decode steps, and a 1-token last
   // prompt step), share / n_expert of each block's expert bytes read from host memory each time.
   const std::uint64_t shared = *gpu_share ? std::uint64_t(std::atoi(gpu_share)) : 0;
-  const std::uint64_t one_token_steps = decode + (short_last && n % n_batch == 1);
+  const std::uint64_t one_token_steps = decode_steps + (short_last && n % n_batch == 1);
   CHECK(c.share_blocks == (shared ? one_token_steps * moe_blocks.size() : 0));
   const std::uint64_t n_expert = m->hparams().n_expert;
   CHECK(c.share_bytes == one_token_steps * (bytes / n_expert) * shared);
@@ -137,16 +153,20 @@ std::vector<float> check_streamed_experts(const golden_model& g, std::uint32_t n
 // logits are the all-GPU run's bit for bit (check_streamed_experts).
 TEST_CASE("expert streaming: qwen3moe --cpu-moe, experts streamed in 8-token prompt steps and on the CPU in decode, gives the all-GPU, CPU and llama.cpp logits") {
   if (!strata::test::vulkan_here("expert streaming checks")) return;
-  check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 8, {0, 1, 2, 3});
+  const golden_model& g = shipped_fixture("qwen3moe-Q4_K_M");
+  const auto refs = streamed_reference_logits(g, 8);
+  check_streamed_experts(g, 8, {0, 1, 2, 3}, refs);
   const scoped_env ring("STRATA_VK_XSTREAM_DIRECT_TOKENS", "0");
-  check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 8, {0, 1, 2, 3});
+  check_streamed_experts(g, 8, {0, 1, 2, 3}, refs);
 }
 
 TEST_CASE("expert streaming: qwen3moe --cpu-moe, the whole prompt in one streamed step (experts grouped by expert), gives the all-GPU, CPU and llama.cpp logits") {
   if (!strata::test::vulkan_here("expert streaming checks")) return;
-  check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 256, {0, 1, 2, 3});
+  const golden_model& g = shipped_fixture("qwen3moe-Q4_K_M");
+  const auto refs = streamed_reference_logits(g, 256);
+  check_streamed_experts(g, 256, {0, 1, 2, 3}, refs);
   const scoped_env ring("STRATA_VK_XSTREAM_DIRECT_TOKENS", "0");
-  check_streamed_experts(shipped_fixture("qwen3moe-Q4_K_M"), 256, {0, 1, 2, 3});
+  check_streamed_experts(g, 256, {0, 1, 2, 3}, refs);
 }
 
 // The GPU's share of the CPU blocks' experts in decode (cpu_experts.cpp record_shared_moe): it
@@ -156,10 +176,11 @@ TEST_CASE("expert streaming: qwen3moe --cpu-moe, the whole prompt in one streame
 TEST_CASE("expert streaming: qwen3moe decode with the GPU computing a share of the CPU's experts from their pinned copy gives the all-GPU, CPU and llama.cpp logits") {
   if (!strata::test::vulkan_here("expert streaming checks")) return;
   const golden_model& g = shipped_fixture("qwen3moe-Q4_K_M");
-  const auto alone = check_streamed_experts(g, 8, {0, 1, 2, 3}, "0");
-  const auto shared = check_streamed_experts(g, 8, {0, 1, 2, 3}, "1");
+  const auto refs = streamed_reference_logits(g, 8);
+  const auto alone = check_streamed_experts(g, 8, {0, 1, 2, 3}, refs, "0");
+  const auto shared = check_streamed_experts(g, 8, {0, 1, 2, 3}, refs, "1");
   const scoped_env fence("STRATA_VK_HANDOFF_FENCE", "1");
-  const auto fenced = check_streamed_experts(g, 8, {0, 1, 2, 3}, "1");
+  const auto fenced = check_streamed_experts(g, 8, {0, 1, 2, 3}, refs, "1");
   // Over the whole run the fixture's tolerance (for llama.cpp's logits) would pass an expert
   // counted twice in the 8 decode steps (nmse 0.0057 of 0.0063), so the decode steps alone are
   // held against the same layout without the share: they differ by the GPU's and the CPU's
@@ -177,8 +198,9 @@ TEST_CASE("expert streaming: qwen3moe decode with the GPU computing a share of t
 // (resident on the GPU either way); MoE in blocks 1 and 3.
 TEST_CASE("expert streaming: llama4 --cpu-moe (weighted input, shared expert), experts streamed in prompt steps, gives the all-GPU, CPU and llama.cpp logits") {
   if (!strata::test::vulkan_here("expert streaming checks")) return;
-  check_streamed_experts(shipped_fixture("llama4-Q4_K_M"), 8, {1, 3});
-  check_streamed_experts(shipped_fixture("llama4-Q4_K_M"), 256, {1, 3});
+  const golden_model& g = shipped_fixture("llama4-Q4_K_M");
+  check_streamed_experts(g, 8, {1, 3}, streamed_reference_logits(g, 8));
+  check_streamed_experts(g, 256, {1, 3}, streamed_reference_logits(g, 256));
 }
 
 // The bad paths: a budget one byte short of the ring keeps the experts on the CPU (the plan says

@@ -42,6 +42,11 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   auto [wgs, rpg, u] = qout ? (mt ? mmvq_mt_qout : qout_shape(t, n_rows))  // QUANT_OUT: 32 rows a workgroup
                             : (mt ? (n_rows >= 4096 || mmvq_mt_shape_forced ? mmvq_mt_shape : mmvq_shape_t{64, 2, 1})
                                   : mmvq_shape(t, n_rows));
+  // Dense Q8_0 matvecs (Q/K/V, O and down with NORM_OUT, the output): 1,024 threads of one row and
+  // one block a lane group, in one-token steps. H100, qwen3-8b Q8_0 tg128, 1024:1:1 against 128:1:2 (five pairs in
+  // three processes): 253.50 / 257.77 / 259.78 / 256.81 / 260.21 against 245.14 / 247.24 / 255.96 /
+  // 252.77 / 257.49 t/s (bench/RESULTS.md session 62). Experts keep theirs (not measured).
+  if (t == gguf::type_id::q8_0 && nt == 1 && !ids && !qout && !mmvq_shape_forced) wgs = 1024, rpg = 1, u = 1;
   if (norm_out && !qout && t == gguf::type_id::q6_k) rpg = 2, u = 2;  // as Q4_K: 512 threads (norm_out_fits)
   if (norm_out && !qout) wgs = 32 * (32 / rpg);  // 32 rows a workgroup too (norm_out_fits: rpg 2, 512 threads)
   std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},

@@ -16,6 +16,7 @@
 #include "strata/runtime/engine.hpp"
 #include "support/fidelity.hpp"
 #include "support/fixture_options.hpp"
+#include "support/sanitized_build.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
 #include "support/shipped_fixture.hpp"
@@ -28,6 +29,9 @@ TEST_CASE("expert cache: router-driven prefetch leaves the logits bit for bit an
     std::uint32_t slots, n_batch, predictors;
   };
   for (const cached_case& c : {cached_case{"qwen3moe-Q4_K_M", 4, 2, 3}, cached_case{"llama4-Q4_K_M", 2, 256, 1}}) {
+    // Under the sanitizers qwen3moe alone: every step predicted, by three predictors, in 2-token
+    // prompt steps and decode (llama4 predicts decode steps only, with one).
+    if (strata::test::sanitized_build() && c.predictors == 1) continue;
     CAPTURE(c.model);
     const auto& g = strata::test::shipped_fixture(c.model);
     std::vector<float> logits[2];

@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +31,27 @@
 #include "support/vulkan_here.hpp"
 
 namespace fs = std::filesystem;
+
+namespace {
+// Per position (rows of n_vocab logits): the NMSE of a against b.
+std::vector<double> row_nmse(const std::vector<float>& a, const std::vector<float>& b, std::size_t n_vocab) {
+  std::vector<double> out;
+  for (std::size_t r = 0; r < a.size() / n_vocab; ++r)
+    out.push_back(strata::test::compare_logits(std::span(a).subspan(r * n_vocab, n_vocab), std::span(b).subspan(r * n_vocab, n_vocab), n_vocab).nmse);
+  return out;
+}
+// The positions where a and b differ by more than rounding (row NMSE above 1e-12), with that NMSE.
+std::string differing_rows(const std::vector<double>& rows) {
+  std::string out;
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    if (rows[r] > 1e-12) {
+      char item[48];
+      std::snprintf(item, sizeof item, " %zu:%.2g", r, rows[r]);
+      out += item;
+    }
+  return out.empty() ? " none" : out;
+}
+}  // namespace
 
 TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products agrees with the router's dispatch") {
   if (!strata::test::vulkan_here("router product")) return;
@@ -47,7 +70,7 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
       const char *product, *direct;
     };
     std::vector<float> logits[3];
-    std::uint32_t barriers[3] = {}, layers = 0;  // the decode step's, as recorded
+    std::uint32_t barriers[3] = {}, layers = 0, n_vocab = 0;  // the decode step's, as recorded
     const variant variants[] = {{"0", "1"}, {"1", "1"}, {"1", "0"}};
     for (int v = 0; v < 3; ++v) {
       CAPTURE(v);
@@ -58,6 +81,7 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
         logits[v] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
         barriers[v] = m->step_recordings().last_barriers;
         layers = m->hparams().n_layer;
+        n_vocab = m->hparams().n_vocab;
       }
       auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
       opt.gpu_profile = true;
@@ -83,22 +107,38 @@ TEST_CASE("fidelity: Vulkan MoE decode with the router from load-time products a
     CHECK(barriers[0] > 0);
     CHECK(barriers[1] + layers == barriers[0]);
     CHECK(barriers[2] == barriers[1]);
-    // The router parts (STRATA_VK_ROUTER_PARTS=1) read the same NORM_OUT codes: against them only
-    // the router logits' rounding differs, so a routing or 1 / rms error stands far above the bound.
+    // The router parts (STRATA_VK_ROUTER_PARTS=1, the product off: it takes precedence) read the same
+    // NORM_OUT codes; only the router logits' rounding differs. The fixture's decode has routing
+    // decisions within rounding of a tie: a form that rounds another way takes one of them the other
+    // way and changes that position and every later one (lavapipe: the router's dispatch against
+    // the products from position 163 of 170 with the Q8_0 projection and 167 with Q4_K; H100: the
+    // direct form's unscaled ranking against the scaled one with Q4_K, 6.7e-7 over the run;
+    // bench/RESULTS.md session 62). So the first decode step, whose every MoE layer the product
+    // routes, agrees with the parts to rounding (a wrong part or 1 / rms shows there), and the whole
+    // run within a tenth of the tolerance, as against the dispatch.
     std::vector<float> parts;
     {
       const strata::test::scoped_env env("STRATA_VK_ROUTER_PARTS", "1");
+      const strata::test::scoped_env no_product("STRATA_VK_ROUTER_PRODUCT", "0");
       auto m = strata::rt::model::load(model, strata::test::fixture_options(strata::rt::backend_kind::vulkan));
       parts = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
     }
+    const std::size_t first_decode = parts.size() / n_vocab - 8;
     for (int v = 1; v < 3; ++v) {
       const double nmse = strata::test::compare_logits(logits[0], logits[v], logits[0].size()).nmse;
       const double to_parts = strata::test::compare_logits(parts, logits[v], parts.size()).nmse;
+      const auto rows_to_parts = row_nmse(logits[v], parts, n_vocab);
       MESSAGE("O projection " << strata::gguf::name_of(f.o_type) << ", top-k direct " << std::string_view(variants[v].direct)
                               << ": router product against the router's dispatch, logits nmse " << nmse << "; against the router parts "
-                              << to_parts);
+                              << to_parts << "; positions (decode from " << first_decode << " of " << rows_to_parts.size()
+                              << ") that differ from the dispatch:" << differing_rows(row_nmse(logits[v], logits[0], n_vocab))
+                              << "; from the parts:" << differing_rows(rows_to_parts));
       CHECK(nmse <= g.tolerance_nmse / 10);
-      CHECK(to_parts <= 1e-8);  // lavapipe: ~1e-15; one token-layer routed to another expert: >= 1e-6
+      CHECK(to_parts <= g.tolerance_nmse / 10);
+      for (std::size_t r = 0; r <= first_decode; ++r) {
+        CAPTURE(r);
+        CHECK(rows_to_parts[r] <= 1e-12);  // the prompt (no product) and the first decode step
+      }
     }
   }
 }

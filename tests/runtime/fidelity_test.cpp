@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
@@ -24,6 +25,7 @@
 #include "support/fidelity.hpp"
 #include "support/cpu_phase_links.hpp"
 #include "support/fixture_placement.hpp"
+#include "support/sanitized_build.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
 
@@ -43,9 +45,11 @@ strata::rt::engine_options fixture_options(strata::rt::backend_kind backend = st
 }
 
 // The model as loaded goes to `loaded` (layout tests check it after the logits); `only_run`
-// limits the check to one prompt (layout tests: a third of the lavapipe time).
+// limits the check to one prompt (layout tests: a third of the lavapipe time); `max_decode` the
+// decode steps checked against the first of llama.cpp's (the sanitizer pass's end-to-end case).
 void check_model(const golden_model& g, const strata::rt::engine_options& opt,
-                 std::unique_ptr<strata::rt::model>* loaded = nullptr, std::string_view only_run = {}) {
+                 std::unique_ptr<strata::rt::model>* loaded = nullptr, std::string_view only_run = {},
+                 std::size_t max_decode = SIZE_MAX) {
   CAPTURE(g.name);
   auto model = strata::rt::model::load(g.path, opt);
   const std::size_t V = model->hparams().n_vocab;
@@ -67,11 +71,11 @@ void check_model(const golden_model& g, const strata::rt::engine_options& opt,
     const auto gref = strata::test::read_f32(run.gen_logits);
     std::vector<float> got;
     got.reserve(gref.size());
-    for (std::size_t k = 0; k < run.greedy.size() && got.size() < gref.size(); ++k) {
+    for (std::size_t k = 0; k < run.greedy.size() && k < max_decode && got.size() < gref.size(); ++k) {
       const auto l = s.decode(run.greedy[k]);
       got.insert(got.end(), l.begin(), l.end());
     }
-    const auto gs = strata::test::compare_logits(got, gref, V);
+    const auto gs = strata::test::compare_logits(got, std::span(gref).first(got.size()), V);
     MESSAGE(g.name << " " << run.prompt << " decode: nmse " << gs.nmse << ", max_abs " << gs.max_abs << ", top1 "
                    << gs.top1_agree << "/" << gs.rows);
     CHECK(gs.nmse <= g.tolerance_nmse);
@@ -106,11 +110,15 @@ bool vulkan_available() {
   return true;
 }
 
+// Under the sanitizers (CI's ASan pass, where this is the end-to-end case of every architecture)
+// 8 of the 32 decode steps a prompt: the later ones replay the same recorded step at the next
+// position (on the shipped fixtures every one below STRATA_VK_SHORT_CTX), which the release pass checks.
 TEST_CASE("fidelity: Vulkan backend, shipped fixture models match llama.cpp logits (prefill and decode)") {
   if (!vulkan_available()) return;
   const auto models = strata::test::local_golden();
   REQUIRE(!models.empty());
-  for (const auto& g : models) check_model(g, strata::rt::backend_kind::vulkan);
+  for (const auto& g : models)
+    check_model(g, fixture_options(strata::rt::backend_kind::vulkan), nullptr, {}, strata::test::sanitized_build() ? 8 : SIZE_MAX);
 }
 
 // n_ctx 256: decode attention runs unsplit (the per-head kernel, which also writes the output
@@ -153,13 +161,14 @@ TEST_CASE("fidelity: Vulkan with a short context (unsplit decode attention) matc
 }
 
 // -ngl 2: the embedding and layers 0-1 on the GPU, layers 2.. and the head on the CPU, the hidden
-// state handed over every step (a dense and a MoE model).
+// state handed over every step (a dense and a MoE model). Under the sanitizers 8 decode steps a
+// prompt, as the case above.
 TEST_CASE("fidelity: Vulkan/CPU layer split (-ngl 2) matches llama.cpp logits") {
   if (!vulkan_available()) return;
   int ran = 0;
   for (const auto& g : strata::test::local_golden())
     if (g.name == "qwen3-Q4_K_M" || g.name == "qwen3moe-Q4_K_M") {
-      check_model(g, strata::rt::backend_kind::vulkan, 2);
+      check_model(g, fixture_options(strata::rt::backend_kind::vulkan, 2), nullptr, {}, strata::test::sanitized_build() ? 8 : SIZE_MAX);
       ++ran;
     }
   CHECK(ran == 2);

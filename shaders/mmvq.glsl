@@ -122,6 +122,15 @@ layout(binding = 3, std430) TAIL_COHERENT buffer Y { float y[]; };
 #ifdef ADD_RESIDUAL
 layout(binding = 4, std430) readonly buffer R { float res[]; };
 #endif
+// PAIR_OUT: two matrices of one input, shape and format (decode's K and V projections), up_off
+// bytes apart in one bound range, as one dispatch: a lane group's row r of both, the first into
+// y, the second into y2 at r_off / r_stride (the fields ADD_RESIDUAL would use).
+#if defined(PAIR_OUT) && (defined(SWIGLU) || defined(ADD_RESIDUAL) || defined(QUANT_OUT) || defined(NORM_OUT) || defined(MOE_IDS) || defined(NORM_TAIL) || defined(MOE_BLOCK_TAIL) || defined(ROUTER_PARTS))
+#error "PAIR_OUT: two plain matvecs of one input"
+#endif
+#ifdef PAIR_OUT
+layout(binding = 4, std430) writeonly buffer Y2 { float y2[]; };
+#endif
 #ifdef MOE_IDS
 layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
 #endif
@@ -189,7 +198,7 @@ layout(push_constant) uniform Params {
 #endif
 } p;
 
-#ifdef SWIGLU
+#if defined(SWIGLU) || defined(PAIR_OUT)
 const uint NW = 2;
 #else
 const uint NW = 1;
@@ -396,6 +405,11 @@ void main() {
       if (row >= p.N) break;
       UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
+#ifdef PAIR_OUT
+        y[p.y_off + yr[t] * p.y_stride + row] = acc[r * 2][t];
+        y2[p.r_off + yr[t] * p.r_stride + row] = acc[r * 2 + 1][t];
+        continue;
+#endif
 #ifdef SWIGLU
         const float g = acc[r * 2][t];
         const float v = g / (1.0 + exp(-g)) * acc[r * 2 + 1][t];

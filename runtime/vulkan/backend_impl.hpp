@@ -306,6 +306,9 @@ struct backend::impl : kernel_variants,
   // --- matmul_recording.cpp: matmuls.
   void record_matmul(const pending_matmul& m);
   void record_mmvq(const pending_matmul& m);
+  // Two pending one-token matvecs of one input as one PAIR_OUT dispatch (decode's K and V).
+  bool mmvq_pair_ok(const pending_matmul& a, const pending_matmul& b) const;
+  void record_mmvq_pair(const pending_matmul& a, const pending_matmul& b);
   // Prefill: tiles of 64 weight rows x 64 tokens (mul_mm.glsl).
   void record_mul_mm(const pending_matmul& m);
   // Tensor-core GEMM over f16 weights: an F16 matrix (or a format its tiles expand) is read in

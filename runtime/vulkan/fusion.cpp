@@ -57,7 +57,9 @@ void backend::impl::flush_all() {
 }
 
 void backend::impl::flush_mats() {
-  for (const auto& m : mats) record_matmul(m);
+  if (mats.size() == 2 && mmvq_pair_ok(mats[0], mats[1])) record_mmvq_pair(mats[0], mats[1]);
+  else
+    for (const auto& m : mats) record_matmul(m);
   mats.clear();
 }
 

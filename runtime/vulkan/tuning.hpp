@@ -259,6 +259,9 @@ struct backend_tuning {
   std::uint32_t mmvq_wg = 64, mmvq_rpg = 2, mmvq_u = 2;
   bool mmvq_shape_forced = false;
   bool quant_out = true;                           // STRATA_VK_QUANT_OUT=0 disables
+  // Decode's K and V projections (one input, format and shape, adjacent in memory) as one integer
+  // matvec dispatch (mmvq.glsl PAIR_OUT); STRATA_VK_MMVQ_PAIR=0: a dispatch each.
+  bool mmvq_pair = true;
   // NORM_OUT / RMS_IN for decode steps (STRATA_VK_NORM_OUT=0 disables): the norm between a
   // residual matvec and the matvecs that read it costs no dispatch (and no barrier) of its own.
   bool norm_out = true;

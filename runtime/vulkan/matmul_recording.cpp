@@ -217,6 +217,14 @@ void backend::impl::record_mmvq_pair(const pending_matmul& a, const pending_matm
   if (rms_in) bs.insert(bs.end(), {bind_id(xq[sl], false), bind_id(rms_sq[so], false), bind_id(rms_sq[sl], false)});
   auto r = mmvq_req(w.type, 1, w.ne[0], w.ne[1], false, false, false, false, false, false, false, rms_in ? std::uint32_t(w.ne[0]) : 0u);
   r.defines.emplace_back("PAIR_OUT", "1");
+  // The format's own shape, not dense Q8_0's 32-row one-token workgroups: K and V's 1,024 rows
+  // would be 32 workgroups of twice the bytes, the level's longest beside Q's.
+  const mmvq_shape_t s = mmvq_shape(w.type, w.ne[1]);
+  for (auto& [k, v] : r.defines) {
+    if (k == "WG") v = std::to_string(s.wg);
+    if (k == "RPG") v = std::to_string(s.rpg);
+    if (k == "U") v = std::to_string(s.u);
+  }
   const std::uint32_t gx = div_up(w.ne[1], mmvq_rows_per_wg(r));
   if (rms_in) {
     const struct {

@@ -260,8 +260,9 @@ struct backend_tuning {
   bool mmvq_shape_forced = false;
   bool quant_out = true;                           // STRATA_VK_QUANT_OUT=0 disables
   // Decode's K and V projections (one input, format and shape, adjacent in memory) as one integer
-  // matvec dispatch (mmvq.glsl PAIR_OUT); STRATA_VK_MMVQ_PAIR=0: a dispatch each.
-  bool mmvq_pair = true;
+  // matvec dispatch (mmvq.glsl PAIR_OUT) with STRATA_VK_MMVQ_PAIR=1; off until timed on a GPU
+  // (session 62 had no device time left for it): a dispatch each.
+  bool mmvq_pair = false;
   // NORM_OUT / RMS_IN for decode steps (STRATA_VK_NORM_OUT=0 disables): the norm between a
   // residual matvec and the matvecs that read it costs no dispatch (and no barrier) of its own.
   bool norm_out = true;

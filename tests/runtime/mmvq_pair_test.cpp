@@ -1,5 +1,5 @@
-// Decode's K and V projections as one integer matvec dispatch (mmvq.glsl PAIR_OUT, the default;
-// STRATA_VK_MMVQ_PAIR=0 records a dispatch each): a lane group computes row r of both matrices
+// Decode's K and V projections as one integer matvec dispatch (mmvq.glsl PAIR_OUT,
+// STRATA_VK_MMVQ_PAIR=1; off by default until timed on a GPU, a dispatch each): a lane group computes row r of both matrices
 // from one bound range, with the sums and the 1 / rms of the one-dispatch form, so the logits are
 // those of the two dispatches bit for bit. On the qwen3 fixture requantized to Q8_0 (K and V of
 // one format and shape in every layer, adjacent in the file) the pair runs in every decode step;

@@ -97,6 +97,14 @@ std::uint32_t kernel_variants::mmvq_rows_per_wg(const pipeline_request& r) const
   return wgs / lpr * rpg;
 }
 
+void kernel_variants::set_mmvq_shape(pipeline_request& r, const mmvq_shape_t& s) {
+  for (auto& [k, v] : r.defines) {
+    if (k == "WG") v = std::to_string(s.wg);
+    if (k == "RPG") v = std::to_string(s.rpg);
+    if (k == "U") v = std::to_string(s.u);
+  }
+}
+
 bool kernel_variants::use_mmvq(const weight& w, std::uint32_t n) const {
   return n < mmvq_max_tokens && has_int8_unit(w.type, w.ne[0]);  // as int8_activations()
 }

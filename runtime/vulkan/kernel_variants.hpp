@@ -47,6 +47,7 @@ struct kernel_variants : backend_tuning {
   // want more rows per group on tall matrices; Q8_0 is load-bound and likes one row per group.
   mmvq_shape_t mmvq_shape(gguf::type_id t, std::uint64_t n_rows) const;
   std::uint32_t mmvq_rows_per_wg(const pipeline_request& r) const;
+  static void set_mmvq_shape(pipeline_request& r, const mmvq_shape_t& s);  // an mmvq request's WG, RPG and U
   // A residual matvec of this format and height may write the next norm's first half (NORM_OUT).
   bool norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const;
   bool use_mmvq(const weight& w, std::uint32_t n) const;

@@ -192,53 +192,6 @@ void backend::impl::record_mmvq(const pending_matmul& m) {
   }
 }
 
-bool backend::impl::mmvq_pair_ok(const pending_matmul& a, const pending_matmul& b) const {
-  const auto plain = [&](const pending_matmul& m) {
-    const weight_entry& e = weights.at(m.w->id);
-    return !m.residual && !m.up && !m.gemm_pair && !m.tail && !m.norm_out && !m.topk && !m.router && m.x.rows == 1 &&
-           m.w->ne[2] == 1 && e.stream < 0 && e.xstream < 0 && e.host < 0 && e.cache < 0 && use_mmvq(*m.w, 1) &&
-           m.y.buf != m.x.buf;
-  };
-  const bool same_norm = a.norm.has_value() == b.norm.has_value() && (!a.norm || (same(a.norm->y, b.norm->y) && a.norm->w == b.norm->w));
-  return mmvq_pair && plain(a) && plain(b) && same(a.x, b.x) && same_norm && a.y.buf != b.y.buf && adjacent(*a.w, *b.w);
-}
-
-// As record_mmvq's plain form, for both: rows r of a and of b in one lane group (mmvq.glsl PAIR_OUT).
-void backend::impl::record_mmvq_pair(const pending_matmul& a, const pending_matmul& b) {
-  const weight& w = *a.w;
-  const std::uint32_t sl = a.norm ? quantize_input(a.norm->x, a.norm->w, a.norm->eps, true) : quantize_input(a.x, nullptr, 0.0f);
-  const bool rms_in = quantized[sl] && quantized[sl]->raw;
-  mmvq_pc pc{std::uint32_t(w.ne[0]), std::uint32_t(w.ne[1]), 1, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32,
-             a.y.off, a.y.stride, b.y.off, b.y.stride, 0, 0, 0, 1};
-  const binding wb = bind_gate_up(w, *b.w, pc.up_off);
-  const std::uint32_t so = sl ^ 1u;
-  std::vector<binding> bs{wb, bind_id(xq[sl], false), bind_id(xs[sl], false), bind(a.y, true),
-                          bind(b.y, true), bind_id(xq[sl], false), bind_id(xq[so], false), bind_id(xs[so], false)};
-  if (rms_in) bs.insert(bs.end(), {bind_id(xq[sl], false), bind_id(rms_sq[so], false), bind_id(rms_sq[sl], false)});
-  auto r = mmvq_req(w.type, 1, w.ne[0], w.ne[1], false, false, false, false, false, false, false, rms_in ? std::uint32_t(w.ne[0]) : 0u);
-  r.defines.emplace_back("PAIR_OUT", "1");
-  // The format's own shape, not dense Q8_0's 32-row one-token workgroups: K and V's 1,024 rows
-  // would be 32 workgroups of twice the bytes, the level's longest beside Q's.
-  const mmvq_shape_t s = mmvq_shape(w.type, w.ne[1]);
-  for (auto& [k, v] : r.defines) {
-    if (k == "WG") v = std::to_string(s.wg);
-    if (k == "RPG") v = std::to_string(s.rpg);
-    if (k == "U") v = std::to_string(s.u);
-  }
-  const std::uint32_t gx = div_up(w.ne[1], mmvq_rows_per_wg(r));
-  if (rms_in) {
-    const struct {
-      mmvq_pc m;
-      float eps;
-    } rp{pc, a.norm->eps};
-    dispatch(r, bs, &rp, sizeof rp, gx, 1);
-  } else {
-    dispatch(r, bs, &pc, sizeof pc, gx, 1);
-  }
-  wrote(a.y);
-  wrote(b.y);
-}
-
 void backend::impl::record_mul_mm(const pending_matmul& m) {
   const weight& w = *m.w;
   if (m.x.off % 4 || m.x.stride % 4)
@@ -573,13 +526,6 @@ pipeline_request backend::impl::expert_mmvq_req(const weight& w, std::uint32_t K
                                                 bool grouped) const {
   // n_cols: the stored row's width (whether its blocks are stored in groups), not the K read.
   auto r = mmvq_req(w.type, grouped ? moe_chunk : 1, w.ne[0], N, swiglu, false, true, qout, grouped);
-  const auto set_shape = [&](const mmvq_shape_t& s) {
-    for (auto& [k, v] : r.defines) {
-      if (k == "WG") v = std::to_string(s.wg);
-      if (k == "RPG") v = std::to_string(s.rpg);
-      if (k == "U") v = std::to_string(s.u);
-    }
-  };
   // Short expert rows (mmvq_short_lpr, default 8): lane groups of N lanes, so a 768-wide row's 12
   // units do not leave 20 of 32 lanes idle.
   if (const std::uint32_t sg = ctx.info().subgroup_size;
@@ -588,9 +534,9 @@ pipeline_request backend::impl::expert_mmvq_req(const weight& w, std::uint32_t K
     for (auto& [k, v] : r.defines)
       if (k == "LPR") v = std::to_string(mmvq_short_lpr);
     r.defines.emplace_back("SG_CLUSTER", "1");
-    if (!qout && !grouped) set_shape(mmvq_short_expert);
+    if (!qout && !grouped) set_mmvq_shape(r, mmvq_short_expert);
   }
-  if (mmvq_expert_forced && !qout && !grouped) set_shape(mmvq_expert);
+  if (mmvq_expert_forced && !qout && !grouped) set_mmvq_shape(r, mmvq_expert);
   return r;
 }
 

@@ -131,6 +131,19 @@ layout(binding = 4, std430) readonly buffer R { float res[]; };
 #ifdef PAIR_OUT
 layout(binding = 4, std430) writeonly buffer Y2 { float y2[]; };
 #endif
+// STACK_OUT: two or three matrices of one input, format and row width (decode's Q, K and V
+// projections) as one matvec over their rows stacked: rows [0, ids_off) of the first, [ids_off,
+// in_div) of the second at up_off bytes, [in_div, N) of the third at expert_bytes bytes (the
+// fields a plain matvec leaves unused), into y, y2 (r_off / r_stride) and y3. Each segment's rows
+// are whole workgroups (the host checks), so a workgroup's segment is uniform and every row's sum
+// is the one its matrix's own dispatch computes.
+#if defined(STACK_OUT) && (defined(PAIR_OUT) || defined(SWIGLU) || defined(ADD_RESIDUAL) || defined(QUANT_OUT) || defined(NORM_OUT) || defined(MOE_IDS) || defined(NORM_TAIL) || defined(MOE_BLOCK_TAIL) || defined(ROUTER_PARTS))
+#error "STACK_OUT: plain matvecs of one input"
+#endif
+#ifdef STACK_OUT
+layout(binding = 4, std430) writeonly buffer Y2 { float y2[]; };
+layout(binding = 11, std430) writeonly buffer Y3 { float y3[]; };
+#endif
 #ifdef MOE_IDS
 layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
 #endif
@@ -195,6 +208,9 @@ layout(push_constant) uniform Params {
 #endif
 #elif defined(MOE_BLOCK_TAIL)
   MOE_BLOCK_TAIL_PC
+#endif
+#ifdef STACK_OUT
+  uint y3_off, y3_stride;
 #endif
 } p;
 
@@ -290,6 +306,18 @@ void main() {
     xr[t] = t0 / p.in_div;
     yr[t] = t0;
   }
+#elif defined(STACK_OUT)
+  const uint t0 = gl_WorkGroupID.y * NT;
+  const uint wg_row = wgx * GROUPS * RPG;
+  const uint seg = wg_row < p.ids_off ? 0u : wg_row < p.in_div ? 1u : 2u;
+  const uint seg_first = seg == 0u ? 0u : seg == 1u ? p.ids_off : p.in_div;
+  const uint seg_end = seg == 0u ? p.ids_off : seg == 1u ? p.in_div : p.N;
+  const uint wbase = seg == 0u ? 0u : seg == 1u ? p.up_off : p.expert_bytes;
+  const uint nt = min(NT, p.n_tok - t0);
+  UNROLL for (uint t = 0; t < NT; ++t) {
+    xr[t] = t0 + t;
+    yr[t] = t0 + t;
+  }
 #else
   const uint t0 = gl_WorkGroupID.y * NT;
   const uint wbase = 0;
@@ -301,7 +329,11 @@ void main() {
 #endif
   uint rbase[ROWS];
   UNROLL for (uint r = 0; r < RPG; ++r)
+#ifdef STACK_OUT
+    rbase[r] = wbase + (min(row0 + r, seg_end - 1) - seg_first) * p.row_bytes;
+#else
     UNROLL for (uint w = 0; w < NW; ++w) rbase[r * NW + w] = wbase + w * UP_OFF + min(row0 + r, p.N - 1) * p.row_bytes;
+#endif
 
   float acc[ROWS][NT];
   UNROLL for (uint r = 0; r < ROWS; ++r)
@@ -402,6 +434,17 @@ void main() {
   if (lane == 0)
     UNROLL for (uint r = 0; r < RPG; ++r) {
       const uint row = row0 + r;
+#ifdef STACK_OUT
+      if (row >= seg_end) break;
+      UNROLL for (uint t = 0; t < NT; ++t) {
+        if (t >= nt) break;
+        const uint lrow = row - seg_first;
+        if (seg == 0u) y[p.y_off + yr[t] * p.y_stride + lrow] = acc[r][t];
+        else if (seg == 1u) y2[p.r_off + yr[t] * p.r_stride + lrow] = acc[r][t];
+        else y3[p.y3_off + yr[t] * p.y3_stride + lrow] = acc[r][t];
+      }
+      continue;
+#endif
       if (row >= p.N) break;
       UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;

@@ -128,7 +128,8 @@ void backend::matmul(const weight& w, tensor x, tensor y) {
       }
     }
   }
-  if (P.mats.size() == 2) {
+  // At most two wait (a gate/up pair, or K and V), three when they stack (Q, K and V).
+  if (P.mats.size() == 3 || (P.mats.size() == 2 && !P.mmvq_stack_ok(std::array{P.mats[0], P.mats[1], m}))) {
     P.record_matmul(P.mats.front());
     P.mats.erase(P.mats.begin());
   }

@@ -25,6 +25,7 @@
 // after impl's own, so after ctx and its device. ring_chain.hpp defines advance_ring.
 // Private to runtime/vulkan (includes Vulkan).
 #pragma once
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -306,9 +307,25 @@ struct backend::impl : kernel_variants,
   // --- matmul_recording.cpp: matmuls.
   void record_matmul(const pending_matmul& m);
   void record_mmvq(const pending_matmul& m);
-  // Two pending one-token matvecs of one input as one PAIR_OUT dispatch (decode's K and V).
+  // --- mmvq_joined.cpp: pending one-token matvecs of one input as one dispatch: a PAIR_OUT pair
+  // (decode's K and V) or a STACK_OUT stack of two or three (decode's Q, K and V).
+  bool mmvq_plain_one_token(const pending_matmul& m) const;
   bool mmvq_pair_ok(const pending_matmul& a, const pending_matmul& b) const;
   void record_mmvq_pair(const pending_matmul& a, const pending_matmul& b);
+  struct joined_input {
+    std::uint32_t slot = 0;
+    bool rms_in = false;
+    std::vector<binding> b;
+  };
+  joined_input joined_mmvq_input(const pending_matmul& a, const binding& w, const tensor& y, const tensor& y2);
+  struct stack_order {
+    std::array<const pending_matmul*, 3> m{};
+    std::size_t n = 0;
+  };
+  stack_order mmvq_stack_order(std::span<const pending_matmul> ms) const;
+  std::optional<pipeline_request> mmvq_stack_req(const stack_order& o, bool rms_in) const;
+  bool mmvq_stack_ok(std::span<const pending_matmul> ms) const;
+  void record_mmvq_stack(std::span<const pending_matmul> ms);
   // Prefill: tiles of 64 weight rows x 64 tokens (mul_mm.glsl).
   void record_mul_mm(const pending_matmul& m);
   // Tensor-core GEMM over f16 weights: an F16 matrix (or a format its tiles expand) is read in

@@ -57,9 +57,16 @@ void backend::impl::flush_all() {
 }
 
 void backend::impl::flush_mats() {
-  if (mats.size() == 2 && mmvq_pair_ok(mats[0], mats[1])) record_mmvq_pair(mats[0], mats[1]);
-  else
+  if (mmvq_stack_ok(mats)) {
+    record_mmvq_stack(mats);
+  } else if (mats.size() == 2 && mmvq_pair_ok(mats[0], mats[1])) {
+    record_mmvq_pair(mats[0], mats[1]);
+  } else if (mats.size() == 3 && mmvq_pair_ok(mats[1], mats[2])) {  // Q alone, then K and V
+    record_matmul(mats[0]);
+    record_mmvq_pair(mats[1], mats[2]);
+  } else {
     for (const auto& m : mats) record_matmul(m);
+  }
   mats.clear();
 }
 

@@ -159,6 +159,7 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_MMVQ_MORE", mmvq_more);
   flag("STRATA_VK_QUANT_OUT", quant_out);
   flag("STRATA_VK_MMVQ_PAIR", mmvq_pair);
+  flag("STRATA_VK_MMVQ_STACK", mmvq_stack);
   flag("STRATA_VK_NORM_OUT", norm_out);
   flag("STRATA_VK_COMBINE_NORM_OUT", combine_norm_out);
   flag("STRATA_VK_ROUTER_NORM", router_norm);

@@ -263,6 +263,10 @@ struct backend_tuning {
   // matvec dispatch (mmvq.glsl PAIR_OUT) with STRATA_VK_MMVQ_PAIR=1; off until timed on a GPU
   // (session 62 had no device time left for it): a dispatch each.
   bool mmvq_pair = false;
+  // Decode's Q, K and V projections (one input, format and row width, each matrix whole
+  // workgroups) as one integer matvec over their rows stacked (mmvq.glsl STACK_OUT) with
+  // STRATA_VK_MMVQ_STACK=1; off until timed on a GPU. Taken before the pair.
+  bool mmvq_stack = false;
   // NORM_OUT / RMS_IN for decode steps (STRATA_VK_NORM_OUT=0 disables): the norm between a
   // residual matvec and the matvecs that read it costs no dispatch (and no barrier) of its own.
   bool norm_out = true;

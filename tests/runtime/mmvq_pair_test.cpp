@@ -1,9 +1,15 @@
-// Decode's K and V projections as one integer matvec dispatch (mmvq.glsl PAIR_OUT,
-// STRATA_VK_MMVQ_PAIR=1; off by default until timed on a GPU, a dispatch each): a lane group computes row r of both matrices
-// from one bound range, with the sums and the 1 / rms of the one-dispatch form, so the logits are
-// those of the two dispatches bit for bit. On the qwen3 fixture requantized to Q8_0 (K and V of
-// one format and shape in every layer, adjacent in the file) the pair runs in every decode step;
-// the pair adds no dependency level (K and V never waited on each other).
+// Decode's one-token matvecs of one input joined into one integer matvec dispatch
+// (runtime/vulkan/mmvq_joined.cpp; both off by default until timed on a GPU):
+// - the K/V pair (mmvq.glsl PAIR_OUT, STRATA_VK_MMVQ_PAIR=1): a lane group computes row r of both
+//   matrices from one bound range;
+// - the Q/K/V stack (mmvq.glsl STACK_OUT, STRATA_VK_MMVQ_STACK=1): one matvec over the three
+//   matrices' rows stacked, each workgroup inside one matrix.
+// Either way every row's sum is its own dispatch's (same lanes a row, same order, the 1 / rms of
+// the one-dispatch form), so the logits are the separate dispatches' bit for bit, and the join adds
+// no dependency level (the projections never waited on each other). On the qwen3 fixture
+// requantized to Q8_0 (Q, K and V of one format in every layer, K before Q in the file: the stack
+// orders its segments by offset) both run in every decode step; the shipped Q4_K_M file stacks
+// where its layers allow.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,17 +20,51 @@
 #include "strata/runtime/engine.hpp"
 #include "strata/runtime/quantize.hpp"
 #include "support/fixture_options.hpp"
-#include "support/kernel_labels.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
 #include "support/shipped_fixture.hpp"
 #include "support/temp_model_dir.hpp"
 #include "support/vulkan_here.hpp"
 
-TEST_CASE("fidelity: Vulkan decode with K and V as one matvec dispatch gives the two dispatches' logits bit for bit") {
-  if (!strata::test::vulkan_here("K/V pair")) return;
+namespace {
+
+struct joined_run {
+  std::vector<float> logits;
+  std::uint32_t barriers = 0;   // the decode step's, the last recorded
+  std::uint32_t pair_calls = 0, stack_calls = 0;  // profiled: a prompt and two decode steps
+  std::string stack_label;  // every stack kernel's
+  bool stack_rms_in = false;  // a stack read the norm's codes and sums of squares (RMS_IN)
+};
+
+joined_run run_joined(const std::filesystem::path& file, const strata::test::golden_run& run, const char* pair, const char* stack) {
+  const strata::test::scoped_env p("STRATA_VK_MMVQ_PAIR", pair), s("STRATA_VK_MMVQ_STACK", stack);
+  joined_run r;
+  {
+    auto m = strata::rt::model::load(file, strata::test::fixture_options(strata::rt::backend_kind::vulkan));
+    r.logits = strata::test::prompt_and_decode_logits(*m, run, 8);
+    r.barriers = m->step_recordings().last_barriers;
+  }
+  auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
+  opt.gpu_profile = true;
+  auto m = strata::rt::model::load(file, opt);
+  (void)strata::test::prompt_and_decode_logits(*m, run, 2);
+  for (const auto& k : m->kernel_profile()) {
+    if (k.label.find(".PAIR_OUT") != std::string::npos) r.pair_calls += k.calls;
+    if (k.label.find(".STACK_OUT") != std::string::npos) {
+      r.stack_calls += k.calls;
+      r.stack_label += (r.stack_label.empty() ? "" : "; ") + k.label;
+      r.stack_rms_in |= k.label.find(".RMS_IN") != std::string::npos;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("fidelity: Vulkan decode with K and V as one matvec dispatch, or Q, K and V stacked, gives the separate dispatches' logits bit for bit") {
+  if (!strata::test::vulkan_here("joined matvecs")) return;
   const auto& g = strata::test::shipped_fixture("qwen3-Q4_K_M");
-  const strata::test::temp_model_dir dir("mmvq-pair");
+  const strata::test::temp_model_dir dir("mmvq-joined");
   strata::rt::quantize_params qp;
   qp.input = g.path;
   qp.output = dir.path() / "Q8_0.gguf";
@@ -32,32 +72,42 @@ TEST_CASE("fidelity: Vulkan decode with K and V as one matvec dispatch gives the
   qp.allow_requantize = true;
   qp.threads = 2;
   strata::rt::quantize_model(qp);
-  std::vector<float> logits[2];
-  std::uint32_t barriers[2] = {};
-  for (const char* on : {"0", "1"}) {
-    CAPTURE(on);
-    const strata::test::scoped_env env("STRATA_VK_MMVQ_PAIR", on);
-    const int v = on[0] - '0';
-    {
-      auto m = strata::rt::model::load(qp.output, strata::test::fixture_options(strata::rt::backend_kind::vulkan));
-      logits[v] = strata::test::prompt_and_decode_logits(*m, g.runs.back(), 8);
-      barriers[v] = m->step_recordings().last_barriers;  // the decode step's, the last recorded
-    }
-    auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
-    opt.gpu_profile = true;
-    auto m = strata::rt::model::load(qp.output, opt);
-    (void)strata::test::prompt_and_decode_logits(*m, g.runs.back(), 2);
-    const auto prof = m->kernel_profile();
-    const auto pair = std::find_if(prof.begin(), prof.end(), [](const auto& k) { return k.label.find(".PAIR_OUT") != std::string::npos; });
-    REQUIRE((pair != prof.end()) == (v == 1));
-    if (pair != prof.end()) {
-      MESSAGE("pair kernel " << pair->label << ", " << pair->calls << " calls");
-      CHECK(pair->label.find("mmvq.Q8_0") == 0);
-      CHECK(pair->calls >= m->hparams().n_layer);  // every layer of the decode step (the profiled run's two)
-    }
+  const auto& run = g.runs.back();
+  const std::uint32_t layers = [&] {
+    auto m = strata::rt::model::load(qp.output, strata::test::fixture_options(strata::rt::backend_kind::cpu));
+    return m->hparams().n_layer;
+  }();
+
+  const joined_run none = run_joined(qp.output, run, "0", "0");
+  CHECK(none.pair_calls == 0);
+  CHECK(none.stack_calls == 0);
+  CHECK(none.barriers > 0);
+  SUBCASE("the K/V pair") {
+    const joined_run pair = run_joined(qp.output, run, "1", "0");
+    CHECK(pair.pair_calls >= layers);  // every layer of the profiled run's two decode steps
+    CHECK(pair.stack_calls == 0);
+    CHECK(pair.barriers == none.barriers);
+    REQUIRE(pair.logits.size() == none.logits.size());
+    CHECK(pair.logits == none.logits);
   }
-  CHECK(barriers[0] > 0);
-  CHECK(barriers[1] == barriers[0]);
-  REQUIRE(logits[0].size() == logits[1].size());
-  CHECK(logits[1] == logits[0]);
+  SUBCASE("the Q/K/V stack, taken before the pair") {
+    const joined_run stack = run_joined(qp.output, run, "1", "1");
+    MESSAGE("stack kernel " << stack.stack_label << ", " << stack.stack_calls << " calls");
+    CHECK(stack.stack_label.find("mmvq.Q8_0") == 0);
+    CHECK(stack.stack_calls >= layers);
+    CHECK(stack.stack_rms_in);  // the layers after the first read the down matvec's NORM_OUT
+    CHECK(stack.pair_calls == 0);
+    CHECK(stack.barriers == none.barriers);
+    REQUIRE(stack.logits.size() == none.logits.size());
+    CHECK(stack.logits == none.logits);
+  }
+  SUBCASE("the shipped Q4_K_M file: stacks where a layer's Q, K and V share a format") {
+    const joined_run plain = run_joined(g.path, run, "0", "0");
+    const joined_run stack = run_joined(g.path, run, "0", "1");
+    MESSAGE("Q4_K_M stack kernel " << stack.stack_label << ", " << stack.stack_calls << " calls");
+    CHECK(stack.stack_calls > 0);
+    CHECK(stack.barriers == plain.barriers);
+    REQUIRE(stack.logits.size() == plain.logits.size());
+    CHECK(stack.logits == plain.logits);
+  }
 }

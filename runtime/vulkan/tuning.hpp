@@ -260,13 +260,15 @@ struct backend_tuning {
   bool mmvq_shape_forced = false;
   bool quant_out = true;                           // STRATA_VK_QUANT_OUT=0 disables
   // Decode's K and V projections (one input, format and shape, adjacent in memory) as one integer
-  // matvec dispatch (mmvq.glsl PAIR_OUT) with STRATA_VK_MMVQ_PAIR=1; off until timed on a GPU
-  // (session 62 had no device time left for it): a dispatch each.
+  // matvec dispatch (mmvq.glsl PAIR_OUT) with STRATA_VK_MMVQ_PAIR=1. Off: it lost on the H100
+  // (qwen3-8b tg128 Q8_0 253.5 / 254.7 against 255.2 / 257.3 t/s; bench/RESULTS.md session 63).
   bool mmvq_pair = false;
   // Decode's Q, K and V projections (one input, format and row width, each matrix whole
-  // workgroups) as one integer matvec over their rows stacked (mmvq.glsl STACK_OUT) with
-  // STRATA_VK_MMVQ_STACK=1; off until timed on a GPU. Taken before the pair.
-  bool mmvq_stack = false;
+  // workgroups) as one integer matvec over their rows stacked (mmvq.glsl STACK_OUT);
+  // STRATA_VK_MMVQ_STACK=0 records a dispatch each. H100, alternated against it in one lease:
+  // qwen3-8b Q4_K_M tg64 @ d4096 272.1 against 269.9 t/s (mean of four pairs), Q8_0 tg128 257.2
+  // against 256.4, tg128 level (bench/RESULTS.md session 63). Taken before the pair.
+  bool mmvq_stack = true;
   // NORM_OUT / RMS_IN for decode steps (STRATA_VK_NORM_OUT=0 disables): the norm between a
   // residual matvec and the matvecs that read it costs no dispatch (and no barrier) of its own.
   bool norm_out = true;

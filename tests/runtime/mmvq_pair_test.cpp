@@ -1,5 +1,5 @@
 // Decode's one-token matvecs of one input joined into one integer matvec dispatch
-// (runtime/vulkan/mmvq_joined.cpp; both off by default until timed on a GPU):
+// (runtime/vulkan/mmvq_joined.cpp; the stack on by default, the pair off: it lost on the H100):
 // - the K/V pair (mmvq.glsl PAIR_OUT, STRATA_VK_MMVQ_PAIR=1): a lane group computes row r of both
 //   matrices from one bound range;
 // - the Q/K/V stack (mmvq.glsl STACK_OUT, STRATA_VK_MMVQ_STACK=1): one matvec over the three

@@ -48,6 +48,7 @@ pipeline_request backend::impl::mmvq_req(gguf::type_id t, std::uint32_t nt, std:
   // 252.77 / 257.49 t/s (bench/RESULTS.md session 62). Experts keep theirs (not measured).
   if (t == gguf::type_id::q8_0 && nt == 1 && !ids && !qout && !mmvq_shape_forced) wgs = 1024, rpg = 1, u = 1;
   if (norm_out && !qout && t == gguf::type_id::q6_k) rpg = 2, u = 2;  // as Q4_K: 512 threads (norm_out_fits)
+  if (norm_out && !qout && mmvq_nout_forced) rpg = mmvq_nout.rpg, u = mmvq_nout.u;  // (WG follows: 32 rows)
   if (norm_out && !qout) wgs = 32 * (32 / rpg);  // 32 rows a workgroup too (norm_out_fits: rpg 2, 512 threads)
   std::vector<std::pair<std::string, std::string>> d{{"MMVQ", "1"}, {"NEED_DOT4", "1"}, {"WG", std::to_string(wgs)},
                                                      {"LPR", "32"}, {"RPG", std::to_string(rpg)},
@@ -84,7 +85,7 @@ bool kernel_variants::norm_out_fits(gguf::type_id t, std::uint64_t n_rows) const
   // work at 512 threads. Q6_K (as 2 rows per group, 512 threads; 4 rows at 256 had run 29% slower
   // on the H100 in ggml's blocks) and Q8_0 (1 row, 1,024 threads) fuse since their rows are read in
   // 16-byte groups: qwen3-8b tg128 on the H200 Q8_0 272 -> 295 t/s, Q4_K_M 312 -> 329 (session 12).
-  return mmvq_shape(t, n_rows).rpg == 2 || t == gguf::type_id::q6_k || t == gguf::type_id::q8_0;
+  return mmvq_shape(t, n_rows).rpg == 2 || t == gguf::type_id::q6_k || t == gguf::type_id::q8_0 || mmvq_nout_forced;
 }
 
 std::uint32_t kernel_variants::mmvq_rows_per_wg(const pipeline_request& r) const {

@@ -93,6 +93,7 @@ std::optional<pipeline_request> backend::impl::mmvq_stack_req(const stack_order&
   std::uint64_t rows = 0;
   for (std::size_t i = 0; i < o.n; ++i) rows += std::uint64_t(o.m[i]->w->ne[1]);
   auto r = mmvq_req(w.type, 1, w.ne[0], rows, false, false, false, false, false, false, false, rms_in ? std::uint32_t(w.ne[0]) : 0u);
+  if (mmvq_stack_shape_forced) set_mmvq_shape(r, mmvq_stack_shape);
   const std::uint32_t per = mmvq_rows_per_wg(r);
   for (std::size_t i = 0; i + 1 < o.n; ++i)
     if (o.m[i]->w->ne[1] % per != 0) return std::nullopt;

@@ -275,11 +275,13 @@ void backend_tuning::read_env() {
   const auto qout_env = [&](const char* name, const char* example, mmvq_shape_t& out) {
     const bool set = shape_env(name, example, true, out);
     if (out.wg / 32 * out.rpg != 32)
-      throw error(std::string(name) + ": a QUANT_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
+      throw error(std::string(name) + ": a QUANT_OUT or NORM_OUT workgroup owns 32 rows (WG / 32 x RPG = 32)");
     return set;
   };
   qout_env("STRATA_VK_MMVQ_MT_QOUT", "512:2:1", mmvq_mt_qout);
   mmvq_qout_forced = qout_env("STRATA_VK_MMVQ_QOUT", "256:4:1", mmvq_qout);
+  mmvq_nout_forced = qout_env("STRATA_VK_MMVQ_NOUT", "512:2:1", mmvq_nout);  // NORM_OUT owns 32 rows too
+  mmvq_stack_shape_forced = shape_env("STRATA_VK_MMVQ_STACK_SHAPE", "256:2:2", true, mmvq_stack_shape);
   count("STRATA_VK_MMS_MAX", 1, 4096, mms_max, "tokens");
   flag("STRATA_VK_MMS_XS", mms_xs);
   flag("STRATA_VK_MMS_N8", mms_n8);

@@ -356,6 +356,11 @@ struct backend_tuning {
   // the H200 not measured). STRATA_VK_MMVQ_QOUT=WG:RPG:U sets the shape for every format.
   mmvq_shape_t mmvq_qout{256, 4, 1};
   bool mmvq_qout_forced = false;
+  // Experiments: STRATA_VK_MMVQ_NOUT=WG:RPG:U the NORM_OUT matvecs' shape (decode's O and down; its
+  // workgroup owns 32 rows), STRATA_VK_MMVQ_STACK_SHAPE=WG:RPG:U the Q/K/V stack's, each leaving
+  // every other matvec's shape alone (STRATA_VK_MMVQ_SHAPE moves all of them).
+  mmvq_shape_t mmvq_nout{1024, 1, 1}, mmvq_stack_shape{1024, 1, 1};
+  bool mmvq_nout_forced = false, mmvq_stack_shape_forced = false;
   // The per-pair expert matvecs without QUANT_OUT over short rows (decode's down projection, lane groups of
   // mmvq_short_lpr): a row a lane group, 256 threads. H200, qwen3-30b-a3b (K 768): tg128 344.7 / 342.4 / 346.5
   // against 334.7 / 337.4 / 341.7 t/s with the formats' own shapes (Q6_K 64:2:2 -> 0.375 to 0.330 ms a token,

@@ -1,9 +1,10 @@
 // One-token matvecs of one input joined into one integer matvec dispatch:
-// - the pair (STRATA_VK_MMVQ_PAIR=1, mmvq.glsl PAIR_OUT): two matrices of one format and shape
-//   stored adjacently (decode's K and V, as a gate/up pair), each lane group computing row r of both;
-// - the stack (STRATA_VK_MMVQ_STACK=1, mmvq.glsl STACK_OUT): two or three matrices of one format
-//   and row width (decode's Q, K and V) as one matvec over their rows stacked, each workgroup's
-//   rows inside one matrix.
+// - the stack (mmvq.glsl STACK_OUT; on, STRATA_VK_MMVQ_STACK=0 turns it off): two or three
+//   matrices of one format and row width (decode's Q, K and V) as one matvec over their rows
+//   stacked, each workgroup's rows inside one matrix;
+// - the pair (mmvq.glsl PAIR_OUT; off, it lost on the H100: STRATA_VK_MMVQ_PAIR=1): two matrices of
+//   one format and shape stored adjacently (decode's K and V, as a gate/up pair), each lane group
+//   computing row r of both.
 // Either way every row's sum is the one its own dispatch computes: fewer dispatches in the
 // projections' level, the same logits.
 #include "backend_impl.hpp"

@@ -306,21 +306,17 @@ void main() {
     xr[t] = t0 / p.in_div;
     yr[t] = t0;
   }
-#elif defined(STACK_OUT)
+#else
   const uint t0 = gl_WorkGroupID.y * NT;
+#ifdef STACK_OUT  // the workgroup's segment: its matrix's rows and bytes
   const uint wg_row = wgx * GROUPS * RPG;
   const uint seg = wg_row < p.ids_off ? 0u : wg_row < p.in_div ? 1u : 2u;
   const uint seg_first = seg == 0u ? 0u : seg == 1u ? p.ids_off : p.in_div;
   const uint seg_end = seg == 0u ? p.ids_off : seg == 1u ? p.in_div : p.N;
   const uint wbase = seg == 0u ? 0u : seg == 1u ? p.up_off : p.expert_bytes;
-  const uint nt = min(NT, p.n_tok - t0);
-  UNROLL for (uint t = 0; t < NT; ++t) {
-    xr[t] = t0 + t;
-    yr[t] = t0 + t;
-  }
 #else
-  const uint t0 = gl_WorkGroupID.y * NT;
   const uint wbase = 0;
+#endif
   const uint nt = min(NT, p.n_tok - t0);
   UNROLL for (uint t = 0; t < NT; ++t) {
     xr[t] = t0 + t;

@@ -318,9 +318,11 @@ struct backend::impl : kernel_variants,
     std::vector<binding> b;
   };
   joined_input joined_mmvq_input(const pending_matmul& a, const binding& w, const tensor& y, const tensor& y2);
-  struct stack_order {
+  struct stack_order {  // segments by their weights' offsets, and the range bound over them
     std::array<const pending_matmul*, 3> m{};
     std::size_t n = 0;
+    std::array<std::uint64_t, 3> at{}, rows{};  // a segment's byte offset in the range, its rows
+    std::uint64_t bytes = 0;                    // the range: the first's offset to the last end
   };
   stack_order mmvq_stack_order(std::span<const pending_matmul> ms) const;
   std::optional<pipeline_request> mmvq_stack_req(const stack_order& o, bool rms_in) const;

@@ -84,6 +84,12 @@ backend::impl::stack_order backend::impl::mmvq_stack_order(std::span<const pendi
     for (; j > 0 && at(o.m[j - 1]) > at(&ms[i]); --j) o.m[j] = o.m[j - 1];
     o.m[j] = &ms[i];
   }
+  for (std::size_t i = 0; i < o.n; ++i) {
+    const weight_entry& e = weights.at(o.m[i]->w->id);
+    o.at[i] = e.offset - at(o.m[0]);
+    o.rows[i] = std::uint64_t(o.m[i]->w->ne[1]);
+    o.bytes = std::max(o.bytes, o.at[i] + e.bytes);
+  }
   return o;
 }
 
@@ -91,13 +97,12 @@ backend::impl::stack_order backend::impl::mmvq_stack_order(std::span<const pendi
 // rows are not whole workgroups of it (a workgroup's rows would span two matrices).
 std::optional<pipeline_request> backend::impl::mmvq_stack_req(const stack_order& o, bool rms_in) const {
   const weight& w = *o.m[0]->w;
-  std::uint64_t rows = 0;
-  for (std::size_t i = 0; i < o.n; ++i) rows += std::uint64_t(o.m[i]->w->ne[1]);
-  auto r = mmvq_req(w.type, 1, w.ne[0], rows, false, false, false, false, false, false, false, rms_in ? std::uint32_t(w.ne[0]) : 0u);
+  auto r = mmvq_req(w.type, 1, w.ne[0], o.rows[0] + o.rows[1] + o.rows[2], false, false, false, false, false, false, false,
+                    rms_in ? std::uint32_t(w.ne[0]) : 0u);
   if (mmvq_stack_shape_forced) set_mmvq_shape(r, mmvq_stack_shape);
   const std::uint32_t per = mmvq_rows_per_wg(r);
   for (std::size_t i = 0; i + 1 < o.n; ++i)
-    if (o.m[i]->w->ne[1] % per != 0) return std::nullopt;
+    if (o.rows[i] % per != 0) return std::nullopt;
   r.defines.emplace_back("STACK_OUT", "1");
   r.bindings = 12;  // Y3 at 11, after RMS_IN's 8-10 (bound either way)
   return r;
@@ -107,43 +112,31 @@ bool backend::impl::mmvq_stack_ok(std::span<const pending_matmul> ms) const {
   if (!mmvq_stack || ms.size() < 2 || ms.size() > 3) return false;
   const stack_order o = mmvq_stack_order(ms);
   const pending_matmul& a = *o.m[0];
-  const weight_entry& ea = weights.at(a.w->id);
-  std::uint64_t hi = 0, rows = 0;
+  const std::uint32_t chunk = weights.at(a.w->id).chunk;
   for (std::size_t i = 0; i < o.n; ++i) {
     const pending_matmul& m = *o.m[i];
-    const weight_entry& e = weights.at(m.w->id);
     if (!mmvq_plain_one_token(m) || !same(m.x, a.x) || !same_norm(m, a) || m.w->type != a.w->type ||
-        m.w->row_bytes != a.w->row_bytes || m.w->ne[0] != a.w->ne[0] || e.chunk != ea.chunk)
+        m.w->row_bytes != a.w->row_bytes || m.w->ne[0] != a.w->ne[0] || weights.at(m.w->id).chunk != chunk)
       return false;
     for (std::size_t j = 0; j < i; ++j)
       if (m.y.buf == o.m[j]->y.buf) return false;  // distinct outputs (one may not overwrite another's)
-    hi = std::max(hi, e.offset + e.bytes);
-    rows += std::uint64_t(m.w->ne[1]);
   }
   // One bound range with 32-bit byte offsets, the rows' counts 32-bit push constants.
-  if (hi - ea.offset >= (1ull << 32) || rows >= (1ull << 31)) return false;
-  // The recording reads the norm's codes raw (RMS_IN) or not as the quantize slot says: both must fit.
-  return mmvq_stack_req(o, false).has_value() && mmvq_stack_req(o, true).has_value();
+  if (o.bytes >= (1ull << 32) || o.rows[0] + o.rows[1] + o.rows[2] >= (1ull << 31)) return false;
+  // The shape, and so whether segments are whole workgroups, is the same with RMS_IN or without.
+  return mmvq_stack_req(o, false).has_value();
 }
 
 // As record_mmvq's plain form over the matrices' rows stacked (mmvq.glsl STACK_OUT).
 void backend::impl::record_mmvq_stack(std::span<const pending_matmul> ms) {
   const stack_order o = mmvq_stack_order(ms);
   const weight& w = *o.m[0]->w;
-  const std::uint64_t lo = weights.at(w.id).offset;
-  std::uint64_t hi = 0;
-  std::uint32_t at[3] = {}, rows[3] = {};
-  for (std::size_t i = 0; i < o.n; ++i) {
-    const weight_entry& e = weights.at(o.m[i]->w->id);
-    hi = std::max(hi, e.offset + e.bytes);
-    at[i] = std::uint32_t(e.offset - lo);
-    rows[i] = std::uint32_t(o.m[i]->w->ne[1]);
-  }
   binding wb = bind_weight(w);
-  wb.range.bytes = hi - lo;
+  wb.range.bytes = o.bytes;
   const tensor &y = o.m[0]->y, &y2 = o.m[1]->y, &y3 = o.m[o.n - 1]->y;  // a stack of two has no third segment
-  mmvq_pc pc{std::uint32_t(w.ne[0]), rows[0] + rows[1] + rows[2], 1, std::uint32_t(w.row_bytes), 0, max_k / 16, 0, max_k / 32,
-             y.off, y.stride, y2.off, y2.stride, at[1], at[2], rows[0], rows[0] + rows[1]};
+  const auto u32 = [](std::uint64_t v) { return std::uint32_t(v); };  // within 32 bits (mmvq_stack_ok)
+  mmvq_pc pc{u32(w.ne[0]), u32(o.rows[0] + o.rows[1] + o.rows[2]), 1, u32(w.row_bytes), 0, max_k / 16, 0, max_k / 32,
+             y.off, y.stride, y2.off, y2.stride, u32(o.at[1]), u32(o.at[2]), u32(o.rows[0]), u32(o.rows[0] + o.rows[1])};
   const joined_input in = joined_mmvq_input(*o.m[0], wb, y, y2);
   std::vector<binding> b = in.b;
   if (!in.rms_in) b.insert(b.end(), {bind_id(xq[in.slot], false), bind_id(xq[in.slot], false), bind_id(xq[in.slot], false)});

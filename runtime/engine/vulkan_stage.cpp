@@ -19,7 +19,7 @@ struct engine_backend<gpu::backend> {
                                                                s.stream_cpu_tokens, s.streamed_expert_layers,
                                                                s.expert_cpu_tokens, s.stream_link_layers,
                                                                s.stream_link_ratio, s.expert_cpu_misses,
-                                                               s.expert_cache_stage});
+                                                               s.expert_cache_stage, opt.f16_weights});
   }
   static model::expert_cache_counters expert_cache(const gpu::backend& be) {
     const gpu::expert_cache_stats s = be.expert_cache();
@@ -69,6 +69,13 @@ struct engine_backend<gpu::backend> {
     }
     if (m.driver_usage) {
       std::snprintf(mem, sizeof mem, ", %.1f MiB in use as the driver reports it (VK_EXT_memory_budget)", mib(m.driver_usage));
+      out += mem;
+    }
+    if (s.f16_copies) {
+      std::snprintf(mem, sizeof mem,
+                    "; f16 copies of %u of %u weight matrices for prompt steps (%.1f MiB, expanded in %.0f ms; "
+                    "--f16-weights off saves them)",
+                    s.f16_copies, s.f16_candidates, mib(s.f16_copy_bytes), s.f16_copy_ms);
       out += mem;
     }
     if (const gpu::expert_cache_stats c = be.expert_cache(); c.layers) {

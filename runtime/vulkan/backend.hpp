@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -130,6 +131,12 @@ struct backend_options {
   // link (expert_cache_stage.cpp). The planner's choice for large experts where the budget holds it;
   // STRATA_VK_CACHE_STAGE=0|1 overrides it.
   bool expert_cache_stage = false;
+  // f16 copies of the layers' weight matrices (f16_copies.cpp) that prompt steps' tensor-core GEMMs
+  // read in place of the f16 scratch's per-step expansion; made at make_kv(), after the KV cache and
+  // the scratch. true: as many as the GPU budget (or the free memory, less 512 MiB) holds; false:
+  // none; unset (auto): none under a budget, else as many as the free memory holds with a quarter of
+  // the GPU's memory (at least 4 GiB) to spare. STRATA_VK_F16_COPIES=0|1 overrides it.
+  std::optional<bool> f16_copies;
 };
 
 // Dense layer streaming's counters since load.
@@ -201,6 +208,11 @@ struct startup_stats {
   std::uint32_t pipelines = 0, spirv_compiled = 0, spirv_cached = 0;
   double upload_ms = 0;
   std::uint64_t weight_bytes = 0;
+  // f16 copies for prompt steps (backend_options::f16_copies): matrices copied, of how many the
+  // GEMMs could read so, their device bytes and the time their expansion took.
+  std::uint32_t f16_copies = 0, f16_candidates = 0;
+  std::uint64_t f16_copy_bytes = 0;
+  double f16_copy_ms = 0;
 };
 
 // Steps recorded into command buffers since start (each new step shape) and the host time their

@@ -165,6 +165,24 @@ struct backend::impl : kernel_variants,
   bool skipped(const pipeline_request& r) const;
   bool repeated(const pipeline_request& r) const;
   std::uint32_t pad_buffer = 0;  // the buffer of STRATA_VK_PAD_LEVELS's dispatches (tuning.hpp pad_levels)
+  // --- f16_copies.cpp: f16 copies of the layers' weight matrices that prompt steps' GEMMs read
+  // (backend_options::f16_copies), by weight id; buffer 0: none. Up's copy follows its gate's rows
+  // in the pair's buffer (offset: bytes to its row 0).
+  struct f16_copy {
+    std::uint32_t buffer = 0;
+    std::uint64_t offset = 0;
+  };
+  std::vector<f16_copy> f16_copies;
+  bool f16_copy_candidate(const weight_entry& e) const;
+  void make_f16_copies();  // once, from make_kv(): the KV cache and the scratch are placed first
+  const f16_copy* f16_copy_of(std::uint32_t id) const {
+    return id < f16_copies.size() && f16_copies[id].buffer ? &f16_copies[id] : nullptr;
+  }
+  // A copy bound from row `row` on to its buffer's end (the SwiGLU GEMM reads up's rows after gate's).
+  binding bind_f16_copy(const f16_copy& c, std::uint64_t row, std::uint64_t K) const {
+    const std::uint64_t at = c.offset + row * K * 2;
+    return {{buf(c.buffer).handle(), at, buf(c.buffer).size() - at, c.buffer}, false, true};
+  }
   void record_expansion(const scratch_unit& u, std::uint32_t slot);
   void record_mm3_swiglu_scratch(const pending_matmul& m, std::uint32_t x_off, std::uint32_t x_stride);
   std::optional<scratch_unit> scratch_next(const weight& w, const scratch_unit& u, std::uint32_t n) const;

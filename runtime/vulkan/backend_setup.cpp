@@ -692,6 +692,8 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
   P.stats.pipelines = std::uint32_t(P.pipes.size());
   P.stats.spirv_compiled = P.pipes.compiler().compiled();
   P.stats.spirv_cached = P.pipes.compiler().cache_hits();
+  // f16 copies for prompt steps (f16_copies.cpp): from what is left once everything else is placed.
+  P.make_f16_copies();
   return st;
 }
 }  // namespace strata::gpu

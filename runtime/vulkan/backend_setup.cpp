@@ -62,6 +62,7 @@ backend::impl::impl(const backend_options& o)
   coopmat = ctx.info().nv_coopmat;
   read_env();
   rec.set_lab_no_barrier(lab_no_barrier);
+  rec.set_lab_no_barrier_before(lab_no_barrier_before);
   rec.set_barrier_all(barrier_all);
   ctx.set_memory_budget(opt.memory_budget);
   if (!opt.cached_expert_layers.empty()) {

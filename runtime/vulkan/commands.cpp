@@ -49,7 +49,10 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
     if (b.range.id == 0 || b.disjoint) continue;  // read-only constants (weights), disjoint writes
     hazard |= contains(written_, b.range.id) || (b.written && contains(read_, b.range.id));
   }
-  if ((hazard || barrier_all_) && !lab_no_barrier_) barrier();
+  const bool lab_skip = !lab_no_barrier_before_.empty() &&
+                        std::any_of(lab_no_barrier_before_.begin(), lab_no_barrier_before_.end(),
+                                    [&](const std::string& part) { return p.label.find(part) != std::string::npos; });
+  if ((hazard || barrier_all_) && !lab_no_barrier_ && !lab_skip) barrier();
   for (const auto& b : bindings) {
     if (b.range.id == 0 || b.disjoint) continue;
     (b.written ? written_ : read_).push_back(b.range.id);

@@ -47,6 +47,9 @@ class command_recorder {
   void resume(const vk::raii::CommandBuffer& cmd, const std::string& label);
   // Lab only, wrong results (backend_tuning::lab_no_barrier): no hazard barriers between dispatches.
   void set_lab_no_barrier(bool on) noexcept { lab_no_barrier_ = on; }
+  // Lab only, wrong results (backend_tuning::lab_no_barrier_before): no hazard barrier before a
+  // dispatch whose kernel label contains one of `parts`, so that kernel overlaps the level before.
+  void set_lab_no_barrier_before(std::vector<std::string> parts) { lab_no_barrier_before_ = std::move(parts); }
   // Check only (backend_tuning::barrier_all): a barrier before every dispatch, hazard or not, so a
   // result that changes with it points at a dependency the hazard tracking missed.
   void set_barrier_all(bool on) noexcept { barrier_all_ = on; }
@@ -64,6 +67,7 @@ class command_recorder {
   void barrier();
   const vk::raii::CommandBuffer* cmd_ = nullptr;
   bool lab_no_barrier_ = false, barrier_all_ = false;
+  std::vector<std::string> lab_no_barrier_before_;
   vk::QueryPool queries_;
   std::uint32_t query_capacity_ = 0, first_query_ = 0, barriers_ = 0;
   std::vector<std::uint32_t> written_, read_;  // buffer ids since the last barrier

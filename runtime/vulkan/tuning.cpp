@@ -118,6 +118,9 @@ void backend_tuning::read_env() {
     std::fprintf(stderr, "strata: STRATA_VK_SKIP/REPEAT/QDEC_SKIP/TOPK_LAB is set: kernels left out or run twice, results are wrong (timing runs only)\n");
   flag("STRATA_VK_STEP_BUCKETS", step_buckets);
   flag("STRATA_VK_LAB_NO_BARRIER", lab_no_barrier);
+  labels(std::getenv("STRATA_VK_LAB_NO_BARRIER_BEFORE"), lab_no_barrier_before);
+  if (!lab_no_barrier_before.empty())
+    std::fprintf(stderr, "strata: STRATA_VK_LAB_NO_BARRIER_BEFORE is set: kernels overlap the level before them, results are wrong (timing runs only)\n");
   flag("STRATA_VK_BARRIER_ALL", barrier_all);
   if (lab_no_barrier)
     std::fprintf(stderr, "strata: STRATA_VK_LAB_NO_BARRIER is set: no barriers between a step's kernels, results are wrong (timing runs only)\n");

@@ -74,6 +74,10 @@ struct backend_tuning {
   // dispatches, so every kernel of a step may overlap every other: the bound of the dependency chain
   // (H200, qwen3-30b-a3b tg128 344 -> 1,011 t/s; bench/RESULTS.md session 50).
   bool lab_no_barrier = false;
+  // Lab only, wrong results (STRATA_VK_LAB_NO_BARRIER_BEFORE=part[,part]): no hazard barrier before
+  // the kernels whose label contains a part, so each overlaps the level before it: the bound of
+  // what overlapping that one boundary could gain (e.g. NORM_OUT: the O and down matvecs).
+  std::vector<std::string> lab_no_barrier_before;
   // Check only (STRATA_VK_BARRIER_ALL=1): a barrier before every dispatch, as a profile puts after
   // each, but with no timestamps: logits that change with it show a dependency the recorder missed.
   bool barrier_all = false;

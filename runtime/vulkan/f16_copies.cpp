@@ -35,12 +35,13 @@ std::optional<bool> copies_wanted(const std::optional<bool>& option) {
 }  // namespace
 
 // Whether the prompt GEMM (record_mul_mm_f16, record_mm3_swiglu) may read a copy of weight e:
-// a resident layer matrix of a format it expands to f16 tiles.
+// a resident layer matrix of a format it expands to f16 tiles, where steps reach
+// f16_copy_min_tokens (shorter ones keep their paths: the copy's bytes would bind them).
 bool backend::impl::f16_copy_candidate(const weight_entry& e) const {
   const gguf::tensor_info& t = *e.info;
   return t.name.starts_with("blk.") && t.ne[2] == 1 && t.ne[1] > 1 && t.ne[0] % 64 == 0 && t.type != gguf::type_id::f16 &&
          f16_operands_ok(t.type) && e.host < 0 && e.cache < 0 && e.stream < 0 && e.xstream < 0 &&
-         tiled_matmul(t.type, t.ne[0], max_rows);
+         max_rows >= f16_copy_min_tokens && tiled_matmul(t.type, t.ne[0], max_rows);
 }
 
 void backend::impl::make_f16_copies() {

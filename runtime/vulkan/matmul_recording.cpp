@@ -402,7 +402,7 @@ void backend::impl::record_mul_mm_f16(const pending_matmul& m) {
   const bool xf16 = mm_xh && K <= mm_xh_cols && n <= max_rows && K % 8 == 0;
   if (!xf16 && (m.x.off % 4 || m.x.stride % 4))  // the kernel reads f32 rows as vec4
     throw error("matmul '" + std::string(w.name) + "': input rows must start at multiples of 4 floats");
-  const f16_copy* copy = f16_copy_of(w.id);  // read instead of expanding (f16_copies.cpp)
+  const f16_copy* copy = n >= f16_copy_min_tokens ? f16_copy_of(w.id) : nullptr;  // read instead of expanding (f16_copies.cpp)
   const bool in_place = !copy && xf16 && mm3_in_place(w.type, K, n);
   const gguf::type_id w_read = in_place ? w.type : gguf::type_id::f16;  // the format the GEMM reads
   const pipeline_request g = mm3_req(t, xf16, w_read);
@@ -505,7 +505,7 @@ std::optional<scratch_unit> backend::impl::scratch_next(const weight& w, const s
   const auto next = scratch_plan.next(w.name);
   if (!next) return std::nullopt;
   const auto [id, up] = *next;
-  if (f16_copy_of(id)) return std::nullopt;  // its GEMM reads its f16 copy
+  if (n >= f16_copy_min_tokens && f16_copy_of(id)) return std::nullopt;  // its GEMM reads its f16 copy
   const auto resident = [&](std::uint32_t i) {
     const weight_entry& e = weights.at(i);
     return e.host < 0 && e.cache < 0 && e.stream < 0 && e.xstream < 0;
@@ -624,7 +624,8 @@ void backend::impl::record_mm3_swiglu(const pending_matmul& m) {
   const std::uint32_t K = std::uint32_t(w.ne[0]), F = std::uint32_t(w.ne[1]), n = m.x.rows;
   const mma2_tile t = mm3_tile_for(n);
   const auto [x_off, x_stride] = f16_input(m.x);
-  if (f16_copy_of(w.id) || !mm3_in_place(w.type, K, n)) return record_mm3_swiglu_scratch(m, x_off, x_stride);
+  if ((n >= f16_copy_min_tokens && f16_copy_of(w.id)) || !mm3_in_place(w.type, K, n))
+    return record_mm3_swiglu_scratch(m, x_off, x_stride);
   mm_f16_pc pc{K, 2 * F, n, 0, x_off, x_stride, m.y.off, m.y.stride, std::uint32_t(w.row_bytes)};
   const binding wb = bind_gate_up(w, *m.up, pc.up_off);
   pc.h_off = x_off == 0 ? xh_swiglu_at : 0;
@@ -668,7 +669,8 @@ void backend::impl::record_mm3_swiglu_scratch(const pending_matmul& m, std::uint
   const bool tok_fast = n > t.bn && tok_fast_gemm(true, K, 2 * F);
   if (tok_fast) g.defines.emplace_back("TOK_FAST", "1");
   const std::uint32_t part = swiglu_part_rows(K, F);
-  const f16_copy *gc = f16_copy_of(w.id), *uc = f16_copy_of(m.up->id);
+  const bool from_copies = n >= f16_copy_min_tokens;
+  const f16_copy *gc = from_copies ? f16_copy_of(w.id) : nullptr, *uc = from_copies ? f16_copy_of(m.up->id) : nullptr;
   const std::uint64_t gate_bytes = std::uint64_t(F) * K * 2;
   if (gc && uc && uc->buffer == gc->buffer && uc->offset == gc->offset + gate_bytes && gate_bytes < (1ull << 32)) {
     pc.up_off = std::uint32_t(gate_bytes);

@@ -444,6 +444,11 @@ struct backend_tuning {
   // tokens (H200, qwen3-8b pp512 8,320 against 7,995-8,033 in place; pp256 6,345 against 6,957);
   // without it from 1,024. STRATA_VK_MM3_SCRATCH_MIN=N from N tokens, 0 never.
   std::uint32_t mm3_scratch_min = 512;
+  // Steps of at least this many tokens read the f16 weight copies where they exist (f16_copies.cpp):
+  // at 128+ tokens a 2-byte weight feeds 128+ products, so the GEMM stays bound by its tiles; below,
+  // the batched decode steps (33-64 streams read Q4_K in place) are bound by the weights' bytes, which
+  // the copy would triple. STRATA_VK_F16_COPY_MIN=N.
+  std::uint32_t f16_copy_min_tokens = 128;
   // The scratch in two slots (scratch_schedule.hpp): the next GEMM's weights are expanded while
   // this one multiplies. STRATA_VK_MM3_AHEAD=0: one slot, each expansion just before its GEMM
   // (H200, qwen3-8b pp512 with Q4_K through the scratch: 7,767 / 7,772 against 8,324 / 8,320).

@@ -122,7 +122,7 @@ void backend::impl::make_f16_copies() {
         const dequant_f16_pc dq{K, std::uint32_t(t.row_bytes()), r0, rows, std::uint32_t((at / 2 + std::uint64_t(r0) * K) / 8)};
         binding b[] = {bind_weight(w), bind_id(id, true)};
         b[1].disjoint = true;  // every dispatch writes its own rows
-        r.dispatch(p, b, &dq, sizeof dq, div_up(std::uint64_t(rows) * (K / 16), 256));
+        r.dispatch(p, b, &dq, sizeof dq, detail::div_up(std::uint64_t(rows) * (K / 16), 256));
       }
     }
     stats.f16_copy_bytes += u.bytes;

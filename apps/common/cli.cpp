@@ -308,9 +308,9 @@ void add_tier_options(CLI::App& app, tier_options& o) {
   app.add_option("--f16-weights", o.f16_weights,
                  "keep an f16 copy of each layer's weight matrices on the GPU for prompt steps, whose tensor-core GEMMs "
                  "then read it instead of expanding the quantized weights to f16 every step (faster prefill for ~2 bytes "
-                 "a weight more GPU memory; decode reads the quantized weights either way); auto (default): on when no "
-                 "GPU budget is set and the free GPU memory holds the copies with a quarter of the GPU's memory (at "
-                 "least 4 GiB) to spare, copying as many layers as fit")
+                 "a weight more GPU memory; decode reads the quantized weights either way); auto: when no GPU budget is "
+                 "set and the free GPU memory holds the copies with a quarter of the GPU's memory (at least 4 GiB) to "
+                 "spare, copying as many layers as fit; off by default until measured on a GPU")
       ->type_name("auto|on|off")->group(group::tiers);
   app.add_flag("--fit", o.fit,
                "let the placement planner choose the GPU layers, which layers' FFN to stream and which layers' experts "
@@ -338,8 +338,8 @@ void apply(const tier_options& t, rt::engine_options& eo) {
   // 0 and more slots than a layer's experts: model::load names the limit
   if (!t.expert_cache.empty()) eo.expert_cache = parse_count("--expert-cache", t.expert_cache, "slot count", "32");
   if (t.f16_weights == "on" || t.f16_weights == "off") eo.f16_weights = t.f16_weights == "on";
-  else if (!t.f16_weights.empty() && t.f16_weights != "auto")
-    throw error("--f16-weights '" + t.f16_weights + "': expected auto, on or off");
+  else if (t.f16_weights == "auto") eo.f16_weights.reset();
+  else if (!t.f16_weights.empty()) throw error("--f16-weights '" + t.f16_weights + "': expected auto, on or off");
   if (t.expert_misses == "cpu" || t.expert_misses == "gpu") eo.expert_cpu_misses = t.expert_misses == "cpu";
   else if (!t.expert_misses.empty()) throw error("--expert-misses '" + t.expert_misses + "': expected cpu or gpu");
 }

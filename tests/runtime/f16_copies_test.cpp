@@ -53,7 +53,7 @@ TEST_CASE("fidelity: Vulkan prompt steps reading f16 weight copies give the f16 
   const std::vector<std::int32_t> next(run.greedy.begin(), run.greedy.begin() + 2);
   const strata::test::scoped_env scratch("STRATA_VK_MM3_SCRATCH_MIN", "64");
 
-  const copies_run off = run_prompt(g.path, prompt, next, false);
+  const copies_run off = run_prompt(g.path, prompt, next, strata::rt::engine_options{}.f16_weights);  // the default: off
   CHECK(off.startup.find("f16 copies") == std::string::npos);
   const copies_run on = run_prompt(g.path, prompt, next, true);
   REQUIRE(on.logits.size() == off.logits.size());
@@ -68,6 +68,7 @@ TEST_CASE("fidelity: Vulkan prompt steps reading f16 weight copies give the f16 
   CHECK(on.logits == off.logits);
   // Auto makes none under a GPU budget, whose placement is planned to the byte.
   auto opt = strata::test::fixture_options(strata::rt::backend_kind::vulkan);
+  opt.f16_weights.reset();  // auto
   opt.gpu_budget = 1ull << 30;
   CHECK(strata::rt::model::load(g.path, opt)->startup_report().find("f16 copies") == std::string::npos);
 }

@@ -95,11 +95,12 @@ struct engine_options {
   // budgets (n_gpu_layers is then not read); else -ngl and the overrides say it, and a layout
   // beyond gpu_budget is an error naming it.
   bool fit = false;
-  // --f16-weights on|off: an f16 copy of each layer weight matrix on the GPU, which prompt steps'
-  // tensor-core GEMMs read instead of expanding the quantized weights every step (decode reads the
-  // quantized weights either way). Unset (auto): on where no GPU budget is set and the free GPU
-  // memory holds the copies with a margin (backend_options::f16_copies).
-  std::optional<bool> f16_weights;
+  // --f16-weights auto|on|off: an f16 copy of each layer weight matrix on the GPU, which prompt
+  // steps' tensor-core GEMMs read instead of expanding the quantized weights every step (decode
+  // reads the quantized weights either way). Unset (auto): where no GPU budget is set and the free
+  // GPU memory holds the copies with a margin (backend_options::f16_copies). Off by default until
+  // measured on a GPU (bench/RESULTS.md session 64).
+  std::optional<bool> f16_weights = false;
   // Link speeds the planner weighs (unset: the probe's cache, `strata-run --plan --probe`, else
   // assumed desktop numbers); tests set them to force a layout on a tiny model.
   std::optional<tiers::link_speeds> links;

@@ -178,6 +178,14 @@ struct backend::impl : kernel_variants,
   const f16_copy* f16_copy_of(std::uint32_t id) const {
     return id < f16_copies.size() && f16_copies[id].buffer ? &f16_copies[id] : nullptr;
   }
+  // Gate's copy where gate and up of an n-token SwiGLU GEMM are both copied, up's rows right after
+  // gate's in one buffer (the layout record_mm3_swiglu_scratch reads); else null.
+  const f16_copy* f16_pair_copy(const weight& gate, const weight& up, std::uint32_t n) const {
+    if (n < f16_copy_min_tokens) return nullptr;
+    const f16_copy *g = f16_copy_of(gate.id), *u = f16_copy_of(up.id);
+    const std::uint64_t gate_bytes = gate.ne[0] * gate.ne[1] * 2;
+    return g && u && u->buffer == g->buffer && u->offset == g->offset + gate_bytes && gate_bytes < (1ull << 32) ? g : nullptr;
+  }
   // A copy bound from row `row` on to its buffer's end (the SwiGLU GEMM reads up's rows after gate's).
   binding bind_f16_copy(const f16_copy& c, std::uint64_t row, std::uint64_t K) const {
     const std::uint64_t at = c.offset + row * K * 2;

@@ -46,8 +46,9 @@ bool backend::impl::f16_copy_candidate(const weight_entry& e) const {
 
 void backend::impl::make_f16_copies() {
   if (!f16_copies.empty()) return;  // made once, at the first make_kv()
-  f16_copies.assign(weights.size(), {});
   const std::optional<bool> wanted = copies_wanted(opt.f16_copies);
+  // Filled here, kept only once the expansion has run (a throw leaves no copy the GEMMs would read).
+  std::vector<f16_copy> made(weights.size());
   if (!coopmat || !mm3 || !mm_xh || (wanted && !*wanted)) return;
 
   // Units in file order: a block's gate and up (same shape and format) as one pair buffer.
@@ -85,7 +86,10 @@ void backend::impl::make_f16_copies() {
   std::uint64_t allowance = 0;
   const memory_ledger& ledger = ctx.ledger();
   if (ledger.budget) {
-    if (wanted) allowance = ledger.budget > ledger.total() ? ledger.budget - ledger.total() : 0;
+    // 512 MiB of the budget kept for the buffers steps make when first recorded (split attention's
+    // partials, rotated queries, the expert cache's hand-off rows).
+    const std::uint64_t used = ledger.total() + gib / 2;
+    if (wanted) allowance = ledger.budget > used ? ledger.budget - used : 0;
   } else {
     const device_memory now = ctx.memory_now();
     if (now.is_cpu && !wanted) return;  // lavapipe: "device memory" is the host's RAM
@@ -109,7 +113,7 @@ void backend::impl::make_f16_copies() {
       if (w_id == ~0u) continue;
       const gguf::tensor_info& t = *weights[w_id].info;
       const std::uint64_t at = w_id == u.second ? u.bytes / 2 : 0;
-      f16_copies[w_id] = {id, at};
+      made[w_id] = {id, at};
       ++stats.f16_copies;
       weight w;
       w.id = w_id;
@@ -135,6 +139,7 @@ void backend::impl::make_f16_copies() {
     if (ctx.device().waitForFences(*fence, VK_TRUE, ~0ull) != vk::Result::eSuccess)
       throw error("the f16 weight copies' expansion on '" + ctx.info().name + "' did not finish");
   }
+  f16_copies = std::move(made);
   stats.f16_copy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 

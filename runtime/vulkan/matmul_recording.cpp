@@ -624,8 +624,7 @@ void backend::impl::record_mm3_swiglu(const pending_matmul& m) {
   const std::uint32_t K = std::uint32_t(w.ne[0]), F = std::uint32_t(w.ne[1]), n = m.x.rows;
   const mma2_tile t = mm3_tile_for(n);
   const auto [x_off, x_stride] = f16_input(m.x);
-  if ((n >= f16_copy_min_tokens && f16_copy_of(w.id)) || !mm3_in_place(w.type, K, n))
-    return record_mm3_swiglu_scratch(m, x_off, x_stride);
+  if (f16_pair_copy(w, *m.up, n) || !mm3_in_place(w.type, K, n)) return record_mm3_swiglu_scratch(m, x_off, x_stride);
   mm_f16_pc pc{K, 2 * F, n, 0, x_off, x_stride, m.y.off, m.y.stride, std::uint32_t(w.row_bytes)};
   const binding wb = bind_gate_up(w, *m.up, pc.up_off);
   pc.h_off = x_off == 0 ? xh_swiglu_at : 0;
@@ -669,17 +668,21 @@ void backend::impl::record_mm3_swiglu_scratch(const pending_matmul& m, std::uint
   const bool tok_fast = n > t.bn && tok_fast_gemm(true, K, 2 * F);
   if (tok_fast) g.defines.emplace_back("TOK_FAST", "1");
   const std::uint32_t part = swiglu_part_rows(K, F);
-  const bool from_copies = n >= f16_copy_min_tokens;
-  const f16_copy *gc = from_copies ? f16_copy_of(w.id) : nullptr, *uc = from_copies ? f16_copy_of(m.up->id) : nullptr;
-  const std::uint64_t gate_bytes = std::uint64_t(F) * K * 2;
-  if (gc && uc && uc->buffer == gc->buffer && uc->offset == gc->offset + gate_bytes && gate_bytes < (1ull << 32)) {
-    pc.up_off = std::uint32_t(gate_bytes);
-    for (std::uint32_t g0 = 0; g0 < F; g0 += part) {
+  if (const f16_copy* gc = f16_pair_copy(w, *m.up, n)) {
+    // Parts as the scratch's where there is one, else of about swiglu_part_bytes: 64-row multiples.
+    const std::uint32_t copy_part =
+        part ? part : std::uint32_t(std::clamp<std::uint64_t>(swiglu_part_bytes / (4ull * K) / 64 * 64, 64, F));
+    pc.up_off = std::uint32_t(std::uint64_t(F) * K * 2);
+    binding b[] = {{}, bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
+    for (std::uint32_t g0 = 0; g0 < F; g0 += copy_part) {
       pc.row0 = 2 * g0;
-      const binding b[] = {bind_f16_copy(*gc, g0, K), bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
-      const std::uint32_t row_tiles = div_up(2 * std::min(part, F - g0), t.bm), tok_tiles = div_up(n, t.bn);
+      b[0] = bind_f16_copy(*gc, g0, K);
+      if (g0) b[0].weights = false;  // the profile counts the pair's bytes once, not once a part
+      const std::uint32_t row_tiles = div_up(2 * std::min(copy_part, F - g0), t.bm), tok_tiles = div_up(n, t.bn);
       if (tok_fast) dispatch(g, b, &pc, sizeof pc, tok_tiles, row_tiles);
       else dispatch(g, b, &pc, sizeof pc, row_tiles, tok_tiles);
+      // The parts write disjoint rows and read what the first part's barrier covers: no barrier between them.
+      for (std::size_t i = 1; i < std::size(b); ++i) b[i].disjoint = true;
     }
     wrote(m.y);
     holds_f16(m.y, pc.h_off);

@@ -9,8 +9,6 @@ using namespace detail;
 
 namespace {
 
-constexpr std::string_view text_parts[] = {"text", "input_text", "output_text"};
-
 // An assistant message's tool_calls: [{id, type: "function", function: {name, arguments}}].
 std::vector<chat::tool_call> read_tool_calls(const array& calls, const std::string& path) {
   std::vector<chat::tool_call> out;

@@ -10,11 +10,6 @@
 namespace strata::serve::openai {
 using namespace detail;
 
-namespace {
-constexpr std::string_view text_parts[] = {"text", "input_text", "output_text"};
-
-}  // namespace
-
 parsed_request parse_responses(const object& body) {
   parsed_request r = read_shared_fields(body, generation_api::responses);
   if (auto ins = get_string(body, "instructions")) r.messages.push_back({"system", std::string(*ins), std::nullopt});

@@ -6,6 +6,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "request.hpp"
 #include "response_format.hpp"
@@ -14,6 +15,10 @@ namespace strata::serve::openai::detail {
 
 namespace json = boost::json;
 using namespace json_in;
+
+// The content part types whose "text" a message's content array contributes (Chat Completions and
+// Responses accept each other's spellings).
+constexpr std::string_view text_parts[] = {"text", "input_text", "output_text"};
 
 // "stop" | "length" | "tool_calls" for a finished choice.
 const char* finish_reason(const choice_result& c);

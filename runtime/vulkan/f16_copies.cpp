@@ -20,7 +20,7 @@
 namespace strata::gpu {
 namespace {
 
-constexpr std::uint64_t gib = 1ull << 30;
+constexpr std::uint64_t copy_gib = 1ull << 30;  // (not `gib`: memory.cpp has a function of that name in unity builds)
 
 // What STRATA_VK_F16_COPIES says (0 / 1), else the option.
 std::optional<bool> copies_wanted(const std::optional<bool>& option) {
@@ -88,13 +88,13 @@ void backend::impl::make_f16_copies() {
   if (ledger.budget) {
     // 512 MiB of the budget kept for the buffers steps make when first recorded (split attention's
     // partials, rotated queries, the expert cache's hand-off rows).
-    const std::uint64_t used = ledger.total() + gib / 2;
+    const std::uint64_t used = ledger.total() + copy_gib / 2;
     if (wanted) allowance = ledger.budget > used ? ledger.budget - used : 0;
   } else {
     const device_memory now = ctx.memory_now();
     if (now.is_cpu && !wanted) return;  // lavapipe: "device memory" is the host's RAM
     const std::uint64_t free = now.budget_bytes > now.usage_bytes ? now.budget_bytes - now.usage_bytes : 0;
-    const std::uint64_t margin = wanted ? gib / 2 : std::max<std::uint64_t>(4 * gib, now.heap_bytes / 4);
+    const std::uint64_t margin = wanted ? copy_gib / 2 : std::max<std::uint64_t>(4 * copy_gib, now.heap_bytes / 4);
     allowance = free > margin ? free - margin : 0;
   }
 

@@ -28,10 +28,7 @@ struct product_layer {
 void backend::impl::make_router_products() {
   std::unordered_map<std::string_view, std::uint32_t> by_name;
   for (std::uint32_t i = 0; i < weights.size(); ++i) by_name.emplace(weights[i].info->name, i);
-  const auto resident = [&](std::uint32_t id) {
-    const weight_entry& e = weights[id];
-    return e.host < 0 && e.cache < 0 && e.stream < 0 && e.xstream < 0;
-  };
+  const auto resident = [&](std::uint32_t id) { return impl::resident(weights[id]); };
   std::vector<product_layer> layers;
   std::uint32_t widest = 0;
   for (std::uint32_t i = 0; i < weights.size(); ++i) {

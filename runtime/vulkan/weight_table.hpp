@@ -29,6 +29,8 @@ struct weight_table {
   };
   // Whether the GPU's kernels ever read the tensor (in its chunk, a cache slot or a ring slot).
   static bool gpu_reads(const weight_entry& e) { return e.host < 0 || e.xstream >= 0; }
+  // Whether its bytes stay where they are in its chunk: not the CPU's, a cache slot or a ring slot.
+  static bool resident(const weight_entry& e) { return e.host < 0 && e.cache < 0 && e.stream < 0 && e.xstream < 0; }
   std::vector<weight_entry> weights;
   bool uploaded = false;
 };

@@ -122,4 +122,18 @@ void command_recorder::end() {
   cmd_->end();
 }
 
+void run_once(const context& ctx, const std::function<void(command_recorder&)>& record, const std::string& what) {
+  const vk::raii::CommandPool pool(ctx.device(), vk::CommandPoolCreateInfo({}, ctx.queue_family()));
+  vk::raii::CommandBuffers cmds(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1));
+  command_recorder rec;
+  rec.begin(cmds[0]);
+  record(rec);
+  rec.end();
+  const vk::raii::Fence fence(ctx.device(), vk::FenceCreateInfo());
+  const vk::CommandBuffer c = *cmds[0];
+  ctx.queue().submit(vk::SubmitInfo({}, {}, c), *fence);
+  if (ctx.device().waitForFences(*fence, VK_TRUE, ~0ull) != vk::Result::eSuccess)
+    throw error(what + " on '" + ctx.info().name + "' did not finish");
+}
+
 }  // namespace strata::gpu

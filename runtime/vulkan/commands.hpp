@@ -4,6 +4,7 @@
 // overlap. Optionally brackets every dispatch with timestamps for per-kernel profiles.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,5 +75,9 @@ class command_recorder {
   std::vector<std::string> labels_;
   std::vector<std::uint64_t> weight_bytes_;
 };
+
+// Records `record` into a one-time command buffer of ctx's queue, submits it and waits for it
+// (set-up work: probes, load-time expansions); throws naming `what` and the device if it does not finish.
+void run_once(const context& ctx, const std::function<void(command_recorder&)>& record, const std::string& what);
 
 }  // namespace strata::gpu

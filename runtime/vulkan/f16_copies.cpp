@@ -8,7 +8,7 @@
 // gate's, so the SwiGLU GEMM binds the pair as one range as it binds a scratch slot.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -22,16 +22,6 @@ namespace {
 
 constexpr std::uint64_t copy_gib = 1ull << 30;  // (not `gib`: memory.cpp has a function of that name in unity builds)
 
-// What STRATA_VK_F16_COPIES says (0 / 1), else the option.
-std::optional<bool> copies_wanted(const std::optional<bool>& option) {
-  if (const char* e = std::getenv("STRATA_VK_F16_COPIES"); e && *e) {
-    const std::string_view v(e);
-    if (v == "0" || v == "1") return v == "1";
-    throw error("STRATA_VK_F16_COPIES='" + std::string(v) + "': expected 0 or 1");
-  }
-  return option;
-}
-
 }  // namespace
 
 // Whether the prompt GEMM (record_mul_mm_f16, record_mm3_swiglu) may read a copy of weight e:
@@ -40,13 +30,13 @@ std::optional<bool> copies_wanted(const std::optional<bool>& option) {
 bool backend::impl::f16_copy_candidate(const weight_entry& e) const {
   const gguf::tensor_info& t = *e.info;
   return t.name.starts_with("blk.") && t.ne[2] == 1 && t.ne[1] > 1 && t.ne[0] % 64 == 0 && t.type != gguf::type_id::f16 &&
-         f16_operands_ok(t.type) && e.host < 0 && e.cache < 0 && e.stream < 0 && e.xstream < 0 &&
+         f16_operands_ok(t.type) && resident(e) &&
          max_rows >= f16_copy_min_tokens && tiled_matmul(t.type, t.ne[0], max_rows);
 }
 
 void backend::impl::make_f16_copies() {
   if (!f16_copies.empty()) return;  // made once, at the first make_kv()
-  const std::optional<bool> wanted = copies_wanted(opt.f16_copies);
+  const std::optional<bool> wanted = f16_copies_env ? f16_copies_env : opt.f16_copies;  // STRATA_VK_F16_COPIES first
   // Filled here, kept only once the expansion has run (a throw leaves no copy the GEMMs would read).
   std::vector<f16_copy> made(weights.size());
   if (!coopmat || !mm3 || !mm_xh || (wanted && !*wanted)) return;
@@ -99,46 +89,39 @@ void backend::impl::make_f16_copies() {
   }
 
   const auto t0 = std::chrono::steady_clock::now();
-  const vk::raii::CommandPool pool(ctx.device(), vk::CommandPoolCreateInfo({}, ctx.queue_family()));
-  vk::raii::CommandBuffers cmds(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1));
-  command_recorder r;
-  r.begin(cmds[0]);
+  // The units that fit (a smaller one later may still fit after one that does not), each its buffer.
+  std::vector<std::pair<const unit*, std::uint32_t>> copies;
   for (const unit& u : units) {
-    if (u.bytes > allowance) continue;  // a smaller unit later may still fit
+    if (u.bytes > allowance) continue;
     allowance -= u.bytes;
-    const gguf::tensor_info& first = *weights[u.first].info;
-    const std::uint32_t id =
-        new_buffer(u.bytes, memory_kind::device, "weights: f16 copy of " + std::string(first.name) + " (prompt steps)");
-    for (const std::uint32_t w_id : {u.first, u.second}) {
-      if (w_id == ~0u) continue;
-      const gguf::tensor_info& t = *weights[w_id].info;
-      const std::uint64_t at = w_id == u.second ? u.bytes / 2 : 0;
-      made[w_id] = {id, at};
-      ++stats.f16_copies;
-      weight w;
-      w.id = w_id;
-      const pipeline& p = pipes.get(dequant_req(t.type));
-      // Rows a dispatch: its granules (16 elements each, 256 a workgroup) within one grid row.
-      const std::uint32_t K = std::uint32_t(t.ne[0]), N = std::uint32_t(t.ne[1]);
-      const std::uint32_t per = std::max<std::uint32_t>(1, std::uint32_t(65535ull * 256 / (K / 16)));
-      for (std::uint32_t r0 = 0; r0 < N; r0 += per) {
-        const std::uint32_t rows = std::min(per, N - r0);
-        const dequant_f16_pc dq{K, std::uint32_t(t.row_bytes()), r0, rows, std::uint32_t((at / 2 + std::uint64_t(r0) * K) / 8)};
-        binding b[] = {bind_weight(w), bind_id(id, true)};
-        b[1].disjoint = true;  // every dispatch writes its own rows
-        r.dispatch(p, b, &dq, sizeof dq, detail::div_up(std::uint64_t(rows) * (K / 16), 256));
-      }
-    }
+    const std::string name(weights[u.first].info->name);
+    copies.emplace_back(&u, new_buffer(u.bytes, memory_kind::device, "weights: f16 copy of " + name + " (prompt steps)"));
     stats.f16_copy_bytes += u.bytes;
   }
-  r.end();
-  if (stats.f16_copies) {
-    const vk::raii::Fence fence(ctx.device(), vk::FenceCreateInfo());
-    const vk::CommandBuffer c = *cmds[0];
-    ctx.queue().submit(vk::SubmitInfo({}, {}, c), *fence);
-    if (ctx.device().waitForFences(*fence, VK_TRUE, ~0ull) != vk::Result::eSuccess)
-      throw error("the f16 weight copies' expansion on '" + ctx.info().name + "' did not finish");
-  }
+  if (copies.empty()) return;
+  run_once(ctx, [&](command_recorder& r) {
+    for (const auto& [u, id] : copies)
+      for (const std::uint32_t w_id : {u->first, u->second}) {
+        if (w_id == ~0u) continue;
+        const gguf::tensor_info& t = *weights[w_id].info;
+        const std::uint64_t at = w_id == u->second ? u->bytes / 2 : 0;
+        made[w_id] = {id, at};
+        ++stats.f16_copies;
+        weight w;
+        w.id = w_id;
+        const pipeline& p = pipes.get(dequant_req(t.type));
+        // Rows a dispatch: its granules (16 elements each, 256 a workgroup) within one grid row.
+        const std::uint32_t K = std::uint32_t(t.ne[0]), N = std::uint32_t(t.ne[1]);
+        const std::uint32_t per = std::max<std::uint32_t>(1, std::uint32_t(65535ull * 256 / (K / 16)));
+        for (std::uint32_t r0 = 0; r0 < N; r0 += per) {
+          const std::uint32_t rows = std::min(per, N - r0);
+          const dequant_f16_pc dq{K, std::uint32_t(t.row_bytes()), r0, rows, std::uint32_t((at / 2 + std::uint64_t(r0) * K) / 8)};
+          binding b[] = {bind_weight(w), bind_id(id, true)};
+          b[1].disjoint = true;  // every dispatch writes its own rows
+          r.dispatch(p, b, &dq, sizeof dq, detail::div_up(std::uint64_t(rows) * (K / 16), 256));
+        }
+      }
+  }, "the f16 weight copies' expansion");
   f16_copies = std::move(made);
   stats.f16_copy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -22,18 +22,10 @@ std::array<std::uint32_t, N> run_probe(const context& ctx, pipeline_registry& pi
                                        std::vector<std::pair<std::string, std::string>> defines) {
   const pipeline& pl = pipes.get({"mma_layout", std::nullopt, std::move(defines), 1});
   gpu_buffer out(ctx, N * 4, memory_kind::readback, "cooperative-matrix layout probe");
-  const vk::raii::CommandPool pool(ctx.device(), vk::CommandPoolCreateInfo({}, ctx.queue_family()));
-  vk::raii::CommandBuffers cmds(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1));
-  command_recorder rec;
-  rec.begin(cmds[0]);
-  const binding b[] = {{{out.handle(), 0, out.size(), 0}, true}};
-  rec.dispatch(pl, b, nullptr, 0, 1);
-  rec.end();
-  const vk::raii::Fence fence(ctx.device(), vk::FenceCreateInfo());
-  const vk::CommandBuffer c = *cmds[0];
-  ctx.queue().submit(vk::SubmitInfo({}, {}, c), *fence);
-  if (ctx.device().waitForFences(*fence, VK_TRUE, ~0ull) != vk::Result::eSuccess)
-    throw error("cooperative-matrix layout probe on '" + ctx.info().name + "' did not finish");
+  run_once(ctx, [&](command_recorder& rec) {
+    const binding b[] = {{{out.handle(), 0, out.size(), 0}, true}};
+    rec.dispatch(pl, b, nullptr, 0, 1);
+  }, "cooperative-matrix layout probe");
   std::array<std::uint32_t, N> v{};
   std::memcpy(v.data(), out.mapped(), sizeof v);
   return v;

@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -449,6 +450,9 @@ struct backend_tuning {
   // the batched decode steps (33-64 streams read Q4_K in place) are bound by the weights' bytes, which
   // the copy would triple. STRATA_VK_F16_COPY_MIN=N.
   std::uint32_t f16_copy_min_tokens = 128;
+  // STRATA_VK_F16_COPIES=0|1: no f16 copies / copies where the memory holds them, whatever
+  // backend_options::f16_copies says (unset: the option decides).
+  std::optional<bool> f16_copies_env;
   // The scratch in two slots (scratch_schedule.hpp): the next GEMM's weights are expanded while
   // this one multiplies. STRATA_VK_MM3_AHEAD=0: one slot, each expansion just before its GEMM
   // (H200, qwen3-8b pp512 with Q4_K through the scratch: 7,767 / 7,772 against 8,324 / 8,320).

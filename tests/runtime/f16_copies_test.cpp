@@ -88,5 +88,5 @@ TEST_CASE("f16 weight copies: a bad STRATA_VK_F16_COPIES is an error naming it")
   const strata::test::scoped_env bad("STRATA_VK_F16_COPIES", "yes");
   const auto& g = strata::test::shipped_fixture("qwen3-Q4_K_M");
   CHECK_THROWS_WITH(strata::rt::model::load(g.path, strata::test::fixture_options(strata::rt::backend_kind::vulkan)),
-                    doctest::Contains("STRATA_VK_F16_COPIES='yes': expected 0 or 1"));
+                    doctest::Contains("STRATA_VK_F16_COPIES='yes' must be 0 (no f16 weight copies) or 1"));
 }

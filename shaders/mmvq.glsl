@@ -60,6 +60,11 @@
 //  TOPK_IN with RMS_IN and TOPK_PARTS (= the blocks a token): the router's logits come as
 //                ROUTER_PARTS' parts and the experts' input as NORM_OUT's codes; the top-k's
 //                bindings then start at 11 (TOPK_IN = 10), the block sums of x^2 again at 14.
+//  CHAIN         (a dense one-token matvec; = the first of the two last bindings) a level chain
+//                (commands.hpp set_chain): the workgroups count out on binding CHAIN as they end,
+//                the last setting its done word, and each invocation waits for binding CHAIN + 1's
+//                done word after issuing its first weight loads, before it reads an activation, a
+//                norm's sums or the residual (read `coherent`: no barrier cleared stale cached lines).
 #if defined(NORM_TAIL) && defined(MOE_IDS) && !defined(MOE_COMBINE_TAIL)
 #error "NORM_TAIL follows a residual matvec or the MoE combine"
 #endif
@@ -86,6 +91,32 @@
 #endif
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
+#endif
+#ifdef CHAIN
+#if defined(MOE_IDS) || defined(NORM_TAIL) || defined(MOE_COMBINE_TAIL) || defined(MOE_BLOCK_TAIL) || defined(ROUTER_PARTS) || NT != 1
+#error "CHAIN: a dense one-token matvec, every workgroup reaching the end of main()"
+#endif
+layout(binding = CHAIN, std430) coherent buffer ChainOut { uint chain_out[]; };             // [0] count, [1] done
+layout(binding = CHAIN + 1, std430) coherent volatile buffer ChainIn { uint chain_in[]; };  // the producer's
+// Each invocation waits for the producer's done word itself before its first read of what the
+// producer wrote: no workgroup barrier, so it can sit in the weight loop after the first loads.
+void chain_wait() {
+  while (chain_in[1] == 0u) {
+  }
+  memoryBarrierBuffer();
+}
+// Every invocation, at the end: once the last workgroup has counted out, every output is visible.
+void chain_signal() {
+  memoryBarrierBuffer();
+  barrier();
+  if (gl_LocalInvocationIndex == 0u) {
+    const uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z;
+    if (atomicAdd(chain_out[0], 1u) == groups - 1u) {
+      memoryBarrierBuffer();
+      atomicExchange(chain_out[1], 1u);
+    }
+  }
+}
 #endif
 // UR (STRATA_VK_MMVQ_UNROLL=1, off): the loops over tokens, rows and units in flight carry the
 // unroll hint, so acc[ROWS][NT] and the per-token row indices stay in registers even where a loop
@@ -120,7 +151,7 @@ layout(local_size_x = WG) in;
 // before the formats' MMVQ units that read them.
 layout(binding = 3, std430) TAIL_COHERENT buffer Y { float y[]; };
 #ifdef ADD_RESIDUAL
-layout(binding = 4, std430) readonly buffer R { float res[]; };
+layout(binding = 4, std430) CHAIN_COHERENT readonly buffer R { float res[]; };
 #endif
 // PAIR_OUT: two matrices of one input, shape and format (decode's K and V projections), up_off
 // bytes apart in one bound range, as one dispatch: a lane group's row r of both, the first into
@@ -186,7 +217,7 @@ layout(binding = 8, std430) readonly buffer NormW { float norm_w[]; };
 layout(binding = 9, std430) writeonly buffer SqOut { float sq_out[]; };  // [token][block of 32 rows]
 #endif
 #ifdef RMS_IN
-layout(binding = 10, std430) readonly buffer SqIn { float sq_in[]; };
+layout(binding = 10, std430) CHAIN_COHERENT readonly buffer SqIn { float sq_in[]; };
 #endif
 layout(push_constant) uniform Params {
   uint K, N, n_tok, row_bytes;
@@ -339,15 +370,22 @@ void main() {
   UNROLL for (uint r = 0; r < RPG; ++r) nwv[r] = norm_w[min(row0 + r, p.N - 1)];
 #endif
 #ifdef RMS_IN
-  // The block sums are issued before the weight loop and summed after it, in a fixed order.
+  // The block sums are issued before the weight loop (a chain's after its wait) and summed after
+  // it, in a fixed order.
   float sqv[NT][RMS_PER_LANE];
-  UNROLL for (uint t = 0; t < NT; ++t) {
-    const uint base = min(xr[t], xr[0] + nt - 1) * RMS_NB;
-    UNROLL for (uint i = 0; i < RMS_PER_LANE; ++i) {
-      const uint b = lane + i * LPR;
-      sqv[t][i] = b < RMS_NB ? sq_in[base + b] : 0.0;
-    }
+#define LOAD_RMS_SUMS()                                                  \
+  UNROLL for (uint t = 0; t < NT; ++t) {                                 \
+    const uint base = min(xr[t], xr[0] + nt - 1) * RMS_NB;               \
+    UNROLL for (uint i = 0; i < RMS_PER_LANE; ++i) {                     \
+      const uint b = lane + i * LPR;                                     \
+      sqv[t][i] = b < RMS_NB ? sq_in[base + b] : 0.0;                    \
+    }                                                                    \
   }
+#else
+#define LOAD_RMS_SUMS()
+#endif
+#ifndef CHAIN
+  LOAD_RMS_SUMS()
 #endif
 
 #ifdef PAIR_SKIP
@@ -365,6 +403,12 @@ void main() {
       UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
 #endif
     }
+#ifdef CHAIN
+    if (u0 == lane) {  // the first pass: its weight loads are in flight
+      chain_wait();
+      LOAD_RMS_SUMS()
+    }
+#endif
     UNROLL for (uint k = 0; k < U; ++k) {
       const uint u = u0 + k * LPR;
       if (u >= n_units) break;
@@ -389,6 +433,12 @@ void main() {
 #endif
     }
   }
+#ifdef CHAIN
+  if (lane >= n_units) {  // a lane with no unit to read waits here
+    chain_wait();
+    LOAD_RMS_SUMS()
+  }
+#endif
 
 #if defined(SG_LPR)  // a lane group is exactly one subgroup
   UNROLL for (uint r = 0; r < ROWS; ++r)
@@ -513,5 +563,8 @@ void main() {
                  p.bt_out_stride, p.bt_r_off, p.bt_r_stride, p.bt_weighted != 0u, p.bt_q_stride, p.bt_s_stride);
 #elif defined(NORM_TAIL)
   NORM_TAIL_CALL();
+#endif
+#ifdef CHAIN
+  chain_signal();
 #endif
 }

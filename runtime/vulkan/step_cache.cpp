@@ -71,6 +71,17 @@ std::uint32_t backend::step_granule() const {
 bool backend::impl::skipped(const pipeline_request& r) const { return matches(skip_kernels, r); }
 bool backend::impl::repeated(const pipeline_request& r) const { return matches(repeat_kernels, r); }
 
+pipeline_request backend::impl::chained(pipeline_request r) const {
+  if (!chain || r.shader != "mmvq") return r;
+  for (const auto& [k, v] : r.defines)
+    if ((k == "NT" && v != "1") || k == "MOE_IDS" || k == "NORM_TAIL" || k == "MOE_COMBINE_TAIL" || k == "MOE_BLOCK_TAIL" ||
+        k == "ROUTER_PARTS" || k == "TOPK_IN" || k == "W_CACHED" || k == "LAB" || k == "CHAIN")
+      return r;
+  r.defines.emplace_back("CHAIN", std::to_string(r.bindings));
+  r.bindings += 2;
+  return r;
+}
+
 void backend::impl::dispatch(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                              std::uint32_t gx, std::uint32_t gy) {
   if (!skip_kernels.empty() && skipped(r)) return;
@@ -81,8 +92,9 @@ void backend::impl::dispatch(const pipeline_request& r, std::span<const binding>
     gz = div_up(gx, lim);
     gx = div_up(gx, gz);
   }
-  rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
-  if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+  const pipeline& p = pipes.get(chained(r));
+  rec.dispatch(p, b, pc, pc_bytes, gx, gy, gz);
+  if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(p, b, pc, pc_bytes, gx, gy, gz);
   if (std::exchange(encode_next, false)) flush_encode();
   if (pad_levels && r.shader == "attn_prep") {
     if (!pad_buffer) pad_buffer = new_buffer(1024, memory_kind::device, "lab level padding");
@@ -95,8 +107,9 @@ void backend::impl::dispatch(const pipeline_request& r, std::span<const binding>
 void backend::impl::dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                               std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
   if (!skip_kernels.empty() && skipped(r)) return;
-  rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
-  if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(pipes.get(r), b, pc, pc_bytes, gx, gy, gz);
+  const pipeline& p = pipes.get(chained(r));
+  rec.dispatch(p, b, pc, pc_bytes, gx, gy, gz);
+  if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(p, b, pc, pc_bytes, gx, gy, gz);
   if (std::exchange(encode_next, false)) flush_encode();
 }
 

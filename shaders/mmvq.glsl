@@ -65,6 +65,9 @@
 //                the last setting its done word, and each invocation waits for binding CHAIN + 1's
 //                done word after issuing its first weight loads, before it reads an activation, a
 //                norm's sums or the residual (read `coherent`: no barrier cleared stale cached lines).
+//  CHAIN_STAGE   (with CHAIN; = K rounded up) after the wait the workgroup copies the input's codes
+//                and scales into shared memory once and the loop reads them there, so only that
+//                copy reads `coherent`; the first pass's weight loads go out before the wait.
 #if defined(NORM_TAIL) && defined(MOE_IDS) && !defined(MOE_COMBINE_TAIL)
 #error "NORM_TAIL follows a residual matvec or the MoE combine"
 #endif
@@ -117,6 +120,16 @@ void chain_signal() {
     }
   }
 }
+#endif
+#ifdef CHAIN_STAGE  // the input's codes and scales staged in shared memory from their first element
+#ifndef CHAIN
+#error "CHAIN_STAGE: a level chain's one-token matvec"
+#endif
+#define Q_BASE 0u
+#define S_BASE 0u
+#else
+#define Q_BASE p.q_off
+#define S_BASE p.s_off
 #endif
 // UR (STRATA_VK_MMVQ_UNROLL=1, off): the loops over tokens, rows and units in flight carry the
 // unroll hint, so acc[ROWS][NT] and the per-token row indices stay in registers even where a loop
@@ -267,6 +280,18 @@ const uint RMS_NB = RMS_IN / 32;                 // block sums per token
 const uint RMS_PER_LANE = (RMS_NB + LPR - 1) / LPR;
 #endif
 
+// The loads of a lane's U units from u0 on, for every row it owns (a clamped unit is loaded but not used).
+void mmvq_load_units(out mmvq_w wv[U][ROWS], uint u0, uint n_units, uint rbase[ROWS], uint wbase, uint lane) {
+  UNROLL for (uint k = 0; k < U; ++k) {
+    const uint u = min(u0 + k * LPR, n_units - 1);
+#if defined(LAB) && (LAB & 2) != 0
+    UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(wbase, lane & 3u);  // lab: one unit, cache-hot
+#else
+    UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
+#endif
+  }
+}
+
 void main() {
 #ifdef HAS_MMVQ_INIT
   mmvq_init();  // every invocation, before any workgroup returns
@@ -393,17 +418,23 @@ void main() {
 #else
   const uint n_units = p.K / MMVQ_UNIT;
 #endif
-  for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
-    mmvq_w wv[U][ROWS];
-    UNROLL for (uint k = 0; k < U; ++k) {
-      const uint u = min(u0 + k * LPR, n_units - 1);  // a clamped unit is loaded but not used
-#if defined(LAB) && (LAB & 2) != 0
-      UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(wbase, lane & 3u);  // lab: one unit, cache-hot
-#else
-      UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
+  mmvq_w wv[U][ROWS];
+#ifdef CHAIN_STAGE
+  // The first pass's weight loads go out before the wait; then the workgroup copies the input's
+  // codes and scales into shared memory (xq, xs there: common.glsl), which the loop reads.
+  mmvq_load_units(wv, lane, n_units, rbase, wbase, lane);
+  chain_wait();
+  for (uint i = gl_LocalInvocationIndex; i < p.K / 16; i += WG) xq[i] = xq_g[p.q_off + i];
+  for (uint i = gl_LocalInvocationIndex; i < p.K / 32; i += WG) xs[i] = xs_g[p.s_off + i];
+  LOAD_RMS_SUMS()
+  barrier();
 #endif
-    }
-#ifdef CHAIN
+  for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
+#ifdef CHAIN_STAGE
+    if (u0 != lane)
+#endif
+      mmvq_load_units(wv, u0, n_units, rbase, wbase, lane);
+#if defined(CHAIN) && !defined(CHAIN_STAGE)
     if (u0 == lane) {  // the first pass: its weight loads are in flight
       chain_wait();
       LOAD_RMS_SUMS()
@@ -427,13 +458,13 @@ void main() {
 #else
       UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
-        const uint qb = p.q_off + xr[t] * p.q_stride, sb = p.s_off + xr[t] * p.s_stride;
+        const uint qb = Q_BASE + xr[t] * p.q_stride, sb = S_BASE + xr[t] * p.s_stride;
         UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dot(wv[k][r], u, qb, sb);
       }
 #endif
     }
   }
-#ifdef CHAIN
+#if defined(CHAIN) && !defined(CHAIN_STAGE)
   if (lane >= n_units) {  // a lane with no unit to read waits here
     chain_wait();
     LOAD_RMS_SUMS()

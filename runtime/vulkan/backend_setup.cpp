@@ -522,7 +522,7 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   reqs.push_back(impl::elementwise_req("OP_SWIGLU"));
   reqs.push_back(impl::copy_req(false));
   reqs.push_back(impl::copy_req(true));
-  for (auto& r : reqs) r = P.chained(std::move(r));
+  if (P.chain == 1) for (auto& r : reqs) r = P.chained(std::move(r), 0);  // (staged forms need K: built when recorded)
   const auto t1 = clock_type::now();
   P.pipes.prepare(reqs, P.opt.progress);
   P.stats.pipelines_ms += ms_since(t1);

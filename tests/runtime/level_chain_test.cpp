@@ -10,9 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "strata/quant/ftype.hpp"
 #include "strata/runtime/engine.hpp"
-#include "strata/runtime/quantize.hpp"
 #include "support/fixture_options.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
@@ -61,14 +59,7 @@ TEST_CASE("fidelity: Vulkan decode with level chains between its matvecs gives t
   };
   SUBCASE("the qwen3 fixture requantized to Q8_0") {
     const strata::test::temp_model_dir dir("level-chain");
-    strata::rt::quantize_params qp;
-    qp.input = g.path;
-    qp.output = dir.path() / "Q8_0.gguf";
-    qp.ftype = strata::quant::ftype::mostly_q8_0;
-    qp.allow_requantize = true;
-    qp.threads = 2;
-    strata::rt::quantize_model(qp);
-    check(qp.output, "Q8_0", 3 * layers - 1);  // gate/up, down; Q/K/V after the first layer
+    check(dir.as_q8_0(g.path), "Q8_0", 3 * layers - 1);  // gate/up, down; Q/K/V after the first layer
   }
   // The fixture's Q4_K matrices are too short for NORM_OUT's workgroups: a quantize dispatch
   // follows O and down, and the Q, K and V matvecs of the layers with a Q6_K one run apart, each

@@ -16,9 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "strata/quant/ftype.hpp"
 #include "strata/runtime/engine.hpp"
-#include "strata/runtime/quantize.hpp"
 #include "support/fixture_options.hpp"
 #include "support/scoped_env.hpp"
 #include "support/session_logits.hpp"
@@ -65,25 +63,19 @@ TEST_CASE("fidelity: Vulkan decode with K and V as one matvec dispatch, or Q, K 
   if (!strata::test::vulkan_here("joined matvecs")) return;
   const auto& g = strata::test::shipped_fixture("qwen3-Q4_K_M");
   const strata::test::temp_model_dir dir("mmvq-joined");
-  strata::rt::quantize_params qp;
-  qp.input = g.path;
-  qp.output = dir.path() / "Q8_0.gguf";
-  qp.ftype = strata::quant::ftype::mostly_q8_0;
-  qp.allow_requantize = true;
-  qp.threads = 2;
-  strata::rt::quantize_model(qp);
+  const auto q8 = dir.as_q8_0(g.path);
   const auto& run = g.runs.back();
   const std::uint32_t layers = [&] {
-    auto m = strata::rt::model::load(qp.output, strata::test::fixture_options(strata::rt::backend_kind::cpu));
+    auto m = strata::rt::model::load(q8, strata::test::fixture_options(strata::rt::backend_kind::cpu));
     return m->hparams().n_layer;
   }();
 
-  const joined_run none = run_joined(qp.output, run, "0", "0");
+  const joined_run none = run_joined(q8, run, "0", "0");
   CHECK(none.pair_calls == 0);
   CHECK(none.stack_calls == 0);
   CHECK(none.barriers > 0);
   SUBCASE("the K/V pair") {
-    const joined_run pair = run_joined(qp.output, run, "1", "0");
+    const joined_run pair = run_joined(q8, run, "1", "0");
     CHECK(pair.pair_calls >= layers);  // every layer of the profiled run's two decode steps
     CHECK(pair.stack_calls == 0);
     CHECK(pair.barriers == none.barriers);
@@ -91,7 +83,7 @@ TEST_CASE("fidelity: Vulkan decode with K and V as one matvec dispatch, or Q, K 
     CHECK(pair.logits == none.logits);
   }
   SUBCASE("the Q/K/V stack, taken before the pair") {
-    const joined_run stack = run_joined(qp.output, run, "1", "1");
+    const joined_run stack = run_joined(q8, run, "1", "1");
     MESSAGE("stack kernel " << stack.stack_label << ", " << stack.stack_calls << " calls");
     CHECK(stack.stack_label.find("mmvq.Q8_0") == 0);
     CHECK(stack.stack_calls >= layers);

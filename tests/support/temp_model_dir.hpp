@@ -1,6 +1,6 @@
 // Test support: a test's own temporary folder, removed with what it holds when the test ends, and
-// a fixture model written into it with its O projections (attn_output) requantized to one format
-// (the rest Q4_K_M): the runtime tests that compare a decode form per projection format use it.
+// fixture models requantized into it: with its O projections (attn_output) in one format (the rest
+// Q4_K_M), for the runtime tests that compare a decode form per projection format, or all Q8_0.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -37,6 +37,18 @@ class temp_model_dir {
     qp.allow_requantize = true;
     qp.threads = 2;
     qp.tensor_types = {{"attn_output", o_type}};
+    rt::quantize_model(qp);
+    return qp.output;
+  }
+
+  // `model` requantized as Q8_0 (every matrix of one format and row width), as Q8_0.gguf here.
+  std::filesystem::path as_q8_0(const std::filesystem::path& model) const {
+    rt::quantize_params qp;
+    qp.input = model;
+    qp.output = path_ / "Q8_0.gguf";
+    qp.ftype = quant::ftype::mostly_q8_0;
+    qp.allow_requantize = true;
+    qp.threads = 2;
     rt::quantize_model(qp);
     return qp.output;
   }

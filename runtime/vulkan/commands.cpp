@@ -106,6 +106,7 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
       barrier();
     }
   }
+  last_wait_ = wait_slot;
   for (const auto& b : bindings) {
     if (b.range.id == 0 || b.disjoint) continue;
     (b.written ? written_ : read_).push_back(b.range.id);

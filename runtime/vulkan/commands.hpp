@@ -65,8 +65,9 @@ class command_recorder {
   // slot, beside it (Q, K and V after the down matvec). Every other dispatch waits on slot 0, which
   // begin() marks done. Slots are `stride` bytes apart.
   void set_chain(buffer_range counters, std::uint32_t stride) noexcept { chain_ = counters, chain_stride_ = stride; }
-  // Barriers a chain replaced since begin().
+  // Barriers a chain replaced since begin(), and the slot the last dispatch waits for (0: none).
   std::uint32_t chains() const noexcept { return chains_; }
+  std::uint32_t last_wait_slot() const noexcept { return last_wait_; }
 
   std::uint32_t dispatches() const noexcept { return std::uint32_t(labels_.size()); }
   // Barriers recorded since begin(): the step's dependency levels are about this many plus one
@@ -94,7 +95,7 @@ class command_recorder {
   std::vector<std::uint32_t> chained_written_, chained_read_;
   // Dispatches since the last barrier or chain; the slot of the one kernel of that level (0: none
   // to wait on); the slot the level's kernels wait for (0: the level began at a barrier).
-  std::uint32_t level_size_ = 0, chain_prev_ = 0, level_wait_ = 0;
+  std::uint32_t level_size_ = 0, chain_prev_ = 0, level_wait_ = 0, last_wait_ = 0;
   std::vector<std::string> labels_;
   std::vector<std::uint64_t> weight_bytes_;
 };

@@ -64,7 +64,8 @@
 //                (commands.hpp set_chain): the workgroups count out on binding CHAIN as they end,
 //                the last setting its done word, and each invocation waits for binding CHAIN + 1's
 //                done word after issuing its first weight loads, before it reads an activation, a
-//                norm's sums or the residual (read `coherent`: no barrier cleared stale cached lines).
+//                norm's sums or the residual (read `coherent`: no barrier cleared stale cached lines;
+//                its outputs are written `coherent` too, so the last count publishes them).
 //  CHAIN_STAGE   (with CHAIN; = K rounded up) after the wait the workgroup copies the input's codes
 //                and scales into shared memory once and the loop reads them there, so only that
 //                copy reads `coherent`; the first pass's weight loads go out before the wait.
@@ -91,6 +92,9 @@
 #endif
 #if defined(MOE_BLOCK_TAIL) && ((!defined(MOE_IDS) && (NT != 1 || defined(ADD_RESIDUAL))) || defined(MOE_GROUPED) || defined(QUANT_OUT) || defined(MOE_COMBINE_TAIL) || defined(NORM_TAIL) || defined(TOPK_IN))
 #error "MOE_BLOCK_TAIL follows the experts' per-pair down matvec or a one-token projection, every workgroup reaching the end of main()"
+#endif
+#ifdef CHAIN  // (no tails with CHAIN) what a chain's consumer reads before any barrier: written `coherent`
+#define TAIL_COHERENT coherent
 #endif
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
@@ -173,7 +177,7 @@ layout(binding = 4, std430) CHAIN_COHERENT readonly buffer R { float res[]; };
 #error "PAIR_OUT: two plain matvecs of one input"
 #endif
 #ifdef PAIR_OUT
-layout(binding = 4, std430) writeonly buffer Y2 { float y2[]; };
+layout(binding = 4, std430) CHAIN_COHERENT writeonly buffer Y2 { float y2[]; };
 #endif
 // STACK_OUT: two or three matrices of one input, format and row width (decode's Q, K and V
 // projections) as one matvec over their rows stacked: rows [0, ids_off) of the first, [ids_off,
@@ -185,8 +189,8 @@ layout(binding = 4, std430) writeonly buffer Y2 { float y2[]; };
 #error "STACK_OUT: plain matvecs of one input"
 #endif
 #ifdef STACK_OUT
-layout(binding = 4, std430) writeonly buffer Y2 { float y2[]; };
-layout(binding = 11, std430) writeonly buffer Y3 { float y3[]; };
+layout(binding = 4, std430) CHAIN_COHERENT writeonly buffer Y2 { float y2[]; };
+layout(binding = 11, std430) CHAIN_COHERENT writeonly buffer Y3 { float y3[]; };
 #endif
 #ifdef MOE_IDS
 layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
@@ -222,12 +226,12 @@ uint cached_expert(uint e) {
 #if defined(QUANT_OUT) || defined(NORM_OUT)
 // The outputs again as the next matvec's int8 input (quantize_q8.glsl's layout and rounding):
 // a workgroup owns whole 32-row blocks, so it quantizes its own rows.
-layout(binding = 6, std430) writeonly buffer XQO { uvec4 xqo[]; };
-layout(binding = 7, std430) writeonly buffer XSO { vec4 xso[]; };
+layout(binding = 6, std430) CHAIN_COHERENT writeonly buffer XQO { uvec4 xqo[]; };
+layout(binding = 7, std430) CHAIN_COHERENT writeonly buffer XSO { vec4 xso[]; };
 #endif
 #ifdef NORM_OUT
 layout(binding = 8, std430) readonly buffer NormW { float norm_w[]; };
-layout(binding = 9, std430) writeonly buffer SqOut { float sq_out[]; };  // [token][block of 32 rows]
+layout(binding = 9, std430) CHAIN_COHERENT writeonly buffer SqOut { float sq_out[]; };  // [token][block of 32 rows]
 #endif
 #ifdef RMS_IN
 layout(binding = 10, std430) CHAIN_COHERENT readonly buffer SqIn { float sq_in[]; };

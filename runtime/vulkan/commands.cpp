@@ -26,7 +26,8 @@ void command_recorder::begin(const vk::raii::CommandBuffer& cmd, vk::QueryPool q
   cmd_->begin(vk::CommandBufferBeginInfo());
   if (after_part) barrier();
   if (chain_.buffer) {
-    // The counters start at 0 in every recording: after the kernels submitted before it (an earlier
+    // The counters start at 0 in every recording (so a recorded part must not run twice in one
+    // step: its done words would still be set): after the kernels submitted before it (an earlier
     // step's, or this step's layers before its output part) have counted on them. Slot 0: done.
     const vk::MemoryBarrier before(vk::AccessFlagBits::eShaderRead | vk::AccessFlagBits::eShaderWrite,
                                    vk::AccessFlagBits::eTransferWrite);
@@ -55,7 +56,7 @@ void command_recorder::barrier() {
 void command_recorder::forget_chain() {
   chained_written_.clear();
   chained_read_.clear();
-  level_size_ = chain_prev_ = level_wait_ = 0;
+  level_size_ = chain_prev_ = level_wait_ = last_wait_ = 0;
 }
 
 buffer_range command_recorder::chain_slot(std::uint32_t slot) const noexcept {
@@ -67,7 +68,9 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
   // Exactly one buffer per binding slot: a short list once left a kernel's last slots bound to
   // whatever came last (split_k_sum read its partials from its output), silently.
   const std::uint32_t own = p.chain_at ? 2 : 0;  // the chain's slots, bound here
-  if (p.chain_at && (!chain_.buffer || p.chain_at + own != p.bindings))
+  if (p.chain_at && p.chain_at + own != p.bindings)
+    throw error("kernel '" + p.label + "': its level-chain slots must be its last two bindings");
+  if (p.chain_at && !chain_.buffer)
     throw error("kernel '" + p.label + "' waits in a level chain, but the recorder has no chain counters");
   if (bindings.size() + own != p.bindings)
     throw error("kernel '" + p.label + "' takes " + std::to_string(p.bindings - own) + " buffers, got " +

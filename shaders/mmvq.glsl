@@ -284,17 +284,18 @@ const uint RMS_NB = RMS_IN / 32;                 // block sums per token
 const uint RMS_PER_LANE = (RMS_NB + LPR - 1) / LPR;
 #endif
 
-// The loads of a lane's U units from u0 on, for every row it owns (a clamped unit is loaded but not used).
-void mmvq_load_units(out mmvq_w wv[U][ROWS], uint u0, uint n_units, uint rbase[ROWS], uint wbase, uint lane) {
-  UNROLL for (uint k = 0; k < U; ++k) {
-    const uint u = min(u0 + k * LPR, n_units - 1);
+// The loads of a lane's U units from u0 on into wv, for every row it owns (a clamped unit is
+// loaded but not used): a macro over main()'s variables, so the weight loop reads as it always has.
 #if defined(LAB) && (LAB & 2) != 0
-    UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(wbase, lane & 3u);  // lab: one unit, cache-hot
+#define MMVQ_LOAD_ONE(r, u) mmvq_load(wbase, lane & 3u)  // lab: one unit, cache-hot
 #else
-    UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
+#define MMVQ_LOAD_ONE(r, u) mmvq_load(rbase[r], u)
 #endif
+#define MMVQ_LOAD_UNITS(u0)                                                        \
+  UNROLL for (uint k = 0; k < U; ++k) {                                            \
+    const uint u = min((u0) + k * LPR, n_units - 1);                               \
+    UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = MMVQ_LOAD_ONE(r, u);         \
   }
-}
 
 void main() {
 #ifdef HAS_MMVQ_INIT
@@ -422,11 +423,11 @@ void main() {
 #else
   const uint n_units = p.K / MMVQ_UNIT;
 #endif
-  mmvq_w wv[U][ROWS];
 #ifdef CHAIN_STAGE
   // The first pass's weight loads go out before the wait; then the workgroup copies the input's
   // codes and scales into shared memory (xq, xs there: common.glsl), which the loop reads.
-  mmvq_load_units(wv, lane, n_units, rbase, wbase, lane);
+  mmvq_w wv[U][ROWS];
+  MMVQ_LOAD_UNITS(lane)
   chain_wait();
   for (uint i = gl_LocalInvocationIndex; i < p.K / 16; i += WG) xq[i] = xq_g[p.q_off + i];
   for (uint i = gl_LocalInvocationIndex; i < p.K / 32; i += WG) xs[i] = xs_g[p.s_off + i];
@@ -435,9 +436,13 @@ void main() {
 #endif
   for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
 #ifdef CHAIN_STAGE
-    if (u0 != lane)
+    if (u0 != lane) {
+      MMVQ_LOAD_UNITS(u0)
+    }
+#else
+    mmvq_w wv[U][ROWS];
+    MMVQ_LOAD_UNITS(u0)
 #endif
-      mmvq_load_units(wv, u0, n_units, rbase, wbase, lane);
 #if defined(CHAIN) && !defined(CHAIN_STAGE)
     if (u0 == lane) {  // the first pass: its weight loads are in flight
       chain_wait();

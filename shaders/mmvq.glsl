@@ -93,13 +93,9 @@
 #if defined(MOE_BLOCK_TAIL) && ((!defined(MOE_IDS) && (NT != 1 || defined(ADD_RESIDUAL))) || defined(MOE_GROUPED) || defined(QUANT_OUT) || defined(MOE_COMBINE_TAIL) || defined(NORM_TAIL) || defined(TOPK_IN))
 #error "MOE_BLOCK_TAIL follows the experts' per-pair down matvec or a one-token projection, every workgroup reaching the end of main()"
 #endif
-#ifdef CHAIN  // (no tails with CHAIN) what a chain's consumer reads before any barrier: written `coherent`
-#define TAIL_COHERENT coherent
-#endif
-#ifndef TAIL_COHERENT
-#define TAIL_COHERENT
-#endif
 #ifdef CHAIN
+// (no tails with CHAIN) y is what a chain's consumer reads before any barrier: written `coherent`
+#define TAIL_COHERENT coherent
 #if defined(MOE_IDS) || defined(NORM_TAIL) || defined(MOE_COMBINE_TAIL) || defined(MOE_BLOCK_TAIL) || defined(ROUTER_PARTS) || NT != 1
 #error "CHAIN: a dense one-token matvec, every workgroup reaching the end of main()"
 #endif
@@ -124,6 +120,9 @@ void chain_signal() {
     }
   }
 }
+#endif
+#ifndef TAIL_COHERENT
+#define TAIL_COHERENT
 #endif
 #ifdef CHAIN_STAGE  // the input's codes and scales staged in shared memory from their first element
 #ifndef CHAIN

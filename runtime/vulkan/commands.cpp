@@ -116,11 +116,13 @@ void command_recorder::dispatch(const pipeline& p, std::span<const binding> bind
   }
   ++level_size_;
   std::uint32_t signal_slot = 0;
+  bool waitable = false;
   if (p.chain_at) {
-    const std::uint32_t slots = std::uint32_t(chain_.bytes / chain_stride_);
-    signal_slot = next_slot_ + 1 < slots ? next_slot_++ : slots - 1;  // past the last: a slot none waits on
+    const auto sink = std::uint32_t(chain_.bytes / chain_stride_) - 1;  // the slots run out: one none waits on
+    signal_slot = next_slot_ < sink ? next_slot_++ : sink;
+    waitable = signal_slot != sink;
   }
-  chain_prev_ = level_size_ == 1 && signal_slot && signal_slot + 1 < chain_.bytes / chain_stride_ ? signal_slot : 0;
+  chain_prev_ = level_size_ == 1 && waitable ? signal_slot : 0;
   cmd_->bindPipeline(vk::PipelineBindPoint::eCompute, *p.handle);
   constexpr std::uint32_t max_bindings = 20;  // with binding 0's second source, within maxPushDescriptors (>= 32)
   if (p.bindings > max_bindings - 1 || bindings.empty()) throw error("kernel '" + p.label + "': bad binding count");

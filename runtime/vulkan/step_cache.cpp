@@ -100,10 +100,7 @@ void backend::impl::dispatch(const pipeline_request& r, std::span<const binding>
     gz = div_up(gx, lim);
     gx = div_up(gx, gz);
   }
-  const pipeline& p = pipes.get(chained(r, mmvq_columns(r, pc, pc_bytes)));
-  rec.dispatch(p, b, pc, pc_bytes, gx, gy, gz);
-  if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(p, b, pc, pc_bytes, gx, gy, gz);
-  if (std::exchange(encode_next, false)) flush_encode();
+  dispatch3(r, b, pc, pc_bytes, gx, gy, gz);
   if (pad_levels && r.shader == "attn_prep") {
     if (!pad_buffer) pad_buffer = new_buffer(1024, memory_kind::device, "lab level padding");
     const copy_rows_pc cp{32, 0, 32, 64, 32};

@@ -23,27 +23,35 @@ namespace vkt = strata::test::vk;
 
 #ifdef STRATA_HAS_VULKAN
 
-TEST_CASE("vulkan level chains: the recorder waits on a lone chain kernel, joins its level, and keeps barriers elsewhere") {
-  if (!vkt::available()) return;
-  gpu::context ctx(-1);
-  gpu::pipeline_registry pipes(ctx, {});
-  const gpu::pipeline& plain = pipes.get({"split_k_sum", std::nullopt, {{"WG", "64"}}, 2});
+// A device, the kernel's CHAIN form, a buffer whose ids steer the hazard tracking, and a command
+// buffer to record into.
+struct chain_bench {
+  gpu::context ctx{-1};
+  gpu::pipeline_registry pipes{ctx, {}};
   const gpu::pipeline& chain = pipes.get({"split_k_sum", std::nullopt, {{"WG", "64"}, {"CHAIN", "2"}}, 4});
-  REQUIRE(chain.chain_at == 2);
-  REQUIRE(plain.chain_at == 0);
-  gpu::gpu_buffer data(ctx, 4096, gpu::memory_kind::device, "level chain data");
-  gpu::gpu_buffer counters(ctx, 8 * 256, gpu::memory_kind::device, "level chain counters");
-  vk::raii::CommandPool pool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer, ctx.queue_family()));
-  auto cmds = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1));
-  gpu::command_recorder rec;
-  rec.set_chain({counters.handle(), 0, counters.size(), 99}, 256);
+  gpu::gpu_buffer data{ctx, 4096, gpu::memory_kind::device, "level chain data"};
+  vk::raii::CommandPool pool{ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer, ctx.queue_family())};
+  vk::raii::CommandBuffers cmds{ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1)};
   const gpu::split_k_sum_pc pc{};
-  // A kernel reading buffer id `in` and writing `out` (ids only steer the hazard tracking).
-  const auto run = [&](const gpu::pipeline& p, std::uint32_t in, std::uint32_t out) {
+  // A kernel reading buffer id `in` and writing `out`.
+  void run(gpu::command_recorder& rec, const gpu::pipeline& p, std::uint32_t in, std::uint32_t out) {
     const gpu::binding b[] = {{{data.handle(), 0, 1024, in}, false}, {{data.handle(), 1024, 1024, out}, true}};
     rec.dispatch(p, b, &pc, sizeof pc, 1);
-  };
-  rec.begin(cmds[0]);
+  }
+};
+
+TEST_CASE("vulkan level chains: the recorder waits on a lone chain kernel, joins its level, and keeps barriers elsewhere") {
+  if (!vkt::available()) return;
+  chain_bench t;
+  const gpu::pipeline& plain = t.pipes.get({"split_k_sum", std::nullopt, {{"WG", "64"}}, 2});
+  const gpu::pipeline& chain = t.chain;
+  REQUIRE(chain.chain_at == 2);
+  REQUIRE(plain.chain_at == 0);
+  gpu::gpu_buffer counters(t.ctx, 8 * 256, gpu::memory_kind::device, "level chain counters");
+  gpu::command_recorder rec;
+  rec.set_chain({counters.handle(), 0, counters.size(), 99}, 256);
+  const auto run = [&](const gpu::pipeline& p, std::uint32_t in, std::uint32_t out) { t.run(rec, p, in, out); };
+  rec.begin(t.cmds[0]);
 
   SUBCASE("a chain after a lone chain kernel, none after a level of two") {
     run(chain, 1, 2);  // K1: A -> B
@@ -88,19 +96,12 @@ TEST_CASE("vulkan level chains: the recorder waits on a lone chain kernel, joins
 
 TEST_CASE("vulkan level chains: a CHAIN kernel needs the recorder's counters and its slots last") {
   if (!vkt::available()) return;
-  gpu::context ctx(-1);
-  gpu::pipeline_registry pipes(ctx, {});
-  const gpu::pipeline& chain = pipes.get({"split_k_sum", std::nullopt, {{"WG", "64"}, {"CHAIN", "2"}}, 4});
-  CHECK_THROWS_WITH_AS(pipes.get({"split_k_sum", std::nullopt, {{"WG", "64"}, {"CHAIN", "1"}}, 4}),
+  chain_bench t;
+  CHECK_THROWS_WITH_AS(t.pipes.get({"split_k_sum", std::nullopt, {{"WG", "64"}, {"CHAIN", "1"}}, 4}),
                        doctest::Contains("its level-chain slots must be its last two bindings"), std::exception);
-  gpu::gpu_buffer data(ctx, 4096, gpu::memory_kind::device, "level chain data");
-  vk::raii::CommandPool pool(ctx.device(), vk::CommandPoolCreateInfo(vk::CommandPoolCreateFlagBits::eResetCommandBuffer, ctx.queue_family()));
-  auto cmds = vk::raii::CommandBuffers(ctx.device(), vk::CommandBufferAllocateInfo(*pool, vk::CommandBufferLevel::ePrimary, 1));
   gpu::command_recorder rec;  // no set_chain
-  rec.begin(cmds[0]);
-  const gpu::split_k_sum_pc pc{};
-  const gpu::binding b[] = {{{data.handle(), 0, 1024, 1}, false}, {{data.handle(), 1024, 1024, 2}, true}};
-  CHECK_THROWS_WITH_AS(rec.dispatch(chain, b, &pc, sizeof pc, 1), doctest::Contains("has no chain counters"), std::exception);
+  rec.begin(t.cmds[0]);
+  CHECK_THROWS_WITH_AS(t.run(rec, t.chain, 1, 2), doctest::Contains("has no chain counters"), std::exception);
   rec.end();
 }
 

@@ -20,7 +20,7 @@
 namespace strata::gpu {
 namespace {
 
-constexpr std::uint64_t copy_gib = 1ull << 30;  // (not `gib`: memory.cpp has a function of that name in unity builds)
+constexpr std::uint64_t copy_gib = 1ull << 30;
 
 }  // namespace
 

@@ -5,13 +5,11 @@
 #include "strata/core/error.hpp"
 
 namespace strata::gpu {
-namespace {
-std::string gib(std::uint64_t b) {
+std::string gib_text(std::uint64_t b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1ull << 30));
   return buf;
 }
-}  // namespace
 
 gpu_buffer::gpu_buffer(const context& ctx, std::uint64_t bytes, memory_kind kind, const std::string& what) {
   size_ = bytes ? bytes : 16;
@@ -20,7 +18,7 @@ gpu_buffer::gpu_buffer(const context& ctx, std::uint64_t bytes, memory_kind kind
   try {
     buffer_ = vk::raii::Buffer(ctx.device(), vk::BufferCreateInfo({}, size_, usage));
   } catch (const vk::SystemError& e) {
-    throw error("GPU buffer for " + what + " (" + gib(size_) + ") could not be created: " + e.what());
+    throw error("GPU buffer for " + what + " (" + gib_text(size_) + ") could not be created: " + e.what());
   }
   const auto req = buffer_.getMemoryRequirements();
   using F = vk::MemoryPropertyFlagBits;
@@ -45,7 +43,7 @@ gpu_buffer::gpu_buffer(const context& ctx, std::uint64_t bytes, memory_kind kind
     buffer_.bindMemory(*memory_, 0);
   } catch (const vk::SystemError& e) {
     if (charged) ctx.release(req.size, classify_buffer_label(what));
-    throw error("out of GPU memory allocating " + gib(req.size) + " for " + what + " on '" + ctx.info().name +
+    throw error("out of GPU memory allocating " + gib_text(req.size) + " for " + what + " on '" + ctx.info().name +
                 "' (" + e.what() + "); use a smaller context (-c), fewer GPU layers (-ngl) or --backend cpu");
   }
   if (charged) {

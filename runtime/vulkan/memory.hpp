@@ -14,6 +14,9 @@
 
 namespace strata::gpu {
 
+// A byte count as GiB with two decimals ("1.50 GiB"), for messages.
+std::string gib_text(std::uint64_t bytes);
+
 enum class memory_kind {
   device,    // device-local, not mapped
   upload,    // host-visible + coherent (staging, per-step inputs)

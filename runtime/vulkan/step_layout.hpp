@@ -8,6 +8,9 @@
 
 namespace strata::gpu {
 
+// The step buffer's sections, and the weights in their arena chunks, start this many bytes apart.
+inline constexpr std::uint64_t section_align = 256;
+
 struct step_layout {
   std::uint32_t max_rows = 0;  // tokens per step
   std::uint64_t off_tokens = 0, off_pos = 0, off_slots = 0, off_seq_row = 0, off_out_rows = 0, off_blocks = 0;

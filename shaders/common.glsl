@@ -155,24 +155,10 @@ void dequant_row16(uint row_base, uint c, out float v[16]) { dequant16(row_base 
 #endif
 
 #ifdef MMVQ
-// A level chain's kernel (mmvq.glsl CHAIN) reads what a kernel still running may have written
-// moments before, with no barrier between them to clear stale cached lines: through `coherent`.
-#ifdef CHAIN
-#define CHAIN_COHERENT coherent
-#else
-#define CHAIN_COHERENT
-#endif
 // int8 activations of the integer matvec (quantize_q8.glsl writes them): codes in 32-element
 // blocks, 16 per uvec4, and per block (d, d·sum of codes 0-15, d·sum of codes 16-31, d·sum).
-#ifdef CHAIN_STAGE  // mmvq.glsl copies them into shared memory, where the formats' dots read them
-layout(binding = 1, std430) coherent readonly buffer XQ { uvec4 xq_g[]; };
-layout(binding = 2, std430) coherent readonly buffer XS { vec4 xs_g[]; };
-shared uvec4 xq[CHAIN_STAGE / 16];
-shared vec4 xs[CHAIN_STAGE / 32];
-#else
-layout(binding = 1, std430) CHAIN_COHERENT readonly buffer XQ { uvec4 xq[]; };
-layout(binding = 2, std430) CHAIN_COHERENT readonly buffer XS { vec4 xs[]; };
-#endif
+layout(binding = 1, std430) readonly buffer XQ { uvec4 xq[]; };
+layout(binding = 2, std430) readonly buffer XS { vec4 xs[]; };
 #endif
 
 // One 32-element block of int8 activations as every writer of them stores it (quantize_q8.glsl,

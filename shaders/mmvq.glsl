@@ -60,15 +60,6 @@
 //  TOPK_IN with RMS_IN and TOPK_PARTS (= the blocks a token): the router's logits come as
 //                ROUTER_PARTS' parts and the experts' input as NORM_OUT's codes; the top-k's
 //                bindings then start at 11 (TOPK_IN = 10), the block sums of x^2 again at 14.
-//  CHAIN         (a dense one-token matvec; = the first of the two last bindings) a level chain
-//                (commands.hpp set_chain): the workgroups count out on binding CHAIN as they end,
-//                the last setting its done word, and each invocation waits for binding CHAIN + 1's
-//                done word after issuing its first weight loads, before it reads an activation, a
-//                norm's sums or the residual (read `coherent`: no barrier cleared stale cached lines;
-//                its outputs are written `coherent` too, so the last count publishes them).
-//  CHAIN_STAGE   (with CHAIN; = K rounded up) after the wait the workgroup copies the input's codes
-//                and scales into shared memory once and the loop reads them there, so only that
-//                copy reads `coherent`; the first pass's weight loads go out before the wait.
 #if defined(NORM_TAIL) && defined(MOE_IDS) && !defined(MOE_COMBINE_TAIL)
 #error "NORM_TAIL follows a residual matvec or the MoE combine"
 #endif
@@ -93,46 +84,8 @@
 #if defined(MOE_BLOCK_TAIL) && ((!defined(MOE_IDS) && (NT != 1 || defined(ADD_RESIDUAL))) || defined(MOE_GROUPED) || defined(QUANT_OUT) || defined(MOE_COMBINE_TAIL) || defined(NORM_TAIL) || defined(TOPK_IN))
 #error "MOE_BLOCK_TAIL follows the experts' per-pair down matvec or a one-token projection, every workgroup reaching the end of main()"
 #endif
-#ifdef CHAIN
-// (no tails with CHAIN) y is what a chain's consumer reads before any barrier: written `coherent`
-#define TAIL_COHERENT coherent
-#if defined(MOE_IDS) || defined(NORM_TAIL) || defined(MOE_COMBINE_TAIL) || defined(MOE_BLOCK_TAIL) || defined(ROUTER_PARTS) || NT != 1
-#error "CHAIN: a dense one-token matvec, every workgroup reaching the end of main()"
-#endif
-layout(binding = CHAIN, std430) coherent buffer ChainOut { uint chain_out[]; };             // [0] count, [1] done
-layout(binding = CHAIN + 1, std430) coherent volatile buffer ChainIn { uint chain_in[]; };  // the producer's
-// Each invocation waits for the producer's done word itself before its first read of what the
-// producer wrote: no workgroup barrier, so it can sit in the weight loop after the first loads.
-void chain_wait() {
-  while (chain_in[1] == 0u) {
-  }
-  memoryBarrierBuffer();
-}
-// Every invocation, at the end: once the last workgroup has counted out, every output is visible.
-void chain_signal() {
-  memoryBarrierBuffer();
-  barrier();
-  if (gl_LocalInvocationIndex == 0u) {
-    const uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_NumWorkGroups.z;
-    if (atomicAdd(chain_out[0], 1u) == groups - 1u) {
-      memoryBarrierBuffer();
-      atomicExchange(chain_out[1], 1u);
-    }
-  }
-}
-#endif
 #ifndef TAIL_COHERENT
 #define TAIL_COHERENT
-#endif
-#ifdef CHAIN_STAGE  // the input's codes and scales staged in shared memory from their first element
-#ifndef CHAIN
-#error "CHAIN_STAGE: a level chain's one-token matvec"
-#endif
-#define Q_BASE 0u
-#define S_BASE 0u
-#else
-#define Q_BASE p.q_off
-#define S_BASE p.s_off
 #endif
 // UR (STRATA_VK_MMVQ_UNROLL=1, off): the loops over tokens, rows and units in flight carry the
 // unroll hint, so acc[ROWS][NT] and the per-token row indices stay in registers even where a loop
@@ -167,7 +120,7 @@ layout(local_size_x = WG) in;
 // before the formats' MMVQ units that read them.
 layout(binding = 3, std430) TAIL_COHERENT buffer Y { float y[]; };
 #ifdef ADD_RESIDUAL
-layout(binding = 4, std430) CHAIN_COHERENT readonly buffer R { float res[]; };
+layout(binding = 4, std430) readonly buffer R { float res[]; };
 #endif
 // PAIR_OUT: two matrices of one input, shape and format (decode's K and V projections), up_off
 // bytes apart in one bound range, as one dispatch: a lane group's row r of both, the first into
@@ -176,7 +129,7 @@ layout(binding = 4, std430) CHAIN_COHERENT readonly buffer R { float res[]; };
 #error "PAIR_OUT: two plain matvecs of one input"
 #endif
 #ifdef PAIR_OUT
-layout(binding = 4, std430) CHAIN_COHERENT writeonly buffer Y2 { float y2[]; };
+layout(binding = 4, std430) writeonly buffer Y2 { float y2[]; };
 #endif
 // STACK_OUT: two or three matrices of one input, format and row width (decode's Q, K and V
 // projections) as one matvec over their rows stacked: rows [0, ids_off) of the first, [ids_off,
@@ -188,8 +141,8 @@ layout(binding = 4, std430) CHAIN_COHERENT writeonly buffer Y2 { float y2[]; };
 #error "STACK_OUT: plain matvecs of one input"
 #endif
 #ifdef STACK_OUT
-layout(binding = 4, std430) CHAIN_COHERENT writeonly buffer Y2 { float y2[]; };
-layout(binding = 11, std430) CHAIN_COHERENT writeonly buffer Y3 { float y3[]; };
+layout(binding = 4, std430) writeonly buffer Y2 { float y2[]; };
+layout(binding = 11, std430) writeonly buffer Y3 { float y3[]; };
 #endif
 #ifdef MOE_IDS
 layout(binding = 5, std430) readonly buffer Ids { int ids[]; };
@@ -225,15 +178,15 @@ uint cached_expert(uint e) {
 #if defined(QUANT_OUT) || defined(NORM_OUT)
 // The outputs again as the next matvec's int8 input (quantize_q8.glsl's layout and rounding):
 // a workgroup owns whole 32-row blocks, so it quantizes its own rows.
-layout(binding = 6, std430) CHAIN_COHERENT writeonly buffer XQO { uvec4 xqo[]; };
-layout(binding = 7, std430) CHAIN_COHERENT writeonly buffer XSO { vec4 xso[]; };
+layout(binding = 6, std430) writeonly buffer XQO { uvec4 xqo[]; };
+layout(binding = 7, std430) writeonly buffer XSO { vec4 xso[]; };
 #endif
 #ifdef NORM_OUT
 layout(binding = 8, std430) readonly buffer NormW { float norm_w[]; };
-layout(binding = 9, std430) CHAIN_COHERENT writeonly buffer SqOut { float sq_out[]; };  // [token][block of 32 rows]
+layout(binding = 9, std430) writeonly buffer SqOut { float sq_out[]; };  // [token][block of 32 rows]
 #endif
 #ifdef RMS_IN
-layout(binding = 10, std430) CHAIN_COHERENT readonly buffer SqIn { float sq_in[]; };
+layout(binding = 10, std430) readonly buffer SqIn { float sq_in[]; };
 #endif
 layout(push_constant) uniform Params {
   uint K, N, n_tok, row_bytes;
@@ -282,19 +235,6 @@ shared float outsq[NT][WG_ROWS];
 const uint RMS_NB = RMS_IN / 32;                 // block sums per token
 const uint RMS_PER_LANE = (RMS_NB + LPR - 1) / LPR;
 #endif
-
-// The loads of a lane's U units from u0 on into wv, for every row it owns (a clamped unit is
-// loaded but not used): a macro over main()'s variables, so the weight loop reads as it always has.
-#if defined(LAB) && (LAB & 2) != 0
-#define MMVQ_LOAD_ONE(r, u) mmvq_load(wbase, lane & 3u)  // lab: one unit, cache-hot
-#else
-#define MMVQ_LOAD_ONE(r, u) mmvq_load(rbase[r], u)
-#endif
-#define MMVQ_LOAD_UNITS(u0)                                                        \
-  UNROLL for (uint k = 0; k < U; ++k) {                                            \
-    const uint u = min((u0) + k * LPR, n_units - 1);                               \
-    UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = MMVQ_LOAD_ONE(r, u);         \
-  }
 
 void main() {
 #ifdef HAS_MMVQ_INIT
@@ -399,22 +339,15 @@ void main() {
   UNROLL for (uint r = 0; r < RPG; ++r) nwv[r] = norm_w[min(row0 + r, p.N - 1)];
 #endif
 #ifdef RMS_IN
-  // The block sums are issued before the weight loop (a chain's after its wait) and summed after
-  // it, in a fixed order.
+  // The block sums are issued before the weight loop and summed after it, in a fixed order.
   float sqv[NT][RMS_PER_LANE];
-#define LOAD_RMS_SUMS()                                                  \
-  UNROLL for (uint t = 0; t < NT; ++t) {                                 \
-    const uint base = min(xr[t], xr[0] + nt - 1) * RMS_NB;               \
-    UNROLL for (uint i = 0; i < RMS_PER_LANE; ++i) {                     \
-      const uint b = lane + i * LPR;                                     \
-      sqv[t][i] = b < RMS_NB ? sq_in[base + b] : 0.0;                    \
-    }                                                                    \
+  UNROLL for (uint t = 0; t < NT; ++t) {
+    const uint base = min(xr[t], xr[0] + nt - 1) * RMS_NB;
+    UNROLL for (uint i = 0; i < RMS_PER_LANE; ++i) {
+      const uint b = lane + i * LPR;
+      sqv[t][i] = b < RMS_NB ? sq_in[base + b] : 0.0;
+    }
   }
-#else
-#define LOAD_RMS_SUMS()
-#endif
-#ifndef CHAIN
-  LOAD_RMS_SUMS()
 #endif
 
 #ifdef PAIR_SKIP
@@ -422,32 +355,16 @@ void main() {
 #else
   const uint n_units = p.K / MMVQ_UNIT;
 #endif
-#ifdef CHAIN_STAGE
-  // The first pass's weight loads go out before the wait; then the workgroup copies the input's
-  // codes and scales into shared memory (xq, xs there: common.glsl), which the loop reads.
-  mmvq_w wv[U][ROWS];
-  MMVQ_LOAD_UNITS(lane)
-  chain_wait();
-  for (uint i = gl_LocalInvocationIndex; i < p.K / 16; i += WG) xq[i] = xq_g[p.q_off + i];
-  for (uint i = gl_LocalInvocationIndex; i < p.K / 32; i += WG) xs[i] = xs_g[p.s_off + i];
-  LOAD_RMS_SUMS()
-  barrier();
-#endif
   for (uint u0 = lane; u0 < n_units; u0 += LPR * U) {
-#ifdef CHAIN_STAGE
-    if (u0 != lane) {
-      MMVQ_LOAD_UNITS(u0)
-    }
-#else
     mmvq_w wv[U][ROWS];
-    MMVQ_LOAD_UNITS(u0)
+    UNROLL for (uint k = 0; k < U; ++k) {
+      const uint u = min(u0 + k * LPR, n_units - 1);  // a clamped unit is loaded but not used
+#if defined(LAB) && (LAB & 2) != 0
+      UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(wbase, lane & 3u);  // lab: one unit, cache-hot
+#else
+      UNROLL for (uint r = 0; r < ROWS; ++r) wv[k][r] = mmvq_load(rbase[r], u);
 #endif
-#if defined(CHAIN) && !defined(CHAIN_STAGE)
-    if (u0 == lane) {  // the first pass: its weight loads are in flight
-      chain_wait();
-      LOAD_RMS_SUMS()
     }
-#endif
     UNROLL for (uint k = 0; k < U; ++k) {
       const uint u = u0 + k * LPR;
       if (u >= n_units) break;
@@ -466,18 +383,12 @@ void main() {
 #else
       UNROLL for (uint t = 0; t < NT; ++t) {
         if (t >= nt) break;
-        const uint qb = Q_BASE + xr[t] * p.q_stride, sb = S_BASE + xr[t] * p.s_stride;
+        const uint qb = p.q_off + xr[t] * p.q_stride, sb = p.s_off + xr[t] * p.s_stride;
         UNROLL for (uint r = 0; r < ROWS; ++r) acc[r][t] += mmvq_dot(wv[k][r], u, qb, sb);
       }
 #endif
     }
   }
-#if defined(CHAIN) && !defined(CHAIN_STAGE)
-  if (lane >= n_units) {  // a lane with no unit to read waits here
-    chain_wait();
-    LOAD_RMS_SUMS()
-  }
-#endif
 
 #if defined(SG_LPR)  // a lane group is exactly one subgroup
   UNROLL for (uint r = 0; r < ROWS; ++r)
@@ -602,8 +513,5 @@ void main() {
                  p.bt_out_stride, p.bt_r_off, p.bt_r_stride, p.bt_weighted != 0u, p.bt_q_stride, p.bt_s_stride);
 #elif defined(NORM_TAIL)
   NORM_TAIL_CALL();
-#endif
-#ifdef CHAIN
-  chain_signal();
 #endif
 }

@@ -164,12 +164,6 @@ struct backend::impl : kernel_variants,
   norm_tail_pc tail_pc(const pending_norm& n) const;
   bool skipped(const pipeline_request& r) const;
   bool repeated(const pipeline_request& r) const;
-  // r in its level-chain form (mmvq.glsl CHAIN: two bindings more; CHAIN_STAGE with chain 2 and
-  // K columns that fit shared memory) where chains are on and r is a dense one-token integer
-  // matvec; else r.
-  pipeline_request chained(pipeline_request r, std::uint32_t K) const;
-  // K of an mmvq dispatch, from its push constants (0 for other kernels).
-  static std::uint32_t mmvq_columns(const pipeline_request& r, const void* pc, std::uint32_t pc_bytes);
   std::uint32_t pad_buffer = 0;  // the buffer of STRATA_VK_PAD_LEVELS's dispatches (tuning.hpp pad_levels)
   // --- f16_copies.cpp: f16 copies of the layers' weight matrices that prompt steps' GEMMs read
   // (backend_options::f16_copies), by weight id; buffer 0: none. Up's copy follows its gate's rows

@@ -35,19 +35,6 @@ backend::impl::impl(const backend_options& o)
   rec.set_lab_no_barrier_before(lab_no_barrier_before);
   rec.set_barrier_all(barrier_all);
   ctx.set_memory_budget(opt.memory_budget);
-  // Level chains wait on workgroups of earlier dispatches: only where launch order is known to be
-  // kept (NVIDIA) or dispatches run one after another (a CPU device, for the tests).
-  constexpr std::uint32_t nvidia_vendor = 0x10de;
-  if (chain && !ctx.info().is_cpu && ctx.info().vendor_id != nvidia_vendor) {
-    std::fprintf(stderr, "strata: STRATA_VK_CHAIN=%u ignored on '%s': level chains need NVIDIA's in-order workgroup launch\n",
-                 chain, ctx.info().name.c_str());
-    chain = 0;
-  }
-  if (chain) {  // a slot per chain kernel of a recording (a decode step of an 8B model has ~150)
-    const std::uint64_t stride = std::max<std::uint64_t>(256, ctx.info().min_storage_align);
-    const std::uint32_t id = new_buffer(stride * 1024, memory_kind::device, "level chain counters");
-    rec.set_chain({buf(id).handle(), 0, buf(id).size(), id}, std::uint32_t(stride));
-  }
   if (!opt.cached_expert_layers.empty()) {
     if (opt.expert_slots == 0) throw error("--expert-cache 0: the expert cache needs at least one slot per layer");
     if (opt.profile)
@@ -500,7 +487,6 @@ void backend::reserve(std::uint32_t max_tokens, std::uint32_t max_routed) {
   reqs.push_back(impl::elementwise_req("OP_SWIGLU"));
   reqs.push_back(impl::copy_req(false));
   reqs.push_back(impl::copy_req(true));
-  if (P.chain == 1) for (auto& r : reqs) r = P.chained(std::move(r), 0);  // (staged forms need K: built when recorded)
   const auto t1 = clock_type::now();
   P.pipes.prepare(reqs, P.opt.progress);
   P.stats.pipelines_ms += ms_since(t1);

@@ -54,20 +54,6 @@ class command_recorder {
   // Check only (backend_tuning::barrier_all): a barrier before every dispatch, hazard or not, so a
   // result that changes with it points at a dependency the hazard tracking missed.
   void set_barrier_all(bool on) noexcept { barrier_all_ = on; }
-  // Level chains (backend_tuning::chain). A kernel built with CHAIN (pipeline::chain_at) takes two
-  // bindings the recorder adds after the caller's: a slot of `counters` its workgroups count out on
-  // as they finish (the last sets the slot's done word), and a slot whose done word each workgroup
-  // waits for after issuing its first weight loads and before reading anything a kernel wrote.
-  // Where a dispatch needs a barrier, is a CHAIN kernel, and the one dispatch since the last barrier
-  // or chain is a CHAIN kernel too, the recorder binds that kernel's slot instead of recording the
-  // barrier: its workgroups start and load weights while the producer's last ones finish. A CHAIN
-  // kernel whose hazards are only with what that level's first kernel waited for waits for the same
-  // slot, beside it (Q, K and V after the down matvec). Every other dispatch waits on slot 0, which
-  // begin() marks done. Slots are `stride` bytes apart.
-  void set_chain(buffer_range counters, std::uint32_t stride) noexcept { chain_ = counters, chain_stride_ = stride; }
-  // Barriers a chain replaced since begin(), and the slot the last dispatch waits for (0: none).
-  std::uint32_t chains() const noexcept { return chains_; }
-  std::uint32_t last_wait_slot() const noexcept { return last_wait_; }
 
   std::uint32_t dispatches() const noexcept { return std::uint32_t(labels_.size()); }
   // Barriers recorded since begin(): the step's dependency levels are about this many plus one
@@ -80,22 +66,12 @@ class command_recorder {
 
  private:
   void barrier();
-  void forget_chain();
-  buffer_range chain_slot(std::uint32_t slot) const noexcept;
   const vk::raii::CommandBuffer* cmd_ = nullptr;
   bool lab_no_barrier_ = false, barrier_all_ = false;
   std::vector<std::string> lab_no_barrier_before_;
   vk::QueryPool queries_;
   std::uint32_t query_capacity_ = 0, first_query_ = 0, barriers_ = 0;
-  std::vector<std::uint32_t> written_, read_;  // buffer ids since the last barrier or chain
-  buffer_range chain_{};
-  std::uint32_t chain_stride_ = 0, chains_ = 0, next_slot_ = 1;
-  // Buffer ids of the kernels between the last barrier and the last chain: finished for the
-  // dispatches that wait on level_wait_, not for the others.
-  std::vector<std::uint32_t> chained_written_, chained_read_;
-  // Dispatches since the last barrier or chain; the slot of the one kernel of that level (0: none
-  // to wait on); the slot the level's kernels wait for (0: the level began at a barrier).
-  std::uint32_t level_size_ = 0, chain_prev_ = 0, level_wait_ = 0, last_wait_ = 0;
+  std::vector<std::uint32_t> written_, read_;  // buffer ids since the last barrier
   std::vector<std::string> labels_;
   std::vector<std::uint64_t> weight_bytes_;
 };

@@ -157,12 +157,8 @@ std::unique_ptr<pipeline> pipeline_registry::build(const pipeline_request& r) {
   auto p = std::make_unique<pipeline>();
   p->label = r.label();
   p->bindings = r.bindings;
-  for (const auto& [k, v] : r.defines) {
+  for (const auto& [k, v] : r.defines)
     if (k == "W_SOURCES") p->weight_sources = std::uint32_t(std::stoul(v));
-    if (k == "CHAIN") p->chain_at = std::uint32_t(std::stoul(v));
-  }
-  if (p->chain_at && p->chain_at + 2 != r.bindings)
-    throw error("kernel '" + r.label() + "': its level-chain slots must be its last two bindings");
   if (p->weight_sources != 1 && (p->weight_sources != 2 || !ctx_->info().storage_array_indexing))
     throw error("kernel '" + r.label() + "': " + std::to_string(p->weight_sources) +
                 " weight sources need shaderStorageBufferArrayDynamicIndexing and at most 2");

@@ -41,8 +41,6 @@ struct pipeline {
   std::string label;
   std::uint32_t bindings = 0;
   std::uint32_t weight_sources = 1;  // binding 0's buffers (define W_SOURCES: GPU-cached experts' slots and host copy)
-  // The first of the two level-chain slots the recorder binds (define CHAIN; 0: none), the last two bindings.
-  std::uint32_t chain_at = 0;
   vk::raii::DescriptorSetLayout set_layout{nullptr};
   vk::raii::PipelineLayout layout{nullptr};
   vk::raii::Pipeline handle{nullptr};

@@ -71,25 +71,6 @@ std::uint32_t backend::step_granule() const {
 bool backend::impl::skipped(const pipeline_request& r) const { return matches(skip_kernels, r); }
 bool backend::impl::repeated(const pipeline_request& r) const { return matches(repeat_kernels, r); }
 
-std::uint32_t backend::impl::mmvq_columns(const pipeline_request& r, const void* pc, std::uint32_t pc_bytes) {
-  std::uint32_t K = 0;  // mmvq.glsl's push constants begin with K
-  if (r.shader == "mmvq" && pc && pc_bytes >= 4) std::memcpy(&K, pc, 4);
-  return K;
-}
-
-pipeline_request backend::impl::chained(pipeline_request r, std::uint32_t K) const {
-  if (!chain || r.shader != "mmvq") return r;
-  for (const auto& [k, v] : r.defines)
-    if ((k == "NT" && v != "1") || k == "MOE_IDS" || k == "NORM_TAIL" || k == "MOE_COMBINE_TAIL" || k == "MOE_BLOCK_TAIL" ||
-        k == "ROUTER_PARTS" || k == "TOPK_IN" || k == "W_CACHED" || k == "LAB" || k == "CHAIN")
-      return r;
-  r.defines.emplace_back("CHAIN", std::to_string(r.bindings));
-  r.bindings += 2;
-  // The staged input: 1.5 bytes a column of shared memory (16K columns: 24 KiB).
-  if (chain == 2 && K && K <= 16384) r.defines.emplace_back("CHAIN_STAGE", std::to_string(div_up(K, 1024) * 1024));
-  return r;
-}
-
 void backend::impl::dispatch(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                              std::uint32_t gx, std::uint32_t gy) {
   if (!skip_kernels.empty() && skipped(r)) return;
@@ -112,7 +93,7 @@ void backend::impl::dispatch(const pipeline_request& r, std::span<const binding>
 void backend::impl::dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                               std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
   if (!skip_kernels.empty() && skipped(r)) return;
-  const pipeline& p = pipes.get(chained(r, mmvq_columns(r, pc, pc_bytes)));
+  const pipeline& p = pipes.get(r);
   rec.dispatch(p, b, pc, pc_bytes, gx, gy, gz);
   if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(p, b, pc, pc_bytes, gx, gy, gz);
   if (std::exchange(encode_next, false)) flush_encode();

@@ -122,7 +122,6 @@ void backend_tuning::read_env() {
   if (!lab_no_barrier_before.empty())
     std::fprintf(stderr, "strata: STRATA_VK_LAB_NO_BARRIER_BEFORE is set: kernels overlap the level before them, results are wrong (timing runs only)\n");
   flag("STRATA_VK_BARRIER_ALL", barrier_all);
-  count("STRATA_VK_CHAIN", 0, 2, chain, "0: barriers, 1: level chains, 2: level chains staging the input in shared memory");
   if (lab_no_barrier)
     std::fprintf(stderr, "strata: STRATA_VK_LAB_NO_BARRIER is set: no barriers between a step's kernels, results are wrong (timing runs only)\n");
   flag("STRATA_VK_OUTPUT_PART", output_part);

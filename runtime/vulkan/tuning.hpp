@@ -79,16 +79,6 @@ struct backend_tuning {
   // the kernels whose label contains a part, so each overlaps the level before it: the bound of
   // what overlapping that one boundary could gain (e.g. NORM_OUT: the O and down matvecs).
   std::vector<std::string> lab_no_barrier_before;
-  // Level chains (STRATA_VK_CHAIN=1|2; 0, off, until measured on a GPU): a one-token dense matvec
-  // that follows another alone in its level waits for it on a device counter instead of a barrier
-  // (command_recorder::set_chain, mmvq.glsl CHAIN), so its workgroups start and issue their weight
-  // loads while the producer's last workgroups finish. 1: the kernels read their input `coherent`
-  // throughout; 2: each workgroup copies it into shared memory once (CHAIN_STAGE), where K allows.
-  // The same sums: the same logits. It relies on the device starting a dispatch's workgroups only
-  // after every workgroup of the dispatches before it has started (NVIDIA's in-order launch), else
-  // a waiting workgroup could hold the place a producer's needs. Session 50's flag waits, which
-  // made every kernel's buffers `coherent` (KV included), lost 13-75%.
-  std::uint32_t chain = 0;
   // Check only (STRATA_VK_BARRIER_ALL=1): a barrier before every dispatch, as a profile puts after
   // each, but with no timestamps: logits that change with it show a dependency the recorder missed.
   bool barrier_all = false;

@@ -71,7 +71,6 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_PAD_LEVELS", "abc", "STRATA_VK_PAD_LEVELS='abc' must be an integer from 0 to 64"},
                         bad_case{"STRATA_VK_TOPK_LAB", "2", "STRATA_VK_TOPK_LAB='2' must be an integer from 0 to 1"},
                         bad_case{"STRATA_VK_PAD_LEVELS", "65", "STRATA_VK_PAD_LEVELS='65' must be an integer from 0 to 64"},
-                        bad_case{"STRATA_VK_CHAIN", "3", "STRATA_VK_CHAIN='3' must be an integer from 0 to 2"},
                         bad_case{"STRATA_VK_MULTI_GQA_MIN", "12x", "STRATA_VK_MULTI_GQA_MIN='12x' must be an integer from 2"},
                         bad_case{"STRATA_VK_MULTI_GQA_MIN", "1", "STRATA_VK_MULTI_GQA_MIN='1' must be an integer from 2 to 4096"},
                         bad_case{"STRATA_VK_MULTI_GQA_MIN", "4097", "STRATA_VK_MULTI_GQA_MIN='4097' must be an integer from 2"},

@@ -310,7 +310,7 @@ void add_tier_options(CLI::App& app, tier_options& o) {
                  "then read it instead of expanding the quantized weights to f16 every step (faster prefill for ~2 bytes "
                  "a weight more GPU memory; decode reads the quantized weights either way); auto: when no GPU budget is "
                  "set and the free GPU memory holds the copies with a quarter of the GPU's memory (at least 4 GiB) to "
-                 "spare, copying as many layers as fit; off by default until measured on a GPU")
+                 "spare, copying as many layers as fit (the default)")
       ->type_name("auto|on|off")->group(group::tiers);
   app.add_flag("--fit", o.fit,
                "let the placement planner choose the GPU layers, which layers' FFN to stream and which layers' experts "

@@ -23,7 +23,7 @@ struct tier_options {
   std::string stream_link;                    // --stream-link N (empty: the planner's choice)
   bool no_stream_experts = false;             // --no-stream-experts
   bool no_expert_cache = false;               // --no-expert-cache
-  std::string f16_weights;                    // --f16-weights auto|on|off (empty: off)
+  std::string f16_weights;                    // --f16-weights auto|on|off (empty: auto)
 };
 
 // Fills the engine's tier options (a malformed size or rule throws strata::error naming the flag).

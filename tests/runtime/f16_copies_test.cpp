@@ -57,7 +57,7 @@ TEST_CASE("fidelity: Vulkan prompt steps reading f16 weight copies give the f16 
   // first row (row0, the binding's offset) is checked, not only the first part's.
   const strata::test::scoped_env slots("STRATA_VK_SCRATCH_SLOT_KB", "128");
 
-  const copies_run off = run_prompt(g.path, prompt, next, strata::rt::engine_options{}.f16_weights);  // the default: off
+  const copies_run off = run_prompt(g.path, prompt, next, false);
   CHECK(off.startup.find("f16 copies") == std::string::npos);
   const copies_run on = run_prompt(g.path, prompt, next, true);
   REQUIRE(on.logits.size() == off.logits.size());

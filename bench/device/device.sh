@@ -9,6 +9,8 @@
 #   bench/device/device.sh strata    Strata's rows: tg, depth, KV types, pp, batched, profile
 #   bench/device/device.sh serve     strata-serve --parallel 64 under serve_load.py's 64 clients,
 #                                    beside batched_bench -npl 64 (issue 13's serving target)
+#   bench/device/device.sh copies    prompt steps with the f16 weight copies (the default) beside
+#                                    --f16-weights off: pp512 / pp4096 of the 8B files, the 30B's pp512
 #   bench/device/device.sh tails     decode with the STRATA_VK_TAIL fusions off/on, same run
 #                                    (session 7: the tails lose 9-19%; they stay off)
 #   bench/device/device.sh llama     waits for the llama.cpp build, then llama-bench and
@@ -127,6 +129,21 @@ strata() {
   run "$B/batched_bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" --backend vulkan -npp 128 -ntg 64 -npl 1,8,16,32,64
   run "$B/strata-bench" -m "$q8" --backend vulkan --argmax -p 0 -n 32 -r 1 --profile
   run "$B/strata-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" --backend vulkan --argmax -p 0 -n 32 -r 1 --profile
+}
+
+# The f16 weight copies' rows (session 66: pp512 +11%): each prompt row with the copies (the
+# default, auto) and without, alternated, on the same files.
+copies() {
+  loader
+  local m v
+  for m in qwen3-8b-Q4_K_M llama-3.1-8b-Q4_K_M; do
+    for v in auto off auto off; do
+      run "$B/strata-bench" -m "$M/$m.gguf" --backend vulkan --argmax -p 512,4096 -n 0 -r 3 --f16-weights "$v"
+    done
+  done
+  for v in auto off; do
+    run "$B/strata-bench" -m "$M/qwen3-30b-a3b-Q4_K_M.gguf" --backend vulkan --argmax -p 512 -n 0 -r 3 --f16-weights "$v"
+  done
 }
 
 tails() {
@@ -321,7 +338,7 @@ tests() {
 [ $# -ge 1 ] || { sed -n 2,32p "$0"; exit 2; }
 for part in "$@"; do
   case "$part" in
-    setup|lcpp|strata|tails|llama|serve|tiers|tiers-llama|scout|scout-file|scout-llama|dense70|dense70-file|dense70-llama|lcpp-wait|tests|clocks) "$part" ;;
-    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, tails, llama, serve, tiers, tiers-llama, scout, scout-file, scout-llama, dense70, dense70-file, dense70-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
+    setup|lcpp|strata|copies|tails|llama|serve|tiers|tiers-llama|scout|scout-file|scout-llama|dense70|dense70-file|dense70-llama|lcpp-wait|tests|clocks) "$part" ;;
+    *) echo "device.sh: unknown part '$part' (setup, lcpp, strata, copies, tails, llama, serve, tiers, tiers-llama, scout, scout-file, scout-llama, dense70, dense70-file, dense70-llama, lcpp-wait, tests, clocks)" >&2; exit 2 ;;
   esac
 done

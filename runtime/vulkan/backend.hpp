@@ -134,8 +134,9 @@ struct backend_options {
   // f16 copies of the layers' weight matrices (f16_copies.cpp) that prompt steps' tensor-core GEMMs
   // read in place of the f16 scratch's per-step expansion; made at make_kv(), after the KV cache and
   // the scratch. true: as many as the GPU budget (or the free memory, less 512 MiB) holds; false:
-  // none (the engine's default until measured on a GPU); unset (auto): none under a budget, else as
-  // many as the free memory holds with a quarter of the GPU's memory (at least 4 GiB) to spare.
+  // none (--f16-weights off); unset (auto, the engine's default): none under a budget (--gpu-budget,
+  // or --fit's plan) or where the device reports no VK_EXT_memory_budget (its free memory unknown),
+  // else as many as the free memory holds with a quarter of the GPU's memory (at least 4 GiB) to spare.
   // STRATA_VK_F16_COPIES=0|1 overrides it.
   std::optional<bool> f16_copies;
 };

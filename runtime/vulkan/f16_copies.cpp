@@ -83,6 +83,9 @@ void backend::impl::make_f16_copies() {
   } else {
     const device_memory now = ctx.memory_now();
     if (now.is_cpu && !wanted) return;  // lavapipe: "device memory" is the host's RAM
+    // Without VK_EXT_memory_budget the "free" figure is the whole heap, blind to what is already
+    // placed: auto takes nothing rather than guess.
+    if (!now.budget_ext && !wanted) return;
     const std::uint64_t free = now.budget_bytes > now.usage_bytes ? now.budget_bytes - now.usage_bytes : 0;
     const std::uint64_t margin = wanted ? copy_gib / 2 : std::max<std::uint64_t>(4 * copy_gib, now.heap_bytes / 4);
     allowance = free > margin ? free - margin : 0;

@@ -193,7 +193,7 @@ void backend::impl::record_mm3_swiglu_scratch(const pending_matmul& m, std::uint
   if (const f16_copy* gc = f16_pair_copy(w, *m.up, n)) {
     // Parts as the scratch's where there is one, else of about swiglu_part_bytes: 64-row multiples.
     const std::uint32_t copy_part =
-        part ? part : std::uint32_t(std::clamp<std::uint64_t>(swiglu_part_bytes / (4ull * K) / 64 * 64, 64, F));
+        part ? part : std::uint32_t(std::min<std::uint64_t>(F, std::max<std::uint64_t>(64, swiglu_part_bytes / (4ull * K) / 64 * 64)));
     pc.up_off = std::uint32_t(std::uint64_t(F) * K * 2);
     binding b[] = {{}, bind_id(mm_xh, false), bind(m.y, true), bind_id(mm_xh, true)};
     for (std::uint32_t g0 = 0; g0 < F; g0 += copy_part) {

@@ -10,6 +10,7 @@
 // the next 307.8).
 //   batched_bench -m MODEL.gguf [-npp 64] [-ntg 32] [-npl 1,2,4,8,16,32] [-t 0] [-b 512] [-r 3]
 //                 [--backend cpu|vulkan|auto] [-ngl N] [--kv-type f16|q8_0|tq3|...]
+//                 [--f16-weights auto|on|off] [--gpu-budget SIZE] [--fit] (strata-run's tier options)
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -39,6 +40,7 @@ struct options {
   std::vector<std::uint32_t> npl = {1, 2, 4, 8, 16, 32};
   app::backend_options backend;
   app::kv_options kv;
+  app::tier_options tiers;
   app::log_options log;
 };
 
@@ -74,6 +76,7 @@ int parse(int argc, char** argv, options& o) {
   add_batch_option(app, o.batch, "most tokens per forward step");
   add_backend_options(app, o.backend);
   add_kv_options(app, o.kv);
+  add_tier_options(app, o.tiers);
   c.add_log_options(o.log);
   return c.parse(argc, argv);
 }
@@ -141,6 +144,7 @@ int main(int argc, char** argv) try {
   eo.threads = o.threads;
   app::apply(o.backend, eo);
   app::apply(o.kv, eo);
+  app::apply(o.tiers, eo);
   eo.n_seq = max_n;
   eo.n_batch = std::max(o.batch, max_n);
   eo.max_outputs = max_n;

@@ -309,8 +309,8 @@ void add_tier_options(CLI::App& app, tier_options& o) {
                  "keep an f16 copy of each layer's weight matrices on the GPU for prompt steps, whose tensor-core GEMMs "
                  "then read it instead of expanding the quantized weights to f16 every step (faster prefill for ~2 bytes "
                  "a weight more GPU memory; decode reads the quantized weights either way); auto: when neither "
-                 "--gpu-budget nor --fit is given and the free GPU memory holds the copies with a quarter of the GPU's memory (at least 4 GiB) to "
-                 "spare, copying as many layers as fit (the default)")
+                 "--gpu-budget nor --fit is given and the free GPU memory holds the copies with a quarter of the "
+                 "GPU's memory (at least 4 GiB) to spare, copying as many layers as fit (the default)")
       ->type_name("auto|on|off")->group(group::tiers);
   app.add_flag("--fit", o.fit,
                "let the placement planner choose the GPU layers, which layers' FFN to stream and which layers' experts "

@@ -16,14 +16,7 @@
 #include "strata/tiers/engine_layout.hpp"
 
 namespace strata::gpu {
-namespace {
-
 using clock_type = std::chrono::steady_clock;
-double ms_since(clock_type::time_point t0) {
-  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-}
-
-}  // namespace
 
 using namespace detail;
 

@@ -82,10 +82,9 @@ void backend::impl::make_f16_copies() {
     if (wanted) allowance = ledger.budget > used ? ledger.budget - used : 0;
   } else {
     const device_memory now = ctx.memory_now();
-    if (now.is_cpu && !wanted) return;  // lavapipe: "device memory" is the host's RAM
-    // Without VK_EXT_memory_budget the "free" figure is the whole heap, blind to what is already
-    // placed: auto takes nothing rather than guess.
-    if (!now.budget_ext && !wanted) return;
+    // Auto takes none on a CPU device (lavapipe: "device memory" is the host's RAM) or without
+    // VK_EXT_memory_budget (the "free" figure is then the whole heap, blind to what is placed).
+    if (!wanted && (now.is_cpu || !now.budget_ext)) return;
     const std::uint64_t free = now.budget_bytes > now.usage_bytes ? now.budget_bytes - now.usage_bytes : 0;
     const std::uint64_t margin = wanted ? copy_gib / 2 : std::max<std::uint64_t>(4 * copy_gib, now.heap_bytes / 4);
     allowance = free > margin ? free - margin : 0;
@@ -126,7 +125,7 @@ void backend::impl::make_f16_copies() {
       }
   }, "the f16 weight copies' expansion");
   f16_copies = std::move(made);
-  stats.f16_copy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stats.f16_copy_ms = ms_since(t0);
 }
 
 }  // namespace strata::gpu

@@ -127,7 +127,7 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
     P.make_router_products();
     if (P.router_product_parts) P.pipes.prepare(std::vector{impl::router_product_req(false), impl::router_product_req(true)});
   }
-  P.stats.pipelines_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+  P.stats.pipelines_ms += ms_since(t1);
   P.stats.pipelines = std::uint32_t(P.pipes.size());
   P.stats.spirv_compiled = P.pipes.compiler().compiled();
   P.stats.spirv_cached = P.pipes.compiler().cache_hits();

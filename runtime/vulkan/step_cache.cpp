@@ -275,7 +275,7 @@ recorded_step* backend::impl::file_part(bool output, bool keep_norms) {
   pending.barriers = rec.barriers();
   pending.ahead = record_only;
   recorded_any = true;
-  recordings.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - record_start).count();
+  recordings.ms += ms_since(record_start);
   auto& parts = output ? outputs.recorded : steps;
   return &parts.insert_or_assign(output ? outputs.key : current_key, std::move(pending)).first->second;
 }

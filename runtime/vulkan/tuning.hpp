@@ -4,6 +4,7 @@
 // Private to runtime/vulkan.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +20,10 @@ inline constexpr std::uint32_t mm_min_tokens = 16;  // from here on matmuls use 
 inline constexpr std::uint32_t flash_min_tokens = 16;  // and attention the tensor cores (one sequence, f16 KV)
 
 inline std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return std::uint32_t((a + b - 1) / b); }
+// Milliseconds from t0 to now, for the start-up and recording times the stats report.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // Weight formats with an int8-activation unit in shaders/quant/<fmt>.glsl (MMVQ). Callers ask
 // backend_tuning::int8_unit, which STRATA_VK_MMVQ_MORE applies.

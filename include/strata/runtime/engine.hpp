@@ -99,8 +99,8 @@ struct engine_options {
   // steps' tensor-core GEMMs read instead of expanding the quantized weights every step (decode
   // reads the quantized weights either way). Unset (auto): where no GPU budget is set (neither
   // gpu_budget nor fit) and the free GPU memory holds the copies with a margin
-  // (backend_options::f16_copies): the default since
-  // session 66 measured +11% on qwen3-8b / llama-3.1-8b Q4_K_M pp512 on the H100 (bench/RESULTS.md).
+  // (backend_options::f16_copies). The default since session 66 measured +11% on qwen3-8b and
+  // llama-3.1-8b Q4_K_M pp512 on the H100 (bench/RESULTS.md).
   std::optional<bool> f16_weights;
   // Link speeds the planner weighs (unset: the probe's cache, `strata-run --plan --probe`, else
   // assumed desktop numbers); tests set them to force a layout on a tiny model.

@@ -165,8 +165,6 @@ struct backend::impl : kernel_variants,
   bool skipped(const pipeline_request& r) const;
   bool repeated(const pipeline_request& r) const;
   std::uint32_t pad_buffer = 0;  // the buffer of STRATA_VK_PAD_LEVELS's dispatches (tuning.hpp pad_levels)
-  std::uint32_t ahead_sink = 0;  // the read-ahead's output word, never read (tuning.hpp read_ahead_bytes)
-  bool last_read_weights = false;  // the last dispatch bound weights (a matvec's level, not attention's)
   // --- f16_copies.cpp: f16 copies of the layers' weight matrices that prompt steps' GEMMs read
   // (backend_options::f16_copies), by weight id; buffer 0: none. Up's copy follows its gate's rows
   // in the pair's buffer (offset: bytes to its row 0).
@@ -249,9 +247,6 @@ struct backend::impl : kernel_variants,
                 std::uint32_t gx, std::uint32_t gy = 1);
   void dispatch3(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes,
                  std::uint32_t gx, std::uint32_t gy, std::uint32_t gz);  // a 3-D grid within the device limits
-  // Before a dense integer matvec whose dispatch starts a level: its weights' head read into L2 by
-  // read_bw dispatches that overlap the level before (tuning.hpp read_ahead_bytes).
-  void record_read_ahead(const pipeline_request& r, std::span<const binding> b, const void* pc, std::uint32_t pc_bytes);
   void start_part(bool output);            // starts recording the layers' or the output part
   void enter_output(bool implicit);       // backend::begin_output (implicit: read or argmax, when due)
   recorded_step* file_part(bool output, bool keep_norms = false);  // ends the part, files it under its key

@@ -37,7 +37,13 @@ void command_recorder::barrier() {
   ++barriers_;
 }
 
-bool command_recorder::barrier_before(const pipeline& p, std::span<const binding> bindings) const {
+void command_recorder::dispatch(const pipeline& p, std::span<const binding> bindings, const void* push,
+                                std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
+  // Exactly one buffer per binding slot: a short list once left a kernel's last slots bound to
+  // whatever came last (split_k_sum read its partials from its output), silently.
+  if (bindings.size() != p.bindings)
+    throw error("kernel '" + p.label + "' takes " + std::to_string(p.bindings) + " buffers, got " + std::to_string(bindings.size()));
+  if (push_bytes > push_constant_bytes) throw error("kernel '" + p.label + "': push constants too large");
   bool hazard = false;
   for (const auto& b : bindings) {
     if (b.range.id == 0 || b.disjoint) continue;  // read-only constants (weights), disjoint writes
@@ -46,17 +52,7 @@ bool command_recorder::barrier_before(const pipeline& p, std::span<const binding
   const bool lab_skip = !lab_no_barrier_before_.empty() &&
                         std::any_of(lab_no_barrier_before_.begin(), lab_no_barrier_before_.end(),
                                     [&](const std::string& part) { return p.label.find(part) != std::string::npos; });
-  return (hazard || barrier_all_) && !lab_no_barrier_ && !lab_skip;
-}
-
-void command_recorder::dispatch(const pipeline& p, std::span<const binding> bindings, const void* push,
-                                std::uint32_t push_bytes, std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
-  // Exactly one buffer per binding slot: a short list once left a kernel's last slots bound to
-  // whatever came last (split_k_sum read its partials from its output), silently.
-  if (bindings.size() != p.bindings)
-    throw error("kernel '" + p.label + "' takes " + std::to_string(p.bindings) + " buffers, got " + std::to_string(bindings.size()));
-  if (push_bytes > push_constant_bytes) throw error("kernel '" + p.label + "': push constants too large");
-  if (barrier_before(p, bindings)) barrier();
+  if ((hazard || barrier_all_) && !lab_no_barrier_ && !lab_skip) barrier();
   for (const auto& b : bindings) {
     if (b.range.id == 0 || b.disjoint) continue;
     (b.written ? written_ : read_).push_back(b.range.id);

@@ -37,9 +37,6 @@ class command_recorder {
              std::uint32_t first_query = 0, bool after_part = false);
   void dispatch(const pipeline& p, std::span<const binding> bindings, const void* push, std::uint32_t push_bytes,
                 std::uint32_t gx, std::uint32_t gy = 1, std::uint32_t gz = 1);
-  // Whether dispatch(p, bindings) would record a barrier first (a hazard, or barrier_all): what
-  // runs between here and that dispatch overlaps the level before it.
-  bool barrier_before(const pipeline& p, std::span<const binding> bindings) const;
   // Makes every shader write visible to the host (before the fence the host waits on).
   void end();
   // Continues the same step in `cmd`, run after the previous command buffer completed and the

@@ -94,42 +94,9 @@ void backend::impl::dispatch3(const pipeline_request& r, std::span<const binding
                               std::uint32_t gx, std::uint32_t gy, std::uint32_t gz) {
   if (!skip_kernels.empty() && skipped(r)) return;
   const pipeline& p = pipes.get(r);
-  if ((read_ahead_bytes || read_ahead_attn_bytes) && rec.barrier_before(p, b)) record_read_ahead(r, b, pc, pc_bytes);
-  last_read_weights = !b.empty() && b[0].weights;
   rec.dispatch(p, b, pc, pc_bytes, gx, gy, gz);
   if (!repeat_kernels.empty() && repeated(r)) rec.dispatch(p, b, pc, pc_bytes, gx, gy, gz);
   if (std::exchange(encode_next, false)) flush_encode();
-}
-
-void backend::impl::record_read_ahead(const pipeline_request& r, std::span<const binding> b, const void* pc,
-                                      std::uint32_t pc_bytes) {
-  // Dense integer matvecs only: an expert matvec's binding is every expert of the layer (which it
-  // reads is decided on the GPU), and weights read over PCIe (the x-stream) would cross it twice.
-  const auto defined = [&](std::string_view d) {
-    return std::any_of(r.defines.begin(), r.defines.end(), [&](const auto& kv) { return kv.first == d; });
-  };
-  if (r.shader != "mmvq" || defined("MOE_IDS") || b.empty() || !b[0].weights || b[0].alt.buffer || !xstreams.empty()) return;
-  const std::uint64_t cap = last_read_weights ? read_ahead_bytes : read_ahead_attn_bytes;
-  if (cap < 4096) return;
-  // Gate/up read both matrices from their first rows on: half the bytes at the head of each.
-  std::uint64_t up_off = 0;
-  if (defined("SWIGLU") && pc_bytes >= sizeof(mmvq_pc)) up_off = static_cast<const mmvq_pc*>(pc)->up_off;
-  const std::uint64_t total = b[0].range.bytes;
-  const std::uint64_t heads[2] = {0, up_off / 16 * 16};
-  const int n_heads = up_off ? 2 : 1;
-  if (!ahead_sink) ahead_sink = new_buffer(16, memory_kind::device, "read-ahead sink");
-  binding rb[2] = {b[0], bind_id(ahead_sink, true)};
-  rb[1].disjoint = true;  // never read: no barrier for it, nothing waits for it
-  constexpr std::uint32_t ahead_wg = 256, ahead_loads = 4;
-  const pipeline& read = pipes.get({"read_bw", std::nullopt, {{"WG", std::to_string(ahead_wg)}, {"U", std::to_string(ahead_loads)}}, 2u});
-  for (int h = 0; h < n_heads; ++h) {
-    const std::uint64_t end = h == 0 && up_off ? heads[1] : total;
-    const std::uint64_t bytes = std::min(cap / std::uint64_t(n_heads), end - heads[h]);
-    const std::uint32_t pcr[] = {std::uint32_t(bytes / 16), std::uint32_t(heads[h] / 16)};
-    if (pcr[0] == 0) continue;
-    const std::uint32_t groups = std::min(div_up(pcr[0], ahead_wg * ahead_loads), ctx.info().max_workgroups_x);
-    rec.dispatch(read, rb, pcr, sizeof pcr, groups);
-  }
 }
 
 void backend::begin(const graph::step_inputs& in) {

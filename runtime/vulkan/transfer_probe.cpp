@@ -85,8 +85,7 @@ transfer_speeds probe_transfers(int index, std::uint64_t bytes,
     command_recorder rec;
     rec.begin(cmd);
     const binding b[] = {{{dev_r.handle(), 0, read_bytes, 1}, false}, {{sink.handle(), 0, 16, 2}, true}};
-    const std::uint32_t pc[] = {n16, 0};
-    for (int c = 0; c < count; ++c) rec.dispatch(read, b, pc, sizeof pc, groups);
+    for (int c = 0; c < count; ++c) rec.dispatch(read, b, &n16, sizeof n16, groups);
     rec.end();
   };
   transfer_speeds t;

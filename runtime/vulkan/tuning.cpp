@@ -102,10 +102,6 @@ void backend_tuning::read_env() {
   }
   if (const auto kb = env_uint("STRATA_VK_SWIGLU_PART_KB", 0, 1u << 30, {}, "a size in KiB up to 2^30 (0: one dispatch)"))
     swiglu_part_bytes = *kb == 0 ? ~0ull >> 1 : std::uint64_t(*kb) << 10;
-  if (const auto kb = env_uint("STRATA_VK_READ_AHEAD_KB", 0, 1u << 20, {}, "a size in KiB up to 2^20 (0: off)"))
-    read_ahead_bytes = std::uint64_t(*kb) << 10;
-  if (const auto kb = env_uint("STRATA_VK_READ_AHEAD_ATTN_KB", 0, 1u << 20, {}, "a size in KiB up to 2^20 (0: off)"))
-    read_ahead_attn_bytes = std::uint64_t(*kb) << 10;
   if (const auto g = env_uint("STRATA_VK_STEP_GRANULE", 1, 4096, {}, "a token count from 1 (steps not fitted) to 4096"))
     step_granule = *g;
   const auto labels = [](const char* s, std::vector<std::string>& out) {

@@ -102,14 +102,6 @@ struct backend_tuning {
   // so the change in time per token over N gives the cost of one level of the step.
   std::uint32_t pad_levels = 0;
 
-  // The decode step's read-ahead (step_cache.cpp record_read_ahead): before the barrier that starts
-  // a dense integer matvec's level, a read_bw dispatch pulls the head of that matvec's weights
-  // into L2, so the read runs while the level before drains (or, after attention, which reads
-  // little from memory, while attention runs) and the matvec's first wave hits L2. Bytes at most
-  // (0: off): after a matvec's level (STRATA_VK_READ_AHEAD_KB) and after any other kernel's
-  // (attention; STRATA_VK_READ_AHEAD_ATTN_KB). Gate/up split them between their two matrices.
-  std::uint64_t read_ahead_bytes = 0, read_ahead_attn_bytes = 0;
-
   // --- Attention.
   bool split_attention = true;             // STRATA_VK_SPLIT_ATTN=0 disables
   // Query-tiled prefill attention: correct, but measured slower on the H100 (pp4096 752 vs 1154

@@ -480,8 +480,7 @@ void bench_format(lab& L, const std::vector<std::pair<std::uint32_t, std::uint32
         const std::uint32_t n16 = std::uint32_t(w.size() / 16);
         const std::uint32_t g = v.read_groups ? v.read_groups : (n16 + v.read_wg * v.read_u - 1) / (v.read_wg * v.read_u);
         const binding b[] = {wbind, whole(yb, 4, true)};
-        const std::uint32_t rpc[] = {n16, 0};
-        rec.dispatch(*pv.pl, b, rpc, sizeof rpc, g);
+        rec.dispatch(*pv.pl, b, &n16, sizeof n16, g);
       } else if (v.small || v.reg) {
         const mm_small_pc pc{K, N, nt, row_bytes, 0, K, 0, N, 0, 0};
         const binding b[] = {wbind, whole(xhb, 6, false), whole(yb, 4, true)};

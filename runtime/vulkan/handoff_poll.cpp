@@ -161,9 +161,9 @@ void backend::impl::wait_done_word(std::size_t word, std::uint32_t tag) {
   }
 }
 
-void backend::impl::wait_fence_spinning() {
-  const auto until = clock::now() + std::chrono::microseconds(handoff_spin_us);
-  for (std::uint32_t i = 1; handoff_spin_us; ++i) {
+void backend::impl::wait_fence_spinning(std::uint32_t spin_us) {
+  const auto until = clock::now() + std::chrono::microseconds(spin_us);
+  for (std::uint32_t i = 1; spin_us; ++i) {
     if (fence.getStatus() == vk::Result::eSuccess) break;
     if (i % 16 == 0 && clock::now() > until) break;
     STRATA_CPU_RELAX();
@@ -200,7 +200,7 @@ void backend::impl::submit_polled(bool timed) {
       std::atomic_thread_fence(std::memory_order_seq_cst);  // the done word before the rows it guards
       timed_handoff(timed, mark, [&] { run_handoff(hs[done]); }, [&] { release_go(done, tag); });
     }
-    wait_fence_spinning();
+    wait_fence_spinning(handoff_spin_us);
   } catch (...) {
     // Later parts wait on go words only the host writes: release them all so the queue drains.
     for (; done < n; ++done) release_go(done, tag);

@@ -42,6 +42,7 @@ void backend::impl::init_handoff() {
   handoff_spin_us = ctx.info().is_cpu ? 0 : 1000;
   if (const char* v = env("STRATA_VK_HANDOFF_HOT")) handoff_hot = std::string_view(v) == "1";
   if (const char* v = env("STRATA_VK_HANDOFF_SPIN_US")) handoff_spin_us = std::uint32_t(std::clamp(std::atoi(v), 0, 1000000));
+  if (const char* v = env("STRATA_VK_STEP_SPIN_US")) step_spin_us = std::uint32_t(std::clamp(std::atoi(v), 0, 1000000));
   if (const char* v = env("STRATA_VK_HANDOFF_TIMES")) times.on = std::string_view(v) == "1";
   if (const char* v = env("STRATA_VK_HANDOFF_WC")) handoff_wc = std::string_view(v) == "1";
   // The step in one submit, meeting the GPU at flag words (handoff_poll.cpp): real GPUs, where
@@ -126,7 +127,7 @@ void backend::impl::submit_step() {
       ctx.queue().submit(si, *fence);
     }
     submit_cache_copies();
-    wait_fence();
+    wait_fence_spinning(step_spin_us);
   };
   if (hs.empty()) {
     const vk::CommandBuffer parts[] = {update, *current->cmd, output_cmd()};

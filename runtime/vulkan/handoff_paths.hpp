@@ -23,7 +23,7 @@ struct handoff_paths {
   memory_kind handoff_out_kind() const noexcept { return handoff_wc ? memory_kind::upload : memory_kind::handoff; }
   std::uint32_t handoff_spin_us = 0;  // host spin on the counter before vkWaitSemaphores (STRATA_VK_HANDOFF_SPIN_US)
   // A step without hand-offs: the host polls its fence this long before vkWaitForFences sleeps
-  // (STRATA_VK_STEP_SPIN_US; 0: the driver's wait at once).
+  // (STRATA_VK_STEP_SPIN_US; 0: the driver's wait at once; init_handoff gives the default).
   std::uint32_t step_spin_us = 0;
   std::uint64_t timeline_value = 0;   // the last value signalled on impl's timeline semaphore
   // A step's submits, sized once to the most parts a step has had (no allocation per step).

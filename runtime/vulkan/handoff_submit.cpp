@@ -10,11 +10,15 @@
 // Either way the CPU backend's workers are kept spinning through the step (thread_pool
 // hot_scope) instead of sleeping between hand-offs. STRATA_VK_HANDOFF_TIMES=1 times the
 // hand-offs of decode-sized steps on the host and prints averages when the backend closes.
+// A step without hand-offs is one submit and one fence, which the host polls before it sleeps
+// (step_spin_us, STRATA_VK_STEP_SPIN_US).
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 #include <string_view>
 
 #include "backend_impl.hpp"
@@ -42,7 +46,20 @@ void backend::impl::init_handoff() {
   handoff_spin_us = ctx.info().is_cpu ? 0 : 1000;
   if (const char* v = env("STRATA_VK_HANDOFF_HOT")) handoff_hot = std::string_view(v) == "1";
   if (const char* v = env("STRATA_VK_HANDOFF_SPIN_US")) handoff_spin_us = std::uint32_t(std::clamp(std::atoi(v), 0, 1000000));
-  if (const char* v = env("STRATA_VK_STEP_SPIN_US")) step_spin_us = std::uint32_t(std::clamp(std::atoi(v), 0, 1000000));
+  // A plain step's fence: a real GPU's host polls it for up to 20 ms before the driver's wait sleeps
+  // (a decode token's step ends well within that; the sleeping wait's wake-up cost 3-4% of a token).
+  // H100, qwen3-8b tg128, three rounds in one lease: Q8_0 258.65 / 260.39 / 262.07 t/s -> 268.89 /
+  // 268.85 / 268.42 with the poll, Q4_K_M 316.53 / 314.42 -> 321.09 / 320.86 (bench/RESULTS.md
+  // session 67). A CPU device's host would take the core it runs on: no poll there.
+  step_spin_us = ctx.info().is_cpu ? 0 : 20000;
+  if (const char* v = env("STRATA_VK_STEP_SPIN_US")) {
+    const std::string_view s(v);
+    std::uint32_t n = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc() || end != s.data() + s.size() || n > 1000000)
+      throw error("STRATA_VK_STEP_SPIN_US='" + std::string(s) + "' must be microseconds from 0 (no poll) to 1000000");
+    step_spin_us = n;
+  }
   if (const char* v = env("STRATA_VK_HANDOFF_TIMES")) times.on = std::string_view(v) == "1";
   if (const char* v = env("STRATA_VK_HANDOFF_WC")) handoff_wc = std::string_view(v) == "1";
   // The step in one submit, meeting the GPU at flag words (handoff_poll.cpp): real GPUs, where

@@ -141,3 +141,25 @@ TEST_CASE("hand-off submission: streamed dense FFNs computed on the CPU (qwen3) 
   strata::test::prompt_and_decode_logits(*m, shipped_fixture("qwen3-Q4_K_M").runs.front(), 2);
   CHECK(m->streaming().cpu_steps == m->streaming().steps);
 }
+
+// A plain step (no hand-offs): the host polls its fence before vkWaitForFences sleeps
+// (STRATA_VK_STEP_SPIN_US; on by default on real GPUs, off on a CPU device). The poll only
+// changes when the host sees the step end, never what the step computed.
+TEST_CASE("step submission: polling a plain step's fence gives the same logits as the driver's wait; a bad poll time is refused") {
+  if (!strata::test::vulkan_here("step fence poll")) return;
+  const auto& g = shipped_fixture("qwen3-Q4_K_M");
+  auto opt = options(512);
+  std::vector<float> ref;
+  for (const char* spin : {"0", "20000"}) {
+    CAPTURE(spin);
+    const scoped_env s("STRATA_VK_STEP_SPIN_US", spin);
+    const auto m = strata::rt::model::load(g.path, opt);
+    const auto got = strata::test::prompt_and_decode_logits(*m, g.runs.front(), 4);
+    if (ref.empty()) ref = got;
+    REQUIRE(got.size() == ref.size());
+    CHECK(got == ref);
+  }
+  const scoped_env bad("STRATA_VK_STEP_SPIN_US", "20ms");
+  CHECK_THROWS_WITH(strata::rt::model::load(g.path, opt),
+                    doctest::Contains("STRATA_VK_STEP_SPIN_US='20ms' must be microseconds from 0 (no poll) to 1000000"));
+}

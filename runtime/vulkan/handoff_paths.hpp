@@ -5,6 +5,7 @@
 // sums. A base of backend::impl; plain values only: the semaphore and the recorded sync command
 // buffers are impl's (destroyed before its device). Private to runtime/vulkan (includes Vulkan).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -47,11 +48,16 @@ struct handoff_paths {
   std::uint32_t sync_max_spins = 0; // the GPU's bound on its wait (x 1024 reads)
   std::vector<vk::CommandBuffer> poll_cmds;
 
-  // STRATA_VK_HANDOFF_TIMES=1: host-clock sums over the hand-offs of steps of <= 8 tokens without GPU-cached blocks.
+  // STRATA_VK_HANDOFF_TIMES=1: host-clock sums over the hand-offs of steps of <= 8 tokens without GPU-cached blocks;
+  // and over plain steps (no hand-off) of <= 8 tokens: from the submit until the host sees the step end (in flight),
+  // and from that until the next plain step's submit (the host's work between steps, when the GPU has none).
   struct handoff_times {
     bool on = false;
     std::uint64_t steps = 0, handoffs = 0;
     double submit_us = 0, wait_us = 0, cpu_us = 0, release_us = 0, last_us = 0, step_us = 0;
+    std::uint64_t plain_steps = 0, plain_gaps = 0;
+    double plain_flight_us = 0, plain_between_us = 0;
+    std::chrono::steady_clock::time_point plain_seen{};  // when the last plain step's end was seen
   } times;
 };
 

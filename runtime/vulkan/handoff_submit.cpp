@@ -149,7 +149,17 @@ void backend::impl::submit_step() {
   if (hs.empty()) {
     const vk::CommandBuffer parts[] = {update, *current->cmd, output_cmd()};
     const std::size_t first = update ? 0 : 1, n = parts[2] ? 3 : 2;
-    return submit_waiting(std::span(parts + first, n - first));
+    if (!times.on || step_tokens > 8) return submit_waiting(std::span(parts + first, n - first));
+    const clock::time_point submitted = clock::now();
+    if (times.plain_seen != clock::time_point{}) {
+      times.plain_between_us += us(submitted - times.plain_seen);
+      ++times.plain_gaps;
+    }
+    submit_waiting(std::span(parts + first, n - first));
+    times.plain_seen = clock::now();
+    times.plain_flight_us += us(times.plain_seen - submitted);
+    ++times.plain_steps;
+    return;
   }
   if (update || copies || !cache_admitted.empty()) submit_waiting(std::span(&update, update ? 1 : 0));
   bool cached = false, experts = false, ffn = false;
@@ -256,6 +266,12 @@ void backend::impl::submit_timeline(bool timed) {
 
 void backend::impl::report_handoff_times() const {
   if (!times.on) return;
+  if (times.plain_steps)
+    std::fprintf(stderr,
+                 "step times (STRATA_VK_HANDOFF_TIMES; host clock, %llu plain steps of <= 8 tokens): submit to end seen "
+                 "%.1f us (fence %s), end seen to the next submit %.1f us (the host's work between steps)\n",
+                 static_cast<unsigned long long>(times.plain_steps), times.plain_flight_us / double(times.plain_steps),
+                 step_spin_us ? "polled" : "waited", times.plain_gaps ? times.plain_between_us / double(times.plain_gaps) : 0.0);
   if (!times.steps || !times.handoffs) {
     std::fprintf(stderr, "hand-off times (STRATA_VK_HANDOFF_TIMES): no decode-sized step with hand-offs ran\n");
     return;

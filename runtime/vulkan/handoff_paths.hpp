@@ -55,7 +55,7 @@ struct handoff_paths {
     bool on = false;
     std::uint64_t steps = 0, handoffs = 0;
     double submit_us = 0, wait_us = 0, cpu_us = 0, release_us = 0, last_us = 0, step_us = 0;
-    std::uint64_t plain_steps = 0, plain_gaps = 0;
+    std::uint64_t plain_steps = 0, plain_gaps = 0, plain_pauses = 0;
     double plain_flight_us = 0, plain_between_us = 0;
     std::chrono::steady_clock::time_point plain_seen{};  // when the last plain step's end was seen
   } times;

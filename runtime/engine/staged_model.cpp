@@ -166,7 +166,7 @@ class staged_model final : public model {
     for (const auto& s : stages_) {  // one GPU stage at most hands off; every stage runs every step
       const auto e = s->handoffs();
       c.steps = std::max(c.steps, e.steps), c.tokens = std::max(c.tokens, e.tokens);
-      c.handoff_steps += e.handoff_steps, c.handoffs += e.handoffs;
+      c.handoff_steps += e.handoff_steps, c.handoffs += e.handoffs, c.polled_steps += e.polled_steps;
     }
     return c;
   }

@@ -45,7 +45,7 @@ struct engine_backend<gpu::backend> {
   }
   static model::handoff_counters handoffs(const gpu::backend& be) {
     const gpu::handoff_stats s = be.handoffs();
-    return {s.steps, s.tokens, s.handoff_steps, s.handoffs};
+    return {s.steps, s.tokens, s.handoff_steps, s.handoffs, s.polled_steps};
   }
   static std::uint32_t step_granule(const gpu::backend& be) { return be.step_granule(); }
   static std::string describe(const gpu::backend& be) { return be.description(); }

@@ -225,9 +225,10 @@ struct step_recording_stats {
 };
 
 // Steps run since load, their tokens, and the CPU hand-offs among them (cpu_experts.cpp,
-// expert_cache.cpp, layer_stream.cpp).
+// expert_cache.cpp, layer_stream.cpp); polled_steps: plain steps whose end the host saw while
+// polling their fence (handoff_submit.cpp step_spin_us), not after the driver's wait.
 struct handoff_stats {
-  std::uint64_t steps = 0, tokens = 0, handoff_steps = 0, handoffs = 0;
+  std::uint64_t steps = 0, tokens = 0, handoff_steps = 0, handoffs = 0, polled_steps = 0;
 };
 
 class backend {

@@ -541,7 +541,8 @@ struct backend::impl : kernel_variants,
   // host's go word in time (lavapipe, whose loops end early), which keeps the timeline path.
   bool probe_polling();
   void wait_done_word(std::size_t word, std::uint32_t tag);
-  void wait_fence_spinning(std::uint32_t spin_us);  // polls the fence up to spin_us, then wait_fence()
+  // Polls the fence up to spin_us, then wait_fence(); true: the poll saw it signalled.
+  bool wait_fence_spinning(std::uint32_t spin_us);
   std::vector<vk::raii::CommandBuffer> sync_cmds;
   // The same sync in two halves, for a hand-off whose GPU share runs between them.
   std::vector<vk::raii::CommandBuffer> sync_signal_cmds, sync_wait_cmds;

@@ -161,14 +161,19 @@ void backend::impl::wait_done_word(std::size_t word, std::uint32_t tag) {
   }
 }
 
-void backend::impl::wait_fence_spinning(std::uint32_t spin_us) {
+bool backend::impl::wait_fence_spinning(std::uint32_t spin_us) {
   const auto until = clock::now() + std::chrono::microseconds(spin_us);
+  bool seen = false;
   for (std::uint32_t i = 1; spin_us; ++i) {
-    if (fence.getStatus() == vk::Result::eSuccess) break;
+    if (fence.getStatus() == vk::Result::eSuccess) {
+      seen = true;
+      break;
+    }
     if (i % 16 == 0 && clock::now() > until) break;
     STRATA_CPU_RELAX();
   }
   wait_fence();
+  return seen;
 }
 
 void backend::impl::submit_polled(bool timed) {

@@ -144,13 +144,13 @@ void backend::impl::submit_step() {
       ctx.queue().submit(si, *fence);
     }
     submit_cache_copies();
-    wait_fence_spinning(step_spin_us);
+    if (wait_fence_spinning(step_spin_us)) ++handoff_counts.polled_steps;
   };
   if (hs.empty()) {
     const vk::CommandBuffer parts[] = {update, *current->cmd, output_cmd()};
     const std::size_t first = update ? 0 : 1, n = parts[2] ? 3 : 2;
     if (!times.on || step_tokens > 8) {
-      times.plain_seen = {};  // a prompt step between two decode steps is no host gap
+      if (times.on) times.plain_seen = {};  // a prompt step between two decode steps is no host gap
       return submit_waiting(std::span(parts + first, n - first));
     }
     const clock::time_point submitted = clock::now();
@@ -171,6 +171,7 @@ void backend::impl::submit_step() {
     ++times.plain_steps;
     return;
   }
+  if (times.on) times.plain_seen = {};  // a step with hand-offs between two plain steps is no host gap
   if (update || copies || !cache_admitted.empty()) submit_waiting(std::span(&update, update ? 1 : 0));
   bool cached = false, experts = false, ffn = false;
   for (const handoff& h : hs) {

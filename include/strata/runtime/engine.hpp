@@ -217,6 +217,7 @@ class model {
     std::uint64_t steps = 0;     // steps run since load
     std::uint64_t tokens = 0;    // their tokens
     std::uint64_t handoff_steps = 0, handoffs = 0;  // steps with at least one hand-off, hand-offs in all
+    std::uint64_t polled_steps = 0;  // steps whose end the host saw polling their fence (Vulkan, STRATA_VK_STEP_SPIN_US)
     double per_token() const noexcept { return tokens ? double(handoffs) / double(tokens) : 0.0; }
     double per_step() const noexcept { return steps ? double(handoffs) / double(steps) : 0.0; }
   };

@@ -145,7 +145,7 @@ TEST_CASE("hand-off submission: streamed dense FFNs computed on the CPU (qwen3) 
 // A plain step (no hand-offs): the host polls its fence before vkWaitForFences sleeps
 // (STRATA_VK_STEP_SPIN_US; on by default on real GPUs, off on a CPU device). The poll only
 // changes when the host sees the step end, never what the step computed.
-TEST_CASE("step submission: polling a plain step's fence gives the same logits as the driver's wait; a bad poll time is refused") {
+TEST_CASE("step submission: polling a plain step's fence gives the same logits as the driver's wait, and a bad poll time is refused") {
   if (!strata::test::vulkan_here("step fence poll")) return;
   const auto& g = shipped_fixture("qwen3-Q4_K_M");
   auto opt = options(512);

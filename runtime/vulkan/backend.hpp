@@ -225,8 +225,9 @@ struct step_recording_stats {
 };
 
 // Steps run since load, their tokens, and the CPU hand-offs among them (cpu_experts.cpp,
-// expert_cache.cpp, layer_stream.cpp); polled_steps: plain steps whose end the host saw while
-// polling their fence (handoff_submit.cpp step_spin_us), not after the driver's wait.
+// expert_cache.cpp, layer_stream.cpp); polled_steps: fence waits of plain steps (and of a hand-off
+// step's opening cache-update submit) that the host's poll saw end (handoff_submit.cpp
+// step_spin_us), not the driver's wait.
 struct handoff_stats {
   std::uint64_t steps = 0, tokens = 0, handoff_steps = 0, handoffs = 0, polled_steps = 0;
 };

@@ -13,12 +13,10 @@
 // A step without hand-offs is one submit and one fence, which the host polls before it sleeps
 // (step_spin_us, STRATA_VK_STEP_SPIN_US).
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <string>
 #include <string_view>
 
 #include "backend_impl.hpp"
@@ -51,15 +49,7 @@ void backend::impl::init_handoff() {
   // H100, qwen3-8b tg128, three rounds in one lease: Q8_0 258.65 / 260.39 / 262.07 t/s -> 268.89 /
   // 268.85 / 268.42 with the poll, Q4_K_M 316.53 / 314.42 -> 321.09 / 320.86 (bench/RESULTS.md
   // session 67). A CPU device's host would take the core it runs on: no poll there.
-  step_spin_us = ctx.info().is_cpu ? 0 : 20000;
-  if (const char* v = env("STRATA_VK_STEP_SPIN_US")) {
-    const std::string_view s(v);
-    std::uint32_t n = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-    if (ec != std::errc() || end != s.data() + s.size() || n > 1000000)
-      throw error("STRATA_VK_STEP_SPIN_US='" + std::string(s) + "' must be microseconds from 0 (no poll) to 1000000");
-    step_spin_us = n;
-  }
+  step_spin_us = step_spin_env.value_or(ctx.info().is_cpu ? 0 : 20000);  // read by tuning.cpp read_env
   if (const char* v = env("STRATA_VK_HANDOFF_TIMES")) times.on = std::string_view(v) == "1";
   if (const char* v = env("STRATA_VK_HANDOFF_WC")) handoff_wc = std::string_view(v) == "1";
   // The step in one submit, meeting the GPU at flag words (handoff_poll.cpp): real GPUs, where

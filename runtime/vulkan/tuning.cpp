@@ -216,6 +216,7 @@ void backend_tuning::read_env() {
     mm3_scratch_min = *n == 0 ? 0xFFFFFFFFu : *n;
   if (const auto n = env_uint("STRATA_VK_F16_COPY_MIN", 1, int_max, "tokens")) f16_copy_min_tokens = *n;
   f16_copies_env = env_bool("STRATA_VK_F16_COPIES", "no f16 weight copies", "copies where the memory holds them");
+  step_spin_env = env_uint("STRATA_VK_STEP_SPIN_US", 0, 1000000, {}, "microseconds from 0 (no poll) to 1000000");
   if (const char* v = std::getenv("STRATA_VK_MM3_TOKFAST")) {
     const std::string_view m(v);
     if (m != "0" && m != "1" && m != "2")

@@ -458,6 +458,9 @@ struct backend_tuning {
   // STRATA_VK_F16_COPIES=0|1: no f16 copies / copies where the memory holds them, whatever
   // backend_options::f16_copies says (unset: the option decides).
   std::optional<bool> f16_copies_env;
+  // STRATA_VK_STEP_SPIN_US: how long the host polls a plain step's fence (handoff_submit.cpp
+  // init_handoff gives the device's default where it is not set).
+  std::optional<std::uint32_t> step_spin_env;
   // The scratch in two slots (scratch_schedule.hpp): the next GEMM's weights are expanded while
   // this one multiplies. STRATA_VK_MM3_AHEAD=0: one slot, each expansion just before its GEMM
   // (H200, qwen3-8b pp512 with Q4_K through the scratch: 7,767 / 7,772 against 8,324 / 8,320).

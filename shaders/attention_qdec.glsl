@@ -235,6 +235,61 @@ shared uint slot_of[WG];
 shared uint ring_of[WG];  // ring row of the key's value, ~0u: its stored row
 #endif
 shared float red[G][WG / MIN_SUBGROUP];
+#ifdef QDEC_IDOT
+// QDEC_IDOT (TurboQuant keys of 2 or 3 bits whose segments are whole 32-dim blocks; runtime
+// kernel_requests.cpp idot_keys): the codes' keys scored with 4-wide int8 dot products. The
+// scaled (rotated) queries as int8 a 32-dim block with a float step (qi8, qstep; round to nearest
+// even of x·127/max|x|), the centroids as int8 a segment with a step (max|c|/127), four dims' codes
+// (a low-plane byte, with 3 bits a high-plane nibble) one lookup in kc8: for a low byte, the four
+// centroids with high bit 0 (.x) and 1 (.y), picked per byte by the nibble. The two roundings are
+// this form's only difference from the float one (tests/vulkan/kv_decode_test.cpp bounds it).
+#if KV_K_KIND != 3 || (KV_K_TQ != 2 && KV_K_TQ != 3) || !defined(NEED_DOT4) || KV_D % 32 != 0
+#error "attention_qdec QDEC_IDOT: TurboQuant keys of 2 or 3 bits, NEED_DOT4, head_dim a multiple of 32"
+#endif
+shared uvec4 qi8[G][D / 16u];
+shared float qstep[G][D / 32u];
+shared uvec2 kc8[TQK_SEGMENTS][256];
+shared float kstep[TQK_SEGMENTS];
+// kc8 and kstep (visible after the caller's next barrier).
+void load_idot_tables() {
+  const uint tid = gl_LocalInvocationID.x;
+  for (uint i = tid; i < TQK_SEGMENTS * 256u; i += WG) {
+    const uint sg = i / 256u, lo = i % 256u;
+    float cmax = 0.0;
+    for (uint c = 0u; c < (1u << KV_K_TQ); ++c) cmax = max(cmax, abs(TQK_CENTROIDS[sg * 16u + c]));
+    const float inv = cmax > 0.0 ? 127.0 / cmax : 0.0;
+    uint w0 = 0u, w1 = 0u;
+    for (uint e = 0u; e < 4u; ++e) {
+      const uint code = (lo >> (2u * e)) & 3u;
+      w0 |= (uint(int(roundEven(TQK_CENTROIDS[sg * 16u + code] * inv))) & 255u) << (8u * e);
+      if (KV_K_TQ == 3) w1 |= (uint(int(roundEven(TQK_CENTROIDS[sg * 16u + (code | 4u)] * inv))) & 255u) << (8u * e);
+    }
+    kc8[sg][lo] = uvec2(w0, w1);
+    if (lo == 0u) kstep[sg] = cmax / 127.0;
+  }
+}
+// qi8 and qstep from qk (complete before: a barrier; visible after the caller's next barrier).
+void quantize_queries() {
+  const uint tid = gl_LocalInvocationID.x;
+  for (uint i = tid; i < G * (D / 32u); i += WG) {
+    const uint g = i / (D / 32u), b = i % (D / 32u);
+    float amax = 0.0;
+    [[unroll]] for (uint c = 0u; c < 8u; ++c) {
+      const vec4 x = abs(qk[g][8u * b + c]);
+      amax = max(amax, max(max(x.x, x.y), max(x.z, x.w)));
+    }
+    const float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+    uint w[8];
+    [[unroll]] for (uint c = 0u; c < 8u; ++c) {
+      const ivec4 r = clamp(ivec4(roundEven(qk[g][8u * b + c] * inv)), ivec4(-127), ivec4(127));
+      w[c] = (uint(r.x) & 255u) | ((uint(r.y) & 255u) << 8) | ((uint(r.z) & 255u) << 16) | (uint(r.w) << 24);
+    }
+    qi8[g][2u * b] = uvec4(w[0], w[1], w[2], w[3]);
+    qi8[g][2u * b + 1u] = uvec4(w[4], w[5], w[6], w[7]);
+    qstep[g][b] = amax / 127.0;
+  }
+}
+#endif
 #if KV_HAS_TQ
 #define VSUM rot  // kv_codec's rotation buffer (TQ_ROT_N >= G vectors) doubles as the value sums
 #else
@@ -301,6 +356,36 @@ void key_scores(uint row, inout float s[G]) {
     }
     const float d = unpackHalf2x16(KBITS(b0, 16u)).x;
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += d * a[g];
+  }
+#elif defined(QDEC_IDOT)
+  uint kwd[KNW];
+  k_words(row * KV_K_ROW_BYTES, kwd);
+  [[unroll]] for (uint sg = 0u; sg < TQK_SEGMENTS; ++sg) {
+    const uint b0 = TQK_SEG_BYTE_OFFSET[sg] * 8u, e0 = TQK_SEG_ELEM_OFFSET[sg];
+    float a[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) a[g] = 0.0;
+    [[unroll]] for (uint blk = 0u; blk < TQK_SEG_N[sg]; blk += 32u) {
+      int ia[G];
+      [[unroll]] for (uint g = 0u; g < G; ++g) ia[g] = 0;
+      [[unroll]] for (uint i = blk; i < blk + 32u; i += 16u) {
+        uvec4 qw[G];
+        [[unroll]] for (uint g = 0u; g < G; ++g) qw[g] = qi8[g][(e0 + i) / 16u];
+        [[unroll]] for (uint e = 0u; e < 16u; e += 4u) {
+          const uvec2 t = kc8[sg][KBITS(b0 + 16u + (i + e) * 2u, 8u)];
+#if KV_K_TQ == 3
+          // bit k of the nibble to bit 8k (k + 7k), then a byte of ones each
+          const uint m = ((KBITS(b0 + TQK_SEG_HIGH_OFFSET[sg] * 8u + i + e, 4u) * 0x00204081u) & 0x01010101u) * 255u;
+          const uint w = (t.x & ~m) | (t.y & m);
+#else
+          const uint w = t.x;
+#endif
+          [[unroll]] for (uint g = 0u; g < G; ++g) ia[g] += dot4(w, qw[g][e / 4u]);
+        }
+      }
+      [[unroll]] for (uint g = 0u; g < G; ++g) a[g] += float(ia[g]) * qstep[g][(e0 + blk) / 32u];
+    }
+    const float sc = unpackHalf2x16(KBITS(b0, 16u)).x * TQK_SEG_INV_SQRT_N[sg] * kstep[sg];
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += sc * a[g];
   }
 #else
   uint kwd[KNW];
@@ -373,6 +458,9 @@ void main() {
 #endif
   const uint btab = seq * p.max_blocks;
   if ((QDEC_SKIP & 16) == 0) load_centroids();
+#ifdef QDEC_IDOT
+  load_idot_tables();
+#endif
   // The group's G query heads are consecutive: G·D floats from head h0.
   const uint qb = p.q_off + t * p.q_stride + h0 * D;
 #if KV_K_KIND == 3 && defined(QROT_IN)
@@ -404,6 +492,12 @@ void main() {
   for (uint i = tid; i < G * D / 4u; i += WG)
     qk[i / (D / 4u)][i % (D / 4u)] = vec4(q[qb + 4u * i], q[qb + 4u * i + 1u], q[qb + 4u * i + 2u], q[qb + 4u * i + 3u]) * p.scale;
   barrier();
+#ifdef QDEC_IDOT
+  if (!ring_split) {  // uniform: the window's split scores no codes
+    quantize_queries();
+    barrier();
+  }
+#endif
 
   float m[G], l[G];
   vec4 acc[G][DCH];

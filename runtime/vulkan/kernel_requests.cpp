@@ -4,9 +4,11 @@
 #include "mul_mm_small_shape.hpp"
 #include "quant_layout.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "strata/kv/kv_config.hpp"
+#include "strata/turboquant/format.hpp"
 
 namespace strata::gpu {
 namespace {
@@ -290,6 +292,17 @@ bool backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
   return true;
 }
 
+namespace {
+// attention_qdec's QDEC_IDOT form takes TurboQuant keys of 2 or 3 bits (a low-plane byte, and a
+// high-plane nibble, hold four dims' codes) whose segments are whole 32-dim query blocks.
+bool idot_keys(const kv::kv_config& c) {
+  const auto bits = kv::turboquant_bits(c.type_k);
+  if (bits != 2 && bits != 3) return false;
+  const turboquant::format f(c.head_dim, bits);
+  return std::all_of(f.segments().begin(), f.segments().end(), [](const auto& s) { return s.n % 32 == 0 && s.elem_offset % 32 == 0; });
+}
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const kv_state& kv, std::uint32_t head_dim,
                                                                            std::uint32_t group, std::uint32_t rows, bool split,
                                                                            bool ring_split, bool merge_tail, bool rot_later,
@@ -302,6 +315,11 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   if (ring_split) d.emplace_back("RING_SPLIT", "1");
   if (!qdec_lanes_over(kv.config().n_ctx, rows)) {
     if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
+    if (qdec_idot && idot_keys(kv.config())) {
+      d.emplace_back("QDEC_IDOT", "1");
+      d.emplace_back("NEED_DOT4", "1");
+      if (ctx.info().int_dot) d.emplace_back("HAS_DOT4", "1");
+    }
   } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
              // tq_xch a thread; the merge's two weights a (stream, head)
     const auto& c = kv.config();

@@ -210,6 +210,18 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS"));
       if (c.H == 4 * c.Hkv) CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_KEYS"));
     }
+    // Keys scored with int8 dot products (STRATA_VK_QDEC_IDOT, the thread-a-key form): TurboQuant keys
+    // of 2 or 3 bits in whole 32-dim segments.
+    std::vector<std::vector<float>> idot;
+    if ((c.k == kv::kv_type::tq3 || c.k == kv::kv_type::tq2) && c.D % 32 == 0) {
+      if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
+      ::setenv("STRATA_VK_QDEC_LANES", "0", 1);
+      ::setenv("STRATA_VK_QDEC_IDOT", "1", 1);
+      gpu::backend be(profiled);
+      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT"}) ::unsetenv(v);
+      idot = run_decode(be, c, t);
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT"));
+    }
     {
       ::setenv("STRATA_VK_TQ_GQA", "0", 1);
       ::setenv("STRATA_VK_FUSE", "0", 1);
@@ -259,6 +271,11 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
         const double e_ring = test::nmse(ring_split[lanes_form][s], lanes_form ? lanes[s] : grouped[s]);
         MESSAGE("  window split" << std::string(lanes_form ? " (LANES)" : "") << ": NMSE vs the one-split form " << e_ring);
         CHECK(e_ring <= tol_grouped_vs_per_head);
+      }
+      if (!idot.empty()) {
+        const double e_idot = test::nmse(idot[s], cpu[s]);
+        MESSAGE("  int8 key scores: NMSE vs CPU " << e_idot);
+        CHECK(e_idot <= vkt::tol_attention_compressed_idot);
       }
       if (!tensor_cores.empty()) {
         const double e_tc = test::nmse(tensor_cores[s], cpu[s]);

@@ -339,6 +339,12 @@ inline constexpr double tol_attention_compressed = 1e-6;
 // The same on tensor cores (attention_mma.glsl): the decoded keys and values are rounded to f16
 // too, four f16 roundings (Q, K, P, V) instead of tol_attention_f16's two: (4u)^2 ~ 4e-6.
 inline constexpr double tol_attention_compressed_f16 = 4e-6;
+// Keys scored with int8 dot products (attention_qdec.glsl QDEC_IDOT): the scaled queries rounded to
+// int8 a 32-dim block (u = 1/254 of the block's largest) and the centroids a segment (1/254 of the
+// largest), so each score moves by ~1e-3 of its block terms' scale, far below the 3-bit codes' own
+// error (NMSE ~3e-2 of a key). Measured: 2e-6 to 7.5e-5 on kv_decode_test's random cases (the
+// integer sums are exact, so the roundings, not the device, set it); 2e-4 leaves ~2.5x.
+inline constexpr double tol_attention_compressed_idot = 2e-4;
 // GPU matmul vs a float64 product of the dequantized weights with the float activations: only
 // the GPU's float accumulation error, ~sqrt(K)·u relative per output (lavapipe: ~2e-14).
 inline constexpr double tol_matmul_f64 = 1e-10;

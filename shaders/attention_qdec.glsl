@@ -235,6 +235,30 @@ shared uint slot_of[WG];
 shared uint ring_of[WG];  // ring row of the key's value, ~0u: its stored row
 #endif
 shared float red[G][WG / MIN_SUBGROUP];
+#ifdef QDEC_VFOLD
+// QDEC_VFOLD (TurboQuant values in one segment; runtime kernel_requests.cpp): the scoring thread folds
+// its key's value scale s/√n into the key's weights, so the value streams decode centroids only.
+#if KV_V_KIND != 3
+#error "attention_qdec QDEC_VFOLD: TurboQuant values in one segment"
+#endif
+const float vfold_needs_one_segment[TQV_SEGMENTS == 1u ? 1 : -1] = float[](0.0);  // a compile error otherwise
+vec4 v_centroids(uint row, rdims r) {
+  const uint b = row * KV_V_ROW_BYTES;
+  uint lo = KV_V_TQ == 4 ? uint(v16[(b + r.low) / 2u]) : uint(v8[b + r.low]);
+  if (KV_V_TQ < 2) lo >>= r.shift;
+  const uint hi = KV_V_TQ == 3 ? uint(v8[b + r.high]) >> r.shift : 0u;
+  vec4 c;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+    uint code = bitfieldExtract(lo, int(e * TQV_LOW_BITS), int(TQV_LOW_BITS));
+    if (KV_V_TQ == 3) code |= bitfieldExtract(hi, int(e), 1) << 2;
+    c[e] = vcent[r.cbase + code];
+  }
+  return c;
+}
+#define V_CODES(row, r) v_centroids(row, r)
+#else
+#define V_CODES(row, r) v_dims(row, r)
+#endif
 #ifdef QDEC_IDOT
 // QDEC_IDOT (TurboQuant keys of 2 or 3 bits whose segments are whole 32-dim blocks; runtime
 // kernel_requests.cpp idot_keys): the codes' keys scored with 4-wide int8 dot products. The
@@ -527,6 +551,9 @@ void main() {
 #ifdef KV_RING
     uint vring_row = ~0u;
 #endif
+#ifdef QDEC_VFOLD
+    float vsc = 1.0;  // the key's value scale, in its weights (1: a ring row's f16 value)
+#endif
     if (j <= last) {
       slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
       bool k_ring = false;
@@ -547,6 +574,15 @@ void main() {
       }
       if (k_ring) ring_scores((rr * p.n_head_kv + hk) * (D / 4u), s);
 #endif
+#ifdef QDEC_VFOLD
+      if (counts
+#ifdef KV_RING
+          && vring_row == ~0u
+#endif
+      )
+        vsc = unpackHalf2x16(uint(v16[((slot * p.n_head_kv + hk) * KV_V_ROW_BYTES + TQV_SEG_BYTE_OFFSET[0]) / 2u])).x *
+              TQV_SEG_INV_SQRT_N[0];
+#endif
       if (counts && !k_ring && (QDEC_SKIP & 4) == 0) key_scores(slot * p.n_head_kv + hk, s);
     }
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = counts ? s[g] : -1.0 / 0.0;
@@ -564,6 +600,9 @@ void main() {
       vec4 pv = vec4(0.0);
       [[unroll]] for (uint i = 0u; i < 4u; ++i)
         if (4u * k + i < G) pv[i] = e[4u * k + i];
+#ifdef QDEC_VFOLD
+      pv *= vsc;
+#endif
       probs[tid][k] = pv;
     }
     slot_of[tid] = slot;
@@ -601,7 +640,7 @@ void main() {
             const vec4 v = vec4(vring[(rr * p.n_head_kv + hk) * (D / 4u) + d / 4u]);
             [[unroll]] for (uint g = 0u; g < G; ++g) ACC_RING[g][c] += probs[jj][g / 4u][g % 4u] * v;
           } else {
-            const vec4 v = v_dims(slot_of[jj] * p.n_head_kv + hk, vd);
+            const vec4 v = V_CODES(slot_of[jj] * p.n_head_kv + hk, vd);
             [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj][g / 4u][g % 4u] * v;
           }
         }
@@ -610,12 +649,12 @@ void main() {
 #endif
       for (; jj + (KIF - 1u) * NS < n_keys; jj += KIF * NS) {  // KIF keys' loads in flight
         vec4 v[KIF];
-        [[unroll]] for (uint u = 0u; u < KIF; ++u) v[u] = v_dims(slot_of[jj + u * NS] * p.n_head_kv + hk, vd);
+        [[unroll]] for (uint u = 0u; u < KIF; ++u) v[u] = V_CODES(slot_of[jj + u * NS] * p.n_head_kv + hk, vd);
         [[unroll]] for (uint u = 0u; u < KIF; ++u)
           [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj + u * NS][g / 4u][g % 4u] * v[u];
       }
       for (; jj < n_keys; jj += NS) {
-        const vec4 v = v_dims(slot_of[jj] * p.n_head_kv + hk, vd);
+        const vec4 v = V_CODES(slot_of[jj] * p.n_head_kv + hk, vd);
         [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj][g / 4u][g % 4u] * v;
       }
     }

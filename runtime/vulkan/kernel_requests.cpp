@@ -301,6 +301,11 @@ bool idot_keys(const kv::kv_config& c) {
   const turboquant::format f(c.head_dim, bits);
   return std::all_of(f.segments().begin(), f.segments().end(), [](const auto& s) { return s.n % 32 == 0 && s.elem_offset % 32 == 0; });
 }
+// attention_qdec's QDEC_VFOLD form takes TurboQuant values of one segment (one scale a row).
+bool one_segment_values(const kv::kv_config& c) {
+  const auto bits = kv::turboquant_bits(c.type_v);
+  return bits && turboquant::format(c.head_dim, bits).segments().size() == 1;
+}
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const kv_state& kv, std::uint32_t head_dim,
@@ -320,6 +325,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
       d.emplace_back("NEED_DOT4", "1");
       if (ctx.info().int_dot) d.emplace_back("HAS_DOT4", "1");
     }
+    if (qdec_vfold && one_segment_values(kv.config())) d.emplace_back("QDEC_VFOLD", "1");
   } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
              // tq_xch a thread; the merge's two weights a (stream, head)
     const auto& c = kv.config();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "strata/kv/kv_config.hpp"
+#include "strata/turboquant/format.hpp"
 #include "vulkan/vk_harness.hpp"
 
 namespace {
@@ -165,6 +166,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // blocks), and chunks of one key (STRATA_VK_QDEC_KC: G (key, head) pairs for LPK lanes; where LPK
       // is the group, as lavapipe's 8 lanes for a group of 8, already so).
       const bool lab_forms = lanes_form && ring_split_form;
+      // The thread-a-key form's ring-split run folds one-segment TurboQuant values' scales into the weights
+      // (STRATA_VK_QDEC_VFOLD): the same products in another order.
+      if (ring_split_form && !lanes_form) ::setenv("STRATA_VK_QDEC_VFOLD", "1", 1);
       if (lab_forms) {
         ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
         ::setenv("STRATA_VK_QDEC_KC", "1", 1);
@@ -176,6 +180,7 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::unsetenv("STRATA_VK_TQ_GQA");
       ::unsetenv("STRATA_VK_QDEC_LANES");
       ::unsetenv("STRATA_VK_QDEC_RING_SPLIT");
+      ::unsetenv("STRATA_VK_QDEC_VFOLD");
       (ring_split_form ? ring_split[lanes_form] : lanes_form ? lanes : grouped) = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec"));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".RING_SPLIT") == ring_split_form);
@@ -217,10 +222,16 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
       ::setenv("STRATA_VK_QDEC_LANES", "0", 1);
       ::setenv("STRATA_VK_QDEC_IDOT", "1", 1);
+      ::setenv("STRATA_VK_QDEC_VFOLD", "1", 1);  // and values' scales in the weights, where one segment
+      ::setenv("STRATA_VK_QDEC_RING_SPLIT", "0", 1);  // the ring's rows among the codes' (weights unscaled)
       gpu::backend be(profiled);
-      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT"}) ::unsetenv(v);
+      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_VFOLD",
+                            "STRATA_VK_QDEC_RING_SPLIT"})
+        ::unsetenv(v);
       idot = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT"));
+      const auto v_bits = kv::turboquant_bits(c.v);
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VFOLD") == (v_bits && turboquant::format(c.D, v_bits).segments().size() == 1));
     }
     {
       ::setenv("STRATA_VK_TQ_GQA", "0", 1);

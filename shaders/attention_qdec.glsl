@@ -242,16 +242,27 @@ shared float red[G][WG / MIN_SUBGROUP];
 #error "attention_qdec QDEC_VFOLD: TurboQuant values in one segment"
 #endif
 const float vfold_needs_one_segment[TQV_SEGMENTS == 1u ? 1 : -1] = float[](0.0);  // a compile error otherwise
+// Two dims' centroids a lookup: index = both dims' low-plane bits, then (3 bits) their two high bits.
+const uint VP_LOW = 2u * TQV_LOW_BITS, VP_N = 1u << (2u * KV_V_TQ);
+shared vec2 vpair[VP_N];
+void load_value_pairs() {  // visible after the caller's next barrier
+  for (uint i = gl_LocalInvocationID.x; i < VP_N; i += WG) {
+    const uint l = i & ((1u << VP_LOW) - 1u), h = i >> VP_LOW, lm = (1u << TQV_LOW_BITS) - 1u;
+    vpair[i] = vec2(TQV_CENTROIDS[(l & lm) | ((h & 1u) << TQV_LOW_BITS)], TQV_CENTROIDS[(l >> TQV_LOW_BITS) | ((h >> 1u) << TQV_LOW_BITS)]);
+  }
+}
 vec4 v_centroids(uint row, rdims r) {
   const uint b = row * KV_V_ROW_BYTES;
   uint lo = KV_V_TQ == 4 ? uint(v16[(b + r.low) / 2u]) : uint(v8[b + r.low]);
   if (KV_V_TQ < 2) lo >>= r.shift;
   const uint hi = KV_V_TQ == 3 ? uint(v8[b + r.high]) >> r.shift : 0u;
   vec4 c;
-  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-    uint code = bitfieldExtract(lo, int(e * TQV_LOW_BITS), int(TQV_LOW_BITS));
-    if (KV_V_TQ == 3) code |= bitfieldExtract(hi, int(e), 1) << 2;
-    c[e] = vcent[r.cbase + code];
+  [[unroll]] for (uint e = 0u; e < 2u; ++e) {
+    uint i = bitfieldExtract(lo, int(e * VP_LOW), int(VP_LOW));
+    if (KV_V_TQ == 3) i = bitfieldInsert(i, bitfieldExtract(hi, int(2u * e), 2), int(VP_LOW), 2);
+    const vec2 pr = vpair[i];
+    c[2u * e] = pr.x;
+    c[2u * e + 1u] = pr.y;
   }
   return c;
 }
@@ -484,6 +495,9 @@ void main() {
   if ((QDEC_SKIP & 16) == 0) load_centroids();
 #ifdef QDEC_IDOT
   load_idot_tables();
+#endif
+#ifdef QDEC_VFOLD
+  load_value_pairs();
 #endif
   // The group's G query heads are consecutive: G·D floats from head h0.
   const uint qb = p.q_off + t * p.q_stride + h0 * D;

@@ -205,6 +205,48 @@ bool key_range(uint t, uint h0, out uint start, out uint last) {
   return true;
 }
 
+#ifdef QDEC_IDOT
+// QDEC_IDOT (TurboQuant keys of 2 or 3 bits whose segments are whole 32-dim blocks; runtime
+// kernel_requests.cpp idot_keys): the codes' keys scored with 4-wide int8 dot products. The
+// scaled (rotated) queries as int8 a 32-dim block with a float step (qi8, qstep; round to nearest
+// even of x·127/max|x|), the centroids as int8 a segment with a step (max|c|/127), four dims' codes
+// (a low-plane byte, with 3 bits a high-plane nibble) one lookup in kc8: for a low byte, the four
+// centroids with high bit 0 (.x) and 1 (.y), picked per byte by the nibble. The two roundings are
+// this form's only difference from the float one (tests/vulkan/kv_decode_test.cpp bounds it).
+#if KV_K_KIND != 3 || (KV_K_TQ != 2 && KV_K_TQ != 3) || !defined(NEED_DOT4) || KV_D % 32 != 0
+#error "attention_qdec QDEC_IDOT: TurboQuant keys of 2 or 3 bits, NEED_DOT4, head_dim a multiple of 32"
+#endif
+shared uvec2 kc8[TQK_SEGMENTS][256];
+shared float kstep[TQK_SEGMENTS];
+// kc8 and kstep (visible after the caller's next barrier).
+void load_idot_tables() {
+  const uint tid = gl_LocalInvocationID.x;
+  for (uint i = tid; i < TQK_SEGMENTS * 256u; i += WG) {
+    const uint sg = i / 256u, lo = i % 256u;
+    float cmax = 0.0;
+    for (uint c = 0u; c < (1u << KV_K_TQ); ++c) cmax = max(cmax, abs(TQK_CENTROIDS[sg * 16u + c]));
+    const float inv = cmax > 0.0 ? 127.0 / cmax : 0.0;
+    uint w0 = 0u, w1 = 0u;
+    for (uint e = 0u; e < 4u; ++e) {
+      const uint code = (lo >> (2u * e)) & 3u;
+      w0 |= (uint(int(roundEven(TQK_CENTROIDS[sg * 16u + code] * inv))) & 255u) << (8u * e);
+      if (KV_K_TQ == 3) w1 |= (uint(int(roundEven(TQK_CENTROIDS[sg * 16u + (code | 4u)] * inv))) & 255u) << (8u * e);
+    }
+    kc8[sg][lo] = uvec2(w0, w1);
+    if (lo == 0u) kstep[sg] = cmax / 127.0;
+  }
+}
+// The int8 centroids of four dims of segment sg from their low-plane byte and (3 bits) high-plane nibble.
+uint idot_word(uint sg, uint lo, uint hi) {
+  const uvec2 t = kc8[sg][lo];
+#if KV_K_TQ == 3
+  const uint m = ((hi * 0x00204081u) & 0x01010101u) * 255u;  // bit k of the nibble to bit 8k (k + 7k), then a byte of ones
+  return (t.x & ~m) | (t.y & m);
+#else
+  return t.x;
+#endif
+}
+#endif
 #ifndef LANES  // the thread-a-key form (the default: LANES is opt-in, tuning.hpp qdec_lanes);
                // the LANES form is attention_qdec_lanes.glsl, which the assembler appends
 const uint GV = (G + 3u) / 4u, NW = WG / 32u;
@@ -271,38 +313,8 @@ vec4 v_centroids(uint row, rdims r) {
 #define V_CODES(row, r) v_dims(row, r)
 #endif
 #ifdef QDEC_IDOT
-// QDEC_IDOT (TurboQuant keys of 2 or 3 bits whose segments are whole 32-dim blocks; runtime
-// kernel_requests.cpp idot_keys): the codes' keys scored with 4-wide int8 dot products. The
-// scaled (rotated) queries as int8 a 32-dim block with a float step (qi8, qstep; round to nearest
-// even of x·127/max|x|), the centroids as int8 a segment with a step (max|c|/127), four dims' codes
-// (a low-plane byte, with 3 bits a high-plane nibble) one lookup in kc8: for a low byte, the four
-// centroids with high bit 0 (.x) and 1 (.y), picked per byte by the nibble. The two roundings are
-// this form's only difference from the float one (tests/vulkan/kv_decode_test.cpp bounds it).
-#if KV_K_KIND != 3 || (KV_K_TQ != 2 && KV_K_TQ != 3) || !defined(NEED_DOT4) || KV_D % 32 != 0
-#error "attention_qdec QDEC_IDOT: TurboQuant keys of 2 or 3 bits, NEED_DOT4, head_dim a multiple of 32"
-#endif
 shared uvec4 qi8[G][D / 16u];
 shared float qstep[G][D / 32u];
-shared uvec2 kc8[TQK_SEGMENTS][256];
-shared float kstep[TQK_SEGMENTS];
-// kc8 and kstep (visible after the caller's next barrier).
-void load_idot_tables() {
-  const uint tid = gl_LocalInvocationID.x;
-  for (uint i = tid; i < TQK_SEGMENTS * 256u; i += WG) {
-    const uint sg = i / 256u, lo = i % 256u;
-    float cmax = 0.0;
-    for (uint c = 0u; c < (1u << KV_K_TQ); ++c) cmax = max(cmax, abs(TQK_CENTROIDS[sg * 16u + c]));
-    const float inv = cmax > 0.0 ? 127.0 / cmax : 0.0;
-    uint w0 = 0u, w1 = 0u;
-    for (uint e = 0u; e < 4u; ++e) {
-      const uint code = (lo >> (2u * e)) & 3u;
-      w0 |= (uint(int(roundEven(TQK_CENTROIDS[sg * 16u + code] * inv))) & 255u) << (8u * e);
-      if (KV_K_TQ == 3) w1 |= (uint(int(roundEven(TQK_CENTROIDS[sg * 16u + (code | 4u)] * inv))) & 255u) << (8u * e);
-    }
-    kc8[sg][lo] = uvec2(w0, w1);
-    if (lo == 0u) kstep[sg] = cmax / 127.0;
-  }
-}
 // qi8 and qstep from qk (complete before: a barrier; visible after the caller's next barrier).
 void quantize_queries() {
   const uint tid = gl_LocalInvocationID.x;
@@ -406,13 +418,10 @@ void key_scores(uint row, inout float s[G]) {
         uvec4 qw[G];
         [[unroll]] for (uint g = 0u; g < G; ++g) qw[g] = qi8[g][(e0 + i) / 16u];
         [[unroll]] for (uint e = 0u; e < 16u; e += 4u) {
-          const uvec2 t = kc8[sg][KBITS(b0 + 16u + (i + e) * 2u, 8u)];
 #if KV_K_TQ == 3
-          // bit k of the nibble to bit 8k (k + 7k), then a byte of ones each
-          const uint m = ((KBITS(b0 + TQK_SEG_HIGH_OFFSET[sg] * 8u + i + e, 4u) * 0x00204081u) & 0x01010101u) * 255u;
-          const uint w = (t.x & ~m) | (t.y & m);
+          const uint w = idot_word(sg, KBITS(b0 + 16u + (i + e) * 2u, 8u), KBITS(b0 + TQK_SEG_HIGH_OFFSET[sg] * 8u + i + e, 4u));
 #else
-          const uint w = t.x;
+          const uint w = idot_word(sg, KBITS(b0 + 16u + (i + e) * 2u, 8u), 0u);
 #endif
           [[unroll]] for (uint g = 0u; g < G; ++g) ia[g] += dot4(w, qw[g][e / 4u]);
         }

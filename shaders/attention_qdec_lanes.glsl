@@ -74,14 +74,26 @@ void put_sums(uint sid, uint d0, vec4 a[G][NC]) {
 // the scores against qr, the stream's online softmax (m, l) and its value sums acc (pv: pair
 // k * G + g, this lane's share of key k's score for head g). A macro over main()'s variables: a
 // function taking the rows as arrays compiled to 2x the code and ran 2x slower.
-#define CHUNK_STEP() {                                                                     \
-  float pv[PAIRS];                                                                         \
+#define FLOAT_SCORES(pv)                                                                   \
   [[unroll]] for (uint k = 0u; k < KC; ++k)                                                \
     [[unroll]] for (uint g = 0u; g < G; ++g) {                                             \
       float d = 0.0;                                                                       \
       [[unroll]] for (uint c = 0u; c < NC; ++c) d += dot(qr[g][c], kr[k][c]);               \
       pv[k * G + g] = d;                                                                   \
-    }                                                                                      \
+    }
+// QDEC_IDOT: the codes' keys as int8 words kw8 (a lane's four dims) and scales ks (the row's s/√n
+// times the centroids' step) against the lane's int8 queries qw and their block steps qs.
+#define INT_SCORES(pv)                                                                     \
+  [[unroll]] for (uint k = 0u; k < KC; ++k)                                                \
+    [[unroll]] for (uint g = 0u; g < G; ++g) {                                             \
+      float d = 0.0;                                                                       \
+      [[unroll]] for (uint c = 0u; c < NC; ++c) d += float(dot4(kw8[k][c], qw[g][c])) * (qs[g][c] * ks[k][c]); \
+      pv[k * G + g] = d;                                                                   \
+    }
+#define CHUNK_STEP() CHUNK_STEP_WITH(FLOAT_SCORES)
+#define CHUNK_STEP_WITH(SCORES) {                                                          \
+  float pv[PAIRS];                                                                         \
+  SCORES(pv)                                                                               \
   HALVE_PAIRS(pv, li, PAIRS, 16u) HALVE_PAIRS(pv, li, PAIRS, 8u) HALVE_PAIRS(pv, li, PAIRS, 4u) \
   HALVE_PAIRS(pv, li, PAIRS, 2u) HALVE_PAIRS(pv, li, PAIRS, 1u)                            \
   JOIN_PAIR_GROUPS(pv[0], PAIRS, LPK)                                                      \
@@ -128,6 +140,9 @@ void main() {
   const bool ring_split = false;
 #endif
   if ((QDEC_SKIP & 16) == 0) load_centroids();
+#ifdef QDEC_IDOT
+  load_idot_tables();
+#endif
   const uint qb = p.q_off + t * p.q_stride + h0 * D;
   vec4 qr[G][NC];  // this lane's dims of the queries × scale as the codes score them
 #if KV_K_KIND == 3 && defined(QROT_IN)
@@ -154,6 +169,27 @@ void main() {
     barrier();  // the centroids
     plain_query(qb, d0, qr);
   }
+#ifdef QDEC_IDOT
+  const float idot_lane_dims_in_one_block[32u % DPL == 0u ? 1 : -1] = float[](0.0);  // a compile error otherwise
+  // This lane's dims of the queries as int8 a 32-dim block (the thread-a-key form's quantize_queries:
+  // the block's 32 / DPL lanes share its maximum).
+  uint qw[G][NC];
+  float qs[G][NC];
+  [[unroll]] for (uint g = 0u; g < G; ++g) {
+    float a = 0.0;
+    [[unroll]] for (uint c = 0u; c < NC; ++c) {
+      const vec4 x = abs(qr[g][c]);
+      a = max(a, max(max(x.x, x.y), max(x.z, x.w)));
+    }
+    for (uint o = 1u; o < 32u / DPL; o *= 2u) a = max(a, subgroupShuffleXor(a, o));
+    const float inv = a > 0.0 ? 127.0 / a : 0.0;
+    [[unroll]] for (uint c = 0u; c < NC; ++c) {
+      const ivec4 r = clamp(ivec4(roundEven(qr[g][c] * inv)), ivec4(-127), ivec4(127));
+      qw[g][c] = (uint(r.x) & 255u) | ((uint(r.y) & 255u) << 8) | ((uint(r.z) & 255u) << 16) | (uint(r.w) << 24);
+      qs[g][c] = a / 127.0;
+    }
+  }
+#endif
   rdims kd[NC], vd[NC];
   [[unroll]] for (uint c = 0u; c < NC; ++c) {
     kd[c] = k_dims_of(d0 + 4u * c);
@@ -169,7 +205,13 @@ void main() {
   // Pass 1: the codes. Keys past `last` re-read the last one and keys the ring holds read
   // nothing (zeros); neither counts. The window's split has no codes to read.
   for (uint j0 = start + sid * KC; !ring_split && j0 <= last; j0 += NS * KC) {
+#ifdef QDEC_IDOT
+    uint kw8[KC][NC];
+    float ks[KC][NC];
+    vec4 vr[KC][NC];
+#else
     vec4 kr[KC][NC], vr[KC][NC];
+#endif
     uint valid = 0u;
 #ifdef CHUNK_SLOTS
     uint slots[KC];
@@ -188,13 +230,25 @@ void main() {
       const uint row = (blocks[btab + j / p.block_size] * p.block_size + j % p.block_size) * p.n_head_kv + hk;
 #endif
       [[unroll]] for (uint c = 0u; c < NC; ++c) {  // loaded unconditionally, then selected: every load in flight
+#ifdef QDEC_IDOT
+        const uint b = row * KV_K_ROW_BYTES, sg = kd[c].cbase / 16u;
+        const float sc = unpackHalf2x16(uint(k16[(b + kd[c].blk) / 2u])).x * kd[c].inv_sqrt_n * kstep[sg];
+        const uint w = idot_word(sg, uint(k8[b + kd[c].low]), KV_K_TQ == 3 ? (uint(k8[b + kd[c].high]) >> kd[c].shift) & 15u : 0u);
+        kw8[k][c] = codes ? w : 0u;
+        ks[k][c] = codes ? sc : 0.0;
+#else
         const vec4 kx = (QDEC_SKIP & 4) != 0 ? vec4(float(row & 7u)) : K_DIMS_LAB(row, kd[c]);
-        const vec4 vx = (QDEC_SKIP & 8) != 0 ? vec4(float(row & 7u)) : V_DIMS_LAB(row, vd[c]);
         kr[k][c] = codes ? kx : vec4(0.0);
+#endif
+        const vec4 vx = (QDEC_SKIP & 8) != 0 ? vec4(float(row & 7u)) : V_DIMS_LAB(row, vd[c]);
         vr[k][c] = codes ? vx : vec4(0.0);
       }
     }
+#ifdef QDEC_IDOT
+    CHUNK_STEP_WITH(INT_SCORES)
+#else
     CHUNK_STEP()
+#endif
   }
   if (li < G) sm_mc[sid][li] = m;
   put_sums(sid, d0, acc);  // the codes' sums, relative to sm_mc

@@ -230,8 +230,22 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
         ::unsetenv(v);
       idot = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT"));
+      CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
       const auto v_bits = kv::turboquant_bits(c.v);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VFOLD") == (v_bits && turboquant::format(c.D, v_bits).segments().size() == 1));
+    }
+    std::vector<std::vector<float>> idot_lanes;  // the same in the LANES form, where it runs
+    if (!idot.empty() && case_lanes) {
+      if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
+      ::setenv("STRATA_VK_QDEC_LANES", "1", 1);
+      ::setenv("STRATA_VK_QDEC_IDOT", "1", 1);
+      gpu::backend be(profiled);
+      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT"}) ::unsetenv(v);
+      // (LANES takes it where a lane's dims lie in one 32-dim query block, as D 128 on any subgroup of 4 or more.)
+      idot_lanes = run_decode(be, c, t);
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
+      if (c.D == 128) CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT"));
+      if (!vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT")) idot_lanes.clear();
     }
     {
       ::setenv("STRATA_VK_TQ_GQA", "0", 1);
@@ -287,6 +301,11 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
         const double e_idot = test::nmse(idot[s], cpu[s]);
         MESSAGE("  int8 key scores: NMSE vs CPU " << e_idot);
         CHECK(e_idot <= vkt::tol_attention_compressed_idot);
+        if (!idot_lanes.empty()) {  // the same roundings, sums in another order
+          const double e_il = test::nmse(idot_lanes[s], idot[s]);
+          MESSAGE("  int8 key scores, LANES form: NMSE vs the thread-a-key form " << e_il);
+          CHECK(e_il <= tol_grouped_vs_per_head);
+        }
       }
       if (!tensor_cores.empty()) {
         const double e_tc = test::nmse(tensor_cores[s], cpu[s]);

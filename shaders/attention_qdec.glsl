@@ -247,39 +247,10 @@ uint idot_word(uint sg, uint lo, uint hi) {
 #endif
 }
 #endif
-#ifndef LANES  // the thread-a-key form (the default: LANES is opt-in, tuning.hpp qdec_lanes);
-               // the LANES form is attention_qdec_lanes.glsl, which the assembler appends
-const uint GV = (G + 3u) / 4u, NW = WG / 32u;
-// Lanes per value stream: D / 4 where that divides a warp (D <= 64), else 32 (chunks of 128 dims).
-const uint LPK = D <= 64u && 32u % (D / 4u) == 0u ? D / 4u : 32u;
-const uint KPW = 32u / LPK, NS = NW * KPW, CW = 4u * LPK, DCH = (D + CW - 1u) / CW;
-#ifndef QDEC_KIF
-#define QDEC_KIF 8
-#endif
-const uint KIF = QDEC_KIF;  // value rows whose loads a stream keeps in flight (tuning.hpp qdec_kif)
-
-shared vec4 qk[G][D / 4u];  // queries × scale as the K side scores them (rotated for TurboQuant)
-// With RING_SPLIT the window's split scores and sums its f16 rows in qk and acc (RING_ACC 0).
-#if defined(KV_RING) && KV_V_KIND == 3 && !defined(RING_SPLIT)
-#define RING_ACC 1
-#else
-#define RING_ACC 0
-#endif
-#if defined(KV_RING) && KV_K_KIND == 3 && !defined(RING_SPLIT)
-shared vec4 qp[G][D / 4u];  // the plain queries × scale, for f16 ring keys
-#define QPLAIN qp
-#else
-#define QPLAIN qk
-#endif
-shared vec4 probs[WG][GV];
-shared uint slot_of[WG];
-#ifdef KV_RING
-shared uint ring_of[WG];  // ring row of the key's value, ~0u: its stored row
-#endif
-shared float red[G][WG / MIN_SUBGROUP];
 #ifdef QDEC_VFOLD
-// QDEC_VFOLD (TurboQuant values in one segment; runtime kernel_requests.cpp): the scoring thread folds
-// its key's value scale s/√n into the key's weights, so the value streams decode centroids only.
+// QDEC_VFOLD (TurboQuant values in one segment; runtime kernel_requests.cpp): a key's value scale s/√n
+// goes into its weights (thread-a-key: by the scoring thread; LANES: by the lane holding the (key, head)
+// pair), so the value sums decode centroids only, two dims' a lookup.
 #if KV_V_KIND != 3
 #error "attention_qdec QDEC_VFOLD: TurboQuant values in one segment"
 #endif
@@ -312,6 +283,36 @@ vec4 v_centroids(uint row, rdims r) {
 #else
 #define V_CODES(row, r) v_dims(row, r)
 #endif
+#ifndef LANES  // the thread-a-key form (the default: LANES is opt-in, tuning.hpp qdec_lanes);
+               // the LANES form is attention_qdec_lanes.glsl, which the assembler appends
+const uint GV = (G + 3u) / 4u, NW = WG / 32u;
+// Lanes per value stream: D / 4 where that divides a warp (D <= 64), else 32 (chunks of 128 dims).
+const uint LPK = D <= 64u && 32u % (D / 4u) == 0u ? D / 4u : 32u;
+const uint KPW = 32u / LPK, NS = NW * KPW, CW = 4u * LPK, DCH = (D + CW - 1u) / CW;
+#ifndef QDEC_KIF
+#define QDEC_KIF 8
+#endif
+const uint KIF = QDEC_KIF;  // value rows whose loads a stream keeps in flight (tuning.hpp qdec_kif)
+
+shared vec4 qk[G][D / 4u];  // queries × scale as the K side scores them (rotated for TurboQuant)
+// With RING_SPLIT the window's split scores and sums its f16 rows in qk and acc (RING_ACC 0).
+#if defined(KV_RING) && KV_V_KIND == 3 && !defined(RING_SPLIT)
+#define RING_ACC 1
+#else
+#define RING_ACC 0
+#endif
+#if defined(KV_RING) && KV_K_KIND == 3 && !defined(RING_SPLIT)
+shared vec4 qp[G][D / 4u];  // the plain queries × scale, for f16 ring keys
+#define QPLAIN qp
+#else
+#define QPLAIN qk
+#endif
+shared vec4 probs[WG][GV];
+shared uint slot_of[WG];
+#ifdef KV_RING
+shared uint ring_of[WG];  // ring row of the key's value, ~0u: its stored row
+#endif
+shared float red[G][WG / MIN_SUBGROUP];
 #ifdef QDEC_IDOT
 shared uvec4 qi8[G][D / 16u];
 shared float qstep[G][D / 32u];

@@ -91,6 +91,7 @@ void put_sums(uint sid, uint d0, vec4 a[G][NC]) {
       pv[k * G + g] = d;                                                                   \
     }
 #define CHUNK_STEP() CHUNK_STEP_WITH(FLOAT_SCORES)
+#define PW_SCALE 1.0  // a weight's factor: QDEC_VFOLD's code pass scales it by its key's value scale
 #define CHUNK_STEP_WITH(SCORES) {                                                          \
   float pv[PAIRS];                                                                         \
   SCORES(pv)                                                                               \
@@ -106,7 +107,7 @@ void put_sums(uint sid, uint d0, vec4 a[G][NC]) {
   for (uint o = G; o < PAIRS; o *= 2u) es += subgroupShuffleXor(es, o);                    \
   l = l * corr + es;                                                                       \
   m = mn;                                                                                  \
-  pw[sid][li] = e;                                                                         \
+  pw[sid][li] = e * PW_SCALE;                                                              \
   if (li < G) cw[sid][li] = corr;                                                          \
   subgroupMemoryBarrierShared();                                                           \
   subgroupBarrier();                                                                       \
@@ -142,6 +143,9 @@ void main() {
   if ((QDEC_SKIP & 16) == 0) load_centroids();
 #ifdef QDEC_IDOT
   load_idot_tables();
+#endif
+#ifdef QDEC_VFOLD
+  load_value_pairs();
 #endif
   const uint qb = p.q_off + t * p.q_stride + h0 * D;
   vec4 qr[G][NC];  // this lane's dims of the queries × scale as the codes score them
@@ -212,6 +216,9 @@ void main() {
 #else
     vec4 kr[KC][NC], vr[KC][NC];
 #endif
+#ifdef QDEC_VFOLD
+    float vsk[KC];  // the keys' value scales s/√n (0 where a key does not count)
+#endif
     uint valid = 0u;
 #ifdef CHUNK_SLOTS
     uint slots[KC];
@@ -240,15 +247,31 @@ void main() {
         const vec4 kx = (QDEC_SKIP & 4) != 0 ? vec4(float(row & 7u)) : K_DIMS_LAB(row, kd[c]);
         kr[k][c] = codes ? kx : vec4(0.0);
 #endif
+#ifdef QDEC_VFOLD
+        const vec4 vx = V_CODES(row, vd[c]);
+#else
         const vec4 vx = (QDEC_SKIP & 8) != 0 ? vec4(float(row & 7u)) : V_DIMS_LAB(row, vd[c]);
+#endif
         vr[k][c] = codes ? vx : vec4(0.0);
       }
+#ifdef QDEC_VFOLD
+      vsk[k] = codes ? unpackHalf2x16(uint(v16[(row * KV_V_ROW_BYTES + TQV_SEG_BYTE_OFFSET[0]) / 2u])).x * TQV_SEG_INV_SQRT_N[0] : 0.0;
+#endif
     }
+#ifdef QDEC_VFOLD
+    float vpair_scale = vsk[0];  // the value scale of this lane's (key, head) pair after the exchanges
+    [[unroll]] for (uint k = 1u; k < KC; ++k)
+      if ((li % PAIRS) / G == k) vpair_scale = vsk[k];
+#undef PW_SCALE
+#define PW_SCALE vpair_scale
+#endif
 #ifdef QDEC_IDOT
     CHUNK_STEP_WITH(INT_SCORES)
 #else
     CHUNK_STEP()
 #endif
+#undef PW_SCALE
+#define PW_SCALE 1.0
   }
   if (li < G) sm_mc[sid][li] = m;
   put_sums(sid, d0, acc);  // the codes' sums, relative to sm_mc

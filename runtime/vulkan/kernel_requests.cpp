@@ -320,13 +320,13 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   if (ring_split) d.emplace_back("RING_SPLIT", "1");
   if (!qdec_lanes_over(kv.config().n_ctx, rows)) {
     if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
-    if (qdec_vfold && one_segment_values(kv.config())) d.emplace_back("QDEC_VFOLD", "1");
   } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
              // tq_xch a thread; the merge's two weights a (stream, head)
     const auto& c = kv.config();
     const bool tq = kv::turboquant_bits(c.type_k) || kv::turboquant_bits(c.type_v);
     const std::uint32_t idot_tables =  // kc8 and kstep: 2 KB and a float a segment
-        qdec_idot && idot_keys(c) ? 2052 * std::uint32_t(turboquant::format(c.head_dim, kv::turboquant_bits(c.type_k)).segments().size()) : 0;
+        (qdec_idot && idot_keys(c) ? 2052 * std::uint32_t(turboquant::format(c.head_dim, kv::turboquant_bits(c.type_k)).segments().size()) : 0) +
+        (qdec_vfold && one_segment_values(c) ? 2048 : 0);  // and QDEC_VFOLD's centroid pairs
     add_dec_lanes(d, head_dim, group, qdec_chunk_keys, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4 + idot_tables,
                   tq ? 16 : 0, 2 * group);
   }
@@ -337,6 +337,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
     d.emplace_back("NEED_DOT4", "1");
     if (ctx.info().int_dot) d.emplace_back("HAS_DOT4", "1");
   }
+  if (qdec_vfold && one_segment_values(kv.config())) d.emplace_back("QDEC_VFOLD", "1");
   if (merge_tail) d.emplace_back("SPLIT_COMBINE", "11");
   if (rot_later) d.emplace_back("ROT_LATER", "1");  // attention.glsl's COMBINE rotates the values back
   if (qrot_at) d.emplace_back("QROT_IN", std::to_string(qrot_at));  // attn_prep rotated the queries (Q_ROT)

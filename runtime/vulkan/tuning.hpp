@@ -198,8 +198,8 @@ struct backend_tuning {
   // (attention_qdec.glsl QDEC_IDOT: queries as int8 a 32-dim block, centroids as int8 a segment, four
   // dims' codes one lookup) instead of a centroid lookup and G float FMAs a dim (STRATA_VK_QDEC_IDOT).
   bool qdec_idot = false;
-  // The thread-a-key form's TurboQuant values of one segment: the scoring thread folds its key's value
-  // scale into the key's weights, so the value streams decode centroids only (QDEC_VFOLD; STRATA_VK_QDEC_VFOLD).
+  // TurboQuant values of one segment: a key's value scale goes into its weights, so the value sums decode
+  // centroids only, two dims a lookup (attention_qdec.glsl QDEC_VFOLD, both forms; STRATA_VK_QDEC_VFOLD).
   bool qdec_vfold = false;
   std::string qdec_skip;  // lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP)
   // TurboQuant rotations out of attention_qdec's split workgroups: attn_prep writes the rotated

@@ -239,12 +239,17 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
       ::setenv("STRATA_VK_QDEC_LANES", "1", 1);
       ::setenv("STRATA_VK_QDEC_IDOT", "1", 1);
+      ::setenv("STRATA_VK_QDEC_VFOLD", "1", 1);
+      ::setenv("STRATA_VK_QDEC_RING_SPLIT", "0", 1);
       gpu::backend be(profiled);
-      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT"}) ::unsetenv(v);
+      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_VFOLD",
+                            "STRATA_VK_QDEC_RING_SPLIT"})
+        ::unsetenv(v);
       // (LANES takes it where a lane's dims lie in one 32-dim query block, as D 128 on any subgroup of 4 or more.)
       idot_lanes = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
       if (c.D == 128) CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT"));
+      if (c.D == 128) CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VFOLD"));
       if (!vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT")) idot_lanes.clear();
     }
     {

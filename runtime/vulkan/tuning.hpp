@@ -194,13 +194,15 @@ struct backend_tuning {
   // Value rows a stream of the thread-a-key form keeps in flight (STRATA_VK_QDEC_KIF: 1, 2, 4, 8, 16):
   // 4 registers each, and the kernel's 165 registers hold three workgroups an SM.
   std::uint32_t qdec_kif = 8;
-  // The thread-a-key form's TurboQuant keys of 2 or 3 bits scored with 4-wide int8 dot products
-  // (attention_qdec.glsl QDEC_IDOT: queries as int8 a 32-dim block, centroids as int8 a segment, four
-  // dims' codes one lookup) instead of a centroid lookup and G float FMAs a dim (STRATA_VK_QDEC_IDOT).
-  bool qdec_idot = false;
+  // TurboQuant keys of 2 or 3 bits scored with 4-wide int8 dot products (attention_qdec.glsl QDEC_IDOT, both
+  // forms: queries as int8 a 32-dim block, centroids as int8 a segment, four dims' codes one lookup) instead
+  // of a centroid lookup and G float FMAs a dim; with QDEC_VFOLD, H100, qwen3-8b Q4_K_M tq3 (bench/RESULTS.md
+  // session 68): tg64 @ d4096 233.6 -> 239.4 t/s, tg32 @ d16384 191.8 -> 200.9, tg32 @ d32768 149.2 -> 165.0;
+  // decode logits 5e-6 NMSE from the float form's (tests/runtime/kv_compression_test). STRATA_VK_QDEC_IDOT=0: float.
+  bool qdec_idot = true;
   // TurboQuant values of one segment: a key's value scale goes into its weights, so the value sums decode
   // centroids only, two dims a lookup (attention_qdec.glsl QDEC_VFOLD, both forms; STRATA_VK_QDEC_VFOLD).
-  bool qdec_vfold = false;
+  bool qdec_vfold = true;
   std::string qdec_skip;  // lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP)
   // TurboQuant rotations out of attention_qdec's split workgroups: attn_prep writes the rotated
   // queries (Q_ROT) and COMBINE rotates the merged value sums back (ROT_LATER, where every split's

@@ -142,6 +142,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
     std::vector<std::vector<float>> grouped, lanes, lanes_lab, per_head, cpu;
     bool case_lanes = false;  // this case's LANES run took the LANES form (the device's subgroups and the head allow it)
     std::vector<std::vector<float>> ring_split[2];  // thread-a-key, LANES; where the case has a window and splits
+    // The runs below score keys in float (STRATA_VK_QDEC_IDOT=0), against the CPU's tight tolerance; the int8
+    // scores (the default for tq2/tq3 keys) have runs of their own further down.
+    ::setenv("STRATA_VK_QDEC_IDOT", "0", 1);
     gpu::backend_options profiled;
     profiled.profile = true;  // to see which kernel ran
     // These two runs stay on these kernels where the device has tensor cores too (the prompt
@@ -166,9 +169,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // blocks), and chunks of one key (STRATA_VK_QDEC_KC: G (key, head) pairs for LPK lanes; where LPK
       // is the group, as lavapipe's 8 lanes for a group of 8, already so).
       const bool lab_forms = lanes_form && ring_split_form;
-      // The thread-a-key form's ring-split run folds one-segment TurboQuant values' scales into the weights
-      // (STRATA_VK_QDEC_VFOLD): the same products in another order.
-      if (ring_split_form && !lanes_form) ::setenv("STRATA_VK_QDEC_VFOLD", "1", 1);
+      // The thread-a-key form's ring-split run keeps one-segment TurboQuant values' scales out of the weights
+      // (STRATA_VK_QDEC_VFOLD=0; the default folds them): the same products in another order.
+      if (ring_split_form && !lanes_form) ::setenv("STRATA_VK_QDEC_VFOLD", "0", 1);
       if (lab_forms) {
         ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
         ::setenv("STRATA_VK_QDEC_KC", "1", 1);
@@ -217,6 +220,7 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
     }
     // Keys scored with int8 dot products (STRATA_VK_QDEC_IDOT, the thread-a-key form): TurboQuant keys
     // of 2 or 3 bits in whole 32-dim segments.
+    ::unsetenv("STRATA_VK_QDEC_IDOT");
     std::vector<std::vector<float>> idot;
     if ((c.k == kv::kv_type::tq3 || c.k == kv::kv_type::tq2) && c.D % 32 == 0) {
       if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);

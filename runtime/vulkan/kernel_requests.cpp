@@ -8,7 +8,7 @@
 #include <string>
 
 #include "strata/kv/kv_config.hpp"
-#include "strata/turboquant/format.hpp"
+#include "strata/hadamard/blocked.hpp"
 
 namespace strata::gpu {
 namespace {
@@ -294,18 +294,16 @@ bool backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string
 
 namespace {
 // attention_qdec's QDEC_IDOT form takes TurboQuant keys of 2 or 3 bits (a low-plane byte, and a
-// high-plane nibble, hold four dims' codes) whose segments are whole 32-dim query blocks.
+// high-plane nibble, hold four dims' codes) whose segments are whole 32-dim query blocks (segments are
+// powers of two in decreasing order, so all of them are when head_dim is a multiple of 32).
 bool idot_keys(const kv::kv_config& c) {
   const auto bits = kv::turboquant_bits(c.type_k);
-  if (bits != 2 && bits != 3) return false;
-  const turboquant::format f(c.head_dim, bits);
-  return std::all_of(f.segments().begin(), f.segments().end(), [](const auto& s) { return s.n % 32 == 0 && s.elem_offset % 32 == 0; });
+  return (bits == 2 || bits == 3) && c.head_dim % 32 == 0;
 }
+// TurboQuant segments of a head vector (kv_config has checked head_dim when the cache was made).
+std::uint32_t tq_segments(const kv::kv_config& c) { return hadamard::split_into_segments(c.head_dim).count; }
 // attention_qdec's QDEC_VFOLD form takes TurboQuant values of one segment (one scale a row).
-bool one_segment_values(const kv::kv_config& c) {
-  const auto bits = kv::turboquant_bits(c.type_v);
-  return bits && turboquant::format(c.head_dim, bits).segments().size() == 1;
-}
+bool one_segment_values(const kv::kv_config& c) { return kv::turboquant_bits(c.type_v) && tq_segments(c) == 1; }
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const kv_state& kv, std::uint32_t head_dim,
@@ -324,8 +322,8 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
              // tq_xch a thread; the merge's two weights a (stream, head)
     const auto& c = kv.config();
     const bool tq = kv::turboquant_bits(c.type_k) || kv::turboquant_bits(c.type_v);
-    const std::uint32_t idot_tables =  // kc8 and kstep: 2 KB and a float a segment
-        (qdec_idot && idot_keys(c) ? 2052 * std::uint32_t(turboquant::format(c.head_dim, kv::turboquant_bits(c.type_k)).segments().size()) : 0) +
+    const std::uint32_t idot_tables =  // kc8 and kstep: 2 KB and a float a segment (an upper bound: LANES may leave them out)
+        (qdec_idot && idot_keys(c) ? 2052 * tq_segments(c) : 0) +
         (qdec_vfold && one_segment_values(c) ? 2048 : 0);  // and QDEC_VFOLD's centroid pairs
     add_dec_lanes(d, head_dim, group, qdec_chunk_keys, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4 + idot_tables,
                   tq ? 16 : 0, 2 * group);

@@ -169,9 +169,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // blocks), and chunks of one key (STRATA_VK_QDEC_KC: G (key, head) pairs for LPK lanes; where LPK
       // is the group, as lavapipe's 8 lanes for a group of 8, already so).
       const bool lab_forms = lanes_form && ring_split_form;
-      // The thread-a-key form's ring-split run keeps one-segment TurboQuant values' scales out of the weights
-      // (STRATA_VK_QDEC_VFOLD=0; the default folds them): the same products in another order.
-      if (ring_split_form && !lanes_form) ::setenv("STRATA_VK_QDEC_VFOLD", "0", 1);
+      // The first thread-a-key run and the LANES lab runs keep one-segment TurboQuant values' scales out of the
+      // weights (STRATA_VK_QDEC_VFOLD=0; the default folds them): the same products in another order.
+      if (hoist_all || lab_forms) ::setenv("STRATA_VK_QDEC_VFOLD", "0", 1);
       if (lab_forms) {
         ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
         ::setenv("STRATA_VK_QDEC_KC", "1", 1);
@@ -211,8 +211,10 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::setenv("STRATA_VK_QDEC_LANES", "1", 1);
       ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
       ::setenv("STRATA_VK_QDEC_KC", "1", 1);
+      ::setenv("STRATA_VK_QDEC_VFOLD", "0", 1);
       gpu::backend be(profiled);
-      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_CHUNK_SLOTS", "STRATA_VK_QDEC_KC"}) ::unsetenv(v);
+      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_CHUNK_SLOTS", "STRATA_VK_QDEC_KC", "STRATA_VK_QDEC_VFOLD"})
+        ::unsetenv(v);
       lanes_lab = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
       CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS"));
@@ -228,9 +230,11 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::setenv("STRATA_VK_QDEC_IDOT", "1", 1);
       ::setenv("STRATA_VK_QDEC_VFOLD", "1", 1);  // and values' scales in the weights, where one segment
       ::setenv("STRATA_VK_QDEC_RING_SPLIT", "0", 1);  // the ring's rows among the codes' (weights unscaled)
+      // Queries rotated by attn_prep, as the LANES run below reads them: both quantize the same floats.
+      ::setenv("STRATA_VK_QDEC_HOIST", "2", 1);
       gpu::backend be(profiled);
       for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_VFOLD",
-                            "STRATA_VK_QDEC_RING_SPLIT"})
+                            "STRATA_VK_QDEC_RING_SPLIT", "STRATA_VK_QDEC_HOIST"})
         ::unsetenv(v);
       idot = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT"));
@@ -243,11 +247,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
       ::setenv("STRATA_VK_QDEC_LANES", "1", 1);
       ::setenv("STRATA_VK_QDEC_IDOT", "1", 1);
-      ::setenv("STRATA_VK_QDEC_VFOLD", "1", 1);
-      ::setenv("STRATA_VK_QDEC_RING_SPLIT", "0", 1);
+      ::setenv("STRATA_VK_QDEC_VFOLD", "1", 1);  // (the window's keys as a split of their own, the default)
       gpu::backend be(profiled);
-      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_VFOLD",
-                            "STRATA_VK_QDEC_RING_SPLIT"})
+      for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_VFOLD"})
         ::unsetenv(v);
       // (LANES takes it where a lane's dims lie in one 32-dim query block, as D 128 on any subgroup of 4 or more.)
       idot_lanes = run_decode(be, c, t);
@@ -271,8 +273,10 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
     std::vector<std::vector<float>> tensor_cores;  // attention_mma(_dec) where the device has them (opt-in)
     {
       ::setenv("STRATA_VK_MMA_DEC", "1", 1);
+      ::setenv("STRATA_VK_QDEC_IDOT", "0", 1);  // steps the tensor cores do not take run attention_qdec's float scores
       gpu::backend be(profiled);
       ::unsetenv("STRATA_VK_MMA_DEC");
+      ::unsetenv("STRATA_VK_QDEC_IDOT");
       if (be.tensor_core_attention(16, c.D, c.k, c.v)) {
         tensor_cores = run_decode(be, c, t);
         MESSAGE(std::string(c.name) << ": attention_mma_dec " << std::string(vkt::ran_kernel(be, "attention_mma_dec") ? "ran" : "did not run"));
@@ -310,7 +314,7 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
         const double e_idot = test::nmse(idot[s], cpu[s]);
         MESSAGE("  int8 key scores: NMSE vs CPU " << e_idot);
         CHECK(e_idot <= vkt::tol_attention_compressed_idot);
-        if (!idot_lanes.empty()) {  // the same roundings, sums in another order
+        if (!idot_lanes.empty()) {  // the same roundings, sums (and the window's split) in another order
           const double e_il = test::nmse(idot_lanes[s], idot[s]);
           MESSAGE("  int8 key scores, LANES form: NMSE vs the thread-a-key form " << e_il);
           CHECK(e_il <= tol_grouped_vs_per_head);

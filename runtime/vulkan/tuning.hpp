@@ -203,7 +203,9 @@ struct backend_tuning {
   // TurboQuant values of one segment: a key's value scale goes into its weights, so the value sums decode
   // centroids only, two dims a lookup (attention_qdec.glsl QDEC_VFOLD, both forms; STRATA_VK_QDEC_VFOLD).
   bool qdec_vfold = true;
-  std::string qdec_skip;  // lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP)
+  // Lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP); the row bits (4, 8,
+  // 512-2048) time the float forms: with STRATA_VK_QDEC_IDOT=0 STRATA_VK_QDEC_VFOLD=0.
+  std::string qdec_skip;
   // TurboQuant rotations out of attention_qdec's split workgroups: attn_prep writes the rotated
   // queries (Q_ROT) and COMBINE rotates the merged value sums back (ROT_LATER, where every split's
   // partial is in one domain). STRATA_VK_QDEC_HOIST: 0 never, 1 where the kernel runs its LANES form

@@ -15,6 +15,10 @@
 // (STRATA_VK_QDEC_RING_SPLIT=1). TurboQuant queries are rotated by attn_prep where it runs their
 // head ops, and the split values rotated back by the merge where the splits allow it
 // (STRATA_VK_QDEC_HOIST: the LANES runs and the first thread-a-key run).
+// TurboQuant keys of 2 or 3 bits also run with int8 key scores (the default, STRATA_VK_QDEC_IDOT; the
+// runs above keep float scores) in both forms, against the CPU within their own tolerance and
+// against each other; one-segment TurboQuant values run with their scales folded into the weights
+// (STRATA_VK_QDEC_VFOLD, the default) and without.
 // Gated against the CPU backend's attention_compressed (the scalar reference) and against the
 // per-head kernel attention_q with unfused ops and kv_store_q (STRATA_VK_TQ_GQA=0,
 // STRATA_VK_FUSE=0): without head ops both store the same codes, so they agree far tighter.
@@ -351,7 +355,8 @@ TEST_CASE("vulkan ops: grouped compressed-KV decode attention vs the per-head ke
   const decode_case cases[] = {
       {"K q8_0 + V tq3, GQA 6/2, D 128, window 16, split, head ops", 6, 2, 128, 16, 0, 2048, kv_type::q8_0,
        kv_type::tq3, true},
-      {"K tq4 + V tq2, MHA 2/2, D 64, window 0, chunk 96, split", 2, 2, 64, 0, 96, 2048, kv_type::tq4, kv_type::tq2,
+      // (tq2 keys: the int8 scores' 2-bit table; tq4 keys are kv_compressed_test's.)
+      {"tq2, MHA 2/2, D 64, window 0, chunk 96, split", 2, 2, 64, 0, 96, 2048, kv_type::tq2, kv_type::tq2,
        false},
       {"K f16 + V tq4, GQA 12/2, D 64, window 16, split", 12, 2, 64, 16, 0, 2048, kv_type::f16, kv_type::tq4, false},
   };

@@ -236,6 +236,15 @@ void load_idot_tables() {
     if (lo == 0u) kstep[sg] = cmax / 127.0;
   }
 }
+// A query block's four values x·inv rounded to nearest even as int8, packed (both forms' query quantization).
+uint query_int8x4(vec4 x, float inv) {
+  const ivec4 r = clamp(ivec4(roundEven(x * inv)), ivec4(-127), ivec4(127));
+  return (uint(r.x) & 255u) | ((uint(r.y) & 255u) << 8) | ((uint(r.z) & 255u) << 16) | (uint(r.w) << 24);
+}
+float max_abs4(vec4 x) {
+  x = abs(x);
+  return max(max(x.x, x.y), max(x.z, x.w));
+}
 // The int8 centroids of four dims of segment sg from their low-plane byte and (3 bits) high-plane nibble.
 uint idot_word(uint sg, uint lo, uint hi) {
   const uvec2 t = kc8[sg][lo];
@@ -263,6 +272,10 @@ void load_value_pairs() {  // visible after the caller's next barrier
     const uint l = i & ((1u << VP_LOW) - 1u), h = i >> VP_LOW, lm = (1u << TQV_LOW_BITS) - 1u;
     vpair[i] = vec2(TQV_CENTROIDS[(l & lm) | ((h & 1u) << TQV_LOW_BITS)], TQV_CENTROIDS[(l >> TQV_LOW_BITS) | ((h >> 1u) << TQV_LOW_BITS)]);
   }
+}
+// The value row's scale s/√n (its one segment's), folded into its key's weights.
+float v_row_scale(uint row) {
+  return unpackHalf2x16(uint(v16[(row * KV_V_ROW_BYTES + TQV_SEG_BYTE_OFFSET[0]) / 2u])).x * TQV_SEG_INV_SQRT_N[0];
 }
 vec4 v_centroids(uint row, rdims r) {
   const uint b = row * KV_V_ROW_BYTES;
@@ -322,16 +335,10 @@ void quantize_queries() {
   for (uint i = tid; i < G * (D / 32u); i += WG) {
     const uint g = i / (D / 32u), b = i % (D / 32u);
     float amax = 0.0;
-    [[unroll]] for (uint c = 0u; c < 8u; ++c) {
-      const vec4 x = abs(qk[g][8u * b + c]);
-      amax = max(amax, max(max(x.x, x.y), max(x.z, x.w)));
-    }
+    [[unroll]] for (uint c = 0u; c < 8u; ++c) amax = max(amax, max_abs4(qk[g][8u * b + c]));
     const float inv = amax > 0.0 ? 127.0 / amax : 0.0;
     uint w[8];
-    [[unroll]] for (uint c = 0u; c < 8u; ++c) {
-      const ivec4 r = clamp(ivec4(roundEven(qk[g][8u * b + c] * inv)), ivec4(-127), ivec4(127));
-      w[c] = (uint(r.x) & 255u) | ((uint(r.y) & 255u) << 8) | ((uint(r.z) & 255u) << 16) | (uint(r.w) << 24);
-    }
+    [[unroll]] for (uint c = 0u; c < 8u; ++c) w[c] = query_int8x4(qk[g][8u * b + c], inv);
     qi8[g][2u * b] = uvec4(w[0], w[1], w[2], w[3]);
     qi8[g][2u * b + 1u] = uvec4(w[4], w[5], w[6], w[7]);
     qstep[g][b] = amax / 127.0;
@@ -604,8 +611,7 @@ void main() {
           && vring_row == ~0u
 #endif
       )
-        vsc = unpackHalf2x16(uint(v16[((slot * p.n_head_kv + hk) * KV_V_ROW_BYTES + TQV_SEG_BYTE_OFFSET[0]) / 2u])).x *
-              TQV_SEG_INV_SQRT_N[0];
+        vsc = v_row_scale(slot * p.n_head_kv + hk);
 #endif
       if (counts && !k_ring && (QDEC_SKIP & 4) == 0) key_scores(slot * p.n_head_kv + hk, s);
     }

@@ -181,15 +181,11 @@ void main() {
   float qs[G][NC];
   [[unroll]] for (uint g = 0u; g < G; ++g) {
     float a = 0.0;
-    [[unroll]] for (uint c = 0u; c < NC; ++c) {
-      const vec4 x = abs(qr[g][c]);
-      a = max(a, max(max(x.x, x.y), max(x.z, x.w)));
-    }
+    [[unroll]] for (uint c = 0u; c < NC; ++c) a = max(a, max_abs4(qr[g][c]));
     for (uint o = 1u; o < 32u / DPL; o *= 2u) a = max(a, subgroupShuffleXor(a, o));
     const float inv = a > 0.0 ? 127.0 / a : 0.0;
     [[unroll]] for (uint c = 0u; c < NC; ++c) {
-      const ivec4 r = clamp(ivec4(roundEven(qr[g][c] * inv)), ivec4(-127), ivec4(127));
-      qw[g][c] = (uint(r.x) & 255u) | ((uint(r.y) & 255u) << 8) | ((uint(r.z) & 255u) << 16) | (uint(r.w) << 24);
+      qw[g][c] = query_int8x4(qr[g][c], inv);
       qs[g][c] = a / 127.0;
     }
   }
@@ -255,7 +251,7 @@ void main() {
         vr[k][c] = codes ? vx : vec4(0.0);
       }
 #ifdef QDEC_VFOLD
-      vsk[k] = codes ? unpackHalf2x16(uint(v16[(row * KV_V_ROW_BYTES + TQV_SEG_BYTE_OFFSET[0]) / 2u])).x * TQV_SEG_INV_SQRT_N[0] : 0.0;
+      vsk[k] = codes ? v_row_scale(row) : 0.0;
 #endif
     }
 #ifdef QDEC_VFOLD

@@ -257,8 +257,8 @@ struct backend::impl : kernel_variants,
   std::uint32_t topk_lean_slots(std::uint32_t n_expert, std::uint32_t k) const;
   static pipeline_request moe_group_req(std::uint32_t chunk = moe_chunk) { return req("moe", {}, {{"MOE_GROUP", "1"}, {"CHUNK", std::to_string(chunk)}}, 6); }
   // attention_dec / attention_qdec LANES and its LPK where device and head shape allow (dec_lanes); other shared: fixed,
-  // a thread's, a stream's; chunk_keys: tuning's dec_chunk_keys or qdec_chunk_keys. True: LANES was added.
-  bool add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group,
+  // a thread's, a stream's; chunk_keys: tuning's dec_chunk_keys or qdec_chunk_keys. Its LPK where LANES was added, else 0.
+  std::uint32_t add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group,
                      std::uint32_t chunk_keys, std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0, std::uint32_t stream_floats = 0) const;
   // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key;
   // qdec_hoists: whether its TurboQuant rotations leave the kernel (tuning.hpp qdec_hoist).

@@ -4,7 +4,6 @@
 #include "mul_mm_small_shape.hpp"
 #include "quant_layout.hpp"
 
-#include <algorithm>
 #include <string>
 
 #include "strata/kv/kv_config.hpp"
@@ -269,27 +268,27 @@ std::vector<std::pair<std::string, std::string>> kernel_variants::kv_defs(const 
   return d;
 }
 
-bool backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim,
+std::uint32_t backend::impl::add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim,
                                   std::uint32_t group, std::uint32_t chunk_keys, std::uint32_t fixed_bytes, std::uint32_t thread_bytes,
                                   std::uint32_t stream_floats) const {
-  if (!dec_lanes || group == 0) return false;
+  if (!dec_lanes || group == 0) return 0;
   // LPK lanes a key row (a power of two within a subgroup), a multiple of the group so the
   // halving exchanges end with a (key, head) pair a lane, at most 8 keys a chunk (registers).
   const std::uint32_t lpk = std::min({dec_lanes_lpk, head_dim / 4, ctx.info().subgroup_size});
-  if (lpk < 4 || (lpk & (lpk - 1)) || lpk % group || lpk / group > 8 || head_dim % (4 * lpk)) return false;
+  if (lpk < 4 || (lpk & (lpk - 1)) || lpk % group || lpk / group > 8 || head_dim % (4 * lpk)) return 0;
   // The widest workgroup up to dec_lanes_wg whose streams' sums fit shared memory.
   std::uint32_t wg = std::min(dec_lanes_wg, ctx.info().max_workgroup_threads);
   const auto shared = [&](std::uint32_t w) {
     return std::uint64_t(w / lpk) * (group * head_dim + lpk + 3 * group + stream_floats) * 4 + fixed_bytes + std::uint64_t(w) * thread_bytes;
   };
   while (wg > 32 && shared(wg) > ctx.info().max_shared_bytes) wg /= 2;
-  if (wg % ctx.info().subgroup_size || wg < lpk || shared(wg) > ctx.info().max_shared_bytes) return false;
+  if (wg % ctx.info().subgroup_size || wg < lpk || shared(wg) > ctx.info().max_shared_bytes) return 0;
   d.emplace_back("WG", std::to_string(wg));
   d.emplace_back("LANES", "1");
   d.emplace_back("LPK", std::to_string(lpk));
   if (chunk_keys && chunk_keys < lpk / group) d.emplace_back("CHUNK_KEYS", std::to_string(chunk_keys));
   if (chunk_slots) d.emplace_back("CHUNK_SLOTS", "1");
-  return true;
+  return lpk;
 }
 
 namespace {
@@ -316,6 +315,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   if (!qdec_skip.empty()) d.emplace_back("QDEC_SKIP", qdec_skip);  // lab: wrong results
   if (split) d.emplace_back("SPLIT", "1");
   if (ring_split) d.emplace_back("RING_SPLIT", "1");
+  std::uint32_t lpk = 0;  // lanes a key row where the LANES form is taken
   if (!qdec_lanes_over(kv.config().n_ctx, rows)) {
     if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
   } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
@@ -325,12 +325,11 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
     const std::uint32_t idot_tables =  // kc8 and kstep: 2 KB and a float a segment (an upper bound: LANES may leave them out)
         (qdec_idot && idot_keys(c) ? 2052 * tq_segments(c) : 0) +
         (qdec_vfold && one_segment_values(c) ? 2048 : 0);  // and QDEC_VFOLD's centroid pairs
-    add_dec_lanes(d, head_dim, group, qdec_chunk_keys, group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4 + idot_tables,
-                  tq ? 16 : 0, 2 * group);
+    lpk = add_dec_lanes(d, head_dim, group, qdec_chunk_keys,
+                        group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4 + idot_tables, tq ? 16 : 0, 2 * group);
   }
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).
-  const auto lpk = std::find_if(d.begin(), d.end(), [](const auto& e) { return e.first == "LPK"; });
-  if (qdec_idot && idot_keys(kv.config()) && (lpk == d.end() || 32 % (head_dim / std::stoul(lpk->second)) == 0)) {
+  if (qdec_idot && idot_keys(kv.config()) && (lpk == 0 || 32 % (head_dim / lpk) == 0)) {
     d.emplace_back("QDEC_IDOT", "1");
     d.emplace_back("NEED_DOT4", "1");
     if (ctx.info().int_dot) d.emplace_back("HAS_DOT4", "1");

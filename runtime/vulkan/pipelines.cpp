@@ -145,8 +145,8 @@ std::string assemble_source(const pipeline_request& r) {
   if (has("HEAD_OPS")) s += shader_source("head_ops_kv");  // the attention kernels' part: bindings, ho_run()
   if (has("TOPK_TAIL") || has("TOPK_IN") || (r.shader == "moe" && has("MOE_TOPK"))) s += shader_source("moe_topk");
   s += shader_source(r.shader);
-  // attention_qdec's LANES form: its own file, after the kernel's bindings, decoders and helpers.
-  if (r.shader == "attention_qdec" && has("LANES")) s += shader_source("attention_qdec_lanes");
+  // attention_qdec's two forms, LANES and thread-a-key: a file each, after the kernel's bindings, decoders and helpers.
+  if (r.shader == "attention_qdec") s += shader_source(has("LANES") ? "attention_qdec_lanes" : "attention_qdec_keys");
   return s;
 }
 

@@ -1,0 +1,427 @@
+// attention_qdec.glsl's thread-a-key form (the default where the LANES form is not taken, tuning.hpp
+// qdec_lanes), appended after it by the shader assembler (pipelines.cpp) when LANES is not defined: it
+// uses attention_qdec.glsl's bindings, decoders and helpers. A thread scores a key of the tile; key
+// streams of lanes sum the values (attention_qdec.glsl's header).
+#ifndef LANES
+const uint GV = (G + 3u) / 4u, NW = WG / 32u;
+// Lanes per value stream: D / 4 where that divides a warp (D <= 64), else 32 (chunks of 128 dims).
+const uint LPK = D <= 64u && 32u % (D / 4u) == 0u ? D / 4u : 32u;
+const uint KPW = 32u / LPK, NS = NW * KPW, CW = 4u * LPK, DCH = (D + CW - 1u) / CW;
+#ifndef QDEC_KIF
+#define QDEC_KIF 8
+#endif
+const uint KIF = QDEC_KIF;  // value rows whose loads a stream keeps in flight (tuning.hpp qdec_kif)
+
+shared vec4 qk[G][D / 4u];  // queries × scale as the K side scores them (rotated for TurboQuant)
+// With RING_SPLIT the window's split scores and sums its f16 rows in qk and acc (RING_ACC 0).
+#if defined(KV_RING) && KV_V_KIND == 3 && !defined(RING_SPLIT)
+#define RING_ACC 1
+#else
+#define RING_ACC 0
+#endif
+#if defined(KV_RING) && KV_K_KIND == 3 && !defined(RING_SPLIT)
+shared vec4 qp[G][D / 4u];  // the plain queries × scale, for f16 ring keys
+#define QPLAIN qp
+#else
+#define QPLAIN qk
+#endif
+shared vec4 probs[WG][GV];
+shared uint slot_of[WG];
+#ifdef KV_RING
+shared uint ring_of[WG];  // ring row of the key's value, ~0u: its stored row
+#endif
+shared float red[G][WG / MIN_SUBGROUP];
+#ifdef QDEC_IDOT
+shared uvec4 qi8[G][D / 16u];
+shared float qstep[G][D / 32u];
+// qi8 and qstep from qk (complete before: a barrier; visible after the caller's next barrier).
+void quantize_queries() {
+  const uint tid = gl_LocalInvocationID.x;
+  for (uint i = tid; i < G * (D / 32u); i += WG) {
+    const uint g = i / (D / 32u), b = i % (D / 32u);
+    float amax = 0.0;
+    [[unroll]] for (uint c = 0u; c < 8u; ++c) amax = max(amax, max_abs4(qk[g][8u * b + c]));
+    const float inv = amax > 0.0 ? 127.0 / amax : 0.0;
+    uint w[8];
+    [[unroll]] for (uint c = 0u; c < 8u; ++c) w[c] = query_int8x4(qk[g][8u * b + c], inv);
+    qi8[g][2u * b] = uvec4(w[0], w[1], w[2], w[3]);
+    qi8[g][2u * b + 1u] = uvec4(w[4], w[5], w[6], w[7]);
+    qstep[g][b] = amax / 127.0;
+  }
+}
+#endif
+#if KV_HAS_TQ
+#define VSUM rot  // kv_codec's rotation buffer (TQ_ROT_N >= G vectors) doubles as the value sums
+#else
+shared float vsum[G * D];
+#define VSUM vsum
+#endif
+
+// Per-head maximum or sum over the workgroup of one value per thread and head.
+void wg_reduce(inout float v[G], bool is_max) {
+  [[unroll]] for (uint g = 0u; g < G; ++g) v[g] = is_max ? subgroupMax(v[g]) : subgroupAdd(v[g]);
+  barrier();  // red[] may still be read by the previous reduction
+  if (subgroupElect())
+    [[unroll]] for (uint g = 0u; g < G; ++g) red[g][gl_SubgroupID] = v[g];
+  barrier();
+  [[unroll]] for (uint g = 0u; g < G; ++g) {
+    float r = red[g][0];
+    for (uint s = 1u; s < gl_NumSubgroups; ++s) r = is_max ? max(r, red[g][s]) : r + red[g][s];
+    v[g] = r;
+  }
+}
+
+#if KV_K_KIND >= 2
+const uint KNW = (KV_K_ROW_BYTES + 3u) / 4u;
+// Bytes [b, b + KV_K_ROW_BYTES) of K (b even) as little-endian words w[k] = bytes 4k..4k+3:
+// aligned loads, funnel-shifted by 16 bits when b is not a multiple of 4. The word past the
+// last one is read only when it holds row bytes (a misaligned row of a multiple of 4 bytes).
+void k_words(uint b, out uint w[KNW]) {
+  const uint i0 = b >> 2, sh = (b & 2u) << 3;
+  uint a[KNW + 1u];
+  [[unroll]] for (uint k = 0u; k < KNW; ++k) a[k] = kw[i0 + k];
+  a[KNW] = KV_K_ROW_BYTES % 4u == 0u && sh != 0u ? kw[i0 + KNW] : 0u;
+  [[unroll]] for (uint k = 0u; k < KNW; ++k) w[k] = sh == 0u ? a[k] : (a[k] >> 16) | (a[k + 1u] << 16);
+}
+// n bits at bit `bit` of the row (no field of either format straddles a word).
+#define KBITS(bit, n) bitfieldExtract(kwd[(bit) >> 5], int((bit) & 31u), int(n))
+#endif
+
+// Adds q·k of the stored key row `row` (slot·n_head_kv + head) to s[g] for every head g.
+void key_scores(uint row, inout float s[G]) {
+#if KV_K_KIND == 0 || KV_K_KIND == 1
+  const uint kb = row * (D / 4u);
+  [[unroll]] for (uint c = 0u; c < D / 4u; ++c) {
+#if KV_K_KIND == 0
+    const vec4 k = kf[kb + c];
+#else
+    const vec4 k = vec4(kh[kb + c]);
+#endif
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += dot(qk[g][c], k);
+  }
+#elif KV_K_KIND == 2
+  uint kwd[KNW];
+  k_words(row * KV_K_ROW_BYTES, kwd);
+  [[unroll]] for (uint b = 0u; b < D / 32u; ++b) {
+    const uint b0 = b * 34u * 8u;
+    float a[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) a[g] = 0.0;
+    [[unroll]] for (uint i = 0u; i < 32u; i += 4u) {
+      vec4 x;
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const uint bit = b0 + 16u + 8u * (i + e);
+        x[e] = float(bitfieldExtract(int(kwd[bit >> 5]), int(bit & 31u), 8));
+      }
+      [[unroll]] for (uint g = 0u; g < G; ++g) a[g] += dot(qk[g][(32u * b + i) / 4u], x);
+    }
+    const float d = unpackHalf2x16(KBITS(b0, 16u)).x;
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += d * a[g];
+  }
+#elif defined(QDEC_IDOT)
+  uint kwd[KNW];
+  k_words(row * KV_K_ROW_BYTES, kwd);
+  [[unroll]] for (uint sg = 0u; sg < TQK_SEGMENTS; ++sg) {
+    const uint b0 = TQK_SEG_BYTE_OFFSET[sg] * 8u, e0 = TQK_SEG_ELEM_OFFSET[sg];
+    float a[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) a[g] = 0.0;
+    [[unroll]] for (uint blk = 0u; blk < TQK_SEG_N[sg]; blk += 32u) {
+      int ia[G];
+      [[unroll]] for (uint g = 0u; g < G; ++g) ia[g] = 0;
+      [[unroll]] for (uint i = blk; i < blk + 32u; i += 16u) {
+        uvec4 qw[G];
+        [[unroll]] for (uint g = 0u; g < G; ++g) qw[g] = qi8[g][(e0 + i) / 16u];
+        [[unroll]] for (uint e = 0u; e < 16u; e += 4u) {
+#if KV_K_TQ == 3
+          const uint w = idot_word(sg, KBITS(b0 + 16u + (i + e) * 2u, 8u), KBITS(b0 + TQK_SEG_HIGH_OFFSET[sg] * 8u + i + e, 4u));
+#else
+          const uint w = idot_word(sg, KBITS(b0 + 16u + (i + e) * 2u, 8u), 0u);
+#endif
+          [[unroll]] for (uint g = 0u; g < G; ++g) ia[g] += dot4(w, qw[g][e / 4u]);
+        }
+      }
+      [[unroll]] for (uint g = 0u; g < G; ++g) a[g] += float(ia[g]) * qstep[g][(e0 + blk) / 32u];
+    }
+    const float sc = unpackHalf2x16(KBITS(b0, 16u)).x * TQK_SEG_INV_SQRT_N[sg] * kstep[sg];
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += sc * a[g];
+  }
+#else
+  uint kwd[KNW];
+  k_words(row * KV_K_ROW_BYTES, kwd);
+  [[unroll]] for (uint sg = 0u; sg < TQK_SEGMENTS; ++sg) {
+    const uint b0 = TQK_SEG_BYTE_OFFSET[sg] * 8u, e0 = TQK_SEG_ELEM_OFFSET[sg];
+    float a[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) a[g] = 0.0;
+    [[unroll]] for (uint i = 0u; i < TQK_SEG_N[sg]; i += 4u) {
+      vec4 c;
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        uint code = KBITS(b0 + 16u + (i + e) * TQK_LOW_BITS, TQK_LOW_BITS);
+#if KV_K_TQ == 3
+        code |= KBITS(b0 + TQK_SEG_HIGH_OFFSET[sg] * 8u + i + e, 1u) << 2;
+#endif
+        c[e] = kcent[sg * 16u + code];
+      }
+      [[unroll]] for (uint g = 0u; g < G; ++g) a[g] += dot(qk[g][(e0 + i) / 4u], c);
+    }
+    const float sc = unpackHalf2x16(KBITS(b0, 16u)).x * TQK_SEG_INV_SQRT_N[sg];
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += sc * a[g];
+  }
+#endif
+}
+
+#ifdef KV_RING
+// Adds q·k of f16 ring row (rr·n_head_kv + head) to s[g].
+void ring_scores(uint rb, inout float s[G]) {
+  [[unroll]] for (uint c = 0u; c < D / 4u; ++c) {
+    const vec4 k = vec4(kring[rb + c]);
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += dot(QPLAIN[g][c], k);
+  }
+}
+#endif
+
+// The streams' value sums `a` added into VSUM (G x D) one stream after another; `first`: the
+// first stream's replace what VSUM held.
+void stream_sums(vec4 a[G][DCH], uint stream, uint sl, bool first) {
+  for (uint st = 0u; st < NS; ++st) {
+    if (stream == st)
+      [[unroll]] for (uint c = 0u; c < DCH; ++c) {
+        const uint d = CW * c + 4u * sl;
+        if (d >= D) break;
+        [[unroll]] for (uint g = 0u; g < G; ++g)
+          [[unroll]] for (uint i = 0u; i < 4u; ++i)
+            VSUM[g * D + d + i] = (first && st == 0u ? 0.0 : VSUM[g * D + d + i]) + a[g][c][i];
+      }
+    barrier();
+  }
+}
+
+void main() {
+  const uint hk = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint lane = tid % 32u, stream = (tid / 32u) * KPW + lane / LPK, sl = lane % LPK;
+  const uint h0 = hk * G;
+#ifdef SPLIT
+  const uint split = gl_WorkGroupID.z;
+#endif
+  if ((QDEC_SKIP & 64) != 0) return;
+  uint start, last;
+  RETURN_IF_NO_KEYS(t, h0, start, last);
+  const uint P = uint(pos[t]), seq = seq_row[t];
+#ifdef KV_RING
+  const uint recent_from = P + 1u >= p.window ? P + 1u - p.window : 0u;
+#endif
+#ifdef RING_SPLIT
+  const bool ring_split = split == p.n_splits - 1u;  // the window's split (uniform)
+#else
+  const bool ring_split = false;
+#endif
+  const uint btab = seq * p.max_blocks;
+  if ((QDEC_SKIP & 16) == 0) load_centroids();
+#ifdef QDEC_IDOT
+  load_idot_tables();
+#endif
+#ifdef QDEC_VFOLD
+  load_value_pairs();
+#endif
+  // The group's G query heads are consecutive: G·D floats from head h0.
+  const uint qb = p.q_off + t * p.q_stride + h0 * D;
+#if KV_K_KIND == 3 && defined(QROT_IN)
+  if (!ring_split) {
+    const uint rb = (t * p.n_head + h0) * (D / 4u);
+    for (uint i = tid; i < G * D / 4u; i += WG) qk[i / (D / 4u)][i % (D / 4u)] = qrot[rb + i] * p.scale;
+#if defined(KV_RING) && !defined(RING_SPLIT)
+    for (uint i = tid; i < G * D / 4u; i += WG)
+      qp[i / (D / 4u)][i % (D / 4u)] = vec4(q[qb + 4u * i], q[qb + 4u * i + 1u], q[qb + 4u * i + 2u], q[qb + 4u * i + 3u]) * p.scale;
+#endif
+  } else
+#elif KV_K_KIND == 3
+  if (!ring_split) {
+    if ((QDEC_SKIP & 128) == 0)
+      for (uint i = tid; i < G * D; i += WG) rot[i] = q[qb + i];
+    barrier();
+#if defined(KV_RING) && !defined(RING_SPLIT)
+    for (uint i = tid; i < G * D / 4u; i += WG)
+      qp[i / (D / 4u)][i % (D / 4u)] = vec4(rot[4u * i], rot[4u * i + 1u], rot[4u * i + 2u], rot[4u * i + 3u]) * p.scale;
+    barrier();
+#endif
+#if (QDEC_SKIP & 1) == 0
+    tq_rotate_rot(G, true);
+#endif
+    for (uint i = tid; i < G * D / 4u; i += WG)
+      qk[i / (D / 4u)][i % (D / 4u)] = vec4(rot[4u * i], rot[4u * i + 1u], rot[4u * i + 2u], rot[4u * i + 3u]) * p.scale;
+  } else  // the window's split scores f16 rows: the plain query
+#endif
+  for (uint i = tid; i < G * D / 4u; i += WG)
+    qk[i / (D / 4u)][i % (D / 4u)] = vec4(q[qb + 4u * i], q[qb + 4u * i + 1u], q[qb + 4u * i + 2u], q[qb + 4u * i + 3u]) * p.scale;
+  barrier();
+#ifdef QDEC_IDOT
+  if (!ring_split) {  // uniform: the window's split scores no codes
+    quantize_queries();
+    barrier();
+  }
+#endif
+
+  float m[G], l[G];
+  vec4 acc[G][DCH];
+#if RING_ACC
+  vec4 accp[G][DCH];  // f16 ring values, plain domain
+#define ACC_RING accp
+#else
+#define ACC_RING acc
+#endif
+  [[unroll]] for (uint g = 0u; g < G; ++g) {
+    m[g] = -1.0 / 0.0;
+    l[g] = 0.0;
+    [[unroll]] for (uint c = 0u; c < DCH; ++c) {
+      acc[g][c] = vec4(0.0);
+#if RING_ACC
+      accp[g][c] = vec4(0.0);
+#endif
+    }
+  }
+
+  for (uint j0 = start; j0 <= last; j0 += WG) {
+    const uint j = j0 + tid;
+    float s[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = 0.0;
+    uint slot = 0u;
+    bool counts = j <= last;  // key j counts in this split
+#ifdef KV_RING
+    uint vring_row = ~0u;
+#endif
+#ifdef QDEC_VFOLD
+    float vsc = 1.0;  // the key's value scale, in its weights (1: a ring row's f16 value)
+#endif
+    if (j <= last) {
+      slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
+      bool k_ring = false;
+#ifdef KV_RING
+      uint rr = 0u;
+      bool held = false;  // the ring holds key j
+      if (j >= recent_from) {
+        rr = seq * p.ring_rows + j % p.ring_rows;
+        held = tags[rr] == j;
+      }
+#ifdef RING_SPLIT
+      counts = held == ring_split;  // the ring's keys count in the window's split, the others in theirs
+      if (!counts) slot = ~0u;
+#endif
+      if (counts && held) {
+        k_ring = KV_K_KIND >= 2;
+        if (KV_V_KIND >= 2) vring_row = rr;
+      }
+      if (k_ring) ring_scores((rr * p.n_head_kv + hk) * (D / 4u), s);
+#endif
+#ifdef QDEC_VFOLD
+      if (counts
+#ifdef KV_RING
+          && vring_row == ~0u
+#endif
+      )
+        vsc = v_row_scale(slot * p.n_head_kv + hk);
+#endif
+      if (counts && !k_ring && (QDEC_SKIP & 4) == 0) key_scores(slot * p.n_head_kv + hk, s);
+    }
+    [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = counts ? s[g] : -1.0 / 0.0;
+    float mt[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) mt[g] = s[g];
+    wg_reduce(mt, true);
+    float e[G], corr[G];
+    [[unroll]] for (uint g = 0u; g < G; ++g) {
+      const float m_new = max(m[g], mt[g]);
+      e[g] = counts ? exp(s[g] - m_new) : 0.0;
+      corr[g] = m[g] == m_new ? 1.0 : exp(m[g] - m_new);  // 1 while no key has counted (both -inf)
+      m[g] = m_new;
+    }
+    [[unroll]] for (uint k = 0u; k < GV; ++k) {
+      vec4 pv = vec4(0.0);
+      [[unroll]] for (uint i = 0u; i < 4u; ++i)
+        if (4u * k + i < G) pv[i] = e[4u * k + i];
+#ifdef QDEC_VFOLD
+      pv *= vsc;
+#endif
+      probs[tid][k] = pv;
+    }
+    slot_of[tid] = slot;
+#ifdef KV_RING
+    ring_of[tid] = vring_row;
+#endif
+    wg_reduce(e, false);  // its barriers also publish probs / slot_of / ring_of
+    [[unroll]] for (uint g = 0u; g < G; ++g) {
+      l[g] = l[g] * corr[g] + e[g];
+      [[unroll]] for (uint c = 0u; c < DCH; ++c) {
+        acc[g][c] *= corr[g];
+#if RING_ACC
+        accp[g][c] *= corr[g];
+#endif
+      }
+    }
+    const uint n_keys = min(WG, last + 1u - j0);
+#ifdef KV_RING
+    const bool tile_ring = j0 + n_keys > recent_from;  // some key of the tile may be in the ring
+#endif
+    [[unroll]] for (uint c = 0u; c < DCH; ++c) {
+      const uint d = CW * c + 4u * sl;
+      if (d >= D || (QDEC_SKIP & 8) != 0) break;
+      const rdims vd = v_dims_of(d);
+      uint jj = stream;
+#ifdef KV_RING
+      if (tile_ring) {
+        if ((QDEC_SKIP & 256) != 0) continue;
+        for (; jj < n_keys; jj += NS) {
+#ifdef RING_SPLIT
+          if (slot_of[jj] == ~0u) continue;  // counts in another split
+#endif
+          const uint rr = ring_of[jj];
+          if (rr != ~0u) {
+            const vec4 v = vec4(vring[(rr * p.n_head_kv + hk) * (D / 4u) + d / 4u]);
+            [[unroll]] for (uint g = 0u; g < G; ++g) ACC_RING[g][c] += probs[jj][g / 4u][g % 4u] * v;
+          } else {
+            const vec4 v = V_CODES(slot_of[jj] * p.n_head_kv + hk, vd);
+            [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj][g / 4u][g % 4u] * v;
+          }
+        }
+        continue;
+      }
+#endif
+      for (; jj + (KIF - 1u) * NS < n_keys; jj += KIF * NS) {  // KIF keys' loads in flight
+        vec4 v[KIF];
+        [[unroll]] for (uint u = 0u; u < KIF; ++u) v[u] = V_CODES(slot_of[jj + u * NS] * p.n_head_kv + hk, vd);
+        [[unroll]] for (uint u = 0u; u < KIF; ++u)
+          [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj + u * NS][g / 4u][g % 4u] * v[u];
+      }
+      for (; jj < n_keys; jj += NS) {
+        const vec4 v = V_CODES(slot_of[jj] * p.n_head_kv + hk, vd);
+        [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj][g / 4u][g % 4u] * v;
+      }
+    }
+    barrier();  // probs / slot_of / ring_of are rewritten by the next tile
+  }
+
+  stream_sums(acc, stream, sl, true);
+#if KV_V_KIND == 3
+#if (QDEC_SKIP & 2) == 0 && !defined(ROT_LATER)
+  if (!ring_split) tq_rotate_rot(G, false);  // a zero sum stays zero, so splits without compressed values need no test
+#endif
+#if RING_ACC
+  stream_sums(accp, stream, sl, false);
+#endif
+#endif
+  for (uint i = tid; i < G * D; i += WG) {
+    const uint g = i / D, d = i % D;
+#ifdef SPLIT
+    part[((t * p.n_head + h0 + g) * p.n_splits + split) * (D + 2u) + d] = VSUM[i];
+#else
+    o[p.o_off + t * p.o_stride + (h0 + g) * D + d] = VSUM[i] / l[g];
+#endif
+  }
+#ifdef SPLIT
+  if (tid < G) {
+    const uint pb = ((t * p.n_head + h0 + tid) * p.n_splits + split) * (D + 2u);
+    part[pb + D] = m[tid];
+    part[pb + D + 1u] = l[tid];
+  }
+#endif
+#ifdef SPLIT_COMBINE
+  if ((QDEC_SKIP & 32) == 0) SPLIT_COMBINE_CALL();
+#endif
+}
+#endif

@@ -87,6 +87,50 @@ void k_words(uint b, out uint w[KNW]) {
 #define KBITS(bit, n) bitfieldExtract(kwd[(bit) >> 5], int((bit) & 31u), int(n))
 #endif
 
+#ifdef QDEC_VSTAGE
+// QDEC_VSTAGE (TurboQuant values; tuning.hpp qdec_vstage): the thread scoring a key also loads its
+// value row, beside its key row, into shared memory, so a tile's value loads are in flight with its
+// key loads instead of after the softmax, and the value streams decode rows from shared memory (the
+// same centroids, scales and sums as from the cache). Rows padded to an odd word count: a thread's
+// stores meet no other thread's bank.
+#if KV_V_KIND != 3
+#error "attention_qdec QDEC_VSTAGE: TurboQuant values"
+#endif
+layout(binding = 3, std430) readonly buffer Vw { uint vwd[]; };
+const uint VNW = (KV_V_ROW_BYTES + 3u) / 4u, VNWP = VNW | 1u;
+shared uint vrow[WG * VNWP];
+// Bytes [b, b + KV_V_ROW_BYTES) of V (b even) as little-endian words, as k_words reads a key row.
+void v_words(uint b, out uint w[VNW]) {
+  const uint i0 = b >> 2, sh = (b & 2u) << 3;
+  uint a[VNW + 1u];
+  [[unroll]] for (uint k = 0u; k < VNW; ++k) a[k] = vwd[i0 + k];
+  a[VNW] = KV_V_ROW_BYTES % 4u == 0u && sh != 0u ? vwd[i0 + VNW] : 0u;
+  [[unroll]] for (uint k = 0u; k < VNW; ++k) w[k] = sh == 0u ? a[k] : (a[k] >> 16) | (a[k + 1u] << 16);
+}
+uint vs_byte(uint jj, uint off) { return (vrow[jj * VNWP + (off >> 2)] >> ((off & 3u) * 8u)) & 255u; }
+uint vs_half(uint jj, uint off) { return (vrow[jj * VNWP + (off >> 2)] >> ((off & 2u) * 8u)) & 65535u; }
+// Dims r.d..r.d+3 of the tile's key jj's staged value row (QDEC_VFOLD: its centroids only).
+vec4 v_staged(uint jj, rdims r) {
+  uint lo = KV_V_TQ == 4 ? vs_half(jj, r.low) : vs_byte(jj, r.low);
+  if (KV_V_TQ < 2) lo >>= r.shift;
+  const uint hi = KV_V_TQ == 3 ? vs_byte(jj, r.high) >> r.shift : 0u;
+#ifdef QDEC_VFOLD
+  return v_pairs(lo, hi);
+#else
+  vec4 c;
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+    uint code = bitfieldExtract(lo, int(e * TQV_LOW_BITS), int(TQV_LOW_BITS));
+    if (KV_V_TQ == 3) code |= bitfieldExtract(hi, int(e), 1) << 2;
+    c[e] = vcent[r.cbase + code];
+  }
+  return c * (unpackHalf2x16(vs_half(jj, r.blk)).x * r.inv_sqrt_n);
+#endif
+}
+#define V_ROW(jj, r) v_staged(jj, r)
+#else
+#define V_ROW(jj, r) V_CODES(slot_of[jj] * p.n_head_kv + hk, r)
+#endif
+
 // Adds q·k of the stored key row `row` (slot·n_head_kv + head) to s[g] for every head g.
 void key_scores(uint row, inout float s[G]) {
 #if KV_K_KIND == 0 || KV_K_KIND == 1
@@ -290,6 +334,10 @@ void main() {
 #ifdef QDEC_VFOLD
     float vsc = 1.0;  // the key's value scale, in its weights (1: a ring row's f16 value)
 #endif
+#ifdef QDEC_VSTAGE
+    uint vwr[VNW];  // the key's value row, staged in vrow (zeros where it has none)
+    [[unroll]] for (uint k = 0u; k < VNW; ++k) vwr[k] = 0u;
+#endif
     if (j <= last) {
       slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
       bool k_ring = false;
@@ -310,16 +358,24 @@ void main() {
       }
       if (k_ring) ring_scores((rr * p.n_head_kv + hk) * (D / 4u), s);
 #endif
-#ifdef QDEC_VFOLD
-      if (counts
+      bool v_codes = counts;  // the key's value is a code row
 #ifdef KV_RING
-          && vring_row == ~0u
+      v_codes = v_codes && vring_row == ~0u;
 #endif
-      )
-        vsc = v_row_scale(slot * p.n_head_kv + hk);
+#ifdef QDEC_VSTAGE
+      if (v_codes) v_words((slot * p.n_head_kv + hk) * KV_V_ROW_BYTES, vwr);  // in flight with the key's row
+#elif defined(QDEC_VFOLD)
+      if (v_codes) vsc = v_row_scale(slot * p.n_head_kv + hk);
 #endif
       if (counts && !k_ring && (QDEC_SKIP & 4) == 0) key_scores(slot * p.n_head_kv + hk, s);
+#if defined(QDEC_VSTAGE) && defined(QDEC_VFOLD)
+      const uint so = TQV_SEG_BYTE_OFFSET[0];
+      if (v_codes) vsc = unpackHalf2x16((vwr[so >> 2] >> ((so & 2u) * 8u)) & 65535u).x * TQV_SEG_INV_SQRT_N[0];
+#endif
     }
+#ifdef QDEC_VSTAGE
+    [[unroll]] for (uint k = 0u; k < VNW; ++k) vrow[tid * VNWP + k] = vwr[k];
+#endif
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = counts ? s[g] : -1.0 / 0.0;
     float mt[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) mt[g] = s[g];
@@ -375,7 +431,7 @@ void main() {
             const vec4 v = vec4(vring[(rr * p.n_head_kv + hk) * (D / 4u) + d / 4u]);
             [[unroll]] for (uint g = 0u; g < G; ++g) ACC_RING[g][c] += probs[jj][g / 4u][g % 4u] * v;
           } else {
-            const vec4 v = V_CODES(slot_of[jj] * p.n_head_kv + hk, vd);
+            const vec4 v = V_ROW(jj, vd);
             [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj][g / 4u][g % 4u] * v;
           }
         }
@@ -384,12 +440,12 @@ void main() {
 #endif
       for (; jj + (KIF - 1u) * NS < n_keys; jj += KIF * NS) {  // KIF keys' loads in flight
         vec4 v[KIF];
-        [[unroll]] for (uint u = 0u; u < KIF; ++u) v[u] = V_CODES(slot_of[jj + u * NS] * p.n_head_kv + hk, vd);
+        [[unroll]] for (uint u = 0u; u < KIF; ++u) v[u] = V_ROW(jj + u * NS, vd);
         [[unroll]] for (uint u = 0u; u < KIF; ++u)
           [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj + u * NS][g / 4u][g % 4u] * v[u];
       }
       for (; jj < n_keys; jj += NS) {
-        const vec4 v = V_CODES(slot_of[jj] * p.n_head_kv + hk, vd);
+        const vec4 v = V_ROW(jj, vd);
         [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj][g / 4u][g % 4u] * v;
       }
     }

@@ -8,6 +8,7 @@
 
 #include "strata/kv/kv_config.hpp"
 #include "strata/hadamard/blocked.hpp"
+#include "strata/turboquant/block.hpp"
 
 namespace strata::gpu {
 namespace {
@@ -315,12 +316,12 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   if (!qdec_skip.empty()) d.emplace_back("QDEC_SKIP", qdec_skip);  // lab: wrong results
   if (split) d.emplace_back("SPLIT", "1");
   if (ring_split) d.emplace_back("RING_SPLIT", "1");
+  const auto& c = kv.config();
   std::uint32_t lpk = 0;  // lanes a key row where the LANES form is taken
-  if (!qdec_lanes_over(kv.config().n_ctx, rows)) {
+  if (!qdec_lanes_over(c.n_ctx, rows)) {
     if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
   } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
              // tq_xch a thread; the merge's two weights a (stream, head)
-    const auto& c = kv.config();
     const bool tq = kv::turboquant_bits(c.type_k) || kv::turboquant_bits(c.type_v);
     const std::uint32_t idot_tables =  // kc8 and kstep: 2 KB and a float a segment (an upper bound: LANES may leave them out)
         (qdec_idot && idot_keys(c) ? 2052 * tq_segments(c) : 0) +
@@ -328,6 +329,10 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
     lpk = add_dec_lanes(d, head_dim, group, qdec_chunk_keys,
                         group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4 + idot_tables, tq ? 16 : 0, 2 * group);
   }
+  const bool plain_queries = kv.window_ring().rows && kv::turboquant_bits(c.type_k) && !ring_split;  // the form's second query array
+  if (lpk == 0 && qdec_vstage && kv::turboquant_bits(c.type_v) &&
+      qdec_keys_shared(c, group, head_dim, plain_queries, merge_tail, true) <= ctx.info().max_shared_bytes)
+    d.emplace_back("QDEC_VSTAGE", "1");
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).
   if (qdec_idot && idot_keys(kv.config()) && (lpk == 0 || 32 % (head_dim / lpk) == 0)) {
     d.emplace_back("QDEC_IDOT", "1");
@@ -339,6 +344,25 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   if (rot_later) d.emplace_back("ROT_LATER", "1");  // attention.glsl's COMBINE rotates the values back
   if (qrot_at) d.emplace_back("QROT_IN", std::to_string(qrot_at));  // attn_prep rotated the queries (Q_ROT)
   return d;
+}
+
+std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, bool plain_queries,
+                                              bool merge_tail, bool vstage) const {
+  // attention_qdec_keys.glsl's shared arrays at WG 128, an upper bound (some are left out by its defines): the
+  // queries (rotated, plain, int8 and their steps), the rotation buffer, the tile's weights, slots, ring rows and
+  // reductions, the exchange buffer, the centroids and int8 / pair tables, and QDEC_VSTAGE's value rows.
+  constexpr std::uint32_t wg = 128;
+  const std::uint32_t segs = tq_segments(c), gv = (group + 3) / 4;
+  std::uint32_t b = (1 + plain_queries) * group * head_dim * 4 + group * head_dim + group * (head_dim / 32) * 4 +
+                    group * head_dim * 4 + wg * gv * 16 + wg * 8 + group * wg * 4 + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs +
+                    2048 + (merge_tail ? 8 * 1024 + 64 : 0);
+  if (vstage) {  // the padded value rows (turboquant::format's row bytes: its segments' blocks)
+    const auto segments = hadamard::split_into_segments(head_dim);
+    std::size_t row = 0;
+    for (std::uint32_t i = 0; i < segments.count; ++i) row += turboquant::block_bytes(segments.size[i], kv::turboquant_bits(c.type_v));
+    b += wg * std::uint32_t((row + 3) / 4 | 1) * 4;
+  }
+  return b;
 }
 
 bool backend::impl::qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const {

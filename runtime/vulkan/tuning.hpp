@@ -203,6 +203,10 @@ struct backend_tuning {
   // TurboQuant values of one segment: a key's value scale goes into its weights, so the value sums decode
   // centroids only, two dims a lookup (attention_qdec.glsl QDEC_VFOLD, both forms; STRATA_VK_QDEC_VFOLD).
   bool qdec_vfold = true;
+  // The thread-a-key form with TurboQuant values: the thread scoring a key loads its value row into shared
+  // memory beside its key row (attention_qdec_keys.glsl QDEC_VSTAGE), so a tile's value loads overlap its key
+  // loads and scores instead of following the softmax (STRATA_VK_QDEC_VSTAGE=0: the streams load the rows).
+  bool qdec_vstage = true;
   // Lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP); the row bits (4, 8,
   // 512-2048) time the float forms: with STRATA_VK_QDEC_IDOT=0 STRATA_VK_QDEC_VFOLD=0.
   std::string qdec_skip;

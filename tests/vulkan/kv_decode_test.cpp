@@ -176,6 +176,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // The first thread-a-key run and the LANES lab runs keep one-segment TurboQuant values' scales out of the
       // weights (STRATA_VK_QDEC_VFOLD=0; the default folds them): the same products in another order.
       if (hoist_all || lab_forms) ::setenv("STRATA_VK_QDEC_VFOLD", "0", 1);
+      // The first thread-a-key run has its value streams load the rows themselves (STRATA_VK_QDEC_VSTAGE=0; the
+      // default stages them in shared memory beside the keys'): the same products in the same order.
+      if (hoist_all) ::setenv("STRATA_VK_QDEC_VSTAGE", "0", 1);
       if (lab_forms) {
         ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
         ::setenv("STRATA_VK_QDEC_KC", "1", 1);
@@ -188,6 +191,7 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::unsetenv("STRATA_VK_QDEC_LANES");
       ::unsetenv("STRATA_VK_QDEC_RING_SPLIT");
       ::unsetenv("STRATA_VK_QDEC_VFOLD");
+      ::unsetenv("STRATA_VK_QDEC_VSTAGE");
       (ring_split_form ? ring_split[lanes_form] : lanes_form ? lanes : grouped) = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec"));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".RING_SPLIT") == ring_split_form);
@@ -199,6 +203,8 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QROT_IN") == (hoisted && tq_k && c.head_ops));
       CHECK(vkt::ran_kernel(be, "attention.", ".ROT_LATER") == (hoisted && splits && tq_v && (c.window == 0 || ring_split_form)));
       if (!lanes_form) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
+      if (!vkt::ran_kernel(be, "attention_qdec", ".LANES"))
+        CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VSTAGE") == (tq_v && !hoist_all));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS") == (!lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
       // (Default chunks take CHUNK_KEYS=4 where a stream's lanes hold more: 32 lanes, not lavapipe's 8.)
       if (c.H == 4 * c.Hkv && lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES"))

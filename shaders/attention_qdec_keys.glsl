@@ -131,9 +131,10 @@ vec4 v_staged(uint jj, rdims r) {
 #define V_ROW(jj, r) V_CODES(slot_of[jj] * p.n_head_kv + hk, r)
 #endif
 
-// Adds q·k of the stored key row `row` (slot·n_head_kv + head) to s[g] for every head g.
-void key_scores(uint row, inout float s[G]) {
+// Adds q·k of the stored key row `row` (slot·n_head_kv + head) to s[g] for every head g: f32 / f16 keys
+// (key_scores_w scores the other kinds from their row's words).
 #if KV_K_KIND == 0 || KV_K_KIND == 1
+void key_scores(uint row, inout float s[G]) {
   const uint kb = row * (D / 4u);
   [[unroll]] for (uint c = 0u; c < D / 4u; ++c) {
 #if KV_K_KIND == 0
@@ -143,9 +144,11 @@ void key_scores(uint row, inout float s[G]) {
 #endif
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += dot(qk[g][c], k);
   }
-#elif KV_K_KIND == 2
-  uint kwd[KNW];
-  k_words(row * KV_K_ROW_BYTES, kwd);
+}
+#else
+// Adds q·k of the key row whose words (k_words) are kwd to s[g] for every head g.
+void key_scores_w(uint kwd[KNW], inout float s[G]) {
+#if KV_K_KIND == 2
   [[unroll]] for (uint b = 0u; b < D / 32u; ++b) {
     const uint b0 = b * 34u * 8u;
     float a[G];
@@ -162,8 +165,6 @@ void key_scores(uint row, inout float s[G]) {
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += d * a[g];
   }
 #elif defined(QDEC_IDOT)
-  uint kwd[KNW];
-  k_words(row * KV_K_ROW_BYTES, kwd);
   [[unroll]] for (uint sg = 0u; sg < TQK_SEGMENTS; ++sg) {
     const uint b0 = TQK_SEG_BYTE_OFFSET[sg] * 8u, e0 = TQK_SEG_ELEM_OFFSET[sg];
     float a[G];
@@ -189,8 +190,6 @@ void key_scores(uint row, inout float s[G]) {
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] += sc * a[g];
   }
 #else
-  uint kwd[KNW];
-  k_words(row * KV_K_ROW_BYTES, kwd);
   [[unroll]] for (uint sg = 0u; sg < TQK_SEGMENTS; ++sg) {
     const uint b0 = TQK_SEG_BYTE_OFFSET[sg] * 8u, e0 = TQK_SEG_ELEM_OFFSET[sg];
     float a[G];
@@ -211,6 +210,7 @@ void key_scores(uint row, inout float s[G]) {
   }
 #endif
 }
+#endif
 
 #ifdef KV_RING
 // Adds q·k of f16 ring row (rr·n_head_kv + head) to s[g].
@@ -221,6 +221,60 @@ void ring_scores(uint rb, inout float s[G]) {
   }
 }
 #endif
+
+// What a thread loads for key j of a tile before scoring it: its cache slot (~0u where it counts in another
+// split), whether it counts, where the ring holds its key (k_ring: scored from the ring row rr) or value
+// (vring_row, else ~0u), and the row words its scores (key kinds with words) and QDEC_VSTAGE's staging read.
+// QDEC_PIPE has the next tile's loaded while this tile is scored and summed.
+struct key_fetch {
+  uint slot, rr, vring_row;
+  bool counts, k_ring;
+#if KV_K_KIND >= 2
+  uint kwd[KNW];
+#endif
+#ifdef QDEC_VSTAGE
+  uint vwr[VNW];
+#endif
+};
+key_fetch fetch_key(uint j, uint last, uint btab, uint seq, uint recent_from, bool ring_split) {
+  key_fetch f;
+  f.slot = f.rr = 0u;
+  f.vring_row = ~0u;
+  f.counts = j <= last;
+  f.k_ring = false;
+#if KV_K_KIND >= 2
+  [[unroll]] for (uint k = 0u; k < KNW; ++k) f.kwd[k] = 0u;
+#endif
+#ifdef QDEC_VSTAGE
+  [[unroll]] for (uint k = 0u; k < VNW; ++k) f.vwr[k] = 0u;
+#endif
+  if (j > last) return f;
+  const uint hk = gl_WorkGroupID.x;
+  f.slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
+#ifdef KV_RING
+  bool held = false;  // the ring holds key j
+  if (j >= recent_from) {
+    f.rr = seq * p.ring_rows + j % p.ring_rows;
+    held = tags[f.rr] == j;
+  }
+#ifdef RING_SPLIT
+  f.counts = held == ring_split;  // the ring's keys count in the window's split, the others in theirs
+  if (!f.counts) f.slot = ~0u;
+#endif
+  if (f.counts && held) {
+    f.k_ring = KV_K_KIND >= 2;
+    if (KV_V_KIND >= 2) f.vring_row = f.rr;
+  }
+#endif
+  const uint row = f.slot * p.n_head_kv + hk;
+#if KV_K_KIND >= 2
+  if (f.counts && !f.k_ring) k_words(row * KV_K_ROW_BYTES, f.kwd);
+#endif
+#ifdef QDEC_VSTAGE
+  if (f.counts && f.vring_row == ~0u) v_words(row * KV_V_ROW_BYTES, f.vwr);
+#endif
+  return f;
+}
 
 // The streams' value sums `a` added into VSUM (G x D) one stream after another; `first`: the
 // first stream's replace what VSUM held.
@@ -322,59 +376,49 @@ void main() {
     }
   }
 
+#ifndef KV_RING
+  const uint recent_from = 0u;
+#endif
+#ifdef QDEC_PIPE
+  key_fetch f_next = fetch_key(start + tid, last, btab, seq, recent_from, ring_split);
+#endif
   for (uint j0 = start; j0 <= last; j0 += WG) {
-    const uint j = j0 + tid;
+#ifdef QDEC_PIPE
+    const key_fetch f = f_next;
+    if (j0 + WG <= last) f_next = fetch_key(j0 + WG + tid, last, btab, seq, recent_from, ring_split);  // in flight over this tile
+#else
+    const key_fetch f = fetch_key(j0 + tid, last, btab, seq, recent_from, ring_split);
+#endif
+    const uint slot = f.slot;
+    const bool counts = f.counts;
+#ifdef KV_RING
+    const uint vring_row = f.vring_row;
+#endif
     float s[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = 0.0;
-    uint slot = 0u;
-    bool counts = j <= last;  // key j counts in this split
+    if (counts) {
 #ifdef KV_RING
-    uint vring_row = ~0u;
+      if (f.k_ring) ring_scores((f.rr * p.n_head_kv + hk) * (D / 4u), s);
 #endif
-#ifdef QDEC_VFOLD
-    float vsc = 1.0;  // the key's value scale, in its weights (1: a ring row's f16 value)
-#endif
-#ifdef QDEC_VSTAGE
-    uint vwr[VNW];  // the key's value row, staged in vrow (zeros where it has none)
-    [[unroll]] for (uint k = 0u; k < VNW; ++k) vwr[k] = 0u;
-#endif
-    if (j <= last) {
-      slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
-      bool k_ring = false;
-#ifdef KV_RING
-      uint rr = 0u;
-      bool held = false;  // the ring holds key j
-      if (j >= recent_from) {
-        rr = seq * p.ring_rows + j % p.ring_rows;
-        held = tags[rr] == j;
-      }
-#ifdef RING_SPLIT
-      counts = held == ring_split;  // the ring's keys count in the window's split, the others in theirs
-      if (!counts) slot = ~0u;
-#endif
-      if (counts && held) {
-        k_ring = KV_K_KIND >= 2;
-        if (KV_V_KIND >= 2) vring_row = rr;
-      }
-      if (k_ring) ring_scores((rr * p.n_head_kv + hk) * (D / 4u), s);
-#endif
-      bool v_codes = counts;  // the key's value is a code row
-#ifdef KV_RING
-      v_codes = v_codes && vring_row == ~0u;
-#endif
-#ifdef QDEC_VSTAGE
-      if (v_codes) v_words((slot * p.n_head_kv + hk) * KV_V_ROW_BYTES, vwr);  // in flight with the key's row
-#elif defined(QDEC_VFOLD)
-      if (v_codes) vsc = v_row_scale(slot * p.n_head_kv + hk);
-#endif
-      if (counts && !k_ring && (QDEC_SKIP & 4) == 0) key_scores(slot * p.n_head_kv + hk, s);
-#if defined(QDEC_VSTAGE) && defined(QDEC_VFOLD)
-      const uint so = TQV_SEG_BYTE_OFFSET[0];
-      if (v_codes) vsc = unpackHalf2x16((vwr[so >> 2] >> ((so & 2u) * 8u)) & 65535u).x * TQV_SEG_INV_SQRT_N[0];
+#if KV_K_KIND >= 2
+      if (!f.k_ring && (QDEC_SKIP & 4) == 0) key_scores_w(f.kwd, s);
+#else
+      if ((QDEC_SKIP & 4) == 0) key_scores(slot * p.n_head_kv + hk, s);
 #endif
     }
+#ifdef QDEC_VFOLD
+    float vsc = 1.0;  // the key's value scale, in its weights (1: a ring row's f16 value)
+    if (counts && f.vring_row == ~0u) {
 #ifdef QDEC_VSTAGE
-    [[unroll]] for (uint k = 0u; k < VNW; ++k) vrow[tid * VNWP + k] = vwr[k];
+      const uint so = TQV_SEG_BYTE_OFFSET[0];
+      vsc = unpackHalf2x16((f.vwr[so >> 2] >> ((so & 2u) * 8u)) & 65535u).x * TQV_SEG_INV_SQRT_N[0];
+#else
+      vsc = v_row_scale(slot * p.n_head_kv + hk);
+#endif
+    }
+#endif
+#ifdef QDEC_VSTAGE
+    [[unroll]] for (uint k = 0u; k < VNW; ++k) vrow[tid * VNWP + k] = f.vwr[k];
 #endif
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = counts ? s[g] : -1.0 / 0.0;
     float mt[G];

@@ -333,6 +333,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   if (lpk == 0 && qdec_vstage && kv::turboquant_bits(c.type_v) &&
       qdec_keys_shared(c, group, head_dim, plain_queries, merge_tail, true) <= ctx.info().max_shared_bytes)
     d.emplace_back("QDEC_VSTAGE", "1");
+  if (lpk == 0 && qdec_pipe) d.emplace_back("QDEC_PIPE", "1");
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).
   if (qdec_idot && idot_keys(kv.config()) && (lpk == 0 || 32 % (head_dim / lpk) == 0)) {
     d.emplace_back("QDEC_IDOT", "1");

@@ -207,6 +207,9 @@ struct backend_tuning {
   // memory beside its key row (attention_qdec_keys.glsl QDEC_VSTAGE), so a tile's value loads overlap its key
   // loads and scores instead of following the softmax (STRATA_VK_QDEC_VSTAGE=0: the streams load the rows).
   bool qdec_vstage = true;
+  // The thread-a-key form loads the next tile's key and (QDEC_VSTAGE) value rows while it scores and sums this
+  // tile's (attention_qdec_keys.glsl QDEC_PIPE; STRATA_VK_QDEC_PIPE=1): off until the H100 has measured it.
+  bool qdec_pipe = false;
   // Lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP); the row bits (4, 8,
   // 512-2048) time the float forms: with STRATA_VK_QDEC_IDOT=0 STRATA_VK_QDEC_VFOLD=0.
   std::string qdec_skip;

@@ -242,12 +242,17 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::setenv("STRATA_VK_QDEC_RING_SPLIT", "0", 1);  // the ring's rows among the codes' (weights unscaled)
       // Queries rotated by attn_prep, as the LANES run below reads them: both quantize the same floats.
       ::setenv("STRATA_VK_QDEC_HOIST", "2", 1);
+      // The next tile's rows loaded while a tile is scored and summed (STRATA_VK_QDEC_PIPE), in splits of
+      // several tiles (STRATA_VK_TQ_SPLIT; the unsplit cases' steps take several tiles too).
+      ::setenv("STRATA_VK_QDEC_PIPE", "1", 1);
+      ::setenv("STRATA_VK_TQ_SPLIT", "384", 1);
       gpu::backend be(profiled);
       for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_VFOLD",
-                            "STRATA_VK_QDEC_RING_SPLIT", "STRATA_VK_QDEC_HOIST"})
+                            "STRATA_VK_QDEC_RING_SPLIT", "STRATA_VK_QDEC_HOIST", "STRATA_VK_QDEC_PIPE", "STRATA_VK_TQ_SPLIT"})
         ::unsetenv(v);
       idot = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT"));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_PIPE"));
       CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
       const auto v_bits = kv::turboquant_bits(c.v);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VFOLD") == (v_bits && turboquant::format(c.D, v_bits).segments().size() == 1));

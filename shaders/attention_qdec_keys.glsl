@@ -394,6 +394,10 @@ void main() {
 #ifdef KV_RING
     const uint vring_row = f.vring_row;
 #endif
+#ifdef QDEC_VSTAGE
+    // (The previous tile's value reads ended at its last barrier.)
+    [[unroll]] for (uint k = 0u; k < VNW; ++k) vrow[tid * VNWP + k] = f.vwr[k];
+#endif
     float s[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = 0.0;
     if (counts) {
@@ -416,9 +420,6 @@ void main() {
       vsc = v_row_scale(slot * p.n_head_kv + hk);
 #endif
     }
-#endif
-#ifdef QDEC_VSTAGE
-    [[unroll]] for (uint k = 0u; k < VNW; ++k) vrow[tid * VNWP + k] = f.vwr[k];
 #endif
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = counts ? s[g] : -1.0 / 0.0;
     float mt[G];

@@ -87,33 +87,51 @@ void k_words(uint b, out uint w[KNW]) {
 #define KBITS(bit, n) bitfieldExtract(kwd[(bit) >> 5], int((bit) & 31u), int(n))
 #endif
 
-#ifdef QDEC_VSTAGE
-// QDEC_VSTAGE (TurboQuant values; tuning.hpp qdec_vstage): the thread scoring a key also loads its
-// value row, beside its key row, into shared memory, so a tile's value loads are in flight with its
-// key loads instead of after the softmax, and the value streams decode rows from shared memory (the
-// same centroids, scales and sums as from the cache). Rows padded to an odd word count: a thread's
-// stores meet no other thread's bank.
-#if KV_V_KIND != 3
-#error "attention_qdec QDEC_VSTAGE: TurboQuant values"
+#ifdef QDEC_STAGE
+// QDEC_STAGE (TurboQuant keys and values; tuning.hpp qdec_stage): a tile's key and value rows come into
+// shared memory through coalesced loads, each subgroup loading its own keys' rows a word a lane (a row's
+// slot from its scoring thread by a shuffle, so no workgroup barrier), then a thread reads its key's row
+// there and the value streams their rows. A thread loading its key's row itself touched a sector a lane a
+// word: the L1's wavefronts, not the bytes, bounded the loads (H100, qwen3-8b tq3 at depth 32768: staging
+// the value rows that way too took the kernel from 70 to 87 us a layer, bench/RESULTS.md session 69).
+// Rows are kept as loaded, from the word holding their first byte (rows start at even bytes), padded to
+// an odd word count so a thread's reads of its own row meet no other thread's bank.
+#if KV_K_KIND != 3 || KV_V_KIND != 3
+#error "attention_qdec QDEC_STAGE: TurboQuant keys and values"
 #endif
 layout(binding = 3, std430) readonly buffer Vw { uint vwd[]; };
-const uint VNW = (KV_V_ROW_BYTES + 3u) / 4u, VNWP = VNW | 1u;
-shared uint vrow[WG * VNWP];
-// Bytes [b, b + KV_V_ROW_BYTES) of V (b even) as little-endian words, as k_words reads a key row.
-void v_words(uint b, out uint w[VNW]) {
-  const uint i0 = b >> 2, sh = (b & 2u) << 3;
-  uint a[VNW + 1u];
-  [[unroll]] for (uint k = 0u; k < VNW; ++k) a[k] = vwd[i0 + k];
-  a[VNW] = KV_V_ROW_BYTES % 4u == 0u && sh != 0u ? vwd[i0 + VNW] : 0u;
-  [[unroll]] for (uint k = 0u; k < VNW; ++k) w[k] = sh == 0u ? a[k] : (a[k] >> 16) | (a[k + 1u] << 16);
+const uint KRW = (KV_K_ROW_BYTES + 5u) / 4u, VRW = (KV_V_ROW_BYTES + 5u) / 4u, KRWP = KRW | 1u, VRWP = VRW | 1u;
+shared uint kst[WG * KRWP];
+shared uint vst[WG * VRWP];
+// The rows `row` (cache row; ~0u: none, zeros) of the subgroup's threads into ST, a word a lane: lane i of
+// round k loads word (k·size + i) % RW of row (k·size + i) / RW. Every thread calls it (shuffles).
+#define STAGE_ROWS(BUF, ST, RW, RWP, RB, row)                                                   \
+  {                                                                                             \
+    const uint t0 = gl_SubgroupID * gl_SubgroupSize;                                            \
+    for (uint f = gl_SubgroupInvocationID; f < gl_SubgroupSize * RW; f += gl_SubgroupSize) {    \
+      const uint r = f / RW, w = f % RW, rr = subgroupShuffle(row, r);                          \
+      uint x = 0u;                                                                              \
+      if (rr != ~0u && 4u * w < ((rr * RB) & 2u) + RB) x = BUF[(rr * RB >> 2) + w];             \
+      ST[(t0 + r) * RWP + w] = x;                                                               \
+    }                                                                                           \
+  }
+// Key row `row`'s words as k_words reads them, from this thread's staged row.
+void staged_key_words(uint row, out uint w[KNW]) {
+  const uint tid = gl_LocalInvocationID.x, sh = ((row * KV_K_ROW_BYTES) & 2u) << 3;
+  uint a[KRW + 1u];
+  [[unroll]] for (uint k = 0u; k < KRW; ++k) a[k] = kst[tid * KRWP + k];
+  a[KRW] = 0u;
+  [[unroll]] for (uint k = 0u; k < KNW; ++k) w[k] = sh == 0u ? a[k] : (a[k] >> 16) | (a[k + 1u] << 16);
 }
-uint vs_byte(uint jj, uint off) { return (vrow[jj * VNWP + (off >> 2)] >> ((off & 3u) * 8u)) & 255u; }
-uint vs_half(uint jj, uint off) { return (vrow[jj * VNWP + (off >> 2)] >> ((off & 2u) * 8u)) & 65535u; }
-// Dims r.d..r.d+3 of the tile's key jj's staged value row (QDEC_VFOLD: its centroids only).
-vec4 v_staged(uint jj, rdims r) {
-  uint lo = KV_V_TQ == 4 ? vs_half(jj, r.low) : vs_byte(jj, r.low);
+// Byte / aligned 16 bits at offset off of the tile's key jj's staged value row (sh: the row's first byte in its word).
+uint vs_byte(uint jj, uint off) { return (vst[jj * VRWP + (off >> 2)] >> ((off & 3u) * 8u)) & 255u; }
+uint vs_half(uint jj, uint off) { return (vst[jj * VRWP + (off >> 2)] >> ((off & 2u) * 8u)) & 65535u; }
+// Dims r.d..r.d+3 of the tile's key jj's staged value row, cache row `row` (QDEC_VFOLD: its centroids only).
+vec4 v_staged(uint jj, uint row, rdims r) {
+  const uint sh = (row * KV_V_ROW_BYTES) & 2u;
+  uint lo = KV_V_TQ == 4 ? vs_half(jj, r.low + sh) : vs_byte(jj, r.low + sh);
   if (KV_V_TQ < 2) lo >>= r.shift;
-  const uint hi = KV_V_TQ == 3 ? vs_byte(jj, r.high) >> r.shift : 0u;
+  const uint hi = KV_V_TQ == 3 ? vs_byte(jj, r.high + sh) >> r.shift : 0u;
 #ifdef QDEC_VFOLD
   return v_pairs(lo, hi);
 #else
@@ -123,10 +141,10 @@ vec4 v_staged(uint jj, rdims r) {
     if (KV_V_TQ == 3) code |= bitfieldExtract(hi, int(e), 1) << 2;
     c[e] = vcent[r.cbase + code];
   }
-  return c * (unpackHalf2x16(vs_half(jj, r.blk)).x * r.inv_sqrt_n);
+  return c * (unpackHalf2x16(vs_half(jj, r.blk + sh)).x * r.inv_sqrt_n);
 #endif
 }
-#define V_ROW(jj, r) v_staged(jj, r)
+#define V_ROW(jj, r) v_staged(jj, slot_of[jj] * p.n_head_kv + hk, r)
 #else
 #define V_ROW(jj, r) V_CODES(slot_of[jj] * p.n_head_kv + hk, r)
 #endif
@@ -224,16 +242,13 @@ void ring_scores(uint rb, inout float s[G]) {
 
 // What a thread loads for key j of a tile before scoring it: its cache slot (~0u where it counts in another
 // split), whether it counts, where the ring holds its key (k_ring: scored from the ring row rr) or value
-// (vring_row, else ~0u), and the row words its scores (key kinds with words) and QDEC_VSTAGE's staging read.
-// QDEC_PIPE has the next tile's loaded while this tile is scored and summed.
+// (vring_row, else ~0u), and the words of its key row where the kind has them (QDEC_STAGE: loaded by the
+// subgroup, after).
 struct key_fetch {
   uint slot, rr, vring_row;
   bool counts, k_ring;
 #if KV_K_KIND >= 2
   uint kwd[KNW];
-#endif
-#ifdef QDEC_VSTAGE
-  uint vwr[VNW];
 #endif
 };
 key_fetch fetch_key(uint j, uint last, uint btab, uint seq, uint recent_from, bool ring_split) {
@@ -244,9 +259,6 @@ key_fetch fetch_key(uint j, uint last, uint btab, uint seq, uint recent_from, bo
   f.k_ring = false;
 #if KV_K_KIND >= 2
   [[unroll]] for (uint k = 0u; k < KNW; ++k) f.kwd[k] = 0u;
-#endif
-#ifdef QDEC_VSTAGE
-  [[unroll]] for (uint k = 0u; k < VNW; ++k) f.vwr[k] = 0u;
 #endif
   if (j > last) return f;
   const uint hk = gl_WorkGroupID.x;
@@ -267,11 +279,8 @@ key_fetch fetch_key(uint j, uint last, uint btab, uint seq, uint recent_from, bo
   }
 #endif
   const uint row = f.slot * p.n_head_kv + hk;
-#if KV_K_KIND >= 2
+#if KV_K_KIND >= 2 && !defined(QDEC_STAGE)
   if (f.counts && !f.k_ring) k_words(row * KV_K_ROW_BYTES, f.kwd);
-#endif
-#ifdef QDEC_VSTAGE
-  if (f.counts && f.vring_row == ~0u) v_words(row * KV_V_ROW_BYTES, f.vwr);
 #endif
   return f;
 }
@@ -379,13 +388,17 @@ void main() {
 #ifndef KV_RING
   const uint recent_from = 0u;
 #endif
-#ifdef QDEC_PIPE
-  key_fetch f_next = fetch_key(start + tid, last, btab, seq, recent_from, ring_split);
-#endif
   for (uint j0 = start; j0 <= last; j0 += WG) {
-#ifdef QDEC_PIPE
-    const key_fetch f = f_next;
-    if (j0 + WG <= last) f_next = fetch_key(j0 + WG + tid, last, btab, seq, recent_from, ring_split);  // in flight over this tile
+#ifdef QDEC_STAGE
+    key_fetch f = fetch_key(j0 + tid, last, btab, seq, recent_from, ring_split);
+    // (The previous tile's reads of the staged rows ended at its last barrier.)
+    const uint krow = f.counts && !f.k_ring ? f.slot * p.n_head_kv + hk : ~0u;
+    const uint vrow = f.counts && f.vring_row == ~0u ? f.slot * p.n_head_kv + hk : ~0u;
+    STAGE_ROWS(kw, kst, KRW, KRWP, KV_K_ROW_BYTES, krow)
+    STAGE_ROWS(vwd, vst, VRW, VRWP, KV_V_ROW_BYTES, vrow)
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    if (krow != ~0u) staged_key_words(krow, f.kwd);
 #else
     const key_fetch f = fetch_key(j0 + tid, last, btab, seq, recent_from, ring_split);
 #endif
@@ -393,10 +406,6 @@ void main() {
     const bool counts = f.counts;
 #ifdef KV_RING
     const uint vring_row = f.vring_row;
-#endif
-#ifdef QDEC_VSTAGE
-    // (The previous tile's value reads ended at its last barrier.)
-    [[unroll]] for (uint k = 0u; k < VNW; ++k) vrow[tid * VNWP + k] = f.vwr[k];
 #endif
     float s[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = 0.0;
@@ -413,9 +422,8 @@ void main() {
 #ifdef QDEC_VFOLD
     float vsc = 1.0;  // the key's value scale, in its weights (1: a ring row's f16 value)
     if (counts && f.vring_row == ~0u) {
-#ifdef QDEC_VSTAGE
-      const uint so = TQV_SEG_BYTE_OFFSET[0];
-      vsc = unpackHalf2x16((f.vwr[so >> 2] >> ((so & 2u) * 8u)) & 65535u).x * TQV_SEG_INV_SQRT_N[0];
+#ifdef QDEC_STAGE
+      vsc = unpackHalf2x16(vs_half(tid, TQV_SEG_BYTE_OFFSET[0] + ((vrow * KV_V_ROW_BYTES) & 2u))).x * TQV_SEG_INV_SQRT_N[0];
 #else
       vsc = v_row_scale(slot * p.n_head_kv + hk);
 #endif

@@ -262,9 +262,9 @@ struct backend::impl : kernel_variants,
                      std::uint32_t chunk_keys, std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0, std::uint32_t stream_floats = 0) const;
   // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key;
   // The thread-a-key form's shared memory, an upper bound: with plain queries beside the rotated ones (a window
-  // without its own split), the split merge's tail and QDEC_VSTAGE's value rows where asked.
+  // without its own split), the split merge's tail and QDEC_STAGE's key and value rows where asked.
   std::uint32_t qdec_keys_shared(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, bool plain_queries,
-                                 bool merge_tail, bool vstage) const;
+                                 bool merge_tail, bool stage) const;
   // qdec_hoists: whether its TurboQuant rotations leave the kernel (tuning.hpp qdec_hoist).
   bool qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const;
   std::vector<std::pair<std::string, std::string>> qdec_defs(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows,

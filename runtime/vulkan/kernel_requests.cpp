@@ -330,10 +330,9 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
                         group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4 + idot_tables, tq ? 16 : 0, 2 * group);
   }
   const bool plain_queries = kv.window_ring().rows && kv::turboquant_bits(c.type_k) && !ring_split;  // the form's second query array
-  if (lpk == 0 && qdec_vstage && kv::turboquant_bits(c.type_v) &&
+  if (lpk == 0 && qdec_stage && kv::turboquant_bits(c.type_k) && kv::turboquant_bits(c.type_v) &&
       qdec_keys_shared(c, group, head_dim, plain_queries, merge_tail, true) <= ctx.info().max_shared_bytes)
-    d.emplace_back("QDEC_VSTAGE", "1");
-  if (lpk == 0 && qdec_pipe) d.emplace_back("QDEC_PIPE", "1");
+    d.emplace_back("QDEC_STAGE", "1");
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).
   if (qdec_idot && idot_keys(kv.config()) && (lpk == 0 || 32 % (head_dim / lpk) == 0)) {
     d.emplace_back("QDEC_IDOT", "1");
@@ -348,20 +347,22 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
 }
 
 std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, bool plain_queries,
-                                              bool merge_tail, bool vstage) const {
+                                              bool merge_tail, bool stage) const {
   // attention_qdec_keys.glsl's shared arrays at WG 128, an upper bound (some are left out by its defines): the
   // queries (rotated, plain, int8 and their steps), the rotation buffer, the tile's weights, slots, ring rows and
-  // reductions, the exchange buffer, the centroids and int8 / pair tables, and QDEC_VSTAGE's value rows.
+  // reductions, the exchange buffer, the centroids and int8 / pair tables, and QDEC_STAGE's rows.
   constexpr std::uint32_t wg = 128;
   const std::uint32_t segs = tq_segments(c), gv = (group + 3) / 4;
   std::uint32_t b = (1 + plain_queries) * group * head_dim * 4 + group * head_dim + group * (head_dim / 32) * 4 +
                     group * head_dim * 4 + wg * gv * 16 + wg * 8 + group * wg * 4 + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs +
                     2048 + (merge_tail ? 8 * 1024 + 64 : 0);
-  if (vstage) {  // the padded value rows (turboquant::format's row bytes: its segments' blocks)
+  if (stage) {  // QDEC_STAGE's key and value rows, as loaded (from the word of their first byte), padded
     const auto segments = hadamard::split_into_segments(head_dim);
-    std::size_t row = 0;
-    for (std::uint32_t i = 0; i < segments.count; ++i) row += turboquant::block_bytes(segments.size[i], kv::turboquant_bits(c.type_v));
-    b += wg * std::uint32_t((row + 3) / 4 | 1) * 4;
+    for (const auto t : {c.type_k, c.type_v}) {
+      std::size_t row = 0;
+      for (std::uint32_t i = 0; i < segments.count; ++i) row += turboquant::block_bytes(segments.size[i], kv::turboquant_bits(t));
+      b += wg * std::uint32_t((row + 5) / 4 | 1) * 4;
+    }
   }
   return b;
 }

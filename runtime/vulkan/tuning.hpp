@@ -203,13 +203,10 @@ struct backend_tuning {
   // TurboQuant values of one segment: a key's value scale goes into its weights, so the value sums decode
   // centroids only, two dims a lookup (attention_qdec.glsl QDEC_VFOLD, both forms; STRATA_VK_QDEC_VFOLD).
   bool qdec_vfold = true;
-  // The thread-a-key form with TurboQuant values: the thread scoring a key loads its value row into shared
-  // memory beside its key row (attention_qdec_keys.glsl QDEC_VSTAGE), so a tile's value loads overlap its key
-  // loads and scores instead of following the softmax (STRATA_VK_QDEC_VSTAGE=0: the streams load the rows).
-  bool qdec_vstage = true;
-  // The thread-a-key form loads the next tile's key and (QDEC_VSTAGE) value rows while it scores and sums this
-  // tile's (attention_qdec_keys.glsl QDEC_PIPE; STRATA_VK_QDEC_PIPE=1): off until the H100 has measured it.
-  bool qdec_pipe = false;
+  // The thread-a-key form with TurboQuant keys and values: a tile's key and value rows come into shared memory
+  // through coalesced loads, each subgroup its own keys' rows a word a lane (attention_qdec_keys.glsl
+  // QDEC_STAGE), instead of each thread loading its key's row itself (STRATA_VK_QDEC_STAGE=0).
+  bool qdec_stage = true;
   // Lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP); the row bits (4, 8,
   // 512-2048) time the float forms: with STRATA_VK_QDEC_IDOT=0 STRATA_VK_QDEC_VFOLD=0.
   std::string qdec_skip;

@@ -103,17 +103,20 @@ layout(binding = 3, std430) readonly buffer Vw { uint vwd[]; };
 const uint KRW = (KV_K_ROW_BYTES + 5u) / 4u, VRW = (KV_V_ROW_BYTES + 5u) / 4u, KRWP = KRW | 1u, VRWP = VRW | 1u;
 shared uint kst[WG * KRWP];
 shared uint vst[WG * VRWP];
-// The rows `row` (cache row; ~0u: none, zeros) of the subgroup's threads into ST, a word a lane: lane i of
-// round k loads word (k·size + i) % RW of row (k·size + i) / RW. Every thread calls it (shuffles).
-#define STAGE_ROWS(BUF, ST, RW, RWP, RB, row)                                                   \
-  {                                                                                             \
-    const uint t0 = gl_SubgroupID * gl_SubgroupSize;                                            \
-    for (uint f = gl_SubgroupInvocationID; f < gl_SubgroupSize * RW; f += gl_SubgroupSize) {    \
-      const uint r = f / RW, w = f % RW, rr = subgroupShuffle(row, r);                          \
-      uint x = 0u;                                                                              \
-      if (rr != ~0u && 4u * w < ((rr * RB) & 2u) + RB) x = BUF[(rr * RB >> 2) + w];             \
-      ST[(t0 + r) * RWP + w] = x;                                                               \
-    }                                                                                           \
+// The rows `row` (cache row; ~0u: none, zeros) of the subgroup's threads, a word a lane: lane i of round k
+// loads word (k·SG + i) % RW of row (k·SG + i) / RW into x[k] (all rounds' loads first: unrolled, in flight
+// together), then STAGE_STORE puts them in ST. SG: the subgroup size, from the host (QDEC_SG).
+const uint SSG = QDEC_SG;
+#define STAGE_LOAD(BUF, RW, RB, row, x)                                                         \
+  [[unroll]] for (uint k = 0u; k < RW; ++k) {                                                   \
+    const uint f = k * SSG + gl_SubgroupInvocationID, r = f / RW, w = f % RW;                   \
+    const uint rr = subgroupShuffle(row, r);                                                    \
+    x[k] = rr != ~0u && 4u * w < ((rr * RB) & 2u) + RB ? BUF[(rr * RB >> 2) + w] : 0u;          \
+  }
+#define STAGE_STORE(ST, RW, RWP, x)                                                             \
+  [[unroll]] for (uint k = 0u; k < RW; ++k) {                                                   \
+    const uint f = k * SSG + gl_SubgroupInvocationID;                                           \
+    ST[(gl_SubgroupID * SSG + f / RW) * RWP + f % RW] = x[k];                                   \
   }
 // Key row `row`'s words as k_words reads them, from this thread's staged row.
 void staged_key_words(uint row, out uint w[KNW]) {
@@ -394,8 +397,13 @@ void main() {
     // (The previous tile's reads of the staged rows ended at its last barrier.)
     const uint krow = f.counts && !f.k_ring ? f.slot * p.n_head_kv + hk : ~0u;
     const uint vrow = f.counts && f.vring_row == ~0u ? f.slot * p.n_head_kv + hk : ~0u;
-    STAGE_ROWS(kw, kst, KRW, KRWP, KV_K_ROW_BYTES, krow)
-    STAGE_ROWS(vwd, vst, VRW, VRWP, KV_V_ROW_BYTES, vrow)
+    {
+      uint xk[KRW], xv[VRW];
+      STAGE_LOAD(kw, KRW, KV_K_ROW_BYTES, krow, xk)
+      STAGE_LOAD(vwd, VRW, KV_V_ROW_BYTES, vrow, xv)
+      STAGE_STORE(kst, KRW, KRWP, xk)
+      STAGE_STORE(vst, VRW, VRWP, xv)
+    }
     subgroupMemoryBarrierShared();
     subgroupBarrier();
     if (krow != ~0u) staged_key_words(krow, f.kwd);

@@ -332,7 +332,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   const bool plain_queries = kv.window_ring().rows && kv::turboquant_bits(c.type_k) && !ring_split;  // the form's second query array
   if (lpk == 0 && qdec_stage && kv::turboquant_bits(c.type_k) && kv::turboquant_bits(c.type_v) &&
       qdec_keys_shared(c, group, head_dim, plain_queries, merge_tail, true) <= ctx.info().max_shared_bytes)
-    d.emplace_back("QDEC_STAGE", "1");
+    d.insert(d.end(), {{"QDEC_STAGE", "1"}, {"QDEC_SG", std::to_string(ctx.info().subgroup_size)}});
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).
   if (qdec_idot && idot_keys(kv.config()) && (lpk == 0 || 32 % (head_dim / lpk) == 0)) {
     d.emplace_back("QDEC_IDOT", "1");

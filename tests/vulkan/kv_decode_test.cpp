@@ -176,9 +176,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // The first thread-a-key run and the LANES lab runs keep one-segment TurboQuant values' scales out of the
       // weights (STRATA_VK_QDEC_VFOLD=0; the default folds them): the same products in another order.
       if (hoist_all || lab_forms) ::setenv("STRATA_VK_QDEC_VFOLD", "0", 1);
-      // The first thread-a-key run loads rows where they are read (STRATA_VK_QDEC_STAGE=0; the default stages a
-      // tile's TurboQuant key and value rows in shared memory first): the same products in the same order.
-      if (hoist_all) ::setenv("STRATA_VK_QDEC_STAGE", "0", 1);
+      // The other thread-a-key runs stage a tile's TurboQuant key and value rows in shared memory first
+      // (STRATA_VK_QDEC_STAGE=1); the first loads rows where they are read: the same products in the same order.
+      if (!hoist_all) ::setenv("STRATA_VK_QDEC_STAGE", "1", 1);
       if (lab_forms) {
         ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
         ::setenv("STRATA_VK_QDEC_KC", "1", 1);
@@ -244,15 +244,18 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::setenv("STRATA_VK_QDEC_RING_SPLIT", "0", 1);  // the ring's rows among the codes' (weights unscaled)
       // Queries rotated by attn_prep, as the LANES run below reads them: both quantize the same floats.
       ::setenv("STRATA_VK_QDEC_HOIST", "2", 1);
-      // In splits of several tiles (STRATA_VK_TQ_SPLIT; the unsplit cases' steps take several tiles too).
+      // Rows staged (STRATA_VK_QDEC_STAGE=1) in splits of several tiles (STRATA_VK_TQ_SPLIT; the unsplit cases'
+      // steps take several tiles too).
+      ::setenv("STRATA_VK_QDEC_STAGE", "1", 1);
       ::setenv("STRATA_VK_TQ_SPLIT", "384", 1);
       gpu::backend be(profiled);
       for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_VFOLD",
-                            "STRATA_VK_QDEC_RING_SPLIT", "STRATA_VK_QDEC_HOIST", "STRATA_VK_TQ_SPLIT"})
+                            "STRATA_VK_QDEC_RING_SPLIT", "STRATA_VK_QDEC_HOIST", "STRATA_VK_QDEC_STAGE", "STRATA_VK_TQ_SPLIT"})
         ::unsetenv(v);
       idot = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT"));
       CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
+      if (c.v == kv::kv_type::tq3 && c.H / c.Hkv <= 4) CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_STAGE"));
       const auto v_bits = kv::turboquant_bits(c.v);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VFOLD") == (v_bits && turboquant::format(c.D, v_bits).segments().size() == 1));
     }

@@ -105,7 +105,9 @@ shared uint kst[WG * KRWP];
 shared uint vst[WG * VRWP];
 // The rows `row` (cache row; ~0u: none, zeros) of the subgroup's threads, a word a lane: lane i of round k
 // loads word (k·SG + i) % RW of row (k·SG + i) / RW into x[k] (all rounds' loads first: unrolled, in flight
-// together), then STAGE_STORE puts them in ST. SG: the subgroup size, from the host (QDEC_SG).
+// together), then STAGE_STORE puts them in ST. SG: the subgroup size, from the host (QDEC_SG: the device's
+// subgroupSize, which gl_SubgroupSize equals in SPIR-V 1.5 pipelines without a varying-size flag; a workgroup
+// of WG threads is whole subgroups, thread t lane t % SG of subgroup t / SG, as the LANES form assumes).
 const uint SSG = QDEC_SG;
 #define STAGE_LOAD(BUF, RW, RB, row, x)                                                         \
   [[unroll]] for (uint k = 0u; k < RW; ++k) {                                                   \

@@ -128,7 +128,7 @@ void staged_key_words(uint row, out uint w[KNW]) {
   a[KRW] = 0u;
   [[unroll]] for (uint k = 0u; k < KNW; ++k) w[k] = sh == 0u ? a[k] : (a[k] >> 16) | (a[k + 1u] << 16);
 }
-// Byte / aligned 16 bits at offset off of the tile's key jj's staged value row (sh: the row's first byte in its word).
+// Byte / aligned 16 bits at offset off (the row's own offset plus its first byte's in its word) of key jj's staged value row.
 uint vs_byte(uint jj, uint off) { return (vst[jj * VRWP + (off >> 2)] >> ((off & 3u) * 8u)) & 255u; }
 uint vs_half(uint jj, uint off) { return (vst[jj * VRWP + (off >> 2)] >> ((off & 2u) * 8u)) & 65535u; }
 // Dims r.d..r.d+3 of the tile's key jj's staged value row, cache row `row` (QDEC_VFOLD: its centroids only).

@@ -330,7 +330,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
                         group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4 + idot_tables, tq ? 16 : 0, 2 * group);
   }
   const bool plain_queries = kv.window_ring().rows && kv::turboquant_bits(c.type_k) && !ring_split;  // the form's second query array
-  if (lpk == 0 && qdec_stage && kv::turboquant_bits(c.type_k) && kv::turboquant_bits(c.type_v) &&
+  if (lpk == 0 && qdec_stage && kv::turboquant_bits(c.type_k) && kv::turboquant_bits(c.type_v) && 128 % ctx.info().subgroup_size == 0 &&
       qdec_keys_shared(c, group, head_dim, plain_queries, merge_tail, true) <= ctx.info().max_shared_bytes)
     d.insert(d.end(), {{"QDEC_STAGE", "1"}, {"QDEC_SG", std::to_string(ctx.info().subgroup_size)}});
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).

@@ -176,8 +176,8 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // The first thread-a-key run and the LANES lab runs keep one-segment TurboQuant values' scales out of the
       // weights (STRATA_VK_QDEC_VFOLD=0; the default folds them): the same products in another order.
       if (hoist_all || lab_forms) ::setenv("STRATA_VK_QDEC_VFOLD", "0", 1);
-      // The other thread-a-key runs stage a tile's TurboQuant key and value rows in shared memory first
-      // (STRATA_VK_QDEC_STAGE=1); the first loads rows where they are read: the same products in the same order.
+      // The other thread-a-key runs ask for a tile's TurboQuant key and value rows staged in shared memory first
+      // (STRATA_VK_QDEC_STAGE=1; taken where they fit), the first loads rows where they are read.
       if (!hoist_all) ::setenv("STRATA_VK_QDEC_STAGE", "1", 1);
       if (lab_forms) {
         ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
@@ -275,6 +275,22 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       if (c.D == 128) CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VFOLD"));
       if (!vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT")) idot_lanes.clear();
     }
+    // Rows staged (STRATA_VK_QDEC_STAGE=1) with float scores in 64-key splits (STRATA_VK_TQ_SPLIT), so a window's
+    // keys take a split of their own: where both sides are TurboQuant and the rows fit beside the rest in lavapipe's
+    // 32 KiB (groups of up to 4; the int8 run above stages too, without the window's split).
+    std::vector<std::vector<float>> staged;
+    if (kv::turboquant_bits(c.k) && kv::turboquant_bits(c.v) && c.H / c.Hkv <= 4) {
+      ::setenv("STRATA_VK_QDEC_LANES", "0", 1);
+      ::setenv("STRATA_VK_QDEC_IDOT", "0", 1);
+      ::setenv("STRATA_VK_QDEC_STAGE", "1", 1);
+      ::setenv("STRATA_VK_TQ_SPLIT", "64", 1);
+      gpu::backend be(profiled);
+      for (const char* v : {"STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_STAGE", "STRATA_VK_TQ_SPLIT"})
+        ::unsetenv(v);
+      staged = run_decode(be, c, t);
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_STAGE"));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".RING_SPLIT") == (c.window > 0));
+    }
     {
       ::setenv("STRATA_VK_TQ_GQA", "0", 1);
       ::setenv("STRATA_VK_FUSE", "0", 1);
@@ -336,6 +352,12 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
           MESSAGE("  int8 key scores, LANES form: NMSE vs the thread-a-key form " << e_il);
           CHECK(e_il <= tol_grouped_vs_per_head);
         }
+      }
+      if (!staged.empty()) {  // the same codes and float scores, merged in another order
+        const double e_st = test::nmse(staged[s], grouped[s]);
+        MESSAGE("  rows staged, 64-key splits: NMSE vs the thread-a-key form " << e_st << ", vs CPU " << test::nmse(staged[s], cpu[s]));
+        CHECK(e_st <= tol_grouped_vs_per_head);
+        CHECK(test::nmse(staged[s], cpu[s]) <= vkt::tol_attention_compressed);
       }
       if (!tensor_cores.empty()) {
         const double e_tc = test::nmse(tensor_cores[s], cpu[s]);

@@ -279,7 +279,11 @@ void main() {
     barrier();  // csum is rewritten by the next dims; q8v is complete after the last
   }
 #ifdef ROT_LATER
+#ifdef LAB_NO_ROT  // lab only, wrong results (STRATA_VK_QDEC_SKIP bit 2 where the merge rotates): the rotation's time
+  barrier();
+#else
   tq_rotate_rot(1u, false);  // by every thread; ends with a barrier
+#endif
   for (uint d = tid; d < p.D; d += WG) {
 #if ROT_LATER == 2
     const float y = (rot[d] + cplain[d]) / L;

@@ -55,7 +55,7 @@ layout(push_constant) uniform Params {
 } p;
 
 // QDEC_SKIP (lab only, STRATA_VK_QDEC_SKIP; wrong results): leaves parts out to time them:
-// 1 the queries' rotation, 2 the values' rotation back, 4 the key scores, 8 the value sums,
+// 1 the queries' rotation, 2 the values' rotation back (ROT_LATER: COMBINE's, attention.glsl LAB_NO_ROT), 4 the key scores, 8 the value sums,
 // 16 the centroid tables, 32 the split merge's tail, 64 everything (the dispatch's floor),
 // 128 the queries' load, 256 the value sums of the tile reaching the window; LANES form with
 // TurboQuant sides: 512 / 1024 / 2048 (lab_dims below).

@@ -149,6 +149,7 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
                           P.bind(q, false), P.bind(q, false), P.bind(q, false), P.bind(out, true)};
     auto d = rot_later ? impl::kvq_defs(kv) : impl::kv_defs(cfg);  // kvq_defs: the TurboQuant layout
     if (rot_later) d.emplace_back("ROT_LATER", ring_split ? "2" : "1");  // the values rotated back once, merged
+    if (rot_later && !P.qdec_skip.empty() && (std::stoul(P.qdec_skip) & 2)) d.emplace_back("LAB_NO_ROT", "1");  // lab: wrong results
     d.emplace_back("COMBINE", "1");  // split groups of a head's dims (tuning.hpp combine_wg)
     d.emplace_back("WG", std::to_string(std::min(P.combine_wg, P.ctx.info().max_workgroup_threads)));
     if (P.combine_cif != 8) d.emplace_back("COMBINE_CIF", std::to_string(P.combine_cif));

@@ -134,19 +134,12 @@ uint vs_half(uint jj, uint off) { return (vst[jj * VRWP + (off >> 2)] >> ((off &
 // Dims r.d..r.d+3 of the tile's key jj's staged value row, cache row `row` (QDEC_VFOLD: its centroids only).
 vec4 v_staged(uint jj, uint row, rdims r) {
   const uint sh = (row * KV_V_ROW_BYTES) & 2u;
-  uint lo = KV_V_TQ == 4 ? vs_half(jj, r.low + sh) : vs_byte(jj, r.low + sh);
-  if (KV_V_TQ < 2) lo >>= r.shift;
-  const uint hi = KV_V_TQ == 3 ? vs_byte(jj, r.high + sh) >> r.shift : 0u;
+  const uint lo = KV_V_TQ == 4 ? vs_half(jj, r.low + sh) : vs_byte(jj, r.low + sh);
+  const uint hi = KV_V_TQ == 3 ? vs_byte(jj, r.high + sh) : 0u;
 #ifdef QDEC_VFOLD
-  return v_pairs(lo, hi);
+  return v_pairs(lo, hi, r);
 #else
-  vec4 c;
-  [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-    uint code = bitfieldExtract(lo, int(e * TQV_LOW_BITS), int(TQV_LOW_BITS));
-    if (KV_V_TQ == 3) code |= bitfieldExtract(hi, int(e), 1) << 2;
-    c[e] = vcent[r.cbase + code];
-  }
-  return c * (unpackHalf2x16(vs_half(jj, r.blk + sh)).x * r.inv_sqrt_n);
+  return v_tq_fields(lo, hi, unpackHalf2x16(vs_half(jj, r.blk + sh)).x * r.inv_sqrt_n, r);
 #endif
 }
 #define V_ROW(jj, r) v_staged(jj, slot_of[jj] * p.n_head_kv + hk, r)

@@ -140,6 +140,7 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_QDEC_RING_SPLIT", qdec_ring_split);
   choice("STRATA_VK_QDEC_HOIST", {0, 1, 2}, qdec_hoist);
   choice("STRATA_VK_QDEC_KIF", {1, 2, 4, 8, 16}, qdec_kif);
+  choice("STRATA_VK_QDEC_WG", {64, 128, 256, 512, 1024}, qdec_wg);
   flag("STRATA_VK_QDEC_IDOT", qdec_idot);
   flag("STRATA_VK_QDEC_VFOLD", qdec_vfold);
   flag("STRATA_VK_QDEC_STAGE", qdec_stage);

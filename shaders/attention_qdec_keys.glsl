@@ -87,65 +87,7 @@ void k_words(uint b, out uint w[KNW]) {
 #define KBITS(bit, n) bitfieldExtract(kwd[(bit) >> 5], int((bit) & 31u), int(n))
 #endif
 
-#ifdef QDEC_STAGE
-// QDEC_STAGE (TurboQuant keys and values; tuning.hpp qdec_stage): a tile's key and value rows come into
-// shared memory through coalesced loads, each subgroup loading its own keys' rows a word a lane (a row's
-// slot from its scoring thread by a shuffle, so no workgroup barrier), then a thread reads its key's row
-// there and the value streams their rows. A thread loading its key's row itself touched a sector a lane a
-// word: the L1's wavefronts, not the bytes, bounded the loads (H100, qwen3-8b tq3 at depth 32768: staging
-// the value rows that way too took the kernel from 70 to 87 us a layer, bench/RESULTS.md session 69).
-// Rows are kept as loaded, from the word holding their first byte (rows start at even bytes), padded to
-// an odd word count so a thread's reads of its own row meet no other thread's bank.
-#if KV_K_KIND != 3 || KV_V_KIND != 3
-#error "attention_qdec QDEC_STAGE: TurboQuant keys and values"
-#endif
-layout(binding = 3, std430) readonly buffer Vw { uint vwd[]; };
-const uint KRW = (KV_K_ROW_BYTES + 5u) / 4u, VRW = (KV_V_ROW_BYTES + 5u) / 4u, KRWP = KRW | 1u, VRWP = VRW | 1u;
-shared uint kst[WG * KRWP];
-shared uint vst[WG * VRWP];
-// The rows `row` (cache row; ~0u: none, zeros) of the subgroup's threads, a word a lane: lane i of round k
-// loads word (k·SG + i) % RW of row (k·SG + i) / RW into x[k] (all rounds' loads first: unrolled, in flight
-// together), then STAGE_STORE puts them in ST. SG: the subgroup size, from the host (QDEC_SG: the device's
-// subgroupSize, which gl_SubgroupSize equals in SPIR-V 1.5 pipelines without a varying-size flag; a workgroup
-// of WG threads is whole subgroups, thread t lane t % SG of subgroup t / SG, as the LANES form assumes).
-const uint SSG = QDEC_SG;
-#define STAGE_LOAD(BUF, RW, RB, row, x)                                                         \
-  [[unroll]] for (uint k = 0u; k < RW; ++k) {                                                   \
-    const uint f = k * SSG + gl_SubgroupInvocationID, r = f / RW, w = f % RW;                   \
-    const uint rr = subgroupShuffle(row, r);                                                    \
-    x[k] = rr != ~0u && 4u * w < ((rr * RB) & 2u) + RB ? BUF[(rr * RB >> 2) + w] : 0u;          \
-  }
-#define STAGE_STORE(ST, RW, RWP, x)                                                             \
-  [[unroll]] for (uint k = 0u; k < RW; ++k) {                                                   \
-    const uint f = k * SSG + gl_SubgroupInvocationID;                                           \
-    ST[(gl_SubgroupID * SSG + f / RW) * RWP + f % RW] = x[k];                                   \
-  }
-// Key row `row`'s words as k_words reads them, from this thread's staged row.
-void staged_key_words(uint row, out uint w[KNW]) {
-  const uint tid = gl_LocalInvocationID.x, sh = ((row * KV_K_ROW_BYTES) & 2u) << 3;
-  uint a[KRW + 1u];
-  [[unroll]] for (uint k = 0u; k < KRW; ++k) a[k] = kst[tid * KRWP + k];
-  a[KRW] = 0u;
-  [[unroll]] for (uint k = 0u; k < KNW; ++k) w[k] = sh == 0u ? a[k] : (a[k] >> 16) | (a[k + 1u] << 16);
-}
-// Byte / aligned 16 bits at offset off (the row's own offset plus its first byte's in its word) of key jj's staged value row.
-uint vs_byte(uint jj, uint off) { return (vst[jj * VRWP + (off >> 2)] >> ((off & 3u) * 8u)) & 255u; }
-uint vs_half(uint jj, uint off) { return (vst[jj * VRWP + (off >> 2)] >> ((off & 2u) * 8u)) & 65535u; }
-// Dims r.d..r.d+3 of the tile's key jj's staged value row, cache row `row` (QDEC_VFOLD: its centroids only).
-vec4 v_staged(uint jj, uint row, rdims r) {
-  const uint sh = (row * KV_V_ROW_BYTES) & 2u;
-  const uint lo = KV_V_TQ == 4 ? vs_half(jj, r.low + sh) : vs_byte(jj, r.low + sh);
-  const uint hi = KV_V_TQ == 3 ? vs_byte(jj, r.high + sh) : 0u;
-#ifdef QDEC_VFOLD
-  return v_pairs(lo, hi, r);
-#else
-  return v_tq_fields(lo, hi, unpackHalf2x16(vs_half(jj, r.blk + sh)).x * r.inv_sqrt_n, r);
-#endif
-}
-#define V_ROW(jj, r) v_staged(jj, slot_of[jj] * p.n_head_kv + hk, r)
-#else
 #define V_ROW(jj, r) V_CODES(slot_of[jj] * p.n_head_kv + hk, r)
-#endif
 
 // Adds q·k of the stored key row `row` (slot·n_head_kv + head) to s[g] for every head g: f32 / f16 keys
 // (key_scores_w scores the other kinds from their row's words).
@@ -240,8 +182,7 @@ void ring_scores(uint rb, inout float s[G]) {
 
 // What a thread loads for key j of a tile before scoring it: its cache slot (~0u where it counts in another
 // split), whether it counts, where the ring holds its key (k_ring: scored from the ring row rr) or value
-// (vring_row, else ~0u), and the words of its key row where the kind has them (QDEC_STAGE: loaded by the
-// subgroup, after).
+// (vring_row, else ~0u), and the words of its key row where the kind has them.
 struct key_fetch {
   uint slot, rr, vring_row;
   bool counts, k_ring;
@@ -277,7 +218,7 @@ key_fetch fetch_key(uint j, uint last, uint btab, uint seq, uint recent_from, bo
   }
 #endif
   const uint row = f.slot * p.n_head_kv + hk;
-#if KV_K_KIND >= 2 && !defined(QDEC_STAGE)
+#if KV_K_KIND >= 2
   if (f.counts && !f.k_ring) k_words(row * KV_K_ROW_BYTES, f.kwd);
 #endif
   return f;
@@ -387,24 +328,7 @@ void main() {
   const uint recent_from = 0u;
 #endif
   for (uint j0 = start; j0 <= last; j0 += WG) {
-#ifdef QDEC_STAGE
-    key_fetch f = fetch_key(j0 + tid, last, btab, seq, recent_from, ring_split);
-    // (The previous tile's reads of the staged rows ended at its last barrier.)
-    const uint krow = f.counts && !f.k_ring ? f.slot * p.n_head_kv + hk : ~0u;
-    const uint vrow = f.counts && f.vring_row == ~0u ? f.slot * p.n_head_kv + hk : ~0u;
-    {
-      uint xk[KRW], xv[VRW];
-      STAGE_LOAD(kw, KRW, KV_K_ROW_BYTES, krow, xk)
-      STAGE_LOAD(vwd, VRW, KV_V_ROW_BYTES, vrow, xv)
-      STAGE_STORE(kst, KRW, KRWP, xk)
-      STAGE_STORE(vst, VRW, VRWP, xv)
-    }
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    if (krow != ~0u) staged_key_words(krow, f.kwd);
-#else
     const key_fetch f = fetch_key(j0 + tid, last, btab, seq, recent_from, ring_split);
-#endif
     const uint slot = f.slot;
     const bool counts = f.counts;
 #ifdef KV_RING
@@ -425,11 +349,7 @@ void main() {
 #ifdef QDEC_VFOLD
     float vsc = 1.0;  // the key's value scale, in its weights (1: a ring row's f16 value)
     if (counts && f.vring_row == ~0u) {
-#ifdef QDEC_STAGE
-      vsc = unpackHalf2x16(vs_half(tid, TQV_SEG_BYTE_OFFSET[0] + ((vrow * KV_V_ROW_BYTES) & 2u))).x * TQV_SEG_INV_SQRT_N[0];
-#else
       vsc = v_row_scale(slot * p.n_head_kv + hk);
-#endif
     }
 #endif
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = counts ? s[g] : -1.0 / 0.0;

@@ -260,11 +260,11 @@ struct backend::impl : kernel_variants,
   // a thread's, a stream's; chunk_keys: tuning's dec_chunk_keys or qdec_chunk_keys. Its LPK where LANES was added, else 0.
   std::uint32_t add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group,
                      std::uint32_t chunk_keys, std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0, std::uint32_t stream_floats = 0) const;
-  // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key;
-  // The thread-a-key form's shared memory, an upper bound: with plain queries beside the rotated ones (a window
-  // without its own split), the split merge's tail and QDEC_STAGE's key and value rows where asked.
+  // The thread-a-key form's shared memory at a workgroup of wg threads, an upper bound: with plain queries beside the
+  // rotated ones (a window without its own split) and the split merge's tail.
   std::uint32_t qdec_keys_shared(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, bool plain_queries,
-                                 bool merge_tail, bool stage) const;
+                                 bool merge_tail, std::uint32_t wg) const;
+  // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key;
   // qdec_hoists: whether its TurboQuant rotations leave the kernel (tuning.hpp qdec_hoist).
   bool qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const;
   std::vector<std::pair<std::string, std::string>> qdec_defs(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows,

@@ -320,7 +320,14 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   std::uint32_t lpk = 0;  // lanes a key row where the LANES form is taken
   if (!qdec_lanes_over(c.n_ctx, rows)) {
     if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
-    if (qdec_wg != 128) d.emplace_back("WG", std::to_string(std::min(qdec_wg, ctx.info().max_workgroup_threads)));
+    // The workgroup asked for where the device takes it and its shared arrays fit, else 128 threads.
+    const bool plain_queries = kv.window_ring().rows && kv::turboquant_bits(c.type_k) && !ring_split;  // a second query array
+    const std::uint32_t wg = qdec_wg <= ctx.info().max_workgroup_threads &&
+                                     qdec_keys_shared(c, group, head_dim, plain_queries, merge_tail, qdec_wg) <= ctx.info().max_shared_bytes
+                                 ? qdec_wg
+                                 : 128;
+    if (wg != 128)  // (QDEC_WG only names it in the pipeline's label, which leaves WG out)
+      d.insert(d.end(), {{"WG", std::to_string(wg)}, {"QDEC_WG", std::to_string(wg)}});
   } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
              // tq_xch a thread; the merge's two weights a (stream, head)
     const bool tq = kv::turboquant_bits(c.type_k) || kv::turboquant_bits(c.type_v);
@@ -330,10 +337,6 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
     lpk = add_dec_lanes(d, head_dim, group, qdec_chunk_keys,
                         group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4 + idot_tables, tq ? 16 : 0, 2 * group);
   }
-  const bool plain_queries = kv.window_ring().rows && kv::turboquant_bits(c.type_k) && !ring_split;  // the form's second query array
-  if (lpk == 0 && qdec_stage && kv::turboquant_bits(c.type_k) && kv::turboquant_bits(c.type_v) && qdec_wg % ctx.info().subgroup_size == 0 &&
-      qdec_keys_shared(c, group, head_dim, plain_queries, merge_tail, true) <= ctx.info().max_shared_bytes)
-    d.insert(d.end(), {{"QDEC_STAGE", "1"}, {"QDEC_SG", std::to_string(ctx.info().subgroup_size)}});
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).
   if (qdec_idot && idot_keys(kv.config()) && (lpk == 0 || 32 % (head_dim / lpk) == 0)) {
     d.emplace_back("QDEC_IDOT", "1");
@@ -348,24 +351,13 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
 }
 
 std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, bool plain_queries,
-                                              bool merge_tail, bool stage) const {
-  // attention_qdec_keys.glsl's shared arrays at its workgroup size, an upper bound (some are left out by its defines): the
-  // queries (rotated, plain, int8 and their steps), the rotation buffer, the tile's weights, slots, ring rows and
-  // reductions, the exchange buffer, the centroids and int8 / pair tables, and QDEC_STAGE's rows.
-  const std::uint32_t wg = qdec_wg;
+                                              bool merge_tail, std::uint32_t wg) const {
+  // attention_qdec_keys.glsl's shared arrays at a workgroup of wg threads, an upper bound (some are left out by its
+  // defines): the queries (rotated, plain, int8 and their steps), the rotation buffer, the tile's weights, slots, ring
+  // rows and reductions, the exchange buffer, the centroids and int8 / pair tables.
   const std::uint32_t segs = tq_segments(c), gv = (group + 3) / 4;
-  std::uint32_t b = (1 + plain_queries) * group * head_dim * 4 + group * head_dim + group * (head_dim / 32) * 4 +
-                    group * head_dim * 4 + wg * gv * 16 + wg * 8 + group * wg * 4 + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs +
-                    2048 + (merge_tail ? 8 * 1024 + 64 : 0);
-  if (stage) {  // QDEC_STAGE's key and value rows, as loaded (from the word of their first byte), padded
-    const auto segments = hadamard::split_into_segments(head_dim);
-    for (const auto t : {c.type_k, c.type_v}) {
-      std::size_t row = 0;
-      for (std::uint32_t i = 0; i < segments.count; ++i) row += turboquant::block_bytes(segments.size[i], kv::turboquant_bits(t));
-      b += wg * std::uint32_t((row + 5) / 4 | 1) * 4;
-    }
-  }
-  return b;
+  return (1 + plain_queries) * group * head_dim * 4 + group * head_dim + group * (head_dim / 32) * 4 + group * head_dim * 4 +
+         wg * gv * 16 + wg * 8 + group * wg * 4 + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs + 2048 + (merge_tail ? 8 * 1024 + 64 : 0);
 }
 
 bool backend::impl::qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const {

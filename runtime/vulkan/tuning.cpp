@@ -143,7 +143,6 @@ void backend_tuning::read_env() {
   choice("STRATA_VK_QDEC_WG", {64, 128, 256, 512, 1024}, qdec_wg);
   flag("STRATA_VK_QDEC_IDOT", qdec_idot);
   flag("STRATA_VK_QDEC_VFOLD", qdec_vfold);
-  flag("STRATA_VK_QDEC_STAGE", qdec_stage);
   choice("STRATA_VK_COMBINE_WG", {128, 256, 512, 1024}, combine_wg);
   choice("STRATA_VK_COMBINE_CIF", {4, 8, 16}, combine_cif);
   if (const auto bits = env_uint("STRATA_VK_QDEC_SKIP", 0, 4095, {}, "a bit mask from 0 to 4095 (attention_qdec.glsl QDEC_SKIP)"))

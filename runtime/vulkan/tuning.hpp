@@ -207,13 +207,6 @@ struct backend_tuning {
   // TurboQuant values of one segment: a key's value scale goes into its weights, so the value sums decode
   // centroids only, two dims a lookup (attention_qdec.glsl QDEC_VFOLD, both forms; STRATA_VK_QDEC_VFOLD).
   bool qdec_vfold = true;
-  // The thread-a-key form with TurboQuant keys and values: a tile's key and value rows come into shared memory
-  // through coalesced loads, each subgroup its own keys' rows a word a lane (attention_qdec_keys.glsl
-  // QDEC_STAGE; STRATA_VK_QDEC_STAGE=1), instead of each thread loading its key's row itself and the value
-  // streams theirs. Opt-in: its first form, whose rounds waited out a load each, ran 104 t/s against 165 (H100,
-  // qwen3-8b tq3 tg32 at depth 32768, bench/RESULTS.md session 69); the form with every round's loads in flight
-  // together is not yet measured.
-  bool qdec_stage = false;
   // Lab only, wrong results: attention_qdec's QDEC_SKIP bits (STRATA_VK_QDEC_SKIP); the row bits (4, 8,
   // 512-2048) time the float forms: with STRATA_VK_QDEC_IDOT=0 STRATA_VK_QDEC_VFOLD=0.
   std::string qdec_skip;

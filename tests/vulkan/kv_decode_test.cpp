@@ -176,9 +176,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // The first thread-a-key run and the LANES lab runs keep one-segment TurboQuant values' scales out of the
       // weights (STRATA_VK_QDEC_VFOLD=0; the default folds them): the same products in another order.
       if (hoist_all || lab_forms) ::setenv("STRATA_VK_QDEC_VFOLD", "0", 1);
-      // The other thread-a-key runs ask for a tile's TurboQuant key and value rows staged in shared memory first
-      // (STRATA_VK_QDEC_STAGE=1; taken where they fit), the first loads rows where they are read.
-      if (!hoist_all) ::setenv("STRATA_VK_QDEC_STAGE", "1", 1);
+      // The other thread-a-key runs take workgroups of 256 threads, tiles of 256 keys (STRATA_VK_QDEC_WG; where
+      // the shared arrays fit), the first 128.
+      if (!hoist_all) ::setenv("STRATA_VK_QDEC_WG", "256", 1);
       if (lab_forms) {
         ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
         ::setenv("STRATA_VK_QDEC_KC", "1", 1);
@@ -191,7 +191,7 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::unsetenv("STRATA_VK_QDEC_LANES");
       ::unsetenv("STRATA_VK_QDEC_RING_SPLIT");
       ::unsetenv("STRATA_VK_QDEC_VFOLD");
-      ::unsetenv("STRATA_VK_QDEC_STAGE");
+      ::unsetenv("STRATA_VK_QDEC_WG");
       (ring_split_form ? ring_split[lanes_form] : lanes_form ? lanes : grouped) = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec"));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".RING_SPLIT") == ring_split_form);
@@ -203,10 +203,10 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QROT_IN") == (hoisted && tq_k && c.head_ops));
       CHECK(vkt::ran_kernel(be, "attention.", ".ROT_LATER") == (hoisted && splits && tq_v && (c.window == 0 || ring_split_form)));
       if (!lanes_form) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
-      // (Staged where the shared memory holds the rows beside the rest: groups up to 4 on lavapipe's 32 KiB.)
-      if (hoist_all || !tq_k || !tq_v) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".QDEC_STAGE"));
-      else if (!vkt::ran_kernel(be, "attention_qdec", ".LANES") && c.H / c.Hkv <= 4)
-        CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_STAGE"));
+      // (256 threads where the shared arrays fit lavapipe's 32 KiB: TurboQuant sides, groups up to 4.)
+      if (hoist_all) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG"));
+      else if (!vkt::ran_kernel(be, "attention_qdec", ".LANES") && tq_k && tq_v && c.H / c.Hkv <= 4)
+        CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=256"));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS") == (!lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
       // (Default chunks take CHUNK_KEYS=4 where a stream's lanes hold more: 32 lanes, not lavapipe's 8.)
       if (c.H == 4 * c.Hkv && lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES"))
@@ -244,18 +244,18 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::setenv("STRATA_VK_QDEC_RING_SPLIT", "0", 1);  // the ring's rows among the codes' (weights unscaled)
       // Queries rotated by attn_prep, as the LANES run below reads them: both quantize the same floats.
       ::setenv("STRATA_VK_QDEC_HOIST", "2", 1);
-      // Rows staged (STRATA_VK_QDEC_STAGE=1) in splits of several tiles (STRATA_VK_TQ_SPLIT; the unsplit cases'
-      // steps take several tiles too).
-      ::setenv("STRATA_VK_QDEC_STAGE", "1", 1);
+      // Tiles of 64 keys (STRATA_VK_QDEC_WG) in splits of several (STRATA_VK_TQ_SPLIT; the unsplit cases' steps
+      // take several tiles too).
+      ::setenv("STRATA_VK_QDEC_WG", "64", 1);
       ::setenv("STRATA_VK_TQ_SPLIT", "384", 1);
       gpu::backend be(profiled);
       for (const char* v : {"STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_VFOLD",
-                            "STRATA_VK_QDEC_RING_SPLIT", "STRATA_VK_QDEC_HOIST", "STRATA_VK_QDEC_STAGE", "STRATA_VK_TQ_SPLIT"})
+                            "STRATA_VK_QDEC_RING_SPLIT", "STRATA_VK_QDEC_HOIST", "STRATA_VK_QDEC_WG", "STRATA_VK_TQ_SPLIT"})
         ::unsetenv(v);
       idot = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT"));
       CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
-      if (c.v == kv::kv_type::tq3 && c.H / c.Hkv <= 4) CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_STAGE"));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=64"));
       const auto v_bits = kv::turboquant_bits(c.v);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VFOLD") == (v_bits && turboquant::format(c.D, v_bits).segments().size() == 1));
     }
@@ -275,20 +275,19 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       if (c.D == 128) CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VFOLD"));
       if (!vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT")) idot_lanes.clear();
     }
-    // Rows staged (STRATA_VK_QDEC_STAGE=1) with float scores in 64-key splits (STRATA_VK_TQ_SPLIT), so a window's
-    // keys take a split of their own: where both sides are TurboQuant and the rows fit beside the rest in lavapipe's
-    // 32 KiB (groups of up to 4; the int8 run above stages too, without the window's split).
-    std::vector<std::vector<float>> staged;
-    if (kv::turboquant_bits(c.k) && kv::turboquant_bits(c.v) && c.H / c.Hkv <= 4) {
+    // Tiles of 64 keys (STRATA_VK_QDEC_WG) with float scores in 64-key splits (STRATA_VK_TQ_SPLIT), so a window's
+    // keys take a split of their own (the int8 run above has several tiles a split).
+    std::vector<std::vector<float>> wg64;
+    if (kv::turboquant_bits(c.k) && kv::turboquant_bits(c.v)) {
       ::setenv("STRATA_VK_QDEC_LANES", "0", 1);
       ::setenv("STRATA_VK_QDEC_IDOT", "0", 1);
-      ::setenv("STRATA_VK_QDEC_STAGE", "1", 1);
+      ::setenv("STRATA_VK_QDEC_WG", "64", 1);
       ::setenv("STRATA_VK_TQ_SPLIT", "64", 1);
       gpu::backend be(profiled);
-      for (const char* v : {"STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_STAGE", "STRATA_VK_TQ_SPLIT"})
+      for (const char* v : {"STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_WG", "STRATA_VK_TQ_SPLIT"})
         ::unsetenv(v);
-      staged = run_decode(be, c, t);
-      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_STAGE"));
+      wg64 = run_decode(be, c, t);
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=64"));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".RING_SPLIT") == (c.window > 0));
     }
     {
@@ -353,11 +352,11 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
           CHECK(e_il <= tol_grouped_vs_per_head);
         }
       }
-      if (!staged.empty()) {  // the same codes and float scores, merged in another order
-        const double e_st = test::nmse(staged[s], grouped[s]);
-        MESSAGE("  rows staged, 64-key splits: NMSE vs the thread-a-key form " << e_st << ", vs CPU " << test::nmse(staged[s], cpu[s]));
-        CHECK(e_st <= tol_grouped_vs_per_head);
-        CHECK(test::nmse(staged[s], cpu[s]) <= vkt::tol_attention_compressed);
+      if (!wg64.empty()) {  // the same codes and float scores, merged in another order
+        const double e_64 = test::nmse(wg64[s], grouped[s]);
+        MESSAGE("  64-key tiles and splits: NMSE vs the thread-a-key form " << e_64 << ", vs CPU " << test::nmse(wg64[s], cpu[s]));
+        CHECK(e_64 <= tol_grouped_vs_per_head);
+        CHECK(test::nmse(wg64[s], cpu[s]) <= vkt::tol_attention_compressed);
       }
       if (!tensor_cores.empty()) {
         const double e_tc = test::nmse(tensor_cores[s], cpu[s]);

@@ -53,6 +53,7 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_QDEC_RING_SPLIT", "yes", "STRATA_VK_QDEC_RING_SPLIT='yes' must be 0 or 1"},
                         bad_case{"STRATA_VK_QDEC_HOIST", "3", "STRATA_VK_QDEC_HOIST='3' must be one of 0, 1, 2"},
                         bad_case{"STRATA_VK_QDEC_KIF", "3", "STRATA_VK_QDEC_KIF='3' must be one of 1, 2, 4, 8, 16"},
+                        bad_case{"STRATA_VK_QDEC_WG", "100", "STRATA_VK_QDEC_WG='100' must be one of 64, 128, 256, 512, 1024"},
                         bad_case{"STRATA_VK_COMBINE_WG", "64", "STRATA_VK_COMBINE_WG='64' must be one of 128, 256, 512, 1024"},
                         bad_case{"STRATA_VK_COMBINE_CIF", "32", "STRATA_VK_COMBINE_CIF='32' must be one of 4, 8, 16"},
                         bad_case{"STRATA_VK_QDEC_SKIP", "4096", "STRATA_VK_QDEC_SKIP='4096' must be a bit mask from 0 to 4095"},

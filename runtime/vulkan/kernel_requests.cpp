@@ -354,10 +354,10 @@ std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint3
                                               bool merge_tail, std::uint32_t wg) const {
   // attention_qdec_keys.glsl's shared arrays at a workgroup of wg threads, an upper bound (some are left out by its
   // defines): the queries (rotated, plain, int8 and their steps), the rotation buffer, the tile's weights, slots, ring
-  // rows and reductions, the exchange buffer, the centroids and int8 / pair tables.
+  // rows and reductions (a float a subgroup of at least 4), the exchange buffer, the centroids and int8 / pair tables.
   const std::uint32_t segs = tq_segments(c), gv = (group + 3) / 4;
   return (1 + plain_queries) * group * head_dim * 4 + group * head_dim + group * (head_dim / 32) * 4 + group * head_dim * 4 +
-         wg * gv * 16 + wg * 8 + group * wg * 4 + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs + 2048 + (merge_tail ? 8 * 1024 + 64 : 0);
+         wg * gv * 16 + wg * 8 + group * wg + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs + 2048 + (merge_tail ? 8 * 1024 + 64 : 0);
 }
 
 bool backend::impl::qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const {

@@ -60,6 +60,11 @@ void backend::attention(const kv_state& kv, std::uint32_t layer, tensor q, const
   if (split) {
     pc.split_len = mma_dec ? std::clamp<std::uint32_t>(div_up(div_up(cfg.n_ctx, 128), 64) * 64, 64, mma_dec_split)
                            : impl::split_length(cfg.n_ctx, max_splits, min_split);
+    // attention_qdec's thread-a-key form: a split a whole number of its tiles (a tile's keys are its workgroup's threads).
+    if (!mma_dec && kv.compressed() && grouped && !P.qdec_lanes_over(cfg.n_ctx, q.rows)) {
+      const std::uint32_t tile = P.qdec_keys_wg(cfg, group, ap.head_dim, q.rows);
+      pc.split_len = div_up(pc.split_len, tile) * tile;
+    }
     pc.n_splits = div_up(cfg.n_ctx, pc.split_len) + ring_split;
     const std::uint64_t need = std::uint64_t(split_tokens) * ap.n_head * pc.n_splits * (ap.head_dim + 2) * 4;
     if (!P.attn_part || P.buf(P.attn_part).size() < need)

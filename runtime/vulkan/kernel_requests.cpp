@@ -320,12 +320,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   std::uint32_t lpk = 0;  // lanes a key row where the LANES form is taken
   if (!qdec_lanes_over(c.n_ctx, rows)) {
     if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
-    // The workgroup asked for where the device takes it and its shared arrays fit, else 128 threads.
-    const bool plain_queries = kv.window_ring().rows && kv::turboquant_bits(c.type_k) && !ring_split;  // a second query array
-    const std::uint32_t wg = qdec_wg <= ctx.info().max_workgroup_threads &&
-                                     qdec_keys_shared(c, group, head_dim, plain_queries, merge_tail, qdec_wg) <= ctx.info().max_shared_bytes
-                                 ? qdec_wg
-                                 : 128;
+    const std::uint32_t wg = qdec_keys_wg(c, group, head_dim, rows);
     if (wg != 128)  // (QDEC_WG only names it in the pipeline's label, which leaves WG out)
       d.insert(d.end(), {{"WG", std::to_string(wg)}, {"QDEC_WG", std::to_string(wg)}});
   } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
@@ -358,6 +353,13 @@ std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint3
   const std::uint32_t segs = tq_segments(c), gv = (group + 3) / 4;
   return (1 + plain_queries) * group * head_dim * 4 + group * head_dim + group * (head_dim / 32) * 4 + group * head_dim * 4 +
          wg * gv * 16 + wg * 8 + group * wg + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs + 2048 + (merge_tail ? 8 * 1024 + 64 : 0);
+}
+
+std::uint32_t backend::impl::qdec_keys_wg(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, std::uint32_t rows) const {
+  // (The shared arrays' bound with both optional ones, the plain queries and the merge's tail, so the split length
+  // attention.cpp takes from it holds whichever the dispatch has.)
+  if ((rows != 1 && !qdec_wg_every_step) || qdec_wg == 128 || qdec_wg > ctx.info().max_workgroup_threads) return 128;
+  return qdec_keys_shared(c, group, head_dim, true, true, qdec_wg) <= ctx.info().max_shared_bytes ? qdec_wg : 128;
 }
 
 bool backend::impl::qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const {

@@ -141,6 +141,7 @@ void backend_tuning::read_env() {
   choice("STRATA_VK_QDEC_HOIST", {0, 1, 2}, qdec_hoist);
   choice("STRATA_VK_QDEC_KIF", {1, 2, 4, 8, 16}, qdec_kif);
   choice("STRATA_VK_QDEC_WG", {64, 128, 256, 512, 1024}, qdec_wg);
+  qdec_wg_every_step = std::getenv("STRATA_VK_QDEC_WG") != nullptr;
   flag("STRATA_VK_QDEC_IDOT", qdec_idot);
   flag("STRATA_VK_QDEC_VFOLD", qdec_vfold);
   choice("STRATA_VK_COMBINE_WG", {128, 256, 512, 1024}, combine_wg);

@@ -194,10 +194,14 @@ struct backend_tuning {
   // Value rows a stream of the thread-a-key form keeps in flight (STRATA_VK_QDEC_KIF: 1, 2, 4, 8, 16):
   // 4 registers each, and the kernel's 165 registers hold three workgroups an SM.
   std::uint32_t qdec_kif = 8;
-  // Threads a workgroup of the thread-a-key form, a tile's keys (STRATA_VK_QDEC_WG: 64-1024, a power of two).
-  // The driver fits a workgroup's registers into one SM (64 K), so 512 threads hold the kernel to 128
-  // registers a thread where 128 let it take 165 and three workgroups an SM.
-  std::uint32_t qdec_wg = 128;
+  // Threads a workgroup of the thread-a-key form in one-token steps, a tile's keys (its splits a whole number
+  // of tiles; other steps 128, as not measured; STRATA_VK_QDEC_WG=N, a power of two from 64 to 1024: N in
+  // every step, qdec_wg_every_step). H200, qwen3-8b Q4_K_M tq3 tg32 at
+  // depth 32768 (bench/RESULTS.md session 70): 128 threads (153 registers, three workgroups an SM, 384-key
+  // splits) 175.1 / 175.1 t/s, 256 (125 registers, two an SM, 512-key splits) 181.9 / 181.8; one layer's
+  // kernel (vk_kv_attention_bench) 0.320 / 0.312 ms, and 512 threads 0.413 (512-key splits) / 0.354 (1,024).
+  std::uint32_t qdec_wg = 256;
+  bool qdec_wg_every_step = false;
   // TurboQuant keys of 2 or 3 bits scored with 4-wide int8 dot products (attention_qdec.glsl QDEC_IDOT, both
   // forms: queries as int8 a 32-dim block, centroids as int8 a segment, four dims' codes one lookup) instead
   // of a centroid lookup and G float FMAs a dim; with QDEC_VFOLD, H100, qwen3-8b Q4_K_M tq3 (bench/RESULTS.md

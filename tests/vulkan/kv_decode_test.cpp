@@ -176,9 +176,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // The first thread-a-key run and the LANES lab runs keep one-segment TurboQuant values' scales out of the
       // weights (STRATA_VK_QDEC_VFOLD=0; the default folds them): the same products in another order.
       if (hoist_all || lab_forms) ::setenv("STRATA_VK_QDEC_VFOLD", "0", 1);
-      // The other thread-a-key runs take workgroups of 256 threads, tiles of 256 keys (STRATA_VK_QDEC_WG; where
-      // the shared arrays fit), the first 128.
-      if (!hoist_all) ::setenv("STRATA_VK_QDEC_WG", "256", 1);
+      // The first run takes workgroups of 128 threads, tiles of 128 keys (the default of steps of several tokens,
+      // as these), the others 256 (the default of one-token steps) in every step (STRATA_VK_QDEC_WG).
+      ::setenv("STRATA_VK_QDEC_WG", hoist_all ? "128" : "256", 1);
       if (lab_forms) {
         ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
         ::setenv("STRATA_VK_QDEC_KC", "1", 1);

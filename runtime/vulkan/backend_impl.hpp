@@ -264,8 +264,8 @@ struct backend::impl : kernel_variants,
   // rotated ones (a window without its own split) and the split merge's tail.
   std::uint32_t qdec_keys_shared(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, bool plain_queries,
                                  bool merge_tail, std::uint32_t wg) const;
-  // The thread-a-key form's workgroup, a tile's keys: tuning's qdec_wg in one-token steps (every step where
-  // qdec_wg_every_step) where the device takes it and the shared arrays fit, else 128.
+  // The thread-a-key form's workgroup, a tile's keys: tuning's qdec_wg in one-token steps over TurboQuant keys and
+  // values (every step where qdec_wg_every_step) where the device takes it and the shared arrays fit, else 128.
   std::uint32_t qdec_keys_wg(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, std::uint32_t rows) const;
   // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key;
   // qdec_hoists: whether its TurboQuant rotations leave the kernel (tuning.hpp qdec_hoist).

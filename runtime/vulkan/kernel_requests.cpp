@@ -358,7 +358,9 @@ std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint3
 std::uint32_t backend::impl::qdec_keys_wg(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, std::uint32_t rows) const {
   // (The shared arrays' bound with both optional ones, the plain queries and the merge's tail, so the split length
   // attention.cpp takes from it holds whichever the dispatch has.)
-  if ((rows != 1 && !qdec_wg_every_step) || qdec_wg == 128 || qdec_wg > ctx.info().max_workgroup_threads) return 128;
+  // (Measured with TurboQuant keys and values in one-token steps; other caches and steps keep 128 unless asked.)
+  const bool measured = rows == 1 && kv::turboquant_bits(c.type_k) && kv::turboquant_bits(c.type_v);
+  if ((!measured && !qdec_wg_every_step) || qdec_wg == 128 || qdec_wg > ctx.info().max_workgroup_threads) return 128;
   return qdec_keys_shared(c, group, head_dim, true, true, qdec_wg) <= ctx.info().max_shared_bytes ? qdec_wg : 128;
 }
 

@@ -277,10 +277,8 @@ void load_value_pairs() {  // visible after the caller's next barrier
 float v_row_scale(uint row) {
   return unpackHalf2x16(uint(v16[(row * KV_V_ROW_BYTES + TQV_SEG_BYTE_OFFSET[0]) / 2u])).x * TQV_SEG_INV_SQRT_N[0];
 }
-// Four dims' centroids from their row's fields as stored (v_tq_fields' lo and hi), two dims a lookup.
-vec4 v_pairs(uint lo, uint hi, rdims r) {
-  if (KV_V_TQ < 2) lo >>= r.shift;
-  hi = KV_V_TQ == 3 ? hi >> r.shift : 0u;
+// Four dims' centroids from their low-plane bits `lo` and (3 bits) high-plane bits `hi`, shifted to the dims.
+vec4 v_pairs(uint lo, uint hi) {
   vec4 c;
   [[unroll]] for (uint e = 0u; e < 2u; ++e) {
     uint i = bitfieldExtract(lo, int(e * VP_LOW), int(VP_LOW));
@@ -293,8 +291,10 @@ vec4 v_pairs(uint lo, uint hi, rdims r) {
 }
 vec4 v_centroids(uint row, rdims r) {
   const uint b = row * KV_V_ROW_BYTES;
-  const uint lo = KV_V_TQ == 4 ? uint(v16[(b + r.low) / 2u]) : uint(v8[b + r.low]);
-  return v_pairs(lo, KV_V_TQ == 3 ? uint(v8[b + r.high]) : 0u, r);
+  uint lo = KV_V_TQ == 4 ? uint(v16[(b + r.low) / 2u]) : uint(v8[b + r.low]);
+  if (KV_V_TQ < 2) lo >>= r.shift;
+  const uint hi = KV_V_TQ == 3 ? uint(v8[b + r.high]) >> r.shift : 0u;
+  return v_pairs(lo, hi);
 }
 #define V_CODES(row, r) v_centroids(row, r)
 #else

@@ -220,9 +220,7 @@ rdims q8_dims_of(uint d) {
     return x * unpackHalf2x16(uint(P16[(b + r.blk) / 2u])).x;                                     \
   }
 // TurboQuant: NAME_of(d) finds the dims, NAME(b, r) decodes them in the rotated domain
-// (ỹ = s·c/√n, the CPU codec's decode before the inverse rotation); NAME_fields decodes them from
-// their row's fields as stored (lo: the low-plane byte, 16 bits with 4-bit codes; hi: the
-// high-plane byte, 3-bit codes) with the scale sc = s/√n, wherever the caller read them.
+// (ỹ = s·c/√n, the CPU codec's decode before the inverse rotation).
 #define TQ_DIMS(NAME, NAME_OF, TQB, PFX, CENT, P8, P16)                                           \
   rdims NAME_OF(uint d) {                                                                         \
     rdims r;                                                                                      \
@@ -242,9 +240,11 @@ rdims q8_dims_of(uint d) {
     r.shift = dl % 8u;                                                                            \
     return r;                                                                                     \
   }                                                                                               \
-  vec4 NAME##_fields(uint lo, uint hi, float sc, rdims r) {                                      \
+  vec4 NAME(uint b, rdims r) {                                                                    \
+    const float sc = unpackHalf2x16(uint(P16[(b + r.blk) / 2u])).x * r.inv_sqrt_n;                \
+    uint lo = TQB == 4 ? uint(P16[(b + r.low) / 2u]) : uint(P8[b + r.low]);                       \
     if (TQB < 2) lo >>= r.shift;                                                                  \
-    hi = TQB == 3 ? hi >> r.shift : 0u;                                                           \
+    const uint hi = TQB == 3 ? uint(P8[b + r.high]) >> r.shift : 0u;                              \
     vec4 c;                                                                                       \
     [[unroll]] for (uint e = 0u; e < 4u; ++e) {                                                   \
       uint code = bitfieldExtract(lo, int(e * PFX##LOW_BITS), int(PFX##LOW_BITS));                \
@@ -252,11 +252,6 @@ rdims q8_dims_of(uint d) {
       c[e] = CENT[r.cbase + code];                                                                \
     }                                                                                             \
     return c * sc;                                                                                \
-  }                                                                                               \
-  vec4 NAME(uint b, rdims r) {                                                                    \
-    const float sc = unpackHalf2x16(uint(P16[(b + r.blk) / 2u])).x * r.inv_sqrt_n;                \
-    const uint lo = TQB == 4 ? uint(P16[(b + r.low) / 2u]) : uint(P8[b + r.low]);                 \
-    return NAME##_fields(lo, TQB == 3 ? uint(P8[b + r.high]) : 0u, sc, r);                        \
   }
 // Rows decoded to f16 for the tensor-core attention kernels (attention_mma, attention_mma_dec).
 // Raw fields of dims 8c..8c+7 of a stored row starting at byte b, decoded by stash(): q8_0 (x: the

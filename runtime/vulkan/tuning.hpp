@@ -194,12 +194,13 @@ struct backend_tuning {
   // Value rows a stream of the thread-a-key form keeps in flight (STRATA_VK_QDEC_KIF: 1, 2, 4, 8, 16):
   // 4 registers each, and the kernel's 165 registers hold three workgroups an SM.
   std::uint32_t qdec_kif = 8;
-  // Threads a workgroup of the thread-a-key form in one-token steps over TurboQuant keys and values, a tile's
-  // keys (its splits a whole number of tiles; other steps and caches 128, as not measured; STRATA_VK_QDEC_WG=N, a power of two from 64 to 1024: N in
-  // every step, qdec_wg_every_step). H200, qwen3-8b Q4_K_M tq3 tg32 at
-  // depth 32768 (bench/RESULTS.md session 70): 128 threads (153 registers, three workgroups an SM, 384-key
-  // splits) 175.1 / 175.1 t/s, 256 (125 registers, two an SM, 512-key splits) 181.9 / 181.8; one layer's
-  // kernel (vk_kv_attention_bench) 0.320 / 0.312 ms, and 512 threads 0.413 (512-key splits) / 0.354 (1,024).
+  // Threads a workgroup of the thread-a-key form in one-token steps over TurboQuant keys and values, a
+  // tile's keys (its splits a whole number of tiles; other steps and caches 128, as not measured;
+  // STRATA_VK_QDEC_WG=N, a power of two from 64 to 1024: N in every step, qdec_wg_every_step). H200,
+  // qwen3-8b Q4_K_M tq3 tg32 at depth 32768 (bench/RESULTS.md session 70): 128 threads (153 registers,
+  // three workgroups an SM, 384-key splits) 175.1 / 175.1 t/s, 256 (125 registers, two an SM, 512-key
+  // splits) 181.9 / 181.8; one layer's kernel (vk_kv_attention_bench) 0.320 / 0.312 ms, and 512 threads
+  // 0.413 (512-key splits) / 0.354 (1,024).
   std::uint32_t qdec_wg = 256;
   bool qdec_wg_every_step = false;
   // TurboQuant keys of 2 or 3 bits scored with 4-wide int8 dot products (attention_qdec.glsl QDEC_IDOT, both

@@ -71,17 +71,86 @@ void wg_reduce(inout float v[G], bool is_max) {
   }
 }
 
+#ifdef QDEC_WARP
+#extension GL_KHR_shader_subgroup_shuffle : require
+// QDEC_WARP: each unit of 32 threads (a warp where subgroups are 32 wide) is a stream of its own
+// over its 32 keys of every tile: a thread scores a key, the unit keeps its own softmax state, and
+// its lanes sum those keys' values, so a tile needs no workgroup barrier (four before: the tile's
+// maximum and sum). The units meet once, at the end, where their states and sums merge.
+shared float unit_m[NW][G], unit_l[NW][G];
+// Per-head maximum or sum over this thread's unit: shuffles where subgroups hold whole units (32
+// lanes and more), else through shared memory at workgroup barriers (uniform: every thread calls it).
+void unit_reduce(inout float v[G], bool is_max) {
+  if (gl_SubgroupSize >= 32u) {
+    [[unroll]] for (uint o = 16u; o > 0u; o /= 2u)
+      [[unroll]] for (uint g = 0u; g < G; ++g) {
+        const float x = subgroupShuffleXor(v[g], o);
+        v[g] = is_max ? max(v[g], x) : v[g] + x;
+      }
+    return;
+  }
+  [[unroll]] for (uint g = 0u; g < G; ++g) v[g] = is_max ? subgroupMax(v[g]) : subgroupAdd(v[g]);
+  barrier();  // red[] may still be read by the previous reduction
+  if (subgroupElect())
+    [[unroll]] for (uint g = 0u; g < G; ++g) red[g][gl_SubgroupID] = v[g];
+  barrier();
+  const uint per = 32u / gl_SubgroupSize, s0 = (gl_LocalInvocationID.x / 32u) * per;
+  [[unroll]] for (uint g = 0u; g < G; ++g) {
+    float r = red[g][s0];
+    for (uint s = 1u; s < per; ++s) r = is_max ? max(r, red[g][s0 + s]) : r + red[g][s0 + s];
+    v[g] = r;
+  }
+}
+// The unit's shared-memory writes visible to the unit (uniform, as unit_reduce).
+void unit_sync() {
+  if (gl_SubgroupSize >= 32u) {
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+  } else {
+    barrier();
+  }
+}
+#endif
+
 #if KV_K_KIND >= 2
 const uint KNW = (KV_K_ROW_BYTES + 3u) / 4u;
+#ifdef QDEC_KVEC
+// QDEC_KVEC: the row read as the 16-byte words that cover it (the cache buffers end 16 bytes past
+// their last row: runtime kv_setup.cpp), then shifted down to its first byte. Each load of a warp
+// touches one line a thread (its own row), so 16-byte loads need ~4 L1 wavefronts a thread where
+// 4-byte ones need ~13: at depth 32768 the word loads were ~3.4 M wavefronts a layer (bench/
+// RESULTS.md session 69), ~15 us of a ~70 us kernel.
+layout(binding = 2, std430) readonly buffer Kw4 { uvec4 kw4[]; };
+const uint KV4 = (KV_K_ROW_BYTES + 14u + 15u) / 16u, KA = 4u * KV4;
+#endif
 // Bytes [b, b + KV_K_ROW_BYTES) of K (b even) as little-endian words w[k] = bytes 4k..4k+3:
 // aligned loads, funnel-shifted by 16 bits when b is not a multiple of 4. The word past the
 // last one is read only when it holds row bytes (a misaligned row of a multiple of 4 bytes).
 void k_words(uint b, out uint w[KNW]) {
+#ifdef QDEC_KVEC
+  uint a[KA];
+  [[unroll]] for (uint k = 0u; k < KV4; ++k) {
+    const uvec4 x = kw4[(b >> 4) + k];
+    a[4u * k] = x.x;
+    a[4u * k + 1u] = x.y;
+    a[4u * k + 2u] = x.z;
+    a[4u * k + 3u] = x.w;
+  }
+  // The row's first word sits at word q of the window: a shift by q in two steps (1, then 2),
+  // words past the window zero (they hold no row bytes).
+  const uint q = (b >> 2) & 3u, sh = (b & 2u) << 3;
+  uint t[KNW + 3u], c[KNW + 1u];
+  [[unroll]] for (uint k = 0u; k < KNW + 3u; ++k)
+    t[k] = (q & 1u) != 0u ? (k + 1u < KA ? a[k + 1u] : 0u) : (k < KA ? a[k] : 0u);
+  [[unroll]] for (uint k = 0u; k <= KNW; ++k) c[k] = (q & 2u) != 0u ? t[k + 2u] : t[k];
+  [[unroll]] for (uint k = 0u; k < KNW; ++k) w[k] = sh == 0u ? c[k] : (c[k] >> 16) | (c[k + 1u] << 16);
+#else
   const uint i0 = b >> 2, sh = (b & 2u) << 3;
   uint a[KNW + 1u];
   [[unroll]] for (uint k = 0u; k < KNW; ++k) a[k] = kw[i0 + k];
   a[KNW] = KV_K_ROW_BYTES % 4u == 0u && sh != 0u ? kw[i0 + KNW] : 0u;
   [[unroll]] for (uint k = 0u; k < KNW; ++k) w[k] = sh == 0u ? a[k] : (a[k] >> 16) | (a[k + 1u] << 16);
+#endif
 }
 // n bits at bit `bit` of the row (no field of either format straddles a word).
 #define KBITS(bit, n) bitfieldExtract(kwd[(bit) >> 5], int((bit) & 31u), int(n))
@@ -190,7 +259,9 @@ struct key_fetch {
   uint kwd[KNW];
 #endif
 };
-key_fetch fetch_key(uint j, uint last, uint btab, uint seq, uint recent_from, bool ring_split) {
+// blk: key j's block-table entry, blocks[btab + j / p.block_size] (block_of; the caller may load it a tile ahead).
+uint block_of(uint j, uint last, uint btab) { return j <= last ? blocks[btab + j / p.block_size] : 0u; }
+key_fetch fetch_key(uint j, uint blk, uint last, uint seq, uint recent_from, bool ring_split) {
   key_fetch f;
   f.slot = f.rr = 0u;
   f.vring_row = ~0u;
@@ -201,7 +272,7 @@ key_fetch fetch_key(uint j, uint last, uint btab, uint seq, uint recent_from, bo
 #endif
   if (j > last) return f;
   const uint hk = gl_WorkGroupID.x;
-  f.slot = blocks[btab + j / p.block_size] * p.block_size + j % p.block_size;
+  f.slot = blk * p.block_size + j % p.block_size;
 #ifdef KV_RING
   bool held = false;  // the ring holds key j
   if (j >= recent_from) {
@@ -327,8 +398,17 @@ void main() {
 #ifndef KV_RING
   const uint recent_from = 0u;
 #endif
+  // QDEC_BLK_AHEAD: the next tile's block-table entries loaded while this tile runs (one round trip
+  // fewer on a tile's path: the table read, then the key row it addresses).
+  uint blk_next = block_of(start + tid, last, btab);
   for (uint j0 = start; j0 <= last; j0 += WG) {
-    const key_fetch f = fetch_key(j0 + tid, last, btab, seq, recent_from, ring_split);
+#ifdef QDEC_BLK_AHEAD
+    const uint blk = blk_next;
+    blk_next = block_of(j0 + WG + tid, last, btab);
+#else
+    const uint blk = j0 == start ? blk_next : block_of(j0 + tid, last, btab);
+#endif
+    const key_fetch f = fetch_key(j0 + tid, blk, last, seq, recent_from, ring_split);
     const uint slot = f.slot;
     const bool counts = f.counts;
 #ifdef KV_RING
@@ -355,7 +435,11 @@ void main() {
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = counts ? s[g] : -1.0 / 0.0;
     float mt[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) mt[g] = s[g];
+#ifdef QDEC_WARP
+    unit_reduce(mt, true);
+#else
     wg_reduce(mt, true);
+#endif
     float e[G], corr[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) {
       const float m_new = max(m[g], mt[g]);
@@ -376,7 +460,11 @@ void main() {
 #ifdef KV_RING
     ring_of[tid] = vring_row;
 #endif
+#ifdef QDEC_WARP
+    unit_sync();  // probs / slot_of / ring_of of the unit's keys; l: this thread's keys (summed at the end)
+#else
     wg_reduce(e, false);  // its barriers also publish probs / slot_of / ring_of
+#endif
     [[unroll]] for (uint g = 0u; g < G; ++g) {
       l[g] = l[g] * corr[g] + e[g];
       [[unroll]] for (uint c = 0u; c < DCH; ++c) {
@@ -390,15 +478,25 @@ void main() {
 #ifdef KV_RING
     const bool tile_ring = j0 + n_keys > recent_from;  // some key of the tile may be in the ring
 #endif
+#ifdef QDEC_WARP
+    // The unit's keys of the tile, [32·unit, 32·unit + 32), shared by its KPW streams.
+    const uint k_end = min(tid / 32u * 32u + 32u, n_keys), k_step = KPW;
+#else
+    const uint k_end = n_keys, k_step = NS;
+#endif
     [[unroll]] for (uint c = 0u; c < DCH; ++c) {
       const uint d = CW * c + 4u * sl;
       if (d >= D || (QDEC_SKIP & 8) != 0) break;
       const rdims vd = v_dims_of(d);
+#ifdef QDEC_WARP
+      uint jj = tid / 32u * 32u + lane / LPK;
+#else
       uint jj = stream;
+#endif
 #ifdef KV_RING
       if (tile_ring) {
         if ((QDEC_SKIP & 256) != 0) continue;
-        for (; jj < n_keys; jj += NS) {
+        for (; jj < k_end; jj += k_step) {
 #ifdef RING_SPLIT
           if (slot_of[jj] == ~0u) continue;  // counts in another split
 #endif
@@ -414,20 +512,49 @@ void main() {
         continue;
       }
 #endif
-      for (; jj + (KIF - 1u) * NS < n_keys; jj += KIF * NS) {  // KIF keys' loads in flight
+      for (; jj + (KIF - 1u) * k_step < k_end; jj += KIF * k_step) {  // KIF keys' loads in flight
         vec4 v[KIF];
-        [[unroll]] for (uint u = 0u; u < KIF; ++u) v[u] = V_ROW(jj + u * NS, vd);
+        [[unroll]] for (uint u = 0u; u < KIF; ++u) v[u] = V_ROW(jj + u * k_step, vd);
         [[unroll]] for (uint u = 0u; u < KIF; ++u)
-          [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj + u * NS][g / 4u][g % 4u] * v[u];
+          [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj + u * k_step][g / 4u][g % 4u] * v[u];
       }
-      for (; jj < n_keys; jj += NS) {
+      for (; jj < k_end; jj += k_step) {
         const vec4 v = V_ROW(jj, vd);
         [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj][g / 4u][g % 4u] * v;
       }
     }
+#ifdef QDEC_WARP
+    unit_sync();  // the unit's probs / slot_of / ring_of are rewritten by the next tile
+#else
     barrier();  // probs / slot_of / ring_of are rewritten by the next tile
+#endif
   }
 
+#ifdef QDEC_WARP
+  // The units' states merged: head g's maximum M over the units, each unit's sums scaled by
+  // exp(m - M) (0 for a unit no key counted in), l the units' weighted sums.
+  unit_reduce(l, false);
+  if (tid % 32u == 0u)
+    [[unroll]] for (uint g = 0u; g < G; ++g) {
+      unit_m[tid / 32u][g] = m[g];
+      unit_l[tid / 32u][g] = l[g];
+    }
+  barrier();
+  [[unroll]] for (uint g = 0u; g < G; ++g) {
+    float M = -1.0 / 0.0, L = 0.0;
+    for (uint u = 0u; u < NW; ++u) M = max(M, unit_m[u][g]);
+    for (uint u = 0u; u < NW; ++u) L += unit_m[u][g] > -1.0 / 0.0 ? exp(unit_m[u][g] - M) * unit_l[u][g] : 0.0;
+    const float w = m[g] > -1.0 / 0.0 ? exp(m[g] - M) : 0.0;
+    [[unroll]] for (uint c = 0u; c < DCH; ++c) {
+      acc[g][c] *= w;
+#if RING_ACC
+      accp[g][c] *= w;
+#endif
+    }
+    m[g] = M;
+    l[g] = L;
+  }
+#endif
   stream_sums(acc, stream, sl, true);
 #if KV_V_KIND == 3
 #if (QDEC_SKIP & 2) == 0 && !defined(ROT_LATER)

@@ -332,6 +332,11 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
     lpk = add_dec_lanes(d, head_dim, group, qdec_chunk_keys,
                         group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4 + idot_tables, tq ? 16 : 0, 2 * group);
   }
+  if (lpk == 0) {  // the thread-a-key form (also where the LANES form does not fit)
+    if (qdec_kvec && kv_kind(c.type_k) >= 2) d.emplace_back("QDEC_KVEC", "1");
+    if (qdec_blk_ahead) d.emplace_back("QDEC_BLK_AHEAD", "1");
+    if (qdec_warp) d.emplace_back("QDEC_WARP", "1");
+  }
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).
   if (qdec_idot && idot_keys(kv.config()) && (lpk == 0 || 32 % (head_dim / lpk) == 0)) {
     d.emplace_back("QDEC_IDOT", "1");

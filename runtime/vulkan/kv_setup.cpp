@@ -42,9 +42,10 @@ kv_state backend::make_kv(const kv::kv_config& cfg) {
   auto& P = *p_;
   const std::uint32_t n_slots = (cfg.n_ctx + cfg.block_size - 1) / cfg.block_size * cfg.block_size;
   const std::uint64_t row = cfg.row_elems();
-  const auto round4 = [](std::uint64_t b) { return (b + 3) / 4 * 4; };
-  const std::uint64_t k_bytes = round4(std::uint64_t(n_slots) * cfg.n_head_kv * kv_head_bytes(cfg.type_k, cfg.head_dim));
-  const std::uint64_t v_bytes = round4(std::uint64_t(n_slots) * cfg.n_head_kv * kv_head_bytes(cfg.type_v, cfg.head_dim));
+  // 16 bytes past the last row: attention_qdec reads a code row as the 16-byte words that cover it (QDEC_KVEC).
+  const auto padded = [](std::uint64_t b) { return (b + 15) / 16 * 16 + 16; };
+  const std::uint64_t k_bytes = padded(std::uint64_t(n_slots) * cfg.n_head_kv * kv_head_bytes(cfg.type_k, cfg.head_dim));
+  const std::uint64_t v_bytes = padded(std::uint64_t(n_slots) * cfg.n_head_kv * kv_head_bytes(cfg.type_v, cfg.head_dim));
   const bool compressed = kv::is_compressed(cfg.type_k) || kv::is_compressed(cfg.type_v);
   if (compressed && (cfg.head_dim > 256 || cfg.head_dim % 16))
     throw error("Vulkan compressed KV cache supports head dimensions up to 256 in multiples of 16, the model has " +

@@ -142,6 +142,9 @@ void backend_tuning::read_env() {
   choice("STRATA_VK_QDEC_KIF", {1, 2, 4, 8, 16}, qdec_kif);
   choice("STRATA_VK_QDEC_WG", {64, 128, 256, 512, 1024}, qdec_wg);
   qdec_wg_every_step = std::getenv("STRATA_VK_QDEC_WG") != nullptr;
+  flag("STRATA_VK_QDEC_KVEC", qdec_kvec);
+  flag("STRATA_VK_QDEC_BLK_AHEAD", qdec_blk_ahead);
+  flag("STRATA_VK_QDEC_WARP", qdec_warp);
   flag("STRATA_VK_QDEC_IDOT", qdec_idot);
   flag("STRATA_VK_QDEC_VFOLD", qdec_vfold);
   choice("STRATA_VK_COMBINE_WG", {128, 256, 512, 1024}, combine_wg);

@@ -203,6 +203,15 @@ struct backend_tuning {
   // 0.413 (512-key splits) / 0.354 (1,024).
   std::uint32_t qdec_wg = 256;
   bool qdec_wg_every_step = false;
+  // The thread-a-key form's key rows of q8_0 / TurboQuant read as the 16-byte words that cover them
+  // (attention_qdec_keys.glsl QDEC_KVEC; STRATA_VK_QDEC_KVEC=0: 4-byte words), and the next tile's
+  // block-table entries loaded a tile ahead (QDEC_BLK_AHEAD; STRATA_VK_QDEC_BLK_AHEAD=0: at the tile).
+  bool qdec_kvec = true;
+  bool qdec_blk_ahead = true;
+  // Its 32-thread units as streams of their own over their keys of a tile, each with its softmax state,
+  // merged once at the end (QDEC_WARP; STRATA_VK_QDEC_WARP=0: the tile's maximum and sum over the workgroup,
+  // four barriers a tile).
+  bool qdec_warp = true;
   // TurboQuant keys of 2 or 3 bits scored with 4-wide int8 dot products (attention_qdec.glsl QDEC_IDOT, both
   // forms: queries as int8 a 32-dim block, centroids as int8 a segment, four dims' codes one lookup) instead
   // of a centroid lookup and G float FMAs a dim; with QDEC_VFOLD, H100, qwen3-8b Q4_K_M tq3 (bench/RESULTS.md

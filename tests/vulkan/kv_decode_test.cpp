@@ -179,6 +179,14 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // The first run takes workgroups of 128 threads, tiles of 128 keys (the default of steps of several tokens,
       // as these), the others 256 (the default of one-token steps) in every step (STRATA_VK_QDEC_WG).
       ::setenv("STRATA_VK_QDEC_WG", hoist_all ? "128" : "256", 1);
+      // The first run also reads key rows as 4-byte words, each tile's block-table entries at the tile and the
+      // tile's softmax over the workgroup (STRATA_VK_QDEC_KVEC=0, _BLK_AHEAD=0, _WARP=0); the others 16-byte
+      // words, the table a tile ahead and a softmax state a 32-thread unit.
+      if (hoist_all) {
+        ::setenv("STRATA_VK_QDEC_KVEC", "0", 1);
+        ::setenv("STRATA_VK_QDEC_BLK_AHEAD", "0", 1);
+        ::setenv("STRATA_VK_QDEC_WARP", "0", 1);
+      }
       if (lab_forms) {
         ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
         ::setenv("STRATA_VK_QDEC_KC", "1", 1);
@@ -192,6 +200,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::unsetenv("STRATA_VK_QDEC_RING_SPLIT");
       ::unsetenv("STRATA_VK_QDEC_VFOLD");
       ::unsetenv("STRATA_VK_QDEC_WG");
+      ::unsetenv("STRATA_VK_QDEC_KVEC");
+      ::unsetenv("STRATA_VK_QDEC_BLK_AHEAD");
+      ::unsetenv("STRATA_VK_QDEC_WARP");
       (ring_split_form ? ring_split[lanes_form] : lanes_form ? lanes : grouped) = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec"));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".RING_SPLIT") == ring_split_form);
@@ -207,6 +218,10 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       if (hoist_all) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG"));
       else if (!vkt::ran_kernel(be, "attention_qdec", ".LANES") && tq_k && tq_v && c.H / c.Hkv <= 4)
         CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=256"));
+      const bool keys_form = !vkt::ran_kernel(be, "attention_qdec", ".LANES");
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_KVEC") == (keys_form && !hoist_all && kv::is_compressed(c.k)));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_BLK_AHEAD") == (keys_form && !hoist_all));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WARP") == (keys_form && !hoist_all));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".CHUNK_SLOTS") == (!lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
       // (Default chunks take CHUNK_KEYS=4 where a stream's lanes hold more: 32 lanes, not lavapipe's 8.)
       if (c.H == 4 * c.Hkv && lab_forms && vkt::ran_kernel(be, "attention_qdec", ".LANES"))

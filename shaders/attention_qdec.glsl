@@ -289,12 +289,17 @@ vec4 v_pairs(uint lo, uint hi) {
   }
   return c;
 }
-vec4 v_centroids(uint row, rdims r) {
+// The codes of four dims of value row `row`: (low-plane bits, high-plane bits), as v_pairs takes them.
+uvec2 v_codes(uint row, rdims r) {
   const uint b = row * KV_V_ROW_BYTES;
   uint lo = KV_V_TQ == 4 ? uint(v16[(b + r.low) / 2u]) : uint(v8[b + r.low]);
   if (KV_V_TQ < 2) lo >>= r.shift;
   const uint hi = KV_V_TQ == 3 ? uint(v8[b + r.high]) >> r.shift : 0u;
-  return v_pairs(lo, hi);
+  return uvec2(lo, hi);
+}
+vec4 v_centroids(uint row, rdims r) {
+  const uvec2 c = v_codes(row, r);
+  return v_pairs(c.x, c.y);
 }
 #define V_CODES(row, r) v_centroids(row, r)
 #else

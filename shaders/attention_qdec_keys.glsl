@@ -71,6 +71,9 @@ void wg_reduce(inout float v[G], bool is_max) {
   }
 }
 
+#if defined(QDEC_VAHEAD) && !(defined(QDEC_WARP) && defined(QDEC_VFOLD))
+#error "attention_qdec QDEC_VAHEAD: needs QDEC_WARP (a unit's keys) and QDEC_VFOLD (codes without their scale)"
+#endif
 #ifdef QDEC_WARP
 #extension GL_KHR_shader_subgroup_shuffle : require
 // QDEC_WARP: each unit of 32 threads (a warp where subgroups are 32 wide) is a stream of its own
@@ -296,8 +299,28 @@ key_fetch fetch_key(uint j, uint blk, uint last, uint seq, uint recent_from, boo
 }
 
 // The streams' value sums `a` added into VSUM (G x D) one stream after another; `first`: the
-// first stream's replace what VSUM held.
+// first stream's replace what VSUM held. QDEC_MERGE1: each stream's sums to rows of its own, then a
+// thread a (head, dim) adds them in the same order: two barriers where one a stream were.
+#ifdef QDEC_MERGE1
+shared float ssum[NS][G * D];
+#endif
 void stream_sums(vec4 a[G][DCH], uint stream, uint sl, bool first) {
+#ifdef QDEC_MERGE1
+  [[unroll]] for (uint c = 0u; c < DCH; ++c) {
+    const uint d = CW * c + 4u * sl;
+    if (d >= D) break;
+    [[unroll]] for (uint g = 0u; g < G; ++g)
+      [[unroll]] for (uint i = 0u; i < 4u; ++i) ssum[stream][g * D + d + i] = a[g][c][i];
+  }
+  barrier();
+  for (uint i = gl_LocalInvocationID.x; i < G * D; i += WG) {
+    float x = first ? 0.0 : VSUM[i];
+    for (uint st = 0u; st < NS; ++st) x += ssum[st][i];
+    VSUM[i] = x;
+  }
+  barrier();
+  return;
+#endif
   for (uint st = 0u; st < NS; ++st) {
     if (stream == st)
       [[unroll]] for (uint c = 0u; c < DCH; ++c) {
@@ -414,6 +437,28 @@ void main() {
 #ifdef KV_RING
     const uint vring_row = f.vring_row;
 #endif
+#ifdef QDEC_VAHEAD
+    // QDEC_VAHEAD: the codes of a stream's first KIF value rows of the tile loaded now, beside the key rows,
+    // instead of after the softmax (a round trip fewer on a unit's path a tile), where subgroups hold whole
+    // units (the rows' slots from their scoring threads by shuffles) and no key of the tile is in the ring.
+    const uint a_end = min(tid / 32u * 32u + 32u, min(WG, last + 1u - j0));
+    const uint a_first = tid / 32u * 32u + lane / LPK;  // the stream's first key of the tile
+#ifdef KV_RING
+    const bool ahead = gl_SubgroupSize >= 32u && j0 + min(WG, last + 1u - j0) <= recent_from;  // uniform
+#else
+    const bool ahead = gl_SubgroupSize >= 32u;
+#endif
+    const bool a_full = a_first + (KIF - 1u) * KPW < a_end;  // the stream has KIF keys (per stream)
+    uvec2 vcodes[KIF];
+    [[unroll]] for (uint u = 0u; u < KIF; ++u) vcodes[u] = uvec2(0u);
+    if (ahead) {
+      const rdims vd0 = v_dims_of(4u * sl);
+      [[unroll]] for (uint u = 0u; u < KIF; ++u) {
+        const uint row_slot = subgroupShuffle(slot, (gl_SubgroupInvocationID & ~31u) + (a_first + u * KPW) % 32u);
+        if (a_full) vcodes[u] = v_codes(row_slot * p.n_head_kv + hk, vd0);
+      }
+    }
+#endif
     float s[G];
     [[unroll]] for (uint g = 0u; g < G; ++g) s[g] = 0.0;
     if (counts) {
@@ -492,6 +537,15 @@ void main() {
       uint jj = tid / 32u * 32u + lane / LPK;
 #else
       uint jj = stream;
+#endif
+#ifdef QDEC_VAHEAD
+      if (c == 0u && ahead && a_full) {  // the codes loaded beside the key rows
+        [[unroll]] for (uint u = 0u; u < KIF; ++u) {
+          const vec4 v = v_pairs(vcodes[u].x, vcodes[u].y);
+          [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj + u * k_step][g / 4u][g % 4u] * v;
+        }
+        jj += KIF * k_step;
+      }
 #endif
 #ifdef KV_RING
       if (tile_ring) {

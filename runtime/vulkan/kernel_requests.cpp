@@ -318,11 +318,12 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   if (ring_split) d.emplace_back("RING_SPLIT", "1");
   const auto& c = kv.config();
   std::uint32_t lpk = 0;  // lanes a key row where the LANES form is taken
+  std::uint32_t keys_wg = 128;  // the thread-a-key form's workgroup (128 where the LANES form does not fit)
   if (!qdec_lanes_over(c.n_ctx, rows)) {
     if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
-    const std::uint32_t wg = qdec_keys_wg(c, group, head_dim, rows);
-    if (wg != 128)  // (QDEC_WG only names it in the pipeline's label, which leaves WG out)
-      d.insert(d.end(), {{"WG", std::to_string(wg)}, {"QDEC_WG", std::to_string(wg)}});
+    keys_wg = qdec_keys_wg(c, group, head_dim, rows);
+    if (keys_wg != 128)  // (QDEC_WG only names it in the pipeline's label, which leaves WG out)
+      d.insert(d.end(), {{"WG", std::to_string(keys_wg)}, {"QDEC_WG", std::to_string(keys_wg)}});
   } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
              // tq_xch a thread; the merge's two weights a (stream, head)
     const bool tq = kv::turboquant_bits(c.type_k) || kv::turboquant_bits(c.type_v);
@@ -336,6 +337,11 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
     if (qdec_kvec && kv_kind(c.type_k) >= 2) d.emplace_back("QDEC_KVEC", "1");
     if (qdec_blk_ahead) d.emplace_back("QDEC_BLK_AHEAD", "1");
     if (qdec_warp) d.emplace_back("QDEC_WARP", "1");
+    if (qdec_warp && qdec_vahead && qdec_vfold && one_segment_values(c)) d.emplace_back("QDEC_VAHEAD", "1");
+    // The one-pass merge where its streams' rows fit beside the rest.
+    if (qdec_merge1 && qdec_keys_shared(c, group, head_dim, true, true, keys_wg) + qdec_merge1_shared(group, head_dim, keys_wg) <=
+                           ctx.info().max_shared_bytes)
+      d.emplace_back("QDEC_MERGE1", "1");
   }
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).
   if (qdec_idot && idot_keys(kv.config()) && (lpk == 0 || 32 % (head_dim / lpk) == 0)) {
@@ -358,6 +364,12 @@ std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint3
   const std::uint32_t segs = tq_segments(c), gv = (group + 3) / 4;
   return (1 + plain_queries) * group * head_dim * 4 + group * head_dim + group * (head_dim / 32) * 4 + group * head_dim * 4 +
          wg * gv * 16 + wg * 8 + group * wg + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs + 2048 + (merge_tail ? 8 * 1024 + 64 : 0);
+}
+
+std::uint32_t backend::impl::qdec_merge1_shared(std::uint32_t group, std::uint32_t head_dim, std::uint32_t wg) {
+  // attention_qdec_keys.glsl's ssum: NS streams (KPW a warp of 32 / LPK lanes) of group x head_dim floats.
+  const std::uint32_t lpk = head_dim <= 64 && 32 % (head_dim / 4) == 0 ? head_dim / 4 : 32;
+  return wg / 32 * (32 / lpk) * group * head_dim * 4;
 }
 
 std::uint32_t backend::impl::qdec_keys_wg(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, std::uint32_t rows) const {

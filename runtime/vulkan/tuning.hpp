@@ -212,6 +212,12 @@ struct backend_tuning {
   // merged once at the end (QDEC_WARP; STRATA_VK_QDEC_WARP=0: the tile's maximum and sum over the workgroup,
   // four barriers a tile).
   bool qdec_warp = true;
+  // With it, a stream's first value rows of a tile loaded beside the key rows (QDEC_VAHEAD, one-segment
+  // TurboQuant values with their scales folded; STRATA_VK_QDEC_VAHEAD=0: after the softmax).
+  bool qdec_vahead = true;
+  // Its value streams merged in one pass, each stream's sums to shared rows of its own (QDEC_MERGE1, where
+  // they fit; STRATA_VK_QDEC_MERGE1=0: one stream after another, a barrier each).
+  bool qdec_merge1 = true;
   // TurboQuant keys of 2 or 3 bits scored with 4-wide int8 dot products (attention_qdec.glsl QDEC_IDOT, both
   // forms: queries as int8 a 32-dim block, centroids as int8 a segment, four dims' codes one lookup) instead
   // of a centroid lookup and G float FMAs a dim; with QDEC_VFOLD, H100, qwen3-8b Q4_K_M tq3 (bench/RESULTS.md

@@ -299,28 +299,8 @@ key_fetch fetch_key(uint j, uint blk, uint last, uint seq, uint recent_from, boo
 }
 
 // The streams' value sums `a` added into VSUM (G x D) one stream after another; `first`: the
-// first stream's replace what VSUM held. QDEC_MERGE1: each stream's sums to rows of its own, then a
-// thread a (head, dim) adds them in the same order: two barriers where one a stream were.
-#ifdef QDEC_MERGE1
-shared float ssum[NS][G * D];
-#endif
+// first stream's replace what VSUM held.
 void stream_sums(vec4 a[G][DCH], uint stream, uint sl, bool first) {
-#ifdef QDEC_MERGE1
-  [[unroll]] for (uint c = 0u; c < DCH; ++c) {
-    const uint d = CW * c + 4u * sl;
-    if (d >= D) break;
-    [[unroll]] for (uint g = 0u; g < G; ++g)
-      [[unroll]] for (uint i = 0u; i < 4u; ++i) ssum[stream][g * D + d + i] = a[g][c][i];
-  }
-  barrier();
-  for (uint i = gl_LocalInvocationID.x; i < G * D; i += WG) {
-    float x = first ? 0.0 : VSUM[i];
-    for (uint st = 0u; st < NS; ++st) x += ssum[st][i];
-    VSUM[i] = x;
-  }
-  barrier();
-  return;
-#endif
   for (uint st = 0u; st < NS; ++st) {
     if (stream == st)
       [[unroll]] for (uint c = 0u; c < DCH; ++c) {

@@ -267,8 +267,6 @@ struct backend::impl : kernel_variants,
   // The thread-a-key form's workgroup, a tile's keys: tuning's qdec_wg in one-token steps over TurboQuant keys and
   // values (every step where qdec_wg_every_step) where the device takes it and the shared arrays fit, else 128.
   std::uint32_t qdec_keys_wg(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, std::uint32_t rows) const;
-  // Bytes of the thread-a-key form's one-pass merge rows (QDEC_MERGE1) at a workgroup of wg threads.
-  static std::uint32_t qdec_merge1_shared(std::uint32_t group, std::uint32_t head_dim, std::uint32_t wg);
   // attention_qdec's grouped decode: kvq_defs, the group, the split forms, LANES or thread-a-key;
   // qdec_hoists: whether its TurboQuant rotations leave the kernel (tuning.hpp qdec_hoist).
   bool qdec_hoists(const kv_state& kv, std::uint32_t head_dim, std::uint32_t group, std::uint32_t rows) const;

@@ -338,10 +338,6 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
     if (qdec_blk_ahead) d.emplace_back("QDEC_BLK_AHEAD", "1");
     if (qdec_warp) d.emplace_back("QDEC_WARP", "1");
     if (qdec_warp && qdec_vahead && qdec_vfold && one_segment_values(c)) d.emplace_back("QDEC_VAHEAD", "1");
-    // The one-pass merge where its streams' rows fit beside the rest.
-    if (qdec_merge1 && qdec_keys_shared(c, group, head_dim, true, true, keys_wg) + qdec_merge1_shared(group, head_dim, keys_wg) <=
-                           ctx.info().max_shared_bytes)
-      d.emplace_back("QDEC_MERGE1", "1");
   }
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).
   if (qdec_idot && idot_keys(kv.config()) && (lpk == 0 || 32 % (head_dim / lpk) == 0)) {
@@ -364,12 +360,6 @@ std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint3
   const std::uint32_t segs = tq_segments(c), gv = (group + 3) / 4;
   return (1 + plain_queries) * group * head_dim * 4 + group * head_dim + group * (head_dim / 32) * 4 + group * head_dim * 4 +
          wg * gv * 16 + wg * 8 + group * wg + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs + 2048 + (merge_tail ? 8 * 1024 + 64 : 0);
-}
-
-std::uint32_t backend::impl::qdec_merge1_shared(std::uint32_t group, std::uint32_t head_dim, std::uint32_t wg) {
-  // attention_qdec_keys.glsl's ssum: NS streams (KPW a warp of 32 / LPK lanes) of group x head_dim floats.
-  const std::uint32_t lpk = head_dim <= 64 && 32 % (head_dim / 4) == 0 ? head_dim / 4 : 32;
-  return wg / 32 * (32 / lpk) * group * head_dim * 4;
 }
 
 std::uint32_t backend::impl::qdec_keys_wg(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, std::uint32_t rows) const {

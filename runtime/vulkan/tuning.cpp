@@ -146,7 +146,6 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_QDEC_BLK_AHEAD", qdec_blk_ahead);
   flag("STRATA_VK_QDEC_WARP", qdec_warp);
   flag("STRATA_VK_QDEC_VAHEAD", qdec_vahead);
-  flag("STRATA_VK_QDEC_MERGE1", qdec_merge1);
   flag("STRATA_VK_QDEC_IDOT", qdec_idot);
   flag("STRATA_VK_QDEC_VFOLD", qdec_vfold);
   choice("STRATA_VK_COMBINE_WG", {128, 256, 512, 1024}, combine_wg);

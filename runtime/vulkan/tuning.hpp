@@ -206,18 +206,19 @@ struct backend_tuning {
   // The thread-a-key form's key rows of q8_0 / TurboQuant read as the 16-byte words that cover them
   // (attention_qdec_keys.glsl QDEC_KVEC; STRATA_VK_QDEC_KVEC=0: 4-byte words), and the next tile's
   // block-table entries loaded a tile ahead (QDEC_BLK_AHEAD; STRATA_VK_QDEC_BLK_AHEAD=0: at the tile).
+  // H100, qwen3-8b Q4_K_M tq3 at depth 32768 (bench/RESULTS.md session 71): the kernel (vk_kv_attention_bench)
+  // 0.3172 -> 0.3015 ms with both (the rows 0.3015 alone, the table 0.3159), tg32 170.7 -> 174.2 t/s.
   bool qdec_kvec = true;
   bool qdec_blk_ahead = true;
   // Its 32-thread units as streams of their own over their keys of a tile, each with its softmax state,
   // merged once at the end (QDEC_WARP; STRATA_VK_QDEC_WARP=0: the tile's maximum and sum over the workgroup,
-  // four barriers a tile).
+  // four barriers a tile), and with it a stream's first value rows of a tile loaded beside the key rows
+  // (QDEC_VAHEAD, one-segment TurboQuant values with their scales folded; STRATA_VK_QDEC_VAHEAD=0: after the
+  // softmax). Same H100 lease, the kernel alone: 0.3015 -> 0.2869 ms (128 registers); the model not yet
+  // measured with them (a one-pass merge of the value streams beside them took the kernel to 176 registers,
+  // one workgroup an SM, and tg32 to 153 t/s: removed).
   bool qdec_warp = true;
-  // With it, a stream's first value rows of a tile loaded beside the key rows (QDEC_VAHEAD, one-segment
-  // TurboQuant values with their scales folded; STRATA_VK_QDEC_VAHEAD=0: after the softmax).
   bool qdec_vahead = true;
-  // Its value streams merged in one pass, each stream's sums to shared rows of its own (QDEC_MERGE1, where
-  // they fit; STRATA_VK_QDEC_MERGE1=0: one stream after another, a barrier each).
-  bool qdec_merge1 = true;
   // TurboQuant keys of 2 or 3 bits scored with 4-wide int8 dot products (attention_qdec.glsl QDEC_IDOT, both
   // forms: queries as int8 a 32-dim block, centroids as int8 a segment, four dims' codes one lookup) instead
   // of a centroid lookup and G float FMAs a dim; with QDEC_VFOLD, H100, qwen3-8b Q4_K_M tq3 (bench/RESULTS.md

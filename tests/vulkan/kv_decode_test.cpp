@@ -180,14 +180,12 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       // as these), the others 256 (the default of one-token steps) in every step (STRATA_VK_QDEC_WG).
       ::setenv("STRATA_VK_QDEC_WG", hoist_all ? "128" : "256", 1);
       // The first run also reads key rows as 4-byte words, each tile's block-table entries at the tile and the
-      // tile's softmax over the workgroup, and merges the value streams one after another (STRATA_VK_QDEC_KVEC=0,
-      // _BLK_AHEAD=0, _WARP=0, _MERGE1=0); the others 16-byte words, the table a tile ahead, a softmax state a
-      // 32-thread unit and the one-pass merge.
+      // tile's softmax over the workgroup (STRATA_VK_QDEC_KVEC=0, _BLK_AHEAD=0, _WARP=0); the others 16-byte
+      // words, the table a tile ahead and a softmax state a 32-thread unit.
       if (hoist_all) {
         ::setenv("STRATA_VK_QDEC_KVEC", "0", 1);
         ::setenv("STRATA_VK_QDEC_BLK_AHEAD", "0", 1);
         ::setenv("STRATA_VK_QDEC_WARP", "0", 1);
-        ::setenv("STRATA_VK_QDEC_MERGE1", "0", 1);
       }
       if (lab_forms) {
         ::setenv("STRATA_VK_CHUNK_SLOTS", "0", 1);
@@ -205,7 +203,6 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       ::unsetenv("STRATA_VK_QDEC_KVEC");
       ::unsetenv("STRATA_VK_QDEC_BLK_AHEAD");
       ::unsetenv("STRATA_VK_QDEC_WARP");
-      ::unsetenv("STRATA_VK_QDEC_MERGE1");
       (ring_split_form ? ring_split[lanes_form] : lanes_form ? lanes : grouped) = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec"));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".RING_SPLIT") == ring_split_form);
@@ -219,14 +216,12 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       if (!lanes_form) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
       // (256 threads where the shared arrays fit lavapipe's 32 KiB: TurboQuant sides, groups up to 4.)
       if (hoist_all) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG"));
-      else if (!vkt::ran_kernel(be, "attention_qdec", ".LANES") && tq_k && tq_v && c.H / c.Hkv <= 4)
+      else if (!lanes_form && tq_k && tq_v && c.H / c.Hkv <= 4)  // (a LANES request that falls back keeps 128)
         CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=256"));
       const bool keys_form = !vkt::ran_kernel(be, "attention_qdec", ".LANES");
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_KVEC") == (keys_form && !hoist_all && kv::is_compressed(c.k)));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_BLK_AHEAD") == (keys_form && !hoist_all));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WARP") == (keys_form && !hoist_all));
-      // (The one-pass merge where its rows fit: the 64-thread runs below; here not at 256 threads on lavapipe.)
-      if (hoist_all || !keys_form) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".QDEC_MERGE1"));
       // (Value rows ahead where the scales fold into the weights; on devices whose subgroups hold 32 lanes.)
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VAHEAD") ==
             (keys_form && !hoist_all && vkt::ran_kernel(be, "attention_qdec", ".QDEC_VFOLD")));
@@ -279,7 +274,6 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_IDOT"));
       CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=64"));
-      if (c.H / c.Hkv <= 4) CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_MERGE1"));  // (its rows fit lavapipe's 32 KiB)
       const auto v_bits = kv::turboquant_bits(c.v);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VFOLD") == (v_bits && turboquant::format(c.D, v_bits).segments().size() == 1));
     }
@@ -312,7 +306,6 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
         ::unsetenv(v);
       wg64 = run_decode(be, c, t);
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=64"));
-      if (c.H / c.Hkv <= 4) CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_MERGE1"));  // (its rows fit lavapipe's 32 KiB)
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".RING_SPLIT") == (c.window > 0));
     }
     {

@@ -424,9 +424,9 @@ void main() {
     const uint a_end = min(tid / 32u * 32u + 32u, min(WG, last + 1u - j0));
     const uint a_first = tid / 32u * 32u + lane / LPK;  // the stream's first key of the tile
 #ifdef KV_RING
-    const bool ahead = gl_SubgroupSize >= 32u && j0 + min(WG, last + 1u - j0) <= recent_from;  // uniform
+    const bool ahead = gl_SubgroupSize >= 32u && j0 + min(WG, last + 1u - j0) <= recent_from && (QDEC_SKIP & 8) == 0;  // uniform
 #else
-    const bool ahead = gl_SubgroupSize >= 32u;
+    const bool ahead = gl_SubgroupSize >= 32u && (QDEC_SKIP & 8) == 0;
 #endif
     const bool a_full = a_first + (KIF - 1u) * KPW < a_end;  // the stream has KIF keys (per stream)
     uvec2 vcodes[KIF];

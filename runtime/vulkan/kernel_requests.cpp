@@ -318,12 +318,11 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   if (ring_split) d.emplace_back("RING_SPLIT", "1");
   const auto& c = kv.config();
   std::uint32_t lpk = 0;  // lanes a key row where the LANES form is taken
-  std::uint32_t keys_wg = 128;  // the thread-a-key form's workgroup (128 where the LANES form does not fit)
   if (!qdec_lanes_over(c.n_ctx, rows)) {
     if (qdec_kif != 8) d.emplace_back("QDEC_KIF", std::to_string(qdec_kif));
-    keys_wg = qdec_keys_wg(c, group, head_dim, rows);
-    if (keys_wg != 128)  // (QDEC_WG only names it in the pipeline's label, which leaves WG out)
-      d.insert(d.end(), {{"WG", std::to_string(keys_wg)}, {"QDEC_WG", std::to_string(keys_wg)}});
+    const std::uint32_t wg = qdec_keys_wg(c, group, head_dim, rows);
+    if (wg != 128)  // (QDEC_WG only names it in the pipeline's label, which leaves WG out)
+      d.insert(d.end(), {{"WG", std::to_string(wg)}, {"QDEC_WG", std::to_string(wg)}});
   } else {  // shared memory beside the streams' sums: rot, centroids, the merge tail and the merge's maxima;
              // tq_xch a thread; the merge's two weights a (stream, head)
     const bool tq = kv::turboquant_bits(c.type_k) || kv::turboquant_bits(c.type_v);
@@ -359,7 +358,8 @@ std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint3
   // rows and reductions (a float a subgroup of at least 4), the exchange buffer, the centroids and int8 / pair tables.
   const std::uint32_t segs = tq_segments(c), gv = (group + 3) / 4;
   return (1 + plain_queries) * group * head_dim * 4 + group * head_dim + group * (head_dim / 32) * 4 + group * head_dim * 4 +
-         wg * gv * 16 + wg * 8 + group * wg + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs + 2048 + (merge_tail ? 8 * 1024 + 64 : 0);
+         wg * gv * 16 + wg * 8 + group * wg + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) +
+         wg / 32 * group * 8;  // and QDEC_WARP's units' states
 }
 
 std::uint32_t backend::impl::qdec_keys_wg(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, std::uint32_t rows) const {

@@ -214,10 +214,9 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QROT_IN") == (hoisted && tq_k && c.head_ops));
       CHECK(vkt::ran_kernel(be, "attention.", ".ROT_LATER") == (hoisted && splits && tq_v && (c.window == 0 || ring_split_form)));
       if (!lanes_form) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".LANES"));
-      // (256 threads where the shared arrays fit lavapipe's 32 KiB: TurboQuant sides, groups up to 4.)
+      // (256 threads: the wg256 run below, where the shared arrays fit lavapipe's 32 KiB.)
       if (hoist_all) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG"));
-      else if (!lanes_form && tq_k && tq_v && c.H / c.Hkv <= 4)  // (a LANES request that falls back keeps 128)
-        CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=256"));
+      else if (lanes_form) CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG"));  // (a fallback keeps 128)
       const bool keys_form = !vkt::ran_kernel(be, "attention_qdec", ".LANES");
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_KVEC") == (keys_form && !hoist_all && kv::is_compressed(c.k)));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_BLK_AHEAD") == (keys_form && !hoist_all));
@@ -308,6 +307,20 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=64"));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".RING_SPLIT") == (c.window > 0));
     }
+    // Workgroups of 256 threads (the default of one-token steps; STRATA_VK_QDEC_WG in every step) with float scores
+    // in splits of whole 256-key tiles, where the shared arrays fit lavapipe's 32 KiB (groups up to 4): eight
+    // 32-thread units a tile, each with its softmax state.
+    std::vector<std::vector<float>> wg256;
+    if (kv::turboquant_bits(c.k) && kv::turboquant_bits(c.v) && c.H / c.Hkv <= 4 && splits) {
+      ::setenv("STRATA_VK_QDEC_LANES", "0", 1);
+      ::setenv("STRATA_VK_QDEC_IDOT", "0", 1);
+      ::setenv("STRATA_VK_QDEC_WG", "256", 1);
+      gpu::backend be(profiled);
+      for (const char* v : {"STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_QDEC_WG"}) ::unsetenv(v);
+      wg256 = run_decode(be, c, t);
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=256"));
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WARP"));
+    }
     {
       ::setenv("STRATA_VK_TQ_GQA", "0", 1);
       ::setenv("STRATA_VK_FUSE", "0", 1);
@@ -375,6 +388,12 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
         MESSAGE("  64-key tiles and splits: NMSE vs the thread-a-key form " << e_64 << ", vs CPU " << test::nmse(wg64[s], cpu[s]));
         CHECK(e_64 <= tol_grouped_vs_per_head);
         CHECK(test::nmse(wg64[s], cpu[s]) <= vkt::tol_attention_compressed);
+      }
+      if (!wg256.empty()) {  // the same codes and float scores, merged in another order
+        const double e_256 = test::nmse(wg256[s], grouped[s]);
+        MESSAGE("  256-thread workgroups: NMSE vs the thread-a-key form " << e_256 << ", vs CPU " << test::nmse(wg256[s], cpu[s]));
+        CHECK(e_256 <= tol_grouped_vs_per_head);
+        CHECK(test::nmse(wg256[s], cpu[s]) <= vkt::tol_attention_compressed);
       }
       if (!tensor_cores.empty()) {
         const double e_tc = test::nmse(tensor_cores[s], cpu[s]);

@@ -57,19 +57,22 @@ shared float vsum[G * D];
 #define VSUM vsum
 #endif
 
-// Per-head maximum or sum over the workgroup of one value per thread and head.
-void wg_reduce(inout float v[G], bool is_max) {
+// Per-head maximum or sum over subgroups s0 .. s0 + n - 1 of one value per thread and head, through red[]
+// (uniform: every thread of the workgroup calls it, for its own span).
+void subgroups_reduce(inout float v[G], bool is_max, uint s0, uint n) {
   [[unroll]] for (uint g = 0u; g < G; ++g) v[g] = is_max ? subgroupMax(v[g]) : subgroupAdd(v[g]);
   barrier();  // red[] may still be read by the previous reduction
   if (subgroupElect())
     [[unroll]] for (uint g = 0u; g < G; ++g) red[g][gl_SubgroupID] = v[g];
   barrier();
   [[unroll]] for (uint g = 0u; g < G; ++g) {
-    float r = red[g][0];
-    for (uint s = 1u; s < gl_NumSubgroups; ++s) r = is_max ? max(r, red[g][s]) : r + red[g][s];
+    float r = red[g][s0];
+    for (uint s = 1u; s < n; ++s) r = is_max ? max(r, red[g][s0 + s]) : r + red[g][s0 + s];
     v[g] = r;
   }
 }
+// Per-head maximum or sum over the workgroup of one value per thread and head.
+void wg_reduce(inout float v[G], bool is_max) { subgroups_reduce(v, is_max, 0u, gl_NumSubgroups); }
 
 #if defined(QDEC_VAHEAD) && !(defined(QDEC_WARP) && defined(QDEC_VFOLD))
 #error "attention_qdec QDEC_VAHEAD: needs QDEC_WARP (a unit's keys) and QDEC_VFOLD (codes without their scale)"
@@ -92,17 +95,8 @@ void unit_reduce(inout float v[G], bool is_max) {
       }
     return;
   }
-  [[unroll]] for (uint g = 0u; g < G; ++g) v[g] = is_max ? subgroupMax(v[g]) : subgroupAdd(v[g]);
-  barrier();  // red[] may still be read by the previous reduction
-  if (subgroupElect())
-    [[unroll]] for (uint g = 0u; g < G; ++g) red[g][gl_SubgroupID] = v[g];
-  barrier();
-  const uint per = 32u / gl_SubgroupSize, s0 = (gl_LocalInvocationID.x / 32u) * per;
-  [[unroll]] for (uint g = 0u; g < G; ++g) {
-    float r = red[g][s0];
-    for (uint s = 1u; s < per; ++s) r = is_max ? max(r, red[g][s0 + s]) : r + red[g][s0 + s];
-    v[g] = r;
-  }
+  const uint per = 32u / gl_SubgroupSize;  // the unit's subgroups
+  subgroups_reduce(v, is_max, gl_LocalInvocationID.x / 32u * per, per);
 }
 // The unit's shared-memory writes visible to the unit (uniform, as unit_reduce).
 void unit_sync() {
@@ -405,6 +399,17 @@ void main() {
   // fewer on a tile's path: the table read, then the key row it addresses).
   uint blk_next = block_of(start + tid, last, btab);
   for (uint j0 = start; j0 <= last; j0 += WG) {
+    const uint n_keys = min(WG, last + 1u - j0);
+#ifdef KV_RING
+    const bool tile_ring = j0 + n_keys > recent_from;  // some key of the tile may be in the ring
+#endif
+    // The keys this thread's stream sums: from k_first to k_end, k_step apart (QDEC_WARP: its unit's keys of
+    // the tile, [32·unit, 32·unit + 32), shared by the unit's KPW streams).
+#ifdef QDEC_WARP
+    const uint k_first = tid / 32u * 32u + lane / LPK, k_end = min(tid / 32u * 32u + 32u, n_keys), k_step = KPW;
+#else
+    const uint k_first = stream, k_end = n_keys, k_step = NS;
+#endif
 #ifdef QDEC_BLK_AHEAD
     const uint blk = blk_next;
     blk_next = block_of(j0 + WG + tid, last, btab);
@@ -421,20 +426,18 @@ void main() {
     // QDEC_VAHEAD: the codes of a stream's first KIF value rows of the tile loaded now, beside the key rows,
     // instead of after the softmax (a round trip fewer on a unit's path a tile), where subgroups hold whole
     // units (the rows' slots from their scoring threads by shuffles) and no key of the tile is in the ring.
-    const uint a_end = min(tid / 32u * 32u + 32u, min(WG, last + 1u - j0));
-    const uint a_first = tid / 32u * 32u + lane / LPK;  // the stream's first key of the tile
 #ifdef KV_RING
-    const bool ahead = gl_SubgroupSize >= 32u && j0 + min(WG, last + 1u - j0) <= recent_from && (QDEC_SKIP & 8) == 0;  // uniform
+    const bool ahead = gl_SubgroupSize >= 32u && !tile_ring && (QDEC_SKIP & 8) == 0;  // uniform
 #else
     const bool ahead = gl_SubgroupSize >= 32u && (QDEC_SKIP & 8) == 0;
 #endif
-    const bool a_full = a_first + (KIF - 1u) * KPW < a_end;  // the stream has KIF keys (per stream)
+    const bool a_full = k_first + (KIF - 1u) * k_step < k_end;  // the stream has KIF keys (per stream)
     uvec2 vcodes[KIF];
     [[unroll]] for (uint u = 0u; u < KIF; ++u) vcodes[u] = uvec2(0u);
     if (ahead) {
       const rdims vd0 = v_dims_of(4u * sl);
       [[unroll]] for (uint u = 0u; u < KIF; ++u) {
-        const uint row_slot = subgroupShuffle(slot, (gl_SubgroupInvocationID & ~31u) + (a_first + u * KPW) % 32u);
+        const uint row_slot = subgroupShuffle(slot, (gl_SubgroupInvocationID & ~31u) + (k_first + u * k_step) % 32u);
         if (a_full) vcodes[u] = v_codes(row_slot * p.n_head_kv + hk, vd0);
       }
     }
@@ -499,25 +502,11 @@ void main() {
 #endif
       }
     }
-    const uint n_keys = min(WG, last + 1u - j0);
-#ifdef KV_RING
-    const bool tile_ring = j0 + n_keys > recent_from;  // some key of the tile may be in the ring
-#endif
-#ifdef QDEC_WARP
-    // The unit's keys of the tile, [32·unit, 32·unit + 32), shared by its KPW streams.
-    const uint k_end = min(tid / 32u * 32u + 32u, n_keys), k_step = KPW;
-#else
-    const uint k_end = n_keys, k_step = NS;
-#endif
     [[unroll]] for (uint c = 0u; c < DCH; ++c) {
       const uint d = CW * c + 4u * sl;
       if (d >= D || (QDEC_SKIP & 8) != 0) break;
       const rdims vd = v_dims_of(d);
-#ifdef QDEC_WARP
-      uint jj = tid / 32u * 32u + lane / LPK;
-#else
-      uint jj = stream;
-#endif
+      uint jj = k_first;
 #ifdef QDEC_VAHEAD
       if (c == 0u && ahead && a_full) {  // the codes loaded beside the key rows
         [[unroll]] for (uint u = 0u; u < KIF; ++u) {

@@ -77,6 +77,22 @@ void wg_reduce(inout float v[G], bool is_max) { subgroups_reduce(v, is_max, 0u, 
 #if defined(QDEC_VAHEAD) && !(defined(QDEC_WARP) && defined(QDEC_VFOLD))
 #error "attention_qdec QDEC_VAHEAD: needs QDEC_WARP (a unit's keys) and QDEC_VFOLD (codes without their scale)"
 #endif
+#ifdef QDEC_VROW
+// QDEC_VROW: the thread that scores a key also loads its value row, as the 16-byte words that cover it
+// (QDEC_KVEC's loads: ~4 L1 wavefronts a row), beside its key row, and stages it in shared memory, where
+// its unit's lanes read their dims' codes after the softmax: a tile's value sums wait on no global load
+// (with 8 rows in flight a stream, three round trips a tile after QDEC_VAHEAD's first). Rows of at most
+// 4 such words (tq3 / tq2 values at head_dim 128); tiles reaching the window keep the streams' loads.
+#if !(defined(QDEC_WARP) && defined(QDEC_VFOLD)) || defined(QDEC_VAHEAD)
+#error "attention_qdec QDEC_VROW: needs QDEC_WARP and QDEC_VFOLD, and replaces QDEC_VAHEAD"
+#endif
+const uint VV4 = (KV_V_ROW_BYTES + 14u + 15u) / 16u;  // 16-byte words covering a row at an even byte
+const float vrow_of_at_most_4_words[VV4 <= 4u ? 1 : -1] = float[](0.0);  // a compile error otherwise
+layout(binding = 3, std430) readonly buffer Vw4 { uvec4 vw4[]; };
+shared uint vrow[WG * VV4 * 4u];  // key i of the tile: words [i·VV4·4, (i + 1)·VV4·4), from its row's first covering word
+// n bits (8 or 16, not straddling a word) at byte x of the staged window of the tile's key i.
+uint vrow_bits(uint i, uint x, uint n) { return bitfieldExtract(vrow[i * VV4 * 4u + (x >> 2)], int((x & 3u) * 8u), int(n)); }
+#endif
 #ifdef QDEC_WARP
 #extension GL_KHR_shader_subgroup_shuffle : require
 // QDEC_WARP: each unit of 32 threads (a warp where subgroups are 32 wide) is a stream of its own
@@ -422,6 +438,22 @@ void main() {
 #ifdef KV_RING
     const uint vring_row = f.vring_row;
 #endif
+#ifdef QDEC_VROW
+#ifdef KV_RING
+    const bool staged = !tile_ring;  // uniform
+#else
+    const bool staged = true;
+#endif
+    // The value row's covering words, loaded now and stored once they land (a key that does not count
+    // stores nothing: its weights are 0, and any staged bytes decode to finite centroids).
+    const uint vb = (slot * p.n_head_kv + hk) * KV_V_ROW_BYTES;
+    if (staged && counts && (QDEC_SKIP & 8) == 0) {
+      uvec4 w[VV4];
+      [[unroll]] for (uint k = 0u; k < VV4; ++k) w[k] = vw4[(vb >> 4) + k];
+      [[unroll]] for (uint k = 0u; k < VV4; ++k)
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) vrow[(tid * VV4 + k) * 4u + e] = w[k][e];
+    }
+#endif
 #ifdef QDEC_VAHEAD
     // QDEC_VAHEAD: the codes of a stream's first KIF value rows of the tile loaded now, beside the key rows,
     // instead of after the softmax (a round trip fewer on a unit's path a tile), where subgroups hold whole
@@ -457,6 +489,12 @@ void main() {
 #ifdef QDEC_VFOLD
     float vsc = 1.0;  // the key's value scale, in its weights (1: a ring row's f16 value)
     if (counts && f.vring_row == ~0u) {
+#ifdef QDEC_VROW
+      if (staged) {
+        const uint x = (vb & 15u) + TQV_SEG_BYTE_OFFSET[0];  // even: the f16 scale's two bytes in one word
+        vsc = unpackHalf2x16(vrow_bits(tid, x, 16u)).x * TQV_SEG_INV_SQRT_N[0];
+      } else
+#endif
       vsc = v_row_scale(slot * p.n_head_kv + hk);
     }
 #endif
@@ -514,6 +552,18 @@ void main() {
           [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj + u * k_step][g / 4u][g % 4u] * v;
         }
         jj += KIF * k_step;
+      }
+#endif
+#ifdef QDEC_VROW
+      if (staged) {
+        for (; jj < k_end; jj += k_step) {
+          const uint x = (slot_of[jj] * p.n_head_kv + hk) * KV_V_ROW_BYTES & 15u;
+          const uint lo = vrow_bits(jj, x + vd.low, KV_V_TQ == 4 ? 16u : 8u);
+          const uint hi = KV_V_TQ == 3 ? vrow_bits(jj, x + vd.high, 8u) >> vd.shift : 0u;
+          const vec4 v = v_pairs(KV_V_TQ < 2 ? lo >> vd.shift : lo, hi);
+          [[unroll]] for (uint g = 0u; g < G; ++g) acc[g][c] += probs[jj][g / 4u][g % 4u] * v;
+        }
+        continue;
       }
 #endif
 #ifdef KV_RING

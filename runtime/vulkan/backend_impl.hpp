@@ -260,6 +260,8 @@ struct backend::impl : kernel_variants,
   // a thread's, a stream's; chunk_keys: tuning's dec_chunk_keys or qdec_chunk_keys. Its LPK where LANES was added, else 0.
   std::uint32_t add_dec_lanes(std::vector<std::pair<std::string, std::string>>& d, std::uint32_t head_dim, std::uint32_t group,
                      std::uint32_t chunk_keys, std::uint32_t fixed_bytes = 0, std::uint32_t thread_bytes = 0, std::uint32_t stream_floats = 0) const;
+  // The thread-a-key form stages the value rows of cache c (attention_qdec_keys.glsl QDEC_VROW: asked for, and rows it takes).
+  bool staged_values(const kv::kv_config& c) const;
   // The thread-a-key form's shared memory at a workgroup of wg threads, an upper bound: with plain queries beside the
   // rotated ones (a window without its own split) and the split merge's tail.
   std::uint32_t qdec_keys_shared(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, bool plain_queries,

@@ -9,6 +9,7 @@
 #include "strata/kv/kv_config.hpp"
 #include "strata/hadamard/blocked.hpp"
 #include "strata/turboquant/block.hpp"
+#include "strata/turboquant/format.hpp"
 
 namespace strata::gpu {
 namespace {
@@ -304,6 +305,11 @@ bool idot_keys(const kv::kv_config& c) {
 std::uint32_t tq_segments(const kv::kv_config& c) { return hadamard::split_into_segments(c.head_dim).count; }
 // attention_qdec's QDEC_VFOLD form takes TurboQuant values of one segment (one scale a row).
 bool one_segment_values(const kv::kv_config& c) { return kv::turboquant_bits(c.type_v) && tq_segments(c) == 1; }
+// attention_qdec_keys.glsl's QDEC_VROW stages value rows of at most four 16-byte words from an even byte.
+bool staged_value_rows(const kv::kv_config& c) {
+  const auto bits = kv::turboquant_bits(c.type_v);
+  return bits && (turboquant::format(c.head_dim, bits).row_bytes() + 14 + 15) / 16 <= 4;
+}
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const kv_state& kv, std::uint32_t head_dim,
@@ -336,7 +342,8 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
     if (qdec_kvec && kv_kind(c.type_k) >= 2) d.emplace_back("QDEC_KVEC", "1");
     if (qdec_blk_ahead) d.emplace_back("QDEC_BLK_AHEAD", "1");
     if (qdec_warp) d.emplace_back("QDEC_WARP", "1");
-    if (qdec_warp && qdec_vahead && qdec_vfold && one_segment_values(c)) d.emplace_back("QDEC_VAHEAD", "1");
+    if (staged_values(c)) d.emplace_back("QDEC_VROW", "1");
+    else if (qdec_warp && qdec_vahead && qdec_vfold && one_segment_values(c)) d.emplace_back("QDEC_VAHEAD", "1");
   }
   // Either form; LANES where a lane's dims lie in one 32-dim query block (its lanes share the block's maximum).
   if (qdec_idot && idot_keys(kv.config()) && (lpk == 0 || 32 % (head_dim / lpk) == 0)) {
@@ -351,6 +358,10 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
   return d;
 }
 
+bool backend::impl::staged_values(const kv::kv_config& c) const {
+  return qdec_vrow && qdec_warp && qdec_vfold && one_segment_values(c) && staged_value_rows(c);
+}
+
 std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, bool plain_queries,
                                               bool merge_tail, std::uint32_t wg) const {
   // attention_qdec_keys.glsl's shared arrays at a workgroup of wg threads, an upper bound (some are left out by its
@@ -359,7 +370,8 @@ std::uint32_t backend::impl::qdec_keys_shared(const kv::kv_config& c, std::uint3
   const std::uint32_t segs = tq_segments(c), gv = (group + 3) / 4;
   return (1 + plain_queries) * group * head_dim * 4 + group * head_dim + group * (head_dim / 32) * 4 + group * head_dim * 4 +
          wg * gv * 16 + wg * 8 + group * wg + wg * 16 + 2 * segs * 16 * 4 + 2052 * segs + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) +
-         wg / 32 * group * 8;  // and QDEC_WARP's units' states
+         wg / 32 * group * 8 +  // QDEC_WARP's units' states
+         (staged_values(c) ? wg * 64 : 0);  // and QDEC_VROW's value rows
 }
 
 std::uint32_t backend::impl::qdec_keys_wg(const kv::kv_config& c, std::uint32_t group, std::uint32_t head_dim, std::uint32_t rows) const {

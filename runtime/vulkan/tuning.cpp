@@ -146,6 +146,7 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_QDEC_BLK_AHEAD", qdec_blk_ahead);
   flag("STRATA_VK_QDEC_WARP", qdec_warp);
   flag("STRATA_VK_QDEC_VAHEAD", qdec_vahead);
+  flag("STRATA_VK_QDEC_VROW", qdec_vrow);
   flag("STRATA_VK_QDEC_IDOT", qdec_idot);
   flag("STRATA_VK_QDEC_VFOLD", qdec_vfold);
   choice("STRATA_VK_COMBINE_WG", {128, 256, 512, 1024}, combine_wg);

@@ -219,6 +219,11 @@ struct backend_tuning {
   // one workgroup an SM, and tg32 to 153 t/s: removed).
   bool qdec_warp = true;
   bool qdec_vahead = true;
+  // With the units, every value row of a tile loaded by its key's scoring thread beside the key row (16-byte
+  // words) and staged in shared memory for the unit's lanes (QDEC_VROW, replacing QDEC_VAHEAD; one-segment
+  // TurboQuant values of at most 50 bytes a row, tq3 at head_dim 128): no global load in a tile's value sums.
+  // STRATA_VK_QDEC_VROW=1; not yet measured, so off.
+  bool qdec_vrow = false;
   // TurboQuant keys of 2 or 3 bits scored with 4-wide int8 dot products (attention_qdec.glsl QDEC_IDOT, both
   // forms: queries as int8 a 32-dim block, centroids as int8 a segment, four dims' codes one lookup) instead
   // of a centroid lookup and G float FMAs a dim; with QDEC_VFOLD, H100, qwen3-8b Q4_K_M tq3 (bench/RESULTS.md

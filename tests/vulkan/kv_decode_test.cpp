@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/hadamard/blocked.hpp"
 #include "strata/kv/kv_config.hpp"
 #include "strata/turboquant/format.hpp"
 #include "vulkan/vk_harness.hpp"
@@ -321,6 +322,22 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WG=256"));
       CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_WARP"));
     }
+    // Value rows staged by their keys' scoring threads (STRATA_VK_QDEC_VROW; one-segment TurboQuant values of at
+    // most 50 bytes a row), float scores, the value scales in the weights, 128-thread workgroups.
+    std::vector<std::vector<float>> vrow;
+    if (kv::turboquant_bits(c.v)) {
+      ::setenv("STRATA_VK_QDEC_LANES", "0", 1);
+      ::setenv("STRATA_VK_QDEC_VROW", "1", 1);
+      ::setenv("STRATA_VK_QDEC_IDOT", "0", 1);
+      gpu::backend be(profiled);
+      for (const char* v : {"STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_VROW", "STRATA_VK_QDEC_IDOT"}) ::unsetenv(v);
+      vrow = run_decode(be, c, t);
+      const auto segs = hadamard::split_into_segments(c.D).count;
+      const bool fits = segs == 1 && turboquant::format(c.D, kv::turboquant_bits(c.v)).row_bytes() <= 50;
+      CHECK(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VROW") == fits);
+      CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VAHEAD"));
+      if (!fits) vrow.clear();
+    }
     {
       ::setenv("STRATA_VK_TQ_GQA", "0", 1);
       ::setenv("STRATA_VK_FUSE", "0", 1);
@@ -394,6 +411,12 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
         MESSAGE("  256-thread workgroups: NMSE vs the thread-a-key form " << e_256 << ", vs CPU " << test::nmse(wg256[s], cpu[s]));
         CHECK(e_256 <= tol_grouped_vs_per_head);
         CHECK(test::nmse(wg256[s], cpu[s]) <= vkt::tol_attention_compressed);
+      }
+      if (!vrow.empty()) {  // the same codes and float scores, the values' scales in the weights
+        const double e_vrow = test::nmse(vrow[s], grouped[s]);
+        MESSAGE("  value rows staged: NMSE vs the thread-a-key form " << e_vrow << ", vs CPU " << test::nmse(vrow[s], cpu[s]));
+        CHECK(e_vrow <= tol_grouped_vs_per_head);
+        CHECK(test::nmse(vrow[s], cpu[s]) <= vkt::tol_attention_compressed);
       }
       if (!tensor_cores.empty()) {
         const double e_tc = test::nmse(tensor_cores[s], cpu[s]);

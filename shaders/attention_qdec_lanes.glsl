@@ -11,6 +11,11 @@
 // (rotated query and sums), then, where the split reaches the window, the ring's f16 rows (plain
 // query and sums) in the same registers (H200, tq3 at depth 4096: 48.1 us a layer against 58.7
 // with both beside each other). The streams meet in shared memory once.
+// LANES_ONE_PASS (no window, or the window's keys in a split of their own): each split runs one of the
+// two passes, so its streams' sums merge once (below).
+#if defined(LANES_ONE_PASS) && defined(KV_RING) && !defined(RING_SPLIT)
+#error "attention_qdec LANES_ONE_PASS: no window ring, or RING_SPLIT"
+#endif
 #ifndef CHUNK_KEYS
 #define CHUNK_KEYS (LPK / GQA_G)
 #endif
@@ -39,7 +44,9 @@ void merge_weights(uint tid) {
   const uint s = tid / G, g = tid % G;
   float M = -1.0 / 0.0;
   for (uint k = 0u; k < NS; ++k) M = max(M, sm_m[k][g]);
+#ifndef LANES_ONE_PASS
   w_codes[s][g] = sm_mc[s][g] > -1.0 / 0.0 ? exp(sm_mc[s][g] - M) : 0.0;
+#endif
   w_all[s][g] = sm_m[s][g] > -1.0 / 0.0 ? exp(sm_m[s][g] - M) : 0.0;
   if (s == 0u) head_max[g] = M;
 }
@@ -269,10 +276,12 @@ void main() {
 #undef PW_SCALE
 #define PW_SCALE 1.0
   }
+#ifndef LANES_ONE_PASS
   if (li < G) sm_mc[sid][li] = m;
   put_sums(sid, d0, acc);  // the codes' sums, relative to sm_mc
   [[unroll]] for (uint g = 0u; g < G; ++g)
     [[unroll]] for (uint c = 0u; c < NC; ++c) acc[g][c] = vec4(0.0);
+#endif
 #ifdef KV_RING
   // Pass 2: the window's keys the ring holds, against the plain query (RING_SPLIT: only in the
   // window's split, whose query is plain already).
@@ -322,6 +331,41 @@ void main() {
     sm_m[sid][li] = m;
     sm_l[sid][li] = l;
   }
+#ifdef LANES_ONE_PASS
+  // Every split ran one pass (the codes, or with RING_SPLIT the window's split the ring's rows), so the
+  // streams' sums merge once, weighted by their final maxima: the two-pass merge's second barrier pair and
+  // second sum over the streams added zeros. The same results, bit for bit.
+  put_sums(sid, d0, acc);
+  barrier();
+  merge_weights(tid);
+  barrier();
+#if KV_V_KIND == 3 && (QDEC_SKIP & 2) == 0 && !defined(ROT_LATER)
+  if (!ring_split) {  // uniform: the code splits' sums rotated back here
+    for (uint i = tid; i < G * D; i += WG) rot_or_sum[i] = merged_sum(i / D, i % D, false);
+    barrier();
+    tq_rotate_rot(G, false);  // ends with a barrier
+  }
+#endif
+  for (uint i = tid; i < G * D; i += WG) {
+    const uint g = i / D, d = i % D;
+    const float M = head_max[g], L = merged_l(g);
+#if KV_V_KIND == 3 && (QDEC_SKIP & 2) == 0 && !defined(ROT_LATER)
+    const float a = ring_split ? merged_sum(g, d, false) : rot_or_sum[i];
+#else
+    const float a = merged_sum(g, d, false);
+#endif
+#ifdef SPLIT
+    const uint pb = ((t * p.n_head + h0 + g) * p.n_splits + split) * (D + 2u);
+    part[pb + d] = a;
+    if (d == 0u) {
+      part[pb + D] = M;
+      part[pb + D + 1u] = L;
+    }
+#else
+    o[p.o_off + t * p.o_stride + (h0 + g) * D + d] = a / L;
+#endif
+  }
+#else
   barrier();
   merge_weights(tid);
   barrier();
@@ -349,6 +393,7 @@ void main() {
     o[p.o_off + t * p.o_stride + (h0 + g) * D + d] = a / L;
 #endif
   }
+#endif
 #ifdef SPLIT_COMBINE
   SPLIT_COMBINE_CALL();
 #endif

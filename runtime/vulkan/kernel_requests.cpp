@@ -337,6 +337,7 @@ std::vector<std::pair<std::string, std::string>> backend::impl::qdec_defs(const 
         (qdec_vfold && one_segment_values(c) ? 2048 : 0);  // and QDEC_VFOLD's centroid pairs
     lpk = add_dec_lanes(d, head_dim, group, qdec_chunk_keys,
                         group * head_dim * 4 + 2048 + (merge_tail ? 8 * 1024 + 64 : 0) + group * 4 + idot_tables, tq ? 16 : 0, 2 * group);
+    if (lpk && qdec_one_pass && (!kv.window_ring().rows || ring_split)) d.emplace_back("LANES_ONE_PASS", "1");
   }
   if (lpk == 0) {  // the thread-a-key form (also where the LANES form does not fit)
     if (qdec_kvec && kv_kind(c.type_k) >= 2) d.emplace_back("QDEC_KVEC", "1");

@@ -138,6 +138,7 @@ void backend_tuning::read_env() {
   flag("STRATA_VK_FA_REGS", fa_regs);
   choice("STRATA_VK_FA_WARPS", {4, 8}, fa_warps);
   flag("STRATA_VK_QDEC_RING_SPLIT", qdec_ring_split);
+  flag("STRATA_VK_QDEC_ONE_PASS", qdec_one_pass);
   choice("STRATA_VK_QDEC_HOIST", {0, 1, 2}, qdec_hoist);
   choice("STRATA_VK_QDEC_KIF", {1, 2, 4, 8, 16}, qdec_kif);
   choice("STRATA_VK_QDEC_WG", {64, 128, 256, 512, 1024}, qdec_wg);

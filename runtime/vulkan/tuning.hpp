@@ -191,6 +191,10 @@ struct backend_tuning {
   // form: tg64 @ d4096 220.2-223.2 against 214.8-215.3, tg32 @ d32768 143.9 against 141.6
   // (bench/RESULTS.md session 36). STRATA_VK_QDEC_RING_SPLIT=0: the window's keys in the code splits.
   bool qdec_ring_split = true;
+  // The LANES form's streams merged once where each split runs one pass (no window, or the window's own split;
+  // attention_qdec_lanes.glsl LANES_ONE_PASS): two barriers and a second sum over the streams fewer a
+  // workgroup, the same results bit for bit. STRATA_VK_QDEC_ONE_PASS=1; not yet measured, so off.
+  bool qdec_one_pass = false;
   // Value rows a stream of the thread-a-key form keeps in flight (STRATA_VK_QDEC_KIF: 1, 2, 4, 8, 16):
   // 4 registers each, and the kernel's 165 registers hold three workgroups an SM.
   std::uint32_t qdec_kif = 8;

@@ -338,6 +338,22 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
       CHECK_FALSE(vkt::ran_kernel(be, "attention_qdec", ".QDEC_VAHEAD"));
       if (!fits) vrow.clear();
     }
+    // The LANES form's streams merged once where every split runs one pass (STRATA_VK_QDEC_ONE_PASS: no window,
+    // or the window's own split), against the two-pass merge in the same form: the same results bit for bit.
+    std::vector<std::vector<float>> one_pass, two_pass;
+    if (splits || c.window == 0) {
+      ::setenv("STRATA_VK_QDEC_LANES", "1", 1);
+      ::setenv("STRATA_VK_QDEC_IDOT", "0", 1);
+      if (!splits) ::setenv("STRATA_VK_TQ_GQA", "2", 1);
+      for (const bool one : {false, true}) {
+        ::setenv("STRATA_VK_QDEC_ONE_PASS", one ? "1" : "0", 1);
+        gpu::backend be(profiled);
+        (one ? one_pass : two_pass) = run_decode(be, c, t);
+        CHECK(vkt::ran_kernel(be, "attention_qdec", ".LANES_ONE_PASS") == (one && vkt::ran_kernel(be, "attention_qdec", ".LANES")));
+        if (!vkt::ran_kernel(be, "attention_qdec", ".LANES")) one_pass.clear(), two_pass.clear();
+      }
+      for (const char* v : {"STRATA_VK_QDEC_LANES", "STRATA_VK_QDEC_IDOT", "STRATA_VK_TQ_GQA", "STRATA_VK_QDEC_ONE_PASS"}) ::unsetenv(v);
+    }
     {
       ::setenv("STRATA_VK_TQ_GQA", "0", 1);
       ::setenv("STRATA_VK_FUSE", "0", 1);
@@ -411,6 +427,11 @@ bool check_grouped_decode(std::span<const decode_case> cases) {
         MESSAGE("  256-thread workgroups: NMSE vs the thread-a-key form " << e_256 << ", vs CPU " << test::nmse(wg256[s], cpu[s]));
         CHECK(e_256 <= tol_grouped_vs_per_head);
         CHECK(test::nmse(wg256[s], cpu[s]) <= vkt::tol_attention_compressed);
+      }
+      if (!one_pass.empty() && !two_pass.empty()) {
+        MESSAGE("  LANES, streams merged once: NMSE vs two-pass merge " << test::nmse(one_pass[s], two_pass[s]));
+        CHECK(one_pass[s] == two_pass[s]);
+        CHECK(test::nmse(one_pass[s], cpu[s]) <= vkt::tol_attention_compressed);
       }
       if (!vrow.empty()) {  // the same codes and float scores, the values' scales in the weights
         const double e_vrow = test::nmse(vrow[s], grouped[s]);

@@ -59,6 +59,7 @@ TEST_CASE("vulkan tuning switches: malformed shapes are refused, naming the swit
                         bad_case{"STRATA_VK_QDEC_WARP", "yes", "STRATA_VK_QDEC_WARP='yes' must be 0 or 1"},
                         bad_case{"STRATA_VK_QDEC_VAHEAD", "-1", "STRATA_VK_QDEC_VAHEAD='-1' must be 0 or 1"},
                         bad_case{"STRATA_VK_QDEC_VROW", "2", "STRATA_VK_QDEC_VROW='2' must be 0 or 1"},
+                        bad_case{"STRATA_VK_QDEC_ONE_PASS", "on", "STRATA_VK_QDEC_ONE_PASS='on' must be 0 or 1"},
                         bad_case{"STRATA_VK_COMBINE_WG", "64", "STRATA_VK_COMBINE_WG='64' must be one of 128, 256, 512, 1024"},
                         bad_case{"STRATA_VK_COMBINE_CIF", "32", "STRATA_VK_COMBINE_CIF='32' must be one of 4, 8, 16"},
                         bad_case{"STRATA_VK_QDEC_SKIP", "4096", "STRATA_VK_QDEC_SKIP='4096' must be a bit mask from 0 to 4095"},

@@ -63,6 +63,21 @@ float merged_sum(uint g, uint d, bool codes) {
   for (uint s = 0u; s < NS; ++s) a += (codes ? w_codes[s][g] : w_all[s][g]) * vsum[s][g][d];
   return a;
 }
+// Element i (head i / D, dim i % D) of the group's merged value sum a: the split's partial, with the head's
+// maximum and softmax sum beside its dims, or (unsplit) the output a / sum.
+void write_merged(uint t, uint h0, uint i, float a) {
+  const uint g = i / D, d = i % D;
+#ifdef SPLIT
+  const uint pb = ((t * p.n_head + h0 + g) * p.n_splits + gl_WorkGroupID.z) * (D + 2u);
+  part[pb + d] = a;
+  if (d == 0u) {
+    part[pb + D] = head_max[g];
+    part[pb + D + 1u] = merged_l(g);
+  }
+#else
+  o[p.o_off + t * p.o_stride + (h0 + g) * D + d] = a / merged_l(g);
+#endif
+}
 // This lane's dims of the group's queries (from q[qb]) × scale.
 void plain_query(uint qb, uint d0, out vec4 qr[G][NC]) {
   [[unroll]] for (uint g = 0u; g < G; ++g)
@@ -347,22 +362,10 @@ void main() {
   }
 #endif
   for (uint i = tid; i < G * D; i += WG) {
-    const uint g = i / D, d = i % D;
-    const float M = head_max[g], L = merged_l(g);
 #if KV_V_KIND == 3 && (QDEC_SKIP & 2) == 0 && !defined(ROT_LATER)
-    const float a = ring_split ? merged_sum(g, d, false) : rot_or_sum[i];
+    write_merged(t, h0, i, ring_split ? merged_sum(i / D, i % D, false) : rot_or_sum[i]);
 #else
-    const float a = merged_sum(g, d, false);
-#endif
-#ifdef SPLIT
-    const uint pb = ((t * p.n_head + h0 + g) * p.n_splits + split) * (D + 2u);
-    part[pb + d] = a;
-    if (d == 0u) {
-      part[pb + D] = M;
-      part[pb + D + 1u] = L;
-    }
-#else
-    o[p.o_off + t * p.o_stride + (h0 + g) * D + d] = a / L;
+    write_merged(t, h0, i, merged_sum(i / D, i % D, false));
 #endif
   }
 #else
@@ -378,21 +381,7 @@ void main() {
   else
 #endif
     barrier();
-  for (uint i = tid; i < G * D; i += WG) {
-    const uint g = i / D, d = i % D;
-    const float M = head_max[g], L = merged_l(g);
-    const float a = rot_or_sum[i] + merged_sum(g, d, false);
-#ifdef SPLIT
-    const uint pb = ((t * p.n_head + h0 + g) * p.n_splits + split) * (D + 2u);
-    part[pb + d] = a;
-    if (d == 0u) {
-      part[pb + D] = M;
-      part[pb + D + 1u] = L;
-    }
-#else
-    o[p.o_off + t * p.o_stride + (h0 + g) * D + d] = a / L;
-#endif
-  }
+  for (uint i = tid; i < G * D; i += WG) write_merged(t, h0, i, rot_or_sum[i] + merged_sum(i / D, i % D, false));
 #endif
 #ifdef SPLIT_COMBINE
   SPLIT_COMBINE_CALL();

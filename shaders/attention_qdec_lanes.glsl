@@ -360,14 +360,10 @@ void main() {
     barrier();
     tq_rotate_rot(G, false);  // ends with a barrier
   }
-#endif
-  for (uint i = tid; i < G * D; i += WG) {
-#if KV_V_KIND == 3 && (QDEC_SKIP & 2) == 0 && !defined(ROT_LATER)
-    write_merged(t, h0, i, ring_split ? merged_sum(i / D, i % D, false) : rot_or_sum[i]);
+  for (uint i = tid; i < G * D; i += WG) write_merged(t, h0, i, ring_split ? merged_sum(i / D, i % D, false) : rot_or_sum[i]);
 #else
-    write_merged(t, h0, i, merged_sum(i / D, i % D, false));
+  for (uint i = tid; i < G * D; i += WG) write_merged(t, h0, i, merged_sum(i / D, i % D, false));
 #endif
-  }
 #else
   barrier();
   merge_weights(tid);

@@ -225,7 +225,8 @@ struct backend_tuning {
   bool qdec_vahead = true;
   // With the units, every value row of a tile loaded by its key's scoring thread beside the key row (16-byte
   // words) and staged in shared memory for the unit's lanes (QDEC_VROW, replacing QDEC_VAHEAD; one-segment
-  // TurboQuant values of at most 50 bytes a row, tq3 at head_dim 128): no global load in a tile's value sums.
+  // TurboQuant values of at most 50 bytes a row: tq2 / tq3 at head_dim 128, tq2-tq4 at 64): no global load in a
+  // tile's value sums.
   // STRATA_VK_QDEC_VROW=1; not yet measured, so off.
   bool qdec_vrow = false;
   // TurboQuant keys of 2 or 3 bits scored with 4-wide int8 dot products (attention_qdec.glsl QDEC_IDOT, both
